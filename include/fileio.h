@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Small blocking file helpers for local files (config, state.json, os-release, tokens).
+ * Never used on network file systems or for large artifacts. Does not log. */
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Reads the whole file; NUL-terminates the buffer (size excludes the NUL).
+ * -EFBIG if larger than max_size, -errno otherwise. */
+int read_full_file(const char *path, size_t max_size, char **ret_data, size_t *ret_size);
+
+/* Atomically replaces `path` with `data`: write to a temporary name in the same directory,
+ * fsync, rename over the target, fsync the directory (CONTRACT §7). */
+int write_file_atomic(const char *path, const void *data, size_t size, mode_t mode);
+
+/* fsync() the directory that contains `path`. */
+int fsync_parent_dir(const char *path);
+
+/* mkdir -p with the given mode for created components. */
+int mkdir_parents(const char *path, mode_t mode);

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The handful of helpers every module uses: scope-bound cleanup, ownership transfer, array size.
+ * Pure header: no I/O, no logging. */
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _unused_ __attribute__((unused))
+#define _warn_unused_result_ __attribute__((warn_unused_result))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define _sentinel_ __attribute__((sentinel))
+#define _likely_(x) __builtin_expect(!!(x), 1)
+#define _unlikely_(x) __builtin_expect(!!(x), 0)
+
+#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+
+/* Take ownership out of a variable that has a cleanup attached. */
+#define TAKE_PTR(p)                                \
+        ({                                         \
+                __typeof__(p) _ptr_ = (p);         \
+                (p) = NULL;                        \
+                _ptr_;                             \
+        })
+#define TAKE_FD(fd)                                \
+        ({                                         \
+                int _fd_ = (fd);                   \
+                (fd) = -EBADF;                     \
+                _fd_;                              \
+        })
+
+#define ASSERT_PTR(p)                              \
+        ({                                         \
+                __typeof__(p) _p_ = (p);           \
+                assert(_p_);                       \
+                _p_;                               \
+        })
+
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#define USEC_PER_SEC  ((uint64_t) 1000000ULL)
+#define USEC_PER_MSEC ((uint64_t) 1000ULL)
+#define USEC_INFINITY ((uint64_t) UINT64_MAX)
+
+/* Generates <name>p() for use with _cleanup_(): calls func(*p) when *p is set. */
+#define DEFINE_CLEANUP_FUNC(type, func)                 \
+        static inline void func##p(type **p) {          \
+                if (*p)                                 \
+                        (void) func(*p);                \
+        }
+
+static inline void freep(void *p) {
+        free(*(void **) p);
+}
+#define _cleanup_free_ _cleanup_(freep)
+
+static inline void closep(int *fd) {
+        if (*fd >= 0) {
+                int saved = errno;
+                (void) close(*fd);
+                errno = saved;
+        }
+}
+#define _cleanup_close_ _cleanup_(closep)
+
+static inline void strv_freep(char ***p) {
+        if (!*p)
+                return;
+        for (char **s = *p; *s; s++)
+                free(*s);
+        free(*p);
+}
+#define _cleanup_strv_free_ _cleanup_(strv_freep)
+
+static inline bool streq_ptr(const char *a, const char *b) {
+        if (!a || !b)
+                return a == b;
+        return strcmp(a, b) == 0;
+}
+#define streq(a, b) (strcmp((a), (b)) == 0)
+
+static inline const char *strempty(const char *s) {
+        return s ? s : "";
+}
+
+static inline bool isempty(const char *s) {
+        return !s || !*s;
+}
+
+/* Replace *dst with a copy of src (NULL allowed). -ENOMEM on failure, *dst untouched then. */
+static inline int free_and_strdup(char **dst, const char *src) {
+        char *t = NULL;
+
+        if (src) {
+                t = strdup(src);
+                if (!t)
+                        return -ENOMEM;
+        }
+        free(*dst);
+        *dst = t;
+        return 0;
+}
