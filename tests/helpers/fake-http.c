@@ -13,13 +13,15 @@
 
 #define MAX_QUEUE 64
 
-typedef struct Conn {
+typedef struct Conn Conn;
+struct Conn {
         FakeHttp *f;
+        Conn *next, *prev;
         int fd;
         sd_event_source *io;
         char buf[65536];
         size_t len;
-} Conn;
+};
 
 struct FakeHttp {
         sd_event *event;
@@ -31,9 +33,16 @@ struct FakeHttp {
         size_t head, tail;
         unsigned served;
         char *last;
+        Conn *conns;            /* owned: open connections */
 };
 
 static void conn_free(Conn *c) {
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                c->f->conns = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
         sd_event_source_disable_unref(c->io);
         close(c->fd);
         free(c);
@@ -131,6 +140,10 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdat
         assert(c);
         c->f = f;
         c->fd = cfd;
+        c->next = f->conns;
+        if (f->conns)
+                f->conns->prev = c;
+        f->conns = c;
         assert(sd_event_add_io(f->event, &c->io, cfd, EPOLLIN, on_conn_io, c) >= 0);
         return 0;
 }
@@ -157,6 +170,8 @@ int fake_http_new(sd_event *e, FakeHttp **ret) {
 FakeHttp *fake_http_free(FakeHttp *f) {
         if (!f)
                 return NULL;
+        while (f->conns)
+                conn_free(f->conns);
         sd_event_source_disable_unref(f->accept_io);
         close(f->listen_fd);
         for (size_t i = 0; i < MAX_QUEUE; i++) {
