@@ -166,6 +166,57 @@ class TestPackagingDocs(unittest.TestCase):
             self.assertIn(".B " + var, man)
 
 
+# pkg-config name (meson dependency()) -> the Debian -dev package that provides it.
+DEBIAN_DEV_PACKAGE = {
+    "libsystemd": "libsystemd-dev", "libcurl": "libcurl4-openssl-dev", "jansson": "libjansson-dev",
+    "libarchive": "libarchive-dev", "yaml-0.1": "libyaml-dev", "libcrypto": "libssl-dev",
+    "cmocka": "libcmocka-dev", "systemd": "systemd",
+}
+
+
+def meson_dependencies():
+    """{pkg-config name: version constraint or ''} from every meson.build in the tree."""
+    deps = {}
+    for dirpath, dirnames, filenames in os.walk(SRCDIR):
+        dirnames[:] = [d for d in dirnames if not d.startswith((".", "build"))]
+        if "meson.build" not in filenames:
+            continue
+        text = read(os.path.join(dirpath, "meson.build"))
+        for m in re.finditer(r"dependency\(\s*'([^']+)'([^)]*)\)", text):
+            v = re.search(r"version\s*:\s*'([^']+)'", m.group(2))
+            deps[m.group(1)] = v.group(1).replace(" ", "") if v else ""
+    return deps
+
+
+class TestBuildDependencies(unittest.TestCase):
+    """Build-Depends (Debian) and BuildRequires (RPM) name every meson dependency with the same
+    minimum version."""
+
+    def test_debian_build_depends(self):
+        control = read(os.path.join(SRCDIR, "packaging", "debian", "control"))
+        field = re.search(r"^Build-Depends:(.*?)^\S", control, re.M | re.S).group(1)
+        bd = {}
+        for item in field.split(","):
+            m = re.match(r"\s*([a-z0-9.+-]+)\s*(?:\(([^)]*)\))?", item)
+            if m and m.group(1):
+                bd[m.group(1)] = (m.group(2) or "").replace(" ", "")
+        for dep, version in meson_dependencies().items():
+            pkg = DEBIAN_DEV_PACKAGE.get(dep)
+            self.assertIsNotNone(pkg, f"meson dependency {dep!r} has no Debian package mapping here")
+            self.assertIn(pkg, bd, f"Build-Depends lacks {pkg} (meson: {dep})")
+            if version:
+                self.assertEqual(bd[pkg], version, f"Build-Depends {pkg}: meson wants {dep} {version}")
+
+    def test_rpm_build_requires(self):
+        spec = read(os.path.join(SRCDIR, "packaging", "rpm", "inplace-agent.spec"))
+        br = {}
+        for m in re.finditer(r"^BuildRequires:[ \t]*pkgconfig\(([^)]+)\)[ \t]*(.*)$", spec, re.M):
+            br[m.group(1)] = m.group(2).replace(" ", "")
+        for dep, version in meson_dependencies().items():
+            self.assertIn(dep, br, f"spec lacks BuildRequires: pkgconfig({dep})")
+            self.assertEqual(br[dep], version, f"spec pkgconfig({dep}): meson wants {version!r}")
+
+
 class TestHelpers(unittest.TestCase):
     def test_uncomment_and_paths(self):
         text = "# prose\n#a: 1\n#b:\n#  # inner prose\n#  c: x\n#  #d: commented example\n"
