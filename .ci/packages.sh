@@ -10,10 +10,11 @@
 #   - `systemd-analyze security --offline=true` exposure of the installed unit, fails above 5.0
 #
 # Usage: .ci/packages.sh [OUTDIR]      (OUTDIR receives the .deb and .rpm; default: none kept)
-# Needs root (apt-get, dpkg -i). KEEP_WORKDIR=1 keeps the temporary build directory.
+# Needs root (apt-get, dpkg -i). KEEP_WORKDIR=1 keeps the temporary build directory;
+# MAX_EXPOSURE overrides the 5.0 limit (e.g. to see the check fail).
 set -euo pipefail
 
-MAX_EXPOSURE=5.0
+MAX_EXPOSURE=${MAX_EXPOSURE:-5.0}
 srcdir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 outdir=${1:-}
 
@@ -39,11 +40,23 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 work=$(mktemp -d /tmp/inplace-agent-packages.XXXXXX)
-if [ "${KEEP_WORKDIR:-0}" = 1 ]; then
-        echo "work directory: $work"
-else
-        trap 'rm -rf "$work"' EXIT
-fi
+installed=0
+runtime_mask=""
+cleanup() {
+        if [ "$installed" = 1 ]; then
+                dpkg --purge inplace-agent >/dev/null 2>&1 || true
+        fi
+        if [ -n "$runtime_mask" ]; then
+                rm -f "$runtime_mask"
+                systemctl daemon-reload >/dev/null 2>&1 || true
+        fi
+        if [ "${KEEP_WORKDIR:-0}" = 1 ]; then
+                echo "work directory kept: $work"
+        else
+                rm -rf "$work"
+        fi
+}
+trap cleanup EXIT
 
 # --- Version: meson.build is the source of truth ---------------------------------------------
 version=$(meson introspect --projectinfo "$srcdir/meson.build" |
@@ -161,6 +174,15 @@ rpm -qpR "$rpmfile" 2>/dev/null | sed 's/^/  requires: /'
 
 # --- Install the .deb and check the installed unit ---------------------------------------------
 say "dpkg -i"
+# On a machine where systemd runs, postinst would start the agent (which has no kubeconfig here);
+# a runtime mask, removed again on exit, keeps it from starting. Never create /run/systemd/system
+# itself: maintainer scripts take its existence to mean "systemd is running".
+if [ -d /run/systemd/system ] && [ ! -e /run/systemd/system/inplace-agent.service ]; then
+        runtime_mask=/run/systemd/system/inplace-agent.service
+        ln -s /dev/null "$runtime_mask"
+        systemctl daemon-reload >/dev/null 2>&1 || true
+fi
+installed=1
 dpkg -i "$deb" >/dev/null
 # Twice: the second run takes the upgrade path of the maintainer scripts.
 dpkg -i "$deb" >/dev/null
@@ -193,6 +215,7 @@ awk -v e="$exposure" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(e <= m) }' ||
 
 say "dpkg --purge"
 dpkg --purge inplace-agent >/dev/null
+installed=0
 [ ! -e /etc/inplace-agent/config.yaml ] || die "purge left /etc/inplace-agent/config.yaml"
 [ ! -e /etc/systemd/system/multi-user.target.wants/inplace-agent.service ] || die "purge left the unit enabled"
 echo "purge: OK"
