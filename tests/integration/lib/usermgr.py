@@ -286,21 +286,37 @@ class UserManager:
 
     # ---------------------------------------------------------------- units
 
-    def write_unit(self, name, text):
-        """Write (or replace) a unit file in the manager's unit directory. Call daemon_reload() after."""
+    def write_unit(self, name, text, pin=True):
+        """Write (or replace) a unit file in the manager's unit directory. Call daemon_reload() after.
+
+        pin: keep the unit loaded after it stops. systemd garbage-collects an inactive, unreferenced
+        unit, and a reloaded unit shows fresh defaults (ExecMainCode=0, Result=success), which would
+        make exit-status checks pass vacuously."""
         if "/" in name:
             raise ValueError("unit name with '/': %r" % name)
         path = os.path.join(self.unit_dir, name)
         with open(path + ".tmp", "w") as f:
             f.write(text)
         os.rename(path + ".tmp", path)
+        if pin:
+            self.pin(name)
         return path
 
+    def pin(self, unit):
+        """Reference `unit` from the (always active) start target so it is never garbage-collected.
+        An ordering dependency is a reference but starts nothing. Needs daemon_reload()."""
+        d = os.path.join(self.unit_dir, START_TARGET + ".d")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "pin-%s.conf" % unit), "w") as f:
+            f.write("[Unit]\nBefore=%s\n" % unit)
+
     def remove_unit(self, name):
-        try:
-            os.unlink(os.path.join(self.unit_dir, name))
-        except FileNotFoundError:
-            pass
+        for p in (os.path.join(self.unit_dir, name),
+                  os.path.join(self.unit_dir, START_TARGET + ".d", "pin-%s.conf" % name)):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
 
     def log_path(self, unit):
         return os.path.join(self.log_dir, unit + ".log")
