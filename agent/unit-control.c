@@ -146,7 +146,7 @@ UnitJob *unit_job_cancel(UnitJob *j) {
 
 /* Reports and frees the job. `detail` may be NULL (then derived from the error). */
 static int unit_job_finish(UnitJob *j, int error, const char *detail) {
-        _cleanup_(unit_job_freep) UnitJob *owned = j;
+        _cleanup_(unit_job_freep) _unused_ UnitJob *owned = j;  /* freed on return */
         char buf[256];
         UnitJobResult res;
 
