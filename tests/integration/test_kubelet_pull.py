@@ -299,6 +299,20 @@ def test_mirrors_and_redirects(root, reg):
         check(any("/manifests/" in path for path, _ in proxy.requests) and
               any("/blobs/" in path for path, _ in proxy.requests), "the mirror was asked first: %s" % proxy.requests)
 
+    # A mirror behind the Bearer token protocol; its credentials are in auth.json under its own host.
+    with registry.Proxy(reg, bearer=("mirror-user", "mirror-pw")) as proxy:
+        c = Case(root, "bearer", reg)
+        auth = os.path.join(c.dir, "auth.json")
+        mirror_host = proxy.url.split("://")[1]
+        with open(auth, "w") as f:
+            json.dump({"auths": {mirror_host: {"username": "mirror-user", "password": "mirror-pw"}}}, f)
+        out = c.pull(ref, extra=["--mirror", "%s=%s" % (reg.host, proxy.url), "--auth-file", auth])
+        check(out.get("ok") is True, "bearer token from the challenge's realm: %s" % out)
+        check(proxy.tokens_issued == 1, "one token, cached for manifest and blobs: %d" % proxy.tokens_issued)
+        check(any(p.startswith("/token") for p, _ in proxy.requests), "token endpoint used")
+        check(any("/manifests/" in p for p in proxy.forwarded) and any("/blobs/" in p for p in proxy.forwarded),
+              "manifest and blob came through the bearer mirror: %s" % proxy.forwarded)
+
 
 def main():
     if not PULL or not os.access(PULL, os.X_OK):
