@@ -132,6 +132,24 @@ def test_upgrade_gc_and_health(root, reg):
         kubelet.wait()
 
 
+def test_adopt(root, reg):
+    ref = reg.push_kubelet_image("1.31.2", registry.fake_kubelet("v1.31.2"), repo="adopt")
+    for name, content, expect in (("adopt-versioned", registry.fake_kubelet("v1.30.9"), "1.30.9"),
+                                  ("adopt-unknown", b"#!/bin/sh\necho not a kubelet\n", "adopted")):
+        c = Case(root, name, reg)
+        os.makedirs(os.path.dirname(c.bin))
+        with open(c.bin, "wb") as f:
+            f.write(content)
+        os.chmod(c.bin, 0o755)
+        out = c.pull(ref, extra=["--adopt", "--switch"])
+        check(out.get("ok") is True and out.get("adopted") == expect and out.get("previous") == expect,
+              "%s: adopted as %s then switched: %s" % (name, expect, out))
+        check(c.stored_versions() == sorted([expect, "1.31.2"]), name + ": store %s" % c.stored_versions())
+        with open(os.path.join(c.state, "kubelet", expect, "kubelet"), "rb") as f:
+            check(f.read() == content, name + ": the adopted file is the original")
+        check(os.readlink(c.bin).endswith("/1.31.2/kubelet"), name + ": binaryPath is a symlink to the new version")
+
+
 def top_layer_digest(reg, repo, tag):
     status, _, body = reg.request("GET", "/v2/%s/manifests/%s" % (repo, tag),
                                   headers={"Accept": registry.OCI_MANIFEST})
@@ -324,7 +342,7 @@ def main():
         root = os.path.join(workdir, "cases")
         os.makedirs(root)
         with registry.Registry(workdir) as reg:
-            for t in (test_happy_paths, test_upgrade_gc_and_health, test_digest_mismatch, test_unavailable,
+            for t in (test_happy_paths, test_upgrade_gc_and_health, test_adopt, test_digest_mismatch, test_unavailable,
                       test_unsafe_layers, test_bombs, test_kill_and_resume, test_mirrors_and_redirects):
                 started = time.monotonic()
                 t(root, reg)
