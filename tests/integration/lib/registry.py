@@ -130,6 +130,47 @@ def compress(data, compression):
     return data
 
 
+def diff_id(data, compression, cap=512 << 20):
+    """sha256 of the uncompressed layer, streamed; bombs and broken layers (over `cap` or corrupt) get
+    the digest of nothing: their diff_id does not matter to any test."""
+    import zlib
+    h, total = hashlib.sha256(), 0
+    try:
+        if compression == "gzip":
+            rest = data
+            while rest:
+                d = zlib.decompressobj(31)
+                buf = rest
+                while buf:
+                    chunk = d.decompress(buf, 1 << 20)
+                    h.update(chunk)
+                    total += len(chunk)
+                    if total > cap:
+                        return sha256(b"")
+                    buf = d.unconsumed_tail
+                rest = d.unused_data
+        elif compression == "zstd":
+            p = subprocess.Popen(["zstd", "-q", "-d", "-c"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            import threading
+            threading.Thread(target=lambda: (p.stdin.write(data), p.stdin.close()), daemon=True).start()
+            while True:
+                chunk = p.stdout.read(1 << 20)
+                if not chunk:
+                    break
+                h.update(chunk)
+                total += len(chunk)
+                if total > cap:
+                    p.kill()
+                    p.wait()
+                    return sha256(b"")
+            p.wait()
+        else:
+            h.update(data)
+    except (OSError, zlib.error):
+        return sha256(b"")
+    return "sha256:" + h.hexdigest()
+
+
 def huge_header_bomb():
     """A layer whose single entry claims 10 GiB; a few KB compressed."""
     ti = tarfile.TarInfo("kubelet")
@@ -308,8 +349,10 @@ http:
     def push_image(self, repo, tag, layers, flavour="oci", index_platforms=None):
         """layers: list of (compressed_bytes, compression) base first. Returns the manifest digest
         (or the index digest when index_platforms is given: list of (os, arch) pushed as the same image)."""
+        # diff_ids: digests of the uncompressed layers, as real images have (umoci checks them).
         config = json.dumps({"architecture": "amd64", "os": "linux",
-                             "rootfs": {"type": "layers", "diff_ids": []}}).encode()
+                             "rootfs": {"type": "layers", "diff_ids": [diff_id(d, c) for d, c in layers]},
+                             "config": {}}).encode()
         cfg = self.push_blob(repo, config)
         descs = []
         for data, compression in layers:
