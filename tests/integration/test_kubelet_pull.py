@@ -51,6 +51,9 @@ class Case:
             out = {"ok": False, "raw": p.stdout, "stderr": p.stderr}
         out["_rc"] = p.returncode
         out["_seconds"] = time.monotonic() - started
+        # Under ASan/UBSan (tests/run-tests --sanitize) a report fails the case even if the JSON looks fine.
+        check("Sanitizer" not in p.stderr and "runtime error" not in p.stderr,
+              "sanitizer report from pull %s: %s" % (image, p.stderr[-3000:]))
         return out
 
     def stored_versions(self):
