@@ -428,6 +428,17 @@ static int decide_restarts(Builder *b) {
         bool self;
         int r;
 
+        /* The annotation is gone; our own restart comes last, alone, and is marked done before it runs
+         * because it ends this process (GNP §5: removed first, then the self-restart). */
+        if (tx->restart.self_pending) {
+                tx->restart.self_pending = false;
+                a = add(b, UPDATE_ACTION_RESTART_UNIT, UPDATE_STEP_SELF_RESTART, false);
+                if (a)
+                        a->unit = b_strdup(b, b->in->settings.self_unit);
+                (void) set_status(b, "Restarting %s as %s asked.", strempty(b->in->settings.self_unit),
+                                  NODE_ANNOTATION_RESTART);
+                return 1;
+        }
         if (isempty(value)) {
                 /* Gone: forget it, so the same value set again later is handled again. */
                 tx->restart.value = mfree(tx->restart.value);
@@ -456,12 +467,9 @@ static int decide_restarts(Builder *b) {
                 return r;
 
         a = add_api(b, UPDATE_ACTION_REMOVE_RESTART_ANNOTATION, UPDATE_STEP_RESTART_DONE, false);
-        if (a)
+        if (a) {
                 a->message = b_strdup(b, value);
-        if (a && self) {
-                a = add(b, UPDATE_ACTION_RESTART_UNIT, UPDATE_STEP_SELF_RESTART, false);
-                if (a)
-                        a->unit = b_strdup(b, b->in->settings.self_unit);
+                a->restart_self = self;
         }
         (void) set_status(b, "Restarting the units named in %s.", NODE_ANNOTATION_RESTART);
         return 1;
@@ -1032,6 +1040,7 @@ static int reset_transaction(UpdateTransaction *tx) {
         fresh->restart.value = tx->restart.value;
         fresh->restart.next = tx->restart.next;
         fresh->restart.handled = tx->restart.handled;
+        fresh->restart.self_pending = tx->restart.self_pending;
         tx->applied.checksum = tx->applied.ca_rotation = tx->applied.sa_rotation = NULL;
         tx->marker = tx->restart.value = tx->restart.handled = NULL;
 

@@ -455,6 +455,7 @@ int node_update_action_done(UpdateTransaction *tx, const UpdateAction *a, uint64
                 if (r < 0)
                         return r;
                 tx->restart.next = 0;
+                tx->restart.self_pending = a->restart_self;
                 break;
         case UPDATE_STEP_SELF_RESTART:
                 break;

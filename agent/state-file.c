@@ -104,8 +104,10 @@ int state_file_encode(const UpdateTransaction *tx, char **ret) {
                         "apiFailures", (int) tx->api_failures,
                         "applied", applied_json(tx),
                         "marker", str_or_null(tx->marker),
-                        "restart", json_pack("{s:o, s:i, s:o}", "value", str_or_null(tx->restart.value), "next",
-                                             (int) tx->restart.next, "handled", str_or_null(tx->restart.handled)));
+                        "restart", json_pack("{s:o, s:i, s:o, s:b}", "value", str_or_null(tx->restart.value),
+                                             "next", (int) tx->restart.next, "handled",
+                                             str_or_null(tx->restart.handled), "selfPending",
+                                             tx->restart.self_pending));
         if (!doc)
                 return -ENOMEM;
         s = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -344,6 +346,7 @@ static int decode_misc(Decoder *d, const json_t *doc, UpdateTransaction *tx) {
         r = r ?: get_str(d, restart, "value", "restart.", &tx->restart.value);
         r = r ?: get_unsigned(d, restart, "next", "restart.", &tx->restart.next);
         r = r ?: get_str(d, restart, "handled", "restart.", &tx->restart.handled);
+        r = r ?: get_bool(d, restart, "selfPending", "restart.", &tx->restart.self_pending);
         return r;
 }
 

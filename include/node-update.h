@@ -123,7 +123,8 @@ typedef enum UpdateStep {
         UPDATE_STEP_EVENT,              /* Event of UpdateAction.phase emitted */
         UPDATE_STEP_RESTART_UNIT,       /* restart-annotation entry UpdateAction.index handled */
         UPDATE_STEP_RESTART_DONE,       /* restart annotation removed */
-        UPDATE_STEP_SELF_RESTART,       /* own unit restarted (never reported: it kills us) */
+        UPDATE_STEP_SELF_RESTART,       /* own unit restarted; emitted alone and recorded as done by the
+                                         * decider itself, since it kills us before any feedback */
         _UPDATE_STEP_MAX,
         _UPDATE_STEP_INVALID = -EINVAL,
 } UpdateStep;
@@ -188,6 +189,7 @@ typedef struct UpdateAction {
         const char *event_type;         /* static: EMIT_EVENT: "Normal" or "Warning" */
         bool emit_unit_event;           /* RESTART_UNIT from the annotation: emit SystemDUnitRestart
                                          * (Normal "processed restart of unit X", Warning on failure) */
+        bool restart_self;              /* REMOVE_RESTART_ANNOTATION: our own unit restarts afterwards */
 } UpdateAction;
 
 typedef struct UpdateFailure {
@@ -246,6 +248,7 @@ typedef struct UpdateTransaction {
                 char *value;            /* owned: restart annotation value being processed */
                 unsigned next;          /* entries before this index are done */
                 char *handled;          /* owned: value fully handled (annotation removed) */
+                bool self_pending;      /* our own unit still has to be restarted */
         } restart;
 } UpdateTransaction;
 
