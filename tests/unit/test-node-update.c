@@ -12,12 +12,13 @@
 #include "tests.h"
 
 #define T0 (1740823200ULL * USEC_PER_SEC)      /* 2025-03-01T10:00:00Z */
-#define LOG_MAX 8192
+#define LOG_MAX (256 * 1024)
 
 typedef enum Outcome {
         OUTCOME_OK,
         OUTCOME_FAIL,
         OUTCOME_CRASH,          /* the agent dies during the action (reboot, self-restart) */
+        OUTCOME_INTERRUPTED,    /* the agent dies before the action completed (no effect, no feedback) */
 } Outcome;
 
 typedef enum OsEffect {
@@ -46,6 +47,7 @@ struct World {
         OsEffect os_effect;
         bool crash_after_each_action;   /* "kill the agent" after every single action */
         bool reboot_rolls_back;
+        unsigned restart_gen;           /* bumped whenever the restart annotation is set anew */
         unsigned pods_deleted;
         char work[LOG_MAX];             /* actions other than reports, in order */
         char phases[LOG_MAX];           /* phases as published (progress/result) */
@@ -170,6 +172,30 @@ static UpdatePhase current_phase(World *w) {
         return tx ? tx->phase : UPDATE_PHASE_IDLE;
 }
 
+/* What must hold between the persisted record and any decision made from it. */
+static void check_invariants(const UpdateTransaction *old, const UpdateDecision *d) {
+        const UpdateTransaction *new = d->tx;
+        bool old_active = old && old->id && old->phase != UPDATE_PHASE_IDLE && !update_phase_is_terminal(old->phase);
+
+        if (old && old->id && streq_ptr(old->id, new->id)) {
+                /* phases only move forward within a transaction */
+                if (!(new->phase >= old->phase ||
+                      (old->phase == UPDATE_PHASE_ROLLED_BACK && new->phase == UPDATE_PHASE_FAILED)))
+                        fail_msg("%s went back from %s to %s", old->id, update_phase_to_string(old->phase),
+                                 update_phase_to_string(new->phase));
+        } else if (old_active && old->phase >= UPDATE_PHASE_APPLYING)
+                fail_msg("%s was replaced in %s: two transactions at once", old->id,
+                         update_phase_to_string(old->phase));
+        /* a batch belongs to one transaction and one phase */
+        for (size_t i = 0; i < d->n_actions; i++) {
+                const UpdateAction *a = &d->actions[i];
+                if (a->transaction) {
+                        assert_string_equal(a->transaction, new->id);
+                        assert_int_equal(a->phase, new->phase);
+                }
+        }
+}
+
 static void decide(World *w, UpdateDecision *d) {
         _cleanup_(update_transaction_freep) UpdateTransaction *tx = load_tx(w);
         char id[32];
@@ -191,6 +217,7 @@ static void decide(World *w, UpdateDecision *d) {
         assert_int_equal(node_update_decide(&in, d), 0);
         assert_non_null(d->tx);
         assert_non_null(d->status);
+        check_invariants(tx, d);
         if (d->tx->id && streq(d->tx->id, id))
                 w->ids++;
 }
@@ -315,13 +342,19 @@ static void log_action(World *w, const UpdateAction *a, Outcome o) {
                         logf_(w->work, "! ");
         }
 
-        /* A tracked action must never run twice (a failed API write is retried on purpose). */
+        /* A tracked action must never run twice (a failed API write is retried on purpose, and an
+         * interrupted idempotent one is run again; starting the OS change or a reboot never is). */
         if (o == OUTCOME_FAIL && !update_action_is_best_effort(a->type))
                 return;
-        snprintf(key, sizeof(key), "|%s/%s/%s/%u/%s|", strempty(a->transaction), update_step_to_string(a->step),
+        if (o == OUTCOME_INTERRUPTED && a->type != UPDATE_ACTION_RUN_OS_COMMAND &&
+            a->type != UPDATE_ACTION_INSTALL_OS_IMAGE && a->type != UPDATE_ACTION_REBOOT &&
+            a->step != UPDATE_STEP_SELF_RESTART)
+                return;
+        snprintf(key, sizeof(key), "|%s/%u/%s/%s/%u/%s|", strempty(a->transaction),
+                 a->transaction ? 0 : w->restart_gen, update_step_to_string(a->step),
                  a->step == UPDATE_STEP_PROGRESS || a->step == UPDATE_STEP_EVENT ? update_phase_to_string(a->phase)
                                                                                  : "",
-                 a->index, a->transaction ? "" : a->message ? a->message : version_of(a));
+                 a->index, a->transaction ? "" : a->checksum ? a->checksum : a->message ? a->message : version_of(a));
         if (strstr(w->seen, key))
                 fail_msg("action repeated: %s (work log: %s)", key, w->work);
         logf_(w->seen, "%s", key);
@@ -357,6 +390,7 @@ static void run(World *w) {
                         log_action(w, a, o);
                         switch (o) {
                         case OUTCOME_CRASH:
+                        case OUTCOME_INTERRUPTED:
                                 stop = true;    /* nothing is reported; the state on disk is what survives */
                                 break;
                         case OUTCOME_OK:
@@ -1494,6 +1528,110 @@ static void test_input_edges(void **state) {
         world_free(w);
 }
 
+static uint64_t rng_state;
+
+static unsigned rnd(unsigned n) {
+        rng_state ^= rng_state << 13;
+        rng_state ^= rng_state >> 7;
+        rng_state ^= rng_state << 17;
+        return (unsigned) (rng_state % n);
+}
+
+static Outcome policy_random(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
+        static const char *const messages[] = { "boom", "exit status 3, output: network problems", "" };
+
+        if (rnd(8) == 0) {
+                *code = rnd(4) == 0 ? _UPDATE_FAILURE_INVALID : (UpdateFailureCode) rnd(_UPDATE_FAILURE_MAX);
+                *msg = messages[rnd(ELEMENTSOF(messages))];
+                return OUTCOME_FAIL;
+        }
+        if (rnd(12) == 0)
+                return OUTCOME_INTERRUPTED;
+        return OUTCOME_OK;
+}
+
+static void random_change(World *w, unsigned step) {
+        static const char *const oses[] = { "1592.6", "1592.7", "1592.8", "1592.7", "invalid" };
+        static const char *const kubelets[] = { "1.31.4", "1.31.5", "1.32.1", "1.32.2", "1.30.0" };
+        static const char *const restarts[] = { "kubelet", "inplace-agent,foo", "x y,bar", "" };
+        unsigned c = rnd(20);
+        char buf[32];
+
+        if (c <= 2)
+                w->node->candidate = !w->node->candidate;
+        else if (c <= 4)
+                w->node->selected = !w->node->selected;
+        else if (c <= 7) {
+                if (w->node->in_place_update.present)
+                        w->node->in_place_update.present = false;
+                else {
+                        snprintf(buf, sizeof(buf), "t%u", step);
+                        world_ready(w, buf);
+                }
+        } else if (c <= 11) {
+                snprintf(buf, sizeof(buf), "c%u", step);
+                if (!w->osc)
+                        w->osc = calloc(1, sizeof(OscDesired));
+                world_osc(w, buf, oses[rnd(ELEMENTSOF(oses))], kubelets[rnd(ELEMENTSOF(kubelets))]);
+                set(&w->osc->min_version_for_update, rnd(5) == 0 ? "1592.7" : NULL);
+        } else if (c == 12) {
+                bool failed = w->node->update_result == NODE_UPDATE_RESULT_FAILED;
+                w->node->update_result = failed ? NODE_UPDATE_RESULT_NONE : NODE_UPDATE_RESULT_FAILED;
+                set(&w->node->update_result_value, failed ? NULL : "failed");
+        } else if (c == 13) {
+                set(&w->node->restart_services, restarts[rnd(ELEMENTSOF(restarts))]);
+                w->restart_gen++;
+        } else if (c == 14)
+                w->now += rnd(20) * 60 * USEC_PER_SEC;
+        else if (c == 15)
+                reboot(w);
+        else if (c == 16)
+                w->os_effect = (OsEffect) rnd(4);
+        else if (c == 17) {
+                w->settings.backend = rnd(2) ? OS_UPDATE_BACKEND_IMAGE : OS_UPDATE_BACKEND_COMMAND;
+                w->settings.os_image_configured = rnd(4) != 0;
+                w->settings.reboot = rnd(3) == 0 ? REBOOT_METHOD_NONE : REBOOT_METHOD_LOGIN1;
+        } else if (c == 18 && w->osc && rnd(4) == 0) {
+                osc_desired_free(w->osc);
+                w->osc = NULL;
+        } else if (c == 19)
+                w->reboot_rolls_back = !w->reboot_rolls_back;
+}
+
+/* Random worlds, random failures, random deaths: the invariants (checked in decide() and run()) hold,
+ * every run reaches quiescence, and a quiet decision stays quiet when asked again. */
+static void test_random_walks(void **state) {
+        for (unsigned walk = 0; walk < 60; walk++) {
+                World *w = world_new();
+
+                rng_state = 0x9e3779b97f4a7c15ULL * (walk + 1);
+                w->policy = policy_random;
+                w->crash_after_each_action = walk % 3 == 0;
+                world_osc(w, "c0", "1592.6", "1.31.4");
+                if (walk % 2)
+                        world_applied(w, "c0");
+
+                for (unsigned step = 0; step < 40; step++) {
+                        UpdateDecision again = {};
+
+                        random_change(w, step);
+                        run(w);
+                        /* idle means idle (CONTRACT §8.13): same input, no new actions */
+                        if (getenv("TEST_VERBOSE"))
+                                fprintf(stderr, "walk %u step %u: %s | %s\n", walk, step, w->phases, w->last.status);
+                        w->work[0] = w->phases[0] = w->events[0] = '\0';
+                        decide(w, &again);
+                        if (again.n_actions > 0)
+                                fail_msg("walk %u step %u: not quiescent: %s", walk, step,
+                                         update_action_type_to_string(again.actions[0].type));
+                        update_decision_done(&again);
+                }
+                if (!w->osc)
+                        w->osc = calloc(1, sizeof(OscDesired));
+                world_free(w);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_names),
@@ -1529,6 +1667,7 @@ int main(void) {
                 cmocka_unit_test(test_kubelet_version_rules),
                 cmocka_unit_test(test_manual_retry),
                 cmocka_unit_test(test_input_edges),
+                cmocka_unit_test(test_random_walks),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
