@@ -829,8 +829,13 @@ static int on_applying(Builder *b) {
                        (done(b, UPDATE_STEP_SWITCH_KUBELET) && done(b, UPDATE_STEP_RESTART_KUBELET));
         if (tx->os_to && !done(b, UPDATE_STEP_MARKER)) {
                 a = add_api(b, UPDATE_ACTION_SET_MARKER, UPDATE_STEP_MARKER, true);
-                if (a)
+                if (a) {
                         a->version = b_strdup(b, tx->os_to);
+                        /* Ours from the moment we ask for it: if we die after the patch landed but
+                         * before it was recorded, the marker must not look like someone else's. */
+                        if (free_and_strdup(&tx->marker, tx->os_to) < 0)
+                                b->error = -ENOMEM;
+                }
         } else if (tx->os_to && !tx->os_started_usec && kubelet_done)
                 add_os_apply(b);
         if (b->n_actions > 0 || b->deferred)

@@ -19,6 +19,7 @@ typedef enum Outcome {
         OUTCOME_FAIL,
         OUTCOME_CRASH,          /* the agent dies during the action (reboot, self-restart) */
         OUTCOME_INTERRUPTED,    /* the agent dies before the action completed (no effect, no feedback) */
+        OUTCOME_DIED_AFTER,     /* the action completed, then the agent died before reporting it */
 } Outcome;
 
 typedef enum OsEffect {
@@ -346,7 +347,7 @@ static void log_action(World *w, const UpdateAction *a, Outcome o) {
          * interrupted idempotent one is run again; starting the OS change or a reboot never is). */
         if (o == OUTCOME_FAIL && !update_action_is_best_effort(a->type))
                 return;
-        if (o == OUTCOME_INTERRUPTED && a->type != UPDATE_ACTION_RUN_OS_COMMAND &&
+        if ((o == OUTCOME_INTERRUPTED || o == OUTCOME_DIED_AFTER) && a->type != UPDATE_ACTION_RUN_OS_COMMAND &&
             a->type != UPDATE_ACTION_INSTALL_OS_IMAGE && a->type != UPDATE_ACTION_REBOOT &&
             a->step != UPDATE_STEP_SELF_RESTART)
                 return;
@@ -387,10 +388,13 @@ static void run(World *w) {
                         w->now += USEC_PER_SEC;
                         if (o == OUTCOME_OK)
                                 o = effects(w, a);
+                        else if (o == OUTCOME_DIED_AFTER)
+                                (void) effects(w, a);
                         log_action(w, a, o);
                         switch (o) {
                         case OUTCOME_CRASH:
                         case OUTCOME_INTERRUPTED:
+                        case OUTCOME_DIED_AFTER:
                                 stop = true;    /* nothing is reported; the state on disk is what survives */
                                 break;
                         case OUTCOME_OK:
@@ -750,6 +754,30 @@ static void test_os_rollback_after_reboot(void **state) {
         run(w);
         assert_log("work", w->work, "");
         assert_non_null(strstr(w->last.status, "terminal"));
+        world_free(w);
+}
+
+static Outcome policy_die_after_marker(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
+        if (a->type != UPDATE_ACTION_SET_MARKER)
+                return OUTCOME_OK;
+        w->policy = NULL;       /* once */
+        return OUTCOME_DIED_AFTER;
+}
+
+/* The marker patch lands, then the agent dies before recording it: after the restart the marker is
+ * recognised as ours (not GNP scenario 20), the patch is repeated harmlessly, the update goes on. */
+static void test_died_after_marker_patch(void **state) {
+        World *w = world_new();
+
+        world_osc(w, "c1", "1592.7", "1.31.4");
+        world_applied(w, "c0");
+        world_ready(w, "t1");
+        w->os_effect = OS_EFFECT_REBOOT_NEW;
+        w->policy = policy_die_after_marker;
+        run(w);
+        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) SetMarker(1592.7) RunOsCommand CheckKubeletHealth "
+                                    "DeletePods ReportResult(successful) SetChecksum(c1) ");
+        assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
         world_free(w);
 }
 
@@ -1545,9 +1573,14 @@ static Outcome policy_random(World *w, const UpdateAction *a, UpdateFailureCode 
                 *msg = messages[rnd(ELEMENTSOF(messages))];
                 return OUTCOME_FAIL;
         }
-        if (rnd(12) == 0)
+        switch (rnd(12)) {
+        case 0:
                 return OUTCOME_INTERRUPTED;
-        return OUTCOME_OK;
+        case 1:
+                return OUTCOME_DIED_AFTER;
+        default:
+                return OUTCOME_OK;
+        }
 }
 
 static void random_change(World *w, unsigned step) {
@@ -1645,6 +1678,7 @@ int main(void) {
                 cmocka_unit_test(test_command_without_reboot),
                 cmocka_unit_test(test_os_rollback_after_reboot),
                 cmocka_unit_test(test_foreign_marker),
+                cmocka_unit_test(test_died_after_marker_patch),
                 cmocka_unit_test(test_retry_path_failed_label),
                 cmocka_unit_test(test_already_successful),
                 cmocka_unit_test(test_no_work_marking),
