@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "output-capture.h"
@@ -17,6 +18,7 @@ struct OutputCapture {
 
         char *line;             /* owned: line_max + 1 bytes */
         size_t line_size;
+        bool line_split;        /* the last piece handed out was cut at line_max */
 
         uint64_t total;
 };
@@ -57,6 +59,7 @@ void output_capture_reset(OutputCapture *c) {
         assert(c);
 
         c->head_size = c->tail_start = c->tail_size = c->line_size = 0;
+        c->line_split = false;
         c->total = 0;
 }
 
@@ -76,12 +79,18 @@ static void split_lines(OutputCapture *c, const char *p, size_t size,
                         OutputCaptureLine on_line, void *userdata) {
         for (size_t i = 0; i < size; i++) {
                 if (p[i] == '\n') {
-                        emit_line(c, on_line, userdata);
+                        /* A line of exactly k * line_max bytes was fully handed out already. */
+                        if (!(c->line_size == 0 && c->line_split))
+                                emit_line(c, on_line, userdata);
+                        c->line_split = false;
                         continue;
                 }
                 c->line[c->line_size++] = p[i] == '\0' ? '?' : p[i];
-                if (c->line_size == c->line_max)
+                c->line_split = false;
+                if (c->line_size == c->line_max) {
                         emit_line(c, on_line, userdata);
+                        c->line_split = true;
+                }
         }
 }
 

@@ -52,6 +52,16 @@ static void test_long_lines_split(void **state) {
         free(l.all);
 }
 
+static void test_exact_multiple_no_empty_piece(void **state) {
+        _cleanup_(output_capture_freep) OutputCapture *c = NULL;
+        Lines l = {};
+
+        assert_int_equal(output_capture_new(0, 0, 4, &c), 0);
+        output_capture_feed(c, "abcdefgh\n\nij\n", 13, collect, &l);
+        assert_string_equal(l.all, "abcd|efgh||ij|");   /* the real empty line stays */
+        free(l.all);
+}
+
 static void test_nul_bytes_replaced(void **state) {
         _cleanup_(output_capture_freep) OutputCapture *c = NULL;
         _cleanup_free_ char *s = NULL;
@@ -122,6 +132,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_small_output_kept_whole),
                 cmocka_unit_test(test_long_lines_split),
+                cmocka_unit_test(test_exact_multiple_no_empty_piece),
                 cmocka_unit_test(test_nul_bytes_replaced),
                 cmocka_unit_test(test_head_tail_any_chunking),
                 cmocka_unit_test(test_between_head_and_tail),
