@@ -387,9 +387,15 @@ static void test_not_found(void **state) {
         run_start(&r, "/nonexistent/update-os", NULL, NULL);
         assert_false(r.done);                   /* reported from the loop, not from start() */
         run_until_done(&r, 10 * USEC_PER_SEC);
-        assert_int_equal(r.result.outcome.termination, OS_UPDATE_SPAWN_FAILED);
-        assert_int_equal(r.result.outcome.code, -ENOENT);
         assert_int_equal(r.result.class, OS_UPDATE_CLASS_UNKNOWN);
+        if (r.result.outcome.termination == OS_UPDATE_EXITED)
+                /* Under valgrind posix_spawn's vfork becomes a fork and the exec error can only
+                 * show as the child's exit status 127. */
+                assert_int_equal(r.result.outcome.code, 127);
+        else {
+                assert_int_equal(r.result.outcome.termination, OS_UPDATE_SPAWN_FAILED);
+                assert_int_equal(r.result.outcome.code, -ENOENT);
+        }
         run_done(&r);
 
         run_init(&r);
