@@ -474,12 +474,15 @@ int os_image_install_start(OsImage *i) {
                 return -EALREADY;
         if (!sigchld_blocked())
                 return -EBUSY;
+        /* One attempt per object, whatever happens below: a failed start may have opened files
+         * or removed old entries, and a second run on the same object would build on that. */
+        i->started = true;
 
         r = boot_entry_name_format(i->name_prefix, i->version, i->boot_tries, &i->final_name);
         if (r < 0)
                 return r;
         if (boot_entry_version_equivalent(i->version, i->running_version))
-                return -EALREADY;
+                return -EEXIST;
 
         r = os_image_open_source(i);
         if (r < 0)
@@ -491,7 +494,6 @@ int os_image_install_start(OsImage *i) {
         if (r < 0)
                 return r;
 
-        i->started = true;
         r = os_image_remove_old(i, remove);
         i->removed = TAKE_PTR(remove);
         if (r < 0)

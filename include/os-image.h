@@ -11,7 +11,7 @@
  * Does not log.
  *
  * Order of effects in os_image_install_start(), all before anything new is written:
- *   1. validate names; refuse to install the version that runs (-EALREADY);
+ *   1. validate names; refuse to install the version that runs (-EEXIST);
  *   2. list installDirectory, choose what to remove (boot_entry_select_removals(): never the
  *      running version nor the entry systemd-boot reports as booted in LoaderEntrySelected);
  *   3. space check: free space + what step 4 frees must cover the image + reserve (-ENOSPC
@@ -60,9 +60,10 @@ int os_image_install_new(sd_event *event, const OsImageInstallOptions *options, 
 OsImage *os_image_free(OsImage *image);
 DEFINE_CLEANUP_FUNC(OsImage, os_image_free);
 
-/* Steps 1-5 above. 0: the copy runs and `done` follows (never from inside this call). <0: nothing
- * was started and `done` is not called: -EINVAL (names, source not a regular file), -EFBIG
- * (source larger than OS_IMAGE_SIZE_MAX), -EALREADY (version is the running one), -ENOSPC (not
+/* Steps 1-5 above; one call per object (-EALREADY afterwards, even after a failure). 0: the copy
+ * runs and `done` follows (never from inside this call). <0: nothing was started and `done` is not
+ * called: -EINVAL (names, source not a regular file), -EFBIG
+ * (source larger than OS_IMAGE_SIZE_MAX), -EEXIST (version is the running one), -ENOSPC (not
  * enough space; nothing was removed), -E2BIG (absurd directory), -EBUSY (SIGCHLD not blocked),
  * other -errno from the file system (removals done before the failure stay done). */
 int os_image_install_start(OsImage *image);
