@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -543,16 +544,13 @@ static int setup(void **state) {
         return mkdtemp(tmpdir) ? 0 : -1;
 }
 
-static int teardown(void **state) {
-        char *cmd = NULL;
-        int r;
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+        return remove(path) < 0 ? -1 : 0;
+}
 
-        /* Test-owned scratch tree only. */
-        if (asprintf(&cmd, "rm -rf -- '%s'", tmpdir) < 0)
-                return -1;
-        r = system(cmd);
-        free(cmd);
-        return r == 0 ? 0 : -1;
+static int teardown(void **state) {
+        /* Test-owned scratch tree only; depth first. */
+        return nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 int main(void) {
