@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@ struct OsCommand {
         int output_fd;                  /* owned: read end of the output pipe, -EBADF if none */
         bool exited, eof;
         bool last_attempt;              /* budget exhausted or spawning failed: do not retry */
+        uint64_t lines_forwarded, lines_suppressed;     /* of the current attempt */
         OsUpdateOutcome outcome;        /* of the current/last attempt */
         OsUpdateClass class;            /* of the last finished attempt */
         OsUpdateScan scan;
@@ -186,6 +188,8 @@ int os_command_new(sd_event *event, const char *command, char *const *args,
                 c->options.kill_grace_usec = OS_COMMAND_KILL_GRACE_DEFAULT;
         if (c->options.drain_usec == 0)
                 c->options.drain_usec = OS_COMMAND_DRAIN_DEFAULT;
+        if (c->options.line_limit == 0)
+                c->options.line_limit = OS_COMMAND_LINE_LIMIT_DEFAULT;
         if (c->options.retry.initial_delay_usec == 0)
                 c->options.retry = OS_UPDATE_RETRY_POLICY_DEFAULT;
 
@@ -297,8 +301,26 @@ static int os_command_on_retry_timer(sd_event_source *s, uint64_t usec, void *us
 static void os_command_on_line(const char *line, size_t size, void *userdata) {
         OsCommand *c = userdata;
 
-        if (c->callbacks.on_line)
-                c->callbacks.on_line(c, line, size, c->userdata);
+        if (!c->callbacks.on_line)
+                return;
+        if (c->lines_forwarded >= c->options.line_limit) {
+                c->lines_suppressed++;
+                return;
+        }
+        c->lines_forwarded++;
+        c->callbacks.on_line(c, line, size, c->userdata);
+}
+
+/* One closing line instead of the ones over the limit, so the journal says what it misses. */
+static void os_command_report_suppressed(OsCommand *c) {
+        char line[96];
+        int n;
+
+        if (c->lines_suppressed == 0 || !c->callbacks.on_line)
+                return;
+        n = snprintf(line, sizeof(line), "[... %" PRIu64 " more lines not logged, see the output summary ...]",
+                     c->lines_suppressed);
+        c->callbacks.on_line(c, line, (size_t) n, c->userdata);
 }
 
 /* The current attempt is over (exited and drained, or never started): classify, then retry or
@@ -308,6 +330,7 @@ static void os_command_attempt_done(OsCommand *c) {
         int r;
 
         output_capture_flush(c->capture, os_command_on_line, c);
+        os_command_report_suppressed(c);
         os_command_close_attempt(c);
 
         free(c->summary);
@@ -518,6 +541,7 @@ static int os_command_spawn(OsCommand *c) {
         pid_t pid;
 
         c->exited = c->eof = false;
+        c->lines_forwarded = c->lines_suppressed = 0;
         c->outcome = (OsUpdateOutcome) {};
         c->scan = (OsUpdateScan) {};
         output_capture_reset(c->capture);

@@ -32,6 +32,9 @@
 #define OS_COMMAND_TIMEOUT_DEFAULT (10 * 60 * USEC_PER_SEC)
 #define OS_COMMAND_KILL_GRACE_DEFAULT (10 * USEC_PER_SEC)
 #define OS_COMMAND_DRAIN_DEFAULT (2 * USEC_PER_SEC)
+/* Lines handed to on_line per attempt; a command printing millions of lines must not flood the
+ * journal. The output summary (head and tail) is kept regardless. */
+#define OS_COMMAND_LINE_LIMIT_DEFAULT 10000
 #define OS_COMMAND_PATH_DEFAULT "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 typedef struct OsCommand OsCommand;
@@ -54,7 +57,9 @@ typedef struct OsCommandCallbacks {
          * May be NULL. Must not free the OsCommand. */
         int (*on_spawn)(OsCommand *c, unsigned attempt, void *userdata);
 
-        /* Each line of output (see output-capture.h), in order. May be NULL. Must not free. */
+        /* Each line of output (see output-capture.h), in order, up to options.line_limit per
+         * attempt; then one line "[... N more lines not logged, ...]" when the attempt ends.
+         * May be NULL. Must not free. */
         void (*on_line)(OsCommand *c, const char *line, size_t size, void *userdata);
 
         /* A retriable failure that will be retried after delay_usec. May be NULL. Must not free. */
@@ -73,6 +78,7 @@ typedef struct OsCommandOptions {
         OsUpdateRetryPolicy retry;      /* initial_delay_usec == 0: OS_UPDATE_RETRY_POLICY_DEFAULT */
         size_t output_head_max;         /* 0: OUTPUT_CAPTURE_HEAD_DEFAULT */
         size_t output_tail_max;         /* 0: OUTPUT_CAPTURE_TAIL_DEFAULT */
+        uint64_t line_limit;            /* 0: OS_COMMAND_LINE_LIMIT_DEFAULT */
         char *const *environment;       /* borrowed, copied; NULL: PATH=default, LANG=C.UTF-8 */
 } OsCommandOptions;
 

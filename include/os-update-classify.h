@@ -50,6 +50,7 @@ typedef enum OsUpdatePattern {
         OS_UPDATE_PATTERN_INVALID_ARGUMENTS,
         OS_UPDATE_PATTERN_SYSTEM_FAILURE,
         _OS_UPDATE_PATTERN_MAX,
+        _OS_UPDATE_PATTERN_INVALID = -EINVAL,
 } OsUpdatePattern;
 
 /* Streaming matcher state. Zero-initialise ((OsUpdateScan) {}) to start; reset the same way. */

@@ -498,6 +498,23 @@ static void test_big_output_capped_loop_responsive(void **state) {
         run_done(&r);
 }
 
+static void test_line_limit(void **state) {
+        _cleanup_free_ char *script = write_script("lines.sh", "i=0\nwhile [ $i -lt 250 ]; do echo line$i; i=$((i+1)); done");
+        OsCommandOptions o = { .line_limit = 100 };
+        Run r;
+
+        run_init(&r);
+        run_start(&r, script, NULL, &o);
+        run_until_done(&r, 10 * USEC_PER_SEC);
+        assert_int_equal(r.result.class, OS_UPDATE_CLASS_SUCCESS);
+        assert_int_equal(r.n_lines, 101);
+        assert_string_equal(r.first_line, "line0");
+        assert_string_equal(r.last_line, "[... 150 more lines not logged, see the output summary ...]");
+        /* The summary still has everything (it is small). */
+        assert_non_null(strstr(r.result.output, "line249\n"));
+        run_done(&r);
+}
+
 static void test_background_child_holding_pipe(void **state) {
         _cleanup_free_ char *bg_pid = tmp_path("bg3.pid");
         _cleanup_free_ char *script = write_script("bg.sh", "sleep 30 &\necho $! > \"$1\"\necho started");
@@ -674,6 +691,7 @@ int main(void) {
                 cmocka_unit_test(test_timeout_kills_process_group),
                 cmocka_unit_test(test_timeout_sigkill_after_grace),
                 cmocka_unit_test(test_big_output_capped_loop_responsive),
+                cmocka_unit_test(test_line_limit),
                 cmocka_unit_test(test_background_child_holding_pipe),
                 cmocka_unit_test(test_free_while_running_kills),
                 cmocka_unit_test(test_free_in_on_done),
