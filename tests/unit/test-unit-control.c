@@ -40,7 +40,7 @@ static int teardown(void **state) {
         Fixture *f = *state;
 
         unit_control_free(f->uc);
-        sd_bus_flush_close_unref(f->client);
+        sd_bus_close_unref(f->client);
         fake_systemd_free(f->fake);
         sd_event_unref(f->event);
         free(f);
