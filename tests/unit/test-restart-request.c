@@ -5,7 +5,7 @@
 #include "tests.h"
 
 #define SELF "inplace-agent.service"
-#define MAXN 12
+#define MAXN 16
 
 typedef struct Case {
         const char *value;
