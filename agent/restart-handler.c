@@ -296,6 +296,7 @@ static int handler_start(RestartHandler *h, const char *value) {
                 if (!h->record.value)
                         return -ENOMEM;
         }
+        restart_request_free(h->request);      /* left over if a removal retry could not be armed */
         h->request = TAKE_PTR(req);
         h->index = 0;
         h->retry_usec = 0;

@@ -107,6 +107,14 @@ static void test_rejected_message_format(void **state) {
         assert_true(strncmp(m, "rejected unit name \"foo;rm -rf /\": ", 35) == 0);
 }
 
+static void test_result_message(void **state) {
+        _cleanup_free_ char *ok = restart_result_message("kubelet.service", true, NULL);
+        _cleanup_free_ char *bad = restart_result_message("x.service", false, "job result: failed");
+
+        assert_string_equal(ok, "processed restart of unit kubelet.service");
+        assert_string_equal(bad, "processed restart of unit x.service failed with error job result: failed");
+}
+
 static void test_overlong_entry_is_rejected_and_capped(void **state) {
         _cleanup_(restart_request_freep) RestartRequest *r = NULL;
         char v[400];
@@ -169,6 +177,7 @@ int main(void) {
                 cmocka_unit_test(test_table),
                 cmocka_unit_test(test_null_value_and_no_self_unit),
                 cmocka_unit_test(test_rejected_message_format),
+                cmocka_unit_test(test_result_message),
                 cmocka_unit_test(test_overlong_entry_is_rejected_and_capped),
                 cmocka_unit_test(test_overlong_value),
                 cmocka_unit_test(test_unit_and_rejection_limits),
