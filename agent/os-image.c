@@ -59,13 +59,8 @@ static int dup_or_null(const char *s, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
-int os_image_install_new(sd_event *event, const OsImageInstallOptions *o, OsImageDone done,
-                         void *userdata, OsImage **ret) {
+static int os_image_alloc(const OsImageInstallOptions *o, OsImage **ret) {
         _cleanup_(os_image_freep) OsImage *i = NULL;
-
-        assert(event);
-        assert(o);
-        assert(ret);
 
         if (isempty(o->source_path) || isempty(o->install_directory) || !o->name_prefix || !o->version)
                 return -EINVAL;
@@ -74,12 +69,9 @@ int os_image_install_new(sd_event *event, const OsImageInstallOptions *o, OsImag
         if (!i)
                 return -ENOMEM;
         i->source_fd = i->dir_fd = i->temp_fd = -EBADF;
-        i->event = sd_event_ref(event);
         i->boot_tries = o->boot_tries;
         i->reserve_bytes = o->reserve_bytes ?: OS_IMAGE_RESERVE_DEFAULT;
         i->statvfs_fn = o->statvfs ?: statvfs;
-        i->done = done;
-        i->userdata = userdata;
 
         if (dup_or_null(o->source_path, &i->source_path) < 0 ||
             dup_or_null(o->install_directory, &i->install_directory) < 0 ||
@@ -90,6 +82,26 @@ int os_image_install_new(sd_event *event, const OsImageInstallOptions *o, OsImag
                 return -ENOMEM;
 
         *ret = TAKE_PTR(i);
+        return 0;
+}
+
+int os_image_install_new(sd_event *event, const OsImageInstallOptions *o, OsImageDone done,
+                         void *userdata, OsImage **ret) {
+        OsImage *i;
+        int r;
+
+        assert(event);
+        assert(o);
+        assert(ret);
+
+        r = os_image_alloc(o, &i);
+        if (r < 0)
+                return r;
+        i->event = sd_event_ref(event);
+        i->done = done;
+        i->userdata = userdata;
+
+        *ret = i;
         return 0;
 }
 
@@ -250,12 +262,14 @@ static int os_image_open_source(OsImage *i) {
         return 0;
 }
 
-static int os_image_open_directory(OsImage *i) {
+static int os_image_open_directory(OsImage *i, bool create) {
         int r;
 
-        r = mkdir_parents(i->install_directory, 0755);
-        if (r < 0)
-                return r;
+        if (create) {
+                r = mkdir_parents(i->install_directory, 0755);
+                if (r < 0)
+                        return r;
+        }
         i->dir_fd = open(i->install_directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         return i->dir_fd < 0 ? -errno : 0;
 }
@@ -464,6 +478,39 @@ static bool sigchld_blocked(void) {
         return sigprocmask(SIG_SETMASK, NULL, &ss) >= 0 && sigismember(&ss, SIGCHLD) == 1;
 }
 
+/* Steps 1-3: names, source, directory, what to remove and whether it all fits. Writes nothing
+ * (except creating installDirectory when `create`). */
+static int os_image_prepare(OsImage *i, bool create, char ***ret_remove) {
+        int r;
+
+        r = boot_entry_name_format(i->name_prefix, i->version, i->boot_tries, &i->final_name);
+        if (r < 0)
+                return r;
+        if (boot_entry_version_equivalent(i->version, i->running_version))
+                return -EEXIST;
+
+        r = os_image_open_source(i);
+        if (r < 0)
+                return r;
+        r = os_image_open_directory(i, create);
+        if (r < 0)
+                return r;
+        return os_image_plan(i, ret_remove);
+}
+
+int os_image_check(const OsImageInstallOptions *o) {
+        _cleanup_(os_image_freep) OsImage *i = NULL;
+        _cleanup_strv_free_ char **remove = NULL;
+        int r;
+
+        assert(o);
+
+        r = os_image_alloc(o, &i);
+        if (r < 0)
+                return r;
+        return os_image_prepare(i, /* create= */ false, &remove);
+}
+
 int os_image_install_start(OsImage *i) {
         _cleanup_strv_free_ char **remove = NULL;
         int r;
@@ -478,19 +525,7 @@ int os_image_install_start(OsImage *i) {
          * or removed old entries, and a second run on the same object would build on that. */
         i->started = true;
 
-        r = boot_entry_name_format(i->name_prefix, i->version, i->boot_tries, &i->final_name);
-        if (r < 0)
-                return r;
-        if (boot_entry_version_equivalent(i->version, i->running_version))
-                return -EEXIST;
-
-        r = os_image_open_source(i);
-        if (r < 0)
-                return r;
-        r = os_image_open_directory(i);
-        if (r < 0)
-                return r;
-        r = os_image_plan(i, &remove);
+        r = os_image_prepare(i, /* create= */ true, &remove);
         if (r < 0)
                 return r;
 

@@ -68,6 +68,12 @@ DEFINE_CLEANUP_FUNC(OsImage, os_image_free);
  * other -errno from the file system (removals done before the failure stay done). */
 int os_image_install_start(OsImage *image);
 
+/* Steps 1-3 only, touching nothing: would os_image_install_start() pass its checks now? For the
+ * plan, before the drain (CONTRACT §5: a plan that cannot succeed fails before the drain). Same
+ * errors as os_image_install_start(); -ENOENT also when installDirectory does not exist yet.
+ * Blocking: one directory listing and a statvfs(). */
+int os_image_check(const OsImageInstallOptions *options);
+
 /* Bytes written so far and the total, for progress reporting while the copy runs. */
 int os_image_get_progress(OsImage *image, uint64_t *ret_done, uint64_t *ret_total);
 

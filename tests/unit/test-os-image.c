@@ -308,7 +308,7 @@ static int fake_statvfs(const char *path, struct statvfs *ret) {
 static void test_disk_space_simulated(void **state) {
         _cleanup_free_ char *stage = new_dir("stage"), *esp = new_dir("esp");
         _cleanup_free_ char *src = path_join(stage, "image.efi"), *old = path_join(esp, "os-1.0.efi");
-        _cleanup_free_ char *l = NULL;
+        _cleanup_free_ char *l = NULL, *l2 = NULL;
         OsImageInstallOptions o = options(src, esp, "1.3", "1.2");
         Job j;
 
@@ -316,8 +316,10 @@ static void test_disk_space_simulated(void **state) {
         make_file(old, 64 * 1024, 5);
         o.statvfs = fake_statvfs;
 
-        /* 1 MiB free + 64 KiB from the old entry < 2 MiB + 1 MiB reserve: refused, untouched. */
+        /* 1 MiB free + 64 KiB from the old entry < 2 MiB + 1 MiB reserve: refused, untouched;
+         * the plan-time check says the same without an event loop. */
         fake_avail = MiB;
+        assert_int_equal(os_image_check(&o), -ENOSPC);
         job_init(&j);
         assert_int_equal(job_start(&j, &o), -ENOSPC);
         assert_true(os_image_error_is_disk_space(-ENOSPC));
@@ -328,6 +330,9 @@ static void test_disk_space_simulated(void **state) {
 
         /* The space the old entry frees counts: 2 MiB + 1 MiB + 64 KiB available in total. */
         fake_avail = 3 * MiB;
+        assert_int_equal(os_image_check(&o), 0);
+        l2 = listing(esp);
+        assert_string_equal(l2, "os-1.0.efi|");         /* the check removed nothing */
         job_init(&j);
         assert_int_equal(job_start(&j, &o), 0);
         job_wait(&j, 30 * USEC_PER_SEC);
@@ -383,6 +388,16 @@ static void test_source_and_name_errors(void **state) {
         }
         l = listing(esp);
         assert_string_equal(l, "");
+
+        /* The check does not create a missing directory. */
+        {
+                _cleanup_free_ char *nodir = path_join(esp, "missing/EFI/Linux");
+                o = options(src, nodir, "1.3", "1.2");
+                assert_int_equal(os_image_check(&o), -ENOENT);
+                assert_int_equal(access(nodir, F_OK), -1);
+                o = options(src, esp, "1.2.0", "1.2");
+                assert_int_equal(os_image_check(&o), -EEXIST);
+        }
 
         job_init(&j);
         o = options(NULL, esp, "1.3", NULL);
