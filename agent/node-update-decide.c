@@ -8,13 +8,10 @@
 #include <stdio.h>
 
 #include "node-update-internal.h"
-#include "unit-name.h"
-#include "utf8.h"
 #include "version.h"
 
 #define RETRY_BACKOFF_FIRST_USEC (30 * USEC_PER_SEC)
 #define RETRY_BACKOFF_MAX_USEC (10 * 60 * USEC_PER_SEC)
-#define RESTART_ENTRIES_MAX 64
 #define DECIDE_TRANSITIONS_MAX 16
 
 typedef struct Builder {
@@ -99,11 +96,6 @@ static int set_status(Builder *b, const char *format, ...) {
         free(b->status);
         b->status = s;
         return 0;
-}
-
-static void *mfree(void *p) {
-        free(p);
-        return NULL;
 }
 
 static void wake_at(Builder *b, uint64_t usec) {
@@ -332,147 +324,6 @@ static void add_reports(Builder *b) {
                         a->message = phase_message(b);
                 }
         }
-}
-
-/* ---- the restart annotation (CONTRACT §8.7, GNP §5) ---- */
-
-static char **split_commas(const char *s, size_t *ret_n) {
-        size_t n = 1, i = 0;
-        char **l;
-
-        for (const char *c = s; *c; c++)
-                n += *c == ',';
-        l = calloc(n + 1, sizeof(char *));
-        if (!l)
-                return NULL;
-        for (const char *p = s;; i++) {
-                const char *comma = strchr(p, ',');
-                size_t len = comma ? (size_t) (comma - p) : strlen(p);
-
-                l[i] = strndup(p, len);
-                if (!l[i]) {
-                        strv_freep(&l);
-                        return NULL;
-                }
-                if (!comma)
-                        break;
-                p = comma + 1;
-        }
-        *ret_n = n;
-        return l;
-}
-
-static void reject_entry(Builder *b, const char *entry, const char *why, unsigned index) {
-        _cleanup_free_ char *q = utf8_quote(entry, strlen(entry));
-        UpdateAction *a;
-
-        if (!q) {
-                b->error = -ENOMEM;
-                return;
-        }
-        a = add(b, UPDATE_ACTION_EMIT_EVENT, UPDATE_STEP_RESTART_UNIT, false);
-        if (!a)
-                return;
-        a->index = index;
-        a->event_reason = "SystemDUnitRestart";
-        a->event_type = "Warning";
-        a->message = b_printf(b, "rejected unit name %s: %s", q, why);
-}
-
-static int restart_entries(Builder *b, char **entries, size_t n, bool *ret_self) {
-        const UpdateSettings *s = &b->in->settings;
-        UpdateAction *a;
-
-        *ret_self = false;
-        for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *unit = NULL;
-                const char *why = NULL;
-                int r;
-
-                if (i >= RESTART_ENTRIES_MAX) {
-                        if (i == RESTART_ENTRIES_MAX && i >= b->tx->restart.next)
-                                reject_entry(b, entries[i], "too many entries; this and all later ones are ignored",
-                                             (unsigned) (n - 1));
-                        continue;
-                }
-                r = unit_name_normalize(entries[i], &unit, &why);
-                if (r == -ENOMEM)
-                        return r;
-                if (r >= 0 && streq_ptr(unit, s->self_unit)) {
-                        *ret_self = true;       /* last, after the annotation is gone */
-                        continue;
-                }
-                if (i < b->tx->restart.next)
-                        continue;
-                if (r < 0) {
-                        reject_entry(b, entries[i], strempty(why), (unsigned) i);
-                        continue;
-                }
-                a = add(b, UPDATE_ACTION_RESTART_UNIT, UPDATE_STEP_RESTART_UNIT, false);
-                if (!a)
-                        return -ENOMEM;
-                a->index = (unsigned) i;
-                a->unit = TAKE_PTR(unit);
-                a->emit_unit_event = true;
-        }
-        return 0;
-}
-
-/* Returns 1 if it produced the batch, 0 if there is nothing to do for the annotation. */
-static int decide_restarts(Builder *b) {
-        UpdateTransaction *tx = b->tx;
-        const char *value = b->in->node->restart_services;
-        _cleanup_strv_free_ char **entries = NULL;
-        UpdateAction *a;
-        size_t n = 0;
-        bool self;
-        int r;
-
-        /* The annotation is gone; our own restart comes last, alone, and is marked done before it runs
-         * because it ends this process (GNP §5: removed first, then the self-restart). */
-        if (tx->restart.self_pending) {
-                tx->restart.self_pending = false;
-                a = add(b, UPDATE_ACTION_RESTART_UNIT, UPDATE_STEP_SELF_RESTART, false);
-                if (a)
-                        a->unit = b_strdup(b, b->in->settings.self_unit);
-                (void) set_status(b, "Restarting %s as %s asked.", strempty(b->in->settings.self_unit),
-                                  NODE_ANNOTATION_RESTART);
-                return 1;
-        }
-        if (isempty(value)) {
-                /* Gone: forget it, so the same value set again later is handled again. */
-                tx->restart.value = mfree(tx->restart.value);
-                tx->restart.handled = mfree(tx->restart.handled);
-                tx->restart.next = 0;
-                return 0;
-        }
-        if (streq_ptr(value, tx->restart.handled))
-                return 0;
-        /* Never restart units under an update that is changing them. */
-        if (tx_active(tx) && tx->phase >= UPDATE_PHASE_APPLYING)
-                return 0;
-
-        if (!streq_ptr(value, tx->restart.value)) {
-                r = free_and_strdup(&tx->restart.value, value);
-                if (r < 0)
-                        return r;
-                tx->restart.next = 0;
-        }
-
-        entries = split_commas(value, &n);
-        if (!entries)
-                return -ENOMEM;
-        r = restart_entries(b, entries, n, &self);
-        if (r < 0)
-                return r;
-
-        a = add_api(b, UPDATE_ACTION_REMOVE_RESTART_ANNOTATION, UPDATE_STEP_RESTART_DONE, false);
-        if (a) {
-                a->message = b_strdup(b, value);
-                a->restart_self = self;
-        }
-        (void) set_status(b, "Restarting the units named in %s.", NODE_ANNOTATION_RESTART);
-        return 1;
 }
 
 /* ---- planning ---- */
@@ -1042,12 +893,8 @@ static int reset_transaction(UpdateTransaction *tx) {
                 return r;
         fresh->applied = tx->applied;
         fresh->marker = tx->marker;
-        fresh->restart.value = tx->restart.value;
-        fresh->restart.next = tx->restart.next;
-        fresh->restart.handled = tx->restart.handled;
-        fresh->restart.self_pending = tx->restart.self_pending;
         tx->applied.checksum = tx->applied.ca_rotation = tx->applied.sa_rotation = NULL;
-        tx->marker = tx->restart.value = tx->restart.handled = NULL;
+        tx->marker = NULL;
 
         /* Swap contents: *tx becomes the fresh record, the old one is freed with `fresh`. */
         UpdateTransaction tmp = *tx;
@@ -1220,10 +1067,6 @@ static int decide(Builder *b) {
         if (!in->node)
                 return set_status(b, "Waiting for the Node object.");
         adopt_baseline(b);
-
-        r = decide_restarts(b);
-        if (r != 0)
-                return r < 0 ? r : 0;
 
         if (tx_active(tx)) {
                 /* Nothing applied yet and the desired state moved: start over from the new one. */

@@ -62,9 +62,6 @@ static const char *const step_names[_UPDATE_STEP_MAX] = {
         [UPDATE_STEP_CHECKSUM] = "set-checksum",
         [UPDATE_STEP_PROGRESS] = "report-progress",
         [UPDATE_STEP_EVENT] = "emit-event",
-        [UPDATE_STEP_RESTART_UNIT] = "restart-unit",
-        [UPDATE_STEP_RESTART_DONE] = "remove-restart-annotation",
-        [UPDATE_STEP_SELF_RESTART] = "restart-self",
 };
 
 static const char *const action_names[_UPDATE_ACTION_MAX] = {
@@ -84,7 +81,6 @@ static const char *const action_names[_UPDATE_ACTION_MAX] = {
         [UPDATE_ACTION_DELETE_PODS] = "DeletePods",
         [UPDATE_ACTION_REPORT_RESULT] = "ReportResult",
         [UPDATE_ACTION_SET_CHECKSUM] = "SetChecksum",
-        [UPDATE_ACTION_REMOVE_RESTART_ANNOTATION] = "RemoveRestartAnnotation",
 };
 
 static const char *const failure_names[_UPDATE_FAILURE_MAX] = {
@@ -143,6 +139,10 @@ UpdateFailureCode update_failure_code_from_string(const char *s) {
 
 bool update_phase_is_terminal(UpdatePhase p) {
         return p == UPDATE_PHASE_SUCCEEDED || p == UPDATE_PHASE_FAILED || p == UPDATE_PHASE_ROLLED_BACK;
+}
+
+bool node_update_blocks_unit_restarts(const UpdateTransaction *tx) {
+        return tx && tx->id && tx->phase >= UPDATE_PHASE_APPLYING && !update_phase_is_terminal(tx->phase);
 }
 
 bool update_action_is_best_effort(UpdateActionType t) {
@@ -217,7 +217,6 @@ void update_settings_from_config(const Config *c, UpdateSettings *ret) {
                 .backend = c->os_update.backend,
                 .reboot = c->os_update.reboot,
                 .kubelet_unit = c->kubelet.unit,
-                .self_unit = c->restart.self_unit,
                 .os_image_configured = !isempty(c->os_update.image.reference),
         };
 }
@@ -268,8 +267,6 @@ UpdateTransaction *update_transaction_free(UpdateTransaction *t) {
         free(t->applied.ca_rotation);
         free(t->applied.sa_rotation);
         free(t->marker);
-        free(t->restart.value);
-        free(t->restart.handled);
         free(t);
         return NULL;
 }
@@ -323,7 +320,7 @@ int update_transaction_copy(const UpdateTransaction *t, UpdateTransaction **ret)
         c->ca_rotation = c->sa_rotation = c->blocked_message = c->boot_id = c->ready_since = NULL;
         c->failure.message = c->failure.step = NULL;
         c->applied.checksum = c->applied.ca_rotation = c->applied.sa_rotation = NULL;
-        c->marker = c->restart.value = c->restart.handled = NULL;
+        c->marker = NULL;
 
         r = r ?: dup_str(t->id, &c->id);
         r = r ?: dup_str(t->checksum, &c->checksum);
@@ -347,8 +344,6 @@ int update_transaction_copy(const UpdateTransaction *t, UpdateTransaction **ret)
         r = r ?: dup_str(t->applied.ca_rotation, &c->applied.ca_rotation);
         r = r ?: dup_str(t->applied.sa_rotation, &c->applied.sa_rotation);
         r = r ?: dup_str(t->marker, &c->marker);
-        r = r ?: dup_str(t->restart.value, &c->restart.value);
-        r = r ?: dup_str(t->restart.handled, &c->restart.handled);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(c);
@@ -390,7 +385,7 @@ void update_decision_done(UpdateDecision *d) {
 
 static int check_current(const UpdateTransaction *tx, const UpdateAction *a) {
         if (!a->transaction)
-                return 0;               /* restart annotation, checksum-only: not bound to a phase */
+                return 0;               /* checksum-only: not bound to a transaction */
         if (!streq_ptr(a->transaction, tx->id) || a->phase != tx->phase)
                 return -EBADR;
         return 0;
@@ -408,7 +403,6 @@ static bool is_api_write(UpdateActionType t) {
         case UPDATE_ACTION_DELETE_PODS:
         case UPDATE_ACTION_REPORT_RESULT:
         case UPDATE_ACTION_SET_CHECKSUM:
-        case UPDATE_ACTION_REMOVE_RESTART_ANNOTATION:
                 return true;
         default:
                 return false;
@@ -446,18 +440,6 @@ int node_update_action_done(UpdateTransaction *tx, const UpdateAction *a, uint64
                 break;
         case UPDATE_STEP_EVENT:
                 tx->event_phase = a->phase;
-                break;
-        case UPDATE_STEP_RESTART_UNIT:
-                tx->restart.next = a->index + 1;
-                break;
-        case UPDATE_STEP_RESTART_DONE:
-                r = free_and_strdup(&tx->restart.handled, tx->restart.value);
-                if (r < 0)
-                        return r;
-                tx->restart.next = 0;
-                tx->restart.self_pending = a->restart_self;
-                break;
-        case UPDATE_STEP_SELF_RESTART:
                 break;
         case UPDATE_STEP_MARKER:
                 r = free_and_strdup(&tx->marker, a->version);
@@ -562,9 +544,8 @@ int node_update_action_failed(UpdateTransaction *tx, const UpdateAction *a, Upda
         if (r < 0)
                 return r;
 
-        /* Reports are best effort; a restart from the annotation is only reported (GNP §5). */
-        if (update_action_is_best_effort(a->type) || a->step == UPDATE_STEP_RESTART_UNIT ||
-            a->step == UPDATE_STEP_SELF_RESTART)
+        /* Reports are best effort. */
+        if (update_action_is_best_effort(a->type))
                 return node_update_action_done(tx, a, now_usec);
 
         /* A failed API write changes nothing on the node: try again later, same phase. */

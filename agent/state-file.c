@@ -72,7 +72,7 @@ int state_file_encode(const UpdateTransaction *tx, char **ret) {
 
         /* "transaction" and "phase" first: `inplace-agent status` prints the keys in this order. */
         doc = json_pack("{s:o, s:o, s:i, s:o, s:b, s:o, s:o, s:o, s:o, s:o, s:i, s:o, s:o, s:o, s:o, s:I, s:o, "
-                        "s:I, s:I, s:I, s:i, s:o, s:o, s:o}",
+                        "s:I, s:I, s:I, s:i, s:o, s:o}",
                         "transaction", str_or_null(tx->id),
                         "phase", phase_json(tx->phase),
                         "version", STATE_FILE_VERSION,
@@ -103,11 +103,7 @@ int state_file_encode(const UpdateTransaction *tx, char **ret) {
                         "retryUsec", (json_int_t) tx->retry_usec,
                         "apiFailures", (int) tx->api_failures,
                         "applied", applied_json(tx),
-                        "marker", str_or_null(tx->marker),
-                        "restart", json_pack("{s:o, s:i, s:o, s:b}", "value", str_or_null(tx->restart.value),
-                                             "next", (int) tx->restart.next, "handled",
-                                             str_or_null(tx->restart.handled), "selfPending",
-                                             tx->restart.self_pending));
+                        "marker", str_or_null(tx->marker));
         if (!doc)
                 return -ENOMEM;
         s = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -316,7 +312,7 @@ static int decode_kubelet(Decoder *d, const json_t *doc, UpdateTransaction *tx) 
 }
 
 static int decode_misc(Decoder *d, const json_t *doc, UpdateTransaction *tx) {
-        const json_t *rot, *blocked, *failure, *applied, *restart;
+        const json_t *rot, *blocked, *failure, *applied;
         int r;
 
         r = get_obj(d, doc, "rotation", &rot);
@@ -341,12 +337,6 @@ static int decode_misc(Decoder *d, const json_t *doc, UpdateTransaction *tx) {
         r = r ?: get_str(d, applied, "checksum", "applied.", &tx->applied.checksum);
         r = r ?: get_str(d, applied, "certificateAuthorities", "applied.", &tx->applied.ca_rotation);
         r = r ?: get_str(d, applied, "serviceAccountKey", "applied.", &tx->applied.sa_rotation);
-
-        r = r ?: get_obj(d, doc, "restart", &restart);
-        r = r ?: get_str(d, restart, "value", "restart.", &tx->restart.value);
-        r = r ?: get_unsigned(d, restart, "next", "restart.", &tx->restart.next);
-        r = r ?: get_str(d, restart, "handled", "restart.", &tx->restart.handled);
-        r = r ?: get_bool(d, restart, "selfPending", "restart.", &tx->restart.self_pending);
         return r;
 }
 

@@ -121,10 +121,6 @@ typedef enum UpdateStep {
         UPDATE_STEP_CHECKSUM,           /* checksum/cloud-config-data written */
         UPDATE_STEP_PROGRESS,           /* progress of UpdateAction.phase written */
         UPDATE_STEP_EVENT,              /* Event of UpdateAction.phase emitted */
-        UPDATE_STEP_RESTART_UNIT,       /* restart-annotation entry UpdateAction.index handled */
-        UPDATE_STEP_RESTART_DONE,       /* restart annotation removed */
-        UPDATE_STEP_SELF_RESTART,       /* own unit restarted; emitted alone and recorded as done by the
-                                         * decider itself, since it kills us before any feedback */
         _UPDATE_STEP_MAX,
         _UPDATE_STEP_INVALID = -EINVAL,
 } UpdateStep;
@@ -154,8 +150,6 @@ typedef enum UpdateActionType {
                                                  * plus condition_* on /status */
         UPDATE_ACTION_SET_CHECKSUM,             /* annotation checksum/cloud-config-data := checksum, label
                                                  * worker.gardener.cloud/kubernetes-version := version (if set) */
-        UPDATE_ACTION_REMOVE_RESTART_ANNOTATION,/* remove worker.gardener.cloud/restart-systemd-services
-                                                 * (message = the value handled) */
         _UPDATE_ACTION_MAX,
         _UPDATE_ACTION_INVALID = -EINVAL,
 } UpdateActionType;
@@ -165,7 +159,6 @@ typedef struct UpdateAction {
         UpdateStep step;                /* what node_update_action_done() records */
         UpdatePhase phase;              /* phase of the transaction this belongs to */
         char *transaction;              /* owned: its id; NULL for actions outside a transaction */
-        unsigned index;                 /* RESTART_UNIT of the restart annotation: entry index */
         char *unit;                     /* owned: RESTART_UNIT */
         char *version;                  /* owned: STAGE_*, SWITCH/ROLLBACK_KUBELET, INSTALL_OS_IMAGE,
                                          * SET_MARKER, SET_CHECKSUM (kubernetes-version label) */
@@ -187,9 +180,6 @@ typedef struct UpdateAction {
         char *message;                  /* owned: condition message, Event message */
         const char *event_reason;       /* static: EMIT_EVENT */
         const char *event_type;         /* static: EMIT_EVENT: "Normal" or "Warning" */
-        bool emit_unit_event;           /* RESTART_UNIT from the annotation: emit SystemDUnitRestart
-                                         * (Normal "processed restart of unit X", Warning on failure) */
-        bool restart_self;              /* REMOVE_RESTART_ANNOTATION: our own unit restarts afterwards */
 } UpdateAction;
 
 typedef struct UpdateFailure {
@@ -243,13 +233,8 @@ typedef struct UpdateTransaction {
                 char *ca_rotation;      /* owned: the rotation times it carried */
                 char *sa_rotation;      /* owned */
         } applied;
-        char *marker;                   /* owned: updating-operating-system-version we set and did not clear */
-        struct {
-                char *value;            /* owned: restart annotation value being processed */
-                unsigned next;          /* entries before this index are done */
-                char *handled;          /* owned: value fully handled (annotation removed) */
-                bool self_pending;      /* our own unit still has to be restarted */
-        } restart;
+        char *marker;                   /* owned: updating-operating-system-version we set (or are setting)
+                                         * and did not clear */
 } UpdateTransaction;
 
 /* What the decider needs from the configuration. */
@@ -257,14 +242,13 @@ typedef struct UpdateSettings {
         OsUpdateBackend backend;
         RebootMethod reboot;
         const char *kubelet_unit;       /* borrowed */
-        const char *self_unit;          /* borrowed */
         bool os_image_configured;       /* osUpdate.image.reference is set */
 } UpdateSettings;
 
 typedef struct UpdateInput {
         const UpdateTransaction *tx;    /* borrowed: as loaded; NULL: nothing persisted */
         const NodeView *node;           /* borrowed; NULL: Node not seen yet -> nothing to do */
-        const OscDesired *osc;          /* borrowed; NULL: no OSC Secret -> only the restart annotation */
+        const OscDesired *osc;          /* borrowed; NULL: no OSC Secret -> nothing to do */
         const char *os_version;         /* borrowed: from osRelease (os-release.h); NULL: unknown */
         const char *os_version_error;   /* borrowed: why it is unknown (for the status line) */
         const char *kubelet_version;    /* borrowed: version binaryPath points at, no 'v'; NULL: unknown */
@@ -295,6 +279,12 @@ const char *update_failure_code_to_string(UpdateFailureCode c);
 UpdateFailureCode update_failure_code_from_string(const char *s);
 
 bool update_phase_is_terminal(UpdatePhase p);   /* Succeeded, Failed, RolledBack */
+
+/* The restart annotation (worker.gardener.cloud/restart-systemd-services) is carried out by
+ * restart-handler.h, not by this engine. While a transaction is changing units (Applying, Rebooting,
+ * Verifying) those restarts must wait: the manager holds restart_handler_submit() back while this
+ * returns true, and does not start a decided batch while restart_handler_is_busy(). */
+bool node_update_blocks_unit_restarts(const UpdateTransaction *tx);
 bool update_action_is_best_effort(UpdateActionType t);
 
 /* CONTRACT §8.9: ArtifactUnavailable, DiskSpace, and OSCommandFailed whose message says "network

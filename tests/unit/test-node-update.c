@@ -48,7 +48,6 @@ struct World {
         OsEffect os_effect;
         bool crash_after_each_action;   /* "kill the agent" after every single action */
         bool reboot_rolls_back;
-        unsigned restart_gen;           /* bumped whenever the restart annotation is set anew */
         unsigned pods_deleted;
         char work[LOG_MAX];             /* actions other than reports, in order */
         char phases[LOG_MAX];           /* phases as published (progress/result) */
@@ -93,7 +92,6 @@ static World *world_new(void) {
                 .backend = OS_UPDATE_BACKEND_COMMAND,
                 .reboot = REBOOT_METHOD_LOGIN1,
                 .kubelet_unit = "kubelet.service",
-                .self_unit = "inplace-agent.service",
         };
         w->now = T0;
         return w;
@@ -311,13 +309,6 @@ static Outcome effects(World *w, const UpdateAction *a) {
                 set(&n->applied_checksum, a->checksum);
                 set(&n->kubernetes_version, a->version);
                 break;
-        case UPDATE_ACTION_REMOVE_RESTART_ANNOTATION:
-                set(&n->restart_services, NULL);
-                break;
-        case UPDATE_ACTION_RESTART_UNIT:
-                if (a->step == UPDATE_STEP_SELF_RESTART)
-                        return OUTCOME_CRASH;
-                break;
         default:
                 break;
         }
@@ -348,14 +339,12 @@ static void log_action(World *w, const UpdateAction *a, Outcome o) {
         if (o == OUTCOME_FAIL && !update_action_is_best_effort(a->type))
                 return;
         if ((o == OUTCOME_INTERRUPTED || o == OUTCOME_DIED_AFTER) && a->type != UPDATE_ACTION_RUN_OS_COMMAND &&
-            a->type != UPDATE_ACTION_INSTALL_OS_IMAGE && a->type != UPDATE_ACTION_REBOOT &&
-            a->step != UPDATE_STEP_SELF_RESTART)
+            a->type != UPDATE_ACTION_INSTALL_OS_IMAGE && a->type != UPDATE_ACTION_REBOOT)
                 return;
-        snprintf(key, sizeof(key), "|%s/%u/%s/%s/%u/%s|", strempty(a->transaction),
-                 a->transaction ? 0 : w->restart_gen, update_step_to_string(a->step),
+        snprintf(key, sizeof(key), "|%s/%s/%s/%s|", strempty(a->transaction), update_step_to_string(a->step),
                  a->step == UPDATE_STEP_PROGRESS || a->step == UPDATE_STEP_EVENT ? update_phase_to_string(a->phase)
                                                                                  : "",
-                 a->index, a->transaction ? "" : a->checksum ? a->checksum : a->message ? a->message : version_of(a));
+                 a->transaction ? "" : strempty(a->checksum));
         if (strstr(w->seen, key))
                 fail_msg("action repeated: %s (work log: %s)", key, w->work);
         logf_(w->seen, "%s", key);
@@ -1193,7 +1182,6 @@ static void run_gated_scenario(World *w) {
         w->settings.os_image_configured = true;
         world_osc(w, "c1", "1592.7", "1.32.1");
         world_applied(w, "c0");
-        set(&w->node->restart_services, "containerd,inplace-agent");
         w->node->candidate = true;
         run(w);
         w->node->selected = true;
@@ -1209,8 +1197,7 @@ static void test_kill_at_every_boundary(void **state) {
         b->crash_after_each_action = true;
         run_gated_scenario(b);
 
-        assert_log("work", a->work, "RestartUnit(containerd.service) RemoveRestartAnnotation "
-                                    "RestartUnit(inplace-agent.service) PublishPlan StageKubelet(1.32.1) "
+        assert_log("work", a->work, "PublishPlan StageKubelet(1.32.1) "
                                     "StageOsImage(1592.7) SwitchKubelet(1.32.1) RestartUnit(kubelet.service) "
                                     "SetMarker(1592.7) InstallOsImage(1592.7) Reboot CheckKubeletHealth DeletePods "
                                     "ReportResult(successful) SetChecksum(c1) ");
@@ -1308,107 +1295,6 @@ static void test_stale_feedback(void **state) {
         assert_int_equal(node_update_action_done(tx, &d.actions[0], w->now), 0);
         assert_true(tx->done & (UINT64_C(1) << UPDATE_STEP_PLAN));
         update_decision_done(&d);
-        world_free(w);
-}
-
-/* CONTRACT §8.7 / GNP §5 scenarios 1, 4, 5: restart each valid unit in order, reject the invalid
- * ones with a Warning Event, remove the annotation, restart our own unit last. */
-static void test_restart_annotation(void **state) {
-        World *w = world_new();
-        UpdateDecision d = {};
-
-        set(&w->node->restart_services, "inplace-agent,foo.service,bar,kubelet, containerd,,foo.timer");
-        decide(w, &d);
-        {
-                static const struct {
-                        UpdateActionType type;
-                        const char *what;
-                } expected[] = {
-                        { UPDATE_ACTION_RESTART_UNIT, "foo.service" },
-                        { UPDATE_ACTION_RESTART_UNIT, "bar.service" },
-                        { UPDATE_ACTION_RESTART_UNIT, "kubelet.service" },
-                        { UPDATE_ACTION_EMIT_EVENT, "rejected unit name \" containerd\": contains whitespace" },
-                        { UPDATE_ACTION_EMIT_EVENT, "rejected unit name \"\": empty unit name" },
-                        { UPDATE_ACTION_RESTART_UNIT, "foo.timer" },
-                        { UPDATE_ACTION_REMOVE_RESTART_ANNOTATION, NULL },
-                };
-
-                assert_int_equal(d.n_actions, ELEMENTSOF(expected));
-                for (size_t i = 0; i < ELEMENTSOF(expected); i++) {
-                        const UpdateAction *a = &d.actions[i];
-
-                        assert_int_equal(a->type, expected[i].type);
-                        if (a->type == UPDATE_ACTION_RESTART_UNIT)
-                                assert_string_equal(a->unit, expected[i].what);
-                        if (a->type == UPDATE_ACTION_EMIT_EVENT) {
-                                assert_string_equal(a->message, expected[i].what);
-                                assert_string_equal(a->event_reason, "SystemDUnitRestart");
-                                assert_string_equal(a->event_type, "Warning");
-                        }
-                }
-                assert_true(d.actions[0].emit_unit_event);
-                assert_true(d.actions[6].restart_self);
-        }
-        update_decision_done(&d);
-
-        /* Executed with a crash at the self-restart: the annotation is gone, nothing repeats. */
-        run(w);
-        assert_log("work", w->work, "RestartUnit(foo.service) RestartUnit(bar.service) RestartUnit(kubelet.service) "
-                                    "RestartUnit(foo.timer) RemoveRestartAnnotation "
-                                    "RestartUnit(inplace-agent.service) ");
-        assert_null(w->node->restart_services);
-        clear_logs(w);
-        run(w);
-        assert_log("work", w->work, "");
-
-        /* The same value set again later is a new request. */
-        set(&w->node->restart_services, "bar");
-        run(w);
-        assert_log("work", w->work, "RestartUnit(bar.service) RemoveRestartAnnotation ");
-        world_free(w);
-}
-
-static Outcome policy_restart_fails(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
-        if (a->type == UPDATE_ACTION_RESTART_UNIT && a->unit && streq(a->unit, "does-not-exist.service")) {
-                *msg = "Unit does-not-exist.service not found.";
-                return OUTCOME_FAIL;
-        }
-        return OUTCOME_OK;
-}
-
-/* GNP scenario 4: a failed restart is only reported; the loop and the removal go on, no retry. */
-static void test_restart_failure_not_retried(void **state) {
-        World *w = world_new();
-
-        w->policy = policy_restart_fails;
-        set(&w->node->restart_services, "does-not-exist,kubelet");
-        run(w);
-        assert_log("work", w->work, "RestartUnit(does-not-exist.service) ! RestartUnit(kubelet.service) "
-                                    "RemoveRestartAnnotation ");
-        assert_null(w->node->restart_services);
-        world_free(w);
-}
-
-/* Restarts never interleave with an update that is changing units. */
-static void test_restart_deferred_while_applying(void **state) {
-        World *w = world_new();
-
-        world_osc(w, "c1", "1592.7", "1.31.4");
-        world_applied(w, "c0");
-        world_ready(w, "t1");
-        run(w);                                                 /* ends in Rebooting (scenario 22) */
-        assert_int_equal(current_phase(w), UPDATE_PHASE_REBOOTING);
-
-        clear_logs(w);
-        set(&w->node->restart_services, "containerd");
-        run(w);
-        assert_log("work", w->work, "");
-
-        set(&w->os_version, "1592.7");
-        reboot(w);
-        run(w);
-        assert_log("work", w->work, "CheckKubeletHealth DeletePods ReportResult(successful) SetChecksum(c1) "
-                                    "RestartUnit(containerd.service) RemoveRestartAnnotation ");
         world_free(w);
 }
 
@@ -1536,6 +1422,22 @@ static void test_manual_retry(void **state) {
         world_free(w);
 }
 
+/* The restart annotation (restart-handler.h) waits while units are being changed. */
+static void test_blocks_unit_restarts(void **state) {
+        _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
+
+        assert_false(node_update_blocks_unit_restarts(NULL));
+        assert_int_equal(update_transaction_new(&tx), 0);
+        assert_false(node_update_blocks_unit_restarts(tx));
+        tx->id = strdup("tx-1");
+        for (UpdatePhase p = 0; p < _UPDATE_PHASE_MAX; p++) {
+                tx->phase = p;
+                assert_int_equal(node_update_blocks_unit_restarts(tx), p == UPDATE_PHASE_APPLYING ||
+                                                                       p == UPDATE_PHASE_REBOOTING ||
+                                                                       p == UPDATE_PHASE_VERIFYING);
+        }
+}
+
 /* Decisions without a Node, and without a transaction id when one would start. */
 static void test_input_edges(void **state) {
         UpdateDecision d = {};
@@ -1586,7 +1488,6 @@ static Outcome policy_random(World *w, const UpdateAction *a, UpdateFailureCode 
 static void random_change(World *w, unsigned step) {
         static const char *const oses[] = { "1592.6", "1592.7", "1592.8", "1592.7", "invalid" };
         static const char *const kubelets[] = { "1.31.4", "1.31.5", "1.32.1", "1.32.2", "1.30.0" };
-        static const char *const restarts[] = { "kubelet", "inplace-agent,foo", "x y,bar", "" };
         unsigned c = rnd(20);
         char buf[32];
 
@@ -1611,10 +1512,7 @@ static void random_change(World *w, unsigned step) {
                 bool failed = w->node->update_result == NODE_UPDATE_RESULT_FAILED;
                 w->node->update_result = failed ? NODE_UPDATE_RESULT_NONE : NODE_UPDATE_RESULT_FAILED;
                 set(&w->node->update_result_value, failed ? NULL : "failed");
-        } else if (c == 13) {
-                set(&w->node->restart_services, restarts[rnd(ELEMENTSOF(restarts))]);
-                w->restart_gen++;
-        } else if (c == 14)
+        } else if (c == 13 || c == 14)
                 w->now += rnd(20) * 60 * USEC_PER_SEC;
         else if (c == 15)
                 reboot(w);
@@ -1693,13 +1591,11 @@ int main(void) {
                 cmocka_unit_test(test_kill_at_every_boundary),
                 cmocka_unit_test(test_resume_is_deterministic),
                 cmocka_unit_test(test_stale_feedback),
-                cmocka_unit_test(test_restart_annotation),
-                cmocka_unit_test(test_restart_failure_not_retried),
-                cmocka_unit_test(test_restart_deferred_while_applying),
                 cmocka_unit_test(test_desired_state_changes),
                 cmocka_unit_test(test_os_version_rules),
                 cmocka_unit_test(test_kubelet_version_rules),
                 cmocka_unit_test(test_manual_retry),
+                cmocka_unit_test(test_blocks_unit_restarts),
                 cmocka_unit_test(test_input_edges),
                 cmocka_unit_test(test_random_walks),
         };

@@ -73,7 +73,7 @@ static UpdateTransaction *full_tx(const char *id) {
         tx->blocked_message = xstrdup("minVersionForUpdate 1592.7 is not met by the current OS version 1592.6");
         tx->attempt = 3;
         tx->done = (UINT64_C(1) << UPDATE_STEP_PLAN) | (UINT64_C(1) << UPDATE_STEP_OS_APPLY) |
-                   (UINT64_C(1) << UPDATE_STEP_SELF_RESTART);
+                   (UINT64_C(1) << UPDATE_STEP_EVENT);
         tx->progress_phase = UPDATE_PHASE_APPLYING;
         tx->event_phase = UPDATE_PHASE_STAGED;
         tx->boot_id = xstrdup("0f3c2e6c-9a1b-4c39-8d0e-1f2a3b4c5d6e");
@@ -95,10 +95,6 @@ static UpdateTransaction *full_tx(const char *id) {
         tx->applied.checksum = xstrdup("0000");
         tx->applied.sa_rotation = xstrdup("2025-02-01T00:00:00Z");
         tx->marker = xstrdup("1592.7");
-        tx->restart.value = xstrdup("kubelet,inplace-agent");
-        tx->restart.next = 1;
-        tx->restart.handled = xstrdup("containerd");
-        tx->restart.self_pending = true;
         return tx;
 }
 
@@ -127,8 +123,7 @@ static void test_round_trip(void **state) {
         assert_true(b->failure.keep_reason);
         assert_true(b->applied.valid);
         assert_null(b->applied.ca_rotation);
-        assert_int_equal(b->restart.next, 1);
-        assert_true(b->restart.self_pending);
+        assert_string_equal(b->marker, "1592.7");
         /* `inplace-agent status` shows these first */
         assert_int_equal(strncmp(s1, "{\n  \"transaction\": \"tx-1\",\n  \"phase\": \"Rebooting\",", 50), 0);
 
@@ -208,7 +203,7 @@ static void test_corrupt_is_moved_aside(void **state) {
                 { "{\"version\":1,\"phase\":\"Idle\",\"failure\":{\"code\":\"Oops\"}}",
                   "failure.code: unknown failure code" },
                 { "{\"version\":1,\"phase\":\"Idle\",\"kubelet\":{\"to\":5}}", "kubelet.to: expected a string" },
-                { "{\"version\":1,\"phase\":\"Idle\",\"restart\":[]}", "restart: expected an object" },
+                { "{\"version\":1,\"phase\":\"Idle\",\"applied\":[]}", "applied: expected an object" },
                 { "", "line 1" },
         };
         _cleanup_free_ char *p = path_of(STATE_FILE_NAME), *aside = path_of(STATE_FILE_NAME STATE_FILE_CORRUPT_SUFFIX);
