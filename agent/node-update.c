@@ -492,10 +492,10 @@ static UpdateFailureCode default_code(UpdateActionType t) {
 }
 
 /* Upstream's reason texts (GNP §7.1), so MCM users see what they know. */
-static const char *reason_prefix(const UpdateAction *a, UpdateFailureCode code) {
+static const char *reason_prefix(const UpdateAction *a) {
         if (a->type == UPDATE_ACTION_CHECK_KUBELET_HEALTH)
                 return "kubelet is not healthy after in-place update: ";
-        if (a->type == UPDATE_ACTION_RUN_OS_COMMAND && code != UPDATE_FAILURE_OS_COMMAND_TIMEOUT)
+        if (a->type == UPDATE_ACTION_RUN_OS_COMMAND)    /* os_update_failure_message() supplies the rest */
                 return "failed to execute OS update command: ";
         return "";
 }
@@ -557,7 +557,7 @@ int node_update_action_failed(UpdateTransaction *tx, const UpdateAction *a, Upda
 
         if (code < 0 || code >= _UPDATE_FAILURE_MAX)
                 code = default_code(a->type);
-        prefix = reason_prefix(a, code);
+        prefix = reason_prefix(a);
 
         /* The new kubelet failed after the switch: roll it back, if we know what to roll back to. */
         if ((a->type == UPDATE_ACTION_CHECK_KUBELET_HEALTH ||

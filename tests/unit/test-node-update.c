@@ -717,6 +717,61 @@ static void test_command_without_reboot(void **state) {
         world_free(w);
 }
 
+static unsigned command_failures;
+static const char *command_message;
+
+static Outcome policy_command_fails(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
+        if (a->type != UPDATE_ACTION_RUN_OS_COMMAND || command_failures == 0)
+                return OUTCOME_OK;
+        command_failures--;
+        *code = UPDATE_FAILURE_OS_COMMAND_FAILED;
+        *msg = command_message;
+        return OUTCOME_FAIL;
+}
+
+/* GNP scenarios 16/17: a failing OS command. Upstream's reason; "network problems" is retriable and
+ * retried after a back-off (our own marker does not count as a foreign attempt); anything else is
+ * terminal. */
+static void test_os_command_failures(void **state) {
+        World *w = world_new();
+
+        world_osc(w, "c1", "1592.7", "1.31.4");
+        world_applied(w, "c0");
+        world_ready(w, "t1");
+        w->policy = policy_command_fails;
+        w->os_effect = OS_EFFECT_IN_PLACE;
+        command_failures = 1;
+        command_message = "non-retriable error detected: exit status 1, output: system failure";
+        run(w);
+        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand ! ReportResult(failed) ");
+        assert_int_equal(current_phase(w), UPDATE_PHASE_FAILED);
+        assert_string_equal(w->node->update_failed_reason, "failed to execute OS update command: non-retriable error "
+                                                           "detected: exit status 1, output: system failure");
+        assert_string_equal(w->node->updating_os_version, "1592.7");
+        assert_non_null(strstr(w->node->failure, "\"code\":\"OSCommandFailed\",\"class\":\"terminal\""));
+        assert_int_equal(w->last.wake_usec, USEC_INFINITY);
+        world_free(w);
+
+        w = world_new();
+        world_osc(w, "c1", "1592.7", "1.31.4");
+        world_applied(w, "c0");
+        world_ready(w, "t1");
+        w->policy = policy_command_fails;
+        w->os_effect = OS_EFFECT_IN_PLACE;
+        command_failures = 1;
+        command_message = "retriable error detected: exit status 3, output: network problems";
+        run(w);
+        assert_non_null(strstr(w->node->failure, "\"class\":\"retriable\""));
+        assert_string_equal(w->node->update_result_value, "failed");
+        w->now = w->last.wake_usec;
+        clear_logs(w);
+        run(w);
+        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckKubeletHealth DeletePods "
+                                    "ReportResult(successful) SetChecksum(c1) ");
+        assert_string_equal(w->node->update_result_value, "successful");
+        world_free(w);
+}
+
 /* GNP scenario 20: after the reboot the OS is still old: RolledBack, update-result=failed with
  * upstream's reason, terminal (no retry even though update-result=failed opens the gate). */
 static void test_os_rollback_after_reboot(void **state) {
@@ -1574,6 +1629,7 @@ int main(void) {
                 cmocka_unit_test(test_gated_work_waits),
                 cmocka_unit_test(test_gated_os_and_kubelet_minor),
                 cmocka_unit_test(test_command_without_reboot),
+                cmocka_unit_test(test_os_command_failures),
                 cmocka_unit_test(test_os_rollback_after_reboot),
                 cmocka_unit_test(test_foreign_marker),
                 cmocka_unit_test(test_died_after_marker_patch),
