@@ -33,8 +33,38 @@
  *     belongs to exactly one phase of one transaction; feeding an action into a record whose
  *     transaction or phase has moved on is refused with -EBADR (out-of-order).
  *   - Persist d.tx before running the batch: "started" marks (the OS command's start time and boot
- *     id) are recorded by the decider, so a crash mid-command is detected after restart instead of
- *     the command being run twice.
+ *     id, the attempt marker we are about to set) are recorded by the decider, so a crash mid-command
+ *     is detected after restart instead of the command being run twice. Every other action is
+ *     idempotent and may run again after a crash that hit it before its feedback was saved.
+ *   - Actions that end the process (RUN_OS_COMMAND that reboots, REBOOT) get no feedback; the next
+ *     decision sees the new boot id / OS version and continues.
+ *
+ * What the decider does (CONTRACT §5, §8; GNP §1-§4, §7):
+ *   - Nothing without a Node or an OSC; nothing while checksum/cloud-config-data already equals the
+ *     Secret's checksum (two empty checksums do not count as equal).
+ *   - Plan = kubelet (desired from spec.inPlaceUpdates.kubelet, else the image tag; compared with the
+ *     running version: patch = ungated, minor = gated, downgrade/minor skip = InvalidDesiredState),
+ *     OS (current os-release version "=" desired with Gardener's rules; downgrade refused;
+ *     minVersionForUpdate "current >= min" else MinVersionNotMet; command or image backend must be
+ *     usable) and credentials rotation (against the rotation times last applied: UnsupportedRotation).
+ *     The first apply on a node (no checksum ever) is never gated and leaves the OS alone (GNP §2.3).
+ *   - Ungated: Staging -> Applying -> Verifying -> Succeeded at once; failures report
+ *     inplace-agent/failure, a Warning Event and the condition, never update-result (§8.4).
+ *   - Gated: nothing until candidate-for-update, selected-for-update, ReadyForUpdate or
+ *     update-result=failed. Candidate: publish the plan, pre-stage (Planned -> Staging -> Staged).
+ *     Selected: WaitingForDrain, or Failed with update-result=failed if the plan cannot succeed.
+ *     ReadyForUpdate or update-result=failed: Applying (kubelet switch + restart, attempt marker, OS
+ *     command / image install), Rebooting, Verifying (kubelet health), then delete Pods, report
+ *     update-result=successful (marker and reason removed), set the checksum and kubernetes-version.
+ *   - After a reboot on the old OS: RolledBack with upstream's reason (GNP scenario 20); a foreign
+ *     marker naming the desired version does the same, or keeps an existing reason (scenario 21).
+ *     An unhealthy new kubelet is switched back and restarted: RolledBack.
+ *   - Failed/RolledBack are terminal for that desired state, except retriable failures (back-off 30 s
+ *     doubling to 10 min, a new attempt) and an operator setting ReadyForUpdate again (a new
+ *     lastTransitionTime, GNP §7.3). Nothing to do for this agent but the node is drained: upstream's
+ *     success marking (Pods deleted, successful) still runs (scenario 23/24 rules).
+ *   - A new desired state cancels a transaction that has not reached Applying; from Applying on, the
+ *     running transaction finishes first (never two at once). Phases only move forward. 
  *   - Best-effort actions (REPORT_PROGRESS, EMIT_EVENT) never stop a batch; a failing API write is
  *     retried by a later decision (with back-off via wake_usec); any other failure ends the batch and
  *     usually the transaction.
