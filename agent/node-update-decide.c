@@ -447,6 +447,10 @@ static int plan_os(Builder *b, Plan *p) {
                 else if (b->in->settings.backend == OS_UPDATE_BACKEND_IMAGE && !b->in->settings.os_image_configured)
                         r = block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
                                   "osUpdate.image.reference is not configured, cannot install OS version %s", want);
+                else if (b->in->settings.backend == OS_UPDATE_BACKEND_IMAGE && !version_is_safe_name(want))
+                        /* it names the staging directory and the boot entry */
+                        r = block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
+                                  "OS version \"%s\" cannot name a boot image", want);
                 else
                         r = 0;
         }

@@ -335,6 +335,16 @@ static bool safe_char(char c) {
                c == '.' || c == '+' || c == '_' || c == '-';
 }
 
+bool version_is_safe_name(const char *s) {
+        if (!s || !is_digit(*s) || strlen(s) > VERSION_STRING_MAX)
+                return false;
+        for (const char *c = s; *c; c++)
+                if (!safe_char(*c))
+                        return false;
+        /* Starting with a digit already rules out "." and ".."; no further path checks needed. */
+        return true;
+}
+
 int version_normalize_kubelet(const char *s, char **ret) {
         char *out;
 
@@ -343,12 +353,8 @@ int version_normalize_kubelet(const char *s, char **ret) {
 
         if (*s == 'v' || *s == 'V')
                 s++;
-        if (!is_digit(*s) || strlen(s) > VERSION_STRING_MAX)
+        if (!version_is_safe_name(s))
                 return -EINVAL;
-        for (const char *c = s; *c; c++)
-                if (!safe_char(*c))
-                        return -EINVAL;
-        /* Starting with a digit already rules out "." and ".."; no further path checks needed. */
         out = strdup(s);
         if (!out)
                 return -ENOMEM;

@@ -65,6 +65,10 @@ int version_compare(const char *a, VersionOp op, const char *b, const char **ret
  * starting with a digit. Returns a new string, or -EINVAL. */
 int version_normalize_kubelet(const char *s, char **ret);
 
+/* The same safety rule without the 'v' handling: a version string that may name a directory or a
+ * boot entry (only [0-9A-Za-z.+_-], starting with a digit, at most VERSION_STRING_MAX bytes). */
+bool version_is_safe_name(const char *s);
+
 /* How a kubelet version change is classified (GNP §2.3: only a minor-version change is an
  * in-place trigger; a patch change is applied at once, without drain). */
 typedef enum KubeletChange {

@@ -1217,6 +1217,18 @@ static void test_image_backend(void **state) {
         assert_non_null(strstr(w->node->update_failed_reason, "rolled back to the previous version"));
         world_free(w);
 
+        /* a version that compares fine but cannot name a file: refused before anything is staged */
+        w = world_new();
+        w->settings.backend = OS_UPDATE_BACKEND_IMAGE;
+        w->settings.os_image_configured = true;
+        world_osc(w, "c1", "1592.7+a/../b", "1.31.4");
+        world_applied(w, "c0");
+        world_ready(w, "t1");
+        run(w);
+        assert_log("work", w->work, "PublishPlan ReportResult(failed) ");
+        assert_string_equal(w->node->update_failed_reason, "OS version \"1592.7+a/../b\" cannot name a boot image");
+        world_free(w);
+
         /* no image reference configured: blocked as InvalidDesiredState */
         w = world_new();
         w->settings.backend = OS_UPDATE_BACKEND_IMAGE;

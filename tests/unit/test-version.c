@@ -213,6 +213,12 @@ static void test_normalize_kubelet(void **state) {
                         fail_msg("\"%s\" accepted", bad[i]);
                 assert_null(out);
         }
+        assert_true(version_is_safe_name("1592.7"));
+        assert_true(version_is_safe_name("15.3.20220818"));
+        assert_false(version_is_safe_name("v1592.7"));
+        assert_false(version_is_safe_name("1592/../x"));
+        assert_false(version_is_safe_name(""));
+        assert_false(version_is_safe_name(NULL));
 }
 
 static void test_names(void **state) {
