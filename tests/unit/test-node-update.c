@@ -257,12 +257,13 @@ static Outcome effects(World *w, const UpdateAction *a) {
                 set(&w->kubelet_version, a->version);
                 break;
         case UPDATE_ACTION_RUN_OS_COMMAND:
+                /* the fake command installs the version it is given (inplace-update.sh <version>) */
                 switch (w->os_effect) {
                 case OS_EFFECT_IN_PLACE:
-                        set(&w->os_version, w->osc->os_version);
+                        set(&w->os_version, a->args ? a->args[0] : NULL);
                         break;
                 case OS_EFFECT_REBOOT_NEW:
-                        set(&w->os_version, w->osc->os_version);
+                        set(&w->os_version, a->args ? a->args[0] : NULL);
                         reboot(w);
                         return OUTCOME_CRASH;
                 case OS_EFFECT_REBOOT_OLD:
@@ -335,11 +336,12 @@ static void log_action(World *w, const UpdateAction *a, Outcome o) {
         }
 
         /* A tracked action must never run twice (a failed API write is retried on purpose, and an
-         * interrupted idempotent one is run again; starting the OS change or a reboot never is). */
+         * interrupted idempotent one is run again, a reboot request included; starting the OS change
+         * never is). */
         if (o == OUTCOME_FAIL && !update_action_is_best_effort(a->type))
                 return;
         if ((o == OUTCOME_INTERRUPTED || o == OUTCOME_DIED_AFTER) && a->type != UPDATE_ACTION_RUN_OS_COMMAND &&
-            a->type != UPDATE_ACTION_INSTALL_OS_IMAGE && a->type != UPDATE_ACTION_REBOOT)
+            a->type != UPDATE_ACTION_INSTALL_OS_IMAGE)
                 return;
         snprintf(key, sizeof(key), "|%s/%s/%s/%s|", strempty(a->transaction), update_step_to_string(a->step),
                  a->step == UPDATE_STEP_PROGRESS || a->step == UPDATE_STEP_EVENT ? update_phase_to_string(a->phase)
@@ -1570,10 +1572,14 @@ static void random_change(World *w, unsigned step) {
                         world_ready(w, buf);
                 }
         } else if (c <= 11) {
+                /* one rnd() per statement: argument evaluation order differs between compilers */
+                const char *os = oses[rnd(ELEMENTSOF(oses))];
+                const char *kubelet = kubelets[rnd(ELEMENTSOF(kubelets))];
+
                 snprintf(buf, sizeof(buf), "c%u", step);
                 if (!w->osc)
                         w->osc = calloc(1, sizeof(OscDesired));
-                world_osc(w, buf, oses[rnd(ELEMENTSOF(oses))], kubelets[rnd(ELEMENTSOF(kubelets))]);
+                world_osc(w, buf, os, kubelet);
                 set(&w->osc->min_version_for_update, rnd(5) == 0 ? "1592.7" : NULL);
         } else if (c == 12) {
                 bool failed = w->node->update_result == NODE_UPDATE_RESULT_FAILED;
@@ -1599,7 +1605,10 @@ static void random_change(World *w, unsigned step) {
 /* Random worlds, random failures, random deaths: the invariants (checked in decide() and run()) hold,
  * every run reaches quiescence, and a quiet decision stays quiet when asked again. */
 static void test_random_walks(void **state) {
-        for (unsigned walk = 0; walk < 60; walk++) {
+        /* TEST_WALKS=<n> soaks with more walks than the default run. */
+        unsigned walks = getenv("TEST_WALKS") ? (unsigned) strtoul(getenv("TEST_WALKS"), NULL, 10) : 60;
+
+        for (unsigned walk = 0; walk < walks; walk++) {
                 World *w = world_new();
 
                 rng_state = 0x9e3779b97f4a7c15ULL * (walk + 1);
