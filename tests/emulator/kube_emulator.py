@@ -3294,7 +3294,8 @@ class ApiHandler(http.server.BaseHTTPRequestHandler):
                     have = bool(w.q)
                 if have and cfg["coalesce_window"] > 0:
                     time.sleep(cfg["coalesce_window"])
-                with w.cv:
+                # Drain under the store lock: events committed together (one batch) arrive together.
+                with store.lock, w.cv:
                     if w.q:
                         items = list(w.q) if cfg["coalesce"] else [w.q[0]]
                         for _ in items:
@@ -3538,6 +3539,12 @@ class ApiServer:
                 self.timer.cancel()
                 self.timer = None
             if mode == "refuse" and self.lsock is not None:
+                try:
+                    # shutdown() stops a listening socket at once (Linux), even while the accept
+                    # thread still polls it; close() alone would leave it listening until then.
+                    self.lsock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
                 self.lsock.close()
                 self.lsock = None
             elif mode != "refuse" and self.lsock is None:
