@@ -861,6 +861,11 @@ TABLES = {
     "Lease": ([_col("Name", fmt="name"), _col("Holder"), _col("Age")],
               lambda o: [o["metadata"]["name"], (o.get("spec") or {}).get("holderIdentity", ""),
                          human_age(o["metadata"].get("creationTimestamp"))]),
+    "Event": ([_col("Last Seen"), _col("Type"), _col("Reason"), _col("Object"), _col("Message")],
+              lambda o: [human_age(o.get("lastTimestamp") or o.get("eventTime") or
+                                   o["metadata"].get("creationTimestamp")), o.get("type", ""), o.get("reason", ""),
+                         "%s/%s" % ((o.get("involvedObject") or {}).get("kind", "").lower(),
+                                    (o.get("involvedObject") or {}).get("name", "")), o.get("message", "")]),
     "Secret": ([_col("Name", fmt="name"), _col("Type"), _col("Data", "integer"), _col("Age")],
                lambda o: [o["metadata"]["name"], o.get("type", ""), len(o.get("data") or {}),
                           human_age(o["metadata"].get("creationTimestamp"))]),
@@ -899,6 +904,29 @@ def discovery_resources(group, version):
                         "kind": k.kind, "verbs": ["get", "patch", "update"]})
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "%s/%s" % (group, version) if group
             else version, "resources": res}
+
+
+def openapi_gv_paths():
+    return sorted({"apis/%s/%s" % (k.group, k.version) if k.group else "api/%s" % k.version for k in KINDS})
+
+
+def openapi_doc(gvpath):
+    """Just enough OpenAPI v3 for kubectl: PATCH operations advertising fieldValidation, so kubectl leaves
+    validation to the server instead of needing full schemas."""
+    paths = {}
+    for k in KINDS:
+        if gvpath != ("apis/%s/%s" % (k.group, k.version) if k.group else "api/%s" % k.version):
+            continue
+        base = "/" + gvpath + ("/namespaces/{namespace}/" if k.namespaced else "/") + k.resource + "/{name}"
+        gvk = {"group": k.group, "version": k.version, "kind": k.kind}
+        params = [{"name": n, "in": "query", "schema": {"type": "string"}} for n in
+                  ("dryRun", "fieldManager", "fieldValidation", "force")]
+        paths[base] = {"patch": {"operationId": "patch" + k.kind, "x-kubernetes-group-version-kind": gvk,
+                                 "x-kubernetes-action": "patch", "parameters": params, "responses": {}},
+                       "put": {"operationId": "replace" + k.kind, "x-kubernetes-group-version-kind": gvk,
+                               "x-kubernetes-action": "put", "parameters": params[:3], "responses": {}}}
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": SERVER_VERSION}, "paths": paths,
+            "components": {"schemas": {}}}
 
 
 def discovery_groups():
@@ -3181,6 +3209,11 @@ class ApiHandler(http.server.BaseHTTPRequestHandler):
         if len(parts) == 4 and parts[1] == "apis" and any(k.group == parts[2] and k.version == parts[3]
                                                            for k in KINDS):
             return self._send_json(200, discovery_resources(parts[2], parts[3]))
+        if path == "/openapi/v3":
+            return self._send_json(200, {"paths": {gvp: {"serverRelativeURL": "/openapi/v3/%s?hash=%s" % (
+                gvp, hashlib.sha256(gvp.encode()).hexdigest()[:32].upper())} for gvp in openapi_gv_paths()}})
+        if path.startswith("/openapi/v3/") and path[len("/openapi/v3/"):] in openapi_gv_paths():
+            return self._send_json(200, openapi_doc(path[len("/openapi/v3/"):]))
         raise err_no_route()
 
     def _wants_table(self):
