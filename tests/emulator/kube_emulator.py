@@ -1557,7 +1557,8 @@ def ssa_apply(current, cfg, entries, manager, subresource, force, kind, api_vers
         if e is not mine:
             others |= e.paths
     new = deep(current)
-    for p in sorted(prev_owned - applied - others, key=len, reverse=True):
+    # Whole list elements first (their key fields are needed to find them), then deepest fields first.
+    for p in sorted(prev_owned - applied - others, key=lambda p: (p[-1] != ".", -len(p))):
         remove_at(new, p)
     scoped = deep(cfg)
     for k in ("kind", "apiVersion"):
