@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* A canned-response HTTP/1.1 server on loopback, driven by the same sd_event loop as the code
+ * under test. Each accepted request is answered with the next queued response (or 404).
+ * Test-only; plain HTTP. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <systemd/sd-event.h>
+
+typedef struct FakeHttp FakeHttp;
+
+typedef struct FakeResponse {
+        int status;
+        const char *headers;            /* extra header lines, each ending in "\r\n"; may be NULL */
+        const char *body;               /* may be NULL */
+        bool chunked;                   /* send body with Transfer-Encoding: chunked */
+        size_t chunk_size;              /* split the body into chunks of this size (0 = one) */
+        bool close_early;               /* drop the connection after the body, without the final chunk */
+} FakeResponse;
+
+int fake_http_new(sd_event *e, FakeHttp **ret);
+FakeHttp *fake_http_free(FakeHttp *f);
+unsigned fake_http_port(FakeHttp *f);
+/* Queues a response; strings are copied. */
+int fake_http_push(FakeHttp *f, const FakeResponse *r);
+/* Number of requests served, and the last request line + headers + body. */
+unsigned fake_http_requests(FakeHttp *f);
+const char *fake_http_last_request(FakeHttp *f);

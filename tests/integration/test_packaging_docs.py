@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Keeps the shipped documentation and default configuration in step with the real binary.
+
+The source of truth is `inplace-agent check-config` (every key with its effective default) and
+`inplace-agent --help` (every option):
+
+* packaging/config.yaml validates as shipped (everything commented out), and, uncommented, names
+  exactly the keys check-config prints, with exactly the default values;
+* inplace-agent.yaml(5) documents exactly those keys, each with the right default;
+* inplace-agent(8) documents every long option of --help and every verb.
+"""
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+SRCDIR = os.environ.get("SRCDIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+AGENT = os.environ.get("AGENT", "")
+CONFIG_YAML = os.path.join(SRCDIR, "packaging", "config.yaml")
+MAN5 = os.path.join(SRCDIR, "packaging", "man", "inplace-agent.yaml.5")
+MAN8 = os.path.join(SRCDIR, "packaging", "man", "inplace-agent.8")
+NODE = "docs-test-node"
+# Documented as "" and derived at start-up; check-config prints the derived value.
+DERIVED = {"nodeName": NODE, "lease.name": "inplace-agent-" + NODE}
+UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def agent(*args):
+    env = dict(os.environ, NODE_NAME=NODE)
+    env.pop("KUBECONFIG", None)
+    return subprocess.run([AGENT, *args], capture_output=True, text=True, timeout=30, env=env)
+
+
+def flatten(obj, prefix=""):
+    """Leaf key paths of check-config's JSON; registry.mirrors is a map value, not a section."""
+    out = {}
+    for k, v in obj.items():
+        path = prefix + k
+        if isinstance(v, dict) and path != "registry.mirrors":
+            out.update(flatten(v, path + "."))
+        else:
+            out[path] = v
+    return out
+
+
+def uncomment(text):
+    """Config lines in packaging/config.yaml are '#' directly followed by YAML ('#key:' or
+    '#  key:'); prose comments are '# text'. Strip one '#' from config lines only."""
+    lines = []
+    for line in text.splitlines():
+        if re.match(r"#(\S|  )", line) and not line.startswith("##"):
+            lines.append(line[1:])
+        elif line.startswith("#"):
+            continue
+        else:
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def yaml_key_paths(text):
+    """Key paths of a simple block-style YAML map (indentation by two spaces, no lists)."""
+    paths, stack = [], []
+    for line in text.splitlines():
+        m = re.match(r"^( *)([A-Za-z][A-Za-z0-9]*):(.*)$", line)
+        if not m or line.lstrip().startswith("#"):
+            continue
+        indent, key, rest = len(m.group(1)), m.group(2), m.group(3).split(" #")[0].strip()
+        depth = indent // 2
+        stack = stack[:depth] + [key]
+        if rest != "":
+            paths.append(".".join(stack))
+    return paths
+
+
+def duration_ms(s):
+    parts = re.findall(r"(\d+)(ms|s|m|h)", s)
+    if not parts or "".join(n + u for n, u in parts) != s:
+        return None
+    return sum(int(n) * UNITS[u] for n, u in parts)
+
+
+def same_value(documented, actual):
+    if isinstance(actual, bool):
+        return documented == ("true" if actual else "false")
+    if isinstance(actual, int):
+        return documented == str(actual)
+    if isinstance(actual, dict):
+        return documented == json.dumps(actual)
+    if duration_ms(documented) is not None and duration_ms(actual) is not None:
+        return duration_ms(documented) == duration_ms(actual)
+    return documented == actual
+
+
+def man_unescape(s):
+    return s.replace("\\-", "-").replace("\\(dq", '"').replace("\\(aq", "'")
+
+
+class TestPackagingDocs(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not AGENT or not os.access(AGENT, os.X_OK):
+            raise unittest.SkipTest("AGENT (the built inplace-agent) is not set")
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as empty:
+            r = agent("check-config", "--config", empty.name)
+        if r.returncode != 0:
+            raise AssertionError("check-config with an empty file failed: " + r.stderr)
+        cls.defaults = flatten(json.loads(r.stdout))
+
+    def test_shipped_config_validates(self):
+        r = agent("check-config", "--config", CONFIG_YAML)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(flatten(json.loads(r.stdout)), self.defaults)
+
+    def test_shipped_config_has_every_key_commented_out(self):
+        text = read(CONFIG_YAML)
+        active = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+        self.assertEqual(active, [], "config.yaml must not set anything")
+        uncommented = uncomment(text)
+        self.assertEqual(sorted(yaml_key_paths(uncommented)), sorted(self.defaults))
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            f.write(uncommented)
+            f.flush()
+            r = agent("check-config", "--config", f.name)
+        self.assertEqual(r.returncode, 0, r.stderr + "\n" + uncommented)
+        self.assertEqual(flatten(json.loads(r.stdout)), self.defaults,
+                         "an uncommented value in config.yaml is not the built-in default")
+
+    def test_man5_documents_every_key_with_its_default(self):
+        documented = {}
+        for m in re.finditer(r'^\.BR (\S+) " \((.*)\)"$', read(MAN5), re.M):
+            key, spec = man_unescape(m.group(1)), man_unescape(m.group(2))
+            d = re.search(r'default (?:\\f[BI](.*?)\\fR|(""))', spec)
+            self.assertIsNotNone(d, f"{key}: no default in {spec!r}")
+            documented[key] = d.group(1) if d.group(1) is not None else ""
+        self.assertEqual(sorted(documented), sorted(self.defaults))
+        for key, value in documented.items():
+            actual = self.defaults[key]
+            if key in DERIVED:
+                self.assertEqual(value, "", f"{key} is derived; document the default as \"\"")
+                self.assertEqual(actual, DERIVED[key])
+            else:
+                self.assertTrue(same_value(value, actual),
+                                f"{key}: man page says {value!r}, binary says {actual!r}")
+
+    def test_man8_documents_cli(self):
+        man = man_unescape(read(MAN8))
+        r = agent("--help")
+        self.assertEqual(r.returncode, 0)
+        options = set(re.findall(r"--([a-z][a-z-]+)", r.stdout))
+        self.assertTrue({"config", "node-name", "kubeconfig", "state-dir", "log-level", "json",
+                         "help", "version"} <= options, options)
+        for opt in options:
+            self.assertIn("--" + opt, man, f"inplace-agent(8) does not document --{opt}")
+        for verb in ("run", "status", "check-config"):
+            self.assertRegex(man, r"(?m)^\.B " + re.escape(verb) + "$", f"verb {verb} not documented")
+        for var in ("KUBECONFIG", "NODE_NAME", "DBUS_SYSTEM_BUS_ADDRESS"):
+            self.assertIn(".B " + var, man)
+
+
+# pkg-config name (meson dependency()) -> the Debian -dev package that provides it.
+DEBIAN_DEV_PACKAGE = {
+    "libsystemd": "libsystemd-dev", "libcurl": "libcurl4-openssl-dev", "jansson": "libjansson-dev",
+    "libarchive": "libarchive-dev", "yaml-0.1": "libyaml-dev", "libcrypto": "libssl-dev",
+    "cmocka": "libcmocka-dev", "systemd": "systemd",
+}
+
+
+def meson_dependencies():
+    """{pkg-config name: version constraint or ''} from every meson.build in the tree."""
+    deps = {}
+    for dirpath, dirnames, filenames in os.walk(SRCDIR):
+        dirnames[:] = [d for d in dirnames if not d.startswith((".", "build"))]
+        if "meson.build" not in filenames:
+            continue
+        text = read(os.path.join(dirpath, "meson.build"))
+        for m in re.finditer(r"dependency\(\s*'([^']+)'([^)]*)\)", text):
+            v = re.search(r"version\s*:\s*'([^']+)'", m.group(2))
+            deps[m.group(1)] = v.group(1).replace(" ", "") if v else ""
+    return deps
+
+
+class TestBuildDependencies(unittest.TestCase):
+    """Build-Depends (Debian) and BuildRequires (RPM) name every meson dependency with the same
+    minimum version."""
+
+    def test_debian_build_depends(self):
+        control = read(os.path.join(SRCDIR, "packaging", "debian", "control"))
+        field = re.search(r"^Build-Depends:(.*?)^\S", control, re.M | re.S).group(1)
+        bd = {}
+        for item in field.split(","):
+            m = re.match(r"\s*([a-z0-9.+-]+)\s*(?:\(([^)]*)\))?", item)
+            if m and m.group(1):
+                bd[m.group(1)] = (m.group(2) or "").replace(" ", "")
+        for dep, version in meson_dependencies().items():
+            pkg = DEBIAN_DEV_PACKAGE.get(dep)
+            self.assertIsNotNone(pkg, f"meson dependency {dep!r} has no Debian package mapping here")
+            self.assertIn(pkg, bd, f"Build-Depends lacks {pkg} (meson: {dep})")
+            if version:
+                self.assertEqual(bd[pkg], version, f"Build-Depends {pkg}: meson wants {dep} {version}")
+
+    def test_rpm_build_requires(self):
+        spec = read(os.path.join(SRCDIR, "packaging", "rpm", "inplace-agent.spec"))
+        br = {}
+        for m in re.finditer(r"^BuildRequires:[ \t]*pkgconfig\(([^)]+)\)[ \t]*(.*)$", spec, re.M):
+            br[m.group(1)] = m.group(2).replace(" ", "")
+        for dep, version in meson_dependencies().items():
+            self.assertIn(dep, br, f"spec lacks BuildRequires: pkgconfig({dep})")
+            self.assertEqual(br[dep], version, f"spec pkgconfig({dep}): meson wants {version!r}")
+
+
+class TestHelpers(unittest.TestCase):
+    def test_uncomment_and_paths(self):
+        text = "# prose\n#a: 1\n#b:\n#  # inner prose\n#  c: x\n#  #d: commented example\n"
+        self.assertEqual(yaml_key_paths(uncomment(text)), ["a", "b.c"])
+
+    def test_same_value(self):
+        self.assertTrue(same_value("90s", "1m30s"))
+        self.assertFalse(same_value("90s", "1m"))
+        self.assertTrue(same_value("true", True))
+        self.assertFalse(same_value("3", 2))
+        self.assertTrue(same_value("{}", {}))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
