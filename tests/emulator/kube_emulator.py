@@ -1047,6 +1047,18 @@ def discovery_resources(group, version):
             else version, "resources": res}
 
 
+def _pb_field(num, payload):
+    """Protobuf length-delimited field (enough for the tiny OpenAPI v2 document)."""
+    n, varint = len(payload), b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        varint += bytes([b | (0x80 if n else 0)])
+        if not n:
+            break
+    return bytes([(num << 3) | 2]) + varint + payload
+
+
 def openapi_gv_paths():
     return sorted({"apis/%s/%s" % (k.group, k.version) if k.group else "api/%s" % k.version for k in KINDS})
 
@@ -1483,6 +1495,30 @@ def clone_entries(entries):
 
 def entries_equal(a, b):
     return [(e.ident(), e.paths) for e in a] == [(e.ident(), e.paths) for e in b]
+
+
+def paths_from_fields_v1(tree, prefix=()):
+    out = set()
+    for k, sub in (tree or {}).items():
+        if k == ".":
+            out.add(prefix + (".",))
+        elif not sub:
+            out.add(prefix + (k,))
+        else:
+            out |= paths_from_fields_v1(sub, prefix + (k,))
+    return out
+
+
+def entries_from_rendered(mf):
+    """managedFields written by a client (kubectl's client-side-apply upgrade, or [{}] to reset)."""
+    entries = []
+    for m in mf or []:
+        if not isinstance(m, dict) or not m.get("manager"):
+            continue
+        entries.append(ManagedEntry(m["manager"], m.get("operation", "Update"), m.get("subresource", ""),
+                                    m.get("apiVersion", "v1"), paths_from_fields_v1(m.get("fieldsV1")),
+                                    m.get("time")))
+    return [e for e in entries if e.paths]
 
 
 def track_update(entries, manager, subresource, old, new, kind, api_version="v1"):
@@ -2550,9 +2586,13 @@ class Api:
             if md.get("resourceVersion") and md["resourceVersion"] != old["metadata"]["resourceVersion"]:
                 raise err_conflict(kind.resource, kind.group, name)
             md.setdefault("uid", old["metadata"].get("uid"))
+            sent_mf = md.get("managedFields")
             new = self._strategy(kind, sub, old, new)
             key = Store.key(kind.storage, ns, name)
-            entries = track_update(self.store.managed.get(key, []), ctx.manager(), sub, old, new, kind.kind)
+            if sent_mf is not None and not json_equal(sent_mf, old["metadata"].get("managedFields")):
+                entries = entries_from_rendered(sent_mf)
+            else:
+                entries = track_update(self.store.managed.get(key, []), ctx.manager(), sub, old, new, kind.kind)
             return self._commit_write(kind, sub, old, new, ctx, entries, "update")
 
     def patch(self, kind, ns, name, sub, ptype, body, ctx):
@@ -2650,7 +2690,10 @@ class Api:
             new = self._strategy(kind, sub, old, new)
             # uid is immutable: a patch that changes it fails validation (422), one that drops it is ignored
             new["metadata"]["uid"] = pmd.get("uid") or old["metadata"].get("uid")
-            entries = track_update(entries, ctx.manager(), sub, old, new, kind.kind)
+            if "managedFields" in pmd and not json_equal(pmd["managedFields"], old["metadata"].get("managedFields")):
+                entries = entries_from_rendered(pmd["managedFields"])
+            else:
+                entries = track_update(entries, ctx.manager(), sub, old, new, kind.kind)
             return self._commit_write(kind, sub, old, new, ctx, entries, "update")
 
     def delete(self, kind, ns, name, body, ctx):
@@ -3368,6 +3411,17 @@ class ApiHandler(http.server.BaseHTTPRequestHandler):
         if len(parts) == 4 and parts[1] == "apis" and any(k.group == parts[2] and k.version == parts[3]
                                                            for k in KINDS):
             return self._send_json(200, discovery_resources(parts[2], parts[3]))
+        if path == "/openapi/v2":
+            # Older kubectl (e.g. Debian's 1.20) insists on downloading it before apply; an empty document makes
+            # it skip client-side validation for every kind, like for CRDs without a schema.
+            if "protobuf" in (self.headers.get("Accept") or ""):
+                info = _pb_field(1, b"Kubernetes") + _pb_field(2, self.emu.server_version.encode())
+                data = _pb_field(1, b"2.0") + _pb_field(2, info)
+                self._head(200, self._std_headers("application/octet-stream") + [("Content-Length", str(len(data)))])
+                return self._raw(data)
+            return self._send_json(200, {"swagger": "2.0", "info": {"title": "Kubernetes",
+                                                                   "version": self.emu.server_version},
+                                         "paths": {}, "definitions": {}})
         if path == "/openapi/v3":
             return self._send_json(200, {"paths": {gvp: {"serverRelativeURL": "/openapi/v3/%s?hash=%s" % (
                 gvp, hashlib.sha256(gvp.encode()).hexdigest()[:32].upper())} for gvp in openapi_gv_paths()}})

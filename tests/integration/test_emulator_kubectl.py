@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib
 import kubeemu  # noqa: E402
 from kubeemu import wait_for  # noqa: E402
 
-KUBECTL = shutil.which("kubectl") or ("/usr/bin/kubectl" if os.access("/usr/bin/kubectl", os.X_OK) else None)
+KUBECTL = os.environ.get("KUBECTL") or shutil.which("kubectl") or ("/usr/bin/kubectl" if os.access("/usr/bin/kubectl", os.X_OK) else None)
 NODE_TOKEN = "kubectl-node-token"
 EMU = None
 ENV = None
@@ -121,7 +121,7 @@ def k03_label_annotate():
     out, _ = kubectl("label", "node", "n1", "example.com/role=edge")
     eq(out.strip(), "node/n1 labeled", "label output")
     out, _ = kubectl("annotate", "node", "n1", "example.com/checksum=abc123")
-    eq(out.strip(), "node/n1 annotated", "annotate output")
+    check(out.strip().startswith("node/n1 annotate"), "annotate output: %r", out)   # 1.27 prints "annotate"
     md = EMU.get_node("n1")["metadata"]
     eq((md["labels"]["example.com/role"], md["annotations"]["example.com/checksum"]), ("edge", "abc123"), "stored")
     patches = EMU.request_log(verb="patch")
@@ -167,11 +167,17 @@ def k05_describe_shows_event():
                          involvedObject={"kind": "Node", "name": "n1", "uid": "n1"}, reason="NodeReady",
                          message="Node n1 status is now: NodeReady")
     eq(EMU.https_json("POST", "/api/v1/namespaces/default/events", kubelet_style)[0], 201, "kubelet-style event")
+    since = EMU.request_log()[-1]["seq"]
     out, _ = kubectl("describe", "node", "n1")
     events = out[out.index("Events:"):]
-    check("InPlaceUpdateSucceeded" in events and "kubelet updated to v1.31.5" in events and "inplace-agent" in events,
-          "agent event in describe output:\n%s", events)
-    check("NodeReady" in events, "event with uid=node name also shown:\n%s", events)
+    check("NodeReady" in events, "event with uid=node name shown:\n%s", events)
+    queries = [e["params"].get("fieldSelector", "") for e in EMU.request_log(since=since, path="^/api/v1/events$")]
+    if any("involvedObject.uid=" + uid in q for q in queries):
+        # kubectl >= 1.2x also searches by the Node's real uid (older ones only by uid=name)
+        check("InPlaceUpdateSucceeded" in events and "kubelet updated to v1.31.5" in events and
+              "inplace-agent" in events, "agent event in describe output:\n%s", events)
+    else:
+        print("     (this kubectl only looks up node events by uid=<node name>)")
     check("KubeletReady" in out and "kubelet is posting ready status" in out, "conditions rendered:\n%s", out)
     out, _ = kubectl("get", "events", "-n", "default")
     check("InPlaceUpdateSucceeded" in out and "node/n1" in out, "get events table:\n%s", out)
@@ -183,6 +189,9 @@ def kubeemu_now():
 
 @test
 def k06_patch_status_strategic():
+    if "--subresource" not in kubectl("patch", "--help")[0]:
+        print("     (kubectl too old for patch --subresource; status patches are covered by emulator-semantics)")
+        return
     before = [c["type"] for c in EMU.get_node("n1")["status"]["conditions"]]
     out, _ = kubectl("patch", "node", "n1", "--subresource=status", "--type=strategic", "-p", json.dumps(
         {"status": {"conditions": [{"type": "InPlaceUpdateAgent", "status": "True", "reason": "Idle",
@@ -207,7 +216,9 @@ def k07_patch_merge_null_and_json():
     eq(EMU.get_node("n1")["metadata"]["labels"].get("example.com/zone"), "z1", "JSON patch with ~1")
     _, err = kubectl("patch", "node", "n1", "--type=json", "-p",
                      '[{"op":"test","path":"/metadata/labels/example.com~1zone","value":"nope"}]', ok=False)
-    check("the server rejected our request due to an error in our request" in err, err)
+    # newer kubectl prints the Status message, older ones "The request is invalid" for a 422 without causes
+    check("the server rejected our request due to an error in our request" in err or
+          "The request is invalid" in err, err)
 
 
 @test
