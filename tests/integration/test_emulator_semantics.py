@@ -1046,6 +1046,93 @@ def z_request_log_shape():
        ("PATCH", "/api/v1/nodes/n1", 200, "emulator-admin", "application/merge-patch+json"), "entry")
 
 
+@test
+def c01_control_helpers():
+    rv = EMU.current_rv()
+    n = EMU.set_condition("n1", "InPlaceUpdate", "True", "CandidateForUpdate", "Node is a candidate for in-place update")
+    c = [x for x in n["status"]["conditions"] if x["type"] == "InPlaceUpdate"][0]
+    eq((c["status"], c["reason"]), ("True", "CandidateForUpdate"), "condition set")
+    eq([t for t, _ in history_types(rv, "n1")], ["MODIFIED"], "one MODIFIED event")
+    check(any(m["manager"] == "machine-controller-manager" and m.get("subresource") == "status"
+              for m in n["metadata"]["managedFields"]), "MCM owns it via the status subresource")
+    same = EMU.set_condition("n1", "InPlaceUpdate", "True", "CandidateForUpdate",
+                             "Node is a candidate for in-place update")
+    eq(same["metadata"]["resourceVersion"], n["metadata"]["resourceVersion"], "unchanged condition is a no-op")
+    n2 = EMU.set_condition("n1", "InPlaceUpdate", "True", "ReadyForUpdate", "Node is ready for in-place update")
+    c2 = [x for x in n2["status"]["conditions"] if x["type"] == "InPlaceUpdate"][0]
+    eq(c2["reason"], "ReadyForUpdate", "reason moved")
+    n3 = EMU.set_condition("n1", "InPlaceUpdate", remove=True)
+    check(not [x for x in n3["status"]["conditions"] if x["type"] == "InPlaceUpdate"], "removed")
+    check([x for x in n3["status"]["conditions"] if x["type"] == "Ready"], "others kept")
+    EMU.write_token_file("rotated-token")
+    with open(EMU.token_file) as f:
+        eq(f.read().strip(), "rotated-token", "token file rewritten")
+
+
+@test
+def c02_more_faults():
+    EMU.inject("status", params={"code": 418, "reason": "Teapot", "message": "short and stout", "retry_after": 2})
+    st, h, body = api("GET", "/api/v1/nodes/n1")
+    eq((st, body["reason"], body["message"], h["Retry-After"]), (418, "Teapot", "short and stout", "2"), "status")
+    EMU.inject("status", params={"code": 502, "plain": True, "body": "bad gateway\n"})
+    st, h, body = EMU.https("GET", "/api/v1/nodes/n1")
+    eq((st, body, h["Content-Type"]), (502, b"bad gateway\n", "text/plain; charset=utf-8"), "plain status")
+    EMU.inject("unauthorized")
+    eq(api("GET", "/api/v1/nodes/n1")[0], 401, "unauthorized")
+    EMU.inject("not-found", name="n1")
+    eq(api("GET", "/api/v1/nodes/n1")[0], 404, "not-found")
+    EMU.inject("timeout", params={"delay": 0.1})
+    eq(api("GET", "/api/v1/nodes/n1")[2]["reason"], "Timeout", "timeout")
+    EMU.inject("internal-error", verbs=["get"], after=1)
+    eq([api("GET", "/api/v1/nodes/n1")[0] for _ in range(3)], [200, 500, 200], "after skips matches")
+    EMU.inject("forbidden", user="system:node:n1", count=-1)
+    eq(api("GET", "/api/v1/nodes/n1")[0], 200, "user filter: admin unaffected")
+    eq(api("GET", "/api/v1/nodes/n1", token=NODE_TOKEN)[0], 403, "user filter: node hit")
+    EMU.clear_faults()
+    eq(EMU.faults(), [], "cleared")
+    EMU.inject("watch-error", params={"code": 500, "reason": "InternalError"})
+    s = watch("/api/v1/nodes?watch=1")
+    ev = s.next_event(5)
+    eq((ev["type"], ev["object"]["code"]), ("ERROR", 500), "watch-error")
+    eq(s.next_line(5), None, "then end")
+    s.close()
+    EMU.inject("watch-end", params={"after_events": 1})
+    s = watch("/api/v1/nodes?watch=1&fieldSelector=metadata.name%3Dn1")
+    eq(s.next_event(5)["type"], "ADDED", "one event")
+    eq(s.next_line(5), None, "clean end after it")
+    s.close()
+
+
+@test
+def c03_history_window():
+    EMU.config(history_max_events=3)
+    try:
+        rv = EMU.current_rv()
+        for i in range(5):
+            EMU.patch("nodes", "n2", {"metadata": {"annotations": {"h": str(i)}}})
+        h = EMU.history()
+        eq(len(h["events"]), 3, "window")
+        check(h["floor"] > rv, "floor moved")
+        s = watch("/api/v1/nodes?watch=1&resourceVersion=%d" % rv)
+        eq(s.next_event(5)["object"]["code"], 410, "outside the window -> 410")
+        s.close()
+        s = watch("/api/v1/nodes?watch=1&resourceVersion=%d" % h["floor"])
+        eq(len(drain(s, 3)), 3, "inside the window -> replay")
+        s.close()
+    finally:
+        EMU.config(history_max_events=10000)
+    EMU.config(coalesce=False)
+    try:
+        s = watch("/api/v1/nodes?watch=1&resourceVersion=%d" % EMU.current_rv())
+        EMU.wait_for_watch(r"^/api/v1/nodes$")
+        EMU.batch([{"op": "patch", "name": "n2", "patch": {"metadata": {"annotations": {"nc": str(i)}}}}
+                   for i in range(2)])
+        eq(s.read_chunk().count(b"\n"), 1, "coalesce=false: one event per chunk")
+        s.close()
+    finally:
+        EMU.config(coalesce=True)
+
+
 ORIGINAL_CONDITIONS = []
 
 
