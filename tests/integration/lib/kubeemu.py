@@ -11,7 +11,9 @@
         log = emu.request_log(verb="patch")
 
 Everything talks to the emulator's control API (plain HTTP on 127.0.0.1, see the module docstring of
-kube_emulator.py for the full list of routes and fault names). `stop()` kills only the emulator's own PID.
+kube_emulator.py for the full list of routes and fault names). `stop()` kills only the emulator's own PID and
+removes the temporary state directory (set KUBEEMU_KEEP=1 to keep it; emulator.log is in there).
+`RawStream` gives tests the raw chunked framing of a watch (chunk sizes, clean end vs. dropped connection).
 Python 3 stdlib only.
 """
 
