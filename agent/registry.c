@@ -756,6 +756,7 @@ static bool blob_complete(RegistryOp *op) {
                         /* The prefix from an earlier run may be what is wrong (lost writes after a
                          * crash): one fresh download decides. */
                         op->restarted_from_zero = true;
+                        op->req = http_request_free(op->req);
                         op_send(op);
                         return true;
                 }
@@ -792,8 +793,11 @@ static int blob_check_space(RegistryOp *op) {
         struct statvfs sv;
         uint64_t need = op->blob.size - op->offset + op->client->min_free_bytes;
 
-        if (fstatvfs(op->fd, &sv) < 0)
-                return -errno;
+        if (fstatvfs(op->fd, &sv) < 0) {
+                op_set_failure(op, -errno, ARTIFACT_FAILURE_UNAVAILABLE, "cannot check free space in %s: %m",
+                               op->client->blob_directory);
+                return -EIO;
+        }
         if ((uint64_t) sv.f_bavail * sv.f_frsize < need) {
                 op_set_failure(op, -ENOSPC, ARTIFACT_FAILURE_DISK_SPACE,
                                "not enough free space in %s for blob %s: need %llu bytes, have %llu",
@@ -906,10 +910,13 @@ static void op_send(RegistryOp *op) {
 
         if (op->kind == OP_BLOB) {
                 /* A failed attempt may have written bytes it never hashed: cut back to what is. */
-                if (ftruncate(op->fd, (off_t) op->offset) < 0 || blob_check_space(op) < 0) {
-                        if (!op->message)
-                                op_set_failure(op, -errno, ARTIFACT_FAILURE_UNAVAILABLE, "cannot prepare %s: %m",
-                                               op->partial_path);
+                if (ftruncate(op->fd, (off_t) op->offset) < 0) {
+                        op_set_failure(op, -errno, ARTIFACT_FAILURE_UNAVAILABLE, "cannot prepare %s: %m",
+                                       op->partial_path);
+                        op_finish(op, false);
+                        return;
+                }
+                if (blob_check_space(op) < 0) {
                         op_finish(op, false);
                         return;
                 }

@@ -38,8 +38,8 @@ class Case:
         self.bin = os.path.join(self.dir, "opt/bin/kubelet")
         self.reg = reg
 
-    def pull(self, image, file="/usr/local/bin/kubelet", extra=(), timeout=120, ca=True):
-        args = [PULL, "--state-dir", self.state, "--image", image, "--file", file, "--binary-path", self.bin,
+    def pull(self, image, file="/usr/local/bin/kubelet", extra=(), timeout=120, ca=True, wrap=()):
+        args = list(wrap) + [PULL, "--state-dir", self.state, "--image", image, "--file", file, "--binary-path", self.bin,
                 "--retry-base-ms", "50", "--max-attempts", "3"] + list(extra)
         if ca:
             args += ["--ca-file", self.reg.ca_file]
@@ -306,6 +306,45 @@ def test_kill_and_resume(root, reg):
         with open(c.bin, "rb") as f:
             check(sha(f.read()) == sha(big), "resumed file is intact")
 
+    layer = top_layer_digest(reg, "big", "v1.31.2")
+    with open(reg.blob_file(layer), "rb") as f:
+        blob = f.read()
+
+    # A partial from an earlier run, and a server that ignores Range: start over from byte 0.
+    c = Case(root, "no-range", reg)
+    blobs = os.path.join(c.state, "staging/blobs")
+    os.makedirs(blobs)
+    with open(os.path.join(blobs, layer.split(":")[1] + ".partial"), "wb") as f:
+        f.write(blob[:len(blob) // 2])
+    with registry.Proxy(reg, no_range=True) as proxy:
+        out = c.pull(ref, extra=["--mirror", "%s=%s" % (reg.host, proxy.url)])
+        check(out.get("ok") is True and out.get("bytesDownloaded") == len(blob),
+              "no Range support: downloaded again from 0: %s" % out)
+
+    # A partial whose bytes went bad (lost writes after a crash): verification fails once, one fresh
+    # download from 0 succeeds.
+    c = Case(root, "bad-partial", reg)
+    blobs = os.path.join(c.state, "staging/blobs")
+    os.makedirs(blobs)
+    with open(os.path.join(blobs, layer.split(":")[1] + ".partial"), "wb") as f:
+        f.write(b"\0" * (len(blob) // 3))
+    out = c.pull(ref)
+    check(out.get("ok") is True and out.get("fileDigest") == sha(big), "bad partial: re-downloaded: %s" % out)
+
+
+def test_disk_space(root, reg):
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        print("disk-space case skipped: needs root and unshare", file=sys.stderr)
+        return
+    ref = reg.push_kubelet_image("1.31.2", os.urandom(24 << 20), repo="big-space", compression="none")
+    c = Case(root, "disk-space", reg)
+    os.makedirs(c.state)
+    # A 32 MiB filesystem in a private mount namespace: too small for the blob plus the reserve.
+    wrap = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o size=32m tmpfs "$0" && exec "$@"', c.state]
+    out = c.pull(ref, wrap=wrap)
+    expect_failure(out, "DiskSpace", "not enough free space", what="small filesystem")
+    check(out.get("retriable") is True, "DiskSpace is retriable")
+
 
 def test_mirrors_and_redirects(root, reg):
     k = registry.fake_kubelet()
@@ -346,7 +385,8 @@ def main():
         os.makedirs(root)
         with registry.Registry(workdir) as reg:
             for t in (test_happy_paths, test_upgrade_gc_and_health, test_adopt, test_digest_mismatch, test_unavailable,
-                      test_unsafe_layers, test_bombs, test_kill_and_resume, test_mirrors_and_redirects):
+                      test_unsafe_layers, test_bombs, test_kill_and_resume, test_disk_space,
+                      test_mirrors_and_redirects):
                 started = time.monotonic()
                 t(root, reg)
                 print("%s: %.1fs" % (t.__name__, time.monotonic() - started), file=sys.stderr)

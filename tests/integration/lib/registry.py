@@ -397,13 +397,14 @@ class Proxy:
     Accept and Authorization included) at `rate` bytes/s, or answers blob GETs with a 307 to the
     registry when redirect_blobs is set (blob storage redirects). Runs in a thread of the test."""
 
-    def __init__(self, reg, rate=None, redirect_blobs=False, bearer=None):
+    def __init__(self, reg, rate=None, redirect_blobs=False, bearer=None, no_range=False):
         """bearer=(user, password): the proxy demands a Bearer token (distribution token protocol),
         issued by its own /token endpoint to Basic credentials user:password."""
         import http.server
         import threading
 
         self.reg, self.rate, self.redirect_blobs, self.bearer = reg, rate, redirect_blobs, bearer
+        self.no_range = no_range        # drop Range: a server that always sends the whole blob
         self.requests = []              # (path, Range) of every request
         self.forwarded = []             # paths passed on to the registry
         self.tokens_issued = 0
@@ -458,6 +459,8 @@ class Proxy:
                 fwd = {k: v for k, v in self.headers.items() if k.lower() in ("range", "accept", "authorization")}
                 if proxy.bearer:
                     fwd.pop("Authorization", None)
+                if proxy.no_range:
+                    fwd.pop("Range", None)
                 try:
                     conn.request("GET", self.path, headers=fwd)
                     r = conn.getresponse()
