@@ -123,6 +123,8 @@ def test_upgrade_gc_and_health(root, reg):
     kubelet = subprocess.Popen(["python3", "-c", registry.fake_kubelet("v1.32.0", healthy=False).decode(),
                                 "--healthz-port", str(port)])
     try:
+        # Listening before the check starts, so the failure is about health, not start-up time.
+        registry.wait_until(lambda: answers(port), 20, "the unhealthy stand-in kubelet")
         out = c.pull(bad, extra=["--switch", "--healthz", url, "--health-timeout-ms", "1500"])
         expect_failure(out, "KubeletUnhealthy", "kubelet is not healthy after in-place update: ", "HTTP 500",
                        what="unhealthy kubelet")
@@ -151,6 +153,15 @@ def test_adopt(root, reg):
         with open(os.path.join(c.state, "kubelet", expect, "kubelet"), "rb") as f:
             check(f.read() == content, name + ": the adopted file is the original")
         check(os.readlink(c.bin).endswith("/1.31.2/kubelet"), name + ": binaryPath is a symlink to the new version")
+
+
+def answers(port):
+    import socket
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def top_layer_digest(reg, repo, tag):
