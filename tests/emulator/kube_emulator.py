@@ -1,0 +1,4254 @@
+#!/usr/bin/env python3
+"""DOCSTRING-PLACEHOLDER"""
+
+import argparse
+import base64
+import collections
+import copy
+import datetime
+import gzip
+import hashlib
+import http.server
+import json
+import os
+import random
+import re
+import select
+import shutil
+import socket
+import socketserver
+import ssl
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.parse
+import uuid
+
+UTC = datetime.timezone.utc
+MAX_BODY = 3 * 1024 * 1024          # kube-apiserver's default request body limit is ~3 MiB
+MAX_JSON_PATCH_OPS = 10000
+SERVER_VERSION = "v1.32.4"
+
+# ---------------------------------------------------------------------------------------------
+# JSON / time helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def jdump(obj):
+    """Compact JSON like Go's json.Encoder (HTML characters escaped, UTF-8 kept)."""
+    s = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    # These characters can only occur inside JSON strings, so a global replace is safe.
+    return (s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def jbytes(obj):
+    return (jdump(obj) + "\n").encode()
+
+
+def deep(obj):
+    return copy.deepcopy(obj)
+
+
+def utcnow():
+    return datetime.datetime.now(UTC)
+
+
+def fmt_time(dt):
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def fmt_micro(dt):
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def now_time():
+    return fmt_time(utcnow())
+
+
+def now_micro():
+    return fmt_micro(utcnow())
+
+
+_TIME_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+
+
+def parse_time(s, micro=False):
+    """Parse like Go: metav1.Time uses RFC3339 (any fraction), MicroTime needs exactly 6 digits."""
+    if not isinstance(s, str):
+        raise ValueError("expected a string")
+    m = _TIME_RE.match(s)
+    if not m:
+        raise ValueError('parsing time "%s" as "%s": cannot parse' %
+                         (s, "2006-01-02T15:04:05.000000Z07:00" if micro else "2006-01-02T15:04:05Z07:00"))
+    frac = m.group(7) or ""
+    if micro and len(frac) != 7:
+        raise ValueError('parsing time "%s" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "%s" as ".000000"'
+                         % (s, s[19:]))
+    usec = int((frac[1:] + "000000")[:6]) if frac else 0
+    tz = m.group(8)
+    if tz in ("Z", "z"):
+        tzinfo = UTC
+    else:
+        sign = 1 if tz[0] == "+" else -1
+        tzinfo = datetime.timezone(sign * datetime.timedelta(hours=int(tz[1:3]), minutes=int(tz[4:6])))
+    return datetime.datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)),
+                             int(m.group(5)), int(m.group(6)), usec, tzinfo)
+
+
+def human_age(ts):
+    """kubectl-style short duration (5s, 3m, 2d3h ...)."""
+    try:
+        d = (utcnow() - parse_time(ts)).total_seconds()
+    except (ValueError, TypeError):
+        return "<unknown>"
+    d = max(0, int(d))
+    if d < 120:
+        return "%ds" % d
+    m = d // 60
+    if m < 10:
+        s = d % 60
+        return "%dm%ds" % (m, s) if s else "%dm" % m
+    if m < 180:
+        return "%dm" % m
+    h = d // 3600
+    if h < 8:
+        return "%dh%dm" % (h, m % 60) if m % 60 else "%dh" % h
+    if h < 48:
+        return "%dh" % h
+    days = h // 24
+    if h < 24 * 8:
+        return "%dd%dh" % (days, h % 24) if h % 24 else "%dd" % days
+    if days < 365 * 2:
+        return "%dd" % days
+    return "%dy" % (days // 365)
+
+
+def json_equal(a, b):
+    """Semantic JSON equality (bool is not a number, 1 == 1.0)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def go_quote(s):
+    return json.dumps(s, ensure_ascii=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Status errors (apimachinery/pkg/api/errors shapes)
+# ---------------------------------------------------------------------------------------------
+
+OPT_LOCK_MSG = "the object has been modified; please apply your changes to the latest version and try again"
+
+
+def details(name=None, group=None, kind=None, uid=None, causes=None, retry=None):
+    d = {}
+    if name:
+        d["name"] = name
+    if group:
+        d["group"] = group
+    if kind:
+        d["kind"] = kind
+    if uid:
+        d["uid"] = uid
+    if causes:
+        d["causes"] = causes
+    if retry:
+        d["retryAfterSeconds"] = retry
+    return d
+
+
+def status_obj(code, reason, message, det=None, status="Failure"):
+    o = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": status}
+    if message:
+        o["message"] = message
+    if reason:
+        o["reason"] = reason
+    if det is not None:
+        o["details"] = det
+    o["code"] = code
+    return o
+
+
+class ApiError(Exception):
+    def __init__(self, code, reason, message, det=None, headers=None, plain=None):
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.det = det
+        self.headers = list(headers or [])
+        self.plain = plain          # plain-text body instead of Status JSON
+
+    def status(self):
+        return status_obj(self.code, self.reason, self.message, self.det)
+
+
+def gr_str(resource, group):
+    return "%s.%s" % (resource, group) if group else resource
+
+
+def err_not_found(resource, group, name):
+    return ApiError(404, "NotFound", "%s %s not found" % (gr_str(resource, group), go_quote(name)),
+                    details(name=name, group=group, kind=resource))
+
+
+def err_already_exists(resource, group, name):
+    return ApiError(409, "AlreadyExists", "%s %s already exists" % (gr_str(resource, group), go_quote(name)),
+                    details(name=name, group=group, kind=resource))
+
+
+def err_conflict(resource, group, name, msg=OPT_LOCK_MSG):
+    return ApiError(409, "Conflict", "Operation cannot be fulfilled on %s %s: %s" %
+                    (gr_str(resource, group), go_quote(name), msg), details(name=name, group=group, kind=resource))
+
+
+def err_forbidden(resource, group, name, msg):
+    if not resource:
+        text = "forbidden: %s" % msg
+    elif not name:
+        text = "%s is forbidden: %s" % (gr_str(resource, group), msg)
+    else:
+        text = "%s %s is forbidden: %s" % (gr_str(resource, group), go_quote(name), msg)
+    return ApiError(403, "Forbidden", text, details(name=name, group=group, kind=resource))
+
+
+def err_bad_request(msg):
+    return ApiError(400, "BadRequest", msg)
+
+
+def err_expired(msg):
+    return ApiError(410, "Expired", msg)
+
+
+def err_internal(msg):
+    return ApiError(500, "InternalError", "Internal error occurred: %s" % msg, details(causes=[{"message": msg}]))
+
+
+def err_timeout(msg, retry=0):
+    return ApiError(504, "Timeout", "Timeout: %s" % msg, details(retry=retry))
+
+
+def err_too_large_rv(want, cur):
+    return ApiError(504, "Timeout", "Timeout: Too large resource version: %d, current: %d" % (want, cur),
+                    {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                     "retryAfterSeconds": 1})
+
+
+def err_method_not_allowed():
+    return ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource",
+                    details())
+
+
+def err_no_route():
+    return ApiError(404, "NotFound", "the server could not find the requested resource", details())
+
+
+def err_unauthorized():
+    return ApiError(401, "Unauthorized", "Unauthorized")
+
+
+def err_unsupported_media():
+    return ApiError(415, "UnsupportedMediaType",
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, "
+                    "application/strategic-merge-patch+json")
+
+
+def err_generic_422():
+    return ApiError(422, "Invalid", "the server rejected our request due to an error in our request", {})
+
+
+class FieldError:
+    REASONS = {"Invalid": "FieldValueInvalid", "Required": "FieldValueRequired", "Forbidden": "FieldValueForbidden",
+               "NotSupported": "FieldValueNotSupported", "TooLong": "FieldValueTooLong",
+               "Duplicate": "FieldValueDuplicate"}
+
+    def __init__(self, ftype, field, value=None, detail=""):
+        self.ftype, self.field, self.value, self.detail = ftype, field, value, detail
+
+    def body(self):
+        if self.ftype == "Invalid":
+            v = go_quote(self.value) if isinstance(self.value, str) else jdump(self.value)
+            return "Invalid value: %s" % v + (": " + self.detail if self.detail else "")
+        if self.ftype == "Required":
+            return "Required value" + (": " + self.detail if self.detail else "")
+        if self.ftype == "Forbidden":
+            return "Forbidden" + (": " + self.detail if self.detail else "")
+        if self.ftype == "NotSupported":
+            return "Unsupported value: %s: supported values: %s" % (
+                go_quote(self.value), ", ".join(go_quote(s) for s in self.detail))
+        if self.ftype == "TooLong":
+            return "Too long: must have at most %s bytes" % self.detail
+        return "%s: %s" % (self.ftype, self.detail)
+
+    def __str__(self):
+        return "%s: %s" % (self.field, self.body())
+
+    def cause(self):
+        return {"reason": self.REASONS.get(self.ftype, "FieldValueInvalid"), "message": self.body(),
+                "field": self.field}
+
+
+def err_invalid(kind, group, name, errs):
+    qk = "%s.%s" % (kind, group) if group else kind
+    agg = str(errs[0]) if len(errs) == 1 else "[" + ", ".join(str(e) for e in errs) + "]"
+    return ApiError(422, "Invalid", "%s %s is invalid: %s" % (qk, go_quote(name or ""), agg),
+                    details(name=name, group=group, kind=kind, causes=[e.cause() for e in errs]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Name / label validation (apimachinery/pkg/util/validation)
+# ---------------------------------------------------------------------------------------------
+
+_QNAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_QNAME_RE = re.compile("^" + _QNAME_FMT + "$")
+_QNAME_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+              "alphanumeric character")
+_LVALUE_FMT = "(" + _QNAME_FMT + ")?"
+_LVALUE_RE = re.compile("^" + _LVALUE_FMT + "$")
+_LVALUE_MSG = ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and "
+               "must start and end with an alphanumeric character")
+_DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUB_FMT = _DNS1123_LABEL + "(\\." + _DNS1123_LABEL + ")*"
+_DNS1123_SUB_RE = re.compile("^" + _DNS1123_SUB_FMT + "$")
+_DNS1123_SUB_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                    "and must start and end with an alphanumeric character")
+
+
+def regex_error(msg, fmt, *examples):
+    s = msg + " (e.g. "
+    for i, e in enumerate(examples):
+        if i:
+            s += " or "
+        s += "'" + e + "', "
+    return s + "regex used for validation is '" + fmt + "')"
+
+
+def is_dns1123_subdomain(v):
+    errs = []
+    if len(v) > 253:
+        errs.append("must be no more than 253 characters")
+    if not _DNS1123_SUB_RE.match(v):
+        errs.append(regex_error(_DNS1123_SUB_MSG, _DNS1123_SUB_FMT, "example.com"))
+    return errs
+
+
+def is_qualified_name(v):
+    errs = []
+    parts = v.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            errs.append("prefix part must be non-empty")
+        else:
+            errs += ["prefix part " + m for m in is_dns1123_subdomain(prefix)]
+    else:
+        return ["a qualified name " + regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc") +
+                " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
+    if not name:
+        errs.append("name part must be non-empty")
+    elif len(name) > 63:
+        errs.append("name part must be no more than 63 characters")
+    if not _QNAME_RE.match(name):
+        errs.append("name part " + regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc"))
+    return errs
+
+
+def is_label_value(v):
+    errs = []
+    if len(v) > 63:
+        errs.append("must be no more than 63 characters")
+    if not _LVALUE_RE.match(v):
+        errs.append(regex_error(_LVALUE_MSG, _LVALUE_FMT, "MyValue", "my_value", "12345"))
+    return errs
+
+
+def validate_object_meta(obj, namespaced, create):
+    errs = []
+    md = obj.get("metadata") or {}
+    name = md.get("name", "")
+    if create and not name and not md.get("generateName"):
+        errs.append(FieldError("Required", "metadata.name", detail="name or generateName is required"))
+    elif name:
+        errs += [FieldError("Invalid", "metadata.name", name, m) for m in is_dns1123_subdomain(name)]
+    for k, v in (md.get("labels") or {}).items():
+        errs += [FieldError("Invalid", "metadata.labels", k, m) for m in is_qualified_name(k)]
+        errs += [FieldError("Invalid", "metadata.labels", v, m) for m in is_label_value(v)]
+    total = 0
+    for k, v in (md.get("annotations") or {}).items():
+        errs += [FieldError("Invalid", "metadata.annotations", k, m) for m in is_qualified_name(k.lower())]
+        total += len(k) + len(v)
+    if total > 256 * 1024:
+        errs.append(FieldError("TooLong", "metadata.annotations", "", 256 * 1024))
+    return errs
+
+
+# ---------------------------------------------------------------------------------------------
+# Schemas: unknown-field detection, type checks, time normalisation
+# ---------------------------------------------------------------------------------------------
+
+STR, BOOL, INT, TIME, MICRO, MAPSTR, QTY, ANY, B64 = "string", "bool", "int64", "Time", "MicroTime", \
+    "map[string]string", "Quantity", "any", "[]byte"
+_DROP = object()
+
+
+def LIST(s):
+    return ("list", s)
+
+
+def MAP(s):
+    return ("map", s)
+
+
+META = {"name": STR, "generateName": STR, "namespace": STR, "selfLink": STR, "uid": STR, "resourceVersion": STR,
+        "generation": INT, "creationTimestamp": TIME, "deletionTimestamp": TIME, "deletionGracePeriodSeconds": INT,
+        "labels": MAPSTR, "annotations": MAPSTR,
+        "ownerReferences": LIST({"apiVersion": STR, "kind": STR, "name": STR, "uid": STR, "controller": BOOL,
+                                 "blockOwnerDeletion": BOOL}),
+        "finalizers": LIST(STR), "managedFields": ANY}
+OBJREF = {"kind": STR, "namespace": STR, "name": STR, "uid": STR, "apiVersion": STR, "resourceVersion": STR,
+          "fieldPath": STR}
+TYPEMETA = {"kind": STR, "apiVersion": STR, "metadata": META}
+NODE_SCHEMA = dict(TYPEMETA, spec={
+    "podCIDR": STR, "podCIDRs": LIST(STR), "providerID": STR, "unschedulable": BOOL,
+    "taints": LIST({"key": STR, "value": STR, "effect": STR, "timeAdded": TIME}), "configSource": ANY,
+    "externalID": STR}, status={
+    "capacity": MAP(QTY), "allocatable": MAP(QTY), "phase": STR,
+    "conditions": LIST({"type": STR, "status": STR, "lastHeartbeatTime": TIME, "lastTransitionTime": TIME,
+                        "reason": STR, "message": STR}),
+    "addresses": LIST({"type": STR, "address": STR}), "daemonEndpoints": {"kubeletEndpoint": {"Port": INT}},
+    "nodeInfo": {"machineID": STR, "systemUUID": STR, "bootID": STR, "kernelVersion": STR, "osImage": STR,
+                 "containerRuntimeVersion": STR, "kubeletVersion": STR, "kubeProxyVersion": STR,
+                 "operatingSystem": STR, "architecture": STR, "swap": ANY},
+    "images": LIST({"names": LIST(STR), "sizeBytes": INT}), "volumesInUse": LIST(STR),
+    "volumesAttached": LIST({"name": STR, "devicePath": STR}), "config": ANY, "runtimeHandlers": ANY,
+    "features": ANY, "declaredFeatures": ANY})
+EVENT_SCHEMA = dict(TYPEMETA, involvedObject=OBJREF, reason=STR, message=STR,
+                    source={"component": STR, "host": STR}, firstTimestamp=TIME, lastTimestamp=TIME, count=INT,
+                    type=STR, eventTime=MICRO, series={"count": INT, "lastObservedTime": MICRO, "state": STR},
+                    action=STR, related=OBJREF, reportingComponent=STR, reportingInstance=STR)
+EVENTV1_SCHEMA = dict(TYPEMETA, eventTime=MICRO, series={"count": INT, "lastObservedTime": MICRO},
+                      reportingController=STR, reportingInstance=STR, action=STR, reason=STR, regarding=OBJREF,
+                      related=OBJREF, note=STR, type=STR, deprecatedSource={"component": STR, "host": STR},
+                      deprecatedFirstTimestamp=TIME, deprecatedLastTimestamp=TIME, deprecatedCount=INT)
+LEASE_SCHEMA = dict(TYPEMETA, spec={"holderIdentity": STR, "leaseDurationSeconds": INT, "acquireTime": MICRO,
+                                    "renewTime": MICRO, "leaseTransitions": INT, "strategy": STR,
+                                    "preferredHolder": STR})
+SECRET_SCHEMA = dict(TYPEMETA, data=MAP(B64), stringData=MAPSTR, type=STR, immutable=BOOL)
+OPEN_SCHEMA = dict(TYPEMETA, spec=ANY, status=ANY)
+
+_GO_JSON_TYPES = {str: "string", bool: "bool", int: "number", float: "number", list: "array", dict: "object"}
+
+
+class Coercer:
+    """Walks an object against a schema: prunes unknown fields, checks JSON types, normalises times."""
+
+    def __init__(self):
+        self.unknown = []
+        self.type_errors = []
+
+    def _type_err(self, path, value, want):
+        self.type_errors.append("json: cannot unmarshal %s into Go struct field .%s of type %s" %
+                                (_GO_JSON_TYPES.get(type(value), "value"), path, want))
+        return _DROP
+
+    def run(self, value, schema, path=""):
+        if value is None:
+            return _DROP
+        if schema == ANY:
+            return value
+        if isinstance(schema, dict):
+            if not isinstance(value, dict):
+                return self._type_err(path, value, "object")
+            out = {}
+            for k in value:
+                if k not in schema:
+                    self.unknown.append(path + "." + k if path else k)
+            for k in schema:          # Go encodes struct fields in declaration order
+                if k in value:
+                    r = self.run(value[k], schema[k], path + "." + k if path else k)
+                    if r is not _DROP:
+                        out[k] = r
+            return out
+        if isinstance(schema, tuple) and schema[0] == "list":
+            if not isinstance(value, list):
+                return self._type_err(path, value, "[]")
+            out = []
+            for i, v in enumerate(value):
+                r = self.run(v, schema[1], "%s[%d]" % (path, i))
+                if r is not _DROP:
+                    out.append(r)
+            return out
+        if isinstance(schema, tuple) and schema[0] == "map":
+            if not isinstance(value, dict):
+                return self._type_err(path, value, "map")
+            out = {}
+            for k in sorted(value):   # Go encodes maps with sorted keys
+                r = self.run(value[k], schema[1], path + "." + k)
+                if r is not _DROP:
+                    out[k] = r
+            return out
+        if schema == MAPSTR:
+            if not isinstance(value, dict):
+                return self._type_err(path, value, "map[string]string")
+            out = {}
+            for k, v in sorted(value.items()):
+                if v is None:
+                    continue
+                if not isinstance(v, str):
+                    self._type_err(path, v, "string")
+                    continue
+                out[k] = v
+            return out
+        if schema == STR:
+            return value if isinstance(value, str) else self._type_err(path, value, "string")
+        if schema == BOOL:
+            return value if isinstance(value, bool) else self._type_err(path, value, "bool")
+        if schema == INT:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return self._type_err(path, value, "int64")
+            if isinstance(value, float):
+                if value != int(value):
+                    return self._type_err(path, value, "int64")
+                return int(value)
+            return value
+        if schema == QTY:
+            if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                return self._type_err(path, value, "resource.Quantity")
+            return str(value)
+        if schema == B64:
+            if not isinstance(value, str):
+                return self._type_err(path, value, "[]byte")
+            try:
+                base64.b64decode(value, validate=True)
+            except ValueError:
+                self.type_errors.append("illegal base64 data at %s" % path)
+                return _DROP
+            return value
+        if schema in (TIME, MICRO):
+            try:
+                dt = parse_time(value, micro=(schema == MICRO))
+            except ValueError as e:
+                self.type_errors.append(str(e))
+                return _DROP
+            return fmt_micro(dt) if schema == MICRO else fmt_time(dt)
+        return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Selectors
+# ---------------------------------------------------------------------------------------------
+
+
+def _split_unescaped(s, sep):
+    parts, cur, i = [], "", 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            cur += s[i:i + 2]
+            i += 2
+            continue
+        if c == sep:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += c
+        i += 1
+    parts.append(cur)
+    return parts
+
+
+def _unescape(v):
+    out, i = "", 0
+    while i < len(v):
+        if v[i] == "\\" and i + 1 < len(v):
+            out += v[i + 1]
+            i += 2
+        else:
+            out += v[i]
+            i += 1
+    return out
+
+
+def parse_field_selector(s):
+    """Returns [(key, op, value)]; op in '=', '!='. Raises ApiError 400 on syntax errors."""
+    reqs = []
+    if not s:
+        return reqs
+    for term in _split_unescaped(s, ","):
+        if not term:
+            continue
+        found = None
+        i = 0
+        while i < len(term) and found is None:
+            if term[i] == "\\":
+                i += 2
+                continue
+            for op in ("!=", "==", "="):
+                if term.startswith(op, i):
+                    found = (i, op)
+                    break
+            i += 1
+        if found is None:
+            raise err_bad_request('invalid field selector: invalid selector: \'%s\'; can\'t understand \'%s\''
+                                  % (s, term))
+        idx, op = found
+        key = term[:idx].strip()
+        reqs.append((key, "!=" if op == "!=" else "=", _unescape(term[idx + len(op):])))
+    return reqs
+
+
+_LABEL_TERM_RE = re.compile(r"^\s*(!?)\s*([A-Za-z0-9./_-]+)\s*(?:(==|=|!=|\s+in\s+|\s+notin\s+)\s*(.*?))?\s*$")
+
+
+def parse_label_selector(s):
+    """Returns [(key, op, values)] with op in '=', '!=', 'in', 'notin', 'exists', '!'."""
+    if not s:
+        return []
+    terms, depth, cur = [], 0, ""
+    for c in s:
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        if c == "," and depth == 0:
+            terms.append(cur)
+            cur = ""
+        else:
+            cur += c
+    terms.append(cur)
+    reqs = []
+    for t in terms:
+        if not t.strip():
+            continue
+        m = _LABEL_TERM_RE.match(t)
+        if not m:
+            raise err_bad_request("unable to parse requirement: invalid label selector: %s" % t)
+        neg, key, op, val = m.groups()
+        if neg:
+            reqs.append((key, "!", []))
+        elif op is None:
+            reqs.append((key, "exists", []))
+        else:
+            op = op.strip()
+            if op in ("in", "notin"):
+                vals = [v.strip() for v in val.strip().lstrip("(").rstrip(")").split(",")]
+                reqs.append((key, op, vals))
+            else:
+                reqs.append((key, "!=" if op == "!=" else "=", [val.strip()]))
+    return reqs
+
+
+def label_match(labels, reqs):
+    labels = labels or {}
+    for key, op, vals in reqs:
+        has = key in labels
+        v = labels.get(key)
+        if op == "exists" and not has:
+            return False
+        if op == "!" and has:
+            return False
+        if op == "=" and (not has or v != vals[0]):
+            return False
+        if op == "!=" and has and v == vals[0]:
+            return False
+        if op == "in" and (not has or v not in vals):
+            return False
+        if op == "notin" and has and v in vals:
+            return False
+    return True
+
+
+def _get_path(obj, dotted):
+    cur = obj
+    for p in dotted.split("."):
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(p)
+    return cur
+
+
+def _fstr(v):
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def field_getter(dotted):
+    return lambda o: _fstr(_get_path(o, dotted))
+
+
+# ---------------------------------------------------------------------------------------------
+# Kinds, conversion between API versions, table printing
+# ---------------------------------------------------------------------------------------------
+
+PRIM = "$primitive"
+COMMON_LIST_KEYS = {("metadata", "ownerReferences"): "uid", ("metadata", "finalizers"): PRIM}
+LIST_KEYS = {
+    "Node": {("status", "conditions"): "type", ("status", "addresses"): "type", ("spec", "podCIDRs"): PRIM},
+    "Pod": {("spec", "containers"): "name", ("spec", "initContainers"): "name", ("spec", "volumes"): "name",
+            ("status", "conditions"): "type", ("spec", "containers", "*", "env"): "name",
+            ("spec", "containers", "*", "volumeMounts"): "mountPath", ("spec", "imagePullSecrets"): "name"},
+}
+
+
+def list_key(kind, spath):
+    return COMMON_LIST_KEYS.get(spath) or LIST_KEYS.get(kind, {}).get(spath)
+
+
+def event_core_to_v1(o):
+    out = {"kind": "Event", "apiVersion": "events.k8s.io/v1", "metadata": o.get("metadata", {}),
+           "eventTime": o.get("eventTime")}
+    if o.get("series"):
+        out["series"] = {k: v for k, v in o["series"].items() if k in ("count", "lastObservedTime")}
+    for src, dst in (("reportingComponent", "reportingController"), ("reportingInstance", "reportingInstance"),
+                     ("action", "action"), ("reason", "reason")):
+        if o.get(src):
+            out[dst] = o[src]
+    out["regarding"] = o.get("involvedObject") or {}
+    if o.get("related"):
+        out["related"] = o["related"]
+    if o.get("message"):
+        out["note"] = o["message"]
+    if o.get("type"):
+        out["type"] = o["type"]
+    out["deprecatedSource"] = o.get("source") or {}
+    out["deprecatedFirstTimestamp"] = o.get("firstTimestamp")
+    out["deprecatedLastTimestamp"] = o.get("lastTimestamp")
+    if o.get("count"):
+        out["deprecatedCount"] = o["count"]
+    return out
+
+
+def event_v1_to_core(o):
+    out = {"kind": "Event", "apiVersion": "v1", "metadata": o.get("metadata", {})}
+    m = {"regarding": "involvedObject", "note": "message", "deprecatedSource": "source",
+         "deprecatedFirstTimestamp": "firstTimestamp", "deprecatedLastTimestamp": "lastTimestamp",
+         "deprecatedCount": "count", "reportingController": "reportingComponent"}
+    for k, v in o.items():
+        if k in ("kind", "apiVersion", "metadata"):
+            continue
+        out[m.get(k, k)] = v
+    return out
+
+
+def normalize_event(o):
+    """Fields core/v1 always serialises (not omitempty in api/core/v1/types.go)."""
+    o.setdefault("involvedObject", {})
+    o.setdefault("source", {})
+    o.setdefault("firstTimestamp", None)
+    o.setdefault("lastTimestamp", None)
+    o.setdefault("eventTime", None)
+    o.setdefault("reportingComponent", "")
+    o.setdefault("reportingInstance", "")
+    order = list(EVENT_SCHEMA)
+    return {k: o[k] for k in sorted(o, key=lambda k: order.index(k) if k in order else 99)}
+
+
+def normalize_secret(o):
+    sd = o.pop("stringData", None) or {}
+    if sd:
+        data = dict(o.get("data") or {})
+        for k, v in sd.items():
+            data[k] = base64.b64encode(v.encode()).decode()
+        o["data"] = dict(sorted(data.items()))
+    o.setdefault("type", "Opaque")
+    return o
+
+
+class Kind:
+    def __init__(self, resource, kind, group, version, namespaced, schema, fields, storage=None, subresources=(),
+                 short=(), verbs=None, to_ext=None, from_ext=None, normalize=None):
+        self.resource, self.kind, self.group, self.version = resource, kind, group, version
+        self.namespaced, self.schema, self.fields = namespaced, schema, fields
+        self.storage = storage or resource
+        self.subresources, self.short = subresources, short
+        self.verbs = verbs or ["create", "delete", "get", "list", "patch", "update", "watch"]
+        self.to_ext = to_ext or (lambda o: o)
+        self.from_ext = from_ext or (lambda o: o)
+        self.normalize = normalize or (lambda o: o)
+
+    @property
+    def api_version(self):
+        return "%s/%s" % (self.group, self.version) if self.group else self.version
+
+    @property
+    def list_kind(self):
+        return self.kind + "List"
+
+
+META_FIELDS = {"metadata.name": field_getter("metadata.name"), "metadata.namespace": field_getter("metadata.namespace")}
+EVENT_FIELDS = dict(META_FIELDS, **{
+    "involvedObject.%s" % f: field_getter("involvedObject." + f)
+    for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")})
+EVENT_FIELDS.update({"reason": field_getter("reason"), "reportingComponent": field_getter("reportingComponent"),
+                     "source": field_getter("source.component"), "type": field_getter("type")})
+POD_FIELDS = dict(META_FIELDS, **{f: field_getter(f) for f in (
+    "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork",
+    "status.phase", "status.podIP", "status.nominatedNodeName")})
+
+KINDS = [
+    Kind("nodes", "Node", "", "v1", False, NODE_SCHEMA,
+         dict(META_FIELDS, **{"spec.unschedulable": lambda o: _fstr(bool(_get_path(o, "spec.unschedulable")))}),
+         subresources=("status",), short=("no",)),
+    Kind("namespaces", "Namespace", "", "v1", False, OPEN_SCHEMA,
+         dict(META_FIELDS, **{"status.phase": field_getter("status.phase")}), short=("ns",)),
+    Kind("secrets", "Secret", "", "v1", True, SECRET_SCHEMA, dict(META_FIELDS, type=field_getter("type")),
+         normalize=normalize_secret),
+    Kind("pods", "Pod", "", "v1", True, OPEN_SCHEMA, POD_FIELDS, subresources=("status",), short=("po",)),
+    Kind("events", "Event", "", "v1", True, EVENT_SCHEMA, EVENT_FIELDS, short=("ev",), normalize=normalize_event),
+    Kind("events", "Event", "events.k8s.io", "v1", True, EVENTV1_SCHEMA, EVENT_FIELDS, short=("ev",),
+         to_ext=event_core_to_v1, from_ext=event_v1_to_core, normalize=normalize_event),
+    Kind("leases", "Lease", "coordination.k8s.io", "v1", True, LEASE_SCHEMA, META_FIELDS),
+]
+KIND_BY_GVR = {(k.group, k.version, k.resource): k for k in KINDS}
+KIND_BY_STORAGE = {}
+for _k in KINDS:
+    KIND_BY_STORAGE.setdefault(_k.storage, _k)      # the first (core) definition is the storage form
+KNOWN_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+_COL_DESC = {"Name": "Name must be unique within a namespace. Is required when creating resources, although some "
+                     "resources may allow a client to request the generation of an appropriate name "
+                     "automatically. Name is primarily intended for creation idempotence and configuration "
+                     "definition. Cannot be updated. More info: "
+                     "https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
+             "Age": "CreationTimestamp is a timestamp representing the server time when this object was created."}
+
+
+def _col(name, ctype="string", fmt="", priority=0, desc=None):
+    return {"name": name, "type": ctype, "format": fmt, "description": desc or _COL_DESC.get(name, name),
+            "priority": priority}
+
+
+def _node_row(o):
+    st, md = o.get("status") or {}, o.get("metadata") or {}
+    ready = next((c for c in st.get("conditions") or [] if c.get("type") == "Ready"), None)
+    status = "Unknown" if ready is None else ("Ready" if ready.get("status") == "True" else "NotReady")
+    if (o.get("spec") or {}).get("unschedulable"):
+        status += ",SchedulingDisabled"
+    roles = sorted(k.split("/", 1)[1] for k in (md.get("labels") or {})
+                   if k.startswith("node-role.kubernetes.io/") and k.split("/", 1)[1])
+    if (md.get("labels") or {}).get("kubernetes.io/role"):
+        roles.append(md["labels"]["kubernetes.io/role"])
+    addrs = st.get("addresses") or []
+    ip = lambda t: ",".join(a.get("address", "") for a in addrs if a.get("type") == t) or "<none>"
+    ni = st.get("nodeInfo") or {}
+    return [md.get("name", ""), status, ",".join(roles) or "<none>", human_age(md.get("creationTimestamp")),
+            ni.get("kubeletVersion", ""), ip("InternalIP"), ip("ExternalIP"), ni.get("osImage") or "<unknown>",
+            ni.get("kernelVersion") or "<unknown>", ni.get("containerRuntimeVersion") or "<unknown>"]
+
+
+TABLES = {
+    "Node": ([_col("Name", fmt="name"), _col("Status"), _col("Roles"), _col("Age"), _col("Version"),
+              _col("Internal-IP", priority=1), _col("External-IP", priority=1), _col("OS-Image", priority=1),
+              _col("Kernel-Version", priority=1), _col("Container-Runtime", priority=1)], _node_row),
+    "Lease": ([_col("Name", fmt="name"), _col("Holder"), _col("Age")],
+              lambda o: [o["metadata"]["name"], (o.get("spec") or {}).get("holderIdentity", ""),
+                         human_age(o["metadata"].get("creationTimestamp"))]),
+    "Secret": ([_col("Name", fmt="name"), _col("Type"), _col("Data", "integer"), _col("Age")],
+               lambda o: [o["metadata"]["name"], o.get("type", ""), len(o.get("data") or {}),
+                          human_age(o["metadata"].get("creationTimestamp"))]),
+}
+
+
+def make_table(kind, objs, rv, include_object):
+    cols, rowf = TABLES.get(kind.kind, ([_col("Name", fmt="name"), _col("Age")],
+                                        lambda o: [o["metadata"].get("name", ""),
+                                                   human_age(o["metadata"].get("creationTimestamp"))]))
+    rows = []
+    for o in objs:
+        row = {"cells": rowf(o)}
+        if include_object == "Object":
+            row["object"] = o
+        elif include_object != "None":
+            row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                             "metadata": o.get("metadata", {})}
+        rows.append(row)
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": rv},
+            "columnDefinitions": cols, "rows": rows}
+
+
+def discovery_resources(group, version):
+    res = []
+    for k in KINDS:
+        if k.group != group or k.version != version:
+            continue
+        r = {"name": k.resource, "singularName": k.kind.lower(), "namespaced": k.namespaced, "kind": k.kind,
+             "verbs": k.verbs}
+        if k.short:
+            r["shortNames"] = list(k.short)
+        res.append(r)
+        for sub in k.subresources:
+            res.append({"name": k.resource + "/" + sub, "singularName": "", "namespaced": k.namespaced,
+                        "kind": k.kind, "verbs": ["get", "patch", "update"]})
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "%s/%s" % (group, version) if group
+            else version, "resources": res}
+
+
+def discovery_groups():
+    groups = []
+    for g in sorted({k.group for k in KINDS if k.group}):
+        gv = {"groupVersion": g + "/v1", "version": "v1"}
+        groups.append({"name": g, "versions": [gv], "preferredVersion": gv})
+    return groups
+
+
+# ---------------------------------------------------------------------------------------------
+# Patch engines
+# ---------------------------------------------------------------------------------------------
+
+
+def merge_patch(target, patch):
+    """RFC 7386."""
+    if not isinstance(patch, dict):
+        return deep(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            result.pop(k, None)
+        else:
+            result[k] = merge_patch(result.get(k), v)
+    return result
+
+
+def _strip_directives(v):
+    if isinstance(v, dict):
+        return {k: _strip_directives(x) for k, x in v.items() if not k.startswith("$") and x is not None}
+    if isinstance(v, list):
+        return [_strip_directives(x) for x in v]
+    return v
+
+
+def strategic_merge_patch(target, patch, kind):
+    if not isinstance(patch, dict):
+        raise err_bad_request("json: cannot unmarshal %s into Go value of type map[string]interface {}" %
+                              _GO_JSON_TYPES.get(type(patch), "value"))
+    r = _smp_map(target, patch, kind, ())
+    return r if r is not None else {}
+
+
+def _smp_map(target, patch, kind, path):
+    directive = patch.get("$patch")
+    if directive == "replace":
+        return _strip_directives({k: v for k, v in patch.items() if k != "$patch"})
+    if directive == "delete":
+        return None
+    result = dict(target) if isinstance(target, dict) else {}
+    orders = {}
+    for k, v in patch.items():
+        if k in ("$patch", "$retainKeys"):
+            continue
+        if k.startswith("$setElementOrder/"):
+            orders[k.split("/", 1)[1]] = v
+            continue
+        if k.startswith("$deleteFromPrimitiveList/"):
+            f = k.split("/", 1)[1]
+            if isinstance(result.get(f), list) and isinstance(v, list):
+                result[f] = [x for x in result[f] if not any(json_equal(x, y) for y in v)]
+            continue
+        sub = path + (k,)
+        if v is None:
+            result.pop(k, None)
+        elif isinstance(v, dict):
+            cur = result.get(k)
+            r = _smp_map(cur if isinstance(cur, dict) else None, v, kind, sub)
+            if r is None:
+                result.pop(k, None)
+            else:
+                result[k] = r
+        elif isinstance(v, list):
+            key = list_key(kind, sub)
+            if key is None:
+                result[k] = [_strip_directives(x) for x in v]
+            elif key == PRIM:
+                cur = list(result.get(k) or [])
+                for x in v:
+                    if not any(json_equal(x, y) for y in cur):
+                        cur.append(x)
+                result[k] = cur
+            else:
+                result[k] = _smp_list(result.get(k), v, key, kind, sub)
+        else:
+            result[k] = v
+    if isinstance(patch.get("$retainKeys"), list):
+        keep = set(patch["$retainKeys"])
+        result = {k: v for k, v in result.items() if k in keep}
+    for f, order in orders.items():
+        if isinstance(result.get(f), list) and isinstance(order, list):
+            key = list_key(kind, path + (f,))
+            ident = (lambda x: x.get(key) if isinstance(x, dict) else x) if key not in (None, PRIM) else (lambda x: x)
+            wanted = [(o.get(key) if isinstance(o, dict) and key not in (None, PRIM) else o) for o in order]
+            first = [x for w in wanted for x in result[f] if json_equal(ident(x), w)]
+            rest = [x for x in result[f] if not any(x is y for y in first)]
+            result[f] = first + rest
+    return result
+
+
+def _smp_list(target, patch, key, kind, path):
+    cur = list(target) if isinstance(target, list) else []
+    if any(isinstance(e, dict) and e.get("$patch") == "replace" for e in patch):
+        return [_strip_directives(e) for e in patch if not (isinstance(e, dict) and e.get("$patch") == "replace")]
+    for e in patch:
+        if not isinstance(e, dict):
+            raise err_bad_request("unable to find api field in struct for the list element %s" % jdump(e))
+        if key not in e:
+            raise err_bad_request("map: %s does not contain declared merge key: %s" % (jdump(e), key))
+        idxs = [i for i, x in enumerate(cur) if isinstance(x, dict) and json_equal(x.get(key), e[key])]
+        if e.get("$patch") == "delete":
+            cur = [x for i, x in enumerate(cur) if i not in idxs]
+            continue
+        if idxs:
+            cur[idxs[0]] = _smp_map(cur[idxs[0]], e, kind, path + ("*",))
+        else:
+            cur.append(_smp_map(None, e, kind, path + ("*",)))
+    return cur
+
+
+class JsonPatchError(Exception):
+    pass
+
+
+def _jp_tokens(path):
+    if not isinstance(path, str):
+        raise JsonPatchError("path is not a string")
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise JsonPatchError("invalid path %r" % path)
+    return [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
+
+
+def _jp_index(tok, n, allow_end):
+    if allow_end and tok == "-":
+        return n
+    if not re.match(r"^(0|[1-9][0-9]*)$", tok):
+        raise JsonPatchError("invalid array index %r" % tok)
+    i = int(tok)
+    if i > n or (i == n and not allow_end):
+        raise JsonPatchError("index out of range")
+    return i
+
+
+def _jp_parent(doc, toks):
+    cur = doc
+    for t in toks[:-1]:
+        if isinstance(cur, dict):
+            if t not in cur:
+                raise JsonPatchError("doc is missing path")
+            cur = cur[t]
+        elif isinstance(cur, list):
+            cur = cur[_jp_index(t, len(cur), False)]
+        else:
+            raise JsonPatchError("doc is missing path")
+    return cur
+
+
+def _jp_get(doc, toks):
+    if not toks:
+        return doc
+    parent = _jp_parent(doc, toks)
+    t = toks[-1]
+    if isinstance(parent, dict):
+        if t not in parent:
+            raise JsonPatchError("doc is missing key")
+        return parent[t]
+    if isinstance(parent, list):
+        return parent[_jp_index(t, len(parent), False)]
+    raise JsonPatchError("doc is missing path")
+
+
+def _jp_add(doc, toks, value):
+    if not toks:
+        return value
+    parent = _jp_parent(doc, toks)
+    t = toks[-1]
+    if isinstance(parent, dict):
+        parent[t] = value
+    elif isinstance(parent, list):
+        parent.insert(_jp_index(t, len(parent), True), value)
+    else:
+        raise JsonPatchError("doc is missing path")
+    return doc
+
+
+def _jp_remove(doc, toks):
+    if not toks:
+        raise JsonPatchError("cannot remove the whole document")
+    parent = _jp_parent(doc, toks)
+    t = toks[-1]
+    if isinstance(parent, dict):
+        if t not in parent:
+            raise JsonPatchError("Unable to remove nonexistent key")
+        return parent.pop(t)
+    if isinstance(parent, list):
+        return parent.pop(_jp_index(t, len(parent), False))
+    raise JsonPatchError("doc is missing path")
+
+
+def json_patch(doc, ops):
+    doc = deep(doc)
+    for op in ops:
+        if not isinstance(op, dict):
+            raise JsonPatchError("operation is not an object")
+        kind = op.get("op")
+        toks = _jp_tokens(op.get("path"))
+        if kind in ("add", "replace", "test") and "value" not in op:
+            raise JsonPatchError("missing value")
+        if kind == "add":
+            doc = _jp_add(doc, toks, deep(op["value"]))
+        elif kind == "remove":
+            _jp_remove(doc, toks)
+        elif kind == "replace":
+            if toks:
+                _jp_get(doc, toks)          # must exist
+                _jp_remove(doc, toks)
+            doc = _jp_add(doc, toks, deep(op["value"]))
+        elif kind in ("move", "copy"):
+            ftoks = _jp_tokens(op.get("from"))
+            if kind == "move" and toks[:len(ftoks)] == ftoks and len(toks) > len(ftoks):
+                raise JsonPatchError("move into own child")
+            value = deep(_jp_get(doc, ftoks))
+            if kind == "move":
+                _jp_remove(doc, ftoks)
+            doc = _jp_add(doc, toks, value)
+        elif kind == "test":
+            try:
+                cur = _jp_get(doc, toks)
+            except JsonPatchError:
+                if op["value"] is None:
+                    continue
+                raise
+            if not json_equal(cur, op["value"]):
+                raise JsonPatchError("testing value %s failed" % op.get("path"))
+        else:
+            raise JsonPatchError("Unexpected kind: %s" % kind)
+    return doc
+
+
+# ---------------------------------------------------------------------------------------------
+# Server-side apply: a simple field-ownership model (leaf paths in FieldsV1 notation)
+# ---------------------------------------------------------------------------------------------
+
+_TRACKED_META = ("labels", "annotations", "ownerReferences", "finalizers")
+
+
+def fieldset(obj, kind, spath=(), fpath=(), out=None):
+    out = set() if out is None else out
+    if not isinstance(obj, dict):
+        return out
+    for k, v in obj.items():
+        if not spath and k in ("apiVersion", "kind"):
+            continue
+        if spath == ("metadata",) and k not in _TRACKED_META:
+            continue
+        if v is None:
+            continue
+        fp, sp = fpath + ("f:" + k,), spath + (k,)
+        if isinstance(v, dict) and v:
+            fieldset(v, kind, sp, fp, out)
+        elif isinstance(v, list):
+            key = list_key(kind, sp)
+            if key == PRIM:
+                for x in v:
+                    out.add(fp + ("v:" + jdump(x),))
+            elif key:
+                for x in v:
+                    if isinstance(x, dict) and key in x:
+                        kp = fp + ("k:" + jdump({key: x[key]}),)
+                        out.add(kp + (".",))
+                        fieldset(x, kind, sp + ("*",), kp, out)
+            else:
+                out.add(fp)
+        else:
+            out.add(fp)
+    return out
+
+
+def value_at(obj, fpath):
+    cur = obj
+    for comp in fpath:
+        if comp == ".":
+            continue
+        if comp.startswith("f:"):
+            if not isinstance(cur, dict) or comp[2:] not in cur:
+                return False, None
+            cur = cur[comp[2:]]
+        elif comp.startswith("k:"):
+            want = json.loads(comp[2:])
+            if not isinstance(cur, list):
+                return False, None
+            cur = next((x for x in cur if isinstance(x, dict) and all(json_equal(x.get(a), b)
+                                                                      for a, b in want.items())), _DROP)
+            if cur is _DROP:
+                return False, None
+        elif comp.startswith("v:"):
+            want = json.loads(comp[2:])
+            if not isinstance(cur, list) or not any(json_equal(x, want) for x in cur):
+                return False, None
+            cur = want
+    return True, cur
+
+
+def remove_at(obj, fpath):
+    """Remove the field (or list element) a path points at; missing parents are fine."""
+    if not fpath:
+        return
+    last = fpath[-1]
+    if last == ".":
+        fpath, last = fpath[:-1], fpath[-2]
+        found, parent = value_at(obj, fpath[:-1])
+        if found and isinstance(parent, list):
+            want = json.loads(last[2:])
+            parent[:] = [x for x in parent if not (isinstance(x, dict) and all(json_equal(x.get(a), b)
+                                                                             for a, b in want.items()))]
+        return
+    found, parent = value_at(obj, fpath[:-1])
+    if not found:
+        return
+    if last.startswith("f:") and isinstance(parent, dict):
+        parent.pop(last[2:], None)
+    elif last.startswith("v:") and isinstance(parent, list):
+        want = json.loads(last[2:])
+        parent[:] = [x for x in parent if not json_equal(x, want)]
+
+
+def apply_merge(target, cfg, kind, spath=()):
+    result = dict(target) if isinstance(target, dict) else {}
+    for k, v in cfg.items():
+        sp = spath + (k,)
+        if v is None:
+            continue
+        if isinstance(v, dict):
+            result[k] = apply_merge(result.get(k) if isinstance(result.get(k), dict) else None, v, kind, sp)
+        elif isinstance(v, list):
+            key = list_key(kind, sp)
+            if key == PRIM:
+                cur = list(result.get(k) or [])
+                cur += [x for x in v if not any(json_equal(x, y) for y in cur)]
+                result[k] = cur
+            elif key:
+                cur = list(result.get(k) or [])
+                for x in v:
+                    if not isinstance(x, dict) or key not in x:
+                        raise err_bad_request("associative list with keys has an element that omits key field "
+                                              "%s" % go_quote(key))
+                    i = next((i for i, y in enumerate(cur) if isinstance(y, dict) and json_equal(y.get(key), x[key])),
+                             None)
+                    if i is None:
+                        cur.append(apply_merge(None, x, kind, sp + ("*",)))
+                    else:
+                        cur[i] = apply_merge(cur[i], x, kind, sp + ("*",))
+                result[k] = cur
+            else:
+                result[k] = deep(v)
+        else:
+            result[k] = v
+    return result
+
+
+def pretty_fpath(fpath):
+    s = ""
+    for c in fpath:
+        if c == ".":
+            continue
+        if c.startswith("f:"):
+            s += "." + c[2:]
+        elif c.startswith("k:"):
+            s += "[" + ",".join("%s=%s" % (a, jdump(b)) for a, b in json.loads(c[2:]).items()) + "]"
+        elif c.startswith("v:"):
+            s += "[=%s]" % c[2:]
+    return s
+
+
+def fields_v1(paths):
+    tree = {}
+    for p in sorted(paths):
+        cur = tree
+        for c in p:
+            cur = cur.setdefault(c, {})
+    return tree
+
+
+class ManagedEntry:
+    def __init__(self, manager, operation, subresource, api_version="v1", paths=None, stamp=None):
+        self.manager, self.operation, self.subresource = manager, operation, subresource
+        self.api_version = api_version
+        self.paths = set(paths or ())
+        self.time = stamp or now_time()
+
+    def ident(self):
+        return (self.manager, self.operation, self.subresource)
+
+    def pretty(self):
+        if self.operation == "Apply":
+            return go_quote(self.manager)
+        return "%s using %s" % (go_quote(self.manager), self.api_version)
+
+    def render(self):
+        r = {"manager": self.manager, "operation": self.operation, "apiVersion": self.api_version,
+             "time": self.time, "fieldsType": "FieldsV1", "fieldsV1": fields_v1(self.paths)}
+        if self.subresource:
+            r["subresource"] = self.subresource
+        return r
+
+
+def clone_entries(entries):
+    return [ManagedEntry(e.manager, e.operation, e.subresource, e.api_version, e.paths, e.time) for e in entries]
+
+
+def entries_equal(a, b):
+    return [(e.ident(), e.paths) for e in a] == [(e.ident(), e.paths) for e in b]
+
+
+def track_update(entries, manager, subresource, old, new, kind, api_version="v1"):
+    """Ownership after a non-apply write: the writer owns what it changed, others lose it."""
+    entries = clone_entries(entries)
+    ofs, nfs = fieldset(old or {}, kind), fieldset(new, kind)
+    changed = set()
+    for p in nfs:
+        if p not in ofs:
+            changed.add(p)
+        elif p[-1] != ".":
+            if not json_equal(value_at(old, p)[1], value_at(new, p)[1]):
+                changed.add(p)
+    removed = ofs - nfs
+    if not changed and not removed:
+        return entries
+    mine = next((e for e in entries if e.ident() == (manager, "Update", subresource)), None)
+    for e in entries:
+        e.paths -= removed
+        if e is not mine:
+            e.paths -= changed
+    if changed:
+        if mine is None:
+            mine = ManagedEntry(manager, "Update", subresource, api_version)
+            entries.append(mine)
+        mine.paths |= changed
+        mine.time = now_time()
+    return [e for e in entries if e.paths]
+
+
+def ssa_apply(current, cfg, entries, manager, subresource, force, kind, api_version="v1"):
+    """Returns (new_object, new_entries) or raises 409 FieldManagerConflict."""
+    entries = clone_entries(entries)
+    applied = fieldset(cfg, kind)
+    if subresource == "status":
+        applied = {p for p in applied if p[0] in ("f:status", "f:metadata")}
+    elif kind in ("Node", "Pod"):
+        applied = {p for p in applied if p[0] != "f:status"}
+    me = ("%s" % manager, "Apply", subresource)
+    conflicts = []
+    for e in entries:
+        if e.ident() == me:
+            continue
+        for p in sorted(e.paths & applied):
+            if p[-1] == ".":
+                continue
+            fc, vc = value_at(current, p)
+            _, va = value_at(cfg, p)
+            if not fc or not json_equal(vc, va):
+                conflicts.append((e, p))
+    if conflicts and not force:
+        by = collections.OrderedDict()
+        for e, p in conflicts:
+            by.setdefault(e.pretty(), []).append(pretty_fpath(p))
+        parts = []
+        for who, ps in by.items():
+            if len(ps) == 1:
+                parts.append("conflict with %s: %s" % (who, ps[0]))
+            else:
+                parts.append("conflicts with %s:\n%s" % (who, "\n".join("- " + x for x in ps)))
+        msg = "Apply failed with %d conflict%s: %s" % (len(conflicts), "" if len(conflicts) == 1 else "s",
+                                                      "\n".join(parts))
+        raise ApiError(409, "Conflict", msg, details(causes=[
+            {"reason": "FieldManagerConflict", "message": "conflict with %s" % e.pretty(), "field": pretty_fpath(p)}
+            for e, p in conflicts]))
+    for e, p in conflicts:
+        e.paths.discard(p)
+    mine = next((e for e in entries if e.ident() == me), None)
+    prev_owned = set(mine.paths) if mine else set()
+    others = set()
+    for e in entries:
+        if e is not mine:
+            others |= e.paths
+    new = deep(current)
+    for p in sorted(prev_owned - applied - others, key=len, reverse=True):
+        remove_at(new, p)
+    scoped = deep(cfg)
+    for k in ("kind", "apiVersion"):
+        scoped.pop(k, None)
+    new = apply_merge(new, scoped, kind)
+    if mine is None:
+        mine = ManagedEntry(manager, "Apply", subresource, api_version)
+        entries.append(mine)
+    if mine.paths != applied:
+        mine.time = now_time()
+    mine.paths = set(applied)
+    return new, [e for e in entries if e.paths]
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration (all of it can be changed at runtime through the control API)
+# ---------------------------------------------------------------------------------------------
+
+DEFAULT_CONFIG = {
+    "bookmark_interval": 60.0,        # seconds between BOOKMARKs (allowWatchBookmarks=true only)
+    "bookmark_before_deadline": 2.0,  # one more bookmark this long before the watch deadline
+    "history_max_events": 10000,      # watch history window, in events ...
+    "history_max_age": 0.0,           # ... and in seconds (0 = unlimited)
+    "event_ttl": 3600.0,              # core events expire this long after their last write
+    "watch_timeout_min": 1800.0,      # watch without timeoutSeconds lasts random [min, 2*min] seconds
+    "too_large_wait": 3.0,            # how long a "not older than N" read waits before 504 ResourceVersionTooLarge
+    "request_timeout": 60.0,          # non-watch requests slower than this end in 504 Timeout
+    "anonymous_401": False,           # requests without credentials get 401 instead of 403
+    "coalesce": True,                 # write all queued watch events in one chunk
+    "coalesce_window": 0.0,           # wait this long after the first queued event to gather more
+    "split_bytes": 0,                 # >0: split every watch write into chunks of at most this many bytes
+    "split_delay": 0.02,              # pause between split chunks so they travel separately
+    "gzip_min_bytes": 131072,         # gzip non-watch responses at least this big if the client accepts gzip
+    "apf_headers": True,              # X-Kubernetes-PF-* headers on authenticated requests
+    "log_bodies": True,               # keep request bodies (<= 64 KiB) in the request log
+}
+
+
+class Config(dict):
+    def update_from(self, values):
+        for k, v in values.items():
+            if k not in DEFAULT_CONFIG:
+                raise KeyError("unknown config key %r" % k)
+            t = type(DEFAULT_CONFIG[k])
+            self[k] = bool(v) if t is bool else (float(v) if t is float else int(v))
+
+
+# ---------------------------------------------------------------------------------------------
+# Store: objects, one global resourceVersion counter, watch history, watchers, TTLs
+# ---------------------------------------------------------------------------------------------
+
+
+class StoreEvent:
+    __slots__ = ("rv", "type", "storage", "key", "obj", "prev", "time")
+
+    def __init__(self, rv, etype, storage, key, obj, prev):
+        self.rv, self.type, self.storage, self.key, self.obj, self.prev = rv, etype, storage, key, obj, prev
+        self.time = time.time()
+
+
+class Watcher:
+    _ids = iter(range(1, 1 << 62))
+
+    def __init__(self, kind, namespace, freqs, lreqs):
+        self.id = next(Watcher._ids)
+        self.kind, self.ns, self.freqs, self.lreqs = kind, namespace, freqs, lreqs
+        self.q = collections.deque()
+        self.cv = threading.Condition()
+        self.stop_mode = None        # None | "clean" | "abrupt"
+
+    def match(self, obj):
+        if obj is None:
+            return False
+        md = obj.get("metadata") or {}
+        if self.ns and md.get("namespace") != self.ns:
+            return False
+        for key, op, val in self.freqs:
+            if (self.kind.fields[key](obj) == val) != (op == "="):
+                return False
+        return label_match(md.get("labels"), self.lreqs)
+
+    def transform(self, ev):
+        if ev.storage != self.kind.storage:
+            return None
+        if ev.type == "ADDED":
+            return ("ADDED", ev.obj) if self.match(ev.obj) else None
+        if ev.type == "DELETED":
+            return ("DELETED", ev.obj) if self.match(ev.prev) else None
+        old, new = self.match(ev.prev), self.match(ev.obj)
+        if old and new:
+            return ("MODIFIED", ev.obj)
+        if new:
+            return ("ADDED", ev.obj)
+        if old:
+            gone = deep(ev.prev)
+            gone["metadata"]["resourceVersion"] = str(ev.rv)
+            return ("DELETED", gone)
+        return None
+
+    def offer(self, ev):
+        t = self.transform(ev)
+        if t:
+            with self.cv:
+                self.q.append(t)
+                self.cv.notify_all()
+
+    def stop(self, mode):
+        with self.cv:
+            self.stop_mode = mode
+            self.cv.notify_all()
+
+
+class Store:
+    def __init__(self, cfg, initial_rv=1):
+        self.cfg = cfg
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self.rv = initial_rv
+        self.floor = initial_rv
+        self.objects = {}
+        self.managed = {}
+        self.history = collections.deque()
+        self.watchers = set()
+        self.expires = {}
+
+    @staticmethod
+    def key(storage, ns, name):
+        return (storage, ns or "", name)
+
+    def get(self, storage, ns, name):
+        with self.lock:
+            return self.objects.get(self.key(storage, ns, name))
+
+    def list(self, storage, ns=None):
+        with self.lock:
+            return [o for k, o in sorted(self.objects.items()) if k[0] == storage and (not ns or k[1] == ns)]
+
+    def commit(self, storage, obj, managed=None, etype=None):
+        """Store a new version of an object (caller holds no references to mutate later)."""
+        with self.lock:
+            md = obj["metadata"]
+            key = self.key(storage, md.get("namespace"), md["name"])
+            prev = self.objects.get(key)
+            self.rv += 1
+            md["resourceVersion"] = str(self.rv)
+            if managed is not None:
+                self.managed[key] = managed
+            ents = self.managed.get(key)
+            if ents:
+                md["managedFields"] = [e.render() for e in ents]
+            else:
+                md.pop("managedFields", None)
+            self.objects[key] = obj
+            self._record(StoreEvent(self.rv, etype or ("MODIFIED" if prev else "ADDED"), storage, key, obj, prev))
+            if storage == "events":
+                self.expires[key] = time.monotonic() + self.cfg["event_ttl"]
+            return obj
+
+    def delete(self, storage, ns, name):
+        with self.lock:
+            key = self.key(storage, ns, name)
+            prev = self.objects.pop(key, None)
+            if prev is None:
+                return None
+            self.managed.pop(key, None)
+            self.expires.pop(key, None)
+            self.rv += 1
+            last = deep(prev)
+            last["metadata"]["resourceVersion"] = str(self.rv)
+            self._record(StoreEvent(self.rv, "DELETED", storage, key, last, prev))
+            return last
+
+    def _record(self, ev):
+        self.history.append(ev)
+        self.trim()
+        for w in list(self.watchers):
+            w.offer(ev)
+        self.changed.notify_all()
+
+    def trim(self):
+        with self.lock:
+            maxn, maxage = self.cfg["history_max_events"], self.cfg["history_max_age"]
+            cutoff = time.time() - maxage if maxage > 0 else None
+            while self.history and (len(self.history) > maxn or (cutoff and self.history[0].time < cutoff)):
+                self.floor = self.history.popleft().rv
+
+    def compact(self, rv=None):
+        with self.lock:
+            rv = self.rv if rv is None else rv
+            while self.history and self.history[0].rv <= rv:
+                self.history.popleft()
+            self.floor = max(self.floor, min(rv, self.rv))
+
+    def wait_for_rv(self, want, timeout):
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while self.rv < want:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.changed.wait(left)
+            return True
+
+    def state_at(self, storage, rv):
+        """Objects of one storage as they were at rv (reconstructed from history)."""
+        with self.lock:
+            if rv < self.floor:
+                raise err_expired("The resourceVersion for the provided list is too old.")
+            objs = {k: v for k, v in self.objects.items() if k[0] == storage}
+            for ev in reversed(self.history):
+                if ev.rv <= rv:
+                    break
+                if ev.storage != storage:
+                    continue
+                if ev.type == "ADDED":
+                    objs.pop(ev.key, None)
+                else:
+                    objs[ev.key] = ev.prev
+            return [o for k, o in sorted(objs.items())]
+
+    def subscribe(self, watcher, rv, initial):
+        """Register a watcher. initial=True: synthetic ADDED for current state; else replay events after rv.
+        Returns None or an ApiError to be delivered in-stream."""
+        with self.lock:
+            if initial:
+                for o in self.list(watcher.kind.storage, watcher.ns):
+                    if watcher.match(o):
+                        watcher.q.append(("ADDED", o))
+            else:
+                if rv < self.floor:
+                    return err_expired("too old resource version: %d (%d)" % (rv, self.floor))
+                for ev in self.history:
+                    if ev.rv > rv:
+                        t = watcher.transform(ev)
+                        if t:
+                            watcher.q.append(t)
+            self.watchers.add(watcher)
+            return None
+
+    def unsubscribe(self, watcher):
+        with self.lock:
+            self.watchers.discard(watcher)
+
+    def expire_due(self, force=False, names=None):
+        with self.lock:
+            now = time.monotonic()
+            due = [k for k, t in self.expires.items()
+                   if (force and (names is None or k[2] in names)) or (not force and t <= now)]
+            for k in due:
+                self.delete(k[0], k[1], k[2])
+            return len(due)
+
+    def jump(self, by):
+        with self.lock:
+            self.rv += by
+            self.history.clear()
+            self.floor = self.rv
+
+    def reset(self, to):
+        with self.lock:
+            n = len(self.objects)
+            self.rv = max(1, to - n)
+            for k in sorted(self.objects):
+                o = deep(self.objects[k])
+                self.rv += 1
+                o["metadata"]["resourceVersion"] = str(self.rv)
+                self.objects[k] = o
+            self.history.clear()
+            self.floor = self.rv
+
+
+# ---------------------------------------------------------------------------------------------
+# Authentication, authorization (Node authorizer, gardener node-agent authorizer), NodeRestriction
+# ---------------------------------------------------------------------------------------------
+
+
+class Identity:
+    def __init__(self, user, groups, via):
+        self.user, self.groups, self.via = user, list(groups), via
+
+    def node_name(self):
+        if self.user.startswith("system:node:") and "system:nodes" in self.groups:
+            return self.user[len("system:node:"):]
+        return None
+
+
+ANONYMOUS = Identity("system:anonymous", ["system:unauthenticated"], "anonymous")
+
+
+class Tokens:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.table = {}
+
+    def add(self, token, user, groups=(), expires_in=None):
+        groups = list(groups)
+        if "system:authenticated" not in groups:
+            groups.append("system:authenticated")
+        with self.lock:
+            self.table[token] = {"user": user, "groups": groups,
+                                 "expires": time.time() + expires_in if expires_in else None}
+
+    def revoke(self, token):
+        with self.lock:
+            return self.table.pop(token, None) is not None
+
+    def lookup(self, token):
+        with self.lock:
+            t = self.table.get(token)
+            if not t or (t["expires"] and t["expires"] <= time.time()):
+                return None
+            return Identity(t["user"], t["groups"], "token")
+
+    def dump(self):
+        with self.lock:
+            return {k: dict(v) for k, v in self.table.items()}
+
+
+KUBELET_LABELS = {"kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch", "beta.kubernetes.io/os",
+                  "beta.kubernetes.io/arch", "topology.kubernetes.io/zone", "topology.kubernetes.io/region",
+                  "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
+                  "node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type"}
+
+
+def node_label_forbidden(key):
+    ns = key.split("/", 1)[0] if "/" in key else ""
+    if ns == "node-restriction.kubernetes.io" or ns.endswith(".node-restriction.kubernetes.io"):
+        return True
+    if ns in ("kubernetes.io", "k8s.io") or ns.endswith(".kubernetes.io") or ns.endswith(".k8s.io"):
+        if key in KUBELET_LABELS:
+            return False
+        for allowed in ("kubelet.kubernetes.io", "node.kubernetes.io"):
+            if ns == allowed or ns.endswith("." + allowed):
+                return False
+        return True
+    return False
+
+
+class RI:
+    """Request info (apiserver/pkg/endpoints/request/requestinfo.go, reduced)."""
+
+    def __init__(self, path, verb, kind=None, namespace="", name="", subresource=""):
+        self.path, self.verb, self.kind = path, verb, kind
+        self.namespace, self.name, self.subresource = namespace, name, subresource
+
+    @property
+    def resource(self):
+        return self.kind.resource if self.kind else ""
+
+    @property
+    def group(self):
+        return self.kind.group if self.kind else ""
+
+
+def forbidden_message(ident, ri):
+    if not ri.kind:
+        return 'User %s cannot %s path %s' % (go_quote(ident.user), ri.verb, go_quote(ri.path))
+    res = ri.resource + ("/" + ri.subresource if ri.subresource else "")
+    if ri.namespace:
+        return 'User %s cannot %s resource %s in API group %s in the namespace %s' % (
+            go_quote(ident.user), ri.verb, go_quote(res), go_quote(ri.group), go_quote(ri.namespace))
+    return 'User %s cannot %s resource %s in API group %s at the cluster scope' % (
+        go_quote(ident.user), ri.verb, go_quote(res), go_quote(ri.group))
+
+
+def deny(ident, ri, reason=""):
+    msg = forbidden_message(ident, ri) + (": " + reason if reason else "")
+    if not ri.kind:
+        return ApiError(403, "Forbidden", "forbidden: " + msg, details())
+    return err_forbidden(ri.resource, ri.group, ri.name, msg)
+
+
+def selector_value(freqs, key):
+    vals = [v for k, op, v in freqs if k == key and op == "="]
+    return vals[0] if len(vals) == 1 else None
+
+
+def pod_references_secret(pod, name):
+    spec = pod.get("spec") or {}
+    for v in spec.get("volumes") or []:
+        if ((v.get("secret") or {}).get("secretName")) == name:
+            return True
+        for src in (v.get("projected") or {}).get("sources") or []:
+            if (src.get("secret") or {}).get("name") == name:
+                return True
+    for ips in spec.get("imagePullSecrets") or []:
+        if ips.get("name") == name:
+            return True
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        for e in c.get("env") or []:
+            if ((e.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name") == name:
+                return True
+        for ef in c.get("envFrom") or []:
+            if (ef.get("secretRef") or {}).get("name") == name:
+                return True
+    return False
+
+
+NONRESOURCE_PUBLIC = ("/version", "/healthz", "/livez", "/readyz")
+
+
+def authorize(emu, ident, ri, freqs):
+    """Raises ApiError 403 when the identity may not do this."""
+    if "system:masters" in ident.groups:
+        return
+    if not ri.kind:
+        if ident is ANONYMOUS and ri.path not in NONRESOURCE_PUBLIC:
+            raise deny(ident, ri)
+        return
+    if ident is ANONYMOUS:
+        raise deny(ident, ri)
+    node = ident.node_name()
+    if node is not None:
+        return authorize_node(emu, ident, node, ri, freqs)
+    if "gardener.cloud:node-agents" in ident.groups:
+        return authorize_node_agent(emu, ident, ri, freqs)
+
+
+def authorize_node(emu, ident, node, ri, freqs):
+    res, verb = ri.resource, ri.verb
+    if res == "nodes":
+        if verb == "get" and ri.name != node:
+            raise deny(ident, ri, "node '%s' cannot read '%s', only its own Node object" % (node, ri.name))
+        if verb in ("list", "watch") and selector_value(freqs, "metadata.name") != node:
+            raise deny(ident, ri, "node '%s' cannot read all nodes, only its own Node object" % node)
+        if verb == "delete" and ri.name != node:
+            raise deny(ident, ri, "node '%s' cannot delete '%s'" % (node, ri.name))
+        if verb not in ("get", "list", "watch", "create", "update", "patch", "delete"):
+            raise deny(ident, ri)
+        return
+    if res == "secrets":
+        if verb not in ("get", "list", "watch"):
+            raise deny(ident, ri)
+        name = ri.name if verb == "get" else selector_value(freqs, "metadata.name")
+        if not name:
+            raise deny(ident, ri, "can only read individual secrets")
+        pods = [p for p in emu.store.list("pods", ri.namespace)
+                if (p.get("spec") or {}).get("nodeName") == node]
+        if not any(pod_references_secret(p, name) for p in pods):
+            raise deny(ident, ri, "no relationship found between node '%s' and this object" % node)
+        return
+    if res == "leases":
+        if verb not in ("get", "create", "update", "patch", "delete"):
+            raise deny(ident, ri, "can only get, create, update, patch, or delete a node lease")
+        if ri.namespace != "kube-node-lease":
+            raise deny(ident, ri, 'can only access leases in the "kube-node-lease" system namespace')
+        if verb != "create" and ri.name != node:
+            raise deny(ident, ri, "can only access node lease with the same name as the requesting node")
+        return
+    if res == "events":
+        if verb not in ("create", "update", "patch"):
+            raise deny(ident, ri)
+        return
+    if res == "pods":
+        if verb in ("list", "watch") and selector_value(freqs, "spec.nodeName") != node:
+            raise deny(ident, ri, "can only list/watch pods with spec.nodeName field selector")
+        return
+    raise deny(ident, ri)
+
+
+def node_agent_node(emu, ident):
+    machine = ident.user.rsplit(":", 1)[-1]
+    for n in emu.store.list("nodes"):
+        if (n["metadata"].get("labels") or {}).get("node.gardener.cloud/machine-name") == machine:
+            return n
+    return emu.store.get("nodes", "", machine)
+
+
+def authorize_node_agent(emu, ident, ri, freqs):
+    """gardener-resource-manager's node-agent-authorizer (explicit Deny outside its table)."""
+    node = node_agent_node(emu, ident)
+    nname = node["metadata"]["name"] if node else None
+    res, verb = ri.resource, ri.verb
+    why = "node-agent-authorizer: this request is not allowed for gardener-node-agent"
+    if res == "nodes":
+        if verb in ("list", "watch"):
+            return
+        if verb in ("get", "patch", "update") and ri.name and ri.name == nname:
+            return
+    elif res == "secrets" and ri.namespace == "kube-system" and verb in ("get", "list", "watch"):
+        name = ri.name if verb == "get" else selector_value(freqs, "metadata.name")
+        allowed = {"gardener-valitail", "gardener-opentelemetry-collector"}
+        if node:
+            allowed.add((node["metadata"].get("labels") or {}).get(
+                "worker.gardener.cloud/gardener-node-agent-secret-name"))
+        if name in allowed:
+            return
+    elif res == "leases" and ri.namespace == "kube-system" and verb in ("get", "list", "watch", "create", "update"):
+        name = ri.name or selector_value(freqs, "metadata.name")
+        if verb == "create" or (nname and name == "gardener-node-agent-" + nname):
+            return
+    elif res == "events" and verb in ("create", "patch"):
+        return
+    elif res == "pods" and verb in ("get", "list", "watch", "delete"):
+        if verb in ("list", "watch") and selector_value(freqs, "spec.nodeName") != nname:
+            raise deny(ident, ri, why)
+        return
+    raise deny(ident, ri, why)
+
+
+def node_restriction(ident, kind, op, ns, name, old, new):
+    """NodeRestriction admission for system:node:<n> identities."""
+    node = ident.node_name() if ident else None
+    if node is None:
+        return
+    if kind.storage == "nodes":
+        if name != node:
+            raise err_forbidden("nodes", "", name, 'node %s is not allowed to modify node %s' %
+                                (go_quote(node), go_quote(name)))
+        new_labels = (new.get("metadata") or {}).get("labels") or {}
+        if op == "create":
+            bad = sorted(k for k in new_labels if node_label_forbidden(k))
+            if bad:
+                raise err_forbidden("nodes", "", name, "is not allowed to set the following labels: %s" %
+                                    ", ".join(bad))
+            return
+        if not json_equal((old.get("spec") or {}).get("taints") or [], (new.get("spec") or {}).get("taints") or []):
+            raise err_forbidden("nodes", "", name, "node %s is not allowed to modify taints" % go_quote(node))
+        if (new.get("spec") or {}).get("configSource") and not json_equal(
+                (old.get("spec") or {}).get("configSource"), (new.get("spec") or {}).get("configSource")):
+            raise err_forbidden("nodes", "", name, "node %s is not allowed to set spec.configSource" % go_quote(node))
+        old_labels = (old.get("metadata") or {}).get("labels") or {}
+        changed = {k for k in set(old_labels) | set(new_labels) if old_labels.get(k) != new_labels.get(k)}
+        bad = sorted(k for k in changed if node_label_forbidden(k))
+        if bad:
+            raise err_forbidden("nodes", "", name, "is not allowed to modify labels: %s" % ", ".join(bad))
+    elif kind.storage == "leases" and op == "create":
+        if ns != "kube-node-lease" or name != node:
+            raise err_forbidden("leases", "coordination.k8s.io", name,
+                                "can only access node lease with the same name as the requesting node")
+
+
+# ---------------------------------------------------------------------------------------------
+# Fault injection rules
+# ---------------------------------------------------------------------------------------------
+
+REQUEST_FAULTS = {"status", "too-many-requests", "service-unavailable", "internal-error", "forbidden", "unauthorized",
+                  "conflict", "expired", "not-found", "timeout", "shutdown", "close", "slow-headers", "slow-drip"}
+WATCH_FAULTS = {"watch-drop", "watch-truncate", "watch-garbage", "watch-expired", "watch-error", "watch-silent",
+                "watch-short", "watch-end"}
+RULE_KEYS = {"fault", "verbs", "path", "resource", "subresource", "name", "namespace", "user", "count", "after",
+             "duration", "params"}
+
+
+class FaultRule:
+    _ids = iter(range(1, 1 << 62))
+
+    def __init__(self, spec):
+        unknown = set(spec) - RULE_KEYS
+        if unknown:
+            raise ValueError("unknown fault rule keys: %s" % ", ".join(sorted(unknown)))
+        self.fault = spec.get("fault")
+        if self.fault not in REQUEST_FAULTS | WATCH_FAULTS:
+            raise ValueError("unknown fault %r" % self.fault)
+        self.id = next(FaultRule._ids)
+        verbs = spec.get("verbs")
+        if isinstance(verbs, str):
+            verbs = [verbs]
+        self.verbs = set(v.lower() for v in verbs) if verbs else None
+        if self.fault in WATCH_FAULTS:
+            self.verbs = {"watch"}
+        self.path = re.compile(spec["path"]) if spec.get("path") else None
+        self.resource, self.subresource = spec.get("resource"), spec.get("subresource")
+        self.name, self.namespace, self.user = spec.get("name"), spec.get("namespace"), spec.get("user")
+        self.count = int(spec.get("count", 1))
+        self.after = int(spec.get("after", 0))
+        self.expires = time.monotonic() + float(spec["duration"]) if spec.get("duration") else None
+        self.params = dict(spec.get("params") or {})
+        self.fired = 0
+        self.spec = spec
+
+    def matches(self, ri, ident):
+        if self.expires and time.monotonic() > self.expires:
+            return False
+        if self.verbs is not None and ri.verb not in self.verbs:
+            return False
+        if self.path is not None and not self.path.search(ri.path):
+            return False
+        if self.resource is not None and self.resource != ri.resource:
+            return False
+        if self.subresource is not None and self.subresource != ri.subresource:
+            return False
+        if self.name is not None and self.name != ri.name:
+            return False
+        if self.namespace is not None and self.namespace != ri.namespace:
+            return False
+        if self.user is not None and (ident is None or self.user != ident.user):
+            return False
+        return True
+
+    def describe(self):
+        return {"id": self.id, "fault": self.fault, "remaining": self.count, "fired": self.fired,
+                "pending_skips": self.after, "spec": self.spec}
+
+
+class Faults:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.rules = []
+
+    def add(self, spec):
+        r = FaultRule(spec)
+        with self.lock:
+            self.rules.append(r)
+        return r
+
+    def clear(self, rid=None):
+        with self.lock:
+            self.rules = [r for r in self.rules if rid is not None and r.id != rid]
+
+    def take(self, ri, ident):
+        with self.lock:
+            for r in list(self.rules):
+                if r.expires and time.monotonic() > r.expires:
+                    self.rules.remove(r)
+                    continue
+                if not r.matches(ri, ident):
+                    continue
+                if r.after > 0:
+                    r.after -= 1
+                    continue
+                r.fired += 1
+                if r.count > 0:
+                    r.count -= 1
+                    if r.count == 0:
+                        self.rules.remove(r)
+                return r
+            return None
+
+    def dump(self):
+        with self.lock:
+            return [r.describe() for r in self.rules]
+
+
+# ---------------------------------------------------------------------------------------------
+# API semantics (independent of HTTP; also used by the control API)
+# ---------------------------------------------------------------------------------------------
+
+PATCH_TYPES = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
+               "application/strategic-merge-patch+json": "strategic", "application/apply-patch+yaml": "apply",
+               "application/apply-patch+cbor": "apply"}
+_GENERATE_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def is_true(v):
+    return v is not None and v.lower() not in ("0", "false")
+
+
+class WriteCtx:
+    def __init__(self, ident=None, user_agent="", params=None, control=False):
+        self.ident, self.user_agent, self.params, self.control = ident, user_agent, params or {}, control
+        self.warnings = []
+
+    def manager(self, default="unknown"):
+        fm = self.params.get("fieldManager")
+        if fm:
+            return fm
+        ua = (self.user_agent or "").split("/")[0]
+        ua = "".join(c for c in ua if c.isprintable())[:128]
+        return ua or default
+
+
+def parse_rv(s):
+    try:
+        n = int(s)
+        if n < 0:
+            raise ValueError
+        return n
+    except ValueError:
+        raise err_bad_request("invalid resource version: %s" % go_quote(s)) from None
+
+
+def validate_list_options(params, watch):
+    errs = []
+    match, rv = params.get("resourceVersionMatch", ""), params.get("resourceVersion", "")
+    cont, sie = params.get("continue", ""), params.get("sendInitialEvents")
+    F = FieldError
+    if watch:
+        if sie is not None and match != "NotOlderThan":
+            errs.append(F("Forbidden", "resourceVersionMatch",
+                          detail="sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"))
+        if match:
+            if sie is None:
+                errs.append(F("Forbidden", "resourceVersionMatch",
+                              detail="resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"))
+            if match != "NotOlderThan":
+                errs.append(F("NotSupported", "resourceVersionMatch", match, ["NotOlderThan"]))
+            if cont:
+                errs.append(F("Forbidden", "resourceVersionMatch",
+                              detail="resourceVersionMatch is forbidden when continue is provided"))
+    else:
+        if match:
+            if not rv:
+                errs.append(F("Forbidden", "resourceVersionMatch",
+                              detail="resourceVersionMatch is forbidden unless resourceVersion is provided"))
+            if cont:
+                errs.append(F("Forbidden", "resourceVersionMatch",
+                              detail="resourceVersionMatch is forbidden when continue is provided"))
+            if match not in ("Exact", "NotOlderThan"):
+                errs.append(F("NotSupported", "resourceVersionMatch", match, ["Exact", "NotOlderThan", ""]))
+            if match == "Exact" and rv == "0":
+                errs.append(F("Forbidden", "resourceVersionMatch",
+                              detail='resourceVersionMatch "exact" is forbidden for resourceVersion "0"'))
+        if sie is not None:
+            errs.append(F("Forbidden", "sendInitialEvents", detail="sendInitialEvents is forbidden for list"))
+    if errs:
+        raise err_invalid("ListOptions", "meta.k8s.io", "", errs)
+
+
+def selectors_for(kind, params):
+    freqs = parse_field_selector(params.get("fieldSelector", ""))
+    for key, op, val in freqs:
+        if key not in kind.fields:
+            raise err_bad_request("field label not supported: %s" % key)
+    return freqs, parse_label_selector(params.get("labelSelector", ""))
+
+
+def validate_event(ev, request_group, create):
+    """k8s pkg/apis/core/validation/events.go (legacyValidateEvent + strict events.k8s.io/v1 checks)."""
+    errs = []
+    F = FieldError
+    ns = (ev.get("metadata") or {}).get("namespace", "")
+    inv = ev.get("involvedObject") or {}
+    rc_field = "reportingComponent" if request_group == "" else "reportingController"
+    if not ev.get("eventTime"):
+        if not inv.get("namespace"):
+            if ns not in ("", "default"):
+                errs.append(F("Invalid", "involvedObject.namespace", inv.get("namespace", ""),
+                              "does not match event.namespace"))
+        elif ns != inv.get("namespace"):
+            errs.append(F("Invalid", "involvedObject.namespace", inv.get("namespace", ""),
+                          "does not match event.namespace"))
+    else:
+        if not inv.get("namespace") and ns not in ("default", "kube-system"):
+            errs.append(F("Invalid", "involvedObject.namespace", inv.get("namespace", ""),
+                          "does not match event.namespace"))
+        rc = ev.get("reportingComponent", "")
+        if not rc:
+            errs.append(F("Required", rc_field))
+        else:
+            errs += [F("Invalid", rc_field, rc, m) for m in is_qualified_name(rc)]
+        if not ev.get("reportingInstance"):
+            errs.append(F("Required", "reportingInstance"))
+        elif len(ev["reportingInstance"]) > 128:
+            errs.append(F("Invalid", "reportingInstance", "", "can have at most 128 characters"))
+        for f in ("action", "reason"):
+            if not ev.get(f):
+                errs.append(F("Required", f))
+            elif len(ev[f]) > 128:
+                errs.append(F("Invalid", f, "", "can have at most 128 characters"))
+        if len(ev.get("message") or "") > 1024:
+            errs.append(F("Invalid", "message", "", "can have at most 1024 characters"))
+    if ns:
+        errs += [F("Invalid", "namespace", ns, m) for m in is_dns1123_subdomain(ns)]
+    if request_group == "events.k8s.io" and create:
+        series = ev.get("series")
+        if series:
+            if (series.get("count") or 0) < 2:
+                errs.append(F("Invalid", "series.count", "", "should be at least 2"))
+            if not series.get("lastObservedTime"):
+                errs.append(F("Required", "series.lastObservedTime"))
+        if not ev.get("eventTime"):
+            errs.append(F("Required", "eventTime"))
+        if ev.get("type") not in ("Normal", "Warning"):
+            errs.append(F("Invalid", "type", "", "has invalid value: %s" % (ev.get("type") or "")))
+        if ev.get("firstTimestamp"):
+            errs.append(F("Invalid", "firstTimestamp", "", "needs to be unset"))
+        if ev.get("lastTimestamp"):
+            errs.append(F("Invalid", "lastTimestamp", "", "needs to be unset"))
+        if ev.get("count"):
+            errs.append(F("Invalid", "count", "", "needs to be unset"))
+        src = ev.get("source") or {}
+        if src.get("component") or src.get("host"):
+            errs.append(F("Invalid", "source", "", "needs to be unset"))
+    return errs
+
+
+def validate_kind(kind, obj, create, request_group):
+    errs = validate_object_meta(obj, kind.namespaced, create)
+    if kind.storage == "events":
+        errs += validate_event(obj, request_group, create)
+    elif kind.storage == "leases":
+        spec = obj.get("spec") or {}
+        if "leaseDurationSeconds" in spec and spec["leaseDurationSeconds"] <= 0:
+            errs.append(FieldError("Invalid", "spec.leaseDurationSeconds", spec["leaseDurationSeconds"],
+                                   "must be greater than 0"))
+        if spec.get("leaseTransitions", 0) < 0:
+            errs.append(FieldError("Invalid", "spec.leaseTransitions", spec["leaseTransitions"],
+                                   "must be greater than or equal to 0"))
+    elif kind.storage == "nodes":
+        for i, t in enumerate((obj.get("spec") or {}).get("taints") or []):
+            if t.get("effect") not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+                errs.append(FieldError("NotSupported", "spec.taints[%d].effect" % i, t.get("effect", ""),
+                                       ["NoExecute", "NoSchedule", "PreferNoSchedule"]))
+            errs += [FieldError("Invalid", "spec.taints[%d].key" % i, t.get("key", ""), m)
+                     for m in is_qualified_name(t.get("key", ""))]
+    return errs
+
+
+class Api:
+    def __init__(self, emu):
+        self.emu = emu
+        self.store = emu.store
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def _not_older_than(self, n):
+        if n > self.store.rv and not self.store.wait_for_rv(n, self.emu.cfg["too_large_wait"]):
+            raise err_too_large_rv(n, self.store.rv)
+
+    def get(self, kind, ns, name, params):
+        rvp = params.get("resourceVersion", "")
+        if rvp not in ("", "0"):
+            self._not_older_than(parse_rv(rvp))
+        obj = self.store.get(kind.storage, ns, name)
+        if obj is None:
+            raise err_not_found(kind.resource, kind.group, name)
+        return obj
+
+    def list(self, kind, ns, params):
+        validate_list_options(params, False)
+        freqs, lreqs = selectors_for(kind, params)
+        rvp, match = params.get("resourceVersion", ""), params.get("resourceVersionMatch", "")
+        try:
+            limit = int(params.get("limit") or 0)
+        except ValueError:
+            raise err_bad_request("invalid limit") from None
+        w = Watcher(kind, ns, freqs, lreqs)
+        if rvp in ("", "0"):
+            with self.store.lock:
+                objs, rv = self.store.list(kind.storage, ns), self.store.rv
+        else:
+            n = parse_rv(rvp)
+            self._not_older_than(n)
+            with self.store.lock:
+                if match == "Exact" or (match == "" and limit > 0):
+                    objs = [o for o in self.store.state_at(kind.storage, n)
+                            if not ns or o["metadata"].get("namespace") == ns]
+                    rv = n
+                else:
+                    objs, rv = self.store.list(kind.storage, ns), self.store.rv
+        return [o for o in objs if w.match(o)], rv
+
+    # -- write pipeline ---------------------------------------------------------------------------
+
+    def _coerce(self, kind, ext, ctx, is_patch, patch_text=""):
+        c = Coercer()
+        out = c.run(ext, kind.schema)
+        fv = ctx.params.get("fieldValidation", "") or "Warn"
+        if fv not in ("Ignore", "Warn", "Strict"):
+            raise err_bad_request('fieldValidation must be one of "Ignore", "Warn", or "Strict"')
+        if c.type_errors:
+            if is_patch:
+                raise ApiError(422, "Invalid", ' "" is invalid: patch: Invalid value: %s: %s' % (
+                    go_quote(patch_text), c.type_errors[0]), details(causes=[{
+                        "reason": "FieldValueInvalid", "message": "Invalid value: %s: %s" % (
+                            go_quote(patch_text), c.type_errors[0]), "field": "patch"}]))
+            raise err_bad_request(c.type_errors[0])
+        if c.unknown and fv == "Strict":
+            text = ", ".join('unknown field "%s"' % u for u in c.unknown)
+            if is_patch == "apply":
+                raise err_bad_request("failed to create typed patch object (%s, Kind=%s): %s" % (
+                    "/" + kind.api_version if not kind.group else kind.api_version, kind.kind,
+                    "; ".join(".%s: field not declared in schema" % u for u in c.unknown)))
+            if is_patch:
+                raise ApiError(422, "Invalid", ' "" is invalid: patch: Invalid value: %s: strict decoding error: %s'
+                               % (go_quote(patch_text), text), details(causes=[{
+                                   "reason": "FieldValueInvalid", "message": "strict decoding error: " + text,
+                                   "field": "patch"}]))
+            raise err_bad_request("strict decoding error: " + text)
+        if c.unknown and fv == "Warn":
+            ctx.warnings += ['unknown field "%s"' % u for u in c.unknown]
+        return out
+
+    def _strategy(self, kind, sub, old, new):
+        if old is not None:
+            md, omd = new.setdefault("metadata", {}), old["metadata"]
+            for k in ("uid", "creationTimestamp", "deletionTimestamp", "generateName"):
+                if k in omd:
+                    md[k] = omd[k]
+                else:
+                    md.pop(k, None)
+            md.pop("managedFields", None)
+            if kind.storage in ("nodes", "pods", "namespaces"):
+                if sub == "status":
+                    if "spec" in old:
+                        new["spec"] = deep(old["spec"])
+                    else:
+                        new.pop("spec", None)
+                else:
+                    if "status" in old:
+                        new["status"] = deep(old["status"])
+                    else:
+                        new.pop("status", None)
+        new["kind"] = KIND_BY_STORAGE[kind.storage].kind
+        new["apiVersion"] = KIND_BY_STORAGE[kind.storage].api_version
+        return new
+
+    def _commit_write(self, kind, sub, old, new, ctx, entries, op):
+        """Common tail: validation, admission, no-op detection, commit. Returns (code, stored_obj)."""
+        new = KIND_BY_STORAGE[kind.storage].normalize(new)
+        md = new["metadata"]
+        errs = validate_kind(kind, new, op == "create", kind.group)
+        if old is not None and (new["metadata"].get("uid") != old["metadata"].get("uid")):
+            errs.append(FieldError("Invalid", "metadata.uid", md.get("uid", ""), "field is immutable"))
+        if errs:
+            raise err_invalid(KIND_BY_STORAGE[kind.storage].kind, kind.group, md.get("name", ""), errs)
+        if not ctx.control:
+            node_restriction(ctx.ident, kind, op, md.get("namespace", ""), md.get("name", ""), old, new)
+        if old is not None:
+            a, b = deep(old), deep(new)
+            for o in (a, b):
+                o["metadata"].pop("resourceVersion", None)
+                o["metadata"].pop("managedFields", None)
+            old_entries = self.store.managed.get(Store.key(kind.storage, md.get("namespace"), md["name"]), [])
+            if json_equal(a, b) and entries_equal(old_entries, entries):
+                return 200, old                         # no-op: same RV, no watch event
+        if is_true(ctx.params.get("dryRun")) or ctx.params.get("dryRun") == "All":
+            new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"] if old else ""
+            return (201 if old is None else 200), new
+        stored = self.store.commit(kind.storage, new, managed=entries)
+        return (201 if old is None else 200), stored
+
+    def _parse_body(self, body):
+        try:
+            obj = json.loads(body or b"null")
+        except ValueError as e:
+            raise err_bad_request("error decoding request body: %s" % e) from None
+        if not isinstance(obj, dict):
+            raise err_bad_request("the body of the request was not a JSON object")
+        return obj
+
+    def _check_gvk(self, kind, obj):
+        if obj.get("kind") and obj["kind"] != kind.kind:
+            raise err_bad_request("the kind in the request body (%s) does not match the kind expected by the "
+                                  "endpoint (%s)" % (obj["kind"], kind.kind))
+        if obj.get("apiVersion") and obj["apiVersion"] != kind.api_version:
+            raise err_bad_request("the API version in the data (%s) does not match the expected API version (%s)"
+                                  % (obj["apiVersion"], kind.api_version))
+
+    def create(self, kind, ns, body, ctx):
+        obj = body if isinstance(body, dict) else self._parse_body(body)
+        self._check_gvk(kind, obj)
+        ext = self._coerce(kind, obj, ctx, False)
+        new = kind.from_ext(ext)
+        md = new.setdefault("metadata", {})
+        if kind.namespaced:
+            if md.get("namespace") and md["namespace"] != ns:
+                raise err_bad_request("the namespace of the provided object does not match the namespace sent on "
+                                      "the request")
+            md["namespace"] = ns
+        else:
+            md.pop("namespace", None)
+        with self.store.lock:
+            if kind.namespaced and self.store.get("namespaces", "", ns) is None:
+                raise err_not_found("namespaces", "", ns)
+            if not md.get("name") and md.get("generateName"):
+                md["name"] = md["generateName"] + "".join(random.choice(_GENERATE_CHARS) for _ in range(5))
+            md["uid"] = str(uuid.uuid4())
+            md["creationTimestamp"] = now_time()
+            md.pop("resourceVersion", None)
+            md.pop("managedFields", None)
+            new = self._strategy(kind, "", None, new)
+            if md.get("name") and self.store.get(kind.storage, ns, md["name"]) is not None:
+                raise err_already_exists(kind.resource, kind.group, md["name"])
+            entries = track_update([], ctx.manager(), "", {}, new, kind.kind)
+            return self._commit_write(kind, "", None, new, ctx, entries, "create")
+
+    def update(self, kind, ns, name, sub, body, ctx):
+        obj = body if isinstance(body, dict) else self._parse_body(body)
+        self._check_gvk(kind, obj)
+        ext = self._coerce(kind, obj, ctx, False)
+        new = kind.from_ext(ext)
+        md = new.setdefault("metadata", {})
+        if md.get("name") != name:
+            raise err_bad_request("the name of the object (%s) does not match the name on the URL (%s)" %
+                                  (md.get("name", ""), name))
+        if kind.namespaced:
+            if md.get("namespace") and md["namespace"] != ns:
+                raise err_bad_request("the namespace of the provided object does not match the namespace sent on "
+                                      "the request")
+            md["namespace"] = ns
+        with self.store.lock:
+            old = self.store.get(kind.storage, ns, name)
+            if old is None:
+                raise err_not_found(kind.resource, kind.group, name)
+            if md.get("resourceVersion") and md["resourceVersion"] != old["metadata"]["resourceVersion"]:
+                raise err_conflict(kind.resource, kind.group, name)
+            md.setdefault("uid", old["metadata"].get("uid"))
+            new = self._strategy(kind, sub, old, new)
+            key = Store.key(kind.storage, ns, name)
+            entries = track_update(self.store.managed.get(key, []), ctx.manager(), sub, old, new, kind.kind)
+            return self._commit_write(kind, sub, old, new, ctx, entries, "update")
+
+    def patch(self, kind, ns, name, sub, ptype, body, ctx):
+        params = ctx.params
+        fm = params.get("fieldManager")
+        errs = []
+        if ptype == "apply" and not fm:
+            errs.append(FieldError("Required", "fieldManager", detail="is required for apply patch"))
+        if fm is not None and len(fm) > 128:
+            errs.append(FieldError("TooLong", "fieldManager", "", 128))
+        if "force" in params and ptype != "apply":
+            errs.append(FieldError("Forbidden", "force", detail="may not be specified for non-apply patch"))
+        if errs:
+            raise err_invalid("PatchOptions", "meta.k8s.io", "", errs)
+        text = body.decode("utf-8", "replace") if isinstance(body, (bytes, bytearray)) else jdump(body)
+        if isinstance(body, (bytes, bytearray)):
+            try:
+                patch = json.loads(body)
+            except ValueError as e:
+                if ptype == "apply":
+                    raise err_bad_request("error decoding YAML: the emulator accepts JSON apply bodies only (%s)"
+                                          % e) from None
+                raise err_bad_request("error decoding patch: %s" % e) from None
+        else:
+            patch = body
+        if ptype == "json":
+            if not isinstance(patch, list):
+                raise err_bad_request("json: cannot unmarshal %s into Go value of type jsonpatch.Patch" %
+                                      _GO_JSON_TYPES.get(type(patch), "value"))
+            if len(patch) > MAX_JSON_PATCH_OPS:
+                raise ApiError(413, "RequestEntityTooLarge", "The request is too large: the allowed number of "
+                               "operations in a json patch is %d, but found %d" % (MAX_JSON_PATCH_OPS, len(patch)))
+        elif not isinstance(patch, dict):
+            raise err_bad_request("json: cannot unmarshal %s into Go value of type map[string]interface {}" %
+                                  _GO_JSON_TYPES.get(type(patch), "value"))
+        with self.store.lock:
+            old = self.store.get(kind.storage, ns, name)
+            key = Store.key(kind.storage, ns, name)
+            entries = self.store.managed.get(key, [])
+            if ptype == "apply":
+                for f in ("apiVersion", "kind"):
+                    if not patch.get(f):
+                        raise err_bad_request("Object '%s' is missing in '%s'" % (
+                            "Kind" if f == "kind" else "apiVersion", text[:200]))
+                self._check_gvk(kind, patch)
+                pmd = patch.get("metadata") or {}
+                if pmd.get("name") != name:
+                    raise err_bad_request("the name of the object (%s) does not match the name on the URL (%s)" %
+                                          ((pmd.get("name") or ""), name))
+                cfg = self._coerce(kind, patch, ctx, "apply", text)
+                if old is None:
+                    base_ext = {"metadata": dict({"name": name}, **({"namespace": ns} if kind.namespaced else {}))}
+                else:
+                    base_ext = kind.to_ext(deep(old))
+                new_ext, entries = ssa_apply(base_ext, cfg, entries, fm, sub, is_true(params.get("force")),
+                                             kind.kind, kind.api_version)
+                new = kind.from_ext(new_ext)
+                if old is None:
+                    nmd = new.setdefault("metadata", {})
+                    if kind.namespaced:
+                        nmd["namespace"] = ns
+                        if self.store.get("namespaces", "", ns) is None:
+                            raise err_not_found("namespaces", "", ns)
+                    nmd["uid"] = str(uuid.uuid4())
+                    nmd["creationTimestamp"] = now_time()
+                    new = self._strategy(kind, "", None, new)
+                    return self._commit_write(kind, sub, None, new, ctx, entries, "create")
+                new = self._strategy(kind, sub, old, new)
+                return self._commit_write(kind, sub, old, new, ctx, entries, "update")
+            if old is None:
+                raise err_not_found(kind.resource, kind.group, name)
+            cur_ext = kind.to_ext(deep(old))
+            if ptype == "json":
+                try:
+                    patched = json_patch(cur_ext, patch)
+                except (JsonPatchError, IndexError, KeyError, TypeError):
+                    raise err_generic_422() from None
+                if not isinstance(patched, dict):
+                    raise err_generic_422()
+            elif ptype == "merge":
+                patched = merge_patch(cur_ext, patch)
+            else:
+                patched = strategic_merge_patch(cur_ext, patch, kind.kind)
+            prv = (patched.get("metadata") or {}).get("resourceVersion")
+            if prv and prv != old["metadata"]["resourceVersion"]:
+                raise err_conflict(kind.resource, kind.group, name)
+            pmd = patched.get("metadata") or {}
+            if pmd.get("name") != name:
+                raise err_bad_request("the name of the object (%s) does not match the name on the URL (%s)" %
+                                      (pmd.get("name") or "", name))
+            if kind.namespaced and pmd.get("namespace") != ns:
+                raise err_bad_request("the namespace of the provided object does not match the namespace sent on "
+                                      "the request")
+            new = kind.from_ext(self._coerce(kind, patched, ctx, True, text))
+            new = self._strategy(kind, sub, old, new)
+            # uid is immutable: a patch that changes it fails validation (422), one that drops it is ignored
+            new["metadata"]["uid"] = pmd.get("uid") or old["metadata"].get("uid")
+            entries = track_update(entries, ctx.manager(), sub, old, new, kind.kind)
+            return self._commit_write(kind, sub, old, new, ctx, entries, "update")
+
+    def delete(self, kind, ns, name, body, ctx):
+        opts = {}
+        if body:
+            try:
+                opts = json.loads(body) or {}
+            except ValueError:
+                raise err_bad_request("error decoding DeleteOptions") from None
+        with self.store.lock:
+            old = self.store.get(kind.storage, ns, name)
+            if old is None:
+                raise err_not_found(kind.resource, kind.group, name)
+            pre = (opts or {}).get("preconditions") or {}
+            if pre.get("uid") and pre["uid"] != old["metadata"].get("uid"):
+                raise err_conflict(kind.resource, kind.group, name,
+                                   "Precondition failed: UID in precondition: %s, UID in object meta: %s" %
+                                   (pre["uid"], old["metadata"].get("uid")))
+            if pre.get("resourceVersion") and pre["resourceVersion"] != old["metadata"]["resourceVersion"]:
+                raise err_conflict(kind.resource, kind.group, name,
+                                   "Precondition failed: ResourceVersion in precondition: %s, ResourceVersion in "
+                                   "object meta: %s" % (pre["resourceVersion"], old["metadata"]["resourceVersion"]))
+            if is_true(ctx.params.get("dryRun")) or ctx.params.get("dryRun") == "All":
+                last = old
+            else:
+                last = self.store.delete(kind.storage, ns, name)
+        if kind.storage == "pods":
+            last = deep(last)
+            last["metadata"]["deletionTimestamp"] = now_time()
+            return last
+        return status_obj(200, "", "", details(name=name, group=kind.group, kind=kind.resource,
+                                                 uid=old["metadata"].get("uid")), status="Success")
+
+
+# ---------------------------------------------------------------------------------------------
+# Certificates (openssl CLI) and TLS contexts
+# ---------------------------------------------------------------------------------------------
+
+_OPENSSL_CNF = """\
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = placeholder
+[v3_ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign,digitalSignature
+subjectKeyIdentifier = hash
+[ca]
+default_ca = ca_default
+[ca_default]
+database = %(dir)s/index.txt
+new_certs_dir = %(dir)s/issued
+serial = %(dir)s/serial
+default_md = sha256
+policy = policy_any
+unique_subject = no
+copy_extensions = none
+[policy_any]
+commonName = supplied
+organizationName = optional
+"""
+
+
+class CertFactory:
+    GOOD_CA = "kube-emulator-ca"
+    WRONG_CA = "kube-emulator-wrong-ca"
+
+    def __init__(self, directory, sans):
+        self.dir = directory
+        self.sans = sans
+        self.lock = threading.RLock()
+        os.makedirs(os.path.join(directory, "issued"), exist_ok=True)
+        self.cnf = os.path.join(directory, "openssl.cnf")
+        with open(self.cnf, "w") as f:
+            f.write(_OPENSSL_CNF % {"dir": directory})
+        for fn, content in (("index.txt", ""), ("serial", "1000\n")):
+            p = os.path.join(directory, fn)
+            if not os.path.exists(p):
+                with open(p, "w") as f:
+                    f.write(content)
+        self._cache = {}
+
+    def _openssl(self, *args):
+        r = subprocess.run(["openssl"] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.dir)
+        if r.returncode != 0:
+            raise RuntimeError("openssl %s failed: %s" % (args[0], r.stderr.decode(errors="replace")))
+
+    def _path(self, name):
+        return os.path.join(self.dir, name)
+
+    def ca(self, which="good"):
+        with self.lock:
+            if ("ca", which) in self._cache:
+                return self._cache[("ca", which)]
+            cn = self.GOOD_CA if which == "good" else self.WRONG_CA
+            crt, key = self._path("%s-ca.crt" % which), self._path("%s-ca.key" % which)
+            self._openssl("req", "-x509", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                          "-nodes", "-keyout", key, "-out", crt, "-days", "3650", "-subj", "/CN=" + cn,
+                          "-config", self.cnf, "-extensions", "v3_ca")
+            self._cache[("ca", which)] = (crt, key)
+            return crt, key
+
+    def leaf(self, name, cn, orgs=(), sans=None, usage="serverAuth", ca="good", expired=False):
+        with self.lock:
+            if ("leaf", name) in self._cache:
+                return self._cache[("leaf", name)]
+            ca_crt, ca_key = self.ca(ca)
+            crt, key, csr, ext = (self._path(name + ".crt"), self._path(name + ".key"), self._path(name + ".csr"),
+                                  self._path(name + ".ext"))
+            subj = "/CN=" + cn.replace("/", "\\/") + "".join("/O=" + o.replace("/", "\\/") for o in orgs)
+            self._openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                          "-keyout", key, "-out", csr, "-subj", subj, "-config", self.cnf)
+            lines = ["[leaf]", "basicConstraints = critical,CA:FALSE",
+                     "keyUsage = critical,digitalSignature,keyEncipherment",
+                     "extendedKeyUsage = " + usage, "subjectKeyIdentifier = hash",
+                     "authorityKeyIdentifier = keyid"]
+            if sans:
+                lines.append("subjectAltName = " + ",".join(sans))
+            with open(ext, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            if expired:
+                self._openssl("ca", "-batch", "-config", self.cnf, "-cert", ca_crt, "-keyfile", ca_key, "-in", csr,
+                              "-out", crt, "-startdate", "20200101000000Z", "-enddate", "20200102000000Z",
+                              "-extfile", ext, "-extensions", "leaf", "-notext", "-subj", subj)
+            else:
+                self._openssl("x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-set_serial",
+                              "0x" + uuid.uuid4().hex[:16], "-days", "825", "-out", crt, "-extfile", ext,
+                              "-extensions", "leaf")
+            os.chmod(key, 0o600)
+            self._cache[("leaf", name)] = (crt, key)
+            return crt, key
+
+    def server(self, mode):
+        if mode == "good":
+            return self.leaf("server", "kube-apiserver", sans=self.sans)
+        if mode == "wrong-ca":
+            return self.leaf("server-wrong-ca", "kube-apiserver", sans=self.sans, ca="wrong")
+        if mode == "wrong-san":
+            return self.leaf("server-wrong-san", "kube-apiserver", sans=["DNS:wrong.example.invalid",
+                                                                          "IP:192.0.2.1"])
+        if mode == "expired":
+            return self.leaf("server-expired", "kube-apiserver", sans=self.sans, expired=True)
+        raise ValueError("unknown server certificate mode %r" % mode)
+
+
+class TlsConfig:
+    MODES = ("good", "wrong-ca", "wrong-san", "expired")
+    CLIENT_MODES = ("none", "optional", "required")
+
+    def __init__(self, certs, mode="good", client_mode="optional"):
+        self.certs = certs
+        self.lock = threading.Lock()
+        self.mode, self.client_mode = mode, client_mode
+        self._contexts = {}
+        self.context()
+
+    def set(self, mode=None, client_mode=None):
+        if mode is not None and mode not in self.MODES:
+            raise ValueError("cert must be one of %s" % ", ".join(self.MODES))
+        if client_mode is not None and client_mode not in self.CLIENT_MODES:
+            raise ValueError("client_auth must be one of %s" % ", ".join(self.CLIENT_MODES))
+        with self.lock:
+            self.mode = mode or self.mode
+            self.client_mode = client_mode or self.client_mode
+        self.context()
+
+    def context(self):
+        with self.lock:
+            k = (self.mode, self.client_mode)
+            if k in self._contexts:
+                return self._contexts[k]
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+            crt, key = self.certs.server(self.mode)
+            ctx.load_cert_chain(crt, key)
+            ctx.set_alpn_protocols(["http/1.1"])       # no HTTP/2 in the stdlib
+            if self.client_mode != "none":
+                # kube-apiserver requests but verifies client certs in the authenticator (401, not a TLS
+                # failure); trusting both emulator CAs at the TLS layer lets us do the same for them.
+                ctx.verify_mode = ssl.CERT_REQUIRED if self.client_mode == "required" else ssl.CERT_OPTIONAL
+                ctx.load_verify_locations(self.certs.ca("good")[0])
+                ctx.load_verify_locations(self.certs.ca("wrong")[0])
+                ctx.verify_flags |= 0x200000                 # X509_V_FLAG_NO_CHECK_TIME: expiry checked later
+            self._contexts[k] = ctx
+            return ctx
+
+
+def cert_identity(cert):
+    """Map a verified peer certificate to an Identity (None if not acceptable -> 401)."""
+    if not cert:
+        return None
+    subj = [x for rdn in cert.get("subject", ()) for x in rdn]
+    issuer = [x for rdn in cert.get("issuer", ()) for x in rdn]
+    cn = next((v for k, v in subj if k == "commonName"), "")
+    orgs = [v for k, v in subj if k == "organizationName"]
+    if next((v for k, v in issuer if k == "commonName"), "") != CertFactory.GOOD_CA:
+        return False
+    try:
+        if ssl.cert_time_to_seconds(cert["notAfter"]) < time.time() or \
+                ssl.cert_time_to_seconds(cert["notBefore"]) > time.time():
+            return False
+    except (KeyError, ValueError):
+        return False
+    return Identity(cn, orgs + ["system:authenticated"], "x509")
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTPS API server (HTTP/1.1 keep-alive, chunked watch streams)
+# ---------------------------------------------------------------------------------------------
+
+
+class ClientGone(Exception):
+    pass
+
+
+class WatchEnd(Exception):
+    def __init__(self, reason, clean=True):
+        super().__init__(reason)
+        self.reason, self.clean = reason, clean
+
+
+class Log:
+    """Append-only log with sequence numbers (request log, watch log, TLS log)."""
+
+    def __init__(self, limit=200000):
+        self.lock = threading.Lock()
+        self.entries = collections.deque()
+        self.seq = 0
+        self.limit = limit
+
+    def new(self, **kw):
+        with self.lock:
+            self.seq += 1
+            e = dict(seq=self.seq, **kw)
+            self.entries.append(e)
+            while len(self.entries) > self.limit:
+                self.entries.popleft()
+            return e
+
+    def since(self, seq=0):
+        with self.lock:
+            return [copy.deepcopy(e) for e in self.entries if e["seq"] > seq]
+
+    def clear(self):
+        with self.lock:
+            self.entries.clear()
+
+
+class ConnState:
+    _ids = iter(range(1, 1 << 62))
+
+    def __init__(self, sock, addr):
+        self.id = next(ConnState._ids)
+        self.sock, self.addr = sock, addr
+        self.busy = False
+        self.watcher = None
+        self.close_after = False
+        self.requests = 0
+        self.opened = time.time()
+
+
+APF_FLOW_SCHEMAS = {"system-node-high": "8d7c5e0a-1a8e-4b46-9a3e-4a4ef7b8c001",
+                    "system-nodes": "8d7c5e0a-1a8e-4b46-9a3e-4a4ef7b8c002",
+                    "global-default": "8d7c5e0a-1a8e-4b46-9a3e-4a4ef7b8c003",
+                    "exempt": "8d7c5e0a-1a8e-4b46-9a3e-4a4ef7b8c004"}
+APF_LEVELS = {"system-node-high": "5b0e3c1d-7a6f-4f0e-8f5e-2b9d6c1e0001",
+              "system-nodes": "5b0e3c1d-7a6f-4f0e-8f5e-2b9d6c1e0002",
+              "global-default": "5b0e3c1d-7a6f-4f0e-8f5e-2b9d6c1e0003",
+              "exempt": "5b0e3c1d-7a6f-4f0e-8f5e-2b9d6c1e0004"}
+
+
+class ApiHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = 300
+    conn_state = None
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def send_response(self, code, message=None):
+        self.send_response_only(code, message)
+        self.send_header("Date", self.date_time_string())
+
+    def finish(self):
+        try:
+            super().finish()
+        except (OSError, ValueError):
+            pass
+
+    def do_GET(self):
+        self._serve()
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _serve(self):
+        emu = self.server.emu
+        st = self.conn_state
+        st.busy = True
+        st.requests += 1
+        self.emu, self.cfg = emu, emu.cfg
+        self.audit = str(uuid.uuid4())
+        self.ident, self.ri, self.drip, self.wfault = None, None, None, None
+        self.head_sent, self.warnings = False, []
+        split = urllib.parse.urlsplit(self.path)
+        self.req_path = split.path or "/"
+        q = urllib.parse.parse_qs(split.query, keep_blank_values=True)
+        self.params = {k: v[0] for k, v in q.items()}
+        self.entry = emu.reqlog.new(
+            time=time.time(), end=None, method=self.command, path=self.req_path, query=split.query,
+            params=self.params, verb=None, user=None, groups=None, status=None,
+            content_type=self.headers.get("Content-Type"), accept=self.headers.get("Accept"),
+            user_agent=self.headers.get("User-Agent"), audit_id=self.audit, watch=False, fault=None, body=None,
+            warnings=None, retry_after=None, conn=st.id)
+        try:
+            body = self._read_body()
+            if body and self.cfg["log_bodies"] and len(body) <= 65536:
+                try:
+                    self.entry["body"] = json.loads(body)
+                except ValueError:
+                    self.entry["body"] = body.decode("utf-8", "replace")
+            self._handle(body)
+        except ApiError as e:
+            if not self.head_sent:
+                self._send_error(e)
+            else:
+                self.close_connection = True
+        except ClientGone:
+            self.close_connection = True
+        except (OSError, ssl.SSLError):
+            self.close_connection = True
+        except Exception as e:  # noqa: BLE001 - the emulator must answer like a server, not crash
+            emu.debug("internal error: %s" % traceback.format_exc())
+            if not self.head_sent:
+                self._send_error(err_internal(str(e)))
+            else:
+                self.close_connection = True
+        finally:
+            self.entry["end"] = time.time()
+            st.busy = False
+            if st.close_after:
+                self.close_connection = True
+
+    def _read_body(self):
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            data = b""
+            while True:
+                line = self.rfile.readline(1024)
+                size = int(line.split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                        pass
+                    return data
+                data += self.rfile.read(size)
+                self.rfile.readline(16)
+                if len(data) > MAX_BODY:
+                    self.close_connection = True
+                    raise ApiError(413, "RequestEntityTooLarge", "Request entity too large: limit is %d" % MAX_BODY)
+        n = int(self.headers.get("Content-Length") or 0)
+        if n > MAX_BODY:
+            self.close_connection = True
+            raise ApiError(413, "RequestEntityTooLarge", "Request entity too large: limit is %d" % MAX_BODY)
+        return self.rfile.read(n) if n else b""
+
+    def _std_headers(self, ctype):
+        h = [("Audit-Id", self.audit), ("Cache-Control", "no-cache, private"), ("Content-Type", ctype)]
+        if self.ident is not None and self.cfg["apf_headers"]:
+            fs = "exempt" if "system:masters" in self.ident.groups else (
+                "system-node-high" if "system:nodes" in self.ident.groups and self.ri and self.ri.resource in (
+                    "nodes", "leases") else ("system-nodes" if "system:nodes" in self.ident.groups
+                                             else "global-default"))
+            h += [("X-Kubernetes-Pf-Flowschema-Uid", APF_FLOW_SCHEMAS[fs]),
+                  ("X-Kubernetes-Pf-Prioritylevel-Uid", APF_LEVELS[fs])]
+        for w in self.warnings:
+            h.append(("Warning", '299 - "%s"' % w.replace("\\", "\\\\").replace('"', '\\"')))
+        return h
+
+    def _head(self, code, headers):
+        self.send_response(code)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        self.head_sent = True
+        self.entry["status"] = code
+        if self.warnings:
+            self.entry["warnings"] = list(self.warnings)
+
+    def _raw(self, data):
+        if self.drip:
+            n, interval = self.drip
+            for i in range(0, len(data), n):
+                if i:
+                    time.sleep(interval)
+                self.wfile.write(data[i:i + n])
+        else:
+            self.wfile.write(data)
+
+    def _send_json(self, code, obj, extra=()):
+        data = jbytes(obj)
+        headers = self._std_headers("application/json")
+        if len(data) >= self.cfg["gzip_min_bytes"] and "gzip" in (self.headers.get("Accept-Encoding") or ""):
+            data = gzip.compress(data)
+            headers += [("Content-Encoding", "gzip"), ("Vary", "Accept-Encoding")]
+        self._head(code, headers + list(extra) + [("Content-Length", str(len(data)))])
+        if self.command != "HEAD":
+            self._raw(data)
+
+    def _send_error(self, e):
+        extra = list(e.headers)
+        ra = (e.det or {}).get("retryAfterSeconds")
+        if ra and not any(k.lower() == "retry-after" for k, _ in extra):
+            extra.append(("Retry-After", str(ra)))
+        for k, v in extra:
+            if k.lower() == "retry-after":
+                self.entry["retry_after"] = v
+        if e.plain is not None:
+            data = e.plain.encode()
+            headers = self._std_headers("text/plain; charset=utf-8") + [("X-Content-Type-Options", "nosniff")]
+            self._head(e.code, headers + extra + [("Content-Length", str(len(data)))])
+            self._raw(data)
+        else:
+            self._send_json(e.code, e.status(), extra)
+
+    def _abort(self, rst=False):
+        """Close the connection without a terminating chunk (FIN, or RST with rst=True)."""
+        self.close_connection = True
+        sock = self.connection
+        try:
+            if rst:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                for f in (self.rfile, self.wfile):
+                    try:
+                        f.close()
+                    except (OSError, ValueError):
+                        pass
+                socket.socket.close(sock)
+            else:
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        except (OSError, ValueError):
+            pass
+
+    def _client_gone(self):
+        sock = self.connection
+        try:
+            r, _, _ = select.select([sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        if not r:
+            return False
+        try:
+            sock.settimeout(0.0)
+            return sock.recv(4096) == b""
+        except ssl.SSLWantReadError:
+            return False
+        except (ssl.SSLError, OSError):
+            return True
+        finally:
+            try:
+                sock.settimeout(self.timeout)
+            except OSError:
+                pass
+
+    # -- request processing ----------------------------------------------------------------------
+
+    def _authenticate(self):
+        try:
+            cert = self.connection.getpeercert()
+        except (ValueError, OSError):
+            cert = None
+        ci = cert_identity(cert) if cert else None
+        if ci:
+            return ci
+        auth = self.headers.get("Authorization")
+        if auth:
+            parts = auth.split(" ", 1)
+            if len(parts) == 2 and parts[0].lower() == "bearer" and parts[1].strip():
+                ident = self.emu.tokens.lookup(parts[1].strip())
+                if ident:
+                    return ident
+            raise err_unauthorized()
+        if ci is False:
+            raise err_unauthorized()
+        return ANONYMOUS
+
+    def _request_info(self, path):
+        """Returns (RI, route_error)."""
+        parts = [p for p in path.split("/") if p]
+        method = self.command
+        nonres = RI(path, {"GET": "get", "POST": "post", "PUT": "put", "PATCH": "patch",
+                           "DELETE": "delete"}.get(method, method.lower()))
+        if not parts or parts[0] not in ("api", "apis"):
+            return nonres, None
+        if parts[0] == "api":
+            if len(parts) < 3:
+                return nonres, None
+            group, version, rest = "", parts[1], parts[2:]
+        else:
+            if len(parts) < 4:
+                return nonres, None
+            group, version, rest = parts[1], parts[2], parts[3:]
+        watch_prefix = False
+        if rest and rest[0] == "watch":
+            watch_prefix, rest = True, rest[1:]
+        ns = ""
+        if len(rest) >= 3 and rest[0] == "namespaces" and not (len(rest) == 3 and rest[2] in ("status", "finalize")):
+            ns, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 3:
+            return nonres, err_no_route()
+        kind = KIND_BY_GVR.get((group, version, rest[0]))
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+        if kind is None or (ns and not kind.namespaced) or (sub and sub not in kind.subresources):
+            return nonres, err_no_route()
+        if kind.namespaced and not ns and (name or method in ("POST",)):
+            return nonres, err_no_route()
+        if method == "GET":
+            verb = ("watch" if watch_prefix else "get") if name else (
+                "watch" if watch_prefix or ("watch" in self.params and is_true(self.params["watch"])) else "list")
+        elif method == "POST":
+            verb = "create" if not name else None
+        elif method == "PUT":
+            verb = "update" if name else None
+        elif method == "PATCH":
+            verb = "patch" if name else None
+        elif method == "DELETE":
+            verb = "delete" if name else "deletecollection"
+        else:
+            verb = None
+        ri = RI(path, verb or method.lower(), kind, ns, name, sub)
+        if verb is None or verb == "deletecollection":
+            return ri, err_method_not_allowed()
+        if verb == "watch" and name:
+            self.params["fieldSelector"] = "metadata.name=" + name
+            ri.name = ""
+        return ri, None
+
+    def _handle(self, body):
+        emu = self.emu
+        self.ident = ident = self._authenticate()
+        self.entry["user"], self.entry["groups"] = ident.user, ident.groups
+        ri, route_err = self._request_info(self.req_path)
+        self.ri = ri
+        self.entry["verb"] = ri.verb
+        rule = emu.faults.take(ri, ident)
+        if rule is not None:
+            self.entry["fault"] = rule.fault
+            if rule.fault in REQUEST_FAULTS:
+                self._request_fault(rule, ri)
+            else:
+                self.wfault = rule
+        if ident is ANONYMOUS and self.cfg["anonymous_401"]:
+            raise err_unauthorized()
+        freqs = []
+        if ri.kind and ri.verb in ("list", "watch") and not route_err:
+            freqs = selectors_for(ri.kind, self.params)[0]
+        authorize(emu, ident, ri, freqs)
+        if route_err:
+            raise route_err
+        if not ri.kind:
+            return self._nonresource()
+        accept = self.headers.get("Accept") or ""
+        if accept and not any(t.split(";")[0].strip() in ("application/json", "*/*", "application/*", "")
+                              for t in accept.split(",")):
+            raise ApiError(406, "NotAcceptable", "only the following media types are accepted: application/json")
+        kind, ns, name, sub = ri.kind, ri.namespace, ri.name, ri.subresource
+        ctx = WriteCtx(ident, self.headers.get("User-Agent") or "", self.params)
+        api = emu.api
+        if ri.verb == "get":
+            return self._send_object(200, kind, api.get(kind, ns, name, self.params))
+        if ri.verb == "list":
+            objs, rv = api.list(kind, ns, self.params)
+            return self._send_list(kind, objs, rv)
+        if ri.verb == "watch":
+            return self._watch(kind, ns)
+        if ri.verb in ("create", "update"):
+            ct = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip().lower()
+            if ct not in ("application/json", ""):
+                raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - "
+                               "accepted media types include: application/json, application/yaml, "
+                               "application/vnd.kubernetes.protobuf, application/cbor")
+            if ri.verb == "create":
+                code, obj = api.create(kind, ns, body, ctx)
+            else:
+                code, obj = api.update(kind, ns, name, sub, body, ctx)
+            self.warnings = ctx.warnings
+            return self._send_object(code, kind, obj)
+        if ri.verb == "patch":
+            ct = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            if ct not in PATCH_TYPES:
+                raise err_unsupported_media()
+            code, obj = api.patch(kind, ns, name, sub, PATCH_TYPES[ct], body, ctx)
+            self.warnings = ctx.warnings
+            return self._send_object(code, kind, obj)
+        if ri.verb == "delete":
+            res = api.delete(kind, ns, name, body, ctx)
+            if res.get("kind") == "Status":
+                return self._send_json(200, res)
+            return self._send_object(200, kind, res)
+        raise err_method_not_allowed()
+
+    def _request_fault(self, rule, ri):
+        p, f = rule.params, rule.fault
+        extra = []
+        if p.get("retry_after") is not None and f not in ("too-many-requests",):
+            extra.append(("Retry-After", str(p["retry_after"])))
+        if p.get("close"):
+            extra.append(("Connection", "close"))
+        det_retry = p.get("retry_after") if isinstance(p.get("retry_after"), int) else None
+        if f == "slow-headers":
+            delay = float(p.get("delay", 5))
+            if ri.verb != "watch" and delay >= self.cfg["request_timeout"]:
+                time.sleep(self.cfg["request_timeout"])
+                raise err_timeout("request did not complete within requested timeout - context deadline exceeded")
+            time.sleep(delay)
+            return
+        if f == "slow-drip":
+            self.drip = (max(1, int(p.get("bytes", 16))), float(p.get("interval", 0.2)))
+            return
+        if f == "close":
+            time.sleep(float(p.get("delay", 0)))
+            self._abort(bool(p.get("rst")))
+            raise ClientGone()
+        if f == "too-many-requests":
+            ra = p.get("retry_after", 7)
+            hdrs = ([("Retry-After", str(ra))] if ra is not None else []) + extra
+            if p.get("json"):
+                raise ApiError(429, "TooManyRequests", p.get("message", "Too many requests, please try again later."),
+                               details(retry=ra) if ra else details(), headers=hdrs)
+            raise ApiError(429, "TooManyRequests", "", headers=hdrs,
+                           plain=p.get("message", "Too many requests, please try again later.") + "\n")
+        if f == "shutdown":
+            self.conn_state.close_after = True
+            raise ApiError(429, "TooManyRequests", "", headers=[("Retry-After", str(p.get("retry_after", 5))),
+                                                                 ("Connection", "close")],
+                           plain="The apiserver is shutting down, please try again later.\n")
+        if f == "service-unavailable":
+            raise ApiError(503, "ServiceUnavailable", p.get("message", "service unavailable"),
+                           details(retry=det_retry), headers=extra)
+        if f == "internal-error":
+            e = err_internal(p.get("message", "injected fault"))
+            e.headers = extra
+            raise e
+        if f == "forbidden":
+            ident = self.ident or ANONYMOUS
+            e = deny(ident, ri, p.get("reason", "injected by the emulator"))
+            if p.get("message"):
+                e.message = p["message"]
+            e.headers = extra
+            raise e
+        if f == "unauthorized":
+            raise err_unauthorized()
+        if f == "conflict":
+            e = err_conflict(ri.resource, ri.group, ri.name or p.get("name", ""))
+            e.headers = extra
+            raise e
+        if f == "expired":
+            rv = self.params.get("resourceVersion") or "0"
+            raise err_expired(p.get("message", "too old resource version: %s (%d)" % (rv, self.emu.store.rv)))
+        if f == "not-found":
+            raise err_not_found(ri.resource, ri.group, ri.name)
+        if f == "timeout":
+            time.sleep(float(p.get("delay", 0)))
+            raise err_timeout(p.get("message", "request did not complete within requested timeout - context "
+                                               "deadline exceeded"))
+        if f == "status":
+            code = int(p.get("code", 500))
+            plain = p.get("body") if p.get("plain") else None
+            hdrs = extra + [tuple(h) for h in p.get("headers", [])]
+            raise ApiError(code, p.get("reason", ""), p.get("message", "injected status %d" % code),
+                           details(retry=det_retry), headers=hdrs, plain=plain)
+
+    def _nonresource(self):
+        path = self.req_path.rstrip("/") or "/"
+        if path in ("/healthz", "/livez", "/readyz"):
+            data = b"ok"
+            self._head(200, self._std_headers("text/plain; charset=utf-8") + [("X-Content-Type-Options", "nosniff"),
+                                                                             ("Content-Length", "2")])
+            return self._raw(data)
+        if path == "/version":
+            v = self.emu.server_version
+            major, minor = v.lstrip("v").split(".")[:2]
+            return self._send_json(200, {"major": major, "minor": minor, "gitVersion": v,
+                                         "gitCommit": "0" * 40, "gitTreeState": "clean",
+                                         "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.23.6",
+                                         "compiler": "gc", "platform": "linux/amd64"})
+        if path == "/api":
+            return self._send_json(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": "%s:%d" % (self.emu.host, self.emu.port)}]})
+        if path == "/api/v1":
+            return self._send_json(200, discovery_resources("", "v1"))
+        if path == "/apis":
+            return self._send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": discovery_groups()})
+        parts = path.split("/")
+        if len(parts) == 3 and parts[1] == "apis":
+            g = next((g for g in discovery_groups() if g["name"] == parts[2]), None)
+            if g:
+                return self._send_json(200, dict({"kind": "APIGroup", "apiVersion": "v1"}, **g))
+        if len(parts) == 4 and parts[1] == "apis" and any(k.group == parts[2] and k.version == parts[3]
+                                                           for k in KINDS):
+            return self._send_json(200, discovery_resources(parts[2], parts[3]))
+        raise err_no_route()
+
+    def _wants_table(self):
+        return "as=Table" in (self.headers.get("Accept") or "")
+
+    def _send_object(self, code, kind, obj):
+        ext = kind.to_ext(deep(obj))
+        if self._wants_table():
+            ext = make_table(kind, [ext], obj["metadata"].get("resourceVersion", ""),
+                             self.params.get("includeObject", "Metadata"))
+        self._send_json(code, ext)
+
+    def _send_list(self, kind, objs, rv):
+        exts = [kind.to_ext(deep(o)) for o in objs]
+        if self._wants_table():
+            return self._send_json(200, make_table(kind, exts, str(rv), self.params.get("includeObject", "Metadata")))
+        for e in exts:
+            e.pop("kind", None)
+            e.pop("apiVersion", None)
+        self._send_json(200, {"kind": kind.list_kind, "apiVersion": kind.api_version,
+                              "metadata": {"resourceVersion": str(rv)}, "items": exts})
+
+    # -- watch -------------------------------------------------------------------------------------
+
+    def _bookmark(self, kind, rv, annotations=None):
+        md = {"resourceVersion": str(rv), "creationTimestamp": None}
+        if annotations:
+            md["annotations"] = annotations
+        o = {"kind": kind.kind, "apiVersion": kind.api_version, "metadata": md}
+        if kind.kind == "Node":
+            o["spec"] = {}
+            o["status"] = {"daemonEndpoints": {"kubeletEndpoint": {"Port": 0}}, "nodeInfo": {
+                f: "" for f in ("machineID", "systemUUID", "bootID", "kernelVersion", "osImage",
+                                "containerRuntimeVersion", "kubeletVersion", "kubeProxyVersion", "operatingSystem",
+                                "architecture")}}
+        return o
+
+    def _event_bytes(self, kind, item):
+        typ, obj = item[0], item[1]
+        if typ in ("ADDED", "MODIFIED", "DELETED"):
+            ext = kind.to_ext(deep(obj))
+            if self._wants_table():
+                ext = make_table(kind, [ext], obj["metadata"].get("resourceVersion", ""),
+                                 self.params.get("includeObject", "Metadata"))
+            obj = ext
+        return jbytes({"type": typ, "object": obj})
+
+    def _chunk(self, data):
+        n = self.cfg["split_bytes"]
+        pieces = [data] if n <= 0 else [data[i:i + n] for i in range(0, len(data), n)]
+        for i, p in enumerate(pieces):
+            if i and self.cfg["split_delay"] > 0:
+                time.sleep(self.cfg["split_delay"])
+            self._raw(b"%x\r\n" % len(p) + p + b"\r\n")
+
+    def _watch(self, kind, ns):
+        emu, cfg, store, params = self.emu, self.cfg, self.emu.store, self.params
+        validate_list_options(params, True)
+        freqs, lreqs = selectors_for(kind, params)
+        rvp = params.get("resourceVersion", "")
+        allow_bm = is_true(params.get("allowWatchBookmarks")) if "allowWatchBookmarks" in params else False
+        sie = is_true(params["sendInitialEvents"]) if "sendInitialEvents" in params else None
+        try:
+            ts = int(params.get("timeoutSeconds") or 0)
+        except ValueError:
+            raise err_bad_request("invalid timeoutSeconds") from None
+        dur = ts if ts > 0 else random.uniform(cfg["watch_timeout_min"], 2 * cfg["watch_timeout_min"])
+        w = Watcher(kind, ns, freqs, lreqs)
+        if rvp in ("", "0"):
+            n, initial = None, sie is not False
+        else:
+            n, initial = parse_rv(rvp), sie is True
+        err = None
+        if n is not None and n > store.rv and not store.wait_for_rv(n, cfg["too_large_wait"]):
+            err = err_too_large_rv(n, store.rv)
+        with store.lock:
+            if err is None:
+                err = store.subscribe(w, n if n is not None else store.rv, initial)
+            if err is None and sie is True and allow_bm:
+                w.q.append(("BOOKMARK", self._bookmark(kind, store.rv, {"k8s.io/initial-events-end": "true"})))
+        start = time.monotonic()
+        deadline = start + dur
+        self.entry["watch"] = True
+        wlog = emu.watchlog.new(request_seq=self.entry["seq"], path=self.req_path, query=self.entry["query"],
+                                user=self.ident.user, start=time.time(), end=None, end_reason=None,
+                                timeout=dur, bookmarks=allow_bm, fault=self.wfault.fault if self.wfault else None,
+                                events=[])
+        self.conn_state.watcher = w
+        self.wlog, self.wkind, self.sent = wlog, kind, 0
+        reason = "deadline"
+        try:
+            self._head(200, self._std_headers("application/json") + [("Transfer-Encoding", "chunked")])
+            if err is not None:
+                self._emit([("ERROR", err.status())])
+                raise WatchEnd("error-%d" % err.code)
+            self._immediate_watch_fault(w, deadline)
+            next_bm = start + cfg["bookmark_interval"]
+            pre_bm = deadline - cfg["bookmark_before_deadline"]
+            pre_done = pre_bm <= start
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    break
+                due = None
+                if allow_bm:
+                    due = next_bm if pre_done else min(next_bm, pre_bm)
+                wait = min(0.25, deadline - now, max(0.0, due - now) if due is not None else 1e9)
+                with w.cv:
+                    if not w.q and w.stop_mode is None and wait > 0:
+                        w.cv.wait(wait)
+                    have = bool(w.q)
+                if have and cfg["coalesce_window"] > 0:
+                    time.sleep(cfg["coalesce_window"])
+                with w.cv:
+                    if w.q:
+                        items = list(w.q) if cfg["coalesce"] else [w.q[0]]
+                        for _ in items:
+                            w.q.popleft()
+                    else:
+                        items = []
+                    stop = w.stop_mode
+                if stop:
+                    if stop == "abrupt":
+                        self._abort(False)
+                        raise WatchEnd("closed-by-emulator", clean=False)
+                    raise WatchEnd("closed-by-emulator")
+                if items:
+                    self._deliver(items)
+                elif due is not None and time.monotonic() >= due:
+                    with store.lock:
+                        bm = None if w.q else self._bookmark(kind, store.rv)
+                    if bm is not None:
+                        self._emit([("BOOKMARK", bm)])
+                        if not pre_done and pre_bm <= next_bm:
+                            pre_done = True
+                        else:
+                            next_bm = time.monotonic() + cfg["bookmark_interval"]
+                elif self._client_gone():
+                    raise WatchEnd("client-closed", clean=False)
+            self._raw(b"0\r\n\r\n")
+        except WatchEnd as e:
+            reason = e.reason
+            if e.clean:
+                try:
+                    self._raw(b"0\r\n\r\n")
+                except OSError:
+                    self.close_connection = True
+        except (OSError, ssl.SSLError):
+            reason = "client-closed"
+            self.close_connection = True
+        finally:
+            store.unsubscribe(w)
+            self.conn_state.watcher = None
+            wlog["end"], wlog["end_reason"] = time.time(), reason
+
+    def _emit(self, items):
+        data = b""
+        for it in items:
+            data += self._event_bytes(self.wkind, it)
+            obj = it[1]
+            rv = (obj.get("metadata") or {}).get("resourceVersion") if isinstance(obj, dict) else None
+            self.wlog["events"].append([it[0], rv, time.time()])
+        if data:
+            self._chunk(data)
+        self.sent += sum(1 for it in items if it[0] in ("ADDED", "MODIFIED", "DELETED"))
+
+    def _deliver(self, items):
+        f = self.wfault
+        if f is None or f.fault not in ("watch-drop", "watch-truncate", "watch-garbage", "watch-end"):
+            return self._emit(items)
+        n = int(f.params.get("after_events", 1 if f.fault == "watch-drop" else 0))
+        room = n - self.sent
+        if room > 0:
+            self._emit(items[:room])
+            items = items[room:]
+        if self.sent >= n:
+            self._fire_stream_fault(items)
+        elif items:
+            self._emit(items)
+
+    def _immediate_watch_fault(self, w, deadline):
+        f = self.wfault
+        if f is None:
+            return
+        p = f.params
+        if f.fault == "watch-expired":
+            rv = self.params.get("resourceVersion") or "0"
+            self._emit([("ERROR", err_expired(p.get("message", "too old resource version: %s (%d)" % (
+                rv, self.emu.store.rv))).status())])
+            raise WatchEnd("fault-expired")
+        if f.fault == "watch-error":
+            code = int(p.get("code", 500))
+            e = ApiError(code, p.get("reason", "InternalError"), p.get("message", "Internal error occurred: injected "
+                                                                                  "watch error"))
+            self._emit([("ERROR", e.status())])
+            raise WatchEnd("fault-error")
+        if f.fault == "watch-short":
+            raise WatchEnd("fault-short")
+        if f.fault == "watch-silent":
+            until = min(deadline, time.monotonic() + float(p.get("duration", 1e9)))
+            while time.monotonic() < until:
+                if self._client_gone():
+                    raise WatchEnd("client-closed", clean=False)
+                with w.cv:
+                    w.q.clear()
+                    if w.stop_mode:
+                        break
+                time.sleep(0.1)
+            if p.get("then", "clean") == "drop":
+                self._abort(bool(p.get("rst")))
+                raise WatchEnd("fault-silent-drop", clean=False)
+            raise WatchEnd("fault-silent")
+        if f.fault in ("watch-truncate", "watch-garbage", "watch-end", "watch-drop"):
+            n = int(p.get("after_events", 1 if f.fault == "watch-drop" else 0))
+            if n <= 0:
+                with w.cv:
+                    pending = list(w.q)
+                    w.q.clear()
+                self._fire_stream_fault(pending)
+
+    def _fire_stream_fault(self, rest):
+        f = self.wfault
+        p = f.params
+        self.wfault = None
+        if f.fault == "watch-drop":
+            self._abort(bool(p.get("rst")))
+            raise WatchEnd("fault-drop", clean=False)
+        if f.fault == "watch-end":
+            raise WatchEnd("fault-end")
+        if f.fault == "watch-truncate":
+            if rest:
+                line = self._event_bytes(self.wkind, rest[0])
+            else:
+                objs = self.emu.store.list(self.wkind.storage)
+                line = self._event_bytes(self.wkind, ("MODIFIED", objs[0]) if objs else
+                                         ("BOOKMARK", self._bookmark(self.wkind, self.emu.store.rv)))
+            self._chunk(line[:max(1, len(line) // 2)])
+            self.wlog["events"].append(["TRUNCATED", None, time.time()])
+            self._abort(bool(p.get("rst")))
+            raise WatchEnd("fault-truncate", clean=False)
+        if f.fault == "watch-garbage":
+            if p.get("unknown_type"):
+                line = jbytes({"type": p.get("type", "UNKNOWN"), "object": self._bookmark(self.wkind,
+                                                                                          self.emu.store.rv)})
+            else:
+                line = (p.get("line", "this is not json") + "\n").encode()
+            self._chunk(line)
+            self.wlog["events"].append(["GARBAGE", None, time.time()])
+            then = p.get("then", "keep")
+            if then == "close":
+                raise WatchEnd("fault-garbage")
+            if then == "drop":
+                self._abort(bool(p.get("rst")))
+                raise WatchEnd("fault-garbage-drop", clean=False)
+            if rest:
+                self._emit(rest)
+
+
+class ApiServer:
+    """Own accept loop so the listener can be closed/reopened (refuse) or stop answering (blackhole)."""
+
+    def __init__(self, emu, host, port):
+        self.emu, self.host, self.port = emu, host, port
+        self.lock = threading.RLock()
+        self.lsock = None
+        self.mode = "normal"
+        self.parked = []
+        self.conns = {}
+        self.stopping = False
+        self.timer = None
+        self._open()
+        self.port = self.lsock.getsockname()[1]
+        self.thread = threading.Thread(target=self._loop, name="api-accept", daemon=True)
+
+    def _open(self):
+        fam = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        s = socket.socket(fam, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                s.bind((self.host, self.port))
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        s.listen(128)
+        self.lsock = s
+
+    def start(self):
+        self.thread.start()
+
+    def _loop(self):
+        while not self.stopping:
+            s = self.lsock
+            if s is None:
+                time.sleep(0.05)
+                continue
+            try:
+                r, _, _ = select.select([s], [], [], 0.2)
+                if not r:
+                    continue
+                c, addr = s.accept()
+            except (OSError, ValueError):
+                continue
+            if self.mode == "blackhole":
+                with self.lock:
+                    self.parked.append(c)
+                continue
+            threading.Thread(target=self._conn, args=(c, addr), name="api-conn", daemon=True).start()
+
+    def _conn(self, raw, addr):
+        emu = self.emu
+        raw.settimeout(10)
+        try:
+            tls = emu.tls.context().wrap_socket(raw, server_side=True)
+        except (ssl.SSLError, OSError) as e:
+            emu.tlslog.new(time=time.time(), peer="%s:%s" % addr[:2], ok=False, error=str(e))
+            try:
+                raw.close()
+            except OSError:
+                pass
+            return
+        try:
+            cert = tls.getpeercert() or {}
+        except (ValueError, OSError):
+            cert = {}
+        subj = dict(x for rdn in cert.get("subject", ()) for x in rdn)
+        emu.tlslog.new(time=time.time(), peer="%s:%s" % addr[:2], ok=True, error=None,
+                       version=tls.version(), alpn=tls.selected_alpn_protocol(), client_cn=subj.get("commonName"))
+        tls.settimeout(ApiHandler.timeout)
+        st = ConnState(tls, addr)
+        with self.lock:
+            self.conns[st.id] = st
+        try:
+            handler = ApiHandler.__new__(ApiHandler)
+            handler.conn_state = st
+            handler.__init__(tls, addr, self)
+        except (OSError, ssl.SSLError, ValueError):
+            pass
+        finally:
+            with self.lock:
+                self.conns.pop(st.id, None)
+            try:
+                tls.close()
+            except OSError:
+                pass
+
+    def set_mode(self, mode, seconds=None, close_existing=True):
+        if mode not in ("normal", "refuse", "blackhole"):
+            raise ValueError("mode must be normal, refuse or blackhole")
+        with self.lock:
+            if self.timer:
+                self.timer.cancel()
+                self.timer = None
+            if mode == "refuse" and self.lsock is not None:
+                self.lsock.close()
+                self.lsock = None
+            elif mode != "refuse" and self.lsock is None:
+                self._open()
+            if mode != "blackhole":
+                for c in self.parked:
+                    try:
+                        c.close()
+                    except OSError:
+                        pass
+                self.parked = []
+            self.mode = mode
+            if seconds:
+                self.timer = threading.Timer(float(seconds), self.set_mode, args=("normal", None, False))
+                self.timer.daemon = True
+                self.timer.start()
+        if close_existing and mode != "normal":
+            self.close_connections(watches="abrupt", idle=True, busy=True)
+
+    def close_connections(self, watches="clean", idle=True, busy=False):
+        n = 0
+        with self.lock:
+            conns = list(self.conns.values())
+        for st in conns:
+            if st.watcher is not None:
+                if watches != "keep":
+                    st.close_after = True
+                    st.watcher.stop(watches)
+                    n += 1
+            elif st.busy:
+                st.close_after = True
+                if busy:
+                    n += 1
+            elif idle:
+                try:
+                    socket.socket.shutdown(st.sock, socket.SHUT_RDWR)
+                    n += 1
+                except OSError:
+                    pass
+        return n
+
+    def stop(self):
+        self.stopping = True
+        with self.lock:
+            if self.timer:
+                self.timer.cancel()
+            if self.lsock is not None:
+                self.lsock.close()
+                self.lsock = None
+        self.close_connections(watches="abrupt", idle=True, busy=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Control API (plain HTTP on a separate loopback port)
+# ---------------------------------------------------------------------------------------------
+
+
+class ControlError(Exception):
+    def __init__(self, code, msg):
+        super().__init__(msg)
+        self.code = code
+
+
+class ControlHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def do_GET(self):
+        self._serve()
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_GET
+
+    def _serve(self):
+        emu = self.server.emu
+        split = urllib.parse.urlsplit(self.path)
+        params = {k: v[0] for k, v in urllib.parse.parse_qs(split.query, keep_blank_values=True).items()}
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        try:
+            body = json.loads(raw) if raw else None
+            code, result = emu.control(self.command, split.path.rstrip("/") or "/", params, body)
+        except ControlError as e:
+            code, result = e.code, {"error": str(e)}
+        except ApiError as e:
+            code, result = e.code, {"error": e.message, "status": e.status()}
+        except (KeyError, ValueError, TypeError, re.error) as e:
+            code, result = 400, {"error": "%s: %s" % (type(e).__name__, e)}
+        except Exception as e:  # noqa: BLE001
+            emu.debug("control error: %s" % traceback.format_exc())
+            code, result = 500, {"error": "%s: %s" % (type(e).__name__, e)}
+        data = (json.dumps(result) + "\n").encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class ControlServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, emu, host, port):
+        self.emu = emu
+        super().__init__((host, port), ControlHandler)
+
+
+# ---------------------------------------------------------------------------------------------
+# The emulator
+# ---------------------------------------------------------------------------------------------
+
+
+def node_template(name, labels=None, annotations=None, kubelet_version="v1.31.4", os_image="Garden Linux 1592.6",
+                  address=None):
+    now = now_time()
+    lab = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+           "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
+           "node.kubernetes.io/instance-type": "m5.large"}
+    lab.update(labels or {})
+    ann = {"node.alpha.kubernetes.io/ttl": "0", "volumes.kubernetes.io/controller-managed-attach-detach": "true"}
+    ann.update(annotations or {})
+    h = int(hashlib.sha256(name.encode()).hexdigest()[:6], 16)
+    addr = address or "10.%d.%d.%d" % (h >> 16 & 255, h >> 8 & 255, max(1, h & 255))
+    res = {"cpu": "2", "ephemeral-storage": "20134592Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0",
+           "memory": "8029416Ki", "pods": "110"}
+
+    def cond(t, s, reason, msg):
+        return {"type": t, "status": s, "lastHeartbeatTime": now, "lastTransitionTime": now, "reason": reason,
+                "message": msg}
+    return {"kind": "Node", "apiVersion": "v1",
+            "metadata": {"name": name, "labels": lab, "annotations": ann},
+            "spec": {"podCIDR": "100.96.%d.0/24" % (h & 255), "podCIDRs": ["100.96.%d.0/24" % (h & 255)],
+                     "providerID": "emulator:///%s" % name},
+            "status": {"capacity": res, "allocatable": dict(res, memory="7927016Ki"),
+                       "conditions": [
+                           cond("MemoryPressure", "False", "KubeletHasSufficientMemory",
+                                "kubelet has sufficient memory available"),
+                           cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                           cond("PIDPressure", "False", "KubeletHasSufficientPID",
+                                "kubelet has sufficient PID available"),
+                           cond("Ready", "True", "KubeletReady", "kubelet is posting ready status")],
+                       "addresses": [{"type": "InternalIP", "address": addr}, {"type": "Hostname", "address": name}],
+                       "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                       "nodeInfo": {"machineID": hashlib.md5(name.encode()).hexdigest(),
+                                    "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
+                                    "bootID": str(uuid.uuid4()), "kernelVersion": "6.6.62-cloud-amd64",
+                                    "osImage": os_image, "containerRuntimeVersion": "containerd://1.7.24",
+                                    "kubeletVersion": kubelet_version, "kubeProxyVersion": "",
+                                    "operatingSystem": "linux", "architecture": "amd64"}}}
+
+
+def yaml_str(s):
+    return json.dumps(s)
+
+
+def kubeconfig_text(server, ca=None, ca_data=None, token=None, token_file=None, cert=None, key=None,
+                    tls_server_name=None):
+    cl = ["    server: %s" % yaml_str(server)]
+    if ca_data:
+        cl.append("    certificate-authority-data: %s" % yaml_str(ca_data))
+    elif ca:
+        cl.append("    certificate-authority: %s" % yaml_str(ca))
+    if tls_server_name:
+        cl.append("    tls-server-name: %s" % yaml_str(tls_server_name))
+    us = []
+    if token:
+        us.append("    token: %s" % yaml_str(token))
+    if token_file:
+        us.append("    tokenFile: %s" % yaml_str(token_file))
+    if cert:
+        us.append("    client-certificate: %s" % yaml_str(cert))
+        us.append("    client-key: %s" % yaml_str(key))
+    return "\n".join(["apiVersion: v1", "kind: Config", "clusters:", "- name: emulator", "  cluster:"] + cl +
+                     ["users:", "- name: emulator-user", "  user:"] + (us or ["    {}"]) +
+                     ["contexts:", "- name: emulator", "  context:", "    cluster: emulator",
+                      "    user: emulator-user", "current-context: emulator", ""])
+
+
+def write_atomic(path, text, mode=0o644):
+    d = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+class Emulator:
+    def __init__(self, state_dir, host="127.0.0.1", port=0, control_port=0, server_host=None, tokens=None,
+                 client_certs=(), cert_mode="good", client_auth="optional", config=None, initial_rv=100,
+                 server_version=SERVER_VERSION, sans=(), debug_log=None, ready_file=None):
+        self.state_dir = os.path.abspath(state_dir)
+        os.makedirs(self.state_dir, exist_ok=True)
+        self.host, self.req_port, self.control_req_port = host, port, control_port
+        self.server_host = server_host or host
+        self.server_version = server_version
+        self.cfg = Config(DEFAULT_CONFIG)
+        self.cfg.update_from(config or {})
+        self.store = Store(self.cfg, initial_rv)
+        self.api = Api(self)
+        self.tokens = Tokens()
+        self.faults = Faults()
+        self.reqlog, self.watchlog, self.tlslog = Log(), Log(), Log()
+        self.debug_log = debug_log
+        self.ready_file = ready_file or os.path.join(self.state_dir, "ready")
+        tokens = list(tokens or [])
+        if not tokens:
+            tokens = [(uuid.uuid4().hex, "emulator-admin", ["system:masters"])]
+        for tok, user, groups in tokens:
+            self.tokens.add(tok, user, groups)
+        self.token = tokens[0][0]
+        all_sans = ["DNS:localhost", "IP:127.0.0.1", "IP:::1"] + list(sans)
+        if server_host and server_host not in ("localhost", "127.0.0.1", "::1"):
+            all_sans.append(("IP:" if re.match(r"^[0-9.:]+$", server_host) else "DNS:") + server_host)
+        self.certs = CertFactory(os.path.join(self.state_dir, "pki"), all_sans)
+        self.tls = TlsConfig(self.certs, cert_mode, client_auth)
+        self.client_cert_specs = list(client_certs)
+        self.files = {}
+        for ns in KNOWN_NAMESPACES:
+            self.seed({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": ns},
+                       "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+        self.api_server = None
+        self.control_server = None
+        self._stop = threading.Event()
+
+    def debug(self, msg):
+        if self.debug_log:
+            with open(self.debug_log, "a") as f:
+                f.write("%s %s\n" % (now_micro(), msg))
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self):
+        self.api_server = ApiServer(self, self.host, self.req_port)
+        self.port = self.api_server.port
+        self.control_server = ControlServer(self, "127.0.0.1", self.control_req_port)
+        self.control_port = self.control_server.server_address[1]
+        self._write_files()
+        self.api_server.start()
+        threading.Thread(target=self.control_server.serve_forever, kwargs={"poll_interval": 0.2},
+                         name="control", daemon=True).start()
+        threading.Thread(target=self._janitor, name="janitor", daemon=True).start()
+        info = self.info()
+        write_atomic(self.ready_file, json.dumps(info, indent=2) + "\n")
+        return self
+
+    def stop(self):
+        self._stop.set()
+        if self.api_server:
+            self.api_server.stop()
+        if self.control_server:
+            self.control_server.shutdown()
+            self.control_server.server_close()
+
+    def _janitor(self):
+        while not self._stop.wait(0.2):
+            try:
+                self.store.expire_due()
+                self.store.trim()
+            except Exception:  # noqa: BLE001
+                self.debug("janitor: %s" % traceback.format_exc())
+
+    @property
+    def server_url(self):
+        h = self.server_host
+        return "https://%s:%d" % ("[%s]" % h if ":" in h else h, self.port)
+
+    def _write_files(self):
+        sd = self.state_dir
+        ca = self.certs.ca("good")[0]
+        ca_copy = os.path.join(sd, "ca.crt")
+        shutil.copyfile(ca, ca_copy)
+        token_file = os.path.join(sd, "token")
+        write_atomic(token_file, self.token + "\n", 0o600)
+        with open(ca_copy) as f:
+            ca_data = base64.b64encode(f.read().encode()).decode()
+        self.files = {"ca": ca_copy, "token_file": token_file,
+                      "kubeconfig": os.path.join(sd, "kubeconfig"),
+                      "kubeconfig_tokenfile": os.path.join(sd, "kubeconfig-tokenfile"),
+                      "kubeconfig_cadata": os.path.join(sd, "kubeconfig-cadata")}
+        write_atomic(self.files["kubeconfig"], kubeconfig_text(self.server_url, ca=ca_copy, token=self.token), 0o600)
+        write_atomic(self.files["kubeconfig_tokenfile"],
+                     kubeconfig_text(self.server_url, ca=ca_copy, token_file=token_file), 0o600)
+        write_atomic(self.files["kubeconfig_cadata"],
+                     kubeconfig_text(self.server_url, ca_data=ca_data, token=self.token), 0o600)
+        for i, (cn, orgs) in enumerate(self.client_cert_specs):
+            r = self.make_client_cert("client" if i == 0 else "client-%d" % i, cn, orgs)
+            if i == 0:
+                self.files.update({"client_cert": r["cert"], "client_key": r["key"],
+                                   "kubeconfig_cert": r["kubeconfig"]})
+
+    def make_client_cert(self, name, cn, orgs=(), ca="good", expired=False):
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name):
+            raise ValueError("bad client certificate name %r" % name)
+        crt, key = self.certs.leaf("client-" + name, cn, orgs, usage="clientAuth", ca=ca, expired=expired)
+        kc = os.path.join(self.state_dir, "kubeconfig-cert-" + name if name != "client" else "kubeconfig-cert")
+        write_atomic(kc, kubeconfig_text(self.server_url, ca=os.path.join(self.state_dir, "ca.crt"),
+                                         cert=crt, key=key), 0o600)
+        return {"cert": crt, "key": key, "kubeconfig": kc}
+
+    def info(self):
+        return dict({"pid": os.getpid(), "host": self.host, "port": self.port, "control_port": self.control_port,
+                     "server": self.server_url, "control_url": "http://127.0.0.1:%d" % self.control_port,
+                     "state_dir": self.state_dir, "token": self.token, "rv": self.store.rv,
+                     "server_version": self.server_version}, **self.files)
+
+    # -- object helpers ------------------------------------------------------------------------------
+
+    @staticmethod
+    def kind_for(obj=None, resource=None, group=None):
+        if resource:
+            for k in KINDS:
+                if k.resource == resource and (group is None or k.group == group):
+                    return k
+            raise ControlError(404, "unknown resource %r" % resource)
+        av, kd = obj.get("apiVersion", "v1"), obj.get("kind")
+        for k in KINDS:
+            if k.kind == kd and k.api_version == av:
+                return k
+        for k in KINDS:
+            if k.kind == kd:
+                return k
+        raise ControlError(400, "unknown kind %r" % kd)
+
+    def seed(self, obj, manager="emulator", status_manager=None):
+        """Create or replace an object directly (bypasses auth, validation of transitions, faults)."""
+        kind = self.kind_for(obj)
+        c = Coercer()
+        ext = c.run(deep(obj), kind.schema)
+        if c.type_errors:
+            raise ControlError(400, "; ".join(c.type_errors))
+        new = kind.from_ext(ext)
+        core = KIND_BY_STORAGE[kind.storage]
+        new["kind"], new["apiVersion"] = core.kind, core.api_version
+        new = core.normalize(new)
+        md = new.setdefault("metadata", {})
+        if not md.get("name"):
+            raise ControlError(400, "metadata.name is required")
+        if kind.namespaced:
+            md.setdefault("namespace", "default")
+        else:
+            md.pop("namespace", None)
+        with self.store.lock:
+            if kind.namespaced and self.store.get("namespaces", "", md["namespace"]) is None:
+                self.seed({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": md["namespace"]},
+                           "status": {"phase": "Active"}})
+            old = self.store.get(kind.storage, md.get("namespace"), md["name"])
+            md.setdefault("uid", old["metadata"]["uid"] if old else str(uuid.uuid4()))
+            md.setdefault("creationTimestamp", old["metadata"]["creationTimestamp"] if old else now_time())
+            md.pop("resourceVersion", None)
+            md.pop("managedFields", None)
+            if kind.storage in ("nodes", "pods") and "status" in new:
+                main = {k: v for k, v in new.items() if k != "status"}
+                entries = track_update([], manager, "", {}, main, core.kind)
+                entries = track_update(entries, status_manager or manager, "status", main, new, core.kind)
+            else:
+                entries = track_update([], manager, "", {}, new, core.kind)
+            return self.store.commit(kind.storage, new, managed=entries)
+
+    def set_node_condition(self, node, ctype, status="True", reason="", message="", manager=
+                           "machine-controller-manager", remove=False, heartbeat=False):
+        kind = KIND_BY_GVR[("", "v1", "nodes")]
+        with self.store.lock:
+            cur = self.store.get("nodes", "", node)
+            if cur is None:
+                raise err_not_found("nodes", "", node)
+            obj = deep(cur)
+            conds = obj.setdefault("status", {}).setdefault("conditions", [])
+            old = next((c for c in conds if c.get("type") == ctype), None)
+            if remove:
+                conds[:] = [c for c in conds if c.get("type") != ctype]
+            else:
+                same = old is not None and (old.get("status"), old.get("reason"), old.get("message")) == (
+                    status, reason, message)
+                new = {"type": ctype, "status": status}
+                if heartbeat:
+                    new["lastHeartbeatTime"] = now_time()
+                elif old is not None and old.get("lastHeartbeatTime"):
+                    new["lastHeartbeatTime"] = old["lastHeartbeatTime"]
+                new["lastTransitionTime"] = old.get("lastTransitionTime") if same and old.get(
+                    "lastTransitionTime") else now_time()
+                new["reason"], new["message"] = reason, message
+                if old is None:
+                    conds.append(new)
+                else:
+                    conds[conds.index(old)] = new
+            ctx = WriteCtx(None, "", {"fieldManager": manager}, control=True)
+            return self.api.update(kind, "", node, "status", obj, ctx)[1]
+
+    # -- control API ---------------------------------------------------------------------------------
+
+    def control(self, method, path, params, body):
+        body = body if body is not None else {}
+        key = (method, path)
+        h = CONTROL_ROUTES.get(key)
+        if h is None:
+            raise ControlError(404, "no control route %s %s" % (method, path))
+        return h(self, params, body)
+
+
+def _c_object(emu, params, body):
+    res = params.get("resource")
+    kind = emu.kind_for(resource=res, group=params.get("group"))
+    obj = emu.store.get(kind.storage, params.get("namespace", ""), params["name"])
+    if obj is None:
+        raise ControlError(404, "%s %s not found" % (res, params["name"]))
+    return 200, kind.to_ext(deep(obj))
+
+
+def _c_objects(emu, params, body):
+    kind = emu.kind_for(resource=params.get("resource"), group=params.get("group"))
+    return 200, [kind.to_ext(deep(o)) for o in emu.store.list(kind.storage, params.get("namespace") or None)]
+
+
+def _c_put_object(emu, params, body):
+    objs = body if isinstance(body, list) else [body]
+    out = [emu.seed(o, params.get("manager", "emulator"), params.get("status_manager")) for o in objs]
+    return 200, (out if isinstance(body, list) else out[0])
+
+
+def _c_delete_object(emu, params, body):
+    kind = emu.kind_for(resource=params.get("resource"), group=params.get("group"))
+    last = emu.store.delete(kind.storage, params.get("namespace", ""), params["name"])
+    if last is None:
+        raise ControlError(404, "not found")
+    return 200, last
+
+
+def _c_node(emu, params, body):
+    obj = node_template(body["name"], body.get("labels"), body.get("annotations"),
+                        body.get("kubelet_version", "v1.31.4"), body.get("os_image", "Garden Linux 1592.6"),
+                        body.get("address"))
+    if body.get("unschedulable"):
+        obj["spec"]["unschedulable"] = True
+    if body.get("taints"):
+        obj["spec"]["taints"] = body["taints"]
+    if body.get("uid"):
+        obj["metadata"]["uid"] = body["uid"]
+    for c in body.get("conditions") or []:
+        obj["status"]["conditions"] = [x for x in obj["status"]["conditions"] if x["type"] != c["type"]] + [c]
+    return 200, emu.seed(obj, body.get("manager", "kubelet"), body.get("status_manager", "kubelet"))
+
+
+def _c_secret(emu, params, body):
+    data = {k: base64.b64encode(v.encode() if isinstance(v, str) else bytes(v)).decode()
+            for k, v in (body.get("data") or {}).items()}
+    obj = {"kind": "Secret", "apiVersion": "v1",
+           "metadata": {"name": body["name"], "namespace": body.get("namespace", "kube-system"),
+                        "labels": body.get("labels") or {}, "annotations": body.get("annotations") or {}},
+           "data": data, "type": body.get("type", "Opaque")}
+    return 200, emu.seed(obj, body.get("manager", "gardenlet"))
+
+
+def _c_patch(emu, params, body):
+    kind = emu.kind_for(resource=body.get("resource", "nodes"), group=body.get("group"))
+    p = {"fieldManager": body.get("manager", "emulator-control")}
+    if body.get("force"):
+        p["force"] = "true"
+    if body.get("field_validation"):
+        p["fieldValidation"] = body["field_validation"]
+    ptype = body.get("type", "merge")
+    if ptype not in ("merge", "strategic", "json", "apply"):
+        raise ControlError(400, "type must be merge, strategic, json or apply")
+    ctx = WriteCtx(None, "", p, control=True)
+    code, obj = emu.api.patch(kind, body.get("namespace", ""), body["name"], body.get("subresource", ""), ptype,
+                              body["patch"], ctx)
+    return 200, {"code": code, "object": kind.to_ext(deep(obj)), "warnings": ctx.warnings}
+
+
+def _c_node_condition(emu, params, body):
+    return 200, emu.set_node_condition(body["node"], body["type"], body.get("status", "True"),
+                                       body.get("reason", ""), body.get("message", ""),
+                                       body.get("manager", "machine-controller-manager"), bool(body.get("remove")),
+                                       bool(body.get("heartbeat")))
+
+
+def _c_node_labels(emu, params, body):
+    md = {}
+    if "labels" in body:
+        md["labels"] = body["labels"]
+    if "annotations" in body:
+        md["annotations"] = body["annotations"]
+    patch = {"metadata": md}
+    if "unschedulable" in body:
+        patch["spec"] = {"unschedulable": body["unschedulable"]}
+    if "taints" in body:
+        patch.setdefault("spec", {})["taints"] = body["taints"]
+    return _c_patch(emu, params, {"resource": "nodes", "name": body["node"], "type": "merge", "patch": patch,
+                                  "manager": body.get("manager", "machine-controller-manager")})
+
+
+def _c_batch(emu, params, body):
+    results = []
+    with emu.store.lock:
+        for op in body:
+            o = dict(op)
+            which = o.pop("op")
+            if which == "object":
+                results.append(_c_put_object(emu, {"manager": o.pop("manager", "emulator")}, o["object"])[1])
+            elif which in ("patch", "node-condition", "node-labels", "node", "secret"):
+                results.append({"patch": _c_patch, "node-condition": _c_node_condition,
+                                "node-labels": _c_node_labels, "node": _c_node, "secret": _c_secret}[which](
+                    emu, {}, o)[1])
+            elif which == "delete":
+                results.append(_c_delete_object(emu, o, {})[1])
+            else:
+                raise ControlError(400, "unknown batch op %r" % which)
+    return 200, results
+
+
+def _c_faults_add(emu, params, body):
+    specs = body if isinstance(body, list) else [body]
+    ids = [emu.faults.add(s).id for s in specs]
+    return 200, {"ids": ids, "id": ids[0] if ids else None}
+
+
+def _c_faults_delete(emu, params, body):
+    emu.faults.clear(int(params["id"]) if params.get("id") else None)
+    return 200, {"ok": True}
+
+
+def _c_requests(emu, params, body):
+    out = emu.reqlog.since(int(params.get("since", 0)))
+    if params.get("path"):
+        rx = re.compile(params["path"])
+        out = [e for e in out if rx.search(e["path"])]
+    for k in ("verb", "user", "method"):
+        if params.get(k):
+            out = [e for e in out if e.get(k) == params[k]]
+    return 200, out
+
+
+def _c_watches(emu, params, body):
+    out = emu.watchlog.since(int(params.get("since", 0)))
+    if params.get("active"):
+        out = [w for w in out if w["end"] is None]
+    if params.get("path"):
+        rx = re.compile(params["path"])
+        out = [w for w in out if rx.search(w["path"])]
+    return 200, out
+
+
+def _c_history(emu, params, body):
+    since = int(params.get("since_rv", 0))
+    with emu.store.lock:
+        evs = [e for e in emu.store.history if e.rv > since and (not params.get("resource") or
+                                                                  e.storage == params["resource"])]
+        out = [{"rv": e.rv, "type": e.type, "resource": e.storage, "namespace": e.key[1], "name": e.key[2],
+                "time": e.time, "object": e.obj if params.get("objects") else None} for e in evs]
+        return 200, {"rv": emu.store.rv, "floor": emu.store.floor, "events": copy.deepcopy(out)}
+
+
+def _c_tokens(emu, params, body):
+    for tok, spec in (body.get("add") or {}).items():
+        emu.tokens.add(tok, spec["user"], spec.get("groups", []), spec.get("expires_in"))
+    revoked = [t for t in body.get("revoke") or [] if emu.tokens.revoke(t)]
+    if body.get("write_token_file"):
+        write_atomic(emu.files["token_file"], body["write_token_file"] + "\n", 0o600)
+    return 200, {"revoked": revoked, "tokens": emu.tokens.dump()}
+
+
+def _c_tls(emu, params, body):
+    emu.tls.set(body.get("cert"), body.get("client_auth"))
+    n = 0
+    if body.get("close_existing", True):
+        n = emu.api_server.close_connections(watches="abrupt", idle=True, busy=False)
+    return 200, {"cert": emu.tls.mode, "client_auth": emu.tls.client_mode, "closed": n}
+
+
+def _c_client_cert(emu, params, body):
+    return 200, emu.make_client_cert(body["name"], body["cn"], body.get("orgs", []), body.get("ca", "good"),
+                                     bool(body.get("expired")))
+
+
+def _c_listen(emu, params, body):
+    emu.api_server.set_mode(body.get("mode", "normal"), body.get("seconds"), body.get("close_existing", True))
+    return 200, {"mode": emu.api_server.mode}
+
+
+def _c_close(emu, params, body):
+    n = emu.api_server.close_connections(body.get("watches", "clean"), body.get("idle", True), body.get("busy", False))
+    return 200, {"closed": n}
+
+
+def _c_rv(emu, params, body):
+    if "jump" in body:
+        emu.store.jump(int(body["jump"]))
+    elif "reset" in body:
+        emu.store.reset(int(body["reset"]))
+    else:
+        raise ControlError(400, "need jump or reset")
+    n = 0
+    if body.get("close_watches", True):
+        n = emu.api_server.close_connections(watches="clean", idle=False)
+    return 200, {"rv": emu.store.rv, "floor": emu.store.floor, "closed_watches": n}
+
+
+def _c_compact(emu, params, body):
+    emu.store.compact(body.get("rv"))
+    return 200, {"rv": emu.store.rv, "floor": emu.store.floor}
+
+
+def _c_config(emu, params, body):
+    if body:
+        emu.cfg.update_from(body)
+        emu.store.trim()
+    return 200, dict(emu.cfg)
+
+
+def _c_expire(emu, params, body):
+    return 200, {"expired": emu.store.expire_due(force=True, names=body.get("names"))}
+
+
+def _c_connections(emu, params, body):
+    with emu.api_server.lock:
+        active = [{"id": s.id, "peer": "%s:%s" % s.addr[:2], "busy": s.busy, "watch": s.watcher is not None,
+                   "requests": s.requests, "opened": s.opened} for s in emu.api_server.conns.values()]
+    return 200, {"active": active, "tls": emu.tlslog.since(int(params.get("since", 0))),
+                 "mode": emu.api_server.mode}
+
+
+CONTROL_ROUTES = {
+    ("GET", "/healthz"): lambda emu, p, b: (200, {"ok": True}),
+    ("GET", "/info"): lambda emu, p, b: (200, emu.info()),
+    ("GET", "/config"): _c_config, ("POST", "/config"): _c_config,
+    ("GET", "/object"): _c_object, ("PUT", "/object"): _c_put_object, ("POST", "/object"): _c_put_object,
+    ("DELETE", "/object"): _c_delete_object, ("GET", "/objects"): _c_objects,
+    ("POST", "/node"): _c_node, ("POST", "/secret"): _c_secret, ("POST", "/patch"): _c_patch,
+    ("POST", "/node-condition"): _c_node_condition, ("POST", "/node-labels"): _c_node_labels,
+    ("POST", "/batch"): _c_batch,
+    ("GET", "/faults"): lambda emu, p, b: (200, emu.faults.dump()), ("POST", "/faults"): _c_faults_add,
+    ("DELETE", "/faults"): _c_faults_delete,
+    ("GET", "/requests"): _c_requests, ("DELETE", "/requests"): lambda emu, p, b: (200, emu.reqlog.clear() or {}),
+    ("GET", "/watches"): _c_watches, ("GET", "/history"): _c_history, ("GET", "/connections"): _c_connections,
+    ("GET", "/tokens"): lambda emu, p, b: (200, emu.tokens.dump()), ("POST", "/tokens"): _c_tokens,
+    ("POST", "/tls"): _c_tls, ("POST", "/client-cert"): _c_client_cert, ("POST", "/listen"): _c_listen,
+    ("POST", "/close-connections"): _c_close, ("POST", "/rv"): _c_rv, ("POST", "/compact"): _c_compact,
+    ("POST", "/expire-events"): _c_expire,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# main
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_token_arg(s):
+    """TOKEN[=USER[,GROUP...]]"""
+    tok, _, rest = s.partition("=")
+    if not rest:
+        return tok, "emulator-admin", ["system:masters"]
+    parts = rest.split(",")
+    return tok, parts[0], parts[1:]
+
+
+def parse_cert_arg(s):
+    """CN[,ORG...]"""
+    parts = s.split(",")
+    return parts[0], parts[1:]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Kubernetes API-server emulator for integration tests")
+    ap.add_argument("--state-dir", required=True)
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--control-port", type=int, default=0)
+    ap.add_argument("--bind", default="127.0.0.1")
+    ap.add_argument("--server-host", default=None, help="host written into kubeconfigs (default: --bind)")
+    ap.add_argument("--ready-file", default=None)
+    ap.add_argument("--token", action="append", default=[], help="TOKEN[=USER[,GROUP...]]; first one is used in "
+                    "the kubeconfig (default: random admin token)")
+    ap.add_argument("--client-cert", action="append", default=[], help="CN[,ORG...]: also write client "
+                    "cert/key and kubeconfig-cert (first one)")
+    ap.add_argument("--server-cert", default="good", choices=TlsConfig.MODES)
+    ap.add_argument("--client-auth", default="optional", choices=TlsConfig.CLIENT_MODES)
+    ap.add_argument("--san", action="append", default=[], help="extra subjectAltName, e.g. DNS:foo or IP:10.96.0.1")
+    ap.add_argument("--node", action="append", default=[], help="seed a kubelet-like Node with this name")
+    ap.add_argument("--seed", action="append", default=[], help="JSON file with an object or a list of objects")
+    ap.add_argument("--initial-rv", type=int, default=100)
+    ap.add_argument("--server-version", default=SERVER_VERSION)
+    ap.add_argument("--config", action="append", default=[], help="KEY=VALUE (see DEFAULT_CONFIG)")
+    ap.add_argument("--debug-log", default=None)
+    a = ap.parse_args(argv)
+    cfg = {}
+    for kv in a.config:
+        k, _, v = kv.partition("=")
+        cfg[k] = v if DEFAULT_CONFIG.get(k) is not True and DEFAULT_CONFIG.get(k) is not False else \
+            v.lower() in ("1", "true", "yes")
+    emu = Emulator(a.state_dir, a.bind, a.port, a.control_port, a.server_host,
+                   [parse_token_arg(t) for t in a.token], [parse_cert_arg(c) for c in a.client_cert],
+                   a.server_cert, a.client_auth, cfg, a.initial_rv, a.server_version, a.san, a.debug_log,
+                   a.ready_file)
+    for n in a.node:
+        emu.seed(node_template(n), "kubelet", "kubelet")
+    for path in a.seed:
+        with open(path) as f:
+            data = json.load(f)
+        for o in data if isinstance(data, list) else [data]:
+            emu.seed(o)
+    import signal
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    emu.start()
+    print(json.dumps(emu.info()), flush=True)
+    stop.wait()
+    emu.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
