@@ -474,6 +474,11 @@ int http_request_set_tls(HttpRequest *req, const HttpTls *tls) {
                 r = set_file(req, 0, CURLOPT_CAINFO, tls->ca_file);
         if (r < 0)
                 return r;
+        /* A configured CA is the only trust anchor (like client-go's RootCAs): without this,
+         * libcurl would also accept anything signed by the system store in its default CA path. */
+        if ((tls->ca_pem || !isempty(tls->ca_file)) &&
+            curl_easy_setopt(req->easy, CURLOPT_CAPATH, NULL) != CURLE_OK)
+                return -EIO;
         if (tls->cert_pem)
                 r = set_blob(req->easy, CURLOPT_SSLCERT_BLOB, tls->cert_pem, tls->cert_pem_size);
         else if (!isempty(tls->cert_file))
