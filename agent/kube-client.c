@@ -284,8 +284,8 @@ static void kube_request_finish(KubeRequest *r, int error, json_t *object) {
         bool floating = r->floating;
 
         r->http = http_request_free(r->http);
-        log_debug("%s %s: %s%s%li%s%s (%u attempt%s)", r->method, r->path, error < 0 ? "failed: " : "",
-                  error < 0 ? strerror(-error) : "", r->status, r->reason ? " " : "", strempty(r->reason),
+        log_debug("%s %s: %li%s%s%s%s (%u attempt%s)", r->method, r->path, r->status, r->reason ? " " : "",
+                  strempty(r->reason), error < 0 ? ", " : "", error < 0 ? strerror(-error) : "",
                   r->attempts, r->attempts == 1 ? "" : "s");
 
         /* Floating requests are ours: free them after the callback. Others may be freed by it. */
@@ -310,8 +310,8 @@ static int schedule_retry(KubeRequest *r, uint64_t delay_usec) {
         int err;
 
         r->http = http_request_free(r->http);
-        err = sd_event_add_time_relative(r->client->event, &r->retry_timer, CLOCK_MONOTONIC, delay_usec, 0,
-                                         kube_request_on_retry_timer, r);
+        err = sd_event_add_time_relative(r->client->event, &r->retry_timer, CLOCK_MONOTONIC, delay_usec,
+                                         USEC_PER_MSEC, kube_request_on_retry_timer, r);
         if (err < 0)
                 return err;
         (void) sd_event_source_set_description(r->retry_timer, "kube-request-retry");

@@ -427,7 +427,8 @@ int kube_watch_new(KubeClient *client, const char *collection, const char *name,
                 return r;
         (void) sd_event_source_set_enabled(w->dispatch, SD_EVENT_OFF);
         (void) sd_event_source_set_description(w->dispatch, "kube-watch-dispatch");
-        r = sd_event_add_time_relative(kube_client_get_event(client), &w->timer, CLOCK_MONOTONIC, 0, 0,
+        /* 1 ms accuracy: "re-watch at once" must not wait for sd-event's default slack (250 ms). */
+        r = sd_event_add_time_relative(kube_client_get_event(client), &w->timer, CLOCK_MONOTONIC, 0, USEC_PER_MSEC,
                                        kube_watch_on_timer, w);
         if (r < 0)
                 return r;

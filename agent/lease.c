@@ -256,8 +256,8 @@ int lease_start(Lease *l) {
 
         if (l->timer)
                 return 0;       /* already running */
-        r = sd_event_add_time_relative(kube_client_get_event(l->client), &l->timer, CLOCK_MONOTONIC, 0, 0,
-                                       lease_on_timer, l);
+        r = sd_event_add_time_relative(kube_client_get_event(l->client), &l->timer, CLOCK_MONOTONIC, 0,
+                                       USEC_PER_MSEC, lease_on_timer, l);
         if (r < 0)
                 return r;
         (void) sd_event_source_set_description(l->timer, "lease");
