@@ -36,7 +36,9 @@ struct RestartHandler {
         size_t index;                   /* next unit in request->units */
         UnitJob *job;                   /* borrowed: owned by uc, cancelled in our destructor */
         sd_event_source *retry_timer;   /* owned */
-        uint64_t retry_usec;
+        uint64_t retry_usec;            /* the last delay; 0 before the first failure */
+        uint64_t retry_min_usec;
+        uint64_t retry_max_usec;
         RestartRecord record;
         char *pending;                  /* owned: newest value seen while busy */
         bool has_pending;               /* pending is meaningful (NULL pending = annotation gone) */
@@ -200,8 +202,7 @@ static void handler_removal_failed(RestartHandler *h) {
         int r;
 
         h->state = RESTART_HANDLER_RETRY_WAIT;
-        h->retry_usec = h->retry_usec == 0 ? RESTART_HANDLER_RETRY_MIN_USEC
-                                           : MIN(h->retry_usec * 2, RESTART_HANDLER_RETRY_MAX_USEC);
+        h->retry_usec = h->retry_usec == 0 ? h->retry_min_usec : MIN(h->retry_usec * 2, h->retry_max_usec);
         h->retry_timer = sd_event_source_disable_unref(h->retry_timer);
         r = sd_event_add_time_relative(h->event, &h->retry_timer, CLOCK_MONOTONIC, h->retry_usec,
                                        /* accuracy= */ 0, handler_on_retry, h);
@@ -295,6 +296,7 @@ static int handler_start(RestartHandler *h, const char *value) {
                 if (!h->record.value)
                         return -ENOMEM;
         }
+        restart_request_free(h->request);      /* left over if a removal retry could not be armed */
         h->request = TAKE_PTR(req);
         h->index = 0;
         h->retry_usec = 0;
@@ -324,8 +326,13 @@ int restart_handler_submit(RestartHandler *h, const char *value) {
         case RESTART_HANDLER_RESTARTING:
         case RESTART_HANDLER_REMOVING:
         case RESTART_HANDLER_SELF:
-                if (streq_ptr(value, h->record.value))
+                if (streq_ptr(value, h->record.value)) {
+                        /* Back to what we are doing: whatever came in between is superseded. */
+                        free(h->pending);
+                        h->pending = NULL;
+                        h->has_pending = false;
                         return 0;
+                }
                 /* Finish what was asked first (MaxConcurrentReconciles=1 upstream); latest wins. */
                 h->has_pending = true;
                 return free_and_strdup(&h->pending, value);
@@ -359,6 +366,13 @@ int restart_handler_submit(RestartHandler *h, const char *value) {
         return handler_start(h, value);
 }
 
+void restart_handler_set_retry_interval(RestartHandler *h, uint64_t min_usec, uint64_t max_usec) {
+        assert(h);
+        assert(min_usec > 0 && min_usec <= max_usec);
+        h->retry_min_usec = min_usec;
+        h->retry_max_usec = max_usec;
+}
+
 bool restart_handler_is_busy(const RestartHandler *h) {
         assert(h);
         return h->state != RESTART_HANDLER_IDLE;
@@ -380,6 +394,8 @@ int restart_handler_new(sd_event *event, UnitControl *uc, const char *self_unit,
         h->uc = uc;
         h->cb = *cb;
         h->userdata = userdata;
+        h->retry_min_usec = RESTART_HANDLER_RETRY_MIN_USEC;
+        h->retry_max_usec = RESTART_HANDLER_RETRY_MAX_USEC;
         if (free_and_strdup(&h->self_unit, self_unit) < 0 ||
             free_and_strdup(&h->state_path, state_path) < 0)
                 return -ENOMEM;

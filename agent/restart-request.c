@@ -229,3 +229,16 @@ char *restart_rejected_message(const RestartRejected *r) {
                 return NULL;
         return s;
 }
+
+char *restart_result_message(const char *unit, bool ok, const char *detail) {
+        char *s;
+        int r;
+
+        assert(unit);
+        if (ok)
+                r = asprintf(&s, "processed restart of unit %s", unit);
+        else
+                r = asprintf(&s, "processed restart of unit %s failed with error %s", unit,
+                             detail ? detail : "unknown error");
+        return r < 0 ? NULL : s;
+}

@@ -146,7 +146,6 @@ UnitJob *unit_job_cancel(UnitJob *j) {
 
 /* Reports and frees the job. `detail` may be NULL (then derived from the error). */
 static int unit_job_finish(UnitJob *j, int error, const char *detail) {
-        _cleanup_(unit_job_freep) _unused_ UnitJob *owned = j;  /* freed on return */
         char buf[256];
         UnitJobResult res;
 
@@ -173,7 +172,8 @@ static int unit_job_finish(UnitJob *j, int error, const char *detail) {
         j->timer = sd_event_source_disable_unref(j->timer);
         unit_job_unlink(j);
 
-        j->on_done(&res, j->userdata);
+        j->on_done(&res, j->userdata);  /* res points into j: free only afterwards */
+        unit_job_free(j);
         return 0;
 }
 

@@ -61,5 +61,9 @@ int restart_handler_submit(RestartHandler *h, const char *value);
 /* Completion of RestartHandlerCallbacks.remove_annotation(). */
 void restart_handler_annotation_removed(RestartHandler *h, int error);
 
+/* Backoff between failed annotation removals: doubles from min to max (defaults
+ * RESTART_HANDLER_RETRY_{MIN,MAX}_USEC). For tests, and for a Manager that wants its own policy. */
+void restart_handler_set_retry_interval(RestartHandler *h, uint64_t min_usec, uint64_t max_usec);
+
 /* True while restarting, removing, or waiting to retry a removal. */
 bool restart_handler_is_busy(const RestartHandler *h);

@@ -45,3 +45,8 @@ DEFINE_CLEANUP_FUNC(RestartRequest, restart_request_free);
 
 /* "rejected unit name \"<entry>\": <why>" (CONTRACT §8.7), newly allocated; NULL on OOM. */
 char *restart_rejected_message(const RestartRejected *r);
+
+/* The note of the per-unit SystemDUnitRestart Event, worded as upstream (GNP §5):
+ * "processed restart of unit <unit>" or "processed restart of unit <unit> failed with error <detail>".
+ * Newly allocated; NULL on OOM. */
+char *restart_result_message(const char *unit, bool ok, const char *detail);

@@ -1,5 +1,146 @@
 #!/usr/bin/env python3
-"""DOCSTRING-PLACEHOLDER"""
+"""Kubernetes API-server emulator for the inplace-agent integration tests.
+
+Runs as a program (``python3 kube_emulator.py --state-dir DIR --port 0 ...``; ready when the ready file
+appears, which holds the same JSON that is printed on stdout) or is imported (``Emulator(...).start()``).
+Python 3 stdlib only; certificates are made with the ``openssl`` CLI. Behaviour follows
+shared/reference/kube-api.md (section numbers below refer to it).
+
+Transport limitation: the stdlib cannot speak HTTP/2, so the API port serves **HTTP/1.1 only** (ALPN selects
+"http/1.1"), with keep-alive and ``Transfer-Encoding: chunked`` watch streams. HTTP/2-only behaviour (GOAWAY
+frames, multiplexing, PING) is approximated by connection closes; see the ``close-connections`` route.
+
+Command line
+------------
+--state-dir DIR (required)   --port N (0 = free port)   --control-port N   --bind 127.0.0.1
+--server-host H        host written into the kubeconfigs (default --bind); added to the server cert SANs
+--ready-file PATH      default DIR/ready
+--token TOKEN[=USER[,GROUP...]]   repeatable; the first is the kubeconfig token. Default: one random token for
+                       user "emulator-admin" in group system:masters. A bare TOKEN is an admin token.
+--client-cert CN[,ORG...]  repeatable; the first writes client.crt/key + DIR/kubeconfig-cert
+--server-cert good|wrong-ca|wrong-san|expired      --client-auth none|optional|required (default optional)
+--san DNS:x|IP:y       extra server SANs       --node NAME   seed a kubelet-like Node (repeatable)
+--seed FILE            JSON object or list to seed          --initial-rv N (default 100)
+--server-version v1.32.4      --config KEY=VALUE (runtime config, below)      --debug-log FILE
+
+State directory
+---------------
+ready (JSON: pid, port, control_port, server, control_url, token, ca, token_file, kubeconfig, ...), ca.crt,
+token (the first token), kubeconfig (token), kubeconfig-tokenfile (tokenFile: DIR/token),
+kubeconfig-cadata (certificate-authority-data), kubeconfig-cert (client cert, with --client-cert),
+pki/ (CAs, server certs of every mode, minted client certs: pki/client-<name>.crt/.key).
+
+Authentication and authorization
+--------------------------------
+* Client certificate signed by the emulator CA (CN -> user, O -> groups) wins; a cert from the emulator's
+  "wrong" CA or an expired one gives 401 (like kube-apiserver, which checks certs in the authenticator). A cert
+  from a completely foreign CA fails the TLS handshake.
+* ``Authorization: Bearer`` with a known, unexpired token; anything else in Authorization -> 401
+  ``{"kind":"Status",...,"message":"Unauthorized","reason":"Unauthorized","code":401}``.
+* No credentials -> system:anonymous: 403 for API paths (only /version, /healthz, /livez, /readyz allowed);
+  401 instead with config anonymous_401=true.
+* Group system:masters: everything. User system:node:<n> + group system:nodes: Node authorizer (§6.1; get only
+  own node, list/watch need fieldSelector metadata.name=<n>; secrets only when a Pod with spec.nodeName=<n>
+  references them; leases only kube-node-lease/<n>; events create/update/patch; pods list/watch need
+  spec.nodeName=<n>) and NodeRestriction (§6.2: other node, taints, forbidden label keys -> 403).
+  Group gardener.cloud:node-agents: the gardener node-agent authorizer table (§6.3; machine name = node name or
+  the node labelled node.gardener.cloud/machine-name=<machine>). Any other authenticated user: allowed.
+
+Resources (one global resourceVersion counter, history window for watches)
+-------------------------------------------------------------------------
+nodes (+/status), namespaces (default, kube-system, kube-public, kube-node-lease exist), secrets, pods (+/status),
+core/v1 events, events.k8s.io/v1 events (same storage), coordination.k8s.io/v1 leases. Verbs get, list, watch
+(also legacy /watch/ paths), create, update (PUT), patch, delete. Discovery (/api, /apis, ...), /version and a
+minimal /openapi/v3 (so kubectl apply/patch leave validation to the server). Accept "as=Table" gets server-side
+tables (kubectl). Items of lists omit kind/apiVersion; output is compact JSON + "\\n" with Go's HTML escaping.
+LIST/GET/WATCH resourceVersion semantics, field/label selectors, 410/504, bookmarks, timeoutSeconds,
+resourceVersionMatch/sendInitialEvents validation, PATCH (merge, strategic incl. $patch/$setElementOrder/
+$retainKeys/$deleteFromPrimitiveList, JSON patch, apply with a simple managedFields model), Warning: 299 for
+unknown fields, fieldValidation=Strict, label/annotation validation, event validation and TTL, MicroTime
+parsing (exactly 6 fractional digits), no-op writes (same RV, no event) follow §3-§5/§8.
+Apply bodies must be JSON (no YAML parser in the stdlib) -> otherwise 400.
+
+Control API (plain HTTP/1.1 on 127.0.0.1:<control_port>, JSON in and out; no auth; never faulted)
+---------------------------------------------------------------------------------------------------
+GET  /healthz, /info                    -> {"ok":true} / the ready-file JSON (+ current rv)
+GET  /config; POST /config {key: value} -> runtime config (keys below)
+GET  /object?resource=R&name=N[&namespace=NS][&group=G]   -> stored object (events.k8s.io view with group)
+GET  /objects?resource=R[&namespace=NS]                   -> list
+PUT|POST /object[?manager=M&status_manager=M2]  body: object or list -> create/replace (ADDED/MODIFIED;
+                                           missing namespaces are created; uid/creationTimestamp kept on replace)
+DELETE /object?resource=R&name=N[&namespace=NS]           -> DELETED event
+POST /node {name, labels, annotations, kubelet_version, os_image, address, unschedulable, taints, uid,
+            conditions:[...], manager="kubelet", status_manager="kubelet"}  -> kubelet-registered-looking Node
+POST /secret {name, namespace="kube-system", data:{k: raw string}, labels, annotations, type, manager}
+POST /patch {resource="nodes", name, namespace, subresource, type=merge|strategic|json|apply, patch,
+             manager="emulator-control", force, field_validation, group} -> {"code","object","warnings"}
+POST /node-condition {node, type, status="True", reason, message, manager="machine-controller-manager",
+             remove=false, heartbeat=false} -> Node; MCM style: read, replace the condition by type (keeps
+             lastTransitionTime if status/reason/message unchanged), PUT .../status (one MODIFIED event)
+POST /node-labels {node, labels:{k: v|null}, annotations:{...}, unschedulable, taints,
+             manager="machine-controller-manager"} -> merge patch
+POST /batch [{"op": "patch"|"node-condition"|"node-labels"|"node"|"secret"|"object"|"delete", ...}] -> ops run
+             under one store lock, so a watcher receives their events in one chunk
+POST /faults {fault, verbs, path, resource, subresource, name, namespace, user, count=1, after=0, duration,
+             params} (or a list) -> {"id","ids"};  GET /faults;  DELETE /faults[?id=N]
+GET  /requests[?since=SEQ&path=REGEX&verb=V&user=U&method=M];  DELETE /requests
+GET  /watches[?active=1&path=REGEX&since=SEQ];  GET /history[?since_rv=N&resource=R&objects=1]
+GET  /connections[?since=SEQ]           -> {"active":[...], "tls":[handshake log], "mode"}
+GET  /tokens; POST /tokens {"add": {TOKEN: {user, groups, expires_in}}, "revoke": [TOKEN],
+             "write_token_file": TOKEN}
+POST /tls {cert: good|wrong-ca|wrong-san|expired, client_auth: none|optional|required, close_existing=true}
+POST /client-cert {name, cn, orgs:[...], ca: good|wrong, expired=false} -> {"cert","key","kubeconfig"}
+POST /listen {mode: normal|refuse|blackhole, seconds (auto-restore to normal), close_existing=true}
+POST /close-connections {watches: clean|abrupt|keep, idle=true, busy=false}   (GOAWAY-like)
+POST /rv {jump: K | reset: V, close_watches=true}  (jump: RV += K and history dropped -> old RVs get 410;
+             reset: objects restamped to RVs <= V -> newer client RVs get 504 too-large)
+POST /compact {rv}  (drop watch history up to rv, default all -> watches from older RVs get 410)
+POST /expire-events {names:[...]}  (expire now, as the TTL would)
+
+Fault rules (POST /faults). Matching: verbs are Kubernetes verbs (get, list, watch, create, update, patch,
+delete; non-resource requests use get/post/...); path is a regex searched in the URL path; resource,
+subresource, name, namespace, user are exact. A rule fires on matching requests after skipping `after` of
+them, `count` times (-1 = forever), for `duration` seconds if set. The request log records the fault name.
+Request faults (any verb):
+  too-many-requests {retry_after=7 (None: no header), json=false, message}  APF-style text/plain 429
+                    (json=true: Status with details.retryAfterSeconds)
+  service-unavailable {message, retry_after}    503 ServiceUnavailable Status
+  internal-error {message, retry_after}         500 InternalError Status
+  forbidden {reason, message}                   403 in the authorizer's format
+  unauthorized                                  401
+  conflict                                      409 Conflict (optimistic-lock message)
+  expired {message}                             410 Expired Status as a plain HTTP answer (list, watch start)
+  not-found                                     404
+  timeout {delay=0, message}                    504 Timeout after delay
+  shutdown {retry_after=5}                      429 text/plain + Retry-After + Connection: close
+  status {code, reason, message, plain, body, headers:[[k,v]], retry_after}   anything else
+  close {delay=0, rst=false}                    close the connection without answering (FIN or RST)
+  slow-headers {delay=5}                        answer late; >= config request_timeout -> 504 Timeout
+  slow-drip {bytes=16, interval=0.2}            body written in small pieces
+  every request fault also accepts params retry_after (header) and close (Connection: close)
+Watch faults (only watch requests):
+  watch-drop {after_events=1, rst=false}        after N object events close without the terminating chunk
+  watch-truncate {after_events=0, rst=false}    after N events send half an event line, then drop
+  watch-garbage {after_events=0, line="this is not json", unknown_type=false, type="UNKNOWN",
+                 then=keep|close|drop}          a non-JSON line (or an event of unknown type)
+  watch-expired {message}                       200, ERROR 410 Expired event, clean end
+  watch-error {code=500, reason, message}       200, ERROR event with that Status, clean end
+  watch-silent {duration, then=clean|drop}      headers, then nothing at all (no events, no bookmarks)
+  watch-short                                   200 and an immediate clean end (zero events)
+  watch-end {after_events=0}                    clean end after N events
+
+Runtime config (--config KEY=VALUE or POST /config): bookmark_interval=60, bookmark_before_deadline=2,
+history_max_events=10000, history_max_age=0 (unlimited), event_ttl=3600, watch_timeout_min=1800,
+too_large_wait=3, request_timeout=60, anonymous_401=false, coalesce=true, coalesce_window=0, split_bytes=0,
+split_delay=0.02, gzip_min_bytes=131072, apf_headers=true, log_bodies=true.
+
+Request log entry: seq, time, end, method, path, query, params, verb, user, groups, status, content_type,
+accept, user_agent, audit_id, watch, fault, body (parsed JSON when <= 64 KiB), warnings, retry_after, conn.
+Watch log entry: seq, request_seq, path, query, user, start, end, end_reason (deadline, client-closed,
+closed-by-emulator, error-410, fault-drop, ...), timeout, bookmarks, fault, events [[type, rv, time], ...].
+History (GET /history): rv, floor (oldest RV a watch may resume from), events [{rv, type, resource, namespace,
+name, time, object?}].
+"""
 
 import argparse
 import base64
@@ -861,6 +1002,11 @@ TABLES = {
     "Lease": ([_col("Name", fmt="name"), _col("Holder"), _col("Age")],
               lambda o: [o["metadata"]["name"], (o.get("spec") or {}).get("holderIdentity", ""),
                          human_age(o["metadata"].get("creationTimestamp"))]),
+    "Event": ([_col("Last Seen"), _col("Type"), _col("Reason"), _col("Object"), _col("Message")],
+              lambda o: [human_age(o.get("lastTimestamp") or o.get("eventTime") or
+                                   o["metadata"].get("creationTimestamp")), o.get("type", ""), o.get("reason", ""),
+                         "%s/%s" % ((o.get("involvedObject") or {}).get("kind", "").lower(),
+                                    (o.get("involvedObject") or {}).get("name", "")), o.get("message", "")]),
     "Secret": ([_col("Name", fmt="name"), _col("Type"), _col("Data", "integer"), _col("Age")],
                lambda o: [o["metadata"]["name"], o.get("type", ""), len(o.get("data") or {}),
                           human_age(o["metadata"].get("creationTimestamp"))]),
@@ -899,6 +1045,41 @@ def discovery_resources(group, version):
                         "kind": k.kind, "verbs": ["get", "patch", "update"]})
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "%s/%s" % (group, version) if group
             else version, "resources": res}
+
+
+def _pb_field(num, payload):
+    """Protobuf length-delimited field (enough for the tiny OpenAPI v2 document)."""
+    n, varint = len(payload), b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        varint += bytes([b | (0x80 if n else 0)])
+        if not n:
+            break
+    return bytes([(num << 3) | 2]) + varint + payload
+
+
+def openapi_gv_paths():
+    return sorted({"apis/%s/%s" % (k.group, k.version) if k.group else "api/%s" % k.version for k in KINDS})
+
+
+def openapi_doc(gvpath):
+    """Just enough OpenAPI v3 for kubectl: PATCH operations advertising fieldValidation, so kubectl leaves
+    validation to the server instead of needing full schemas."""
+    paths = {}
+    for k in KINDS:
+        if gvpath != ("apis/%s/%s" % (k.group, k.version) if k.group else "api/%s" % k.version):
+            continue
+        base = "/" + gvpath + ("/namespaces/{namespace}/" if k.namespaced else "/") + k.resource + "/{name}"
+        gvk = {"group": k.group, "version": k.version, "kind": k.kind}
+        params = [{"name": n, "in": "query", "schema": {"type": "string"}} for n in
+                  ("dryRun", "fieldManager", "fieldValidation", "force")]
+        paths[base] = {"patch": {"operationId": "patch" + k.kind, "x-kubernetes-group-version-kind": gvk,
+                                 "x-kubernetes-action": "patch", "parameters": params, "responses": {}},
+                       "put": {"operationId": "replace" + k.kind, "x-kubernetes-group-version-kind": gvk,
+                               "x-kubernetes-action": "put", "parameters": params[:3], "responses": {}}}
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": SERVER_VERSION}, "paths": paths,
+            "components": {"schemas": {}}}
 
 
 def discovery_groups():
@@ -1316,6 +1497,30 @@ def entries_equal(a, b):
     return [(e.ident(), e.paths) for e in a] == [(e.ident(), e.paths) for e in b]
 
 
+def paths_from_fields_v1(tree, prefix=()):
+    out = set()
+    for k, sub in (tree or {}).items():
+        if k == ".":
+            out.add(prefix + (".",))
+        elif not sub:
+            out.add(prefix + (k,))
+        else:
+            out |= paths_from_fields_v1(sub, prefix + (k,))
+    return out
+
+
+def entries_from_rendered(mf):
+    """managedFields written by a client (kubectl's client-side-apply upgrade, or [{}] to reset)."""
+    entries = []
+    for m in mf or []:
+        if not isinstance(m, dict) or not m.get("manager"):
+            continue
+        entries.append(ManagedEntry(m["manager"], m.get("operation", "Update"), m.get("subresource", ""),
+                                    m.get("apiVersion", "v1"), paths_from_fields_v1(m.get("fieldsV1")),
+                                    m.get("time")))
+    return [e for e in entries if e.paths]
+
+
 def track_update(entries, manager, subresource, old, new, kind, api_version="v1"):
     """Ownership after a non-apply write: the writer owns what it changed, others lose it."""
     entries = clone_entries(entries)
@@ -1388,7 +1593,8 @@ def ssa_apply(current, cfg, entries, manager, subresource, force, kind, api_vers
         if e is not mine:
             others |= e.paths
     new = deep(current)
-    for p in sorted(prev_owned - applied - others, key=len, reverse=True):
+    # Whole list elements first (their key fields are needed to find them), then deepest fields first.
+    for p in sorted(prev_owned - applied - others, key=lambda p: (p[-1] != ".", -len(p))):
         remove_at(new, p)
     scoped = deep(cfg)
     for k in ("kind", "apiVersion"):
@@ -1534,6 +1740,8 @@ class Store:
             prev = self.objects.get(key)
             self.rv += 1
             md["resourceVersion"] = str(self.rv)
+            order = list(META)
+            obj["metadata"] = md = {k: md[k] for k in sorted(md, key=lambda k: order.index(k) if k in order else 99)}
             if managed is not None:
                 self.managed[key] = managed
             ents = self.managed.get(key)
@@ -2072,8 +2280,8 @@ def validate_list_options(params, watch):
                           detail="sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"))
         if match:
             if sie is None:
-                errs.append(F("Forbidden", "resourceVersionMatch",
-                              detail="resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"))
+                errs.append(F("Forbidden", "resourceVersionMatch", detail="resourceVersionMatch is forbidden for "
+                                                                         "watch unless sendInitialEvents is provided"))
             if match != "NotOlderThan":
                 errs.append(F("NotSupported", "resourceVersionMatch", match, ["NotOlderThan"]))
             if cont:
@@ -2378,9 +2586,13 @@ class Api:
             if md.get("resourceVersion") and md["resourceVersion"] != old["metadata"]["resourceVersion"]:
                 raise err_conflict(kind.resource, kind.group, name)
             md.setdefault("uid", old["metadata"].get("uid"))
+            sent_mf = md.get("managedFields")
             new = self._strategy(kind, sub, old, new)
             key = Store.key(kind.storage, ns, name)
-            entries = track_update(self.store.managed.get(key, []), ctx.manager(), sub, old, new, kind.kind)
+            if sent_mf is not None and not json_equal(sent_mf, old["metadata"].get("managedFields")):
+                entries = entries_from_rendered(sent_mf)
+            else:
+                entries = track_update(self.store.managed.get(key, []), ctx.manager(), sub, old, new, kind.kind)
             return self._commit_write(kind, sub, old, new, ctx, entries, "update")
 
     def patch(self, kind, ns, name, sub, ptype, body, ctx):
@@ -2478,7 +2690,10 @@ class Api:
             new = self._strategy(kind, sub, old, new)
             # uid is immutable: a patch that changes it fails validation (422), one that drops it is ignored
             new["metadata"]["uid"] = pmd.get("uid") or old["metadata"].get("uid")
-            entries = track_update(entries, ctx.manager(), sub, old, new, kind.kind)
+            if "managedFields" in pmd and not json_equal(pmd["managedFields"], old["metadata"].get("managedFields")):
+                entries = entries_from_rendered(pmd["managedFields"])
+            else:
+                entries = track_update(entries, ctx.manager(), sub, old, new, kind.kind)
             return self._commit_write(kind, sub, old, new, ctx, entries, "update")
 
     def delete(self, kind, ns, name, body, ctx):
@@ -2784,6 +2999,7 @@ class ApiHandler(http.server.BaseHTTPRequestHandler):
         self.emu, self.cfg = emu, emu.cfg
         self.audit = str(uuid.uuid4())
         self.ident, self.ri, self.drip, self.wfault = None, None, None, None
+        self.extra_headers = []
         self.head_sent, self.warnings = False, []
         split = urllib.parse.urlsplit(self.path)
         self.req_path = split.path or "/"
@@ -2860,7 +3076,7 @@ class ApiHandler(http.server.BaseHTTPRequestHandler):
 
     def _head(self, code, headers):
         self.send_response(code)
-        for k, v in headers:
+        for k, v in headers + self.extra_headers:
             self.send_header(k, v)
         self.end_headers()
         self.head_sent = True
@@ -3082,12 +3298,26 @@ class ApiHandler(http.server.BaseHTTPRequestHandler):
         raise err_method_not_allowed()
 
     def _request_fault(self, rule, ri):
-        p, f = rule.params, rule.fault
+        """Apply a request fault: either raise the injected answer or change how the request is served."""
+        p = rule.params
         extra = []
-        if p.get("retry_after") is not None and f not in ("too-many-requests",):
+        if p.get("retry_after") is not None and rule.fault not in ("too-many-requests", "shutdown"):
             extra.append(("Retry-After", str(p["retry_after"])))
         if p.get("close"):
             extra.append(("Connection", "close"))
+            self.conn_state.close_after = True
+        try:
+            self._request_fault_inner(rule, ri)
+        except ApiError as e:
+            have = {k.lower() for k, _ in e.headers}
+            e.headers += [(k, v) for k, v in extra if k.lower() not in have]
+            raise
+        if p.get("close"):
+            self.extra_headers = [("Connection", "close")]
+
+    def _request_fault_inner(self, rule, ri):
+        p, f = rule.params, rule.fault
+        extra = []
         det_retry = p.get("retry_after") if isinstance(p.get("retry_after"), int) else None
         if f == "slow-headers":
             delay = float(p.get("delay", 5))
@@ -3181,6 +3411,22 @@ class ApiHandler(http.server.BaseHTTPRequestHandler):
         if len(parts) == 4 and parts[1] == "apis" and any(k.group == parts[2] and k.version == parts[3]
                                                            for k in KINDS):
             return self._send_json(200, discovery_resources(parts[2], parts[3]))
+        if path == "/openapi/v2":
+            # Older kubectl (e.g. Debian's 1.20) insists on downloading it before apply; an empty document makes
+            # it skip client-side validation for every kind, like for CRDs without a schema.
+            if "protobuf" in (self.headers.get("Accept") or ""):
+                info = _pb_field(1, b"Kubernetes") + _pb_field(2, self.emu.server_version.encode())
+                data = _pb_field(1, b"2.0") + _pb_field(2, info)
+                self._head(200, self._std_headers("application/octet-stream") + [("Content-Length", str(len(data)))])
+                return self._raw(data)
+            return self._send_json(200, {"swagger": "2.0", "info": {"title": "Kubernetes",
+                                                                   "version": self.emu.server_version},
+                                         "paths": {}, "definitions": {}})
+        if path == "/openapi/v3":
+            return self._send_json(200, {"paths": {gvp: {"serverRelativeURL": "/openapi/v3/%s?hash=%s" % (
+                gvp, hashlib.sha256(gvp.encode()).hexdigest()[:32].upper())} for gvp in openapi_gv_paths()}})
+        if path.startswith("/openapi/v3/") and path[len("/openapi/v3/"):] in openapi_gv_paths():
+            return self._send_json(200, openapi_doc(path[len("/openapi/v3/"):]))
         raise err_no_route()
 
     def _wants_table(self):
@@ -3294,7 +3540,8 @@ class ApiHandler(http.server.BaseHTTPRequestHandler):
                     have = bool(w.q)
                 if have and cfg["coalesce_window"] > 0:
                     time.sleep(cfg["coalesce_window"])
-                with w.cv:
+                # Drain under the store lock: events committed together (one batch) arrive together.
+                with store.lock, w.cv:
                     if w.q:
                         items = list(w.q) if cfg["coalesce"] else [w.q[0]]
                         for _ in items:
@@ -3496,6 +3743,8 @@ class ApiServer:
     def _conn(self, raw, addr):
         emu = self.emu
         raw.settimeout(10)
+        # headers and body are separate writes; without NODELAY, Nagle + delayed ACK add ~40 ms per response
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             tls = emu.tls.context().wrap_socket(raw, server_side=True)
         except (ssl.SSLError, OSError) as e:
@@ -3538,6 +3787,12 @@ class ApiServer:
                 self.timer.cancel()
                 self.timer = None
             if mode == "refuse" and self.lsock is not None:
+                try:
+                    # shutdown() stops a listening socket at once (Linux), even while the accept
+                    # thread still polls it; close() alone would leave it listening until then.
+                    self.lsock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
                 self.lsock.close()
                 self.lsock = None
             elif mode != "refuse" and self.lsock is None:

@@ -15,6 +15,7 @@
  *   --self-unit UNIT         restart.selfUnit (default none)
  *   --state PATH             the RestartHandler record file (default: memory only)
  *   --fail-removal N         the first N annotation removals fail (-EIO)
+ *   --retry DURATION         first delay before retrying a failed removal (default 1s)
  * Exit status: 0 when every job/handler step ran (the JSON tells whether units succeeded), 1 on
  * setup errors, 2 on usage errors. */
 #include <getopt.h>
@@ -166,7 +167,7 @@ static void on_finished(const char *value, void *userdata) {
 /* ---- main */
 
 static int usage(void) {
-        fprintf(stderr, "usage: unitctl [--job-timeout D] [--self-unit U] [--state P] [--fail-removal N]\n"
+        fprintf(stderr, "usage: unitctl [--job-timeout D] [--self-unit U] [--state P] [--fail-removal N] [--retry D]\n"
                         "               start|stop|restart|reload UNIT... | daemon-reload |\n"
                         "               handle VALUE | handle-file PATH\n");
         return 2;
@@ -178,12 +179,13 @@ int main(int argc, char *argv[]) {
                 { "self-unit", required_argument, NULL, 's' },
                 { "state", required_argument, NULL, 'p' },
                 { "fail-removal", required_argument, NULL, 'f' },
+                { "retry", required_argument, NULL, 'r' },
                 {}
         };
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         _cleanup_free_ char *value = NULL;
         const char *self_unit = NULL, *state = NULL, *verb;
-        uint64_t job_timeout_usec = 90 * USEC_PER_SEC;
+        uint64_t job_timeout_usec = 90 * USEC_PER_SEC, retry_usec = 0;
         Ctx c = { .exit_code = 0 };
         sigset_t ss;
         int opt, r;
@@ -199,6 +201,10 @@ int main(int argc, char *argv[]) {
                         break;
                 case 'p':
                         state = optarg;
+                        break;
+                case 'r':
+                        if (parse_duration(optarg, &retry_usec) < 0 || retry_usec == 0)
+                                return usage();
                         break;
                 case 'f':
                         c.fail_removal = (unsigned) strtoul(optarg, NULL, 10);
@@ -250,6 +256,9 @@ int main(int argc, char *argv[]) {
                         }
                 }
                 r = restart_handler_new(c.event, c.uc, self_unit, state, &cb, &c, &c.handler);
+                if (r >= 0 && retry_usec > 0)
+                        restart_handler_set_retry_interval(c.handler, retry_usec,
+                                                           MAX(retry_usec, RESTART_HANDLER_RETRY_MAX_USEC));
                 if (r >= 0)
                         r = restart_handler_submit(c.handler, value);
                 if (r < 0) {

@@ -213,7 +213,7 @@ class UnitControl(unittest.TestCase):
         with open(ann, "w") as f:
             f.write("kubelet,containerd")
         n = {u: self.started(u) for u in ("kubelet.service", "containerd.service")}
-        ev = self.unitctl("--fail-removal", "2", "--state", self.tmp("record.json"), "handle-file", ann)
+        ev = self.unitctl("--fail-removal", "2", "--retry", "100ms", "--state", self.tmp("record.json"), "handle-file", ann)
         self.assertEqual([e["ok"] for e in self.by_event(ev, "remove")], [False, False, True])
         self.assertEqual(len(self.by_event(ev, "unit")), 2)
         for u in n:

@@ -53,7 +53,7 @@ static void check_case(const Case *c) {
         assert_int_equal(restart_request_parse(c->value, SELF, &r), 0);
         assert_non_null(r);
 
-        for (n = 0; c->units[n]; n++) {
+        for (n = 0; n < MAXN && c->units[n]; n++) {
                 if (n >= r->n_units)
                         fail_msg("value \"%s\": missing unit %s", c->value, c->units[n]);
                 if (!streq(r->units[n], c->units[n]))
@@ -64,7 +64,7 @@ static void check_case(const Case *c) {
                 fail_msg("value \"%s\": %zu units, expected %zu", c->value, r->n_units, n);
         assert_null(r->units ? r->units[r->n_units] : NULL);
 
-        for (n = 0; c->rejected[n]; n++) {
+        for (n = 0; n < MAXN && c->rejected[n]; n++) {
                 if (n >= r->n_rejected)
                         fail_msg("value \"%s\": missing rejection of \"%s\"", c->value, c->rejected[n]);
                 assert_string_equal(r->rejected[n].entry, c->rejected[n]);
@@ -105,6 +105,14 @@ static void test_rejected_message_format(void **state) {
         assert_non_null(m);
         /* CONTRACT §8.7 */
         assert_true(strncmp(m, "rejected unit name \"foo;rm -rf /\": ", 35) == 0);
+}
+
+static void test_result_message(void **state) {
+        _cleanup_free_ char *ok = restart_result_message("kubelet.service", true, NULL);
+        _cleanup_free_ char *bad = restart_result_message("x.service", false, "job result: failed");
+
+        assert_string_equal(ok, "processed restart of unit kubelet.service");
+        assert_string_equal(bad, "processed restart of unit x.service failed with error job result: failed");
 }
 
 static void test_overlong_entry_is_rejected_and_capped(void **state) {
@@ -169,6 +177,7 @@ int main(void) {
                 cmocka_unit_test(test_table),
                 cmocka_unit_test(test_null_value_and_no_self_unit),
                 cmocka_unit_test(test_rejected_message_format),
+                cmocka_unit_test(test_result_message),
                 cmocka_unit_test(test_overlong_entry_is_rejected_and_capped),
                 cmocka_unit_test(test_overlong_value),
                 cmocka_unit_test(test_unit_and_rejection_limits),

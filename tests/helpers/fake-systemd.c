@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <assert.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/socket.h>
+
+#include "fake-systemd.h"
+
+#define FAKE_UNITS_MAX 16
+#define MANAGER_PATH "/org/freedesktop/systemd1"
+#define MANAGER_IFACE "org.freedesktop.systemd1.Manager"
+#define UNIT_PREFIX "/org/freedesktop/systemd1/unit"
+
+typedef struct FakeUnit {
+        char *name;                     /* owned */
+        FakeBehaviour behaviour;
+        sd_id128_t invocation;
+        const char *active_state;       /* static */
+        const char *sub_state;          /* static */
+        const char *result;             /* static: Service.Result */
+        unsigned n_jobs;
+} FakeUnit;
+
+struct FakeSystemd {
+        sd_bus *server;                 /* ref held */
+        sd_bus_slot *slot_manager;      /* owned */
+        sd_bus_slot *slot_unit;         /* owned */
+        sd_bus_slot *slot_service;      /* owned */
+        FakeUnit units[FAKE_UNITS_MAX];
+        size_t n_units;
+        FakeUnit not_found;             /* what systemd shows for a name with no unit file */
+        char *subscribe_error;          /* owned */
+        char *calls;                    /* owned */
+        uint32_t next_job;
+};
+
+static FakeUnit *find(FakeSystemd *f, const char *name) {
+        for (size_t i = 0; i < f->n_units; i++)
+                if (streq(f->units[i].name, name))
+                        return &f->units[i];
+        return NULL;
+}
+
+static void log_call(FakeSystemd *f, const char *member, const char *unit) {
+        char *s;
+
+        if (asprintf(&s, "%s%s%s%s%s", strempty(f->calls), f->calls ? " " : "", member, unit ? ":" : "",
+                     strempty(unit)) >= 0) {
+                free(f->calls);
+                f->calls = s;
+        }
+}
+
+static void set_state(FakeUnit *u, const char *active, const char *sub, const char *result) {
+        u->active_state = active;
+        u->sub_state = sub;
+        u->result = result;
+}
+
+/* Applies a job the way systemd would, and returns the JobRemoved result (NULL: never finishes). */
+static const char *apply_job(FakeUnit *u, const char *member) {
+        bool starts = streq(member, "StartUnit") || streq(member, "RestartUnit");
+
+        if (u->behaviour == FAKE_HANG)
+                return NULL;
+        if (streq(member, "StopUnit")) {
+                set_state(u, "inactive", "dead", "success");
+                return "done";
+        }
+        if (!starts)
+                return "done";                  /* ReloadUnit */
+
+        if (u->behaviour != FAKE_NO_RESTART)
+                (void) sd_id128_randomize(&u->invocation);
+        switch (u->behaviour) {
+        case FAKE_JOB_FAILED:
+                set_state(u, "failed", "failed", "exit-code");
+                return "failed";
+        case FAKE_DIES:
+                set_state(u, "failed", "failed", "signal");
+                return "done";
+        default:
+                set_state(u, "active", "running", "success");
+                return "done";
+        }
+}
+
+static int emit_job_removed(FakeSystemd *f, uint32_t id, const char *unit, const char *result) {
+        char path[64];
+
+        snprintf(path, sizeof(path), MANAGER_PATH "/job/%u", id);
+        return sd_bus_emit_signal(f->server, MANAGER_PATH, MANAGER_IFACE, "JobRemoved", "uoss", id, path,
+                                  unit, result);
+}
+
+static int method_job(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        FakeSystemd *f = userdata;
+        const char *name, *mode, *member = sd_bus_message_get_member(m), *result;
+        char path[64];
+        uint32_t id;
+        FakeUnit *u;
+        int r;
+
+        r = sd_bus_message_read(m, "ss", &name, &mode);
+        if (r < 0)
+                return r;
+        log_call(f, member, name);
+        u = find(f, name);
+        if (!u)
+                return sd_bus_error_setf(error, "org.freedesktop.systemd1.NoSuchUnit", "Unit %s not found.", name);
+        u->n_jobs++;
+
+        id = ++f->next_job;
+        snprintf(path, sizeof(path), MANAGER_PATH "/job/%u", id);
+        r = sd_bus_reply_method_return(m, "o", path);
+        if (r < 0)
+                return r;
+
+        /* Noise the client must ignore: someone else's job of the same unit, and a malformed signal. */
+        (void) emit_job_removed(f, id + 1000, name, "canceled");
+        (void) sd_bus_emit_signal(f->server, MANAGER_PATH, MANAGER_IFACE, "JobRemoved", "s", "garbage");
+
+        result = apply_job(u, member);
+        if (result)
+                (void) emit_job_removed(f, id, name, result);
+        return 1;
+}
+
+static int method_subscribe(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        FakeSystemd *f = userdata;
+
+        log_call(f, "Subscribe", NULL);
+        if (f->subscribe_error)
+                return sd_bus_error_setf(error, f->subscribe_error, "Subscribe refused by the test.");
+        return sd_bus_reply_method_return(m, "");
+}
+
+static int method_reload(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        log_call(userdata, "Reload", NULL);
+        return sd_bus_reply_method_return(m, "");
+}
+
+static int get_invocation(sd_bus *bus, const char *path, const char *interface, const char *property,
+                          sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        const FakeUnit *u = userdata;
+
+        return sd_bus_message_append_array(reply, 'y', u->invocation.bytes,
+                                           sd_id128_is_null(u->invocation) ? 0 : sizeof(u->invocation));
+}
+
+static int find_unit(sd_bus *bus, const char *path, const char *interface, void *userdata, void **found,
+                     sd_bus_error *error) {
+        FakeSystemd *f = userdata;
+        _cleanup_free_ char *name = NULL;
+        FakeUnit *u;
+
+        if (sd_bus_path_decode(path, UNIT_PREFIX, &name) <= 0)
+                return 0;
+        u = find(f, name);
+        *found = u ? u : &f->not_found;
+        return 1;
+}
+
+static const sd_bus_vtable manager_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_METHOD("Subscribe", "", "", method_subscribe, 0),
+        SD_BUS_METHOD("StartUnit", "ss", "o", method_job, 0),
+        SD_BUS_METHOD("StopUnit", "ss", "o", method_job, 0),
+        SD_BUS_METHOD("RestartUnit", "ss", "o", method_job, 0),
+        SD_BUS_METHOD("ReloadUnit", "ss", "o", method_job, 0),
+        SD_BUS_METHOD("Reload", "", "", method_reload, 0),
+        SD_BUS_SIGNAL("JobRemoved", "uoss", 0),
+        SD_BUS_VTABLE_END
+};
+
+static const sd_bus_vtable unit_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_PROPERTY("InvocationID", "ay", get_invocation, 0, 0),
+        SD_BUS_PROPERTY("ActiveState", "s", NULL, offsetof(FakeUnit, active_state), 0),
+        SD_BUS_PROPERTY("SubState", "s", NULL, offsetof(FakeUnit, sub_state), 0),
+        SD_BUS_VTABLE_END
+};
+
+static const sd_bus_vtable service_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_PROPERTY("Result", "s", NULL, offsetof(FakeUnit, result), 0),
+        SD_BUS_VTABLE_END
+};
+
+static int setup_bus(int fd, bool server, sd_bus **ret) {
+        _cleanup_(sd_bus_unrefp) sd_bus *b = NULL;
+        sd_id128_t id;
+        int r;
+
+        r = sd_bus_new(&b);
+        if (r >= 0)
+                r = sd_bus_set_fd(b, fd, fd);
+        if (r >= 0 && server) {
+                r = sd_id128_randomize(&id);
+                if (r >= 0)
+                        r = sd_bus_set_server(b, 1, id);
+                /* A direct connection has no bus daemon to stamp the sender; the client's match
+                 * filters on it, as it must on the real bus. */
+                if (r >= 0)
+                        r = sd_bus_set_sender(b, "org.freedesktop.systemd1");
+        }
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(b);
+        return 0;
+}
+
+int fake_systemd_new(sd_event *event, FakeSystemd **ret, sd_bus **ret_client) {
+        _cleanup_(fake_systemd_freep) FakeSystemd *f = NULL;
+        _cleanup_(sd_bus_unrefp) sd_bus *client = NULL;
+        int fds[2] = { -EBADF, -EBADF }, r;
+
+        f = calloc(1, sizeof(*f));
+        if (!f)
+                return -ENOMEM;
+        f->not_found = (FakeUnit) { .active_state = "inactive", .sub_state = "dead", .result = "success" };
+
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds) < 0)
+                return -errno;
+        r = setup_bus(fds[0], /* server= */ true, &f->server);
+        if (r < 0) {
+                close(fds[0]);
+                close(fds[1]);
+                return r;
+        }
+        r = setup_bus(fds[1], /* server= */ false, &client);
+        if (r < 0) {
+                close(fds[1]);
+                return r;
+        }
+
+        r = sd_bus_add_object_vtable(f->server, &f->slot_manager, MANAGER_PATH, MANAGER_IFACE,
+                                     manager_vtable, f);
+        if (r >= 0)
+                r = sd_bus_add_fallback_vtable(f->server, &f->slot_unit, UNIT_PREFIX,
+                                               "org.freedesktop.systemd1.Unit", unit_vtable, find_unit, f);
+        if (r >= 0)
+                r = sd_bus_add_fallback_vtable(f->server, &f->slot_service, UNIT_PREFIX,
+                                               "org.freedesktop.systemd1.Service", service_vtable,
+                                               find_unit, f);
+        if (r >= 0)
+                r = sd_bus_start(f->server);
+        if (r >= 0)
+                r = sd_bus_start(client);
+        if (r >= 0)
+                r = sd_bus_attach_event(f->server, event, SD_EVENT_PRIORITY_NORMAL);
+        if (r >= 0)
+                r = sd_bus_attach_event(client, event, SD_EVENT_PRIORITY_NORMAL);
+        if (r < 0)
+                return r;
+
+        *ret = TAKE_PTR(f);
+        *ret_client = TAKE_PTR(client);
+        return 0;
+}
+
+FakeSystemd *fake_systemd_free(FakeSystemd *f) {
+        if (!f)
+                return NULL;
+        sd_bus_slot_unref(f->slot_manager);
+        sd_bus_slot_unref(f->slot_unit);
+        sd_bus_slot_unref(f->slot_service);
+        /* No flush: the client is served by the same thread, which is not running its loop now. */
+        sd_bus_close_unref(f->server);
+        for (size_t i = 0; i < f->n_units; i++)
+                free(f->units[i].name);
+        free(f->subscribe_error);
+        free(f->calls);
+        free(f);
+        return NULL;
+}
+
+int fake_systemd_add_unit(FakeSystemd *f, const char *name, FakeBehaviour b) {
+        FakeUnit *u;
+
+        assert(f->n_units < FAKE_UNITS_MAX);
+        u = &f->units[f->n_units];
+        *u = (FakeUnit) { .name = strdup(name), .behaviour = b };
+        if (!u->name)
+                return -ENOMEM;
+        (void) sd_id128_randomize(&u->invocation);
+        set_state(u, "active", "running", "success");
+        f->n_units++;
+        return 0;
+}
+
+void fake_systemd_set_subscribe_error(FakeSystemd *f, const char *error_name) {
+        (void) free_and_strdup(&f->subscribe_error, error_name);
+}
+
+unsigned fake_systemd_n_jobs(const FakeSystemd *f, const char *unit) {
+        for (size_t i = 0; i < f->n_units; i++)
+                if (streq(f->units[i].name, unit))
+                        return f->units[i].n_jobs;
+        return 0;
+}
+
+const char *fake_systemd_calls(const FakeSystemd *f) {
+        return strempty(f->calls);
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* A fake org.freedesktop.systemd1 for unit tests: a real sd-bus server on one end of a socketpair
+ * (the test-bus-server.c pattern), the client end handed to the code under test. Both are attached
+ * to the caller's sd_event loop, so a test drives everything from one thread. It serves Subscribe,
+ * Start/Stop/Restart/ReloadUnit, Reload and the unit properties InvocationID, ActiveState, SubState
+ * and Service.Result, and emits JobRemoved the way systemd does, plus a decoy JobRemoved for a
+ * different job of the same unit before each real one. Unknown units get NoSuchUnit. */
+
+#include <stdbool.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include "macro.h"
+
+typedef enum FakeBehaviour {
+        FAKE_OK,                /* job "done", new InvocationID, active/running */
+        FAKE_NO_RESTART,        /* job "done", but the InvocationID stays the same */
+        FAKE_JOB_FAILED,        /* job "failed", unit failed/failed, Result "exit-code" */
+        FAKE_DIES,              /* job "done", but the unit is failed right after (Type=simple crash) */
+        FAKE_HANG,              /* the job never finishes */
+} FakeBehaviour;
+
+typedef struct FakeSystemd FakeSystemd;
+
+/* *ret_client: a started client connection (not a bus client: no Hello), attached to `event`. */
+int fake_systemd_new(sd_event *event, FakeSystemd **ret, sd_bus **ret_client);
+FakeSystemd *fake_systemd_free(FakeSystemd *f);
+DEFINE_CLEANUP_FUNC(FakeSystemd, fake_systemd_free);
+
+int fake_systemd_add_unit(FakeSystemd *f, const char *name, FakeBehaviour b);
+/* Subscribe() answers with this D-Bus error (NULL: success). */
+void fake_systemd_set_subscribe_error(FakeSystemd *f, const char *error_name);
+
+/* Jobs of any kind received for `unit`. */
+unsigned fake_systemd_n_jobs(const FakeSystemd *f, const char *unit);
+/* Every Manager method call so far, space-separated: "Subscribe RestartUnit:a.service Reload". */
+const char *fake_systemd_calls(const FakeSystemd *f);
