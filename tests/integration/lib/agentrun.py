@@ -226,6 +226,7 @@ def run(tests, **emu_kwargs):
             emu.clear_faults()
             emu.config(**cfg)
             emu.listen("normal", close_existing=False)
+            emu.tls(cert="good", client_auth="optional", close_existing=False)
             t0 = time.monotonic()
             try:
                 t(emu)
