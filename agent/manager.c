@@ -7,6 +7,8 @@
 #include <time.h>
 
 #include "build-config.h"
+#include "catalog-ids.h"
+#include "executor.h"
 #include "fileio.h"
 #include "http.h"
 #include "kube-client.h"
@@ -17,12 +19,18 @@
 #include "lease.h"
 #include "log.h"
 #include "manager.h"
+#include "node-view.h"
+#include "osc.h"
+#include "restart-handler.h"
+#include "restart-request.h"
+#include "unit-control.h"
 
 #define AGENT_COMPONENT "inplace-agent"
 #define KUBECONFIG_RETRY_USEC (10 * USEC_PER_SEC)
 #define NODE_VIEW_ENV "INPLACE_AGENT_DEBUG_NODE_VIEW"
 #define NODE_VIEW_FILE "node-view.json"
 #define DEBUG_JSON_MAX 4096
+#define RESTART_STATE_FILE "restart-request.json"
 
 typedef struct PendingWrite PendingWrite;
 
@@ -48,6 +56,14 @@ struct Manager {
         sd_event_source *kubeconfig_timer;      /* owned: retries loading the kubeconfig */
         char *kubeconfig_error;         /* owned: last load error, to log each distinct one once */
 
+        sd_bus *bus;                    /* ref held: the system bus (DBUS_SYSTEM_BUS_ADDRESS); NULL if down */
+        UnitControl *units;             /* owned; NULL without a bus */
+        RestartHandler *restarts;       /* owned; NULL without a bus */
+        Executor *executor;             /* owned */
+        KubeWatch *secret_watch;        /* owned: the OSC Secret; NULL while its name is unknown */
+        char *secret_name;              /* owned */
+        char *osc_error;                /* owned: last OSC decode error, reported once */
+
         json_t *node;                   /* ref held: the latest Node; NULL while unknown or absent */
         char *node_uid;                 /* owned */
         char *status;                   /* owned: last STATUS= sent */
@@ -55,9 +71,7 @@ struct Manager {
         bool node_view;                 /* debug: mirror the Node view into the state directory */
 };
 
-static void manager_set_status(Manager *m, const char *fmt, ...) _printf_(2, 3);
-
-static void manager_set_status(Manager *m, const char *fmt, ...) {
+void manager_set_status(Manager *m, const char *fmt, ...) {
         _cleanup_free_ char *s = NULL;
         va_list ap;
         int r;
@@ -125,8 +139,215 @@ static void manager_dump_node_view(Manager *m) {
 /* The one place where a change of our Node enters the agent: called whenever the watched Node
  * changed, appeared or disappeared (m->node is NULL then). Consumers — the update engine, the
  * restart handler — plug in here and read m->node. Keep this function a list of calls. */
+static void manager_update_secret_watch(Manager *m);
+static void manager_submit_restarts(Manager *m);
+
 static void manager_on_node_changed(Manager *m) {
         manager_dump_node_view(m);
+        manager_update_secret_watch(m);
+        executor_set_node(m->executor, m->node);
+        manager_submit_restarts(m);
+}
+
+/* ---- the OSC Secret --------------------------------------------------------------------------- */
+
+static void manager_on_secret_object(KubeWatch *w, json_t *secret, void *userdata) {
+        Manager *m = userdata;
+        _cleanup_free_ char *error = NULL;
+        OscDesired *osc = NULL;
+        int r;
+
+        r = osc_decode_secret(secret, m->config->kubelet.binary_path, &osc, &error);
+        if (r < 0) {
+                /* A broken desired state is reported once per distinct error and ignored: no action. */
+                if (!streq_ptr(error, m->osc_error)) {
+                        log_error_errno(r, "Ignoring OSC Secret %s/%s: %s", m->config->osc.namespace,
+                                        m->secret_name, error ? error : strerror(-r));
+                        (void) manager_emit_event(m, "Warning", "InvalidOperatingSystemConfig",
+                                                  error ? error : strerror(-r));
+                }
+                free(m->osc_error);
+                m->osc_error = TAKE_PTR(error);
+                executor_set_osc(m->executor, NULL);
+                return;
+        }
+        free(m->osc_error);
+        m->osc_error = NULL;
+        log_debug("OSC Secret %s/%s: checksum %s, kubelet %s, OS %s.", m->config->osc.namespace, m->secret_name,
+                  strempty(osc->checksum), strempty(osc->kubelet_version), strempty(osc->os_version));
+        executor_set_osc(m->executor, osc);
+}
+
+static void manager_on_secret_deleted(KubeWatch *w, json_t *last, void *userdata) {
+        Manager *m = userdata;
+
+        log_notice("OSC Secret %s/%s is gone; nothing to apply.", m->config->osc.namespace, m->secret_name);
+        executor_set_osc(m->executor, NULL);
+}
+
+/* The OSC Secret is named by osc.secretName, else by our Node's label (GNP §2.1). */
+static void manager_update_secret_watch(Manager *m) {
+        static const KubeWatchCallbacks secret_callbacks = {
+                .on_object = manager_on_secret_object,
+                .on_deleted = manager_on_secret_deleted,
+        };
+        _cleanup_free_ char *collection = NULL;
+        const char *name = m->config->osc.secret_name;
+        int r;
+
+        if (isempty(name))
+                name = json_string_value(json_object_get(json_object_get(json_object_get(m->node, "metadata"), "labels"),
+                                                         NODE_LABEL_SECRET_NAME));
+        if (streq_ptr(isempty(name) ? NULL : name, m->secret_name) || !m->kube)
+                return;
+
+        m->secret_watch = kube_watch_free(m->secret_watch);
+        executor_set_osc(m->executor, NULL);
+        if (free_and_strdup(&m->secret_name, isempty(name) ? NULL : name) < 0) {
+                log_oom();
+                return;
+        }
+        if (!m->secret_name) {
+                log_notice("No OSC Secret is named (osc.secretName, label %s); waiting.", NODE_LABEL_SECRET_NAME);
+                return;
+        }
+        log_info("Watching OSC Secret %s/%s.", m->config->osc.namespace, m->secret_name);
+        if (asprintf(&collection, "/api/v1/namespaces/%s/secrets", m->config->osc.namespace) < 0) {
+                log_oom();
+                return;
+        }
+        r = kube_watch_new(m->kube, collection, m->secret_name, &secret_callbacks, m, &m->secret_watch);
+        if (r >= 0)
+                r = kube_watch_start(m->secret_watch);
+        if (r < 0)
+                log_error_errno(r, "Failed to watch OSC Secret %s: %m", m->secret_name);
+}
+
+/* ---- the restart annotation ---------------------------------------------------------------------- */
+
+static void manager_on_restart_result(const char *unit, bool ok, const char *detail, void *userdata) {
+        Manager *m = userdata;
+        _cleanup_free_ char *msg = restart_result_message(unit, ok, detail);
+
+        (void) log_struct_id(ok ? LOG_INFO : LOG_WARNING, 0, ok ? MESSAGE_ID_UNIT_RESTARTED : MESSAGE_ID_UNIT_RESTART_FAILED,
+                             "%s", msg ? msg : unit);
+        (void) manager_emit_event(m, ok ? "Normal" : "Warning", "SystemDUnitRestart", msg ? msg : unit);
+}
+
+static void manager_on_restart_rejected(const char *entry, const char *why, void *userdata) {
+        Manager *m = userdata;
+        RestartRejected rej = { .entry = (char *) entry, .why = (char *) why };
+        _cleanup_free_ char *msg = restart_rejected_message(&rej);
+
+        log_warning("%s", msg ? msg : entry);
+        (void) manager_emit_event(m, "Warning", "SystemDUnitRestart", msg ? msg : entry);
+}
+
+static void manager_on_restart_annotation_removed(KubeRequest *req, int error, json_t *object, void *userdata) {
+        Manager *m = userdata;
+
+        /* 422 from the "test" op: the value changed meanwhile, a newer request is not ours to drop. */
+        restart_handler_annotation_removed(m->restarts, error == -EINVAL ? -ESTALE : error);
+}
+
+static int manager_remove_restart_annotation(const char *value, void *userdata) {
+        Manager *m = userdata;
+        _cleanup_(json_decrefp) json_t *body = NULL;
+        _cleanup_free_ char *path = NULL;
+        const char *pointer = "/metadata/annotations/worker.gardener.cloud~1restart-systemd-services";
+
+        if (!m->kube)
+                return -ENODEV;
+        if (asprintf(&path, "/api/v1/nodes/%s", m->config->node_name) < 0)
+                return -ENOMEM;
+        /* Conditional: removes the annotation only if it still holds the value we handled. */
+        body = json_pack("[{s:s, s:s, s:s}, {s:s, s:s}]", "op", "test", "path", pointer, "value", value, "op",
+                         "remove", "path", pointer);
+        if (!body)
+                return -ENOMEM;
+        return kube_client_patch(m->kube, path, KUBE_PATCH_JSON, body, manager_on_restart_annotation_removed, m, NULL);
+}
+
+static void manager_on_restart_finished(const char *value, void *userdata) {
+        Manager *m = userdata;
+
+        log_info("Handled restart request \"%s\".", value);
+        executor_kick(m->executor);
+}
+
+static void manager_submit_restarts(Manager *m) {
+        const char *value;
+
+        if (!m->restarts)
+                return;
+        /* Units are not restarted behind the back of an update that restarts units itself. */
+        if (executor_blocks_unit_restarts(m->executor))
+                return;
+        value = json_string_value(json_object_get(json_object_get(json_object_get(m->node, "metadata"), "annotations"),
+                                                  NODE_ANNOTATION_RESTART));
+        if (restart_handler_submit(m->restarts, m->node ? value : NULL) < 0)
+                log_oom();
+}
+
+bool manager_restarts_busy(Manager *m) {
+        return m->restarts && restart_handler_is_busy(m->restarts);
+}
+
+static int manager_setup_systemd(Manager *m) {
+        static const RestartHandlerCallbacks restart_callbacks = {
+                .on_unit_result = manager_on_restart_result,
+                .on_rejected = manager_on_restart_rejected,
+                .remove_annotation = manager_remove_restart_annotation,
+                .on_finished = manager_on_restart_finished,
+        };
+        _cleanup_free_ char *state = NULL;
+        int r;
+
+        r = sd_bus_open_system(&m->bus);
+        if (r >= 0)
+                r = sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
+        if (r < 0) {
+                /* Not fatal: updates that need no unit restart and all reporting still work. */
+                log_warning_errno(r, "Cannot connect to the system bus; unit restarts and reboots are unavailable: %m");
+                m->bus = sd_bus_flush_close_unref(m->bus);
+                return 0;
+        }
+        r = unit_control_new(m->bus, m->config->systemd.job_timeout_usec, &m->units);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the systemd client: %m");
+        if (asprintf(&state, "%s/%s", m->config->state_directory, RESTART_STATE_FILE) < 0)
+                return -ENOMEM;
+        r = restart_handler_new(m->event, m->units, m->config->restart.self_unit, state, &restart_callbacks, m,
+                                &m->restarts);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the restart handler: %m");
+        return 0;
+}
+
+/* ---- getters for the executor ---------------------------------------------------------------------- */
+
+sd_event *manager_get_event(Manager *m) {
+        return m->event;
+}
+
+const Config *manager_get_config(Manager *m) {
+        return m->config;
+}
+
+Http *manager_get_http(Manager *m) {
+        return m->http;
+}
+
+KubeClient *manager_get_kube(Manager *m) {
+        return m->kube;
+}
+
+sd_bus *manager_get_bus(Manager *m) {
+        return m->bus;
+}
+
+UnitControl *manager_get_unit_control(Manager *m) {
+        return m->units;
 }
 
 static void manager_on_node_object(KubeWatch *w, json_t *node, void *userdata) {
@@ -179,6 +400,8 @@ static void manager_on_credentials_changed(KubeClient *c, void *userdata) {
 
         log_info("Client credentials changed on disk, reconnecting.");
         kube_watch_reconnect(m->node_watch);
+        if (m->secret_watch)
+                kube_watch_reconnect(m->secret_watch);
 }
 
 static int manager_start_kube(Manager *m, const KubeConfig *kc) {
@@ -292,6 +515,14 @@ int manager_new(Config *config, Manager **ret) {
         if (r < 0)
                 return r;
 
+        r = manager_setup_systemd(m);
+        if (r < 0)
+                return r;
+
+        r = executor_new(m, &m->executor);
+        if (r < 0)
+                return r;
+
         *ret = TAKE_PTR(m);
         return 0;
 }
@@ -312,6 +543,11 @@ Manager *manager_free(Manager *m) {
                 pending_write_free(m->writes);
                 m->writes = next;
         }
+        executor_free(m->executor);
+        restart_handler_free(m->restarts);
+        unit_control_free(m->units);
+        sd_bus_flush_close_unref(m->bus);
+        kube_watch_free(m->secret_watch);
         kube_watch_free(m->node_watch);
         lease_free(m->lease);
         kube_events_free(m->events);
@@ -320,6 +556,8 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->kubeconfig_timer);
         json_decref(m->node);
         free(m->node_uid);
+        free(m->secret_name);
+        free(m->osc_error);
         free(m->kubeconfig_error);
         free(m->status);
         sd_event_unref(m->event);
@@ -337,6 +575,10 @@ int manager_run(Manager *m) {
         manager_set_status(m, "Waiting for node %s", m->config->node_name);
 
         r = manager_try_kube(m);
+        if (r < 0)
+                return r;
+
+        r = executor_start(m->executor);
         if (r < 0)
                 return r;
 

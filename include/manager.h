@@ -8,7 +8,14 @@
 
 #include <jansson.h>
 
+#include <stdbool.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
 #include "config.h"
+#include "http.h"
+#include "kube-client.h"
+#include "unit-control.h"
 
 typedef struct Manager Manager;
 
@@ -42,3 +49,17 @@ int manager_patch_node_condition(Manager *m, const char *type, const char *statu
 /* A core/v1 Event about our Node (kube-events.h): `type` "Normal" or "Warning". Deduplicated and
  * rate-limited; -ENOBUFS when the send queue is full, -ENODEV without an API client. */
 int manager_emit_event(Manager *m, const char *type, const char *reason, const char *message);
+
+/* STATUS= for systemd (sent only when it changed). */
+void manager_set_status(Manager *m, const char *fmt, ...) _printf_(2, 3);
+
+/* What the executor uses; all borrowed, owned by the Manager. The kube client and the bus may be
+ * NULL (no kubeconfig yet, no system bus). */
+sd_event *manager_get_event(Manager *m);
+const Config *manager_get_config(Manager *m);
+Http *manager_get_http(Manager *m);
+KubeClient *manager_get_kube(Manager *m);
+sd_bus *manager_get_bus(Manager *m);
+UnitControl *manager_get_unit_control(Manager *m);
+/* The restart annotation is being processed: no update batch starts meanwhile. */
+bool manager_restarts_busy(Manager *m);
