@@ -90,30 +90,38 @@ static const UpdateAction *current_action(Executor *e) {
 
 /* ---- journal ----------------------------------------------------------------------------- */
 
-static const char *phase_message_id(UpdatePhase p) {
+/* Key lines carry the catalog MESSAGE_ID of the phase (units/inplace-agent.catalog). */
+static void log_phase_line(UpdatePhase p, int level, const char *msg) {
         switch (p) {
         case UPDATE_PHASE_PLANNED:
-                return MESSAGE_ID_UPDATE_PLANNED;
+                (void) log_struct_id(level, 0, MESSAGE_ID_UPDATE_PLANNED, "%s", msg);
+                break;
         case UPDATE_PHASE_STAGED:
-                return MESSAGE_ID_UPDATE_STAGED;
+                (void) log_struct_id(level, 0, MESSAGE_ID_UPDATE_STAGED, "%s", msg);
+                break;
         case UPDATE_PHASE_VERIFYING:
-                return MESSAGE_ID_UPDATE_APPLIED;
+                (void) log_struct_id(level, 0, MESSAGE_ID_UPDATE_APPLIED, "%s", msg);
+                break;
         case UPDATE_PHASE_SUCCEEDED:
-                return MESSAGE_ID_UPDATE_SUCCEEDED;
+                (void) log_struct_id(level, 0, MESSAGE_ID_UPDATE_SUCCEEDED, "%s", msg);
+                break;
         case UPDATE_PHASE_FAILED:
-                return MESSAGE_ID_UPDATE_FAILED;
+                (void) log_struct_id(level, 0, MESSAGE_ID_UPDATE_FAILED, "%s", msg);
+                break;
         case UPDATE_PHASE_ROLLED_BACK:
-                return MESSAGE_ID_UPDATE_ROLLED_BACK;
+                (void) log_struct_id(level, 0, MESSAGE_ID_UPDATE_ROLLED_BACK, "%s", msg);
+                break;
         default:
-                return NULL;
+                log_full(level, "%s", msg);
         }
 }
 
-/* One line per phase a transaction enters, with the catalog MESSAGE_ID where there is one. */
+/* One line per phase a transaction enters. */
 static void executor_log_phase(Executor *e) {
         const UpdateTransaction *tx = e->tx;
+        _cleanup_free_ char *msg = NULL;
         const char *phase;
-        int level;
+        int level, r;
 
         if (!tx || !tx->id)
                 return;
@@ -126,14 +134,16 @@ static void executor_log_phase(Executor *e) {
 
         level = tx->phase == UPDATE_PHASE_FAILED || tx->phase == UPDATE_PHASE_ROLLED_BACK ? LOG_WARNING : LOG_NOTICE;
         if (tx->failure.code >= 0 && tx->failure.message)
-                (void) log_struct_id(level, 0, phase_message_id(tx->phase), "Update %s: %s (%s: %s).", tx->id,
-                                     phase, strempty(update_failure_code_to_string(tx->failure.code)),
-                                     tx->failure.message);
+                r = asprintf(&msg, "Update %s: %s (%s: %s).", tx->id, phase,
+                             strempty(update_failure_code_to_string(tx->failure.code)), tx->failure.message);
         else
-                (void) log_struct_id(level, 0, phase_message_id(tx->phase),
-                                     "Update %s: %s (kubelet %s -> %s, OS %s -> %s).", tx->id, phase,
-                                     tx->kubelet_from ?: "-", tx->kubelet_to ?: "-", tx->os_from ?: "-",
-                                     tx->os_to ?: "-");
+                r = asprintf(&msg, "Update %s: %s (kubelet %s -> %s, OS %s -> %s).", tx->id, phase,
+                             tx->kubelet_from ?: "-", tx->kubelet_to ?: "-", tx->os_from ?: "-", tx->os_to ?: "-");
+        if (r < 0) {
+                log_oom();
+                return;
+        }
+        log_phase_line(tx->phase, level, msg);
 }
 
 /* ---- inputs -------------------------------------------------------------------------------- */
@@ -398,8 +408,8 @@ static void executor_on_unit_job(const UnitJobResult *res, void *userdata) {
         if (res->error >= 0)
                 (void) log_struct_id(LOG_INFO, 0, MESSAGE_ID_UNIT_RESTARTED, "Restarted %s.", res->unit);
         else
-                (void) log_struct_id(LOG_WARNING, res->error, MESSAGE_ID_UNIT_RESTART_FAILED,
-                                     "Restart of %s failed: %s", res->unit, strempty(res->detail));
+                (void) log_struct_id(LOG_WARNING, res->error, MESSAGE_ID_UNIT_RESTART_FAILED, "Restart of %s failed: %s",
+                                     res->unit, strempty(res->detail));
         executor_action_finished(e, res->error, UPDATE_FAILURE_UNIT_RESTART_FAILED, res->detail);
 }
 
@@ -803,7 +813,7 @@ static void executor_decide(Executor *e) {
         update_transaction_free(e->tx);
         e->tx = TAKE_PTR(e->batch.tx);
         if (e->batch.status)
-                manager_set_status(e->manager, "%s", e->batch.status);
+                manager_set_status(e->manager, "Node %s: %s", e->config->node_name, e->batch.status);
         if (executor_save(e) < 0) {
                 update_decision_done(&e->batch);
                 return;

@@ -229,8 +229,10 @@ static void manager_on_restart_result(const char *unit, bool ok, const char *det
         Manager *m = userdata;
         _cleanup_free_ char *msg = restart_result_message(unit, ok, detail);
 
-        (void) log_struct_id(ok ? LOG_INFO : LOG_WARNING, 0, ok ? MESSAGE_ID_UNIT_RESTARTED : MESSAGE_ID_UNIT_RESTART_FAILED,
-                             "%s", msg ? msg : unit);
+        if (ok)
+                (void) log_struct_id(LOG_INFO, 0, MESSAGE_ID_UNIT_RESTARTED, "%s", msg ? msg : unit);
+        else
+                (void) log_struct_id(LOG_WARNING, 0, MESSAGE_ID_UNIT_RESTART_FAILED, "%s", msg ? msg : unit);
         (void) manager_emit_event(m, ok ? "Normal" : "Warning", "SystemDUnitRestart", msg ? msg : unit);
 }
 
