@@ -375,18 +375,12 @@ static int run_switch_kubelet(Executor *e, const UpdateAction *a) {
 
 static void executor_on_health(HealthCheck *hc, int error, const char *message, unsigned n_probes, void *userdata) {
         Executor *e = userdata;
-        _cleanup_free_ char *reason = NULL;
 
         e->health = health_check_free(e->health);
-        if (error >= 0) {
+        if (error >= 0)
                 log_info("Kubelet healthy after %u probe(s).", n_probes);
-                executor_action_finished(e, 0, _UPDATE_FAILURE_INVALID, NULL);
-                return;
-        }
-        /* Upstream's wording (GNP scenario 25), which MCM shows as the failure reason. */
-        if (health_check_failure_reason(message, &reason) < 0)
-                reason = NULL;
-        executor_action_finished(e, error, UPDATE_FAILURE_KUBELET_UNHEALTHY, reason ? reason : message);
+        /* The engine words the reason like upstream (GNP scenario 25) for MCM. */
+        executor_action_finished(e, error, UPDATE_FAILURE_KUBELET_UNHEALTHY, error < 0 ? message : NULL);
 }
 
 static int run_check_health(Executor *e, const UpdateAction *a) {
