@@ -1,0 +1,347 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A real OCI registry (Debian's docker-registry, distribution 2.8) on loopback with TLS, and a pusher
+that speaks the plain distribution API from the Python standard library.
+
+    import registry
+    registry.skip_if_missing()
+    with registry.Registry(workdir) as reg:                       # or htpasswd={"user": "pw"}
+        ref = reg.push_kubelet_image("1.31.2", registry.fake_kubelet("v1.31.2"))
+        ...  reg.ca_file, reg.host ("127.0.0.1:<port>"), reg.blob_file(digest) to tamper with storage
+
+Certificates: a test CA and a server certificate for 127.0.0.1/localhost made with the openssl CLI.
+Layers: tar built with tarfile, compressed with gzip (stdlib) or zstd (the zstd CLI). Waits poll a
+condition with a deadline; the registry process is ours and is stopped by PID.
+"""
+
+import base64
+import gzip
+import hashlib
+import http.client
+import io
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import tarfile
+import time
+
+DOCKER_REGISTRY = "/usr/bin/docker-registry"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+LAYER_MT = {
+    ("oci", "gzip"): "application/vnd.oci.image.layer.v1.tar+gzip",
+    ("oci", "zstd"): "application/vnd.oci.image.layer.v1.tar+zstd",
+    ("oci", "none"): "application/vnd.oci.image.layer.v1.tar",
+    ("docker", "gzip"): "application/vnd.docker.image.rootfs.diff.tar.gzip",
+}
+
+
+def missing_prerequisites():
+    missing = []
+    if not os.access(DOCKER_REGISTRY, os.X_OK):
+        missing.append(DOCKER_REGISTRY + " (apt-get install docker-registry)")
+    for tool in ("openssl", "zstd", "htpasswd"):
+        if shutil.which(tool) is None:
+            missing.append(tool)
+    return missing
+
+
+def skip_if_missing():
+    missing = missing_prerequisites()
+    if missing:
+        print("SKIP: missing prerequisites: " + ", ".join(missing), file=sys.stderr)
+        sys.exit(77)
+
+
+def wait_until(predicate, timeout, what, interval=0.02):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = predicate()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise TimeoutError("timed out waiting for " + what)
+        time.sleep(interval)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sha256(data):
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def make_ca(directory):
+    """A CA and a server certificate for 127.0.0.1 and localhost. Returns (ca, cert, key) paths."""
+    ca_key, ca, key, csr, cert = (os.path.join(directory, n) for n in ("ca.key", "ca.crt", "srv.key", "srv.csr", "srv.crt"))
+    ext = os.path.join(directory, "srv.ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n"
+                "keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n")
+    run = lambda *a: subprocess.run(a, check=True, capture_output=True)
+    run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        "-keyout", ca_key, "-out", ca, "-days", "2", "-subj", "/CN=inplace-agent test CA")
+    run("openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1")
+    run("openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+        "-out", cert, "-days", "2", "-extfile", ext)
+    return ca, cert, key
+
+
+# ---- layers ----
+
+def tar_bytes(entries):
+    """entries: list of dicts {name, data=b"", type="file"|"dir"|"symlink"|"hardlink"|"chardev", linkname, mode}."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for e in entries:
+            ti = tarfile.TarInfo(e["name"])
+            ti.mtime = 1700000000
+            ti.mode = e.get("mode", 0o755)
+            kind = e.get("type", "file")
+            data = e.get("data", b"")
+            if kind == "dir":
+                ti.type = tarfile.DIRTYPE
+            elif kind == "symlink":
+                ti.type, ti.linkname = tarfile.SYMTYPE, e["linkname"]
+            elif kind == "hardlink":
+                ti.type, ti.linkname = tarfile.LNKTYPE, e["linkname"]
+            elif kind == "chardev":
+                ti.type, ti.devmajor, ti.devminor = tarfile.CHRTYPE, 1, 3
+            else:
+                ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data) if kind == "file" else None)
+    return buf.getvalue()
+
+
+def compress(data, compression):
+    if compression == "gzip":
+        return gzip.compress(data, compresslevel=1, mtime=0)
+    if compression == "zstd":
+        return subprocess.run(["zstd", "-q", "-1", "-c"], input=data, capture_output=True, check=True).stdout
+    return data
+
+
+def huge_header_bomb():
+    """A layer whose single entry claims 10 GiB; a few KB compressed."""
+    ti = tarfile.TarInfo("kubelet")
+    ti.size = 10 << 30
+    header = ti.tobuf(format=tarfile.PAX_FORMAT)
+    return gzip.compress(header + b"\0" * (1 << 20), mtime=0)
+
+
+def zero_bomb(entries=160, chunk=64 << 20):
+    """entries x chunk bytes of zeros (10 GiB by default) as concatenated gzip members, ~10 MB."""
+    zeros = gzip.compress(b"\0" * chunk, compresslevel=9, mtime=0)
+    out = io.BytesIO()
+    for i in range(entries):
+        ti = tarfile.TarInfo("zero%d" % i)
+        ti.size = chunk
+        out.write(gzip.compress(ti.tobuf(format=tarfile.USTAR_FORMAT), mtime=0))
+        out.write(zeros)
+    return out.getvalue()
+
+
+def fake_kubelet(version="v1.31.2", healthy=True, padding=0):
+    """A stand-in kubelet: answers --version like the real one and serves /healthz (200 or 500) on
+    --healthz-port. `padding` bytes of comment make it as large as a real binary when needed."""
+    script = f'''#!/usr/bin/env python3
+import http.server, sys
+if "--version" in sys.argv:
+    print("Kubernetes {version}")
+    sys.exit(0)
+port = int(sys.argv[sys.argv.index("--healthz-port") + 1]) if "--healthz-port" in sys.argv else 10248
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        code = {200 if healthy else 500}
+        self.send_response(code)
+        self.end_headers()
+        self.wfile.write(b"ok" if code == 200 else b"unhealthy")
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+'''.encode()
+    if padding:
+        script += b"# " + os.urandom(padding // 2).hex().encode()[:padding] + b"\n"
+    return script
+
+
+class RegistryError(RuntimeError):
+    pass
+
+
+class Registry:
+    def __init__(self, workdir, htpasswd=None):
+        self.dir = os.path.join(workdir, "registry")
+        os.makedirs(self.dir, exist_ok=True)
+        self.htpasswd = htpasswd or {}
+        self.proc = None
+        self.port = None
+
+    # ---- lifecycle ----
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    @property
+    def host(self):
+        return "127.0.0.1:%d" % self.port
+
+    def start(self):
+        self.ca_file, cert, key = make_ca(self.dir)
+        self.storage = os.path.join(self.dir, "storage")
+        os.makedirs(self.storage, exist_ok=True)
+        self.port = free_port()
+        auth = ""
+        if self.htpasswd:
+            path = os.path.join(self.dir, "htpasswd")
+            with open(path, "w") as f:
+                for user, pw in self.htpasswd.items():
+                    line = subprocess.run(["htpasswd", "-nbB", user, pw], capture_output=True, check=True,
+                                          text=True).stdout.strip()
+                    f.write(line + "\n")
+            auth = "auth:\n  htpasswd:\n    realm: test-realm\n    path: %s\n" % path
+        config = os.path.join(self.dir, "config.yml")
+        with open(config, "w") as f:
+            f.write(f"""version: 0.1
+log:
+  level: warn
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: {self.storage}
+  delete:
+    enabled: true
+  cache:
+    blobdescriptor: ""
+http:
+  addr: 127.0.0.1:{self.port}
+  tls:
+    certificate: {cert}
+    key: {key}
+{auth}""")
+        self.log = open(os.path.join(self.dir, "registry.log"), "w")
+        self.proc = subprocess.Popen([DOCKER_REGISTRY, "serve", config], stdout=self.log, stderr=subprocess.STDOUT)
+        wait_until(self._answers, 20, "docker-registry on %s" % self.host)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        if getattr(self, "log", None):
+            self.log.close()
+            self.log = None
+
+    def _answers(self):
+        if self.proc.poll() is not None:
+            raise RegistryError("docker-registry exited: see " + self.log.name)
+        try:
+            status, _, _ = self.request("GET", "/v2/")
+            return status in (200, 401)
+        except OSError:
+            return False
+
+    # ---- plain distribution API ----
+
+    def _auth_header(self):
+        if not self.htpasswd:
+            return {}
+        user, pw = next(iter(self.htpasswd.items()))
+        return {"Authorization": "Basic " + base64.b64encode(("%s:%s" % (user, pw)).encode()).decode()}
+
+    def request(self, method, path, body=None, headers=None, auth=True):
+        ctx = ssl.create_default_context(cafile=self.ca_file)
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=ctx, timeout=30)
+        h = dict(headers or {})
+        if auth:
+            h.update(self._auth_header())
+        try:
+            conn.request(method, path, body=body, headers=h)
+            r = conn.getresponse()
+            return r.status, dict(r.getheaders()), r.read()
+        finally:
+            conn.close()
+
+    def push_blob(self, repo, data):
+        digest = sha256(data)
+        status, headers, body = self.request("POST", "/v2/%s/blobs/uploads/" % repo, body=b"")
+        if status != 202:
+            raise RegistryError("upload start: %d %s" % (status, body[:200]))
+        loc = headers["Location"]
+        if loc.startswith("http"):
+            loc = loc.split("/", 3)[3]
+            loc = "/" + loc
+        loc += ("&" if "?" in loc else "?") + "digest=" + digest
+        status, _, body = self.request("PUT", loc, body=data,
+                                       headers={"Content-Type": "application/octet-stream",
+                                                "Content-Length": str(len(data))})
+        if status != 201:
+            raise RegistryError("upload: %d %s" % (status, body[:200]))
+        return {"digest": digest, "size": len(data)}
+
+    def push_manifest(self, repo, reference, manifest, media_type):
+        data = json.dumps(manifest, indent=1).encode() if not isinstance(manifest, bytes) else manifest
+        status, _, body = self.request("PUT", "/v2/%s/manifests/%s" % (repo, reference), body=data,
+                                       headers={"Content-Type": media_type})
+        if status != 201:
+            raise RegistryError("manifest: %d %s" % (status, body[:300]))
+        return sha256(data)
+
+    def push_image(self, repo, tag, layers, flavour="oci", index_platforms=None):
+        """layers: list of (compressed_bytes, compression) base first. Returns the manifest digest
+        (or the index digest when index_platforms is given: list of (os, arch) pushed as the same image)."""
+        config = json.dumps({"architecture": "amd64", "os": "linux",
+                             "rootfs": {"type": "layers", "diff_ids": []}}).encode()
+        cfg = self.push_blob(repo, config)
+        descs = []
+        for data, compression in layers:
+            b = self.push_blob(repo, data)
+            descs.append({"mediaType": LAYER_MT[(flavour, compression)], "digest": b["digest"], "size": b["size"]})
+        mt = OCI_MANIFEST if flavour == "oci" else DOCKER_MANIFEST
+        manifest = {"schemaVersion": 2, "mediaType": mt,
+                    "config": {"mediaType": "application/vnd.oci.image.config.v1+json" if flavour == "oci"
+                               else "application/vnd.docker.container.image.v1+json",
+                               "digest": cfg["digest"], "size": cfg["size"]},
+                    "layers": descs}
+        if not index_platforms:
+            return self.push_manifest(repo, tag, manifest, mt)
+        data = json.dumps(manifest).encode()
+        digest = self.push_manifest(repo, sha256(data), data, mt)
+        index = {"schemaVersion": 2, "mediaType": OCI_INDEX if flavour == "oci" else DOCKER_LIST,
+                 "manifests": [{"mediaType": mt, "digest": digest, "size": len(data),
+                                "platform": {"os": o, "architecture": a}} for o, a in index_platforms]}
+        return self.push_manifest(repo, tag, index, index["mediaType"])
+
+    def push_kubelet_image(self, version, kubelet, path="usr/local/bin/kubelet", compression="gzip",
+                           flavour="oci", repo="kubelet", extra_layers=(), index_platforms=None):
+        """An image with `kubelet` at `path` in its top layer, a base layer below. Returns the reference."""
+        base = compress(tar_bytes([{"name": "etc/", "type": "dir"}, {"name": "etc/os-release", "data": b"ID=test\n"}]),
+                        compression)
+        top = compress(tar_bytes([{"name": os.path.dirname(path) + "/", "type": "dir"},
+                                  {"name": path, "data": kubelet}]), compression)
+        layers = [(base, compression)] + list(extra_layers) + [(top, compression)]
+        self.push_image(repo, "v" + version, layers, flavour=flavour, index_platforms=index_platforms)
+        return "%s/%s:v%s" % (self.host, repo, version)
+
+    def blob_file(self, digest):
+        """The file in the registry's storage that holds a blob (or a manifest): tamper with it."""
+        hexd = digest.split(":", 1)[1]
+        return os.path.join(self.storage, "docker/registry/v2/blobs/sha256", hexd[:2], hexd, "data")
