@@ -230,6 +230,23 @@ class SandboxTest(unittest.TestCase):
         sb.stop_agent()
         self.assertEqual(sb.um.active_state(S.AGENT_UNIT), "inactive")
 
+    def test_9_demo_harness_with_stand_in_agent(self):
+        """The demo's own logic (waits, checks, summary, teardown) against tests/demo/stand-in-agent.py, a
+        contract-level double: proves the harness while the real agent is covered by test_demo.py."""
+        demo = os.path.join(S.SRCDIR, "tests", "demo", "demo.py")
+        stand_in = os.path.join(S.SRCDIR, "tests", "demo", "stand-in-agent.py")
+        summary = os.path.join(self.sb.base, "summary.json")
+        r = subprocess.run([sys.executable, demo, "--non-interactive", "--agent", stand_in, "--summary-json",
+                            summary], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout[-6000:] + r.stderr[-3000:])
+        with open(summary) as f:
+            s = json.load(f)
+        self.assertEqual([c["name"] for c in s["checks"] if not c["ok"]], [])
+        self.assertEqual(s["kubelet_after"], "Kubernetes v1.32.1")
+        self.assertEqual([p["phase"] for p in s["phases"]],
+                         ["Planned", "Staging", "Staged", "WaitingForDrain", "Applying", "Verifying", "Succeeded"])
+        self.assertEqual(s["leftover_processes"], [])
+
 
 if __name__ == "__main__":
     sandbox.skip_if_missing()

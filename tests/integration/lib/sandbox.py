@@ -578,6 +578,12 @@ class Sandbox:
             labels={SECRET_NAME_LABEL: SECRET, "worker.gardener.cloud/pool": POOL, K8S_VERSION: v,
                     "node-role.kubernetes.io/worker": "", "node.kubernetes.io/role": "node"},
             annotations={NODE_CHECKSUM: self.osc["checksum"]})
+        # The kubelet's own heartbeat Lease, which `kubectl describe node` shows.
+        now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+        self.emu.put({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                      "metadata": {"name": NODE, "namespace": "kube-node-lease"},
+                      "spec": {"holderIdentity": NODE, "leaseDurationSeconds": 40, "renewTime": now}},
+                     manager="kubelet")
 
     # ---------------------------------------------------------------- units
 
