@@ -379,6 +379,9 @@ static void op_finish(RegistryOp *op, bool success) {
 
         op_free_requests(op);
         op->defer = sd_event_source_disable_unref(op->defer);
+        /* Bytes that failed verification are worth nothing, not even for a resume. */
+        if (!success && op->kind == OP_BLOB && op->failure == ARTIFACT_FAILURE_DIGEST_MISMATCH)
+                (void) unlink(op->partial_path);
         op->on_done(op, &res, op->userdata);    /* may free op */
 }
 

@@ -4,12 +4,14 @@
  * manager would minus the unit restart. Prints one JSON object on stdout. Never installed. */
 #include <getopt.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 
 #include "health-check.h"
 #include "http.h"
 #include "kubelet-stage.h"
 #include "kubelet-store.h"
+#include "kubelet-version.h"
 #include "registry.h"
 
 static struct {
@@ -19,7 +21,7 @@ static struct {
         ArchiveLimits limits;
         unsigned max_attempts, keep;
         uint64_t retry_base_usec, health_timeout_usec, health_interval_usec;
-        bool do_switch, progress;
+        bool do_switch, progress, adopt;
 } arg = {
         .binary_path = "/opt/bin/kubelet",
         .keep = 2,
@@ -29,6 +31,9 @@ static struct {
 
 typedef struct Run {
         sd_event *event;
+        RegistryClient *registry;
+        KubeletStage *stage;
+        KubeletVersionProbe *probe;
         Http *http;
         KubeletStore *store;
         json_t *out;
@@ -117,7 +122,7 @@ static void on_staged(KubeletStage *st, const KubeletStageResult *res, void *use
 
 static int parse_argv(int argc, char **argv) {
         enum { A_STATE = 0x100, A_IMAGE, A_FILE, A_VERSION, A_BIN, A_CA, A_AUTH, A_MIRROR, A_MAX_UNPACKED,
-               A_MAX_ATTEMPTS, A_RETRY_MS, A_SWITCH, A_KEEP, A_HEALTHZ, A_HEALTH_MS, A_PROGRESS };
+               A_MAX_ATTEMPTS, A_RETRY_MS, A_SWITCH, A_KEEP, A_HEALTHZ, A_HEALTH_MS, A_PROGRESS, A_ADOPT };
         static const struct option options[] = {
                 { "state-dir", required_argument, NULL, A_STATE },
                 { "image", required_argument, NULL, A_IMAGE },
@@ -135,6 +140,7 @@ static int parse_argv(int argc, char **argv) {
                 { "healthz", required_argument, NULL, A_HEALTHZ },
                 { "health-timeout-ms", required_argument, NULL, A_HEALTH_MS },
                 { "progress", no_argument, NULL, A_PROGRESS },
+                { "adopt", no_argument, NULL, A_ADOPT },
                 {}
         };
         int c;
@@ -165,6 +171,7 @@ static int parse_argv(int argc, char **argv) {
                 case A_HEALTHZ: arg.healthz = optarg; break;
                 case A_HEALTH_MS: arg.health_timeout_usec = strtoull(optarg, NULL, 10) * USEC_PER_MSEC; break;
                 case A_PROGRESS: arg.progress = true; break;
+                case A_ADOPT: arg.adopt = true; break;
                 default: return -EINVAL;
                 }
         if (!arg.state_dir || !arg.image || !arg.file)
@@ -172,19 +179,58 @@ static int parse_argv(int argc, char **argv) {
         return 0;
 }
 
+static int start_stage(Run *run) {
+        KubeletStageRequest req = {
+                .image = arg.image,
+                .file_path = arg.file,
+                .version = arg.version,
+                .limits = &arg.limits,
+        };
+        int r;
+
+        r = kubelet_stage_start(run->event, run->registry, run->store, &req, on_progress, on_staged, run, &run->stage);
+        if (r < 0) {
+                json_object_set_new(run->out, "ok", json_false());
+                json_object_set_new(run->out, "code", json_string("InvalidDesiredState"));
+                json_object_set_new(run->out, "error", json_integer(r));
+                finish(run, 1);
+        }
+        return r;
+}
+
+/* CONTRACT §8.2, as the manager does it once at startup: ask the regular file for its version
+ * (asynchronously), move it into the store under that version, then go on. */
+static void on_version(KubeletVersionProbe *p, int error, const char *version, void *userdata) {
+        Run *run = userdata;
+        _cleanup_free_ char *adopted = NULL;
+        int r;
+
+        run->probe = kubelet_version_probe_free(run->probe);
+        json_object_set_new(run->out, "versionProbe", error < 0 ? json_integer(error) : json_string(version));
+        r = kubelet_store_adopt(run->store, version, &adopted);
+        if (r < 0) {
+                fail(run, r, ARTIFACT_FAILURE_UNAVAILABLE, "adoption failed");
+                return;
+        }
+        json_object_set_new(run->out, "adopted", json_string(adopted));
+        (void) start_stage(run);
+}
+
 int main(int argc, char **argv) {
-        _cleanup_(registry_client_freep) RegistryClient *registry = NULL;
-        _cleanup_(kubelet_stage_freep) KubeletStage *stage = NULL;
         _cleanup_free_ char *blobs = NULL;
         Run run = { .exit_code = 1 };
-        KubeletStageRequest req;
         RegistryOptions ro;
+        sigset_t ss;
         int r;
 
         if (parse_argv(argc, argv) < 0) {
                 fprintf(stderr, "usage: pull --state-dir DIR --image REF --file PATH [options]\n");
                 return 2;
         }
+        /* sd-event child sources (the --version probe) need SIGCHLD blocked, as in main.c. */
+        sigemptyset(&ss);
+        sigaddset(&ss, SIGCHLD);
+        (void) sigprocmask(SIG_BLOCK, &ss, NULL);
 
         run.out = json_object();
         if (sd_event_new(&run.event) < 0 || http_new(run.event, &run.http) < 0 ||
@@ -201,25 +247,23 @@ int main(int argc, char **argv) {
                 .max_attempts = arg.max_attempts,
                 .retry_base_usec = arg.retry_base_usec,
         };
-        r = registry_client_new(run.event, run.http, &ro, &registry);
+        r = registry_client_new(run.event, run.http, &ro, &run.registry);
         if (r < 0)
                 return 1;
 
-        req = (KubeletStageRequest) { .image = arg.image, .file_path = arg.file, .version = arg.version,
-                                      .limits = &arg.limits };
-        r = kubelet_stage_start(run.event, registry, run.store, &req, on_progress, on_staged, &run, &stage);
-        if (r < 0) {
-                json_object_set_new(run.out, "ok", json_false());
-                json_object_set_new(run.out, "code", json_string("InvalidDesiredState"));
-                json_object_set_new(run.out, "error", json_integer(r));
-        } else
+        if (arg.adopt && kubelet_store_needs_adoption(run.store) > 0)
+                r = kubelet_version_probe_start(run.event, arg.binary_path, 0, on_version, &run, &run.probe);
+        else
+                r = start_stage(&run);
+        if (r >= 0)
                 (void) sd_event_loop(run.event);
 
         json_dumpf(run.out, stdout, JSON_SORT_KEYS);
         fputc('\n', stdout);
-        stage = kubelet_stage_free(stage);
+        kubelet_version_probe_free(run.probe);
+        kubelet_stage_free(run.stage);
         health_check_free(run.hc);
-        registry = registry_client_free(registry);
+        registry_client_free(run.registry);
         kubelet_store_free(run.store);
         http_free(run.http);
         sd_event_unref(run.event);

@@ -1,0 +1,361 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Kubelet staging against a real registry (Debian's docker-registry with TLS): pull, verify, extract
+one file, store, switch, health-check, roll back, and every failure with its code (CONTRACT §8.9):
+corrupted blob and manifest (DigestMismatch), 404, registry down, 401 (ArtifactUnavailable), unsafe
+layers and decompression bombs (UnsafeArchive), SIGKILL mid-download then resume, mirrors with
+fallback and blob redirects. Drives tests/helpers/pull.c ($PULL)."""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import registry  # noqa: E402
+
+PULL = os.environ.get("PULL", "")
+FAILURES = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILURES.append(what)
+        print("FAIL: " + what, file=sys.stderr)
+    return cond
+
+
+class Case:
+    def __init__(self, root, name, reg):
+        self.dir = os.path.join(root, name)
+        os.makedirs(self.dir)
+        self.state = os.path.join(self.dir, "state")
+        self.bin = os.path.join(self.dir, "opt/bin/kubelet")
+        self.reg = reg
+
+    def pull(self, image, file="/usr/local/bin/kubelet", extra=(), timeout=120, ca=True):
+        args = [PULL, "--state-dir", self.state, "--image", image, "--file", file, "--binary-path", self.bin,
+                "--retry-base-ms", "50", "--max-attempts", "3"] + list(extra)
+        if ca:
+            args += ["--ca-file", self.reg.ca_file]
+        started = time.monotonic()
+        p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+        try:
+            out = json.loads(p.stdout)
+        except ValueError:
+            out = {"ok": False, "raw": p.stdout, "stderr": p.stderr}
+        out["_rc"] = p.returncode
+        out["_seconds"] = time.monotonic() - started
+        return out
+
+    def stored_versions(self):
+        d = os.path.join(self.state, "kubelet")
+        return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def sha(data):
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def expect_failure(out, code, *fragments, what=""):
+    ok = check(out.get("ok") is False and out.get("_rc") == 1, "%s: should fail: %s" % (what, out))
+    ok = check(out.get("code") == code, "%s: code %s != %s (%s)" % (what, out.get("code"), code, out.get("message"))) and ok
+    for f in fragments:
+        ok = check(f in (out.get("message") or ""), "%s: message lacks %r: %s" % (what, f, out.get("message"))) and ok
+    return ok
+
+
+def test_happy_paths(root, reg):
+    k1 = registry.fake_kubelet("v1.31.2")
+    for flavour, compression, index in (("oci", "gzip", None), ("docker", "gzip", None),
+                                        ("oci", "zstd", [("linux", "arm64"), ("linux", "amd64")]),
+                                        ("oci", "none", None)):
+        name = "happy-%s-%s-%s" % (flavour, compression, "index" if index else "manifest")
+        c = Case(root, name, reg)
+        ref = reg.push_kubelet_image("1.31.2", k1, compression=compression, flavour=flavour, repo="k-" + name,
+                                     index_platforms=index)
+        out = c.pull(ref, extra=["--switch"])
+        if not check(out.get("ok") is True, "%s: %s" % (name, out)):
+            continue
+        installed = os.path.join(c.state, "kubelet/1.31.2/kubelet")
+        with open(installed, "rb") as f:
+            check(sha(f.read()) == sha(k1), name + ": installed file differs from the pushed one")
+        check(out["fileDigest"] == sha(k1), name + ": reported digest")
+        check(os.readlink(c.bin) == installed, name + ": binaryPath symlink")
+        check(os.stat(installed).st_mode & 0o777 == 0o755, name + ": mode 0755")
+        check(os.listdir(os.path.join(c.state, "staging/blobs")) == [], name + ": blobs removed after install")
+        again = c.pull(ref)
+        check(again.get("ok") and again.get("reused") and again.get("bytesDownloaded") == 0,
+              name + ": second stage of the same image is reused without download: %s" % again)
+
+
+def test_upgrade_gc_and_health(root, reg):
+    c = Case(root, "upgrade", reg)
+    refs = {}
+    for v in ("1.31.2", "1.31.3", "1.31.4"):
+        refs[v] = reg.push_kubelet_image(v, registry.fake_kubelet("v" + v), repo="upgrade")
+    bad = reg.push_kubelet_image("1.32.0", registry.fake_kubelet("v1.32.0", healthy=False), repo="upgrade")
+    for v in ("1.31.2", "1.31.3", "1.31.4"):
+        out = c.pull(refs[v], extra=["--switch", "--keep", "2"])
+        check(out.get("ok") is True, "upgrade %s: %s" % (v, out))
+    check(c.stored_versions() == ["1.31.3", "1.31.4"], "keepVersions=2 keeps running + rollback: %s" % c.stored_versions())
+
+    # A healthy kubelet: the stand-in serves /healthz itself.
+    port = registry.free_port()
+    kubelet = subprocess.Popen([c.bin, "--healthz-port", str(port)])
+    try:
+        url = "http://127.0.0.1:%d/healthz" % port
+        out = c.pull(refs["1.31.4"], extra=["--switch", "--healthz", url, "--health-timeout-ms", "10000"])
+        check(out.get("ok") is True and out.get("healthProbes", 0) >= 1, "healthy kubelet passes: %s" % out)
+    finally:
+        kubelet.kill()
+        kubelet.wait()
+
+    # An unhealthy one (answers 500): switched, checked, switched back, KubeletUnhealthy.
+    kubelet = subprocess.Popen(["python3", "-c", registry.fake_kubelet("v1.32.0", healthy=False).decode(),
+                                "--healthz-port", str(port)])
+    try:
+        out = c.pull(bad, extra=["--switch", "--healthz", url, "--health-timeout-ms", "1500"])
+        expect_failure(out, "KubeletUnhealthy", "kubelet is not healthy after in-place update: ", "HTTP 500",
+                       what="unhealthy kubelet")
+        check(out.get("message", "").startswith("kubelet is not healthy after in-place update: "),
+              "upstream reason text: %s" % out.get("message"))
+        check(out.get("rolledBack") is True and out.get("retriable") is False, "rolled back: %s" % out)
+        check(os.readlink(c.bin).endswith("/1.31.4/kubelet"), "binaryPath back on 1.31.4: %s" % os.readlink(c.bin))
+    finally:
+        kubelet.kill()
+        kubelet.wait()
+
+
+def test_adopt(root, reg):
+    ref = reg.push_kubelet_image("1.31.2", registry.fake_kubelet("v1.31.2"), repo="adopt")
+    for name, content, expect in (("adopt-versioned", registry.fake_kubelet("v1.30.9"), "1.30.9"),
+                                  ("adopt-unknown", b"#!/bin/sh\necho not a kubelet\n", "adopted")):
+        c = Case(root, name, reg)
+        os.makedirs(os.path.dirname(c.bin))
+        with open(c.bin, "wb") as f:
+            f.write(content)
+        os.chmod(c.bin, 0o755)
+        out = c.pull(ref, extra=["--adopt", "--switch"])
+        check(out.get("ok") is True and out.get("adopted") == expect and out.get("previous") == expect,
+              "%s: adopted as %s then switched: %s" % (name, expect, out))
+        check(c.stored_versions() == sorted([expect, "1.31.2"]), name + ": store %s" % c.stored_versions())
+        with open(os.path.join(c.state, "kubelet", expect, "kubelet"), "rb") as f:
+            check(f.read() == content, name + ": the adopted file is the original")
+        check(os.readlink(c.bin).endswith("/1.31.2/kubelet"), name + ": binaryPath is a symlink to the new version")
+
+
+def top_layer_digest(reg, repo, tag):
+    status, _, body = reg.request("GET", "/v2/%s/manifests/%s" % (repo, tag),
+                                  headers={"Accept": registry.OCI_MANIFEST})
+    return json.loads(body)["layers"][-1]["digest"]
+
+
+def test_digest_mismatch(root, reg):
+    # Content of its own: the registry stores blobs by digest, shared between repositories.
+    k = registry.fake_kubelet("v1.31.2-tampered-blob")
+    ref = reg.push_kubelet_image("1.31.2", k, repo="tampered-blob")
+    layer = top_layer_digest(reg, "tampered-blob", "v1.31.2")
+    path = reg.blob_file(layer)
+    data = bytearray(open(path, "rb").read())
+    data[len(data) // 2] ^= 0xff
+    open(path, "wb").write(bytes(data))
+    c = Case(root, "tampered-blob", reg)
+    out = c.pull(ref, extra=["--switch"])
+    expect_failure(out, "DigestMismatch", "expected " + layer, "got sha256:", what="corrupted blob")
+    check(out.get("retriable") is False, "DigestMismatch is terminal")
+    check(c.stored_versions() == [] and not os.path.lexists(c.bin), "nothing installed after a digest mismatch")
+    check(not any(n for n in os.listdir(os.path.join(c.state, "staging/blobs"))),
+          "a bad blob is not kept: %s" % os.listdir(os.path.join(c.state, "staging/blobs")))
+
+    # The manifest itself altered in storage: served for its digest, but no longer hashes to it.
+    ref2 = reg.push_kubelet_image("1.31.2", registry.fake_kubelet("v1.31.2-tampered-manifest"),
+                                  repo="tampered-manifest")
+    status, headers, body = reg.request("GET", "/v2/tampered-manifest/manifests/v1.31.2",
+                                        headers={"Accept": registry.OCI_MANIFEST})
+    mdigest = headers["Docker-Content-Digest"]
+    open(reg.blob_file(mdigest), "wb").write(body.replace(b'"schemaVersion": 2', b'"schemaVersion":2 '))
+    for image in (ref2, "%s/tampered-manifest@%s" % (reg.host, mdigest)):
+        out = Case(root, "tampered-manifest-%d" % len(image), reg).pull(image, extra=["--version", "1.31.2"])
+        expect_failure(out, "DigestMismatch", mdigest, what="tampered manifest " + image)
+
+
+def test_unavailable(root, reg):
+    c = Case(root, "unavailable", reg)
+    reg.push_kubelet_image("1.31.2", registry.fake_kubelet(), repo="exists")
+    out = c.pull("%s/exists:v9.9.9" % reg.host)
+    expect_failure(out, "ArtifactUnavailable", "404", "MANIFEST_UNKNOWN", what="unknown tag")
+    check(out.get("retriable") is True, "ArtifactUnavailable is retriable")
+    out = c.pull("%s/exists@sha256:%s" % (reg.host, "0" * 64), extra=["--version", "1.0.0"])
+    expect_failure(out, "ArtifactUnavailable", "404", what="unknown digest")
+    out = c.pull("%s/nope:v1.0.0" % reg.host)
+    expect_failure(out, "ArtifactUnavailable", "404", what="unknown repository")
+    out = c.pull("127.0.0.1:%d/down:v1.0.0" % registry.free_port())
+    expect_failure(out, "ArtifactUnavailable", "refused", what="registry down")
+    check(out["_seconds"] < 10, "registry down fails within the retry budget (%.1fs)" % out["_seconds"])
+    out = c.pull(reg.host + "/exists:v1.31.2", ca=False)
+    expect_failure(out, "ArtifactUnavailable", what="unknown CA")
+    out = c.pull(reg.host + "/exists:v1.31.2", file="/not/there")
+    expect_failure(out, "ArtifactUnavailable", "/not/there not found", what="file not in image")
+    out = c.pull("Not A Reference")
+    check(out.get("code") == "InvalidDesiredState", "invalid reference: %s" % out)
+    check(c.stored_versions() == [], "nothing stored")
+
+
+def test_auth(root, workdir):
+    with registry.Registry(os.path.join(workdir, "authreg"), htpasswd={"agent": "s3cret"}) as reg:
+        ref = reg.push_kubelet_image("1.31.2", registry.fake_kubelet(), repo="private")
+        c = Case(root, "auth", reg)
+        out = c.pull(ref)
+        expect_failure(out, "ArtifactUnavailable", "401", "authentication required", what="401 without credentials")
+        auth = os.path.join(c.dir, "auth.json")
+        with open(auth, "w") as f:
+            json.dump({"auths": {reg.host: {"auth": "YWdlbnQ6d3Jvbmc="}}}, f)     # agent:wrong
+        out = c.pull(ref, extra=["--auth-file", auth])
+        expect_failure(out, "ArtifactUnavailable", "401", what="wrong password")
+        with open(auth, "w") as f:
+            json.dump({"auths": {reg.host: {"auth": "YWdlbnQ6czNjcmV0"}}}, f)    # agent:s3cret
+        out = c.pull(ref, extra=["--auth-file", auth])
+        check(out.get("ok") is True, "with credentials from auth.json: %s" % out)
+
+
+def test_unsafe_layers(root, reg):
+    k = registry.fake_kubelet()
+    kub = {"name": "usr/local/bin/kubelet", "data": k}
+    cases = {
+        "dotdot": [kub, {"name": "../escape", "data": b"evil"}],
+        "absolute": [{"name": "/tmp/inplace-agent-test-escape", "data": b"evil"}, kub],
+        "symlink-then-file": [{"name": "lnk", "type": "symlink", "linkname": "/tmp"},
+                              {"name": "lnk/inplace-agent-test-escape", "data": b"evil"}, kub],
+        "symlink-escape": [{"name": "a/b", "type": "symlink", "linkname": "../../../etc"}, kub],
+        "hardlink-escape": [kub, {"name": "h", "type": "hardlink", "linkname": "../../etc/passwd"}],
+        "device": [kub, {"name": "dev/mem", "type": "chardev"}],
+        "kubelet-is-symlink": [{"name": "usr/local/bin/kubelet", "type": "symlink", "linkname": "/bin/sh"}],
+    }
+    for name, entries in cases.items():
+        layer = registry.compress(registry.tar_bytes(entries), "gzip")
+        reg.push_image("unsafe-" + name, "v1.0.0", [(layer, "gzip")])
+        c = Case(root, "unsafe-" + name, reg)
+        out = c.pull("%s/unsafe-%s:v1.0.0" % (reg.host, name), extra=["--switch"])
+        expect_failure(out, "UnsafeArchive", what="unsafe layer " + name)
+        check(out.get("retriable") is False, name + ": terminal")
+        check(c.stored_versions() == [] and not os.path.lexists(c.bin), name + ": nothing installed")
+        check(os.listdir(os.path.join(c.state, "staging")) == ["blobs"], name + ": staging left clean: %s"
+              % os.listdir(os.path.join(c.state, "staging")))
+    for p in ("/tmp/inplace-agent-test-escape", os.path.join(root, "escape"), os.path.join(root, "..", "escape")):
+        check(not os.path.exists(p), "nothing written outside staging: " + p)
+
+
+def test_bombs(root, reg):
+    reg.push_image("bomb-header", "v1.0.0", [(registry.huge_header_bomb(), "gzip")])
+    c = Case(root, "bomb-header", reg)
+    out = c.pull("%s/bomb-header:v1.0.0" % reg.host, file="/kubelet")
+    expect_failure(out, "UnsafeArchive", "decompression bomb", what="10 GiB entry")
+    check(out["_seconds"] < 10, "refused before inflating (%.1fs)" % out["_seconds"])
+
+    bomb = registry.zero_bomb()
+    check(len(bomb) < 40 << 20, "zero bomb is small compressed (%d bytes)" % len(bomb))
+    reg.push_image("bomb-zero", "v1.0.0", [(bomb, "gzip")])
+    c = Case(root, "bomb-zero", reg)
+    out = c.pull("%s/bomb-zero:v1.0.0" % reg.host, file="/kubelet", extra=["--max-unpacked", str(512 << 20)])
+    expect_failure(out, "UnsafeArchive", "decompression bomb", what="10 GiB of zeros")
+    check(out["_seconds"] < 30, "stopped at the limit, not after 10 GiB (%.1fs)" % out["_seconds"])
+    check(c.stored_versions() == [], "bomb: nothing installed")
+
+
+def test_kill_and_resume(root, reg):
+    big = os.urandom(24 << 20)
+    ref = reg.push_kubelet_image("1.31.2", big, repo="big", compression="none")
+    size = len(registry.tar_bytes([{"name": "usr/local/bin/", "type": "dir"},
+                                   {"name": "usr/local/bin/kubelet", "data": big}]))
+    c = Case(root, "kill", reg)
+    with registry.Proxy(reg, rate=8 << 20) as proxy:
+        mirror = ["--mirror", "%s=%s" % (reg.host, proxy.url)]
+        p = subprocess.Popen([PULL, "--state-dir", c.state, "--image", ref, "--file", "/usr/local/bin/kubelet",
+                              "--binary-path", c.bin, "--ca-file", reg.ca_file, "--switch"] + mirror,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        blobs = os.path.join(c.state, "staging/blobs")
+
+        def partial_size():
+            for n in os.listdir(blobs) if os.path.isdir(blobs) else []:
+                if n.endswith(".partial") and os.path.getsize(os.path.join(blobs, n)) > 4 << 20:
+                    return os.path.getsize(os.path.join(blobs, n))
+            return 0
+
+        try:
+            registry.wait_until(partial_size, 30, "a partial blob")
+        finally:
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+        check(not os.path.lexists(c.bin), "after SIGKILL binaryPath does not exist (never points at a partial file)")
+        check(c.stored_versions() == [], "after SIGKILL nothing is in the store")
+        before = partial_size()
+        out = c.pull(ref, extra=["--switch"] + mirror)
+        check(out.get("ok") is True, "restart after SIGKILL completes: %s" % out)
+        check(0 < out.get("bytesDownloaded", 0) < size, "resumed: downloaded %s of %d (had %d)"
+              % (out.get("bytesDownloaded"), size, before))
+        check(any(r is not None and r.startswith("bytes=") for _, r in proxy.requests), "a Range request was sent")
+        with open(c.bin, "rb") as f:
+            check(sha(f.read()) == sha(big), "resumed file is intact")
+
+
+def test_mirrors_and_redirects(root, reg):
+    k = registry.fake_kubelet()
+    ref = reg.push_kubelet_image("1.31.2", k, repo="mirrored")
+    c = Case(root, "mirror-down", reg)
+    out = c.pull(ref, extra=["--mirror", "%s=https://127.0.0.1:%d" % (reg.host, registry.free_port())])
+    check(out.get("ok") is True, "a dead mirror falls back to the registry: %s" % out)
+    with registry.Proxy(reg, redirect_blobs=True) as proxy:
+        c = Case(root, "redirect", reg)
+        out = c.pull(ref, extra=["--mirror", "%s=%s" % (reg.host, proxy.url)])
+        check(out.get("ok") is True, "mirror with blob redirects: %s" % out)
+        check(any("/manifests/" in path for path, _ in proxy.requests) and
+              any("/blobs/" in path for path, _ in proxy.requests), "the mirror was asked first: %s" % proxy.requests)
+
+    # A mirror behind the Bearer token protocol; its credentials are in auth.json under its own host.
+    with registry.Proxy(reg, bearer=("mirror-user", "mirror-pw")) as proxy:
+        c = Case(root, "bearer", reg)
+        auth = os.path.join(c.dir, "auth.json")
+        mirror_host = proxy.url.split("://")[1]
+        with open(auth, "w") as f:
+            json.dump({"auths": {mirror_host: {"username": "mirror-user", "password": "mirror-pw"}}}, f)
+        out = c.pull(ref, extra=["--mirror", "%s=%s" % (reg.host, proxy.url), "--auth-file", auth])
+        check(out.get("ok") is True, "bearer token from the challenge's realm: %s" % out)
+        check(proxy.tokens_issued == 1, "one token, cached for manifest and blobs: %d" % proxy.tokens_issued)
+        check(any(p.startswith("/token") for p, _ in proxy.requests), "token endpoint used")
+        check(any("/manifests/" in p for p in proxy.forwarded) and any("/blobs/" in p for p in proxy.forwarded),
+              "manifest and blob came through the bearer mirror: %s" % proxy.forwarded)
+
+
+def main():
+    if not PULL or not os.access(PULL, os.X_OK):
+        print("SKIP: $PULL (tests/helpers/pull) not built", file=sys.stderr)
+        return 77
+    registry.skip_if_missing()
+    workdir = tempfile.mkdtemp(prefix="kubelet-pull-")
+    try:
+        root = os.path.join(workdir, "cases")
+        os.makedirs(root)
+        with registry.Registry(workdir) as reg:
+            for t in (test_happy_paths, test_upgrade_gc_and_health, test_adopt, test_digest_mismatch, test_unavailable,
+                      test_unsafe_layers, test_bombs, test_kill_and_resume, test_mirrors_and_redirects):
+                started = time.monotonic()
+                t(root, reg)
+                print("%s: %.1fs" % (t.__name__, time.monotonic() - started), file=sys.stderr)
+        test_auth(root, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if FAILURES:
+        print("%d checks failed" % len(FAILURES), file=sys.stderr)
+        return 1
+    print("kubelet-pull: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

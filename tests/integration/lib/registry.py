@@ -345,3 +345,111 @@ http:
         """The file in the registry's storage that holds a blob (or a manifest): tamper with it."""
         hexd = digest.split(":", 1)[1]
         return os.path.join(self.storage, "docker/registry/v2/blobs/sha256", hexd[:2], hexd, "data")
+
+
+class Proxy:
+    """An HTTPS front for the registry, usable as a registry.mirrors entry: forwards GETs (Range,
+    Accept and Authorization included) at `rate` bytes/s, or answers blob GETs with a 307 to the
+    registry when redirect_blobs is set (blob storage redirects). Runs in a thread of the test."""
+
+    def __init__(self, reg, rate=None, redirect_blobs=False, bearer=None):
+        """bearer=(user, password): the proxy demands a Bearer token (distribution token protocol),
+        issued by its own /token endpoint to Basic credentials user:password."""
+        import http.server
+        import threading
+
+        self.reg, self.rate, self.redirect_blobs, self.bearer = reg, rate, redirect_blobs, bearer
+        self.requests = []              # (path, Range) of every request
+        self.forwarded = []             # paths passed on to the registry
+        self.tokens_issued = 0
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def reply(self, status, headers=(), body=b""):
+                self.send_response(status)
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def bearer_gate(self):
+                """True when the request may pass; otherwise the 401 or the token was sent."""
+                user, password = proxy.bearer
+                if self.path.startswith("/token"):
+                    basic = "Basic " + base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
+                    if self.headers.get("Authorization") != basic or "scope=repository%3A" not in self.path:
+                        self.reply(401, body=b'{"errors":[{"code":"UNAUTHORIZED"}]}')
+                        return False
+                    proxy.tokens_issued += 1
+                    self.reply(200, [("Content-Type", "application/json")],
+                               json.dumps({"token": "tok-%d" % proxy.tokens_issued, "expires_in": 300}).encode())
+                    return False
+                if not (self.headers.get("Authorization") or "").startswith("Bearer tok-"):
+                    realm = "%s/token" % proxy.url
+                    repo = self.path.split("/")[2] if self.path.count("/") > 2 else ""
+                    self.reply(401, [("WWW-Authenticate", 'Bearer realm="%s",service="test-proxy",scope='
+                                      '"repository:%s:pull"' % (realm, repo))],
+                               b'{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}')
+                    return False
+                return True
+
+            def do_GET(self):
+                proxy.requests.append((self.path, self.headers.get("Range")))
+                if proxy.bearer and not self.bearer_gate():
+                    return
+                if proxy.redirect_blobs and "/blobs/" in self.path:
+                    self.send_response(307)
+                    self.send_header("Location", "https://%s%s" % (proxy.reg.host, self.path))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                proxy.forwarded.append(self.path)
+                ctx = ssl.create_default_context(cafile=proxy.reg.ca_file)
+                conn = http.client.HTTPSConnection("127.0.0.1", proxy.reg.port, context=ctx, timeout=30)
+                fwd = {k: v for k, v in self.headers.items() if k.lower() in ("range", "accept", "authorization")}
+                if proxy.bearer:
+                    fwd.pop("Authorization", None)
+                try:
+                    conn.request("GET", self.path, headers=fwd)
+                    r = conn.getresponse()
+                    self.send_response(r.status)
+                    for k, v in r.getheaders():
+                        if k.lower() in ("content-type", "content-length", "content-range", "docker-content-digest",
+                                         "www-authenticate", "location", "accept-ranges"):
+                            self.send_header(k, v)
+                    self.end_headers()
+                    while True:
+                        chunk = r.read(64 * 1024)
+                        if not chunk:
+                            break
+                        self.wfile.write(chunk)
+                        if proxy.rate:
+                            time.sleep(len(chunk) / proxy.rate)
+                except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+                    pass
+                finally:
+                    conn.close()
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        d = reg.dir
+        sctx.load_cert_chain(os.path.join(d, "srv.crt"), os.path.join(d, "srv.key"))
+        self.server.socket = sctx.wrap_socket(self.server.socket, server_side=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self):
+        return "https://127.0.0.1:%d" % self.server.server_address[1]
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
