@@ -300,6 +300,7 @@ class Demo:
     def pause(self, what):
         if not self.interactive:
             return
+        self.settle()
         try:
             input("\n   ⏎  press Enter to %s (Ctrl-C to stop) " % what)
         except EOFError:
