@@ -1,0 +1,817 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A local in-place-update sandbox made of real parts, for the demo (tests/demo/demo.py) and its tests.
+
+    import sandbox
+    sandbox.skip_if_missing()                     # exit 77 when a prerequisite is missing
+    with sandbox.Sandbox(narrate=print) as sb:    # everything up, the agent running
+        sb.publish_osc(kubelet_version="1.32.1")  # "gardenlet": new OSC Secret + checksum
+        sb.mcm_candidate(); sb.mcm_select(); sb.mcm_ready_for_update()     # "MCM"
+        sb.wait_node(lambda n: sandbox.label(n, sandbox.UPDATE_RESULT), 120, "an update result")
+
+What runs (all on 127.0.0.1, all ours, stopped by PID or by the user manager's own cgroup):
+  * the API-server emulator (tests/emulator) holding Node `demo-node` and the OSC Secret
+    `kube-system/gardener-node-agent-demo` (GNP §2.1: data osc.yaml, annotation checksum/data-script);
+  * Debian's docker-registry with TLS (lib/registry.py) serving `hyperkube:v1.31.4` and `hyperkube:v1.32.1`
+    (file /kubelet in the top layer, like Gardener's hyperkube image) and `hyperkube-broken:v1.32.1`, a
+    build whose /healthz answers 500;
+  * a real systemd user manager on a private bus (lib/usermgr.py) running `containerd.service` (a
+    stand-in that sleeps), `kubelet.service` (ExecStart = kubelet.binaryPath, the stand-in kubelet) and
+    `inplace-agent.service` (Type=notify, the real agent binary). The agent reaches this manager as its
+    "system bus" through the manager's DefaultEnvironment=DBUS_SYSTEM_BUS_ADDRESS.
+
+The stand-in kubelet is a Python zipapp: `--version` prints "Kubernetes v<version>", otherwise it serves
+/healthz on --healthz-bind-address:--healthz-port (200 "ok", or 500 for the broken build) and logs klog-style
+lines. Random padding inside the zip makes it a realistic download (kubelet_size, default 8 MiB). A
+kubelet posts its version into Node .status.nodeInfo when it starts; the stand-in cannot reach the API
+server, so kubelet.service's ExecStartPost= (bin/kubelet-report in the sandbox) does that post for it, which
+keeps the VERSION column of `kubectl get node` truthful.
+
+Initial state, the "hand-over" story: the node was set up earlier at Kubernetes 1.31.4 (by provisioning or
+gardener-node-agent). kubelet.binaryPath is a plain file holding kubelet 1.31.4, the Secret describes 1.31.4
+and the Node already carries checksum/cloud-config-data equal to the Secret's checksum/data-script. The
+agent starts, finds nothing to do, and adopts the plain file into its store (CONTRACT §8.2: moved to
+<stateDirectory>/kubelet/1.31.4/kubelet, binaryPath becomes a symlink). The first in-place work is whatever
+publish_osc() asks for.
+
+Layout under Sandbox.base (/tmp/ipa-sandbox-*): etc/inplace-agent/config.yaml, etc/os-release,
+var/lib/inplace-agent (stateDirectory), opt/bin/kubelet (binaryPath), opt/bin/os-update (the OSC's
+osUpdate command: rewrites etc/os-release like provider-local does, no reboot), bin/kubelet-report,
+emulator/ (state, kubeconfig, emulator.log), registry/ (storage, CA, registry.log), kubectl-cache/.
+Unit logs: Sandbox.um.log_path(unit). SANDBOX_KEEP=1 keeps the directories after stop().
+
+Stdlib only. Waits poll a condition with a deadline.
+"""
+
+import base64
+import hashlib
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import zipfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+import kubeemu  # noqa: E402
+import registry  # noqa: E402
+import usermgr  # noqa: E402
+
+SRCDIR = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
+
+NODE = "demo-node"
+POOL = "demo"
+SECRET = "gardener-node-agent-" + POOL
+OSC_NAMESPACE = "kube-system"
+AGENT_UNIT = "inplace-agent.service"
+KUBELET_UNIT = "kubelet.service"
+CONTAINERD_UNIT = "containerd.service"
+IMAGE_REPO = "hyperkube"
+BROKEN_REPO = "hyperkube-broken"
+FILE_IN_IMAGE = "/kubelet"
+
+# Wire names (CONTRACT §4, §6; GNP Appendix A).
+SECRET_NAME_LABEL = "worker.gardener.cloud/gardener-node-agent-secret-name"
+CANDIDATE = "node.machine.sapcloud.io/candidate-for-update"
+SELECTED = "node.machine.sapcloud.io/selected-for-update"
+UPDATE_RESULT = "node.machine.sapcloud.io/update-result"
+FAILED_REASON = "node.machine.sapcloud.io/update-failed-reason"
+UPDATING_OS = "node-agent.gardener.cloud/updating-operating-system-version"
+NODE_CHECKSUM = "checksum/cloud-config-data"
+SECRET_CHECKSUM = "checksum/data-script"
+K8S_VERSION = "worker.gardener.cloud/kubernetes-version"
+PROGRESS = "inplace-agent/progress"
+PLAN = "inplace-agent/plan"
+FAILURE = "inplace-agent/failure"
+MCM_CONDITION = "InPlaceUpdate"
+AGENT_CONDITION = "InPlaceUpdateAgent"
+PREFER_NO_SCHEDULE = {"key": "deployment.machine.sapcloud.io/prefer-no-schedule", "value": "True",
+                      "effect": "PreferNoSchedule"}
+MCM_MESSAGES = {
+    "CandidateForUpdate": "Node is a candidate for in-place update",
+    "SelectedForUpdate": "Node is selected for in-place update",
+    "DrainSuccessful": "Node draining successful",
+    "ReadyForUpdate": "Node is ready for in-place update",
+    "UpdateSuccessful": "Node in-place update successful",
+    "UpdateFailed": "Node in-place update failed: ",         # + the update-failed-reason annotation
+}
+
+DEFAULT_VERSIONS = ("1.31.4", "1.32.1")
+DEFAULT_OS_VERSION = "1592.6"
+
+
+class SandboxError(RuntimeError):
+    pass
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+def default_agent():
+    """$AGENT, else <source>/build/inplace-agent."""
+    return os.environ.get("AGENT") or os.path.join(SRCDIR, "build", "inplace-agent")
+
+
+def missing_prerequisites(agent=None):
+    missing = usermgr.missing_prerequisites() + registry.missing_prerequisites()
+    agent = agent or default_agent()
+    if not os.access(agent, os.X_OK):
+        missing.append("the agent binary %s (build it: meson setup build && ninja -C build)" % agent)
+    return missing
+
+
+def skip_if_missing(agent=None):
+    missing = missing_prerequisites(agent)
+    if missing:
+        print("SKIP: missing prerequisites: " + ", ".join(missing), file=sys.stderr)
+        sys.exit(77)
+
+
+def label(node, key, default=None):
+    return ((node or {}).get("metadata", {}).get("labels") or {}).get(key, default)
+
+
+def annotation(node, key, default=None):
+    return ((node or {}).get("metadata", {}).get("annotations") or {}).get(key, default)
+
+
+def annotation_json(node, key):
+    """A JSON annotation decoded, or None when absent or not JSON."""
+    v = annotation(node, key)
+    if v is None:
+        return None
+    try:
+        return json.loads(v)
+    except ValueError:
+        return None
+
+
+def condition(node, ctype):
+    for c in ((node or {}).get("status", {}).get("conditions") or []):
+        if c.get("type") == ctype:
+            return c
+    return None
+
+
+def progress_phase(node):
+    p = annotation_json(node, PROGRESS)
+    return p.get("phase") if isinstance(p, dict) else None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def base64_decode(s):
+    return base64.b64decode(s)
+
+
+def sha256_hex(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_file(path, data, mode=0o644):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, mode)
+    os.rename(tmp, path)
+    return path
+
+
+def http_status(url, timeout=2.0):
+    """HTTP status of a GET (None when nothing answers)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (OSError, ValueError):
+        return None
+
+
+# ------------------------------------------------------------------------------------------ stand-ins
+
+KUBELET_MAIN = r'''# Stand-in kubelet of the inplace-agent sandbox (tests/integration/lib/sandbox.py).
+import datetime, http.server, os, signal, sys
+VERSION, HEALTHY = %(version)r, %(healthy)r
+
+def opt(name, default):
+    args = sys.argv[1:]
+    for i, a in enumerate(args):
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+        if a == name and i + 1 < len(args):
+            return args[i + 1]
+    return default
+
+def klog(sev, src, msg):
+    t = datetime.datetime.now()
+    sys.stderr.write("%%s%%s %%s %%7d %%s] %%s\n" %% (sev, t.strftime("%%m%%d"), t.strftime("%%H:%%M:%%S.%%f"),
+                                                 os.getpid(), src, msg))
+    sys.stderr.flush()
+
+if "--version" in sys.argv[1:]:
+    print("Kubernetes " + VERSION)
+    sys.exit(0)
+
+class Healthz(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path.split("?")[0] not in ("/healthz", "/healthz/"):
+            code, body = 404, b"404 page not found\n"
+        elif HEALTHY:
+            code, body = 200, b"ok"
+        else:
+            code, body = 500, b"[+]ping ok\n[-]syncloop failed: reason withheld\nhealthz check failed\n"
+            klog("E", "healthz.go:261", '"Health check failed" checker="syncloop" '
+                 'err="stand-in kubelet %%s was built broken"' %% VERSION)
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+def stop(signum, frame):
+    klog("I", "server.go:1268", '"Shutting down kubelet" signal="%%s"' %% signal.Signals(signum).name)
+    sys.exit(0)
+
+signal.signal(signal.SIGTERM, stop)
+bind = opt("--healthz-bind-address", "127.0.0.1")
+port = int(opt("--healthz-port", "10248"))
+http.server.HTTPServer.allow_reuse_address = True
+server = http.server.HTTPServer((bind, port), Healthz)
+klog("I", "server.go:484", '"Kubelet version" kubeletVersion="%%s"' %% VERSION)
+klog("I", "server.go:203", '"Started healthz server" address="%%s:%%d" healthy=%%s' %% (bind, port,
+     "true" if HEALTHY else "false"))
+server.serve_forever()
+'''
+
+KUBELET_REPORT = r'''#!/usr/bin/env python3
+# ExecStartPost= of the sandbox's kubelet.service: post the started kubelet's version into the Node's
+# .status.nodeInfo, which a real kubelet does itself (the stand-in cannot reach the API server).
+import json, subprocess, sys, urllib.request
+control_url, node, binary = sys.argv[1:4]
+out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout.split()
+version = out[-1] if out else "unknown"
+body = {"resource": "nodes", "name": node, "subresource": "status", "type": "strategic", "manager": "kubelet",
+        "patch": {"status": {"nodeInfo": {"kubeletVersion": version}}}}
+req = urllib.request.Request(control_url + "/patch", data=json.dumps(body).encode(), method="POST",
+                             headers={"Content-Type": "application/json"})
+urllib.request.urlopen(req, timeout=10).read()
+print("kubelet-report: node %s runs kubelet %s" % (node, version))
+'''
+
+OS_UPDATE = r'''#!/bin/sh
+# The OSC's status.inPlaceUpdates.osUpdate.command in the sandbox: like provider-local's, it rewrites
+# PRETTY_NAME (and VERSION_ID) of the sandbox's os-release and needs no reboot.
+set -eu
+version="$1"
+case "$version" in *[!0-9.]*|"") echo "invalid arguments: version '$version'"; exit 2;; esac
+sed -i -E -e "s/^PRETTY_NAME=.*/PRETTY_NAME=\"Garden Linux $version\"/" \
+          -e "s/^VERSION_ID=.*/VERSION_ID=$version/" '%(os_release)s'
+echo "sandbox OS updated to $version (no reboot needed)"
+'''
+
+
+def stand_in_kubelet(version, healthy=True, size=8 << 20):
+    """Bytes of a stand-in kubelet: a zipapp (shebang + zip) whose __main__ is KUBELET_MAIN. `size` bytes of
+    stored (uncompressed, incompressible) padding make it a realistic download without slowing its start:
+    Python reads only the zip directory and __main__.py."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr(zipfile.ZipInfo("__main__.py", (2024, 1, 1, 0, 0, 0)),
+                   KUBELET_MAIN % {"version": "v" + version.lstrip("v"), "healthy": bool(healthy)},
+                   compress_type=zipfile.ZIP_DEFLATED)
+        z.writestr(zipfile.ZipInfo("padding.bin", (2024, 1, 1, 0, 0, 0)), os.urandom(size),
+                   compress_type=zipfile.ZIP_STORED)
+    return b"#!/usr/bin/env python3\n" + buf.getvalue()
+
+
+# ------------------------------------------------------------------------------------------ the sandbox
+
+class Sandbox:
+    """Emulator + registry + user manager + units + agent. A context manager; stop() is idempotent."""
+
+    def __init__(self, agent=None, start_agent=True, versions=DEFAULT_VERSIONS, initial_version=None,
+                 broken_versions=("1.32.1",), kubelet_size=8 << 20, os_version=DEFAULT_OS_VERSION,
+                 log_level="info", health_timeout="20s", agent_config=None, narrate=None, keep=None):
+        self.agent = os.path.abspath(agent or default_agent())
+        self.start_agent_now = start_agent
+        self.versions = tuple(versions)
+        self.initial_version = initial_version or self.versions[0]
+        self.broken_versions = tuple(broken_versions)
+        self.kubelet_size = kubelet_size
+        self.initial_os_version = os_version
+        self.log_level = log_level
+        self.health_timeout = health_timeout
+        self.agent_config_extra = agent_config or {}
+        self.narrate = narrate or (lambda msg: None)
+        self.keep = keep if keep is not None else bool(os.environ.get("SANDBOX_KEEP"))
+        self.base = None
+        self.emu = self.reg = self.um = None
+        self.images = {}            # (version, broken) -> {"ref", "layer_bytes", "file_bytes"}
+        self.timings = {}           # component -> seconds to start
+        self.osc = None             # what publish_osc() published last
+        self._children = []         # Popen objects we started besides emulator/registry/manager
+        self._pids_seen = set()     # every PID we know we started, for leftover_processes()
+        self._stopped = False
+
+    # ---------------------------------------------------------------- paths
+
+    def path(self, *parts):
+        return os.path.join(self.base, *parts)
+
+    @property
+    def config_path(self):
+        return self.path("etc", "inplace-agent", "config.yaml")
+
+    @property
+    def os_release(self):
+        return self.path("etc", "os-release")
+
+    @property
+    def state_dir(self):
+        return self.path("var", "lib", "inplace-agent")
+
+    @property
+    def binary_path(self):
+        return self.path("opt", "bin", "kubelet")
+
+    @property
+    def os_update_command(self):
+        return self.path("opt", "bin", "os-update")
+
+    @property
+    def healthz_url(self):
+        return "http://127.0.0.1:%d/healthz" % self.healthz_port
+
+    @property
+    def kubeconfig(self):
+        return self.emu.kubeconfig
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def __enter__(self):
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def _timed(self, name, fn):
+        t0 = time.monotonic()
+        r = fn()
+        self.timings[name] = time.monotonic() - t0
+        return r
+
+    def start(self):
+        self.base = tempfile.mkdtemp(prefix="ipa-sandbox-", dir="/tmp")
+        self.healthz_port = free_port()
+        self.narrate("API-server emulator")
+        self.emu = self._timed("emulator", lambda: kubeemu.start(state_dir=self.path("emulator")))
+        self._pids_seen.add(self.emu.pid)
+        self.narrate("docker-registry with TLS on 127.0.0.1")
+        self.reg = registry.Registry(self.base)
+        self._timed("registry", self.reg.start)
+        self._pids_seen.add(self.reg.proc.pid)
+        self.narrate("kubelet images " + ", ".join(self.versions) +
+                     "".join(" (+ broken %s)" % v for v in self.broken_versions))
+        self._timed("images", self._push_images)
+        self._write_files()
+        self._timed("check-config", self._check_config)
+        self.narrate("OSC Secret %s/%s and Node %s at kubelet %s" % (OSC_NAMESPACE, SECRET, NODE,
+                                                                     self.initial_version))
+        self.publish_osc(kubelet_version=self.initial_version, os_version=self.initial_os_version)
+        self._seed_node()
+        self.narrate("systemd user manager on a private bus")
+        self.um = usermgr.UserManager(prefix="ipa-sandbox-um-", keep=self.keep)
+        self._timed("user-manager", self.um.start)
+        self._pids_seen.add(self.um.pid)
+        self.narrate("units %s, %s" % (CONTAINERD_UNIT, KUBELET_UNIT))
+        self._timed("units", self._start_units)
+        if self.start_agent_now:
+            self.narrate("inplace-agent as %s (Type=notify)" % AGENT_UNIT)
+            self._timed("agent", self.start_agent)
+        return self
+
+    def stop(self):
+        """Stops everything we started (by PID / by the user manager's cgroup) and removes the temporary
+        directories. Returns the PIDs still alive afterwards (empty: nothing left behind)."""
+        if self._stopped:
+            return []
+        self._stopped = True
+        if self.um and self.um.proc and self.um.proc.poll() is None:
+            for unit in (AGENT_UNIT, KUBELET_UNIT, CONTAINERD_UNIT):
+                try:
+                    pid = self.um.main_pid(unit)
+                    if pid:
+                        self._pids_seen.add(pid)
+                except (usermgr.UserManagerError, subprocess.SubprocessError, ValueError):
+                    pass
+        for p in self._children:
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(3)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        if self.um:
+            self.um.stop()
+        if self.reg:
+            self.reg.stop()
+        if self.emu:
+            self.emu.stop()
+        left = self.leftover_processes()
+        if self.base and not self.keep:
+            shutil.rmtree(self.base, ignore_errors=True)
+        return left
+
+    def leftover_processes(self):
+        """PIDs of processes we started that are still alive, plus any process whose command line names
+        one of our directories."""
+        alive = set()
+        for pid in self._pids_seen:
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                        alive.add(pid)
+            except (OSError, IndexError):
+                pass
+        marks = [m for m in (self.base, self.um.base if self.um else None) if m]
+        for d in os.listdir("/proc"):
+            if not d.isdigit() or int(d) == os.getpid():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    cmd = f.read().decode(errors="replace")
+            except OSError:
+                continue
+            if any(m in cmd for m in marks):
+                alive.add(int(d))
+        return sorted(alive)
+
+    # ---------------------------------------------------------------- images
+
+    def image_ref(self, version, broken=False):
+        return "%s/%s:v%s" % (self.reg.host, BROKEN_REPO if broken else IMAGE_REPO, version.lstrip("v"))
+
+    def _push_image(self, version, broken):
+        data = stand_in_kubelet(version, healthy=not broken, size=self.kubelet_size)
+        base = registry.compress(registry.tar_bytes([
+            {"name": "etc/", "type": "dir"},
+            {"name": "etc/os-release", "data": b"ID=distroless\nPRETTY_NAME=\"Distroless\"\n", "mode": 0o644}]),
+            "gzip")
+        top = registry.compress(registry.tar_bytes([{"name": FILE_IN_IMAGE.lstrip("/"), "data": data,
+                                                     "mode": 0o755}]), "gzip")
+        repo = BROKEN_REPO if broken else IMAGE_REPO
+        self.reg.push_image(repo, "v" + version, [(base, "gzip"), (top, "gzip")])
+        self.images[(version, broken)] = {"ref": self.image_ref(version, broken), "file_bytes": len(data),
+                                          "layer_bytes": len(base) + len(top), "kubelet": data}
+
+    def _push_images(self):
+        for v in self.versions:
+            self._push_image(v, False)
+        for v in self.broken_versions:
+            self._push_image(v, True)
+
+    # ---------------------------------------------------------------- files and config
+
+    def agent_config_text(self):
+        c = {
+            "nodeName": NODE,
+            "kubeconfig": self.emu.kubeconfig,
+            "stateDirectory": self.state_dir,
+            "osRelease": self.os_release,
+            "osc": {"namespace": OSC_NAMESPACE},
+            "kubelet": {"binaryPath": self.binary_path, "unit": KUBELET_UNIT, "healthzURL": self.healthz_url,
+                        "healthTimeout": self.health_timeout, "keepVersions": 2},
+            "osUpdate": {"backend": "command", "timeout": "60s", "reboot": "none"},
+            "registry": {"caFile": self.reg.ca_file},
+            "restart": {"selfUnit": AGENT_UNIT},
+            "systemd": {"jobTimeout": "30s"},
+            "lease": {"enabled": True, "duration": "8s"},
+        }
+        for k, v in self.agent_config_extra.items():
+            if isinstance(v, dict) and isinstance(c.get(k), dict):
+                c[k].update(v)
+            else:
+                c[k] = v
+        # JSON is YAML; one key per line keeps it readable for the demo.
+        return "# inplace-agent configuration of the sandbox (CONTRACT §3)\n" + _yaml(c)
+
+    def _write_files(self):
+        write_file(self.os_release, 'PRETTY_NAME="Garden Linux %s"\nNAME="Garden Linux"\nID=gardenlinux\n'
+                   'VERSION_ID=%s\n' % (self.initial_os_version, self.initial_os_version))
+        write_file(self.os_update_command, OS_UPDATE % {"os_release": self.os_release}, 0o755)
+        write_file(self.path("bin", "kubelet-report"), KUBELET_REPORT, 0o755)
+        os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
+        # The node as provisioned: kubelet.binaryPath is a plain file (adopted by the agent, §8.2).
+        write_file(self.binary_path, self.images[(self.initial_version, False)]["kubelet"], 0o755)
+        write_file(self.config_path, self.agent_config_text())
+
+    def _check_config(self):
+        r = subprocess.run([self.agent, "check-config", "--config", self.config_path], capture_output=True,
+                           text=True, timeout=30)
+        if r.returncode != 0:
+            raise SandboxError("inplace-agent check-config rejected %s (%d):\n%s%s" % (
+                self.config_path, r.returncode, r.stdout, r.stderr))
+
+    # ---------------------------------------------------------------- "gardenlet": the OSC Secret
+
+    def osc_yaml(self, kubelet_version, os_version, image):
+        return OSC_TEMPLATE % {"secret": SECRET, "os_version": os_version, "kubelet": kubelet_version,
+                               "path": self.binary_path, "image": image, "file": FILE_IN_IMAGE,
+                               "command": self.os_update_command, "unit": KUBELET_UNIT}
+
+    def publish_osc(self, kubelet_version=None, os_version=None, broken=False, image=None):
+        """Write the OSC Secret as gardenlet does (GNP §1.1 row 3): osc.yaml plus checksum/data-script =
+        sha256 hex of it. Defaults: the last published kubelet version / OS version. broken=True points
+        the kubelet file at the broken build of that version. Returns the checksum."""
+        prev = self.osc or {}
+        kubelet_version = (kubelet_version or prev.get("kubelet") or self.initial_version).lstrip("v")
+        os_version = os_version or prev.get("os_version") or self.initial_os_version
+        if image is None:
+            if (kubelet_version, bool(broken)) not in self.images:
+                raise SandboxError("no %simage for kubelet %s" % ("broken " if broken else "", kubelet_version))
+            image = self.images[(kubelet_version, bool(broken))]["ref"]
+        text = self.osc_yaml(kubelet_version, os_version, image)
+        checksum = sha256_hex(text.encode())
+        self.emu.seed_secret(SECRET, namespace=OSC_NAMESPACE, data={"osc.yaml": text},
+                             labels={"gardener.cloud/role": "operating-system-config",
+                                     "worker.gardener.cloud/pool": POOL},
+                             annotations={SECRET_CHECKSUM: checksum})
+        self.osc = {"kubelet": kubelet_version, "os_version": os_version, "image": image, "broken": bool(broken),
+                    "checksum": checksum, "yaml": text}
+        return checksum
+
+    def secret(self):
+        return self.emu.get("secrets", SECRET, namespace=OSC_NAMESPACE)
+
+    def secret_checksum(self):
+        return annotation(self.secret(), SECRET_CHECKSUM)
+
+    def _seed_node(self):
+        v = self.initial_version
+        self.emu.seed_node(
+            NODE, kubelet_version="v" + v, os_image="Garden Linux %s" % self.initial_os_version,
+            labels={SECRET_NAME_LABEL: SECRET, "worker.gardener.cloud/pool": POOL, K8S_VERSION: v,
+                    "node-role.kubernetes.io/worker": "", "node.kubernetes.io/role": "node"},
+            annotations={NODE_CHECKSUM: self.osc["checksum"]})
+        # The kubelet's own heartbeat Lease, which `kubectl describe node` shows.
+        now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+        self.emu.put({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                      "metadata": {"name": NODE, "namespace": "kube-node-lease"},
+                      "spec": {"holderIdentity": NODE, "leaseDurationSeconds": 40, "renewTime": now}},
+                     manager="kubelet")
+
+    # ---------------------------------------------------------------- units
+
+    def kubelet_unit_text(self):
+        post = "-%s %s %s %s %s" % (sys.executable, self.path("bin", "kubelet-report"),
+                                    "http://127.0.0.1:%d" % self.emu.control_port, NODE, self.binary_path)
+        return self.um.service(
+            "%s --healthz-bind-address=127.0.0.1 --healthz-port=%d --node-ip=127.0.0.1 --v=2"
+            % (self.binary_path, self.healthz_port),
+            unit_extra="Description=kubelet daemon (sandbox stand-in)\nAfter=%s\nWants=%s\n"
+                       % (CONTAINERD_UNIT, CONTAINERD_UNIT),
+            service_extra="ExecStartPost=%s\nRestart=always\nRestartSec=2s\nTimeoutStopSec=5s\n" % post)
+
+    def agent_unit_text(self):
+        return self.um.service(
+            "%s run --config %s --log-level %s" % (self.agent, self.config_path, self.log_level),
+            type="notify",
+            unit_extra="Description=In-place node update agent (sandbox)\n",
+            service_extra="Restart=always\nRestartSec=1s\nWatchdogSec=30s\nTimeoutStartSec=30s\n"
+                          "TimeoutStopSec=10s\n")
+
+    def _start_units(self):
+        self.um.write_unit(CONTAINERD_UNIT, self.um.service(
+            "/bin/sleep infinity",
+            unit_extra="Description=containerd container runtime (sandbox stand-in)\n"))
+        self.um.write_unit(KUBELET_UNIT, self.kubelet_unit_text())
+        self.um.write_unit(AGENT_UNIT, self.agent_unit_text())
+        self.um.daemon_reload()
+        self.um.systemctl("start", CONTAINERD_UNIT, KUBELET_UNIT)
+        self.wait_kubelet_healthy(20)
+
+    def start_agent(self, timeout=30):
+        """systemctl start: returns once the agent sent READY=1."""
+        self.um.systemctl("start", AGENT_UNIT, timeout=timeout)
+        pid = self.um.main_pid(AGENT_UNIT)
+        if pid:
+            self._pids_seen.add(pid)
+
+    def stop_agent(self):
+        self.um.systemctl("stop", AGENT_UNIT, check=False)
+
+    def wait_kubelet_healthy(self, timeout, healthy=True):
+        want = 200 if healthy else 500
+        return usermgr.wait_until(lambda: http_status(self.healthz_url) == want, timeout,
+                                  "kubelet /healthz to answer %d" % want)
+
+    # ---------------------------------------------------------------- "MCM" (GNP §1.1 rows 5-12)
+
+    def _mcm_condition(self, reason, message=None):
+        return self.emu.set_condition(NODE, MCM_CONDITION, "True", reason,
+                                      message if message is not None else MCM_MESSAGES[reason])
+
+    def mcm_candidate(self):
+        """Row 5+6: candidate label, prefer-no-schedule taint, scale-down annotations; CandidateForUpdate."""
+        node = self.node()
+        taints = [t for t in (node.get("spec", {}).get("taints") or []) if t.get("key") != PREFER_NO_SCHEDULE["key"]]
+        self.emu.label_node(NODE, labels={CANDIDATE: "true"},
+                            annotations={"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true",
+                                         "cluster-autoscaler.kubernetes.io/scale-down-disabled-by-mcm": "true"},
+                            taints=taints + [PREFER_NO_SCHEDULE])
+        return self._mcm_condition("CandidateForUpdate")
+
+    def mcm_select(self):
+        """Row 8+9 (first half): selected-for-update; SelectedForUpdate."""
+        self.emu.label_node(NODE, labels={SELECTED: "true"})
+        return self._mcm_condition("SelectedForUpdate")
+
+    def mcm_drain(self):
+        """Row 9: cordon, (no Pods to evict in the sandbox), DrainSuccessful."""
+        self.emu.label_node(NODE, unschedulable=True)
+        return self._mcm_condition("DrainSuccessful")
+
+    def mcm_ready_for_update(self, drain=True):
+        """Row 9 (end): drain when not done yet, then ReadyForUpdate, the agent's gate."""
+        c = condition(self.node(), MCM_CONDITION)
+        if drain and (c or {}).get("reason") not in ("DrainSuccessful", "ReadyForUpdate"):
+            self.mcm_drain()
+        return self._mcm_condition("ReadyForUpdate")
+
+    def mcm_observe_result(self):
+        """Row 12: the condition follows the update-result label. Returns the reason set (None: no label)."""
+        node = self.node()
+        result = label(node, UPDATE_RESULT)
+        if result == "successful":
+            self._mcm_condition("UpdateSuccessful")
+            return "UpdateSuccessful"
+        if result == "failed":
+            self._mcm_condition("UpdateFailed", MCM_MESSAGES["UpdateFailed"] + (annotation(node, FAILED_REASON) or ""))
+            return "UpdateFailed"
+        return None
+
+    # ---------------------------------------------------------------- queries
+
+    def node(self):
+        return self.emu.get_node(NODE)
+
+    def wait_node(self, predicate, timeout, what=None):
+        """Poll the Node until predicate(node) is truthy; returns the Node. TimeoutError names `what`."""
+        box = {}
+
+        def check():
+            box["node"] = self.node()
+            return bool(predicate(box["node"]))
+        kubeemu.wait_for(check, timeout, what or getattr(predicate, "__name__", "the Node"), interval=0.05)
+        return box["node"]
+
+    def node_history(self, since_rv=0):
+        """Every stored version of the Node since since_rv: [{"rv", "type", "time", "object"}]."""
+        h = self.emu.history(since_rv=since_rv, resource="nodes", objects=True)
+        return [e for e in h["events"] if e.get("name") == NODE]
+
+    def events(self):
+        """core/v1 Events about the Node (any namespace)."""
+        out = []
+        for e in self.emu.list("events") or []:
+            io_ = e.get("involvedObject") or e.get("regarding") or {}
+            if io_.get("kind") == "Node" and io_.get("name") == NODE:
+                out.append(e)
+        return out
+
+    def agent_log(self):
+        """The agent's output (stderr lines, journal-like: '<time> inplace-agent[pid]: message [tx=..]')."""
+        return self.um.logs(AGENT_UNIT) if self.um else ""
+
+    def unit_log(self, unit):
+        return self.um.logs(unit) if self.um else ""
+
+    def kubelet_version(self, path=None):
+        """What `<binaryPath> --version` prints, e.g. "Kubernetes v1.32.1" (None if it does not run)."""
+        try:
+            r = subprocess.run([path or self.binary_path, "--version"], capture_output=True, text=True, timeout=10)
+        except OSError:
+            return None
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    def kubelet_target(self):
+        """Where binaryPath points (None while it is a plain file)."""
+        return os.readlink(self.binary_path) if os.path.islink(self.binary_path) else None
+
+    def store_versions(self):
+        try:
+            return sorted(os.listdir(os.path.join(self.state_dir, "kubelet")))
+        except OSError:
+            return []
+
+    def kubelet_healthz(self):
+        return http_status(self.healthz_url)
+
+    def systemctl(self, *args, check=False):
+        return self.um.systemctl(*args, check=check)
+
+    # ---------------------------------------------------------------- kubectl
+
+    def kubectl_argv(self, *args):
+        return ["kubectl", "--kubeconfig", self.emu.kubeconfig, "--cache-dir", self.path("kubectl-cache")] + \
+            list(args)
+
+    def kubectl(self, *args, timeout=30):
+        return subprocess.run(self.kubectl_argv(*args), capture_output=True, text=True, timeout=timeout,
+                              env=dict(os.environ, HOME=self.path("kubectl-home")))
+
+    def spawn(self, argv, on_line, env=None):
+        """Start a helper (e.g. `kubectl get node -w`) whose output lines go to on_line(str) from a thread.
+        stop() terminates it by PID."""
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             text=True, bufsize=1, env=env or dict(os.environ, HOME=self.path("kubectl-home")))
+        self._children.append(p)
+        self._pids_seen.add(p.pid)
+
+        def pump():
+            for line in p.stdout:
+                on_line(line.rstrip("\n"))
+        t = threading.Thread(target=pump, daemon=True)
+        t.start()
+        return p
+
+    def kill_child(self, p):
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(3)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+OSC_TEMPLATE = """apiVersion: extensions.gardener.cloud/v1alpha1
+kind: OperatingSystemConfig
+metadata:
+  name: %(secret)s
+  namespace: kube-system
+spec:
+  type: gardenlinux
+  purpose: reconcile
+  inPlaceUpdates:
+    operatingSystemVersion: "%(os_version)s"
+    kubelet: "%(kubelet)s"
+  files:
+  - path: %(path)s
+    permissions: 493
+    content:
+      imageRef:
+        image: %(image)s
+        filePathInImage: %(file)s
+  units:
+  - name: %(unit)s
+    enable: true
+    filePaths:
+    - %(path)s
+status:
+  inPlaceUpdates:
+    osUpdate:
+      command: %(command)s
+      args:
+      - "%(os_version)s"
+"""
+
+
+def _yaml(obj, indent=0):
+    """Block-style YAML for nested dicts of scalars (strings JSON-quoted, which YAML accepts)."""
+    out = []
+    pad = "  " * indent
+    for k, v in obj.items():
+        if isinstance(v, dict):
+            if v:
+                out.append("%s%s:\n%s" % (pad, k, _yaml(v, indent + 1)))
+            else:
+                out.append("%s%s: {}\n" % (pad, k))
+        else:
+            out.append("%s%s: %s\n" % (pad, k, json.dumps(v)))
+    return "".join(out)
