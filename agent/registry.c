@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/utsname.h>
 
 #include "fileio.h"
 #include "registry-auth.h"
@@ -958,15 +959,22 @@ int registry_resolve(RegistryClient *c, const OciRef *ref, const char *os, const
 
         assert(c);
         assert(ref);
-        assert(os);
-        assert(architecture);
         assert(done);
         assert(ret);
 
+        if (!architecture) {
+                struct utsname u;
+
+                if (uname(&u) < 0)
+                        return -errno;
+                r = oci_platform_from_machine(u.machine, &architecture, &variant);
+                if (r < 0)
+                        return r;
+        }
         r = op_new(c, OP_MANIFEST, ref, done, userdata, &op);
         if (r < 0)
                 return r;
-        op->os = strdup(os);
+        op->os = strdup(os ? os : "linux");
         op->architecture = strdup(architecture);
         if (!op->os || !op->architecture || free_and_strdup(&op->variant, variant) < 0)
                 return -ENOMEM;
