@@ -130,13 +130,15 @@ static void stage_drop_blobs(KubeletStage *st) {
 
 static void stage_finish(KubeletStage *st, int error, ArtifactFailure failure, const char *message,
                          const char *file_digest, bool reused) {
-        _cleanup_free_ char *path = NULL;
+        /* Copies: the callback may free st and still read the result. */
+        _cleanup_free_ char *path = NULL, *version = strdup(st->version),
+                            *manifest_digest = st->manifest_digest ? strdup(st->manifest_digest) : NULL;
         KubeletStageResult res = {
                 .error = error,
                 .failure = error < 0 ? failure : ARTIFACT_FAILURE_NONE,
                 .message = error < 0 ? (message ? message : strerror(-error)) : NULL,
-                .version = st->version,
-                .manifest_digest = st->manifest_digest,
+                .version = version,
+                .manifest_digest = manifest_digest,
                 .file_digest = file_digest,
                 .bytes_downloaded = st->downloaded,
                 .reused = reused,

@@ -366,14 +366,19 @@ static void op_set_failure(RegistryOp *op, int error, ArtifactFailure failure, c
 }
 
 static void op_finish(RegistryOp *op, bool success) {
+        /* The result's strings move out of the op first: the callback may free the op and still read
+         * them. */
+        _cleanup_(oci_manifest_freep) OciManifest *manifest = TAKE_PTR(op->manifest);
+        _cleanup_free_ char *manifest_digest = TAKE_PTR(op->manifest_digest), *top_digest = TAKE_PTR(op->top_digest),
+                            *blob_path = TAKE_PTR(op->final_path), *message = TAKE_PTR(op->message);
         RegistryResult res = {
                 .error = success ? 0 : op->error,
                 .failure = success ? ARTIFACT_FAILURE_NONE : op->failure,
-                .message = success ? NULL : (op->message ? op->message : "registry operation failed"),
-                .manifest = success ? op->manifest : NULL,
-                .manifest_digest = success ? op->manifest_digest : NULL,
-                .top_digest = success ? op->top_digest : NULL,
-                .blob_path = success && op->kind == OP_BLOB ? op->final_path : NULL,
+                .message = success ? NULL : (message ? message : "registry operation failed"),
+                .manifest = success ? manifest : NULL,
+                .manifest_digest = success ? manifest_digest : NULL,
+                .top_digest = success ? top_digest : NULL,
+                .blob_path = success && op->kind == OP_BLOB ? blob_path : NULL,
                 .bytes_downloaded = op->downloaded,
                 .resumed_from = op->resumed_from,
         };
