@@ -58,6 +58,7 @@ struct Executor {
         RebootRequest *reboot;          /* owned */
         HealthCheck *health;            /* owned */
         KubeRequest *pods;              /* owned: LIST of our pods, then DELETEs (floating) */
+        RegistryOp *os_op;              /* owned: OS image resolve, then blob fetch */
         unsigned writes_pending;        /* Node writes of the running action */
         int writes_error;
         unsigned deletes_pending;
@@ -116,6 +117,17 @@ static void log_phase_line(UpdatePhase p, int level, const char *msg) {
         }
 }
 
+/* keepVersions: once an update succeeded, older kubelets go, never the running one or the one it
+ * replaced (the rollback version). */
+static void executor_collect_kubelets(Executor *e) {
+        const char *protect[] = { e->tx->kubelet_to, e->tx->kubelet_from, NULL };
+        int r;
+
+        r = kubelet_store_gc(e->store, protect);
+        if (r < 0)
+                log_warning_errno(r, "Failed to remove old kubelet versions from %s: %m", kubelet_store_root(e->store));
+}
+
 /* One line per phase a transaction enters. */
 static void executor_log_phase(Executor *e) {
         const UpdateTransaction *tx = e->tx;
@@ -144,6 +156,8 @@ static void executor_log_phase(Executor *e) {
                 return;
         }
         log_phase_line(tx->phase, level, msg);
+        if (tx->phase == UPDATE_PHASE_SUCCEEDED && tx->kubelet_to)
+                executor_collect_kubelets(e);
 }
 
 /* ---- inputs -------------------------------------------------------------------------------- */
@@ -543,8 +557,8 @@ static void executor_on_os_resolved(RegistryOp *op, const RegistryResult *res, v
         RegistryOp *blob_op = NULL;
         int r;
 
-        registry_op_free(op);
         if (res->error < 0 || !res->manifest || res->manifest->n_layers == 0) {
+                e->os_op = registry_op_free(e->os_op);
                 executor_action_finished(e, res->error < 0 ? res->error : -ENOENT, failure_from_artifact(res->failure),
                                          res->message ? res->message : "the OS image has no layers");
                 return;
@@ -555,6 +569,8 @@ static void executor_on_os_resolved(RegistryOp *op, const RegistryResult *res, v
         if (r >= 0)
                 r = registry_fetch_blob(e->registry, ref, &res->manifest->layers[res->manifest->n_layers - 1],
                                         NULL, executor_on_os_blob, e, &blob_op);
+        e->os_op = registry_op_free(e->os_op);  /* the resolve op, `op` */
+        e->os_op = blob_op;
         if (r < 0)
                 executor_action_finished(e, r, UPDATE_FAILURE_ARTIFACT_UNAVAILABLE, "cannot fetch the OS image");
 }
@@ -563,14 +579,10 @@ static void executor_on_os_blob(RegistryOp *op, const RegistryResult *res, void 
         Executor *e = userdata;
         const UpdateAction *a = current_action(e);
         _cleanup_free_ char *target = NULL, *dir = NULL;
-        int r;
+        int r = res->error;
 
-        registry_op_free(op);
-        if (res->error < 0) {
-                executor_action_finished(e, res->error, failure_from_artifact(res->failure), res->message);
-                return;
-        }
-        r = os_staging_path(e, a->version, &target);
+        if (r >= 0)
+                r = os_staging_path(e, a->version, &target);
         if (r >= 0) {
                 dir = strndup(target, (size_t) (strrchr(target, '/') - target));
                 r = dir ? mkdir_parents(dir, 0700) : -ENOMEM;
@@ -582,13 +594,15 @@ static void executor_on_os_blob(RegistryOp *op, const RegistryResult *res, void 
                 r = fsync_parent_dir(target);
         if (r >= 0)
                 log_info("OS image %s staged at %s.", a->version, target);
-        executor_action_finished(e, r, UPDATE_FAILURE_DISK_SPACE, r < 0 ? strerror(-r) : NULL);
+        if (res->error < 0)
+                executor_action_finished(e, res->error, failure_from_artifact(res->failure), res->message);
+        else
+                executor_action_finished(e, r, UPDATE_FAILURE_DISK_SPACE, r < 0 ? strerror(-r) : NULL);
 }
 
 static int run_stage_os_image(Executor *e, const UpdateAction *a) {
         _cleanup_(oci_ref_freep) OciRef *ref = NULL;
         _cleanup_free_ char *image = NULL;
-        RegistryOp *op = NULL;
         int r;
 
         r = oci_ref_substitute_version(e->config->os_update.image.reference, a->version, &image);
@@ -597,7 +611,7 @@ static int run_stage_os_image(Executor *e, const UpdateAction *a) {
         r = oci_ref_parse(image, &ref);
         if (r < 0)
                 return r;
-        return registry_resolve(e->registry, ref, NULL, NULL, NULL, executor_on_os_resolved, e, &op);
+        return registry_resolve(e->registry, ref, NULL, NULL, NULL, executor_on_os_resolved, e, &e->os_op);
 }
 
 /* ---- pods ------------------------------------------------------------------------------------------ */
@@ -958,6 +972,7 @@ Executor *executor_free(Executor *e) {
         reboot_request_free(e->reboot);
         health_check_free(e->health);
         kube_request_free(e->pods);
+        registry_op_free(e->os_op);
         kubelet_version_probe_free(e->adopt);
         registry_client_free(e->registry);
         kubelet_store_free(e->store);
