@@ -149,8 +149,11 @@ static void executor_log_phase(Executor *e) {
                 r = asprintf(&msg, "Update %s: %s (%s: %s).", tx->id, phase,
                              strempty(update_failure_code_to_string(tx->failure.code)), tx->failure.message);
         else
-                r = asprintf(&msg, "Update %s: %s (kubelet %s -> %s, OS %s -> %s).", tx->id, phase,
-                             tx->kubelet_from ?: "-", tx->kubelet_to ?: "-", tx->os_from ?: "-", tx->os_to ?: "-");
+                r = asprintf(&msg, "Update %s: %s (%s%s%s%s%s%s%s%s).", tx->id, phase,
+                             tx->kubelet_to ? "kubelet " : "", tx->kubelet_to ? tx->kubelet_from ?: "?" : "",
+                             tx->kubelet_to ? " -> " : "", strempty(tx->kubelet_to),
+                             tx->kubelet_to && tx->os_to ? ", OS " : tx->os_to ? "OS " : "",
+                             tx->os_to ? tx->os_from ?: "?" : "", tx->os_to ? " -> " : "", strempty(tx->os_to));
         if (r < 0) {
                 log_oom();
                 return;
@@ -355,13 +358,17 @@ static void executor_on_stage_progress(KubeletStage *st, uint64_t done, uint64_t
 
 static void executor_on_staged(KubeletStage *st, const KubeletStageResult *res, void *userdata) {
         Executor *e = userdata;
+        _cleanup_free_ char *message = res->message ? strdup(res->message) : NULL;
+        ArtifactFailure failure = res->failure;
+        int error = res->error;
 
-        e->stage = kubelet_stage_free(e->stage);
-        if (res->error >= 0)
+        /* Everything in `res` belongs to the stage: use it before the stage goes. */
+        if (error >= 0)
                 log_info("Kubelet %s staged at %s (%s, %" PRIu64 " bytes downloaded).", strempty(res->version),
                          strempty(res->path), res->reused ? "already in the store" : strempty(res->file_digest),
                          res->bytes_downloaded);
-        executor_action_finished(e, res->error, failure_from_artifact(res->failure), res->message);
+        e->stage = kubelet_stage_free(e->stage);
+        executor_action_finished(e, error, failure_from_artifact(failure), message);
 }
 
 static int run_stage_kubelet(Executor *e, const UpdateAction *a) {
