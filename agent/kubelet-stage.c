@@ -5,7 +5,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/eventfd.h>
-#include <sys/utsname.h>
 
 #include "kubelet-stage.h"
 
@@ -32,7 +31,7 @@ struct KubeletStage {
         char *image;                    /* owned */
         char *file_path;                /* owned */
         char *version;                  /* owned */
-        char *os, *architecture, *variant;      /* owned; variant may be NULL */
+        char *os, *architecture, *variant;      /* owned; NULL = this machine's platform */
         ArchiveLimits limits;
 
         RegistryOp *op;                 /* owned: resolve or blob fetch in flight */
@@ -131,13 +130,15 @@ static void stage_drop_blobs(KubeletStage *st) {
 
 static void stage_finish(KubeletStage *st, int error, ArtifactFailure failure, const char *message,
                          const char *file_digest, bool reused) {
-        _cleanup_free_ char *path = NULL;
+        /* Copies: the callback may free st and still read the result. */
+        _cleanup_free_ char *path = NULL, *version = strdup(st->version),
+                            *manifest_digest = st->manifest_digest ? strdup(st->manifest_digest) : NULL;
         KubeletStageResult res = {
                 .error = error,
                 .failure = error < 0 ? failure : ARTIFACT_FAILURE_NONE,
                 .message = error < 0 ? (message ? message : strerror(-error)) : NULL,
-                .version = st->version,
-                .manifest_digest = st->manifest_digest,
+                .version = version,
+                .manifest_digest = manifest_digest,
                 .file_digest = file_digest,
                 .bytes_downloaded = st->downloaded,
                 .reused = reused,
@@ -409,8 +410,6 @@ static int stage_on_reuse(sd_event_source *s, void *userdata) {
 
 static int stage_init_request(KubeletStage *st, const KubeletStageRequest *req) {
         _cleanup_free_ char *normalized = NULL;
-        struct utsname u;
-        const char *arch = req->architecture, *variant = req->variant;
         int r;
 
         if (isempty(req->image) || isempty(req->file_path))
@@ -433,18 +432,12 @@ static int stage_init_request(KubeletStage *st, const KubeletStageRequest *req) 
         if (!kubelet_version_is_valid(st->version))
                 return -EINVAL;
 
-        if (!arch) {
-                if (uname(&u) < 0)
-                        return -errno;
-                r = oci_platform_from_machine(u.machine, &arch, &variant);
-                if (r < 0)
-                        return r;
-        }
+        /* NULL architecture: registry_resolve() picks this machine's platform. */
         st->image = strdup(req->image);
         st->file_path = strdup(req->file_path);
-        st->os = strdup(req->os ? req->os : "linux");
-        st->architecture = strdup(arch);
-        if (!st->image || !st->file_path || !st->os || !st->architecture || free_and_strdup(&st->variant, variant) < 0)
+        if (!st->image || !st->file_path || free_and_strdup(&st->os, req->os) < 0 ||
+            free_and_strdup(&st->architecture, req->architecture) < 0 ||
+            free_and_strdup(&st->variant, req->variant) < 0)
                 return -ENOMEM;
         return 0;
 }

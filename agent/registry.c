@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/utsname.h>
 
 #include "fileio.h"
 #include "registry-auth.h"
@@ -365,14 +366,19 @@ static void op_set_failure(RegistryOp *op, int error, ArtifactFailure failure, c
 }
 
 static void op_finish(RegistryOp *op, bool success) {
+        /* The result's strings move out of the op first: the callback may free the op and still read
+         * them. */
+        _cleanup_(oci_manifest_freep) OciManifest *manifest = TAKE_PTR(op->manifest);
+        _cleanup_free_ char *manifest_digest = TAKE_PTR(op->manifest_digest), *top_digest = TAKE_PTR(op->top_digest),
+                            *blob_path = TAKE_PTR(op->final_path), *message = TAKE_PTR(op->message);
         RegistryResult res = {
                 .error = success ? 0 : op->error,
                 .failure = success ? ARTIFACT_FAILURE_NONE : op->failure,
-                .message = success ? NULL : (op->message ? op->message : "registry operation failed"),
-                .manifest = success ? op->manifest : NULL,
-                .manifest_digest = success ? op->manifest_digest : NULL,
-                .top_digest = success ? op->top_digest : NULL,
-                .blob_path = success && op->kind == OP_BLOB ? op->final_path : NULL,
+                .message = success ? NULL : (message ? message : "registry operation failed"),
+                .manifest = success ? manifest : NULL,
+                .manifest_digest = success ? manifest_digest : NULL,
+                .top_digest = success ? top_digest : NULL,
+                .blob_path = success && op->kind == OP_BLOB ? blob_path : NULL,
                 .bytes_downloaded = op->downloaded,
                 .resumed_from = op->resumed_from,
         };
@@ -756,6 +762,7 @@ static bool blob_complete(RegistryOp *op) {
                         /* The prefix from an earlier run may be what is wrong (lost writes after a
                          * crash): one fresh download decides. */
                         op->restarted_from_zero = true;
+                        op->req = http_request_free(op->req);
                         op_send(op);
                         return true;
                 }
@@ -792,8 +799,11 @@ static int blob_check_space(RegistryOp *op) {
         struct statvfs sv;
         uint64_t need = op->blob.size - op->offset + op->client->min_free_bytes;
 
-        if (fstatvfs(op->fd, &sv) < 0)
-                return -errno;
+        if (fstatvfs(op->fd, &sv) < 0) {
+                op_set_failure(op, -errno, ARTIFACT_FAILURE_UNAVAILABLE, "cannot check free space in %s: %m",
+                               op->client->blob_directory);
+                return -EIO;
+        }
         if ((uint64_t) sv.f_bavail * sv.f_frsize < need) {
                 op_set_failure(op, -ENOSPC, ARTIFACT_FAILURE_DISK_SPACE,
                                "not enough free space in %s for blob %s: need %llu bytes, have %llu",
@@ -906,10 +916,13 @@ static void op_send(RegistryOp *op) {
 
         if (op->kind == OP_BLOB) {
                 /* A failed attempt may have written bytes it never hashed: cut back to what is. */
-                if (ftruncate(op->fd, (off_t) op->offset) < 0 || blob_check_space(op) < 0) {
-                        if (!op->message)
-                                op_set_failure(op, -errno, ARTIFACT_FAILURE_UNAVAILABLE, "cannot prepare %s: %m",
-                                               op->partial_path);
+                if (ftruncate(op->fd, (off_t) op->offset) < 0) {
+                        op_set_failure(op, -errno, ARTIFACT_FAILURE_UNAVAILABLE, "cannot prepare %s: %m",
+                                       op->partial_path);
+                        op_finish(op, false);
+                        return;
+                }
+                if (blob_check_space(op) < 0) {
                         op_finish(op, false);
                         return;
                 }
@@ -951,15 +964,22 @@ int registry_resolve(RegistryClient *c, const OciRef *ref, const char *os, const
 
         assert(c);
         assert(ref);
-        assert(os);
-        assert(architecture);
         assert(done);
         assert(ret);
 
+        if (!architecture) {
+                struct utsname u;
+
+                if (uname(&u) < 0)
+                        return -errno;
+                r = oci_platform_from_machine(u.machine, &architecture, &variant);
+                if (r < 0)
+                        return r;
+        }
         r = op_new(c, OP_MANIFEST, ref, done, userdata, &op);
         if (r < 0)
                 return r;
-        op->os = strdup(os);
+        op->os = strdup(os ? os : "linux");
         op->architecture = strdup(architecture);
         if (!op->os || !op->architecture || free_and_strdup(&op->variant, variant) < 0)
                 return -ENOMEM;

@@ -44,8 +44,8 @@ typedef struct KubeletStageResult {
 
 typedef struct KubeletStage KubeletStage;
 
-/* Exactly once, never inside kubelet_stage_start(); pointers valid during the call only. May free the
- * KubeletStage. */
+/* Exactly once, never inside kubelet_stage_start(). May free the KubeletStage; the result's pointers stay
+ * valid until the callback returns either way. */
 typedef void (*KubeletStageDone)(KubeletStage *st, const KubeletStageResult *result, void *userdata);
 /* Download progress over all layers of the image (an upper bound: lower layers may be skipped). */
 typedef void (*KubeletStageProgress)(KubeletStage *st, uint64_t done, uint64_t total, void *userdata);

@@ -68,13 +68,15 @@ typedef struct RegistryResult {
 } RegistryResult;
 
 /* Called once per op, never from inside the call that started it. All pointers in `result` are
- * borrowed and valid during the callback only (the manifest too: copy what you need). The callback may
- * free the op. */
+ * borrowed and valid until the callback returns (the manifest too: copy what you need), also after the
+ * callback freed the op, which it may. */
 typedef void (*RegistryDone)(RegistryOp *op, const RegistryResult *result, void *userdata);
 /* Progress of a blob download (bytes of this blob, the resumed prefix included). */
 typedef void (*RegistryProgress)(RegistryOp *op, uint64_t done, uint64_t total, void *userdata);
 
-/* Resolves `ref` to the image manifest for os/architecture/variant (variant may be NULL). */
+/* Resolves `ref` to the image manifest for os/architecture/variant. NULL os means "linux"; NULL
+ * architecture means this machine's (uname, oci_platform_from_machine()), and then a NULL variant means
+ * this machine's too; otherwise a NULL variant matches any. */
 int registry_resolve(RegistryClient *c, const OciRef *ref, const char *os, const char *architecture,
                      const char *variant, RegistryDone done, void *userdata, RegistryOp **ret);
 

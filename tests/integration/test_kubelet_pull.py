@@ -38,8 +38,8 @@ class Case:
         self.bin = os.path.join(self.dir, "opt/bin/kubelet")
         self.reg = reg
 
-    def pull(self, image, file="/usr/local/bin/kubelet", extra=(), timeout=120, ca=True):
-        args = [PULL, "--state-dir", self.state, "--image", image, "--file", file, "--binary-path", self.bin,
+    def pull(self, image, file="/usr/local/bin/kubelet", extra=(), timeout=120, ca=True, wrap=()):
+        args = list(wrap) + [PULL, "--state-dir", self.state, "--image", image, "--file", file, "--binary-path", self.bin,
                 "--retry-base-ms", "50", "--max-attempts", "3"] + list(extra)
         if ca:
             args += ["--ca-file", self.reg.ca_file]
@@ -51,6 +51,9 @@ class Case:
             out = {"ok": False, "raw": p.stdout, "stderr": p.stderr}
         out["_rc"] = p.returncode
         out["_seconds"] = time.monotonic() - started
+        # Under ASan/UBSan (tests/run-tests --sanitize) a report fails the case even if the JSON looks fine.
+        check("Sanitizer" not in p.stderr and "runtime error" not in p.stderr,
+              "sanitizer report from pull %s: %s" % (image, p.stderr[-3000:]))
         return out
 
     def stored_versions(self):
@@ -120,6 +123,8 @@ def test_upgrade_gc_and_health(root, reg):
     kubelet = subprocess.Popen(["python3", "-c", registry.fake_kubelet("v1.32.0", healthy=False).decode(),
                                 "--healthz-port", str(port)])
     try:
+        # Listening before the check starts, so the failure is about health, not start-up time.
+        registry.wait_until(lambda: answers(port), 20, "the unhealthy stand-in kubelet")
         out = c.pull(bad, extra=["--switch", "--healthz", url, "--health-timeout-ms", "1500"])
         expect_failure(out, "KubeletUnhealthy", "kubelet is not healthy after in-place update: ", "HTTP 500",
                        what="unhealthy kubelet")
@@ -148,6 +153,15 @@ def test_adopt(root, reg):
         with open(os.path.join(c.state, "kubelet", expect, "kubelet"), "rb") as f:
             check(f.read() == content, name + ": the adopted file is the original")
         check(os.readlink(c.bin).endswith("/1.31.2/kubelet"), name + ": binaryPath is a symlink to the new version")
+
+
+def answers(port):
+    import socket
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def top_layer_digest(reg, repo, tag):
@@ -252,7 +266,7 @@ def test_unsafe_layers(root, reg):
 
 
 def test_bombs(root, reg):
-    reg.push_image("bomb-header", "v1.0.0", [(registry.huge_header_bomb(), "gzip")])
+    reg.push_image("bomb-header", "v1.0.0", [(registry.huge_header_bomb(), "gzip")], diff_ids=False)
     c = Case(root, "bomb-header", reg)
     out = c.pull("%s/bomb-header:v1.0.0" % reg.host, file="/kubelet")
     expect_failure(out, "UnsafeArchive", "decompression bomb", what="10 GiB entry")
@@ -260,7 +274,7 @@ def test_bombs(root, reg):
 
     bomb = registry.zero_bomb()
     check(len(bomb) < 40 << 20, "zero bomb is small compressed (%d bytes)" % len(bomb))
-    reg.push_image("bomb-zero", "v1.0.0", [(bomb, "gzip")])
+    reg.push_image("bomb-zero", "v1.0.0", [(bomb, "gzip")], diff_ids=False)
     c = Case(root, "bomb-zero", reg)
     out = c.pull("%s/bomb-zero:v1.0.0" % reg.host, file="/kubelet", extra=["--max-unpacked", str(512 << 20)])
     expect_failure(out, "UnsafeArchive", "decompression bomb", what="10 GiB of zeros")
@@ -303,6 +317,45 @@ def test_kill_and_resume(root, reg):
         with open(c.bin, "rb") as f:
             check(sha(f.read()) == sha(big), "resumed file is intact")
 
+    layer = top_layer_digest(reg, "big", "v1.31.2")
+    with open(reg.blob_file(layer), "rb") as f:
+        blob = f.read()
+
+    # A partial from an earlier run, and a server that ignores Range: start over from byte 0.
+    c = Case(root, "no-range", reg)
+    blobs = os.path.join(c.state, "staging/blobs")
+    os.makedirs(blobs)
+    with open(os.path.join(blobs, layer.split(":")[1] + ".partial"), "wb") as f:
+        f.write(blob[:len(blob) // 2])
+    with registry.Proxy(reg, no_range=True) as proxy:
+        out = c.pull(ref, extra=["--mirror", "%s=%s" % (reg.host, proxy.url)])
+        check(out.get("ok") is True and out.get("bytesDownloaded") == len(blob),
+              "no Range support: downloaded again from 0: %s" % out)
+
+    # A partial whose bytes went bad (lost writes after a crash): verification fails once, one fresh
+    # download from 0 succeeds.
+    c = Case(root, "bad-partial", reg)
+    blobs = os.path.join(c.state, "staging/blobs")
+    os.makedirs(blobs)
+    with open(os.path.join(blobs, layer.split(":")[1] + ".partial"), "wb") as f:
+        f.write(b"\0" * (len(blob) // 3))
+    out = c.pull(ref)
+    check(out.get("ok") is True and out.get("fileDigest") == sha(big), "bad partial: re-downloaded: %s" % out)
+
+
+def test_disk_space(root, reg):
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        print("disk-space case skipped: needs root and unshare", file=sys.stderr)
+        return
+    ref = reg.push_kubelet_image("1.31.2", os.urandom(24 << 20), repo="big-space", compression="none")
+    c = Case(root, "disk-space", reg)
+    os.makedirs(c.state)
+    # A 32 MiB filesystem in a private mount namespace: too small for the blob plus the reserve.
+    wrap = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o size=32m tmpfs "$0" && exec "$@"', c.state]
+    out = c.pull(ref, wrap=wrap)
+    expect_failure(out, "DiskSpace", "not enough free space", what="small filesystem")
+    check(out.get("retriable") is True, "DiskSpace is retriable")
+
 
 def test_mirrors_and_redirects(root, reg):
     k = registry.fake_kubelet()
@@ -343,7 +396,8 @@ def main():
         os.makedirs(root)
         with registry.Registry(workdir) as reg:
             for t in (test_happy_paths, test_upgrade_gc_and_health, test_adopt, test_digest_mismatch, test_unavailable,
-                      test_unsafe_layers, test_bombs, test_kill_and_resume, test_mirrors_and_redirects):
+                      test_unsafe_layers, test_bombs, test_kill_and_resume, test_disk_space,
+                      test_mirrors_and_redirects):
                 started = time.monotonic()
                 t(root, reg)
                 print("%s: %.1fs" % (t.__name__, time.monotonic() - started), file=sys.stderr)

@@ -74,7 +74,7 @@ static void test_unhealthy_times_out(void **state) {
         Ctx *c = *state;
         _cleanup_(health_check_freep) HealthCheck *hc = NULL;
         _cleanup_free_ char *reason = NULL;
-        HealthCheckOptions o = { .url = c->url, .interval_usec = 50 * USEC_PER_MSEC, .timeout_usec = 400 * USEC_PER_MSEC };
+        HealthCheckOptions o = { .url = c->url, .interval_usec = 50 * USEC_PER_MSEC, .timeout_usec = 2 * USEC_PER_SEC };
 
         for (int i = 0; i < 50; i++)
                 assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 500, .body = "bad" }), 0);
@@ -83,7 +83,7 @@ static void test_unhealthy_times_out(void **state) {
         assert_int_equal(c->error, -ETIMEDOUT);
         assert_true(c->n_probes >= 2);
         assert_non_null(strstr(c->message, "HTTP 500"));
-        assert_non_null(strstr(c->message, "400ms"));
+        assert_non_null(strstr(c->message, "within 2s"));
         assert_int_equal(health_check_failure_reason(c->message, &reason), 0);
         assert_true(strncmp(reason, "kubelet is not healthy after in-place update: ", 46) == 0);
 }
@@ -92,7 +92,7 @@ static void test_connection_refused(void **state) {
         Ctx *c = *state;
         _cleanup_(health_check_freep) HealthCheck *hc = NULL;
         HealthCheckOptions o = { .url = "http://127.0.0.1:1/healthz", .interval_usec = 50 * USEC_PER_MSEC,
-                                 .timeout_usec = 300 * USEC_PER_MSEC };
+                                 .timeout_usec = USEC_PER_SEC };
 
         assert_int_equal(health_check_start(c->event, c->http, &o, on_done, c, &hc), 0);
         run(c);

@@ -130,6 +130,49 @@ def compress(data, compression):
     return data
 
 
+def diff_id(data, compression, cap=512 << 20):
+    """sha256 of the uncompressed layer, streamed; bombs and broken layers (over `cap` or corrupt) get
+    the digest of nothing: their diff_id does not matter to any test."""
+    import zlib
+    h, total = hashlib.sha256(), 0
+    try:
+        if compression == "gzip":
+            rest = data
+            while rest:
+                d = zlib.decompressobj(31)
+                buf = rest
+                while not d.eof:
+                    chunk = d.decompress(buf, 1 << 20)
+                    h.update(chunk)
+                    total += len(chunk)
+                    if total > cap:
+                        return sha256(b"")
+                    buf = d.unconsumed_tail
+                    if not chunk and not buf:
+                        return sha256(b"")      # truncated member
+                rest = d.unused_data
+        elif compression == "zstd":
+            p = subprocess.Popen(["zstd", "-q", "-d", "-c"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            import threading
+            threading.Thread(target=lambda: (p.stdin.write(data), p.stdin.close()), daemon=True).start()
+            while True:
+                chunk = p.stdout.read(1 << 20)
+                if not chunk:
+                    break
+                h.update(chunk)
+                total += len(chunk)
+                if total > cap:
+                    p.kill()
+                    p.wait()
+                    return sha256(b"")
+            p.wait()
+        else:
+            h.update(data)
+    except (OSError, zlib.error):
+        return sha256(b"")
+    return "sha256:" + h.hexdigest()
+
+
 def huge_header_bomb():
     """A layer whose single entry claims 10 GiB; a few KB compressed."""
     ti = tarfile.TarInfo("kubelet")
@@ -305,11 +348,13 @@ http:
             raise RegistryError("manifest: %d %s" % (status, body[:300]))
         return sha256(data)
 
-    def push_image(self, repo, tag, layers, flavour="oci", index_platforms=None):
+    def push_image(self, repo, tag, layers, flavour="oci", index_platforms=None, diff_ids=True):
         """layers: list of (compressed_bytes, compression) base first. Returns the manifest digest
         (or the index digest when index_platforms is given: list of (os, arch) pushed as the same image)."""
+        # diff_ids: digests of the uncompressed layers, as real images have (umoci checks them).
         config = json.dumps({"architecture": "amd64", "os": "linux",
-                             "rootfs": {"type": "layers", "diff_ids": []}}).encode()
+                             "rootfs": {"type": "layers", "diff_ids": [diff_id(d, c) if diff_ids else sha256(b"") for d, c in layers]},
+                             "config": {}}).encode()
         cfg = self.push_blob(repo, config)
         descs = []
         for data, compression in layers:
@@ -352,13 +397,14 @@ class Proxy:
     Accept and Authorization included) at `rate` bytes/s, or answers blob GETs with a 307 to the
     registry when redirect_blobs is set (blob storage redirects). Runs in a thread of the test."""
 
-    def __init__(self, reg, rate=None, redirect_blobs=False, bearer=None):
+    def __init__(self, reg, rate=None, redirect_blobs=False, bearer=None, no_range=False):
         """bearer=(user, password): the proxy demands a Bearer token (distribution token protocol),
         issued by its own /token endpoint to Basic credentials user:password."""
         import http.server
         import threading
 
         self.reg, self.rate, self.redirect_blobs, self.bearer = reg, rate, redirect_blobs, bearer
+        self.no_range = no_range        # drop Range: a server that always sends the whole blob
         self.requests = []              # (path, Range) of every request
         self.forwarded = []             # paths passed on to the registry
         self.tokens_issued = 0
@@ -413,6 +459,8 @@ class Proxy:
                 fwd = {k: v for k, v in self.headers.items() if k.lower() in ("range", "accept", "authorization")}
                 if proxy.bearer:
                     fwd.pop("Authorization", None)
+                if proxy.no_range:
+                    fwd.pop("Range", None)
                 try:
                     conn.request("GET", self.path, headers=fwd)
                     r = conn.getresponse()
