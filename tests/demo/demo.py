@@ -28,6 +28,7 @@ terminal and --non-interactive is not given.
 import argparse
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -505,7 +506,16 @@ class Demo:
         self.summary["kubelet_healthz"] = sb.kubelet_healthz()
         self.summary["kubelet_target"] = sb.kubelet_target()
         phases, done, total = self.phase_history()
-        self.summary.update(phases=phases, transaction=self.transaction(), bytes_pulled=done, bytes_total=total)
+        source = "progress"
+        if not done:
+            # The progress annotation is rate-limited (10 s / 10 %): a loopback download can finish between two
+            # patches. The agent's "... N bytes downloaded" line of this transaction has the figure then.
+            tx = self.transaction()
+            found = [int(m.group(1)) for ln in sb.agent_log().splitlines() if not tx or tx in ln
+                     for m in [re.search(r"(\d+) bytes downloaded", ln)] if m]
+            done, source = (sum(found), "agent log") if found else (None, None)
+        self.summary.update(phases=phases, transaction=self.transaction(), bytes_pulled=done, bytes_total=total,
+                            bytes_source=source)
         result = label(node, UPDATE_RESULT)
         healthy = self.summary["kubelet_unit"] == "active" and self.summary["kubelet_healthz"] == 200
         if not self.failure:
@@ -583,8 +593,9 @@ class Demo:
                 "%s %s" % (p["phase"], ("%.1fs" % p["seconds"]) if p["seconds"] is not None else "")
                 for p in s["phases"])))
         if "image_bytes" in s:
-            self.con.line("summary", "bytes pulled %s of %s (image layers %s)" % (
-                mib(s.get("bytes_pulled")), mib(s.get("bytes_total")), mib(s["image_bytes"])))
+            self.con.line("summary", "bytes pulled %s%s (image layers %s; from the %s)" % (
+                mib(s.get("bytes_pulled")), (" of " + mib(s["bytes_total"])) if s.get("bytes_total") else "",
+                mib(s["image_bytes"]), s.get("bytes_source") or "agent: not reported"))
         self.con.line("summary", "kubelet before: %s; desired: %s%s; after: %s" % (
             s.get("kubelet_before"), TO, " (broken build)" if self.failure else "", s.get("kubelet_after")))
         if s["error"]:

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """NOT the agent. A contract-level stand-in for inplace-agent, only to test the demo harness itself
-(`tests/demo/demo.py --agent tests/demo/stand-in-agent.py`) while the real agent cannot update yet, and to
-tell a harness bug from an agent bug later. It implements the happy path of CONTRACT §5-§8 for a kubelet-
+(`tests/demo/demo.py --agent tests/demo/stand-in-agent.py`, run by test_sandbox.py): when test_demo.py fails,
+a passing stand-in run says the fault is in the agent, not in the harness. It was written before the agent
+could update. It implements the happy path of CONTRACT §5-§8 for a kubelet-
 only in-place update and nothing else: no OS update, no retries, no resume after a restart, no lease, no
 watch (it polls every 200 ms), no limits on input. The demo test (test_demo.py) always runs the real agent.
 

@@ -490,10 +490,22 @@ class Sandbox:
                                           "layer_bytes": len(base) + len(top), "kubelet": data}
 
     def _push_images(self):
-        for v in self.versions:
-            self._push_image(v, False)
-        for v in self.broken_versions:
-            self._push_image(v, True)
+        # In parallel: compressing and uploading release the GIL, and the images are independent.
+        jobs = [(v, False) for v in self.versions] + [(v, True) for v in self.broken_versions]
+        errors = []
+
+        def push(v, broken):
+            try:
+                self._push_image(v, broken)
+            except Exception as e:          # re-raised below, in the caller's thread
+                errors.append(e)
+        threads = [threading.Thread(target=push, args=j) for j in jobs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
 
     # ---------------------------------------------------------------- files and config
 
