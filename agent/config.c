@@ -96,24 +96,17 @@ static const char *const reboot_names[_REBOOT_METHOD_MAX] = {
         [REBOOT_METHOD_NONE] = "none",
 };
 
-static int lookup(const char *const *table, size_t n, const char *s) {
-        for (size_t i = 0; s && i < n; i++)
-                if (table[i] && streq(table[i], s))
-                        return (int) i;
-        return -EINVAL;
-}
-
 const char *os_update_backend_to_string(OsUpdateBackend b) {
         return b >= 0 && b < _OS_UPDATE_BACKEND_MAX ? backend_names[b] : NULL;
 }
 OsUpdateBackend os_update_backend_from_string(const char *s) {
-        return lookup(backend_names, ELEMENTSOF(backend_names), s);
+        return string_table_lookup(backend_names, ELEMENTSOF(backend_names), s);
 }
 const char *reboot_method_to_string(RebootMethod m) {
         return m >= 0 && m < _REBOOT_METHOD_MAX ? reboot_names[m] : NULL;
 }
 RebootMethod reboot_method_from_string(const char *s) {
-        return lookup(reboot_names, ELEMENTSOF(reboot_names), s);
+        return string_table_lookup(reboot_names, ELEMENTSOF(reboot_names), s);
 }
 
 static const struct {

@@ -28,21 +28,12 @@ static const char *const change_names[_KUBELET_CHANGE_MAX] = {
         [KUBELET_CHANGE_SKIP] = "skip",
 };
 
-static int lookup(const char *const *names, size_t n, const char *s) {
-        if (!s)
-                return -EINVAL;
-        for (size_t i = 0; i < n; i++)
-                if (names[i] && streq(names[i], s))
-                        return (int) i;
-        return -EINVAL;
-}
-
 const char *version_op_to_string(VersionOp op) {
         return op >= 0 && op < _VERSION_OP_MAX ? op_names[op] : NULL;
 }
 
 VersionOp version_op_from_string(const char *s) {
-        return lookup(op_names, ELEMENTSOF(op_names), s);
+        return string_table_lookup(op_names, ELEMENTSOF(op_names), s);
 }
 
 const char *kubelet_change_to_string(KubeletChange c) {
@@ -50,7 +41,7 @@ const char *kubelet_change_to_string(KubeletChange c) {
 }
 
 KubeletChange kubelet_change_from_string(const char *s) {
-        return lookup(change_names, ELEMENTSOF(change_names), s);
+        return string_table_lookup(change_names, ELEMENTSOF(change_names), s);
 }
 
 static int why(const char **ret_why, const char *text) {

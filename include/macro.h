@@ -93,6 +93,15 @@ static inline bool isempty(const char *s) {
         return !s || !*s;
 }
 
+/* Index of `s` in a table of names (NULL gaps allowed), for the x_from_string() of an enum;
+ * -EINVAL if `s` is NULL or not in the table. */
+static inline int string_table_lookup(const char *const *table, size_t n, const char *s) {
+        for (size_t i = 0; s && i < n; i++)
+                if (table[i] && strcmp(table[i], s) == 0)
+                        return (int) i;
+        return -EINVAL;
+}
+
 /* Replace *dst with a copy of src (NULL allowed). -ENOMEM on failure, *dst untouched then. */
 static inline int free_and_strdup(char **dst, const char *src) {
         char *t = NULL;
