@@ -341,13 +341,19 @@ static void executor_on_stage_progress(KubeletStage *st, uint64_t done, uint64_t
 
 static void executor_on_staged(KubeletStage *st, const KubeletStageResult *res, void *userdata) {
         Executor *e = userdata;
+        _cleanup_free_ char *message = NULL;
+        UpdateFailureCode failure = failure_from_artifact(res->failure);
+        int error = res->error;
 
-        e->stage = kubelet_stage_free(e->stage);
-        if (res->error >= 0)
+        /* `res` points into `st`: use it before the stage is freed. */
+        if (error >= 0)
                 log_info("Kubelet %s staged at %s (%s, %" PRIu64 " bytes downloaded).", strempty(res->version),
                          strempty(res->path), res->reused ? "already in the store" : strempty(res->file_digest),
                          res->bytes_downloaded);
-        executor_action_finished(e, res->error, failure_from_artifact(res->failure), res->message);
+        else if (res->message)
+                message = strdup(res->message);
+        e->stage = kubelet_stage_free(e->stage);
+        executor_action_finished(e, error, failure, message);
 }
 
 static int run_stage_kubelet(Executor *e, const UpdateAction *a) {
