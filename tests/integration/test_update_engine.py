@@ -12,7 +12,9 @@
      the node deleted, update-result=successful, update-failed-reason removed;
   6. GNP scenario 24: already successful + ReadyForUpdate -> no pod deletion, no Node patch;
   7. SIGKILL of the agent at phase boundaries (Staging, Applying) of an ungated update -> after the restart the
-     transaction finishes exactly once: one InPlaceUpdateSucceeded Event, one final progress patch."""
+     transaction finishes exactly once: one InPlaceUpdateSucceeded Event, one final progress patch;
+  8. SIGKILL of the agent right after Staged of a gated update (1.32.3 -> 1.33.0): after the restart and
+     ReadyForUpdate, the update runs once, update-result=successful written in exactly one patch."""
 
 import json
 import os
@@ -32,7 +34,7 @@ SB = None
 
 def setUpModule():
     global SB
-    SB = S.Sandbox(versions=("1.31.4", "1.31.5", "1.32.1", "1.32.2", "1.32.3"), broken_versions=(),
+    SB = S.Sandbox(versions=("1.31.4", "1.31.5", "1.32.1", "1.32.2", "1.32.3", "1.33.0"), broken_versions=(),
                    kubelet_size=4 << 20, health_timeout="20s")
     try:
         SB.start()
@@ -110,6 +112,7 @@ class UpdateEngine(unittest.TestCase):
         self.assertEqual(SB.kubelet_version(), "Kubernetes v1.31.5")
         self.assertIn("1.31.5", SB.kubelet_target())
         SB.wait_kubelet_healthy(10)
+        self.assertIn("Kubelet 1.31.5 staged at %s/kubelet/1.31.5/kubelet" % SB.state_dir, SB.agent_log())
         # No history entry ever carried update-result.
         for h in SB.node_history():
             self.assertIsNone(S.label(h.get("object"), S.UPDATE_RESULT))
@@ -255,6 +258,33 @@ class UpdateEngine(unittest.TestCase):
 
     def test_8_kill_during_applying(self):
         self.kill_at("1.32.3", ("Applying",))
+
+    def test_9_kill_after_staged_gated(self):
+        succeeded = agent_events("InPlaceUpdateSucceeded")
+        seq = last_seq()
+        checksum = SB.publish_osc(kubelet_version="1.33.0")
+        SB.mcm_candidate()
+        usermgr.wait_until(lambda: state_phase() == "Staged", 60, "state.json phase Staged", interval=0.002)
+        pid = SB.um.main_pid(S.AGENT_UNIT)
+        SB.um.systemctl("kill", "-s", "KILL", S.AGENT_UNIT)
+        usermgr.wait_until(lambda: SB.um.main_pid(S.AGENT_UNIT) not in (0, pid), 30, "the agent restarted")
+        SB._pids_seen.add(SB.um.main_pid(S.AGENT_UNIT))
+        SB.um.wait_for_state(S.AGENT_UNIT, "active", 30)
+        self.assertEqual(kubelet_starts("1.33.0"), 0, "nothing may run before the gate")
+        SB.mcm_select()
+        SB.mcm_ready_for_update()
+        n = SB.wait_node(lambda n: S.label(n, S.UPDATE_RESULT) == "successful", 60, "update-result=successful")
+        self.assertEqual(S.annotation(n, S.NODE_CHECKSUM), checksum)
+        self.assertEqual(SB.kubelet_version(), "Kubernetes v1.33.0")
+        SB.wait_kubelet_healthy(10)
+        time.sleep(2)   # a duplicate report would show up in this window
+        results = [e for e in SB.emu.request_log(since=seq)
+                   if e.get("method") == "PATCH" and "/nodes/" in e.get("path", "")
+                   and '"successful"' in json.dumps(e.get("body")) and S.UPDATE_RESULT in json.dumps(e.get("body"))]
+        self.assertEqual(len(results), 1, "update-result=successful patched %d times" % len(results))
+        self.assertEqual(agent_events("InPlaceUpdateSucceeded") - succeeded, 1)
+        self.assertEqual(kubelet_starts("1.33.0"), 1)
+        self.assertIn("Resuming from", SB.agent_log())
 
 
 if __name__ == "__main__":
