@@ -325,7 +325,7 @@ static void executor_on_stage_progress(KubeletStage *st, uint64_t done, uint64_t
         if (!a || !progress_should_write(e->progress_phase, e->progress_percent, e->progress_usec, a->phase,
                                          percent, now))
                 return;
-        progress = update_progress_json(e->tx, update_action_type_to_string(a->type), done, total, percent, now);
+        progress = update_progress_json(e->tx, update_step_to_string(a->step), done, total, percent, now);
         ann = json_object();
         if (!progress || !ann || set_string_json(ann, NODE_ANNOTATION_PROGRESS, progress) < 0)
                 return;

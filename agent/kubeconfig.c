@@ -273,7 +273,7 @@ int kubeconfig_parse(const char *text, size_t size, const char *path, KubeConfig
         r = ctx_init(&x, path, ret_error);
         if (r < 0)
                 return r;
-        _cleanup_free_ char *dir = x.dir;
+        _cleanup_free_ _unused_ char *dir = x.dir;     /* freed on return */
 
         r = get_string(&x, root, "current-context", "", &current);
         if (r < 0)

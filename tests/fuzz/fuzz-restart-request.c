@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The restart-systemd-services annotation value is set by users: any string must parse cleanly. */
+#include <stdint.h>
+
+#include "macro.h"
+#include <string.h>
+
+#include "restart-request.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        _cleanup_free_ char *value = NULL;
+        RestartRequest *r = NULL;
+
+        if (size > 64 * 1024)
+                return 0;
+        value = strndup((const char *) data, size);
+        if (value && restart_request_parse(value, "inplace-agent.service", &r) >= 0)
+                restart_request_free(r);
+        return 0;
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Issue 2: a start/stop cycle of the real daemon under valgrind frees everything. The agent talks to
+the API-server emulator (Node watch, Lease, OSC Secret watch, the update engine's first decision), then
+gets SIGTERM; valgrind must report no definite or indirect leaks and no memory errors, and the agent
+must exit 0."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import kubeemu  # noqa: E402
+
+AGENT = os.environ.get("AGENT", "")
+
+
+@unittest.skipUnless(shutil.which("valgrind"), "valgrind is not installed")
+class Valgrind(unittest.TestCase):
+    def test_start_stop_cycle_is_clean(self):
+        work = tempfile.mkdtemp(prefix="ipa-valgrind-")
+        emu = kubeemu.start(nodes=["vg-node"])
+        try:
+            emu.label_node("vg-node", labels={"worker.gardener.cloud/gardener-node-agent-secret-name": "osc"})
+            emu.seed_secret("osc", data={"osc.yaml": "spec: {}\n"}, annotations={"checksum/data-script": "abc"})
+            state = os.path.join(work, "state")
+            osrel = os.path.join(work, "os-release")
+            with open(osrel, "w") as f:
+                f.write('PRETTY_NAME="Test Linux 1.2.3"\n')
+            cfg = os.path.join(work, "config.yaml")
+            with open(cfg, "w") as f:
+                f.write("nodeName: vg-node\nkubeconfig: %s\nstateDirectory: %s\nosRelease: %s\n"
+                        "kubelet: {binaryPath: %s/kubelet}\nlease: {duration: 8s}\n"
+                        % (emu.kubeconfig, state, osrel, work))
+            log = os.path.join(work, "valgrind.log")
+            env = dict(os.environ, INPLACE_AGENT_DEBUG_NODE_VIEW="1", DBUS_SYSTEM_BUS_ADDRESS="unix:path=/nonexistent")
+            proc = subprocess.Popen(
+                ["valgrind", "--quiet", "--leak-check=full", "--show-leak-kinds=definite,indirect",
+                 "--errors-for-leak-kinds=definite,indirect", "--error-exitcode=99", "--log-file=" + log,
+                 AGENT, "run", "--config", cfg, "--log-level", "debug"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+            try:
+                # Wait until the agent has seen its Node, renewed its Lease and watched the Secret.
+                def busy():
+                    reqs = emu.request_log()
+                    paths = [r["path"] for r in reqs]
+                    return (any("/leases/" in p for p in paths) and any("/secrets" in p for p in paths)
+                            and os.path.exists(os.path.join(state, "node-view.json")))
+                kubeemu.wait_for(busy, timeout=60, what="agent talking to the emulator under valgrind")
+                proc.send_signal(signal.SIGTERM)
+                _, err = proc.communicate(timeout=60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            with open(log) as f:
+                report = f.read()
+            self.assertEqual(proc.returncode, 0, "exit %s\nvalgrind:\n%s\nagent:\n%s"
+                             % (proc.returncode, report, err.decode(errors="replace")[-4000:]))
+            self.assertNotIn("definitely lost", report, report)
+            self.assertNotIn("Invalid read", report, report)
+            self.assertNotIn("Invalid write", report, report)
+        finally:
+            emu.stop()
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
