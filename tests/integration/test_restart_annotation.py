@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Issue 4 acceptance through the API, with the real agent in the sandbox (lib/sandbox.py): the Node annotation
+worker.gardener.cloud/restart-systemd-services (CONTRACT §5, §8.7, GNP §5).
+  * "kubelet,containerd": both units restarted in that order (new InvocationID each), the annotation removed,
+    one Normal Event SystemDUnitRestart per unit;
+  * hostile entries: only kubelet.service restarted, once; a Warning Event `rejected unit name "<entry>": <why>`
+    per rejected entry; the annotation removed; the agent still running;
+  * a unit whose start fails: a Warning Event, the annotation removed, the next entries still processed;
+  * the agent's own unit in the list: restarted last (new InvocationID), and the new agent does not process the
+    annotation again (no second restart of the other units)."""
+
+import os
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "lib"))
+import sandbox  # noqa: E402
+import usermgr  # noqa: E402
+
+RESTART = "worker.gardener.cloud/restart-systemd-services"
+FAILING_UNIT = "broken-thing.service"
+SB = None
+
+
+def setUpModule():
+    global SB
+    SB = sandbox.Sandbox(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10)
+    try:
+        SB.start()
+        SB.um.write_unit(FAILING_UNIT, SB.um.service("/bin/false", type="oneshot"))
+        SB.um.daemon_reload()
+    except BaseException:
+        SB.stop()
+        raise
+
+
+def tearDownModule():
+    if SB:
+        left = SB.stop()
+        if left:
+            print("leftover processes: %s" % left, file=sys.stderr)
+
+
+def restart_events(seen):
+    """SystemDUnitRestart Events emitted since event_names() returned `seen`. The agent aggregates a repeated
+    Event (same reason and message) by raising its count, so an Event counts once per increment."""
+    out = []
+    for e in SB.events():
+        if e.get("reason") == "SystemDUnitRestart":
+            out += [e] * ((e.get("count") or 1) - seen.get(e["metadata"]["name"], 0))
+    return out
+
+
+def event_names():
+    return {e["metadata"]["name"]: e.get("count") or 1 for e in SB.events()}
+
+
+def ids(*units):
+    return {u: SB.um.invocation_id(u) for u in units}
+
+
+def start_usec(unit):
+    return int(SB.um.show(unit, "ExecMainStartTimestampMonotonic") or 0)
+
+
+class RestartAnnotation(unittest.TestCase):
+    def annotate(self, value):
+        SB.emu.label_node(sandbox.NODE, annotations={RESTART: value}, manager="gardener")
+
+    def wait_annotation_gone(self, timeout=30):
+        return SB.wait_node(lambda n: sandbox.annotation(n, RESTART) is None, timeout, "the annotation removed")
+
+    def wait_events(self, seen, count, timeout=30):
+        box = {}
+
+        def enough():
+            box["e"] = restart_events(seen)
+            return len(box["e"]) >= count
+        usermgr.wait_until(enough, timeout, "%d SystemDUnitRestart events" % count, interval=0.05)
+        return box["e"]
+
+    def test_1_in_order(self):
+        before, seen = ids(sandbox.KUBELET_UNIT, sandbox.CONTAINERD_UNIT), event_names()
+        self.annotate("kubelet,containerd")
+        self.wait_annotation_gone()
+        evs = self.wait_events(seen, 2)
+        after = ids(sandbox.KUBELET_UNIT, sandbox.CONTAINERD_UNIT)
+        for u in before:
+            self.assertNotEqual(before[u], after[u], "%s not restarted" % u)
+        self.assertLess(start_usec(sandbox.KUBELET_UNIT), start_usec(sandbox.CONTAINERD_UNIT),
+                        "kubelet must be restarted before containerd")
+        self.assertEqual(sorted((e["type"], e["message"]) for e in evs),
+                         [("Normal", "processed restart of unit containerd.service"),
+                          ("Normal", "processed restart of unit kubelet.service")])
+        for e in evs:
+            self.assertEqual(e["involvedObject"]["kind"], "Node")
+            self.assertEqual(e["metadata"]["namespace"], "default")
+        self.assertEqual(ids(sandbox.KUBELET_UNIT, sandbox.CONTAINERD_UNIT), after)
+
+    def test_2_hostile_entries(self):
+        pid = SB.um.main_pid(sandbox.AGENT_UNIT)
+        before, seen = ids(sandbox.KUBELET_UNIT, sandbox.CONTAINERD_UNIT), event_names()
+        self.annotate("../../etc/passwd,foo;rm -rf /,,kubelet, kubelet ")
+        self.wait_annotation_gone()
+        evs = self.wait_events(seen, 3)
+        # Settle: the handler reports "finished" only after every entry; give stray restarts a chance to show.
+        usermgr.wait_until(lambda: 'Handled restart request "../../etc/passwd' in SB.agent_log(), 20,
+                           "the agent to finish the request")
+        evs = restart_events(seen)
+        warnings = [e["message"] for e in evs if e["type"] == "Warning"]
+        normals = [e["message"] for e in evs if e["type"] == "Normal"]
+        self.assertEqual(normals, ["processed restart of unit kubelet.service"], evs)
+        for entry in ("../../etc/passwd", "foo;rm -rf /"):
+            self.assertTrue([w for w in warnings if w.startswith('rejected unit name "%s": ' % entry)
+                             and len(w) > len('rejected unit name "%s": ' % entry)],
+                            "no rejection event for %r in %s" % (entry, warnings))
+        for w in warnings:
+            self.assertRegex(w, r'^rejected unit name ".*": .+')
+        after = ids(sandbox.KUBELET_UNIT, sandbox.CONTAINERD_UNIT)
+        self.assertNotEqual(before[sandbox.KUBELET_UNIT], after[sandbox.KUBELET_UNIT])
+        self.assertEqual(before[sandbox.CONTAINERD_UNIT], after[sandbox.CONTAINERD_UNIT])
+        self.assertEqual(SB.um.active_state(sandbox.AGENT_UNIT), "active")
+        self.assertEqual(SB.um.main_pid(sandbox.AGENT_UNIT), pid, "the agent must not have been restarted")
+        self.assertFalse(os.path.exists("/etc/passwd.service"))
+
+    def test_3_failing_unit(self):
+        before, seen = ids(sandbox.KUBELET_UNIT, sandbox.CONTAINERD_UNIT), event_names()
+        self.annotate("broken-thing,containerd")
+        self.wait_annotation_gone()
+        evs = self.wait_events(seen, 2)
+        by_type = {(e["type"], e["message"].split(" failed")[0]) for e in evs}
+        self.assertIn(("Warning", "processed restart of unit broken-thing.service"), by_type, evs)
+        self.assertIn(("Normal", "processed restart of unit containerd.service"), by_type, evs)
+        after = ids(sandbox.KUBELET_UNIT, sandbox.CONTAINERD_UNIT)
+        self.assertNotEqual(before[sandbox.CONTAINERD_UNIT], after[sandbox.CONTAINERD_UNIT])
+        self.assertEqual(SB.um.active_state(sandbox.AGENT_UNIT), "active")
+
+    def test_4_own_unit_last(self):
+        units = (sandbox.KUBELET_UNIT, sandbox.CONTAINERD_UNIT, sandbox.AGENT_UNIT)
+        before, seen = ids(*units), event_names()
+        agent_pid = SB.um.main_pid(sandbox.AGENT_UNIT)
+        self.annotate("inplace-agent,kubelet,containerd")
+        self.wait_annotation_gone()
+        usermgr.wait_until(lambda: SB.um.invocation_id(sandbox.AGENT_UNIT) != before[sandbox.AGENT_UNIT], 30,
+                           "the agent's own unit restarted")
+        SB.um.wait_for_state(sandbox.AGENT_UNIT, "active", 30)
+        new_pid = SB.um.main_pid(sandbox.AGENT_UNIT)
+        SB._pids_seen.add(new_pid)
+        self.assertNotEqual(new_pid, agent_pid)
+        mid = ids(*units)
+        for u in units:
+            self.assertNotEqual(before[u], mid[u], "%s not restarted" % u)
+        # Own unit last: the others were (re)started before the old agent went away.
+        agent_start = start_usec(sandbox.AGENT_UNIT)
+        self.assertLess(start_usec(sandbox.KUBELET_UNIT), agent_start)
+        self.assertLess(start_usec(sandbox.CONTAINERD_UNIT), agent_start)
+        # The new agent has listed the Node (READY=1 only after that) and must not act on the request again:
+        # give it a few seconds with the watch up.
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            self.assertEqual(ids(sandbox.KUBELET_UNIT, sandbox.CONTAINERD_UNIT),
+                             {u: mid[u] for u in units[:2]}, "a unit was restarted twice")
+            time.sleep(0.25)
+        self.assertEqual(SB.um.main_pid(sandbox.AGENT_UNIT), new_pid, "the agent restarted itself again")
+        self.assertIsNone(sandbox.annotation(SB.node(), RESTART))
+        normals = [e["message"] for e in restart_events(seen) if e["type"] == "Normal"]
+        self.assertEqual(sorted(normals), ["processed restart of unit containerd.service",
+                                           "processed restart of unit kubelet.service"], normals)
+
+
+if __name__ == "__main__":
+    sandbox.skip_if_missing()
+    t0 = time.monotonic()
+    prog = unittest.main(exit=False, verbosity=2)
+    print("restart-annotation: %.1fs wall" % (time.monotonic() - t0), file=sys.stderr)
+    sys.exit(0 if prog.result.wasSuccessful() else 1)
