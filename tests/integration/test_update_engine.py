@@ -201,8 +201,10 @@ class UpdateEngine(unittest.TestCase):
                     "metadata": {"name": "elsewhere", "namespace": "default"},
                     "spec": {"nodeName": "other-node", "containers": [{"name": "c", "image": "busybox"}]}})
         checksum = SB.publish_osc(kubelet_version="1.32.1")
-        n = SB.wait_node(lambda n: S.label(n, S.UPDATE_RESULT) == "successful", 60, "update-result=successful")
-        self.assertEqual(S.annotation(n, S.NODE_CHECKSUM), checksum)
+        # The checksum follows the result in its own patch (as upstream writes it after the result).
+        n = SB.wait_node(lambda n: S.label(n, S.UPDATE_RESULT) == "successful"
+                         and S.annotation(n, S.NODE_CHECKSUM) == checksum, 60,
+                         "update-result=successful and the new checksum/cloud-config-data")
         self.assertIsNone(S.annotation(n, S.FAILED_REASON))
         self.assertEqual(SB.kubelet_version(), "Kubernetes v1.32.1")
         self.assertIsNone(SB.emu.get("pods", "workload-1", namespace="default"), "the node's pod was not deleted")
@@ -273,8 +275,11 @@ class UpdateEngine(unittest.TestCase):
         self.assertEqual(kubelet_starts("1.33.0"), 0, "nothing may run before the gate")
         SB.mcm_select()
         SB.mcm_ready_for_update()
-        n = SB.wait_node(lambda n: S.label(n, S.UPDATE_RESULT) == "successful", 60, "update-result=successful")
-        self.assertEqual(S.annotation(n, S.NODE_CHECKSUM), checksum)
+        # update-result may still say "successful" from an earlier case: the new checksum (written right
+        # after the result) is what marks this update as done.
+        SB.wait_node(lambda n: S.label(n, S.UPDATE_RESULT) == "successful"
+                     and S.annotation(n, S.NODE_CHECKSUM) == checksum, 60,
+                     "update-result=successful and the new checksum/cloud-config-data")
         self.assertEqual(SB.kubelet_version(), "Kubernetes v1.33.0")
         SB.wait_kubelet_healthy(10)
         time.sleep(2)   # a duplicate report would show up in this window
