@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
 #include <stdio.h>
+#include <sys/utsname.h>
 #include <systemd/sd-id128.h>
 #include <time.h>
 
@@ -16,6 +17,7 @@
 #include "manager.h"
 #include "node-update.h"
 #include "node-view.h"
+#include "oci-manifest.h"
 #include "oci-ref.h"
 #include "os-command.h"
 #include "os-image.h"
@@ -538,12 +540,13 @@ static void executor_on_os_blob(RegistryOp *op, const RegistryResult *res, void 
 static void executor_on_os_resolved(RegistryOp *op, const RegistryResult *res, void *userdata) {
         Executor *e = userdata;
         const UpdateAction *a = current_action(e);
+        /* `res` (the manifest too) is borrowed from the op: free it only on the way out. */
+        _cleanup_(registry_op_freep) RegistryOp *done_op = op;
         _cleanup_(oci_ref_freep) OciRef *ref = NULL;
         _cleanup_free_ char *image = NULL;
         RegistryOp *blob_op = NULL;
         int r;
 
-        registry_op_free(op);
         if (res->error < 0 || !res->manifest || res->manifest->n_layers == 0) {
                 executor_action_finished(e, res->error < 0 ? res->error : -ENOENT, failure_from_artifact(res->failure),
                                          res->message ? res->message : "the OS image has no layers");
@@ -562,10 +565,11 @@ static void executor_on_os_resolved(RegistryOp *op, const RegistryResult *res, v
 static void executor_on_os_blob(RegistryOp *op, const RegistryResult *res, void *userdata) {
         Executor *e = userdata;
         const UpdateAction *a = current_action(e);
+        /* res->blob_path is borrowed from the op: free it only on the way out. */
+        _cleanup_(registry_op_freep) RegistryOp *done_op = op;
         _cleanup_free_ char *target = NULL, *dir = NULL;
         int r;
 
-        registry_op_free(op);
         if (res->error < 0) {
                 executor_action_finished(e, res->error, failure_from_artifact(res->failure), res->message);
                 return;
@@ -582,13 +586,17 @@ static void executor_on_os_blob(RegistryOp *op, const RegistryResult *res, void 
                 r = fsync_parent_dir(target);
         if (r >= 0)
                 log_info("OS image %s staged at %s.", a->version, target);
-        executor_action_finished(e, r, UPDATE_FAILURE_DISK_SPACE, r < 0 ? strerror(-r) : NULL);
+        executor_action_finished(e, r, os_image_error_is_disk_space(r) ? UPDATE_FAILURE_DISK_SPACE
+                                                                   : UPDATE_FAILURE_ARTIFACT_UNAVAILABLE,
+                                 r < 0 ? strerror(-r) : NULL);
 }
 
 static int run_stage_os_image(Executor *e, const UpdateAction *a) {
         _cleanup_(oci_ref_freep) OciRef *ref = NULL;
         _cleanup_free_ char *image = NULL;
+        const char *arch, *variant;
         RegistryOp *op = NULL;
+        struct utsname u;
         int r;
 
         r = oci_ref_substitute_version(e->config->os_update.image.reference, a->version, &image);
@@ -597,7 +605,13 @@ static int run_stage_os_image(Executor *e, const UpdateAction *a) {
         r = oci_ref_parse(image, &ref);
         if (r < 0)
                 return r;
-        return registry_resolve(e->registry, ref, NULL, NULL, NULL, executor_on_os_resolved, e, &op);
+        /* A multi-platform OS image resolves to this machine's boot image, as the kubelet image does. */
+        if (uname(&u) < 0)
+                return -errno;
+        r = oci_platform_from_machine(u.machine, &arch, &variant);
+        if (r < 0)
+                return r;
+        return registry_resolve(e->registry, ref, "linux", arch, variant, executor_on_os_resolved, e, &op);
 }
 
 /* ---- pods ------------------------------------------------------------------------------------------ */
