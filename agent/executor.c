@@ -16,6 +16,7 @@
 #include "manager.h"
 #include "node-update.h"
 #include "node-view.h"
+#include "oci-manifest.h"
 #include "oci-ref.h"
 #include "os-command.h"
 #include "os-image.h"
@@ -559,13 +560,13 @@ static void executor_on_os_blob(RegistryOp *op, const RegistryResult *res, void 
 static void executor_on_os_resolved(RegistryOp *op, const RegistryResult *res, void *userdata) {
         Executor *e = userdata;
         const UpdateAction *a = current_action(e);
+        /* `res` (the manifest too) is borrowed from the op (== e->os_op): free it on the way out. */
+        _cleanup_(registry_op_freep) RegistryOp *done_op = TAKE_PTR(e->os_op);
         _cleanup_(oci_ref_freep) OciRef *ref = NULL;
         _cleanup_free_ char *image = NULL;
-        RegistryOp *blob_op = NULL;
         int r;
 
         if (res->error < 0 || !res->manifest || res->manifest->n_layers == 0) {
-                e->os_op = registry_op_free(e->os_op);
                 executor_action_finished(e, res->error < 0 ? res->error : -ENOENT, failure_from_artifact(res->failure),
                                          res->message ? res->message : "the OS image has no layers");
                 return;
@@ -575,9 +576,7 @@ static void executor_on_os_resolved(RegistryOp *op, const RegistryResult *res, v
                 r = oci_ref_parse(image, &ref);
         if (r >= 0)
                 r = registry_fetch_blob(e->registry, ref, &res->manifest->layers[res->manifest->n_layers - 1],
-                                        NULL, executor_on_os_blob, e, &blob_op);
-        e->os_op = registry_op_free(e->os_op);  /* the resolve op, `op` */
-        e->os_op = blob_op;
+                                        NULL, executor_on_os_blob, e, &e->os_op);
         if (r < 0)
                 executor_action_finished(e, r, UPDATE_FAILURE_ARTIFACT_UNAVAILABLE, "cannot fetch the OS image");
 }
@@ -585,11 +584,16 @@ static void executor_on_os_resolved(RegistryOp *op, const RegistryResult *res, v
 static void executor_on_os_blob(RegistryOp *op, const RegistryResult *res, void *userdata) {
         Executor *e = userdata;
         const UpdateAction *a = current_action(e);
+        /* res->blob_path is borrowed from the op (== e->os_op): free it on the way out. */
+        _cleanup_(registry_op_freep) RegistryOp *done_op = TAKE_PTR(e->os_op);
         _cleanup_free_ char *target = NULL, *dir = NULL;
-        int r = res->error;
+        int r;
 
-        if (r >= 0)
-                r = os_staging_path(e, a->version, &target);
+        if (res->error < 0) {
+                executor_action_finished(e, res->error, failure_from_artifact(res->failure), res->message);
+                return;
+        }
+        r = os_staging_path(e, a->version, &target);
         if (r >= 0) {
                 dir = strndup(target, (size_t) (strrchr(target, '/') - target));
                 r = dir ? mkdir_parents(dir, 0700) : -ENOMEM;
@@ -601,10 +605,9 @@ static void executor_on_os_blob(RegistryOp *op, const RegistryResult *res, void 
                 r = fsync_parent_dir(target);
         if (r >= 0)
                 log_info("OS image %s staged at %s.", a->version, target);
-        if (res->error < 0)
-                executor_action_finished(e, res->error, failure_from_artifact(res->failure), res->message);
-        else
-                executor_action_finished(e, r, UPDATE_FAILURE_DISK_SPACE, r < 0 ? strerror(-r) : NULL);
+        executor_action_finished(e, r, os_image_error_is_disk_space(r) ? UPDATE_FAILURE_DISK_SPACE
+                                                                   : UPDATE_FAILURE_ARTIFACT_UNAVAILABLE,
+                                 r < 0 ? strerror(-r) : NULL);
 }
 
 static int run_stage_os_image(Executor *e, const UpdateAction *a) {
@@ -618,6 +621,7 @@ static int run_stage_os_image(Executor *e, const UpdateAction *a) {
         r = oci_ref_parse(image, &ref);
         if (r < 0)
                 return r;
+        /* NULL platform: this machine's boot image from a multi-platform index, as for the kubelet. */
         return registry_resolve(e->registry, ref, NULL, NULL, NULL, executor_on_os_resolved, e, &e->os_op);
 }
 

@@ -57,6 +57,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -107,6 +108,7 @@ MCM_MESSAGES = {
 
 DEFAULT_VERSIONS = ("1.31.4", "1.32.1")
 DEFAULT_OS_VERSION = "1592.6"
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 
 
 class SandboxError(RuntimeError):
@@ -310,7 +312,8 @@ class Sandbox:
 
     def __init__(self, agent=None, start_agent=True, versions=DEFAULT_VERSIONS, initial_version=None,
                  broken_versions=("1.32.1",), kubelet_size=8 << 20, os_version=DEFAULT_OS_VERSION,
-                 log_level="info", health_timeout="20s", agent_config=None, narrate=None, keep=None):
+                 log_level="info", health_timeout="20s", agent_config=None, narrate=None, keep=None,
+                 fake_boot_id=False):
         self.agent = os.path.abspath(agent or default_agent())
         self.start_agent_now = start_agent
         self.versions = tuple(versions)
@@ -323,6 +326,7 @@ class Sandbox:
         self.agent_config_extra = agent_config or {}
         self.narrate = narrate or (lambda msg: None)
         self.keep = keep if keep is not None else bool(os.environ.get("SANDBOX_KEEP"))
+        self.fake_boot_id = fake_boot_id
         self.base = None
         self.emu = self.reg = self.um = None
         self.images = {}            # (version, broken) -> {"ref", "layer_bytes", "file_bytes"}
@@ -407,6 +411,8 @@ class Sandbox:
         self.um = usermgr.UserManager(prefix="ipa-sandbox-um-", keep=self.keep)
         self._timed("user-manager", self.um.start)
         self._pids_seen.add(self.um.pid)
+        if self.fake_boot_id:
+            self._mount_boot_id()
         self.narrate("units %s, %s" % (CONTAINERD_UNIT, KUBELET_UNIT))
         self._timed("units", self._start_units)
         if self.start_agent_now:
@@ -533,8 +539,7 @@ class Sandbox:
         return "# inplace-agent configuration of the sandbox (CONTRACT §3)\n" + _yaml(c)
 
     def _write_files(self):
-        write_file(self.os_release, 'PRETTY_NAME="Garden Linux %s"\nNAME="Garden Linux"\nID=gardenlinux\n'
-                   'VERSION_ID=%s\n' % (self.initial_os_version, self.initial_os_version))
+        self.write_os_release(self.initial_os_version)
         write_file(self.os_update_command, OS_UPDATE % {"os_release": self.os_release}, 0o755)
         write_file(self.path("bin", "kubelet-report"), KUBELET_REPORT, 0o755)
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
@@ -551,15 +556,17 @@ class Sandbox:
 
     # ---------------------------------------------------------------- "gardenlet": the OSC Secret
 
-    def osc_yaml(self, kubelet_version, os_version, image):
+    def osc_yaml(self, kubelet_version, os_version, image, min_version=None):
         return OSC_TEMPLATE % {"secret": SECRET, "os_version": os_version, "kubelet": kubelet_version,
                                "path": self.binary_path, "image": image, "file": FILE_IN_IMAGE,
-                               "command": self.os_update_command, "unit": KUBELET_UNIT}
+                               "command": self.os_update_command, "unit": KUBELET_UNIT,
+                               "min_version": '    minVersionForUpdate: "%s"\n' % min_version if min_version else ""}
 
-    def publish_osc(self, kubelet_version=None, os_version=None, broken=False, image=None):
+    def publish_osc(self, kubelet_version=None, os_version=None, broken=False, image=None, min_version=None):
         """Write the OSC Secret as gardenlet does (GNP §1.1 row 3): osc.yaml plus checksum/data-script =
         sha256 hex of it. Defaults: the last published kubelet version / OS version. broken=True points
-        the kubelet file at the broken build of that version. Returns the checksum."""
+        the kubelet file at the broken build of that version. min_version sets
+        spec.inPlaceUpdates.minVersionForUpdate. Returns the checksum."""
         prev = self.osc or {}
         kubelet_version = (kubelet_version or prev.get("kubelet") or self.initial_version).lstrip("v")
         os_version = os_version or prev.get("os_version") or self.initial_os_version
@@ -567,7 +574,7 @@ class Sandbox:
             if (kubelet_version, bool(broken)) not in self.images:
                 raise SandboxError("no %simage for kubelet %s" % ("broken " if broken else "", kubelet_version))
             image = self.images[(kubelet_version, bool(broken))]["ref"]
-        text = self.osc_yaml(kubelet_version, os_version, image)
+        text = self.osc_yaml(kubelet_version, os_version, image, min_version)
         checksum = sha256_hex(text.encode())
         self.emu.seed_secret(SECRET, namespace=OSC_NAMESPACE, data={"osc.yaml": text},
                              labels={"gardener.cloud/role": "operating-system-config",
@@ -641,6 +648,45 @@ class Sandbox:
         want = 200 if healthy else 500
         return usermgr.wait_until(lambda: http_status(self.healthz_url) == want, timeout,
                                   "kubelet /healthz to answer %d" % want)
+
+    # ---------------------------------------------------------------- simulated reboots
+
+    @property
+    def boot_id_file(self):
+        return self.path("boot_id")
+
+    def _mount_boot_id(self):
+        """fake_boot_id=True: a file of ours bind-mounted over /proc/sys/kernel/random/boot_id in the user
+        manager's private mount namespace, so the agent (and every unit) sees a boot id that
+        simulate_reboot() can change. Needs root and nsenter (the manager already runs in its own mount
+        namespace, see usermgr.py); nothing outside that namespace is affected."""
+        write_file(self.boot_id_file, str(uuid.uuid4()) + "\n")
+        r = subprocess.run(["nsenter", "-t", str(self.um.pid), "-m", "mount", "--bind", self.boot_id_file,
+                            BOOT_ID_PATH], capture_output=True, text=True, timeout=10)
+        if r.returncode != 0:
+            raise SandboxError("cannot bind-mount a fake boot id: %s" % r.stderr.strip())
+
+    def boot_id(self):
+        with open(self.boot_id_file if self.fake_boot_id else BOOT_ID_PATH) as f:
+            return f.read().strip()
+
+    def write_os_release(self, version):
+        """os-release as the booted OS would show it (what the sandbox's os-update command writes, too)."""
+        write_file(self.os_release, 'PRETTY_NAME="Garden Linux %s"\nNAME="Garden Linux"\nID=gardenlinux\n'
+                   'VERSION_ID=%s\n' % (version, version))
+
+    def simulate_reboot(self, os_version):
+        """A reboot as the agent can tell (needs fake_boot_id=True): the agent stops, the boot id changes,
+        os-release shows `os_version` (what the boot loader booted: the new OS, or the old one after a
+        rollback), the agent starts again (returns after its READY=1)."""
+        if not self.fake_boot_id:
+            raise SandboxError("simulate_reboot() needs Sandbox(fake_boot_id=True)")
+        self.stop_agent()
+        # In place: the bind mount holds this inode.
+        with open(self.boot_id_file, "w") as f:
+            f.write(str(uuid.uuid4()) + "\n")
+        self.write_os_release(os_version)
+        self.start_agent()
 
     # ---------------------------------------------------------------- "MCM" (GNP §1.1 rows 5-12)
 
@@ -793,7 +839,7 @@ spec:
   inPlaceUpdates:
     operatingSystemVersion: "%(os_version)s"
     kubelet: "%(kubelet)s"
-  files:
+%(min_version)s  files:
   - path: %(path)s
     permissions: 493
     content:
