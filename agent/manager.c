@@ -170,6 +170,7 @@ static void manager_on_node_synced(KubeWatch *w, int error, void *userdata) {
         } else if (!m->node) {
                 log_notice("Node %s is not registered yet, waiting for it.", m->config->node_name);
                 manager_set_status(m, "Waiting for node %s to be registered", m->config->node_name);
+                manager_on_node_changed(m);     /* "absent" is news too: from "unknown" */
         }
         manager_notify_ready(m);
 }
