@@ -421,6 +421,10 @@ static int kube_request_send(KubeRequest *r) {
                 return err;
         http_request_set_timeout(r->http, r->timeout_usec, 0);
         http_request_set_max_body(r->http, KUBE_RESPONSE_MAX);
+        /* A POST that may have been executed is never sent twice: not by us (repeatable is false) and
+         * not by libcurl, which replays requests on reused connections that die without an answer. */
+        if (!r->repeatable)
+                http_request_set_fresh_connect(r->http, true);
         if (r->body) {
                 _cleanup_free_ char *ct = NULL;
 

@@ -11,6 +11,8 @@
  *   version" only delays the relist that fixes it);
  * - a connection reset is retried after 1 s for requests that are safe to repeat (GET, PUT with a
  *   resourceVersion, DELETE, and PATCH — the agent's patches set absolute values), never for POST;
+ *   a POST also goes on a fresh connection, so libcurl's own replay on dead reused connections
+ *   cannot send it twice either (for the others that replay is harmless);
  * - a 401 makes the token file be re-read; if that yields a new token, the request is repeated
  *   once at once (client-go would fail it and let the caller retry).
  * Status errors are translated to -errno in exactly one place (http_error_from_result()).
