@@ -98,6 +98,7 @@ static void manager_dump_node_view(Manager *m) {
         _cleanup_free_ char *path = NULL, *data = NULL, *labels = NULL, *annotations = NULL;
         json_t *md = json_object_get(m->node, "metadata");
         _cleanup_(json_decrefp) json_t *view = NULL;
+        struct timespec ts;
         int r;
 
         labels = json_compact(json_object_get(md, "labels"));
@@ -108,7 +109,9 @@ static void manager_dump_node_view(Manager *m) {
         if (!m->node_view)
                 return;
 
-        view = json_pack("{s:s, s:b, s:o, s:o}", "name", m->config->node_name, "present", m->node != NULL,
+        clock_gettime(CLOCK_REALTIME, &ts);
+        view = json_pack("{s:s, s:b, s:I, s:o, s:o}", "name", m->config->node_name, "present", m->node != NULL,
+                         "updatedUsec", (json_int_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000,
                          "metadata", md ? json_deep_copy(md) : json_object(),
                          "conditions", json_deep_copy(json_object_get(json_object_get(m->node, "status"),
                                                                       "conditions") ?: json_array()));
