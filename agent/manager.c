@@ -97,7 +97,8 @@ static char *json_compact(const json_t *j) {
 static void manager_dump_node_view(Manager *m) {
         _cleanup_free_ char *path = NULL, *data = NULL, *labels = NULL, *annotations = NULL;
         json_t *md = json_object_get(m->node, "metadata");
-        _cleanup_(json_decrefp) json_t *view = NULL;
+        _cleanup_(json_decrefp) json_t *view = NULL, *empty_object = NULL, *empty_array = NULL;
+        json_t *conditions;
         struct timespec ts;
         int r;
 
@@ -110,11 +111,12 @@ static void manager_dump_node_view(Manager *m) {
                 return;
 
         clock_gettime(CLOCK_REALTIME, &ts);
-        view = json_pack("{s:s, s:b, s:I, s:o, s:o}", "name", m->config->node_name, "present", m->node != NULL,
+        empty_object = json_object();
+        empty_array = json_array();
+        conditions = json_object_get(json_object_get(m->node, "status"), "conditions");
+        view = json_pack("{s:s, s:b, s:I, s:O?, s:O?}", "name", m->config->node_name, "present", m->node != NULL,
                          "updatedUsec", (json_int_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000,
-                         "metadata", md ? json_deep_copy(md) : json_object(),
-                         "conditions", json_deep_copy(json_object_get(json_object_get(m->node, "status"),
-                                                                      "conditions") ?: json_array()));
+                         "metadata", md ?: empty_object, "conditions", conditions ?: empty_array);
         data = view ? json_dumps(view, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         if (!data || asprintf(&path, "%s/%s", m->config->state_directory, NODE_VIEW_FILE) < 0) {
                 log_oom();
