@@ -51,6 +51,7 @@ struct Manager {
         json_t *node;                   /* ref held: the latest Node; NULL while unknown or absent */
         char *node_uid;                 /* owned */
         char *status;                   /* owned: last STATUS= sent */
+        int list_error;                 /* outcome of the last LIST of the Node (0 or -errno) */
         bool ready;                     /* READY=1 sent */
         bool node_view;                 /* debug: mirror the Node view into the state directory */
 };
@@ -167,16 +168,23 @@ static void manager_on_node_deleted(KubeWatch *w, json_t *last, void *userdata) 
 
 static void manager_on_node_synced(KubeWatch *w, int error, void *userdata) {
         Manager *m = userdata;
+        bool changed = error != m->list_error || !m->ready;
 
+        m->list_error = error;
         if (error < 0) {
-                log_warning_errno(error, "Cannot list node %s yet, retrying: %m", m->config->node_name);
+                /* Logged once per distinct error: the watch retries with backoff on its own. */
+                if (changed)
+                        log_warning_errno(error, "Cannot list node %s, retrying: %m", m->config->node_name);
                 manager_set_status(m, "Waiting for node %s: cannot list it: %s", m->config->node_name,
                                    strerror(-error));
         } else if (!m->node) {
-                log_notice("Node %s is not registered yet, waiting for it.", m->config->node_name);
+                if (changed)
+                        log_notice("Node %s is not registered yet, waiting for it.", m->config->node_name);
                 manager_set_status(m, "Waiting for node %s to be registered", m->config->node_name);
-                manager_on_node_changed(m);     /* "absent" is news too: from "unknown" */
-        }
+                if (!m->ready)
+                        manager_on_node_changed(m);     /* "absent" is news too: from "unknown" */
+        } else
+                manager_set_status(m, "Watching node %s", m->config->node_name);
         manager_notify_ready(m);
 }
 
