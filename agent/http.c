@@ -507,6 +507,10 @@ void http_request_set_resume_from(HttpRequest *req, uint64_t offset) {
         (void) curl_easy_setopt(req->easy, CURLOPT_RESUME_FROM_LARGE, (curl_off_t) offset);
 }
 
+void http_request_set_fresh_connect(HttpRequest *req, bool fresh) {
+        (void) curl_easy_setopt(req->easy, CURLOPT_FRESH_CONNECT, fresh ? 1L : 0L);
+}
+
 int http_request_start(HttpRequest *req, HttpDoneCallback done, void *userdata) {
         assert(req);
         assert(!req->active);

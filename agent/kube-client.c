@@ -349,8 +349,10 @@ static uint64_t retry_delay(KubeRequest *r, int error) {
                 return USEC_INFINITY;
 
         /* The server said when to come back. 429 means the request was not processed (rejected
-         * before any handler), so even a POST may be sent again; a 5xx might have been processed. */
-        if (r->retry_after_usec > 0 && (r->status == 429 || (r->status >= 500 && r->repeatable)))
+         * before any handler), so even a POST may be sent again; a 503 might have been processed.
+         * Other 5xx are left to the caller: a 504 "too large resource version" carries Retry-After: 1
+         * too, but repeating the same LIST cannot succeed — the reflector has to change the RV. */
+        if (r->retry_after_usec > 0 && (r->status == 429 || (r->status == 503 && r->repeatable)))
                 return r->retry_after_usec;
 
         /* Connection lost (reset, GOAWAY, EOF): like client-go for GETs, after 1 s; never for POST,
@@ -419,6 +421,10 @@ static int kube_request_send(KubeRequest *r) {
                 return err;
         http_request_set_timeout(r->http, r->timeout_usec, 0);
         http_request_set_max_body(r->http, KUBE_RESPONSE_MAX);
+        /* A POST that may have been executed is never sent twice: not by us (repeatable is false) and
+         * not by libcurl, which replays requests on reused connections that die without an answer. */
+        if (!r->repeatable)
+                http_request_set_fresh_connect(r->http, true);
         if (r->body) {
                 _cleanup_free_ char *ct = NULL;
 

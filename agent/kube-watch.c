@@ -33,7 +33,6 @@ struct KubeWatch {
         json_t *object;                 /* ref held: current object; NULL if absent */
         char *rv;                       /* owned: last synced resourceVersion; NULL before the first LIST */
         bool rv_unavailable;            /* the server no longer has `rv`: next LIST with RV="" */
-        bool synced;                    /* on_synced was called */
 
         Backoff backoff;
         sd_event_source *timer;         /* owned: the next step */
@@ -87,9 +86,6 @@ static void object_deleted(KubeWatch *w, json_t *last) {
 }
 
 static void synced(KubeWatch *w, int error) {
-        if (w->synced)
-                return;
-        w->synced = true;
         if (w->cb.on_synced)
                 w->cb.on_synced(w, error, w->userdata);
 }
@@ -197,7 +193,7 @@ static void apply_event(KubeWatch *w, WatchEventType type, json_t *object) {
         w->watch_events++;
         w->stats.events++;
         if (set_rv(w, object_rv(object)) < 0)
-                log_oom();
+                log_debug("Out of memory recording resourceVersion of %s/%s.", w->collection, w->name);
 }
 
 /* Applies decoded events in order. Runs from the dispatch source or before a watch's end is

@@ -238,6 +238,10 @@ static int parse_user(Ctx *x, KubeConfig *c, const json_t *user, const char *whe
         return 0;
 }
 
+static void ctx_done(Ctx *x) {
+        free(x->dir);
+}
+
 static int ctx_init(Ctx *x, const char *path, char **ret_error) {
         const char *slash = strrchr(path, '/');
 
@@ -257,7 +261,7 @@ int kubeconfig_parse(const char *text, size_t size, const char *path, KubeConfig
         json_auto_t *root = NULL;
         const char *current, *cluster_name, *user_name, *ns;
         json_t *context, *cluster, *user;
-        Ctx x;
+        _cleanup_(ctx_done) Ctx x = {};
         int r;
 
         assert(text || size == 0);
@@ -273,7 +277,6 @@ int kubeconfig_parse(const char *text, size_t size, const char *path, KubeConfig
         r = ctx_init(&x, path, ret_error);
         if (r < 0)
                 return r;
-        _cleanup_free_ _unused_ char *dir = x.dir;     /* freed on return */
 
         r = get_string(&x, root, "current-context", "", &current);
         if (r < 0)

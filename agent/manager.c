@@ -67,6 +67,7 @@ struct Manager {
         json_t *node;                   /* ref held: the latest Node; NULL while unknown or absent */
         char *node_uid;                 /* owned */
         char *status;                   /* owned: last STATUS= sent */
+        int list_error;                 /* outcome of the last LIST of the Node (0 or -errno) */
         bool ready;                     /* READY=1 sent */
         bool node_view;                 /* debug: mirror the Node view into the state directory */
 };
@@ -111,7 +112,9 @@ static char *json_compact(const json_t *j) {
 static void manager_dump_node_view(Manager *m) {
         _cleanup_free_ char *path = NULL, *data = NULL, *labels = NULL, *annotations = NULL;
         json_t *md = json_object_get(m->node, "metadata");
-        _cleanup_(json_decrefp) json_t *view = NULL;
+        _cleanup_(json_decrefp) json_t *view = NULL, *empty_object = NULL, *empty_array = NULL;
+        json_t *conditions;
+        struct timespec ts;
         int r;
 
         labels = json_compact(json_object_get(md, "labels"));
@@ -122,10 +125,13 @@ static void manager_dump_node_view(Manager *m) {
         if (!m->node_view)
                 return;
 
-        view = json_pack("{s:s, s:b, s:o, s:o}", "name", m->config->node_name, "present", m->node != NULL,
-                         "metadata", md ? json_deep_copy(md) : json_object(),
-                         "conditions", json_deep_copy(json_object_get(json_object_get(m->node, "status"),
-                                                                      "conditions") ?: json_array()));
+        clock_gettime(CLOCK_REALTIME, &ts);
+        empty_object = json_object();
+        empty_array = json_array();
+        conditions = json_object_get(json_object_get(m->node, "status"), "conditions");
+        view = json_pack("{s:s, s:b, s:I, s:O?, s:O?}", "name", m->config->node_name, "present", m->node != NULL,
+                         "updatedUsec", (json_int_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000,
+                         "metadata", md ?: empty_object, "conditions", conditions ?: empty_array);
         data = view ? json_dumps(view, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         if (!data || asprintf(&path, "%s/%s", m->config->state_directory, NODE_VIEW_FILE) < 0) {
                 log_oom();
@@ -385,15 +391,23 @@ static void manager_on_node_deleted(KubeWatch *w, json_t *last, void *userdata) 
 
 static void manager_on_node_synced(KubeWatch *w, int error, void *userdata) {
         Manager *m = userdata;
+        bool changed = error != m->list_error || !m->ready;
 
+        m->list_error = error;
         if (error < 0) {
-                log_warning_errno(error, "Cannot list node %s yet, retrying: %m", m->config->node_name);
+                /* Logged once per distinct error: the watch retries with backoff on its own. */
+                if (changed)
+                        log_warning_errno(error, "Cannot list node %s, retrying: %m", m->config->node_name);
                 manager_set_status(m, "Waiting for node %s: cannot list it: %s", m->config->node_name,
                                    strerror(-error));
         } else if (!m->node) {
-                log_notice("Node %s is not registered yet, waiting for it.", m->config->node_name);
+                if (changed)
+                        log_notice("Node %s is not registered yet, waiting for it.", m->config->node_name);
                 manager_set_status(m, "Waiting for node %s to be registered", m->config->node_name);
-        }
+                if (!m->ready)
+                        manager_on_node_changed(m);     /* "absent" is news too: from "unknown" */
+        } else
+                manager_set_status(m, "Watching node %s", m->config->node_name);
         manager_notify_ready(m);
 }
 

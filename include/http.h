@@ -72,6 +72,10 @@ int http_request_set_tls(HttpRequest *req, const HttpTls *tls);
 void http_request_set_follow(HttpRequest *req, bool follow);
 /* Range request starting at `offset` (resume). */
 void http_request_set_resume_from(HttpRequest *req, uint64_t offset);
+/* Use a new connection instead of a pooled one. libcurl silently re-sends a request whose reused
+ * connection died before any answer byte arrived — even a POST it had fully sent, which the server
+ * may have executed. On a fresh connection it never does that. */
+void http_request_set_fresh_connect(HttpRequest *req, bool fresh);
 
 int http_request_start(HttpRequest *req, HttpDoneCallback done, void *userdata);
 void http_request_cancel(HttpRequest *req);

@@ -5,10 +5,14 @@
  * kubeconfig's server (path prefix kept), attaches credentials (kube-credentials.h), sends
  * Accept/Content-Type/User-Agent, decodes JSON responses and Status errors, and applies client-go's
  * retry rules:
- * - a 429, or a 5xx carrying an integer Retry-After, is retried after that many seconds (at most
- *   KUBE_CLIENT_RETRIES times) — 5xx only for requests that are safe to repeat (not POST);
+ * - a 429 or 503 carrying an integer Retry-After is retried after that many seconds (at most
+ *   KUBE_CLIENT_RETRIES times) — 503 only for requests that are safe to repeat (not POST); other 5xx
+ *   are the caller's to handle (client-go retries those too, which for a 504 "too large resource
+ *   version" only delays the relist that fixes it);
  * - a connection reset is retried after 1 s for requests that are safe to repeat (GET, PUT with a
  *   resourceVersion, DELETE, and PATCH — the agent's patches set absolute values), never for POST;
+ *   a POST also goes on a fresh connection, so libcurl's own replay on dead reused connections
+ *   cannot send it twice either (for the others that replay is harmless);
  * - a 401 makes the token file be re-read; if that yields a new token, the request is repeated
  *   once at once (client-go would fail it and let the caller retry).
  * Status errors are translated to -errno in exactly one place (http_error_from_result()).

@@ -35,8 +35,9 @@ typedef struct KubeWatchCallbacks {
         void (*on_object)(KubeWatch *w, json_t *object, void *userdata);
         /* The object is gone (DELETED, or a LIST without it); `last` is its last known state. */
         void (*on_deleted)(KubeWatch *w, json_t *last, void *userdata);
-        /* Once, after the first LIST completed (0; the object may or may not exist) or failed
-         * (-errno). Retries continue either way. Optional. */
+        /* After every LIST: completed (0; the object may or may not exist) or failed, or could not
+         * be sent (-errno). The first call is the moment to report readiness; retries continue
+         * either way. LISTs are rare (start-up, relists), so are these calls. Optional. */
         void (*on_synced)(KubeWatch *w, int error, void *userdata);
 } KubeWatchCallbacks;
 

@@ -80,6 +80,27 @@ def expired_server_cert_is_refused(emu):
 
 
 @test
+def server_demanding_client_cert(emu):
+    """Fault 11: the server starts requiring a client certificate the agent (token auth) does not have:
+    handshakes fail, retried with backoff, no request; recovers when the server relents."""
+    emu.seed_node("a7")
+    with Agent(emu, "a7") as agent:
+        agent.wait_ready()
+        emu.wait_for_watch(timeout=5)
+        since = agentrun.last_seq(emu)
+        t0 = time.time()
+        emu.tls(client_auth="required")
+        emu.label_node("a7", {"mtls": "1"})
+        time.sleep(3)
+        attempts = [e for e in tls_log(emu, t0) if not e["ok"]]
+        print("    client certificate required: %d failed handshakes in 3 s" % len(attempts))
+        check(1 <= len(attempts) <= 7, "%d handshakes in 3 s", len(attempts))
+        eq(emu.request_log(since=since), [], "requests without the required client certificate")
+        emu.tls(client_auth="optional")
+        agent.wait_label("mtls", "1", 15)
+
+
+@test
 def token_file_rotated_mid_watch(emu):
     """Fault 12: the token in tokenFile is replaced and the old one revoked while a watch runs. The running
     watch keeps streaming (authentication is per request); the next request fails 401 once at most, the file

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Node lifecycle, resourceVersion discontinuities and the Lease (kube-api.md §3.6, §8, §10 faults 13, 15, 17;
+CONTRACT §8.14): READY=1 also when the Node does not exist yet, ADDED after DELETED with a new uid re-targets
+the Lease owner, a reset or jumped RV leads to a relist instead of a stuck watch, and a Lease conflict is
+resolved by re-reading it."""
+
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import agentrun  # noqa: E402
+from agentrun import Agent, lists, node_requests  # noqa: E402
+from kubeemu import wait_for  # noqa: E402
+
+TESTS = []
+MICROTIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def check(cond, msg, *args):
+    if not cond:
+        raise AssertionError(msg % args if args else msg)
+
+
+def eq(got, want, what):
+    if got != want:
+        raise AssertionError("%s: got %r, want %r" % (what, got, want))
+
+
+def lease(emu, name):
+    return emu.get("leases", name, namespace="kube-system", group="coordination.k8s.io")
+
+
+def lease_requests(emu, name, since=0):
+    """Requests for that Lease: by path, or a create whose body names it."""
+    base = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+    return [e for e in emu.request_log(since=since, path="^" + base)
+            if e["path"] == base + "/" + name or
+            (e["path"] == base and ((e.get("body") or {}).get("metadata") or {}).get("name") == name)]
+
+
+@test
+def node_absent_then_created_deleted_recreated(emu):
+    """Fault 15: no Node at start (empty list), then ADDED, DELETED, ADDED with a new uid."""
+    with Agent(emu, "l1", lease=True) as agent:
+        agent.wait_ready(5)
+        check(any("to be registered" in s for s in agent.notify.statuses()), "STATUS %r" % agent.notify.statuses())
+        agent.wait_view(lambda v: v["present"] is False, 5, "absent in the view")
+        time.sleep(1)
+        eq(lease_requests(emu, "inplace-agent-l1"), [], "Lease requests without a Node to own it")
+
+        first = emu.seed_node("l1", labels={"gen": "1"})
+        agent.wait_label("gen", "1", 5)
+        lz = wait_for(lambda: lease(emu, "inplace-agent-l1"), 5, "the Lease")
+        eq(lz["metadata"]["ownerReferences"][0]["uid"], first["metadata"]["uid"], "Lease owner")
+        eq(lz["metadata"]["ownerReferences"][0]["kind"], "Node", "owner kind")
+        eq(lz["spec"]["holderIdentity"], "inplace-agent-l1", "holderIdentity")
+        eq(lz["spec"]["leaseDurationSeconds"], 4, "leaseDurationSeconds")
+        check(MICROTIME.match(lz["spec"]["renewTime"]), "renewTime %r is not MicroTime", lz["spec"]["renewTime"])
+
+        emu.delete("nodes", "l1")
+        agent.wait_view(lambda v: v["present"] is False, 5, "deleted in the view")
+        second = emu.seed_node("l1", labels={"gen": "2"}, uid="uid-of-the-second-l1")
+        v = agent.wait_label("gen", "2", 5)
+        eq(v["metadata"]["uid"], "uid-of-the-second-l1", "new uid in the view")
+        wait_for(lambda: lease(emu, "inplace-agent-l1")["metadata"]["ownerReferences"][0]["uid"] ==
+                 second["metadata"]["uid"], 5, "the Lease owner to follow the new uid")
+        eq(len(lists(node_requests(emu, "l1"))), 1, "LISTs: deletion and re-creation arrive on the watch")
+
+
+@test
+def rv_reset_relists_consistently(emu):
+    """Fault 17: the server restarts with a lower RV: the agent's RV is "too large" (504) → consistent LIST."""
+    emu.config(too_large_wait=0.5)
+    emu.seed_node("l2")
+    with Agent(emu, "l2") as agent:
+        agent.wait_ready()
+        emu.wait_for_watch(timeout=5)
+        since = agentrun.last_seq(emu)
+        emu.rv_reset(50)
+        emu.label_node("l2", {"after": "reset"})
+        agent.wait_label("after", "reset", 15)
+        reqs = lists(node_requests(emu, "l2", since))
+        check(reqs, "a relist")
+        check(any(r["params"].get("resourceVersion", "") == "" for r in reqs),
+              "a consistent LIST (resourceVersion=\"\"): %r" % [r["params"] for r in reqs])
+
+
+@test
+def rv_jump_relists(emu):
+    """Fault 17: the RV jumps far ahead and the history is gone: the next watch gets 410 → relist."""
+    emu.seed_node("l3")
+    with Agent(emu, "l3") as agent:
+        agent.wait_ready()
+        emu.wait_for_watch(timeout=5)
+        since = agentrun.last_seq(emu)
+        emu.rv_jump(100000)
+        emu.compact()
+        emu.label_node("l3", {"after": "jump"})
+        agent.wait_label("after", "jump", 15)
+        v = agent.view()
+        eq(v["metadata"]["resourceVersion"], emu.get_node("l3")["metadata"]["resourceVersion"], "view RV")
+        check(int(v["metadata"]["resourceVersion"]) > 100000, "RV after the jump")
+        check(lists(node_requests(emu, "l3", since)), "relisted")
+
+
+@test
+def lease_conflict_rereads(emu):
+    """Fault 13: a 409 on the Lease PUT (stale RV) → GET, then PUT again right away."""
+    emu.seed_node("l4")
+    with Agent(emu, "l4", lease=True) as agent:
+        agent.wait_ready()
+        wait_for(lambda: [e for e in lease_requests(emu, "inplace-agent-l4") if e["method"] == "PUT" and
+                          e["status"] == 200], 5, "a renewal")
+        since = agentrun.last_seq(emu)
+        # Someone else writes the Lease: our copy is stale, the next PUT conflicts for real.
+        emu.patch("leases", "inplace-agent-l4", {"metadata": {"labels": {"touched": "yes"}}},
+                  namespace="kube-system", group="coordination.k8s.io")
+        reqs = wait_for(lambda: (lambda r: r if len(r) >= 3 and r[-1]["status"] == 200 and
+                                 r[-1]["method"] == "PUT" else None)(
+            [e for e in lease_requests(emu, "inplace-agent-l4", since) if e["end"]]), 10,
+            "409, GET, PUT")
+        eq([(e["method"], e["status"]) for e in reqs[:3]], [("PUT", 409), ("GET", 200), ("PUT", 200)],
+           "conflict resolution")
+        check(reqs[2]["time"] - reqs[0]["end"] < 0.5, "re-read and renewed at once")
+        # The renewal built on the re-read object keeps the other writer's change.
+        eq(lease(emu, "inplace-agent-l4")["metadata"].get("labels", {}).get("touched"), "yes", "foreign label")
+        # An injected conflict goes the same way.
+        since = agentrun.last_seq(emu)
+        emu.inject("conflict", verbs=["update"], resource="leases")
+        wait_for(lambda: (lambda r: r if len(r) >= 3 else None)(
+            [(e["method"], e["status"]) for e in lease_requests(emu, "inplace-agent-l4", since) if e["end"]]), 10,
+            "409, GET, PUT")
+        check(agent.alive(), "alive")
+
+
+@test
+def lease_disabled(emu):
+    emu.seed_node("l5")
+    with Agent(emu, "l5", lease=False) as agent:
+        agent.wait_ready()
+        agent.wait_view(lambda v: v["present"], 5)
+        time.sleep(1.5)
+        eq(lease_requests(emu, "inplace-agent-l5"), [], "Lease requests with lease.enabled=false")
+
+
+if __name__ == "__main__":
+    agentrun.run(TESTS)
