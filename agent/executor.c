@@ -541,7 +541,7 @@ static void executor_on_os_resolved(RegistryOp *op, const RegistryResult *res, v
         Executor *e = userdata;
         const UpdateAction *a = current_action(e);
         /* `res` (the manifest too) is borrowed from the op: free it only on the way out. */
-        _cleanup_(registry_op_freep) RegistryOp *done_op = op;
+        _cleanup_(registry_op_freep) _unused_ RegistryOp *done_op = op;
         _cleanup_(oci_ref_freep) OciRef *ref = NULL;
         _cleanup_free_ char *image = NULL;
         RegistryOp *blob_op = NULL;
@@ -566,7 +566,7 @@ static void executor_on_os_blob(RegistryOp *op, const RegistryResult *res, void 
         Executor *e = userdata;
         const UpdateAction *a = current_action(e);
         /* res->blob_path is borrowed from the op: free it only on the way out. */
-        _cleanup_(registry_op_freep) RegistryOp *done_op = op;
+        _cleanup_(registry_op_freep) _unused_ RegistryOp *done_op = op;
         _cleanup_free_ char *target = NULL, *dir = NULL;
         int r;
 
