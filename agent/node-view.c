@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "error-message.h"
 #include "node-view.h"
 
 static const char *const result_names[_NODE_UPDATE_RESULT_MAX] = {
@@ -18,25 +19,7 @@ const char *node_update_result_to_string(NodeUpdateResult r) {
 }
 
 NodeUpdateResult node_update_result_from_string(const char *s) {
-        if (!s)
-                return -EINVAL;
-        for (size_t i = 0; i < ELEMENTSOF(result_names); i++)
-                if (streq(result_names[i], s))
-                        return (NodeUpdateResult) i;
-        return -EINVAL;
-}
-
-_printf_(3, 4)
-static int fail(char **ret_error, int r, const char *format, ...) {
-        va_list ap;
-
-        if (!ret_error)
-                return r;
-        va_start(ap, format);
-        if (vasprintf(ret_error, format, ap) < 0)
-                *ret_error = NULL;
-        va_end(ap);
-        return r;
+        return string_table_lookup(result_names, ELEMENTSOF(result_names), s);
 }
 
 static void condition_done(NodeCondition *c) {
@@ -81,9 +64,9 @@ static int get_string(const json_t *obj, const char *key, const char *where, siz
                 return 0;
         }
         if (!json_is_string(v))
-                return fail(ret_error, -EINVAL, "%s[\"%s\"]: expected a string", where, key);
+                return error_setf(ret_error, -EINVAL, "%s[\"%s\"]: expected a string", where, key);
         if (json_string_length(v) > max || strlen(json_string_value(v)) != json_string_length(v))
-                return fail(ret_error, -EINVAL, "%s[\"%s\"]: longer than %zu bytes or contains NUL", where, key, max);
+                return error_setf(ret_error, -EINVAL, "%s[\"%s\"]: longer than %zu bytes or contains NUL", where, key, max);
         s = strdup(json_string_value(v));
         if (!s)
                 return -ENOMEM;
@@ -97,7 +80,7 @@ static int get_map(const json_t *meta, const char *key, const json_t **ret, char
         if (m && json_is_null(m))
                 m = NULL;
         if (m && !json_is_object(m))
-                return fail(ret_error, -EINVAL, "metadata.%s: expected an object", key);
+                return error_setf(ret_error, -EINVAL, "metadata.%s: expected an object", key);
         *ret = m;
         return 0;
 }
@@ -192,14 +175,14 @@ static int decode_conditions(const json_t *node, NodeView *v, char **ret_error) 
         if (!status || json_is_null(status))
                 return 0;
         if (!json_is_object(status))
-                return fail(ret_error, -EINVAL, "status: expected an object");
+                return error_setf(ret_error, -EINVAL, "status: expected an object");
         conditions = json_object_get(status, "conditions");
         if (!conditions || json_is_null(conditions))
                 return 0;
         if (!json_is_array(conditions))
-                return fail(ret_error, -EINVAL, "status.conditions: expected a list");
+                return error_setf(ret_error, -EINVAL, "status.conditions: expected a list");
         if (json_array_size(conditions) > NODE_CONDITIONS_MAX)
-                return fail(ret_error, -EINVAL, "status.conditions: more than %d entries", NODE_CONDITIONS_MAX);
+                return error_setf(ret_error, -EINVAL, "status.conditions: more than %d entries", NODE_CONDITIONS_MAX);
 
         json_array_foreach(conditions, i, c) {
                 const json_t *type;
@@ -207,10 +190,10 @@ static int decode_conditions(const json_t *node, NodeView *v, char **ret_error) 
                 int r;
 
                 if (!json_is_object(c))
-                        return fail(ret_error, -EINVAL, "status.conditions[%zu]: expected an object", i);
+                        return error_setf(ret_error, -EINVAL, "status.conditions[%zu]: expected an object", i);
                 type = json_object_get(c, "type");
                 if (!json_is_string(type))
-                        return fail(ret_error, -EINVAL, "status.conditions[%zu].type: expected a string", i);
+                        return error_setf(ret_error, -EINVAL, "status.conditions[%zu].type: expected a string", i);
 
                 if (streq(json_string_value(type), NODE_CONDITION_IN_PLACE_UPDATE))
                         target = &v->in_place_update;
@@ -235,10 +218,10 @@ int node_view_decode(const json_t *node, NodeView **ret, char **ret_error) {
         assert(ret);
 
         if (!json_is_object(node))
-                return fail(ret_error, -EINVAL, "node: expected an object");
+                return error_setf(ret_error, -EINVAL, "node: expected an object");
         meta = json_object_get(node, "metadata");
         if (!json_is_object(meta))
-                return fail(ret_error, -EINVAL, "metadata: expected an object");
+                return error_setf(ret_error, -EINVAL, "metadata: expected an object");
 
         v = calloc(1, sizeof(*v));
         if (!v)
@@ -248,7 +231,7 @@ int node_view_decode(const json_t *node, NodeView **ret, char **ret_error) {
         if (r < 0)
                 return r;
         if (isempty(v->name))
-                return fail(ret_error, -EINVAL, "metadata.name: missing");
+                return error_setf(ret_error, -EINVAL, "metadata.name: missing");
         r = get_string(meta, "uid", "metadata", NODE_NAME_MAX, &v->uid, ret_error);
         if (r < 0)
                 return r;

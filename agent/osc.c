@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "error-message.h"
 #include "osc.h"
 #include "version.h"
 #include "yaml-json.h"
@@ -20,19 +21,6 @@ static const size_t kind_max[] = {
         [STRING_ARG] = OSC_ARG_MAX,
         [STRING_IMAGE] = OSC_IMAGE_MAX,
 };
-
-_printf_(3, 4)
-static int fail(char **ret_error, int r, const char *format, ...) {
-        va_list ap;
-
-        if (!ret_error)
-                return r;
-        va_start(ap, format);
-        if (vasprintf(ret_error, format, ap) < 0)
-                *ret_error = NULL;
-        va_end(ap);
-        return r;
-}
 
 OscDesired *osc_desired_free(OscDesired *o) {
         if (!o)
@@ -82,9 +70,9 @@ static int get_string(const json_t *obj, const char *key, const char *path, Stri
                 return 0;
         }
         if (!json_is_string(v))
-                return fail(ret_error, -EINVAL, "%s: expected a string", path);
+                return error_setf(ret_error, -EINVAL, "%s: expected a string", path);
         if (!string_ok(json_string_value(v), json_string_length(v), kind))
-                return fail(ret_error, -EINVAL, "%s: invalid or longer than %zu bytes", path, kind_max[kind]);
+                return error_setf(ret_error, -EINVAL, "%s: invalid or longer than %zu bytes", path, kind_max[kind]);
         if (json_string_length(v) == 0) {
                 *ret = NULL;
                 return 0;
@@ -104,7 +92,7 @@ static int get_object(const json_t *obj, const char *key, const char *path, cons
         if (v && json_is_null(v))
                 v = NULL;
         if (v && !json_is_object(v))
-                return fail(ret_error, -EINVAL, "%s: expected an object", path);
+                return error_setf(ret_error, -EINVAL, "%s: expected an object", path);
         *ret = v;
         return 0;
 }
@@ -175,10 +163,10 @@ static int decode_os_update(const json_t *osu, OscDesired *o, char **ret_error) 
         if (!args || json_is_null(args))
                 return 0;
         if (!json_is_array(args))
-                return fail(ret_error, -EINVAL, "status.inPlaceUpdates.osUpdate.args: expected a list of strings");
+                return error_setf(ret_error, -EINVAL, "status.inPlaceUpdates.osUpdate.args: expected a list of strings");
         n = json_array_size(args);
         if (n > OSC_ARGS_MAX)
-                return fail(ret_error, -EINVAL, "status.inPlaceUpdates.osUpdate.args: more than %d entries",
+                return error_setf(ret_error, -EINVAL, "status.inPlaceUpdates.osUpdate.args: more than %d entries",
                             OSC_ARGS_MAX);
 
         strv_freep(&o->os_update_args);
@@ -187,9 +175,9 @@ static int decode_os_update(const json_t *osu, OscDesired *o, char **ret_error) 
                 return -ENOMEM;
         json_array_foreach(args, i, a) {
                 if (!json_is_string(a))
-                        return fail(ret_error, -EINVAL, "status.inPlaceUpdates.osUpdate.args[%zu]: expected a string", i);
+                        return error_setf(ret_error, -EINVAL, "status.inPlaceUpdates.osUpdate.args[%zu]: expected a string", i);
                 if (!string_ok(json_string_value(a), json_string_length(a), STRING_ARG))
-                        return fail(ret_error, -EINVAL,
+                        return error_setf(ret_error, -EINVAL,
                                     "status.inPlaceUpdates.osUpdate.args[%zu]: invalid or longer than %d bytes", i,
                                     OSC_ARG_MAX);
                 o->os_update_args[i] = strdup(json_string_value(a));
@@ -224,9 +212,9 @@ static int decode_kubelet_file(const json_t *file, const char *path, OscDesired 
         if (r < 0)
                 return r;
         if (!o->kubelet_image)
-                return fail(ret_error, -EINVAL, "%s: must not be empty", p_image);
+                return error_setf(ret_error, -EINVAL, "%s: must not be empty", p_image);
         if (!o->kubelet_file_in_image)
-                return fail(ret_error, -EINVAL, "%s: must not be empty", p_in);
+                return error_setf(ret_error, -EINVAL, "%s: must not be empty", p_in);
         return 0;
 }
 
@@ -240,18 +228,18 @@ static int scan_files(const json_t *files, const char *list, const char *kubelet
         if (!files || json_is_null(files))
                 return 0;
         if (!json_is_array(files))
-                return fail(ret_error, -EINVAL, "%s: expected a list", list);
+                return error_setf(ret_error, -EINVAL, "%s: expected a list", list);
 
         json_array_foreach(files, i, f) {
                 const json_t *path;
 
                 if (++*n_seen > OSC_FILES_MAX)
-                        return fail(ret_error, -EINVAL, "%s: more than %d files", list, OSC_FILES_MAX);
+                        return error_setf(ret_error, -EINVAL, "%s: more than %d files", list, OSC_FILES_MAX);
                 if (!json_is_object(f))
-                        return fail(ret_error, -EINVAL, "%s[%zu]: expected an object", list, i);
+                        return error_setf(ret_error, -EINVAL, "%s[%zu]: expected an object", list, i);
                 path = json_object_get(f, "path");
                 if (path && !json_is_string(path))
-                        return fail(ret_error, -EINVAL, "%s[%zu].path: expected a string", list, i);
+                        return error_setf(ret_error, -EINVAL, "%s[%zu].path: expected a string", list, i);
                 if (!o->kubelet_file_found && path && kubelet_path && streq(json_string_value(path), kubelet_path)) {
                         _cleanup_free_ char *where = NULL;
                         int r;
@@ -272,10 +260,10 @@ static int decode_document(const json_t *doc, const char *kubelet_path, OscDesir
         int r;
 
         if (!json_is_object(doc))
-                return fail(ret_error, -EINVAL, "osc.yaml: expected an OperatingSystemConfig object");
+                return error_setf(ret_error, -EINVAL, "osc.yaml: expected an OperatingSystemConfig object");
         kind = json_object_get(doc, "kind");
         if (kind && !(json_is_string(kind) && streq(json_string_value(kind), "OperatingSystemConfig")))
-                return fail(ret_error, -EINVAL, "kind: expected OperatingSystemConfig");
+                return error_setf(ret_error, -EINVAL, "kind: expected OperatingSystemConfig");
 
         r = get_object(doc, "spec", "spec", &spec, ret_error);
         if (r < 0)
@@ -325,9 +313,9 @@ int osc_decode_yaml(const char *data, size_t size, const char *checksum, const c
         assert(ret);
 
         if (size > OSC_YAML_MAX)
-                return fail(ret_error, -EFBIG, "osc.yaml is larger than %d bytes", OSC_YAML_MAX);
+                return error_setf(ret_error, -EFBIG, "osc.yaml is larger than %d bytes", OSC_YAML_MAX);
         if (checksum && !string_ok(checksum, strlen(checksum), STRING_SHORT))
-                return fail(ret_error, -EINVAL, "metadata.annotations.%s: invalid or longer than %d bytes",
+                return error_setf(ret_error, -EINVAL, "metadata.annotations.%s: invalid or longer than %d bytes",
                             OSC_CHECKSUM_ANNOTATION, OSC_SHORT_MAX);
 
         o = calloc(1, sizeof(*o));
@@ -343,7 +331,7 @@ int osc_decode_yaml(const char *data, size_t size, const char *checksum, const c
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return fail(ret_error, -EBADMSG, "unable to decode OSC from secret data key osc.yaml: %s",
+                return error_setf(ret_error, -EBADMSG, "unable to decode OSC from secret data key osc.yaml: %s",
                             yerr ? yerr : strerror(-r));
 
         r = decode_document(doc, kubelet_path, o, ret_error);
@@ -404,29 +392,29 @@ int osc_decode_secret(const json_t *secret, const char *kubelet_path, OscDesired
         assert(ret);
 
         if (!json_is_object(secret))
-                return fail(ret_error, -EINVAL, "secret: expected an object");
+                return error_setf(ret_error, -EINVAL, "secret: expected an object");
 
         meta = json_object_get(secret, "metadata");
         annotations = json_is_object(meta) ? json_object_get(meta, "annotations") : NULL;
         if (json_is_object(annotations))
                 checksum = json_object_get(annotations, OSC_CHECKSUM_ANNOTATION);
         if (checksum && !json_is_string(checksum))
-                return fail(ret_error, -EINVAL, "metadata.annotations.%s: expected a string", OSC_CHECKSUM_ANNOTATION);
+                return error_setf(ret_error, -EINVAL, "metadata.annotations.%s: expected a string", OSC_CHECKSUM_ANNOTATION);
 
         data = json_object_get(secret, "data");
         value = json_is_object(data) ? json_object_get(data, OSC_DATA_KEY) : NULL;
         if (!value || json_is_null(value))
-                return fail(ret_error, -ENODATA, "no osc.yaml key found in OSC secret");
+                return error_setf(ret_error, -ENODATA, "no osc.yaml key found in OSC secret");
         if (!json_is_string(value))
-                return fail(ret_error, -EINVAL, "data.osc.yaml: expected a base64 string");
+                return error_setf(ret_error, -EINVAL, "data.osc.yaml: expected a base64 string");
         if (json_string_length(value) > (size_t) OSC_YAML_MAX / 3 * 4 + 4)
-                return fail(ret_error, -EFBIG, "osc.yaml is larger than %d bytes", OSC_YAML_MAX);
+                return error_setf(ret_error, -EFBIG, "osc.yaml is larger than %d bytes", OSC_YAML_MAX);
 
         r = base64_decode(json_string_value(value), json_string_length(value), &yaml, &size);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return fail(ret_error, -EBADMSG,
+                return error_setf(ret_error, -EBADMSG,
                             "unable to decode OSC from secret data key osc.yaml: invalid base64 data");
 
         return osc_decode_yaml(yaml, size, checksum ? json_string_value(checksum) : NULL, kubelet_path, ret,
