@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "boot-entry.h"
+#include "os/boot-entry.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -2,8 +2,8 @@
 /* YAML -> json_t -> Config: every byte sequence must end in success or a clean error. */
 #include <stdint.h>
 
-#include "config.h"
-#include "yaml-json.h"
+#include "core/config.h"
+#include "util/yaml-json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

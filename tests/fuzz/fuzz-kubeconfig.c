@@ -3,7 +3,7 @@
  * message. */
 #include <stdint.h>
 
-#include "kubeconfig.h"
+#include "kube/kubeconfig.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "fileio.h"
-#include "macro.h"
+#include "util/fileio.h"
+#include "util/macro.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

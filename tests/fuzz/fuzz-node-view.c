@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "node-view.h"
+#include "core/node-view.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -2,7 +2,7 @@
 /* Registry bytes -> OciManifest (+ platform selection): success or a clean error, never a crash. */
 #include <stdint.h>
 
-#include "oci-manifest.h"
+#include "oci/oci-manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,7 +3,7 @@
 #include <assert.h>
 #include <stdint.h>
 
-#include "oci-ref.h"
+#include "oci/oci-ref.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -2,9 +2,9 @@
 /* /etc/os-release: the PRETTY_NAME version rule on arbitrary content. */
 #include <stdint.h>
 
-#include "macro.h"
+#include "util/macro.h"
 
-#include "os-release.h"
+#include "os/os-release.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "os-update-classify.h"
-#include "output-capture.h"
+#include "os/os-update-classify.h"
+#include "os/output-capture.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,7 +3,7 @@
  * the parser. */
 #include <stdint.h>
 
-#include "registry-auth.h"
+#include "oci/registry-auth.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

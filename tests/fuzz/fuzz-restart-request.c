@@ -2,10 +2,10 @@
 /* The restart-systemd-services annotation value is set by users: any string must parse cleanly. */
 #include <stdint.h>
 
-#include "macro.h"
+#include "util/macro.h"
 #include <string.h>
 
-#include "restart-request.h"
+#include "core/restart-request.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -2,10 +2,10 @@
 /* Versions come from the OSC, os-release and image tags: compare and classify any pair. */
 #include <stdint.h>
 
-#include "macro.h"
+#include "util/macro.h"
 #include <string.h>
 
-#include "version.h"
+#include "core/version.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,7 +3,7 @@
  * events or a clean error; the two feedings must agree. */
 #include <stdint.h>
 
-#include "watch-stream.h"
+#include "kube/watch-stream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

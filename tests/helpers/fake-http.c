@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "fake-http.h"
-#include "macro.h"
+#include "util/macro.h"
 
 #define MAX_QUEUE 64
 

@@ -12,7 +12,7 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
-#include "macro.h"
+#include "util/macro.h"
 
 typedef enum FakeBehaviour {
         FAKE_OK,                /* job "done", new InvocationID, active/running */

@@ -18,12 +18,12 @@
 #include <stdio.h>
 #include <systemd/sd-event.h>
 
-#include "http.h"
-#include "kube-client.h"
-#include "kube-events.h"
-#include "kube-tuning.h"
-#include "kubeconfig.h"
-#include "time-util.h"
+#include "kube/kube-client.h"
+#include "kube/kube-events.h"
+#include "kube/kube-tuning.h"
+#include "kube/kubeconfig.h"
+#include "net/http.h"
+#include "util/time-util.h"
 
 typedef struct Ctx {
         sd_event *event;                /* ref held */

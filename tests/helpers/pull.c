@@ -7,12 +7,12 @@
 #include <signal.h>
 #include <stdio.h>
 
-#include "health-check.h"
-#include "http.h"
-#include "kubelet-stage.h"
-#include "kubelet-store.h"
-#include "kubelet-version.h"
-#include "registry.h"
+#include "kubelet/health-check.h"
+#include "kubelet/kubelet-stage.h"
+#include "kubelet/kubelet-store.h"
+#include "kubelet/kubelet-version.h"
+#include "net/http.h"
+#include "oci/registry.h"
 
 static struct {
         const char *state_dir, *image, *file, *version, *binary_path, *ca_file, *auth_file, *healthz;

@@ -10,7 +10,7 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
-#include "reboot.h"
+#include "systemd/reboot.h"
 
 typedef struct Client {
         bool done;

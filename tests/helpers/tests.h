@@ -8,4 +8,4 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "macro.h"
+#include "util/macro.h"

@@ -25,11 +25,11 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
-#include "fileio.h"
-#include "restart-handler.h"
-#include "restart-request.h"
-#include "time-util.h"
-#include "unit-control.h"
+#include "core/restart-request.h"
+#include "daemon/restart-handler.h"
+#include "systemd/unit-control.h"
+#include "util/fileio.h"
+#include "util/time-util.h"
 
 typedef struct Ctx {
         sd_event *event;                /* ref held */

@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Cross-checks the journal message catalog against the code.
 
-* every MESSAGE_ID_* macro in include/catalog-ids.h has exactly one entry in
+* every MESSAGE_ID_* macro in include/daemon/catalog-ids.h has exactly one entry in
   units/inplace-agent.catalog, and every entry has a macro;
-* every log_struct_id() call in agent/*.c names a macro from catalog-ids.h (or a literal ID
+* every log_struct_id() call in agent/<layer>/*.c names a macro from catalog-ids.h (or a literal ID
   with an entry);
 * the catalog parses under a strict reading of the systemd catalog format (header line,
   Subject/Defined-By/Support/Documentation, one blank line, body, no stray text), uses only
@@ -24,7 +24,7 @@ import tempfile
 import unittest
 
 SRCDIR = os.environ.get("SRCDIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-HEADER = os.path.join(SRCDIR, "include", "catalog-ids.h")
+HEADER = os.path.join(SRCDIR, "include", "daemon", "catalog-ids.h")
 CATALOG = os.path.join(SRCDIR, "units", "inplace-agent.catalog")
 AGENT_DIR = os.path.join(SRCDIR, "agent")
 
@@ -155,10 +155,13 @@ def log_struct_id_uses(sources):
 
 def agent_sources():
     out = []
-    for name in sorted(os.listdir(AGENT_DIR)):
-        if name.endswith(".c"):
-            with open(os.path.join(AGENT_DIR, name), encoding="utf-8") as f:
-                out.append((os.path.join("agent", name), f.read()))
+    for root, dirs, files in sorted(os.walk(AGENT_DIR)):
+        dirs.sort()
+        for name in sorted(files):
+            if name.endswith(".c"):
+                path = os.path.join(root, name)
+                with open(path, encoding="utf-8") as f:
+                    out.append((os.path.relpath(path, SRCDIR), f.read()))
     return out
 
 

@@ -7,7 +7,7 @@
 
 The agent runs with --log-level debug, its stderr in <dir>/agent.log. Its view of the Node comes from the
 debug dump <stateDirectory>/node-view.json (INPLACE_AGENT_DEBUG_NODE_VIEW=1), its sd_notify messages from a
-private NOTIFY_SOCKET. Timings are shortened through INPLACE_AGENT_KUBE_TUNING (include/kube-tuning.h).
+private NOTIFY_SOCKET. Timings are shortened through INPLACE_AGENT_KUBE_TUNING (include/kube/kube-tuning.h).
 Only the agent's own PID is ever signalled. Python 3 stdlib only.
 """
 

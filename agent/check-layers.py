@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+# Keeps the architecture the folders promise (run on every build by agent/meson.build):
+#   - core/ is pure: no sd-*, curl or libarchive header, directly or through a header (it includes
+#     only core/ and util/ headers, and util/ headers include none of them either);
+#   - each layer includes only the layers below it (LAYERS);
+#   - no include cycle between modules (foo.c/foo.h form module foo).
+import os, re, sys
+
+top, stamp = sys.argv[1], sys.argv[2]
+LAYERS = {
+    'util':    {'util'},
+    'core':    {'core', 'util'},
+    'net':     {'net', 'util'},
+    'systemd': {'systemd', 'util', 'core'},
+    'kube':    {'kube', 'net', 'util', 'core'},
+    'oci':     {'oci', 'net', 'util', 'core'},
+    'kubelet': {'kubelet', 'oci', 'net', 'util', 'core'},
+    'os':      {'os', 'util', 'core'},
+    'daemon':  None,  # the owner: may include every layer
+}
+PURE = {'core'}
+PURE_HEADERS = {'util'}   # util/log.c talks to the journal; its header does not
+IMPURE_SYSTEM = re.compile(r'^(systemd/|curl/|archive)')
+INCLUDE = re.compile(r'^\s*#\s*include\s+([<"])([^>"]+)[>"]', re.M)
+
+errors, edges = [], {}
+for root in ('agent', 'include'):
+    for layer in LAYERS:
+        d = os.path.join(top, root, layer)
+        if not os.path.isdir(d):
+            continue
+        for name in sorted(os.listdir(d)):
+            if not name.endswith(('.c', '.h')):
+                continue
+            path = os.path.join(root, layer, name)
+            module = layer + '/' + re.sub(r'(-internal)?\.[ch]$', '', name)
+            with open(os.path.join(top, path), encoding='utf-8') as f:
+                text = f.read()
+            for kind, inc in INCLUDE.findall(text):
+                if kind == '<':
+                    if (layer in PURE or (layer in PURE_HEADERS and root == 'include')) and IMPURE_SYSTEM.match(inc):
+                        errors.append(f'{path}: pure layer {layer}/ includes <{inc}>')
+                    continue
+                if '/' not in inc:
+                    continue  # build-config.h, a module's private -internal.h
+                dep_layer = inc.split('/')[0]
+                allowed = LAYERS.get(layer)
+                if allowed is not None and dep_layer not in allowed:
+                    errors.append(f'{path}: layer {layer}/ must not include "{inc}"')
+                dep = re.sub(r'\.h$', '', inc)
+                if dep != module:
+                    edges.setdefault(module, set()).add(dep)
+
+# Cycle search (iterative DFS with colours).
+WHITE, GREY, BLACK = 0, 1, 2
+colour = {}
+def visit(start):
+    stack = [(start, iter(sorted(edges.get(start, ()))))]
+    path = [start]
+    colour[start] = GREY
+    while stack:
+        node, it = stack[-1]
+        nxt = next(it, None)
+        if nxt is None:
+            colour[node] = BLACK
+            stack.pop()
+            path.pop()
+            continue
+        c = colour.get(nxt, WHITE)
+        if c == GREY:
+            errors.append('include cycle: ' + ' -> '.join(path[path.index(nxt):] + [nxt]))
+        elif c == WHITE:
+            colour[nxt] = GREY
+            path.append(nxt)
+            stack.append((nxt, iter(sorted(edges.get(nxt, ())))))
+for m in sorted(edges):
+    if colour.get(m, WHITE) == WHITE:
+        visit(m)
+
+if errors:
+    sys.stderr.write('\n'.join(errors) + '\n')
+    sys.exit(1)
+open(stamp, 'w').close()

@@ -1,0 +1,1144 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The decider: inputs -> (transaction record, batch of actions). Pure; see node-update.h for the
+ * executor contract. A batch always belongs to one phase: a decision moves through phases only while
+ * the current phase has nothing left to do, and stops at the first phase with pending actions (its
+ * progress report and Event are such actions, so every phase gets reported). */
+#include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "core/version.h"
+#include "node-update-internal.h"
+
+#define RETRY_BACKOFF_FIRST_USEC (30 * USEC_PER_SEC)
+#define RETRY_BACKOFF_MAX_USEC (10 * 60 * USEC_PER_SEC)
+#define DECIDE_TRANSITIONS_MAX 16
+
+typedef struct Builder {
+        const UpdateInput *in;          /* borrowed */
+        UpdateTransaction *tx;          /* owned: the record being decided */
+        UpdateAction *actions;          /* owned */
+        size_t n_actions;
+        size_t n_alloc;
+        bool deferred;                  /* an API write waits for its back-off: emit nothing after it */
+        uint64_t wake_usec;
+        char *status;                   /* owned */
+        int error;                      /* sticky -ENOMEM from helpers that return pointers */
+} Builder;
+
+typedef struct Plan {
+        bool gated;
+        char *kubelet_from;             /* owned */
+        char *kubelet_to;               /* owned */
+        char *kubernetes_version;       /* owned */
+        char *os_from;                  /* owned */
+        char *os_to;                    /* owned */
+        bool rotation;
+        UpdateFailureCode blocked;
+        char *blocked_message;          /* owned */
+} Plan;
+
+static void plan_done(Plan *p) {
+        free(p->kubelet_from);
+        free(p->kubelet_to);
+        free(p->kubernetes_version);
+        free(p->os_from);
+        free(p->os_to);
+        free(p->blocked_message);
+}
+
+static void builder_done(Builder *b) {
+        for (size_t i = 0; i < b->n_actions; i++)
+                update_action_done(&b->actions[i]);
+        free(b->actions);
+        update_transaction_free(b->tx);
+        free(b->status);
+}
+
+/* ---- small helpers ---- */
+
+static char *b_strdup(Builder *b, const char *s) {
+        char *c;
+
+        if (!s)
+                return NULL;
+        c = strdup(s);
+        if (!c)
+                b->error = -ENOMEM;
+        return c;
+}
+
+_printf_(2, 3)
+static char *b_printf(Builder *b, const char *format, ...) {
+        va_list ap;
+        char *s;
+
+        va_start(ap, format);
+        if (vasprintf(&s, format, ap) < 0) {
+                s = NULL;
+                b->error = -ENOMEM;
+        }
+        va_end(ap);
+        return s;
+}
+
+_printf_(2, 3)
+static int set_status(Builder *b, const char *format, ...) {
+        va_list ap;
+        char *s;
+
+        va_start(ap, format);
+        if (vasprintf(&s, format, ap) < 0) {
+                va_end(ap);
+                return -ENOMEM;
+        }
+        va_end(ap);
+        free(b->status);
+        b->status = s;
+        return 0;
+}
+
+static void wake_at(Builder *b, uint64_t usec) {
+        b->wake_usec = MIN(b->wake_usec, usec);
+}
+
+static bool done(const Builder *b, UpdateStep s) {
+        return update_step_done(b->tx, s);
+}
+
+static bool has_failure_code(UpdateFailureCode c) {
+        return c >= 0 && c < _UPDATE_FAILURE_MAX;
+}
+
+static const char *tx_id(const Builder *b) {
+        return strempty(b->tx->id);
+}
+
+/* Appends an action. In a transaction it is bound to the transaction and its current phase. */
+static UpdateAction *add(Builder *b, UpdateActionType type, UpdateStep step, bool in_transaction) {
+        UpdateAction *a;
+
+        if (b->n_actions == b->n_alloc) {
+                size_t n = b->n_alloc ? b->n_alloc * 2 : 8;
+                UpdateAction *na = reallocarray(b->actions, n, sizeof(UpdateAction));
+
+                if (!na) {
+                        b->error = -ENOMEM;
+                        return NULL;
+                }
+                b->actions = na;
+                b->n_alloc = n;
+        }
+        a = &b->actions[b->n_actions++];
+        *a = (UpdateAction) {
+                .type = type,
+                .step = step,
+                .phase = b->tx->phase,
+                .result = NODE_UPDATE_RESULT_NONE,
+        };
+        if (in_transaction)
+                a->transaction = b_strdup(b, b->tx->id);
+        return a;
+}
+
+/* API writes respect the back-off after a failed write, and nothing follows a deferred one. */
+static UpdateAction *add_api(Builder *b, UpdateActionType type, UpdateStep step, bool in_transaction) {
+        if (b->deferred)
+                return NULL;
+        if (b->in->now_usec < b->tx->retry_usec) {
+                b->deferred = true;
+                wake_at(b, b->tx->retry_usec);
+                return NULL;
+        }
+        return add(b, type, step, in_transaction);
+}
+
+/* Work actions never run after a deferred API write: they may depend on it. */
+static UpdateAction *add_work(Builder *b, UpdateActionType type, UpdateStep step) {
+        return b->deferred ? NULL : add(b, type, step, /* in_transaction= */ true);
+}
+
+static int transition(Builder *b, UpdateEvent e) {
+        UpdatePhase next;
+        int r;
+
+        r = node_update_next(b->tx->phase, e, &next);
+        if (r < 0)
+                return r;
+        b->tx->phase = next;
+        b->tx->updated_usec = b->in->now_usec;
+        return 1;
+}
+
+static int fail(Builder *b, UpdateEvent e, UpdateFailureCode code, const char *message, bool keep_reason) {
+        int r;
+
+        r = update_transaction_set_failure(b->tx, code, NULL, message, update_transaction_current_step(b->tx),
+                                           b->in->now_usec);
+        if (r < 0)
+                return r;
+        b->tx->failure.keep_reason = keep_reason;
+        return transition(b, e);
+}
+
+/* Signals from MCM that make a doomed plan fail now, before the drain (CONTRACT §5). */
+static bool mcm_signal(const NodeView *n) {
+        return n->selected || node_view_gate_open(n);
+}
+
+/* Upstream's success-marking condition (GNP §6.4, performInPlaceUpdate). */
+static bool marking_gate(const NodeView *n) {
+        return (node_view_ready_for_update(n) && n->update_result != NODE_UPDATE_RESULT_SUCCESSFUL) ||
+               n->update_result == NODE_UPDATE_RESULT_FAILED;
+}
+
+static bool tx_active(const UpdateTransaction *tx) {
+        return tx->id && tx->phase != UPDATE_PHASE_IDLE && !update_phase_is_terminal(tx->phase);
+}
+
+static bool rebooted(const Builder *b) {
+        return b->in->boot_id && b->tx->boot_id && !streq(b->in->boot_id, b->tx->boot_id);
+}
+
+static bool os_is_desired(const Builder *b) {
+        return b->in->os_version && b->tx->os_to &&
+               version_compare(b->in->os_version, VERSION_OP_EQ, b->tx->os_to, NULL) == 1;
+}
+
+static uint64_t retry_backoff(unsigned attempt) {
+        uint64_t d = RETRY_BACKOFF_FIRST_USEC << MIN(attempt > 0 ? attempt - 1 : 0, 10u);
+        return MIN(d, RETRY_BACKOFF_MAX_USEC);
+}
+
+/* ---- messages ---- */
+
+static const char *phase_event_reason(UpdatePhase p, const char **ret_type) {
+        *ret_type = "Normal";
+        switch (p) {
+        case UPDATE_PHASE_PLANNED:
+                return "InPlaceUpdatePlanned";
+        case UPDATE_PHASE_STAGED:
+                return "InPlaceUpdateStaged";
+        case UPDATE_PHASE_SUCCEEDED:
+                return "InPlaceUpdateSucceeded";
+        case UPDATE_PHASE_FAILED:
+                *ret_type = "Warning";
+                return "InPlaceUpdateFailed";
+        case UPDATE_PHASE_ROLLED_BACK:
+                *ret_type = "Warning";
+                return "InPlaceUpdateRolledBack";
+        default:
+                return NULL;
+        }
+}
+
+/* "kubelet 1.31.4 -> 1.32.1, os 1592.6 -> 1592.7" */
+static char *summary(Builder *b) {
+        const UpdateTransaction *tx = b->tx;
+        _cleanup_free_ char *k = NULL, *o = NULL;
+
+        if (tx->kubelet_to)
+                k = b_printf(b, "kubelet %s -> %s", tx->kubelet_from ?: "unknown", tx->kubelet_to);
+        if (tx->os_to)
+                o = b_printf(b, "os %s -> %s", strempty(tx->os_from), tx->os_to);
+        if (!k && !o)
+                return b_strdup(b, tx->rotation ? "credentials rotation" : "no in-place changes for this agent");
+        return b_printf(b, "%s%s%s", strempty(k), k && o ? ", " : "", strempty(o));
+}
+
+static char *phase_message(Builder *b) {
+        const UpdateTransaction *tx = b->tx;
+        _cleanup_free_ char *s = NULL;
+
+        switch (tx->phase) {
+        case UPDATE_PHASE_PLANNED:
+                s = summary(b);
+                if (has_failure_code(tx->blocked))
+                        return b_printf(b, "In-place update %s (%s) is blocked: %s.", tx_id(b), strempty(s),
+                                        strempty(tx->blocked_message));
+                return b_printf(b, "In-place update %s is planned: %s.", tx_id(b), strempty(s));
+        case UPDATE_PHASE_STAGING:
+                return b_printf(b, "Downloading and verifying the artifacts of in-place update %s.", tx_id(b));
+        case UPDATE_PHASE_STAGED:
+                return b_printf(b, "The artifacts of in-place update %s are staged; waiting for the node to be "
+                                "selected.", tx_id(b));
+        case UPDATE_PHASE_WAITING_FOR_DRAIN:
+                return b_printf(b, "Waiting for machine-controller-manager to drain the node for in-place update "
+                                "%s.", tx_id(b));
+        case UPDATE_PHASE_APPLYING:
+                s = summary(b);
+                return b_printf(b, "Applying in-place update %s: %s.", tx_id(b), strempty(s));
+        case UPDATE_PHASE_REBOOTING:
+                return b_printf(b, "Waiting for the reboot into OS version %s.", strempty(tx->os_to));
+        case UPDATE_PHASE_VERIFYING:
+                return b_printf(b, "Verifying the node after in-place update %s.", tx_id(b));
+        case UPDATE_PHASE_SUCCEEDED:
+                s = summary(b);
+                return b_printf(b, "In-place update %s succeeded: %s.", tx_id(b), strempty(s));
+        case UPDATE_PHASE_FAILED:
+                return b_printf(b, "In-place update %s failed: %s: %s", tx_id(b),
+                                strempty(update_failure_code_to_string(tx->failure.code)),
+                                strempty(tx->failure.message));
+        case UPDATE_PHASE_ROLLED_BACK:
+                return b_printf(b, "In-place update %s was rolled back: %s: %s", tx_id(b),
+                                strempty(update_failure_code_to_string(tx->failure.code)),
+                                strempty(tx->failure.message));
+        default:
+                return b_strdup(b, "No in-place update in progress.");
+        }
+}
+
+static json_t *progress_now(Builder *b) {
+        const UpdateTransaction *tx = b->tx;
+        const char *step = update_phase_is_terminal(tx->phase) ? tx->failure.step
+                                                              : update_transaction_current_step(tx);
+        json_t *j = update_progress_json(tx, tx->phase == UPDATE_PHASE_SUCCEEDED ? NULL : step, 0, 0,
+                                         update_transaction_percent(tx), b->in->now_usec);
+
+        if (!j)
+                b->error = -ENOMEM;
+        return j;
+}
+
+/* The phase's progress (non-terminal phases; terminal ones report with the result) and Event. */
+static void add_reports(Builder *b) {
+        UpdateTransaction *tx = b->tx;
+        const char *type, *reason;
+        UpdateAction *a;
+
+        if (tx->progress_phase != tx->phase && !update_phase_is_terminal(tx->phase)) {
+                a = add(b, UPDATE_ACTION_REPORT_PROGRESS, UPDATE_STEP_PROGRESS, true);
+                if (a) {
+                        a->json = progress_now(b);
+                        a->condition_status = true;
+                        a->condition_reason = update_phase_to_string(tx->phase);
+                        a->message = phase_message(b);
+                }
+        }
+        reason = phase_event_reason(tx->phase, &type);
+        if (reason && tx->event_phase != tx->phase) {
+                a = add(b, UPDATE_ACTION_EMIT_EVENT, UPDATE_STEP_EVENT, true);
+                if (a) {
+                        a->event_reason = reason;
+                        a->event_type = type;
+                        a->message = phase_message(b);
+                }
+        }
+}
+
+/* ---- planning ---- */
+
+_printf_(4, 5)
+static int block(Builder *b, Plan *p, UpdateFailureCode code, const char *format, ...) {
+        va_list ap;
+
+        if (has_failure_code(p->blocked))
+                return 0;               /* the first reason is the one reported */
+        va_start(ap, format);
+        if (vasprintf(&p->blocked_message, format, ap) < 0) {
+                va_end(ap);
+                p->blocked_message = NULL;
+                return -ENOMEM;
+        }
+        va_end(ap);
+        p->blocked = code;
+        return 0;
+}
+
+static int plan_kubelet(Builder *b, Plan *p, bool in_place) {
+        const OscDesired *osc = b->in->osc;
+        const char *running = b->in->kubelet_version;
+        _cleanup_free_ char *desired = NULL;
+        KubeletChange change = KUBELET_CHANGE_MINOR;    /* unknown running version: treat as gated */
+        int r;
+
+        r = osc_kubelet_version(osc, &desired);
+        if (r == -ENODATA)
+                return 0;
+        if (r == -EINVAL) {
+                p->gated = p->gated || in_place;
+                return block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
+                             "the desired kubelet version \"%s\" is not a valid version",
+                             osc->kubelet_version ?: strempty(osc->kubelet_image));
+        }
+        if (r < 0)
+                return r;
+        p->kubernetes_version = strdup(desired);
+        if (!p->kubernetes_version)
+                return -ENOMEM;
+
+        if (running && version_classify_kubelet(running, desired, &change, NULL) < 0)
+                change = KUBELET_CHANGE_MINOR;
+
+        switch (change) {
+        case KUBELET_CHANGE_NONE:
+                return 0;
+        case KUBELET_CHANGE_DOWNGRADE:
+                p->gated = p->gated || in_place;
+                return block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
+                             "kubelet downgrade from %s to %s is not supported", running, desired);
+        case KUBELET_CHANGE_SKIP:
+                if (in_place) {
+                        p->gated = true;
+                        return block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
+                                     "kubelet update from %s to %s skips a minor version", running, desired);
+                }
+                break;
+        case KUBELET_CHANGE_MINOR:
+                p->gated = p->gated || in_place;
+                break;
+        default:
+                break;                  /* a patch update: never gated (GNP §2.3) */
+        }
+
+        if (!osc->kubelet_image) {
+                r = block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
+                          "the OSC has no image for the kubelet (no files[] entry for it with content.imageRef)");
+                if (r < 0)
+                        return r;
+        }
+        p->kubelet_to = TAKE_PTR(desired);
+        return free_and_strdup(&p->kubelet_from, running);
+}
+
+/* Returns 1 when planned, 0 when the current OS version is unknown (status set). */
+static int plan_os(Builder *b, Plan *p) {
+        const OscDesired *osc = b->in->osc;
+        const char *cur = b->in->os_version, *want = osc->os_version, *why = NULL;
+        int r;
+
+        if (!want) {
+                p->gated = true;
+                r = block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
+                          "operating system version is not provided in OSC, cannot proceed with in-place update");
+                return r < 0 ? r : 1;
+        }
+        if (!cur) {
+                r = set_status(b, "Cannot plan the in-place update: %s.",
+                               b->in->os_version_error ?: "the current OS version is unknown");
+                return r < 0 ? r : 0;
+        }
+
+        r = version_compare(cur, VERSION_OP_EQ, want, &why);
+        if (r == 1)
+                return 1;
+        p->gated = true;
+        if (r < 0)
+                r = block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
+                          "failed comparing current OS version \"%s\" with desired version \"%s\": %s", cur, want,
+                          strempty(why));
+        else if (version_compare(want, VERSION_OP_LT, cur, NULL) == 1)
+                r = block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
+                          "OS downgrade from \"%s\" to \"%s\" is not supported", cur, want);
+        else {
+                p->os_from = strdup(cur);
+                p->os_to = strdup(want);
+                if (!p->os_from || !p->os_to)
+                        return -ENOMEM;
+                /* CONTRACT §8.5; a comparison error counts as "not met", as in upstream's admission. */
+                if (osc->min_version_for_update &&
+                    version_compare(cur, VERSION_OP_GE, osc->min_version_for_update, NULL) != 1)
+                        r = block(b, p, UPDATE_FAILURE_MIN_VERSION_NOT_MET,
+                                  "minVersionForUpdate %s is not met by the current OS version %s",
+                                  osc->min_version_for_update, cur);
+                else if (b->in->settings.backend == OS_UPDATE_BACKEND_COMMAND && !osc->os_update_command)
+                        r = block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
+                                  "update command is not provided in OSC, cannot proceed with in-place update");
+                else if (b->in->settings.backend == OS_UPDATE_BACKEND_IMAGE && !b->in->settings.os_image_configured)
+                        r = block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
+                                  "osUpdate.image.reference is not configured, cannot install OS version %s", want);
+                else if (b->in->settings.backend == OS_UPDATE_BACKEND_IMAGE && !version_is_safe_name(want))
+                        /* it names the staging directory and the boot entry */
+                        r = block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
+                                  "OS version \"%s\" cannot name a boot image", want);
+                else
+                        r = 0;
+        }
+        return r < 0 ? r : 1;
+}
+
+/* Rotations are detected against what was applied last; without that record (a node this agent
+ * took over) there is nothing to compare with, like upstream's first apply (GNP §2.3 step 2). */
+static int plan_rotation(Builder *b, Plan *p) {
+        const OscDesired *osc = b->in->osc;
+        const UpdateTransaction *tx = b->tx;
+        bool ca, sa;
+
+        if (!tx->applied.valid)
+                return 0;
+        ca = osc->ca_rotation && !streq_ptr(osc->ca_rotation, tx->applied.ca_rotation);
+        sa = osc->sa_rotation && !streq_ptr(osc->sa_rotation, tx->applied.sa_rotation);
+        if (!ca && !sa)
+                return 0;
+        p->rotation = true;
+        p->gated = true;
+        return block(b, p, UPDATE_FAILURE_UNSUPPORTED_ROTATION,
+                     "credentials rotation (%s%s%s) is not supported by this agent", ca ? "certificateAuthorities" : "",
+                     ca && sa ? ", " : "", sa ? "serviceAccountKey" : "");
+}
+
+/* Returns 1 with *p filled, 0 if nothing can be planned right now (status set). */
+static int compute_plan(Builder *b, Plan *p) {
+        const OscDesired *osc = b->in->osc;
+        /* GNP §2.3 step 2: the very first apply on a node is never gated and never updates the OS. */
+        bool fresh = !b->tx->applied.valid && isempty(b->in->node->applied_checksum);
+        bool in_place = osc->in_place && !fresh;
+        int r;
+
+        *p = (Plan) { .blocked = _UPDATE_FAILURE_INVALID };
+
+        r = plan_kubelet(b, p, in_place);
+        if (r < 0)
+                return r;
+        if (!in_place)
+                return 1;
+        r = plan_os(b, p);
+        if (r <= 0)
+                return r;
+        r = plan_rotation(b, p);
+        return r < 0 ? r : 1;
+}
+
+static bool plan_empty(const Plan *p) {
+        return !p->kubelet_to && !p->os_to && !p->rotation && !has_failure_code(p->blocked);
+}
+
+/* ---- phases ---- */
+
+static void add_plan(Builder *b) {
+        UpdateAction *a;
+
+        if (done(b, UPDATE_STEP_PLAN))
+                return;
+        a = add_api(b, UPDATE_ACTION_PUBLISH_PLAN, UPDATE_STEP_PLAN, true);
+        if (!a)
+                return;
+        a->json = update_plan_json(b->tx, &b->in->settings);
+        if (!a->json)
+                b->error = -ENOMEM;
+}
+
+static int enter_applying(Builder *b) {
+        const NodeCondition *c = &b->in->node->in_place_update;
+
+        if (node_view_ready_for_update(b->in->node)) {
+                int r = free_and_strdup(&b->tx->ready_since, c->last_transition_time);
+                if (r < 0)
+                        return r;
+        }
+        return transition(b, UPDATE_EVENT_READY);
+}
+
+static int on_planned(Builder *b) {
+        UpdateTransaction *tx = b->tx;
+
+        add_plan(b);
+        add_reports(b);
+        if (b->n_actions > 0 || b->deferred)
+                return 0;
+        if (has_failure_code(tx->blocked)) {
+                if (mcm_signal(b->in->node))
+                        return fail(b, UPDATE_EVENT_FAILED, tx->blocked, tx->blocked_message, false);
+                return set_status(b, "In-place update %s is blocked: %s. It fails once the node is selected.",
+                                  tx_id(b), strempty(tx->blocked_message));
+        }
+        return transition(b, UPDATE_EVENT_STAGE);
+}
+
+static int on_staging(Builder *b) {
+        UpdateTransaction *tx = b->tx;
+        UpdateAction *a;
+
+        add_plan(b);
+        add_reports(b);
+        if (!has_failure_code(tx->blocked)) {
+                if (tx->kubelet_to && !done(b, UPDATE_STEP_STAGE_KUBELET)) {
+                        a = add_work(b, UPDATE_ACTION_STAGE_KUBELET, UPDATE_STEP_STAGE_KUBELET);
+                        if (a) {
+                                a->version = b_strdup(b, tx->kubelet_to);
+                                a->image = b_strdup(b, tx->kubelet_image);
+                                a->path_in_image = b_strdup(b, tx->kubelet_path_in_image);
+                        }
+                }
+                if (tx->os_to && tx->os_backend == OS_UPDATE_BACKEND_IMAGE && !done(b, UPDATE_STEP_STAGE_OS)) {
+                        a = add_work(b, UPDATE_ACTION_STAGE_OS_IMAGE, UPDATE_STEP_STAGE_OS);
+                        if (a)
+                                a->version = b_strdup(b, tx->os_to);
+                }
+        }
+        if (b->n_actions > 0 || b->deferred)
+                return 0;
+        if (has_failure_code(tx->blocked))    /* only the ungated path gets here blocked */
+                return fail(b, UPDATE_EVENT_FAILED, tx->blocked, tx->blocked_message, false);
+        if (!tx->gated || node_view_gate_open(b->in->node))
+                return enter_applying(b);
+        return transition(b, UPDATE_EVENT_STAGED);
+}
+
+static int on_staged(Builder *b) {
+        add_reports(b);
+        if (b->n_actions > 0)
+                return 0;
+        if (node_view_gate_open(b->in->node))
+                return enter_applying(b);
+        if (b->in->node->selected)
+                return transition(b, UPDATE_EVENT_SELECTED);
+        return set_status(b, "In-place update %s is staged; waiting for %s.", tx_id(b), NODE_LABEL_SELECTED);
+}
+
+static int on_waiting_for_drain(Builder *b) {
+        add_reports(b);
+        if (b->n_actions > 0)
+                return 0;
+        if (node_view_gate_open(b->in->node))
+                return enter_applying(b);
+        return set_status(b, "In-place update %s waits for the drain (condition %s reason %s).", tx_id(b),
+                          NODE_CONDITION_IN_PLACE_UPDATE, NODE_REASON_READY_FOR_UPDATE);
+}
+
+static int rolled_back_os(Builder *b) {
+        _cleanup_free_ char *m = b_printf(b, "OS update might have failed and rolled back to the previous version. "
+                                          "Desired version: \"%s\", Current version: \"%s\"",
+                                          strempty(b->tx->os_to), b->in->os_version ?: "unknown");
+        if (!m)
+                return -ENOMEM;
+        return fail(b, UPDATE_EVENT_ROLLED_BACK, UPDATE_FAILURE_OS_ROLLED_BACK, m, false);
+}
+
+/* GNP §4.2 step 1: a marker we did not set that names the desired version means an earlier attempt
+ * (another agent's, or ours before its state was lost) already ran and the OS is still old. */
+static int check_foreign_marker(Builder *b) {
+        const NodeView *n = b->in->node;
+        const UpdateTransaction *tx = b->tx;
+        _cleanup_free_ char *m = NULL;
+
+        if (!tx->os_to || done(b, UPDATE_STEP_MARKER) || !n->updating_os_version ||
+            streq_ptr(n->updating_os_version, tx->marker) ||
+            version_compare(n->updating_os_version, VERSION_OP_EQ, tx->os_to, NULL) != 1)
+                return 0;
+
+        if (!n->update_failed_reason)
+                return rolled_back_os(b);
+        m = b_printf(b, "OS update has failed with error: %s", n->update_failed_reason);
+        if (!m)
+                return -ENOMEM;
+        return fail(b, UPDATE_EVENT_FAILED, UPDATE_FAILURE_OS_COMMAND_FAILED, m, /* keep_reason= */ true);
+}
+
+static void add_os_apply(Builder *b) {
+        UpdateTransaction *tx = b->tx;
+        UpdateAction *a;
+
+        if (tx->os_backend == OS_UPDATE_BACKEND_IMAGE) {
+                a = add_work(b, UPDATE_ACTION_INSTALL_OS_IMAGE, UPDATE_STEP_OS_APPLY);
+                if (a)
+                        a->version = b_strdup(b, tx->os_to);
+        } else {
+                a = add_work(b, UPDATE_ACTION_RUN_OS_COMMAND, UPDATE_STEP_OS_APPLY);
+                if (a) {
+                        a->command = b_strdup(b, tx->os_command);
+                        if (update_strv_copy(tx->os_args, &a->args) < 0)
+                                b->error = -ENOMEM;
+                }
+        }
+        if (!a)
+                return;
+        /* Recorded before it runs (the executor persists this record first): after a crash we know the
+         * OS change was started and never run it a second time blindly. */
+        tx->os_started_usec = b->in->now_usec;
+        if (free_and_strdup(&tx->boot_id, b->in->boot_id) < 0)
+                b->error = -ENOMEM;
+}
+
+static void add_kubelet_apply(Builder *b) {
+        UpdateTransaction *tx = b->tx;
+        UpdateAction *a;
+
+        if (!tx->kubelet_to)
+                return;
+        if (!done(b, UPDATE_STEP_SWITCH_KUBELET)) {
+                a = add_work(b, UPDATE_ACTION_SWITCH_KUBELET, UPDATE_STEP_SWITCH_KUBELET);
+                if (a)
+                        a->version = b_strdup(b, tx->kubelet_to);
+        }
+        if (!done(b, UPDATE_STEP_RESTART_KUBELET)) {
+                a = add_work(b, UPDATE_ACTION_RESTART_UNIT, UPDATE_STEP_RESTART_KUBELET);
+                if (a)
+                        a->unit = b_strdup(b, b->in->settings.kubelet_unit);
+        }
+}
+
+static int on_applying(Builder *b) {
+        UpdateTransaction *tx = b->tx;
+        bool kubelet_done;
+        UpdateAction *a;
+        int r;
+
+        r = check_foreign_marker(b);
+        if (r != 0)
+                return r;
+
+        add_reports(b);
+        add_kubelet_apply(b);
+        kubelet_done = !tx->kubelet_to ||
+                       (done(b, UPDATE_STEP_SWITCH_KUBELET) && done(b, UPDATE_STEP_RESTART_KUBELET));
+        if (tx->os_to && !done(b, UPDATE_STEP_MARKER)) {
+                a = add_api(b, UPDATE_ACTION_SET_MARKER, UPDATE_STEP_MARKER, true);
+                if (a) {
+                        a->version = b_strdup(b, tx->os_to);
+                        /* Ours from the moment we ask for it: if we die after the patch landed but
+                         * before it was recorded, the marker must not look like someone else's. */
+                        if (free_and_strdup(&tx->marker, tx->os_to) < 0)
+                                b->error = -ENOMEM;
+                }
+        } else if (tx->os_to && !tx->os_started_usec && kubelet_done)
+                add_os_apply(b);
+        if (b->n_actions > 0 || b->deferred)
+                return 0;
+
+        if (!tx->os_to)
+                return transition(b, UPDATE_EVENT_APPLIED);
+        if (!done(b, UPDATE_STEP_OS_APPLY)) {
+                /* Started, not finished, and we are not running it (decide() is never called while an
+                 * action runs): either it rebooted the node, or the agent died while it ran. */
+                if (rebooted(b))
+                        return transition(b, UPDATE_EVENT_REBOOT);
+                return fail(b, UPDATE_EVENT_FAILED, UPDATE_FAILURE_OS_COMMAND_FAILED,
+                            "the OS update was interrupted before it finished (the agent restarted while it ran); "
+                            "not starting it again", false);
+        }
+        if (os_is_desired(b))
+                return transition(b, UPDATE_EVENT_APPLIED);
+        return transition(b, UPDATE_EVENT_REBOOT);
+}
+
+static int on_rebooting(Builder *b) {
+        UpdateTransaction *tx = b->tx;
+        const UpdateSettings *s = &b->in->settings;
+
+        if (os_is_desired(b))
+                return transition(b, UPDATE_EVENT_REBOOTED);
+        if (rebooted(b))
+                return rolled_back_os(b);
+
+        add_reports(b);
+        if (tx->os_backend == OS_UPDATE_BACKEND_IMAGE && s->reboot != REBOOT_METHOD_NONE &&
+            !done(b, UPDATE_STEP_REBOOT))
+                (void) add_work(b, UPDATE_ACTION_REBOOT, UPDATE_STEP_REBOOT);
+        if (tx->os_backend == OS_UPDATE_BACKEND_COMMAND)
+                /* GNP scenario 22: the command succeeded but the node has not come back yet. */
+                return set_status(b, "stopping reconciliation until gardener-node-agent is restarted after the OS "
+                                  "update. Current version: \"%s\", Desired version: \"%s\"",
+                                  b->in->os_version ?: "unknown", strempty(tx->os_to));
+        return set_status(b, "Waiting for the reboot into OS version %s.", strempty(tx->os_to));
+}
+
+static int on_verifying(Builder *b) {
+        UpdateTransaction *tx = b->tx;
+
+        add_reports(b);
+        if ((tx->kubelet_to || tx->os_to) && !done(b, UPDATE_STEP_HEALTH))
+                (void) add_work(b, UPDATE_ACTION_CHECK_KUBELET_HEALTH, UPDATE_STEP_HEALTH);
+        if (b->n_actions > 0)
+                return 0;
+        return transition(b, UPDATE_EVENT_HEALTHY);
+}
+
+/* ---- terminal phases: make the node reflect the outcome ---- */
+
+static UpdateAction *add_result(Builder *b, NodeUpdateResult label) {
+        UpdateTransaction *tx = b->tx;
+        bool ok = tx->phase == UPDATE_PHASE_SUCCEEDED;
+        UpdateAction *a;
+
+        a = add_api(b, UPDATE_ACTION_REPORT_RESULT, label != NODE_UPDATE_RESULT_NONE || ok ? UPDATE_STEP_RESULT
+                                                                                          : UPDATE_STEP_PROGRESS,
+                    true);
+        if (!a)
+                return NULL;
+        a->result = label;
+        a->json = progress_now(b);
+        a->condition_status = ok;
+        a->condition_reason = update_phase_to_string(tx->phase);
+        a->message = phase_message(b);
+        if (ok)
+                a->clear_marker = label == NODE_UPDATE_RESULT_SUCCESSFUL;
+        else {
+                a->failure = update_failure_json(tx);
+                a->reason = b_strdup(b, tx->failure.message);
+                a->keep_reason = tx->failure.keep_reason;
+        }
+        return a;
+}
+
+static void add_final_event(Builder *b) {
+        const char *type, *reason = phase_event_reason(b->tx->phase, &type);
+        UpdateAction *a;
+
+        if (!reason || b->tx->event_phase == b->tx->phase)
+                return;
+        a = add(b, UPDATE_ACTION_EMIT_EVENT, UPDATE_STEP_EVENT, true);
+        if (a) {
+                a->event_reason = reason;
+                a->event_type = type;
+                a->message = phase_message(b);
+        }
+}
+
+static void add_set_checksum(Builder *b, bool in_transaction, const char *checksum, const char *version,
+                             const char *ca, const char *sa) {
+        UpdateAction *a = add_api(b, UPDATE_ACTION_SET_CHECKSUM, UPDATE_STEP_CHECKSUM, in_transaction);
+
+        if (!a)
+                return;
+        a->checksum = b_strdup(b, checksum);
+        a->version = b_strdup(b, version);
+        a->ca_rotation = b_strdup(b, ca);
+        a->sa_rotation = b_strdup(b, sa);
+}
+
+static void succeeded_chores(Builder *b) {
+        UpdateTransaction *tx = b->tx;
+
+        /* GNP §6.4: Pods are deleted before the node is marked successful, never after. */
+        if (tx->gated && !done(b, UPDATE_STEP_DELETE_PODS))
+                (void) add_api(b, UPDATE_ACTION_DELETE_PODS, UPDATE_STEP_DELETE_PODS, true);
+        if (!done(b, UPDATE_STEP_RESULT))
+                (void) add_result(b, tx->gated ? NODE_UPDATE_RESULT_SUCCESSFUL : NODE_UPDATE_RESULT_NONE);
+        if (tx->checksum && !done(b, UPDATE_STEP_CHECKSUM))
+                add_set_checksum(b, true, tx->checksum, tx->kubernetes_version, tx->ca_rotation, tx->sa_rotation);
+        if (!b->deferred)
+                add_final_event(b);
+}
+
+static void failed_chores(Builder *b) {
+        UpdateTransaction *tx = b->tx;
+        UpdateAction *a;
+        /* CONTRACT §8.4: update-result belongs to the gated path; there only once MCM acts on the node. */
+        NodeUpdateResult label = tx->gated && mcm_signal(b->in->node) ? NODE_UPDATE_RESULT_FAILED
+                                                                      : NODE_UPDATE_RESULT_NONE;
+
+        if (tx->phase == UPDATE_PHASE_ROLLED_BACK && tx->failure.code != UPDATE_FAILURE_OS_ROLLED_BACK &&
+            tx->kubelet_from && done(b, UPDATE_STEP_SWITCH_KUBELET)) {
+                if (!done(b, UPDATE_STEP_ROLLBACK_KUBELET)) {
+                        a = add_work(b, UPDATE_ACTION_ROLLBACK_KUBELET, UPDATE_STEP_ROLLBACK_KUBELET);
+                        if (a)
+                                a->version = b_strdup(b, tx->kubelet_from);
+                }
+                if (!done(b, UPDATE_STEP_ROLLBACK_RESTART)) {
+                        a = add_work(b, UPDATE_ACTION_RESTART_UNIT, UPDATE_STEP_ROLLBACK_RESTART);
+                        if (a)
+                                a->unit = b_strdup(b, b->in->settings.kubelet_unit);
+                }
+        }
+        if (!done(b, UPDATE_STEP_RESULT) &&
+            (label == NODE_UPDATE_RESULT_FAILED || tx->progress_phase != tx->phase))
+                (void) add_result(b, label);
+        if (!b->deferred)
+                add_final_event(b);
+}
+
+static void terminal_chores(Builder *b) {
+        if (b->tx->phase == UPDATE_PHASE_SUCCEEDED)
+                succeeded_chores(b);
+        else
+                failed_chores(b);
+}
+
+/* ---- the main loop ---- */
+
+static int resume(Builder *b) {
+        for (unsigned i = 0; i < DECIDE_TRANSITIONS_MAX; i++) {
+                UpdateTransaction *tx = b->tx;
+                int r;
+
+                switch (tx->phase) {
+                case UPDATE_PHASE_IDLE:
+                        r = transition(b, tx->gated ? UPDATE_EVENT_PLAN : UPDATE_EVENT_BEGIN);
+                        break;
+                case UPDATE_PHASE_PLANNED:
+                        r = on_planned(b);
+                        break;
+                case UPDATE_PHASE_STAGING:
+                        r = on_staging(b);
+                        break;
+                case UPDATE_PHASE_STAGED:
+                        r = on_staged(b);
+                        break;
+                case UPDATE_PHASE_WAITING_FOR_DRAIN:
+                        r = on_waiting_for_drain(b);
+                        break;
+                case UPDATE_PHASE_APPLYING:
+                        r = on_applying(b);
+                        break;
+                case UPDATE_PHASE_REBOOTING:
+                        r = on_rebooting(b);
+                        break;
+                case UPDATE_PHASE_VERIFYING:
+                        r = on_verifying(b);
+                        break;
+                default:
+                        terminal_chores(b);
+                        return 0;
+                }
+                if (r <= 0)
+                        return r;
+        }
+        return -ELOOP;          /* the table only moves forward: cannot happen */
+}
+
+/* Drops the per-transaction part of the record, keeping the node-level memory. */
+static int reset_transaction(UpdateTransaction *tx) {
+        _cleanup_(update_transaction_freep) UpdateTransaction *fresh = NULL;
+        int r;
+
+        r = update_transaction_new(&fresh);
+        if (r < 0)
+                return r;
+        fresh->applied = tx->applied;
+        fresh->marker = tx->marker;
+        tx->applied.checksum = tx->applied.ca_rotation = tx->applied.sa_rotation = NULL;
+        tx->marker = NULL;
+
+        /* Swap contents: *tx becomes the fresh record, the old one is freed with `fresh`. */
+        UpdateTransaction tmp = *tx;
+        *tx = *fresh;
+        *fresh = tmp;
+        return 0;
+}
+
+static int start_transaction(Builder *b, Plan *p, unsigned attempt) {
+        const UpdateInput *in = b->in;
+        const OscDesired *osc = in->osc;
+        UpdateTransaction *tx = b->tx;
+        int r;
+
+        if (isempty(in->new_transaction_id))
+                return -EINVAL;
+        r = reset_transaction(tx);
+        if (r < 0)
+                return r;
+
+        tx->id = b_strdup(b, in->new_transaction_id);
+        tx->checksum = b_strdup(b, osc->checksum);
+        tx->gated = p->gated;
+        tx->os_from = TAKE_PTR(p->os_from);
+        tx->os_to = TAKE_PTR(p->os_to);
+        tx->kubelet_from = TAKE_PTR(p->kubelet_from);
+        tx->kubelet_to = TAKE_PTR(p->kubelet_to);
+        tx->kubernetes_version = TAKE_PTR(p->kubernetes_version);
+        tx->kubelet_image = b_strdup(b, osc->kubelet_image);
+        tx->kubelet_path_in_image = b_strdup(b, osc->kubelet_file_in_image);
+        tx->os_backend = in->settings.backend;
+        tx->os_command = b_strdup(b, osc->os_update_command);
+        if (update_strv_copy(osc->os_update_args, &tx->os_args) < 0)
+                return -ENOMEM;
+        tx->ca_rotation = b_strdup(b, osc->ca_rotation);
+        tx->sa_rotation = b_strdup(b, osc->sa_rotation);
+        tx->rotation = p->rotation;
+        tx->blocked = p->blocked;
+        tx->blocked_message = TAKE_PTR(p->blocked_message);
+        tx->attempt = attempt;
+        tx->started_usec = tx->updated_usec = in->now_usec;
+        if (node_view_ready_for_update(in->node))
+                tx->ready_since = b_strdup(b, in->node->in_place_update.last_transition_time);
+        if (b->error)
+                return b->error;
+        return resume(b);
+}
+
+/* A retriable failure is retried with back-off: a new attempt of the same desired state. */
+static bool retry_due(Builder *b) {
+        const UpdateFailure *f = &b->tx->failure;
+        uint64_t due;
+
+        if (!update_failure_is_retriable(f->code, f->message))
+                return false;
+        due = f->usec + retry_backoff(b->tx->attempt);
+        if (b->in->now_usec >= due)
+                return true;
+        wake_at(b, due);
+        return false;
+}
+
+/* GNP §7.3: an operator retries a failed node by setting ReadyForUpdate again. The first
+ * ReadyForUpdate after a failure before the drain is MCM moving on, not a retry: remember it. */
+static int manual_retry(Builder *b) {
+        const NodeView *n = b->in->node;
+        const char *since = n->in_place_update.last_transition_time;
+
+        if (!node_view_ready_for_update(n) || !since)
+                return 0;
+        if (!b->tx->ready_since)
+                return free_and_strdup(&b->tx->ready_since, since) < 0 ? -ENOMEM : 0;
+        return !streq(since, b->tx->ready_since);
+}
+
+static int set_checksum_only(Builder *b, const Plan *p) {
+        const OscDesired *osc = b->in->osc;
+        const UpdateTransaction *tx = b->tx;
+
+        if (isempty(osc->checksum))
+                return set_status(b, "Nothing to do: the node matches the desired state.");
+        if (tx->applied.valid && streq_ptr(tx->applied.checksum, osc->checksum))
+                return set_status(b, "Up to date; waiting for the Node to show %s.", NODE_ANNOTATION_CHECKSUM);
+        add_set_checksum(b, false, osc->checksum, p->kubernetes_version, osc->ca_rotation, osc->sa_rotation);
+        return set_status(b, "No in-place changes; recording checksum %s.", osc->checksum);
+}
+
+static int failed_status(Builder *b) {
+        const UpdateTransaction *tx = b->tx;
+
+        return set_status(b, "In-place update %s %s: %s: %s%s", tx_id(b),
+                          tx->phase == UPDATE_PHASE_ROLLED_BACK ? "was rolled back" : "failed",
+                          strempty(update_failure_code_to_string(tx->failure.code)), strempty(tx->failure.message),
+                          update_failure_is_retriable(tx->failure.code, tx->failure.message)
+                                  ? " (retrying with back-off)"
+                                  : " (terminal until the desired state changes or ReadyForUpdate is set again)");
+}
+
+static int start(Builder *b) {
+        const NodeView *node = b->in->node;
+        const OscDesired *osc = b->in->osc;
+        UpdateTransaction *tx = b->tx;
+        _cleanup_(plan_done) Plan p = {};
+        unsigned attempt = 1;
+        int r;
+
+        if (tx->id && streq_ptr(tx->checksum, osc->checksum) &&
+            (tx->phase == UPDATE_PHASE_FAILED || tx->phase == UPDATE_PHASE_ROLLED_BACK)) {
+                r = retry_due(b) ? 1 : manual_retry(b);
+                if (r < 0)
+                        return r;
+                if (r == 0) {
+                        /* Fixed by hand meanwhile? Then the success marking may still run. */
+                        r = compute_plan(b, &p);
+                        if (r < 0)
+                                return r;
+                        if (r > 0 && plan_empty(&p) && marking_gate(node)) {
+                                p.gated = true;
+                                return start_transaction(b, &p, tx->attempt + 1);
+                        }
+                        return failed_status(b);
+                }
+                attempt = tx->attempt + 1;
+        }
+
+        /* GNP §2.2: the node already carries this checksum. (Unlike upstream, two empty checksums do not
+         * count as equal: a Secret without the annotation must not freeze the node.) */
+        if (!isempty(osc->checksum) && streq_ptr(node->applied_checksum, osc->checksum))
+                return set_status(b, "Up to date (%s %s).", NODE_ANNOTATION_CHECKSUM, osc->checksum);
+
+        r = compute_plan(b, &p);
+        if (r <= 0)
+                return r;
+
+        if (plan_empty(&p)) {
+                if (marking_gate(node)) {
+                        p.gated = true;
+                        return start_transaction(b, &p, attempt);
+                }
+                if (node->candidate || node->selected)
+                        return set_status(b, "No in-place changes for this agent; waiting for %s to report the "
+                                          "result.", NODE_REASON_READY_FOR_UPDATE);
+                return set_checksum_only(b, &p);
+        }
+        /* GNP §9 scenario 7: gated work waits, untouched, until MCM picks the node. */
+        if (p.gated && !node->candidate && !mcm_signal(node))
+                return set_status(b, "In-place update pending; waiting for machine-controller-manager to mark the "
+                                  "node %s.", NODE_LABEL_CANDIDATE);
+        return start_transaction(b, &p, attempt);
+}
+
+static void adopt_baseline(Builder *b) {
+        const OscDesired *osc = b->in->osc;
+        UpdateTransaction *tx = b->tx;
+
+        if (tx->applied.valid || !osc || isempty(osc->checksum) ||
+            !streq_ptr(b->in->node->applied_checksum, osc->checksum))
+                return;
+        tx->applied.checksum = b_strdup(b, osc->checksum);
+        tx->applied.ca_rotation = b_strdup(b, osc->ca_rotation);
+        tx->applied.sa_rotation = b_strdup(b, osc->sa_rotation);
+        tx->applied.valid = true;
+}
+
+static int decide(Builder *b) {
+        const UpdateInput *in = b->in;
+        UpdateTransaction *tx = b->tx;
+        int r;
+
+        if (!in->node)
+                return set_status(b, "Waiting for the Node object.");
+        adopt_baseline(b);
+
+        if (tx_active(tx)) {
+                /* Nothing applied yet and the desired state moved: start over from the new one. */
+                if (in->osc && !streq_ptr(tx->checksum, in->osc->checksum) && tx->phase < UPDATE_PHASE_APPLYING) {
+                        r = transition(b, UPDATE_EVENT_CANCEL);
+                        if (r < 0)
+                                return r;
+                        r = reset_transaction(tx);
+                        if (r < 0)
+                                return r;
+                } else
+                        return resume(b);
+        }
+        if (!in->osc)
+                return set_status(b, "Waiting for the OSC secret.");
+
+        if (tx->id && update_phase_is_terminal(tx->phase)) {
+                terminal_chores(b);
+                if (b->n_actions > 0 || b->deferred)
+                        return 0;
+                if (tx->phase == UPDATE_PHASE_FAILED &&
+                    update_failure_is_retriable(tx->failure.code, tx->failure.message))
+                        (void) retry_due(b);    /* sets the wake-up */
+        }
+        return start(b);
+}
+
+static int default_status(Builder *b) {
+        const UpdateAction *first = NULL;
+
+        if (b->status)
+                return 0;
+        for (size_t i = 0; i < b->n_actions && !first; i++)
+                if (!update_action_is_best_effort(b->actions[i].type))
+                        first = &b->actions[i];
+        if (b->tx->id && b->n_actions > 0)
+                return set_status(b, "%s: in-place update %s, %s.", update_phase_to_string(b->tx->phase), tx_id(b),
+                                  update_action_type_to_string(first ? first->type : b->actions[0].type));
+        return set_status(b, "%s.", b->tx->id ? update_phase_to_string(b->tx->phase) : "Idle");
+}
+
+int node_update_decide(const UpdateInput *in, UpdateDecision *ret) {
+        _cleanup_(builder_done) Builder b = { .in = in, .wake_usec = USEC_INFINITY };
+        int r;
+
+        assert(in);
+        assert(ret);
+
+        r = in->tx ? update_transaction_copy(in->tx, &b.tx) : update_transaction_new(&b.tx);
+        if (r < 0)
+                return r;
+
+        r = decide(&b);
+        if (r < 0)
+                return r;
+        if (b.error < 0)
+                return b.error;
+        r = default_status(&b);
+        if (r < 0)
+                return r;
+
+        *ret = (UpdateDecision) {
+                .tx = TAKE_PTR(b.tx),
+                .actions = TAKE_PTR(b.actions),
+                .n_actions = b.n_actions,
+                .wake_usec = b.wake_usec,
+                .status = TAKE_PTR(b.status),
+        };
+        b.n_actions = 0;
+        return 0;
+}

@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <assert.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "core/node-view.h"
+#include "util/error-message.h"
+
+static const char *const result_names[_NODE_UPDATE_RESULT_MAX] = {
+        [NODE_UPDATE_RESULT_NONE] = "none",
+        [NODE_UPDATE_RESULT_SUCCESSFUL] = "successful",
+        [NODE_UPDATE_RESULT_FAILED] = "failed",
+        [NODE_UPDATE_RESULT_INVALID] = "invalid",
+};
+
+const char *node_update_result_to_string(NodeUpdateResult r) {
+        return r >= 0 && r < _NODE_UPDATE_RESULT_MAX ? result_names[r] : NULL;
+}
+
+NodeUpdateResult node_update_result_from_string(const char *s) {
+        return string_table_lookup(result_names, ELEMENTSOF(result_names), s);
+}
+
+static void condition_done(NodeCondition *c) {
+        free(c->status);
+        free(c->reason);
+        free(c->message);
+        free(c->last_transition_time);
+        *c = (NodeCondition) {};
+}
+
+NodeView *node_view_free(NodeView *v) {
+        if (!v)
+                return NULL;
+        free(v->name);
+        free(v->uid);
+        free(v->resource_version);
+        free(v->update_result_value);
+        condition_done(&v->in_place_update);
+        condition_done(&v->agent);
+        free(v->restart_services);
+        free(v->updating_os_version);
+        free(v->applied_checksum);
+        free(v->update_failed_reason);
+        free(v->progress);
+        free(v->plan);
+        free(v->failure);
+        free(v->secret_name);
+        free(v->kubernetes_version);
+        free(v->warning);
+        free(v);
+        return NULL;
+}
+
+/* A string member of `obj` (absent or null: NULL). `where` and `key` name it in errors. */
+static int get_string(const json_t *obj, const char *key, const char *where, size_t max, char **ret,
+                      char **ret_error) {
+        const json_t *v = obj ? json_object_get(obj, key) : NULL;
+        char *s;
+
+        if (!v || json_is_null(v)) {
+                *ret = NULL;
+                return 0;
+        }
+        if (!json_is_string(v))
+                return error_setf(ret_error, -EINVAL, "%s[\"%s\"]: expected a string", where, key);
+        if (json_string_length(v) > max || strlen(json_string_value(v)) != json_string_length(v))
+                return error_setf(ret_error, -EINVAL, "%s[\"%s\"]: longer than %zu bytes or contains NUL", where, key, max);
+        s = strdup(json_string_value(v));
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+static int get_map(const json_t *meta, const char *key, const json_t **ret, char **ret_error) {
+        const json_t *m = json_object_get(meta, key);
+
+        if (m && json_is_null(m))
+                m = NULL;
+        if (m && !json_is_object(m))
+                return error_setf(ret_error, -EINVAL, "metadata.%s: expected an object", key);
+        *ret = m;
+        return 0;
+}
+
+static int decode_labels(const json_t *labels, NodeView *v, char **ret_error) {
+        _cleanup_free_ char *candidate = NULL, *selected = NULL;
+        const struct {
+                const char *key;
+                char **field;
+        } table[] = {
+                { NODE_LABEL_CANDIDATE, &candidate },
+                { NODE_LABEL_SELECTED, &selected },
+                { NODE_LABEL_UPDATE_RESULT, &v->update_result_value },
+                { NODE_LABEL_SECRET_NAME, &v->secret_name },
+                { NODE_LABEL_KUBERNETES_VERSION, &v->kubernetes_version },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(table); i++) {
+                int r = get_string(labels, table[i].key, "metadata.labels", NODE_LABEL_VALUE_MAX, table[i].field,
+                                   ret_error);
+                if (r < 0)
+                        return r;
+        }
+
+        v->candidate = streq_ptr(candidate, "true");
+        v->selected = streq_ptr(selected, "true");
+        if (!v->update_result_value)
+                v->update_result = NODE_UPDATE_RESULT_NONE;
+        else if (streq(v->update_result_value, "successful"))
+                v->update_result = NODE_UPDATE_RESULT_SUCCESSFUL;
+        else if (streq(v->update_result_value, "failed"))
+                v->update_result = NODE_UPDATE_RESULT_FAILED;
+        else {
+                v->update_result = NODE_UPDATE_RESULT_INVALID;
+                if (asprintf(&v->warning, "label %s has the invalid value \"%s\" (expected successful or failed); "
+                             "treating it as absent", NODE_LABEL_UPDATE_RESULT, v->update_result_value) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+static int decode_annotations(const json_t *annotations, NodeView *v, char **ret_error) {
+        const struct {
+                const char *key;
+                char **field;
+        } table[] = {
+                { NODE_ANNOTATION_RESTART, &v->restart_services },
+                { NODE_ANNOTATION_UPDATING_OS, &v->updating_os_version },
+                { NODE_ANNOTATION_CHECKSUM, &v->applied_checksum },
+                { NODE_ANNOTATION_FAILED_REASON, &v->update_failed_reason },
+                { NODE_ANNOTATION_PROGRESS, &v->progress },
+                { NODE_ANNOTATION_PLAN, &v->plan },
+                { NODE_ANNOTATION_FAILURE, &v->failure },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(table); i++) {
+                int r = get_string(annotations, table[i].key, "metadata.annotations", NODE_ANNOTATIONS_MAX,
+                                   table[i].field, ret_error);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int decode_condition(const json_t *c, size_t i, NodeCondition *ret, char **ret_error) {
+        _cleanup_free_ char *where = NULL;
+        struct {
+                const char *key;
+                char **field;
+        } table[] = {
+                { "status", &ret->status },
+                { "reason", &ret->reason },
+                { "message", &ret->message },
+                { "lastTransitionTime", &ret->last_transition_time },
+        };
+
+        if (asprintf(&where, "status.conditions[%zu]", i) < 0)
+                return -ENOMEM;
+        ret->present = true;
+        for (size_t k = 0; k < ELEMENTSOF(table); k++) {
+                int r = get_string(c, table[k].key, where, NODE_ANNOTATIONS_MAX, table[k].field, ret_error);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int decode_conditions(const json_t *node, NodeView *v, char **ret_error) {
+        const json_t *status = json_object_get(node, "status"), *conditions, *c;
+        size_t i;
+
+        if (!status || json_is_null(status))
+                return 0;
+        if (!json_is_object(status))
+                return error_setf(ret_error, -EINVAL, "status: expected an object");
+        conditions = json_object_get(status, "conditions");
+        if (!conditions || json_is_null(conditions))
+                return 0;
+        if (!json_is_array(conditions))
+                return error_setf(ret_error, -EINVAL, "status.conditions: expected a list");
+        if (json_array_size(conditions) > NODE_CONDITIONS_MAX)
+                return error_setf(ret_error, -EINVAL, "status.conditions: more than %d entries", NODE_CONDITIONS_MAX);
+
+        json_array_foreach(conditions, i, c) {
+                const json_t *type;
+                NodeCondition *target;
+                int r;
+
+                if (!json_is_object(c))
+                        return error_setf(ret_error, -EINVAL, "status.conditions[%zu]: expected an object", i);
+                type = json_object_get(c, "type");
+                if (!json_is_string(type))
+                        return error_setf(ret_error, -EINVAL, "status.conditions[%zu].type: expected a string", i);
+
+                if (streq(json_string_value(type), NODE_CONDITION_IN_PLACE_UPDATE))
+                        target = &v->in_place_update;
+                else if (streq(json_string_value(type), NODE_CONDITION_AGENT))
+                        target = &v->agent;
+                else
+                        continue;
+                if (target->present)
+                        continue;       /* the first one counts, as in upstream's loop */
+                r = decode_condition(c, i, target, ret_error);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int node_view_decode(const json_t *node, NodeView **ret, char **ret_error) {
+        _cleanup_(node_view_freep) NodeView *v = NULL;
+        const json_t *meta, *labels, *annotations;
+        int r;
+
+        assert(ret);
+
+        if (!json_is_object(node))
+                return error_setf(ret_error, -EINVAL, "node: expected an object");
+        meta = json_object_get(node, "metadata");
+        if (!json_is_object(meta))
+                return error_setf(ret_error, -EINVAL, "metadata: expected an object");
+
+        v = calloc(1, sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+
+        r = get_string(meta, "name", "metadata", NODE_NAME_MAX, &v->name, ret_error);
+        if (r < 0)
+                return r;
+        if (isempty(v->name))
+                return error_setf(ret_error, -EINVAL, "metadata.name: missing");
+        r = get_string(meta, "uid", "metadata", NODE_NAME_MAX, &v->uid, ret_error);
+        if (r < 0)
+                return r;
+        r = get_string(meta, "resourceVersion", "metadata", NODE_NAME_MAX, &v->resource_version, ret_error);
+        if (r < 0)
+                return r;
+
+        r = get_map(meta, "labels", &labels, ret_error);
+        if (r < 0)
+                return r;
+        r = get_map(meta, "annotations", &annotations, ret_error);
+        if (r < 0)
+                return r;
+        r = decode_labels(labels, v, ret_error);
+        if (r < 0)
+                return r;
+        r = decode_annotations(annotations, v, ret_error);
+        if (r < 0)
+                return r;
+        r = decode_conditions(node, v, ret_error);
+        if (r < 0)
+                return r;
+
+        *ret = TAKE_PTR(v);
+        return 0;
+}
+
+bool node_view_ready_for_update(const NodeView *v) {
+        return v && v->in_place_update.present && streq_ptr(v->in_place_update.reason, NODE_REASON_READY_FOR_UPDATE);
+}
+
+bool node_view_gate_open(const NodeView *v) {
+        return v && (node_view_ready_for_update(v) || v->update_result == NODE_UPDATE_RESULT_FAILED);
+}
+
+bool node_view_became_ready(const NodeView *old, const NodeView *new) {
+        return node_view_ready_for_update(new) && !node_view_ready_for_update(old);
+}

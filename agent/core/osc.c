@@ -1,0 +1,464 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <assert.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "core/osc.h"
+#include "core/version.h"
+#include "util/error-message.h"
+#include "util/yaml-json.h"
+
+typedef enum StringKind {
+        STRING_SHORT,           /* versions, timestamps, checksum: printable ASCII, no quotes */
+        STRING_ARG,             /* command, args, paths: anything but NUL */
+        STRING_IMAGE,           /* image references: no whitespace or control characters */
+} StringKind;
+
+static const size_t kind_max[] = {
+        [STRING_SHORT] = OSC_SHORT_MAX,
+        [STRING_ARG] = OSC_ARG_MAX,
+        [STRING_IMAGE] = OSC_IMAGE_MAX,
+};
+
+OscDesired *osc_desired_free(OscDesired *o) {
+        if (!o)
+                return NULL;
+        free(o->checksum);
+        free(o->os_version);
+        free(o->kubelet_version);
+        free(o->min_version_for_update);
+        free(o->ca_rotation);
+        free(o->sa_rotation);
+        free(o->os_update_command);
+        strv_freep(&o->os_update_args);
+        free(o->kubelet_image);
+        free(o->kubelet_file_in_image);
+        free(o);
+        return NULL;
+}
+
+static bool string_ok(const char *s, size_t len, StringKind kind) {
+        if (len > kind_max[kind] || strlen(s) != len)   /* embedded NUL */
+                return false;
+        for (const unsigned char *c = (const unsigned char *) s; *c; c++)
+                switch (kind) {
+                case STRING_SHORT:
+                        if (*c < 0x20 || *c >= 0x7f || *c == '"' || *c == '\\')
+                                return false;
+                        break;
+                case STRING_IMAGE:
+                        if (*c <= 0x20 || *c == 0x7f)
+                                return false;
+                        break;
+                case STRING_ARG:
+                        break;
+                }
+        return true;
+}
+
+/* A string field of `obj`: absent, null and "" all yield NULL (Go's zero value), anything but a
+ * string is an error naming `path`. */
+static int get_string(const json_t *obj, const char *key, const char *path, StringKind kind, char **ret,
+                      char **ret_error) {
+        const json_t *v = json_object_get(obj, key);
+        char *s;
+
+        if (!v || json_is_null(v)) {
+                *ret = NULL;
+                return 0;
+        }
+        if (!json_is_string(v))
+                return error_setf(ret_error, -EINVAL, "%s: expected a string", path);
+        if (!string_ok(json_string_value(v), json_string_length(v), kind))
+                return error_setf(ret_error, -EINVAL, "%s: invalid or longer than %zu bytes", path, kind_max[kind]);
+        if (json_string_length(v) == 0) {
+                *ret = NULL;
+                return 0;
+        }
+        s = strdup(json_string_value(v));
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+/* An optional object member: absent or null gives NULL, anything but an object is an error. */
+static int get_object(const json_t *obj, const char *key, const char *path, const json_t **ret,
+                      char **ret_error) {
+        const json_t *v = obj ? json_object_get(obj, key) : NULL;
+
+        if (v && json_is_null(v))
+                v = NULL;
+        if (v && !json_is_object(v))
+                return error_setf(ret_error, -EINVAL, "%s: expected an object", path);
+        *ret = v;
+        return 0;
+}
+
+static int decode_rotation(const json_t *rot, OscDesired *o, char **ret_error) {
+        const json_t *ca, *sa;
+        int r;
+
+        o->has_rotation = true;
+        r = get_object(rot, "certificateAuthorities",
+                       "spec.inPlaceUpdates.credentialsRotation.certificateAuthorities", &ca, ret_error);
+        if (r < 0)
+                return r;
+        r = get_object(rot, "serviceAccountKey",
+                       "spec.inPlaceUpdates.credentialsRotation.serviceAccountKey", &sa, ret_error);
+        if (r < 0)
+                return r;
+        if (ca) {
+                r = get_string(ca, "lastInitiationTime",
+                               "spec.inPlaceUpdates.credentialsRotation.certificateAuthorities.lastInitiationTime",
+                               STRING_SHORT, &o->ca_rotation, ret_error);
+                if (r < 0)
+                        return r;
+        }
+        if (sa) {
+                r = get_string(sa, "lastInitiationTime",
+                               "spec.inPlaceUpdates.credentialsRotation.serviceAccountKey.lastInitiationTime",
+                               STRING_SHORT, &o->sa_rotation, ret_error);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int decode_in_place(const json_t *ipu, OscDesired *o, char **ret_error) {
+        const json_t *rot;
+        int r;
+
+        o->in_place = true;
+        r = get_string(ipu, "operatingSystemVersion", "spec.inPlaceUpdates.operatingSystemVersion", STRING_SHORT,
+                       &o->os_version, ret_error);
+        if (r < 0)
+                return r;
+        r = get_string(ipu, "kubelet", "spec.inPlaceUpdates.kubelet", STRING_SHORT, &o->kubelet_version,
+                       ret_error);
+        if (r < 0)
+                return r;
+        r = get_string(ipu, "minVersionForUpdate", "spec.inPlaceUpdates.minVersionForUpdate", STRING_SHORT,
+                       &o->min_version_for_update, ret_error);
+        if (r < 0)
+                return r;
+        r = get_object(ipu, "credentialsRotation", "spec.inPlaceUpdates.credentialsRotation", &rot, ret_error);
+        if (r < 0)
+                return r;
+        return rot ? decode_rotation(rot, o, ret_error) : 0;
+}
+
+static int decode_os_update(const json_t *osu, OscDesired *o, char **ret_error) {
+        const json_t *args = json_object_get(osu, "args");
+        size_t n, i;
+        const json_t *a;
+        int r;
+
+        r = get_string(osu, "command", "status.inPlaceUpdates.osUpdate.command", STRING_ARG,
+                       &o->os_update_command, ret_error);
+        if (r < 0)
+                return r;
+        if (!args || json_is_null(args))
+                return 0;
+        if (!json_is_array(args))
+                return error_setf(ret_error, -EINVAL, "status.inPlaceUpdates.osUpdate.args: expected a list of strings");
+        n = json_array_size(args);
+        if (n > OSC_ARGS_MAX)
+                return error_setf(ret_error, -EINVAL, "status.inPlaceUpdates.osUpdate.args: more than %d entries",
+                            OSC_ARGS_MAX);
+
+        strv_freep(&o->os_update_args);
+        o->os_update_args = calloc(n + 1, sizeof(char *));
+        if (!o->os_update_args)
+                return -ENOMEM;
+        json_array_foreach(args, i, a) {
+                if (!json_is_string(a))
+                        return error_setf(ret_error, -EINVAL, "status.inPlaceUpdates.osUpdate.args[%zu]: expected a string", i);
+                if (!string_ok(json_string_value(a), json_string_length(a), STRING_ARG))
+                        return error_setf(ret_error, -EINVAL,
+                                    "status.inPlaceUpdates.osUpdate.args[%zu]: invalid or longer than %d bytes", i,
+                                    OSC_ARG_MAX);
+                o->os_update_args[i] = strdup(json_string_value(a));
+                if (!o->os_update_args[i])
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+static int decode_kubelet_file(const json_t *file, const char *path, OscDesired *o, char **ret_error) {
+        _cleanup_free_ char *p_content = NULL, *p_ref = NULL, *p_image = NULL, *p_in = NULL;
+        const json_t *content, *ref;
+        int r;
+
+        o->kubelet_file_found = true;
+        if (asprintf(&p_content, "%s.content", path) < 0 || asprintf(&p_ref, "%s.content.imageRef", path) < 0 ||
+            asprintf(&p_image, "%s.content.imageRef.image", path) < 0 ||
+            asprintf(&p_in, "%s.content.imageRef.filePathInImage", path) < 0)
+                return -ENOMEM;
+
+        r = get_object(file, "content", p_content, &content, ret_error);
+        if (r < 0)
+                return r;
+        r = get_object(content, "imageRef", p_ref, &ref, ret_error);
+        if (r < 0 || !ref)
+                return r;               /* inline content: no image to stage; the plan says so */
+
+        r = get_string(ref, "image", p_image, STRING_IMAGE, &o->kubelet_image, ret_error);
+        if (r < 0)
+                return r;
+        r = get_string(ref, "filePathInImage", p_in, STRING_ARG, &o->kubelet_file_in_image, ret_error);
+        if (r < 0)
+                return r;
+        if (!o->kubelet_image)
+                return error_setf(ret_error, -EINVAL, "%s: must not be empty", p_image);
+        if (!o->kubelet_file_in_image)
+                return error_setf(ret_error, -EINVAL, "%s: must not be empty", p_in);
+        return 0;
+}
+
+/* Finds the kubelet entry in one files list ("spec.files" or "status.extensionFiles"). Every entry's
+ * shape is checked up to `path`, the only member we read from the others. */
+static int scan_files(const json_t *files, const char *list, const char *kubelet_path, size_t *n_seen,
+                      OscDesired *o, char **ret_error) {
+        const json_t *f;
+        size_t i;
+
+        if (!files || json_is_null(files))
+                return 0;
+        if (!json_is_array(files))
+                return error_setf(ret_error, -EINVAL, "%s: expected a list", list);
+
+        json_array_foreach(files, i, f) {
+                const json_t *path;
+
+                if (++*n_seen > OSC_FILES_MAX)
+                        return error_setf(ret_error, -EINVAL, "%s: more than %d files", list, OSC_FILES_MAX);
+                if (!json_is_object(f))
+                        return error_setf(ret_error, -EINVAL, "%s[%zu]: expected an object", list, i);
+                path = json_object_get(f, "path");
+                if (path && !json_is_string(path))
+                        return error_setf(ret_error, -EINVAL, "%s[%zu].path: expected a string", list, i);
+                if (!o->kubelet_file_found && path && kubelet_path && streq(json_string_value(path), kubelet_path)) {
+                        _cleanup_free_ char *where = NULL;
+                        int r;
+
+                        if (asprintf(&where, "%s[%zu]", list, i) < 0)
+                                return -ENOMEM;
+                        r = decode_kubelet_file(f, where, o, ret_error);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        return 0;
+}
+
+static int decode_document(const json_t *doc, const char *kubelet_path, OscDesired *o, char **ret_error) {
+        const json_t *kind, *spec, *status, *ipu, *sipu, *osu;
+        size_t n_files = 0;
+        int r;
+
+        if (!json_is_object(doc))
+                return error_setf(ret_error, -EINVAL, "osc.yaml: expected an OperatingSystemConfig object");
+        kind = json_object_get(doc, "kind");
+        if (kind && !(json_is_string(kind) && streq(json_string_value(kind), "OperatingSystemConfig")))
+                return error_setf(ret_error, -EINVAL, "kind: expected OperatingSystemConfig");
+
+        r = get_object(doc, "spec", "spec", &spec, ret_error);
+        if (r < 0)
+                return r;
+        r = get_object(doc, "status", "status", &status, ret_error);
+        if (r < 0)
+                return r;
+
+        r = get_object(spec, "inPlaceUpdates", "spec.inPlaceUpdates", &ipu, ret_error);
+        if (r < 0)
+                return r;
+        if (ipu) {
+                r = decode_in_place(ipu, o, ret_error);
+                if (r < 0)
+                        return r;
+        }
+
+        r = get_object(status, "inPlaceUpdates", "status.inPlaceUpdates", &sipu, ret_error);
+        if (r < 0)
+                return r;
+        r = get_object(sipu, "osUpdate", "status.inPlaceUpdates.osUpdate", &osu, ret_error);
+        if (r < 0)
+                return r;
+        if (osu) {
+                r = decode_os_update(osu, o, ret_error);
+                if (r < 0)
+                        return r;
+        }
+
+        /* Upstream merges spec.files and status.extensionFiles (CollectAllFiles); spec wins here. */
+        r = scan_files(spec ? json_object_get(spec, "files") : NULL, "spec.files", kubelet_path, &n_files, o,
+                       ret_error);
+        if (r < 0)
+                return r;
+        return scan_files(status ? json_object_get(status, "extensionFiles") : NULL, "status.extensionFiles",
+                          kubelet_path, &n_files, o, ret_error);
+}
+
+int osc_decode_yaml(const char *data, size_t size, const char *checksum, const char *kubelet_path,
+                    OscDesired **ret, char **ret_error) {
+        _cleanup_(osc_desired_freep) OscDesired *o = NULL;
+        _cleanup_free_ char *yerr = NULL;
+        json_t *doc = NULL;
+        int r;
+
+        assert(data || size == 0);
+        assert(ret);
+
+        if (size > OSC_YAML_MAX)
+                return error_setf(ret_error, -EFBIG, "osc.yaml is larger than %d bytes", OSC_YAML_MAX);
+        if (checksum && !string_ok(checksum, strlen(checksum), STRING_SHORT))
+                return error_setf(ret_error, -EINVAL, "metadata.annotations.%s: invalid or longer than %d bytes",
+                            OSC_CHECKSUM_ANNOTATION, OSC_SHORT_MAX);
+
+        o = calloc(1, sizeof(*o));
+        if (!o)
+                return -ENOMEM;
+        if (!isempty(checksum)) {
+                o->checksum = strdup(checksum);
+                if (!o->checksum)
+                        return -ENOMEM;
+        }
+
+        r = yaml_to_json(data, size, &doc, &yerr);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return error_setf(ret_error, -EBADMSG, "unable to decode OSC from secret data key osc.yaml: %s",
+                            yerr ? yerr : strerror(-r));
+
+        r = decode_document(doc, kubelet_path, o, ret_error);
+        json_decref(doc);
+        if (r < 0)
+                return r;
+
+        if (!o->os_update_args) {
+                o->os_update_args = calloc(1, sizeof(char *));
+                if (!o->os_update_args)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(o);
+        return 0;
+}
+
+static bool base64_char(char c) {
+        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/';
+}
+
+/* Strict standard base64 with padding, as the API server encodes Secret data. EVP_DecodeBlock()
+ * alone would skip whitespace and count padding as output bytes, so the shape is checked first. */
+static int base64_decode(const char *in, size_t n, char **ret, size_t *ret_size) {
+        _cleanup_free_ char *out = NULL;
+        size_t pad = 0;
+        int r;
+
+        if (n % 4 != 0 || n > (size_t) INT_MAX)
+                return -EBADMSG;
+        for (size_t i = 0; i < n; i++) {
+                if (base64_char(in[i]) && pad == 0)
+                        continue;
+                if (in[i] == '=' && i >= n - 2) {
+                        pad++;
+                        continue;
+                }
+                return -EBADMSG;
+        }
+
+        out = malloc(n / 4 * 3 + 1);
+        if (!out)
+                return -ENOMEM;
+        r = EVP_DecodeBlock((unsigned char *) out, (const unsigned char *) in, (int) n);
+        if (r < 0 || (size_t) r < pad)
+                return -EBADMSG;
+        out[r - (int) pad] = '\0';
+        *ret_size = (size_t) r - pad;
+        *ret = TAKE_PTR(out);
+        return 0;
+}
+
+int osc_decode_secret(const json_t *secret, const char *kubelet_path, OscDesired **ret, char **ret_error) {
+        _cleanup_free_ char *yaml = NULL;
+        const json_t *data, *value, *meta, *annotations, *checksum = NULL;
+        size_t size;
+        int r;
+
+        assert(ret);
+
+        if (!json_is_object(secret))
+                return error_setf(ret_error, -EINVAL, "secret: expected an object");
+
+        meta = json_object_get(secret, "metadata");
+        annotations = json_is_object(meta) ? json_object_get(meta, "annotations") : NULL;
+        if (json_is_object(annotations))
+                checksum = json_object_get(annotations, OSC_CHECKSUM_ANNOTATION);
+        if (checksum && !json_is_string(checksum))
+                return error_setf(ret_error, -EINVAL, "metadata.annotations.%s: expected a string", OSC_CHECKSUM_ANNOTATION);
+
+        data = json_object_get(secret, "data");
+        value = json_is_object(data) ? json_object_get(data, OSC_DATA_KEY) : NULL;
+        if (!value || json_is_null(value))
+                return error_setf(ret_error, -ENODATA, "no osc.yaml key found in OSC secret");
+        if (!json_is_string(value))
+                return error_setf(ret_error, -EINVAL, "data.osc.yaml: expected a base64 string");
+        if (json_string_length(value) > (size_t) OSC_YAML_MAX / 3 * 4 + 4)
+                return error_setf(ret_error, -EFBIG, "osc.yaml is larger than %d bytes", OSC_YAML_MAX);
+
+        r = base64_decode(json_string_value(value), json_string_length(value), &yaml, &size);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return error_setf(ret_error, -EBADMSG,
+                            "unable to decode OSC from secret data key osc.yaml: invalid base64 data");
+
+        return osc_decode_yaml(yaml, size, checksum ? json_string_value(checksum) : NULL, kubelet_path, ret,
+                               ret_error);
+}
+
+int osc_image_tag(const char *image, char **ret) {
+        const char *slash, *colon, *at, *name;
+        size_t len;
+        char *t;
+
+        assert(image);
+        assert(ret);
+
+        /* The tag is the part after the last ':' of the last path component, before any digest;
+         * a ':' in the first component of "host:5000/x" is a port, not a tag. */
+        at = strchr(image, '@');
+        len = at ? (size_t) (at - image) : strlen(image);
+        slash = memrchr(image, '/', len);
+        name = slash ? slash + 1 : image;
+        colon = memchr(name, ':', len - (size_t) (name - image));
+        if (!colon || colon + 1 == image + len)
+                return -ENODATA;
+
+        t = strndup(colon + 1, len - (size_t) (colon + 1 - image));
+        if (!t)
+                return -ENOMEM;
+        *ret = t;
+        return 0;
+}
+
+int osc_kubelet_version(const OscDesired *o, char **ret) {
+        _cleanup_free_ char *tag = NULL;
+        int r;
+
+        assert(o);
+        assert(ret);
+
+        if (o->in_place && o->kubelet_version)
+                return version_normalize_kubelet(o->kubelet_version, ret);
+        if (!o->kubelet_image)
+                return -ENODATA;
+        r = osc_image_tag(o->kubelet_image, &tag);
+        if (r < 0)
+                return r;
+        return version_normalize_kubelet(tag, ret);
+}

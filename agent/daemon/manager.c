@@ -1,0 +1,736 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <assert.h>
+#include <signal.h>
+#include <stdio.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-event.h>
+#include <time.h>
+
+#include "build-config.h"
+#include "core/node-view.h"
+#include "core/osc.h"
+#include "core/restart-request.h"
+#include "daemon/catalog-ids.h"
+#include "daemon/executor.h"
+#include "daemon/manager.h"
+#include "daemon/restart-handler.h"
+#include "kube/kube-client.h"
+#include "kube/kube-events.h"
+#include "kube/kube-tuning.h"
+#include "kube/kube-watch.h"
+#include "kube/kubeconfig.h"
+#include "kube/lease.h"
+#include "net/http.h"
+#include "systemd/unit-control.h"
+#include "util/fileio.h"
+#include "util/log.h"
+
+#define AGENT_COMPONENT "inplace-agent"
+#define KUBECONFIG_RETRY_USEC (10 * USEC_PER_SEC)
+#define NODE_VIEW_ENV "INPLACE_AGENT_DEBUG_NODE_VIEW"
+#define NODE_VIEW_FILE "node-view.json"
+#define DEBUG_JSON_MAX 4096
+#define RESTART_STATE_FILE "restart-request.json"
+
+typedef struct PendingWrite PendingWrite;
+
+struct PendingWrite {
+        Manager *manager;               /* borrowed: owns us */
+        KubeRequest *request;           /* owned */
+        ManagerWriteCallback cb;
+        void *userdata;                 /* borrowed */
+        PendingWrite *next;
+};
+
+struct Manager {
+        Config *config;                 /* owned */
+        sd_event *event;                /* ref held */
+        KubeTuning tuning;
+
+        Http *http;                     /* owned */
+        KubeClient *kube;               /* owned; NULL until a kubeconfig was loaded */
+        KubeWatch *node_watch;          /* owned */
+        KubeEvents *events;             /* owned */
+        Lease *lease;                   /* owned; NULL when lease.enabled=false */
+        PendingWrite *writes;           /* owned: Node patches in flight */
+        sd_event_source *kubeconfig_timer;      /* owned: retries loading the kubeconfig */
+        char *kubeconfig_error;         /* owned: last load error, to log each distinct one once */
+
+        sd_bus *bus;                    /* ref held: the system bus (DBUS_SYSTEM_BUS_ADDRESS); NULL if down */
+        UnitControl *units;             /* owned; NULL without a bus */
+        RestartHandler *restarts;       /* owned; NULL without a bus */
+        Executor *executor;             /* owned */
+        KubeWatch *secret_watch;        /* owned: the OSC Secret; NULL while its name is unknown */
+        char *secret_name;              /* owned */
+        char *osc_error;                /* owned: last OSC decode error, reported once */
+
+        json_t *node;                   /* ref held: the latest Node; NULL while unknown or absent */
+        char *node_uid;                 /* owned */
+        char *status;                   /* owned: last STATUS= sent */
+        int list_error;                 /* outcome of the last LIST of the Node (0 or -errno) */
+        bool ready;                     /* READY=1 sent */
+        bool node_view;                 /* debug: mirror the Node view into the state directory */
+};
+
+void manager_set_status(Manager *m, const char *fmt, ...) {
+        _cleanup_free_ char *s = NULL;
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = vasprintf(&s, fmt, ap);
+        va_end(ap);
+        if (r < 0 || streq_ptr(s, m->status))
+                return;
+        (void) sd_notifyf(false, "STATUS=%s", s);
+        free(m->status);
+        m->status = TAKE_PTR(s);
+}
+
+/* CONTRACT §8.14: READY=1 once the first LIST of the Node completed or failed (or could not even be
+ * attempted), so neither an unreachable API server nor a missing Node restart-loops us. */
+static void manager_notify_ready(Manager *m) {
+        if (m->ready)
+                return;
+        m->ready = true;
+        (void) sd_notify(false, "READY=1");
+}
+
+static const char *node_string(const json_t *node, const char *field) {
+        return json_string_value(json_object_get(json_object_get(node, "metadata"), field));
+}
+
+static char *json_compact(const json_t *j) {
+        char *s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : strdup("{}");
+
+        if (s && strlen(s) > DEBUG_JSON_MAX)
+                strcpy(s + DEBUG_JSON_MAX - 3, "...");
+        return s;
+}
+
+/* Debug aid for tests: what the agent believes the Node looks like. */
+static void manager_dump_node_view(Manager *m) {
+        _cleanup_free_ char *path = NULL, *data = NULL, *labels = NULL, *annotations = NULL;
+        json_t *md = json_object_get(m->node, "metadata");
+        _cleanup_(json_decrefp) json_t *view = NULL, *empty_object = NULL, *empty_array = NULL;
+        json_t *conditions;
+        struct timespec ts;
+        int r;
+
+        labels = json_compact(json_object_get(md, "labels"));
+        annotations = json_compact(json_object_get(md, "annotations"));
+        log_debug("Node %s: present=%s uid=%s rv=%s labels=%s annotations=%s", m->config->node_name,
+                  m->node ? "yes" : "no", strempty(node_string(m->node, "uid")),
+                  strempty(node_string(m->node, "resourceVersion")), strempty(labels), strempty(annotations));
+        if (!m->node_view)
+                return;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        empty_object = json_object();
+        empty_array = json_array();
+        conditions = json_object_get(json_object_get(m->node, "status"), "conditions");
+        view = json_pack("{s:s, s:b, s:I, s:O?, s:O?}", "name", m->config->node_name, "present", m->node != NULL,
+                         "updatedUsec", (json_int_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000,
+                         "metadata", md ?: empty_object, "conditions", conditions ?: empty_array);
+        data = view ? json_dumps(view, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        if (!data || asprintf(&path, "%s/%s", m->config->state_directory, NODE_VIEW_FILE) < 0) {
+                log_oom();
+                return;
+        }
+        r = write_file_atomic(path, data, strlen(data), 0600);
+        if (r < 0)
+                log_debug_errno(r, "Failed to write %s: %m", path);
+}
+
+/* The one place where a change of our Node enters the agent: called whenever the watched Node
+ * changed, appeared or disappeared (m->node is NULL then). Consumers — the update engine, the
+ * restart handler — plug in here and read m->node. Keep this function a list of calls. */
+static void manager_update_secret_watch(Manager *m);
+static void manager_submit_restarts(Manager *m);
+
+static void manager_on_node_changed(Manager *m) {
+        manager_dump_node_view(m);
+        manager_update_secret_watch(m);
+        executor_set_node(m->executor, m->node);
+        manager_submit_restarts(m);
+}
+
+/* ---- the OSC Secret --------------------------------------------------------------------------- */
+
+static void manager_on_secret_object(KubeWatch *w, json_t *secret, void *userdata) {
+        Manager *m = userdata;
+        _cleanup_free_ char *error = NULL;
+        OscDesired *osc = NULL;
+        int r;
+
+        r = osc_decode_secret(secret, m->config->kubelet.binary_path, &osc, &error);
+        if (r < 0) {
+                /* A broken desired state is reported once per distinct error and ignored: no action. */
+                if (!streq_ptr(error, m->osc_error)) {
+                        log_error_errno(r, "Ignoring OSC Secret %s/%s: %s", m->config->osc.namespace,
+                                        m->secret_name, error ? error : strerror(-r));
+                        (void) manager_emit_event(m, "Warning", "InvalidOperatingSystemConfig",
+                                                  error ? error : strerror(-r));
+                }
+                free(m->osc_error);
+                m->osc_error = TAKE_PTR(error);
+                executor_set_osc(m->executor, NULL);
+                return;
+        }
+        free(m->osc_error);
+        m->osc_error = NULL;
+        log_debug("OSC Secret %s/%s: checksum %s, kubelet %s, OS %s.", m->config->osc.namespace, m->secret_name,
+                  strempty(osc->checksum), strempty(osc->kubelet_version), strempty(osc->os_version));
+        executor_set_osc(m->executor, osc);
+}
+
+static void manager_on_secret_deleted(KubeWatch *w, json_t *last, void *userdata) {
+        Manager *m = userdata;
+
+        log_notice("OSC Secret %s/%s is gone; nothing to apply.", m->config->osc.namespace, m->secret_name);
+        executor_set_osc(m->executor, NULL);
+}
+
+/* The OSC Secret is named by osc.secretName, else by our Node's label (GNP §2.1). */
+static void manager_update_secret_watch(Manager *m) {
+        static const KubeWatchCallbacks secret_callbacks = {
+                .on_object = manager_on_secret_object,
+                .on_deleted = manager_on_secret_deleted,
+        };
+        _cleanup_free_ char *collection = NULL;
+        const char *name = m->config->osc.secret_name;
+        int r;
+
+        if (isempty(name))
+                name = json_string_value(json_object_get(json_object_get(json_object_get(m->node, "metadata"), "labels"),
+                                                         NODE_LABEL_SECRET_NAME));
+        if (streq_ptr(isempty(name) ? NULL : name, m->secret_name) || !m->kube)
+                return;
+
+        m->secret_watch = kube_watch_free(m->secret_watch);
+        executor_set_osc(m->executor, NULL);
+        if (free_and_strdup(&m->secret_name, isempty(name) ? NULL : name) < 0) {
+                log_oom();
+                return;
+        }
+        if (!m->secret_name) {
+                log_notice("No OSC Secret is named (osc.secretName, label %s); waiting.", NODE_LABEL_SECRET_NAME);
+                return;
+        }
+        log_info("Watching OSC Secret %s/%s.", m->config->osc.namespace, m->secret_name);
+        if (asprintf(&collection, "/api/v1/namespaces/%s/secrets", m->config->osc.namespace) < 0) {
+                log_oom();
+                return;
+        }
+        r = kube_watch_new(m->kube, collection, m->secret_name, &secret_callbacks, m, &m->secret_watch);
+        if (r >= 0)
+                r = kube_watch_start(m->secret_watch);
+        if (r < 0)
+                log_error_errno(r, "Failed to watch OSC Secret %s: %m", m->secret_name);
+}
+
+/* ---- the restart annotation ---------------------------------------------------------------------- */
+
+static void manager_on_restart_result(const char *unit, bool ok, const char *detail, void *userdata) {
+        Manager *m = userdata;
+        _cleanup_free_ char *msg = restart_result_message(unit, ok, detail);
+
+        if (ok)
+                (void) log_struct_id(LOG_INFO, 0, MESSAGE_ID_UNIT_RESTARTED, "%s", msg ? msg : unit);
+        else
+                (void) log_struct_id(LOG_WARNING, 0, MESSAGE_ID_UNIT_RESTART_FAILED, "%s", msg ? msg : unit);
+        (void) manager_emit_event(m, ok ? "Normal" : "Warning", "SystemDUnitRestart", msg ? msg : unit);
+}
+
+static void manager_on_restart_rejected(const char *entry, const char *why, void *userdata) {
+        Manager *m = userdata;
+        RestartRejected rej = { .entry = (char *) entry, .why = (char *) why };
+        _cleanup_free_ char *msg = restart_rejected_message(&rej);
+
+        log_warning("%s", msg ? msg : entry);
+        (void) manager_emit_event(m, "Warning", "SystemDUnitRestart", msg ? msg : entry);
+}
+
+static void manager_on_restart_annotation_removed(KubeRequest *req, int error, json_t *object, void *userdata) {
+        Manager *m = userdata;
+
+        /* 422 from the "test" op: the value changed meanwhile, a newer request is not ours to drop. */
+        restart_handler_annotation_removed(m->restarts, error == -EINVAL ? -ESTALE : error);
+}
+
+static int manager_remove_restart_annotation(const char *value, void *userdata) {
+        Manager *m = userdata;
+        _cleanup_(json_decrefp) json_t *body = NULL;
+        _cleanup_free_ char *path = NULL;
+        const char *pointer = "/metadata/annotations/worker.gardener.cloud~1restart-systemd-services";
+
+        if (!m->kube)
+                return -ENODEV;
+        if (asprintf(&path, "/api/v1/nodes/%s", m->config->node_name) < 0)
+                return -ENOMEM;
+        /* Conditional: removes the annotation only if it still holds the value we handled. */
+        body = json_pack("[{s:s, s:s, s:s}, {s:s, s:s}]", "op", "test", "path", pointer, "value", value, "op",
+                         "remove", "path", pointer);
+        if (!body)
+                return -ENOMEM;
+        return kube_client_patch(m->kube, path, KUBE_PATCH_JSON, body, manager_on_restart_annotation_removed, m, NULL);
+}
+
+static void manager_on_restart_finished(const char *value, void *userdata) {
+        Manager *m = userdata;
+
+        log_info("Handled restart request \"%s\".", value);
+        executor_kick(m->executor);
+}
+
+static void manager_submit_restarts(Manager *m) {
+        const char *value;
+
+        if (!m->restarts)
+                return;
+        /* Units are not restarted behind the back of an update that restarts units itself. */
+        if (executor_blocks_unit_restarts(m->executor))
+                return;
+        value = json_string_value(json_object_get(json_object_get(json_object_get(m->node, "metadata"), "annotations"),
+                                                  NODE_ANNOTATION_RESTART));
+        if (restart_handler_submit(m->restarts, m->node ? value : NULL) < 0)
+                log_oom();
+}
+
+bool manager_restarts_busy(Manager *m) {
+        return m->restarts && restart_handler_is_busy(m->restarts);
+}
+
+static int manager_setup_systemd(Manager *m) {
+        static const RestartHandlerCallbacks restart_callbacks = {
+                .on_unit_result = manager_on_restart_result,
+                .on_rejected = manager_on_restart_rejected,
+                .remove_annotation = manager_remove_restart_annotation,
+                .on_finished = manager_on_restart_finished,
+        };
+        _cleanup_free_ char *state = NULL;
+        int r;
+
+        r = sd_bus_open_system(&m->bus);
+        if (r >= 0)
+                r = sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
+        if (r < 0) {
+                /* Not fatal: updates that need no unit restart and all reporting still work. */
+                log_warning_errno(r, "Cannot connect to the system bus; unit restarts and reboots are unavailable: %m");
+                m->bus = sd_bus_flush_close_unref(m->bus);
+                return 0;
+        }
+        r = unit_control_new(m->bus, m->config->systemd.job_timeout_usec, &m->units);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the systemd client: %m");
+        if (asprintf(&state, "%s/%s", m->config->state_directory, RESTART_STATE_FILE) < 0)
+                return -ENOMEM;
+        r = restart_handler_new(m->event, m->units, m->config->restart.self_unit, state, &restart_callbacks, m,
+                                &m->restarts);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the restart handler: %m");
+        return 0;
+}
+
+/* ---- getters for the executor ---------------------------------------------------------------------- */
+
+sd_event *manager_get_event(Manager *m) {
+        return m->event;
+}
+
+const Config *manager_get_config(Manager *m) {
+        return m->config;
+}
+
+Http *manager_get_http(Manager *m) {
+        return m->http;
+}
+
+KubeClient *manager_get_kube(Manager *m) {
+        return m->kube;
+}
+
+sd_bus *manager_get_bus(Manager *m) {
+        return m->bus;
+}
+
+UnitControl *manager_get_unit_control(Manager *m) {
+        return m->units;
+}
+
+static void manager_on_node_object(KubeWatch *w, json_t *node, void *userdata) {
+        Manager *m = userdata;
+        const char *uid = node_string(node, "uid");
+
+        if (!m->node)
+                log_info("Node %s found (uid %s).", m->config->node_name, strempty(uid));
+        json_decref(m->node);
+        m->node = json_incref(node);
+
+        if (!streq_ptr(uid, m->node_uid)) {
+                if (free_and_strdup(&m->node_uid, uid) < 0 ||
+                    kube_events_set_node_uid(m->events, uid) < 0 ||
+                    (m->lease && lease_set_owner(m->lease, m->config->node_name, uid) < 0))
+                        log_oom();
+        }
+        if (m->lease)
+                (void) lease_start(m->lease);   /* first sight of the Node; later a no-op */
+        manager_set_status(m, "Watching node %s", m->config->node_name);
+        manager_on_node_changed(m);
+}
+
+static void manager_on_node_deleted(KubeWatch *w, json_t *last, void *userdata) {
+        Manager *m = userdata;
+
+        log_notice("Node %s was deleted.", m->config->node_name);
+        json_decref(m->node);
+        m->node = NULL;
+        manager_set_status(m, "Waiting for node %s to be registered", m->config->node_name);
+        manager_on_node_changed(m);
+}
+
+static void manager_on_node_synced(KubeWatch *w, int error, void *userdata) {
+        Manager *m = userdata;
+        bool changed = error != m->list_error || !m->ready;
+
+        m->list_error = error;
+        if (error < 0) {
+                /* Logged once per distinct error: the watch retries with backoff on its own. */
+                if (changed)
+                        log_warning_errno(error, "Cannot list node %s, retrying: %m", m->config->node_name);
+                manager_set_status(m, "Waiting for node %s: cannot list it: %s", m->config->node_name,
+                                   strerror(-error));
+        } else if (!m->node) {
+                if (changed)
+                        log_notice("Node %s is not registered yet, waiting for it.", m->config->node_name);
+                manager_set_status(m, "Waiting for node %s to be registered", m->config->node_name);
+                if (!m->ready)
+                        manager_on_node_changed(m);     /* "absent" is news too: from "unknown" */
+        } else
+                manager_set_status(m, "Watching node %s", m->config->node_name);
+        manager_notify_ready(m);
+}
+
+static void manager_on_credentials_changed(KubeClient *c, void *userdata) {
+        Manager *m = userdata;
+
+        log_info("Client credentials changed on disk, reconnecting.");
+        kube_watch_reconnect(m->node_watch);
+        if (m->secret_watch)
+                kube_watch_reconnect(m->secret_watch);
+}
+
+static int manager_start_kube(Manager *m, const KubeConfig *kc) {
+        static const KubeWatchCallbacks node_callbacks = {
+                .on_object = manager_on_node_object,
+                .on_deleted = manager_on_node_deleted,
+                .on_synced = manager_on_node_synced,
+        };
+        int r;
+
+        r = kube_client_new(m->event, m->http, kc, &m->tuning, &m->kube);
+        if (r < 0)
+                return r;
+        kube_client_set_reconnect_callback(m->kube, manager_on_credentials_changed, m);
+
+        r = kube_events_new(m->kube, AGENT_COMPONENT, m->config->node_name, &m->events);
+        if (r < 0)
+                return r;
+
+        /* Started on the first sight of the Node: the Lease is owned by it. */
+        if (m->config->lease.enabled) {
+                r = lease_new(m->kube, m->config->lease.namespace, m->config->lease.name, m->config->lease.name,
+                              m->config->lease.duration_usec, &m->lease);
+                if (r < 0)
+                        return r;
+        }
+
+        r = kube_watch_new(m->kube, "/api/v1/nodes", m->config->node_name, &node_callbacks, m, &m->node_watch);
+        if (r < 0)
+                return r;
+        return kube_watch_start(m->node_watch);
+}
+
+static int manager_on_kubeconfig_timer(sd_event_source *s, uint64_t usec, void *userdata);
+
+/* Loads the kubeconfig and starts everything that talks to the API server. A missing or broken
+ * kubeconfig is not fatal: the node may still be bootstrapping; try again in a while. */
+static int manager_try_kube(Manager *m) {
+        _cleanup_(kubeconfig_freep) KubeConfig *kc = NULL;
+        _cleanup_free_ char *error = NULL;
+        int r;
+
+        r = kubeconfig_load(m->config->kubeconfig, &kc, &error);
+        if (r < 0) {
+                if (!streq_ptr(error, m->kubeconfig_error))
+                        log_warning_errno(r, "Cannot use kubeconfig, retrying every %us: %s",
+                                          (unsigned) (KUBECONFIG_RETRY_USEC / USEC_PER_SEC),
+                                          error ? error : strerror(-r));
+                free(m->kubeconfig_error);
+                m->kubeconfig_error = TAKE_PTR(error);
+                manager_set_status(m, "Waiting for node %s: %s", m->config->node_name,
+                                   strempty(m->kubeconfig_error));
+                manager_notify_ready(m);
+                return sd_event_add_time_relative(m->event, &m->kubeconfig_timer, CLOCK_MONOTONIC,
+                                                  KUBECONFIG_RETRY_USEC, USEC_PER_SEC, manager_on_kubeconfig_timer, m);
+        }
+
+        log_info("Using API server %s (%s).", kc->server, kc->source);
+        manager_set_status(m, "Waiting for node %s: listing it", m->config->node_name);
+        r = manager_start_kube(m, kc);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the Kubernetes client: %m");
+        return 0;
+}
+
+static int manager_on_kubeconfig_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        int r;
+
+        m->kubeconfig_timer = sd_event_source_disable_unref(m->kubeconfig_timer);
+        r = manager_try_kube(m);
+        if (r < 0)
+                return sd_event_exit(m->event, r);
+        return 0;
+}
+
+int manager_new(Config *config, Manager **ret) {
+        _cleanup_(manager_freep) Manager *m = NULL;
+        _cleanup_free_ char *tuning_error = NULL;
+        int r;
+
+        assert(config);
+        assert(ret);
+
+        m = calloc(1, sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        m->config = config;
+
+        kube_tuning_init(&m->tuning);
+        r = kube_tuning_parse(&m->tuning, getenv(KUBE_TUNING_ENV), &tuning_error);
+        if (r < 0)
+                return log_error_errno(r, "%s", tuning_error ? tuning_error : "Invalid " KUBE_TUNING_ENV);
+        m->node_view = !isempty(getenv(NODE_VIEW_ENV));
+
+        r = sd_event_default(&m->event);
+        if (r < 0)
+                return r;
+
+        /* SIGTERM/SIGINT end the loop with exit code 0; blocked first as sd-event requires. */
+        r = sd_event_set_signal_exit(m->event, true);
+        if (r < 0)
+                return r;
+
+        /* Pings WATCHDOG=1 at half of WatchdogSec= while the loop turns; no-op without it. */
+        r = sd_event_set_watchdog(m->event, true);
+        if (r < 0)
+                return r;
+
+        r = http_new(m->event, &m->http);
+        if (r < 0)
+                return r;
+
+        r = manager_setup_systemd(m);
+        if (r < 0)
+                return r;
+
+        r = executor_new(m, &m->executor);
+        if (r < 0)
+                return r;
+
+        *ret = TAKE_PTR(m);
+        return 0;
+}
+
+static PendingWrite *pending_write_free(PendingWrite *w) {
+        kube_request_free(w->request);
+        free(w);
+        return NULL;
+}
+
+Manager *manager_free(Manager *m) {
+        if (!m)
+                return NULL;
+        /* Everything holding HTTP requests goes before the client, the client before Http. */
+        while (m->writes) {
+                PendingWrite *next = m->writes->next;
+
+                pending_write_free(m->writes);
+                m->writes = next;
+        }
+        executor_free(m->executor);
+        restart_handler_free(m->restarts);
+        unit_control_free(m->units);
+        sd_bus_flush_close_unref(m->bus);
+        kube_watch_free(m->secret_watch);
+        kube_watch_free(m->node_watch);
+        lease_free(m->lease);
+        kube_events_free(m->events);
+        kube_client_free(m->kube);
+        http_free(m->http);
+        sd_event_source_disable_unref(m->kubeconfig_timer);
+        json_decref(m->node);
+        free(m->node_uid);
+        free(m->secret_name);
+        free(m->osc_error);
+        free(m->kubeconfig_error);
+        free(m->status);
+        sd_event_unref(m->event);
+        config_free(m->config);
+        free(m);
+        return NULL;
+}
+
+int manager_run(Manager *m) {
+        int r;
+
+        assert(m);
+
+        log_info("Starting inplace-agent %s for node %s.", PACKAGE_VERSION, m->config->node_name);
+        manager_set_status(m, "Waiting for node %s", m->config->node_name);
+
+        r = manager_try_kube(m);
+        if (r < 0)
+                return r;
+
+        r = executor_start(m->executor);
+        if (r < 0)
+                return r;
+
+        r = sd_event_loop(m->event);
+
+        (void) sd_notify(false, "STOPPING=1\nSTATUS=Shutting down");
+        if (r < 0)
+                return log_error_errno(r, "Event loop failed: %m");
+        log_info("Stopped.");
+        return 0;
+}
+
+/* ---- writes for the other modules ------------------------------------------------------------ */
+
+json_t *manager_get_node(Manager *m) {
+        assert(m);
+        return m->node;
+}
+
+static void manager_on_write_done(KubeRequest *req, int error, json_t *object, void *userdata) {
+        PendingWrite *w = userdata;
+        Manager *m = w->manager;
+        ManagerWriteCallback cb = w->cb;
+        void *cb_userdata = w->userdata;
+
+        if (error < 0)
+                log_warning_errno(error, "%s %s failed: %s%s%m", kube_request_get_method(req),
+                                  kube_request_get_path(req), strempty(kube_request_get_message(req)),
+                                  kube_request_get_message(req) ? ": " : "");
+
+        for (PendingWrite **p = &m->writes; *p; p = &(*p)->next)
+                if (*p == w) {
+                        *p = w->next;
+                        break;
+                }
+        pending_write_free(w);
+        if (cb)
+                cb(m, error, cb_userdata);
+}
+
+static int manager_patch(Manager *m, const char *subresource, KubePatchType type, const json_t *body,
+                         ManagerWriteCallback cb, void *userdata) {
+        _cleanup_free_ char *path = NULL;
+        PendingWrite *w;
+        int r;
+
+        if (!m->kube)
+                return -ENODEV;
+        if (asprintf(&path, "/api/v1/nodes/%s%s", m->config->node_name, strempty(subresource)) < 0)
+                return -ENOMEM;
+        w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        *w = (PendingWrite) { .manager = m, .cb = cb, .userdata = userdata };
+        r = kube_client_patch(m->kube, path, type, body, manager_on_write_done, w, &w->request);
+        if (r < 0) {
+                free(w);
+                return r;
+        }
+        w->next = m->writes;
+        m->writes = w;
+        return 0;
+}
+
+int manager_patch_node_metadata(Manager *m, const json_t *metadata_patch, ManagerWriteCallback cb, void *userdata) {
+        _cleanup_(json_decrefp) json_t *body = NULL;
+
+        assert(m);
+        assert(json_is_object(metadata_patch));
+
+        body = json_pack("{s:O}", "metadata", metadata_patch);
+        if (!body)
+                return -ENOMEM;
+        return manager_patch(m, NULL, KUBE_PATCH_MERGE, body, cb, userdata);
+}
+
+static char *time_now_rfc3339(void) {
+        time_t t = time(NULL);
+        struct tm tm;
+        char buf[32];
+
+        if (!gmtime_r(&t, &tm) || strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+                return NULL;
+        return strdup(buf);
+}
+
+static json_t *find_condition(json_t *node, const char *type) {
+        json_t *c;
+        size_t i;
+
+        json_array_foreach(json_object_get(json_object_get(node, "status"), "conditions"), i, c)
+                if (streq_ptr(json_string_value(json_object_get(c, "type")), type))
+                        return c;
+        return NULL;
+}
+
+int manager_patch_node_condition(Manager *m, const char *type, const char *status, const char *reason,
+                                 const char *message, ManagerWriteCallback cb, void *userdata) {
+        _cleanup_(json_decrefp) json_t *body = NULL;
+        _cleanup_free_ char *now = NULL;
+        const char *transition;
+        json_t *old;
+        int r;
+
+        assert(m);
+        assert(type);
+        assert(status);
+
+        old = find_condition(m->node, type);
+        /* Write only on change (CONTRACT §8.13): every Node write is an event for every watcher. */
+        if (old && streq_ptr(json_string_value(json_object_get(old, "status")), status) &&
+            streq_ptr(json_string_value(json_object_get(old, "reason")), strempty(reason)) &&
+            streq_ptr(json_string_value(json_object_get(old, "message")), strempty(message)))
+                return 0;
+
+        now = time_now_rfc3339();
+        if (!now)
+                return -ENOMEM;
+        /* lastTransitionTime moves only when the status value changes (kubelet/gardener convention). */
+        transition = old && streq_ptr(json_string_value(json_object_get(old, "status")), status) ?
+                json_string_value(json_object_get(old, "lastTransitionTime")) : NULL;
+
+        /* Strategic merge on /status merges conditions by type: kubelet's own stay untouched. */
+        body = json_pack("{s:{s:[{s:s, s:s, s:s, s:s, s:s, s:s}]}}", "status", "conditions", "type", type,
+                         "status", status, "reason", strempty(reason), "message", strempty(message),
+                         "lastHeartbeatTime", now, "lastTransitionTime", transition ?: now);
+        if (!body)
+                return -ENOMEM;
+        r = manager_patch(m, "/status", KUBE_PATCH_STRATEGIC, body, cb, userdata);
+        return r < 0 ? r : 1;
+}
+
+int manager_emit_event(Manager *m, const char *type, const char *reason, const char *message) {
+        assert(m);
+
+        if (!m->events)
+                return -ENODEV;
+        return kube_events_emit(m->events, type, reason, message);
+}

@@ -1,0 +1,489 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <assert.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/eventfd.h>
+
+#include "kubelet/kubelet-stage.h"
+
+/* One extraction on the worker thread. The thread reads only this struct and the files it names. */
+typedef struct ExtractJob {
+        int layer_fd;                   /* owned */
+        char *file_path;                /* owned */
+        char *staging;                  /* owned */
+        char *out_name;                 /* owned */
+        ArchiveLimits limits;
+        int efd;                        /* borrowed: written once when done */
+        /* results */
+        int r;
+        ArchiveExtractResult res;
+        char *message;                  /* owned */
+        Digest file_digest;
+} ExtractJob;
+
+struct KubeletStage {
+        sd_event *event;                /* ref held */
+        RegistryClient *registry;       /* borrowed */
+        KubeletStore *store;            /* borrowed */
+        OciRef *ref;                    /* owned */
+        char *image;                    /* owned */
+        char *file_path;                /* owned */
+        char *version;                  /* owned */
+        char *os, *architecture, *variant;      /* owned; NULL = this machine's platform */
+        ArchiveLimits limits;
+
+        RegistryOp *op;                 /* owned: resolve or blob fetch in flight */
+        OciManifest *manifest;          /* owned copy of the layer list (layers only) */
+        char *manifest_digest;          /* owned */
+        size_t layer;                   /* index of the layer being fetched / searched */
+        char **blobs;                   /* owned: paths of fetched blobs, per layer (NULL if not fetched) */
+        uint64_t total, done_before;    /* progress: sum of layer sizes; bytes of finished layers */
+        uint64_t downloaded;
+
+        pthread_t thread;
+        bool thread_running;
+        ExtractJob *job;                /* owned */
+        int efd;                        /* owned */
+        sd_event_source *efd_source;    /* owned */
+        sd_event_source *defer;         /* owned: reuse without requests */
+
+        KubeletStageProgress on_progress;
+        KubeletStageDone on_done;
+        void *userdata;                 /* borrowed */
+};
+
+static void extract_job_free(ExtractJob *j) {
+        if (!j)
+                return;
+        if (j->layer_fd >= 0)
+                (void) close(j->layer_fd);
+        free(j->file_path);
+        free(j->staging);
+        free(j->out_name);
+        free(j->message);
+        free(j);
+}
+
+static void stage_join(KubeletStage *st) {
+        if (st->thread_running) {
+                (void) pthread_join(st->thread, NULL);
+                st->thread_running = false;
+        }
+}
+
+KubeletStage *kubelet_stage_free(KubeletStage *st) {
+        if (!st)
+                return NULL;
+        stage_join(st);
+        extract_job_free(st->job);
+        sd_event_source_disable_unref(st->efd_source);
+        sd_event_source_disable_unref(st->defer);
+        if (st->efd >= 0)
+                (void) close(st->efd);
+        registry_op_free(st->op);
+        if (st->manifest && st->blobs)
+                for (size_t i = 0; i < st->manifest->n_layers; i++)
+                        free(st->blobs[i]);
+        free(st->blobs);
+        oci_manifest_free(st->manifest);
+        free(st->manifest_digest);
+        oci_ref_free(st->ref);
+        free(st->image);
+        free(st->file_path);
+        free(st->version);
+        free(st->os);
+        free(st->architecture);
+        free(st->variant);
+        sd_event_unref(st->event);
+        free(st);
+        return NULL;
+}
+
+ArtifactFailure kubelet_stage_failure_from_extract_error(int error) {
+        switch (error) {
+        case -EXDEV:
+        case -E2BIG:
+        case -ENAMETOOLONG:
+        case -EFBIG:
+        case -EMEDIUMTYPE:
+        case -EBADMSG:
+                return ARTIFACT_FAILURE_UNSAFE_ARCHIVE;
+        case -ENOSPC:
+        case -EDQUOT:
+                return ARTIFACT_FAILURE_DISK_SPACE;
+        default:
+                return ARTIFACT_FAILURE_UNAVAILABLE;
+        }
+}
+
+/* Removes the fetched layer blobs: they are large and, once the file is in the store, useless. A
+ * retriable failure keeps them for the next attempt. */
+static void stage_drop_blobs(KubeletStage *st) {
+        if (!st->manifest || !st->blobs)
+                return;
+        for (size_t i = 0; i < st->manifest->n_layers; i++)
+                if (st->blobs[i])
+                        (void) unlink(st->blobs[i]);
+}
+
+static void stage_finish(KubeletStage *st, int error, ArtifactFailure failure, const char *message,
+                         const char *file_digest, bool reused) {
+        /* Copies: the callback may free st and still read the result. */
+        _cleanup_free_ char *path = NULL, *version = strdup(st->version),
+                            *manifest_digest = st->manifest_digest ? strdup(st->manifest_digest) : NULL;
+        KubeletStageResult res = {
+                .error = error,
+                .failure = error < 0 ? failure : ARTIFACT_FAILURE_NONE,
+                .message = error < 0 ? (message ? message : strerror(-error)) : NULL,
+                .version = version,
+                .manifest_digest = manifest_digest,
+                .file_digest = file_digest,
+                .bytes_downloaded = st->downloaded,
+                .reused = reused,
+        };
+
+        if (error >= 0 || failure != ARTIFACT_FAILURE_UNAVAILABLE)
+                stage_drop_blobs(st);
+        if (error >= 0 && kubelet_store_path(st->store, st->version, &path) >= 0)
+                res.path = path;
+        st->op = registry_op_free(st->op);
+        st->on_done(st, &res, st->userdata);    /* may free st */
+}
+
+static void stage_failf(KubeletStage *st, int error, ArtifactFailure failure, const char *fmt, ...) _printf_(4, 5);
+static void stage_failf(KubeletStage *st, int error, ArtifactFailure failure, const char *fmt, ...) {
+        _cleanup_free_ char *m = NULL;
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (vasprintf(&m, fmt, ap) < 0)
+                m = NULL;
+        va_end(ap);
+        stage_finish(st, error < 0 ? error : -EIO, failure, m, NULL, false);
+}
+
+static void *extract_thread(void *userdata) {
+        ExtractJob *j = userdata;
+        uint64_t one = 1;
+
+        j->r = archive_extract_layer(j->layer_fd, j->file_path, j->staging, j->out_name, &j->limits, &j->res,
+                                     &j->message);
+        if (j->r >= 0 && j->res.lookup == ARCHIVE_LOOKUP_FOUND) {
+                /* Hash what was written, for source.json and for anyone comparing later. */
+                _cleanup_free_ char *p = NULL;
+                _cleanup_close_ int fd = -EBADF;
+                _cleanup_(digest_context_freep) DigestContext *c = NULL;
+                char buf[64 * 1024];
+                ssize_t n;
+
+                if (asprintf(&p, "%s/%s", j->staging, j->out_name) < 0 || digest_context_new(&c) < 0)
+                        j->r = -ENOMEM;
+                else if ((fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+                        j->r = -errno;
+                else {
+                        while ((n = read(fd, buf, sizeof(buf))) > 0)
+                                (void) digest_context_update(c, buf, (size_t) n);
+                        j->r = n < 0 ? -errno : digest_context_final(c, &j->file_digest);
+                }
+        }
+        (void) write(j->efd, &one, sizeof(one));
+        return NULL;
+}
+
+static void stage_fetch_layer(KubeletStage *st);
+
+static int stage_install(KubeletStage *st, ExtractJob *j) {
+        _cleanup_free_ char *staged = NULL, *json = NULL;
+        json_auto_t *src = NULL;
+        char layer_digest[DIGEST_STRING_MAX], file_digest[DIGEST_STRING_MAX];
+
+        if (asprintf(&staged, "%s/%s", j->staging, j->out_name) < 0)
+                return -ENOMEM;
+        src = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "image", st->image, "filePathInImage", st->file_path,
+                        "manifestDigest", st->manifest_digest,
+                        "layerDigest", digest_format(&st->manifest->layers[st->layer].digest, layer_digest),
+                        "sha256", digest_format(&j->file_digest, file_digest), "size", (json_int_t) j->res.size);
+        if (!src)
+                return -ENOMEM;
+        json = json_dumps(src, JSON_SORT_KEYS);
+        if (!json)
+                return -ENOMEM;
+        return kubelet_store_install(st->store, st->version, staged, json);
+}
+
+static int stage_on_extracted(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        KubeletStage *st = userdata;
+        _cleanup_free_ char *staged = NULL;
+        char digest_s[DIGEST_STRING_MAX];
+        ExtractJob *j = st->job;
+        uint64_t v;
+        int r;
+
+        (void) read(st->efd, &v, sizeof(v));
+        st->efd_source = sd_event_source_disable_unref(st->efd_source);
+        stage_join(st);
+        st->job = NULL;
+
+        if (j->r < 0) {
+                _cleanup_free_ char *m = TAKE_PTR(j->message);
+                size_t layer = st->layer;
+
+                r = j->r;
+                extract_job_free(j);
+                stage_failf(st, r, kubelet_stage_failure_from_extract_error(r), "layer %zu of %s: %s", layer,
+                            st->image, m ? m : strerror(-r));
+                return 0;
+        }
+
+        switch (j->res.lookup) {
+        case ARCHIVE_LOOKUP_FOUND:
+                r = stage_install(st, j);
+                digest_format(&j->file_digest, digest_s);
+                if (r < 0 && asprintf(&staged, "%s/%s", j->staging, j->out_name) >= 0)
+                        (void) unlink(staged);
+                extract_job_free(j);
+                if (r < 0) {
+                        stage_failf(st, r, r == -ENOSPC ? ARTIFACT_FAILURE_DISK_SPACE : ARTIFACT_FAILURE_UNAVAILABLE,
+                                    "cannot install kubelet %s into the store: %s", st->version, strerror(-r));
+                        return 0;
+                }
+                stage_finish(st, 0, ARTIFACT_FAILURE_NONE, NULL, digest_s, false);
+                return 0;
+        case ARCHIVE_LOOKUP_ABSENT:
+                extract_job_free(j);
+                if (st->layer == 0) {
+                        stage_failf(st, -ENOENT, ARTIFACT_FAILURE_UNAVAILABLE, "%s not found in image %s",
+                                    st->file_path, st->image);
+                        return 0;
+                }
+                st->done_before += st->manifest->layers[st->layer].size;
+                st->layer--;
+                stage_fetch_layer(st);
+                return 0;
+        default:
+                r = j->res.lookup;
+                extract_job_free(j);
+                stage_failf(st, -ENOENT, ARTIFACT_FAILURE_UNAVAILABLE, "%s is deleted in layer %zu of image %s (%s)",
+                            st->file_path, st->layer, st->image, archive_lookup_to_string(r));
+                return 0;
+        }
+}
+
+static int stage_start_extract(KubeletStage *st, const char *blob_path) {
+        ExtractJob *j;
+        int r;
+
+        j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        st->job = j;
+        j->efd = st->efd;
+        j->limits = st->limits;
+        j->layer_fd = open(blob_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (j->layer_fd < 0)
+                return -errno;
+        j->file_path = strdup(st->file_path);
+        j->staging = strdup(kubelet_store_staging(st->store));
+        if (!j->file_path || !j->staging || asprintf(&j->out_name, "kubelet-%s.new", st->version) < 0)
+                return -ENOMEM;
+
+        r = sd_event_add_io(st->event, &st->efd_source, st->efd, EPOLLIN, stage_on_extracted, st);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(st->efd_source, "kubelet-stage-extract");
+        r = -pthread_create(&st->thread, NULL, extract_thread, j);
+        if (r < 0)
+                return r;
+        st->thread_running = true;
+        return 0;
+}
+
+static void stage_on_blob(RegistryOp *op, const RegistryResult *res, void *userdata) {
+        KubeletStage *st = userdata;
+        int r;
+
+        st->downloaded += res->bytes_downloaded;
+        if (res->error < 0) {
+                stage_failf(st, res->error, res->failure, "%s", res->message);
+                return;
+        }
+        st->blobs[st->layer] = strdup(res->blob_path);
+        st->op = registry_op_free(st->op);     /* res points into it: copy first */
+        if (!st->blobs[st->layer]) {
+                stage_failf(st, -ENOMEM, ARTIFACT_FAILURE_UNAVAILABLE, "out of memory");
+                return;
+        }
+        r = stage_start_extract(st, st->blobs[st->layer]);
+        if (r < 0)
+                stage_failf(st, r, ARTIFACT_FAILURE_UNAVAILABLE, "cannot start extraction: %s", strerror(-r));
+}
+
+static void stage_on_blob_progress(RegistryOp *op, uint64_t done, uint64_t total, void *userdata) {
+        KubeletStage *st = userdata;
+
+        if (st->on_progress)
+                st->on_progress(st, st->done_before + done, st->total, st->userdata);
+}
+
+static void stage_fetch_layer(KubeletStage *st) {
+        int r;
+
+        r = registry_fetch_blob(st->registry, st->ref, &st->manifest->layers[st->layer], stage_on_blob_progress,
+                                stage_on_blob, st, &st->op);
+        if (r < 0)
+                stage_failf(st, r, r == -ENOSPC ? ARTIFACT_FAILURE_DISK_SPACE : ARTIFACT_FAILURE_UNAVAILABLE,
+                            "cannot fetch layer %zu of %s: %s", st->layer, st->image, strerror(-r));
+}
+
+/* Keep only what the rest of the stage needs from the manifest: its layer list. */
+static int copy_layers(const OciManifest *m, OciManifest **ret) {
+        _cleanup_(oci_manifest_freep) OciManifest *c = calloc(1, sizeof(OciManifest));
+
+        if (!c)
+                return -ENOMEM;
+        c->kind = m->kind;
+        c->layers = calloc(m->n_layers, sizeof(OciDescriptor));
+        if (!c->layers)
+                return -ENOMEM;
+        for (; c->n_layers < m->n_layers; c->n_layers++) {
+                OciDescriptor *d = &c->layers[c->n_layers];
+
+                *d = (OciDescriptor) {
+                        .digest = m->layers[c->n_layers].digest,
+                        .size = m->layers[c->n_layers].size,
+                        .compression = m->layers[c->n_layers].compression,
+                        .media_type = strdup(m->layers[c->n_layers].media_type),
+                };
+                if (!d->media_type)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+static void stage_on_manifest(RegistryOp *op, const RegistryResult *res, void *userdata) {
+        KubeletStage *st = userdata;
+        int r;
+
+        if (res->error < 0) {
+                stage_failf(st, res->error, res->failure, "%s", res->message);
+                return;
+        }
+        r = copy_layers(res->manifest, &st->manifest);
+        if (r >= 0 && !(st->manifest_digest = strdup(res->manifest_digest)))
+                r = -ENOMEM;
+        if (r >= 0 && !(st->blobs = calloc(st->manifest->n_layers, sizeof(char *))))
+                r = -ENOMEM;
+        st->op = registry_op_free(st->op);
+        if (r < 0) {
+                stage_failf(st, r, ARTIFACT_FAILURE_UNAVAILABLE, "out of memory");
+                return;
+        }
+        for (size_t i = 0; i < st->manifest->n_layers; i++)
+                st->total += st->manifest->layers[i].size;
+        st->layer = st->manifest->n_layers - 1;
+        stage_fetch_layer(st);
+}
+
+/* Stored before from the same image and path? Then nothing needs to be fetched. */
+static bool stage_can_reuse(KubeletStage *st) {
+        _cleanup_free_ char *data = NULL;
+        json_auto_t *src = NULL;
+
+        if (kubelet_store_has(st->store, st->version) <= 0 ||
+            kubelet_store_read_source(st->store, st->version, &data) < 0)
+                return false;
+        src = json_loads(data, 0, NULL);
+        return streq_ptr(json_string_value(json_object_get(src, "image")), st->image) &&
+               streq_ptr(json_string_value(json_object_get(src, "filePathInImage")), st->file_path);
+}
+
+static int stage_on_reuse(sd_event_source *s, void *userdata) {
+        KubeletStage *st = userdata;
+
+        st->defer = sd_event_source_disable_unref(st->defer);
+        stage_finish(st, 0, ARTIFACT_FAILURE_NONE, NULL, NULL, true);
+        return 0;
+}
+
+static int stage_init_request(KubeletStage *st, const KubeletStageRequest *req) {
+        _cleanup_free_ char *normalized = NULL;
+        int r;
+
+        if (isempty(req->image) || isempty(req->file_path))
+                return -EINVAL;
+        r = oci_ref_parse(req->image, &st->ref);
+        if (r < 0)
+                return r;
+        r = archive_path_normalize(req->file_path, /* allow_absolute= */ true, st->limits.max_path, &normalized);
+        if (r < 0 || isempty(normalized))
+                return -EINVAL;
+        if (req->version)
+                st->version = strdup(req->version[0] == 'v' ? req->version + 1 : req->version);
+        else {
+                r = oci_ref_tag_version(st->ref, &st->version);
+                if (r < 0)
+                        return -EINVAL;
+        }
+        if (!st->version)
+                return -ENOMEM;
+        if (!kubelet_version_is_valid(st->version))
+                return -EINVAL;
+
+        /* NULL architecture: registry_resolve() picks this machine's platform. */
+        st->image = strdup(req->image);
+        st->file_path = strdup(req->file_path);
+        if (!st->image || !st->file_path || free_and_strdup(&st->os, req->os) < 0 ||
+            free_and_strdup(&st->architecture, req->architecture) < 0 ||
+            free_and_strdup(&st->variant, req->variant) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+int kubelet_stage_start(sd_event *event, RegistryClient *registry, KubeletStore *store,
+                        const KubeletStageRequest *req, KubeletStageProgress progress, KubeletStageDone done,
+                        void *userdata, KubeletStage **ret) {
+        _cleanup_(kubelet_stage_freep) KubeletStage *st = NULL;
+        int r;
+
+        assert(event);
+        assert(registry);
+        assert(store);
+        assert(req);
+        assert(done);
+        assert(ret);
+
+        st = calloc(1, sizeof(*st));
+        if (!st)
+                return -ENOMEM;
+        st->efd = -EBADF;
+        st->event = sd_event_ref(event);
+        st->registry = registry;
+        st->store = store;
+        st->on_progress = progress;
+        st->on_done = done;
+        st->userdata = userdata;
+        st->limits = req->limits ? *req->limits : ARCHIVE_LIMITS_DEFAULT;
+        st->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (st->efd < 0)
+                return -errno;
+
+        r = stage_init_request(st, req);
+        if (r < 0)
+                return r;
+
+        if (stage_can_reuse(st)) {
+                r = sd_event_add_defer(event, &st->defer, stage_on_reuse, st);
+                if (r < 0)
+                        return r;
+        } else {
+                r = registry_resolve(registry, st->ref, st->os, st->architecture, st->variant, stage_on_manifest, st,
+                                     &st->op);
+                if (r < 0)
+                        return r;
+        }
+        *ret = TAKE_PTR(st);
+        return 0;
+}

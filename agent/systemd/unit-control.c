@@ -1,0 +1,583 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <assert.h>
+#include <stdio.h>
+#include <systemd/sd-event.h>
+
+#include "systemd/unit-control.h"
+#include "util/time-util.h"
+
+#define SYSTEMD_DEST "org.freedesktop.systemd1"
+#define SYSTEMD_PATH "/org/freedesktop/systemd1"
+#define SYSTEMD_MANAGER "org.freedesktop.systemd1.Manager"
+#define SYSTEMD_UNIT "org.freedesktop.systemd1.Unit"
+#define SYSTEMD_SERVICE "org.freedesktop.systemd1.Service"
+#define UNIT_PATH_PREFIX "/org/freedesktop/systemd1/unit"
+
+/* Where a job is. Each step has at most one call in flight (UnitJob.slot). */
+typedef enum UnitJobStep {
+        STEP_BEFORE,            /* restart: reading InvocationID before */
+        STEP_CALL,              /* waiting for the method reply (job path) */
+        STEP_WAIT,              /* waiting for JobRemoved */
+        STEP_AFTER,             /* reading ActiveState/SubState/InvocationID after */
+        STEP_SERVICE_RESULT,    /* the unit is failed: reading Service.Result for the report */
+} UnitJobStep;
+
+struct UnitControl {
+        sd_bus *bus;                    /* ref held */
+        sd_event *event;                /* ref held: the loop `bus` is attached to */
+        uint64_t job_timeout_usec;
+        sd_bus_slot *slot_subscribe;    /* owned: pending Subscribe() */
+        sd_bus_slot *slot_job_removed;  /* owned: JobRemoved match */
+        int subscribe_error;            /* < 0 once Subscribe() failed: no job could ever finish */
+        UnitJob *jobs;                  /* owned: doubly linked list */
+};
+
+struct UnitJob {
+        UnitControl *uc;                /* borrowed: owns us */
+        UnitJob *prev, *next;           /* borrowed: list links */
+        UnitAction action;
+        UnitJobStep step;
+        char *unit;                     /* owned; NULL for daemon-reload */
+        char *unit_path;                /* owned: the unit's object path */
+        char *mode;                     /* owned */
+        char *job_path;                 /* owned: set once systemd queued the job */
+        char *job_result;               /* owned */
+        char *active_state;             /* owned */
+        char *sub_state;                /* owned */
+        char *service_result;           /* owned */
+        sd_id128_t invocation_before;
+        sd_id128_t invocation_after;
+        uint64_t start_usec;            /* CLOCK_MONOTONIC */
+        sd_bus_slot *slot;              /* owned: the call in flight */
+        sd_event_source *timer;         /* owned: the job timeout */
+        UnitJobDone on_done;
+        void *userdata;                 /* borrowed */
+};
+
+static const char *const unit_action_table[_UNIT_ACTION_MAX] = {
+        [UNIT_ACTION_START] = "start",
+        [UNIT_ACTION_STOP] = "stop",
+        [UNIT_ACTION_RESTART] = "restart",
+        [UNIT_ACTION_RELOAD] = "reload",
+        [UNIT_ACTION_DAEMON_RELOAD] = "daemon-reload",
+};
+
+static const char *const unit_action_method[_UNIT_ACTION_MAX] = {
+        [UNIT_ACTION_START] = "StartUnit",
+        [UNIT_ACTION_STOP] = "StopUnit",
+        [UNIT_ACTION_RESTART] = "RestartUnit",
+        [UNIT_ACTION_RELOAD] = "ReloadUnit",
+        [UNIT_ACTION_DAEMON_RELOAD] = "Reload",
+};
+
+const char *unit_action_to_string(UnitAction a) {
+        return a >= 0 && a < _UNIT_ACTION_MAX ? unit_action_table[a] : NULL;
+}
+
+UnitAction unit_action_from_string(const char *s) {
+        for (UnitAction a = 0; s && a < _UNIT_ACTION_MAX; a++)
+                if (streq(s, unit_action_table[a]))
+                        return a;
+        return _UNIT_ACTION_INVALID;
+}
+
+int unit_job_result_to_errno(const char *result) {
+        /* The same mapping as systemd's bus-wait-for-jobs.c, so errors read the same way. */
+        static const struct {
+                const char *result;
+                int error;
+        } table[] = {
+                { "done", 0 },          { "skipped", 0 },         { "canceled", -ECANCELED },
+                { "timeout", -ETIME },  { "dependency", -EIO },   { "invalid", -ENOEXEC },
+                { "assert", -EPROTO },  { "unsupported", -EOPNOTSUPP }, { "collected", -ECANCELED },
+                { "once", -ESTALE },    { "frozen", -EDEADLK },   { "failed", -EIO },
+        };
+
+        for (size_t i = 0; result && i < ELEMENTSOF(table); i++)
+                if (streq(result, table[i].result))
+                        return table[i].error;
+        return -EIO;
+}
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+}
+
+/* ---- job lifecycle */
+
+static void unit_job_unlink(UnitJob *j) {
+        if (!j->uc)
+                return;
+        if (j->prev)
+                j->prev->next = j->next;
+        else
+                j->uc->jobs = j->next;
+        if (j->next)
+                j->next->prev = j->prev;
+        j->uc = NULL;
+        j->prev = j->next = NULL;
+}
+
+static UnitJob *unit_job_free(UnitJob *j) {
+        if (!j)
+                return NULL;
+        unit_job_unlink(j);
+        sd_bus_slot_unref(j->slot);
+        sd_event_source_disable_unref(j->timer);
+        free(j->unit);
+        free(j->unit_path);
+        free(j->mode);
+        free(j->job_path);
+        free(j->job_result);
+        free(j->active_state);
+        free(j->sub_state);
+        free(j->service_result);
+        free(j);
+        return NULL;
+}
+DEFINE_CLEANUP_FUNC(UnitJob, unit_job_free);
+
+UnitJob *unit_job_cancel(UnitJob *j) {
+        return unit_job_free(j);
+}
+
+/* Reports and frees the job. `detail` may be NULL (then derived from the error). */
+static int unit_job_finish(UnitJob *j, int error, const char *detail) {
+        char buf[256];
+        UnitJobResult res;
+
+        if (error < 0 && !detail) {
+                snprintf(buf, sizeof(buf), "%s", strerror(-error));
+                detail = buf;
+        }
+        res = (UnitJobResult) {
+                .action = j->action,
+                .unit = j->unit,
+                .error = error < 0 ? error : 0,
+                .detail = error < 0 ? detail : NULL,
+                .job_result = j->job_result,
+                .active_state = j->active_state,
+                .sub_state = j->sub_state,
+                .service_result = j->service_result,
+                .invocation_before = j->invocation_before,
+                .invocation_after = j->invocation_after,
+                .duration_usec = now_usec() - j->start_usec,
+        };
+
+        /* Unlink first: the callback may start new jobs or cancel others, but this one is over. */
+        j->slot = sd_bus_slot_unref(j->slot);
+        j->timer = sd_event_source_disable_unref(j->timer);
+        unit_job_unlink(j);
+
+        j->on_done(&res, j->userdata);  /* res points into j: free only afterwards */
+        unit_job_free(j);
+        return 0;
+}
+
+static int unit_job_finish_bus_error(UnitJob *j, const sd_bus_error *e) {
+        char buf[512];
+        int r = sd_bus_error_get_errno(e);
+
+        snprintf(buf, sizeof(buf), "%s", e->message ? e->message : e->name);
+        return unit_job_finish(j, r > 0 ? -r : -EIO, buf);
+}
+
+/* ---- property reads */
+
+static int read_invocation_id(sd_bus_message *m, sd_id128_t *ret) {
+        const void *p;
+        size_t n;
+        int r;
+
+        r = sd_bus_message_read_array(m, 'y', &p, &n);
+        if (r < 0)
+                return r;
+        if (n == 0)
+                *ret = SD_ID128_NULL;
+        else if (n == sizeof(sd_id128_t))
+                memcpy(ret, p, n);
+        else
+                return -EBADMSG;
+        return 0;
+}
+
+/* Reads the a{sv} of Properties.GetAll(Unit) and keeps what we judge a restart by. */
+static int parse_unit_properties(UnitJob *j, sd_bus_message *m, bool before) {
+        int r;
+
+        r = sd_bus_message_enter_container(m, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
+                const char *name, *s;
+
+                r = sd_bus_message_read(m, "s", &name);
+                if (r < 0)
+                        return r;
+                if (streq(name, "InvocationID")) {
+                        r = sd_bus_message_enter_container(m, 'v', "ay");
+                        if (r < 0)
+                                return r;
+                        r = read_invocation_id(m, before ? &j->invocation_before : &j->invocation_after);
+                        if (r < 0)
+                                return r;
+                        r = sd_bus_message_exit_container(m);
+                } else if (!before && (streq(name, "ActiveState") || streq(name, "SubState"))) {
+                        r = sd_bus_message_read(m, "v", "s", &s);
+                        if (r < 0)
+                                return r;
+                        r = free_and_strdup(streq(name, "ActiveState") ? &j->active_state : &j->sub_state, s);
+                } else
+                        r = sd_bus_message_skip(m, "v");
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_exit_container(m);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        return sd_bus_message_exit_container(m);
+}
+
+static int unit_job_get_all(UnitJob *j, sd_bus_message_handler_t handler) {
+        return sd_bus_call_method_async(j->uc->bus, &j->slot, SYSTEMD_DEST, j->unit_path,
+                                        "org.freedesktop.DBus.Properties", "GetAll", handler, j,
+                                        "s", SYSTEMD_UNIT);
+}
+
+/* ---- steps */
+
+static bool unit_is_service(const char *unit) {
+        size_t n = strlen(unit);
+        return n > 8 && streq(unit + n - 8, ".service");
+}
+
+/* Judges start/restart by the job result and by where the unit ended up. */
+static int unit_job_judge(UnitJob *j) {
+        int job_error = unit_job_result_to_errno(j->job_result);
+        char buf[512];
+
+        if (job_error < 0) {
+                snprintf(buf, sizeof(buf), "job result: %s; unit %s/%s%s%s", j->job_result,
+                         strempty(j->active_state), strempty(j->sub_state),
+                         j->service_result ? ", service result: " : "", strempty(j->service_result));
+                return unit_job_finish(j, job_error, buf);
+        }
+
+        if (j->action == UNIT_ACTION_RESTART &&
+            (sd_id128_is_null(j->invocation_after) ||
+             sd_id128_equal(j->invocation_before, j->invocation_after)))
+                return unit_job_finish(j, -ESTALE,
+                                       "unit did not restart (its InvocationID did not change)");
+
+        /* "active" is the goal. "inactive" after a done start job means it ran and exited (a oneshot
+         * without RemainAfterExit=). "failed" or anything else means it already died or is on its
+         * way down or restarting: a Type=simple service whose process exits at once gets a "done"
+         * job, so this is the only place such a failure shows. */
+        if (streq_ptr(j->active_state, "active") || streq_ptr(j->active_state, "reloading") ||
+            streq_ptr(j->active_state, "inactive"))
+                return unit_job_finish(j, 0, NULL);
+
+        snprintf(buf, sizeof(buf), "unit is %s/%s after the %s job%s%s", strempty(j->active_state),
+                 strempty(j->sub_state), unit_action_to_string(j->action),
+                 j->service_result ? ", service result: " : "", strempty(j->service_result));
+        return unit_job_finish(j, -EIO, buf);
+}
+
+static int unit_job_on_service_result(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        UnitJob *j = ASSERT_PTR(userdata);
+        const char *s;
+
+        j->slot = sd_bus_slot_unref(j->slot);
+        /* Only for the report: without it we still know the unit failed. */
+        if (!sd_bus_message_is_method_error(reply, NULL) &&
+            sd_bus_message_read(reply, "v", "s", &s) >= 0)
+                (void) free_and_strdup(&j->service_result, s);
+        return unit_job_judge(j);
+}
+
+static int unit_job_on_after(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        UnitJob *j = ASSERT_PTR(userdata);
+        const sd_bus_error *e;
+        int r;
+
+        j->slot = sd_bus_slot_unref(j->slot);
+
+        e = sd_bus_message_get_error(reply);
+        if (e)
+                return unit_job_finish_bus_error(j, e);
+        r = parse_unit_properties(j, reply, /* before= */ false);
+        if (r < 0)
+                return unit_job_finish(j, r, "cannot parse the unit's properties");
+
+        if (j->action != UNIT_ACTION_START && j->action != UNIT_ACTION_RESTART)
+                return unit_job_finish(j, 0, NULL);
+
+        if (streq_ptr(j->active_state, "failed") && unit_is_service(j->unit)) {
+                j->step = STEP_SERVICE_RESULT;
+                r = sd_bus_call_method_async(j->uc->bus, &j->slot, SYSTEMD_DEST, j->unit_path,
+                                             "org.freedesktop.DBus.Properties", "Get",
+                                             unit_job_on_service_result, j, "ss", SYSTEMD_SERVICE,
+                                             "Result");
+                if (r < 0)
+                        return unit_job_judge(j);
+                return 0;
+        }
+        return unit_job_judge(j);
+}
+
+static int unit_job_on_removed(UnitJob *j, const char *result) {
+        char buf[128];
+        int r;
+
+        r = free_and_strdup(&j->job_result, result);
+        if (r < 0)
+                return unit_job_finish(j, r, NULL);
+
+        /* For start/restart, a failed job is reported with the unit's state and Service.Result,
+         * read next; for stop/reload the job result says it all. */
+        r = unit_job_result_to_errno(result);
+        if (r < 0 && j->action != UNIT_ACTION_START && j->action != UNIT_ACTION_RESTART) {
+                snprintf(buf, sizeof(buf), "job result: %s", result);
+                return unit_job_finish(j, r, buf);
+        }
+
+        j->step = STEP_AFTER;
+        r = unit_job_get_all(j, unit_job_on_after);
+        if (r < 0)
+                return unit_job_finish(j, r, NULL);
+        return 0;
+}
+
+static int unit_control_on_job_removed(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+        UnitControl *uc = ASSERT_PTR(userdata);
+        const char *path, *unit, *result;
+        uint32_t id;
+
+        if (sd_bus_message_read(m, "uoss", &id, &path, &unit, &result) < 0)
+                return 0;                       /* malformed: not ours to judge */
+
+        for (UnitJob *j = uc->jobs; j; j = j->next)
+                if (j->step == STEP_WAIT && streq_ptr(j->job_path, path))
+                        return unit_job_on_removed(j, result);
+        return 0;                               /* someone else's job */
+}
+
+static int unit_job_on_reply(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        UnitJob *j = ASSERT_PTR(userdata);
+        const sd_bus_error *e;
+        const char *path;
+        int r;
+
+        j->slot = sd_bus_slot_unref(j->slot);     /* the call is over either way */
+
+        e = sd_bus_message_get_error(reply);
+        if (e)
+                return unit_job_finish_bus_error(j, e);
+
+        if (j->action == UNIT_ACTION_DAEMON_RELOAD)
+                return unit_job_finish(j, 0, NULL);      /* Reload() replies once it is done */
+
+        r = sd_bus_message_read(reply, "o", &path);
+        if (r < 0)
+                return unit_job_finish(j, r, "malformed reply from systemd");
+        r = free_and_strdup(&j->job_path, path);
+        if (r < 0)
+                return unit_job_finish(j, r, NULL);
+
+        j->step = STEP_WAIT;
+        return 0;                               /* completion arrives as JobRemoved */
+}
+
+static int unit_job_send_call(UnitJob *j) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        int r;
+
+        j->step = STEP_CALL;
+        r = sd_bus_message_new_method_call(j->uc->bus, &m, SYSTEMD_DEST, SYSTEMD_PATH, SYSTEMD_MANAGER,
+                                           unit_action_method[j->action]);
+        if (r < 0)
+                return r;
+        if (j->action != UNIT_ACTION_DAEMON_RELOAD) {
+                r = sd_bus_message_append(m, "ss", j->unit, j->mode);
+                if (r < 0)
+                        return r;
+        }
+        /* Reload() replies only when done: let our own timer, not sd-bus' 25 s default, decide. */
+        return sd_bus_call_async(j->uc->bus, &j->slot, m, unit_job_on_reply, j,
+                                 j->uc->job_timeout_usec + USEC_PER_SEC);
+}
+
+static int unit_job_on_before(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        UnitJob *j = ASSERT_PTR(userdata);
+        const sd_bus_error *e;
+        int r;
+
+        j->slot = sd_bus_slot_unref(j->slot);
+
+        e = sd_bus_message_get_error(reply);
+        if (e)
+                return unit_job_finish_bus_error(j, e);
+        r = parse_unit_properties(j, reply, /* before= */ true);
+        if (r < 0)
+                return unit_job_finish(j, r, "cannot parse the unit's properties");
+
+        r = unit_job_send_call(j);
+        if (r < 0)
+                return unit_job_finish(j, r, NULL);
+        return 0;
+}
+
+static int unit_job_on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        UnitJob *j = ASSERT_PTR(userdata);
+        char d[DURATION_MAX_STR], buf[512];
+
+        format_duration(d, sizeof(d), j->uc->job_timeout_usec);
+        if (j->job_path)
+                /* Not cancelled on purpose: cancelling a running start job leaves the unit's processes
+                 * as they are; systemd's own TimeoutStartSec= is the better judge of those. */
+                snprintf(buf, sizeof(buf), "no result within %s (job %s left to systemd)", d, j->job_path);
+        else
+                snprintf(buf, sizeof(buf), "no result within %s", d);
+        return unit_job_finish(j, -ETIMEDOUT, buf);
+}
+
+/* ---- public */
+
+int unit_control_run(UnitControl *uc, UnitAction action, const char *unit, const char *mode,
+                     UnitJobDone on_done, void *userdata, UnitJob **ret_job) {
+        _cleanup_(unit_job_freep) UnitJob *j = NULL;
+        int r;
+
+        assert(uc);
+        assert(action >= 0 && action < _UNIT_ACTION_MAX);
+        assert((action == UNIT_ACTION_DAEMON_RELOAD) == !unit);
+        assert(on_done);
+
+        if (uc->subscribe_error < 0)
+                return uc->subscribe_error;
+
+        j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        *j = (UnitJob) {
+                .action = action,
+                .on_done = on_done,
+                .userdata = userdata,
+                .start_usec = now_usec(),
+        };
+        if (unit) {
+                j->unit = strdup(unit);
+                j->mode = strdup(mode ? mode : "replace");
+                if (!j->unit || !j->mode)
+                        return -ENOMEM;
+                r = sd_bus_path_encode(UNIT_PATH_PREFIX, unit, &j->unit_path);
+                if (r < 0)
+                        return r;
+        }
+
+        r = sd_event_add_time_relative(uc->event, &j->timer, CLOCK_MONOTONIC, uc->job_timeout_usec,
+                                       /* accuracy= */ 0, unit_job_on_timeout, j);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(j->timer, "unit-job-timeout");
+
+        j->uc = uc;
+        if (action == UNIT_ACTION_RESTART) {
+                j->step = STEP_BEFORE;
+                r = unit_job_get_all(j, unit_job_on_before);
+        } else
+                r = unit_job_send_call(j);
+        if (r < 0) {
+                j->uc = NULL;
+                return r;
+        }
+
+        j->next = uc->jobs;
+        if (uc->jobs)
+                uc->jobs->prev = j;
+        uc->jobs = j;
+
+        if (ret_job)
+                *ret_job = j;
+        TAKE_PTR(j);
+        return 0;
+}
+
+static int unit_control_on_subscribe(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        UnitControl *uc = ASSERT_PTR(userdata);
+        const sd_bus_error *e;
+
+        uc->slot_subscribe = sd_bus_slot_unref(uc->slot_subscribe);
+        e = sd_bus_message_get_error(reply);
+        /* A second UnitControl on the same connection is already subscribed: that is fine. */
+        if (e && !sd_bus_error_has_name(e, "org.freedesktop.systemd1.AlreadySubscribed")) {
+                int r = sd_bus_error_get_errno(e);
+                uc->subscribe_error = r > 0 ? -r : -EIO;
+        }
+        return 0;
+}
+
+int unit_control_new(sd_bus *bus, uint64_t job_timeout_usec, UnitControl **ret) {
+        _cleanup_(unit_control_freep) UnitControl *uc = NULL;
+        sd_event *event;
+        int r;
+
+        assert(bus);
+        assert(ret);
+
+        if (job_timeout_usec == 0 || job_timeout_usec == USEC_INFINITY)
+                return -EINVAL;
+        event = sd_bus_get_event(bus);
+        if (!event)
+                return -ENXIO;                  /* not attached: nothing would ever dispatch */
+
+        uc = calloc(1, sizeof(*uc));
+        if (!uc)
+                return -ENOMEM;
+        uc->bus = sd_bus_ref(bus);
+        uc->event = sd_event_ref(event);
+        uc->job_timeout_usec = job_timeout_usec;
+
+        /* Match first, then Subscribe(): both precede every job request on this connection, and
+         * the bus delivers in order, so no JobRemoved of ours can slip past. Without a subscriber
+         * systemd sends no job signals at all (org.freedesktop.systemd1(5)). */
+        r = sd_bus_match_signal_async(bus, &uc->slot_job_removed, SYSTEMD_DEST, SYSTEMD_PATH,
+                                      SYSTEMD_MANAGER, "JobRemoved", unit_control_on_job_removed,
+                                      /* install_callback= */ NULL, uc);
+        if (r < 0)
+                return r;
+        r = sd_bus_call_method_async(bus, &uc->slot_subscribe, SYSTEMD_DEST, SYSTEMD_PATH,
+                                     SYSTEMD_MANAGER, "Subscribe", unit_control_on_subscribe, uc, "");
+        if (r < 0)
+                return r;
+
+        *ret = TAKE_PTR(uc);
+        return 0;
+}
+
+UnitControl *unit_control_free(UnitControl *uc) {
+        if (!uc)
+                return NULL;
+        while (uc->jobs)
+                unit_job_free(uc->jobs);
+        sd_bus_slot_unref(uc->slot_subscribe);
+        sd_bus_slot_unref(uc->slot_job_removed);
+        sd_event_unref(uc->event);
+        sd_bus_unref(uc->bus);
+        free(uc);
+        return NULL;
+}
+
+size_t unit_control_n_jobs(const UnitControl *uc) {
+        size_t n = 0;
+
+        assert(uc);
+        for (const UnitJob *j = uc->jobs; j; j = j->next)
+                n++;
+        return n;
+}

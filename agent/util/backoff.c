@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <assert.h>
+
+#include "util/backoff.h"
+
+void backoff_init(Backoff *b, uint64_t base_usec, uint64_t cap_usec, uint64_t reset_usec) {
+        assert(b);
+
+        *b = (Backoff) {
+                .base_usec = base_usec > 0 ? base_usec : BACKOFF_BASE_USEC_DEFAULT,
+                .cap_usec = cap_usec > 0 ? cap_usec : BACKOFF_CAP_USEC_DEFAULT,
+                .reset_usec = reset_usec > 0 ? reset_usec : BACKOFF_RESET_USEC_DEFAULT,
+        };
+        b->cap_usec = MAX(b->cap_usec, b->base_usec);
+}
+
+void backoff_reset(Backoff *b) {
+        assert(b);
+
+        b->step_usec = 0;
+        b->last_usec = 0;
+}
+
+uint64_t backoff_next(Backoff *b, uint64_t now_usec, uint32_t random) {
+        uint64_t d;
+
+        assert(b);
+
+        /* Like client-go's backoff manager: the reset clock runs from the previous step, so a
+         * failure after a long healthy stretch starts at the base again. */
+        if (b->step_usec == 0 || (b->last_usec > 0 && now_usec > b->last_usec &&
+                                  now_usec - b->last_usec > b->reset_usec))
+                b->step_usec = b->base_usec;
+        b->last_usec = now_usec;
+
+        d = b->step_usec;
+        b->step_usec = d >= b->cap_usec / 2 ? b->cap_usec : d * 2;
+
+        /* Jitter factor 1.0: d + uniform[0,1)·d. The 32-bit fraction keeps this in integers. */
+        return d + (uint64_t) (((unsigned __int128) d * random) >> 32);
+}

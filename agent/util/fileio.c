@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <assert.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "util/fileio.h"
+#include "util/macro.h"
+
+int read_full_file(const char *path, size_t max_size, char **ret_data, size_t *ret_size) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0, alloc = 0;
+
+        assert(path);
+        assert(ret_data);
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+
+        for (;;) {
+                ssize_t n;
+
+                if (alloc - size < 4096) {
+                        size_t na = alloc ? alloc * 2 : 8192;
+                        char *nb;
+
+                        if (na > max_size + 4097)
+                                na = max_size + 4097;
+                        if (na <= alloc)
+                                return -EFBIG;
+                        nb = realloc(buf, na);
+                        if (!nb)
+                                return -ENOMEM;
+                        buf = nb;
+                        alloc = na;
+                }
+                n = read(fd, buf + size, alloc - size - 1);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        break;
+                size += (size_t) n;
+                if (size > max_size)
+                        return -EFBIG;
+        }
+
+        if (!buf) {
+                buf = malloc(1);
+                if (!buf)
+                        return -ENOMEM;
+        }
+        buf[size] = '\0';
+        *ret_data = TAKE_PTR(buf);
+        if (ret_size)
+                *ret_size = size;
+        return 0;
+}
+
+int fsync_parent_dir(const char *path) {
+        _cleanup_free_ char *dir = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        const char *slash;
+
+        slash = strrchr(path, '/');
+        dir = slash == path ? strdup("/") : slash ? strndup(path, (size_t) (slash - path)) : strdup(".");
+        if (!dir)
+                return -ENOMEM;
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (fsync(fd) < 0)
+                return -errno;
+        return 0;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t size, mode_t mode) {
+        _cleanup_free_ char *tmp = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        const char *p = data;
+        size_t left = size;
+        int r;
+
+        assert(path);
+        assert(data || size == 0);
+
+        if (asprintf(&tmp, "%s.tmp-%d", path, (int) getpid()) < 0)
+                return -ENOMEM;
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (fd < 0)
+                return -errno;
+
+        while (left > 0) {
+                ssize_t n = write(fd, p, left);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        r = -errno;
+                        goto fail;
+                }
+                p += n;
+                left -= (size_t) n;
+        }
+        if (fchmod(fd, mode) < 0 || fsync(fd) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        if (rename(tmp, path) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        return fsync_parent_dir(path);
+
+fail:
+        (void) unlink(tmp);
+        return r;
+}
+
+int mkdir_parents(const char *path, mode_t mode) {
+        _cleanup_free_ char *copy = strdup(path);
+
+        if (!copy)
+                return -ENOMEM;
+        for (char *p = copy + 1; *p; p++) {
+                if (*p != '/')
+                        continue;
+                *p = '\0';
+                if (mkdir(copy, mode) < 0 && errno != EEXIST)
+                        return -errno;
+                *p = '/';
+        }
+        if (mkdir(copy, mode) < 0 && errno != EEXIST)
+                return -errno;
+        return 0;
+}

@@ -1,0 +1,367 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The in-place update engine: the pure core that decides what the agent does (CONTRACT §5, §6, §8).
+ * No I/O, no clock (time is passed in), no logging. It owns nothing but the values it returns.
+ *
+ * Three layers, all pure:
+ *   1. The phase machine: one UpdatePhase enum (exactly the phases of CONTRACT §5), one UpdateEvent
+ *      enum and ONE transition table; node_update_next() is the only way a phase ever changes.
+ *   2. The decider: node_update_decide() takes the persisted transaction, the Node, the decoded OSC,
+ *      the current OS and kubelet versions, settings and the time, and returns the transaction record
+ *      to persist plus a batch of actions (an enum-tagged list) for the executor.
+ *   3. Feedback: node_update_action_done()/node_update_action_failed() record what happened to one
+ *      action in the transaction record (steps done, failures -> FAILED/UNHEALTHY events).
+ *
+ * How the executor (manager.c) drives it:
+ *
+ *      for (;;) {
+ *              node_update_decide(&input, &d);                 // input.tx = the record from state.json
+ *              state_file_save(dir, d.tx);                     // persist BEFORE any side effect
+ *              for each action a in d.actions, in order:
+ *                      r = run(a);                             // may take minutes (async on the loop)
+ *                      if (r >= 0) node_update_action_done(d.tx, a, now);
+ *                      else        node_update_action_failed(d.tx, a, code_for(r), message, now);
+ *                      state_file_save(dir, d.tx);
+ *                      if (r < 0 && !update_action_is_best_effort(a->type)) break;
+ *              input.tx = d.tx;
+ *              if (d.n_actions == 0) wait for a Node/Secret change or until d.wake_usec;
+ *      }
+ *
+ * Rules the executor must keep:
+ *   - Call node_update_decide() only when no action of the previous batch is still running. A batch
+ *     belongs to exactly one phase of one transaction; feeding an action into a record whose
+ *     transaction or phase has moved on is refused with -EBADR (out-of-order).
+ *   - Persist d.tx before running the batch: "started" marks (the OS command's start time and boot
+ *     id, the attempt marker we are about to set) are recorded by the decider, so a crash mid-command
+ *     is detected after restart instead of the command being run twice. Every other action is
+ *     idempotent and may run again after a crash that hit it before its feedback was saved.
+ *   - Actions that end the process (RUN_OS_COMMAND that reboots, REBOOT) get no feedback; the next
+ *     decision sees the new boot id / OS version and continues.
+ *
+ * What the decider does (CONTRACT §5, §8; GNP §1-§4, §7):
+ *   - Nothing without a Node or an OSC; nothing while checksum/cloud-config-data already equals the
+ *     Secret's checksum (two empty checksums do not count as equal).
+ *   - Plan = kubelet (desired from spec.inPlaceUpdates.kubelet, else the image tag; compared with the
+ *     running version: patch = ungated, minor = gated, downgrade/minor skip = InvalidDesiredState),
+ *     OS (current os-release version "=" desired with Gardener's rules; downgrade refused;
+ *     minVersionForUpdate "current >= min" else MinVersionNotMet; command or image backend must be
+ *     usable) and credentials rotation (against the rotation times last applied: UnsupportedRotation).
+ *     The first apply on a node (no checksum ever) is never gated and leaves the OS alone (GNP §2.3).
+ *   - Ungated: Staging -> Applying -> Verifying -> Succeeded at once; failures report
+ *     inplace-agent/failure, a Warning Event and the condition, never update-result (§8.4).
+ *   - Gated: nothing until candidate-for-update, selected-for-update, ReadyForUpdate or
+ *     update-result=failed. Candidate: publish the plan, pre-stage (Planned -> Staging -> Staged).
+ *     Selected: WaitingForDrain, or Failed with update-result=failed if the plan cannot succeed.
+ *     ReadyForUpdate or update-result=failed: Applying (kubelet switch + restart, attempt marker, OS
+ *     command / image install), Rebooting, Verifying (kubelet health), then delete Pods, report
+ *     update-result=successful (marker and reason removed), set the checksum and kubernetes-version.
+ *   - After a reboot on the old OS: RolledBack with upstream's reason (GNP scenario 20); a foreign
+ *     marker naming the desired version does the same, or keeps an existing reason (scenario 21).
+ *     An unhealthy new kubelet is switched back and restarted: RolledBack.
+ *   - Failed/RolledBack are terminal for that desired state, except retriable failures (back-off 30 s
+ *     doubling to 10 min, a new attempt) and an operator setting ReadyForUpdate again (a new
+ *     lastTransitionTime, GNP §7.3). Nothing to do for this agent but the node is drained: upstream's
+ *     success marking (Pods deleted, successful) still runs (scenario 23/24 rules).
+ *   - A new desired state cancels a transaction that has not reached Applying; from Applying on, the
+ *     running transaction finishes first (never two at once). Phases only move forward. 
+ *   - Best-effort actions (REPORT_PROGRESS, EMIT_EVENT) never stop a batch; a failing API write is
+ *     retried by a later decision (with back-off via wake_usec); any other failure ends the batch and
+ *     usually the transaction.
+ *   - Intermediate byte progress during staging is the executor's: build it with
+ *     update_progress_json() and rate-limit it with progress_should_write(). */
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/node-view.h"
+#include "core/osc.h"
+#include "util/macro.h"
+
+typedef enum UpdatePhase {
+        UPDATE_PHASE_IDLE,
+        UPDATE_PHASE_PLANNED,
+        UPDATE_PHASE_STAGING,
+        UPDATE_PHASE_STAGED,
+        UPDATE_PHASE_WAITING_FOR_DRAIN,
+        UPDATE_PHASE_APPLYING,
+        UPDATE_PHASE_REBOOTING,
+        UPDATE_PHASE_VERIFYING,
+        UPDATE_PHASE_SUCCEEDED,
+        UPDATE_PHASE_FAILED,
+        UPDATE_PHASE_ROLLED_BACK,
+        _UPDATE_PHASE_MAX,
+        _UPDATE_PHASE_INVALID = -EINVAL,
+} UpdatePhase;
+
+typedef enum UpdateEvent {
+        UPDATE_EVENT_BEGIN,             /* ungated work found: Idle -> Staging */
+        UPDATE_EVENT_PLAN,              /* gated work and an MCM signal: Idle -> Planned */
+        UPDATE_EVENT_STAGE,             /* plan published, nothing blocks: Planned -> Staging */
+        UPDATE_EVENT_STAGED,            /* every artifact verified, gate still closed: Staging -> Staged */
+        UPDATE_EVENT_SELECTED,          /* selected-for-update: Staged -> WaitingForDrain */
+        UPDATE_EVENT_READY,             /* gate open (or ungated): Staging|Staged|WaitingForDrain -> Applying */
+        UPDATE_EVENT_APPLIED,           /* applied, nothing waits for a reboot: Applying -> Verifying */
+        UPDATE_EVENT_REBOOT,            /* the OS change needs a reboot: Applying -> Rebooting */
+        UPDATE_EVENT_REBOOTED,          /* up on the desired OS version: Rebooting -> Verifying */
+        UPDATE_EVENT_HEALTHY,           /* verification passed: Verifying -> Succeeded */
+        UPDATE_EVENT_UNHEALTHY,         /* new kubelet failed: Applying|Verifying -> RolledBack */
+        UPDATE_EVENT_ROLLED_BACK,       /* OS came back on the old version: Applying|Rebooting -> RolledBack */
+        UPDATE_EVENT_FAILED,            /* anything else: active phases -> Failed; RolledBack -> Failed */
+        UPDATE_EVENT_CANCEL,            /* desired state changed before anything was applied: -> Idle */
+        _UPDATE_EVENT_MAX,
+        _UPDATE_EVENT_INVALID = -EINVAL,
+} UpdateEvent;
+
+/* CONTRACT §8.9. */
+typedef enum UpdateFailureCode {
+        UPDATE_FAILURE_MIN_VERSION_NOT_MET,
+        UPDATE_FAILURE_INVALID_DESIRED_STATE,
+        UPDATE_FAILURE_ARTIFACT_UNAVAILABLE,
+        UPDATE_FAILURE_DIGEST_MISMATCH,
+        UPDATE_FAILURE_UNSAFE_ARCHIVE,
+        UPDATE_FAILURE_DISK_SPACE,
+        UPDATE_FAILURE_KUBELET_UNHEALTHY,
+        UPDATE_FAILURE_OS_COMMAND_FAILED,
+        UPDATE_FAILURE_OS_COMMAND_TIMEOUT,
+        UPDATE_FAILURE_OS_ROLLED_BACK,
+        UPDATE_FAILURE_UNSUPPORTED_ROTATION,
+        UPDATE_FAILURE_UNIT_RESTART_FAILED,
+        _UPDATE_FAILURE_MAX,
+        _UPDATE_FAILURE_INVALID = -EINVAL,      /* also: "no failure" */
+} UpdateFailureCode;
+
+/* What the executor reports done. Each tracked step is done at most once per transaction. */
+typedef enum UpdateStep {
+        UPDATE_STEP_PLAN,               /* inplace-agent/plan written */
+        UPDATE_STEP_STAGE_KUBELET,
+        UPDATE_STEP_STAGE_OS,
+        UPDATE_STEP_SWITCH_KUBELET,
+        UPDATE_STEP_RESTART_KUBELET,
+        UPDATE_STEP_MARKER,             /* updating-operating-system-version set */
+        UPDATE_STEP_OS_APPLY,           /* OS command finished / OS image installed */
+        UPDATE_STEP_REBOOT,             /* reboot requested */
+        UPDATE_STEP_HEALTH,             /* kubelet healthy */
+        UPDATE_STEP_ROLLBACK_KUBELET,
+        UPDATE_STEP_ROLLBACK_RESTART,
+        UPDATE_STEP_DELETE_PODS,
+        UPDATE_STEP_RESULT,             /* final report (and update-result label on the gated path) */
+        UPDATE_STEP_CHECKSUM,           /* checksum/cloud-config-data written */
+        UPDATE_STEP_PROGRESS,           /* progress of UpdateAction.phase written */
+        UPDATE_STEP_EVENT,              /* Event of UpdateAction.phase emitted */
+        _UPDATE_STEP_MAX,
+        _UPDATE_STEP_INVALID = -EINVAL,
+} UpdateStep;
+
+typedef enum UpdateActionType {
+        UPDATE_ACTION_PUBLISH_PLAN,             /* annotation inplace-agent/plan := json */
+        UPDATE_ACTION_REPORT_PROGRESS,          /* annotation inplace-agent/progress := json; condition
+                                                 * InPlaceUpdateAgent := condition_* (best effort) */
+        UPDATE_ACTION_EMIT_EVENT,               /* core/v1 Event event_type/event_reason/message (best effort) */
+        UPDATE_ACTION_STAGE_KUBELET,            /* fetch image, extract path_in_image, verify, store as
+                                                 * <stateDirectory>/kubelet/<version>/kubelet; not active */
+        UPDATE_ACTION_STAGE_OS_IMAGE,           /* fetch + verify the OS image of `version` into staging */
+        UPDATE_ACTION_SET_MARKER,               /* annotation updating-operating-system-version := version */
+        UPDATE_ACTION_SWITCH_KUBELET,           /* kubelet.binaryPath -> store/<version>, atomically */
+        UPDATE_ACTION_RESTART_UNIT,             /* RestartUnit(unit, "replace"), wait for the job */
+        UPDATE_ACTION_RUN_OS_COMMAND,           /* exec command args (no shell) under osUpdate.timeout */
+        UPDATE_ACTION_INSTALL_OS_IMAGE,         /* install the staged image of `version` */
+        UPDATE_ACTION_REBOOT,                   /* reboot per osUpdate.reboot */
+        UPDATE_ACTION_CHECK_KUBELET_HEALTH,     /* poll kubelet.healthzURL until 200 or healthTimeout */
+        UPDATE_ACTION_ROLLBACK_KUBELET,         /* kubelet.binaryPath -> store/<version> (the previous one) */
+        UPDATE_ACTION_DELETE_PODS,              /* delete every Pod with spec.nodeName = this node */
+        UPDATE_ACTION_REPORT_RESULT,            /* ONE Node patch: progress json, failure (NULL: remove
+                                                 * inplace-agent/failure), update-result label when result
+                                                 * != NONE, update-failed-reason := reason (unless
+                                                 * keep_reason), clear_marker removes
+                                                 * updating-operating-system-version and update-failed-reason;
+                                                 * plus condition_* on /status */
+        UPDATE_ACTION_SET_CHECKSUM,             /* annotation checksum/cloud-config-data := checksum, label
+                                                 * worker.gardener.cloud/kubernetes-version := version (if set) */
+        _UPDATE_ACTION_MAX,
+        _UPDATE_ACTION_INVALID = -EINVAL,
+} UpdateActionType;
+
+typedef struct UpdateAction {
+        UpdateActionType type;
+        UpdateStep step;                /* what node_update_action_done() records */
+        UpdatePhase phase;              /* phase of the transaction this belongs to */
+        char *transaction;              /* owned: its id; NULL for actions outside a transaction */
+        char *unit;                     /* owned: RESTART_UNIT */
+        char *version;                  /* owned: STAGE_*, SWITCH/ROLLBACK_KUBELET, INSTALL_OS_IMAGE,
+                                         * SET_MARKER, SET_CHECKSUM (kubernetes-version label) */
+        char *image;                    /* owned: STAGE_KUBELET */
+        char *path_in_image;            /* owned: STAGE_KUBELET */
+        char *command;                  /* owned: RUN_OS_COMMAND */
+        char **args;                    /* owned: RUN_OS_COMMAND, NULL-terminated */
+        char *checksum;                 /* owned: SET_CHECKSUM */
+        char *ca_rotation;              /* owned: SET_CHECKSUM: rotation times now applied */
+        char *sa_rotation;              /* owned */
+        NodeUpdateResult result;        /* REPORT_RESULT: label to write; NONE: leave the label alone */
+        char *reason;                   /* owned: REPORT_RESULT: update-failed-reason */
+        bool keep_reason;               /* REPORT_RESULT: an existing update-failed-reason stays */
+        bool clear_marker;              /* REPORT_RESULT */
+        json_t *json;                   /* ref held: plan (PUBLISH_PLAN) or progress (REPORT_*) */
+        json_t *failure;                /* ref held: REPORT_RESULT: inplace-agent/failure, NULL: remove */
+        bool condition_status;          /* REPORT_*: InPlaceUpdateAgent status (True/False) */
+        const char *condition_reason;   /* static: REPORT_*: the phase name */
+        char *message;                  /* owned: condition message, Event message */
+        const char *event_reason;       /* static: EMIT_EVENT */
+        const char *event_type;         /* static: EMIT_EVENT: "Normal" or "Warning" */
+} UpdateAction;
+
+typedef struct UpdateFailure {
+        UpdateFailureCode code;         /* _UPDATE_FAILURE_INVALID: none */
+        char *message;                  /* owned: the human text; also update-failed-reason */
+        char *step;                     /* owned: the step that failed */
+        unsigned attempt;
+        uint64_t usec;
+        bool keep_reason;               /* GNP scenario 21: the node already carries a reason */
+} UpdateFailure;
+
+/* The persisted state (<stateDirectory>/state.json): the current or last transaction, plus what the
+ * node remembers across transactions. */
+typedef struct UpdateTransaction {
+        char *id;                       /* owned; NULL: no transaction yet */
+        UpdatePhase phase;
+        char *checksum;                 /* owned: OSC checksum/data-script this transaction applies */
+        bool gated;                     /* in-place work: waits for the MCM gate, reports update-result */
+        char *os_from;                  /* owned */
+        char *os_to;                    /* owned; NULL: no OS change */
+        char *kubelet_from;             /* owned; NULL: running version unknown */
+        char *kubelet_to;               /* owned; NULL: no kubelet change */
+        char *kubernetes_version;       /* owned: desired kubelet version, for the label; may be NULL */
+        char *kubelet_image;            /* owned */
+        char *kubelet_path_in_image;    /* owned */
+        OsUpdateBackend os_backend;     /* backend chosen when the transaction started */
+        char *os_command;               /* owned: snapshot of status.inPlaceUpdates.osUpdate */
+        char **os_args;                 /* owned, NULL-terminated, may be NULL */
+        char *ca_rotation;              /* owned: rotation times of the desired state */
+        char *sa_rotation;              /* owned */
+        bool rotation;                  /* a credentials rotation was requested (unsupported) */
+        UpdateFailureCode blocked;      /* why the plan cannot proceed; _INVALID: it can */
+        char *blocked_message;          /* owned */
+        unsigned attempt;               /* 1 for the first attempt at a checksum */
+        uint64_t done;                  /* bit (1 << UpdateStep) per completed step */
+        UpdatePhase progress_phase;     /* phase whose progress is published; _INVALID: none */
+        UpdatePhase event_phase;        /* phase whose Event was emitted; _INVALID: none */
+        char *boot_id;                  /* owned: boot id when the OS change started */
+        uint64_t os_started_usec;       /* when the OS command / install was started; 0: not yet */
+        char *ready_since;              /* owned: lastTransitionTime of the ReadyForUpdate this saw */
+        uint64_t started_usec;
+        uint64_t updated_usec;
+        uint64_t retry_usec;            /* an API write failed: not again before this */
+        unsigned api_failures;          /* consecutive API write failures */
+        UpdateFailure failure;
+
+        /* Node-level memory, carried from one transaction to the next. */
+        struct {
+                bool valid;
+                char *checksum;         /* owned: last OSC checksum fully applied */
+                char *ca_rotation;      /* owned: the rotation times it carried */
+                char *sa_rotation;      /* owned */
+        } applied;
+        char *marker;                   /* owned: updating-operating-system-version we set (or are setting)
+                                         * and did not clear */
+} UpdateTransaction;
+
+/* What the decider needs from the configuration. */
+typedef struct UpdateSettings {
+        OsUpdateBackend backend;
+        RebootMethod reboot;
+        const char *kubelet_unit;       /* borrowed */
+        bool os_image_configured;       /* osUpdate.image.reference is set */
+} UpdateSettings;
+
+typedef struct UpdateInput {
+        const UpdateTransaction *tx;    /* borrowed: as loaded; NULL: nothing persisted */
+        const NodeView *node;           /* borrowed; NULL: Node not seen yet -> nothing to do */
+        const OscDesired *osc;          /* borrowed; NULL: no OSC Secret -> nothing to do */
+        const char *os_version;         /* borrowed: from osRelease (os-release.h); NULL: unknown */
+        const char *os_version_error;   /* borrowed: why it is unknown (for the status line) */
+        const char *kubelet_version;    /* borrowed: version binaryPath points at, no 'v'; NULL: unknown */
+        const char *boot_id;            /* borrowed: /proc/sys/kernel/random/boot_id; NULL: unknown */
+        const char *new_transaction_id; /* borrowed: the id to use if a transaction starts now */
+        UpdateSettings settings;
+        uint64_t now_usec;
+} UpdateInput;
+
+typedef struct UpdateDecision {
+        UpdateTransaction *tx;          /* owned: the record to persist before running the actions */
+        UpdateAction *actions;          /* owned array */
+        size_t n_actions;
+        uint64_t wake_usec;             /* decide again at this time even without new input;
+                                         * USEC_INFINITY: only on new input */
+        char *status;                   /* owned: one sentence on what happens or what we wait for */
+} UpdateDecision;
+
+/* Names (CONTRACT §5 phases, §8.9 codes). to_string returns NULL for out-of-range values. */
+const char *update_phase_to_string(UpdatePhase p);
+UpdatePhase update_phase_from_string(const char *s);
+const char *update_event_to_string(UpdateEvent e);
+UpdateEvent update_event_from_string(const char *s);
+const char *update_step_to_string(UpdateStep s);
+UpdateStep update_step_from_string(const char *s);
+const char *update_action_type_to_string(UpdateActionType t);
+const char *update_failure_code_to_string(UpdateFailureCode c);
+UpdateFailureCode update_failure_code_from_string(const char *s);
+
+bool update_phase_is_terminal(UpdatePhase p);   /* Succeeded, Failed, RolledBack */
+
+/* The restart annotation (worker.gardener.cloud/restart-systemd-services) is carried out by
+ * restart-handler.h, not by this engine. While a transaction is changing units (Applying, Rebooting,
+ * Verifying) those restarts must wait: the manager holds restart_handler_submit() back while this
+ * returns true, and does not start a decided batch while restart_handler_is_busy(). */
+bool node_update_blocks_unit_restarts(const UpdateTransaction *tx);
+bool update_action_is_best_effort(UpdateActionType t);
+
+/* CONTRACT §8.9: ArtifactUnavailable, DiskSpace, and OSCommandFailed whose message says "network
+ * problems" (case-insensitive, upstream's regex) are retriable; everything else is terminal. */
+bool update_failure_is_retriable(UpdateFailureCode code, const char *message);
+
+/* The transition table. 0 and *ret set, or -EBADR (event not valid in this phase; *ret untouched). */
+int node_update_next(UpdatePhase phase, UpdateEvent event, UpdatePhase *ret);
+
+void update_settings_from_config(const Config *c, UpdateSettings *ret);
+
+int update_transaction_new(UpdateTransaction **ret);
+UpdateTransaction *update_transaction_free(UpdateTransaction *t);
+DEFINE_CLEANUP_FUNC(UpdateTransaction, update_transaction_free);
+int update_transaction_copy(const UpdateTransaction *t, UpdateTransaction **ret);
+
+void update_action_done(UpdateAction *a);               /* frees the members, not `a` */
+void update_decision_done(UpdateDecision *d);           /* frees the members, not `d` */
+
+/* The decider. Returns 0 and fills *ret (which the caller releases with update_decision_done()),
+ * -EINVAL if a transaction would start without in->new_transaction_id, or -ENOMEM. */
+int node_update_decide(const UpdateInput *in, UpdateDecision *ret);
+
+/* Feedback for one action of a decision. -EBADR: the action belongs to another transaction or phase
+ * (stale or out of order); tx is left untouched then. */
+int node_update_action_done(UpdateTransaction *tx, const UpdateAction *a, uint64_t now_usec);
+/* code _UPDATE_FAILURE_INVALID picks the action's default code (e.g. ArtifactUnavailable for staging,
+ * KubeletUnhealthy for the health check). message: human text, sanitised and bounded here. */
+int node_update_action_failed(UpdateTransaction *tx, const UpdateAction *a, UpdateFailureCode code,
+                              const char *message, uint64_t now_usec);
+
+/* CONTRACT §8.10: the plan as a JSON array (new reference). */
+json_t *update_plan_json(const UpdateTransaction *tx, const UpdateSettings *s);
+/* CONTRACT §6: {"transaction","phase","step","bytesDone","bytesTotal","percent","updated"} (new ref). */
+json_t *update_progress_json(const UpdateTransaction *tx, const char *step, uint64_t bytes_done,
+                             uint64_t bytes_total, unsigned percent, uint64_t now_usec);
+/* CONTRACT §6/§8.9: {"code","class","step","attempt","transaction","message"}; NULL if no failure. */
+json_t *update_failure_json(const UpdateTransaction *tx);
+/* Percent of the transaction's steps done, 100 once Succeeded. */
+unsigned update_transaction_percent(const UpdateTransaction *tx);
+
+/* The progress write budget (CONTRACT §6, §8.12): write on every phase change, otherwise only when at
+ * least 10 s passed AND the percentage moved by at least 10 points since the last write.
+ * last_phase _UPDATE_PHASE_INVALID means nothing was written yet. */
+bool progress_should_write(UpdatePhase last_phase, unsigned last_percent, uint64_t last_usec,
+                           UpdatePhase phase, unsigned percent, uint64_t now_usec);
+
+/* RFC 3339 UTC with seconds ("2025-03-01T10:04:00Z") of a CLOCK_REALTIME usec value. */
+char *update_format_timestamp(char *buf, size_t size, uint64_t usec);
+#define UPDATE_TIMESTAMP_MAX 32

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The agent's own Node, decoded from the watched json_t into the plain values the update engine
+ * decides on (CONTRACT §4, GNP §1.2 and Appendix A). Pure: no I/O, no logging. The decoder is
+ * lenient where the API server already guarantees shape, strict where we read: a label or
+ * annotation we use that is not a string, or is longer than the API allows, is an error naming it. */
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "util/macro.h"
+
+/* Written by machine-controller-manager (or a user, for selected-for-update). */
+#define NODE_LABEL_CANDIDATE            "node.machine.sapcloud.io/candidate-for-update"
+#define NODE_LABEL_SELECTED             "node.machine.sapcloud.io/selected-for-update"
+#define NODE_CONDITION_IN_PLACE_UPDATE  "InPlaceUpdate"
+#define NODE_REASON_READY_FOR_UPDATE    "ReadyForUpdate"
+/* Written by the agent, read by MCM (and by the agent as the retry gate). */
+#define NODE_LABEL_UPDATE_RESULT        "node.machine.sapcloud.io/update-result"
+#define NODE_ANNOTATION_FAILED_REASON   "node.machine.sapcloud.io/update-failed-reason"
+#define NODE_ANNOTATION_UPDATING_OS     "node-agent.gardener.cloud/updating-operating-system-version"
+#define NODE_ANNOTATION_CHECKSUM        "checksum/cloud-config-data"
+#define NODE_LABEL_KUBERNETES_VERSION   "worker.gardener.cloud/kubernetes-version"
+/* Written by users / MCM node templates. */
+#define NODE_ANNOTATION_RESTART         "worker.gardener.cloud/restart-systemd-services"
+#define NODE_LABEL_SECRET_NAME          "worker.gardener.cloud/gardener-node-agent-secret-name"
+/* Ours (CONTRACT §6). */
+#define NODE_ANNOTATION_PROGRESS        "inplace-agent/progress"
+#define NODE_ANNOTATION_PLAN            "inplace-agent/plan"
+#define NODE_ANNOTATION_FAILURE         "inplace-agent/failure"
+#define NODE_CONDITION_AGENT            "InPlaceUpdateAgent"
+
+#define NODE_NAME_MAX 253
+#define NODE_LABEL_VALUE_MAX 63
+#define NODE_ANNOTATIONS_MAX (256 * 1024)       /* the API's limit for all annotations together */
+#define NODE_CONDITIONS_MAX 256
+
+typedef enum NodeUpdateResult {
+        NODE_UPDATE_RESULT_NONE,        /* label absent */
+        NODE_UPDATE_RESULT_SUCCESSFUL,
+        NODE_UPDATE_RESULT_FAILED,
+        NODE_UPDATE_RESULT_INVALID,     /* any other value: ignored, and reported in NodeView.warning */
+        _NODE_UPDATE_RESULT_MAX,
+        _NODE_UPDATE_RESULT_INVALID = -EINVAL,
+} NodeUpdateResult;
+
+const char *node_update_result_to_string(NodeUpdateResult r);
+NodeUpdateResult node_update_result_from_string(const char *s);
+
+typedef struct NodeCondition {
+        bool present;
+        char *status;                   /* owned; NULL if absent */
+        char *reason;                   /* owned; NULL if absent (a condition without reason is fine) */
+        char *message;                  /* owned; NULL if absent */
+        char *last_transition_time;     /* owned; NULL if absent */
+} NodeCondition;
+
+typedef struct NodeView {
+        char *name;                     /* owned */
+        char *uid;                      /* owned; NULL if absent */
+        char *resource_version;         /* owned; NULL if absent */
+
+        bool candidate;                 /* candidate-for-update == "true" */
+        bool selected;                  /* selected-for-update == "true" */
+        NodeUpdateResult update_result;
+        char *update_result_value;      /* owned: the raw label value; NULL if absent */
+        NodeCondition in_place_update;  /* the first condition of type InPlaceUpdate */
+        NodeCondition agent;            /* the first condition of type InPlaceUpdateAgent */
+
+        char *restart_services;         /* owned: worker.gardener.cloud/restart-systemd-services */
+        char *updating_os_version;      /* owned: the attempt marker */
+        char *applied_checksum;         /* owned: checksum/cloud-config-data */
+        char *update_failed_reason;     /* owned */
+        char *progress;                 /* owned: inplace-agent/progress, raw */
+        char *plan;                     /* owned: inplace-agent/plan, raw */
+        char *failure;                  /* owned: inplace-agent/failure, raw */
+        char *secret_name;              /* owned: label ...gardener-node-agent-secret-name */
+        char *kubernetes_version;       /* owned: label worker.gardener.cloud/kubernetes-version */
+
+        char *warning;                  /* owned: what was tolerated but is worth a log line; NULL if none */
+} NodeView;
+
+NodeView *node_view_free(NodeView *v);
+DEFINE_CLEANUP_FUNC(NodeView, node_view_free);
+
+/* Decodes a core/v1 Node. -EINVAL with *ret_error (if not NULL) naming the field when the object is
+ * not a Node we can use (no metadata.name, a used label/annotation of the wrong type or size). */
+int node_view_decode(const json_t *node, NodeView **ret, char **ret_error);
+
+/* GNP §1.2: any InPlaceUpdate condition with reason ReadyForUpdate; its status is not checked. */
+bool node_view_ready_for_update(const NodeView *v);
+
+/* The in-place gate: ReadyForUpdate, or update-result=failed (the retry path). */
+bool node_view_gate_open(const NodeView *v);
+
+/* GNP §9 scenario 8: the transition that makes upstream enqueue the OSC — ReadyForUpdate present in
+ * `new` but not in `old` (old NULL = a Create event). The engine itself is idempotent and does not
+ * need this; it lets the manager skip re-deciding on unrelated Node updates. */
+bool node_view_became_ready(const NodeView *old, const NodeView *new);

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The persisted update state, <stateDirectory>/state.json (CONTRACT §7): the current or last
+ * transaction and the node-level memory of node-update.h's UpdateTransaction. Encoding and decoding
+ * are pure; load/save do blocking local file I/O (small file, written with write_file_atomic():
+ * temp file, fsync, rename, fsync of the directory). Does not log. */
+
+#include <stddef.h>
+
+#include "core/node-update.h"
+
+#define STATE_FILE_NAME "state.json"
+#define STATE_FILE_CORRUPT_SUFFIX ".corrupt"
+#define STATE_FILE_MAX (1024 * 1024)
+#define STATE_FILE_VERSION 1
+
+/* A JSON document (NUL-terminated, newline at the end). */
+int state_file_encode(const UpdateTransaction *tx, char **ret);
+
+/* -EBADMSG with *ret_error (if not NULL) naming the field when the text is not a valid state;
+ * -EPROTONOSUPPORT when it was written by a newer format version. */
+int state_file_decode(const char *data, size_t size, UpdateTransaction **ret, char **ret_error);
+
+/* Loads <dir>/state.json. -ENOENT if there is none (nothing persisted yet). A corrupt file is not
+ * dropped silently: it is renamed to state.json.corrupt (replacing an older one) and -EBADMSG is
+ * returned with *ret_error saying so, so the caller logs it and starts from an empty record. A file of
+ * a newer format is left in place (-EPROTONOSUPPORT). */
+int state_file_load(const char *dir, UpdateTransaction **ret, char **ret_error);
+
+/* Atomically replaces <dir>/state.json (mode 0600). A crash at any point leaves either the old or
+ * the new content, never a mix. */
+int state_file_save(const char *dir, const UpdateTransaction *tx);

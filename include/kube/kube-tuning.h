@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Timing of the Kubernetes client: watch durations, silence detection, backoff, credential
+ * re-reads, request timeouts. The defaults follow client-go (kube-api.md §2.3, §3.6, §3.7, §7.4).
+ *
+ * Tests (and only tests) shorten them through the environment variable INPLACE_AGENT_KUBE_TUNING,
+ * a comma-separated list of key=duration (durations as in the configuration: "500ms", "3s", "5m"):
+ *
+ *   watch-timeout=MIN-MAX   timeoutSeconds of each watch, uniform in [MIN, MAX) (whole seconds ≥ 1)
+ *   watch-silence=D         reconnect a watch that delivered no byte for D (bookmarks keep it busy)
+ *   startup-delay=D         random delay in [0, D) before the first LIST
+ *   backoff-base=D, backoff-cap=D, backoff-reset=D    the reflector's backoff (backoff.h)
+ *   token-refresh=D         re-read tokenFile when the last read is older than D
+ *   cert-check=D            stat() client certificate/key/CA files this often
+ *   request-timeout=D, patch-timeout=D                per-request timeouts
+ *
+ * It is deliberately not part of the configuration file (CONTRACT §3): production nodes run with
+ * the defaults. Pure: parsing only, no I/O, no logging. */
+
+#include <stdint.h>
+
+#include "util/macro.h"
+
+#define KUBE_TUNING_ENV "INPLACE_AGENT_KUBE_TUNING"
+
+typedef struct KubeTuning {
+        uint64_t watch_timeout_min_usec;        /* 300 s, client-go's reflector */
+        uint64_t watch_timeout_max_usec;        /* 600 s (exclusive) */
+        uint64_t watch_silence_usec;            /* 90 s: bookmarks come about every 60 s */
+        uint64_t watch_cap_margin_usec;         /* 30 s: hard cap = timeoutSeconds + this */
+        uint64_t startup_delay_usec;            /* 2 s */
+        uint64_t backoff_base_usec;             /* 0.8 s */
+        uint64_t backoff_cap_usec;              /* 30 s */
+        uint64_t backoff_reset_usec;            /* 2 min */
+        uint64_t token_refresh_usec;            /* 50 s: client-go caches 60 s with 10 s leeway */
+        uint64_t cert_check_usec;               /* 5 min, client-go's cert rotation period */
+        uint64_t request_timeout_usec;          /* 70 s: the server cuts non-watch requests at 60 s */
+        uint64_t patch_timeout_usec;            /* 40 s: the server bounds PATCH at 34 s */
+} KubeTuning;
+
+void kube_tuning_init(KubeTuning *t);
+
+/* Applies `spec` (NULL or empty: nothing) on top of *t. -EINVAL with a message naming the key
+ * for unknown keys, bad durations, zero where a positive value is needed, or MIN ≥ MAX. *t is
+ * unchanged on failure. */
+int kube_tuning_parse(KubeTuning *t, const char *spec, char **ret_error);

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The agent's heartbeat Lease (CONTRACT §3 lease.*, §6; kube-api.md §8): coordination.k8s.io/v1
+ * Lease <namespace>/<name> with holderIdentity, leaseDurationSeconds, renewTime (MicroTime) and an
+ * ownerReference to our Node (so it is garbage-collected with it). Created with GET → 404 → POST
+ * (409 → GET again), then renewed every duration/4 with a PUT of the last object the server
+ * returned (optimistic concurrency); a 409 on the PUT re-reads the Lease and tries again at once.
+ * Failures are retried with backoff (200 ms doubling, at most the renew interval), like kubelet's
+ * lease controller. Only PUT and POST are used, no PATCH: the gardener-node-agent identity may not
+ * patch leases (kube-api.md §6.3).
+ *
+ * Runs on the KubeClient's sd_event loop; logs at debug level only. Borrows the KubeClient. */
+
+#include <stdint.h>
+
+#include "kube/kube-client.h"
+#include "util/macro.h"
+
+typedef struct Lease Lease;
+
+typedef struct LeaseStats {
+        unsigned renewals;      /* successful PUTs */
+        unsigned failures;      /* failed attempts of any kind */
+        int last_error;         /* of the last attempt (0 = success) */
+} LeaseStats;
+
+int lease_new(KubeClient *client, const char *namespace, const char *name, const char *holder,
+              uint64_t duration_usec, Lease **ret);
+Lease *lease_free(Lease *l);
+DEFINE_CLEANUP_FUNC(Lease, lease_free);
+
+/* The Node that owns the Lease; a changed uid (Node re-created) updates the ownerReference with the
+ * next renewal. `uid` NULL: no owner yet. */
+int lease_set_owner(Lease *l, const char *node_name, const char *uid);
+
+/* Starts acquiring and renewing at once; a no-op when already running. */
+int lease_start(Lease *l);
+
+void lease_get_stats(const Lease *l, LeaseStats *ret);

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Stages one kubelet version into the store: resolve the image (registry.c), then from the top layer
+ * down fetch a layer blob (verified), look for filePathInImage in it (archive-extract.c) and stop at
+ * the first layer that has it or deletes it; install the file as <stateDirectory>/kubelet/<version>/
+ * kubelet (kubelet-store.c). Used both for pre-staging (CONTRACT §5, §8.3) and for the ungated path:
+ * nothing here touches kubelet.binaryPath. A version already in the store from the same image and path
+ * is reused without any request.
+ *
+ * Runs on the sd-event loop. The extraction (CPU-bound inflating) runs on a worker thread that touches
+ * only its own job and reports through an eventfd, so the loop never stalls on a large layer.
+ * Does not log: one callback with a failure code (CONTRACT §8.9) and a message. */
+
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "core/artifact-failure.h"
+#include "kubelet/kubelet-store.h"
+#include "oci/archive-extract.h"
+#include "oci/registry.h"
+
+typedef struct KubeletStageRequest {
+        const char *image;              /* imageRef.image, e.g. registry.example.com/hyperkube:v1.31.2 */
+        const char *file_path;          /* imageRef.filePathInImage, e.g. /kubelet */
+        const char *version;            /* store version (CONTRACT §8.1); NULL = the image tag without "v" */
+        const char *os;                 /* NULL = "linux" */
+        const char *architecture;       /* NULL = this machine's */
+        const char *variant;            /* NULL = this machine's (or any) */
+        const ArchiveLimits *limits;    /* NULL = ARCHIVE_LIMITS_DEFAULT */
+} KubeletStageRequest;
+
+typedef struct KubeletStageResult {
+        int error;                      /* 0 or -errno */
+        ArtifactFailure failure;        /* NONE on success */
+        const char *message;            /* NULL on success */
+        const char *version;            /* the store version */
+        const char *path;               /* <stateDirectory>/kubelet/<version>/kubelet */
+        const char *manifest_digest;    /* NULL when reused */
+        const char *file_digest;        /* sha256:<hex> of the installed file; NULL when reused */
+        uint64_t bytes_downloaded;
+        bool reused;
+} KubeletStageResult;
+
+typedef struct KubeletStage KubeletStage;
+
+/* Exactly once, never inside kubelet_stage_start(). May free the KubeletStage; the result's pointers stay
+ * valid until the callback returns either way. */
+typedef void (*KubeletStageDone)(KubeletStage *st, const KubeletStageResult *result, void *userdata);
+/* Download progress over all layers of the image (an upper bound: lower layers may be skipped). */
+typedef void (*KubeletStageProgress)(KubeletStage *st, uint64_t done, uint64_t total, void *userdata);
+
+/* -EINVAL (no callback) for an invalid image reference, file path or version: that is an invalid desired
+ * state, not an artifact failure. `registry` and `store` are borrowed and must outlive the stage. */
+int kubelet_stage_start(sd_event *event, RegistryClient *registry, KubeletStore *store,
+                        const KubeletStageRequest *req, KubeletStageProgress progress, KubeletStageDone done,
+                        void *userdata, KubeletStage **ret);
+/* Cancels without callback. If an extraction is running, waits for it (bounded by the limits). */
+KubeletStage *kubelet_stage_free(KubeletStage *st);
+DEFINE_CLEANUP_FUNC(KubeletStage, kubelet_stage_free);
+
+/* Maps an archive_extract_layer() error to its failure code (UnsafeArchive, DiskSpace, ...). */
+ArtifactFailure kubelet_stage_failure_from_extract_error(int error);

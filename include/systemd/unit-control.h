@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Client of the systemd manager (org.freedesktop.systemd1) over an sd-bus connection the Manager
+ * owns: start, stop, restart and reload units, and daemon-reload. Fully asynchronous on the sd_event
+ * loop the bus is attached to; nothing here blocks. Does not log above debug: every outcome comes
+ * back as a UnitJobResult (-errno plus a human detail) for the caller to report.
+ *
+ * Why more than "call RestartUnit and wait": upstream waits 10 s for JobRemoved and then assumes
+ * success (GNP §6.1). Here
+ *  - Subscribe() is called and the JobRemoved match installed once, at construction, so both are on
+ *    the wire before any job is queued and no fast job can finish unobserved;
+ *  - every job has its own timeout (systemd.jobTimeout); a timeout is a failure, never a success;
+ *  - job results map to -errno like systemd's bus-wait-for-jobs.c ("done"/"skipped" are success);
+ *  - a restart reads the unit's InvocationID before and after and is confirmed only if it changed
+ *    and the unit ended up active (or ran and exited); a unit that is "failed" afterwards is reported
+ *    failed with its Service.Result ("exit-code", ...). */
+
+#include <stdint.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-id128.h>
+
+#include "util/macro.h"
+
+typedef enum UnitAction {
+        UNIT_ACTION_START,
+        UNIT_ACTION_STOP,
+        UNIT_ACTION_RESTART,
+        UNIT_ACTION_RELOAD,
+        UNIT_ACTION_DAEMON_RELOAD,
+        _UNIT_ACTION_MAX,
+        _UNIT_ACTION_INVALID = -EINVAL,
+} UnitAction;
+
+const char *unit_action_to_string(UnitAction a);       /* "start", "stop", "restart", ... */
+UnitAction unit_action_from_string(const char *s);
+
+/* Maps a JobRemoved result string ("done", "failed", "timeout", ...) to 0 or -errno. */
+int unit_job_result_to_errno(const char *result);
+
+/* What happened. Every pointer is borrowed and valid only during the UnitJobDone callback. */
+typedef struct UnitJobResult {
+        UnitAction action;
+        const char *unit;               /* NULL for daemon-reload */
+        int error;                      /* 0 on success, else -errno */
+        const char *detail;             /* NULL on success; else a human reason: the D-Bus error
+                                         * message, "job result: failed", "timed out after 5s", ... */
+        const char *job_result;         /* JobRemoved result, NULL if no job finished */
+        const char *active_state;       /* after the job (NULL if not read) */
+        const char *sub_state;
+        const char *service_result;     /* Service.Result when the unit is failed, else NULL */
+        sd_id128_t invocation_before;   /* restart only; SD_ID128_NULL when the unit had none */
+        sd_id128_t invocation_after;
+        uint64_t duration_usec;         /* from the request to the result */
+} UnitJobResult;
+
+typedef struct UnitControl UnitControl;
+typedef struct UnitJob UnitJob;
+
+/* Called exactly once per job that was started successfully, never from inside the call that
+ * started it, never after unit_job_cancel() or unit_control_free(). It may start and cancel jobs;
+ * it must not free the UnitControl. */
+typedef void (*UnitJobDone)(const UnitJobResult *result, void *userdata);
+
+/* `bus` must be connected to systemd (sd_bus_open_system(), which honours DBUS_SYSTEM_BUS_ADDRESS)
+ * and attached to an event loop; a reference is taken on both. job_timeout_usec bounds every job from
+ * the request to the final result (> 0). Sends Subscribe() and AddMatch(JobRemoved). */
+int unit_control_new(sd_bus *bus, uint64_t job_timeout_usec, UnitControl **ret);
+/* Drops every pending job without calling back. Jobs already queued in systemd keep running. */
+UnitControl *unit_control_free(UnitControl *uc);
+DEFINE_CLEANUP_FUNC(UnitControl, unit_control_free);
+
+/* Generic form. `unit` is a canonical unit name (NULL for UNIT_ACTION_DAEMON_RELOAD); `mode` is the
+ * job mode, NULL meaning "replace". On success the job is owned by `uc`; *ret_job (optional) is a
+ * borrowed handle, valid until the callback runs or unit_job_cancel(). Returns -errno without
+ * calling back if the request could not be sent. */
+int unit_control_run(UnitControl *uc, UnitAction action, const char *unit, const char *mode,
+                     UnitJobDone on_done, void *userdata, UnitJob **ret_job);
+
+static inline int unit_control_start_unit(UnitControl *uc, const char *unit, UnitJobDone on_done,
+                                          void *userdata, UnitJob **ret_job) {
+        return unit_control_run(uc, UNIT_ACTION_START, unit, NULL, on_done, userdata, ret_job);
+}
+static inline int unit_control_stop_unit(UnitControl *uc, const char *unit, UnitJobDone on_done,
+                                         void *userdata, UnitJob **ret_job) {
+        return unit_control_run(uc, UNIT_ACTION_STOP, unit, NULL, on_done, userdata, ret_job);
+}
+static inline int unit_control_restart_unit(UnitControl *uc, const char *unit, UnitJobDone on_done,
+                                            void *userdata, UnitJob **ret_job) {
+        return unit_control_run(uc, UNIT_ACTION_RESTART, unit, NULL, on_done, userdata, ret_job);
+}
+static inline int unit_control_reload_unit(UnitControl *uc, const char *unit, UnitJobDone on_done,
+                                           void *userdata, UnitJob **ret_job) {
+        return unit_control_run(uc, UNIT_ACTION_RELOAD, unit, NULL, on_done, userdata, ret_job);
+}
+static inline int unit_control_daemon_reload(UnitControl *uc, UnitJobDone on_done, void *userdata,
+                                             UnitJob **ret_job) {
+        return unit_control_run(uc, UNIT_ACTION_DAEMON_RELOAD, NULL, NULL, on_done, userdata, ret_job);
+}
+
+/* Forgets the job: no callback. The systemd job itself is left alone (systemd's own timeouts
+ * apply). Returns NULL. */
+UnitJob *unit_job_cancel(UnitJob *j);
+
+/* Number of jobs in flight (for tests and for a clean shutdown). */
+size_t unit_control_n_jobs(const UnitControl *uc);

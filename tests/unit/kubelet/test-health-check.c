@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <stdio.h>
+
+#include "fake-http.h"
+#include "kubelet/health-check.h"
+#include "tests.h"
+
+typedef struct Ctx {
+        sd_event *event;
+        FakeHttp *fake;
+        Http *http;
+        char url[128];
+        bool done;
+        int error;
+        unsigned n_probes;
+        char message[512];
+} Ctx;
+
+static int setup(void **state) {
+        Ctx *c = calloc(1, sizeof(Ctx));
+
+        assert_non_null(c);
+        assert_int_equal(sd_event_new(&c->event), 0);
+        assert_int_equal(fake_http_new(c->event, &c->fake), 0);
+        assert_int_equal(http_new(c->event, &c->http), 0);
+        snprintf(c->url, sizeof(c->url), "http://127.0.0.1:%u/healthz", fake_http_port(c->fake));
+        *state = c;
+        return 0;
+}
+
+static int teardown(void **state) {
+        Ctx *c = *state;
+
+        http_free(c->http);
+        fake_http_free(c->fake);
+        sd_event_unref(c->event);
+        free(c);
+        return 0;
+}
+
+static void on_done(HealthCheck *hc, int error, const char *message, unsigned n_probes, void *userdata) {
+        Ctx *c = userdata;
+
+        c->done = true;
+        c->error = error;
+        c->n_probes = n_probes;
+        snprintf(c->message, sizeof(c->message), "%s", strempty(message));
+}
+
+static void run(Ctx *c) {
+        for (unsigned i = 0; i < 2000 && !c->done; i++)
+                assert_true(sd_event_run(c->event, 100 * USEC_PER_MSEC) >= 0);
+        assert_true(c->done);
+}
+
+static void test_healthy_after_failures(void **state) {
+        Ctx *c = *state;
+        _cleanup_(health_check_freep) HealthCheck *hc = NULL;
+        HealthCheckOptions o = { .url = c->url, .interval_usec = 20 * USEC_PER_MSEC, .timeout_usec = 10 * USEC_PER_SEC };
+
+        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 500, .body = "no" }), 0);
+        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 503, .body = "no" }), 0);
+        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 200, .body = "ok" }), 0);
+        assert_int_equal(health_check_start(c->event, c->http, &o, on_done, c, &hc), 0);
+        assert_false(c->done);          /* never from inside the start call */
+        run(c);
+        assert_int_equal(c->error, 0);
+        assert_int_equal(c->n_probes, 3);
+        assert_int_equal(fake_http_requests(c->fake), 3);
+        assert_non_null(strstr(fake_http_last_request(c->fake), "GET /healthz"));
+}
+
+static void test_unhealthy_times_out(void **state) {
+        Ctx *c = *state;
+        _cleanup_(health_check_freep) HealthCheck *hc = NULL;
+        _cleanup_free_ char *reason = NULL;
+        HealthCheckOptions o = { .url = c->url, .interval_usec = 50 * USEC_PER_MSEC, .timeout_usec = 2 * USEC_PER_SEC };
+
+        for (int i = 0; i < 50; i++)
+                assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 500, .body = "bad" }), 0);
+        assert_int_equal(health_check_start(c->event, c->http, &o, on_done, c, &hc), 0);
+        run(c);
+        assert_int_equal(c->error, -ETIMEDOUT);
+        assert_true(c->n_probes >= 2);
+        assert_non_null(strstr(c->message, "HTTP 500"));
+        assert_non_null(strstr(c->message, "within 2s"));
+        assert_int_equal(health_check_failure_reason(c->message, &reason), 0);
+        assert_true(strncmp(reason, "kubelet is not healthy after in-place update: ", 46) == 0);
+}
+
+static void test_connection_refused(void **state) {
+        Ctx *c = *state;
+        _cleanup_(health_check_freep) HealthCheck *hc = NULL;
+        HealthCheckOptions o = { .url = "http://127.0.0.1:1/healthz", .interval_usec = 50 * USEC_PER_MSEC,
+                                 .timeout_usec = USEC_PER_SEC };
+
+        assert_int_equal(health_check_start(c->event, c->http, &o, on_done, c, &hc), 0);
+        run(c);
+        assert_int_equal(c->error, -ETIMEDOUT);
+        assert_non_null(strstr(c->message, "refused"));
+}
+
+static void test_free_cancels(void **state) {
+        Ctx *c = *state;
+        HealthCheck *hc = NULL;
+        HealthCheckOptions o = { .url = c->url, .timeout_usec = USEC_PER_SEC };
+
+        assert_int_equal(health_check_start(c->event, c->http, &o, on_done, c, &hc), 0);
+        assert_null(health_check_free(hc));
+        for (int i = 0; i < 5; i++)
+                assert_true(sd_event_run(c->event, 10 * USEC_PER_MSEC) >= 0);
+        assert_false(c->done);
+        assert_int_equal(http_active(c->http), 0);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_healthy_after_failures, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unhealthy_times_out, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_connection_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_free_cancels, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
