@@ -809,6 +809,15 @@ static void succeeded_chores(Builder *b) {
                 add_set_checksum(b, true, tx->checksum, tx->kubernetes_version, tx->ca_rotation, tx->sa_rotation);
         if (!b->deferred)
                 add_final_event(b);
+        /* keepVersions: once the new kubelet is reported good, older ones go (never the rollback one). */
+        if (tx->kubelet_to && !done(b, UPDATE_STEP_COLLECT_KUBELETS)) {
+                UpdateAction *a = add_work(b, UPDATE_ACTION_COLLECT_KUBELETS, UPDATE_STEP_COLLECT_KUBELETS);
+
+                if (a) {
+                        a->version = b_strdup(b, tx->kubelet_to);
+                        a->previous_version = b_strdup(b, tx->kubelet_from);
+                }
+        }
 }
 
 static void failed_chores(Builder *b) {

@@ -62,6 +62,7 @@ static const char *const step_names[_UPDATE_STEP_MAX] = {
         [UPDATE_STEP_CHECKSUM] = "set-checksum",
         [UPDATE_STEP_PROGRESS] = "report-progress",
         [UPDATE_STEP_EVENT] = "emit-event",
+        [UPDATE_STEP_COLLECT_KUBELETS] = "collect-kubelets",
 };
 
 static const char *const action_names[_UPDATE_ACTION_MAX] = {
@@ -81,6 +82,7 @@ static const char *const action_names[_UPDATE_ACTION_MAX] = {
         [UPDATE_ACTION_DELETE_PODS] = "DeletePods",
         [UPDATE_ACTION_REPORT_RESULT] = "ReportResult",
         [UPDATE_ACTION_SET_CHECKSUM] = "SetChecksum",
+        [UPDATE_ACTION_COLLECT_KUBELETS] = "CollectKubelets",
 };
 
 static const char *const failure_names[_UPDATE_FAILURE_MAX] = {
@@ -128,6 +130,20 @@ UpdateFailureCode update_failure_code_from_string(const char *s) {
         return string_table_lookup(failure_names, ELEMENTSOF(failure_names), s);
 }
 
+/* One table: the artifact layer's codes are a subset of the update's (CONTRACT §8.9). */
+static const UpdateFailureCode artifact_codes[_ARTIFACT_FAILURE_MAX] = {
+        [ARTIFACT_FAILURE_NONE] = _UPDATE_FAILURE_INVALID,
+        [ARTIFACT_FAILURE_UNAVAILABLE] = UPDATE_FAILURE_ARTIFACT_UNAVAILABLE,
+        [ARTIFACT_FAILURE_DIGEST_MISMATCH] = UPDATE_FAILURE_DIGEST_MISMATCH,
+        [ARTIFACT_FAILURE_UNSAFE_ARCHIVE] = UPDATE_FAILURE_UNSAFE_ARCHIVE,
+        [ARTIFACT_FAILURE_DISK_SPACE] = UPDATE_FAILURE_DISK_SPACE,
+        [ARTIFACT_FAILURE_KUBELET_UNHEALTHY] = UPDATE_FAILURE_KUBELET_UNHEALTHY,
+};
+
+UpdateFailureCode update_failure_from_artifact(ArtifactFailure f) {
+        return f >= 0 && f < _ARTIFACT_FAILURE_MAX ? artifact_codes[f] : _UPDATE_FAILURE_INVALID;
+}
+
 bool update_phase_is_terminal(UpdatePhase p) {
         return p == UPDATE_PHASE_SUCCEEDED || p == UPDATE_PHASE_FAILED || p == UPDATE_PHASE_ROLLED_BACK;
 }
@@ -137,7 +153,8 @@ bool node_update_blocks_unit_restarts(const UpdateTransaction *tx) {
 }
 
 bool update_action_is_best_effort(UpdateActionType t) {
-        return t == UPDATE_ACTION_REPORT_PROGRESS || t == UPDATE_ACTION_EMIT_EVENT;
+        return t == UPDATE_ACTION_REPORT_PROGRESS || t == UPDATE_ACTION_EMIT_EVENT ||
+                t == UPDATE_ACTION_COLLECT_KUBELETS;
 }
 
 bool update_failure_is_retriable(UpdateFailureCode code, const char *message) {
@@ -347,6 +364,7 @@ void update_action_done(UpdateAction *a) {
         free(a->transaction);
         free(a->unit);
         free(a->version);
+        free(a->previous_version);
         free(a->image);
         free(a->path_in_image);
         free(a->command);

@@ -75,6 +75,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/artifact-failure.h"
 #include "core/config.h"
 #include "core/node-view.h"
 #include "core/osc.h"
@@ -151,6 +152,7 @@ typedef enum UpdateStep {
         UPDATE_STEP_CHECKSUM,           /* checksum/cloud-config-data written */
         UPDATE_STEP_PROGRESS,           /* progress of UpdateAction.phase written */
         UPDATE_STEP_EVENT,              /* Event of UpdateAction.phase emitted */
+        UPDATE_STEP_COLLECT_KUBELETS,   /* kubelet versions beyond keepVersions removed */
         _UPDATE_STEP_MAX,
         _UPDATE_STEP_INVALID = -EINVAL,
 } UpdateStep;
@@ -180,6 +182,9 @@ typedef enum UpdateActionType {
                                                  * plus condition_* on /status */
         UPDATE_ACTION_SET_CHECKSUM,             /* annotation checksum/cloud-config-data := checksum, label
                                                  * worker.gardener.cloud/kubernetes-version := version (if set) */
+        UPDATE_ACTION_COLLECT_KUBELETS,         /* keepVersions: remove older kubelets from the store, never
+                                                 * `version` (running) or `previous_version` (rollback);
+                                                 * best effort */
         _UPDATE_ACTION_MAX,
         _UPDATE_ACTION_INVALID = -EINVAL,
 } UpdateActionType;
@@ -191,7 +196,9 @@ typedef struct UpdateAction {
         char *transaction;              /* owned: its id; NULL for actions outside a transaction */
         char *unit;                     /* owned: RESTART_UNIT */
         char *version;                  /* owned: STAGE_*, SWITCH/ROLLBACK_KUBELET, INSTALL_OS_IMAGE,
-                                         * SET_MARKER, SET_CHECKSUM (kubernetes-version label) */
+                                         * SET_MARKER, SET_CHECKSUM (kubernetes-version label),
+                                         * COLLECT_KUBELETS */
+        char *previous_version;         /* owned: COLLECT_KUBELETS: the rollback version, kept */
         char *image;                    /* owned: STAGE_KUBELET */
         char *path_in_image;            /* owned: STAGE_KUBELET */
         char *command;                  /* owned: RUN_OS_COMMAND */
@@ -307,6 +314,9 @@ UpdateStep update_step_from_string(const char *s);
 const char *update_action_type_to_string(UpdateActionType t);
 const char *update_failure_code_to_string(UpdateFailureCode c);
 UpdateFailureCode update_failure_code_from_string(const char *s);
+
+/* The update's code for an artifact layer's failure; _UPDATE_FAILURE_INVALID for NONE. */
+UpdateFailureCode update_failure_from_artifact(ArtifactFailure f);
 
 bool update_phase_is_terminal(UpdatePhase p);   /* Succeeded, Failed, RolledBack */
 
