@@ -2,6 +2,7 @@
 /* The phase machine, the transaction record, and the feedback of action outcomes. The decider that
  * turns inputs into actions lives in node-update-decide.c. */
 #include <assert.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <strings.h>
 #include <time.h>
@@ -250,31 +251,68 @@ static void strv_free(char **l) {
         strv_freep(&l);
 }
 
+#define TX(k, t, f) { .key = k, .type = TX_FIELD_##t, .offset = offsetof(UpdateTransaction, f) }
+#define TX_GATE(k, t, f) { .key = k, .type = TX_FIELD_##t, .offset = offsetof(UpdateTransaction, f), .gate = true }
+
+/* In state.json's order: "transaction" and "phase" first, `inplace-agent status` prints them so. */
+const TxField update_transaction_fields[] = {
+        TX("transaction", STRING, id),
+        TX("phase", PHASE, phase),
+        TX("checksum", STRING, checksum),
+        TX("gated", BOOL, gated),
+        TX("os.from", STRING, os_from),
+        TX("os.to", STRING, os_to),
+        TX("os.backend", BACKEND, os_backend),
+        TX("os.command", STRING, os_command),
+        TX("os.args", STRV, os_args),
+        TX("kubelet.from", STRING, kubelet_from),
+        TX("kubelet.to", STRING, kubelet_to),
+        TX("kubelet.kubernetesVersion", STRING, kubernetes_version),
+        TX("kubelet.image", STRING, kubelet_image),
+        TX("kubelet.pathInImage", STRING, kubelet_path_in_image),
+        TX("rotation.requested", BOOL, rotation),
+        TX("rotation.certificateAuthorities", STRING, ca_rotation),
+        TX("rotation.serviceAccountKey", STRING, sa_rotation),
+        TX_GATE("blocked.code", CODE, blocked),
+        TX("blocked.message", STRING, blocked_message),
+        TX("done", STEPS, done),
+        TX("attempt", UINT, attempt),
+        TX("progressPhase", PHASE, progress_phase),
+        TX("eventPhase", PHASE, event_phase),
+        TX("bootId", STRING, boot_id),
+        TX("readySince", STRING, ready_since),
+        TX("osStartedUsec", U64, os_started_usec),
+        TX_GATE("failure.code", CODE, failure.code),
+        TX("failure.message", STRING, failure.message),
+        TX("failure.step", STRING, failure.step),
+        TX("failure.attempt", UINT, failure.attempt),
+        TX("failure.usec", U64, failure.usec),
+        TX("failure.keepReason", BOOL, failure.keep_reason),
+        TX("startedUsec", U64, started_usec),
+        TX("updatedUsec", U64, updated_usec),
+        TX("retryUsec", U64, retry_usec),
+        TX("apiFailures", UINT, api_failures),
+        TX_GATE("applied", PRESENT, applied.valid),
+        TX("applied.checksum", STRING, applied.checksum),
+        TX("applied.certificateAuthorities", STRING, applied.ca_rotation),
+        TX("applied.serviceAccountKey", STRING, applied.sa_rotation),
+        TX("marker", STRING, marker),
+};
+const size_t update_transaction_n_fields = ELEMENTSOF(update_transaction_fields);
+
+#define TX_PTR(t, f, type) ((type *) ((uint8_t *) (t) + (f)->offset))
+
 UpdateTransaction *update_transaction_free(UpdateTransaction *t) {
         if (!t)
                 return NULL;
-        free(t->id);
-        free(t->checksum);
-        free(t->os_from);
-        free(t->os_to);
-        free(t->kubelet_from);
-        free(t->kubelet_to);
-        free(t->kubernetes_version);
-        free(t->kubelet_image);
-        free(t->kubelet_path_in_image);
-        free(t->os_command);
-        strv_free(t->os_args);
-        free(t->ca_rotation);
-        free(t->sa_rotation);
-        free(t->blocked_message);
-        free(t->boot_id);
-        free(t->ready_since);
-        free(t->failure.message);
-        free(t->failure.step);
-        free(t->applied.checksum);
-        free(t->applied.ca_rotation);
-        free(t->applied.sa_rotation);
-        free(t->marker);
+        for (size_t i = 0; i < update_transaction_n_fields; i++) {
+                const TxField *f = &update_transaction_fields[i];
+
+                if (f->type == TX_FIELD_STRING)
+                        free(*TX_PTR(t, f, char *));
+                else if (f->type == TX_FIELD_STRV)
+                        strv_free(*TX_PTR(t, f, char **));
+        }
         free(t);
         return NULL;
 }
@@ -322,36 +360,22 @@ int update_transaction_copy(const UpdateTransaction *t, UpdateTransaction **ret)
                 return -ENOMEM;
         *c = *t;
         /* Clear every pointer first so a failed copy can be freed safely. */
-        c->id = c->checksum = c->os_from = c->os_to = c->kubelet_from = c->kubelet_to = NULL;
-        c->kubernetes_version = c->kubelet_image = c->kubelet_path_in_image = c->os_command = NULL;
-        c->os_args = NULL;
-        c->ca_rotation = c->sa_rotation = c->blocked_message = c->boot_id = c->ready_since = NULL;
-        c->failure.message = c->failure.step = NULL;
-        c->applied.checksum = c->applied.ca_rotation = c->applied.sa_rotation = NULL;
-        c->marker = NULL;
+        for (size_t i = 0; i < update_transaction_n_fields; i++) {
+                const TxField *f = &update_transaction_fields[i];
 
-        r = r ?: dup_str(t->id, &c->id);
-        r = r ?: dup_str(t->checksum, &c->checksum);
-        r = r ?: dup_str(t->os_from, &c->os_from);
-        r = r ?: dup_str(t->os_to, &c->os_to);
-        r = r ?: dup_str(t->kubelet_from, &c->kubelet_from);
-        r = r ?: dup_str(t->kubelet_to, &c->kubelet_to);
-        r = r ?: dup_str(t->kubernetes_version, &c->kubernetes_version);
-        r = r ?: dup_str(t->kubelet_image, &c->kubelet_image);
-        r = r ?: dup_str(t->kubelet_path_in_image, &c->kubelet_path_in_image);
-        r = r ?: dup_str(t->os_command, &c->os_command);
-        r = r ?: update_strv_copy(t->os_args, &c->os_args);
-        r = r ?: dup_str(t->ca_rotation, &c->ca_rotation);
-        r = r ?: dup_str(t->sa_rotation, &c->sa_rotation);
-        r = r ?: dup_str(t->blocked_message, &c->blocked_message);
-        r = r ?: dup_str(t->boot_id, &c->boot_id);
-        r = r ?: dup_str(t->ready_since, &c->ready_since);
-        r = r ?: dup_str(t->failure.message, &c->failure.message);
-        r = r ?: dup_str(t->failure.step, &c->failure.step);
-        r = r ?: dup_str(t->applied.checksum, &c->applied.checksum);
-        r = r ?: dup_str(t->applied.ca_rotation, &c->applied.ca_rotation);
-        r = r ?: dup_str(t->applied.sa_rotation, &c->applied.sa_rotation);
-        r = r ?: dup_str(t->marker, &c->marker);
+                if (f->type == TX_FIELD_STRING)
+                        *TX_PTR(c, f, char *) = NULL;
+                else if (f->type == TX_FIELD_STRV)
+                        *TX_PTR(c, f, char **) = NULL;
+        }
+        for (size_t i = 0; r >= 0 && i < update_transaction_n_fields; i++) {
+                const TxField *f = &update_transaction_fields[i];
+
+                if (f->type == TX_FIELD_STRING)
+                        r = dup_str(*TX_PTR(t, f, char *), TX_PTR(c, f, char *));
+                else if (f->type == TX_FIELD_STRV)
+                        r = update_strv_copy(*TX_PTR(t, f, char **), TX_PTR(c, f, char **));
+        }
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(c);

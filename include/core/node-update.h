@@ -274,6 +274,33 @@ typedef struct UpdateTransaction {
                                          * and did not clear */
 } UpdateTransaction;
 
+/* The one list of UpdateTransaction's fields: free, copy (node-update.c) and the state.json
+ * encoding (daemon/state-file.c) all walk it, so a new field is added in one place. `key` is the
+ * state.json key, "<object>.<key>" for one level of nesting. A field marked `gate` decides whether
+ * its object is written at all: when it is empty (no code, false) the object is null. */
+typedef enum TxFieldType {
+        TX_FIELD_STRING,                /* char * */
+        TX_FIELD_STRV,                  /* char **, NULL-terminated, at most OSC_ARGS_MAX */
+        TX_FIELD_BOOL,                  /* bool */
+        TX_FIELD_UINT,                  /* unsigned */
+        TX_FIELD_U64,                   /* uint64_t */
+        TX_FIELD_PHASE,                 /* UpdatePhase, by name; _INVALID: null */
+        TX_FIELD_CODE,                  /* UpdateFailureCode, by name; _INVALID: null */
+        TX_FIELD_BACKEND,               /* OsUpdateBackend, by name */
+        TX_FIELD_STEPS,                 /* uint64_t bit set of UpdateStep, as a list of names */
+        TX_FIELD_PRESENT,               /* bool: the object exists (gate only) */
+} TxFieldType;
+
+typedef struct TxField {
+        const char *key;
+        TxFieldType type;
+        size_t offset;
+        bool gate;
+} TxField;
+
+extern const TxField update_transaction_fields[];
+extern const size_t update_transaction_n_fields;
+
 /* What the decider needs from the configuration. */
 typedef struct UpdateSettings {
         OsUpdateBackend backend;
