@@ -259,6 +259,7 @@ const TxField update_transaction_fields[] = {
         TX("transaction", STRING, id),
         TX("phase", PHASE, phase),
         TX("checksum", STRING, checksum),
+        TX("nodeUid", STRING, node_uid),
         TX("gated", BOOL, gated),
         TX("os.from", STRING, os_from),
         TX("os.to", STRING, os_to),
@@ -411,6 +412,7 @@ void update_decision_done(UpdateDecision *d) {
         free(d->actions);
         update_transaction_free(d->tx);
         free(d->status);
+        free(d->notice);
         *d = (UpdateDecision) {};
 }
 

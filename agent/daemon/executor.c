@@ -719,6 +719,8 @@ static void executor_decide(Executor *e) {
         /* The decision's record replaces ours and is persisted before any side effect. */
         update_transaction_free(e->tx);
         e->tx = TAKE_PTR(e->batch.tx);
+        if (e->batch.notice)
+                log_notice("%s", e->batch.notice);
         if (e->batch.status)
                 reporter_set_status(e->deps.reporter, "Node %s: %s", e->config->node_name, e->batch.status);
         if (executor_save(e) < 0) {

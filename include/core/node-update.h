@@ -234,6 +234,7 @@ typedef struct UpdateTransaction {
         char *id;                       /* owned; NULL: no transaction yet */
         UpdatePhase phase;
         char *checksum;                 /* owned: OSC checksum/data-script this transaction applies */
+        char *node_uid;                 /* owned: uid of the Node it started on; results go to it only */
         bool gated;                     /* in-place work: waits for the MCM gate, reports update-result */
         char *os_from;                  /* owned */
         char *os_to;                    /* owned; NULL: no OS change */
@@ -329,6 +330,8 @@ typedef struct UpdateDecision {
         uint64_t wake_usec;             /* decide again at this time even without new input;
                                          * USEC_INFINITY: only on new input */
         char *status;                   /* owned: one sentence on what happens or what we wait for */
+        char *notice;                   /* owned: something that happened and deserves a journal line
+                                         * (e.g. a transaction dropped); NULL: nothing */
 } UpdateDecision;
 
 /* Names (CONTRACT §5 phases, §8.9 codes). to_string returns NULL for out-of-range values. */
