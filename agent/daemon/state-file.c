@@ -232,31 +232,24 @@ static int get_obj(Decoder *d, const json_t *o, const char *key, const json_t **
         return 0;
 }
 
-static int get_phase(Decoder *d, const json_t *o, const char *key, const char *path, UpdatePhase *ret) {
+/* An enum field stored by name (phase, failure code, OS backend); null/absent is `absent`. */
+static int get_named(Decoder *d, const json_t *o, const char *key, const char *path, TxFieldType type, int absent,
+                     int *ret) {
         _cleanup_free_ char *s = NULL;
         int r = get_str(d, o, key, path, &s);
 
         if (r < 0)
                 return r;
         if (!s) {
-                *ret = _UPDATE_PHASE_INVALID;
+                *ret = absent;
                 return 0;
         }
-        *ret = update_phase_from_string(s);
+        *ret = type == TX_FIELD_PHASE ? (int) update_phase_from_string(s) :
+               type == TX_FIELD_CODE ? (int) update_failure_code_from_string(s) :
+                                       (int) os_update_backend_from_string(s);
         if (*ret < 0)
-                return bad(d, "%s%s: unknown phase \"%s\"", path, key, s);
-        return 0;
-}
-
-static int get_code(Decoder *d, const json_t *o, const char *key, const char *path, UpdateFailureCode *ret) {
-        _cleanup_free_ char *s = NULL;
-        int r = get_str(d, o, key, path, &s);
-
-        if (r < 0)
-                return r;
-        *ret = s ? update_failure_code_from_string(s) : _UPDATE_FAILURE_INVALID;
-        if (s && *ret < 0)
-                return bad(d, "%s%s: unknown failure code \"%s\"", path, key, s);
+                return bad(d, "%s%s: unknown %s \"%s\"", path, key,
+                           type == TX_FIELD_PHASE ? "phase" : type == TX_FIELD_CODE ? "failure code" : "backend", s);
         return 0;
 }
 
@@ -306,18 +299,6 @@ static int decode_steps(Decoder *d, const json_t *o, const char *key, const char
         return 0;
 }
 
-static int get_backend(Decoder *d, const json_t *o, const char *key, const char *path, OsUpdateBackend *ret) {
-        _cleanup_free_ char *backend = NULL;
-        int r = get_str(d, o, key, path, &backend);
-
-        if (r < 0)
-                return r;
-        *ret = backend ? os_update_backend_from_string(backend) : OS_UPDATE_BACKEND_COMMAND;
-        if (*ret < 0)
-                return bad(d, "%s%s: unknown backend \"%s\"", path, key, backend);
-        return 0;
-}
-
 static int decode_field(Decoder *d, const json_t *doc, UpdateTransaction *tx, const TxField *f) {
         char object[64], path[66] = "";
         const char *leaf = field_leaf(f, object, sizeof(object));
@@ -341,12 +322,13 @@ static int decode_field(Decoder *d, const json_t *doc, UpdateTransaction *tx, co
                 return get_unsigned(d, o, leaf, path, FIELD(tx, f, unsigned));
         case TX_FIELD_U64:
                 return get_u64(d, o, leaf, path, FIELD(tx, f, uint64_t));
+        /* Enums are int-sized (their _INVALID = -EINVAL members make them signed). */
         case TX_FIELD_PHASE:
-                return get_phase(d, o, leaf, path, FIELD(tx, f, UpdatePhase));
+                return get_named(d, o, leaf, path, f->type, _UPDATE_PHASE_INVALID, FIELD(tx, f, int));
         case TX_FIELD_CODE:
-                return get_code(d, o, leaf, path, FIELD(tx, f, UpdateFailureCode));
+                return get_named(d, o, leaf, path, f->type, _UPDATE_FAILURE_INVALID, FIELD(tx, f, int));
         case TX_FIELD_BACKEND:
-                return get_backend(d, o, leaf, path, FIELD(tx, f, OsUpdateBackend));
+                return get_named(d, o, leaf, path, f->type, OS_UPDATE_BACKEND_COMMAND, FIELD(tx, f, int));
         case TX_FIELD_STEPS:
                 return decode_steps(d, o, leaf, path, FIELD(tx, f, uint64_t));
         case TX_FIELD_PRESENT:
