@@ -54,6 +54,13 @@ static void on_synced(KubeWatch *w, int error, void *userdata) {
         c->synced_error = error;
 }
 
+static void on_stopped(KubeWatch *w, int error, void *userdata) {
+        Ctx *c = userdata;
+
+        c->stopped++;
+        c->stopped_error = error;
+}
+
 static int setup(void **state) {
         Ctx *c = calloc(1, sizeof(Ctx));
 
@@ -67,7 +74,7 @@ static int setup(void **state) {
         c->k.tuning.watch_timeout_max_usec = 6 * USEC_PER_SEC;
         assert_int_equal(kube_watch_new(c->k.client, "/api/v1/nodes", "n1",
                                         &(KubeWatchCallbacks) { .on_object = on_object, .on_deleted = on_deleted,
-                                                                .on_synced = on_synced },
+                                                                .on_synced = on_synced, .on_stopped = on_stopped },
                                         c, &c->watch), 0);
         *state = c;
         return 0;
@@ -237,6 +244,40 @@ static void test_reconnect(void **state) {
         assert_int_equal(stats(c).watches, 2);
 }
 
+/* The loop is finishing: nothing can be scheduled on it any more. */
+static void finish_loop(sd_event *e) {
+        assert_int_equal(sd_event_exit(e, 0), 0);
+        while (sd_event_get_state(e) != SD_EVENT_FINISHED)
+                assert_true(sd_event_run(e, 0) >= 0);
+}
+
+static void test_stop_reported(void **state) {
+        Ctx *c = *state;
+
+        test_kube_push(&c->k, 200, NULL, LIST_N1("5"));
+        push_stream(c, BOOKMARK("6"), false, true);
+        assert_int_equal(kube_watch_start(c->watch), 0);
+        TEST_LOOP_UNTIL(c->k.event, streq_ptr(kube_watch_get_resource_version(c->watch), "6"), TIMEOUT);
+        assert_int_equal(stats(c).stop_error, 0);
+
+        /* The next step cannot be armed: the owner is told, once, instead of the watch going quiet. */
+        finish_loop(c->k.event);
+        kube_watch_reconnect(c->watch);
+        assert_int_equal(c->stopped, 1);
+        assert_int_equal(c->stopped_error, -ESTALE);
+        assert_int_equal(stats(c).stop_error, -ESTALE);
+}
+
+static void test_start_failure_reported(void **state) {
+        Ctx *c = *state;
+
+        finish_loop(c->k.event);
+        assert_int_equal(kube_watch_start(c->watch), -ESTALE);
+        assert_int_equal(c->stopped, 1);
+        assert_int_equal(c->stopped_error, -ESTALE);
+        assert_int_equal(fake_http_requests(c->k.fake), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_list_watch_bookmark, setup, teardown),
@@ -246,6 +287,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_dropped_stream_backs_off, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_429_retry_after, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reconnect, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stop_reported, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_start_failure_reported, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

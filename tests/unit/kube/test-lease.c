@@ -18,6 +18,8 @@
 typedef struct Ctx {
         TestKube k;
         Lease *lease;
+        unsigned stopped;
+        int stopped_error;
 } Ctx;
 
 static int setup(void **state) {
@@ -38,6 +40,13 @@ static int teardown(void **state) {
         test_kube_done(&c->k);
         free(c);
         return 0;
+}
+
+static void on_stopped(Lease *l, int error, void *userdata) {
+        Ctx *c = userdata;
+
+        c->stopped++;
+        c->stopped_error = error;
 }
 
 static LeaseStats stats(Ctx *c) {
@@ -170,6 +179,24 @@ static void test_failure_backs_off(void **state) {
         assert_int_equal(stats(c).last_error, 0);
 }
 
+static void test_stop_reported(void **state) {
+        Ctx *c = *state;
+
+        lease_set_stopped_callback(c->lease, on_stopped, c);
+        /* The loop is finishing: the first step cannot be armed. Said once, and visible in the stats. */
+        assert_int_equal(sd_event_exit(c->k.event, 0), 0);
+        while (sd_event_get_state(c->k.event) != SD_EVENT_FINISHED)
+                assert_true(sd_event_run(c->k.event, 0) >= 0);
+        assert_int_equal(lease_start(c->lease), -ESTALE);
+        assert_int_equal(c->stopped, 1);
+        assert_int_equal(c->stopped_error, -ESTALE);
+        assert_true(stats(c).stopped);
+        assert_int_equal(stats(c).last_error, -ESTALE);
+        /* Not running, so a second start tries (and reports) again instead of being a no-op. */
+        assert_int_equal(lease_start(c->lease), -ESTALE);
+        assert_int_equal(c->stopped, 2);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_create_then_renew, setup, teardown),
@@ -178,6 +205,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_create_conflict_rereads, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_deleted_recreated, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_failure_backs_off, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stop_reported, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
