@@ -4,9 +4,9 @@
 #include <assert.h>
 #include <stdio.h>
 #include <strings.h>
-#include <time.h>
 
 #include "node-update-internal.h"
+#include "util/time-util.h"
 #include "util/utf8.h"
 
 /* Failure messages end up in annotations and Events: keep them readable and bounded. */
@@ -578,15 +578,6 @@ int node_update_action_failed(UpdateTransaction *tx, const UpdateAction *a, Upda
 
 /* ---- JSON ---- */
 
-char *update_format_timestamp(char *buf, size_t size, uint64_t usec) {
-        time_t t = (time_t) (usec / USEC_PER_SEC);
-        struct tm tm;
-
-        if (!gmtime_r(&t, &tm) || strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-                snprintf(buf, size, "1970-01-01T00:00:00Z");
-        return buf;
-}
-
 /* The steps a transaction needs, in order; the basis of the percentage. */
 static size_t planned_steps(const UpdateTransaction *tx, UpdateStep steps[static _UPDATE_STEP_MAX]) {
         size_t n = 0;
@@ -642,7 +633,7 @@ unsigned update_transaction_percent(const UpdateTransaction *tx) {
 
 json_t *update_progress_json(const UpdateTransaction *tx, const char *step, uint64_t bytes_done,
                              uint64_t bytes_total, unsigned percent, uint64_t now_usec) {
-        char ts[UPDATE_TIMESTAMP_MAX];
+        char ts[RFC3339_MAX];
 
         assert(tx);
 
@@ -653,7 +644,7 @@ json_t *update_progress_json(const UpdateTransaction *tx, const char *step, uint
                          "bytesDone", (json_int_t) MIN(bytes_done, (uint64_t) INT64_MAX),
                          "bytesTotal", (json_int_t) MIN(bytes_total, (uint64_t) INT64_MAX),
                          "percent", (int) MIN(percent, 100u),
-                         "updated", update_format_timestamp(ts, sizeof(ts), now_usec));
+                         "updated", format_rfc3339(ts, now_usec, /* micro= */ false) ?: "1970-01-01T00:00:00Z");
 }
 
 json_t *update_failure_json(const UpdateTransaction *tx) {

@@ -6,6 +6,7 @@
 #include "kube/kube-watch.h"
 #include "kube/watch-stream.h"
 #include "util/backoff.h"
+#include "util/event-util.h"
 #include "util/log.h"
 #include "util/random-util.h"
 
@@ -388,9 +389,7 @@ static int kube_watch_schedule(KubeWatch *w, WatchStep step, uint64_t delay_usec
         int r;
 
         w->next_step = step;
-        r = sd_event_source_set_time_relative(w->timer, delay_usec);
-        if (r >= 0)
-                r = sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
+        r = event_timer_arm(w->timer, delay_usec);
         if (r >= 0)
                 return 0;
 

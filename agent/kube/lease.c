@@ -2,12 +2,13 @@
 #include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "kube/lease.h"
 #include "util/backoff.h"
+#include "util/event-util.h"
 #include "util/log.h"
 #include "util/random-util.h"
+#include "util/time-util.h"
 
 #define LEASE_RETRY_BASE_USEC (200 * USEC_PER_MSEC)
 #define LEASE_RETRY_RESET_USEC (5 * 60 * USEC_PER_SEC)
@@ -111,23 +112,9 @@ void lease_get_stats(const Lease *l, LeaseStats *ret) {
         *ret = l->stats;
 }
 
-static char *micro_time_now(void) {
-        struct timespec ts;
-        struct tm tm;
-        char buf[64];
-
-        /* MicroTime: 2006-01-02T15:04:05.000000Z07:00 */
-        (void) clock_gettime(CLOCK_REALTIME, &ts);
-        if (!gmtime_r(&ts.tv_sec, &tm))
-                return NULL;
-        if (snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000) < 0)
-                return NULL;
-        return strdup(buf);
-}
-
 static int set_spec_and_owner(Lease *l, json_t *obj) {
-        _cleanup_free_ char *now = micro_time_now();
+        char buf[RFC3339_MAX];
+        const char *now = format_rfc3339(buf, clock_now_usec(CLOCK_REALTIME), /* micro= */ true);
         json_t *spec, *md;
 
         if (!now)
@@ -268,9 +255,7 @@ static int lease_schedule(Lease *l, LeaseStep step, uint64_t delay_usec) {
         int r;
 
         l->step = step;
-        r = sd_event_source_set_time_relative(l->timer, delay_usec);
-        if (r >= 0)
-                r = sd_event_source_set_enabled(l->timer, SD_EVENT_ONESHOT);
+        r = event_timer_arm(l->timer, delay_usec);
         if (r >= 0)
                 return 0;
 

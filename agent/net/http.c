@@ -6,6 +6,7 @@
 
 #include "build-config.h"
 #include "net/http.h"
+#include "util/event-util.h"
 
 struct Http {
         sd_event *event;                /* ref held */
@@ -141,23 +142,16 @@ static int http_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 
 static int http_timer_cb(CURLM *multi, long timeout_ms, void *userp) {
         Http *h = userp;
-        uint64_t now;
+        uint64_t delay = (uint64_t) timeout_ms * USEC_PER_MSEC + 1;
 
         if (timeout_ms < 0)
                 return h->timer ? (sd_event_source_set_enabled(h->timer, SD_EVENT_OFF) < 0 ? -1 : 0) : 0;
 
-        if (sd_event_now(h->event, CLOCK_MONOTONIC, &now) < 0)
-                return -1;
-        now += (uint64_t) timeout_ms * USEC_PER_MSEC + 1;
-        if (h->timer) {
-                if (sd_event_source_set_time(h->timer, now) < 0 ||
-                    sd_event_source_set_enabled(h->timer, SD_EVENT_ONESHOT) < 0)
-                        return -1;
-                return 0;
-        }
+        if (h->timer)
+                return event_timer_arm(h->timer, delay) < 0 ? -1 : 0;
         /* Accuracy 1 µs: libcurl's timeouts drive connection setup and retries; sd-event's default
          * slack of 250 ms would add that much latency to every request. */
-        if (sd_event_add_time(h->event, &h->timer, CLOCK_MONOTONIC, now, 1, http_on_timer, h) < 0)
+        if (sd_event_add_time_relative(h->event, &h->timer, CLOCK_MONOTONIC, delay, 1, http_on_timer, h) < 0)
                 return -1;
         (void) sd_event_source_set_description(h->timer, "http-timer");
         return 0;

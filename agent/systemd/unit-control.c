@@ -99,13 +99,6 @@ int unit_job_result_to_errno(const char *result) {
         return -EIO;
 }
 
-static uint64_t now_usec(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
-}
-
 /* ---- job lifecycle */
 
 static void unit_job_unlink(UnitJob *j) {
@@ -164,7 +157,7 @@ static int unit_job_finish(UnitJob *j, int error, const char *detail) {
                 .service_result = j->service_result,
                 .invocation_before = j->invocation_before,
                 .invocation_after = j->invocation_after,
-                .duration_usec = now_usec() - j->start_usec,
+                .duration_usec = clock_now_usec(CLOCK_MONOTONIC) - j->start_usec,
         };
 
         /* Unlink first: the callback may start new jobs or cancel others, but this one is over. */
@@ -468,7 +461,7 @@ int unit_control_run(UnitControl *uc, UnitAction action, const char *unit, const
                 .action = action,
                 .on_done = on_done,
                 .userdata = userdata,
-                .start_usec = now_usec(),
+                .start_usec = clock_now_usec(CLOCK_MONOTONIC),
         };
         if (unit) {
                 j->unit = strdup(unit);
