@@ -9,6 +9,7 @@
 
 #include "oci/registry-auth.h"
 #include "oci/registry.h"
+#include "util/backoff.h"
 #include "util/event-util.h"
 #include "util/fileio.h"
 
@@ -441,8 +442,8 @@ static void op_retry_or_next(RegistryOp *op, bool transient, uint64_t retry_afte
                 op_endpoint_failed(op);
                 return;
         }
-        delay = c->retry_base_usec << MIN(op->attempt - 1, 16U);
-        delay = MAX(MIN(delay, RETRY_MAX_USEC), MIN(retry_after_usec, RETRY_MAX_USEC));
+        delay = backoff_exponential(c->retry_base_usec, RETRY_MAX_USEC, op->attempt - 1);
+        delay = MAX(delay, MIN(retry_after_usec, RETRY_MAX_USEC));
         r = sd_event_add_time_relative(c->event, &op->timer, CLOCK_MONOTONIC, delay, 0, op_on_retry_timer, op);
         if (r < 0) {
                 op_set_failure(op, r, ARTIFACT_FAILURE_UNAVAILABLE, "cannot schedule retry: %s", strerror(-r));

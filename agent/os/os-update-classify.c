@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "os/os-update-classify.h"
+#include "util/backoff.h"
 #include "util/time-util.h"
 
 /* Lower-case ASCII, as the folded stream presents them. */
@@ -172,10 +173,7 @@ bool os_update_retry_next(const OsUpdateRetryPolicy *p, OsUpdateClass last, unsi
         if (last != OS_UPDATE_CLASS_RETRIABLE || elapsed_usec >= budget_usec)
                 return false;
 
-        delay = p->initial_delay_usec;
-        for (unsigned i = 1; i < attempts_done && delay < p->max_delay_usec; i++)
-                delay = delay > UINT64_MAX / 2 ? UINT64_MAX : delay * 2;
-        delay = MIN(delay, p->max_delay_usec);
+        delay = backoff_exponential(p->initial_delay_usec, p->max_delay_usec, attempts_done - 1);
 
         /* Written as subtractions from the budget so that no sum can overflow. */
         if (delay > budget_usec - elapsed_usec ||
