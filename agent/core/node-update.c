@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "node-update-internal.h"
+#include "util/strv.h"
 #include "util/time-util.h"
 #include "util/utf8.h"
 
@@ -229,10 +230,6 @@ int update_transaction_new(UpdateTransaction **ret) {
         return 0;
 }
 
-static void strv_free(char **l) {
-        strv_freep(&l);
-}
-
 UpdateTransaction *update_transaction_free(UpdateTransaction *t) {
         if (!t)
                 return NULL;
@@ -270,29 +267,6 @@ static int dup_str(const char *s, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
-int update_strv_copy(char *const *l, char ***ret) {
-        size_t n = 0;
-        char **c;
-
-        *ret = NULL;
-        if (!l)
-                return 0;
-        while (l[n])
-                n++;
-        c = calloc(n + 1, sizeof(char *));
-        if (!c)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-                c[i] = strdup(l[i]);
-                if (!c[i]) {
-                        strv_free(c);
-                        return -ENOMEM;
-                }
-        }
-        *ret = c;
-        return 0;
-}
-
 int update_transaction_copy(const UpdateTransaction *t, UpdateTransaction **ret) {
         _cleanup_(update_transaction_freep) UpdateTransaction *c = NULL;
         int r = 0;
@@ -323,7 +297,7 @@ int update_transaction_copy(const UpdateTransaction *t, UpdateTransaction **ret)
         r = r ?: dup_str(t->kubelet_image, &c->kubelet_image);
         r = r ?: dup_str(t->kubelet_path_in_image, &c->kubelet_path_in_image);
         r = r ?: dup_str(t->os_command, &c->os_command);
-        r = r ?: update_strv_copy(t->os_args, &c->os_args);
+        r = r ?: strv_copy(t->os_args, &c->os_args);
         r = r ?: dup_str(t->ca_rotation, &c->ca_rotation);
         r = r ?: dup_str(t->sa_rotation, &c->sa_rotation);
         r = r ?: dup_str(t->blocked_message, &c->blocked_message);

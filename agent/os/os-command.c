@@ -11,6 +11,7 @@
 #include "os/os-command.h"
 #include "os/output-capture.h"
 #include "util/event-util.h"
+#include "util/strv.h"
 
 /* One read() per dispatch: a command printing without pause then costs the loop at most one
  * 64 KiB copy between other events, so timers and the bus keep being served. */
@@ -59,18 +60,6 @@ struct OsCommand {
         sd_event_source *retry_timer;   /* owned */
         sd_event_source *defer_source;  /* owned: reports a spawn failure from the loop */
 };
-
-static size_t strv_length(char *const *l) {
-        size_t n = 0;
-
-        while (l && l[n])
-                n++;
-        return n;
-}
-
-static void strv_free(char **l) {
-        strv_freep(&l);
-}
 
 static int strv_check_limits(char *const *l) {
         size_t n = strv_length(l);
