@@ -99,35 +99,11 @@ static const char *const failure_names[_UPDATE_FAILURE_MAX] = {
         [UPDATE_FAILURE_UNIT_RESTART_FAILED] = "UnitRestartFailed",
 };
 
-#define NAME(table, max, v) ((int) (v) >= 0 && (int) (v) < (max) ? table[v] : NULL)
-
-const char *update_phase_to_string(UpdatePhase p) {
-        return NAME(phase_names, _UPDATE_PHASE_MAX, p);
-}
-UpdatePhase update_phase_from_string(const char *s) {
-        return string_table_lookup(phase_names, ELEMENTSOF(phase_names), s);
-}
-const char *update_event_to_string(UpdateEvent e) {
-        return NAME(event_names, _UPDATE_EVENT_MAX, e);
-}
-UpdateEvent update_event_from_string(const char *s) {
-        return string_table_lookup(event_names, ELEMENTSOF(event_names), s);
-}
-const char *update_step_to_string(UpdateStep s) {
-        return NAME(step_names, _UPDATE_STEP_MAX, s);
-}
-UpdateStep update_step_from_string(const char *s) {
-        return string_table_lookup(step_names, ELEMENTSOF(step_names), s);
-}
-const char *update_action_type_to_string(UpdateActionType t) {
-        return NAME(action_names, _UPDATE_ACTION_MAX, t);
-}
-const char *update_failure_code_to_string(UpdateFailureCode c) {
-        return NAME(failure_names, _UPDATE_FAILURE_MAX, c);
-}
-UpdateFailureCode update_failure_code_from_string(const char *s) {
-        return string_table_lookup(failure_names, ELEMENTSOF(failure_names), s);
-}
+DEFINE_STRING_TABLE_LOOKUP(update_phase, UpdatePhase, phase_names);
+DEFINE_STRING_TABLE_LOOKUP(update_event, UpdateEvent, event_names);
+DEFINE_STRING_TABLE_LOOKUP(update_step, UpdateStep, step_names);
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(update_action_type, UpdateActionType, action_names);
+DEFINE_STRING_TABLE_LOOKUP(update_failure_code, UpdateFailureCode, failure_names);
 
 bool update_phase_is_terminal(UpdatePhase p) {
         return p == UPDATE_PHASE_SUCCEEDED || p == UPDATE_PHASE_FAILED || p == UPDATE_PHASE_ROLLED_BACK;

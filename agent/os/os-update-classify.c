@@ -27,27 +27,8 @@ static const char *const termination_names[_OS_UPDATE_TERMINATION_MAX] = {
         [OS_UPDATE_SPAWN_FAILED] = "spawn-failed",
 };
 
-const char *os_update_class_to_string(OsUpdateClass c) {
-        return c >= 0 && c < _OS_UPDATE_CLASS_MAX ? class_names[c] : NULL;
-}
-
-OsUpdateClass os_update_class_from_string(const char *s) {
-        for (size_t i = 0; s && i < ELEMENTSOF(class_names); i++)
-                if (streq(class_names[i], s))
-                        return (OsUpdateClass) i;
-        return _OS_UPDATE_CLASS_INVALID;
-}
-
-const char *os_update_termination_to_string(OsUpdateTermination t) {
-        return t >= 0 && t < _OS_UPDATE_TERMINATION_MAX ? termination_names[t] : NULL;
-}
-
-OsUpdateTermination os_update_termination_from_string(const char *s) {
-        for (size_t i = 0; s && i < ELEMENTSOF(termination_names); i++)
-                if (streq(termination_names[i], s))
-                        return (OsUpdateTermination) i;
-        return _OS_UPDATE_TERMINATION_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(os_update_class, OsUpdateClass, class_names);
+DEFINE_STRING_TABLE_LOOKUP(os_update_termination, OsUpdateTermination, termination_names);
 
 /* Length of the longest prefix of p that is a suffix of p[0..q) followed by c: the next state of
  * a KMP matcher, computed directly. Patterns are short (< 20 bytes) and mismatches past the

@@ -70,16 +70,7 @@ static const char *const unit_action_method[_UNIT_ACTION_MAX] = {
         [UNIT_ACTION_DAEMON_RELOAD] = "Reload",
 };
 
-const char *unit_action_to_string(UnitAction a) {
-        return a >= 0 && a < _UNIT_ACTION_MAX ? unit_action_table[a] : NULL;
-}
-
-UnitAction unit_action_from_string(const char *s) {
-        for (UnitAction a = 0; s && a < _UNIT_ACTION_MAX; a++)
-                if (streq(s, unit_action_table[a]))
-                        return a;
-        return _UNIT_ACTION_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(unit_action, UnitAction, unit_action_table);
 
 int unit_job_result_to_errno(const char *result) {
         /* The same mapping as systemd's bus-wait-for-jobs.c, so errors read the same way. */
