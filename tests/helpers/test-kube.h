@@ -2,8 +2,7 @@
 #pragma once
 
 /* A KubeClient talking plain HTTP to the canned-response server, for the kube/ unit tests: one
- * loop, one FakeHttp, one Http, the default tuning (a test may change it before the first request;
- * the client borrows it). */
+ * loop, one FakeHttp, one Http, a tuning (the client borrows it: a test may change it later). */
 
 #include <stdio.h>
 
@@ -21,16 +20,19 @@ typedef struct TestKube {
         char server[64];
 } TestKube;
 
-/* `token_file` may be NULL (no credentials). */
-static inline void test_kube_init(TestKube *t, const char *token_file) {
-        KubeConfig kc = { .token_file = (char *) token_file };
+/* `base`: credentials to use (its server is ignored); NULL for none. `tuning` NULL: the defaults. */
+static inline void test_kube_init(TestKube *t, const KubeConfig *base, const KubeTuning *tuning) {
+        KubeConfig kc = base ? *base : (KubeConfig) {};
 
         assert_int_equal(sd_event_new(&t->event), 0);
         assert_int_equal(fake_http_new(t->event, &t->fake), 0);
         assert_int_equal(http_new(t->event, &t->http), 0);
         snprintf(t->server, sizeof(t->server), "http://127.0.0.1:%u", fake_http_port(t->fake));
         kc.server = t->server;
-        kube_tuning_init(&t->tuning);
+        if (tuning)
+                t->tuning = *tuning;
+        else
+                kube_tuning_init(&t->tuning);
         assert_int_equal(kube_client_new(t->event, t->http, &kc, &t->tuning, &t->client), 0);
 }
 

@@ -21,11 +21,11 @@ typedef struct Ctx {
         unsigned attempts;
 } Ctx;
 
-static void write_token(Ctx *c, const char *token) {
-        FILE *f = fopen(c->token_file, "we");
+static void write_file(const char *path, const char *content) {
+        FILE *f = fopen(path, "we");
 
         assert_non_null(f);
-        assert_true(fputs(token, f) >= 0);
+        assert_true(fputs(content, f) >= 0);
         assert_int_equal(fclose(f), 0);
 }
 
@@ -36,8 +36,8 @@ static int setup(void **state) {
         strcpy(c->dir, "/tmp/test-kube-client-XXXXXX");
         assert_non_null(mkdtemp(c->dir));
         snprintf(c->token_file, sizeof(c->token_file), "%s/token", c->dir);
-        write_token(c, "token-1\n");
-        test_kube_init(&c->k, c->token_file);
+        write_file(c->token_file, "token-1\n");
+        test_kube_init(&c->k, &(KubeConfig) { .token_file = c->token_file }, NULL);
         *state = c;
         return 0;
 }
@@ -256,7 +256,7 @@ static void test_401_rereads_token(void **state) {
         assert_non_null(strstr(last(c), "Bearer token-1\r\n"));
 
         /* The token was rotated on disk: the 401 makes the client read it and repeat once. */
-        write_token(c, "token-2\n");
+        write_file(c->token_file, "token-2\n");
         c->calls = 0;
         test_kube_push(&c->k, 401, NULL, "{\"kind\":\"Status\",\"code\":401,\"reason\":\"Unauthorized\"}");
         test_kube_push(&c->k, 200, NULL, "{\"kind\":\"Node\"}");
@@ -275,6 +275,41 @@ static void test_401_rereads_token(void **state) {
         assert_int_equal(c->error, -EACCES);
         assert_int_equal(c->attempts, 1);
         assert_string_equal(c->reason, "Unauthorized");
+}
+
+static void on_reconnect(KubeClient *client, void *userdata) {
+        (*(unsigned *) userdata)++;
+}
+
+static void test_certificate_change_reconnects(void **state) {
+        TestKube k = {};
+        KubeTuning tuning;
+        char dir[] = "/tmp/test-kube-client-cert-XXXXXX", cert[64], key[64];
+        unsigned reconnects = 0;
+
+        /* The files' content does not matter over plain HTTP; that they changed does. */
+        assert_non_null(mkdtemp(dir));
+        snprintf(cert, sizeof(cert), "%s/client.crt", dir);
+        snprintf(key, sizeof(key), "%s/client.key", dir);
+        write_file(cert, "cert 1\n");
+        write_file(key, "key 1\n");
+        kube_tuning_init(&tuning);
+        tuning.cert_check_usec = 50 * USEC_PER_MSEC;
+        test_kube_init(&k, &(KubeConfig) { .cert_file = cert, .key_file = key }, &tuning);
+        kube_client_set_reconnect_callback(k.client, on_reconnect, &reconnects);
+
+        TEST_LOOP_NOT(k.event, reconnects > 0, 200 * USEC_PER_MSEC);
+        write_file(cert, "cert 2, longer\n");
+        TEST_LOOP_UNTIL(k.event, reconnects == 1, 5 * USEC_PER_SEC);
+        /* Once per change. */
+        TEST_LOOP_NOT(k.event, reconnects > 1, 200 * USEC_PER_MSEC);
+        write_file(key, "key 2, longer\n");
+        TEST_LOOP_UNTIL(k.event, reconnects == 2, 5 * USEC_PER_SEC);
+
+        test_kube_done(&k);
+        assert_int_equal(unlink(cert), 0);
+        assert_int_equal(unlink(key), 0);
+        assert_int_equal(rmdir(dir), 0);
 }
 
 static void test_free_cancels_without_callback(void **state) {
@@ -298,6 +333,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_503_not_retried_for_post, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_401_rereads_token, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_free_cancels_without_callback, setup, teardown),
+                cmocka_unit_test(test_certificate_change_reconnects),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

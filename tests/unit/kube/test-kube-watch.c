@@ -65,7 +65,7 @@ static int setup(void **state) {
         Ctx *c = calloc(1, sizeof(Ctx));
 
         assert_non_null(c);
-        test_kube_init(&c->k, NULL);
+        test_kube_init(&c->k, NULL, NULL);
         c->k.tuning.startup_delay_usec = USEC_PER_MSEC;
         c->k.tuning.backoff_base_usec = BACKOFF_BASE;
         c->k.tuning.backoff_cap_usec = 4 * BACKOFF_BASE;

@@ -26,7 +26,7 @@ static int setup(void **state) {
         Ctx *c = calloc(1, sizeof(Ctx));
 
         assert_non_null(c);
-        test_kube_init(&c->k, NULL);
+        test_kube_init(&c->k, NULL, NULL);
         /* 2 s: renewals every ~0.5 s, failures retried after 200 ms doubling up to 0.5 s. */
         assert_int_equal(lease_new(c->k.client, "kube-node-lease", "n1", "n1", 2 * USEC_PER_SEC, &c->lease), 0);
         *state = c;
