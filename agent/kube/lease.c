@@ -175,8 +175,7 @@ static void lease_on_answer(KubeRequest *req, int error, json_t *object, void *u
                 l->stats.last_error = 0;
                 backoff_reset(&l->backoff);
                 /* Renew every quarter of the duration, with a little jitter (kubelet: 4 %). */
-                (void) lease_schedule(l, LEASE_RENEW,
-                               l->duration_usec / 4 - random_below(l->duration_usec / 25 + 1));
+                (void) lease_schedule(l, LEASE_RENEW, l->duration_usec / 4 - random_below(l->duration_usec / 25 + 1));
                 return;
         }
 
