@@ -89,18 +89,8 @@ static const char *const reboot_names[_REBOOT_METHOD_MAX] = {
         [REBOOT_METHOD_NONE] = "none",
 };
 
-const char *os_update_backend_to_string(OsUpdateBackend b) {
-        return b >= 0 && b < _OS_UPDATE_BACKEND_MAX ? backend_names[b] : NULL;
-}
-OsUpdateBackend os_update_backend_from_string(const char *s) {
-        return string_table_lookup(backend_names, ELEMENTSOF(backend_names), s);
-}
-const char *reboot_method_to_string(RebootMethod m) {
-        return m >= 0 && m < _REBOOT_METHOD_MAX ? reboot_names[m] : NULL;
-}
-RebootMethod reboot_method_from_string(const char *s) {
-        return string_table_lookup(reboot_names, ELEMENTSOF(reboot_names), s);
-}
+DEFINE_STRING_TABLE_LOOKUP(os_update_backend, OsUpdateBackend, backend_names);
+DEFINE_STRING_TABLE_LOOKUP(reboot_method, RebootMethod, reboot_names);
 
 static const struct {
         size_t offset;

@@ -9,6 +9,7 @@
 
 #include "core/version.h"
 #include "node-update-internal.h"
+#include "util/strv.h"
 
 #define RETRY_BACKOFF_FIRST_USEC (30 * USEC_PER_SEC)
 #define RETRY_BACKOFF_MAX_USEC (10 * 60 * USEC_PER_SEC)
@@ -639,7 +640,7 @@ static void add_os_apply(Builder *b) {
                 a = add_work(b, UPDATE_ACTION_RUN_OS_COMMAND, UPDATE_STEP_OS_APPLY);
                 if (a) {
                         a->command = b_strdup(b, tx->os_command);
-                        if (update_strv_copy(tx->os_args, &a->args) < 0)
+                        if (strv_copy(tx->os_args, &a->args) < 0)
                                 b->error = -ENOMEM;
                 }
         }
@@ -943,7 +944,7 @@ static int start_transaction(Builder *b, Plan *p, unsigned attempt) {
         tx->kubelet_path_in_image = b_strdup(b, osc->kubelet_file_in_image);
         tx->os_backend = in->settings.backend;
         tx->os_command = b_strdup(b, osc->os_update_command);
-        if (update_strv_copy(osc->os_update_args, &tx->os_args) < 0)
+        if (strv_copy(osc->os_update_args, &tx->os_args) < 0)
                 return -ENOMEM;
         tx->ca_rotation = b_strdup(b, osc->ca_rotation);
         tx->sa_rotation = b_strdup(b, osc->sa_rotation);

@@ -6,8 +6,6 @@
 
 #include "core/node-update.h"
 
-int update_strv_copy(char *const *l, char ***ret);
-
 /* Sets tx->failure: message sanitised and bounded, prefixed with `prefix` (may be NULL). */
 int update_transaction_set_failure(UpdateTransaction *tx, UpdateFailureCode code, const char *prefix,
                                    const char *message, const char *step, uint64_t now_usec);

@@ -5,9 +5,10 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <strings.h>
-#include <time.h>
 
 #include "node-update-internal.h"
+#include "util/strv.h"
+#include "util/time-util.h"
 #include "util/utf8.h"
 
 /* Failure messages end up in annotations and Events: keep them readable and bounded. */
@@ -101,35 +102,11 @@ static const char *const failure_names[_UPDATE_FAILURE_MAX] = {
         [UPDATE_FAILURE_UNIT_RESTART_FAILED] = "UnitRestartFailed",
 };
 
-#define NAME(table, max, v) ((int) (v) >= 0 && (int) (v) < (max) ? table[v] : NULL)
-
-const char *update_phase_to_string(UpdatePhase p) {
-        return NAME(phase_names, _UPDATE_PHASE_MAX, p);
-}
-UpdatePhase update_phase_from_string(const char *s) {
-        return string_table_lookup(phase_names, ELEMENTSOF(phase_names), s);
-}
-const char *update_event_to_string(UpdateEvent e) {
-        return NAME(event_names, _UPDATE_EVENT_MAX, e);
-}
-UpdateEvent update_event_from_string(const char *s) {
-        return string_table_lookup(event_names, ELEMENTSOF(event_names), s);
-}
-const char *update_step_to_string(UpdateStep s) {
-        return NAME(step_names, _UPDATE_STEP_MAX, s);
-}
-UpdateStep update_step_from_string(const char *s) {
-        return string_table_lookup(step_names, ELEMENTSOF(step_names), s);
-}
-const char *update_action_type_to_string(UpdateActionType t) {
-        return NAME(action_names, _UPDATE_ACTION_MAX, t);
-}
-const char *update_failure_code_to_string(UpdateFailureCode c) {
-        return NAME(failure_names, _UPDATE_FAILURE_MAX, c);
-}
-UpdateFailureCode update_failure_code_from_string(const char *s) {
-        return string_table_lookup(failure_names, ELEMENTSOF(failure_names), s);
-}
+DEFINE_STRING_TABLE_LOOKUP(update_phase, UpdatePhase, phase_names);
+DEFINE_STRING_TABLE_LOOKUP(update_event, UpdateEvent, event_names);
+DEFINE_STRING_TABLE_LOOKUP(update_step, UpdateStep, step_names);
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(update_action_type, UpdateActionType, action_names);
+DEFINE_STRING_TABLE_LOOKUP(update_failure_code, UpdateFailureCode, failure_names);
 
 /* One table: the artifact layer's codes are a subset of the update's (CONTRACT §8.9). */
 static const UpdateFailureCode artifact_codes[_ARTIFACT_FAILURE_MAX] = {
@@ -247,10 +224,6 @@ int update_transaction_new(UpdateTransaction **ret) {
         return 0;
 }
 
-static void strv_free(char **l) {
-        strv_freep(&l);
-}
-
 #define TX(k, t, f) { .key = k, .type = TX_FIELD_##t, .offset = offsetof(UpdateTransaction, f) }
 #define TX_GATE(k, t, f) { .key = k, .type = TX_FIELD_##t, .offset = offsetof(UpdateTransaction, f), .gate = true }
 
@@ -326,29 +299,6 @@ static int dup_str(const char *s, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
-int update_strv_copy(char *const *l, char ***ret) {
-        size_t n = 0;
-        char **c;
-
-        *ret = NULL;
-        if (!l)
-                return 0;
-        while (l[n])
-                n++;
-        c = calloc(n + 1, sizeof(char *));
-        if (!c)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-                c[i] = strdup(l[i]);
-                if (!c[i]) {
-                        strv_free(c);
-                        return -ENOMEM;
-                }
-        }
-        *ret = c;
-        return 0;
-}
-
 int update_transaction_copy(const UpdateTransaction *t, UpdateTransaction **ret) {
         _cleanup_(update_transaction_freep) UpdateTransaction *c = NULL;
         int r = 0;
@@ -375,7 +325,7 @@ int update_transaction_copy(const UpdateTransaction *t, UpdateTransaction **ret)
                 if (f->type == TX_FIELD_STRING)
                         r = dup_str(*TX_PTR(t, f, char *), TX_PTR(c, f, char *));
                 else if (f->type == TX_FIELD_STRV)
-                        r = update_strv_copy(*TX_PTR(t, f, char **), TX_PTR(c, f, char **));
+                        r = strv_copy(*TX_PTR(t, f, char **), TX_PTR(c, f, char **));
         }
         if (r < 0)
                 return r;
@@ -622,15 +572,6 @@ int node_update_action_failed(UpdateTransaction *tx, const UpdateAction *a, Upda
 
 /* ---- JSON ---- */
 
-char *update_format_timestamp(char *buf, size_t size, uint64_t usec) {
-        time_t t = (time_t) (usec / USEC_PER_SEC);
-        struct tm tm;
-
-        if (!gmtime_r(&t, &tm) || strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-                snprintf(buf, size, "1970-01-01T00:00:00Z");
-        return buf;
-}
-
 /* The steps a transaction needs, in order; the basis of the percentage. */
 static size_t planned_steps(const UpdateTransaction *tx, UpdateStep steps[static _UPDATE_STEP_MAX]) {
         size_t n = 0;
@@ -686,7 +627,7 @@ unsigned update_transaction_percent(const UpdateTransaction *tx) {
 
 json_t *update_progress_json(const UpdateTransaction *tx, const char *step, uint64_t bytes_done,
                              uint64_t bytes_total, unsigned percent, uint64_t now_usec) {
-        char ts[UPDATE_TIMESTAMP_MAX];
+        char ts[RFC3339_MAX];
 
         assert(tx);
 
@@ -697,7 +638,7 @@ json_t *update_progress_json(const UpdateTransaction *tx, const char *step, uint
                          "bytesDone", (json_int_t) MIN(bytes_done, (uint64_t) INT64_MAX),
                          "bytesTotal", (json_int_t) MIN(bytes_total, (uint64_t) INT64_MAX),
                          "percent", (int) MIN(percent, 100u),
-                         "updated", update_format_timestamp(ts, sizeof(ts), now_usec));
+                         "updated", format_rfc3339(ts, now_usec, /* micro= */ false) ?: "1970-01-01T00:00:00Z");
 }
 
 json_t *update_failure_json(const UpdateTransaction *tx) {

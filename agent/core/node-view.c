@@ -14,13 +14,7 @@ static const char *const result_names[_NODE_UPDATE_RESULT_MAX] = {
         [NODE_UPDATE_RESULT_INVALID] = "invalid",
 };
 
-const char *node_update_result_to_string(NodeUpdateResult r) {
-        return r >= 0 && r < _NODE_UPDATE_RESULT_MAX ? result_names[r] : NULL;
-}
-
-NodeUpdateResult node_update_result_from_string(const char *s) {
-        return string_table_lookup(result_names, ELEMENTSOF(result_names), s);
-}
+DEFINE_STRING_TABLE_LOOKUP(node_update_result, NodeUpdateResult, result_names);
 
 static void condition_done(NodeCondition *c) {
         free(c->status);

@@ -28,21 +28,8 @@ static const char *const change_names[_KUBELET_CHANGE_MAX] = {
         [KUBELET_CHANGE_SKIP] = "skip",
 };
 
-const char *version_op_to_string(VersionOp op) {
-        return op >= 0 && op < _VERSION_OP_MAX ? op_names[op] : NULL;
-}
-
-VersionOp version_op_from_string(const char *s) {
-        return string_table_lookup(op_names, ELEMENTSOF(op_names), s);
-}
-
-const char *kubelet_change_to_string(KubeletChange c) {
-        return c >= 0 && c < _KUBELET_CHANGE_MAX ? change_names[c] : NULL;
-}
-
-KubeletChange kubelet_change_from_string(const char *s) {
-        return string_table_lookup(change_names, ELEMENTSOF(change_names), s);
-}
+DEFINE_STRING_TABLE_LOOKUP(version_op, VersionOp, op_names);
+DEFINE_STRING_TABLE_LOOKUP(kubelet_change, KubeletChange, change_names);
 
 static int why(const char **ret_why, const char *text) {
         if (ret_why)

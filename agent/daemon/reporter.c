@@ -6,6 +6,7 @@
 
 #include "daemon/reporter.h"
 #include "util/log.h"
+#include "util/time-util.h"
 
 /* One report action's writes: `done` runs when the last of them finished. */
 typedef struct ReportJob {
@@ -217,13 +218,13 @@ static int patch_condition(Reporter *r, const char *type, bool status, const cha
         const NodeCondition *old = r->node && streq(type, NODE_CONDITION_AGENT) ? &r->node->agent : NULL;
         const char *s = status ? "True" : "False";
         _cleanup_(json_decrefp) json_t *body = NULL;
-        char now[UPDATE_TIMESTAMP_MAX];
+        char now[RFC3339_MAX];
         const char *transition;
 
         if (old && old->present && streq_ptr(old->status, s) && streq_ptr(strempty(old->reason), strempty(reason)) &&
             streq_ptr(strempty(old->message), strempty(message)))
                 return 0;
-        if (!update_format_timestamp(now, sizeof(now), now_usec))
+        if (!format_rfc3339(now, now_usec, /* micro= */ false))
                 return -EINVAL;
         transition = old && old->present && streq_ptr(old->status, s) ? old->last_transition_time : NULL;
         body = json_pack("{s:{s:[{s:s, s:s, s:s, s:s, s:s, s:s}]}}", "status", "conditions", "type", type, "status", s,

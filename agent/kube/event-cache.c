@@ -30,9 +30,7 @@ static const char *const action_names[_EVENT_ACTION_MAX] = {
         [EVENT_ACTION_PATCH] = "patch",
 };
 
-const char *event_action_to_string(EventAction a) {
-        return a >= 0 && a < _EVENT_ACTION_MAX ? action_names[a] : NULL;
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(event_action, EventAction, action_names);
 
 int event_cache_new(EventCache **ret) {
         assert(ret);

@@ -6,6 +6,7 @@
 #include "build-config.h"
 #include "kube/kube-client.h"
 #include "kube/kube-credentials.h"
+#include "util/event-util.h"
 #include "util/log.h"
 
 #if defined(__x86_64__)
@@ -78,12 +79,8 @@ const char *kube_patch_type_to_content_type(KubePatchType t) {
 }
 
 uint64_t kube_client_now(KubeClient *c) {
-        uint64_t now;
-
         assert(c);
-        if (sd_event_now(c->event, CLOCK_MONOTONIC, &now) < 0)
-                return 0;
-        return now;
+        return event_now_usec(c->event);
 }
 
 static void token_free(char *t) {

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "kube/event-cache.h"
 #include "kube/kube-events.h"
 #include "util/log.h"
+#include "util/time-util.h"
 
 typedef struct QueuedEvent {
         EventDecision decision;
@@ -88,15 +88,11 @@ unsigned kube_events_pending(const KubeEvents *e) {
         return e->n_queued;
 }
 
+/* metav1.Time: RFC 3339 in UTC with whole seconds. */
 static char *format_time(uint64_t realtime_usec) {
-        time_t t = (time_t) (realtime_usec / USEC_PER_SEC);
-        struct tm tm;
-        char buf[32];
+        char buf[RFC3339_MAX];
 
-        /* metav1.Time: RFC 3339 in UTC with whole seconds. */
-        if (!gmtime_r(&t, &tm) || strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-                return NULL;
-        return strdup(buf);
+        return format_rfc3339(buf, realtime_usec, /* micro= */ false) ? strdup(buf) : NULL;
 }
 
 static json_t *event_body(KubeEvents *e, const QueuedEvent *q) {
@@ -214,7 +210,6 @@ static void kube_events_send_next(KubeEvents *e) {
 }
 
 int kube_events_emit(KubeEvents *e, const char *type, const char *reason, const char *message) {
-        struct timespec ts;
         QueuedEvent *q;
         EventDecision d;
         uint64_t realtime;
@@ -231,8 +226,7 @@ int kube_events_emit(KubeEvents *e, const char *type, const char *reason, const 
                 return -ENOBUFS;
         }
 
-        (void) clock_gettime(CLOCK_REALTIME, &ts);
-        realtime = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+        realtime = clock_now_usec(CLOCK_REALTIME);
         uid = e->node_uid ? e->node_uid : e->node_name;
         r = event_cache_observe(e->cache, e->node_name, uid, type, reason, strempty(message),
                                 kube_client_now(e->client), realtime, &d);

@@ -6,6 +6,7 @@
 #include "kube/kube-watch.h"
 #include "kube/watch-stream.h"
 #include "util/backoff.h"
+#include "util/event-util.h"
 #include "util/log.h"
 #include "util/random-util.h"
 
@@ -52,7 +53,7 @@ struct KubeWatch {
         KubeWatchStats stats;
 };
 
-static void kube_watch_schedule(KubeWatch *w, WatchStep step, uint64_t delay_usec);
+static int kube_watch_schedule(KubeWatch *w, WatchStep step, uint64_t delay_usec);
 
 static const char *object_rv(const json_t *o) {
         return json_string_value(json_object_get(json_object_get(o, "metadata"), "resourceVersion"));
@@ -132,7 +133,7 @@ static void kube_watch_on_list(KubeRequest *req, int error, json_t *list, void *
                 log_debug("LIST %s/%s: resourceVersion %s unavailable, listing from scratch.", w->collection,
                           w->name, list_rv(w));
                 w->rv_unavailable = true;
-                kube_watch_schedule(w, STEP_LIST, 0);
+                (void) kube_watch_schedule(w, STEP_LIST, 0);
                 return;
         }
         rv = json_string_value(json_object_get(json_object_get(list, "metadata"), "resourceVersion"));
@@ -144,13 +145,13 @@ static void kube_watch_on_list(KubeRequest *req, int error, json_t *list, void *
                 log_debug("LIST %s/%s failed: %s; retrying in %" PRIu64 " ms.", w->collection, w->name,
                           strerror(-error), delay / USEC_PER_MSEC);
                 synced(w, error);
-                kube_watch_schedule(w, STEP_LIST, delay);
+                (void) kube_watch_schedule(w, STEP_LIST, delay);
                 return;
         }
 
         w->rv_unavailable = false;
         if (set_rv(w, rv) < 0) {
-                kube_watch_schedule(w, STEP_LIST, backoff_step(w));
+                (void) kube_watch_schedule(w, STEP_LIST, backoff_step(w));
                 return;
         }
         item = find_item(w, list);
@@ -160,7 +161,7 @@ static void kube_watch_on_list(KubeRequest *req, int error, json_t *list, void *
                 object_deleted(w, NULL);
         log_debug("LIST %s/%s: rv=%s, %s.", w->collection, w->name, w->rv, item ? "present" : "absent");
         synced(w, 0);
-        kube_watch_schedule(w, STEP_WATCH, 0);
+        (void) kube_watch_schedule(w, STEP_WATCH, 0);
 }
 
 static int kube_watch_list(KubeWatch *w) {
@@ -315,7 +316,7 @@ static void kube_watch_on_watch_done(HttpRequest *req, int error, long status, v
         if (w->error_too_large)
                 w->rv_unavailable = true;
 
-        kube_watch_schedule(w, next == WATCH_NEXT_RELIST_BACKOFF ? STEP_LIST : STEP_WATCH, delay);
+        (void) kube_watch_schedule(w, next == WATCH_NEXT_RELIST_BACKOFF ? STEP_LIST : STEP_WATCH, delay);
 }
 
 static int kube_watch_watch(KubeWatch *w) {
@@ -376,17 +377,30 @@ static int kube_watch_on_timer(sd_event_source *s, uint64_t usec, void *userdata
                           w->collection, w->name, strerror(-r), delay / USEC_PER_MSEC);
                 if (step == STEP_LIST)
                         synced(w, r);
-                kube_watch_schedule(w, step, delay);
+                (void) kube_watch_schedule(w, step, delay);
         }
         return 0;
 }
 
-static void kube_watch_schedule(KubeWatch *w, WatchStep step, uint64_t delay_usec) {
+/* Every step goes through the timer, even with no delay: callers sit inside HTTP callbacks. Arming
+ * fails only when the loop is finishing or this is a forked child, so retrying cannot help: the
+ * watch stops here, and the owner hears of it (or, without on_stopped, the log does). */
+static int kube_watch_schedule(KubeWatch *w, WatchStep step, uint64_t delay_usec) {
+        int r;
+
         w->next_step = step;
-        /* Always through the timer, even with no delay: callers sit inside HTTP callbacks. */
-        if (sd_event_source_set_time_relative(w->timer, delay_usec) < 0 ||
-            sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT) < 0)
-                log_debug("Failed to arm the timer of watch %s/%s.", w->collection, w->name);
+        r = event_timer_arm(w->timer, delay_usec);
+        if (r >= 0)
+                return 0;
+
+        w->next_step = STEP_NONE;
+        w->stats.stop_error = r;
+        if (w->cb.on_stopped)
+                w->cb.on_stopped(w, r, w->userdata);
+        else
+                log_error("Watch of %s/%s stopped: cannot arm its timer: %s", w->collection, w->name,
+                          strerror(-r));
+        return r;
 }
 
 int kube_watch_new(KubeClient *client, const char *collection, const char *name, const KubeWatchCallbacks *cb,
@@ -459,8 +473,7 @@ int kube_watch_start(KubeWatch *w) {
         assert(w);
 
         t = kube_client_get_tuning(w->client);
-        kube_watch_schedule(w, STEP_LIST, random_below(t->startup_delay_usec));
-        return 0;
+        return kube_watch_schedule(w, STEP_LIST, random_below(t->startup_delay_usec));
 }
 
 void kube_watch_reconnect(KubeWatch *w) {
@@ -470,7 +483,7 @@ void kube_watch_reconnect(KubeWatch *w) {
                 return;
         dispatch_pending(w);
         w->watch = http_request_free(w->watch);
-        kube_watch_schedule(w, STEP_WATCH, 0);
+        (void) kube_watch_schedule(w, STEP_WATCH, 0);
 }
 
 json_t *kube_watch_get_object(KubeWatch *w) {

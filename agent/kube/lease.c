@@ -2,12 +2,13 @@
 #include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "kube/lease.h"
 #include "util/backoff.h"
+#include "util/event-util.h"
 #include "util/log.h"
 #include "util/random-util.h"
+#include "util/time-util.h"
 
 #define LEASE_RETRY_BASE_USEC (200 * USEC_PER_MSEC)
 #define LEASE_RETRY_RESET_USEC (5 * 60 * USEC_PER_SEC)
@@ -30,13 +31,19 @@ struct Lease {
         LeaseStep step;
         KubeRequest *request;           /* owned: in flight */
         sd_event_source *timer;         /* owned: next step */
+        bool started;
         Backoff backoff;
         LeaseStats stats;
+        LeaseStoppedCallback on_stopped;
+        void *stopped_userdata;         /* borrowed */
 };
+
+static int lease_on_timer(sd_event_source *s, uint64_t usec, void *userdata);
 
 int lease_new(KubeClient *client, const char *namespace, const char *name, const char *holder,
               uint64_t duration_usec, Lease **ret) {
         _cleanup_(lease_freep) Lease *l = NULL;
+        int r;
 
         assert(client);
         assert(namespace);
@@ -57,6 +64,13 @@ int lease_new(KubeClient *client, const char *namespace, const char *name, const
                 return -ENOMEM;
         backoff_init(&l->backoff, LEASE_RETRY_BASE_USEC, duration_usec / 4, LEASE_RETRY_RESET_USEC);
 
+        r = sd_event_add_time_relative(kube_client_get_event(client), &l->timer, CLOCK_MONOTONIC, 0, USEC_PER_MSEC,
+                                       lease_on_timer, l);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(l->timer, "lease");
+
         *ret = TAKE_PTR(l);
         return 0;
 }
@@ -76,6 +90,12 @@ Lease *lease_free(Lease *l) {
         return NULL;
 }
 
+void lease_set_stopped_callback(Lease *l, LeaseStoppedCallback cb, void *userdata) {
+        assert(l);
+        l->on_stopped = cb;
+        l->stopped_userdata = userdata;
+}
+
 int lease_set_owner(Lease *l, const char *node_name, const char *uid) {
         int r;
 
@@ -92,23 +112,9 @@ void lease_get_stats(const Lease *l, LeaseStats *ret) {
         *ret = l->stats;
 }
 
-static char *micro_time_now(void) {
-        struct timespec ts;
-        struct tm tm;
-        char buf[64];
-
-        /* MicroTime: 2006-01-02T15:04:05.000000Z07:00 */
-        (void) clock_gettime(CLOCK_REALTIME, &ts);
-        if (!gmtime_r(&ts.tv_sec, &tm))
-                return NULL;
-        if (snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000) < 0)
-                return NULL;
-        return strdup(buf);
-}
-
 static int set_spec_and_owner(Lease *l, json_t *obj) {
-        _cleanup_free_ char *now = micro_time_now();
+        char buf[RFC3339_MAX];
+        const char *now = format_rfc3339(buf, clock_now_usec(CLOCK_REALTIME), /* micro= */ true);
         json_t *spec, *md;
 
         if (!now)
@@ -138,7 +144,7 @@ static int set_spec_and_owner(Lease *l, json_t *obj) {
                                              "name", l->node_name, "uid", l->node_uid));
 }
 
-static void lease_schedule(Lease *l, LeaseStep step, uint64_t delay_usec);
+static int lease_schedule(Lease *l, LeaseStep step, uint64_t delay_usec);
 
 static void lease_failed(Lease *l, int error) {
         uint64_t delay = backoff_next(&l->backoff, kube_client_now(l->client), random_u32());
@@ -146,7 +152,7 @@ static void lease_failed(Lease *l, int error) {
         l->stats.failures++;
         l->stats.last_error = error;
         /* Renewing with a possibly stale copy is fine: the PUT then fails with 409 and we re-read. */
-        lease_schedule(l, l->object ? LEASE_RENEW : LEASE_GET, delay);
+        (void) lease_schedule(l, l->object ? LEASE_RENEW : LEASE_GET, delay);
 }
 
 static void lease_on_answer(KubeRequest *req, int error, json_t *object, void *userdata) {
@@ -162,35 +168,34 @@ static void lease_on_answer(KubeRequest *req, int error, json_t *object, void *u
                 json_decref(l->object);
                 l->object = json_incref(object);
                 if (step == LEASE_GET) {
-                        lease_schedule(l, LEASE_RENEW, 0);     /* take it over / refresh it now */
+                        (void) lease_schedule(l, LEASE_RENEW, 0);     /* take it over / refresh it now */
                         return;
                 }
                 l->stats.renewals++;
                 l->stats.last_error = 0;
                 backoff_reset(&l->backoff);
                 /* Renew every quarter of the duration, with a little jitter (kubelet: 4 %). */
-                lease_schedule(l, LEASE_RENEW,
-                               l->duration_usec / 4 - random_below(l->duration_usec / 25 + 1));
+                (void) lease_schedule(l, LEASE_RENEW, l->duration_usec / 4 - random_below(l->duration_usec / 25 + 1));
                 return;
         }
 
         if (step == LEASE_GET && error == -ENOENT) {
                 json_decref(l->object);
                 l->object = NULL;
-                lease_schedule(l, LEASE_CREATE, 0);
+                (void) lease_schedule(l, LEASE_CREATE, 0);
                 return;
         }
         if ((step == LEASE_CREATE || step == LEASE_RENEW) && error == -EBUSY) {
                 /* Created by someone else meanwhile, or our copy is stale: read, then renew at once. */
                 json_decref(l->object);
                 l->object = NULL;
-                lease_schedule(l, LEASE_GET, 0);
+                (void) lease_schedule(l, LEASE_GET, 0);
                 return;
         }
         if (step == LEASE_RENEW && error == -ENOENT) {
                 json_decref(l->object);
                 l->object = NULL;
-                lease_schedule(l, LEASE_CREATE, 0);
+                (void) lease_schedule(l, LEASE_CREATE, 0);
                 return;
         }
         lease_failed(l, error);
@@ -242,11 +247,25 @@ static int lease_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static void lease_schedule(Lease *l, LeaseStep step, uint64_t delay_usec) {
+/* Arming fails only when the loop is finishing or this is a forked child, so retrying cannot help:
+ * the heartbeat stops here, and the owner hears of it (or, without a callback, the log does) —
+ * a Lease that silently stops being renewed would look like a dead node. */
+static int lease_schedule(Lease *l, LeaseStep step, uint64_t delay_usec) {
+        int r;
+
         l->step = step;
-        if (sd_event_source_set_time_relative(l->timer, delay_usec) < 0 ||
-            sd_event_source_set_enabled(l->timer, SD_EVENT_ONESHOT) < 0)
-                log_debug("Failed to arm the timer of lease %s/%s.", l->namespace, l->name);
+        r = event_timer_arm(l->timer, delay_usec);
+        if (r >= 0)
+                return 0;
+
+        l->started = false;
+        l->stats.stopped = true;
+        l->stats.last_error = r;
+        if (l->on_stopped)
+                l->on_stopped(l, r, l->stopped_userdata);
+        else
+                log_error("Lease %s/%s stopped: cannot arm its timer: %s", l->namespace, l->name, strerror(-r));
+        return r;
 }
 
 int lease_start(Lease *l) {
@@ -254,13 +273,12 @@ int lease_start(Lease *l) {
 
         assert(l);
 
-        if (l->timer)
-                return 0;       /* already running */
-        r = sd_event_add_time_relative(kube_client_get_event(l->client), &l->timer, CLOCK_MONOTONIC, 0,
-                                       USEC_PER_MSEC, lease_on_timer, l);
+        if (l->started)
+                return 0;
+        r = lease_schedule(l, LEASE_GET, 0);
         if (r < 0)
                 return r;
-        (void) sd_event_source_set_description(l->timer, "lease");
-        lease_schedule(l, LEASE_GET, 0);
+        l->started = true;
+        l->stats.stopped = false;
         return 0;
 }

@@ -34,24 +34,9 @@ static const char *const next_names[_WATCH_NEXT_MAX] = {
         [WATCH_NEXT_RELIST_BACKOFF] = "relist-after-backoff",
 };
 
-const char *watch_event_type_to_string(WatchEventType t) {
-        return t >= 0 && t < _WATCH_EVENT_TYPE_MAX ? event_type_names[t] : NULL;
-}
-
-WatchEventType watch_event_type_from_string(const char *s) {
-        for (size_t i = 0; s && i < _WATCH_EVENT_TYPE_MAX; i++)
-                if (streq(s, event_type_names[i]))
-                        return (WatchEventType) i;
-        return _WATCH_EVENT_TYPE_INVALID;
-}
-
-const char *watch_end_kind_to_string(WatchEndKind k) {
-        return k >= 0 && k < _WATCH_END_KIND_MAX ? end_kind_names[k] : NULL;
-}
-
-const char *watch_next_to_string(WatchNext n) {
-        return n >= 0 && n < _WATCH_NEXT_MAX ? next_names[n] : NULL;
-}
+DEFINE_STRING_TABLE_LOOKUP(watch_event_type, WatchEventType, event_type_names);
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(watch_end_kind, WatchEndKind, end_kind_names);
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(watch_next, WatchNext, next_names);
 
 int watch_stream_new(size_t max_line, WatchStreamCallback cb, void *userdata, WatchStream **ret) {
         WatchStream *s;

@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "kubelet/health-check.h"
+#include "util/event-util.h"
 #include "util/time-util.h"
 
 struct HealthCheck {
@@ -86,10 +87,9 @@ static void health_check_on_response(HttpRequest *req, int error, long status, v
 }
 
 static void health_check_probe(HealthCheck *hc) {
-        uint64_t now = 0, timeout = hc->request_timeout_usec;
+        uint64_t now = event_now_usec(hc->event), timeout = hc->request_timeout_usec;
         int r;
 
-        (void) sd_event_now(hc->event, CLOCK_MONOTONIC, &now);
         if (hc->deadline_usec > now)
                 timeout = MIN(timeout, hc->deadline_usec - now);
         timeout = MAX(timeout, 100 * USEC_PER_MSEC);
@@ -107,7 +107,6 @@ static void health_check_probe(HealthCheck *hc) {
 int health_check_start(sd_event *event, Http *http, const HealthCheckOptions *o, HealthCheckDone done,
                        void *userdata, HealthCheck **ret) {
         _cleanup_(health_check_freep) HealthCheck *hc = NULL;
-        uint64_t now;
         int r;
 
         assert(event);
@@ -133,10 +132,7 @@ int health_check_start(sd_event *event, Http *http, const HealthCheckOptions *o,
         if (!hc->url)
                 return -ENOMEM;
 
-        r = sd_event_now(event, CLOCK_MONOTONIC, &now);
-        if (r < 0)
-                return r;
-        hc->deadline_usec = now + o->timeout_usec;
+        hc->deadline_usec = event_now_usec(event) + o->timeout_usec;
         r = sd_event_add_time(event, &hc->deadline, CLOCK_MONOTONIC, hc->deadline_usec, 0,
                               health_check_on_deadline, hc);
         if (r < 0)

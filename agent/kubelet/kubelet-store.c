@@ -11,6 +11,7 @@
 
 #include "kubelet/kubelet-store.h"
 #include "util/fileio.h"
+#include "util/strv.h"
 
 #define SOURCE_MAX (64U * 1024U)
 
@@ -333,13 +334,6 @@ static int compare_newest_first(const void *a, const void *b) {
         return strcmp(x->name, y->name);
 }
 
-static bool strv_contains(const char *const *l, const char *s) {
-        for (; l && *l; l++)
-                if (streq(*l, s))
-                        return true;
-        return false;
-}
-
 static int remove_version(const KubeletStore *s, const char *version) {
         _cleanup_free_ char *dir = NULL;
         _cleanup_close_ int dfd = -EBADF;
@@ -413,10 +407,10 @@ int kubelet_store_gc(const KubeletStore *s, const char *const *protect) {
                 qsort(list, n, sizeof(*list), compare_newest_first);
                 /* Protected ones count against keep_versions first; then the newest others. */
                 for (size_t i = 0; i < n; i++)
-                        if (streq_ptr(list[i].name, current) || strv_contains(protect, list[i].name))
+                        if (streq_ptr(list[i].name, current) || strv_contains((char *const *) protect, list[i].name))
                                 kept++;
                 for (size_t i = 0; i < n; i++) {
-                        if (streq_ptr(list[i].name, current) || strv_contains(protect, list[i].name))
+                        if (streq_ptr(list[i].name, current) || strv_contains((char *const *) protect, list[i].name))
                                 continue;
                         if (kept < s->keep_versions) {
                                 kept++;

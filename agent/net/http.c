@@ -2,10 +2,10 @@
 #include <assert.h>
 #include <ctype.h>
 #include <stdio.h>
-#include <strings.h>
 
 #include "build-config.h"
 #include "net/http.h"
+#include "util/event-util.h"
 
 struct Http {
         sd_event *event;                /* ref held */
@@ -13,11 +13,6 @@ struct Http {
         sd_event_source *timer;         /* owned */
         unsigned n_active;
 };
-
-typedef struct Header {
-        char *name;                     /* owned */
-        char *value;                    /* owned */
-} Header;
 
 struct HttpRequest {
         Http *http;                     /* borrowed: outlives every request */
@@ -31,8 +26,6 @@ struct HttpRequest {
 
         char *response;                 /* owned: buffered response body */
         size_t response_size, response_alloc, max_body;
-        Header *resp_headers;           /* owned: headers of the last response */
-        size_t n_resp_headers;
 
         HttpDataCallback on_data;
         HttpDoneCallback on_done;
@@ -141,23 +134,16 @@ static int http_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 
 static int http_timer_cb(CURLM *multi, long timeout_ms, void *userp) {
         Http *h = userp;
-        uint64_t now;
+        uint64_t delay = (uint64_t) timeout_ms * USEC_PER_MSEC + 1;
 
         if (timeout_ms < 0)
                 return h->timer ? (sd_event_source_set_enabled(h->timer, SD_EVENT_OFF) < 0 ? -1 : 0) : 0;
 
-        if (sd_event_now(h->event, CLOCK_MONOTONIC, &now) < 0)
-                return -1;
-        now += (uint64_t) timeout_ms * USEC_PER_MSEC + 1;
-        if (h->timer) {
-                if (sd_event_source_set_time(h->timer, now) < 0 ||
-                    sd_event_source_set_enabled(h->timer, SD_EVENT_ONESHOT) < 0)
-                        return -1;
-                return 0;
-        }
+        if (h->timer)
+                return event_timer_arm(h->timer, delay) < 0 ? -1 : 0;
         /* Accuracy 1 µs: libcurl's timeouts drive connection setup and retries; sd-event's default
          * slack of 250 ms would add that much latency to every request. */
-        if (sd_event_add_time(h->event, &h->timer, CLOCK_MONOTONIC, now, 1, http_on_timer, h) < 0)
+        if (sd_event_add_time_relative(h->event, &h->timer, CLOCK_MONOTONIC, delay, 1, http_on_timer, h) < 0)
                 return -1;
         (void) sd_event_source_set_description(h->timer, "http-timer");
         return 0;
@@ -209,56 +195,6 @@ Http *http_free(Http *h) {
 
 unsigned http_active(Http *h) {
         return h ? h->n_active : 0;
-}
-
-static void headers_clear(HttpRequest *req) {
-        for (size_t i = 0; i < req->n_resp_headers; i++) {
-                free(req->resp_headers[i].name);
-                free(req->resp_headers[i].value);
-        }
-        free(req->resp_headers);
-        req->resp_headers = NULL;
-        req->n_resp_headers = 0;
-}
-
-static size_t http_on_header(char *buf, size_t size, size_t n, void *userdata) {
-        HttpRequest *req = userdata;
-        size_t len = size * n;
-        const char *colon, *end = buf + len;
-        Header *nh;
-
-        /* A status line starts a new response (redirects, 100-continue): forget older headers. */
-        if (len >= 5 && strncmp(buf, "HTTP/", 5) == 0) {
-                headers_clear(req);
-                return len;
-        }
-        colon = memchr(buf, ':', len);
-        if (!colon)
-                return len;
-        if (req->n_resp_headers >= 256)
-                return len;     /* a server sending that many headers gets the rest ignored */
-
-        nh = realloc(req->resp_headers, (req->n_resp_headers + 1) * sizeof(Header));
-        if (!nh)
-                return 0;
-        req->resp_headers = nh;
-
-        {
-                const char *v = colon + 1;
-                while (v < end && (*v == ' ' || *v == '\t'))
-                        v++;
-                while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
-                        end--;
-                nh[req->n_resp_headers].name = strndup(buf, (size_t) (colon - buf));
-                nh[req->n_resp_headers].value = strndup(v, (size_t) (end - v));
-        }
-        if (!nh[req->n_resp_headers].name || !nh[req->n_resp_headers].value) {
-                free(nh[req->n_resp_headers].name);
-                free(nh[req->n_resp_headers].value);
-                return 0;
-        }
-        req->n_resp_headers++;
-        return len;
 }
 
 static int buffer_append(HttpRequest *req, const char *data, size_t len) {
@@ -322,8 +258,6 @@ int http_request_new(Http *h, const char *method, const char *url, HttpRequest *
             curl_easy_setopt(req->easy, CURLOPT_PRIVATE, req) != CURLE_OK ||
             curl_easy_setopt(req->easy, CURLOPT_WRITEFUNCTION, http_on_write) != CURLE_OK ||
             curl_easy_setopt(req->easy, CURLOPT_WRITEDATA, req) != CURLE_OK ||
-            curl_easy_setopt(req->easy, CURLOPT_HEADERFUNCTION, http_on_header) != CURLE_OK ||
-            curl_easy_setopt(req->easy, CURLOPT_HEADERDATA, req) != CURLE_OK ||
             curl_easy_setopt(req->easy, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
             /* TLS verification is always on; there is no switch to turn it off. */
             curl_easy_setopt(req->easy, CURLOPT_SSL_VERIFYPEER, 1L) != CURLE_OK ||
@@ -362,7 +296,6 @@ HttpRequest *http_request_free(HttpRequest *req) {
         curl_slist_free_all(req->connect_to);
         for (size_t i = 0; i < ELEMENTSOF(req->tls_strings); i++)
                 free(req->tls_strings[i]);
-        headers_clear(req);
         free(req->response);
         free(req->body);
         free(req->url);
@@ -522,7 +455,6 @@ int http_request_start(HttpRequest *req, HttpDoneCallback done, void *userdata) 
         req->response_size = 0;
         if (req->response)
                 req->response[0] = '\0';
-        headers_clear(req);
 
         if (curl_easy_setopt(req->easy, CURLOPT_HTTPHEADER, req->headers) != CURLE_OK)
                 return -EIO;
@@ -556,10 +488,17 @@ long http_request_get_status(HttpRequest *req) {
 }
 
 const char *http_request_get_header(HttpRequest *req, const char *name) {
-        for (size_t i = req->n_resp_headers; i > 0; i--)
-                if (strcasecmp(req->resp_headers[i - 1].name, name) == 0)
-                        return req->resp_headers[i - 1].value;
-        return NULL;
+        struct curl_header *h;
+        size_t n;
+
+        /* libcurl keeps the headers: request -1 is the final response (after redirects), CURLH_HEADER
+         * leaves out 1xx, trailers and CONNECT; of a repeated header, the last one wins. */
+        if (curl_easy_header(req->easy, name, 0, CURLH_HEADER, -1, &h) != CURLHE_OK)
+                return NULL;
+        n = h->amount;
+        if (n > 1 && curl_easy_header(req->easy, name, n - 1, CURLH_HEADER, -1, &h) != CURLHE_OK)
+                return NULL;
+        return h->value;
 }
 
 uint64_t http_request_get_retry_after_usec(HttpRequest *req) {

@@ -22,9 +22,7 @@ static const char *const lookup_table[_ARCHIVE_LOOKUP_MAX] = {
         [ARCHIVE_LOOKUP_NOT_DIRECTORY] = "not-directory",
 };
 
-const char *archive_lookup_to_string(ArchiveLookup l) {
-        return l >= 0 && l < _ARCHIVE_LOOKUP_MAX ? lookup_table[l] : NULL;
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(archive_lookup, ArchiveLookup, lookup_table);
 
 static inline void archive_read_freep(struct archive **a) {
         if (*a)

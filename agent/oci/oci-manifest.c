@@ -15,13 +15,9 @@ static const char *const compression_table[_OCI_COMPRESSION_MAX] = {
         [OCI_COMPRESSION_ZSTD] = "zstd",
 };
 
-const char *oci_manifest_kind_to_string(OciManifestKind k) {
-        return k >= 0 && k < _OCI_MANIFEST_KIND_MAX ? kind_table[k] : NULL;
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(oci_manifest_kind, OciManifestKind, kind_table);
 
-const char *oci_compression_to_string(OciCompression c) {
-        return c >= 0 && c < _OCI_COMPRESSION_MAX ? compression_table[c] : NULL;
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(oci_compression, OciCompression, compression_table);
 
 OciManifestKind oci_manifest_kind_from_media_type(const char *media_type) {
         if (!media_type)

@@ -9,6 +9,8 @@
 
 #include "oci/registry-auth.h"
 #include "oci/registry.h"
+#include "util/backoff.h"
+#include "util/event-util.h"
 #include "util/fileio.h"
 
 #define RETRY_MAX_USEC (30 * USEC_PER_SEC)
@@ -177,16 +179,10 @@ int registry_blob_path(RegistryClient *c, const Digest *d, char **ret) {
         return asprintf(ret, "%s/%s", c->blob_directory, digest_format_hex(d, hex)) < 0 ? -ENOMEM : 0;
 }
 
-static uint64_t now_usec(RegistryClient *c) {
-        uint64_t t = 0;
-        (void) sd_event_now(c->event, CLOCK_MONOTONIC, &t);
-        return t;
-}
-
 static const char *token_lookup(RegistryClient *c, const char *endpoint, const char *scope) {
         for (Token *t = c->tokens; t; t = t->next)
                 if (streq(t->endpoint, endpoint) && streq(t->scope, scope))
-                        return t->expires_usec > now_usec(c) ? t->authorization : NULL;
+                        return t->expires_usec > event_now_usec(c->event) ? t->authorization : NULL;
         return NULL;
 }
 
@@ -213,7 +209,7 @@ static int token_store(RegistryClient *c, const char *endpoint, const char *scop
         if (free_and_strdup(&t->authorization, authorization) < 0)
                 return -ENOMEM;
         /* Renew a little early so a token never expires in the middle of a request. */
-        t->expires_usec = now_usec(c) + (lifetime_usec > 20 * USEC_PER_SEC ? lifetime_usec - 10 * USEC_PER_SEC
+        t->expires_usec = event_now_usec(c->event) + (lifetime_usec > 20 * USEC_PER_SEC ? lifetime_usec - 10 * USEC_PER_SEC
                                                                            : lifetime_usec / 2);
         return 0;
 }
@@ -446,8 +442,8 @@ static void op_retry_or_next(RegistryOp *op, bool transient, uint64_t retry_afte
                 op_endpoint_failed(op);
                 return;
         }
-        delay = c->retry_base_usec << MIN(op->attempt - 1, 16U);
-        delay = MAX(MIN(delay, RETRY_MAX_USEC), MIN(retry_after_usec, RETRY_MAX_USEC));
+        delay = backoff_exponential(c->retry_base_usec, RETRY_MAX_USEC, op->attempt - 1);
+        delay = MAX(delay, MIN(retry_after_usec, RETRY_MAX_USEC));
         r = sd_event_add_time_relative(c->event, &op->timer, CLOCK_MONOTONIC, delay, 0, op_on_retry_timer, op);
         if (r < 0) {
                 op_set_failure(op, r, ARTIFACT_FAILURE_UNAVAILABLE, "cannot schedule retry: %s", strerror(-r));

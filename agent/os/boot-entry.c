@@ -17,16 +17,7 @@ static const char *const state_names[_BOOT_ENTRY_STATE_MAX] = {
         [BOOT_ENTRY_BAD] = "bad",
 };
 
-const char *boot_entry_state_to_string(BootEntryState s) {
-        return s >= 0 && s < _BOOT_ENTRY_STATE_MAX ? state_names[s] : NULL;
-}
-
-BootEntryState boot_entry_state_from_string(const char *s) {
-        for (size_t i = 0; s && i < ELEMENTSOF(state_names); i++)
-                if (streq(state_names[i], s))
-                        return (BootEntryState) i;
-        return _BOOT_ENTRY_STATE_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(boot_entry_state, BootEntryState, state_names);
 
 static bool is_digit(char c) {
         return c >= '0' && c <= '9';

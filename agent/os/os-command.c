@@ -10,6 +10,8 @@
 
 #include "os/os-command.h"
 #include "os/output-capture.h"
+#include "util/event-util.h"
+#include "util/strv.h"
 
 /* One read() per dispatch: a command printing without pause then costs the loop at most one
  * 64 KiB copy between other events, so timers and the bus keep being served. */
@@ -58,18 +60,6 @@ struct OsCommand {
         sd_event_source *retry_timer;   /* owned */
         sd_event_source *defer_source;  /* owned: reports a spawn failure from the loop */
 };
-
-static size_t strv_length(char *const *l) {
-        size_t n = 0;
-
-        while (l && l[n])
-                n++;
-        return n;
-}
-
-static void strv_free(char **l) {
-        strv_freep(&l);
-}
 
 static int strv_check_limits(char *const *l) {
         size_t n = strv_length(l);
@@ -263,19 +253,12 @@ unsigned os_command_get_attempt(const OsCommand *c) {
         return c ? c->attempt : 0;
 }
 
-static uint64_t os_command_now(OsCommand *c) {
-        uint64_t now = 0;
-
-        (void) sd_event_now(c->event, CLOCK_MONOTONIC, &now);
-        return now;
-}
-
 static void os_command_make_result(OsCommand *c, OsCommandResult *ret) {
         *ret = (OsCommandResult) {
                 .outcome = c->outcome,
                 .class = c->class,
                 .attempts = c->attempt,
-                .duration_usec = os_command_now(c) - c->start_usec,
+                .duration_usec = event_now_usec(c->event) - c->start_usec,
                 .path = c->path ?: c->command,
                 .output = strempty(c->summary),
                 .output_bytes = c->summary_bytes,
@@ -340,7 +323,7 @@ static void os_command_attempt_done(OsCommand *c) {
         c->summary_dropped = output_capture_dropped(c->capture);
         c->class = os_update_classify(&c->outcome, &c->scan);
 
-        now = os_command_now(c);
+        now = event_now_usec(c->event);
         if (!c->last_attempt &&
             os_update_retry_next(&c->options.retry, c->class, c->attempt, now - c->start_usec,
                                  c->options.timeout_usec, &delay)) {
@@ -638,7 +621,7 @@ int os_command_start(OsCommand *c) {
         if (!sigchld_blocked())
                 return -EBUSY;
 
-        c->start_usec = os_command_now(c);
+        c->start_usec = event_now_usec(c->event);
         r = sd_event_add_time(c->event, &c->budget_timer, CLOCK_MONOTONIC,
                               c->start_usec + c->options.timeout_usec, /* accuracy= */ 0,
                               os_command_on_budget, c);

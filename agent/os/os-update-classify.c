@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "os/os-update-classify.h"
+#include "util/backoff.h"
 #include "util/time-util.h"
 
 /* Lower-case ASCII, as the folded stream presents them. */
@@ -26,27 +27,8 @@ static const char *const termination_names[_OS_UPDATE_TERMINATION_MAX] = {
         [OS_UPDATE_SPAWN_FAILED] = "spawn-failed",
 };
 
-const char *os_update_class_to_string(OsUpdateClass c) {
-        return c >= 0 && c < _OS_UPDATE_CLASS_MAX ? class_names[c] : NULL;
-}
-
-OsUpdateClass os_update_class_from_string(const char *s) {
-        for (size_t i = 0; s && i < ELEMENTSOF(class_names); i++)
-                if (streq(class_names[i], s))
-                        return (OsUpdateClass) i;
-        return _OS_UPDATE_CLASS_INVALID;
-}
-
-const char *os_update_termination_to_string(OsUpdateTermination t) {
-        return t >= 0 && t < _OS_UPDATE_TERMINATION_MAX ? termination_names[t] : NULL;
-}
-
-OsUpdateTermination os_update_termination_from_string(const char *s) {
-        for (size_t i = 0; s && i < ELEMENTSOF(termination_names); i++)
-                if (streq(termination_names[i], s))
-                        return (OsUpdateTermination) i;
-        return _OS_UPDATE_TERMINATION_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(os_update_class, OsUpdateClass, class_names);
+DEFINE_STRING_TABLE_LOOKUP(os_update_termination, OsUpdateTermination, termination_names);
 
 /* Length of the longest prefix of p that is a suffix of p[0..q) followed by c: the next state of
  * a KMP matcher, computed directly. Patterns are short (< 20 bytes) and mismatches past the
@@ -172,10 +154,7 @@ bool os_update_retry_next(const OsUpdateRetryPolicy *p, OsUpdateClass last, unsi
         if (last != OS_UPDATE_CLASS_RETRIABLE || elapsed_usec >= budget_usec)
                 return false;
 
-        delay = p->initial_delay_usec;
-        for (unsigned i = 1; i < attempts_done && delay < p->max_delay_usec; i++)
-                delay = delay > UINT64_MAX / 2 ? UINT64_MAX : delay * 2;
-        delay = MIN(delay, p->max_delay_usec);
+        delay = backoff_exponential(p->initial_delay_usec, p->max_delay_usec, attempts_done - 1);
 
         /* Written as subtractions from the budget so that no sum can overflow. */
         if (delay > budget_usec - elapsed_usec ||

@@ -70,16 +70,7 @@ static const char *const unit_action_method[_UNIT_ACTION_MAX] = {
         [UNIT_ACTION_DAEMON_RELOAD] = "Reload",
 };
 
-const char *unit_action_to_string(UnitAction a) {
-        return a >= 0 && a < _UNIT_ACTION_MAX ? unit_action_table[a] : NULL;
-}
-
-UnitAction unit_action_from_string(const char *s) {
-        for (UnitAction a = 0; s && a < _UNIT_ACTION_MAX; a++)
-                if (streq(s, unit_action_table[a]))
-                        return a;
-        return _UNIT_ACTION_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(unit_action, UnitAction, unit_action_table);
 
 int unit_job_result_to_errno(const char *result) {
         /* The same mapping as systemd's bus-wait-for-jobs.c, so errors read the same way. */
@@ -97,13 +88,6 @@ int unit_job_result_to_errno(const char *result) {
                 if (streq(result, table[i].result))
                         return table[i].error;
         return -EIO;
-}
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
 }
 
 /* ---- job lifecycle */
@@ -164,7 +148,7 @@ static int unit_job_finish(UnitJob *j, int error, const char *detail) {
                 .service_result = j->service_result,
                 .invocation_before = j->invocation_before,
                 .invocation_after = j->invocation_after,
-                .duration_usec = now_usec() - j->start_usec,
+                .duration_usec = clock_now_usec(CLOCK_MONOTONIC) - j->start_usec,
         };
 
         /* Unlink first: the callback may start new jobs or cancel others, but this one is over. */
@@ -468,7 +452,7 @@ int unit_control_run(UnitControl *uc, UnitAction action, const char *unit, const
                 .action = action,
                 .on_done = on_done,
                 .userdata = userdata,
-                .start_usec = now_usec(),
+                .start_usec = clock_now_usec(CLOCK_MONOTONIC),
         };
         if (unit) {
                 j->unit = strdup(unit);

@@ -17,8 +17,16 @@ void backoff_init(Backoff *b, uint64_t base_usec, uint64_t cap_usec, uint64_t re
 void backoff_reset(Backoff *b) {
         assert(b);
 
-        b->step_usec = 0;
+        b->attempt = 0;
         b->last_usec = 0;
+}
+
+uint64_t backoff_exponential(uint64_t base_usec, uint64_t cap_usec, unsigned n) {
+        uint64_t d = base_usec;
+
+        for (unsigned i = 0; i < n && d < cap_usec; i++)
+                d = d > UINT64_MAX / 2 ? UINT64_MAX : d * 2;
+        return MIN(d, cap_usec);
 }
 
 uint64_t backoff_next(Backoff *b, uint64_t now_usec, uint32_t random) {
@@ -28,13 +36,13 @@ uint64_t backoff_next(Backoff *b, uint64_t now_usec, uint32_t random) {
 
         /* Like client-go's backoff manager: the reset clock runs from the previous step, so a
          * failure after a long healthy stretch starts at the base again. */
-        if (b->step_usec == 0 || (b->last_usec > 0 && now_usec > b->last_usec &&
-                                  now_usec - b->last_usec > b->reset_usec))
-                b->step_usec = b->base_usec;
+        if (b->last_usec > 0 && now_usec > b->last_usec && now_usec - b->last_usec > b->reset_usec)
+                b->attempt = 0;
         b->last_usec = now_usec;
 
-        d = b->step_usec;
-        b->step_usec = d >= b->cap_usec / 2 ? b->cap_usec : d * 2;
+        d = backoff_exponential(b->base_usec, b->cap_usec, b->attempt);
+        if (d < b->cap_usec)
+                b->attempt++;
 
         /* Jitter factor 1.0: d + uniform[0,1)·d. The 32-bit fraction keeps this in integers. */
         return d + (uint64_t) (((unsigned __int128) d * random) >> 32);

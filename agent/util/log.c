@@ -60,11 +60,7 @@ int log_level_from_string(const char *s) {
         return -EINVAL;
 }
 
-const char *log_level_to_string(int level) {
-        if (level < 0 || (size_t) level >= ELEMENTSOF(level_names))
-                return NULL;
-        return level_names[level];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(log_level, int, level_names);
 
 void log_set_transaction(const char *transaction, const char *phase) {
         /* Logging must not fail; on OOM the context is simply dropped. */

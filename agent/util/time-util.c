@@ -2,6 +2,7 @@
 #include <assert.h>
 #include <ctype.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "util/macro.h"
 #include "util/time-util.h"
@@ -72,5 +73,30 @@ char *format_duration(char *buf, size_t size, uint64_t usec) {
 #undef APPEND
         if (off == 0)
                 snprintf(buf, size, "0s");
+        return buf;
+}
+
+uint64_t clock_now_usec(clockid_t clock) {
+        struct timespec ts;
+
+        if (clock_gettime(clock, &ts) < 0)
+                return 0;
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+}
+
+char *format_rfc3339(char buf[static RFC3339_MAX], uint64_t realtime_usec, bool micro) {
+        time_t t = (time_t) (realtime_usec / USEC_PER_SEC);
+        struct tm tm;
+        size_t n;
+
+        if (!gmtime_r(&t, &tm))
+                return NULL;
+        n = strftime(buf, RFC3339_MAX, "%Y-%m-%dT%H:%M:%S", &tm);
+        if (n == 0)
+                return NULL;
+        if (micro)
+                (void) snprintf(buf + n, RFC3339_MAX - n, ".%06uZ", (unsigned) (realtime_usec % USEC_PER_SEC));
+        else
+                (void) snprintf(buf + n, RFC3339_MAX - n, "Z");
         return buf;
 }

@@ -401,7 +401,3 @@ unsigned update_transaction_percent(const UpdateTransaction *tx);
  * last_phase _UPDATE_PHASE_INVALID means nothing was written yet. */
 bool progress_should_write(UpdatePhase last_phase, unsigned last_percent, uint64_t last_usec,
                            UpdatePhase phase, unsigned percent, uint64_t now_usec);
-
-/* RFC 3339 UTC with seconds ("2025-03-01T10:04:00Z") of a CLOCK_REALTIME usec value. */
-char *update_format_timestamp(char *buf, size_t size, uint64_t usec);
-#define UPDATE_TIMESTAMP_MAX 32

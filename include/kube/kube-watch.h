@@ -18,8 +18,10 @@
  * Backoff: backoff.h (0.8 s doubling to 30 s, +100 % jitter, reset after 2 min without failures).
  * Timings come from the client's KubeTuning.
  *
- * Runs on the KubeClient's sd_event loop. Logs at debug level only. The KubeWatch borrows the
- * KubeClient, which must outlive it. */
+ * Runs on the KubeClient's sd_event loop. Logs at debug level only, except that a watch that has
+ * to stop (its timer cannot be armed: the loop is finishing, or in a forked child) says so through
+ * on_stopped, or at error level when there is none, instead of going quiet. The KubeWatch borrows
+ * the KubeClient, which must outlive it. */
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -39,12 +41,17 @@ typedef struct KubeWatchCallbacks {
          * be sent (-errno). The first call is the moment to report readiness; retries continue
          * either way. LISTs are rare (start-up, relists), so are these calls. Optional. */
         void (*on_synced)(KubeWatch *w, int error, void *userdata);
+        /* The watch stopped and will not try again (-errno: its next step could not be scheduled);
+         * the owner decides (restart it, or exit and let systemd restart us). May free the watch.
+         * Optional: without it the watch logs the error itself. */
+        void (*on_stopped)(KubeWatch *w, int error, void *userdata);
 } KubeWatchCallbacks;
 
 typedef struct KubeWatchStats {
         unsigned lists;         /* LIST requests sent */
         unsigned watches;       /* WATCH requests sent */
         unsigned events;        /* ADDED/MODIFIED/DELETED/BOOKMARK received */
+        int stop_error;         /* why the watch stopped (-errno, as given to on_stopped); 0 while it runs */
 } KubeWatchStats;
 
 /* `collection` is the API path of the collection, e.g. "/api/v1/nodes" or
@@ -54,7 +61,8 @@ int kube_watch_new(KubeClient *client, const char *collection, const char *name,
 KubeWatch *kube_watch_free(KubeWatch *w);
 DEFINE_CLEANUP_FUNC(KubeWatch, kube_watch_free);
 
-/* Starts the first LIST after the start-up delay. */
+/* Starts the first LIST after the start-up delay. A failure has already been reported like any
+ * stop (on_stopped or the log). */
 int kube_watch_start(KubeWatch *w);
 
 /* Drops the current watch and re-watches at once from the last resourceVersion, e.g. because the

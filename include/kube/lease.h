@@ -10,7 +10,9 @@
  * lease controller. Only PUT and POST are used, no PATCH: the gardener-node-agent identity may not
  * patch leases (kube-api.md §6.3).
  *
- * Runs on the KubeClient's sd_event loop; logs at debug level only. Borrows the KubeClient. */
+ * Runs on the KubeClient's sd_event loop; logs at debug level only, except that a Lease that has to
+ * stop renewing (its timer cannot be armed: the loop is finishing, or in a forked child) says so
+ * through the stopped callback, or at error level when there is none. Borrows the KubeClient. */
 
 #include <stdint.h>
 
@@ -23,7 +25,12 @@ typedef struct LeaseStats {
         unsigned renewals;      /* successful PUTs */
         unsigned failures;      /* failed attempts of any kind */
         int last_error;         /* of the last attempt (0 = success) */
+        bool stopped;           /* renewals stopped (last_error says why) until lease_start() again */
 } LeaseStats;
+
+/* Renewals stopped and will not be tried again (-errno: the next step could not be scheduled). The
+ * owner decides (lease_start() again, or exit and let systemd restart us). May free the Lease. */
+typedef void (*LeaseStoppedCallback)(Lease *l, int error, void *userdata);
 
 int lease_new(KubeClient *client, const char *namespace, const char *name, const char *holder,
               uint64_t duration_usec, Lease **ret);
@@ -34,7 +41,11 @@ DEFINE_CLEANUP_FUNC(Lease, lease_free);
  * next renewal. `uid` NULL: no owner yet. */
 int lease_set_owner(Lease *l, const char *node_name, const char *uid);
 
-/* Starts acquiring and renewing at once; a no-op when already running. */
+/* Optional: without it, a stop is logged at error level. */
+void lease_set_stopped_callback(Lease *l, LeaseStoppedCallback cb, void *userdata);
+
+/* Starts acquiring and renewing at once; a no-op when already running. A failure has already been
+ * reported like any stop (the callback or the log). */
 int lease_start(Lease *l);
 
 void lease_get_stats(const Lease *l, LeaseStats *ret);

@@ -85,7 +85,8 @@ bool http_request_is_active(HttpRequest *req);
 const char *http_request_get_body(HttpRequest *req, size_t *ret_size);
 long http_request_get_status(HttpRequest *req);
 /* Last value of a response header (case-insensitive name), NULL if absent. Headers of the final
- * response only (after redirects). */
+ * response only (after redirects). The string is libcurl's: valid until the request is started
+ * again or freed. */
 const char *http_request_get_header(HttpRequest *req, const char *name);
 /* Retry-After in usec (integer seconds only), or 0 if absent/invalid. */
 uint64_t http_request_get_retry_after_usec(HttpRequest *req);

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Jittered exponential backoff as client-go's reflector uses it (kube-api.md §3.6,
+/* The one exponential backoff: backoff_exponential() is the bare doubling (attempt-indexed retries:
+ * registry, OS update), Backoff adds jitter and a reset after a healthy period on top of it.
+ *
+ * Jittered exponential backoff as client-go's reflector uses it (kube-api.md §3.6,
  * apimachinery wait.Backoff + NewExponentialBackoffManager): steps start at `base`, double up to
  * `cap`, and each sleep is d + uniform[0,1)·d, so the sleeps fall in [0.8,1.6), [1.6,3.2), …
  * [30,60) s with the defaults. The sequence starts over once more than `reset` has passed since the
@@ -22,9 +25,13 @@ typedef struct Backoff {
         uint64_t base_usec;     /* first step (before jitter) */
         uint64_t cap_usec;      /* steps stop growing here (before jitter) */
         uint64_t reset_usec;    /* a step more than this long after the previous one starts over */
-        uint64_t step_usec;     /* next step before jitter; 0 = not started */
+        unsigned attempt;       /* steps taken since the start or the last reset */
         uint64_t last_usec;     /* time of the previous step; 0 = none */
 } Backoff;
+
+/* base·2^n, capped at cap (and never overflowing): the delay before retry n+1 when retry 1 waits
+ * base. */
+uint64_t backoff_exponential(uint64_t base_usec, uint64_t cap_usec, unsigned n);
 
 /* Defaults are used for zero arguments. cap is raised to base if smaller. */
 void backoff_init(Backoff *b, uint64_t base_usec, uint64_t cap_usec, uint64_t reset_usec);

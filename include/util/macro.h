@@ -102,6 +102,21 @@ static inline int string_table_lookup(const char *const *table, size_t n, const 
         return -EINVAL;
 }
 
+/* The x_to_string()/x_from_string() pair of an enum, from one table of names indexed by it (NULL
+ * gaps allowed), in the spirit of systemd's DEFINE_STRING_TABLE_LOOKUP: a value outside the table
+ * has no name (NULL), an unknown name is -EINVAL (every enum's _X_INVALID). */
+#define DEFINE_STRING_TABLE_LOOKUP_TO_STRING(name, type, table)                                 \
+        const char *name##_to_string(type i) {                                                  \
+                return (int) i >= 0 && (size_t) i < ELEMENTSOF(table) ? table[i] : NULL;        \
+        }
+#define DEFINE_STRING_TABLE_LOOKUP_FROM_STRING(name, type, table)                               \
+        type name##_from_string(const char *s) {                                                \
+                return (type) string_table_lookup(table, ELEMENTSOF(table), s);                 \
+        }
+#define DEFINE_STRING_TABLE_LOOKUP(name, type, table)                                           \
+        DEFINE_STRING_TABLE_LOOKUP_TO_STRING(name, type, table)                                 \
+        DEFINE_STRING_TABLE_LOOKUP_FROM_STRING(name, type, table)
+
 /* Replace *dst with a copy of src (NULL allowed). -ENOMEM on failure, *dst untouched then. */
 static inline int free_and_strdup(char **dst, const char *src) {
         char *t = NULL;

@@ -33,6 +33,7 @@ struct FakeHttp {
         size_t head, tail;
         unsigned served;
         char *last;
+        char **history;         /* owned: every request, in order */
         Conn *conns;            /* owned: open connections */
 };
 
@@ -60,7 +61,7 @@ static void write_all(int fd, const char *p, size_t n) {
 
 static void respond(Conn *c, const FakeResponse *r) {
         const char *body = r ? strempty(r->body) : "not found";
-        size_t blen = strlen(body);
+        size_t blen = r && r->body_size > 0 ? r->body_size : strlen(body);
         char head[4096];
 
         if (!r || !r->chunked) {
@@ -82,7 +83,7 @@ static void respond(Conn *c, const FakeResponse *r) {
                 write_all(c->fd, "\r\n", 2);
                 off += n;
         }
-        if (!r->close_early)
+        if (!r->close_early && !r->hold)
                 write_all(c->fd, "0\r\n\r\n", 5);
 }
 
@@ -115,6 +116,12 @@ static int on_conn_io(sd_event_source *s, int fd, uint32_t revents, void *userda
 
         free(f->last);
         f->last = strndup(c->buf, need);
+        {
+                char **h = realloc(f->history, (f->served + 1) * sizeof(char *));
+                assert(h && f->last);
+                f->history = h;
+                f->history[f->served] = strdup(f->last);
+        }
         f->served++;
         if (f->head != f->tail)
                 r = &f->queue[f->head++ % MAX_QUEUE];
@@ -179,6 +186,9 @@ FakeHttp *fake_http_free(FakeHttp *f) {
                 free(f->headers[i]);
         }
         free(f->last);
+        for (unsigned i = 0; i < f->served; i++)
+                free(f->history[i]);
+        free(f->history);
         sd_event_unref(f->event);
         free(f);
         return NULL;
@@ -196,7 +206,12 @@ int fake_http_push(FakeHttp *f, const FakeResponse *r) {
         f->queue[i] = *r;
         free(f->bodies[i]);
         free(f->headers[i]);
-        f->bodies[i] = r->body ? strdup(r->body) : NULL;
+        if (r->body && r->body_size > 0) {
+                f->bodies[i] = malloc(r->body_size);
+                if (f->bodies[i])
+                        memcpy(f->bodies[i], r->body, r->body_size);
+        } else
+                f->bodies[i] = r->body ? strdup(r->body) : NULL;
         f->headers[i] = r->headers ? strdup(r->headers) : NULL;
         f->queue[i].body = f->bodies[i];
         f->queue[i].headers = f->headers[i];
@@ -210,4 +225,8 @@ unsigned fake_http_requests(FakeHttp *f) {
 
 const char *fake_http_last_request(FakeHttp *f) {
         return f->last;
+}
+
+const char *fake_http_request(FakeHttp *f, unsigned i) {
+        return i < f->served ? f->history[i] : NULL;
 }

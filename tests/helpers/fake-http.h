@@ -15,9 +15,12 @@ typedef struct FakeResponse {
         int status;
         const char *headers;            /* extra header lines, each ending in "\r\n"; may be NULL */
         const char *body;               /* may be NULL */
+        size_t body_size;               /* 0: body is a string; else its size in bytes (binary) */
         bool chunked;                   /* send body with Transfer-Encoding: chunked */
         size_t chunk_size;              /* split the body into chunks of this size (0 = one) */
         bool close_early;               /* drop the connection after the body, without the final chunk */
+        bool hold;                      /* chunked: keep the connection open after the body, no final
+                                         * chunk (a watch that stays up) */
 } FakeResponse;
 
 int fake_http_new(sd_event *e, FakeHttp **ret);
@@ -28,3 +31,5 @@ int fake_http_push(FakeHttp *f, const FakeResponse *r);
 /* Number of requests served, and the last request line + headers + body. */
 unsigned fake_http_requests(FakeHttp *f);
 const char *fake_http_last_request(FakeHttp *f);
+/* Request number i (from 0) as above; NULL if not served yet. */
+const char *fake_http_request(FakeHttp *f, unsigned i);

@@ -7,15 +7,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <systemd/sd-event.h>
-#include <time.h>
 
 #include "tests.h"
+#include "util/time-util.h"
 
 static inline uint64_t test_now_usec(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+        return clock_now_usec(CLOCK_MONOTONIC);
 }
 
 #define TEST_LOOP_UNTIL(event, cond, timeout_usec)                                              \

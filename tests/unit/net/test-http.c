@@ -59,7 +59,8 @@ static void test_get_buffered(void **state) {
         size_t size;
 
         assert_int_equal(fake_http_push(c->fake, &(FakeResponse) {
-                .status = 200, .headers = "X-Test: a\r\nX-Test: b\r\n", .body = "{\"ok\":true}" }), 0);
+                .status = 200, .headers = "X-Test: a\r\nX-Test: b\r\nX-Pad: \t v w  \r\n",
+                .body = "{\"ok\":true}" }), 0);
         assert_int_equal(http_request_new(c->http, "GET", c->url, &req), 0);
         assert_int_equal(http_request_add_header(req, "Accept: application/json"), 0);
         assert_int_equal(http_request_start(req, on_done, c), 0);
@@ -71,9 +72,31 @@ static void test_get_buffered(void **state) {
         assert_int_equal(size, 11);
         assert_string_equal(http_request_get_header(req, "x-test"), "b");
         assert_null(http_request_get_header(req, "X-Missing"));
+        assert_string_equal(http_request_get_header(req, "x-pad"), "v w");
+        assert_string_equal(http_request_get_header(req, "Content-Length"), "11");
         assert_non_null(strstr(fake_http_last_request(c->fake), "GET /path?x=1 HTTP/1.1"));
         assert_non_null(strstr(fake_http_last_request(c->fake), "Accept: application/json"));
         assert_int_equal(http_active(c->http), 0);
+}
+
+static void test_headers_of_final_response(void **state) {
+        Ctx *c = *state;
+        _cleanup_(http_request_freep) HttpRequest *req = NULL;
+        char location[192];
+
+        snprintf(location, sizeof(location), "Location: %s&hop=2\r\nX-Old: 1\r\nX-Test: old\r\n", c->url);
+        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 302, .headers = location }), 0);
+        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) {
+                .status = 200, .headers = "X-Test: new\r\n", .body = "ok" }), 0);
+        assert_int_equal(http_request_new(c->http, "GET", c->url, &req), 0);
+        http_request_set_follow(req, true);
+        assert_int_equal(http_request_start(req, on_done, c), 0);
+        run_until_done(c);
+        assert_int_equal(c->status, 200);
+        assert_non_null(strstr(fake_http_last_request(c->fake), "GET /path?x=1&hop=2 HTTP/1.1"));
+        /* Only the final response's headers count. */
+        assert_string_equal(http_request_get_header(req, "X-Test"), "new");
+        assert_null(http_request_get_header(req, "X-Old"));
 }
 
 static void test_patch_body_and_errors(void **state) {
@@ -186,6 +209,7 @@ static void test_error_mapping(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_get_buffered, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_headers_of_final_response, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_patch_body_and_errors, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stream_chunked, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stream_dropped, setup, teardown),

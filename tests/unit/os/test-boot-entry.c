@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "os/boot-entry.h"
 #include "tests.h"
+#include "util/strv.h"
 
 static void test_format(void **state) {
         static const struct {
@@ -177,20 +178,6 @@ static void test_version_equivalent(void **state) {
         }
 }
 
-static bool strv_contains(char **l, const char *s) {
-        for (; l && *l; l++)
-                if (streq(*l, s))
-                        return true;
-        return false;
-}
-
-static size_t strv_len(char **l) {
-        size_t n = 0;
-        while (l && l[n])
-                n++;
-        return n;
-}
-
 static char *const listing[] = {
         "os-1.0.efi",                   /* old, good */
         "os-1.1+0-3.efi",               /* old, bad */
@@ -209,7 +196,7 @@ static void test_select_removals(void **state) {
 
         assert_int_equal(boot_entry_select_removals("os", listing, ELEMENTSOF(listing), "1.3", "1.2",
                                                     "os-0.9.efi", &rm), 0);
-        assert_int_equal(strv_len(rm), 4);
+        assert_int_equal(strv_length(rm), 4);
         assert_true(strv_contains(rm, "os-1.0.efi"));
         assert_true(strv_contains(rm, "os-1.1+0-3.efi"));
         assert_true(strv_contains(rm, "os-1.3+1-2.efi"));
@@ -224,7 +211,7 @@ static void test_select_removals_running_equivalent(void **state) {
                                                     NULL, &rm), 0);
         assert_false(strv_contains(rm, "os-1.2.efi"));
         assert_true(strv_contains(rm, "os-0.9+3.efi"));
-        assert_int_equal(strv_len(rm), 5);
+        assert_int_equal(strv_length(rm), 5);
 }
 
 static void test_select_removals_booted_case_insensitive(void **state) {
@@ -241,7 +228,7 @@ static void test_select_removals_unknown_running(void **state) {
         /* Without knowing what runs, only temporaries and stale copies of the target go. */
         assert_int_equal(boot_entry_select_removals("os", listing, ELEMENTSOF(listing), "1.3", NULL,
                                                     NULL, &rm), 0);
-        assert_int_equal(strv_len(rm), 2);
+        assert_int_equal(strv_length(rm), 2);
         assert_true(strv_contains(rm, "os-1.3+1-2.efi"));
         assert_true(strv_contains(rm, ".os-1.3+3.efi.tmp-AbCdEf"));
 }
@@ -252,7 +239,7 @@ static void test_select_removals_never_running_even_if_target(void **state) {
 
         /* A caller bug (installing the running version) still cannot delete the running entry. */
         assert_int_equal(boot_entry_select_removals("os", names, ELEMENTSOF(names), "1.2", "1.2", NULL, &rm), 0);
-        assert_int_equal(strv_len(rm), 0);
+        assert_int_equal(strv_length(rm), 0);
 }
 
 static void test_select_removals_limit(void **state) {

@@ -97,8 +97,22 @@ static void test_custom_parameters(void **state) {
         assert_int_equal(backoff_next(&b, 2, 0), 2 * SEC);
 }
 
+static void test_exponential(void **state) {
+        assert_int_equal(backoff_exponential(500, 30000, 0), 500);
+        assert_int_equal(backoff_exponential(500, 30000, 1), 1000);
+        assert_int_equal(backoff_exponential(500, 30000, 5), 16000);
+        assert_int_equal(backoff_exponential(500, 30000, 6), 30000);
+        assert_int_equal(backoff_exponential(500, 30000, 1000), 30000);
+        /* No overflow on the way to a huge cap. */
+        assert_int_equal(backoff_exponential(3, UINT64_MAX, 200), UINT64_MAX);
+        assert_int_equal(backoff_exponential(UINT64_MAX / 2 + 1, UINT64_MAX, 1), UINT64_MAX);
+        /* base above cap: cap. */
+        assert_int_equal(backoff_exponential(50, 10, 0), 10);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_exponential),
                 cmocka_unit_test(test_steps_without_jitter),
                 cmocka_unit_test(test_jitter_bounds),
                 cmocka_unit_test(test_jitter_spreads),

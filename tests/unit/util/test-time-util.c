@@ -54,12 +54,33 @@ static void test_roundtrip(void **state) {
         }
 }
 
+static void test_rfc3339(void **state) {
+        char buf[RFC3339_MAX];
+
+        assert_string_equal(format_rfc3339(buf, 0, false), "1970-01-01T00:00:00Z");
+        assert_string_equal(format_rfc3339(buf, 1700000000123456ULL, false), "2023-11-14T22:13:20Z");
+        assert_string_equal(format_rfc3339(buf, 1700000000123456ULL, true), "2023-11-14T22:13:20.123456Z");
+        assert_string_equal(format_rfc3339(buf, 1700000000000042ULL, true), "2023-11-14T22:13:20.000042Z");
+}
+
+static void test_clocks(void **state) {
+        uint64_t a, b;
+
+        a = clock_now_usec(CLOCK_MONOTONIC);
+        b = clock_now_usec(CLOCK_MONOTONIC);
+        assert_true(a > 0 && b >= a);
+        /* Some time after 2020-01-01. */
+        assert_true(clock_now_usec(CLOCK_REALTIME) > 1577836800ULL * USEC_PER_SEC);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_parse_valid),
                 cmocka_unit_test(test_parse_invalid),
                 cmocka_unit_test(test_format),
                 cmocka_unit_test(test_roundtrip),
+                cmocka_unit_test(test_rfc3339),
+                cmocka_unit_test(test_clocks),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/strv.h"
+
+size_t strv_length(char *const *l) {
+        size_t n = 0;
+
+        while (l && l[n])
+                n++;
+        return n;
+}
+
+bool strv_contains(char *const *l, const char *s) {
+        for (; l && *l; l++)
+                if (streq(*l, s))
+                        return true;
+        return false;
+}
+
+char **strv_free(char **l) {
+        strv_freep(&l);
+        return NULL;
+}
+
+int strv_copy(char *const *l, char ***ret) {
+        _cleanup_strv_free_ char **c = NULL;
+        size_t n = strv_length(l);
+
+        *ret = NULL;
+        if (!l)
+                return 0;
+        c = calloc(n + 1, sizeof(char *));
+        if (!c)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                c[i] = strdup(l[i]);
+                if (!c[i])
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(c);
+        return 0;
+}

@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* NULL-terminated string arrays (argv, envp, name lists). A NULL strv is the empty list for every
+ * function here. Freeing: strv_free(), or _cleanup_strv_free_ from macro.h. Pure. */
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "util/macro.h"
+
+size_t strv_length(char *const *l);
+bool strv_contains(char *const *l, const char *s);
+
+/* Frees the strings and the array; returns NULL. */
+char **strv_free(char **l);
+
+/* A deep copy; NULL for NULL. -ENOMEM (*ret NULL then). */
+int strv_copy(char *const *l, char ***ret);
