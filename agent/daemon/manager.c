@@ -26,6 +26,7 @@
 #include "util/error-message.h"
 #include "util/fileio.h"
 #include "util/log.h"
+#include "util/time-util.h"
 
 #define AGENT_COMPONENT "inplace-agent"
 #define KUBECONFIG_RETRY_USEC (10 * USEC_PER_SEC)
@@ -93,7 +94,6 @@ static void manager_dump_node_view(Manager *m) {
         json_t *md = json_object_get(m->node, "metadata");
         _cleanup_(json_decrefp) json_t *view = NULL, *empty_object = NULL, *empty_array = NULL;
         json_t *conditions;
-        struct timespec ts;
         int r;
 
         labels = json_compact(json_object_get(md, "labels"));
@@ -104,12 +104,11 @@ static void manager_dump_node_view(Manager *m) {
         if (!m->node_view)
                 return;
 
-        clock_gettime(CLOCK_REALTIME, &ts);
         empty_object = json_object();
         empty_array = json_array();
         conditions = json_object_get(json_object_get(m->node, "status"), "conditions");
         view = json_pack("{s:s, s:b, s:I, s:O?, s:O?}", "name", m->config->node_name, "present", m->node != NULL,
-                         "updatedUsec", (json_int_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000,
+                         "updatedUsec", (json_int_t) clock_now_usec(CLOCK_REALTIME),
                          "metadata", md ?: empty_object, "conditions", conditions ?: empty_array);
         data = view ? json_dumps(view, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         if (!data || asprintf(&path, "%s/%s", m->config->state_directory, NODE_VIEW_FILE) < 0) {
