@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The reporter against the canned-response server: what each of the core's report actions puts on
+ * the wire (patch type, path, labels and annotations in one merge patch, the condition on /status),
+ * write-on-change of the condition against the watched Node, completion once every write of an
+ * action finished, the conditional removal of an annotation, and -ENODEV before a client exists. */
+#include <stdio.h>
+
+#include "daemon/reporter.h"
+#include "test-kube.h"
+
+typedef struct Ctx {
+        TestKube k;
+        Reporter *r;
+        UpdateTransaction *tx;
+        unsigned done_calls;
+        int done_error;
+} Ctx;
+
+static int setup(void **state) {
+        Ctx *c = calloc(1, sizeof(Ctx));
+
+        assert_non_null(c);
+        test_kube_init(&c->k, NULL, NULL);
+        assert_int_equal(reporter_new("node-1", &c->r), 0);
+        reporter_attach(c->r, c->k.client, NULL);
+        assert_int_equal(update_transaction_new(&c->tx), 0);
+        *state = c;
+        return 0;
+}
+
+static int teardown(void **state) {
+        Ctx *c = *state;
+
+        reporter_free(c->r);
+        update_transaction_free(c->tx);
+        test_kube_done(&c->k);
+        free(c);
+        return 0;
+}
+
+static void on_done(int error, void *userdata) {
+        Ctx *c = userdata;
+
+        c->done_calls++;
+        c->done_error = error;
+}
+
+static const UpdateAction result_action = {
+        .type = UPDATE_ACTION_REPORT_RESULT,
+        .phase = UPDATE_PHASE_SUCCEEDED,
+        .result = NODE_UPDATE_RESULT_SUCCESSFUL,
+        .clear_marker = true,
+        .condition_status = true,
+        .condition_reason = "Succeeded",
+        .message = (char *) "In-place update t1 succeeded.",
+};
+
+static void test_result_is_one_metadata_patch_and_the_condition(void **state) {
+        Ctx *c = *state;
+        const char *req;
+
+        test_kube_push(&c->k, 200, NULL, "{}");
+        test_kube_push(&c->k, 200, NULL, "{}");
+        assert_int_equal(reporter_report(c->r, c->tx, &result_action, 1700000000 * USEC_PER_SEC, on_done, c), 0);
+        TEST_LOOP_UNTIL(c->k.event, c->done_calls > 0, 10 * USEC_PER_SEC);
+        assert_int_equal(c->done_calls, 1);
+        assert_int_equal(c->done_error, 0);
+        assert_int_equal(fake_http_requests(c->k.fake), 2);
+
+        req = fake_http_request(c->k.fake, 0);
+        assert_non_null(strstr(req, "PATCH /api/v1/nodes/node-1 "));
+        assert_non_null(strstr(req, "application/merge-patch+json"));
+        assert_non_null(strstr(req, "\"node.machine.sapcloud.io/update-result\":\"successful\""));
+        assert_non_null(strstr(req, "\"node-agent.gardener.cloud/updating-operating-system-version\":null"));
+        assert_non_null(strstr(req, "\"inplace-agent/failure\":null"));
+
+        req = fake_http_request(c->k.fake, 1);
+        assert_non_null(strstr(req, "PATCH /api/v1/nodes/node-1/status "));
+        assert_non_null(strstr(req, "application/strategic-merge-patch+json"));
+        assert_non_null(strstr(req, "\"type\":\"InPlaceUpdateAgent\""));
+        assert_non_null(strstr(req, "\"lastTransitionTime\":\"2023-11-14T22:13:20Z\""));
+}
+
+static void test_condition_only_on_change(void **state) {
+        Ctx *c = *state;
+        NodeView node = {
+                .agent = {
+                        .present = true,
+                        .status = (char *) "True",
+                        .reason = (char *) "Succeeded",
+                        .message = (char *) "In-place update t1 succeeded.",
+                        .last_transition_time = (char *) "2020-01-01T00:00:00Z",
+                },
+        };
+        UpdateAction a = result_action;
+
+        reporter_set_node(c->r, &node);
+        test_kube_push(&c->k, 200, NULL, "{}");
+        assert_int_equal(reporter_report(c->r, c->tx, &a, 1700000000 * USEC_PER_SEC, on_done, c), 0);
+        TEST_LOOP_UNTIL(c->k.event, c->done_calls > 0, 10 * USEC_PER_SEC);
+        /* The Node already says exactly this: only the metadata patch goes out. */
+        assert_int_equal(fake_http_requests(c->k.fake), 1);
+
+        /* Same status, new message: written, and lastTransitionTime stays the Node's. */
+        a.message = (char *) "Something else.";
+        test_kube_push(&c->k, 200, NULL, "{}");
+        test_kube_push(&c->k, 200, NULL, "{}");
+        assert_int_equal(reporter_report(c->r, c->tx, &a, 1700000000 * USEC_PER_SEC, on_done, c), 0);
+        TEST_LOOP_UNTIL(c->k.event, c->done_calls > 1, 10 * USEC_PER_SEC);
+        assert_int_equal(fake_http_requests(c->k.fake), 3);
+        assert_non_null(strstr(fake_http_request(c->k.fake, 2), "\"lastTransitionTime\":\"2020-01-01T00:00:00Z\""));
+}
+
+static void test_first_error_of_an_action_is_reported(void **state) {
+        Ctx *c = *state;
+
+        test_kube_push(&c->k, 422, NULL, "{\"kind\":\"Status\",\"code\":422,\"reason\":\"Invalid\",\"message\":\"no\"}");
+        test_kube_push(&c->k, 200, NULL, "{}");
+        assert_int_equal(reporter_report(c->r, c->tx, &result_action, 1700000000 * USEC_PER_SEC, on_done, c), 0);
+        TEST_LOOP_UNTIL(c->k.event, c->done_calls > 0, 10 * USEC_PER_SEC);
+        assert_int_equal(c->done_calls, 1);
+        assert_true(c->done_error < 0);
+}
+
+static void test_remove_annotation_is_conditional(void **state) {
+        Ctx *c = *state;
+        const char *req;
+
+        test_kube_push(&c->k, 200, NULL, "{}");
+        assert_int_equal(reporter_remove_annotation(c->r, "worker.gardener.cloud/restart-systemd-services", "a.service",
+                                                    on_done, c), 0);
+        TEST_LOOP_UNTIL(c->k.event, c->done_calls > 0, 10 * USEC_PER_SEC);
+        req = fake_http_request(c->k.fake, 0);
+        assert_non_null(strstr(req, "application/json-patch+json"));
+        assert_non_null(strstr(req, "\"op\":\"test\""));
+        assert_non_null(strstr(req, "/metadata/annotations/worker.gardener.cloud~1restart-systemd-services"));
+        assert_non_null(strstr(req, "\"value\":\"a.service\""));
+}
+
+static void test_no_client_yet(void **state) {
+        Ctx *c = *state;
+        _cleanup_(reporter_freep) Reporter *r = NULL;
+
+        assert_int_equal(reporter_new("node-1", &r), 0);
+        assert_int_equal(reporter_report(r, c->tx, &result_action, 0, on_done, c), -ENODEV);
+        assert_int_equal(reporter_emit_event(r, "Normal", "X", "y"), -ENODEV);
+        assert_int_equal(c->done_calls, 0);
+}
+
+static void test_free_drops_writes_in_flight(void **state) {
+        Ctx *c = *state;
+
+        /* No answer queued: the writes stay in flight; freeing the reporter must not call back. */
+        assert_int_equal(reporter_report(c->r, c->tx, &result_action, 0, on_done, c), 0);
+        c->r = reporter_free(c->r);
+        TEST_LOOP_NOT(c->k.event, c->done_calls > 0, 200 * USEC_PER_MSEC);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_result_is_one_metadata_patch_and_the_condition, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_condition_only_on_change, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_first_error_of_an_action_is_reported, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_remove_annotation_is_conditional, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_no_client_yet, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_free_drops_writes_in_flight, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
