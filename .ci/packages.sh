@@ -24,7 +24,7 @@ die() { printf 'packages.sh: FAILED: %s\n' "$*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "must run as root (apt-get, dpkg -i)"
 
 # --- Tools and build dependencies ------------------------------------------------------------
-tools=(build-essential debhelper dpkg-dev lintian rpm man-db python3
+tools=(build-essential debhelper dpkg-dev lintian rpm rpmlint file man-db python3
        meson ninja-build pkg-config systemd
        libsystemd-dev libcurl4-openssl-dev libjansson-dev libarchive-dev libyaml-dev libssl-dev
        libcmocka-dev)
@@ -138,7 +138,7 @@ tar -C "$work/src" -czf "$rpmtop/SOURCES/inplace-agent-$version.tar.gz" "inplace
 cp "$srcdir/packaging/rpm/inplace-agent.spec" "$rpmtop/SPECS/"
 # Debian's rpm runs brp-compress (a bash script) with /bin/sh, which leaves man pages uncompressed;
 # run it with bash so the package looks as it does on Fedora.
-rpmbuild --nodeps -bb --define "_topdir $rpmtop" \
+rpmbuild --nodeps -bb --define "_topdir $rpmtop" --define "packager inplace-agent CI" \
         --define '__brp_compress bash %{_rpmconfigdir}/brp-compress %{?_prefix}' \
         "$rpmtop/SPECS/inplace-agent.spec" \
         >"$work/rpm-build.log" 2>&1 || { tail -n 60 "$work/rpm-build.log"; die "rpmbuild"; }
@@ -171,6 +171,12 @@ grep -q 'disable' "$work/rpm-scripts" || die "rpm %preun does not disable the un
 grep -q 'try-restart\|mark-restart' "$work/rpm-scripts" || die "rpm %postun does not restart the unit"
 echo "rpm %config(noreplace) and scriptlets: OK"
 rpm -qpR "$rpmfile" 2>/dev/null | sed 's/^/  requires: /'
+
+say "rpmlint"
+# brp-strip needs file(1) to find the ELF files; without it the binary ships unstripped.
+rpmlint -c "$srcdir/packaging/rpm/rpmlint.toml" "$rpmfile" | tee "$work/rpmlint.log" ||
+        die "rpmlint reported errors"
+grep -q ' 0 errors, 0 warnings' "$work/rpmlint.log" || die "rpmlint reported warnings"
 
 # --- Install the .deb and check the installed unit ---------------------------------------------
 say "dpkg -i"

@@ -212,7 +212,7 @@ static int verb_run(void) {
 }
 
 int main(int argc, char *argv[]) {
-        Verb verb;
+        Verb verb = VERB_RUN;
         int r;
 
         r = parse_argv(argc, argv, &verb);
