@@ -333,13 +333,6 @@ static int compare_newest_first(const void *a, const void *b) {
         return strcmp(x->name, y->name);
 }
 
-static bool strv_contains(const char *const *l, const char *s) {
-        for (; l && *l; l++)
-                if (streq(*l, s))
-                        return true;
-        return false;
-}
-
 static int remove_version(const KubeletStore *s, const char *version) {
         _cleanup_free_ char *dir = NULL;
         _cleanup_close_ int dfd = -EBADF;

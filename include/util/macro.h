@@ -85,6 +85,14 @@ static inline bool streq_ptr(const char *a, const char *b) {
 }
 #define streq(a, b) (strcmp((a), (b)) == 0)
 
+/* True if the NULL-terminated list `l` (may be NULL) holds `s` (may be NULL: never found). */
+static inline bool strv_contains(const char *const *l, const char *s) {
+        for (; s && l && *l; l++)
+                if (streq(*l, s))
+                        return true;
+        return false;
+}
+
 static inline const char *strempty(const char *s) {
         return s ? s : "";
 }
