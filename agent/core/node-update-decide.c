@@ -519,10 +519,8 @@ static void add_plan(Builder *b) {
 }
 
 static int enter_applying(Builder *b) {
-        const NodeCondition *c = &b->in->node->in_place_update;
-
         if (node_view_ready_for_update(b->in->node)) {
-                int r = free_and_strdup(&b->tx->ready_since, c->last_transition_time);
+                int r = free_and_strdup(&b->tx->ready_since, node_view_ready_since(b->in->node));
                 if (r < 0)
                         return r;
         }
@@ -941,7 +939,7 @@ static int start_transaction(Builder *b, Plan *p, unsigned attempt) {
         tx->attempt = attempt;
         tx->started_usec = tx->updated_usec = in->now_usec;
         if (node_view_ready_for_update(in->node))
-                tx->ready_since = b_strdup(b, in->node->in_place_update.last_transition_time);
+                tx->ready_since = b_strdup(b, node_view_ready_since(in->node));
         if (b->error)
                 return b->error;
         return resume(b);
@@ -965,7 +963,7 @@ static bool retry_due(Builder *b) {
  * ReadyForUpdate after a failure before the drain is MCM moving on, not a retry: remember it. */
 static int manual_retry(Builder *b) {
         const NodeView *n = b->in->node;
-        const char *since = n->in_place_update.last_transition_time;
+        const char *since = node_view_ready_since(n);
 
         if (!node_view_ready_for_update(n) || !since)
                 return 0;

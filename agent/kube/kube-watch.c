@@ -289,9 +289,10 @@ static void kube_watch_on_watch_done(HttpRequest *req, int error, long status, v
         kind = classify_end(w, error, status, &code);
         retry_after = http_request_get_retry_after_usec(req);
         if (kind == WATCH_END_HTTP) {
-                const char *b = http_request_get_body(req, NULL);
+                size_t size;
+                const char *b = http_request_get_body(req, &size);
 
-                body = json_loads(b, 0, NULL);
+                body = b ? json_loadb(b, size, JSON_ALLOW_NUL, NULL) : NULL;
                 if (code == 504 && kube_status_is_too_large_rv(body))
                         w->error_too_large = true;
         }

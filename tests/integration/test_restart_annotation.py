@@ -236,6 +236,27 @@ class RestartAnnotation(unittest.TestCase):
             self.assertLess(len(line), 1100, "journal line too long: %s…" % line[:120])
         self.assert_agent_untouched(pid, seconds=1)
 
+    def test_8_nul_elsewhere_does_not_blind(self):
+        """Issue 16: a \\u0000 in an annotation and a condition message the agent does not use. Before, every
+        watch event and list of the Node failed with "Bad message" and the request below was never seen."""
+        log_before = len(SB.agent_log())
+        SB.emu.label_node(sandbox.NODE, annotations={"example.com/note": "a\x00b"}, manager="someone")
+        SB.emu.set_condition(sandbox.NODE, "NetworkUnavailable", status="False", reason="RouteCreated",
+                             message="m\x00n")
+        node = SB.node()
+        self.assertEqual(sandbox.annotation(node, "example.com/note"), "a\x00b", "the emulator must keep the NUL")
+        before, seen = ids(sandbox.KUBELET_UNIT), event_names()
+        self.annotate("kubelet")
+        self.wait_annotation_gone()            # a PATCH of a Node with NULs, and its answer decoded
+        evs = self.wait_events(seen, 1)
+        self.assertEqual([e["message"] for e in evs], ["processed restart of unit kubelet.service"])
+        self.assertNotEqual(before[sandbox.KUBELET_UNIT], SB.um.invocation_id(sandbox.KUBELET_UNIT))
+        log = SB.agent_log()[log_before:]
+        self.assertNotIn("undecodable", log)
+        self.assertNotIn("Bad message", log)
+        self.assertEqual(sandbox.annotation(SB.node(), "example.com/note"), "a\x00b")
+        SB.emu.label_node(sandbox.NODE, annotations={"example.com/note": None}, manager="someone")
+
 
 if __name__ == "__main__":
     sandbox.skip_if_missing()
