@@ -348,18 +348,18 @@ static int block(Builder *b, Plan *p, UpdateFailureCode code, const char *format
 static int plan_kubelet(Builder *b, Plan *p, bool in_place) {
         const OscDesired *osc = b->in->osc;
         const char *running = b->in->kubelet_version;
-        _cleanup_free_ char *desired = NULL;
+        _cleanup_free_ char *desired = NULL, *error = NULL;
         KubeletChange change = KUBELET_CHANGE_MINOR;    /* unknown running version: treat as gated */
         int r;
 
-        r = osc_kubelet_version(osc, &desired);
+        r = osc_kubelet_version(osc, &desired, &error);
         if (r == -ENODATA)
                 return 0;
-        if (r == -EINVAL) {
+        if (r == -EINVAL || (r >= 0 && osc_check_kubelet_file_in_image(osc, &error) < 0)) {
+                /* Terminal: the desired state itself is wrong, no retry can fix it. */
                 p->gated = p->gated || in_place;
-                return block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
-                             "the desired kubelet version \"%s\" is not a valid version",
-                             osc->kubelet_version ?: strempty(osc->kubelet_image));
+                return block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE, "%s",
+                             error ?: "the desired kubelet version is not valid");
         }
         if (r < 0)
                 return r;
