@@ -156,7 +156,8 @@ static void kube_watch_on_list(KubeRequest *req, int error, json_t *list, void *
         }
 
         w->rv_unavailable = false;
-        w->size_warned = 0;
+        if (w->size_warned == -EFBIG)
+                w->size_warned = 0;
         if (set_rv(w, rv) < 0) {
                 kube_watch_schedule(w, STEP_LIST, backoff_step(w));
                 return;
@@ -199,6 +200,8 @@ static void apply_event(KubeWatch *w, WatchEventType type, json_t *object) {
                 break;
         }
         w->watch_events++;
+        if (type != WATCH_EVENT_BOOKMARK && w->size_warned == -EMSGSIZE)
+                w->size_warned = 0;             /* our object fits again: a new oversized one is news */
         w->stats.events++;
         if (set_rv(w, object_rv(object)) < 0)
                 log_debug("Out of memory recording resourceVersion of %s/%s.", w->collection, w->name);
