@@ -18,6 +18,9 @@ typedef struct FakeResponse {
         bool chunked;                   /* send body with Transfer-Encoding: chunked */
         size_t chunk_size;              /* split the body into chunks of this size (0 = one) */
         bool close_early;               /* drop the connection after the body, without the final chunk */
+        bool stall;                     /* announce the whole body, send stall_after bytes of it, then
+                                         * nothing more while keeping the connection open */
+        size_t stall_after;
 } FakeResponse;
 
 int fake_http_new(sd_event *e, FakeHttp **ret);
