@@ -136,9 +136,14 @@ static int parse_entry(RestartRequest *r, const char *s, size_t n, const char *s
         if (!unit)
                 return add_rejected(r, s, n, why ? why : "invalid unit name");
 
-        if (self_unit && strv_contains(replaced_units, unit) &&
-            free_and_strdup(&unit, self_unit) < 0)      /* a replaced unit means the agent itself */
-                return -ENOMEM;
+        if (strv_contains(replaced_units, unit)) {
+                /* CONTRACT §9.4: a replaced unit is never restarted; the entry means the agent. */
+                if (!self_unit)
+                        return add_rejected(r, s, n, "names a unit the agent replaces, and the agent's own unit "
+                                                     "is not configured");
+                if (free_and_strdup(&unit, self_unit) < 0)
+                        return -ENOMEM;
+        }
 
         if (has_unit(r, unit) || (streq_ptr(unit, self_unit) && r->has_self))
                 return 0;                       /* duplicates are restarted once */

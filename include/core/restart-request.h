@@ -60,7 +60,7 @@ typedef struct RestartRequest {
 
 /* Parses `value` (NULL or blank: nothing to do, no rejections). `self_unit` (canonical, may be
  * NULL) is the agent's own unit; `replaced_units` (NULL-terminated canonical names, may be NULL)
- * are treated as the self unit when self_unit is set. Fails only with -ENOMEM; bad entries end up
+ * are treated as the self unit, or rejected when there is none. Fails only with -ENOMEM; bad entries end up
  * in ->rejected. */
 int restart_request_parse(const char *value, const char *self_unit, const char *const *replaced_units,
                           RestartRequest **ret);

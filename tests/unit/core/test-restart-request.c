@@ -103,10 +103,12 @@ static void test_null_value_and_no_self_unit(void **state) {
 
         /* Without a self unit, the agent's unit is an ordinary entry in request order. */
         assert_int_equal(parse("inplace-agent,kubelet,gardener-node-agent", NULL, &b), 0);
-        assert_int_equal(b->n_units, 3);
+        assert_int_equal(b->n_units, 2);
         assert_string_equal(b->units[0], SELF);
-        assert_string_equal(b->units[2], "gardener-node-agent.service");
         assert_false(b->has_self);
+        /* A replaced unit is never restarted: without a self unit the entry is rejected. */
+        assert_int_equal(b->n_rejected, 1);
+        assert_string_equal(b->rejected[0].entry, "gardener-node-agent");
 }
 
 static void test_rejected_message_format(void **state) {
