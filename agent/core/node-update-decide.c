@@ -351,18 +351,18 @@ static int block(Builder *b, Plan *p, UpdateFailureCode code, const char *format
 static int plan_kubelet(Builder *b, Plan *p, bool in_place) {
         const OscDesired *osc = b->in->osc;
         const char *running = b->in->kubelet_version;
-        _cleanup_free_ char *desired = NULL;
+        _cleanup_free_ char *desired = NULL, *error = NULL;
         KubeletChange change = KUBELET_CHANGE_MINOR;    /* unknown running version: treat as gated */
         int r;
 
-        r = osc_kubelet_version(osc, &desired);
+        r = osc_kubelet_version(osc, &desired, &error);
         if (r == -ENODATA)
                 return 0;
-        if (r == -EINVAL) {
+        if (r == -EINVAL || (r >= 0 && osc_check_kubelet_file_in_image(osc, &error) < 0)) {
+                /* Terminal: the desired state itself is wrong, no retry can fix it. */
                 p->gated = p->gated || in_place;
-                return block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
-                             "the desired kubelet version \"%s\" is not a valid version",
-                             osc->kubelet_version ?: strempty(osc->kubelet_image));
+                return block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE, "%s",
+                             error ?: "the desired kubelet version is not valid");
         }
         if (r < 0)
                 return r;
@@ -522,10 +522,8 @@ static void add_plan(Builder *b) {
 }
 
 static int enter_applying(Builder *b) {
-        const NodeCondition *c = &b->in->node->in_place_update;
-
         if (node_view_ready_for_update(b->in->node)) {
-                int r = free_and_strdup(&b->tx->ready_since, c->last_transition_time);
+                int r = free_and_strdup(&b->tx->ready_since, node_view_ready_since(b->in->node));
                 if (r < 0)
                         return r;
         }
@@ -954,7 +952,7 @@ static int start_transaction(Builder *b, Plan *p, unsigned attempt) {
         tx->attempt = attempt;
         tx->started_usec = tx->updated_usec = in->now_usec;
         if (node_view_ready_for_update(in->node))
-                tx->ready_since = b_strdup(b, in->node->in_place_update.last_transition_time);
+                tx->ready_since = b_strdup(b, node_view_ready_since(in->node));
         if (b->error)
                 return b->error;
         return resume(b);
@@ -978,7 +976,7 @@ static bool retry_due(Builder *b) {
  * ReadyForUpdate after a failure before the drain is MCM moving on, not a retry: remember it. */
 static int manual_retry(Builder *b) {
         const NodeView *n = b->in->node;
-        const char *since = n->in_place_update.last_transition_time;
+        const char *since = node_view_ready_since(n);
 
         if (!node_view_ready_for_update(n) || !since)
                 return 0;

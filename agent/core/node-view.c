@@ -59,12 +59,38 @@ static int get_string(const json_t *obj, const char *key, const char *where, siz
         }
         if (!json_is_string(v))
                 return error_setf(ret_error, -EINVAL, "%s[\"%s\"]: expected a string", where, key);
-        if (json_string_length(v) > max || strlen(json_string_value(v)) != json_string_length(v))
-                return error_setf(ret_error, -EINVAL, "%s[\"%s\"]: longer than %zu bytes or contains NUL", where, key, max);
+        if (json_string_length(v) > max)
+                return error_setf(ret_error, -EINVAL, "%s[\"%s\"]: longer than %zu bytes", where, key, max);
+        if (strlen(json_string_value(v)) != json_string_length(v))
+                return error_setf(ret_error, -EINVAL, "%s[\"%s\"]: contains a NUL character (\\u0000)", where, key);
         s = strdup(json_string_value(v));
         if (!s)
                 return -ENOMEM;
         *ret = s;
+        return 0;
+}
+
+/* Adds to the warning, "; " between parts. */
+static int add_warning(NodeView *v, const char *format, ...) _printf_(2, 3);
+static int add_warning(NodeView *v, const char *format, ...) {
+        _cleanup_free_ char *w = NULL;
+        char *joined;
+        va_list ap;
+        int r;
+
+        va_start(ap, format);
+        r = vasprintf(&w, format, ap);
+        va_end(ap);
+        if (r < 0)
+                return -ENOMEM;
+        if (!v->warning) {
+                v->warning = TAKE_PTR(w);
+                return 0;
+        }
+        if (asprintf(&joined, "%s; %s", v->warning, w) < 0)
+                return -ENOMEM;
+        free(v->warning);
+        v->warning = joined;
         return 0;
 }
 
@@ -109,9 +135,8 @@ static int decode_labels(const json_t *labels, NodeView *v, char **ret_error) {
                 v->update_result = NODE_UPDATE_RESULT_FAILED;
         else {
                 v->update_result = NODE_UPDATE_RESULT_INVALID;
-                if (asprintf(&v->warning, "label %s has the invalid value \"%s\" (expected successful or failed); "
-                             "treating it as absent", NODE_LABEL_UPDATE_RESULT, v->update_result_value) < 0)
-                        return -ENOMEM;
+                return add_warning(v, "label %s has the invalid value \"%s\" (expected successful or failed); "
+                                   "treating it as absent", NODE_LABEL_UPDATE_RESULT, v->update_result_value);
         }
         return 0;
 }
@@ -139,27 +164,48 @@ static int decode_annotations(const json_t *annotations, NodeView *v, char **ret
         return 0;
 }
 
-static int decode_condition(const json_t *c, size_t i, NodeCondition *ret, char **ret_error) {
-        _cleanup_free_ char *where = NULL;
-        struct {
-                const char *key;
-                char **field;
-        } table[] = {
-                { "status", &ret->status },
-                { "reason", &ret->reason },
-                { "message", &ret->message },
-                { "lastTransitionTime", &ret->last_transition_time },
-        };
+/* A string we only show, never decide on: anything else than a clean string is dropped. */
+static int get_informational(const json_t *obj, const char *key, char **ret) {
+        const json_t *v = json_object_get(obj, key);
 
-        if (asprintf(&where, "status.conditions[%zu]", i) < 0)
-                return -ENOMEM;
-        ret->present = true;
-        for (size_t k = 0; k < ELEMENTSOF(table); k++) {
-                int r = get_string(c, table[k].key, where, NODE_ANNOTATIONS_MAX, table[k].field, ret_error);
-                if (r < 0)
-                        return r;
+        *ret = NULL;
+        if (!json_is_string(v) || json_string_length(v) > NODE_ANNOTATIONS_MAX ||
+            strlen(json_string_value(v)) != json_string_length(v))
+                return 0;
+        *ret = strdup(json_string_value(v));
+        return *ret ? 0 : -ENOMEM;
+}
+
+static int decode_condition(const json_t *c, size_t i, NodeCondition *ret, char **ret_error) {
+        NodeCondition n = { .present = true };
+        const char *where = n.position;
+        int r;
+
+        (void) snprintf(n.position, sizeof(n.position), "status.conditions[%zu]", i);
+        r = get_string(c, "reason", where, NODE_ANNOTATIONS_MAX, &n.reason, ret_error);
+        if (r >= 0)
+                r = get_string(c, "lastTransitionTime", where, NODE_ANNOTATIONS_MAX, &n.last_transition_time,
+                               ret_error);
+        if (r >= 0)
+                r = get_informational(c, "status", &n.status);
+        if (r >= 0)
+                r = get_informational(c, "message", &n.message);
+        if (r < 0) {
+                condition_done(&n);
+                return r;
         }
+        condition_done(ret);
+        *ret = n;
         return 0;
+}
+
+/* The type of a condition, if it is a clean string (a NUL inside makes it no type of ours). */
+static const char *condition_type(const json_t *c) {
+        const json_t *type = json_object_get(c, "type");
+
+        if (!json_is_string(type) || strlen(json_string_value(type)) != json_string_length(type))
+                return NULL;
+        return json_string_value(type);
 }
 
 static int decode_conditions(const json_t *node, NodeView *v, char **ret_error) {
@@ -175,29 +221,33 @@ static int decode_conditions(const json_t *node, NodeView *v, char **ret_error) 
                 return 0;
         if (!json_is_array(conditions))
                 return error_setf(ret_error, -EINVAL, "status.conditions: expected a list");
-        if (json_array_size(conditions) > NODE_CONDITIONS_MAX)
-                return error_setf(ret_error, -EINVAL, "status.conditions: more than %d entries", NODE_CONDITIONS_MAX);
+        if (json_array_size(conditions) > NODE_CONDITIONS_MAX) {
+                int r = add_warning(v, "status.conditions has %zu entries; only the first %d are looked at",
+                                    json_array_size(conditions), NODE_CONDITIONS_MAX);
+                if (r < 0)
+                        return r;
+        }
 
         json_array_foreach(conditions, i, c) {
-                const json_t *type;
-                NodeCondition *target;
+                const char *type;
                 int r;
 
-                if (!json_is_object(c))
-                        return error_setf(ret_error, -EINVAL, "status.conditions[%zu]: expected an object", i);
-                type = json_object_get(c, "type");
-                if (!json_is_string(type))
-                        return error_setf(ret_error, -EINVAL, "status.conditions[%zu].type: expected a string", i);
-
-                if (streq(json_string_value(type), NODE_CONDITION_IN_PLACE_UPDATE))
-                        target = &v->in_place_update;
-                else if (streq(json_string_value(type), NODE_CONDITION_AGENT))
-                        target = &v->agent;
+                if (i >= NODE_CONDITIONS_MAX)
+                        break;
+                /* Conditions of other types are none of our business, whatever their shape. */
+                type = json_is_object(c) ? condition_type(c) : NULL;
+                if (streq_ptr(type, NODE_CONDITION_IN_PLACE_UPDATE)) {
+                        /* CONTRACT §9.9: any entry with ReadyForUpdate opens the gate; the last one is
+                         * the newest signal (a manual retry appends). Otherwise the first counts. */
+                        bool keep = v->in_place_update.present && !streq_ptr(json_string_value(json_object_get(c, "reason")),
+                                                                             NODE_REASON_READY_FOR_UPDATE);
+                        if (keep)
+                                continue;
+                        r = decode_condition(c, i, &v->in_place_update, ret_error);
+                } else if (streq_ptr(type, NODE_CONDITION_AGENT) && !v->agent.present)
+                        r = decode_condition(c, i, &v->agent, ret_error);
                 else
                         continue;
-                if (target->present)
-                        continue;       /* the first one counts, as in upstream's loop */
-                r = decode_condition(c, i, target, ret_error);
                 if (r < 0)
                         return r;
         }
@@ -255,6 +305,14 @@ int node_view_decode(const json_t *node, NodeView **ret, char **ret_error) {
 
 bool node_view_ready_for_update(const NodeView *v) {
         return v && v->in_place_update.present && streq_ptr(v->in_place_update.reason, NODE_REASON_READY_FOR_UPDATE);
+}
+
+const char *node_view_ready_since(const NodeView *v) {
+        if (!node_view_ready_for_update(v))
+                return NULL;
+        if (v->in_place_update.last_transition_time)
+                return v->in_place_update.last_transition_time;
+        return isempty(v->in_place_update.position) ? NULL : v->in_place_update.position;
 }
 
 bool node_view_gate_open(const NodeView *v) {

@@ -35,6 +35,7 @@ OscDesired *osc_desired_free(OscDesired *o) {
         strv_freep(&o->os_update_args);
         free(o->kubelet_image);
         free(o->kubelet_file_in_image);
+        free(o->kubelet_file_field);
         free(o);
         return NULL;
 }
@@ -215,7 +216,7 @@ static int decode_kubelet_file(const json_t *file, const char *path, OscDesired 
                 return error_setf(ret_error, -EINVAL, "%s: must not be empty", p_image);
         if (!o->kubelet_file_in_image)
                 return error_setf(ret_error, -EINVAL, "%s: must not be empty", p_in);
-        return 0;
+        return free_and_strdup(&o->kubelet_file_field, path);
 }
 
 /* Finds the kubelet entry in one files list ("spec.files" or "status.extensionFiles"). Every entry's
@@ -446,19 +447,64 @@ int osc_image_tag(const char *image, char **ret) {
         return 0;
 }
 
-int osc_kubelet_version(const OscDesired *o, char **ret) {
-        _cleanup_free_ char *tag = NULL;
+int osc_kubelet_version(const OscDesired *o, char **ret, char **ret_error) {
+        _cleanup_free_ char *tag = NULL, *v = NULL;
+        const char *raw, *why = "only [0-9A-Za-z.+_-] starting with a digit may name a version";
+        bool from_spec = o->in_place && o->kubelet_version;
         int r;
 
         assert(o);
         assert(ret);
 
-        if (o->in_place && o->kubelet_version)
-                return version_normalize_kubelet(o->kubelet_version, ret);
-        if (!o->kubelet_image)
-                return -ENODATA;
-        r = osc_image_tag(o->kubelet_image, &tag);
-        if (r < 0)
+        if (from_spec)
+                raw = o->kubelet_version;
+        else {
+                if (!o->kubelet_image)
+                        return -ENODATA;
+                r = osc_image_tag(o->kubelet_image, &tag);
+                if (r == -ENODATA)
+                        why = "the image has no tag";
+                else if (r < 0)
+                        return r;
+                raw = strempty(tag);
+        }
+        r = tag || from_spec ? version_normalize_kubelet(raw, &v) : -EINVAL;
+        if (r == -ENOMEM)
                 return r;
-        return version_normalize_kubelet(tag, ret);
+        if (r >= 0)
+                r = version_check_kubelet_desired(v, &why);
+        if (r < 0)
+                return error_setf(ret_error, -EINVAL, "%s%s: \"%s\" is not a valid kubelet version: %s",
+                                  from_spec ? "spec.inPlaceUpdates.kubelet" : strempty(o->kubelet_file_field),
+                                  from_spec ? "" : ".content.imageRef.image (its tag)", raw, why);
+        *ret = TAKE_PTR(v);
+        return 0;
+}
+
+int osc_check_kubelet_file_in_image(const OscDesired *o, char **ret_error) {
+        const char *p = o->kubelet_file_in_image, *why = NULL;
+
+        assert(o);
+
+        if (!o->kubelet_image)
+                return 0;
+        if (isempty(p))
+                why = "must not be empty";
+        else {
+                /* Each component between slashes; a leading slash is fine ("/kubelet"). */
+                for (const char *c = p + (*p == '/'); !why; ) {
+                        size_t n = strcspn(c, "/");
+
+                        if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+                                why = "must be a normalised path inside the image, without \"..\", \".\" or empty "
+                                      "components";
+                        if (!c[n])
+                                break;
+                        c += n + 1;
+                }
+        }
+        if (!why)
+                return 0;
+        return error_setf(ret_error, -EINVAL, "%s.content.imageRef.filePathInImage: \"%s\" %s",
+                          strempty(o->kubelet_file_field), strempty(p), why);
 }

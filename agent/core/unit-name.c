@@ -10,15 +10,19 @@ static const char *const unit_types[] = {
         ".swap", ".timer", ".path", ".slice", ".scope",
 };
 
-bool unit_name_has_type_suffix(const char *name) {
+const char *unit_name_type(const char *name) {
         size_t n = strlen(name);
 
         for (size_t i = 0; i < ELEMENTSOF(unit_types); i++) {
                 size_t l = strlen(unit_types[i]);
                 if (n > l && streq(name + n - l, unit_types[i]))
-                        return true;
+                        return unit_types[i];
         }
-        return false;
+        return NULL;
+}
+
+bool unit_name_has_type_suffix(const char *name) {
+        return unit_name_type(name);
 }
 
 static bool valid_char(char c) {

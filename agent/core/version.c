@@ -340,6 +340,29 @@ int version_normalize_kubelet(const char *s, char **ret) {
         return 0;
 }
 
+int version_check_kubelet_desired(const char *v, const char **ret_why) {
+        const char *why = NULL;
+        Version parsed;
+        size_t n;
+
+        assert(v);
+
+        n = strlen(v);
+        if (!version_is_safe_name(v))
+                why = "only [0-9A-Za-z.+_-] starting with a digit may name a version";
+        else if (n > KUBELET_VERSION_MAX)
+                why = "longer than 63 bytes, the limit of a label value";
+        else if (strchr(v, '+') || !(is_digit(v[n - 1]) || ((v[n - 1] | 0x20) >= 'a' && (v[n - 1] | 0x20) <= 'z')))
+                why = "not a valid label value";
+        else if (version_parse(v, &parsed, &why) >= 0)
+                return 0;
+        if (!why)
+                why = "not a version";
+        if (ret_why)
+                *ret_why = why;
+        return -EINVAL;
+}
+
 int version_classify_kubelet(const char *from, const char *to, KubeletChange *ret, const char **ret_why) {
         Version f, t;
         int r;

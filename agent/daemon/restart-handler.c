@@ -21,12 +21,14 @@ typedef struct RestartRecord {
         size_t n_done;
         bool rejected_reported;         /* the Warnings for rejected entries went out */
         bool removed;                   /* the annotation with this value was removed */
+        bool finished;                  /* every restart was started (the agent's own last) */
 } RestartRecord;
 
 struct RestartHandler {
         sd_event *event;                /* borrowed: the Manager's loop */
         UnitControl *uc;                /* borrowed */
         char *self_unit;                /* owned; may be NULL */
+        const char *const *replaced_units; /* borrowed, NULL-terminated: also mean self_unit */
         char *state_path;               /* owned; may be NULL */
         RestartHandlerCallbacks cb;
         void *userdata;                 /* borrowed */
@@ -92,8 +94,9 @@ static void record_save(const RestartHandler *h) {
         done = json_array();
         for (size_t i = 0; done && i < h->record.n_done; i++)
                 json_array_append_new(done, json_string(h->record.done[i]));
-        j = json_pack("{s:s, s:o*, s:b, s:b}", "value", h->record.value, "done", done,
-                      "rejectedReported", h->record.rejected_reported, "removed", h->record.removed);
+        j = json_pack("{s:s, s:o*, s:b, s:b, s:b}", "value", h->record.value, "done", done,
+                      "rejectedReported", h->record.rejected_reported, "removed", h->record.removed,
+                      "finished", h->record.finished);
         s = j ? json_dumps(j, JSON_COMPACT) : NULL;
         if (s)
                 (void) write_file_atomic(h->state_path, s, strlen(s), 0600);
@@ -106,14 +109,14 @@ static void record_load(RestartHandler *h) {
         _cleanup_free_ char *data = NULL;
         json_t *j, *done, *v;
         const char *value;
-        int rejected = 0, removed = 0;
+        int rejected = 0, removed = 0, finished = -1;
         size_t i;
 
         if (!h->state_path || read_full_file(h->state_path, RESTART_HANDLER_STATE_MAX, &data, NULL) < 0)
                 return;
         j = json_loads(data, 0, NULL);
-        if (!j || json_unpack(j, "{s:s, s:o, s?b, s?b}", "value", &value, "done", &done,
-                              "rejectedReported", &rejected, "removed", &removed) < 0 ||
+        if (!j || json_unpack(j, "{s:s, s:o, s?b, s?b, s?b}", "value", &value, "done", &done,
+                              "rejectedReported", &rejected, "removed", &removed, "finished", &finished) < 0 ||
             !json_is_array(done)) {
                 json_decref(j);
                 return;
@@ -121,6 +124,8 @@ static void record_load(RestartHandler *h) {
         h->record.value = strdup(value);
         h->record.rejected_reported = rejected;
         h->record.removed = removed;
+        /* Records written before "finished" existed were removed only after all restarts. */
+        h->record.finished = finished < 0 ? removed : finished;
         json_array_foreach(done, i, v)
                 if (json_is_string(v) && i < RESTART_REQUEST_UNITS_MAX + 1)
                         (void) record_add_done(&h->record, json_string_value(v));
@@ -142,7 +147,7 @@ static void handler_finish(RestartHandler *h) {
         _cleanup_free_ char *value = NULL, *pending = NULL;
         bool has_pending = h->has_pending;
 
-        value = h->record.value ? strdup(h->record.value) : NULL;
+        value = h->record.value ? restart_request_display(h->record.value) : NULL;
         h->request = restart_request_free(h->request);
         h->job = NULL;
         h->retry_timer = sd_event_source_disable_unref(h->retry_timer);
@@ -158,8 +163,6 @@ static void handler_finish(RestartHandler *h) {
 }
 
 static void handler_report(RestartHandler *h, const char *unit, bool ok, const char *detail) {
-        (void) record_add_done(&h->record, unit);
-        record_save(h);
         if (h->cb.on_unit_result)
                 h->cb.on_unit_result(unit, ok, detail, h->userdata);
 }
@@ -169,8 +172,7 @@ static void handler_on_self_done(const UnitJobResult *res, void *userdata) {
 
         /* We survived our own restart: the unit is not the one we run in (or systemd refused). */
         h->job = NULL;
-        if (h->cb.on_unit_result)
-                h->cb.on_unit_result(res->unit, res->error >= 0, res->detail, h->userdata);
+        handler_report(h, res->unit, res->error >= 0, res->detail);
         handler_finish(h);
 }
 
@@ -180,13 +182,13 @@ static void handler_restart_self(RestartHandler *h) {
 
         /* On disk before systemd stops us: the next instance must not do this again. */
         (void) record_add_done(&h->record, self);
+        h->record.finished = true;
         record_save(h);
 
         h->state = RESTART_HANDLER_SELF;
         r = unit_control_restart_unit(h->uc, self, handler_on_self_done, h, &h->job);
         if (r < 0) {
-                if (h->cb.on_unit_result)
-                        h->cb.on_unit_result(self, false, strerror(-r), h->userdata);
+                handler_report(h, self, false, strerror(-r));
                 handler_finish(h);
         }
 }
@@ -243,13 +245,7 @@ void restart_handler_annotation_removed(RestartHandler *h, int error) {
         h->retry_usec = 0;
         h->record.removed = true;
         record_save(h);
-
-        /* CONTRACT §8.7: our own unit only after the annotation is gone, or we would restart
-         * ourselves forever. */
-        if (handler_self_pending(h))
-                handler_restart_self(h);
-        else
-                handler_finish(h);
+        handler_next(h);
 }
 
 static void handler_on_unit_done(const UnitJobResult *res, void *userdata) {
@@ -261,7 +257,7 @@ static void handler_on_unit_done(const UnitJobResult *res, void *userdata) {
         handler_next(h);
 }
 
-/* Restarts the next unit not done yet, or moves on to the removal once all are. */
+/* Runs once the annotation is gone: restarts the next unit not done yet, the agent's own last. */
 static void handler_next(RestartHandler *h) {
         size_t n_others = h->request->n_units - (h->request->has_self ? 1 : 0);
         int r;
@@ -271,22 +267,47 @@ static void handler_next(RestartHandler *h) {
                 const char *unit = h->request->units[h->index];
 
                 if (record_has_done(&h->record, unit))
-                        continue;               /* done before a crash or a failed removal */
+                        continue;               /* started before a crash */
+                /* Recorded before it is started: if this restart takes the agent down, the next
+                 * instance does not start it again (at most once per annotation value). */
+                (void) record_add_done(&h->record, unit);
+                record_save(h);
                 r = unit_control_restart_unit(h->uc, unit, handler_on_unit_done, h, &h->job);
                 if (r >= 0)
                         return;                 /* continues in handler_on_unit_done() */
                 handler_report(h, unit, false, strerror(-r));
         }
 
-        /* Removed even when some restarts failed (upstream does the same, GNP §5). */
-        handler_remove(h);
+        if (handler_self_pending(h)) {
+                handler_restart_self(h);
+                return;
+        }
+        h->record.finished = true;
+        record_save(h);
+        handler_finish(h);
+}
+
+static void handler_report_rejected(RestartHandler *h) {
+        _cleanup_free_ char *summary = NULL;
+
+        if (!h->cb.on_rejected)
+                return;
+        /* Many rejections become one message: past the Event spam filter, each would be dropped. */
+        if (restart_request_rejected_summary(h->request, &summary) < 0)
+                return;
+        if (summary) {
+                h->cb.on_rejected(NULL, summary, h->userdata);
+                return;
+        }
+        for (size_t i = 0; i < h->request->n_rejected; i++)
+                h->cb.on_rejected(h->request->rejected[i].entry, h->request->rejected[i].why, h->userdata);
 }
 
 static int handler_start(RestartHandler *h, const char *value) {
         _cleanup_(restart_request_freep) RestartRequest *req = NULL;
         int r;
 
-        r = restart_request_parse(value, h->self_unit, &req);
+        r = restart_request_parse(value, h->self_unit, h->replaced_units, &req);
         if (r < 0)
                 return r;
 
@@ -304,13 +325,15 @@ static int handler_start(RestartHandler *h, const char *value) {
         if (!h->record.rejected_reported) {
                 h->record.rejected_reported = true;
                 record_save(h);
-                for (size_t i = 0; i < h->request->n_rejected; i++)
-                        if (h->cb.on_rejected)
-                                h->cb.on_rejected(h->request->rejected[i].entry,
-                                                  h->request->rejected[i].why, h->userdata);
+                handler_report_rejected(h);
         }
 
-        handler_next(h);
+        /* CONTRACT §9.12: the annotation goes before any restart. A restart that reaches the
+         * agent (its own unit, or anything that stops it) must not find the annotation again. */
+        if (h->record.removed)
+                handler_next(h);                /* resuming after a crash */
+        else
+                handler_remove(h);
         return 0;
 }
 
@@ -340,11 +363,17 @@ int restart_handler_submit(RestartHandler *h, const char *value) {
         case RESTART_HANDLER_RETRY_WAIT:
                 if (streq_ptr(value, h->record.value))
                         return 0;               /* still there: the timer retries */
-                /* Gone or replaced: nothing of ours left to remove. */
+                /* Gone or replaced: nothing of ours left to remove; the restarts can go ahead,
+                 * and a new value comes afterwards. */
+                h->retry_timer = sd_event_source_disable_unref(h->retry_timer);
+                h->retry_usec = 0;
                 h->record.removed = true;
                 record_save(h);
-                handler_finish(h);
-                break;
+                h->has_pending = true;
+                if (free_and_strdup(&h->pending, value) < 0)
+                        return -ENOMEM;
+                handler_next(h);
+                return 0;
 
         case RESTART_HANDLER_IDLE:
                 break;
@@ -353,6 +382,16 @@ int restart_handler_submit(RestartHandler *h, const char *value) {
         if (h->state != RESTART_HANDLER_IDLE)
                 return 0;                       /* handler_finish() started the pending value */
 
+        if (h->record.value && h->record.removed && !h->record.finished) {
+                /* A previous instance removed the annotation and died before all restarts were
+                 * started: finish those first, then look at what the Node says now. */
+                if (!streq_ptr(value, h->record.value)) {
+                        h->has_pending = true;
+                        if (free_and_strdup(&h->pending, value) < 0)
+                                return -ENOMEM;
+                }
+                return handler_start(h, h->record.value);
+        }
         if (!value) {
                 /* Seen absent: a later identical value is a new request. */
                 if (h->record.value) {
@@ -364,6 +403,11 @@ int restart_handler_submit(RestartHandler *h, const char *value) {
         if (streq_ptr(value, h->record.value) && h->record.removed)
                 return 0;                       /* a stale view from before our removal */
         return handler_start(h, value);
+}
+
+void restart_handler_set_replaced_units(RestartHandler *h, const char *const *units) {
+        assert(h);
+        h->replaced_units = units;
 }
 
 void restart_handler_set_retry_interval(RestartHandler *h, uint64_t min_usec, uint64_t max_usec) {
@@ -396,6 +440,7 @@ int restart_handler_new(sd_event *event, UnitControl *uc, const char *self_unit,
         h->userdata = userdata;
         h->retry_min_usec = RESTART_HANDLER_RETRY_MIN_USEC;
         h->retry_max_usec = RESTART_HANDLER_RETRY_MAX_USEC;
+        h->replaced_units = restart_request_replaced_units_default;
         if (free_and_strdup(&h->self_unit, self_unit) < 0 ||
             free_and_strdup(&h->state_path, state_path) < 0)
                 return -ENOMEM;

@@ -372,7 +372,9 @@ static void kube_request_on_done(HttpRequest *h, int error, long status, void *u
         if (error == 0) {
                 body = http_request_get_body(h, &size);
                 if (size > 0)
-                        object = json_loadb(body, size, 0, NULL);
+                        /* A NUL (\u0000) in any string of the object must not make it unreadable: the
+                         * decoders reject it where they use the value (kube-api.md §2). */
+                        object = json_loadb(body, size, JSON_ALLOW_NUL, NULL);
                 error = http_error_from_result(CURLE_OK, status);
                 if (error == 0 && !json_is_object(object))
                         error = -EBADMSG;

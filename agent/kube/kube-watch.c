@@ -49,6 +49,7 @@ struct KubeWatch {
         int error_code;                 /* Status code of an ERROR event in the current watch */
         bool error_too_large;
         int stream_error;               /* decode error of the current watch */
+        int size_warned;                /* the size-limit error last logged at warning level; 0 none */
 
         KubeWatchStats stats;
 };
@@ -144,12 +145,20 @@ static void kube_watch_on_list(KubeRequest *req, int error, json_t *list, void *
 
                 log_debug("LIST %s/%s failed: %s; retrying in %" PRIu64 " ms.", w->collection, w->name,
                           strerror(-error), delay / USEC_PER_MSEC);
+                /* Oversized: no retry fixes it, so say so where an operator looks (once per error). */
+                if (error == -EFBIG && w->size_warned != error) {
+                        log_warning("LIST %s/%s: the object is larger than the limit of %u bytes; ignoring it and "
+                                    "retrying with back-off.", w->collection, w->name, KUBE_RESPONSE_MAX);
+                        w->size_warned = error;
+                }
                 synced(w, error);
                 (void) kube_watch_schedule(w, STEP_LIST, delay);
                 return;
         }
 
         w->rv_unavailable = false;
+        if (w->size_warned == -EFBIG)
+                w->size_warned = 0;
         if (set_rv(w, rv) < 0) {
                 (void) kube_watch_schedule(w, STEP_LIST, backoff_step(w));
                 return;
@@ -192,6 +201,8 @@ static void apply_event(KubeWatch *w, WatchEventType type, json_t *object) {
                 break;
         }
         w->watch_events++;
+        if (type != WATCH_EVENT_BOOKMARK && w->size_warned == -EMSGSIZE)
+                w->size_warned = 0;             /* our object fits again: a new oversized one is news */
         w->stats.events++;
         if (set_rv(w, object_rv(object)) < 0)
                 log_debug("Out of memory recording resourceVersion of %s/%s.", w->collection, w->name);
@@ -290,9 +301,10 @@ static void kube_watch_on_watch_done(HttpRequest *req, int error, long status, v
         kind = classify_end(w, error, status, &code);
         retry_after = http_request_get_retry_after_usec(req);
         if (kind == WATCH_END_HTTP) {
-                const char *b = http_request_get_body(req, NULL);
+                size_t size;
+                const char *b = http_request_get_body(req, &size);
 
-                body = json_loads(b, 0, NULL);
+                body = b ? json_loadb(b, size, JSON_ALLOW_NUL, NULL) : NULL;
                 if (code == 504 && kube_status_is_too_large_rv(body))
                         w->error_too_large = true;
         }
@@ -310,6 +322,12 @@ static void kube_watch_on_watch_done(HttpRequest *req, int error, long status, v
                   error < 0 && error != STOP_ERROR_EVENT ? ": " : "",
                   error < 0 && error != STOP_ERROR_EVENT ? strerror(-error) : "", code, watch_next_to_string(next),
                   delay / USEC_PER_MSEC, strempty(w->rv));
+
+        if (w->stream_error == -EMSGSIZE && w->size_warned != -EMSGSIZE) {
+                log_warning("WATCH %s/%s: an event is larger than the limit of %u bytes; listing again.",
+                            w->collection, w->name, WATCH_STREAM_LINE_MAX);
+                w->size_warned = -EMSGSIZE;
+        }
 
         /* The watch said the RV is from the future (server restarted with a reset counter): the
          * relist with it would wait and fail the same way, so go straight to a consistent LIST. */

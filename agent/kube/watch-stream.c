@@ -82,7 +82,10 @@ static int dispatch_line(WatchStream *s, const char *line, size_t len) {
         if (len == 0)
                 return 0;
 
-        j = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
+        /* JSON_ALLOW_NUL: one \u0000 in a condition message must not blind the watch. (A NUL in
+         * an object key is still refused by jansson; the API server validates the keys of labels
+         * and annotations, so none can reach us there.) */
+        j = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL);
         if (!j || !json_is_object(j))
                 return -EBADMSG;
         type = json_object_get(j, "type");

@@ -16,8 +16,6 @@
 #define RETRY_MAX_USEC (30 * USEC_PER_SEC)
 #define MANIFEST_TIMEOUT_USEC (60 * USEC_PER_SEC)
 #define TOKEN_TIMEOUT_USEC (30 * USEC_PER_SEC)
-#define LOW_SPEED_BYTES 1024UL
-#define LOW_SPEED_USEC (60 * USEC_PER_SEC)
 #define REHASH_SLICE (4U * 1024U * 1024U)
 #define MESSAGE_BODY_MAX (64U * 1024U)
 
@@ -40,6 +38,7 @@ struct RegistryClient {
         unsigned max_attempts;
         uint64_t retry_base_usec;
         uint64_t min_free_bytes;
+        uint64_t stall_bytes, stall_usec;
         Token *tokens;                  /* owned list */
         unsigned n_ops;
 };
@@ -70,6 +69,7 @@ struct RegistryOp {
         int error;
         ArtifactFailure failure;
         char *message;                  /* owned */
+        char *first_message;            /* owned: the first endpoint's failure, once we failed over */
 
         /* manifests */
         bool have_expected;
@@ -128,6 +128,8 @@ int registry_client_new(sd_event *event, Http *http, const RegistryOptions *o, R
         c->max_attempts = o->max_attempts ? o->max_attempts : 4;
         c->retry_base_usec = o->retry_base_usec ? o->retry_base_usec : 500 * USEC_PER_MSEC;
         c->min_free_bytes = o->min_free_bytes ? o->min_free_bytes : 64ULL * 1024 * 1024;
+        c->stall_bytes = o->stall_bytes ? o->stall_bytes : REGISTRY_STALL_BYTES;
+        c->stall_usec = o->stall_usec ? o->stall_usec : REGISTRY_STALL_USEC;
         if (free_and_strdup(&c->ca_file, isempty(o->ca_file) ? NULL : o->ca_file) < 0 ||
             free_and_strdup(&c->auth_file, isempty(o->auth_file) ? NULL : o->auth_file) < 0 ||
             free_and_strdup(&c->blob_directory, o->blob_directory) < 0)
@@ -295,6 +297,7 @@ RegistryOp *registry_op_free(RegistryOp *op) {
         free(op->authorization);
         free(op->path);
         free(op->message);
+        free(op->first_message);
         free(op->top_digest);
         free(op->manifest_digest);
         oci_manifest_free(op->manifest);
@@ -367,6 +370,14 @@ static void op_finish(RegistryOp *op, bool success) {
         _cleanup_(oci_manifest_freep) OciManifest *manifest = TAKE_PTR(op->manifest);
         _cleanup_free_ char *manifest_digest = TAKE_PTR(op->manifest_digest), *top_digest = TAKE_PTR(op->top_digest),
                             *blob_path = TAKE_PTR(op->final_path), *message = TAKE_PTR(op->message);
+        char *joined;
+
+        /* A mirror's failure (a stall, a digest mismatch) says more than the upstream's after it. */
+        if (!success && message && op->first_message && !streq(message, op->first_message) &&
+            asprintf(&joined, "%s; before that: %s", message, op->first_message) >= 0) {
+                free(message);
+                message = joined;
+        }
         RegistryResult res = {
                 .error = success ? 0 : op->error,
                 .failure = success ? ARTIFACT_FAILURE_NONE : op->failure,
@@ -412,6 +423,18 @@ static char *describe_http_failure(HttpRequest *req, int error, long status) {
                         return m;
         }
         if (asprintf(&m, "GET %s: HTTP %ld", http_request_get_url(req), status) < 0)
+                return NULL;
+        return m;
+}
+
+static char *describe_stall(const RegistryOp *op, HttpRequest *req) {
+        char ds[DIGEST_STRING_MAX];
+        char *m;
+
+        if (asprintf(&m, "blob %s from %s stalled: less than %" PRIu64 " bytes/s for %" PRIu64 " s, %" PRIu64
+                     " of %" PRIu64 " bytes on disk, kept to resume", digest_format(&op->blob.digest, ds),
+                     http_request_get_url(req), op->client->stall_bytes, op->client->stall_usec / USEC_PER_SEC,
+                     op->offset, op->blob.size) < 0)
                 return NULL;
         return m;
 }
@@ -469,6 +492,8 @@ static void op_endpoint_failed(RegistryOp *op) {
                 op_finish(op, false);
                 return;
         }
+        if (!op->first_message && op->message)
+                op->first_message = strdup(op->message);        /* best effort: only for the message */
         op->endpoint++;
         op_reset_endpoint_state(op);
         if (op->kind == OP_BLOB && op->failure == ARTIFACT_FAILURE_DIGEST_MISMATCH)
@@ -846,7 +871,7 @@ static int op_prepare_request(RegistryOp *op, HttpRequest **ret) {
                 http_request_set_max_body(req, OCI_MANIFEST_MAX);
         } else {
                 http_request_set_stream(req, blob_on_data);
-                http_request_set_low_speed(req, LOW_SPEED_BYTES, LOW_SPEED_USEC);
+                http_request_set_low_speed(req, op->client->stall_bytes, op->client->stall_usec);
                 if (op->offset > 0)
                         http_request_set_resume_from(req, op->offset);
                 http_request_set_max_body(req, MESSAGE_BODY_MAX);
@@ -899,7 +924,11 @@ static void op_on_response(HttpRequest *req, int error, long status, void *userd
                 return;
         }
 
-        m = describe_http_failure(req, error, status);
+        if (op->kind == OP_BLOB && error == -ETIMEDOUT && status >= 200 && status < 300)
+                /* Blob GETs have no overall timeout: this is the stall detector. */
+                m = describe_stall(op, req);
+        else
+                m = describe_http_failure(req, error, status);
         op_set_failure(op, error < 0 ? error : http_error_from_result(CURLE_OK, status), ARTIFACT_FAILURE_UNAVAILABLE,
                        "%s", strempty(m));
         op_retry_or_next(op, is_transient(error, status), http_request_get_retry_after_usec(req));

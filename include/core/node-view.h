@@ -3,8 +3,18 @@
 
 /* The agent's own Node, decoded from the watched json_t into the plain values the update engine
  * decides on (CONTRACT §4, GNP §1.2 and Appendix A). Pure: no I/O, no logging. The decoder is
- * lenient where the API server already guarantees shape, strict where we read: a label or
- * annotation we use that is not a string, or is longer than the API allows, is an error naming it. */
+ * lenient where the API server already guarantees shape or where we do not use a value, strict
+ * where we read: a field we use (name, uid, resourceVersion, the labels and annotations below, the
+ * type, reason and lastTransitionTime of conditions) that is not a string, is longer than the API
+ * allows or contains a NUL character (JSON "\u0000", which the API server accepts) is an error
+ * naming the field. A NUL anywhere else (another annotation, a condition message) is ignored: the
+ * JSON is decoded with JSON_ALLOW_NUL and such values are never looked at, or dropped (status,
+ * message of our conditions are informational).
+ *
+ * Conditions: at most NODE_CONDITIONS_MAX are looked at (a real Node has about ten); the excess is
+ * ignored with a warning naming the limit. Several InPlaceUpdate entries are allowed (the
+ * documented manual retry appends one by JSON patch): the gate opens if any has reason
+ * ReadyForUpdate (CONTRACT §9.9). */
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -34,7 +44,7 @@
 #define NODE_NAME_MAX 253
 #define NODE_LABEL_VALUE_MAX 63
 #define NODE_ANNOTATIONS_MAX (256 * 1024)       /* the API's limit for all annotations together */
-#define NODE_CONDITIONS_MAX 256
+#define NODE_CONDITIONS_MAX 1024
 
 typedef enum NodeUpdateResult {
         NODE_UPDATE_RESULT_NONE,        /* label absent */
@@ -50,6 +60,7 @@ NodeUpdateResult node_update_result_from_string(const char *s);
 
 typedef struct NodeCondition {
         bool present;
+        char position[40];              /* "status.conditions[<i>]" */
         char *status;                   /* owned; NULL if absent */
         char *reason;                   /* owned; NULL if absent (a condition without reason is fine) */
         char *message;                  /* owned; NULL if absent */
@@ -65,7 +76,8 @@ typedef struct NodeView {
         bool selected;                  /* selected-for-update == "true" */
         NodeUpdateResult update_result;
         char *update_result_value;      /* owned: the raw label value; NULL if absent */
-        NodeCondition in_place_update;  /* the first condition of type InPlaceUpdate */
+        NodeCondition in_place_update;  /* of type InPlaceUpdate: the last one with reason ReadyForUpdate,
+                                         * else the first one */
         NodeCondition agent;            /* the first condition of type InPlaceUpdateAgent */
 
         char *restart_services;         /* owned: worker.gardener.cloud/restart-systemd-services */
@@ -90,6 +102,11 @@ int node_view_decode(const json_t *node, NodeView **ret, char **ret_error);
 
 /* GNP §1.2: any InPlaceUpdate condition with reason ReadyForUpdate; its status is not checked. */
 bool node_view_ready_for_update(const NodeView *v);
+
+/* What identifies the current ReadyForUpdate signal, to tell a new one (a manual retry) from the
+ * one already seen: its lastTransitionTime, or "status.conditions[<i>]" for an entry without one.
+ * NULL when not ready. Valid as long as `v`. */
+const char *node_view_ready_since(const NodeView *v);
 
 /* The in-place gate: ReadyForUpdate, or update-result=failed (the retry path). */
 bool node_view_gate_open(const NodeView *v);

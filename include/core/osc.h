@@ -37,6 +37,7 @@ typedef struct OscDesired {
         bool kubelet_file_found;        /* a files[] entry for the kubelet path exists */
         char *kubelet_image;            /* owned: its content.imageRef.image; NULL if it has no imageRef */
         char *kubelet_file_in_image;    /* owned: its content.imageRef.filePathInImage */
+        char *kubelet_file_field;       /* owned: where that entry is, e.g. "spec.files[3]"; for messages */
 } OscDesired;
 
 OscDesired *osc_desired_free(OscDesired *o);
@@ -57,9 +58,16 @@ int osc_decode_yaml(const char *data, size_t size, const char *checksum, const c
                     OscDesired **ret, char **ret_error);
 
 /* CONTRACT §8.1: the desired kubelet version without a leading 'v' — spec.inPlaceUpdates.kubelet when
- * present, else the tag of the kubelet image. -ENODATA if neither gives one; -EINVAL if it is not a
- * safe version string (see version_normalize_kubelet()). */
-int osc_kubelet_version(const OscDesired *o, char **ret);
+ * present, else the tag of the kubelet image. -ENODATA if neither gives one; -EINVAL, with
+ * *ret_error (if not NULL) naming the field, if it is not a safe version string
+ * (version_normalize_kubelet()) or cannot be a desired version (version_check_kubelet_desired():
+ * e.g. "99999999999999999999.0.0", "../../x", a 120-byte suffix that no label value can hold). */
+int osc_kubelet_version(const OscDesired *o, char **ret, char **ret_error);
+
+/* Whether the kubelet's filePathInImage names a file inside the image: not empty, no "." or ".."
+ * component, no empty component ("a//b"). -EINVAL with *ret_error naming the field otherwise;
+ * 0 also when there is no kubelet image. */
+int osc_check_kubelet_file_in_image(const OscDesired *o, char **ret_error);
 
 /* The tag of an image reference ("reg:5000/a/b:v1.2@sha256:..." -> "v1.2"), or -ENODATA. */
 int osc_image_tag(const char *image, char **ret);

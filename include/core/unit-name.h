@@ -15,3 +15,6 @@ int unit_name_normalize(const char *name, char **ret, const char **ret_why);
 
 /* True if the name already ends in a known unit-type suffix (".service", ".timer", ...). */
 bool unit_name_has_type_suffix(const char *name);
+
+/* The unit-type suffix the name ends in (".service", ".slice", ...: a static string), or NULL. */
+const char *unit_name_type(const char *name);

@@ -65,6 +65,15 @@ int version_compare(const char *a, VersionOp op, const char *b, const char **ret
  * starting with a digit. Returns a new string, or -EINVAL. */
 int version_normalize_kubelet(const char *s, char **ret);
 
+/* The longest desired kubelet version: it becomes the value of the Node label
+ * worker.gardener.cloud/kubernetes-version, and label values are at most 63 bytes. */
+#define KUBELET_VERSION_MAX 63
+
+/* Whether a normalised kubelet version (version_normalize_kubelet()) can be a desired version: it
+ * parses as a version (every part fits in 64 bits), is at most KUBELET_VERSION_MAX bytes and is a
+ * valid label value (no '+', ends in a letter or digit). -EINVAL with *ret_why (static text). */
+int version_check_kubelet_desired(const char *v, const char **ret_why);
+
 /* The same safety rule without the 'v' handling: a version string that may name a directory or a
  * boot entry (only [0-9A-Za-z.+_-], starting with a digit, at most VERSION_STRING_MAX bytes). */
 bool version_is_safe_name(const char *s);

@@ -2,15 +2,19 @@
 #pragma once
 
 /* Carries out the Node annotation worker.gardener.cloud/restart-systemd-services (GNP §5, CONTRACT
- * §5, §8.7): parses its value (restart-request.h), reports rejected entries, restarts the valid
- * units one at a time in request order through UnitControl, asks for the annotation to be removed
- * (also when restarts failed), and only then restarts the agent's own unit.
+ * §5, §8.7, §9.12): parses its value (restart-request.h), reports rejected entries (one message
+ * each, or one aggregate for many), asks for the annotation to be removed, and only once it is
+ * gone restarts the valid units one at a time in request order through UnitControl, the agent's
+ * own unit (or a unit it replaces) last. Removing first is what keeps a restart that reaches the
+ * agent from finding the annotation again and looping; upstream restarts first and removes
+ * after, which only works because it never restarts anything containing itself.
  *
- * It owns a small record of what it did for the current annotation value (value, units done,
- * whether the annotation was removed), persisted atomically to `state_path` after every step. With
- * it, a removal that fails, a crash or a restart of the agent never restarts a unit twice for one
- * annotation value, and a stale view of the Node that still shows an already removed value is not
- * processed again. The record lives in its own file, not in state.json, because it is independent
+ * It owns a small record of what it did for the current annotation value (value, units started,
+ * whether the annotation was removed, whether all restarts were started), persisted atomically to
+ * `state_path` before every restart. With it, a crash or a restart of the agent never restarts a
+ * unit twice for one annotation value (at most once: a unit whose restart was started is not
+ * started again), the restarts still due after a crash are resumed, and a stale view of the Node
+ * that still shows an already removed value is not processed again. The record lives in its own file, not in state.json, because it is independent
  * of update transactions (state.json holds exactly one of those).
  *
  * Runs on the sd_event loop of the UnitControl; does not log: everything worth reporting comes out
@@ -30,15 +34,18 @@ typedef struct RestartHandlerCallbacks {
         /* One call per valid unit, in order (the self unit only if the agent survives its restart).
          * `ok` false: `detail` is the D-Bus error, the job result or the timeout. */
         void (*on_unit_result)(const char *unit, bool ok, const char *detail, void *userdata);
-        /* One call per rejected entry; `entry` is escaped for display. Message format (CONTRACT
-         * §8.7): rejected unit name "<entry>": <why>. */
+        /* One call per rejected entry; `entry` is escaped and cut for display. Message format
+         * (CONTRACT §8.7): rejected unit name "<entry>": <why> (restart_rejected_message()). With
+         * more than RESTART_REQUEST_REJECTED_EACH_MAX rejections, or for a value over the size
+         * limit, a single call with `entry` NULL and `why` the complete message. */
         void (*on_rejected)(const char *entry, const char *why, void *userdata);
         /* Remove the annotation if it still has `value` (a conditional patch, so a newer value is
          * never lost). Report completion with restart_handler_annotation_removed(), now or later;
          * -ENOENT/-ESTALE there (annotation gone or changed) count as done. Return < 0 if the request
          * could not even be started; it is retried with backoff like a failed removal. */
         int (*remove_annotation)(const char *value, void *userdata);
-        /* Optional: everything for `value` is done (the annotation is gone, all units handled). */
+        /* Optional: everything for `value` is done (the annotation is gone, all units handled).
+         * `value` is for display: escaped and cut like a rejected entry. */
         void (*on_finished)(const char *value, void *userdata);
 } RestartHandlerCallbacks;
 
@@ -60,6 +67,10 @@ int restart_handler_submit(RestartHandler *h, const char *value);
 
 /* Completion of RestartHandlerCallbacks.remove_annotation(). */
 void restart_handler_annotation_removed(RestartHandler *h, int error);
+
+/* The units whose names also mean the agent itself (CONTRACT §9.4, osc.replacedUnits; borrowed,
+ * NULL-terminated, must outlive the handler). Default: restart_request_replaced_units_default. */
+void restart_handler_set_replaced_units(RestartHandler *h, const char *const *units);
 
 /* Backoff between failed annotation removals: doubles from min to max (defaults
  * RESTART_HANDLER_RETRY_{MIN,MAX}_USEC). For tests, and for a Manager that wants its own policy. */

@@ -14,7 +14,9 @@
  *  - TLS verification always on, registry.caFile added as trust anchor; redirects (blob storage) are
  *    followed, and curl never forwards our Authorization header to another host;
  *  - transient failures (connect/timeout/reset, 408, 429, 5xx) are retried with exponential backoff
- *    (Retry-After honoured), max_attempts per endpoint;
+ *    (Retry-After honoured), max_attempts per endpoint; a blob arriving slower than the stall floor
+ *    (default 1 KiB/s over 30 s) fails the attempt as a stall naming the blob, keeping the .partial;
+ *    when every endpoint failed, the message is the last failure plus the first endpoint's;
  *  - blobs stream to <blob_directory>/<hex>.partial and are renamed to <hex> once verified; an
  *    interrupted download (also across restarts) resumes with Range from what is on disk, re-hashing
  *    that prefix in slices on the loop; a server without Range support restarts from 0; a resumed
@@ -42,7 +44,15 @@ typedef struct RegistryOptions {
         unsigned max_attempts;                  /* per endpoint; 0 = 4 */
         uint64_t retry_base_usec;               /* first backoff; 0 = 500 ms; doubles up to 30 s */
         uint64_t min_free_bytes;                /* kept free besides the blob; 0 = 64 MiB */
+        /* Stall detector: a blob download slower than stall_bytes per second over stall_usec fails
+         * the attempt (retriable ArtifactUnavailable naming the blob; the .partial is kept for the
+         * resume). 0 = REGISTRY_STALL_BYTES / REGISTRY_STALL_USEC; tests use a short window. */
+        uint64_t stall_bytes;
+        uint64_t stall_usec;
 } RegistryOptions;
+
+#define REGISTRY_STALL_BYTES 1024U
+#define REGISTRY_STALL_USEC (30 * USEC_PER_SEC)
 
 typedef struct RegistryClient RegistryClient;
 typedef struct RegistryOp RegistryOp;

@@ -15,8 +15,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         json_t *j;
 
         if (osc_decode_yaml((const char *) data, size, "checksum", "/opt/bin/kubelet", &o, &err) == 0) {
-                if (osc_kubelet_version(o, &kv) == 0)
+                if (osc_kubelet_version(o, &kv, &err) == 0)
                         free(kv);
+                free(err);
+                err = NULL;
+                (void) osc_check_kubelet_file_in_image(o, &err);
         }
         o = osc_desired_free(o);
         free(err);

@@ -16,7 +16,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size > 64 * 1024)
                 return 0;
         value = strndup((const char *) data, size);
-        if (value && restart_request_parse(value, "inplace-agent.service", &r) >= 0)
+        if (value && restart_request_parse(value, "inplace-agent.service", restart_request_replaced_units_default,
+                                           &r) >= 0) {
+                _cleanup_free_ char *summary = NULL;
+
+                (void) restart_request_rejected_summary(r, &summary);
+                for (size_t i = 0; i < r->n_rejected; i++)
+                        free(restart_rejected_message(&r->rejected[i]));
                 restart_request_free(r);
+        }
         return 0;
 }

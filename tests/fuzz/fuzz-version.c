@@ -28,6 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (VersionOp op = 0; op < _VERSION_OP_MAX; op++)
                 (void) version_compare(s, op, b, &why);
         (void) version_classify_kubelet(s, b, &ch, &why);
-        (void) version_normalize_kubelet(s, &n);
+        if (version_normalize_kubelet(s, &n) >= 0)
+                (void) version_check_kubelet_desired(n, &why);
         return 0;
 }

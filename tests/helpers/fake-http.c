@@ -68,7 +68,7 @@ static void respond(Conn *c, const FakeResponse *r) {
                 snprintf(head, sizeof(head), "HTTP/1.1 %d X\r\nContent-Length: %zu\r\n%s\r\n",
                          r ? r->status : 404, blen, r ? strempty(r->headers) : "");
                 write_all(c->fd, head, strlen(head));
-                write_all(c->fd, body, blen);
+                write_all(c->fd, body, r && r->stall ? MIN(r->stall_after, blen) : blen);
                 return;
         }
         snprintf(head, sizeof(head), "HTTP/1.1 %d X\r\nTransfer-Encoding: chunked\r\n%s\r\n", r->status,

@@ -21,6 +21,9 @@ typedef struct FakeResponse {
         bool close_early;               /* drop the connection after the body, without the final chunk */
         bool hold;                      /* chunked: keep the connection open after the body, no final
                                          * chunk (a watch that stays up) */
+        bool stall;                     /* announce the whole body, send stall_after bytes of it, then
+                                         * nothing more while keeping the connection open */
+        size_t stall_after;
 } FakeResponse;
 
 int fake_http_new(sd_event *e, FakeHttp **ret);

@@ -128,7 +128,7 @@ static void on_rejected(const char *entry, const char *why, void *userdata) {
         RestartRejected rj = { .entry = (char *) entry, .why = (char *) why };
         char *m = restart_rejected_message(&rj);
 
-        emit(json_pack("{s:s, s:s, s:s, s:o}", "event", "rejected", "entry", entry, "why", why,
+        emit(json_pack("{s:s, s:o, s:s, s:o}", "event", "rejected", "entry", str_or_null(entry), "why", why,
                        "message", str_or_null(m)));
         free(m);
 }

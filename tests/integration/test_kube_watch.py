@@ -251,5 +251,24 @@ def bookmarks_keep_rv_fresh(emu):
         eq(errors, [], "expired watches")
 
 
+@test
+def oversized_event_is_a_warning_once(emu):
+    """Issue 16: an object over a size limit used to fail only at debug level ("File too large", "Message too
+    long"), retried forever in silence. Now one warning naming the object and the limit, per distinct error."""
+    emu.seed_node("n11")
+    with Agent(emu, "n11") as agent:
+        agent.wait_ready()
+        emu.wait_for_watch(timeout=5)
+        for t in ("BigA", "BigB"):
+            emu.set_condition("n11", t, message="x" * (2300 << 10))     # ~4.5 MiB Node: a watch line over 4 MiB
+        want = "WATCH /api/v1/nodes/n11: an event is larger than the limit of 4194304 bytes; listing again."
+        wait_for(lambda: want in agent.log(), 15, "the warning")
+        emu.label_node("n11", {"after": "1"})
+        agent.wait_label("after", "1", 15)              # the LIST (< 8 MiB) still delivers
+        emu.label_node("n11", {"after": "2"})
+        agent.wait_label("after", "2", 15)
+        eq(agent.log().count("is larger than the limit"), 1, "warnings")
+
+
 if __name__ == "__main__":
     agentrun.run(TESTS)

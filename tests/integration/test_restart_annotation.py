@@ -7,8 +7,11 @@ worker.gardener.cloud/restart-systemd-services (CONTRACT §5, §8.7, GNP §5).
   * hostile entries: only kubelet.service restarted, once; a Warning Event `rejected unit name "<entry>": <why>`
     per rejected entry; the annotation removed; the agent still running;
   * a unit whose start fails: a Warning Event, the annotation removed, the next entries still processed;
-  * the agent's own unit in the list: restarted last (new InvocationID), and the new agent does not process the
-    annotation again (no second restart of the other units)."""
+  * the agent's own unit in the list (also as the replaced gardener-node-agent): restarted last, once (new
+    InvocationID), and the new agent does not process the annotation again (no second restart of the others);
+  * CONTRACT §9.12: the slice the agent runs in is rejected (before: the agent restarted its own slice, died before
+    removing the annotation and looped); many rejections come as one aggregated Warning; an entry or a whole value
+    of hostile length is quoted cut to 253 bytes + "…" in Events and journal lines."""
 
 import os
 import sys
@@ -105,7 +108,7 @@ class RestartAnnotation(unittest.TestCase):
         before, seen = ids(sandbox.KUBELET_UNIT, sandbox.CONTAINERD_UNIT), event_names()
         self.annotate("../../etc/passwd,foo;rm -rf /,,kubelet, kubelet ")
         self.wait_annotation_gone()
-        evs = self.wait_events(seen, 3)
+        evs = self.wait_events(seen, 4)
         # Settle: the handler reports "finished" only after every entry; give stray restarts a chance to show.
         usermgr.wait_until(lambda: 'Handled restart request "../../etc/passwd' in SB.agent_log(), 20,
                            "the agent to finish the request")
@@ -142,7 +145,7 @@ class RestartAnnotation(unittest.TestCase):
         units = (sandbox.KUBELET_UNIT, sandbox.CONTAINERD_UNIT, sandbox.AGENT_UNIT)
         before, seen = ids(*units), event_names()
         agent_pid = SB.um.main_pid(sandbox.AGENT_UNIT)
-        self.annotate("inplace-agent,kubelet,containerd")
+        self.annotate("gardener-node-agent,inplace-agent,kubelet,containerd")
         self.wait_annotation_gone()
         usermgr.wait_until(lambda: SB.um.invocation_id(sandbox.AGENT_UNIT) != before[sandbox.AGENT_UNIT], 30,
                            "the agent's own unit restarted")
@@ -169,6 +172,90 @@ class RestartAnnotation(unittest.TestCase):
         normals = [e["message"] for e in restart_events(seen) if e["type"] == "Normal"]
         self.assertEqual(sorted(normals), ["processed restart of unit containerd.service",
                                            "processed restart of unit kubelet.service"], normals)
+
+    def assert_agent_untouched(self, pid, seconds=3):
+        """The agent keeps its PID for a few seconds and the annotation does not come back."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.assertEqual(SB.um.main_pid(sandbox.AGENT_UNIT), pid, "the agent was restarted")
+            self.assertEqual(SB.um.active_state(sandbox.AGENT_UNIT), "active")
+            time.sleep(0.25)
+        self.assertIsNone(sandbox.annotation(SB.node(), RESTART))
+
+    def test_5_own_slice_rejected(self):
+        slc = SB.um.show(sandbox.AGENT_UNIT, "Slice")
+        self.assertTrue(slc and slc.endswith(".slice"), slc)
+        pid = SB.um.main_pid(sandbox.AGENT_UNIT)
+        before, seen = ids(sandbox.KUBELET_UNIT, sandbox.CONTAINERD_UNIT), event_names()
+        self.annotate("%s,kubelet" % slc)
+        self.wait_annotation_gone()
+        evs = self.wait_events(seen, 2)
+        self.assertIn(("Warning", 'rejected unit name "%s": is a slice: restarting it restarts every unit in it, '
+                                  'the agent, kubelet and containerd included; only services, sockets and timers '
+                                  'may be restarted' % slc), [(e["type"], e["message"]) for e in evs])
+        self.assertIn(("Normal", "processed restart of unit kubelet.service"),
+                      [(e["type"], e["message"]) for e in evs])
+        self.assert_agent_untouched(pid)
+        self.assertEqual(before[sandbox.CONTAINERD_UNIT], SB.um.invocation_id(sandbox.CONTAINERD_UNIT))
+
+    def test_6_many_rejections_one_event(self):
+        pid = SB.um.main_pid(sandbox.AGENT_UNIT)
+        seen = event_names()
+        bad = ["a.scope", "b.target", "c.mount", "d.device", "e.swap", "f.path", "g.automount", "h.slice"]
+        self.annotate(",".join(bad + ["kubelet"]))
+        self.wait_annotation_gone()
+        evs = self.wait_events(seen, 2)
+        usermgr.wait_until(lambda: 'Handled restart request "a.scope' in SB.agent_log(), 20,
+                           "the agent to finish the request")
+        warnings = [e["message"] for e in restart_events(seen) if e["type"] == "Warning"]
+        self.assertEqual(len(warnings), 1, warnings)
+        self.assertTrue(warnings[0].startswith("rejected 8 unit names: "), warnings)
+        for b in bad:
+            self.assertIn('"%s" (' % b, warnings[0])
+        self.assert_agent_untouched(pid, seconds=1)
+
+    def test_7_hostile_lengths_are_cut(self):
+        pid = SB.um.main_pid(sandbox.AGENT_UNIT)
+        seen = event_names()
+        self.annotate("x" * 400 + ";")
+        self.wait_annotation_gone()
+        evs = self.wait_events(seen, 1)
+        self.assertEqual([e["message"] for e in evs],
+                         ['rejected unit name "%s…": contains a character outside [A-Za-z0-9:_.\\-@]' % ("x" * 253)])
+        seen = event_names()
+        self.annotate("y" * 20000)
+        self.wait_annotation_gone()
+        evs = self.wait_events(seen, 1)
+        self.assertEqual([e["message"] for e in evs],
+                         ['rejected restart annotation of 20000 bytes, more than the limit of 16384: "%s…"'
+                          % ("y" * 64)])
+        usermgr.wait_until(lambda: 'Handled restart request "yyy' in SB.agent_log(), 20, "the request handled")
+        for line in SB.agent_log().splitlines():
+            self.assertNotIn("x" * 254, line, "journal line quoting an entry uncut")
+            self.assertNotIn("y" * 254, line, "journal line quoting an entry uncut")
+            self.assertLess(len(line), 1100, "journal line too long: %s…" % line[:120])
+        self.assert_agent_untouched(pid, seconds=1)
+
+    def test_8_nul_elsewhere_does_not_blind(self):
+        """Issue 16: a \\u0000 in an annotation and a condition message the agent does not use. Before, every
+        watch event and list of the Node failed with "Bad message" and the request below was never seen."""
+        log_before = len(SB.agent_log())
+        SB.emu.label_node(sandbox.NODE, annotations={"example.com/note": "a\x00b"}, manager="someone")
+        SB.emu.set_condition(sandbox.NODE, "NetworkUnavailable", status="False", reason="RouteCreated",
+                             message="m\x00n")
+        node = SB.node()
+        self.assertEqual(sandbox.annotation(node, "example.com/note"), "a\x00b", "the emulator must keep the NUL")
+        before, seen = ids(sandbox.KUBELET_UNIT), event_names()
+        self.annotate("kubelet")
+        self.wait_annotation_gone()            # a PATCH of a Node with NULs, and its answer decoded
+        evs = self.wait_events(seen, 1)
+        self.assertEqual([e["message"] for e in evs], ["processed restart of unit kubelet.service"])
+        self.assertNotEqual(before[sandbox.KUBELET_UNIT], SB.um.invocation_id(sandbox.KUBELET_UNIT))
+        log = SB.agent_log()[log_before:]
+        self.assertNotIn("undecodable", log)
+        self.assertNotIn("Bad message", log)
+        self.assertEqual(sandbox.annotation(SB.node(), "example.com/note"), "a\x00b")
+        SB.emu.label_node(sandbox.NODE, annotations={"example.com/note": None}, manager="someone")
 
 
 if __name__ == "__main__":

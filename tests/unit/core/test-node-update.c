@@ -1047,6 +1047,41 @@ static void test_unsupported_rotation(void **state) {
         world_free(w);
 }
 
+/* Issue 16: hostile kubelet fields of the OSC fail the gated update as terminal InvalidDesiredState
+ * naming the field, before anything is pulled. */
+static void test_hostile_kubelet_fields_fail_terminally(void **state) {
+        static const struct {
+                const char *version, *in_image, *field;
+        } table[] = {
+                { "99999999999999999999.0.0", "/kubelet", "spec.inPlaceUpdates.kubelet: " },
+                { "../../../../tmp/x", "/kubelet", "spec.inPlaceUpdates.kubelet: " },
+                { "1.32.1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                  "/kubelet", "spec.inPlaceUpdates.kubelet: " },
+                { "1.32.1", "../../../../etc/shadow", "spec.files[0].content.imageRef.filePathInImage: " },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(table); i++) {
+                _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
+                World *w = world_new();
+
+                world_osc(w, "c1", "1592.6", "1.32.1");
+                set(&w->osc->kubelet_version, table[i].version);
+                set(&w->osc->kubelet_file_in_image, table[i].in_image);
+                set(&w->osc->kubelet_file_field, "spec.files[0]");
+                world_applied(w, "c0");
+                world_ready(w, "t1");
+                run(w);
+                assert_int_equal(current_phase(w), UPDATE_PHASE_FAILED);
+                assert_null(strstr(w->work, "StageKubelet"));
+                tx = current_tx(w);
+                assert_int_equal(tx->failure.code, UPDATE_FAILURE_INVALID_DESIRED_STATE);
+                assert_false(update_failure_is_retriable(tx->failure.code, tx->failure.message));
+                if (!tx->failure.message || strncmp(tx->failure.message, table[i].field, strlen(table[i].field)) != 0)
+                        fail_msg("%zu: %s", i, strempty(tx->failure.message));
+                world_free(w);
+        }
+}
+
 static Outcome policy_digest_mismatch(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
         if (a->type != UPDATE_ACTION_STAGE_KUBELET)
                 return OUTCOME_OK;
@@ -1491,13 +1526,30 @@ static void test_kubelet_version_rules(void **state) {
         world_free(w);
 }
 
-/* A failed transaction stays terminal until ReadyForUpdate is set again (GNP §7.3). */
+static void check_manual_retry(const char *time, const char *position);
+
+/* A failed transaction stays terminal until ReadyForUpdate is set again (GNP §7.3): a new
+ * lastTransitionTime, or (CONTRACT §9.9) an appended InPlaceUpdate entry without one, which the
+ * decoder identifies by its position. */
 static void test_manual_retry(void **state) {
+        static const struct {
+                const char *time, *position;
+        } retry[] = {
+                { "t2", "status.conditions[2]" },
+                { NULL, "status.conditions[3]" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(retry); i++)
+                check_manual_retry(retry[i].time, retry[i].position);
+}
+
+static void check_manual_retry(const char *time, const char *position) {
         World *w = world_new();
 
         world_osc(w, "c1", "1592.6", "1.32.1");
         world_applied(w, "c0");
         world_ready(w, "t1");
+        snprintf(w->node->in_place_update.position, sizeof(w->node->in_place_update.position), "status.conditions[2]");
         w->policy = policy_unhealthy;
         run(w);
         assert_int_equal(current_phase(w), UPDATE_PHASE_ROLLED_BACK);
@@ -1507,7 +1559,8 @@ static void test_manual_retry(void **state) {
         run(w);                                         /* same condition: nothing */
         assert_log("work", w->work, "");
 
-        world_ready(w, "t2");                           /* an operator set ReadyForUpdate again */
+        world_ready(w, time);                           /* an operator set ReadyForUpdate again */
+        snprintf(w->node->in_place_update.position, sizeof(w->node->in_place_update.position), "%s", position);
         run(w);
         assert_log("work", w->work, "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) RestartUnit(kubelet.service) "
                                     "CheckKubeletHealth DeletePods ReportResult(successful) SetChecksum(c1) ");
@@ -1700,6 +1753,7 @@ int main(void) {
                 cmocka_unit_test(test_os_version_rules),
                 cmocka_unit_test(test_kubelet_version_rules),
                 cmocka_unit_test(test_manual_retry),
+                cmocka_unit_test(test_hostile_kubelet_fields_fail_terminally),
                 cmocka_unit_test(test_blocks_unit_restarts),
                 cmocka_unit_test(test_input_edges),
                 cmocka_unit_test(test_random_walks),

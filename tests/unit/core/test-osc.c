@@ -78,7 +78,7 @@ static void test_full_in_place_osc(void **state) {
         assert_string_equal(o->kubelet_image, "europe-docker.pkg.dev/gardener-project/releases/hyperkube:v1.32.1");
         assert_string_equal(o->kubelet_file_in_image, "/kubelet");
 
-        assert_int_equal(osc_kubelet_version(o, &kv), 0);
+        assert_int_equal(osc_kubelet_version(o, &kv, NULL), 0);
         assert_string_equal(kv, "1.32.1");
 }
 
@@ -94,7 +94,7 @@ static void test_rotation_and_digest(void **state) {
         assert_string_equal(o->os_version, "1592.6.0");
         assert_string_equal(o->kubelet_version, "v1.31.4");
         assert_null(o->os_update_args[0]);      /* no args: an empty list, not NULL */
-        assert_int_equal(osc_kubelet_version(o, &kv), 0);
+        assert_int_equal(osc_kubelet_version(o, &kv, NULL), 0);
         assert_string_equal(kv, "1.31.4");
 }
 
@@ -105,7 +105,7 @@ static void test_rolling_pool(void **state) {
         assert_false(o->in_place);
         assert_null(o->os_version);
         assert_null(o->os_update_command);
-        assert_int_equal(osc_kubelet_version(o, &kv), 0);       /* from the image tag */
+        assert_int_equal(osc_kubelet_version(o, &kv, NULL), 0);       /* from the image tag */
         assert_string_equal(kv, "1.31.5");
 }
 
@@ -122,7 +122,7 @@ static void test_extension_files_and_inline(void **state) {
         assert_null(b->kubelet_image);
         assert_null(b->kubelet_file_in_image);
         b->in_place = false;                    /* without inPlaceUpdates and image there is no version */
-        assert_int_equal(osc_kubelet_version(b, &kv), -ENODATA);
+        assert_int_equal(osc_kubelet_version(b, &kv, NULL), -ENODATA);
         assert_null(kv);
 }
 
@@ -334,14 +334,79 @@ static void test_image_tag(void **state) {
         {
                 OscDesired o = { .kubelet_image = (char *) "r/k:latest" };
                 char *v = NULL;
-                assert_int_equal(osc_kubelet_version(&o, &v), -EINVAL);
+                assert_int_equal(osc_kubelet_version(&o, &v, NULL), -EINVAL);
                 assert_null(v);
+        }
+}
+
+/* Issue 16: absurd kubelet versions and an escaping filePathInImage are terminal errors naming the
+ * field, not retriable failures that name nothing. */
+static void test_hostile_kubelet_fields(void **state) {
+        static const struct {
+                const char *version, *image, *in_image, *error;
+        } table[] = {
+                { "1.31.2", "r/k:v1.31.2", "/kubelet", NULL },
+                { NULL, "r/k:v1.31.2", "kubelet", NULL },
+                { NULL, "r/k:v1.31.2", "/usr/local/bin/kubelet", NULL },
+                { "99999999999999999999.0.0", "r/k:x", "/kubelet",
+                  "spec.inPlaceUpdates.kubelet: \"99999999999999999999.0.0\" is not a valid kubelet version: "
+                  "invalid semantic version: a part does not fit in 64 bits" },
+                { "../../../../tmp/x", "r/k:x", "/kubelet",
+                  "spec.inPlaceUpdates.kubelet: \"../../../../tmp/x\" is not a valid kubelet version: only "
+                  "[0-9A-Za-z.+_-] starting with a digit may name a version" },
+                { "1.31.2-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "r/k:x", "/kubelet",
+                  "spec.inPlaceUpdates.kubelet: \"1.31.2-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\" "
+                  "is not a valid kubelet version: longer than 63 bytes, the limit of a label value" },
+                { "1.31.2+k3s1", "r/k:x", "/kubelet",
+                  "spec.inPlaceUpdates.kubelet: \"1.31.2+k3s1\" is not a valid kubelet version: not a valid label "
+                  "value" },
+                { NULL, "r/k:v99999999999999999999.1", "/kubelet",
+                  "spec.files[2].content.imageRef.image (its tag): \"v99999999999999999999.1\" is not a valid kubelet "
+                  "version: invalid semantic version: a part does not fit in 64 bits" },
+                { NULL, "r/k", "/kubelet",
+                  "spec.files[2].content.imageRef.image (its tag): \"\" is not a valid kubelet version: the image "
+                  "has no tag" },
+                { "1.31.2", "r/k:v1.31.2", "../../../../etc/shadow",
+                  "spec.files[2].content.imageRef.filePathInImage: \"../../../../etc/shadow\" must be a normalised "
+                  "path inside the image, without \"..\", \".\" or empty components" },
+                { "1.31.2", "r/k:v1.31.2", "/a/./kubelet", "spec.files[2].content.imageRef.filePathInImage: "
+                  "\"/a/./kubelet\" must be a normalised path inside the image, without \"..\", \".\" or empty "
+                  "components" },
+                { "1.31.2", "r/k:v1.31.2", "/a//kubelet", "spec.files[2].content.imageRef.filePathInImage: "
+                  "\"/a//kubelet\" must be a normalised path inside the image, without \"..\", \".\" or empty "
+                  "components" },
+                { "1.31.2", "r/k:v1.31.2", "/bin/", "spec.files[2].content.imageRef.filePathInImage: "
+                  "\"/bin/\" must be a normalised path inside the image, without \"..\", \".\" or empty "
+                  "components" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(table); i++) {
+                OscDesired o = {
+                        .in_place = true,
+                        .kubelet_version = (char *) table[i].version,
+                        .kubelet_image = (char *) table[i].image,
+                        .kubelet_file_in_image = (char *) table[i].in_image,
+                        .kubelet_file_field = (char *) "spec.files[2]",
+                };
+                _cleanup_free_ char *v = NULL, *err = NULL;
+                int r = osc_kubelet_version(&o, &v, &err);
+
+                if (r >= 0)
+                        r = osc_check_kubelet_file_in_image(&o, &err);
+                if (!table[i].error) {
+                        if (r < 0)
+                                fail_msg("%zu: %s", i, strempty(err));
+                        continue;
+                }
+                assert_int_equal(r, -EINVAL);
+                assert_string_equal(err, table[i].error);
         }
 }
 
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_full_in_place_osc),
+                cmocka_unit_test(test_hostile_kubelet_fields),
                 cmocka_unit_test(test_rotation_and_digest),
                 cmocka_unit_test(test_rolling_pool),
                 cmocka_unit_test(test_extension_files_and_inline),

@@ -30,6 +30,7 @@ typedef struct Fixture {
         unsigned n_fail;
         unsigned n_remove, n_finished;
         unsigned self_jobs_at_remove;
+        unsigned jobs_at_remove;        /* restarts of a, b, c and SELF started before the removal */
 } Fixture;
 
 static void logf_(Fixture *f, const char *fmt, const char *a, const char *b) {
@@ -44,7 +45,10 @@ static void on_unit_result(const char *unit, bool ok, const char *detail, void *
 }
 
 static void on_rejected(const char *entry, const char *why, void *userdata) {
-        logf_(userdata, "rejected:%s%s", entry, "");
+        if (entry)
+                logf_(userdata, "rejected:%s%s", entry, "");
+        else
+                logf_(userdata, "rejected-summary:%s%s", why, "");
 }
 
 static int remove_annotation(const char *value, void *userdata) {
@@ -52,6 +56,8 @@ static int remove_annotation(const char *value, void *userdata) {
 
         f->n_remove++;
         f->self_jobs_at_remove = fake_systemd_n_jobs(f->fake, SELF);
+        f->jobs_at_remove = f->self_jobs_at_remove + fake_systemd_n_jobs(f->fake, "a.service") +
+                            fake_systemd_n_jobs(f->fake, "b.service") + fake_systemd_n_jobs(f->fake, "c.service");
         if (f->remove_mode == REMOVE_FAIL && f->n_fail > 0) {
                 f->n_fail--;
                 logf_(f, "remove-failed%s%s", "", "");
@@ -125,20 +131,45 @@ static void test_order_dedupe_rejections_self_last(void **state) {
         Fixture *f = *state;
 
         run(f, "../x,b,agent, a ,b.service,,a");
-        assert_string_equal(f->log, "rejected:../x rejected: unit:b.service:ok unit:a.service:ok remove "
+        assert_string_equal(f->log, "rejected:../x rejected: remove unit:b.service:ok unit:a.service:ok "
                                     "unit:agent.service:ok finished");
         assert_int_equal(fake_systemd_n_jobs(f->fake, "a.service"), 1);
         assert_int_equal(fake_systemd_n_jobs(f->fake, "b.service"), 1);
-        assert_int_equal(f->self_jobs_at_remove, 0);    /* the annotation went before our restart */
+        /* CONTRACT §9.12: the annotation went before any restart, our own included. */
+        assert_int_equal(f->jobs_at_remove, 0);
         assert_int_equal(fake_systemd_n_jobs(f->fake, SELF), 1);
+}
+
+static void test_slice_rejected_replaced_unit_is_self(void **state) {
+        Fixture *f = *state;
+
+        assert_int_equal(fake_systemd_add_unit(f->fake, "system.slice", FAKE_OK), 0);
+        assert_int_equal(fake_systemd_add_unit(f->fake, "gardener-node-agent.service", FAKE_OK), 0);
+        run(f, "gardener-node-agent,system.slice,a,agent");
+        assert_string_equal(f->log, "rejected:system.slice remove unit:a.service:ok unit:agent.service:ok finished");
+        assert_int_equal(fake_systemd_n_jobs(f->fake, "system.slice"), 0);
+        assert_int_equal(fake_systemd_n_jobs(f->fake, "gardener-node-agent.service"), 0);
+        assert_int_equal(fake_systemd_n_jobs(f->fake, SELF), 1);
+}
+
+static void test_many_rejections_are_one_message(void **state) {
+        Fixture *f = *state;
+
+        run(f, "1.slice,2.scope,x;y,4.target,a");
+        assert_string_equal(f->log, "rejected-summary:rejected 4 unit names: \"1.slice\" (is a slice: restarting it "
+                                    "restarts every unit in it, the agent, kubelet and containerd included; only "
+                                    "services, sockets and timers may be restarted), \"2.scope\" (only services, "
+                                    "sockets and timers may be restarted), \"x;y\" (contains a character outside "
+                                    "[A-Za-z0-9:_.\\-@]), \"4.target\" (only services, sockets and timers may be "
+                                    "restarted) remove unit:a.service:ok finished");
 }
 
 static void test_failures_do_not_stop_the_rest(void **state) {
         Fixture *f = *state;
 
         run(f, "fails,hang,nope,a");
-        assert_string_equal(f->log, "unit:fails.service:fail unit:hang.service:fail unit:nope.service:fail "
-                                    "unit:a.service:ok remove finished");
+        assert_string_equal(f->log, "remove unit:fails.service:fail unit:hang.service:fail unit:nope.service:fail "
+                                    "unit:a.service:ok finished");
 }
 
 static void test_failed_removal_retries_without_restarting_again(void **state) {
@@ -147,8 +178,8 @@ static void test_failed_removal_retries_without_restarting_again(void **state) {
         f->remove_mode = REMOVE_FAIL;
         f->n_fail = 3;
         run(f, "a,b");
-        assert_string_equal(f->log, "unit:a.service:ok unit:b.service:ok remove-failed remove-failed "
-                                    "remove-failed remove finished");
+        assert_string_equal(f->log, "remove-failed remove-failed remove-failed remove unit:a.service:ok "
+                                    "unit:b.service:ok finished");
         assert_int_equal(fake_systemd_n_jobs(f->fake, "a.service"), 1);
         assert_int_equal(fake_systemd_n_jobs(f->fake, "b.service"), 1);
 }
@@ -159,7 +190,8 @@ static void test_async_removal(void **state) {
         f->remove_mode = REMOVE_ASYNC;
         assert_int_equal(restart_handler_submit(f->h, "a,agent"), 0);
         TEST_LOOP_UNTIL(f->event, f->n_remove == 1, 5 * USEC_PER_SEC);
-        TEST_LOOP_NOT(f->event, fake_systemd_n_jobs(f->fake, SELF) > 0, 50 * USEC_PER_MSEC);
+        TEST_LOOP_NOT(f->event, fake_systemd_n_jobs(f->fake, SELF) + fake_systemd_n_jobs(f->fake, "a.service") > 0,
+                      50 * USEC_PER_MSEC);
         assert_true(restart_handler_is_busy(f->h));
         restart_handler_annotation_removed(f->h, -ESTALE);      /* changed meanwhile: still done */
         TEST_LOOP_UNTIL(f->event, !restart_handler_is_busy(f->h), 5 * USEC_PER_SEC);
@@ -168,20 +200,37 @@ static void test_async_removal(void **state) {
         assert_int_equal(f->n_finished, 1);
 }
 
-static void test_resume_after_crash(void **state) {
-        Fixture *f = *state;
-
-        /* The first instance dies while b's restart is in flight (a is done). */
-        assert_int_equal(restart_handler_submit(f->h, "x;y,a,b,c"), 0);
+/* The handler dies once a's restart is done and the next one (b) is being started; a new handler
+ * takes over with the record on disk. */
+static void crash_after_a(Fixture *f, const char *value) {
+        assert_int_equal(restart_handler_submit(f->h, value), 0);
         TEST_LOOP_UNTIL(f->event, strstr(f->log, "unit:a.service:ok"), 5 * USEC_PER_SEC);
         f->h = restart_handler_free(f->h);
         f->log[0] = '\0';
-
         new_handler(f);
-        run(f, "x;y,a,b,c");
-        /* No second Warning for x;y, no second restart of a. */
-        assert_string_equal(f->log, "unit:b.service:ok unit:c.service:ok remove finished");
+}
+
+static void test_resume_after_crash(void **state) {
+        Fixture *f = *state;
+
+        /* The next instance sees the Node without the annotation and still restarts c, but neither a
+         * nor b again (b's restart was started: at most once), and reports no second Warning. */
+        crash_after_a(f, "x;y,a,b,c");
+        run(f, NULL);
+        assert_string_equal(f->log, "unit:c.service:ok finished");
         assert_int_equal(fake_systemd_n_jobs(f->fake, "a.service"), 1);
+        assert_true(fake_systemd_n_jobs(f->fake, "b.service") <= 1);   /* whether the job got out */
+        assert_int_equal(fake_systemd_n_jobs(f->fake, "c.service"), 1);
+}
+
+static void test_resume_then_new_value(void **state) {
+        Fixture *f = *state;
+
+        /* What the crashed instance left is finished first, then the new value. */
+        crash_after_a(f, "a,b");
+        assert_int_equal(restart_handler_submit(f->h, "c"), 0);
+        TEST_LOOP_UNTIL(f->event, f->n_finished == 2, 5 * USEC_PER_SEC);
+        assert_string_equal(f->log, "finished remove unit:c.service:ok finished");
 }
 
 static void test_removed_value_is_ignored_until_seen_absent(void **state) {
@@ -204,7 +253,7 @@ static void test_removed_value_is_ignored_until_seen_absent(void **state) {
         run(f, NULL);                                   /* seen absent */
         assert_int_equal(stat(f->state_path, &st), -1);
         run(f, "a");                                    /* now it is a new request */
-        assert_string_equal(f->log, "unit:a.service:ok remove finished");
+        assert_string_equal(f->log, "remove unit:a.service:ok finished");
         assert_int_equal(fake_systemd_n_jobs(f->fake, "a.service"), 2);
 }
 
@@ -215,7 +264,7 @@ static void test_new_value_while_busy_runs_afterwards(void **state) {
         assert_int_equal(restart_handler_submit(f->h, "b"), 0);
         assert_int_equal(restart_handler_submit(f->h, "c"), 0);    /* latest wins */
         TEST_LOOP_UNTIL(f->event, f->n_finished == 2, 5 * USEC_PER_SEC);
-        assert_string_equal(f->log, "unit:a.service:ok remove finished unit:c.service:ok remove finished");
+        assert_string_equal(f->log, "remove unit:a.service:ok finished remove unit:c.service:ok finished");
         assert_int_equal(fake_systemd_n_jobs(f->fake, "b.service"), 0);
 
         /* A value that goes away and comes back while busy cancels what was queued in between. */
@@ -225,7 +274,7 @@ static void test_new_value_while_busy_runs_afterwards(void **state) {
         assert_int_equal(restart_handler_submit(f->h, "b"), 0);
         assert_int_equal(restart_handler_submit(f->h, "a"), 0);
         TEST_LOOP_UNTIL(f->event, !restart_handler_is_busy(f->h), 5 * USEC_PER_SEC);
-        assert_string_equal(f->log, "unit:a.service:ok remove finished");
+        assert_string_equal(f->log, "remove unit:a.service:ok finished");
 }
 
 static void test_retry_stops_when_annotation_disappears(void **state) {
@@ -238,8 +287,9 @@ static void test_retry_stops_when_annotation_disappears(void **state) {
         assert_true(restart_handler_is_busy(f->h));
         assert_int_equal(restart_handler_submit(f->h, "a"), 0);        /* still there: keep retrying */
         assert_true(restart_handler_is_busy(f->h));
+        assert_int_equal(fake_systemd_n_jobs(f->fake, "a.service"), 0);  /* not before the removal */
         assert_int_equal(restart_handler_submit(f->h, ""), 0);         /* removed by someone else */
-        assert_false(restart_handler_is_busy(f->h));
+        TEST_LOOP_UNTIL(f->event, !restart_handler_is_busy(f->h), 5 * USEC_PER_SEC);
         {
                 unsigned n = f->n_remove;
                 TEST_LOOP_NOT(f->event, f->n_remove != n, 100 * USEC_PER_MSEC);
@@ -296,7 +346,7 @@ static void test_corrupt_record_is_ignored(void **state) {
         f->h = restart_handler_free(f->h);
         new_handler(f);
         run(f, "a");
-        assert_string_equal(f->log, "unit:a.service:ok remove finished");
+        assert_string_equal(f->log, "remove unit:a.service:ok finished");
 }
 
 static void test_blank_value_does_nothing(void **state) {
@@ -314,7 +364,8 @@ static void test_free_while_busy(void **state) {
         assert_int_equal(restart_handler_submit(f->h, "hang,a"), 0);
         assert_true(restart_handler_is_busy(f->h));
         f->h = restart_handler_free(f->h);
-        TEST_LOOP_NOT(f->event, f->log[0] != '\0', 300 * USEC_PER_MSEC);
+        assert_string_equal(f->log, "remove");
+        TEST_LOOP_NOT(f->event, !streq(f->log, "remove"), 300 * USEC_PER_MSEC);
         assert_int_equal(unit_control_n_jobs(f->uc), 0);
 }
 
@@ -325,6 +376,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_failed_removal_retries_without_restarting_again, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_async_removal, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_resume_after_crash, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_resume_then_new_value, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_slice_rejected_replaced_unit_is_self, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_many_rejections_are_one_message, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_removed_value_is_ignored_until_seen_absent, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_new_value_while_busy_runs_afterwards, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_retry_stops_when_annotation_disappears, setup, teardown),

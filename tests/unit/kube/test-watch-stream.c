@@ -139,6 +139,22 @@ static void test_garbage(void **state) {
         }
 }
 
+/* Issue 16: one \u0000 in any string (the API server accepts it) must not make the event
+ * undecodable; the decoders judge the fields they use. */
+static void test_nul_in_strings(void **state) {
+        static const char ev[] =
+                "{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\","
+                "\"resourceVersion\":\"12\",\"annotations\":{\"a\":\"x\\u0000y\"}},"
+                "\"status\":{\"conditions\":[{\"type\":\"Ready\",\"message\":\"\\u0000\"}]}}}\n";
+        _cleanup_(watch_stream_freep) WatchStream *w = NULL;
+        Seen s = {};
+
+        assert_int_equal(watch_stream_new(0, on_event, &s, &w), 0);
+        assert_int_equal(watch_stream_feed(w, ev, strlen(ev)), 0);
+        assert_int_equal(s.n, 1);
+        assert_string_equal(s.rvs[0], "12");
+}
+
 static void test_line_limit(void **state) {
         _cleanup_(watch_stream_freep) WatchStream *w = NULL;
         const char *ev = EV("ADDED", "1");
@@ -228,6 +244,7 @@ int main(void) {
                 cmocka_unit_test(test_random_chunkings),
                 cmocka_unit_test(test_truncated_tail),
                 cmocka_unit_test(test_garbage),
+                cmocka_unit_test(test_nul_in_strings),
                 cmocka_unit_test(test_line_limit),
                 cmocka_unit_test(test_callback_error_stops),
                 cmocka_unit_test(test_status_helpers),

@@ -51,7 +51,7 @@ static int setup(void **state) {
         assert_int_equal(registry_client_new(c->event, c->http,
                                              &(RegistryOptions) { .mirrors = &mirror, .n_mirrors = 1, .blob_directory = blobs,
                                                                   .max_attempts = 3, .retry_base_usec = 10 * USEC_PER_MSEC,
-                                                                  .min_free_bytes = 1 },
+                                                                  .min_free_bytes = 1, .stall_usec = USEC_PER_SEC },
                                              &c->client), 0);
         /* The upstream of reg.test is https://reg.test: never reached while the mirror answers. */
         assert_int_equal(oci_ref_parse("reg.test/kube/kubelet:v1.31.2", &c->ref), 0);
@@ -177,6 +177,44 @@ static void test_blob_verified_and_oversized(void **state) {
         assert_int_equal(access(partial, F_OK), -1);          /* never under its final name */
 }
 
+/* Issue 16: a blob that trickles in below the floor rate fails each attempt after the window, with a
+ * retriable error naming the blob and the rate, and what arrived is kept for the resume. */
+static void test_blob_stall(void **state) {
+        Ctx *c = *state;
+        RegistryOp *op = NULL;
+        OciDescriptor d = { .media_type = (char *) "application/vnd.oci.image.layer.v1.tar+gzip", .size = 5 };
+        char partial[256], want[512];
+        struct stat st;
+        uint64_t t0;
+
+        assert_true(sd_event_now(c->event, CLOCK_MONOTONIC, &t0) >= 0);
+
+        assert_int_equal(digest_parse(HELLO_DIGEST, &d.digest), 0);
+        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 200, .body = "hello", .stall = true,
+                                                                   .stall_after = 2 }), 0);
+        for (int i = 0; i < 2; i++)
+                assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 206,
+                                                                           .headers = "Content-Range: bytes 2-4/5\r\n",
+                                                                           .body = "llo", .stall = true }), 0);
+        assert_int_equal(registry_fetch_blob(c->client, c->ref, &d, NULL, on_done, c, &op), 0);
+        run(c);
+        assert_int_equal(fake_http_requests(c->fake), 3);              /* max_attempts on the mirror */
+        {
+                uint64_t t1;
+                assert_true(sd_event_now(c->event, CLOCK_MONOTONIC, &t1) >= 0);
+                assert_true(t1 - t0 >= 3 * USEC_PER_SEC);      /* each attempt waited out the window */
+        }
+        assert_int_equal(c->failure, ARTIFACT_FAILURE_UNAVAILABLE);     /* retriable */
+        snprintf(want, sizeof(want), "blob " HELLO_DIGEST " from http://127.0.0.1:%u/v2/kube/kubelet/blobs/" HELLO_DIGEST
+                 " stalled: less than 1024 bytes/s for 1 s, 2 of 5 bytes on disk, kept to resume",
+                 fake_http_port(c->fake));
+        if (!strstr(c->message, want))
+                fail_msg("message: %s", c->message);
+        snprintf(partial, sizeof(partial), "%s/blobs/%s.partial", c->dir, &HELLO_DIGEST[7]);
+        assert_int_equal(stat(partial, &st), 0);
+        assert_int_equal(st.st_size, 2);
+}
+
 static void test_free_cancels(void **state) {
         Ctx *c = *state;
         RegistryOp *op = NULL;
@@ -198,6 +236,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_tag_digest_header_mismatch, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_blob_verified_and_oversized, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_free_cancels, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_blob_stall, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
