@@ -105,19 +105,26 @@ static void make_layer(Layer *l, const char *name, const char *content) {
         digest_format(&d, l->digest);
 }
 
-static void push_manifest(Ctx *c, const Layer *bottom, const Layer *top) {
-        char m[2048];
+/* Layers from the bottom up. */
+static void push_manifest_n(Ctx *c, const Layer *const *layers, size_t n) {
+        char m[4096];
+        int k;
 
-        snprintf(m, sizeof(m),
-                 "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
-                 "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":"
-                 "\"sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",\"size\":2},"
-                 "\"layers\":[{\"mediaType\":\"" LAYER_MT "\",\"digest\":\"%s\",\"size\":%zu},"
-                 "{\"mediaType\":\"" LAYER_MT "\",\"digest\":\"%s\",\"size\":%zu}]}",
-                 bottom->digest, bottom->size, top->digest, top->size);
+        k = snprintf(m, sizeof(m),
+                     "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
+                     "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":"
+                     "\"sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",\"size\":2},\"layers\":[");
+        for (size_t i = 0; i < n; i++)
+                k += snprintf(m + k, sizeof(m) - (size_t) k, "%s{\"mediaType\":\"" LAYER_MT "\",\"digest\":\"%s\",\"size\":%zu}",
+                              i > 0 ? "," : "", layers[i]->digest, layers[i]->size);
+        snprintf(m + k, sizeof(m) - (size_t) k, "]}");
         assert_int_equal(fake_http_push(c->fake, &(FakeResponse) {
                                  .status = 200, .body = m,
                                  .headers = "Content-Type: application/vnd.oci.image.manifest.v1+json\r\n" }), 0);
+}
+
+static void push_manifest(Ctx *c, const Layer *bottom, const Layer *top) {
+        push_manifest_n(c, (const Layer *const[]) { bottom, top }, 2);
 }
 
 static void push_blob(Ctx *c, const Layer *l) {
@@ -208,19 +215,23 @@ static void test_found_in_top_layer(void **state) {
 
 static void test_found_in_lower_layer(void **state) {
         Ctx *c = *state;
-        Layer bottom, top;
+        Layer bottom, middle, top;
 
-        make_layer(&bottom, "kubelet", KUBELET);
+        /* Layer by layer from the top down; the bottom one is never needed. */
+        make_layer(&bottom, "bin/sh", "x");
+        make_layer(&middle, "kubelet", KUBELET);
         make_layer(&top, "etc/motd", "hello\n");
-        push_manifest(c, &bottom, &top);
+        push_manifest_n(c, (const Layer *const[]) { &bottom, &middle, &top }, 3);
         push_blob(c, &top);
-        push_blob(c, &bottom);
+        push_blob(c, &middle);
         stage(c);
         assert_int_equal(c->res.error, 0);
         assert_installed(c);
         assert_int_equal(fake_http_requests(c->fake), 3);
-        assert_non_null(strstr(fake_http_request(c->fake, 2), bottom.digest));
-        assert_int_equal(c->res.bytes_downloaded, top.size + bottom.size);
+        assert_non_null(strstr(fake_http_request(c->fake, 1), top.digest));
+        assert_non_null(strstr(fake_http_request(c->fake, 2), middle.digest));
+        assert_int_equal(c->res.bytes_downloaded, top.size + middle.size);
+        assert_int_equal(c->progress_total, top.size + middle.size + bottom.size);
 }
 
 static void test_whiteout_fails(void **state) {
