@@ -197,11 +197,28 @@ static void manager_on_secret_deleted(KubeWatch *w, json_t *last, void *userdata
         executor_set_osc(m->executor, NULL);
 }
 
+/* A watch or the Lease stops by itself only when its timer cannot be armed (the loop is finishing,
+ * or a forked child): without them the agent is blind, so end the loop and let systemd restart us. */
+static void manager_on_watch_stopped(KubeWatch *w, int error, void *userdata) {
+        Manager *m = userdata;
+
+        log_error_errno(error, "A watch of the API server stopped and cannot resume: %m");
+        (void) sd_event_exit(m->event, error);
+}
+
+static void manager_on_lease_stopped(Lease *l, int error, void *userdata) {
+        Manager *m = userdata;
+
+        log_error_errno(error, "The Lease renewal stopped and cannot resume: %m");
+        (void) sd_event_exit(m->event, error);
+}
+
 /* The OSC Secret is named by osc.secretName, else by our Node's label (GNP §2.1). */
 static void manager_update_secret_watch(Manager *m) {
         static const KubeWatchCallbacks secret_callbacks = {
                 .on_object = manager_on_secret_object,
                 .on_deleted = manager_on_secret_deleted,
+                .on_stopped = manager_on_watch_stopped,
         };
         _cleanup_free_ char *collection = NULL;
         const char *name = m->config->osc.secret_name;
@@ -389,6 +406,7 @@ static int manager_start_kube(Manager *m, const KubeConfig *kc) {
                 .on_object = manager_on_node_object,
                 .on_deleted = manager_on_node_deleted,
                 .on_synced = manager_on_node_synced,
+                .on_stopped = manager_on_watch_stopped,
         };
         int r;
 
@@ -409,6 +427,7 @@ static int manager_start_kube(Manager *m, const KubeConfig *kc) {
                               m->config->lease.duration_usec, &m->lease);
                 if (r < 0)
                         return r;
+                lease_set_stopped_callback(m->lease, manager_on_lease_stopped, m);
         }
 
         r = kube_watch_new(m->kube, "/api/v1/nodes", m->config->node_name, &node_callbacks, m, &m->node_watch);
