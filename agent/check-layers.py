@@ -15,7 +15,7 @@ LAYERS = {
     'kube':    {'kube', 'net', 'util', 'core'},
     'oci':     {'oci', 'net', 'util', 'core'},
     'kubelet': {'kubelet', 'oci', 'net', 'util', 'core'},
-    'os':      {'os', 'util', 'core'},
+    'os':      {'os', 'oci', 'net', 'util', 'core'},
     'apply':   {'apply', 'core', 'util', 'systemd', 'net', 'kube', 'oci'},
     'daemon':  None,  # the owner: may include every layer
 }
