@@ -12,6 +12,8 @@
  *   3. runs the applier on the "system" bus (DBUS_SYSTEM_BUS_ADDRESS: the test's user manager),
  *      persisting after every item and printing {"event":"item",...}; --kill-after N raises SIGKILL
  *      right after the N-th item of this run was persisted;
+ *      --external ok|fail answers the items the owner does itself (secretRef, imageRef, kubelet
+ *      health, containerd config) from a deferred event: success, or -EIO "simulated failure";
  *   4. on success writes <state>/last-applied-osc.yaml and removes the changes file; prints
  *      {"event":"finished","ok":...,"code","subject","errno","detail"}; exit 0 / 1. */
 #include <getopt.h>
@@ -34,6 +36,9 @@ typedef struct Ctx {
         sd_event *event;
         unsigned kill_after, n_done;
         int exit_code;
+        const char *external;           /* NULL, "ok" or "fail" */
+        OscApplier *applier;
+        sd_event_source *answer;
 } Ctx;
 
 static void emit(json_t *j) {
@@ -98,6 +103,24 @@ static void finished(OscApplier *a, const OscApplyFailure *f, void *userdata) {
         (void) sd_event_exit(c->event, 0);
 }
 
+static int on_answer(sd_event_source *s, void *userdata) {
+        Ctx *c = userdata;
+
+        c->answer = sd_event_source_disable_unref(c->answer);
+        if (streq(c->external, "ok"))
+                osc_applier_external_done(c->applier, 0, NULL);
+        else
+                osc_applier_external_done(c->applier, -EIO, "simulated failure");
+        return 0;
+}
+
+static int external(OscApplier *a, const OscWork *w, void *userdata) {
+        Ctx *c = userdata;
+
+        emit(json_pack("{s:s, s:s}", "event", "external", "kind", osc_work_kind_to_string(w->kind)));
+        return sd_event_add_defer(c->event, &c->answer, on_answer, c);
+}
+
 static OscModel *load_model(const char *path, const char *hostname) {
         _cleanup_free_ char *data = NULL, *err = NULL;
         OscModel *m = NULL;
@@ -159,6 +182,7 @@ int main(int argc, char *argv[]) {
                 { "handover", required_argument, NULL, 'H' },
                 { "kill-after", required_argument, NULL, 'k' },
                 { "job-timeout", required_argument, NULL, 't' },
+                { "external", required_argument, NULL, 'e' },
                 {}
         };
         const char *root = "/", *unit_dir = NULL, *checksum = "checksum", *hostname = "node", *handover = NULL;
@@ -178,6 +202,7 @@ int main(int argc, char *argv[]) {
                 case 'c': checksum = optarg; break;
                 case 'h': hostname = optarg; break;
                 case 'H': handover = optarg; break;
+                case 'e': c.external = optarg; break;
                 case 'k': c.kill_after = (unsigned) strtoul(optarg, NULL, 10); break;
                 case 't':
                         if (parse_duration(optarg, &job_timeout_usec) < 0)
@@ -218,7 +243,10 @@ int main(int argc, char *argv[]) {
         if (r >= 0)
                 r = osc_applier_new(c.event, uc, c.changes,
                                     &(OscApplierParams) { .root_directory = root, .unit_directory = unit_dir },
-                                    &(OscApplierCallbacks) { .item_done = item_done, .finished = finished }, &c, &a);
+                                    &(OscApplierCallbacks) { .item_done = item_done, .finished = finished,
+                                                             .external = c.external ? external : NULL },
+                                    &c, &a);
+        c.applier = a;
         if (r >= 0)
                 r = osc_applier_start(a);
         if (r >= 0)
@@ -227,6 +255,7 @@ int main(int argc, char *argv[]) {
                 fprintf(stderr, "oscapply: %s\n", strerror(-r));
                 c.exit_code = 2;
         }
+        sd_event_source_disable_unref(c.answer);
         osc_applier_free(a);
         unit_control_free(uc);
         osc_changes_free(c.changes);

@@ -19,6 +19,8 @@ import usermgr  # noqa: E402
 
 OSCAPPLY = os.environ.get("OSCAPPLY", "")
 RUNNING = "/bin/sh -c 'echo started; exec sleep infinity'"
+# OSCAPPLY_WRAP="valgrind --leak-check=full --error-exitcode=99 -q" runs the driver under a checker.
+WRAP = os.environ.get("OSCAPPLY_WRAP", "").split()
 
 
 def inline(path, data, permissions=None):
@@ -65,7 +67,7 @@ class OscApply(unittest.TestCase):
         with open(path, "w") as f:
             json.dump({"apiVersion": "extensions.gardener.cloud/v1alpha1", "kind": "OperatingSystemConfig",
                        "spec": spec, "status": status or {}}, f)
-        r = subprocess.run([OSCAPPLY, "--root", self.root, "--unit-dir", self.um.unit_dir, "--state", self.state,
+        r = subprocess.run(WRAP + [OSCAPPLY, "--root", self.root, "--unit-dir", self.um.unit_dir, "--state", self.state,
                             "--checksum", checksum or "sum-%d" % self.n] + list(args) + [path],
                            env=self.um.env, capture_output=True, text=True, timeout=60)
         events = [json.loads(line) for line in r.stdout.splitlines()]
@@ -248,6 +250,22 @@ class OscApply(unittest.TestCase):
         self.assertEqual(fin["code"], "UnsupportedChange")
         self.assertEqual(fin["subject"], "/etc/s")
         self.assertFalse(os.path.exists(os.path.join(self.state, "last-applied-osc.yaml")))
+
+    def test_external_items_go_to_the_owner(self):
+        spec = {"files": [{"path": "/etc/s", "content": {"secretRef": {"name": "n", "dataKey": "k"}}},
+                          {"path": "/opt/bin/tool", "content": {"imageRef": {"image": "r/t:v1", "filePathInImage": "/t"}}},
+                          inline("/etc/after", "a")]}
+        events = self.apply(spec, expect_ok=False, args=["--external", "fail"])
+        fin = self.finished(events)
+        self.assertEqual((fin["code"], fin["subject"], fin["errno"], fin["detail"]),
+                         ("FileApplyFailed", "/etc/s", 5, "simulated failure"))
+        self.assertFalse(os.path.exists(self.rooted("/etc/after")))
+
+        events = self.apply(spec, args=["--external", "ok"])
+        self.assertEqual([e["kind"] for e in events if e["event"] == "external"], ["write-file", "pull-file"])
+        self.assertEqual(self.plan(events), ["write file /etc/s (0600) from secret n key k",
+                                             "write file /etc/after (0600)", "pull file /opt/bin/tool (0600) from r/t:v1"])
+        self.assertTrue(os.path.exists(self.rooted("/etc/after")))
 
     def test_replaced_unit_is_never_written_and_its_binary_not_pulled(self):
         gna = {"name": "gardener-node-agent.service", "content": "[Service]\nExecStart=/opt/bin/gardener-node-agent\n",
