@@ -3,18 +3,18 @@
  * is to do with an OSC, minus the API server:
  *
  *   oscapply --root DIR --unit-dir DIR --state DIR [--checksum S] [--hostname H] [--kill-after N]
- *            [--job-timeout 10s] NEW-OSC.yaml
+ *            [--job-timeout 10s] [--external ok|fail] NEW-OSC.yaml
  *
- *   1. <state>/osc-changes.json with the same checksum: resume it (GNP §2.3 step 1);
- *      else diff NEW against <state>/last-applied-osc.yaml (absent: first apply), or, when that is
- *      absent too, against --handover FILE (GNA's last-applied-osc.yaml), and persist the changes;
+ *   1. osc_state_prepare(): the saved work for this checksum, else the diff against
+ *      <state>/last-applied-osc.yaml, else against <root>/var/lib/gardener-node-agent/ (handover),
+ *      else a first apply; prints {"event":"baseline",...};
  *   2. prints {"event":"plan","items":[...]} (osc_work_describe of the items not done);
  *   3. runs the applier on the "system" bus (DBUS_SYSTEM_BUS_ADDRESS: the test's user manager),
  *      persisting after every item and printing {"event":"item",...}; --kill-after N raises SIGKILL
  *      right after the N-th item of this run was persisted;
  *      --external ok|fail answers the items the owner does itself (secretRef, imageRef, kubelet
  *      health, containerd config) from a deferred event: success, or -EIO "simulated failure";
- *   4. on success writes <state>/last-applied-osc.yaml and removes the changes file; prints
+ *   4. on success osc_state_commit(); prints
  *      {"event":"finished","ok":...,"code","subject","errno","detail"}; exit 0 / 1. */
 #include <getopt.h>
 #include <signal.h>
@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "apply/osc-apply.h"
+#include "apply/osc-state.h"
 #include "core/osc-diff.h"
 #include "util/fileio.h"
 #include "util/time-util.h"
@@ -51,29 +52,10 @@ static void emit(json_t *j) {
         json_decref(j);
 }
 
-static char *state_path(const Ctx *c, const char *name) {
-        char *p = NULL;
-
-        if (asprintf(&p, "%s/%s", c->state, name) < 0)
-                abort();
-        return p;
-}
-
-static int persist(Ctx *c) {
-        _cleanup_free_ char *p = state_path(c, "osc-changes.json"), *s = NULL;
-        json_t *j = osc_changes_to_json(c->changes);
-
-        s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-        json_decref(j);
-        if (!s)
-                return -ENOMEM;
-        return write_file_atomic(p, s, strlen(s), 0600);
-}
-
 static int item_done(OscApplier *a, size_t index, void *userdata) {
         Ctx *c = userdata;
         _cleanup_free_ char *d = NULL;
-        int r = persist(c);
+        int r = osc_state_save_changes(c->state, c->changes);
 
         if (r < 0)
                 return r;
@@ -92,11 +74,8 @@ static void finished(OscApplier *a, const OscApplyFailure *f, void *userdata) {
                                "subject", strempty(f->subject), "errno", -f->error, "detail", strempty(f->detail)));
                 c->exit_code = 1;
         } else {
-                _cleanup_free_ char *last = state_path(c, "last-applied-osc.yaml"), *ch = state_path(c, "osc-changes.json");
-                int r = write_file_atomic(last, c->new_yaml, c->new_size, 0600);
+                int r = osc_state_commit(c->state, c->new_yaml, c->new_size);
 
-                if (r >= 0 && unlink(ch) < 0)
-                        r = -errno;
                 emit(json_pack("{s:s, s:b}", "event", "finished", "ok", r >= 0));
                 c->exit_code = r < 0;
         }
@@ -121,57 +100,6 @@ static int external(OscApplier *a, const OscWork *w, void *userdata) {
         return sd_event_add_defer(c->event, &c->answer, on_answer, c);
 }
 
-static OscModel *load_model(const char *path, const char *hostname) {
-        _cleanup_free_ char *data = NULL, *err = NULL;
-        OscModel *m = NULL;
-        size_t size;
-        int r;
-
-        r = read_full_file(path, 4 << 20, &data, &size);
-        if (r == -ENOENT)
-                return NULL;
-        if (r >= 0)
-                r = osc_model_decode_yaml(data, size, &(OscModelOptions) { .host_name = hostname }, &m, &err);
-        if (r < 0) {
-                fprintf(stderr, "oscapply: %s: %s\n", path, err ?: strerror(-r));
-                exit(2);
-        }
-        return m;
-}
-
-/* The saved changes if they are for this checksum, else NULL. */
-static OscChanges *load_changes(Ctx *c, const char *checksum) {
-        _cleanup_free_ char *p = state_path(c, "osc-changes.json");
-        OscChanges *changes = NULL;
-        json_t *j = json_load_file(p, 0, NULL);
-
-        if (j && osc_changes_from_json(j, &changes, NULL) >= 0 && !streq_ptr(changes->checksum, checksum))
-                changes = osc_changes_free(changes);
-        json_decref(j);
-        return changes;
-}
-
-static int compute(Ctx *c, const char *checksum, const char *hostname, const char *handover) {
-        _cleanup_free_ char *last = state_path(c, "last-applied-osc.yaml"), *err = NULL;
-        _cleanup_(osc_model_freep) OscModel *old = load_model(last, hostname), *new = NULL;
-        static const char *const replaced[] = { "gardener-node-agent.service", NULL };
-        int r;
-
-        if (!old && handover)
-                old = load_model(handover, hostname);
-        new = load_model(c->new_path, hostname);
-        if (!new)
-                return -ENOENT;
-        r = osc_diff(&(OscDiffInput) { .old = old, .new = new, .checksum = checksum,
-                                       .current_os_version = "1.0", .replaced_units = (char *const *) replaced },
-                     &c->changes, &err);
-        if (r < 0) {
-                fprintf(stderr, "oscapply: diff: %s\n", err ?: strerror(-r));
-                return r;
-        }
-        return persist(c);
-}
-
 int main(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "root", required_argument, NULL, 'r' },
@@ -179,13 +107,12 @@ int main(int argc, char *argv[]) {
                 { "state", required_argument, NULL, 's' },
                 { "checksum", required_argument, NULL, 'c' },
                 { "hostname", required_argument, NULL, 'h' },
-                { "handover", required_argument, NULL, 'H' },
                 { "kill-after", required_argument, NULL, 'k' },
                 { "job-timeout", required_argument, NULL, 't' },
                 { "external", required_argument, NULL, 'e' },
                 {}
         };
-        const char *root = "/", *unit_dir = NULL, *checksum = "checksum", *hostname = "node", *handover = NULL;
+        const char *root = "/", *unit_dir = NULL, *checksum = "checksum", *hostname = "node";
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         uint64_t job_timeout_usec = 30 * USEC_PER_SEC;
         UnitControl *uc = NULL;
@@ -201,7 +128,6 @@ int main(int argc, char *argv[]) {
                 case 's': c.state = optarg; break;
                 case 'c': checksum = optarg; break;
                 case 'h': hostname = optarg; break;
-                case 'H': handover = optarg; break;
                 case 'e': c.external = optarg; break;
                 case 'k': c.kill_after = (unsigned) strtoul(optarg, NULL, 10); break;
                 case 't':
@@ -220,9 +146,24 @@ int main(int argc, char *argv[]) {
         if (r < 0)
                 return 2;
 
-        c.changes = load_changes(&c, checksum);
-        if (!c.changes && compute(&c, checksum, hostname, handover) < 0)
-                return 2;
+        {
+                static const char *const replaced[] = { "gardener-node-agent.service", NULL };
+                static const char *const baselines[] = { "resumed", "last-applied", "handover", "none" };
+                _cleanup_free_ char *err = NULL;
+                OscBaseline baseline;
+
+                r = osc_state_prepare(&(OscPrepareInput) {
+                                .state_directory = c.state, .root_directory = root, .yaml = c.new_yaml,
+                                .size = c.new_size, .checksum = checksum,
+                                .model_options = { .host_name = hostname }, .current_os_version = "1.0",
+                                .replaced_units = (char *const *) replaced },
+                        &c.changes, &baseline, &err);
+                if (r < 0) {
+                        fprintf(stderr, "oscapply: %s\n", err ?: strerror(-r));
+                        return 2;
+                }
+                emit(json_pack("{s:s, s:s}", "event", "baseline", "baseline", baselines[baseline]));
+        }
 
         plan = json_array();
         for (size_t i = osc_changes_next(c.changes); i < c.changes->n_items; i++) {

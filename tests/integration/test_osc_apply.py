@@ -128,7 +128,7 @@ class OscApply(unittest.TestCase):
         self.assertTrue(self.enabled("a"))
         self.assertFalse(self.enabled("off"))
         self.assertTrue(os.path.exists(os.path.join(self.state, "last-applied-osc.yaml")))
-        self.assertFalse(os.path.exists(os.path.join(self.state, "osc-changes.json")))
+        self.assertFalse(os.path.exists(os.path.join(self.state, "last-computed-osc-changes.json")))
 
         # the same OSC again: nothing to do, nothing restarted
         inv = self.inv("a")
@@ -214,17 +214,22 @@ class OscApply(unittest.TestCase):
         events = self.apply(spec, expect_ok=None, checksum="kill", args=["--kill-after", "6"])
         self.assertEqual(self.returncode, -9)
         self.assertEqual(len([e for e in events if e["event"] == "item"]), 6)
-        self.assertEqual(self.started("k1"), 1)
-        self.assertEqual(self.started("k2"), 0)
-        with open(os.path.join(self.state, "osc-changes.json")) as f:
+        # A Type=simple start job is done once the process is forked: wait for its output.
+        usermgr.wait_until(lambda: self.started("k1") == 1, 10, "k1 to have started")
+        k1 = self.inv("k1")
+        self.assertEqual(self.um.active_state(self.unit_name("k2")), "inactive")
+        with open(os.path.join(self.state, "last-computed-osc-changes.json")) as f:
             saved = json.load(f)
         self.assertEqual([i["done"] for i in saved["items"]], [True] * 6 + [False])
         self.assertFalse(os.path.exists(os.path.join(self.state, "last-applied-osc.yaml")))
 
         events = self.apply(spec, checksum="kill")
+        self.assertEqual([e["baseline"] for e in events if e["event"] == "baseline"], ["resumed"])
         self.assertEqual(self.plan(events), ["restart unit " + self.unit_name("k2")])
-        self.assertEqual(self.started("k1"), 1)             # not restarted again
-        self.assertEqual(self.started("k2"), 1)
+        self.assertEqual(self.inv("k1"), k1)                 # not restarted again
+        usermgr.wait_until(lambda: self.started("k2") == 1, 10, "k2 to have started")
+        self.assertEqual(self.started("k1"), 1)
+        self.assertEqual(self.um.active_state(self.unit_name("k2")), "active")
         self.assertTrue(os.path.exists(os.path.join(self.state, "last-applied-osc.yaml")))
 
     def test_failing_unit_keeps_the_last_applied_osc(self):
@@ -240,7 +245,7 @@ class OscApply(unittest.TestCase):
         self.assertIn("exit-code", fin["detail"])
         with open(os.path.join(self.state, "last-applied-osc.yaml")) as f:
             self.assertEqual(f.read(), before)
-        with open(os.path.join(self.state, "osc-changes.json")) as f:
+        with open(os.path.join(self.state, "last-computed-osc-changes.json")) as f:
             self.assertFalse(json.load(f)["items"][-1]["done"])
 
     def test_secret_ref_without_fetcher_is_unsupported(self):
@@ -281,12 +286,18 @@ class OscApply(unittest.TestCase):
 
     def test_handover_from_gna_applies_only_the_diff(self):
         spec = {"files": [inline("/etc/h", "h")], "units": [self.unit("h")]}
-        gna_last = os.path.join(self.dir, "gna-last-applied-osc.yaml")
+        gna_last = self.rooted("/var/lib/gardener-node-agent/last-applied-osc.yaml")
+        os.makedirs(os.path.dirname(gna_last))
         with open(gna_last, "w") as f:
             json.dump({"kind": "OperatingSystemConfig", "spec": spec}, f)
         spec2 = {"files": [inline("/etc/h", "h"), inline("/etc/new", "n")], "units": [self.unit("h")]}
-        events = self.apply(spec2, args=["--handover", gna_last])
+        events = self.apply(spec2)
+        self.assertEqual([e["baseline"] for e in events if e["event"] == "baseline"], ["handover"])
         self.assertEqual(self.plan(events), ["write file /etc/new (0600)"])
+        # from now on our own last-applied OSC is the baseline
+        events = self.apply(spec2)
+        self.assertEqual([e["baseline"] for e in events if e["event"] == "baseline"], ["last-applied"])
+        self.assertEqual(self.plan(events), [])
         self.assertEqual(self.started("h"), 0)
 
 
