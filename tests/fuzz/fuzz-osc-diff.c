@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* libFuzzer target for the OSC model decoder and the diff engine: the input is decoded as osc.yaml,
+/* libFuzzer target for the OSC model decoder, the replaced unit's component config and the diff engine: the input is decoded as osc.yaml,
  * diffed against nothing (first apply), against itself and against a small fixed OSC in both
  * directions, and every result goes through the persisted form and back. JSON input is also tried
  * as a persisted work list. */
@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/osc-component-config.h"
 #include "core/osc-diff.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -53,6 +54,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (osc_model_decode_yaml(base, sizeof(base) - 1, &opts, &b, NULL) < 0)
                 abort();
         if (osc_model_decode_yaml((const char *) data, size, &opts, &m, &err) == 0) {
+                OscComponentConfig *cc = NULL;
+
+                if (osc_component_config_from_model(m, (char *const *) replaced, &cc, NULL) == 0)
+                        osc_component_config_free(cc);
                 diff_one(NULL, m);
                 diff_one(m, m);
                 diff_one(b, m);
