@@ -82,25 +82,9 @@ static const char *failure_code(OscWorkKind k) {
 }
 
 static const char *subject(const OscWork *w) {
-        switch (w->kind) {
-        case OSC_WORK_WRITE_FILE:
-        case OSC_WORK_PULL_FILE:
-        case OSC_WORK_DELETE_FILE:
-                return w->file.path;
-        case OSC_WORK_WRITE_UNIT:
-        case OSC_WORK_DELETE_UNIT:
-                return w->unit.name;
-        case OSC_WORK_REGISTRY:
-                return w->registry.upstream;
-        case OSC_WORK_DAEMON_RELOAD:
-                return "daemon-reload";
-        case OSC_WORK_CONTAINERD_CONFIG:
-                return "/etc/containerd/config.toml";
-        case OSC_WORK_KUBELET_HEALTH:
-                return "kubelet.service";
-        default:
-                return w->name;
-        }
+        if (osc_work_target(w))
+                return osc_work_target(w);
+        return w->kind == OSC_WORK_KUBELET_HEALTH ? "kubelet.service" : osc_work_kind_to_string(w->kind);
 }
 
 /* Ends the run with a failure. Callers return at once: `finished` may free us. */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
 #include <ctype.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -842,4 +843,64 @@ int osc_work_describe(const OscWork *w, char **ret) {
                 break;
         }
         return r < 0 ? -ENOMEM : 0;
+}
+
+const char *osc_work_target(const OscWork *w) {
+        switch (w->kind) {
+        case OSC_WORK_WRITE_FILE:
+        case OSC_WORK_PULL_FILE:
+        case OSC_WORK_DELETE_FILE:
+                return w->file.path;
+        case OSC_WORK_WRITE_UNIT:
+        case OSC_WORK_DELETE_UNIT:
+                return w->unit.name;
+        case OSC_WORK_REGISTRY:
+                return w->registry.upstream;
+        case OSC_WORK_CONTAINERD_CONFIG:
+                return "/etc/containerd/config.toml";
+        case OSC_WORK_UNIT_COMMAND:
+        case OSC_WORK_DELETE_REGISTRY:
+                return w->name;
+        default:
+                return NULL;
+        }
+}
+
+json_t *osc_changes_plan_json(const OscChanges *c) {
+        static const struct {
+                size_t offset;
+                const char *name;
+        } flags[] = {
+                { offsetof(OscInPlaceFlags, operating_system), "operatingSystem" },
+                { offsetof(OscInPlaceFlags, kubelet_minor_version), "kubeletMinorVersion" },
+                { offsetof(OscInPlaceFlags, kubelet_config), "kubeletConfig" },
+                { offsetof(OscInPlaceFlags, cpu_manager_policy), "cpuManagerPolicy" },
+                { offsetof(OscInPlaceFlags, ca_rotation_kubelet), "certificateAuthoritiesRotation" },
+                { offsetof(OscInPlaceFlags, sa_key_rotation), "serviceAccountKeyRotation" },
+        };
+        json_t *j = json_pack("{s:[], s:[]}", "inPlace", "items"), *in_place, *items;
+
+        if (!j)
+                return NULL;
+        in_place = json_object_get(j, "inPlace");
+        items = json_object_get(j, "items");
+        for (size_t i = 0; i < ELEMENTSOF(flags); i++)
+                if (*(const bool *) ((const uint8_t *) &c->in_place + flags[i].offset) &&
+                    json_array_append_new(in_place, json_string(flags[i].name)) < 0)
+                        goto fail;
+        for (size_t i = 0; i < c->n_items; i++) {
+                _cleanup_free_ char *d = NULL;
+                const OscWork *w = &c->items[i];
+
+                if (w->done)
+                        continue;
+                if (osc_work_describe(w, &d) < 0 ||
+                    json_array_append_new(items, json_pack("{s:s, s:s*, s:s}", "action", osc_work_kind_to_string(w->kind),
+                                                           "target", osc_work_target(w), "description", d)) < 0)
+                        goto fail;
+        }
+        return j;
+fail:
+        json_decref(j);
+        return NULL;
 }

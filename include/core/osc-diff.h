@@ -117,6 +117,14 @@ int osc_changes_from_json(const json_t *j, OscChanges **ret, char **ret_error);
  * "remove drop-in ...". */
 int osc_work_describe(const OscWork *w, char **ret);
 
+/* What the item acts on: the path, unit, upstream; NULL for daemon-reload and kubelet-health. */
+const char *osc_work_target(const OscWork *w);
+
+/* The remaining work for the plan annotation (inplace-agent/plan), so an operator sees before the
+ * drain what will change: {"inPlace": [flags set], "items": [{"action", "target", "description"}]}
+ * with the items not done yet, in order. */
+json_t *osc_changes_plan_json(const OscChanges *c);
+
 /* RFC 3339 timestamp -> seconds since the epoch (metav1.Time precision). -EINVAL if not one. */
 int osc_parse_rfc3339(const char *s, int64_t *ret);
 

@@ -28,7 +28,9 @@ static void diff_one(const OscModel *old, const OscModel *new) {
         char *err = NULL;
 
         if (osc_diff(&in, &c, &err) == 0) {
-                json_t *j = osc_changes_to_json(c);
+                json_t *j = osc_changes_to_json(c), *plan = osc_changes_plan_json(c);
+
+                json_decref(plan);
 
                 for (size_t i = 0; i < c->n_items; i++) {
                         char *d = NULL;

@@ -345,6 +345,30 @@ static void test_describe(void **state) {
         }
 }
 
+static void test_plan_json(void **state) {
+        _cleanup_(osc_model_freep) OscModel *old = decode(IPU(KCFG(K_BASE) "," F_B, U_K, IPU_V("1592.6.0", "1.30.0")));
+        _cleanup_(osc_model_freep) OscModel *new = decode(
+                IPU(KCFG("cpuManagerPolicy: static\\nevictionHard: {memory.available: 1Gi}\\nkubeReserved: {cpu: 80m}\\n"), U_K,
+                    IPU_V("1592.6.0", "1.31.0")));
+        _cleanup_(osc_changes_freep) OscChanges *c = NULL;
+        _cleanup_free_ char *s = NULL;
+        json_t *j;
+
+        assert_int_equal(osc_diff(&(OscDiffInput) { .old = old, .new = new, .current_os_version = "1592.6.0" }, &c, NULL), 0);
+        osc_changes_mark_done(c, 0);
+        j = osc_changes_plan_json(c);
+        s = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        assert_string_equal(s,
+                "{\"inPlace\":[\"kubeletMinorVersion\",\"kubeletConfig\",\"cpuManagerPolicy\"],\"items\":["
+                "{\"action\":\"write-unit\",\"target\":\"kubelet.service\",\"description\":"
+                "\"write unit kubelet.service (with unit file, 0 drop-ins), remove cpu_manager_state\"},"
+                "{\"action\":\"daemon-reload\",\"description\":\"reload systemd\"},"
+                "{\"action\":\"unit-command\",\"target\":\"kubelet.service\",\"description\":\"restart unit kubelet.service\"},"
+                "{\"action\":\"kubelet-health\",\"description\":\"check kubelet health\"},"
+                "{\"action\":\"delete-file\",\"target\":\"/etc/b\",\"description\":\"remove file /etc/b\"}]}");
+}
+
 static void test_parsers(void **state) {
         static const struct {
                 const char *s;
@@ -389,6 +413,7 @@ int main(void) {
                 cmocka_unit_test(test_resume),
                 cmocka_unit_test(test_persisted_garbage),
                 cmocka_unit_test(test_describe),
+                cmocka_unit_test(test_plan_json),
                 cmocka_unit_test(test_parsers),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
