@@ -585,10 +585,12 @@ static int merge_unit(OscUnit *dst, OscUnit *src) {
                 free(dst->content);
                 dst->content = TAKE_PTR(src->content);
         }
-        memcpy(dst->drop_ins + dst->n_drop_ins, src->drop_ins, src->n_drop_ins * sizeof(OscDropIn));
+        if (src->n_drop_ins > 0)        /* memcpy() from NULL is undefined even for 0 bytes */
+                memcpy(dst->drop_ins + dst->n_drop_ins, src->drop_ins, src->n_drop_ins * sizeof(OscDropIn));
         dst->n_drop_ins += src->n_drop_ins;
         src->n_drop_ins = 0;
-        memcpy(dst->file_paths + dst->n_file_paths, src->file_paths, src->n_file_paths * sizeof(char *));
+        if (src->n_file_paths > 0)
+                memcpy(dst->file_paths + dst->n_file_paths, src->file_paths, src->n_file_paths * sizeof(char *));
         dst->n_file_paths += src->n_file_paths;
         src->n_file_paths = 0;
         dst->file_paths[dst->n_file_paths] = NULL;
