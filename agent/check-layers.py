@@ -16,6 +16,7 @@ LAYERS = {
     'oci':     {'oci', 'net', 'util', 'core'},
     'kubelet': {'kubelet', 'oci', 'net', 'util', 'core'},
     'os':      {'os', 'oci', 'net', 'util', 'core'},
+    'apply':   {'apply', 'core', 'util', 'systemd', 'net', 'kube', 'oci'},
     'daemon':  None,  # the owner: may include every layer
 }
 PURE = {'core'}

@@ -26,6 +26,7 @@ typedef enum KeyType {
         KEY_BACKEND,
         KEY_REBOOT,
         KEY_MIRRORS,
+        KEY_UNIT_LIST,  /* list of systemd unit names, normalized */
 } KeyType;
 
 typedef struct KeyDef {
@@ -48,6 +49,8 @@ static const KeyDef keys[] = {
         SEC("osc"),
         { "osc.namespace", KEY_DNS_LABEL, OFF(osc.namespace), 0, 0 },
         { "osc.secretName", KEY_DNS_NAME, OFF(osc.secret_name), 0, 0 },
+        { "osc.rootDirectory", KEY_PATH, OFF(osc.root_directory), 0, 0 },
+        { "osc.replacedUnits", KEY_UNIT_LIST, OFF(osc.replaced_units), 0, 64 },
         SEC("kubelet"),
         { "kubelet.binaryPath", KEY_PATH, OFF(kubelet.binary_path), 0, 0 },
         { "kubelet.unit", KEY_UNIT, OFF(kubelet.unit), 0, 0 },
@@ -71,6 +74,7 @@ static const KeyDef keys[] = {
         { "restart.selfUnit", KEY_UNIT, OFF(restart.self_unit), 0, 0 },
         SEC("systemd"),
         { "systemd.jobTimeout", KEY_DURATION, OFF(systemd.job_timeout_usec), USEC_PER_SEC, HOUR },
+        { "systemd.unitDirectory", KEY_PATH, OFF(systemd.unit_directory), 0, 0 },
         SEC("lease"),
         { "lease.enabled", KEY_BOOL, OFF(lease.enabled), 0, 0 },
         { "lease.namespace", KEY_DNS_LABEL, OFF(lease.namespace), 0, 0 },
@@ -102,6 +106,8 @@ static const struct {
         { OFF(os_release), "/etc/os-release" },
         { OFF(osc.namespace), "kube-system" },
         { OFF(osc.secret_name), "" },
+        { OFF(osc.root_directory), "/" },
+        { OFF(systemd.unit_directory), "/etc/systemd/system" },
         { OFF(kubelet.binary_path), "/opt/bin/kubelet" },
         { OFF(kubelet.unit), "kubelet.service" },
         { OFF(kubelet.healthz_url), "http://127.0.0.1:10248/healthz" },
@@ -140,6 +146,9 @@ int config_new(Config **ret) {
         c->os_update.image.boot_tries = 3;
         c->os_update.reboot = REBOOT_METHOD_LOGIN1;
         c->systemd.job_timeout_usec = 90 * USEC_PER_SEC;
+        c->osc.replaced_units = calloc(2, sizeof(char *));
+        if (!c->osc.replaced_units || !(c->osc.replaced_units[0] = strdup("gardener-node-agent.service")))
+                return -ENOMEM;
         c->lease.enabled = true;
         c->lease.duration_usec = 40 * USEC_PER_SEC;
 
@@ -163,6 +172,7 @@ Config *config_free(Config *c) {
         for (size_t i = 0; i < ELEMENTSOF(string_defaults); i++)
                 free(*string_field(c, string_defaults[i].offset));
         mirrors_clear(c);
+        strv_freep(&c->osc.replaced_units);
         free(c);
         return NULL;
 }
@@ -234,6 +244,37 @@ static int apply_mirrors(Config *c, const json_t *v, const char *source, const c
         return 0;
 }
 
+/* A list of unit names; a later file's list replaces the earlier one as a whole. */
+static int apply_unit_list(char ***field, const KeyDef *k, const json_t *v, const char *source, char **ret_error) {
+        _cleanup_strv_free_ char **l = NULL;
+        const json_t *e;
+        size_t i;
+
+        if (!json_is_array(v))
+                return config_errorf(ret_error, source, k->path, "expected a list of unit names");
+        if (json_array_size(v) > k->max)
+                return config_errorf(ret_error, source, k->path, "more than %llu entries", (unsigned long long) k->max);
+        l = calloc(json_array_size(v) + 1, sizeof(char *));
+        if (!l)
+                return -ENOMEM;
+        json_array_foreach(v, i, e) {
+                const char *why = NULL;
+                int r;
+
+                if (!json_is_string(e))
+                        return config_errorf(ret_error, source, k->path, "entry %zu: expected a string", i);
+                r = unit_name_normalize(json_string_value(e), &l[i], &why);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0)
+                        return config_errorf(ret_error, source, k->path, "\"%s\" is not a unit name: %s",
+                                             json_string_value(e), why);
+        }
+        strv_freep(field);
+        *field = TAKE_PTR(l);
+        return 0;
+}
+
 static int apply_key(Config *c, const KeyDef *k, const json_t *v, const char *source,
                      char **ret_error) {
         void *field = (uint8_t *) c + k->offset;
@@ -259,6 +300,8 @@ static int apply_key(Config *c, const KeyDef *k, const json_t *v, const char *so
                 return 0;
         case KEY_MIRRORS:
                 return apply_mirrors(c, v, source, k->path, ret_error);
+        case KEY_UNIT_LIST:
+                return apply_unit_list((char ***) field, k, v, source, ret_error);
         default:
                 break;
         }
@@ -434,23 +477,29 @@ static json_t *duration_json(uint64_t usec) {
 }
 
 json_t *config_to_json(const Config *c) {
-        json_t *mirrors = json_object();
+        json_t *mirrors = json_object(), *replaced = json_array();
 
-        if (!mirrors)
+        if (!mirrors || !replaced) {
+                json_decref(mirrors);
+                json_decref(replaced);
                 return NULL;
+        }
+        for (char **u = c->osc.replaced_units; u && *u; u++)
+                json_array_append_new(replaced, json_string(*u));
         for (size_t i = 0; i < c->registry.n_mirrors; i++)
                 json_object_set_new(mirrors, c->registry.mirrors[i].host,
                                     json_string(c->registry.mirrors[i].url));
 
         return json_pack(
-                "{s:s, s:s, s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:o, s:I},"
+                "{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:o}, s:{s:s, s:s, s:s, s:o, s:I},"
                 " s:{s:s, s:o, s:{s:s, s:s, s:s, s:I}, s:s},"
-                " s:{s:s, s:s, s:o}, s:{s:s}, s:{s:o}, s:{s:b, s:s, s:s, s:o}}",
+                " s:{s:s, s:s, s:o}, s:{s:s}, s:{s:o, s:s}, s:{s:b, s:s, s:s, s:o}}",
                 "nodeName", strempty(c->node_name),
                 "kubeconfig", c->kubeconfig,
                 "stateDirectory", c->state_directory,
                 "osRelease", c->os_release,
                 "osc", "namespace", c->osc.namespace, "secretName", c->osc.secret_name,
+                "rootDirectory", c->osc.root_directory, "replacedUnits", replaced,
                 "kubelet", "binaryPath", c->kubelet.binary_path, "unit", c->kubelet.unit,
                 "healthzURL", c->kubelet.healthz_url,
                 "healthTimeout", duration_json(c->kubelet.health_timeout_usec),
@@ -466,6 +515,7 @@ json_t *config_to_json(const Config *c) {
                 "mirrors", mirrors,
                 "restart", "selfUnit", c->restart.self_unit,
                 "systemd", "jobTimeout", duration_json(c->systemd.job_timeout_usec),
+                "unitDirectory", c->systemd.unit_directory,
                 "lease", "enabled", c->lease.enabled, "namespace", c->lease.namespace,
                 "name", c->lease.name, "duration", duration_json(c->lease.duration_usec));
 }

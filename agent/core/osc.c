@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "core/osc-model.h"
 #include "core/osc.h"
 #include "core/version.h"
 #include "util/error-message.h"
@@ -349,41 +349,6 @@ int osc_decode_yaml(const char *data, size_t size, const char *checksum, const c
         return 0;
 }
 
-static bool base64_char(char c) {
-        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/';
-}
-
-/* Strict standard base64 with padding, as the API server encodes Secret data. EVP_DecodeBlock()
- * alone would skip whitespace and count padding as output bytes, so the shape is checked first. */
-static int base64_decode(const char *in, size_t n, char **ret, size_t *ret_size) {
-        _cleanup_free_ char *out = NULL;
-        size_t pad = 0;
-        int r;
-
-        if (n % 4 != 0 || n > (size_t) INT_MAX)
-                return -EBADMSG;
-        for (size_t i = 0; i < n; i++) {
-                if (base64_char(in[i]) && pad == 0)
-                        continue;
-                if (in[i] == '=' && i >= n - 2) {
-                        pad++;
-                        continue;
-                }
-                return -EBADMSG;
-        }
-
-        out = malloc(n / 4 * 3 + 1);
-        if (!out)
-                return -ENOMEM;
-        r = EVP_DecodeBlock((unsigned char *) out, (const unsigned char *) in, (int) n);
-        if (r < 0 || (size_t) r < pad)
-                return -EBADMSG;
-        out[r - (int) pad] = '\0';
-        *ret_size = (size_t) r - pad;
-        *ret = TAKE_PTR(out);
-        return 0;
-}
-
 int osc_decode_secret(const json_t *secret, const char *kubelet_path, OscDesired **ret, char **ret_error) {
         _cleanup_free_ char *yaml = NULL;
         const json_t *data, *value, *meta, *annotations, *checksum = NULL;
@@ -411,7 +376,7 @@ int osc_decode_secret(const json_t *secret, const char *kubelet_path, OscDesired
         if (json_string_length(value) > (size_t) OSC_YAML_MAX / 3 * 4 + 4)
                 return error_setf(ret_error, -EFBIG, "osc.yaml is larger than %d bytes", OSC_YAML_MAX);
 
-        r = base64_decode(json_string_value(value), json_string_length(value), &yaml, &size);
+        r = osc_base64_decode(json_string_value(value), json_string_length(value), &yaml, &size);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)

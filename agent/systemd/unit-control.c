@@ -60,6 +60,8 @@ static const char *const unit_action_table[_UNIT_ACTION_MAX] = {
         [UNIT_ACTION_RESTART] = "restart",
         [UNIT_ACTION_RELOAD] = "reload",
         [UNIT_ACTION_DAEMON_RELOAD] = "daemon-reload",
+        [UNIT_ACTION_ENABLE] = "enable",
+        [UNIT_ACTION_DISABLE] = "disable",
 };
 
 static const char *const unit_action_method[_UNIT_ACTION_MAX] = {
@@ -68,9 +70,16 @@ static const char *const unit_action_method[_UNIT_ACTION_MAX] = {
         [UNIT_ACTION_RESTART] = "RestartUnit",
         [UNIT_ACTION_RELOAD] = "ReloadUnit",
         [UNIT_ACTION_DAEMON_RELOAD] = "Reload",
+        [UNIT_ACTION_ENABLE] = "EnableUnitFiles",
+        [UNIT_ACTION_DISABLE] = "DisableUnitFiles",
 };
 
 DEFINE_STRING_TABLE_LOOKUP(unit_action, UnitAction, unit_action_table);
+
+/* Actions whose method reply is the whole result: no job, no JobRemoved. */
+static bool unit_action_is_call(UnitAction a) {
+        return a == UNIT_ACTION_DAEMON_RELOAD || a == UNIT_ACTION_ENABLE || a == UNIT_ACTION_DISABLE;
+}
 
 int unit_job_result_to_errno(const char *result) {
         /* The same mapping as systemd's bus-wait-for-jobs.c, so errors read the same way. */
@@ -363,8 +372,8 @@ static int unit_job_on_reply(sd_bus_message *reply, void *userdata, sd_bus_error
         if (e)
                 return unit_job_finish_bus_error(j, e);
 
-        if (j->action == UNIT_ACTION_DAEMON_RELOAD)
-                return unit_job_finish(j, 0, NULL);      /* Reload() replies once it is done */
+        if (unit_action_is_call(j->action))
+                return unit_job_finish(j, 0, NULL);      /* these reply once they are done */
 
         r = sd_bus_message_read(reply, "o", &path);
         if (r < 0)
@@ -386,11 +395,21 @@ static int unit_job_send_call(UnitJob *j) {
                                            unit_action_method[j->action]);
         if (r < 0)
                 return r;
-        if (j->action != UNIT_ACTION_DAEMON_RELOAD) {
+        switch (j->action) {
+        case UNIT_ACTION_DAEMON_RELOAD:
+                r = 0;
+                break;
+        case UNIT_ACTION_ENABLE:        /* runtime=false, force=true, as upstream */
+                r = sd_bus_message_append(m, "asbb", 1, j->unit, false, true);
+                break;
+        case UNIT_ACTION_DISABLE:
+                r = sd_bus_message_append(m, "asb", 1, j->unit, false);
+                break;
+        default:
                 r = sd_bus_message_append(m, "ss", j->unit, j->mode);
-                if (r < 0)
-                        return r;
         }
+        if (r < 0)
+                return r;
         /* Reload() replies only when done: let our own timer, not sd-bus' 25 s default, decide. */
         return sd_bus_call_async(j->uc->bus, &j->slot, m, unit_job_on_reply, j,
                                  j->uc->job_timeout_usec + USEC_PER_SEC);

@@ -120,8 +120,16 @@ fail:
         return r;
 }
 
+/* mkdir() with exactly `mode` (not masked by the umask) when it creates the directory. */
+static int mkdir_mode(const char *path, mode_t mode) {
+        if (mkdir(path, mode) < 0)
+                return errno == EEXIST ? 0 : -errno;
+        return chmod(path, mode) < 0 ? -errno : 0;
+}
+
 int mkdir_parents(const char *path, mode_t mode) {
         _cleanup_free_ char *copy = strdup(path);
+        int r;
 
         if (!copy)
                 return -ENOMEM;
@@ -129,11 +137,10 @@ int mkdir_parents(const char *path, mode_t mode) {
                 if (*p != '/')
                         continue;
                 *p = '\0';
-                if (mkdir(copy, mode) < 0 && errno != EEXIST)
-                        return -errno;
+                r = mkdir_mode(copy, mode);
+                if (r < 0)
+                        return r;
                 *p = '/';
         }
-        if (mkdir(copy, mode) < 0 && errno != EEXIST)
-                return -errno;
-        return 0;
+        return mkdir_mode(copy, mode);
 }

@@ -44,6 +44,8 @@ typedef struct Config {
         struct {
                 char *namespace;        /* owned */
                 char *secret_name;      /* owned; "" = from the Node label */
+                char *root_directory;   /* owned; OSC paths are resolved below it (CONTRACT §9.5) */
+                char **replaced_units;  /* owned strv; never written or started (CONTRACT §9.4) */
         } osc;
 
         struct {
@@ -79,6 +81,7 @@ typedef struct Config {
 
         struct {
                 uint64_t job_timeout_usec;
+                char *unit_directory;   /* owned; unit files and drop-ins of the OSC (not re-rooted) */
         } systemd;
 
         struct {

@@ -3,7 +3,7 @@
 
 /* Client of the systemd manager (org.freedesktop.systemd1) over an sd-bus connection the Manager
  * owns: start, stop, restart and reload units, and daemon-reload. Fully asynchronous on the sd_event
- * loop the bus is attached to; nothing here blocks. Does not log above debug: every outcome comes
+ * loop the bus is attached to; nothing here blocks. Also enables and disables unit files. Does not log above debug: every outcome comes
  * back as a UnitJobResult (-errno plus a human detail) for the caller to report.
  *
  * Why more than "call RestartUnit and wait": upstream waits 10 s for JobRemoved and then assumes
@@ -28,6 +28,8 @@ typedef enum UnitAction {
         UNIT_ACTION_RESTART,
         UNIT_ACTION_RELOAD,
         UNIT_ACTION_DAEMON_RELOAD,
+        UNIT_ACTION_ENABLE,             /* EnableUnitFiles([unit], runtime=false, force=true) */
+        UNIT_ACTION_DISABLE,            /* DisableUnitFiles([unit], runtime=false) */
         _UNIT_ACTION_MAX,
         _UNIT_ACTION_INVALID = -EINVAL,
 } UnitAction;
@@ -96,6 +98,16 @@ static inline int unit_control_reload_unit(UnitControl *uc, const char *unit, Un
 static inline int unit_control_daemon_reload(UnitControl *uc, UnitJobDone on_done, void *userdata,
                                              UnitJob **ret_job) {
         return unit_control_run(uc, UNIT_ACTION_DAEMON_RELOAD, NULL, NULL, on_done, userdata, ret_job);
+}
+
+/* Enable/disable a unit file (GNP §6.1/§6.2). No job: the method reply is the result. */
+static inline int unit_control_enable_unit(UnitControl *uc, const char *unit, UnitJobDone on_done,
+                                           void *userdata, UnitJob **ret_job) {
+        return unit_control_run(uc, UNIT_ACTION_ENABLE, unit, NULL, on_done, userdata, ret_job);
+}
+static inline int unit_control_disable_unit(UnitControl *uc, const char *unit, UnitJobDone on_done,
+                                            void *userdata, UnitJob **ret_job) {
+        return unit_control_run(uc, UNIT_ACTION_DISABLE, unit, NULL, on_done, userdata, ret_job);
 }
 
 /* Forgets the job: no callback. The systemd job itself is left alone (systemd's own timeouts

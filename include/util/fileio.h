@@ -18,5 +18,5 @@ int write_file_atomic(const char *path, const void *data, size_t size, mode_t mo
 /* fsync() the directory that contains `path`. */
 int fsync_parent_dir(const char *path);
 
-/* mkdir -p with the given mode for created components. */
+/* mkdir -p; the components it creates get exactly `mode`, whatever the umask. */
 int mkdir_parents(const char *path, mode_t mode);

@@ -15,6 +15,7 @@
 #define _warn_unused_result_ __attribute__((warn_unused_result))
 #define _printf_(a, b) __attribute__((format(printf, a, b)))
 #define _sentinel_ __attribute__((sentinel))
+#define _fallthrough_ __attribute__((fallthrough))
 #define _likely_(x) __builtin_expect(!!(x), 1)
 #define _unlikely_(x) __builtin_expect(!!(x), 0)
 

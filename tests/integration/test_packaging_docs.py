@@ -95,6 +95,8 @@ def same_value(documented, actual):
         return documented == str(actual)
     if isinstance(actual, dict):
         return documented == json.dumps(actual)
+    if isinstance(actual, list):  # documented as a YAML flow list: [a, b]
+        return documented == "[" + ", ".join(actual) + "]"
     if duration_ms(documented) is not None and duration_ms(actual) is not None:
         return duration_ms(documented) == duration_ms(actual)
     return documented == actual

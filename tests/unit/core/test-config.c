@@ -34,6 +34,10 @@ static void test_defaults(void **state) {
         assert_true(c->lease.enabled);
         assert_int_equal(c->lease.duration_usec, 40 * USEC_PER_SEC);
         assert_string_equal(c->restart.self_unit, "inplace-agent.service");
+        assert_string_equal(c->osc.root_directory, "/");
+        assert_string_equal(c->systemd.unit_directory, "/etc/systemd/system");
+        assert_string_equal(c->osc.replaced_units[0], "gardener-node-agent.service");
+        assert_null(c->osc.replaced_units[1]);
 }
 
 static void test_apply_all_keys(void **state) {
@@ -43,16 +47,22 @@ static void test_apply_all_keys(void **state) {
         assert_int_equal(config_new(&c), 0);
         assert_int_equal(apply_yaml(c,
                 "nodeName: node-1\n"
-                "osc: {namespace: ns1, secretName: gardener-node-agent-pool}\n"
+                "osc: {namespace: ns1, secretName: gardener-node-agent-pool, rootDirectory: /scratch,\n"
+                "      replacedUnits: [gardener-node-agent, other.service]}\n"
                 "kubelet:\n  unit: kube\n  healthTimeout: 1h30m\n  keepVersions: 3\n"
                 "osUpdate:\n  backend: image\n  timeout: 20m\n  reboot: systemd\n"
                 "  image: {reference: 'r.example/os:{version}', bootTries: 5}\n"
                 "registry:\n  mirrors:\n    registry.example.com: https://mirror.local:5000\n"
-                "systemd: {jobTimeout: 30s}\n"
+                "systemd: {jobTimeout: 30s, unitDirectory: /run/user/1000/systemd/user}\n"
                 "lease: {enabled: false, name: gardener-node-agent-node-1, duration: 1m}\n", &err), 0);
         assert_null(err);
         assert_string_equal(c->node_name, "node-1");
         assert_string_equal(c->osc.namespace, "ns1");
+        assert_string_equal(c->osc.root_directory, "/scratch");
+        assert_string_equal(c->osc.replaced_units[0], "gardener-node-agent.service");
+        assert_string_equal(c->osc.replaced_units[1], "other.service");
+        assert_null(c->osc.replaced_units[2]);
+        assert_string_equal(c->systemd.unit_directory, "/run/user/1000/systemd/user");
         assert_string_equal(c->kubelet.unit, "kube.service");
         assert_int_equal(c->kubelet.health_timeout_usec, 5400 * USEC_PER_SEC);
         assert_int_equal(c->kubelet.keep_versions, 3);
@@ -86,6 +96,11 @@ static void test_rejects(void **state) {
                 { "lease: {enabled: yes}\n", "lease.enabled: expected true or false" },
                 { "nodeName: Node_1\n", "nodeName: \"Node_1\" is not a lower-case DNS name" },
                 { "osc: {namespace: \"\"}\n", "osc.namespace" },
+                { "osc: {rootDirectory: scratch}\n", "osc.rootDirectory: \"scratch\" is not an absolute path" },
+                { "osc: {replacedUnits: gardener-node-agent}\n", "osc.replacedUnits: expected a list of unit names" },
+                { "osc: {replacedUnits: [\"a;b\"]}\n", "osc.replacedUnits: \"a;b\" is not a unit name" },
+                { "osc: {replacedUnits: [1]}\n", "osc.replacedUnits: entry 0: expected a string" },
+                { "systemd: {unitDirectory: \"\"}\n", "systemd.unitDirectory: \"\" is not an absolute path" },
                 { "registry: {mirrors: [a]}\n", "registry.mirrors: expected a map" },
                 { "registry: {mirrors: {a: ftp://x}}\n", "registry.mirrors: mirror for \"a\"" },
                 { "- a\n", "test.yaml: the top level must be a map" },

@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <assert.h>
+#include <stdio.h>
+
+#include "apply/osc-apply.h"
+#include "apply/osc-files.h"
+
+/* Where a multi-step item is; at most one D-Bus call or external request is in flight. */
+typedef enum Step {
+        STEP_FIRST,
+        STEP_ENABLE,            /* WRITE_UNIT: enable/disable sent */
+        STEP_DISABLE,           /* DELETE_UNIT: disable sent */
+        STEP_STOP,              /* DELETE_UNIT: stop sent */
+        STEP_RESTART,           /* DELETE_UNIT of a unit we did not create: restart sent */
+        STEP_JOB,               /* DAEMON_RELOAD, UNIT_COMMAND: the one job sent */
+        STEP_EXTERNAL,          /* waiting for osc_applier_external_done() */
+} Step;
+
+struct OscApplier {
+        sd_event *event;                /* ref held */
+        UnitControl *uc;                /* borrowed */
+        OscChanges *changes;            /* borrowed */
+        char *root, *unit_dir;          /* owned */
+        OscApplierCallbacks cb;
+        void *userdata;                 /* borrowed */
+        sd_event_source *defer;         /* owned: the deferred start */
+        UnitJob *job;                   /* the job in flight (owned by uc; cancelled with us) */
+        size_t current;
+        Step step;
+};
+
+OscApplier *osc_applier_free(OscApplier *a) {
+        if (!a)
+                return NULL;
+        unit_job_cancel(a->job);
+        sd_event_source_disable_unref(a->defer);
+        sd_event_unref(a->event);
+        free(a->root);
+        free(a->unit_dir);
+        free(a);
+        return NULL;
+}
+
+int osc_applier_new(sd_event *event, UnitControl *uc, OscChanges *changes, const OscApplierParams *p,
+                    const OscApplierCallbacks *cb, void *userdata, OscApplier **ret) {
+        _cleanup_(osc_applier_freep) OscApplier *a = NULL;
+
+        assert(event && uc && changes && p && cb && ret);
+        assert(cb->item_done && cb->finished);
+
+        a = calloc(1, sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        a->event = sd_event_ref(event);
+        a->uc = uc;
+        a->changes = changes;
+        a->cb = *cb;
+        a->userdata = userdata;
+        a->current = changes->n_items;
+        a->root = strdup(p->root_directory ?: "/");
+        a->unit_dir = strdup(p->unit_directory ?: "/etc/systemd/system");
+        if (!a->root || !a->unit_dir)
+                return -ENOMEM;
+        *ret = TAKE_PTR(a);
+        return 0;
+}
+
+size_t osc_applier_current(const OscApplier *a) {
+        return a->current;
+}
+
+static const char *failure_code(OscWorkKind k) {
+        switch (k) {
+        case OSC_WORK_WRITE_UNIT:
+        case OSC_WORK_DELETE_UNIT:
+        case OSC_WORK_DAEMON_RELOAD:
+        case OSC_WORK_UNIT_COMMAND:
+                return "UnitApplyFailed";
+        default:
+                return "FileApplyFailed";
+        }
+}
+
+static const char *subject(const OscWork *w) {
+        if (osc_work_target(w))
+                return osc_work_target(w);
+        return w->kind == OSC_WORK_KUBELET_HEALTH ? "kubelet.service" : osc_work_kind_to_string(w->kind);
+}
+
+/* Ends the run with a failure. Callers return at once: `finished` may free us. */
+static void fail(OscApplier *a, const char *code, int error, const char *detail) {
+        const OscWork *w = &a->changes->items[a->current];
+        OscApplyFailure f = {
+                .code = code ?: failure_code(w->kind),
+                .subject = subject(w),
+                .error = error,
+                .detail = detail ?: strerror(-error),
+        };
+
+        a->step = STEP_FIRST;
+        a->cb.finished(a, &f, a->userdata);
+}
+
+/* Marks the current item done and lets the owner persist that. */
+static int mark_done(OscApplier *a) {
+        osc_changes_mark_done(a->changes, a->current);
+        a->step = STEP_FIRST;
+        return a->cb.item_done(a, a->current, a->userdata);
+}
+
+static void on_job(const UnitJobResult *res, void *userdata);
+
+static int start_job(OscApplier *a, UnitAction action, const char *unit, Step step) {
+        int r = unit_control_run(a->uc, action, unit, NULL, on_job, a, &a->job);
+
+        if (r < 0)
+                return r;
+        a->step = step;
+        return 0;
+}
+
+/* The run_*() return 1 when the item is done now, 0 when a call is in flight, -errno on failure. */
+
+static int run_write_unit(OscApplier *a, const OscWork *w) {
+        int r;
+
+        if (a->step == STEP_ENABLE)
+                return 1;
+        if (w->remove_cpu_manager_state) {
+                /* A changed cpuManagerPolicy makes the kubelet refuse its old checkpoint. */
+                r = osc_remove_file(a->root, OSC_CPU_MANAGER_STATE);
+                if (r < 0)
+                        return r;
+        }
+        r = osc_write_unit_files(a->unit_dir, &w->unit, w->drop_ins_deleted);
+        if (r < 0)
+                return r;
+        /* As upstream: enabled unless enable: false, for every changed unit, before the reload. */
+        return start_job(a, w->unit.enable == 0 ? UNIT_ACTION_DISABLE : UNIT_ACTION_ENABLE, w->unit.name,
+                         STEP_ENABLE);
+}
+
+static int run_delete_unit(OscApplier *a, const OscWork *w) {
+        int exists, r;
+
+        switch (a->step) {
+        case STEP_DISABLE:
+                return start_job(a, UNIT_ACTION_STOP, w->unit.name, STEP_STOP);
+        case STEP_RESTART:
+                return 1;
+        default:
+                break;
+        }
+        exists = osc_unit_file_exists(a->unit_dir, w->unit.name);
+        if (exists < 0)
+                return exists;
+        if (a->step == STEP_FIRST && w->unit.content && exists)
+                return start_job(a, UNIT_ACTION_DISABLE, w->unit.name, STEP_DISABLE);
+        r = osc_remove_unit_files(a->unit_dir, &w->unit);
+        if (r < 0)
+                return r;
+        /* A unit we only had drop-ins for keeps running: restart it so the removed drop-ins stop
+         * applying (upstream does this when its unit file exists in the unit directory). */
+        if (!w->unit.content && exists)
+                return start_job(a, UNIT_ACTION_RESTART, w->unit.name, STEP_RESTART);
+        return 1;
+}
+
+static int run_file_item(OscApplier *a, const OscWork *w) {
+        _cleanup_free_ char *content = NULL;
+        size_t size;
+        int r;
+
+        switch (w->kind) {
+        case OSC_WORK_WRITE_FILE:
+                r = osc_file_inline_content(&w->file, &content, &size);
+                if (r >= 0)
+                        r = osc_write_file(a->root, w->file.path, content, size, osc_file_mode(&w->file), false);
+                break;
+        case OSC_WORK_REGISTRY:
+                r = osc_write_registry(a->root, &w->registry);
+                break;
+        case OSC_WORK_DELETE_REGISTRY:
+                r = osc_remove_registry(a->root, w->name);
+                break;
+        case OSC_WORK_DELETE_FILE:
+                r = osc_remove_file(a->root, w->file.path);
+                break;
+        default:
+                r = -EINVAL;
+        }
+        return r < 0 ? r : 1;
+}
+
+static int run_item(OscApplier *a, const OscWork *w) {
+        switch (w->kind) {
+        case OSC_WORK_WRITE_UNIT:
+                return run_write_unit(a, w);
+        case OSC_WORK_DELETE_UNIT:
+                return run_delete_unit(a, w);
+        case OSC_WORK_DAEMON_RELOAD:
+                return a->step == STEP_JOB ? 1 : start_job(a, UNIT_ACTION_DAEMON_RELOAD, NULL, STEP_JOB);
+        case OSC_WORK_UNIT_COMMAND:
+                if (a->step == STEP_JOB)
+                        return 1;
+                return start_job(a, w->command == OSC_UNIT_COMMAND_STOP ? UNIT_ACTION_STOP : UNIT_ACTION_RESTART,
+                                 w->name, STEP_JOB);
+        default:
+                return run_file_item(a, w);
+        }
+}
+
+static bool needs_external(const OscWork *w) {
+        return w->kind == OSC_WORK_PULL_FILE || w->kind == OSC_WORK_KUBELET_HEALTH ||
+               w->kind == OSC_WORK_CONTAINERD_CONFIG ||
+               (w->kind == OSC_WORK_WRITE_FILE && w->file.source == OSC_FILE_SECRET);
+}
+
+/* Hands the current item to the owner's `external` hook. */
+static void run_external(OscApplier *a, const OscWork *w) {
+        _cleanup_free_ char *d = NULL;
+        int r;
+
+        if (w->kind == OSC_WORK_CONTAINERD_CONFIG) {
+                r = osc_ensure_containerd_dirs(a->root);
+                if (r < 0)
+                        return fail(a, NULL, r, NULL);
+        }
+        if (!a->cb.external) {
+                (void) osc_work_describe(w, &d);
+                return fail(a, "UnsupportedChange", -EOPNOTSUPP, d);
+        }
+        a->step = STEP_EXTERNAL;
+        r = a->cb.external(a, w, a->userdata);
+        if (r < 0)
+                return fail(a, NULL, r, "cannot start");
+}
+
+static void advance(OscApplier *a) {
+        for (;;) {
+                const OscWork *w;
+                int r;
+
+                a->current = osc_changes_next(a->changes);
+                if (a->current >= a->changes->n_items)
+                        return a->cb.finished(a, NULL, a->userdata);
+                w = &a->changes->items[a->current];
+                if (needs_external(w))
+                        return run_external(a, w);
+                r = run_item(a, w);
+                if (r < 0)
+                        return fail(a, NULL, r, NULL);
+                if (r == 0)
+                        return;         /* a D-Bus call is in flight; on_job() continues */
+                r = mark_done(a);
+                if (r < 0)
+                        return fail(a, "FileApplyFailed", r, "cannot persist the remaining work");
+        }
+}
+
+static void on_job(const UnitJobResult *res, void *userdata) {
+        OscApplier *a = ASSERT_PTR(userdata);
+        char buf[512];
+
+        a->job = NULL;
+        if (res->error < 0) {
+                snprintf(buf, sizeof(buf), "%s %s: %s", unit_action_to_string(res->action), strempty(res->unit),
+                         strempty(res->detail));
+                return fail(a, "UnitApplyFailed", res->error, buf);
+        }
+        advance(a);             /* the item's next step, or the next item */
+}
+
+void osc_applier_external_done(OscApplier *a, int error, const char *detail) {
+        int r;
+
+        assert(a->step == STEP_EXTERNAL);
+        if (error < 0)
+                return fail(a, NULL, error, detail);
+        r = mark_done(a);
+        if (r < 0)
+                return fail(a, "FileApplyFailed", r, "cannot persist the remaining work");
+        advance(a);
+}
+
+static int on_defer(sd_event_source *s, void *userdata) {
+        OscApplier *a = ASSERT_PTR(userdata);
+
+        a->defer = sd_event_source_disable_unref(a->defer);
+        advance(a);
+        return 0;
+}
+
+int osc_applier_start(OscApplier *a) {
+        int r;
+
+        assert(!a->defer && !a->job);
+        a->step = STEP_FIRST;
+        r = sd_event_add_defer(a->event, &a->defer, on_defer, a);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(a->defer, "osc-applier-start");
+        return 0;
+}

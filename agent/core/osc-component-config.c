@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <assert.h>
+
+#include "core/osc-component-config.h"
+#include "util/error-message.h"
+#include "util/yaml-json.h"
+
+OscComponentConfig *osc_component_config_free(OscComponentConfig *c) {
+        if (!c)
+                return NULL;
+        free(c->file);
+        free(c->api_server);
+        free(c->ca_file);
+        free(c->secret_name);
+        free(c->kubernetes_version);
+        for (size_t i = 0; i < c->n_token_syncs; i++) {
+                free(c->token_syncs[i].secret_name);
+                free(c->token_syncs[i].path);
+        }
+        free(c->token_syncs);
+        free(c);
+        return NULL;
+}
+
+static bool is_component_config(const char *path) {
+        size_t n = strlen(path);
+
+        return strncmp(path, OSC_COMPONENT_CONFIG_PREFIX, strlen(OSC_COMPONENT_CONFIG_PREFIX)) == 0 && n > 5 &&
+               streq(path + n - 5, ".yaml") && !strchr(path + strlen(OSC_COMPONENT_CONFIG_PREFIX), '/');
+}
+
+/* The component config file a replaced unit lists, or NULL. */
+static const OscFile *find_file(const OscModel *m, char *const *replaced) {
+        for (char *const *r = replaced; r && *r; r++) {
+                const OscUnit *u = osc_model_find_unit(m, *r);
+
+                for (size_t i = 0; u && i < u->n_file_paths; i++)
+                        if (is_component_config(u->file_paths[i]) && osc_model_find_file(m, u->file_paths[i]))
+                                return osc_model_find_file(m, u->file_paths[i]);
+        }
+        return NULL;
+}
+
+/* A string at a dotted path of `doc`; absent or null gives NULL, another type is an error. */
+static int get(const json_t *doc, const char *const *keys, const char *name, const char *file, char **ret,
+               char **ret_error) {
+        const json_t *v = doc;
+
+        for (const char *const *k = keys; *k && v; k++)
+                v = json_is_object(v) ? json_object_get(v, *k) : NULL;
+        *ret = NULL;
+        if (!v || json_is_null(v))
+                return 0;
+        if (!json_is_string(v) || json_string_length(v) > OSC_MODEL_PATH_MAX ||
+            strlen(json_string_value(v)) != json_string_length(v))
+                return error_setf(ret_error, -EINVAL, "%s: %s: expected a string", file, name);
+        if (json_string_length(v) == 0)
+                return 0;
+        *ret = strdup(json_string_value(v));
+        return *ret ? 0 : -ENOMEM;
+}
+
+static int decode_syncs(const json_t *doc, OscComponentConfig *c, char **ret_error) {
+        const json_t *l = json_object_get(json_object_get(json_object_get(doc, "controllers"), "token"), "syncConfigs"), *e;
+        size_t i;
+
+        if (!l || json_is_null(l))
+                return 0;
+        if (!json_is_array(l) || json_array_size(l) > OSC_TOKEN_SYNCS_MAX)
+                return error_setf(ret_error, -EINVAL, "%s: controllers.token.syncConfigs: expected a list of at most %d",
+                                  c->file, OSC_TOKEN_SYNCS_MAX);
+        c->token_syncs = calloc(json_array_size(l) + 1, sizeof(OscTokenSync));
+        if (!c->token_syncs)
+                return -ENOMEM;
+        json_array_foreach(l, i, e) {
+                static const char *const name[] = { "secretName", NULL }, *const path[] = { "path", NULL };
+                OscTokenSync *t = &c->token_syncs[c->n_token_syncs++];
+                int r;
+
+                r = get(e, name, "controllers.token.syncConfigs[].secretName", c->file, &t->secret_name, ret_error);
+                if (r >= 0)
+                        r = get(e, path, "controllers.token.syncConfigs[].path", c->file, &t->path, ret_error);
+                if (r < 0)
+                        return r;
+                if (!t->secret_name || !osc_path_valid(t->path))
+                        return error_setf(ret_error, -EINVAL,
+                                          "%s: controllers.token.syncConfigs[%zu]: needs a secretName and an absolute path",
+                                          c->file, i);
+        }
+        return 0;
+}
+
+static int decode(const json_t *doc, OscComponentConfig *c, char **ret_error) {
+        static const char *const server[] = { "apiServer", "server", NULL }, *const ca[] = { "apiServer", "caFile", NULL },
+                                 *const secret[] = { "controllers", "operatingSystemConfig", "secretName", NULL },
+                                 *const version[] = { "controllers", "operatingSystemConfig", "kubernetesVersion", NULL };
+        int r;
+
+        if (!json_is_object(doc))
+                return error_setf(ret_error, -EINVAL, "%s: expected a NodeAgentConfiguration", c->file);
+        r = get(doc, server, "apiServer.server", c->file, &c->api_server, ret_error);
+        if (r >= 0)
+                r = get(doc, ca, "apiServer.caFile", c->file, &c->ca_file, ret_error);
+        if (r >= 0)
+                r = get(doc, secret, "controllers.operatingSystemConfig.secretName", c->file, &c->secret_name, ret_error);
+        if (r >= 0)
+                r = get(doc, version, "controllers.operatingSystemConfig.kubernetesVersion", c->file,
+                        &c->kubernetes_version, ret_error);
+        if (r >= 0)
+                r = decode_syncs(doc, c, ret_error);
+        return r;
+}
+
+int osc_component_config_from_model(const OscModel *m, char *const *replaced_units, OscComponentConfig **ret,
+                                    char **ret_error) {
+        _cleanup_(osc_component_config_freep) OscComponentConfig *c = NULL;
+        _cleanup_free_ char *content = NULL, *yerr = NULL;
+        const OscFile *f;
+        json_t *doc = NULL;
+        size_t size;
+        int r;
+
+        assert(m && ret);
+
+        f = find_file(m, replaced_units);
+        if (!f)
+                return -ENOENT;
+        c = calloc(1, sizeof(*c));
+        if (!c || !(c->file = strdup(f->path)))
+                return -ENOMEM;
+        if (f->source != OSC_FILE_INLINE)
+                return error_setf(ret_error, -EINVAL, "%s: the component config must be inline", f->path);
+        r = osc_file_inline_content(f, &content, &size);
+        if (r >= 0)
+                r = yaml_to_json(content, size, &doc, &yerr);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return error_setf(ret_error, -EINVAL, "%s: %s", f->path, yerr ?: "cannot decode");
+        r = decode(doc, c, ret_error);
+        json_decref(doc);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(c);
+        return 0;
+}

@@ -1,0 +1,1057 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <assert.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+
+#include "core/osc-model.h"
+#include "util/error-message.h"
+#include "util/yaml-json.h"
+
+#define OSC_MODEL_YAML_MAX (3 * 1024 * 1024)
+
+static const char *const unit_command_table[_OSC_UNIT_COMMAND_MAX] = {
+        [OSC_UNIT_COMMAND_START] = "start",
+        [OSC_UNIT_COMMAND_RESTART] = "restart",
+        [OSC_UNIT_COMMAND_STOP] = "stop",
+};
+
+const char *osc_unit_command_to_string(OscUnitCommand c) {
+        return c >= 0 && c < _OSC_UNIT_COMMAND_MAX ? unit_command_table[c] : NULL;
+}
+
+OscUnitCommand osc_unit_command_from_string(const char *s) {
+        return (OscUnitCommand) string_table_lookup(unit_command_table, _OSC_UNIT_COMMAND_MAX, s);
+}
+
+/* ---- freeing ---- */
+
+void osc_file_done(OscFile *f) {
+        free(f->path);
+        free(f->data);
+        free(f->secret_name);
+        free(f->secret_key);
+        free(f->image);
+        free(f->file_in_image);
+        free(f->host_name);
+        *f = (OscFile) {};
+}
+
+static void drop_in_done(OscDropIn *d) {
+        free(d->name);
+        free(d->content);
+}
+
+void osc_unit_done(OscUnit *u) {
+        free(u->name);
+        free(u->content);
+        for (size_t i = 0; i < u->n_drop_ins; i++)
+                drop_in_done(&u->drop_ins[i]);
+        free(u->drop_ins);
+        for (size_t i = 0; i < u->n_file_paths; i++)
+                free(u->file_paths[i]);
+        free(u->file_paths);
+        *u = (OscUnit) { .command = _OSC_UNIT_COMMAND_INVALID, .enable = -1 };
+}
+
+void osc_registry_done(OscRegistry *r) {
+        free(r->upstream);
+        free(r->server);
+        for (size_t i = 0; i < r->n_hosts; i++) {
+                free(r->hosts[i].url);
+                strv_freep(&r->hosts[i].capabilities);
+                strv_freep(&r->hosts[i].ca_certs);
+        }
+        free(r->hosts);
+        json_decref(r->canon);
+        *r = (OscRegistry) {};
+}
+
+OscModel *osc_model_free(OscModel *m) {
+        if (!m)
+                return NULL;
+        for (size_t i = 0; i < m->n_files; i++)
+                osc_file_done(&m->files[i]);
+        free(m->files);
+        for (size_t i = 0; i < m->n_units; i++)
+                osc_unit_done(&m->units[i]);
+        free(m->units);
+        for (size_t i = 0; i < m->n_registries; i++)
+                osc_registry_done(&m->registries[i]);
+        free(m->registries);
+        json_decref(m->containerd_config);
+        free(m->os_version);
+        free(m->kubelet_version);
+        free(m->ca_rotation);
+        free(m->sa_rotation);
+        free(m);
+        return NULL;
+}
+
+/* ---- field helpers: absent and null are "unset", a wrong type is an error naming `where.key` ---- */
+
+static int get_member(const json_t *obj, const char *key, const char *where, json_type type, const json_t **ret,
+                      char **ret_error) {
+        const json_t *v = obj ? json_object_get(obj, key) : NULL;
+        static const char *const names[] = {
+                [JSON_OBJECT] = "an object", [JSON_ARRAY] = "a list", [JSON_STRING] = "a string",
+                [JSON_INTEGER] = "an integer", [JSON_TRUE] = "a boolean",
+        };
+
+        if (v && json_is_null(v))
+                v = NULL;
+        if (v) {
+                json_type t = json_typeof(v);
+                bool ok = t == type || (type == JSON_TRUE && t == JSON_FALSE);
+
+                if (!ok)
+                        return error_setf(ret_error, -EINVAL, "%s.%s: expected %s", where, key, names[type]);
+        }
+        *ret = v;
+        return 0;
+}
+
+/* A string member; with `required`, absent or "" is an error. Strings hold no NUL and at most `max`
+ * bytes. */
+static int get_str(const json_t *obj, const char *key, const char *where, size_t max, bool required, char **ret,
+                   char **ret_error) {
+        const json_t *v;
+        char *s;
+        int r;
+
+        r = get_member(obj, key, where, JSON_STRING, &v, ret_error);
+        if (r < 0)
+                return r;
+        if (!v || json_string_length(v) == 0) {
+                if (required)
+                        return error_setf(ret_error, -EINVAL, "%s.%s: must not be empty", where, key);
+                *ret = NULL;
+                return 0;
+        }
+        if (json_string_length(v) > max || strlen(json_string_value(v)) != json_string_length(v))
+                return error_setf(ret_error, -EINVAL, "%s.%s: invalid or longer than %zu bytes", where, key, max);
+        s = strdup(json_string_value(v));
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+static int get_bool(const json_t *obj, const char *key, const char *where, int *ret, char **ret_error) {
+        const json_t *v;
+        int r;
+
+        r = get_member(obj, key, where, JSON_TRUE, &v, ret_error);
+        if (r < 0)
+                return r;
+        *ret = v ? json_is_true(v) : -1;
+        return 0;
+}
+
+/* A list of strings into a NULL-terminated strv (NULL when absent or empty). */
+static int get_strv(const json_t *obj, const char *key, const char *where, size_t max_n, size_t max_len,
+                    char ***ret, char **ret_error) {
+        _cleanup_strv_free_ char **l = NULL;
+        const json_t *v, *e;
+        size_t i;
+        int r;
+
+        r = get_member(obj, key, where, JSON_ARRAY, &v, ret_error);
+        if (r < 0)
+                return r;
+        *ret = NULL;
+        if (!v || json_array_size(v) == 0)
+                return 0;
+        if (json_array_size(v) > max_n)
+                return error_setf(ret_error, -EINVAL, "%s.%s: more than %zu entries", where, key, max_n);
+        l = calloc(json_array_size(v) + 1, sizeof(char *));
+        if (!l)
+                return -ENOMEM;
+        json_array_foreach(v, i, e) {
+                if (!json_is_string(e) || json_string_length(e) > max_len ||
+                    strlen(json_string_value(e)) != json_string_length(e))
+                        return error_setf(ret_error, -EINVAL, "%s.%s[%zu]: expected a string of at most %zu bytes",
+                                          where, key, i, max_len);
+                l[i] = strdup(json_string_value(e));
+                if (!l[i])
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+bool osc_path_valid(const char *p) {
+        /* Absolute, no "." or ".." component: the appliers join it below osc.rootDirectory. */
+        if (!p || p[0] != '/')
+                return false;
+        for (const char *c = p; *c; ) {
+                const char *next = strchrnul(c + 1, '/');
+                size_t len = (size_t) (next - c - 1);
+
+                if ((len == 1 && c[1] == '.') || (len == 2 && c[1] == '.' && c[2] == '.'))
+                        return false;
+                c = next;
+        }
+        return true;
+}
+
+bool osc_name_valid(const char *n) {
+        /* A unit or drop-in file name: one path component. */
+        return n && *n && !strchr(n, '/') && !streq(n, ".") && !streq(n, "..");
+}
+
+/* ---- files ---- */
+
+int osc_base64_decode(const char *in, size_t n, char **ret, size_t *ret_size) {
+        _cleanup_free_ char *out = NULL;
+        size_t pad = 0;
+        int r;
+
+        /* Go's base64.StdEncoding: padded, no whitespace. */
+        if (n % 4 != 0 || n > (size_t) INT_MAX)
+                return -EBADMSG;
+        for (size_t i = 0; i < n; i++) {
+                char c = in[i];
+                bool b = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+                         c == '/';
+
+                if (b && pad == 0)
+                        continue;
+                if (c == '=' && i + 2 >= n) {
+                        pad++;
+                        continue;
+                }
+                return -EBADMSG;
+        }
+        out = malloc(n / 4 * 3 + 1);
+        if (!out)
+                return -ENOMEM;
+        r = EVP_DecodeBlock((unsigned char *) out, (const unsigned char *) in, (int) n);
+        if (r < 0 || (size_t) r < pad)
+                return -EBADMSG;
+        out[r - (int) pad] = '\0';
+        *ret_size = (size_t) r - pad;
+        *ret = TAKE_PTR(out);
+        return 0;
+}
+
+int osc_file_inline_content(const OscFile *f, char **ret, size_t *ret_size) {
+        assert(f);
+        assert(ret);
+
+        if (f->source != OSC_FILE_INLINE)
+                return -EINVAL;
+        if (f->b64) {
+                size_t size;
+                int r = osc_base64_decode(strempty(f->data), strlen(strempty(f->data)), ret, &size);
+
+                if (r >= 0 && ret_size)
+                        *ret_size = size;
+                return r;
+        }
+        *ret = strdup(strempty(f->data));
+        if (!*ret)
+                return -ENOMEM;
+        if (ret_size)
+                *ret_size = strlen(*ret);
+        return 0;
+}
+
+static int decode_file_content(const json_t *content, const char *where, OscFile *f, char **ret_error) {
+        const json_t *inl, *sec, *img;
+        _cleanup_free_ char *enc = NULL;
+        int r;
+
+        r = get_member(content, "inline", where, JSON_OBJECT, &inl, ret_error);
+        if (r >= 0)
+                r = get_member(content, "secretRef", where, JSON_OBJECT, &sec, ret_error);
+        if (r >= 0)
+                r = get_member(content, "imageRef", where, JSON_OBJECT, &img, ret_error);
+        if (r >= 0)
+                r = get_bool(content, "transmitUnencoded", where, &f->transmit_unencoded, ret_error);
+        if (r < 0)
+                return r;
+
+        if (inl) {
+                f->source = OSC_FILE_INLINE;
+                r = get_str(inl, "encoding", where, OSC_MODEL_NAME_MAX, false, &enc, ret_error);
+                if (r < 0)
+                        return r;
+                if (enc && !streq(enc, "b64"))
+                        /* filecodec.go's message, naming the file */
+                        return error_setf(ret_error, -EINVAL, "file \"%s\": invalid file codec id \"%s\"", f->path, enc);
+                f->b64 = enc != NULL;
+                r = get_str(inl, "data", where, OSC_MODEL_YAML_MAX, false, &f->data, ret_error);
+                if (r < 0)
+                        return r;
+                if (f->b64) {
+                        _cleanup_free_ char *plain = NULL;
+                        size_t size;
+
+                        r = osc_base64_decode(strempty(f->data), strlen(strempty(f->data)), &plain, &size);
+                        if (r == -ENOMEM)
+                                return r;
+                        if (r < 0)
+                                return error_setf(ret_error, -EINVAL, "file \"%s\": content is not valid base64",
+                                                  f->path);
+                }
+                return 0;
+        }
+        if (sec) {
+                f->source = OSC_FILE_SECRET;
+                r = get_str(sec, "name", where, OSC_MODEL_NAME_MAX, true, &f->secret_name, ret_error);
+                if (r >= 0)
+                        r = get_str(sec, "dataKey", where, OSC_MODEL_NAME_MAX, true, &f->secret_key, ret_error);
+                return r;
+        }
+        if (img) {
+                f->source = OSC_FILE_IMAGE;
+                r = get_str(img, "image", where, OSC_MODEL_PATH_MAX, true, &f->image, ret_error);
+                if (r >= 0)
+                        r = get_str(img, "filePathInImage", where, OSC_MODEL_PATH_MAX, true, &f->file_in_image,
+                                    ret_error);
+                return r;
+        }
+        return error_setf(ret_error, -EINVAL, "file \"%s\": content has neither inline, secretRef nor imageRef",
+                          f->path);
+}
+
+int osc_file_from_json(const json_t *j, const char *where, OscFile *ret, char **ret_error) {
+        _cleanup_free_ char *cw = NULL;
+        OscFile f = { .transmit_unencoded = -1 };
+        const json_t *perm, *content;
+        int r;
+
+        if (!json_is_object(j))
+                return error_setf(ret_error, -EINVAL, "%s: expected an object", where);
+        r = get_str(j, "path", where, OSC_MODEL_PATH_MAX, true, &f.path, ret_error);
+        if (r < 0)
+                goto fail;
+        if (!osc_path_valid(f.path)) {
+                r = error_setf(ret_error, -EINVAL, "file \"%s\": path must be absolute without . or ..", f.path);
+                goto fail;
+        }
+        r = get_member(j, "permissions", where, JSON_INTEGER, &perm, ret_error);
+        if (r < 0)
+                goto fail;
+        if (perm) {
+                if (json_integer_value(perm) < 0 || json_integer_value(perm) > 07777) {
+                        r = error_setf(ret_error, -EINVAL, "file \"%s\": permissions out of range", f.path);
+                        goto fail;
+                }
+                f.has_permissions = true;
+                f.permissions = (uint32_t) json_integer_value(perm);
+        }
+        r = get_str(j, "hostName", where, OSC_MODEL_NAME_MAX, false, &f.host_name, ret_error);
+        if (r < 0)
+                goto fail;
+        r = get_member(j, "content", where, JSON_OBJECT, &content, ret_error);
+        if (r < 0)
+                goto fail;
+        if (asprintf(&cw, "%s.content", where) < 0) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        r = decode_file_content(content, cw, &f, ret_error);
+        if (r < 0)
+                goto fail;
+        *ret = f;
+        return 0;
+fail:
+        osc_file_done(&f);
+        return r;
+}
+
+json_t *osc_file_to_json(const OscFile *f) {
+        json_t *j, *c;
+        int r = 0;
+
+        j = json_pack("{s:s}", "path", f->path);
+        c = json_object();
+        if (!j || !c)
+                goto fail;
+        if (f->has_permissions)
+                r |= json_object_set_new(j, "permissions", json_integer(f->permissions));
+        if (f->host_name)
+                r |= json_object_set_new(j, "hostName", json_string(f->host_name));
+        switch (f->source) {
+        case OSC_FILE_INLINE:
+                r |= json_object_set_new(c, "inline", json_pack("{s:s, s:s}", "encoding", f->b64 ? "b64" : "",
+                                                                "data", strempty(f->data)));
+                break;
+        case OSC_FILE_SECRET:
+                r |= json_object_set_new(c, "secretRef", json_pack("{s:s, s:s}", "name", f->secret_name,
+                                                                   "dataKey", f->secret_key));
+                break;
+        case OSC_FILE_IMAGE:
+                r |= json_object_set_new(c, "imageRef", json_pack("{s:s, s:s}", "image", f->image,
+                                                                  "filePathInImage", f->file_in_image));
+                break;
+        }
+        if (f->transmit_unencoded >= 0)
+                r |= json_object_set_new(c, "transmitUnencoded", json_boolean(f->transmit_unencoded));
+        r |= json_object_set_new(j, "content", c);
+        if (r != 0) {
+                json_decref(j);
+                return NULL;
+        }
+        return j;
+fail:
+        json_decref(j);
+        json_decref(c);
+        return NULL;
+}
+
+int osc_file_copy(const OscFile *f, OscFile *ret) {
+        json_t *j = osc_file_to_json(f);
+        int r;
+
+        if (!j)
+                return -ENOMEM;
+        r = osc_file_from_json(j, "file", ret, NULL);
+        json_decref(j);
+        if (r >= 0)
+                ret->in_status = f->in_status;
+        return r;
+}
+
+/* ---- units ---- */
+
+static int decode_drop_ins(const json_t *list, const char *where, OscUnit *u, char **ret_error) {
+        const json_t *d;
+        size_t i;
+
+        if (json_array_size(list) > OSC_MODEL_DROPINS_MAX)
+                return error_setf(ret_error, -EINVAL, "unit \"%s\": more than %d drop-ins", u->name,
+                                  OSC_MODEL_DROPINS_MAX);
+        u->drop_ins = calloc(json_array_size(list) + 1, sizeof(OscDropIn));
+        if (!u->drop_ins)
+                return -ENOMEM;
+        json_array_foreach(list, i, d) {
+                _cleanup_free_ char *dw = NULL;
+                OscDropIn *di = &u->drop_ins[u->n_drop_ins];
+                int r;
+
+                if (asprintf(&dw, "%s.dropIns[%zu]", where, i) < 0)
+                        return -ENOMEM;
+                if (!json_is_object(d))
+                        return error_setf(ret_error, -EINVAL, "%s: expected an object", dw);
+                r = get_str(d, "name", dw, OSC_MODEL_NAME_MAX, true, &di->name, ret_error);
+                if (r >= 0)
+                        r = get_str(d, "content", dw, OSC_MODEL_YAML_MAX, false, &di->content, ret_error);
+                u->n_drop_ins++;
+                if (r < 0)
+                        return r;
+                if (!osc_name_valid(di->name))
+                        return error_setf(ret_error, -EINVAL, "unit \"%s\": invalid drop-in name \"%s\"", u->name,
+                                          di->name);
+        }
+        return 0;
+}
+
+int osc_unit_from_json(const json_t *j, const char *where, OscUnit *ret, char **ret_error) {
+        _cleanup_free_ char *cmd = NULL;
+        _cleanup_strv_free_ char **paths = NULL;
+        OscUnit u = { .command = _OSC_UNIT_COMMAND_INVALID, .enable = -1 };
+        const json_t *drop_ins;
+        int r;
+
+        if (!json_is_object(j))
+                return error_setf(ret_error, -EINVAL, "%s: expected an object", where);
+        r = get_str(j, "name", where, OSC_MODEL_NAME_MAX, true, &u.name, ret_error);
+        if (r < 0)
+                goto fail;
+        if (!osc_name_valid(u.name)) {
+                r = error_setf(ret_error, -EINVAL, "%s: invalid unit name \"%s\"", where, u.name);
+                goto fail;
+        }
+        r = get_str(j, "command", where, OSC_MODEL_NAME_MAX, false, &cmd, ret_error);
+        if (r < 0)
+                goto fail;
+        if (cmd) {
+                u.command = osc_unit_command_from_string(cmd);
+                if (u.command < 0) {
+                        r = error_setf(ret_error, -EINVAL, "unit \"%s\": unknown command \"%s\"", u.name, cmd);
+                        goto fail;
+                }
+        }
+        r = get_bool(j, "enable", where, &u.enable, ret_error);
+        if (r >= 0)
+                r = get_member(j, "content", where, JSON_STRING, &drop_ins, ret_error);
+        if (r < 0)
+                goto fail;
+        if (drop_ins) {         /* "content: ''" is content, unlike other empty strings */
+                u.content = strndup(json_string_value(drop_ins), json_string_length(drop_ins));
+                if (!u.content) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+        }
+        r = get_member(j, "dropIns", where, JSON_ARRAY, &drop_ins, ret_error);
+        if (r >= 0 && drop_ins)
+                r = decode_drop_ins(drop_ins, where, &u, ret_error);
+        if (r >= 0)
+                r = get_strv(j, "filePaths", where, OSC_MODEL_FILE_PATHS_MAX, OSC_MODEL_PATH_MAX, &paths, ret_error);
+        if (r < 0)
+                goto fail;
+        for (char **p = paths; p && *p; p++)
+                u.n_file_paths++;
+        u.file_paths = TAKE_PTR(paths);
+        *ret = u;
+        return 0;
+fail:
+        osc_unit_done(&u);
+        return r;
+}
+
+json_t *osc_unit_to_json(const OscUnit *u) {
+        json_t *j = json_pack("{s:s}", "name", u->name);
+        int r = 0;
+
+        if (!j)
+                return NULL;
+        if (u->command >= 0)
+                r |= json_object_set_new(j, "command", json_string(osc_unit_command_to_string(u->command)));
+        if (u->enable >= 0)
+                r |= json_object_set_new(j, "enable", json_boolean(u->enable));
+        if (u->content)
+                r |= json_object_set_new(j, "content", json_string(u->content));
+        if (u->n_drop_ins > 0) {
+                json_t *l = json_array();
+
+                for (size_t i = 0; l && i < u->n_drop_ins; i++)
+                        r |= json_array_append_new(l, json_pack("{s:s, s:s}", "name", u->drop_ins[i].name,
+                                                                "content", strempty(u->drop_ins[i].content)));
+                r |= json_object_set_new(j, "dropIns", l);
+        }
+        if (u->n_file_paths > 0) {
+                json_t *l = json_array();
+
+                for (size_t i = 0; l && i < u->n_file_paths; i++)
+                        r |= json_array_append_new(l, json_string(u->file_paths[i]));
+                r |= json_object_set_new(j, "filePaths", l);
+        }
+        if (r != 0) {
+                json_decref(j);
+                return NULL;
+        }
+        return j;
+}
+
+int osc_unit_copy(const OscUnit *u, OscUnit *ret) {
+        json_t *j = osc_unit_to_json(u);
+        int r;
+
+        if (!j)
+                return -ENOMEM;
+        r = osc_unit_from_json(j, "unit", ret, NULL);
+        json_decref(j);
+        return r;
+}
+
+OscUnitCommand osc_unit_effective_command(const OscUnit *u) {
+        return u->enable == 0 || u->command == OSC_UNIT_COMMAND_STOP ? OSC_UNIT_COMMAND_STOP : OSC_UNIT_COMMAND_RESTART;
+}
+
+bool osc_unit_lists_file(const OscUnit *u, const char *path) {
+        for (size_t i = 0; i < u->n_file_paths; i++)
+                if (streq(u->file_paths[i], path))
+                        return true;
+        return false;
+}
+
+/* mergeUnits: `src` is folded into `dst` (same name). Takes ownership of src's contents. */
+static int merge_unit(OscUnit *dst, OscUnit *src) {
+        OscDropIn *d;
+        char **p;
+
+        if (dst->n_drop_ins + src->n_drop_ins > OSC_MODEL_DROPINS_MAX ||
+            dst->n_file_paths + src->n_file_paths > OSC_MODEL_FILE_PATHS_MAX)
+                return -E2BIG;
+        d = reallocarray(dst->drop_ins, dst->n_drop_ins + src->n_drop_ins + 1, sizeof(OscDropIn));
+        if (!d)
+                return -ENOMEM;
+        dst->drop_ins = d;
+        p = reallocarray(dst->file_paths, dst->n_file_paths + src->n_file_paths + 1, sizeof(char *));
+        if (!p)
+                return -ENOMEM;
+        dst->file_paths = p;
+
+        if (src->enable >= 0)
+                dst->enable = src->enable;
+        if (src->command >= 0)
+                dst->command = src->command;
+        if (src->content) {
+                free(dst->content);
+                dst->content = TAKE_PTR(src->content);
+        }
+        if (src->n_drop_ins > 0)        /* memcpy() from NULL is undefined even for 0 bytes */
+                memcpy(dst->drop_ins + dst->n_drop_ins, src->drop_ins, src->n_drop_ins * sizeof(OscDropIn));
+        dst->n_drop_ins += src->n_drop_ins;
+        src->n_drop_ins = 0;
+        if (src->n_file_paths > 0)
+                memcpy(dst->file_paths + dst->n_file_paths, src->file_paths, src->n_file_paths * sizeof(char *));
+        dst->n_file_paths += src->n_file_paths;
+        src->n_file_paths = 0;
+        dst->file_paths[dst->n_file_paths] = NULL;
+        osc_unit_done(src);
+        return 0;
+}
+
+const OscUnit *osc_model_find_unit(const OscModel *m, const char *name) {
+        for (size_t i = 0; m && i < m->n_units; i++)
+                if (streq(m->units[i].name, name))
+                        return &m->units[i];
+        return NULL;
+}
+
+const OscFile *osc_model_find_file(const OscModel *m, const char *path) {
+        for (size_t i = 0; m && i < m->n_files; i++)
+                if (streq(m->files[i].path, path))
+                        return &m->files[i];
+        return NULL;
+}
+
+static int decode_units(const json_t *list, const char *where, OscModel *m, char **ret_error) {
+        const json_t *e;
+        size_t i;
+
+        json_array_foreach(list, i, e) {
+                _cleanup_free_ char *uw = NULL;
+                OscUnit u, *existing;
+                int r;
+
+                if (asprintf(&uw, "%s[%zu]", where, i) < 0)
+                        return -ENOMEM;
+                r = osc_unit_from_json(e, uw, &u, ret_error);
+                if (r < 0)
+                        return r;
+                existing = (OscUnit *) osc_model_find_unit(m, u.name);
+                if (existing) {
+                        r = merge_unit(existing, &u);
+                        if (r < 0) {
+                                r = r == -E2BIG ? error_setf(ret_error, -EINVAL, "unit \"%s\": too many drop-ins or filePaths",
+                                                             existing->name) : r;
+                                osc_unit_done(&u);
+                                return r;
+                        }
+                        continue;
+                }
+                if (m->n_units >= OSC_MODEL_UNITS_MAX) {
+                        osc_unit_done(&u);
+                        return error_setf(ret_error, -EINVAL, "%s: more than %d units", where, OSC_MODEL_UNITS_MAX);
+                }
+                m->units[m->n_units++] = u;
+        }
+        return 0;
+}
+
+static int decode_files(const json_t *list, const char *where, bool in_status, const OscModelOptions *opts,
+                        OscModel *m, char **ret_error) {
+        const json_t *e;
+        size_t i;
+
+        json_array_foreach(list, i, e) {
+                _cleanup_free_ char *fw = NULL;
+                OscFile f;
+                int r;
+
+                if (asprintf(&fw, "%s[%zu]", where, i) < 0)
+                        return -ENOMEM;
+                r = osc_file_from_json(e, fw, &f, ret_error);
+                if (r < 0)
+                        return r;
+                f.in_status = in_status;
+                /* CollectAllFiles' host filter; a second entry for the same path is dropped (the
+                 * first, spec before status, is the one the diff would see). */
+                if ((f.host_name && !streq_ptr(f.host_name, opts->host_name)) || osc_model_find_file(m, f.path)) {
+                        osc_file_done(&f);
+                        continue;
+                }
+                if (m->n_files >= OSC_MODEL_FILES_MAX) {
+                        osc_file_done(&f);
+                        return error_setf(ret_error, -EINVAL, "%s: more than %d files", where, OSC_MODEL_FILES_MAX);
+                }
+                m->files[m->n_files++] = f;
+        }
+        return 0;
+}
+
+/* ---- containerd ---- */
+
+int osc_registry_from_json(const json_t *j, const char *where, OscRegistry *ret, char **ret_error) {
+        OscRegistry g = {};
+        const json_t *hosts, *h;
+        int probe, r;
+        size_t i;
+
+        if (!json_is_object(j))
+                return error_setf(ret_error, -EINVAL, "%s: expected an object", where);
+        r = get_str(j, "upstream", where, OSC_MODEL_NAME_MAX, true, &g.upstream, ret_error);
+        if (r >= 0 && !osc_name_valid(g.upstream))
+                r = error_setf(ret_error, -EINVAL, "%s: invalid upstream \"%s\"", where, g.upstream);
+        if (r >= 0)
+                r = get_str(j, "server", where, OSC_MODEL_PATH_MAX, false, &g.server, ret_error);
+        if (r >= 0)
+                r = get_bool(j, "readinessProbe", where, &probe, ret_error);
+        if (r >= 0)
+                r = get_member(j, "hosts", where, JSON_ARRAY, &hosts, ret_error);
+        if (r >= 0 && json_array_size(hosts) > OSC_MODEL_HOSTS_MAX)
+                r = error_setf(ret_error, -EINVAL, "%s.hosts: more than %d entries", where, OSC_MODEL_HOSTS_MAX);
+        if (r < 0)
+                goto fail;
+        g.readiness_probe = probe == 1;
+        g.hosts = calloc(json_array_size(hosts) + 1, sizeof(OscRegistryHost));
+        g.canon = json_pack("{s:s}", "upstream", g.upstream);
+        if (!g.hosts || !g.canon) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        json_array_foreach(hosts, i, h) {
+                _cleanup_free_ char *hw = NULL;
+                OscRegistryHost *x = &g.hosts[g.n_hosts++];
+
+                if (asprintf(&hw, "%s.hosts[%zu]", where, i) < 0) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+                if (!json_is_object(h)) {
+                        r = error_setf(ret_error, -EINVAL, "%s: expected an object", hw);
+                        goto fail;
+                }
+                r = get_str(h, "url", hw, OSC_MODEL_PATH_MAX, true, &x->url, ret_error);
+                if (r >= 0)
+                        r = get_strv(h, "capabilities", hw, 8, OSC_MODEL_NAME_MAX, &x->capabilities, ret_error);
+                if (r >= 0)
+                        r = get_strv(h, "caCerts", hw, 64, OSC_MODEL_PATH_MAX, &x->ca_certs, ret_error);
+                if (r >= 0)
+                        r = get_bool(h, "overridePath", hw, &x->override_path, ret_error);
+                if (r < 0)
+                        goto fail;
+        }
+        /* Equality and persistence use the decoded top-level fields; hosts are kept as given. */
+        if ((g.server && json_object_set_new(g.canon, "server", json_string(g.server)) < 0) ||
+            (probe >= 0 && json_object_set_new(g.canon, "readinessProbe", json_boolean(probe)) < 0) ||
+            (hosts && json_array_size(hosts) > 0 && json_object_set(g.canon, "hosts", (json_t *) hosts) < 0)) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        *ret = g;
+        return 0;
+fail:
+        osc_registry_done(&g);
+        return r;
+}
+
+int osc_registry_copy(const OscRegistry *g, OscRegistry *ret) {
+        return osc_registry_from_json(g->canon, "registry", ret, NULL);
+}
+
+static int decode_cri(const json_t *cri, OscModel *m, char **ret_error) {
+        const json_t *ctd, *regs, *e, *v;
+        size_t i;
+        int r;
+
+        m->has_cri = true;
+        r = get_member(cri, "containerd", "spec.criConfig", JSON_OBJECT, &ctd, ret_error);
+        if (r < 0 || !ctd)
+                return r;
+        m->has_containerd = true;
+        m->containerd_config = json_object();
+        if (!m->containerd_config)
+                return -ENOMEM;
+        /* What decides "configFileChanged": sandboxImage, plugins, cgroupDriver (GNP §2.3 step 5). */
+        v = json_object_get(ctd, "sandboxImage");
+        if (v && json_object_set(m->containerd_config, "sandboxImage", (json_t *) v) < 0)
+                return -ENOMEM;
+        v = json_object_get(ctd, "plugins");
+        if (v && !json_is_null(v) && json_array_size(v) > 0 &&
+            json_object_set(m->containerd_config, "plugins", (json_t *) v) < 0)
+                return -ENOMEM;
+        v = json_object_get(cri, "cgroupDriver");
+        if (v && !json_is_null(v) && json_object_set(m->containerd_config, "cgroupDriver", (json_t *) v) < 0)
+                return -ENOMEM;
+
+        r = get_member(ctd, "registries", "spec.criConfig.containerd", JSON_ARRAY, &regs, ret_error);
+        if (r < 0 || !regs)
+                return r;
+        if (json_array_size(regs) > OSC_MODEL_REGISTRIES_MAX)
+                return error_setf(ret_error, -EINVAL, "spec.criConfig.containerd.registries: more than %d entries",
+                                  OSC_MODEL_REGISTRIES_MAX);
+        m->registries = calloc(json_array_size(regs) + 1, sizeof(OscRegistry));
+        if (!m->registries)
+                return -ENOMEM;
+        json_array_foreach(regs, i, e) {
+                _cleanup_free_ char *w = NULL;
+
+                if (asprintf(&w, "spec.criConfig.containerd.registries[%zu]", i) < 0)
+                        return -ENOMEM;
+                r = osc_registry_from_json(e, w, &m->registries[m->n_registries], ret_error);
+                if (r < 0)
+                        return r;
+                m->n_registries++;
+        }
+        return 0;
+}
+
+/* upstream's addContainerdEnvironmentDropIn, byte for byte (GNP Appendix B). */
+static int inject_containerd_drop_in(OscModel *m, const char *path) {
+        OscUnit u = { .command = _OSC_UNIT_COMMAND_INVALID, .enable = -1 }, *existing;
+        OscDropIn *d;
+        int r;
+
+        u.name = strdup(OSC_CONTAINERD_UNIT);
+        u.drop_ins = calloc(2, sizeof(OscDropIn));
+        if (!u.name || !u.drop_ins)
+                goto nomem;
+        d = &u.drop_ins[u.n_drop_ins++];
+        d->name = strdup(OSC_CONTAINERD_DROPIN);
+        if (!d->name || asprintf(&d->content, "[Service]\nEnvironment=\"PATH=" OSC_CONTAINERD_BIN_DIR ":%s\"\n", path) < 0)
+                goto nomem;
+
+        existing = (OscUnit *) osc_model_find_unit(m, OSC_CONTAINERD_UNIT);
+        if (existing) {
+                r = merge_unit(existing, &u);
+                if (r < 0)
+                        osc_unit_done(&u);
+                return r == -E2BIG ? -EINVAL : r;
+        }
+        if (m->n_units >= OSC_MODEL_UNITS_MAX) {
+                osc_unit_done(&u);
+                return -EINVAL;
+        }
+        m->units[m->n_units++] = u;
+        return 0;
+nomem:
+        osc_unit_done(&u);
+        return -ENOMEM;
+}
+
+/* ---- in-place ---- */
+
+static int decode_in_place(const json_t *ipu, OscModel *m, char **ret_error) {
+        static const char w[] = "spec.inPlaceUpdates";
+        const json_t *rot, *ca, *sa;
+        int r;
+
+        m->in_place = true;
+        r = get_str(ipu, "operatingSystemVersion", w, OSC_MODEL_NAME_MAX, false, &m->os_version, ret_error);
+        if (r >= 0)
+                r = get_str(ipu, "kubelet", w, OSC_MODEL_NAME_MAX, false, &m->kubelet_version, ret_error);
+        if (r >= 0)
+                r = get_member(ipu, "credentialsRotation", w, JSON_OBJECT, &rot, ret_error);
+        if (r < 0 || !rot)
+                return r;
+        m->has_rotation = true;
+        r = get_member(rot, "certificateAuthorities", "spec.inPlaceUpdates.credentialsRotation", JSON_OBJECT, &ca,
+                       ret_error);
+        if (r >= 0)
+                r = get_member(rot, "serviceAccountKey", "spec.inPlaceUpdates.credentialsRotation", JSON_OBJECT, &sa,
+                               ret_error);
+        if (r < 0)
+                return r;
+        m->has_ca_rotation = ca;
+        m->has_sa_rotation = sa;
+        if (ca)
+                r = get_str(ca, "lastInitiationTime", "spec.inPlaceUpdates.credentialsRotation.certificateAuthorities",
+                            OSC_MODEL_NAME_MAX, false, &m->ca_rotation, ret_error);
+        if (r >= 0 && sa)
+                r = get_str(sa, "lastInitiationTime", "spec.inPlaceUpdates.credentialsRotation.serviceAccountKey",
+                            OSC_MODEL_NAME_MAX, false, &m->sa_rotation, ret_error);
+        return r;
+}
+
+/* ---- the document ---- */
+
+static int decode_lists(const json_t *spec, const json_t *status, const OscModelOptions *opts, OscModel *m,
+                        char **ret_error) {
+        const json_t *su, *xu, *sf, *xf;
+        int r;
+
+        r = get_member(spec, "units", "spec", JSON_ARRAY, &su, ret_error);
+        if (r >= 0)
+                r = get_member(status, "extensionUnits", "status", JSON_ARRAY, &xu, ret_error);
+        if (r >= 0)
+                r = get_member(spec, "files", "spec", JSON_ARRAY, &sf, ret_error);
+        if (r >= 0)
+                r = get_member(status, "extensionFiles", "status", JSON_ARRAY, &xf, ret_error);
+        if (r < 0)
+                return r;
+        if (json_array_size(su) + json_array_size(xu) > OSC_MODEL_UNITS_MAX)
+                return error_setf(ret_error, -EINVAL, "spec.units: more than %d units", OSC_MODEL_UNITS_MAX);
+        if (json_array_size(sf) + json_array_size(xf) > OSC_MODEL_FILES_MAX)
+                return error_setf(ret_error, -EINVAL, "spec.files: more than %d files", OSC_MODEL_FILES_MAX);
+
+        m->units = calloc(json_array_size(su) + json_array_size(xu) + 2, sizeof(OscUnit));
+        m->files = calloc(json_array_size(sf) + json_array_size(xf) + 1, sizeof(OscFile));
+        if (!m->units || !m->files)
+                return -ENOMEM;
+        r = decode_units(su, "spec.units", m, ret_error);
+        if (r >= 0)
+                r = decode_units(xu, "status.extensionUnits", m, ret_error);
+        if (r >= 0)
+                r = decode_files(sf, "spec.files", false, opts, m, ret_error);
+        if (r >= 0)
+                r = decode_files(xf, "status.extensionFiles", true, opts, m, ret_error);
+        return r;
+}
+
+int osc_model_decode(const json_t *doc, const OscModelOptions *opts, OscModel **ret, char **ret_error) {
+        _cleanup_(osc_model_freep) OscModel *m = NULL;
+        static const OscModelOptions no_opts = {};
+        const json_t *spec, *status, *ipu, *cri, *kind;
+        int r;
+
+        assert(ret);
+        opts = opts ?: &no_opts;
+        if (!json_is_object(doc))
+                return error_setf(ret_error, -EINVAL, "osc.yaml: expected an OperatingSystemConfig object");
+        kind = json_object_get(doc, "kind");
+        if (kind && !(json_is_string(kind) && streq(json_string_value(kind), "OperatingSystemConfig")))
+                return error_setf(ret_error, -EINVAL, "kind: expected OperatingSystemConfig");
+
+        m = calloc(1, sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        r = get_member(doc, "spec", "osc", JSON_OBJECT, &spec, ret_error);
+        if (r >= 0)
+                r = get_member(doc, "status", "osc", JSON_OBJECT, &status, ret_error);
+        if (r >= 0)
+                r = decode_lists(spec, status, opts, m, ret_error);
+        if (r >= 0)
+                r = get_member(spec, "inPlaceUpdates", "spec", JSON_OBJECT, &ipu, ret_error);
+        if (r >= 0 && ipu)
+                r = decode_in_place(ipu, m, ret_error);
+        if (r >= 0)
+                r = get_member(spec, "criConfig", "spec", JSON_OBJECT, &cri, ret_error);
+        if (r >= 0 && cri)
+                r = decode_cri(cri, m, ret_error);
+        if (r >= 0 && cri && opts->containerd_path) {
+                r = inject_containerd_drop_in(m, opts->containerd_path);
+                if (r == -EINVAL)
+                        r = error_setf(ret_error, r, "unit \"%s\": too many drop-ins", OSC_CONTAINERD_UNIT);
+        }
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(m);
+        return 0;
+}
+
+int osc_model_decode_yaml(const char *data, size_t size, const OscModelOptions *opts, OscModel **ret,
+                          char **ret_error) {
+        _cleanup_free_ char *yerr = NULL;
+        json_t *doc = NULL;
+        int r;
+
+        assert(data || size == 0);
+        if (size > OSC_MODEL_YAML_MAX)
+                return error_setf(ret_error, -EFBIG, "osc.yaml is larger than %d bytes", OSC_MODEL_YAML_MAX);
+        r = yaml_to_json(data, size, &doc, &yerr);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return error_setf(ret_error, -EBADMSG, "unable to decode OSC: %s", yerr ? yerr : strerror(-r));
+        r = osc_model_decode(doc, opts, ret, ret_error);
+        json_decref(doc);
+        return r;
+}
+
+int osc_model_kubelet_config(const OscModel *m, json_t **ret, char **ret_error) {
+        _cleanup_free_ char *content = NULL, *yerr = NULL;
+        const OscFile *f = NULL;
+        size_t size;
+        json_t *doc;
+        int r;
+
+        /* getKubeletConfig reads spec.files only, inline only. */
+        for (size_t i = 0; i < m->n_files; i++)
+                if (!m->files[i].in_status && streq(m->files[i].path, OSC_KUBELET_CONFIG_PATH))
+                        f = &m->files[i];
+        if (!f)
+                return error_setf(ret_error, -ENOENT, "kubelet config file with path: \"%s\" not found in OSC",
+                                  OSC_KUBELET_CONFIG_PATH);
+        if (f->source != OSC_FILE_INLINE)
+                return error_setf(ret_error, -EBADMSG, "kubelet config file \"%s\" is not inline", f->path);
+        r = osc_file_inline_content(f, &content, &size);
+        if (r == -ENOMEM)
+                return r;
+        if (r >= 0)
+                r = yaml_to_json(content, size, &doc, &yerr);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0 || !json_is_object(doc)) {
+                if (r >= 0)
+                        json_decref(doc);
+                return error_setf(ret_error, -EBADMSG, "kubelet config file \"%s\": not a KubeletConfiguration%s%s",
+                                  f->path, yerr ? ": " : "", strempty(yerr));
+        }
+        *ret = doc;
+        return 0;
+}
+
+/* ---- hosts.toml ---- */
+
+/* TOML basic string, like Go's strconv.Quote / json for the ASCII we expect. */
+static int toml_quote(FILE *f, const char *s) {
+        json_t *j = json_string(s);
+        char *q;
+
+        if (!j)
+                return -ENOMEM;
+        q = json_dumps(j, JSON_ENCODE_ANY);
+        json_decref(j);
+        if (!q)
+                return -ENOMEM;
+        fputs(q, f);
+        free(q);
+        return 0;
+}
+
+static int toml_list(FILE *f, char *const *l) {
+        fputc('[', f);
+        for (size_t i = 0; l[i]; i++) {
+                if (i > 0)
+                        fputc(',', f);
+                if (toml_quote(f, l[i]) < 0)
+                        return -ENOMEM;
+        }
+        fputc(']', f);
+        return 0;
+}
+
+int osc_registry_hosts_toml(const OscRegistry *g, char **ret) {
+        static char *const default_caps[] = { (char *) "pull", (char *) "resolve", NULL };
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0;
+        FILE *f;
+        int r = 0;
+
+        f = open_memstream(&buf, &size);
+        if (!f)
+                return -ENOMEM;
+        fputs("# managed by gardener-node-agent\n", f);
+        if (g->server) {
+                fputs("server = ", f);
+                r |= toml_quote(f, g->server);
+                fputs("\n\n", f);
+        }
+        for (size_t i = 0; i < g->n_hosts; i++) {
+                const OscRegistryHost *h = &g->hosts[i];
+
+                fputs("[host.", f);
+                r |= toml_quote(f, h->url);
+                fputs("]\n  capabilities = ", f);
+                r |= toml_list(f, h->capabilities ?: default_caps);
+                if (h->ca_certs) {
+                        fputs("\n  ca = ", f);
+                        r |= toml_list(f, h->ca_certs);
+                }
+                if (h->override_path >= 0)
+                        fprintf(f, "\n  override_path = %s", h->override_path ? "true" : "false");
+                fputs("\n\n", f);
+        }
+        if (fclose(f) != 0 || r < 0)
+                return -ENOMEM;
+        *ret = TAKE_PTR(buf);
+        return 0;
+}

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Runs the remaining work of an OscChanges (core/osc-diff.h) on the sd_event loop, one item after
+ * the other in the persisted order (GNP §6.4): file items through apply/osc-files, unit items over
+ * D-Bus through systemd/unit-control (EnableUnitFiles/DisableUnitFiles, Reload, StopUnit,
+ * RestartUnit, each confirmed by its reply or JobRemoved; no blind waits). Items the applier cannot
+ * do by itself (a secretRef file needs an uncached GET, an imageRef file a registry pull, the
+ * kubelet health check an HTTP poll) go to the `external` hook, which answers with
+ * osc_applier_external_done(); without a hook they fail with UnsupportedChange.
+ *
+ * After each item the applier marks it done in the OscChanges and calls `item_done`, where the
+ * owner persists the changes (so a SIGKILL resumes exactly after the last persisted item). The first
+ * failing item stops the run: `finished` gets the failure code (FileApplyFailed, UnitApplyFailed,
+ * UnsupportedChange), the path or unit, and the errno / D-Bus message; the item stays not done, so
+ * the owner's retry (with backoff) starts there again.
+ *
+ * Ownership: the OscApplier borrows the UnitControl and the OscChanges (both must outlive it) and
+ * owns its copies of the paths. Callbacks never run from inside the call that started the work. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <systemd/sd-event.h>
+
+#include "core/osc-diff.h"
+#include "systemd/unit-control.h"
+#include "util/macro.h"
+
+typedef struct OscApplier OscApplier;
+
+typedef struct OscApplyFailure {
+        const char *code;               /* "FileApplyFailed", "UnitApplyFailed", "UnsupportedChange" */
+        const char *subject;            /* the path, unit or upstream */
+        int error;                      /* -errno */
+        const char *detail;             /* human: "enable: Unit file x does not exist", "Permission denied" */
+} OscApplyFailure;
+
+typedef struct OscApplierCallbacks {
+        /* Item `index` is done; persist the changes now. A negative return stops the run (the item
+         * stays done in memory but the owner knows it is not persisted). */
+        int (*item_done)(OscApplier *a, size_t index, void *userdata);
+        /* The run is over: failure NULL when every item is done. Borrowed pointers, valid during the
+         * call. The applier may be freed from here. */
+        void (*finished)(OscApplier *a, const OscApplyFailure *failure, void *userdata);
+        /* Optional: start the external work for item `w` (PULL_FILE, WRITE_FILE from a secretRef,
+         * KUBELET_HEALTH); answer later with osc_applier_external_done(). -errno if it could not
+         * start (then the item fails). */
+        int (*external)(OscApplier *a, const OscWork *w, void *userdata);
+} OscApplierCallbacks;
+
+typedef struct OscApplierParams {
+        const char *root_directory;     /* osc.rootDirectory */
+        const char *unit_directory;     /* systemd.unitDirectory */
+} OscApplierParams;
+
+int osc_applier_new(sd_event *event, UnitControl *uc, OscChanges *changes, const OscApplierParams *p,
+                    const OscApplierCallbacks *cb, void *userdata, OscApplier **ret);
+OscApplier *osc_applier_free(OscApplier *a);
+DEFINE_CLEANUP_FUNC(OscApplier, osc_applier_free);
+
+/* Starts at the first item not done (from a deferred event source, so callbacks never run inside). */
+int osc_applier_start(OscApplier *a);
+
+/* The answer to an `external` request: 0 or -errno with a human detail. */
+void osc_applier_external_done(OscApplier *a, int error, const char *detail);
+
+/* The index of the item in progress (n_items when idle or finished). */
+size_t osc_applier_current(const OscApplier *a);

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The file side of applying an OSC (GNP §6.2, §6.4 steps 5, 9, 17; CONTRACT §9.5): OSC files below
+ * osc.rootDirectory, unit files and drop-ins in systemd.unitDirectory, containerd's hosts.toml, the
+ * kubelet's cpu_manager_state. Small blocking operations on local files, like the state file; each
+ * is idempotent, so the one that a SIGKILL interrupted can simply run again. Every write is atomic
+ * (temporary file in the same directory, fsync, rename, fsync of the directory) with its mode set
+ * explicitly, so a reader never sees half a file and the umask does not matter. Does not log:
+ * -errno comes back, the caller names the path. Owns nothing between calls. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "core/osc-model.h"
+
+#define OSC_CONTAINERD_CERTS_DIR "/etc/containerd/certs.d"
+#define OSC_CPU_MANAGER_STATE "/var/lib/kubelet/cpu_manager_state"
+
+/* `path` (absolute, validated by the model) below `root`; "/" leaves it as it is. */
+int osc_root_path(const char *root, const char *path, char **ret);
+
+/* Writes `data` to root+path with `mode`, creating missing parent directories 0755. With
+ * `if_changed`, a file that already has this content only gets its mode enforced.
+ * Returns 1 if the content was written, 0 if it was already there. */
+int osc_write_file(const char *root, const char *path, const void *data, size_t size, mode_t mode, bool if_changed);
+
+/* Removes root+path; a missing file is success. */
+int osc_remove_file(const char *root, const char *path);
+
+/* Unit file (only when the unit has content) and drop-ins, mode 0600, written only when they differ;
+ * the drop-ins in `deleted` are removed, and a unit without drop-ins loses its whole <name>.d
+ * directory (upstream's RemoveAll). Returns 1 if anything on disk changed. */
+int osc_write_unit_files(const char *unit_dir, const OscUnit *u, char *const *deleted);
+
+/* For a deleted unit: whether its unit file exists in unit_dir (0/1), then removing it and its
+ * drop-ins (and <name>.d once empty). */
+int osc_unit_file_exists(const char *unit_dir, const char *name);
+int osc_remove_unit_files(const char *unit_dir, const OscUnit *u);
+
+/* root/etc/containerd/certs.d/<upstream>/hosts.toml (0644, as upstream), and its removal. */
+int osc_write_registry(const char *root, const OscRegistry *g);
+int osc_remove_registry(const char *root, const char *upstream);
+
+/* The directories containerd's config lives in (GNP §6.4 step 5). */
+int osc_ensure_containerd_dirs(const char *root);
+
+/* rm -rf of a directory below root, not following symlinks. A missing directory is success. */
+int osc_remove_tree(const char *path);

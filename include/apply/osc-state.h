@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The persisted side of applying an OSC (CONTRACT §9.2, GNP §2.3 steps 1-2 and 6, §6.4 step 19):
+ *   <stateDirectory>/last-applied-osc.yaml          the OSC whose every change is applied (0600)
+ *   <stateDirectory>/last-computed-osc-changes.json the remaining work for one checksum (0600)
+ * and the handover baseline <rootDirectory>/var/lib/gardener-node-agent/last-applied-osc.yaml when
+ * this agent has applied nothing yet on a node gardener-node-agent ran on.
+ *
+ * osc_state_prepare() is "compute the changes" of upstream's reconcile: resume the saved work if it
+ * is for this checksum, else diff against the baseline and save the new work before returning. The
+ * owner then runs it with apply/osc-apply (saving after every item with osc_state_save_changes())
+ * and, once every item is done, calls osc_state_commit(). Small blocking reads and atomic writes of
+ * local files; does not log (-errno and *ret_error). Owns nothing between calls. */
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/osc-diff.h"
+
+#define OSC_STATE_LAST_APPLIED "last-applied-osc.yaml"
+#define OSC_STATE_CHANGES "last-computed-osc-changes.json"
+#define OSC_STATE_GNA_LAST_APPLIED "/var/lib/gardener-node-agent/last-applied-osc.yaml"
+
+typedef struct OscPrepareInput {
+        const char *state_directory;
+        const char *root_directory;             /* for the GNA handover file */
+        const char *yaml;                       /* the new osc.yaml */
+        size_t size;
+        const char *checksum;                   /* the Secret's checksum/data-script */
+        OscModelOptions model_options;          /* hostname, PATH for the containerd drop-in */
+        const char *current_os_version;
+        char *const *replaced_units;
+} OscPrepareInput;
+
+typedef enum OscBaseline {
+        OSC_BASELINE_RESUMED,           /* saved work for this checksum */
+        OSC_BASELINE_LAST_APPLIED,      /* diffed against our last-applied OSC */
+        OSC_BASELINE_HANDOVER,          /* diffed against gardener-node-agent's */
+        OSC_BASELINE_NONE,              /* first apply */
+} OscBaseline;
+
+int osc_state_prepare(const OscPrepareInput *in, OscChanges **ret, OscBaseline *ret_baseline, char **ret_error);
+int osc_state_save_changes(const char *state_directory, const OscChanges *c);
+/* Every item is done: the new OSC becomes the last-applied one and the saved work goes away. */
+int osc_state_commit(const char *state_directory, const char *yaml, size_t size);

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* gardener-node-agent's component config as the OSC being applied carries it (CONTRACT §9.4): the
+ * inline file /var/lib/gardener-node-agent/config*.yaml that a replaced unit (osc.replacedUnits)
+ * lists in its filePaths. The agent takes from it what GNA would: the API server and its CA file,
+ * the OSC Secret's name, the Kubernetes version for worker.gardener.cloud/kubernetes-version, and
+ * the token sync configs. Decoded non-strictly like upstream; bounded. Pure: no I/O, no logging.
+ * The OscComponentConfig owns its strings. */
+
+#include <stddef.h>
+
+#include "core/osc-model.h"
+#include "util/macro.h"
+
+#define OSC_COMPONENT_CONFIG_PREFIX "/var/lib/gardener-node-agent/config"
+#define OSC_TOKEN_SYNCS_MAX 64
+
+typedef struct OscTokenSync {
+        char *secret_name;
+        char *path;
+} OscTokenSync;
+
+typedef struct OscComponentConfig {
+        char *file;                     /* the path it came from */
+        char *api_server;               /* apiServer.server; NULL if unset */
+        char *ca_file;                  /* apiServer.caFile */
+        char *secret_name;              /* controllers.operatingSystemConfig.secretName */
+        char *kubernetes_version;       /* controllers.operatingSystemConfig.kubernetesVersion */
+        OscTokenSync *token_syncs;      /* controllers.token.syncConfigs */
+        size_t n_token_syncs;
+} OscComponentConfig;
+
+OscComponentConfig *osc_component_config_free(OscComponentConfig *c);
+DEFINE_CLEANUP_FUNC(OscComponentConfig, osc_component_config_free);
+
+/* -ENOENT when no replaced unit lists such a file (the OSC is not a GNA one); -EINVAL, with
+ * *ret_error naming the file and field, when the file is not inline or does not decode. */
+int osc_component_config_from_model(const OscModel *m, char *const *replaced_units, OscComponentConfig **ret,
+                                    char **ret_error);

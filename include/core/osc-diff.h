@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* What applying a new OSC means on this node (GNP §2.3, CONTRACT §9.2-§9.4): the diff of the
+ * last-applied OscModel against the new one, as an ordered list of work items in the order of
+ * GNP §6.4 (containerd config, files, registries, imageRef files, changed units, deleted units,
+ * daemon-reload, unit commands, kubelet health, registry cleanup, deleted files), plus the in-place
+ * flags that wait for MCM's ReadyForUpdate.
+ *
+ * The OscChanges is also the persisted "remaining work" (CONTRACT §9.2, last-computed-osc-changes):
+ * the executor marks each item done as soon as it is applied and saves osc_changes_to_json(); after
+ * a SIGKILL it loads the saved changes (same checksum) and continues at the first item not done.
+ * Each item is idempotent on its own (a file write, a unit command), so the one that was running
+ * at the kill is the only one that can run twice.
+ *
+ * Replaced units (osc.replacedUnits, CONTRACT §9.4) are left out of both sides: never written,
+ * enabled, started or deleted, and an imageRef file only they list gets no pull item (it still
+ * counts as changed and restarts nothing).
+ *
+ * Pure: no I/O, no logging. The OscChanges owns every item and everything the items point to. */
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/osc-model.h"
+#include "util/macro.h"
+
+#define OSC_CHANGES_ITEMS_MAX 40000     /* bound for a decoded work list */
+
+typedef enum OscWorkKind {
+        OSC_WORK_CONTAINERD_CONFIG,     /* config.toml (sandboxImage, plugins, cgroupDriver) */
+        OSC_WORK_WRITE_FILE,            /* inline or secretRef file, with its mode */
+        OSC_WORK_REGISTRY,              /* certs.d/<upstream>/hosts.toml (probe first if `probe`) */
+        OSC_WORK_PULL_FILE,             /* imageRef file */
+        OSC_WORK_WRITE_UNIT,            /* unit file, drop-ins (deleted ones removed), enable/disable */
+        OSC_WORK_DELETE_UNIT,           /* disable, stop, remove the file and its drop-ins */
+        OSC_WORK_DAEMON_RELOAD,
+        OSC_WORK_UNIT_COMMAND,          /* restart/stop `name` */
+        OSC_WORK_KUBELET_HEALTH,        /* wait for the kubelet's /healthz after kubelet changes */
+        OSC_WORK_DELETE_REGISTRY,       /* remove certs.d/<upstream> */
+        OSC_WORK_DELETE_FILE,
+        _OSC_WORK_KIND_MAX,
+        _OSC_WORK_KIND_INVALID = -EINVAL,
+} OscWorkKind;
+
+const char *osc_work_kind_to_string(OscWorkKind k);   /* "write-file", "unit-command", ... */
+OscWorkKind osc_work_kind_from_string(const char *s);
+
+typedef struct OscWork {
+        OscWorkKind kind;
+        bool done;
+        OscFile file;                   /* WRITE_FILE, PULL_FILE; DELETE_FILE: only .path */
+        OscUnit unit;                   /* WRITE_UNIT, DELETE_UNIT */
+        char **drop_ins_deleted;        /* WRITE_UNIT: drop-in names to remove; NULL-terminated or NULL */
+        bool remove_cpu_manager_state;  /* WRITE_UNIT of kubelet.service while cpuManagerPolicy changed */
+        char *name;                     /* UNIT_COMMAND: the unit; DELETE_REGISTRY: the upstream */
+        OscUnitCommand command;         /* UNIT_COMMAND */
+        OscRegistry registry;           /* REGISTRY */
+        bool probe;                     /* REGISTRY: new or changed with readinessProbe */
+} OscWork;
+
+typedef struct OscInPlaceFlags {
+        bool operating_system;
+        bool kubelet_minor_version;
+        bool kubelet_config;
+        bool cpu_manager_policy;
+        bool ca_rotation_kubelet;
+        bool ca_rotation_node_agent;
+        bool sa_key_rotation;
+} OscInPlaceFlags;
+
+typedef struct OscChanges {
+        char *checksum;                 /* the Secret's checksum/data-script these changes lead to */
+        bool first_apply;               /* there was no last-applied OSC */
+        bool containerd_config_changed;
+        OscInPlaceFlags in_place;
+        OscWork *items;
+        size_t n_items;
+} OscChanges;
+
+typedef struct OscDiffInput {
+        const OscModel *old;            /* NULL: first apply (GNP §2.3 step 2) */
+        const OscModel *new;
+        const char *checksum;
+        const char *current_os_version; /* from os-release; used only when both OSCs are in-place */
+        char *const *replaced_units;    /* NULL-terminated; NULL: none */
+} OscDiffInput;
+
+OscChanges *osc_changes_free(OscChanges *c);
+DEFINE_CLEANUP_FUNC(OscChanges, osc_changes_free);
+
+/* Computes the changes. Errors are upstream's, with *ret_error set: the kubelet config missing or
+ * unreadable, an unparsable kubelet version or kubeReserved quantity ("failed to parse"), an
+ * unparsable OS version. -ENOMEM. */
+int osc_diff(const OscDiffInput *in, OscChanges **ret, char **ret_error);
+
+/* Any in-place flag set: then the work waits for ReadyForUpdate (upstream gates the whole reconcile
+ * after the containerd base config, GNP §6.4 step 7). */
+bool osc_in_place_flags_any(const OscInPlaceFlags *f);
+bool osc_in_place_flags_kubelet(const OscInPlaceFlags *f);
+
+/* Index of the first item not done, or n_items when everything is applied. */
+size_t osc_changes_next(const OscChanges *c);
+/* Marks item `i` done. */
+void osc_changes_mark_done(OscChanges *c, size_t i);
+static inline bool osc_changes_complete(const OscChanges *c) {
+        return osc_changes_next(c) >= c->n_items;
+}
+
+/* Persisted form; the decoder checks every item like the OSC decoder (the file is ours, but a
+ * corrupt file must not make us write outside the root). */
+json_t *osc_changes_to_json(const OscChanges *c);
+int osc_changes_from_json(const json_t *j, OscChanges **ret, char **ret_error);
+
+/* One line for the plan and the journal: "write file /etc/foo (0644)", "restart unit kubelet.service",
+ * "remove drop-in ...". */
+int osc_work_describe(const OscWork *w, char **ret);
+
+/* What the item acts on: the path, unit, upstream; NULL for daemon-reload and kubelet-health. */
+const char *osc_work_target(const OscWork *w);
+
+/* The remaining work for the plan annotation (inplace-agent/plan), so an operator sees before the
+ * drain what will change: {"inPlace": [flags set], "items": [{"action", "target", "description"}]}
+ * with the items not done yet, in order. */
+json_t *osc_changes_plan_json(const OscChanges *c);
+
+/* RFC 3339 timestamp -> seconds since the epoch (metav1.Time precision). -EINVAL if not one. */
+int osc_parse_rfc3339(const char *s, int64_t *ret);
+
+/* Whether `s` is a Kubernetes resource quantity (resource.ParseQuantity's grammar). */
+bool osc_quantity_valid(const char *s);

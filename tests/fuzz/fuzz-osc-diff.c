@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* libFuzzer target for the OSC model decoder, the replaced unit's component config and the diff engine: the input is decoded as osc.yaml,
+ * diffed against nothing (first apply), against itself and against a small fixed OSC in both
+ * directions, and every result goes through the persisted form and back. JSON input is also tried
+ * as a persisted work list. */
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/osc-component-config.h"
+#include "core/osc-diff.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const char base[] =
+        "spec:\n  files:\n  - path: /var/lib/kubelet/config/kubelet\n    content: {inline: {data: 'cpuManagerPolicy: none'}}\n"
+        "  - path: /etc/a\n    content: {inline: {data: a}}\n"
+        "  units: [{name: a.service, content: x, filePaths: [/etc/a], dropIns: [{name: d.conf, content: y}]}]\n"
+        "  criConfig: {name: containerd, containerd: {sandboxImage: p, registries: [{upstream: r}]}}\n"
+        "  inPlaceUpdates: {operatingSystemVersion: '1.0', kubelet: '1.30.0'}\n";
+
+static const char *const replaced[] = { "gardener-node-agent.service", NULL };
+
+static void diff_one(const OscModel *old, const OscModel *new) {
+        OscDiffInput in = { .old = old, .new = new, .checksum = "c", .current_os_version = "1.0",
+                            .replaced_units = (char *const *) replaced };
+        OscChanges *c = NULL, *back = NULL;
+        char *err = NULL;
+
+        if (osc_diff(&in, &c, &err) == 0) {
+                json_t *j = osc_changes_to_json(c), *plan = osc_changes_plan_json(c);
+
+                json_decref(plan);
+
+                for (size_t i = 0; i < c->n_items; i++) {
+                        char *d = NULL;
+
+                        if (osc_work_describe(&c->items[i], &d) == 0)
+                                free(d);
+                }
+                if (j && osc_changes_from_json(j, &back, NULL) == 0)
+                        osc_changes_free(back);
+                json_decref(j);
+                osc_changes_free(c);
+        }
+        free(err);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        OscModelOptions opts = { .host_name = "node", .containerd_path = "/usr/bin" };
+        OscModel *m = NULL, *b = NULL;
+        OscChanges *c = NULL;
+        char *err = NULL;
+        json_t *j;
+
+        if (osc_model_decode_yaml(base, sizeof(base) - 1, &opts, &b, NULL) < 0)
+                abort();
+        if (osc_model_decode_yaml((const char *) data, size, &opts, &m, &err) == 0) {
+                OscComponentConfig *cc = NULL;
+
+                if (osc_component_config_from_model(m, (char *const *) replaced, &cc, NULL) == 0)
+                        osc_component_config_free(cc);
+                diff_one(NULL, m);
+                diff_one(m, m);
+                diff_one(b, m);
+                diff_one(m, b);
+                for (size_t i = 0; i < m->n_registries; i++) {
+                        char *toml = NULL;
+
+                        if (osc_registry_hosts_toml(&m->registries[i], &toml) == 0)
+                                free(toml);
+                }
+        }
+        osc_model_free(m);
+        osc_model_free(b);
+        free(err);
+        err = NULL;
+
+        j = json_loadb((const char *) data, size, 0, NULL);
+        if (j && osc_changes_from_json(j, &c, &err) == 0)
+                osc_changes_free(c);
+        free(err);
+        json_decref(j);
+        return 0;
+}

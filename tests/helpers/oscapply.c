@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Driver of the OSC appliers for the integration suite (never installed). It does what the executor
+ * is to do with an OSC, minus the API server:
+ *
+ *   oscapply --root DIR --unit-dir DIR --state DIR [--checksum S] [--hostname H] [--kill-after N]
+ *            [--job-timeout 10s] [--external ok|fail] NEW-OSC.yaml
+ *
+ *   1. osc_state_prepare(): the saved work for this checksum, else the diff against
+ *      <state>/last-applied-osc.yaml, else against <root>/var/lib/gardener-node-agent/ (handover),
+ *      else a first apply; prints {"event":"baseline",...};
+ *   2. prints {"event":"plan","items":[...]} (osc_work_describe of the items not done);
+ *   3. runs the applier on the "system" bus (DBUS_SYSTEM_BUS_ADDRESS: the test's user manager),
+ *      persisting after every item and printing {"event":"item",...}; --kill-after N raises SIGKILL
+ *      right after the N-th item of this run was persisted;
+ *      --external ok|fail answers the items the owner does itself (secretRef, imageRef, kubelet
+ *      health, containerd config) from a deferred event: success, or -EIO "simulated failure";
+ *   4. on success osc_state_commit(); prints
+ *      {"event":"finished","ok":...,"code","subject","errno","detail"}; exit 0 / 1. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+#include <unistd.h>
+
+#include "apply/osc-apply.h"
+#include "apply/osc-state.h"
+#include "core/osc-diff.h"
+#include "util/fileio.h"
+#include "util/time-util.h"
+
+typedef struct Ctx {
+        const char *state, *new_path;
+        char *new_yaml;
+        size_t new_size;
+        OscChanges *changes;
+        sd_event *event;
+        unsigned kill_after, n_done;
+        int exit_code;
+        const char *external;           /* NULL, "ok" or "fail" */
+        OscApplier *applier;
+        sd_event_source *answer;
+} Ctx;
+
+static void emit(json_t *j) {
+        char *s = json_dumps(j, JSON_COMPACT);
+
+        if (s)
+                printf("%s\n", s);
+        fflush(stdout);
+        free(s);
+        json_decref(j);
+}
+
+static int item_done(OscApplier *a, size_t index, void *userdata) {
+        Ctx *c = userdata;
+        _cleanup_free_ char *d = NULL;
+        int r = osc_state_save_changes(c->state, c->changes);
+
+        if (r < 0)
+                return r;
+        (void) osc_work_describe(&c->changes->items[index], &d);
+        emit(json_pack("{s:s, s:I, s:s}", "event", "item", "index", (json_int_t) index, "describe", d ?: ""));
+        if (c->kill_after > 0 && ++c->n_done == c->kill_after)
+                raise(SIGKILL);
+        return 0;
+}
+
+static void finished(OscApplier *a, const OscApplyFailure *f, void *userdata) {
+        Ctx *c = userdata;
+
+        if (f) {
+                emit(json_pack("{s:s, s:b, s:s, s:s, s:i, s:s}", "event", "finished", "ok", 0, "code", f->code,
+                               "subject", strempty(f->subject), "errno", -f->error, "detail", strempty(f->detail)));
+                c->exit_code = 1;
+        } else {
+                int r = osc_state_commit(c->state, c->new_yaml, c->new_size);
+
+                emit(json_pack("{s:s, s:b}", "event", "finished", "ok", r >= 0));
+                c->exit_code = r < 0;
+        }
+        (void) sd_event_exit(c->event, 0);
+}
+
+static int on_answer(sd_event_source *s, void *userdata) {
+        Ctx *c = userdata;
+
+        c->answer = sd_event_source_disable_unref(c->answer);
+        if (streq(c->external, "ok"))
+                osc_applier_external_done(c->applier, 0, NULL);
+        else
+                osc_applier_external_done(c->applier, -EIO, "simulated failure");
+        return 0;
+}
+
+static int external(OscApplier *a, const OscWork *w, void *userdata) {
+        Ctx *c = userdata;
+
+        emit(json_pack("{s:s, s:s}", "event", "external", "kind", osc_work_kind_to_string(w->kind)));
+        return sd_event_add_defer(c->event, &c->answer, on_answer, c);
+}
+
+int main(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "root", required_argument, NULL, 'r' },
+                { "unit-dir", required_argument, NULL, 'u' },
+                { "state", required_argument, NULL, 's' },
+                { "checksum", required_argument, NULL, 'c' },
+                { "hostname", required_argument, NULL, 'h' },
+                { "kill-after", required_argument, NULL, 'k' },
+                { "job-timeout", required_argument, NULL, 't' },
+                { "external", required_argument, NULL, 'e' },
+                {}
+        };
+        const char *root = "/", *unit_dir = NULL, *checksum = "checksum", *hostname = "node";
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        uint64_t job_timeout_usec = 30 * USEC_PER_SEC;
+        UnitControl *uc = NULL;
+        OscApplier *a = NULL;
+        Ctx c = {};
+        json_t *plan;
+        int opt, r;
+
+        while ((opt = getopt_long(argc, argv, "", options, NULL)) >= 0)
+                switch (opt) {
+                case 'r': root = optarg; break;
+                case 'u': unit_dir = optarg; break;
+                case 's': c.state = optarg; break;
+                case 'c': checksum = optarg; break;
+                case 'h': hostname = optarg; break;
+                case 'e': c.external = optarg; break;
+                case 'k': c.kill_after = (unsigned) strtoul(optarg, NULL, 10); break;
+                case 't':
+                        if (parse_duration(optarg, &job_timeout_usec) < 0)
+                                return 2;
+                        break;
+                default:
+                        return 2;
+                }
+        if (optind + 1 != argc || !unit_dir || !c.state) {
+                fprintf(stderr, "usage: oscapply --root DIR --unit-dir DIR --state DIR [...] NEW-OSC.yaml\n");
+                return 2;
+        }
+        c.new_path = argv[optind];
+        r = read_full_file(c.new_path, 4 << 20, &c.new_yaml, &c.new_size);
+        if (r < 0)
+                return 2;
+
+        {
+                static const char *const replaced[] = { "gardener-node-agent.service", NULL };
+                static const char *const baselines[] = { "resumed", "last-applied", "handover", "none" };
+                _cleanup_free_ char *err = NULL;
+                OscBaseline baseline;
+
+                r = osc_state_prepare(&(OscPrepareInput) {
+                                .state_directory = c.state, .root_directory = root, .yaml = c.new_yaml,
+                                .size = c.new_size, .checksum = checksum,
+                                .model_options = { .host_name = hostname }, .current_os_version = "1.0",
+                                .replaced_units = (char *const *) replaced },
+                        &c.changes, &baseline, &err);
+                if (r < 0) {
+                        fprintf(stderr, "oscapply: %s\n", err ?: strerror(-r));
+                        return 2;
+                }
+                emit(json_pack("{s:s, s:s}", "event", "baseline", "baseline", baselines[baseline]));
+        }
+
+        plan = json_array();
+        for (size_t i = osc_changes_next(c.changes); i < c.changes->n_items; i++) {
+                _cleanup_free_ char *d = NULL;
+
+                if (!c.changes->items[i].done && osc_work_describe(&c.changes->items[i], &d) >= 0)
+                        json_array_append_new(plan, json_string(d));
+        }
+        emit(json_pack("{s:s, s:o}", "event", "plan", "items", plan));
+
+        r = sd_event_default(&c.event);
+        if (r >= 0)
+                r = sd_bus_open_system(&bus);
+        if (r >= 0)
+                r = sd_bus_attach_event(bus, c.event, SD_EVENT_PRIORITY_NORMAL);
+        if (r >= 0)
+                r = unit_control_new(bus, job_timeout_usec, &uc);
+        if (r >= 0)
+                r = osc_applier_new(c.event, uc, c.changes,
+                                    &(OscApplierParams) { .root_directory = root, .unit_directory = unit_dir },
+                                    &(OscApplierCallbacks) { .item_done = item_done, .finished = finished,
+                                                             .external = c.external ? external : NULL },
+                                    &c, &a);
+        c.applier = a;
+        if (r >= 0)
+                r = osc_applier_start(a);
+        if (r >= 0)
+                r = sd_event_loop(c.event);
+        if (r < 0) {
+                fprintf(stderr, "oscapply: %s\n", strerror(-r));
+                c.exit_code = 2;
+        }
+        sd_event_source_disable_unref(c.answer);
+        osc_applier_free(a);
+        unit_control_free(uc);
+        osc_changes_free(c.changes);
+        sd_event_unref(c.event);
+        free(c.new_yaml);
+        return c.exit_code;
+}

@@ -1,0 +1,305 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Issue 13, steps 1-3, against a real systemd user manager and a scratch root: the OSC model, the diff
+engine and the appliers (apply/osc-files, apply/osc-apply over D-Bus), driven by tests/helpers/oscapply
+($OSCAPPLY), which does what the executor does minus the API server. Cases from upstream's
+test/integration/nodeagent/operatingsystemconfig: first apply, a unit changed/added/deleted, drop-ins
+added/removed, a file mode change restarting the unit that lists it, deleted files, SIGKILL and resume
+(nothing applied twice), failures that keep the last-applied OSC, the replaced unit, handover from GNA."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import usermgr  # noqa: E402
+
+OSCAPPLY = os.environ.get("OSCAPPLY", "")
+RUNNING = "/bin/sh -c 'echo started; exec sleep infinity'"
+# OSCAPPLY_WRAP="valgrind --leak-check=full --error-exitcode=99 -q" runs the driver under a checker.
+WRAP = os.environ.get("OSCAPPLY_WRAP", "").split()
+
+
+def inline(path, data, permissions=None):
+    f = {"path": path, "content": {"inline": {"data": data}}}
+    if permissions is not None:
+        f["permissions"] = permissions
+    return f
+
+
+class OscApply(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        usermgr.skip_if_missing([OSCAPPLY])
+        cls.um = usermgr.UserManager(prefix="oscapply-").start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.um.stop()
+
+    def setUp(self):
+        name = self.id().rsplit(".", 1)[-1]
+        self.dir = os.path.join(self.um.base, name)
+        self.root = os.path.join(self.dir, "root")
+        self.state = os.path.join(self.dir, "state")
+        for d in (self.root, self.state):
+            os.makedirs(d)
+        self.n = 0
+        self.prefix = name.replace("_", "-")[5:17]
+
+    # ---- helpers
+
+    def unit_name(self, short):
+        return "%s-%s.service" % (self.prefix, short)
+
+    def unit(self, short, extra="", **kw):
+        u = {"name": self.unit_name(short),
+             "content": self.um.service(RUNNING, service_extra=extra) + "[Install]\nWantedBy=default.target\n"}
+        u.update(kw)
+        return u
+
+    def apply(self, spec, status=None, expect_ok=True, checksum=None, args=()):
+        self.n += 1
+        path = os.path.join(self.dir, "osc-%d.yaml" % self.n)
+        with open(path, "w") as f:
+            json.dump({"apiVersion": "extensions.gardener.cloud/v1alpha1", "kind": "OperatingSystemConfig",
+                       "spec": spec, "status": status or {}}, f)
+        r = subprocess.run(WRAP + [OSCAPPLY, "--root", self.root, "--unit-dir", self.um.unit_dir, "--state", self.state,
+                            "--checksum", checksum or "sum-%d" % self.n] + list(args) + [path],
+                           env=self.um.env, capture_output=True, text=True, timeout=60)
+        events = [json.loads(line) for line in r.stdout.splitlines()]
+        if expect_ok is not None:
+            self.assertEqual(r.returncode, 0 if expect_ok else 1, "oscapply: %s\n%s" % (r.stderr, r.stdout))
+        self.returncode = r.returncode
+        return events
+
+    def plan(self, events):
+        return [e for e in events if e["event"] == "plan"][0]["items"]
+
+    def finished(self, events):
+        return [e for e in events if e["event"] == "finished"][0]
+
+    def rooted(self, path):
+        return self.root + path
+
+    def mode(self, path):
+        return stat.S_IMODE(os.stat(path).st_mode)
+
+    def started(self, short):
+        return self.um.logs(self.unit_name(short)).count("started\n")
+
+    def inv(self, short):
+        return self.um.invocation_id(self.unit_name(short))
+
+    def enabled(self, short):
+        return os.path.lexists(os.path.join(self.um.unit_dir, "default.target.wants", self.unit_name(short)))
+
+    # ---- cases
+
+    def test_first_apply(self):
+        events = self.apply({
+            "files": [inline("/etc/app/a.conf", "a=1\n", 0o644), inline("/etc/app/secret", "s")],
+            "units": [self.unit("a", filePaths=["/etc/app/a.conf"]),
+                      self.unit("b", dropIns=[{"name": "10-env.conf", "content": "[Service]\nEnvironment=FOO=bar\n"}]),
+                      self.unit("off", enable=False)]})
+        self.assertEqual(self.plan(events), [
+            "write file /etc/app/a.conf (0644)", "write file /etc/app/secret (0600)",
+            "write unit %s (with unit file, 0 drop-ins)" % self.unit_name("a"),
+            "write unit %s (with unit file, 1 drop-ins)" % self.unit_name("b"),
+            "write unit %s (with unit file, 0 drop-ins)" % self.unit_name("off"),
+            "reload systemd", "restart unit " + self.unit_name("a"), "restart unit " + self.unit_name("b"),
+            "stop unit " + self.unit_name("off")])
+        self.assertTrue(self.finished(events)["ok"])
+        with open(self.rooted("/etc/app/a.conf")) as f:
+            self.assertEqual(f.read(), "a=1\n")
+        self.assertEqual(self.mode(self.rooted("/etc/app/a.conf")), 0o644)
+        self.assertEqual(self.mode(self.rooted("/etc/app/secret")), 0o600)
+        self.assertEqual(self.mode(self.rooted("/etc/app")), 0o755)
+        for short in ("a", "b", "off"):
+            self.assertEqual(self.mode(os.path.join(self.um.unit_dir, self.unit_name(short))), 0o600)
+        self.assertEqual(self.mode(os.path.join(self.um.unit_dir, self.unit_name("b") + ".d", "10-env.conf")), 0o600)
+        self.assertEqual(self.um.active_state(self.unit_name("a")), "active")
+        self.assertEqual(self.um.active_state(self.unit_name("b")), "active")
+        self.assertEqual(self.um.active_state(self.unit_name("off")), "inactive")
+        self.assertIn("FOO=bar", self.um.show(self.unit_name("b"), "Environment"))
+        self.assertTrue(self.enabled("a"))
+        self.assertFalse(self.enabled("off"))
+        self.assertTrue(os.path.exists(os.path.join(self.state, "last-applied-osc.yaml")))
+        self.assertFalse(os.path.exists(os.path.join(self.state, "last-computed-osc-changes.json")))
+
+        # the same OSC again: nothing to do, nothing restarted
+        inv = self.inv("a")
+        events = self.apply({
+            "files": [inline("/etc/app/a.conf", "a=1\n", 0o644), inline("/etc/app/secret", "s")],
+            "units": [self.unit("a", filePaths=["/etc/app/a.conf"]),
+                      self.unit("b", dropIns=[{"name": "10-env.conf", "content": "[Service]\nEnvironment=FOO=bar\n"}]),
+                      self.unit("off", enable=False)]})
+        self.assertEqual(self.plan(events), [])
+        self.assertEqual(self.inv("a"), inv)
+
+    def test_units_changed_added_deleted(self):
+        self.apply({"units": [self.unit("keep"), self.unit("change"), self.unit("gone")]})
+        keep, change = self.inv("keep"), self.inv("change")
+        gone_file = os.path.join(self.um.unit_dir, self.unit_name("gone"))
+        self.assertTrue(self.enabled("gone"))
+
+        events = self.apply({"units": [self.unit("keep"), self.unit("change", extra="Environment=V=2\n"),
+                                       self.unit("new")]})
+        self.assertEqual(self.plan(events), [
+            "write unit %s (with unit file, 0 drop-ins)" % self.unit_name("change"),
+            "write unit %s (with unit file, 0 drop-ins)" % self.unit_name("new"),
+            "delete unit " + self.unit_name("gone"), "reload systemd",
+            "restart unit " + self.unit_name("change"), "restart unit " + self.unit_name("new")])
+        self.assertEqual(self.inv("keep"), keep)
+        self.assertNotEqual(self.inv("change"), change)
+        self.assertIn("V=2", self.um.show(self.unit_name("change"), "Environment"))
+        self.assertEqual(self.um.active_state(self.unit_name("new")), "active")
+        self.assertFalse(os.path.exists(gone_file))
+        self.assertFalse(self.enabled("gone"))
+        self.assertIn(self.um.active_state(self.unit_name("gone")), ("inactive", ""))
+
+    def test_drop_ins_added_and_removed(self):
+        d1 = {"name": "10-a.conf", "content": "[Service]\nEnvironment=A=1\n"}
+        d2 = {"name": "20-b.conf", "content": "[Service]\nEnvironment=B=2\n"}
+        self.apply({"units": [self.unit("x", dropIns=[d1])]})
+        dropin_dir = os.path.join(self.um.unit_dir, self.unit_name("x") + ".d")
+        inv = self.inv("x")
+
+        self.apply({"units": [self.unit("x", dropIns=[d1, d2])]})
+        self.assertEqual(sorted(os.listdir(dropin_dir)), ["10-a.conf", "20-b.conf"])
+        env = self.um.show(self.unit_name("x"), "Environment")
+        self.assertIn("A=1", env)
+        self.assertIn("B=2", env)
+        self.assertNotEqual(self.inv("x"), inv)
+        inv = self.inv("x")
+
+        self.apply({"units": [self.unit("x", dropIns=[d2])]})
+        self.assertEqual(os.listdir(dropin_dir), ["20-b.conf"])
+        self.assertNotIn("A=1", self.um.show(self.unit_name("x"), "Environment"))
+        self.assertNotEqual(self.inv("x"), inv)
+
+        self.apply({"units": [self.unit("x")]})
+        self.assertFalse(os.path.exists(dropin_dir))
+        self.assertNotIn("B=2", self.um.show(self.unit_name("x"), "Environment"))
+
+    def test_file_mode_change_restarts_the_unit_listing_it(self):
+        spec = lambda mode: {"files": [inline("/etc/m.conf", "m", mode), inline("/etc/other", "o")],
+                             "units": [self.unit("lister", filePaths=["/etc/m.conf"]), self.unit("bystander")]}
+        self.apply(spec(0o600))
+        lister, bystander = self.inv("lister"), self.inv("bystander")
+        events = self.apply(spec(0o640))
+        self.assertEqual(self.plan(events), [
+            "write file /etc/m.conf (0640)", "write unit %s (with unit file, 0 drop-ins)" % self.unit_name("lister"),
+            "reload systemd", "restart unit " + self.unit_name("lister")])
+        self.assertEqual(self.mode(self.rooted("/etc/m.conf")), 0o640)
+        self.assertNotEqual(self.inv("lister"), lister)
+        self.assertEqual(self.inv("bystander"), bystander)
+
+    def test_deleted_file_removed_after_unit_commands(self):
+        self.apply({"files": [inline("/etc/d1", "1"), inline("/etc/d2", "2")], "units": [self.unit("u")]})
+        events = self.apply({"files": [inline("/etc/d1", "1")], "units": [self.unit("u", extra="Environment=Z=1\n")]})
+        plan = self.plan(events)
+        self.assertEqual(plan[-1], "remove file /etc/d2")
+        self.assertLess(plan.index("restart unit " + self.unit_name("u")), plan.index("remove file /etc/d2"))
+        self.assertFalse(os.path.exists(self.rooted("/etc/d2")))
+        self.assertTrue(os.path.exists(self.rooted("/etc/d1")))
+
+    def test_kill_and_resume_applies_each_item_once(self):
+        spec = {"files": [inline("/etc/k1", "1"), inline("/etc/k2", "2")],
+                "units": [self.unit("k1"), self.unit("k2")]}
+        # items: 2 files, 2 unit writes, reload, 2 restarts; die right after the 6th is persisted
+        events = self.apply(spec, expect_ok=None, checksum="kill", args=["--kill-after", "6"])
+        self.assertEqual(self.returncode, -9)
+        self.assertEqual(len([e for e in events if e["event"] == "item"]), 6)
+        # A Type=simple start job is done once the process is forked: wait for its output.
+        usermgr.wait_until(lambda: self.started("k1") == 1, 10, "k1 to have started")
+        k1 = self.inv("k1")
+        self.assertEqual(self.um.active_state(self.unit_name("k2")), "inactive")
+        with open(os.path.join(self.state, "last-computed-osc-changes.json")) as f:
+            saved = json.load(f)
+        self.assertEqual([i["done"] for i in saved["items"]], [True] * 6 + [False])
+        self.assertFalse(os.path.exists(os.path.join(self.state, "last-applied-osc.yaml")))
+
+        events = self.apply(spec, checksum="kill")
+        self.assertEqual([e["baseline"] for e in events if e["event"] == "baseline"], ["resumed"])
+        self.assertEqual(self.plan(events), ["restart unit " + self.unit_name("k2")])
+        self.assertEqual(self.inv("k1"), k1)                 # not restarted again
+        usermgr.wait_until(lambda: self.started("k2") == 1, 10, "k2 to have started")
+        self.assertEqual(self.started("k1"), 1)
+        self.assertEqual(self.um.active_state(self.unit_name("k2")), "active")
+        self.assertTrue(os.path.exists(os.path.join(self.state, "last-applied-osc.yaml")))
+
+    def test_failing_unit_keeps_the_last_applied_osc(self):
+        self.apply({"units": [self.unit("ok")]})
+        with open(os.path.join(self.state, "last-applied-osc.yaml")) as f:
+            before = f.read()
+        bad = {"name": self.unit_name("bad"), "content": self.um.service("/bin/sh -c 'exit 3'", type="oneshot")}
+        events = self.apply({"units": [self.unit("ok"), bad]}, expect_ok=False)
+        fin = self.finished(events)
+        self.assertEqual(fin["code"], "UnitApplyFailed")
+        self.assertEqual(fin["subject"], self.unit_name("bad"))
+        self.assertIn("restart", fin["detail"])
+        self.assertIn("exit-code", fin["detail"])
+        with open(os.path.join(self.state, "last-applied-osc.yaml")) as f:
+            self.assertEqual(f.read(), before)
+        with open(os.path.join(self.state, "last-computed-osc-changes.json")) as f:
+            self.assertFalse(json.load(f)["items"][-1]["done"])
+
+    def test_secret_ref_without_fetcher_is_unsupported(self):
+        events = self.apply({"files": [{"path": "/etc/s", "content": {"secretRef": {"name": "n", "dataKey": "k"}}}]},
+                            expect_ok=False)
+        fin = self.finished(events)
+        self.assertEqual(fin["code"], "UnsupportedChange")
+        self.assertEqual(fin["subject"], "/etc/s")
+        self.assertFalse(os.path.exists(os.path.join(self.state, "last-applied-osc.yaml")))
+
+    def test_external_items_go_to_the_owner(self):
+        spec = {"files": [{"path": "/etc/s", "content": {"secretRef": {"name": "n", "dataKey": "k"}}},
+                          {"path": "/opt/bin/tool", "content": {"imageRef": {"image": "r/t:v1", "filePathInImage": "/t"}}},
+                          inline("/etc/after", "a")]}
+        events = self.apply(spec, expect_ok=False, args=["--external", "fail"])
+        fin = self.finished(events)
+        self.assertEqual((fin["code"], fin["subject"], fin["errno"], fin["detail"]),
+                         ("FileApplyFailed", "/etc/s", 5, "simulated failure"))
+        self.assertFalse(os.path.exists(self.rooted("/etc/after")))
+
+        events = self.apply(spec, args=["--external", "ok"])
+        self.assertEqual([e["kind"] for e in events if e["event"] == "external"], ["write-file", "pull-file"])
+        self.assertEqual(self.plan(events), ["write file /etc/s (0600) from secret n key k",
+                                             "write file /etc/after (0600)", "pull file /opt/bin/tool (0600) from r/t:v1"])
+        self.assertTrue(os.path.exists(self.rooted("/etc/after")))
+
+    def test_replaced_unit_is_never_written_and_its_binary_not_pulled(self):
+        gna = {"name": "gardener-node-agent.service", "content": "[Service]\nExecStart=/opt/bin/gardener-node-agent\n",
+               "filePaths": ["/opt/bin/gardener-node-agent", "/var/lib/gardener-node-agent/config.yaml"]}
+        events = self.apply({
+            "files": [{"path": "/opt/bin/gardener-node-agent",
+                       "content": {"imageRef": {"image": "r/gna:v1", "filePathInImage": "/gna"}}},
+                      inline("/var/lib/gardener-node-agent/config.yaml", "apiServer: {}\n")],
+            "units": [gna]})
+        self.assertEqual(self.plan(events), ["write file /var/lib/gardener-node-agent/config.yaml (0600)"])
+        self.assertFalse(os.path.exists(os.path.join(self.um.unit_dir, "gardener-node-agent.service")))
+        self.assertTrue(os.path.exists(self.rooted("/var/lib/gardener-node-agent/config.yaml")))
+
+    def test_handover_from_gna_applies_only_the_diff(self):
+        spec = {"files": [inline("/etc/h", "h")], "units": [self.unit("h")]}
+        gna_last = self.rooted("/var/lib/gardener-node-agent/last-applied-osc.yaml")
+        os.makedirs(os.path.dirname(gna_last))
+        with open(gna_last, "w") as f:
+            json.dump({"kind": "OperatingSystemConfig", "spec": spec}, f)
+        spec2 = {"files": [inline("/etc/h", "h"), inline("/etc/new", "n")], "units": [self.unit("h")]}
+        events = self.apply(spec2)
+        self.assertEqual([e["baseline"] for e in events if e["event"] == "baseline"], ["handover"])
+        self.assertEqual(self.plan(events), ["write file /etc/new (0600)"])
+        # from now on our own last-applied OSC is the baseline
+        events = self.apply(spec2)
+        self.assertEqual([e["baseline"] for e in events if e["event"] == "baseline"], ["last-applied"])
+        self.assertEqual(self.plan(events), [])
+        self.assertEqual(self.started("h"), 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "core/osc-component-config.h"
+#include "tests.h"
+
+static char *const replaced[] = { (char *) "gardener-node-agent.service", NULL };
+
+
+static int run(const char *yaml, OscComponentConfig **ret, char **err) {
+        _cleanup_(osc_model_freep) OscModel *m = NULL;
+
+        assert_int_equal(osc_model_decode_yaml(yaml, strlen(yaml), NULL, &m, NULL), 0);
+        return osc_component_config_from_model(m, replaced, ret, err);
+}
+
+static void test_decode(void **state) {
+        static const char yaml[] =
+                "spec:\n"
+                "  units: [{name: gardener-node-agent.service, content: x,\n"
+                "           filePaths: [/opt/bin/gardener-node-agent, /var/lib/gardener-node-agent/config-v1.110.0.yaml]}]\n"
+                "  files:\n"
+                "  - path: /var/lib/gardener-node-agent/config-v1.110.0.yaml\n"
+                "    content:\n"
+                "      inline:\n"
+                "        data: |\n"
+                "          apiVersion: nodeagent.config.gardener.cloud/v1alpha1\n"
+                "          kind: NodeAgentConfiguration\n"
+                "          apiServer: {server: 'https://api.example:443', caFile: /var/lib/gardener-node-agent/cluster-ca.crt}\n"
+                "          controllers:\n"
+                "            operatingSystemConfig: {secretName: gardener-node-agent-pool, kubernetesVersion: 1.31.4}\n"
+                "            token:\n"
+                "              syncConfigs:\n"
+                "              - {secretName: kube-proxy, path: /var/lib/kube-proxy/kubeconfig}\n"
+                "              - {secretName: gardener-valitail, path: /var/lib/valitail/auth-token}\n";
+        _cleanup_(osc_component_config_freep) OscComponentConfig *c = NULL;
+
+        assert_int_equal(run(yaml, &c, NULL), 0);
+        assert_string_equal(c->file, "/var/lib/gardener-node-agent/config-v1.110.0.yaml");
+        assert_string_equal(c->api_server, "https://api.example:443");
+        assert_string_equal(c->ca_file, "/var/lib/gardener-node-agent/cluster-ca.crt");
+        assert_string_equal(c->secret_name, "gardener-node-agent-pool");
+        assert_string_equal(c->kubernetes_version, "1.31.4");
+        assert_int_equal(c->n_token_syncs, 2);
+        assert_string_equal(c->token_syncs[1].secret_name, "gardener-valitail");
+        assert_string_equal(c->token_syncs[1].path, "/var/lib/valitail/auth-token");
+}
+
+static void test_errors(void **state) {
+        static const struct {
+                const char *yaml;
+                int r;
+                const char *message;
+        } table[] = {
+                { "spec: {files: [{path: /var/lib/gardener-node-agent/config.yaml, content: {inline: {data: x}}}]}", -ENOENT, NULL },
+                { "spec: {units: [{name: gardener-node-agent.service, filePaths: [/var/lib/gardener-node-agent/config.yaml]}]}",
+                  -ENOENT, NULL },
+                { "spec: {units: [" "{name: gardener-node-agent.service, filePaths: [/var/lib/gardener-node-agent/config.yaml]}"
+                  "], files: [{path: /var/lib/gardener-node-agent/config.yaml, content: {secretRef: {name: a, dataKey: b}}}]}",
+                  -EINVAL, "/var/lib/gardener-node-agent/config.yaml: the component config must be inline" },
+                { "spec: {units: [" "{name: gardener-node-agent.service, filePaths: [/var/lib/gardener-node-agent/config.yaml]}"
+                  "], files: [{path: /var/lib/gardener-node-agent/config.yaml, content: {inline: {data: 'apiServer: {server: 7}'}}}]}",
+                  -EINVAL, "/var/lib/gardener-node-agent/config.yaml: apiServer.server: expected a string" },
+                { "spec: {units: [" "{name: gardener-node-agent.service, filePaths: [/var/lib/gardener-node-agent/config.yaml]}"
+                  "], files: [{path: /var/lib/gardener-node-agent/config.yaml, content: {inline: {data: "
+                  "'controllers: {token: {syncConfigs: [{secretName: a, path: relative}]}}'}}}]}",
+                  -EINVAL, "/var/lib/gardener-node-agent/config.yaml: controllers.token.syncConfigs[0]: needs a secretName and an absolute path" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(table); i++) {
+                _cleanup_free_ char *err = NULL;
+                OscComponentConfig *c = NULL;
+                int r = run(table[i].yaml, &c, &err);
+
+                if (r != table[i].r)
+                        fail_msg("case %zu: %d %s", i, r, strempty(err));
+                assert_null(c);
+                if (table[i].message)
+                        assert_string_equal(err, table[i].message);
+        }
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_decode),
+                cmocka_unit_test(test_errors),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
