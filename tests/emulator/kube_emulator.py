@@ -111,8 +111,8 @@ Controllers kube-apiserver does not run but a cluster has (in the janitor thread
 csr_sign=true approved kubernetes.io/kube-apiserver-client CSRs are signed by the emulator CA (so the
 certificate authenticates here), lifetime min(spec.expirationSeconds, csr_signing_duration), notBefore backdated
 by csr_backdate; bad usages -> Failed/SignerValidationFailure. With csr_auto_approve=true node-agent CSRs
-(CN gardener.cloud:node-agent:machine:*, O gardener.cloud:node-agents, from a bootstrap token or the same agent)
-are approved like gardener-resource-manager does.
+(CN gardener.cloud:node-agent:machine:*) are approved or denied like gardener-resource-manager's csrapprover
+does: a bootstrap token only while the machine has no Node yet, a renewal only by the same agent.
 
 Fault rules (POST /faults). Matching: verbs are Kubernetes verbs (get, list, watch, create, update, patch,
 delete; non-resource requests use get/post/...); path is a regex searched in the URL path; resource,
@@ -2283,19 +2283,28 @@ def authorize_node_agent(emu, ident, ri, freqs):
     raise deny(ident, ri, why)
 
 
-def node_agent_csr_acceptable(csr):
-    """gardener-resource-manager's node-agent CSR approver (reduced): CN gardener.cloud:node-agent:machine:<m>,
-    O exactly gardener.cloud:node-agents, client usages, requested by a bootstrap token or that same agent."""
+def node_agent_csr_decision(emu, csr):
+    """gardener-resource-manager's csrapprover for node-agent CSRs (CN gardener.cloud:node-agent:machine:<m>):
+    ("approve"|"deny"|None, message). A bootstrap token is denied once the machine's Node exists (the agent is
+    bootstrapped already); the agent itself may renew (username == CN); anyone else is denied."""
     spec = csr.get("spec") or {}
     try:
         subj = csr_subject(base64.b64decode(spec.get("request") or ""))
     except ValueError:
-        return False
-    if not subj or not subj[0].startswith("gardener.cloud:node-agent:machine:") or \
-            subj[1] != ["gardener.cloud:node-agents"]:
-        return False
-    user = spec.get("username", "")
-    return user == subj[0] or user.startswith("system:bootstrap:")
+        return None, ""
+    if not subj or not subj[0].startswith("gardener.cloud:node-agent:machine:"):
+        return None, "not a CSR for gardener-node-agent"
+    user, machine = spec.get("username", ""), subj[0].rsplit(":", 1)[-1]
+    if user.startswith("system:bootstrap:"):
+        if node_agent_node(emu, Identity(subj[0], [], "csr")) is not None:
+            return "deny", ("Denying gardener-node-agent certificate CSR (Cannot use bootstrap token since "
+                            "gardener-node-agent for machine %s is already bootstrapped)" % go_quote(machine))
+    elif user.startswith("gardener.cloud:node-agent:machine:"):
+        if user != subj[0]:
+            return "deny", "Denying gardener-node-agent certificate CSR (username and commonName do not match)"
+    else:
+        return "deny", "Denying gardener-node-agent certificate CSR (username %s is not allowed)" % go_quote(user)
+    return "approve", "Approving gardener-node-agent certificate CSR (all checks passed)"
 
 
 def node_restriction(ident, kind, op, ns, name, old, new):
@@ -4410,9 +4419,11 @@ class Emulator:
                      if c.get("status") == "True"}
             if conds & {"Denied", "Failed"} or (csr.get("status") or {}).get("certificate"):
                 continue
-            if "Approved" not in conds and self.cfg["csr_auto_approve"] and node_agent_csr_acceptable(csr):
-                self.csr_action(csr["metadata"]["name"], "approve", "RequestApproved",
-                                "Approving node-agent CSR (emulated gardener-resource-manager)")
+            if "Approved" not in conds and self.cfg["csr_auto_approve"]:
+                decision, message = node_agent_csr_decision(self, csr)
+                if decision:
+                    self.csr_action(csr["metadata"]["name"], decision,
+                                    "RequestApproved" if decision == "approve" else "RequestDenied", message)
             elif "Approved" in conds and self.cfg["csr_sign"] and \
                     (csr.get("spec") or {}).get("signerName") == "kubernetes.io/kube-apiserver-client":
                 self.csr_action(csr["metadata"]["name"], "sign")

@@ -200,7 +200,7 @@ def c04_validation():
 def c05_signing_duration_autoapprove_and_watch():
     EMU.config(csr_auto_approve=True, csr_signing_duration=90, csr_backdate=0)
     try:
-        _, pem = make_csr("c05")
+        _, pem = make_csr("c05", cn="gardener.cloud:node-agent:machine:m5")
         stream = kubeemu.RawStream(EMU, "/apis/certificates.k8s.io/v1/certificatesigningrequests?watch=1&"
                                    "fieldSelector=metadata.name%3Dnode-agent-csr-c05", token=BOOTSTRAP_TOKEN)
         try:
@@ -228,10 +228,14 @@ def c05_signing_duration_autoapprove_and_watch():
         _, pem = make_csr("c05b", cn="system:node:n1", orgs=("system:nodes",))
         EMU.https_json("POST", "/apis/certificates.k8s.io/v1/certificatesigningrequests",
                        csr_object("other-c05", pem), token=BOOTSTRAP_TOKEN)
-        _, pem = make_csr("c05c")
+        _, pem = make_csr("c05c")          # machine n1 has a Node: a bootstrap token must not get it
         EMU.https_json("POST", "/apis/certificates.k8s.io/v1/certificatesigningrequests",
                        csr_object("node-agent-csr-c05c", pem), token=BOOTSTRAP_TOKEN)
-        issued("node-agent-csr-c05c")      # the approver has looked at every CSR once since other-c05
+        wait_for(lambda: (stored_csr("node-agent-csr-c05c").get("status") or {}).get("conditions"), 10, "decision")
+        c = stored_csr("node-agent-csr-c05c")["status"]["conditions"]
+        eq([(x["type"], x["reason"]) for x in c], [("Denied", "RequestDenied")], "bootstrap token after the Node")
+        check("already bootstrapped" in c[0]["message"], "message: %s", c[0]["message"])
+        # the approver has looked at every CSR once since other-c05 was created
         check("status" not in stored_csr("other-c05") or not stored_csr("other-c05")["status"].get("conditions"),
               "the auto-approver leaves non-node-agent CSRs alone")
     finally:
