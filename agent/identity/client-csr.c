@@ -54,18 +54,25 @@ int client_key_generate(ClientKey **ret) {
         return key_wrap(pkey, ret);
 }
 
+/* A read-only memory BIO over a bounded PEM buffer. */
+static int pem_bio(const char *pem, size_t size, BIO **ret) {
+        if (size > CLIENT_PEM_MAX)
+                return -EFBIG;
+        *ret = BIO_new_mem_buf(pem, (int) size);
+        return *ret ? 0 : -ENOMEM;
+}
+
 int client_key_from_pem(const char *pem, size_t size, ClientKey **ret) {
         _cleanup_(bio_freep) BIO *b = NULL;
         EVP_PKEY *pkey;
+        int r;
 
         assert(pem);
         assert(ret);
 
-        if (size > CLIENT_PEM_MAX)
-                return -EFBIG;
-        b = BIO_new_mem_buf(pem, (int) size);
-        if (!b)
-                return -ENOMEM;
+        r = pem_bio(pem, size, &b);
+        if (r < 0)
+                return r;
         pkey = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
         if (!pkey)
                 return -EINVAL;
@@ -280,15 +287,14 @@ int client_cert_info(const char *pem, size_t size, const ClientKey *k, ClientCer
         _cleanup_(x509_freep) X509 *x = NULL;
         ClientCertInfo info = {};
         EXTENDED_KEY_USAGE *eku;
+        int r;
 
         assert(pem);
         assert(ret);
 
-        if (size > CLIENT_PEM_MAX)
-                return -EFBIG;
-        b = BIO_new_mem_buf(pem, (int) size);
-        if (!b)
-                return -ENOMEM;
+        r = pem_bio(pem, size, &b);
+        if (r < 0)
+                return r;
         x = PEM_read_bio_X509(b, NULL, NULL, NULL);
         if (!x)
                 return -EINVAL;
