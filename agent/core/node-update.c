@@ -96,6 +96,8 @@ static const char *const failure_names[_UPDATE_FAILURE_MAX] = {
         [UPDATE_FAILURE_OS_ROLLED_BACK] = "OSRolledBack",
         [UPDATE_FAILURE_UNSUPPORTED_ROTATION] = "UnsupportedRotation",
         [UPDATE_FAILURE_UNIT_RESTART_FAILED] = "UnitRestartFailed",
+        [UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED] = "CredentialsRotationFailed",
+        [UPDATE_FAILURE_BOOTSTRAP_FAILED] = "BootstrapFailed",
 };
 
 #define NAME(table, max, v) ((int) (v) >= 0 && (int) (v) < (max) ? table[v] : NULL)
