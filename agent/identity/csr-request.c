@@ -78,9 +78,14 @@ static void finish(CsrRequest *r, CsrOutcome outcome, int error, const char *cer
 
 /* "<code> <reason>: <message>" of a failed API answer, for messages. */
 static void api_failure(CsrRequest *r, KubeRequest *req, int error, const char *what) {
-        finish(r, CSR_ERROR, error, NULL, 0, "%s CertificateSigningRequest %s: HTTP %ld %s: %s", what, r->name,
-               kube_request_get_status(req), strempty(kube_request_get_reason(req)),
-               kube_request_get_message(req) ?: strerror(-error));
+        _cleanup_free_ char *detail = NULL;
+
+        /* Formatted first: finish() frees the request that owns reason and message. */
+        if (asprintf(&detail, "HTTP %ld %s: %s", kube_request_get_status(req), strempty(kube_request_get_reason(req)),
+                     kube_request_get_message(req) ?: strerror(-error)) < 0)
+                detail = NULL;
+        finish(r, CSR_ERROR, error, NULL, 0, "%s CertificateSigningRequest %s: %s", what, r->name,
+               detail ?: "out of memory");
 }
 
 static int schedule_poll(CsrRequest *r);

@@ -92,14 +92,21 @@ static void token_free(char *t) {
         free(t);
 }
 
+int kube_client_reload_credentials(KubeClient *c) {
+        assert(c);
+
+        if (kube_credentials_check_files(c->creds) <= 0)
+                return 0;
+        log_debug("Client certificate, key or CA changed on disk.");
+        if (c->on_reconnect)
+                c->on_reconnect(c, c->reconnect_userdata);
+        return 1;
+}
+
 static int kube_client_on_cert_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         KubeClient *c = userdata;
 
-        if (kube_credentials_check_files(c->creds) > 0) {
-                log_debug("Client certificate, key or CA changed on disk.");
-                if (c->on_reconnect)
-                        c->on_reconnect(c, c->reconnect_userdata);
-        }
+        (void) kube_client_reload_credentials(c);
         (void) sd_event_source_set_time_relative(s, c->tuning->cert_check_usec);
         (void) sd_event_source_set_enabled(s, SD_EVENT_ON);
         return 0;

@@ -69,6 +69,10 @@ DEFINE_CLEANUP_FUNC(KubeClient, kube_client_free);
 
 void kube_client_set_reconnect_callback(KubeClient *c, KubeClientReconnectCallback cb, void *userdata);
 
+/* Re-checks the certificate, key and CA files now (e.g. right after a renewal wrote them) instead of at
+ * the next cert-check tick; runs the reconnect callback and returns 1 if they changed. */
+int kube_client_reload_credentials(KubeClient *c);
+
 const KubeTuning *kube_client_get_tuning(KubeClient *c);
 sd_event *kube_client_get_event(KubeClient *c);
 

@@ -541,14 +541,22 @@ def is_label_value(v):
     return errs
 
 
-def validate_object_meta(obj, namespaced, create):
+def is_path_segment_name(v):
+    """apimachinery path.IsValidPathSegmentName: what a CSR name must be (ValidateCertificateRequestName accepts
+    any name that fits in a URL path segment; upstream's digested names have '_' and capitals)."""
+    if v in (".", ".."):
+        return ['may not be "%s"' % v]
+    return ['may not contain "%s"' % c for c in ("/", "%") if c in v]
+
+
+def validate_object_meta(obj, namespaced, create, name_rule=None):
     errs = []
     md = obj.get("metadata") or {}
     name = md.get("name", "")
     if create and not name and not md.get("generateName"):
         errs.append(FieldError("Required", "metadata.name", detail="name or generateName is required"))
     elif name:
-        errs += [FieldError("Invalid", "metadata.name", name, m) for m in is_dns1123_subdomain(name)]
+        errs += [FieldError("Invalid", "metadata.name", name, m) for m in (name_rule or is_dns1123_subdomain)(name)]
     for k, v in (md.get("labels") or {}).items():
         errs += [FieldError("Invalid", "metadata.labels", k, m) for m in is_qualified_name(k)]
         errs += [FieldError("Invalid", "metadata.labels", v, m) for m in is_label_value(v)]
@@ -2668,7 +2676,8 @@ def csr_update_strategy(sub, old, new):
 
 
 def validate_kind(kind, obj, create, request_group):
-    errs = validate_object_meta(obj, kind.namespaced, create)
+    errs = validate_object_meta(obj, kind.namespaced, create, is_path_segment_name
+                                if kind.storage == "certificatesigningrequests" else None)
     if kind.storage == "certificatesigningrequests":
         errs += validate_csr(obj, create)
     elif kind.storage == "events":

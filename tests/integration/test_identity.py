@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""The agent's own client certificate (CONTRACT §9.6) against the API-server emulator, through the
+identitydrv driver (tests/helpers/identitydrv.c: identity/ plus a long-lived probe client made from the
+written kubeconfig, as the daemon uses it).
+
+i01 bootstrap from nothing with a bootstrap kubeconfig (token), kubeconfig + PEM 0600, the probe
+    authenticates as gardener.cloud:node-agent:machine:<m> with the new certificate;
+i02 GNA's credentials (credentials/bootstrap-token + cluster-ca.crt + server) and its machine-name file;
+i03 renewal before expiry with short-lived certificates: renewed with the current certificate (the CSR's
+    requester is the agent, not the bootstrap token), in 70-90 % of the lifetime, the same probe client
+    keeps working across it without one 401;
+i04 401 -> re-bootstrap: the API server rejects the certificate once, a new one is bootstrapped;
+i05 a denied CSR: BootstrapFailed naming the CSR, retried with backoff, the next CSR approved -> works;
+i06 SIGUSR1 (what a CA rotation does) renews at once;
+and in every test: the token secret, private keys and certificates appear nowhere in what the driver
+printed (stdout, stderr with debug logging).
+"""
+
+import base64
+import json
+import os
+import queue
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import kubeemu  # noqa: E402
+from kubeemu import wait_for  # noqa: E402
+
+DRV = os.environ.get("IDENTITYDRV", "")
+TOKEN_ID, TOKEN_SECRET = "boot01", "s3cr3tt0k3n0v3ry"
+TUNING = "csr-poll=200ms,csr-timeout=30s,identity-retry-base=500ms,identity-retry-cap=2s,cert-check=1s"
+CSR_PATH = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+
+
+def check(cond, msg, *args):
+    if not cond:
+        raise AssertionError(msg % args if args else msg)
+
+
+def eq(got, want, what):
+    if got != want:
+        raise AssertionError("%s: got %r, want %r" % (what, got, want))
+
+
+class Driver:
+    """identitydrv as a child process; its stdout JSON lines in a queue, stderr to a file."""
+
+    def __init__(self, emu, work, node, bootstrap=True, gna_server=None):
+        self.work, self.emu = work, emu
+        self.kubeconfig = os.path.join(work, "state", "kubeconfig")
+        self.bootstrap = os.path.join(work, "state", "bootstrap-kubeconfig")
+        self.gna = os.path.join(work, "root", "var", "lib", "gardener-node-agent")
+        os.makedirs(os.path.join(self.gna, "credentials"), exist_ok=True)
+        os.makedirs(os.path.dirname(self.kubeconfig), exist_ok=True)
+        if bootstrap:
+            with open(self.bootstrap, "w") as f:
+                f.write("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: %s\n"
+                        "    certificate-authority: %s\nusers:\n- name: u\n  user:\n    token: %s.%s\n"
+                        "contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
+                        % (emu.server, emu.ca, TOKEN_ID, TOKEN_SECRET))
+        args = [DRV, "--kubeconfig", self.kubeconfig, "--bootstrap-kubeconfig", self.bootstrap,
+                "--gna-dir", self.gna, "--node", node, "--probe-interval", "200ms"]
+        if gna_server:
+            args += ["--gna-server", gna_server]
+        self.stderr_path = os.path.join(work, "driver.log")
+        self.stderr = open(self.stderr_path, "w")
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.stderr,
+                                     env=dict(os.environ, INPLACE_AGENT_KUBE_TUNING=TUNING))
+        self.lines, self.q = [], queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in iter(self.proc.stdout.readline, b""):
+            self.q.put(line.decode())
+        self.q.put(None)
+
+    def next(self, pred, timeout, what):
+        """The next event for which pred(event) holds (others are kept in self.lines)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError("no %s within %ss; events: %s" % (what, timeout, self.lines[-8:]))
+            try:
+                line = self.q.get(timeout=left)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise AssertionError("identitydrv exited (%s) waiting for %s" % (self.proc.poll(), what))
+            ev = json.loads(line)
+            self.lines.append(ev)
+            if pred(ev):
+                return ev
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.stderr.close()
+
+    def output(self):
+        with open(self.stderr_path, errors="replace") as f:
+            return json.dumps(self.lines) + "\n" + f.read()
+
+    def pem(self):
+        with open(os.path.join(os.path.dirname(self.kubeconfig), "node-agent-client.pem")) as f:
+            return f.read()
+
+
+def secrets_of(drv):
+    """Everything that must never be printed: the token secret, key and certificate bodies."""
+    out = [TOKEN_SECRET]
+    try:
+        pem = drv.pem()
+    except OSError:
+        return out
+    for block in pem.split("-----END")[:-1]:
+        body = "".join(block.split("-----")[-1].split())
+        out += [body[i:i + 40] for i in range(0, len(body) - 40, 200)]
+    return out
+
+
+def assert_no_leak(drv, csrs_seen=()):
+    text = drv.output()
+    for s in secrets_of(drv):
+        check(s not in text, "secret material %r... printed by the driver", s[:12])
+    check("PRIVATE KEY" not in text and "BEGIN CERTIFICATE" not in text, "PEM printed by the driver")
+
+
+def mode(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def cert_subject_dates(pem):
+    r = subprocess.run(["openssl", "x509", "-noout", "-subject", "-startdate", "-enddate", "-serial",
+                        "-nameopt", "RFC2253"], input=pem.encode(), stdout=subprocess.PIPE, check=True)
+    return dict(ln.split("=", 1) for ln in r.stdout.decode().splitlines())
+
+
+def subject(pem):
+    return set(cert_subject_dates(pem)["subject"].split(","))
+
+
+def csr_cn(csr):
+    r = subprocess.run(["openssl", "req", "-noout", "-subject", "-nameopt", "RFC2253"],
+                       input=base64.b64decode(csr["spec"]["request"]), stdout=subprocess.PIPE, check=True)
+    return r.stdout.decode().strip().split("CN=", 1)[-1].split(",")[0]
+
+
+def csrs(emu):
+    return emu.list("certificatesigningrequests", group="certificates.k8s.io")
+
+
+def with_driver(emu, node, fn, **kw):
+    work = tempfile.mkdtemp(prefix="identity-")
+    drv = Driver(emu, work, node, **kw)
+    try:
+        fn(emu, drv)
+        assert_no_leak(drv)
+    except Exception:
+        print("identitydrv stderr (tail):\n" + drv.output()[-3000:], flush=True)
+        raise
+    finally:
+        drv.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def i01_bootstrap_from_nothing(emu):
+    def body(emu, drv):
+        eq(drv.next(lambda e: e["event"] == "start", 10, "start")["usable"], False, "nothing usable at start")
+        drv.next(lambda e: e["event"] == "changed", 20, "certificate")
+        eq((mode(drv.kubeconfig), mode(os.path.join(os.path.dirname(drv.kubeconfig), "node-agent-client.pem"))),
+           (0o600, 0o600), "modes")
+        eq(subject(drv.pem()), {"CN=gardener.cloud:node-agent:machine:m1", "O=gardener.cloud:node-agents"},
+           "subject")
+        drv.next(lambda e: e["event"] == "probe" and e["status"] == 200, 10, "probe with the new certificate")
+        users = {e["user"] for e in emu.request_log(path=r"^/api/v1/nodes$")}
+        eq(users, {"gardener.cloud:node-agent:machine:m1"}, "probe identity")
+        created = [c for c in csrs(emu) if c["spec"]["username"] == "system:bootstrap:" + TOKEN_ID]
+        check(created and all(c["metadata"]["name"].startswith("node-agent-csr-") for c in created), "CSR names")
+        spec = created[-1]["spec"]
+        eq((spec["signerName"], spec["usages"][-1], spec["expirationSeconds"]),
+           ("kubernetes.io/kube-apiserver-client", "client auth", 720 * 3600), "CSR spec")
+    with_driver(emu, "m1", body)
+
+
+def i02_gna_credentials_and_machine_name(emu):
+    work = tempfile.mkdtemp(prefix="identity-")
+    gna = os.path.join(work, "root", "var", "lib", "gardener-node-agent")
+    os.makedirs(os.path.join(gna, "credentials"))
+    with open(os.path.join(gna, "credentials", "bootstrap-token"), "w") as f:
+        f.write("%s.%s\n" % (TOKEN_ID, TOKEN_SECRET))
+    shutil.copyfile(emu.ca, os.path.join(gna, "cluster-ca.crt"))
+    with open(os.path.join(gna, "machine-name"), "w") as f:
+        f.write("machine-2\n")
+    drv = Driver(emu, work, "node-2", bootstrap=False, gna_server=emu.server)
+    try:
+        drv.next(lambda e: e["event"] == "changed", 20, "certificate")
+        eq(subject(drv.pem()), {"CN=gardener.cloud:node-agent:machine:machine-2", "O=gardener.cloud:node-agents"},
+           "machine-name wins")
+        with open(drv.kubeconfig) as f:
+            kc = json.load(f)
+        eq(kc["clusters"][0]["cluster"]["certificate-authority"], os.path.join(gna, "cluster-ca.crt"),
+           "the kubeconfig keeps following cluster-ca.crt (CA rotation updates it)")
+        assert_no_leak(drv)
+    finally:
+        drv.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def i03_renewal_before_expiry(emu):
+    emu.config(csr_signing_duration=12, csr_backdate=0)
+
+    def body(emu, drv):
+        drv.next(lambda e: e["event"] == "changed", 20, "first certificate")
+        first = cert_subject_dates(drv.pem())
+        t0 = time.time()
+        drv.next(lambda e: e["event"] == "changed", 20, "renewal")
+        elapsed = time.time() - t0
+        second = cert_subject_dates(drv.pem())
+        check(first["serial"] != second["serial"], "a new certificate")
+        check(6 <= elapsed <= 12, "renewed at %.1fs of a 12s lifetime (70-90 %% = 8.4-10.8 s)", elapsed)
+        renewal = [c for c in csrs(emu) if c["spec"]["username"] == "gardener.cloud:node-agent:machine:m3"]
+        check(renewal, "the renewal CSR was made with the current certificate")
+        # The long-lived probe client outlives the first certificate's expiry without a 401.
+        wait_for(lambda: time.time() > t0 + 12 + 1.5, 20, "past the first certificate's expiry")
+        probes = [e for e in drv.lines if e["event"] == "probe"]
+        check(probes and all(e["status"] == 200 for e in probes), "every probe 200: %s",
+              sorted({e["status"] for e in probes}))
+    try:
+        with_driver(emu, "m3", body)
+    finally:
+        emu.config(csr_signing_duration=31536000, csr_backdate=300)
+
+
+def i04_unauthorized_rebootstraps(emu):
+    def body(emu, drv):
+        drv.next(lambda e: e["event"] == "changed", 20, "first certificate")
+        first = cert_subject_dates(drv.pem())["serial"]
+        emu.inject("unauthorized", path=r"^/api/v1/nodes$", user="gardener.cloud:node-agent:machine:m4", count=1)
+        drv.next(lambda e: e["event"] == "probe" and e["status"] == 401, 10, "401")
+        drv.next(lambda e: e["event"] == "changed", 20, "re-bootstrapped certificate")
+        check(cert_subject_dates(drv.pem())["serial"] != first, "a new certificate")
+        boot = [c for c in csrs(emu) if c["spec"]["username"] == "system:bootstrap:" + TOKEN_ID and
+                csr_cn(c) == "gardener.cloud:node-agent:machine:m4"]
+        eq(len(boot), 2, "bootstrapped twice with the token (not renewed with the rejected certificate)")
+        drv.next(lambda e: e["event"] == "probe" and e["status"] == 200, 10, "probe works again")
+    with_driver(emu, "m4", body)
+
+
+def i05_denied_then_retried(emu):
+    emu.config(csr_auto_approve=False)
+
+    def body(emu, drv):
+        wait_for(lambda: any(c["spec"]["username"].startswith("system:bootstrap:") and not c.get("status")
+                             for c in csrs(emu)), 10, "pending CSR")
+        pending = [c for c in csrs(emu) if not c.get("status")][0]["metadata"]["name"]
+        emu.csr(pending, "deny", "NotToday", "denied by the test")
+        ev = drv.next(lambda e: e["event"] == "failed", 10, "failure")
+        eq(ev["failure"], "BootstrapFailed", "code")
+        check(pending in ev["status"] and "is denied" in ev["status"] and "NotToday" in ev["status"],
+              "status names the CSR and the reason: %s", ev["status"])
+        wait_for(lambda: any(not c.get("status") for c in csrs(emu)), 10, "a retried CSR")
+        retried = [c for c in csrs(emu) if not c.get("status")][0]["metadata"]["name"]
+        check(retried != pending, "a new key, a new CSR")
+        emu.csr(retried, "approve")
+        drv.next(lambda e: e["event"] == "changed", 20, "certificate after the retry")
+        check(drv.proc.poll() is None, "stays up")
+    try:
+        with_driver(emu, "m5", body)
+    finally:
+        emu.config(csr_auto_approve=True)
+
+
+def i06_renew_on_request(emu):
+    def body(emu, drv):
+        drv.next(lambda e: e["event"] == "changed", 20, "first certificate")
+        first = cert_subject_dates(drv.pem())["serial"]
+        drv.proc.send_signal(signal.SIGUSR1)
+        drv.next(lambda e: e["event"] == "changed", 20, "renewed certificate")
+        check(cert_subject_dates(drv.pem())["serial"] != first, "a new certificate")
+    with_driver(emu, "m6", body)
+
+
+TESTS = [i01_bootstrap_from_nothing, i02_gna_credentials_and_machine_name, i03_renewal_before_expiry,
+         i04_unauthorized_rebootstraps, i05_denied_then_retried, i06_renew_on_request]
+
+
+def main():
+    if not DRV or not os.access(DRV, os.X_OK):
+        print("SKIP: $IDENTITYDRV not set")
+        return 77
+    failed = 0
+    only = sys.argv[1:]
+    with kubeemu.start(config={"csr_auto_approve": True}) as emu:
+        emu.seed_bootstrap_token(TOKEN_ID, TOKEN_SECRET)
+        for t in TESTS:
+            if only and not any(o in t.__name__ for o in only):
+                continue
+            emu.clear_faults()
+            t0 = time.monotonic()
+            try:
+                t(emu)
+                print("ok   %-45s %5.1fs" % (t.__name__, time.monotonic() - t0), flush=True)
+            except Exception:  # noqa: BLE001
+                failed += 1
+                print("FAIL %s\n%s" % (t.__name__, traceback.format_exc()), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
