@@ -16,7 +16,7 @@ LAYERS = {
     'identity': {'identity', 'kube', 'net', 'util', 'core'},
     'oci':     {'oci', 'net', 'util', 'core'},
     'kubelet': {'kubelet', 'oci', 'net', 'util', 'core'},
-    'os':      {'os', 'util', 'core'},
+    'os':      {'os', 'oci', 'net', 'util', 'core'},
     'daemon':  None,  # the owner: may include every layer
 }
 PURE = {'core'}

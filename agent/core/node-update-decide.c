@@ -23,6 +23,7 @@ typedef struct Builder {
         bool deferred;                  /* an API write waits for its back-off: emit nothing after it */
         uint64_t wake_usec;
         char *status;                   /* owned */
+        char *notice;                   /* owned: UpdateDecision.notice */
         int error;                      /* sticky -ENOMEM from helpers that return pointers */
 } Builder;
 
@@ -53,6 +54,7 @@ static void builder_done(Builder *b) {
         free(b->actions);
         update_transaction_free(b->tx);
         free(b->status);
+        free(b->notice);
 }
 
 /* ---- small helpers ---- */
@@ -809,6 +811,15 @@ static void succeeded_chores(Builder *b) {
                 add_set_checksum(b, true, tx->checksum, tx->kubernetes_version, tx->ca_rotation, tx->sa_rotation);
         if (!b->deferred)
                 add_final_event(b);
+        /* keepVersions: once the new kubelet is reported good, older ones go (never the rollback one). */
+        if (tx->kubelet_to && !done(b, UPDATE_STEP_COLLECT_KUBELETS)) {
+                UpdateAction *a = add_work(b, UPDATE_ACTION_COLLECT_KUBELETS, UPDATE_STEP_COLLECT_KUBELETS);
+
+                if (a) {
+                        a->version = b_strdup(b, tx->kubelet_to);
+                        a->previous_version = b_strdup(b, tx->kubelet_from);
+                }
+        }
 }
 
 static void failed_chores(Builder *b) {
@@ -920,6 +931,7 @@ static int start_transaction(Builder *b, Plan *p, unsigned attempt) {
                 return r;
 
         tx->id = b_strdup(b, in->new_transaction_id);
+        tx->node_uid = b_strdup(b, in->node->uid);
         tx->checksum = b_strdup(b, osc->checksum);
         tx->gated = p->gated;
         tx->os_from = TAKE_PTR(p->os_from);
@@ -1063,6 +1075,36 @@ static void adopt_baseline(Builder *b) {
         tx->applied.valid = true;
 }
 
+/* Results belong to the Node a transaction started on: a Node deleted and re-created meanwhile (a
+ * new uid) was never gated by MCM for it, so it must not receive that transaction's update-result or
+ * marker. The record is dropped (the node-level memory stays): what was applied to the machine is
+ * running, and the next decision starts from that, against the new Node. */
+static int drop_if_node_replaced(Builder *b) {
+        UpdateTransaction *tx = b->tx;
+        const char *uid = b->in->node->uid;
+        _cleanup_free_ char *old_id = NULL, *old_uid = NULL;
+        int r;
+
+        if (!tx->id || !tx->node_uid || !uid || streq(tx->node_uid, uid))
+                return 0;
+        old_id = strdup(tx->id);
+        old_uid = strdup(tx->node_uid);
+        if (!old_id || !old_uid)
+                return -ENOMEM;
+        r = reset_transaction(tx);
+        if (r < 0)
+                return r;
+        free(tx->marker);               /* set on the old Node object, not on this one */
+        tx->marker = NULL;
+        free(b->notice);
+        if (asprintf(&b->notice, "Node was re-created (uid %s, was %s); in-place update %s dropped without "
+                     "reporting on the new Node.", uid, old_uid, old_id) < 0) {
+                b->notice = NULL;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 static int decide(Builder *b) {
         const UpdateInput *in = b->in;
         UpdateTransaction *tx = b->tx;
@@ -1070,6 +1112,9 @@ static int decide(Builder *b) {
 
         if (!in->node)
                 return set_status(b, "Waiting for the Node object.");
+        r = drop_if_node_replaced(b);
+        if (r < 0)
+                return r;
         adopt_baseline(b);
 
         if (tx_active(tx)) {
@@ -1138,6 +1183,7 @@ int node_update_decide(const UpdateInput *in, UpdateDecision *ret) {
                 .n_actions = b.n_actions,
                 .wake_usec = b.wake_usec,
                 .status = TAKE_PTR(b.status),
+                .notice = TAKE_PTR(b.notice),
         };
         b.n_actions = 0;
         return 0;

@@ -2,6 +2,7 @@
 /* The phase machine, the transaction record, and the feedback of action outcomes. The decider that
  * turns inputs into actions lives in node-update-decide.c. */
 #include <assert.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <strings.h>
 #include <time.h>
@@ -62,6 +63,7 @@ static const char *const step_names[_UPDATE_STEP_MAX] = {
         [UPDATE_STEP_CHECKSUM] = "set-checksum",
         [UPDATE_STEP_PROGRESS] = "report-progress",
         [UPDATE_STEP_EVENT] = "emit-event",
+        [UPDATE_STEP_COLLECT_KUBELETS] = "collect-kubelets",
 };
 
 static const char *const action_names[_UPDATE_ACTION_MAX] = {
@@ -81,6 +83,7 @@ static const char *const action_names[_UPDATE_ACTION_MAX] = {
         [UPDATE_ACTION_DELETE_PODS] = "DeletePods",
         [UPDATE_ACTION_REPORT_RESULT] = "ReportResult",
         [UPDATE_ACTION_SET_CHECKSUM] = "SetChecksum",
+        [UPDATE_ACTION_COLLECT_KUBELETS] = "CollectKubelets",
 };
 
 static const char *const failure_names[_UPDATE_FAILURE_MAX] = {
@@ -130,6 +133,20 @@ UpdateFailureCode update_failure_code_from_string(const char *s) {
         return string_table_lookup(failure_names, ELEMENTSOF(failure_names), s);
 }
 
+/* One table: the artifact layer's codes are a subset of the update's (CONTRACT §8.9). */
+static const UpdateFailureCode artifact_codes[_ARTIFACT_FAILURE_MAX] = {
+        [ARTIFACT_FAILURE_NONE] = _UPDATE_FAILURE_INVALID,
+        [ARTIFACT_FAILURE_UNAVAILABLE] = UPDATE_FAILURE_ARTIFACT_UNAVAILABLE,
+        [ARTIFACT_FAILURE_DIGEST_MISMATCH] = UPDATE_FAILURE_DIGEST_MISMATCH,
+        [ARTIFACT_FAILURE_UNSAFE_ARCHIVE] = UPDATE_FAILURE_UNSAFE_ARCHIVE,
+        [ARTIFACT_FAILURE_DISK_SPACE] = UPDATE_FAILURE_DISK_SPACE,
+        [ARTIFACT_FAILURE_KUBELET_UNHEALTHY] = UPDATE_FAILURE_KUBELET_UNHEALTHY,
+};
+
+UpdateFailureCode update_failure_from_artifact(ArtifactFailure f) {
+        return f >= 0 && f < _ARTIFACT_FAILURE_MAX ? artifact_codes[f] : _UPDATE_FAILURE_INVALID;
+}
+
 bool update_phase_is_terminal(UpdatePhase p) {
         return p == UPDATE_PHASE_SUCCEEDED || p == UPDATE_PHASE_FAILED || p == UPDATE_PHASE_ROLLED_BACK;
 }
@@ -139,7 +156,8 @@ bool node_update_blocks_unit_restarts(const UpdateTransaction *tx) {
 }
 
 bool update_action_is_best_effort(UpdateActionType t) {
-        return t == UPDATE_ACTION_REPORT_PROGRESS || t == UPDATE_ACTION_EMIT_EVENT;
+        return t == UPDATE_ACTION_REPORT_PROGRESS || t == UPDATE_ACTION_EMIT_EVENT ||
+                t == UPDATE_ACTION_COLLECT_KUBELETS;
 }
 
 bool update_failure_is_retriable(UpdateFailureCode code, const char *message) {
@@ -235,31 +253,69 @@ static void strv_free(char **l) {
         strv_freep(&l);
 }
 
+#define TX(k, t, f) { .key = k, .type = TX_FIELD_##t, .offset = offsetof(UpdateTransaction, f) }
+#define TX_GATE(k, t, f) { .key = k, .type = TX_FIELD_##t, .offset = offsetof(UpdateTransaction, f), .gate = true }
+
+/* In state.json's order: "transaction" and "phase" first, `inplace-agent status` prints them so. */
+const TxField update_transaction_fields[] = {
+        TX("transaction", STRING, id),
+        TX("phase", PHASE, phase),
+        TX("checksum", STRING, checksum),
+        TX("nodeUid", STRING, node_uid),
+        TX("gated", BOOL, gated),
+        TX("os.from", STRING, os_from),
+        TX("os.to", STRING, os_to),
+        TX("os.backend", BACKEND, os_backend),
+        TX("os.command", STRING, os_command),
+        TX("os.args", STRV, os_args),
+        TX("kubelet.from", STRING, kubelet_from),
+        TX("kubelet.to", STRING, kubelet_to),
+        TX("kubelet.kubernetesVersion", STRING, kubernetes_version),
+        TX("kubelet.image", STRING, kubelet_image),
+        TX("kubelet.pathInImage", STRING, kubelet_path_in_image),
+        TX("rotation.requested", BOOL, rotation),
+        TX("rotation.certificateAuthorities", STRING, ca_rotation),
+        TX("rotation.serviceAccountKey", STRING, sa_rotation),
+        TX_GATE("blocked.code", CODE, blocked),
+        TX("blocked.message", STRING, blocked_message),
+        TX("done", STEPS, done),
+        TX("attempt", UINT, attempt),
+        TX("progressPhase", PHASE, progress_phase),
+        TX("eventPhase", PHASE, event_phase),
+        TX("bootId", STRING, boot_id),
+        TX("readySince", STRING, ready_since),
+        TX("osStartedUsec", U64, os_started_usec),
+        TX_GATE("failure.code", CODE, failure.code),
+        TX("failure.message", STRING, failure.message),
+        TX("failure.step", STRING, failure.step),
+        TX("failure.attempt", UINT, failure.attempt),
+        TX("failure.usec", U64, failure.usec),
+        TX("failure.keepReason", BOOL, failure.keep_reason),
+        TX("startedUsec", U64, started_usec),
+        TX("updatedUsec", U64, updated_usec),
+        TX("retryUsec", U64, retry_usec),
+        TX("apiFailures", UINT, api_failures),
+        TX_GATE("applied", PRESENT, applied.valid),
+        TX("applied.checksum", STRING, applied.checksum),
+        TX("applied.certificateAuthorities", STRING, applied.ca_rotation),
+        TX("applied.serviceAccountKey", STRING, applied.sa_rotation),
+        TX("marker", STRING, marker),
+};
+const size_t update_transaction_n_fields = ELEMENTSOF(update_transaction_fields);
+
+#define TX_PTR(t, f, type) ((type *) ((uint8_t *) (t) + (f)->offset))
+
 UpdateTransaction *update_transaction_free(UpdateTransaction *t) {
         if (!t)
                 return NULL;
-        free(t->id);
-        free(t->checksum);
-        free(t->os_from);
-        free(t->os_to);
-        free(t->kubelet_from);
-        free(t->kubelet_to);
-        free(t->kubernetes_version);
-        free(t->kubelet_image);
-        free(t->kubelet_path_in_image);
-        free(t->os_command);
-        strv_free(t->os_args);
-        free(t->ca_rotation);
-        free(t->sa_rotation);
-        free(t->blocked_message);
-        free(t->boot_id);
-        free(t->ready_since);
-        free(t->failure.message);
-        free(t->failure.step);
-        free(t->applied.checksum);
-        free(t->applied.ca_rotation);
-        free(t->applied.sa_rotation);
-        free(t->marker);
+        for (size_t i = 0; i < update_transaction_n_fields; i++) {
+                const TxField *f = &update_transaction_fields[i];
+
+                if (f->type == TX_FIELD_STRING)
+                        free(*TX_PTR(t, f, char *));
+                else if (f->type == TX_FIELD_STRV)
+                        strv_free(*TX_PTR(t, f, char **));
+        }
         free(t);
         return NULL;
 }
@@ -307,36 +363,22 @@ int update_transaction_copy(const UpdateTransaction *t, UpdateTransaction **ret)
                 return -ENOMEM;
         *c = *t;
         /* Clear every pointer first so a failed copy can be freed safely. */
-        c->id = c->checksum = c->os_from = c->os_to = c->kubelet_from = c->kubelet_to = NULL;
-        c->kubernetes_version = c->kubelet_image = c->kubelet_path_in_image = c->os_command = NULL;
-        c->os_args = NULL;
-        c->ca_rotation = c->sa_rotation = c->blocked_message = c->boot_id = c->ready_since = NULL;
-        c->failure.message = c->failure.step = NULL;
-        c->applied.checksum = c->applied.ca_rotation = c->applied.sa_rotation = NULL;
-        c->marker = NULL;
+        for (size_t i = 0; i < update_transaction_n_fields; i++) {
+                const TxField *f = &update_transaction_fields[i];
 
-        r = r ?: dup_str(t->id, &c->id);
-        r = r ?: dup_str(t->checksum, &c->checksum);
-        r = r ?: dup_str(t->os_from, &c->os_from);
-        r = r ?: dup_str(t->os_to, &c->os_to);
-        r = r ?: dup_str(t->kubelet_from, &c->kubelet_from);
-        r = r ?: dup_str(t->kubelet_to, &c->kubelet_to);
-        r = r ?: dup_str(t->kubernetes_version, &c->kubernetes_version);
-        r = r ?: dup_str(t->kubelet_image, &c->kubelet_image);
-        r = r ?: dup_str(t->kubelet_path_in_image, &c->kubelet_path_in_image);
-        r = r ?: dup_str(t->os_command, &c->os_command);
-        r = r ?: update_strv_copy(t->os_args, &c->os_args);
-        r = r ?: dup_str(t->ca_rotation, &c->ca_rotation);
-        r = r ?: dup_str(t->sa_rotation, &c->sa_rotation);
-        r = r ?: dup_str(t->blocked_message, &c->blocked_message);
-        r = r ?: dup_str(t->boot_id, &c->boot_id);
-        r = r ?: dup_str(t->ready_since, &c->ready_since);
-        r = r ?: dup_str(t->failure.message, &c->failure.message);
-        r = r ?: dup_str(t->failure.step, &c->failure.step);
-        r = r ?: dup_str(t->applied.checksum, &c->applied.checksum);
-        r = r ?: dup_str(t->applied.ca_rotation, &c->applied.ca_rotation);
-        r = r ?: dup_str(t->applied.sa_rotation, &c->applied.sa_rotation);
-        r = r ?: dup_str(t->marker, &c->marker);
+                if (f->type == TX_FIELD_STRING)
+                        *TX_PTR(c, f, char *) = NULL;
+                else if (f->type == TX_FIELD_STRV)
+                        *TX_PTR(c, f, char **) = NULL;
+        }
+        for (size_t i = 0; r >= 0 && i < update_transaction_n_fields; i++) {
+                const TxField *f = &update_transaction_fields[i];
+
+                if (f->type == TX_FIELD_STRING)
+                        r = dup_str(*TX_PTR(t, f, char *), TX_PTR(c, f, char *));
+                else if (f->type == TX_FIELD_STRV)
+                        r = update_strv_copy(*TX_PTR(t, f, char **), TX_PTR(c, f, char **));
+        }
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(c);
@@ -349,6 +391,7 @@ void update_action_done(UpdateAction *a) {
         free(a->transaction);
         free(a->unit);
         free(a->version);
+        free(a->previous_version);
         free(a->image);
         free(a->path_in_image);
         free(a->command);
@@ -371,6 +414,7 @@ void update_decision_done(UpdateDecision *d) {
         free(d->actions);
         update_transaction_free(d->tx);
         free(d->status);
+        free(d->notice);
         *d = (UpdateDecision) {};
 }
 

@@ -8,6 +8,7 @@
 #include "build-config.h"
 #include "daemon/config-files.h"
 #include "daemon/manager.h"
+#include "kube/kube-tuning.h"
 #include "daemon/status.h"
 #include "util/log.h"
 
@@ -176,13 +177,22 @@ static int verb_check_config(void) {
 
 static int verb_run(void) {
         _cleanup_(manager_freep) Manager *m = NULL;
-        Config *c;
+        _cleanup_(config_freep) Config *c = NULL;
+        _cleanup_free_ char *error = NULL;
+        KubeTuning tuning;
         sigset_t ss;
         int r;
 
         c = load_config();
         if (!c)
                 return EXIT_USAGE;
+        kube_tuning_init(&tuning);
+        r = kube_tuning_parse(&tuning, getenv(KUBE_TUNING_ENV), &error);
+        if (r < 0) {
+                fprintf(stderr, "inplace-agent: configuration error: %s\n",
+                        error ? error : strerror(-r));
+                return EXIT_USAGE;
+        }
 
         /* sd-event delivers SIGTERM/SIGINT through a signalfd; they must be blocked first. */
         sigemptyset(&ss);
@@ -191,11 +201,11 @@ static int verb_run(void) {
         sigaddset(&ss, SIGCHLD);
         (void) sigprocmask(SIG_BLOCK, &ss, NULL);
 
-        r = manager_new(c, &m);
+        r = manager_new(&c, &tuning, &m, &error);
         if (r < 0) {
-                config_free(c);
-                log_error_errno(r, "Failed to set up: %m");
-                return EXIT_FAILURE;
+                /* Logged here only, once. An unusable state directory is a configuration error too. */
+                log_error_errno(r, "Failed to set up: %s", error ? error : strerror(-r));
+                return r == -ENOMEM ? EXIT_FAILURE : EXIT_USAGE;
         }
         r = manager_run(m);
         return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;

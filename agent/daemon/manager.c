@@ -13,6 +13,7 @@
 #include "daemon/catalog-ids.h"
 #include "daemon/executor.h"
 #include "daemon/manager.h"
+#include "daemon/reporter.h"
 #include "daemon/restart-handler.h"
 #include "kube/kube-client.h"
 #include "kube/kube-events.h"
@@ -22,6 +23,7 @@
 #include "kube/lease.h"
 #include "net/http.h"
 #include "systemd/unit-control.h"
+#include "util/error-message.h"
 #include "util/fileio.h"
 #include "util/log.h"
 
@@ -31,16 +33,6 @@
 #define NODE_VIEW_FILE "node-view.json"
 #define DEBUG_JSON_MAX 4096
 #define RESTART_STATE_FILE "restart-request.json"
-
-typedef struct PendingWrite PendingWrite;
-
-struct PendingWrite {
-        Manager *manager;               /* borrowed: owns us */
-        KubeRequest *request;           /* owned */
-        ManagerWriteCallback cb;
-        void *userdata;                 /* borrowed */
-        PendingWrite *next;
-};
 
 struct Manager {
         Config *config;                 /* owned */
@@ -52,7 +44,7 @@ struct Manager {
         KubeWatch *node_watch;          /* owned */
         KubeEvents *events;             /* owned */
         Lease *lease;                   /* owned; NULL when lease.enabled=false */
-        PendingWrite *writes;           /* owned: Node patches in flight */
+        Reporter *reporter;             /* owned: every write about us (Node, Events, STATUS=) */
         sd_event_source *kubeconfig_timer;      /* owned: retries loading the kubeconfig */
         char *kubeconfig_error;         /* owned: last load error, to log each distinct one once */
 
@@ -65,35 +57,22 @@ struct Manager {
         char *osc_error;                /* owned: last OSC decode error, reported once */
 
         json_t *node;                   /* ref held: the latest Node; NULL while unknown or absent */
+        NodeView *view;                 /* owned: `node` decoded once, for every reader; NULL likewise */
+        char *view_error;               /* owned: last decode error, logged once */
         char *node_uid;                 /* owned */
-        char *status;                   /* owned: last STATUS= sent */
         int list_error;                 /* outcome of the last LIST of the Node (0 or -errno) */
-        bool ready;                     /* READY=1 sent */
+        bool synced;                    /* the first LIST completed or failed */
         bool node_view;                 /* debug: mirror the Node view into the state directory */
 };
 
-void manager_set_status(Manager *m, const char *fmt, ...) {
-        _cleanup_free_ char *s = NULL;
-        va_list ap;
-        int r;
-
-        va_start(ap, fmt);
-        r = vasprintf(&s, fmt, ap);
-        va_end(ap);
-        if (r < 0 || streq_ptr(s, m->status))
-                return;
-        (void) sd_notifyf(false, "STATUS=%s", s);
-        free(m->status);
-        m->status = TAKE_PTR(s);
-}
+#define manager_set_status(m, ...) reporter_set_status((m)->reporter, __VA_ARGS__)
+#define manager_emit_event(m, ...) reporter_emit_event((m)->reporter, __VA_ARGS__)
 
 /* CONTRACT §8.14: READY=1 once the first LIST of the Node completed or failed (or could not even be
  * attempted), so neither an unreachable API server nor a missing Node restart-loops us. */
 static void manager_notify_ready(Manager *m) {
-        if (m->ready)
-                return;
-        m->ready = true;
-        (void) sd_notify(false, "READY=1");
+        m->synced = true;
+        reporter_notify_ready(m->reporter);
 }
 
 static const char *node_string(const json_t *node, const char *field) {
@@ -148,10 +127,38 @@ static void manager_dump_node_view(Manager *m) {
 static void manager_update_secret_watch(Manager *m);
 static void manager_submit_restarts(Manager *m);
 
+/* Decodes the Node once for every reader. An undecodable Node keeps the last good view (logged once
+ * per distinct error). */
+static void manager_decode_node(Manager *m) {
+        _cleanup_free_ char *error = NULL;
+        NodeView *v = NULL;
+        int r;
+
+        if (m->node) {
+                r = node_view_decode(m->node, &v, &error);
+                if (r < 0) {
+                        if (!streq_ptr(error, m->view_error))
+                                log_warning_errno(r, "Ignoring an undecodable Node: %s", strempty(error));
+                        free(m->view_error);
+                        m->view_error = TAKE_PTR(error);
+                        return;
+                }
+                if (v->warning)
+                        log_warning("Node %s: %s", strempty(v->name), v->warning);
+        }
+        free(m->view_error);
+        m->view_error = NULL;
+        /* Readers borrow the view: hand them the new one before the old goes. */
+        reporter_set_node(m->reporter, v);
+        executor_set_node(m->executor, v);
+        node_view_free(m->view);
+        m->view = v;
+}
+
 static void manager_on_node_changed(Manager *m) {
         manager_dump_node_view(m);
+        manager_decode_node(m);
         manager_update_secret_watch(m);
-        executor_set_node(m->executor, m->node);
         manager_submit_restarts(m);
 }
 
@@ -202,8 +209,7 @@ static void manager_update_secret_watch(Manager *m) {
         int r;
 
         if (isempty(name))
-                name = json_string_value(json_object_get(json_object_get(json_object_get(m->node, "metadata"), "labels"),
-                                                         NODE_LABEL_SECRET_NAME));
+                name = m->view ? m->view->secret_name : NULL;
         if (streq_ptr(isempty(name) ? NULL : name, m->secret_name) || !m->kube)
                 return;
 
@@ -251,7 +257,7 @@ static void manager_on_restart_rejected(const char *entry, const char *why, void
         (void) manager_emit_event(m, "Warning", "SystemDUnitRestart", msg ? msg : entry);
 }
 
-static void manager_on_restart_annotation_removed(KubeRequest *req, int error, json_t *object, void *userdata) {
+static void manager_on_restart_annotation_removed(int error, void *userdata) {
         Manager *m = userdata;
 
         /* 422 from the "test" op: the value changed meanwhile, a newer request is not ours to drop. */
@@ -260,48 +266,33 @@ static void manager_on_restart_annotation_removed(KubeRequest *req, int error, j
 
 static int manager_remove_restart_annotation(const char *value, void *userdata) {
         Manager *m = userdata;
-        _cleanup_(json_decrefp) json_t *body = NULL;
-        _cleanup_free_ char *path = NULL;
-        const char *pointer = "/metadata/annotations/worker.gardener.cloud~1restart-systemd-services";
+        int r;
 
-        if (!m->kube)
-                return -ENODEV;
-        if (asprintf(&path, "/api/v1/nodes/%s", m->config->node_name) < 0)
-                return -ENOMEM;
         /* Conditional: removes the annotation only if it still holds the value we handled. */
-        body = json_pack("[{s:s, s:s, s:s}, {s:s, s:s}]", "op", "test", "path", pointer, "value", value, "op",
-                         "remove", "path", pointer);
-        if (!body)
-                return -ENOMEM;
-        return kube_client_patch(m->kube, path, KUBE_PATCH_JSON, body, manager_on_restart_annotation_removed, m, NULL);
+        r = reporter_remove_annotation(m->reporter, NODE_ANNOTATION_RESTART, value, manager_on_restart_annotation_removed,
+                                       m);
+        return r > 0 ? -EIO : r;
 }
 
 static void manager_on_restart_finished(const char *value, void *userdata) {
         Manager *m = userdata;
 
         log_info("Handled restart request \"%s\".", value);
-        executor_kick(m->executor);
+        executor_set_restarts_busy(m->executor, false);
 }
 
 static void manager_submit_restarts(Manager *m) {
-        const char *value;
-
         if (!m->restarts)
                 return;
         /* Units are not restarted behind the back of an update that restarts units itself. */
         if (executor_blocks_unit_restarts(m->executor))
                 return;
-        value = json_string_value(json_object_get(json_object_get(json_object_get(m->node, "metadata"), "annotations"),
-                                                  NODE_ANNOTATION_RESTART));
-        if (restart_handler_submit(m->restarts, m->node ? value : NULL) < 0)
+        if (restart_handler_submit(m->restarts, m->view ? m->view->restart_services : NULL) < 0)
                 log_oom();
+        executor_set_restarts_busy(m->executor, restart_handler_is_busy(m->restarts));
 }
 
-bool manager_restarts_busy(Manager *m) {
-        return m->restarts && restart_handler_is_busy(m->restarts);
-}
-
-static int manager_setup_systemd(Manager *m) {
+static int manager_setup_systemd(Manager *m, char **ret_error) {
         static const RestartHandlerCallbacks restart_callbacks = {
                 .on_unit_result = manager_on_restart_result,
                 .on_rejected = manager_on_restart_rejected,
@@ -322,40 +313,14 @@ static int manager_setup_systemd(Manager *m) {
         }
         r = unit_control_new(m->bus, m->config->systemd.job_timeout_usec, &m->units);
         if (r < 0)
-                return log_error_errno(r, "Failed to set up the systemd client: %m");
+                return error_setf(ret_error, r, "cannot set up the systemd client: %s", strerror(-r));
         if (asprintf(&state, "%s/%s", m->config->state_directory, RESTART_STATE_FILE) < 0)
                 return -ENOMEM;
         r = restart_handler_new(m->event, m->units, m->config->restart.self_unit, state, &restart_callbacks, m,
                                 &m->restarts);
         if (r < 0)
-                return log_error_errno(r, "Failed to set up the restart handler: %m");
+                return error_setf(ret_error, r, "cannot set up the restart handler: %s", strerror(-r));
         return 0;
-}
-
-/* ---- getters for the executor ---------------------------------------------------------------------- */
-
-sd_event *manager_get_event(Manager *m) {
-        return m->event;
-}
-
-const Config *manager_get_config(Manager *m) {
-        return m->config;
-}
-
-Http *manager_get_http(Manager *m) {
-        return m->http;
-}
-
-KubeClient *manager_get_kube(Manager *m) {
-        return m->kube;
-}
-
-sd_bus *manager_get_bus(Manager *m) {
-        return m->bus;
-}
-
-UnitControl *manager_get_unit_control(Manager *m) {
-        return m->units;
 }
 
 static void manager_on_node_object(KubeWatch *w, json_t *node, void *userdata) {
@@ -391,7 +356,7 @@ static void manager_on_node_deleted(KubeWatch *w, json_t *last, void *userdata) 
 
 static void manager_on_node_synced(KubeWatch *w, int error, void *userdata) {
         Manager *m = userdata;
-        bool changed = error != m->list_error || !m->ready;
+        bool changed = error != m->list_error || !m->synced;
 
         m->list_error = error;
         if (error < 0) {
@@ -404,7 +369,7 @@ static void manager_on_node_synced(KubeWatch *w, int error, void *userdata) {
                 if (changed)
                         log_notice("Node %s is not registered yet, waiting for it.", m->config->node_name);
                 manager_set_status(m, "Waiting for node %s to be registered", m->config->node_name);
-                if (!m->ready)
+                if (!m->synced)
                         manager_on_node_changed(m);     /* "absent" is news too: from "unknown" */
         } else
                 manager_set_status(m, "Watching node %s", m->config->node_name);
@@ -436,6 +401,8 @@ static int manager_start_kube(Manager *m, const KubeConfig *kc) {
         r = kube_events_new(m->kube, AGENT_COMPONENT, m->config->node_name, &m->events);
         if (r < 0)
                 return r;
+        reporter_attach(m->reporter, m->kube, m->events);
+        executor_set_kube(m->executor, m->kube);
 
         /* Started on the first sight of the Node: the Lease is owned by it. */
         if (m->config->lease.enabled) {
@@ -494,71 +461,73 @@ static int manager_on_kubeconfig_timer(sd_event_source *s, uint64_t usec, void *
         return 0;
 }
 
-int manager_new(Config *config, Manager **ret) {
+int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char **ret_error) {
         _cleanup_(manager_freep) Manager *m = NULL;
-        _cleanup_free_ char *tuning_error = NULL;
+        ExecutorDeps deps;
         int r;
 
-        assert(config);
+        assert(config && *config);
+        assert(tuning);
         assert(ret);
 
         m = calloc(1, sizeof(*m));
         if (!m)
                 return -ENOMEM;
-        m->config = config;
-
-        kube_tuning_init(&m->tuning);
-        r = kube_tuning_parse(&m->tuning, getenv(KUBE_TUNING_ENV), &tuning_error);
-        if (r < 0)
-                return log_error_errno(r, "%s", tuning_error ? tuning_error : "Invalid " KUBE_TUNING_ENV);
+        m->tuning = *tuning;
         m->node_view = !isempty(getenv(NODE_VIEW_ENV));
+
+        r = reporter_new((*config)->node_name, &m->reporter);
+        if (r < 0)
+                return r;
 
         r = sd_event_default(&m->event);
         if (r < 0)
-                return r;
+                return error_setf(ret_error, r, "cannot set up the event loop: %s", strerror(-r));
 
         /* SIGTERM/SIGINT end the loop with exit code 0; blocked first as sd-event requires. */
         r = sd_event_set_signal_exit(m->event, true);
         if (r < 0)
-                return r;
+                return error_setf(ret_error, r, "cannot set up signal handling: %s", strerror(-r));
 
         /* Pings WATCHDOG=1 at half of WatchdogSec= while the loop turns; no-op without it. */
         r = sd_event_set_watchdog(m->event, true);
         if (r < 0)
-                return r;
+                return error_setf(ret_error, r, "cannot set up the watchdog: %s", strerror(-r));
 
         r = http_new(m->event, &m->http);
         if (r < 0)
-                return r;
+                return error_setf(ret_error, r, "cannot set up the HTTP client: %s", strerror(-r));
 
-        r = manager_setup_systemd(m);
-        if (r < 0)
+        /* The objects below borrow the configuration; the Manager owns it only once it is complete,
+         * so on failure it stays the caller's (never freed twice). */
+        m->config = *config;
+        r = manager_setup_systemd(m, ret_error);
+        if (r >= 0) {
+                deps = (ExecutorDeps) {
+                        .event = m->event,
+                        .config = m->config,
+                        .http = m->http,
+                        .bus = m->bus,
+                        .units = m->units,
+                        .reporter = m->reporter,
+                };
+                r = executor_new(&deps, &m->executor, ret_error);
+        }
+        if (r < 0) {
+                m->config = NULL;
                 return r;
-
-        r = executor_new(m, &m->executor);
-        if (r < 0)
-                return r;
-
+        }
+        *config = NULL;
         *ret = TAKE_PTR(m);
         return 0;
-}
-
-static PendingWrite *pending_write_free(PendingWrite *w) {
-        kube_request_free(w->request);
-        free(w);
-        return NULL;
 }
 
 Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
-        /* Everything holding HTTP requests goes before the client, the client before Http. */
-        while (m->writes) {
-                PendingWrite *next = m->writes->next;
-
-                pending_write_free(m->writes);
-                m->writes = next;
-        }
+        /* Everything holding HTTP requests goes before the client, the client before Http; the
+         * reporter's writes go before the executor that waits for them (no callback follows). */
+        reporter_free(m->reporter);
         executor_free(m->executor);
         restart_handler_free(m->restarts);
         unit_control_free(m->units);
@@ -571,11 +540,12 @@ Manager *manager_free(Manager *m) {
         http_free(m->http);
         sd_event_source_disable_unref(m->kubeconfig_timer);
         json_decref(m->node);
+        node_view_free(m->view);
+        free(m->view_error);
         free(m->node_uid);
         free(m->secret_name);
         free(m->osc_error);
         free(m->kubeconfig_error);
-        free(m->status);
         sd_event_unref(m->event);
         config_free(m->config);
         free(m);
@@ -605,132 +575,4 @@ int manager_run(Manager *m) {
                 return log_error_errno(r, "Event loop failed: %m");
         log_info("Stopped.");
         return 0;
-}
-
-/* ---- writes for the other modules ------------------------------------------------------------ */
-
-json_t *manager_get_node(Manager *m) {
-        assert(m);
-        return m->node;
-}
-
-static void manager_on_write_done(KubeRequest *req, int error, json_t *object, void *userdata) {
-        PendingWrite *w = userdata;
-        Manager *m = w->manager;
-        ManagerWriteCallback cb = w->cb;
-        void *cb_userdata = w->userdata;
-
-        if (error < 0)
-                log_warning_errno(error, "%s %s failed: %s%s%m", kube_request_get_method(req),
-                                  kube_request_get_path(req), strempty(kube_request_get_message(req)),
-                                  kube_request_get_message(req) ? ": " : "");
-
-        for (PendingWrite **p = &m->writes; *p; p = &(*p)->next)
-                if (*p == w) {
-                        *p = w->next;
-                        break;
-                }
-        pending_write_free(w);
-        if (cb)
-                cb(m, error, cb_userdata);
-}
-
-static int manager_patch(Manager *m, const char *subresource, KubePatchType type, const json_t *body,
-                         ManagerWriteCallback cb, void *userdata) {
-        _cleanup_free_ char *path = NULL;
-        PendingWrite *w;
-        int r;
-
-        if (!m->kube)
-                return -ENODEV;
-        if (asprintf(&path, "/api/v1/nodes/%s%s", m->config->node_name, strempty(subresource)) < 0)
-                return -ENOMEM;
-        w = calloc(1, sizeof(*w));
-        if (!w)
-                return -ENOMEM;
-        *w = (PendingWrite) { .manager = m, .cb = cb, .userdata = userdata };
-        r = kube_client_patch(m->kube, path, type, body, manager_on_write_done, w, &w->request);
-        if (r < 0) {
-                free(w);
-                return r;
-        }
-        w->next = m->writes;
-        m->writes = w;
-        return 0;
-}
-
-int manager_patch_node_metadata(Manager *m, const json_t *metadata_patch, ManagerWriteCallback cb, void *userdata) {
-        _cleanup_(json_decrefp) json_t *body = NULL;
-
-        assert(m);
-        assert(json_is_object(metadata_patch));
-
-        body = json_pack("{s:O}", "metadata", metadata_patch);
-        if (!body)
-                return -ENOMEM;
-        return manager_patch(m, NULL, KUBE_PATCH_MERGE, body, cb, userdata);
-}
-
-static char *time_now_rfc3339(void) {
-        time_t t = time(NULL);
-        struct tm tm;
-        char buf[32];
-
-        if (!gmtime_r(&t, &tm) || strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-                return NULL;
-        return strdup(buf);
-}
-
-static json_t *find_condition(json_t *node, const char *type) {
-        json_t *c;
-        size_t i;
-
-        json_array_foreach(json_object_get(json_object_get(node, "status"), "conditions"), i, c)
-                if (streq_ptr(json_string_value(json_object_get(c, "type")), type))
-                        return c;
-        return NULL;
-}
-
-int manager_patch_node_condition(Manager *m, const char *type, const char *status, const char *reason,
-                                 const char *message, ManagerWriteCallback cb, void *userdata) {
-        _cleanup_(json_decrefp) json_t *body = NULL;
-        _cleanup_free_ char *now = NULL;
-        const char *transition;
-        json_t *old;
-        int r;
-
-        assert(m);
-        assert(type);
-        assert(status);
-
-        old = find_condition(m->node, type);
-        /* Write only on change (CONTRACT §8.13): every Node write is an event for every watcher. */
-        if (old && streq_ptr(json_string_value(json_object_get(old, "status")), status) &&
-            streq_ptr(json_string_value(json_object_get(old, "reason")), strempty(reason)) &&
-            streq_ptr(json_string_value(json_object_get(old, "message")), strempty(message)))
-                return 0;
-
-        now = time_now_rfc3339();
-        if (!now)
-                return -ENOMEM;
-        /* lastTransitionTime moves only when the status value changes (kubelet/gardener convention). */
-        transition = old && streq_ptr(json_string_value(json_object_get(old, "status")), status) ?
-                json_string_value(json_object_get(old, "lastTransitionTime")) : NULL;
-
-        /* Strategic merge on /status merges conditions by type: kubelet's own stay untouched. */
-        body = json_pack("{s:{s:[{s:s, s:s, s:s, s:s, s:s, s:s}]}}", "status", "conditions", "type", type,
-                         "status", status, "reason", strempty(reason), "message", strempty(message),
-                         "lastHeartbeatTime", now, "lastTransitionTime", transition ?: now);
-        if (!body)
-                return -ENOMEM;
-        r = manager_patch(m, "/status", KUBE_PATCH_STRATEGIC, body, cb, userdata);
-        return r < 0 ? r : 1;
-}
-
-int manager_emit_event(Manager *m, const char *type, const char *reason, const char *message) {
-        assert(m);
-
-        if (!m->events)
-                return -ENODEV;
-        return kube_events_emit(m->events, type, reason, message);
 }

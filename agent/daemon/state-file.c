@@ -37,76 +37,103 @@ static json_t *done_json(uint64_t done) {
         return a;
 }
 
-static json_t *phase_json(UpdatePhase p) {
-        return str_or_null(update_phase_to_string(p));
+#define FIELD(tx, f, type) ((type *) ((uint8_t *) (tx) + (f)->offset))
+
+/* Splits "object.key" into the object name (NULL: top level) and the key. */
+static const char *field_leaf(const TxField *f, char *object, size_t size) {
+        const char *dot = strchr(f->key, '.');
+
+        object[0] = 0;
+        if (!dot)
+                return f->key;
+        snprintf(object, size, "%.*s", (int) (dot - f->key), f->key);
+        return dot + 1;
 }
 
-static json_t *failure_json(const UpdateFailure *f) {
-        if (f->code < 0 || f->code >= _UPDATE_FAILURE_MAX)
-                return json_null();
-        return json_pack("{s:s, s:s?, s:s?, s:i, s:I, s:b}", "code", update_failure_code_to_string(f->code),
-                         "message", f->message, "step", f->step, "attempt", (int) f->attempt, "usec",
-                         (json_int_t) f->usec, "keepReason", f->keep_reason);
+static bool field_empty(const UpdateTransaction *tx, const TxField *f) {
+        if (f->type == TX_FIELD_CODE) {
+                UpdateFailureCode c = *FIELD(tx, f, UpdateFailureCode);
+                return c < 0 || c >= _UPDATE_FAILURE_MAX;
+        }
+        return f->type == TX_FIELD_PRESENT && !*FIELD(tx, f, bool);
 }
 
-static json_t *blocked_json(const UpdateTransaction *tx) {
-        if (tx->blocked < 0 || tx->blocked >= _UPDATE_FAILURE_MAX)
-                return json_null();
-        return json_pack("{s:s, s:s?}", "code", update_failure_code_to_string(tx->blocked), "message",
-                         tx->blocked_message);
+static json_t *field_json(const UpdateTransaction *tx, const TxField *f) {
+        switch (f->type) {
+        case TX_FIELD_STRING:
+                return str_or_null(*FIELD(tx, f, char *));
+        case TX_FIELD_STRV:
+                return strv_json(*FIELD(tx, f, char **));
+        case TX_FIELD_BOOL:
+                return json_boolean(*FIELD(tx, f, bool));
+        case TX_FIELD_UINT:
+                return json_integer(*FIELD(tx, f, unsigned));
+        case TX_FIELD_U64:
+                return json_integer((json_int_t) *FIELD(tx, f, uint64_t));
+        case TX_FIELD_PHASE:
+                return str_or_null(update_phase_to_string(*FIELD(tx, f, UpdatePhase)));
+        case TX_FIELD_CODE:
+                return str_or_null(update_failure_code_to_string(*FIELD(tx, f, UpdateFailureCode)));
+        case TX_FIELD_BACKEND:
+                return str_or_null(os_update_backend_to_string(*FIELD(tx, f, OsUpdateBackend)));
+        case TX_FIELD_STEPS:
+                return done_json(*FIELD(tx, f, uint64_t));
+        case TX_FIELD_PRESENT:
+        default:
+                return json_object();
+        }
 }
 
-static json_t *applied_json(const UpdateTransaction *tx) {
-        if (!tx->applied.valid)
-                return json_null();
-        return json_pack("{s:s?, s:s?, s:s?}", "checksum", tx->applied.checksum, "certificateAuthorities",
-                         tx->applied.ca_rotation, "serviceAccountKey", tx->applied.sa_rotation);
+/* The document, in the order of update_transaction_fields (JSON_PRESERVE_ORDER). */
+static int encode_document(const UpdateTransaction *tx, json_t *doc) {
+        char object[64], skipped[64] = "";
+
+        for (size_t i = 0; i < update_transaction_n_fields; i++) {
+                const TxField *f = &update_transaction_fields[i];
+                const char *leaf = field_leaf(f, object, sizeof(object));
+                const char *name = object[0] ? object : f->key;
+                json_t *parent = doc, *v;
+
+                if (f->gate && field_empty(tx, f)) {
+                        if (json_object_set_new(doc, name, json_null()) < 0)
+                                return -ENOMEM;
+                        snprintf(skipped, sizeof(skipped), "%s", name);
+                        continue;
+                }
+                if (object[0]) {
+                        if (streq(object, skipped))
+                                continue;
+                        parent = json_object_get(doc, object);
+                        if (!parent && json_object_set_new(doc, object, parent = json_object()) < 0)
+                                return -ENOMEM;
+                }
+                if (f->type == TX_FIELD_PRESENT) {
+                        if (!json_object_get(doc, f->key) && json_object_set_new(doc, f->key, json_object()) < 0)
+                                return -ENOMEM;
+                        continue;
+                }
+                v = field_json(tx, f);
+                if (!v || json_object_set_new(parent, leaf, v) < 0)
+                        return -ENOMEM;
+                if (streq(f->key, "phase") && json_object_set_new(doc, "version", json_integer(STATE_FILE_VERSION)) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
 }
 
 int state_file_encode(const UpdateTransaction *tx, char **ret) {
         json_t *doc;
         char *s;
+        int r;
 
         assert(tx);
         assert(ret);
 
-        /* "transaction" and "phase" first: `inplace-agent status` prints the keys in this order. */
-        doc = json_pack("{s:o, s:o, s:i, s:o, s:b, s:o, s:o, s:o, s:o, s:o, s:i, s:o, s:o, s:o, s:o, s:I, s:o, "
-                        "s:I, s:I, s:I, s:i, s:o, s:o}",
-                        "transaction", str_or_null(tx->id),
-                        "phase", phase_json(tx->phase),
-                        "version", STATE_FILE_VERSION,
-                        "checksum", str_or_null(tx->checksum),
-                        "gated", tx->gated,
-                        "os", json_pack("{s:o, s:o, s:s, s:o, s:o}", "from", str_or_null(tx->os_from), "to",
-                                        str_or_null(tx->os_to), "backend", os_update_backend_to_string(tx->os_backend),
-                                        "command", str_or_null(tx->os_command), "args", strv_json(tx->os_args)),
-                        "kubelet", json_pack("{s:o, s:o, s:o, s:o, s:o}", "from", str_or_null(tx->kubelet_from), "to",
-                                             str_or_null(tx->kubelet_to), "kubernetesVersion",
-                                             str_or_null(tx->kubernetes_version), "image",
-                                             str_or_null(tx->kubelet_image), "pathInImage",
-                                             str_or_null(tx->kubelet_path_in_image)),
-                        "rotation", json_pack("{s:b, s:o, s:o}", "requested", tx->rotation, "certificateAuthorities",
-                                              str_or_null(tx->ca_rotation), "serviceAccountKey",
-                                              str_or_null(tx->sa_rotation)),
-                        "blocked", blocked_json(tx),
-                        "done", done_json(tx->done),
-                        "attempt", (int) tx->attempt,
-                        "progressPhase", phase_json(tx->progress_phase),
-                        "eventPhase", phase_json(tx->event_phase),
-                        "bootId", str_or_null(tx->boot_id),
-                        "readySince", str_or_null(tx->ready_since),
-                        "osStartedUsec", (json_int_t) tx->os_started_usec,
-                        "failure", failure_json(&tx->failure),
-                        "startedUsec", (json_int_t) tx->started_usec,
-                        "updatedUsec", (json_int_t) tx->updated_usec,
-                        "retryUsec", (json_int_t) tx->retry_usec,
-                        "apiFailures", (int) tx->api_failures,
-                        "applied", applied_json(tx),
-                        "marker", str_or_null(tx->marker));
+        doc = json_object();
         if (!doc)
                 return -ENOMEM;
-        s = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        r = encode_document(tx, doc);
+        s = r >= 0 ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
         json_decref(doc);
         if (!s)
                 return -ENOMEM;
@@ -205,9 +232,9 @@ static int get_obj(Decoder *d, const json_t *o, const char *key, const json_t **
         return 0;
 }
 
-static int get_phase(Decoder *d, const json_t *o, const char *key, UpdatePhase *ret) {
+static int get_phase(Decoder *d, const json_t *o, const char *key, const char *path, UpdatePhase *ret) {
         _cleanup_free_ char *s = NULL;
-        int r = get_str(d, o, key, "", &s);
+        int r = get_str(d, o, key, path, &s);
 
         if (r < 0)
                 return r;
@@ -217,19 +244,19 @@ static int get_phase(Decoder *d, const json_t *o, const char *key, UpdatePhase *
         }
         *ret = update_phase_from_string(s);
         if (*ret < 0)
-                return bad(d, "%s: unknown phase \"%s\"", key, s);
+                return bad(d, "%s%s: unknown phase \"%s\"", path, key, s);
         return 0;
 }
 
-static int get_code(Decoder *d, const json_t *o, const char *path, UpdateFailureCode *ret) {
+static int get_code(Decoder *d, const json_t *o, const char *key, const char *path, UpdateFailureCode *ret) {
         _cleanup_free_ char *s = NULL;
-        int r = get_str(d, o, "code", path, &s);
+        int r = get_str(d, o, key, path, &s);
 
         if (r < 0)
                 return r;
         *ret = s ? update_failure_code_from_string(s) : _UPDATE_FAILURE_INVALID;
         if (s && *ret < 0)
-                return bad(d, "%scode: unknown failure code \"%s\"", path, s);
+                return bad(d, "%s%s: unknown failure code \"%s\"", path, key, s);
         return 0;
 }
 
@@ -261,112 +288,85 @@ static int get_strv(Decoder *d, const json_t *o, const char *key, const char *pa
         return 0;
 }
 
-static int decode_done(Decoder *d, const json_t *doc, uint64_t *ret) {
-        const json_t *v = json_object_get(doc, "done"), *e;
+static int decode_steps(Decoder *d, const json_t *o, const char *key, const char *path, uint64_t *ret) {
+        const json_t *v = o ? json_object_get(o, key) : NULL, *e;
         size_t i;
 
         *ret = 0;
         if (!v || json_is_null(v))
                 return 0;
         if (!json_is_array(v))
-                return bad(d, "done: expected a list");
+                return bad(d, "%s%s: expected a list", path, key);
         json_array_foreach(v, i, e) {
                 UpdateStep s = json_is_string(e) ? update_step_from_string(json_string_value(e)) : -EINVAL;
                 if (s < 0)
-                        return bad(d, "done[%zu]: unknown step", i);
+                        return bad(d, "%s%s[%zu]: unknown step", path, key, i);
                 *ret |= UINT64_C(1) << s;
         }
         return 0;
 }
 
-static int decode_os(Decoder *d, const json_t *doc, UpdateTransaction *tx) {
+static int get_backend(Decoder *d, const json_t *o, const char *key, const char *path, OsUpdateBackend *ret) {
         _cleanup_free_ char *backend = NULL;
-        const json_t *os;
-        int r;
+        int r = get_str(d, o, key, path, &backend);
 
-        r = get_obj(d, doc, "os", &os);
-        r = r ?: get_str(d, os, "from", "os.", &tx->os_from);
-        r = r ?: get_str(d, os, "to", "os.", &tx->os_to);
-        r = r ?: get_str(d, os, "command", "os.", &tx->os_command);
-        r = r ?: get_strv(d, os, "args", "os.", &tx->os_args);
-        r = r ?: get_str(d, os, "backend", "os.", &backend);
         if (r < 0)
                 return r;
-        tx->os_backend = backend ? os_update_backend_from_string(backend) : OS_UPDATE_BACKEND_COMMAND;
-        if (tx->os_backend < 0)
-                return bad(d, "os.backend: unknown backend \"%s\"", backend);
+        *ret = backend ? os_update_backend_from_string(backend) : OS_UPDATE_BACKEND_COMMAND;
+        if (*ret < 0)
+                return bad(d, "%s%s: unknown backend \"%s\"", path, key, backend);
         return 0;
 }
 
-static int decode_kubelet(Decoder *d, const json_t *doc, UpdateTransaction *tx) {
-        const json_t *k;
+static int decode_field(Decoder *d, const json_t *doc, UpdateTransaction *tx, const TxField *f) {
+        char object[64], path[66] = "";
+        const char *leaf = field_leaf(f, object, sizeof(object));
+        const json_t *o = doc;
         int r;
 
-        r = get_obj(d, doc, "kubelet", &k);
-        r = r ?: get_str(d, k, "from", "kubelet.", &tx->kubelet_from);
-        r = r ?: get_str(d, k, "to", "kubelet.", &tx->kubelet_to);
-        r = r ?: get_str(d, k, "kubernetesVersion", "kubelet.", &tx->kubernetes_version);
-        r = r ?: get_str(d, k, "image", "kubelet.", &tx->kubelet_image);
-        r = r ?: get_str(d, k, "pathInImage", "kubelet.", &tx->kubelet_path_in_image);
-        return r;
-}
-
-static int decode_misc(Decoder *d, const json_t *doc, UpdateTransaction *tx) {
-        const json_t *rot, *blocked, *failure, *applied;
-        int r;
-
-        r = get_obj(d, doc, "rotation", &rot);
-        r = r ?: get_bool(d, rot, "requested", "rotation.", &tx->rotation);
-        r = r ?: get_str(d, rot, "certificateAuthorities", "rotation.", &tx->ca_rotation);
-        r = r ?: get_str(d, rot, "serviceAccountKey", "rotation.", &tx->sa_rotation);
-
-        r = r ?: get_obj(d, doc, "blocked", &blocked);
-        r = r ?: get_code(d, blocked, "blocked.", &tx->blocked);
-        r = r ?: get_str(d, blocked, "message", "blocked.", &tx->blocked_message);
-
-        r = r ?: get_obj(d, doc, "failure", &failure);
-        r = r ?: get_code(d, failure, "failure.", &tx->failure.code);
-        r = r ?: get_str(d, failure, "message", "failure.", &tx->failure.message);
-        r = r ?: get_str(d, failure, "step", "failure.", &tx->failure.step);
-        r = r ?: get_unsigned(d, failure, "attempt", "failure.", &tx->failure.attempt);
-        r = r ?: get_u64(d, failure, "usec", "failure.", &tx->failure.usec);
-        r = r ?: get_bool(d, failure, "keepReason", "failure.", &tx->failure.keep_reason);
-
-        r = r ?: get_obj(d, doc, "applied", &applied);
-        tx->applied.valid = applied;
-        r = r ?: get_str(d, applied, "checksum", "applied.", &tx->applied.checksum);
-        r = r ?: get_str(d, applied, "certificateAuthorities", "applied.", &tx->applied.ca_rotation);
-        r = r ?: get_str(d, applied, "serviceAccountKey", "applied.", &tx->applied.sa_rotation);
-        return r;
+        if (object[0]) {
+                snprintf(path, sizeof(path), "%s.", object);
+                r = get_obj(d, doc, object, &o);
+                if (r < 0)
+                        return r;
+        }
+        switch (f->type) {
+        case TX_FIELD_STRING:
+                return get_str(d, o, leaf, path, FIELD(tx, f, char *));
+        case TX_FIELD_STRV:
+                return get_strv(d, o, leaf, path, FIELD(tx, f, char **));
+        case TX_FIELD_BOOL:
+                return get_bool(d, o, leaf, path, FIELD(tx, f, bool));
+        case TX_FIELD_UINT:
+                return get_unsigned(d, o, leaf, path, FIELD(tx, f, unsigned));
+        case TX_FIELD_U64:
+                return get_u64(d, o, leaf, path, FIELD(tx, f, uint64_t));
+        case TX_FIELD_PHASE:
+                return get_phase(d, o, leaf, path, FIELD(tx, f, UpdatePhase));
+        case TX_FIELD_CODE:
+                return get_code(d, o, leaf, path, FIELD(tx, f, UpdateFailureCode));
+        case TX_FIELD_BACKEND:
+                return get_backend(d, o, leaf, path, FIELD(tx, f, OsUpdateBackend));
+        case TX_FIELD_STEPS:
+                return decode_steps(d, o, leaf, path, FIELD(tx, f, uint64_t));
+        case TX_FIELD_PRESENT:
+                r = get_obj(d, doc, f->key, &o);
+                *FIELD(tx, f, bool) = r >= 0 && o;
+                return r;
+        }
+        return -EINVAL;
 }
 
 static int decode_document(Decoder *d, const json_t *doc, UpdateTransaction *tx) {
-        int r;
+        for (size_t i = 0; i < update_transaction_n_fields; i++) {
+                int r = decode_field(d, doc, tx, &update_transaction_fields[i]);
 
-        r = get_str(d, doc, "transaction", "", &tx->id);
-        r = r ?: get_phase(d, doc, "phase", &tx->phase);
-        if (r < 0)
-                return r;
+                if (r < 0)
+                        return r;
+        }
         if (tx->phase < 0)
                 return bad(d, "phase: missing");
-        r = get_str(d, doc, "checksum", "", &tx->checksum);
-        r = r ?: get_bool(d, doc, "gated", "", &tx->gated);
-        r = r ?: decode_os(d, doc, tx);
-        r = r ?: decode_kubelet(d, doc, tx);
-        r = r ?: decode_misc(d, doc, tx);
-        r = r ?: decode_done(d, doc, &tx->done);
-        r = r ?: get_unsigned(d, doc, "attempt", "", &tx->attempt);
-        r = r ?: get_phase(d, doc, "progressPhase", &tx->progress_phase);
-        r = r ?: get_phase(d, doc, "eventPhase", &tx->event_phase);
-        r = r ?: get_str(d, doc, "bootId", "", &tx->boot_id);
-        r = r ?: get_str(d, doc, "readySince", "", &tx->ready_since);
-        r = r ?: get_u64(d, doc, "osStartedUsec", "", &tx->os_started_usec);
-        r = r ?: get_u64(d, doc, "startedUsec", "", &tx->started_usec);
-        r = r ?: get_u64(d, doc, "updatedUsec", "", &tx->updated_usec);
-        r = r ?: get_u64(d, doc, "retryUsec", "", &tx->retry_usec);
-        r = r ?: get_unsigned(d, doc, "apiFailures", "", &tx->api_failures);
-        r = r ?: get_str(d, doc, "marker", "", &tx->marker);
-        return r;
+        return 0;
 }
 
 int state_file_decode(const char *data, size_t size, UpdateTransaction **ret, char **ret_error) {

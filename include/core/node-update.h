@@ -75,6 +75,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/artifact-failure.h"
 #include "core/config.h"
 #include "core/node-view.h"
 #include "core/osc.h"
@@ -153,6 +154,7 @@ typedef enum UpdateStep {
         UPDATE_STEP_CHECKSUM,           /* checksum/cloud-config-data written */
         UPDATE_STEP_PROGRESS,           /* progress of UpdateAction.phase written */
         UPDATE_STEP_EVENT,              /* Event of UpdateAction.phase emitted */
+        UPDATE_STEP_COLLECT_KUBELETS,   /* kubelet versions beyond keepVersions removed */
         _UPDATE_STEP_MAX,
         _UPDATE_STEP_INVALID = -EINVAL,
 } UpdateStep;
@@ -182,6 +184,9 @@ typedef enum UpdateActionType {
                                                  * plus condition_* on /status */
         UPDATE_ACTION_SET_CHECKSUM,             /* annotation checksum/cloud-config-data := checksum, label
                                                  * worker.gardener.cloud/kubernetes-version := version (if set) */
+        UPDATE_ACTION_COLLECT_KUBELETS,         /* keepVersions: remove older kubelets from the store, never
+                                                 * `version` (running) or `previous_version` (rollback);
+                                                 * best effort */
         _UPDATE_ACTION_MAX,
         _UPDATE_ACTION_INVALID = -EINVAL,
 } UpdateActionType;
@@ -193,7 +198,9 @@ typedef struct UpdateAction {
         char *transaction;              /* owned: its id; NULL for actions outside a transaction */
         char *unit;                     /* owned: RESTART_UNIT */
         char *version;                  /* owned: STAGE_*, SWITCH/ROLLBACK_KUBELET, INSTALL_OS_IMAGE,
-                                         * SET_MARKER, SET_CHECKSUM (kubernetes-version label) */
+                                         * SET_MARKER, SET_CHECKSUM (kubernetes-version label),
+                                         * COLLECT_KUBELETS */
+        char *previous_version;         /* owned: COLLECT_KUBELETS: the rollback version, kept */
         char *image;                    /* owned: STAGE_KUBELET */
         char *path_in_image;            /* owned: STAGE_KUBELET */
         char *command;                  /* owned: RUN_OS_COMMAND */
@@ -229,6 +236,7 @@ typedef struct UpdateTransaction {
         char *id;                       /* owned; NULL: no transaction yet */
         UpdatePhase phase;
         char *checksum;                 /* owned: OSC checksum/data-script this transaction applies */
+        char *node_uid;                 /* owned: uid of the Node it started on; results go to it only */
         bool gated;                     /* in-place work: waits for the MCM gate, reports update-result */
         char *os_from;                  /* owned */
         char *os_to;                    /* owned; NULL: no OS change */
@@ -269,6 +277,33 @@ typedef struct UpdateTransaction {
                                          * and did not clear */
 } UpdateTransaction;
 
+/* The one list of UpdateTransaction's fields: free, copy (node-update.c) and the state.json
+ * encoding (daemon/state-file.c) all walk it, so a new field is added in one place. `key` is the
+ * state.json key, "<object>.<key>" for one level of nesting. A field marked `gate` decides whether
+ * its object is written at all: when it is empty (no code, false) the object is null. */
+typedef enum TxFieldType {
+        TX_FIELD_STRING,                /* char * */
+        TX_FIELD_STRV,                  /* char **, NULL-terminated, at most OSC_ARGS_MAX */
+        TX_FIELD_BOOL,                  /* bool */
+        TX_FIELD_UINT,                  /* unsigned */
+        TX_FIELD_U64,                   /* uint64_t */
+        TX_FIELD_PHASE,                 /* UpdatePhase, by name; _INVALID: null */
+        TX_FIELD_CODE,                  /* UpdateFailureCode, by name; _INVALID: null */
+        TX_FIELD_BACKEND,               /* OsUpdateBackend, by name */
+        TX_FIELD_STEPS,                 /* uint64_t bit set of UpdateStep, as a list of names */
+        TX_FIELD_PRESENT,               /* bool: the object exists (gate only) */
+} TxFieldType;
+
+typedef struct TxField {
+        const char *key;
+        TxFieldType type;
+        size_t offset;
+        bool gate;
+} TxField;
+
+extern const TxField update_transaction_fields[];
+extern const size_t update_transaction_n_fields;
+
 /* What the decider needs from the configuration. */
 typedef struct UpdateSettings {
         OsUpdateBackend backend;
@@ -297,6 +332,8 @@ typedef struct UpdateDecision {
         uint64_t wake_usec;             /* decide again at this time even without new input;
                                          * USEC_INFINITY: only on new input */
         char *status;                   /* owned: one sentence on what happens or what we wait for */
+        char *notice;                   /* owned: something that happened and deserves a journal line
+                                         * (e.g. a transaction dropped); NULL: nothing */
 } UpdateDecision;
 
 /* Names (CONTRACT §5 phases, §8.9 codes). to_string returns NULL for out-of-range values. */
@@ -309,6 +346,9 @@ UpdateStep update_step_from_string(const char *s);
 const char *update_action_type_to_string(UpdateActionType t);
 const char *update_failure_code_to_string(UpdateFailureCode c);
 UpdateFailureCode update_failure_code_from_string(const char *s);
+
+/* The update's code for an artifact layer's failure; _UPDATE_FAILURE_INVALID for NONE. */
+UpdateFailureCode update_failure_from_artifact(ArtifactFailure f);
 
 bool update_phase_is_terminal(UpdatePhase p);   /* Succeeded, Failed, RolledBack */
 

@@ -9,29 +9,50 @@
  * Loop: decide → persist → run the batch's actions one at a time (each async on the sd_event loop) →
  * feed each result back (persisting after every one) → decide again. Never decides while an action
  * runs. New input (Node, OSC Secret) only marks the executor dirty; it is looked at once the batch is
- * over. Logs (it is part of the manager layer): one journal line per action and per phase change,
+ * over. Logs (it is part of the daemon layer): one journal line per action and per phase change,
  * with INPLACE_TRANSACTION/INPLACE_PHASE and the catalog MESSAGE_IDs. */
 
-#include <jansson.h>
 #include <stdbool.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
 
+#include "core/config.h"
+#include "core/node-view.h"
 #include "core/osc.h"
+#include "daemon/reporter.h"
+#include "kube/kube-client.h"
+#include "net/http.h"
+#include "systemd/unit-control.h"
 #include "util/macro.h"
 
-typedef struct Manager Manager;
 typedef struct Executor Executor;
 
-/* `m` is borrowed and outlives the executor. Loads <stateDirectory>/state.json. */
-int executor_new(Manager *m, Executor **ret);
+/* What the executor works with; all borrowed from the Manager and outliving the executor. `bus` and
+ * `units` are NULL without a system bus. */
+typedef struct ExecutorDeps {
+        sd_event *event;
+        const Config *config;
+        Http *http;
+        sd_bus *bus;
+        UnitControl *units;
+        Reporter *reporter;
+} ExecutorDeps;
+
+/* Loads <stateDirectory>/state.json. Does not log: -errno and *ret_error (may be NULL) say why. */
+int executor_new(const ExecutorDeps *deps, Executor **ret, char **ret_error);
 Executor *executor_free(Executor *e);
 DEFINE_CLEANUP_FUNC(Executor, executor_free);
 
 /* Starts deciding (after the kubelet binary was adopted if needed). */
 int executor_start(Executor *e);
 
-/* New input. `node` is borrowed (NULL: absent); `osc` is taken (NULL: no usable OSC Secret). */
-void executor_set_node(Executor *e, const json_t *node);
+/* New input. `node` is borrowed until the next call (NULL: absent); `osc` is taken (NULL: no usable
+ * OSC Secret); `kube` is borrowed (NULL: no API client yet); `busy`: the restart annotation is being
+ * carried out, so no batch starts meanwhile. */
+void executor_set_node(Executor *e, const NodeView *node);
 void executor_set_osc(Executor *e, OscDesired *osc);
+void executor_set_kube(Executor *e, KubeClient *kube);
+void executor_set_restarts_busy(Executor *e, bool busy);
 
 /* The restart annotation must wait while the transaction is in a phase that restarts units itself. */
 bool executor_blocks_unit_restarts(const Executor *e);

@@ -157,6 +157,36 @@ class Cli(unittest.TestCase):
         # A broken drop-in after good ones still fails the whole configuration.
         self.assert_config_error("systemd:\n  jobTimeout: -1s\n", ["systemd.jobTimeout"], name="99-last.yaml")
 
+    # ---- set-up failures of `run` (issue 12/16: manager_new freed the config that main freed again:
+    # heap-use-after-free under ASan, SIGSEGV (139) in the release build, a crash loop under systemd)
+
+    def run_agent(self, *extra, env=None):
+        base = {"DBUS_SYSTEM_BUS_ADDRESS": "unix:path=/nonexistent/bus"}
+        base.update(env or {})
+        return run("run", "--config", self.config, *extra, env=base)
+
+    def test_run_bad_kube_tuning(self):
+        r = self.run_agent("--state-dir", os.path.join(self.dir, "state"),
+                           env={"INPLACE_AGENT_KUBE_TUNING": "bogus=1"})
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("INPLACE_AGENT_KUBE_TUNING", r.stderr)
+        self.assertIn("bogus", r.stderr)
+
+    def test_run_state_directory_is_a_file(self):
+        path = os.path.join(self.dir, "state-file")
+        self.write(path, "")
+        r = self.run_agent("--state-dir", path)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(path, r.stderr)
+        self.assertNotIn("AddressSanitizer", r.stderr)
+
+    def test_run_state_directory_below_a_file(self):
+        path = os.path.join(self.dir, "state-file")
+        self.write(path, "")
+        r = self.run_agent("--state-dir", os.path.join(path, "sub"))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(os.path.join(path, "sub"), r.stderr)
+
     # ---- status
 
     def test_status_empty_state_dir(self):

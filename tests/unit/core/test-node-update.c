@@ -182,7 +182,8 @@ static void check_invariants(const UpdateTransaction *old, const UpdateDecision 
                       (old->phase == UPDATE_PHASE_ROLLED_BACK && new->phase == UPDATE_PHASE_FAILED)))
                         fail_msg("%s went back from %s to %s", old->id, update_phase_to_string(old->phase),
                                  update_phase_to_string(new->phase));
-        } else if (old_active && old->phase >= UPDATE_PHASE_APPLYING)
+        } else if (old_active && old->phase >= UPDATE_PHASE_APPLYING && !d->notice)
+                /* (a transaction of a Node that was re-created is dropped, and says so) */
                 fail_msg("%s was replaced in %s: two transactions at once", old->id,
                          update_phase_to_string(old->phase));
         /* a batch belongs to one transaction and one phase */
@@ -812,6 +813,34 @@ static Outcome policy_die_after_marker(World *w, const UpdateAction *a, UpdateFa
                 return OUTCOME_OK;
         w->policy = NULL;       /* once */
         return OUTCOME_DIED_AFTER;
+}
+
+static Outcome policy_node_recreated(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
+        if (a->type != UPDATE_ACTION_SWITCH_KUBELET)
+                return OUTCOME_OK;
+        /* Deleted and registered again while we apply: a new uid, none of MCM's labels or conditions. */
+        w->policy = NULL;
+        set(&w->node->uid, "uid-2");
+        w->node->candidate = w->node->selected = false;
+        w->node->in_place_update.present = false;
+        return OUTCOME_OK;
+}
+
+/* Issue 16 finding 6: results belong to the Node uid the transaction started on. */
+static void test_node_recreated_during_apply(void **state) {
+        World *w = world_new();
+        UpdateTransaction *tx;
+
+        world_osc(w, "c1", "1592.6", "1.32.1");
+        world_applied(w, "c0");
+        world_ready(w, "t1");
+        w->policy = policy_node_recreated;
+        run(w);
+        assert_null(w->node->update_result_value);
+        assert_null(strstr(w->work, "ReportResult(successful)"));
+        tx = current_tx(w);
+        assert_true(!tx->id || streq_ptr(tx->node_uid, "uid-2"));
+        world_free(w);
 }
 
 /* The marker patch lands, then the agent dies before recording it: after the restart the marker is
@@ -1658,6 +1687,7 @@ int main(void) {
                 cmocka_unit_test(test_os_rollback_after_reboot),
                 cmocka_unit_test(test_foreign_marker),
                 cmocka_unit_test(test_died_after_marker_patch),
+                cmocka_unit_test(test_node_recreated_during_apply),
                 cmocka_unit_test(test_retry_path_failed_label),
                 cmocka_unit_test(test_already_successful),
                 cmocka_unit_test(test_no_work_marking),

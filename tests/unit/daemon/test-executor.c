@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The executor against its explicit dependencies (ExecutorDeps): a real sd_event loop, a real Http,
+ * a reporter without an API client. What it decides is the core's business (test-node-update.c);
+ * here: set-up errors come back instead of being logged, the restart annotation holds decisions
+ * back as an input, and a state file that cannot be written is retried rather than dropped. */
+#include <ftw.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "core/config.h"
+#include "daemon/executor.h"
+#include "daemon/reporter.h"
+#include "daemon/state-file.h"
+#include "net/http.h"
+#include "test-loop.h"
+#include "tests.h"
+
+typedef struct Env {
+        char dir[64];
+        char *state_dir;
+        char *state_file;
+        sd_event *event;
+        Http *http;
+        Reporter *reporter;
+        Config *config;
+        ExecutorDeps deps;
+} Env;
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+        return remove(path);
+}
+
+static int setup(void **state) {
+        Env *env = calloc(1, sizeof(Env));
+        char *kubelet;
+
+        assert_non_null(env);
+        strcpy(env->dir, "/tmp/test-executor-XXXXXX");
+        assert_non_null(mkdtemp(env->dir));
+        assert_true(asprintf(&env->state_dir, "%s/state", env->dir) > 0);
+        assert_true(asprintf(&env->state_file, "%s/state/%s", env->dir, STATE_FILE_NAME) > 0);
+        assert_true(asprintf(&kubelet, "%s/kubelet", env->dir) > 0);
+
+        assert_int_equal(config_new(&env->config), 0);
+        assert_int_equal(config_finalize(env->config, &(ConfigOverrides) { .node_name = "node-1",
+                                                                            .state_dir = env->state_dir },
+                                         NULL), 0);
+        free(env->config->kubelet.binary_path);
+        env->config->kubelet.binary_path = kubelet;
+        free(env->config->os_release);
+        assert_true(asprintf(&env->config->os_release, "%s/os-release", env->dir) > 0);
+
+        assert_int_equal(sd_event_new(&env->event), 0);
+        assert_int_equal(http_new(env->event, &env->http), 0);
+        assert_int_equal(reporter_new("node-1", &env->reporter), 0);
+        env->deps = (ExecutorDeps) {
+                .event = env->event,
+                .config = env->config,
+                .http = env->http,
+                .reporter = env->reporter,
+        };
+        *state = env;
+        return 0;
+}
+
+static int teardown(void **state) {
+        Env *env = *state;
+
+        reporter_free(env->reporter);
+        http_free(env->http);
+        sd_event_unref(env->event);
+        config_free(env->config);
+        (void) nftw(env->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        free(env->state_dir);
+        free(env->state_file);
+        free(env);
+        return 0;
+}
+
+static bool exists(const char *path) {
+        return access(path, F_OK) == 0;
+}
+
+static void test_new_error_names_the_state_directory(void **state) {
+        Env *env = *state;
+        _cleanup_(executor_freep) Executor *e = NULL;
+        _cleanup_free_ char *error = NULL;
+        FILE *f;
+
+        /* A state directory that is a file: an error naming it, for the caller to log once. */
+        f = fopen(env->state_dir, "w");
+        assert_non_null(f);
+        fclose(f);
+        assert_true(executor_new(&env->deps, &e, &error) < 0);
+        assert_null(e);
+        assert_non_null(error);
+        assert_non_null(strstr(error, env->state_dir));
+}
+
+static void test_restart_annotation_holds_decisions(void **state) {
+        Env *env = *state;
+        _cleanup_(executor_freep) Executor *e = NULL;
+
+        assert_int_equal(executor_new(&env->deps, &e, NULL), 0);
+        executor_set_restarts_busy(e, true);
+        assert_int_equal(executor_start(e), 0);
+        executor_set_node(e, NULL);
+        /* Nothing is decided (and so nothing persisted) while units are being restarted... */
+        TEST_LOOP_NOT(env->event, exists(env->state_file), 300 * USEC_PER_MSEC);
+        assert_false(executor_is_busy(e));
+        /* ...and the decision follows as soon as the restart handler is done. */
+        executor_set_restarts_busy(e, false);
+        TEST_LOOP_UNTIL(env->event, exists(env->state_file), 5 * USEC_PER_SEC);
+}
+
+static void test_failed_save_is_retried(void **state) {
+        Env *env = *state;
+        _cleanup_(executor_freep) Executor *e = NULL;
+
+        assert_int_equal(executor_new(&env->deps, &e, NULL), 0);
+        /* state.json cannot be replaced while a directory sits at its name. */
+        assert_int_equal(mkdir(env->state_file, 0700), 0);
+        assert_int_equal(executor_start(e), 0);
+        TEST_LOOP_NOT(env->event, false, 300 * USEC_PER_MSEC);
+        assert_int_equal(rmdir(env->state_file), 0);
+        /* Without new input the decision is taken (and saved) again after the retry delay. */
+        TEST_LOOP_UNTIL(env->event, exists(env->state_file), 15 * USEC_PER_SEC);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_new_error_names_the_state_directory, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_restart_annotation_holds_decisions, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_failed_save_is_retried, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
