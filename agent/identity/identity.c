@@ -136,6 +136,20 @@ int identity_new(sd_event *event, Http *http, const KubeTuning *tuning, const Id
         return 0;
 }
 
+int identity_new_from_config(sd_event *event, Http *http, const KubeTuning *tuning, const Config *c,
+                             IdentityCallback cb, void *userdata, Identity **ret) {
+        /* apiServer.server of GNA's component config comes with the OSC applier; until then the GNA
+         * fallback needs it passed in and only bootstrapKubeconfig works in the daemon. */
+        IdentityParams p = {
+                .kubeconfig = c->kubeconfig,
+                .bootstrap_kubeconfig = c->bootstrap_kubeconfig,
+                .gna_directory = IDENTITY_GNA_DIRECTORY,
+                .node_name = c->node_name,
+        };
+
+        return identity_new(event, http, tuning, &p, cb, userdata, ret);
+}
+
 static void attempt_clear(Identity *id) {
         id->csr = csr_request_free(id->csr);
         id->key = client_key_free(id->key);

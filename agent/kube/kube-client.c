@@ -39,6 +39,8 @@ struct KubeClient {
         KubeRequest *floating;          /* owned: list of requests nobody else holds */
         KubeClientReconnectCallback on_reconnect;
         void *reconnect_userdata;       /* borrowed */
+        KubeClientUnauthorizedCallback on_unauthorized;
+        void *unauthorized_userdata;    /* borrowed */
 };
 
 struct KubeRequest {
@@ -247,11 +249,23 @@ int kube_client_prepare(KubeClient *c, const char *method, const char *path, Htt
         return prepare(c, method, path, NULL, ret);
 }
 
+static void unauthorized(KubeClient *c) {
+        (void) kube_credentials_invalidate_token(c->creds);
+        if (c->on_unauthorized)
+                c->on_unauthorized(c, c->unauthorized_userdata);
+}
+
 void kube_client_observe_status(KubeClient *c, long status) {
         assert(c);
 
         if (status == 401)
-                (void) kube_credentials_invalidate_token(c->creds);
+                unauthorized(c);
+}
+
+void kube_client_set_unauthorized_callback(KubeClient *c, KubeClientUnauthorizedCallback cb, void *userdata) {
+        assert(c);
+        c->on_unauthorized = cb;
+        c->unauthorized_userdata = userdata;
 }
 
 static void floating_unlink(KubeRequest *r) {
@@ -403,6 +417,8 @@ static void kube_request_on_done(HttpRequest *h, int error, long status, void *u
                                 return;
                         error = err;
                 }
+                if (c->on_unauthorized)
+                        c->on_unauthorized(c, c->unauthorized_userdata);
         }
 
         delay = retry_delay(r, error);

@@ -32,12 +32,15 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
+#include "core/config.h"
 #include "core/node-update.h"
 #include "kube/kube-tuning.h"
 #include "net/http.h"
 #include "util/macro.h"
 
 #define IDENTITY_PEM_NAME "node-agent-client.pem"
+/* GNA's directory; becomes <osc.rootDirectory>/var/lib/gardener-node-agent once that key exists (§9.5). */
+#define IDENTITY_GNA_DIRECTORY "/var/lib/gardener-node-agent"
 
 typedef struct Identity Identity;
 
@@ -59,6 +62,10 @@ typedef void (*IdentityCallback)(Identity *id, IdentityEvent event, void *userda
 
 int identity_new(sd_event *event, Http *http, const KubeTuning *tuning, const IdentityParams *p,
                  IdentityCallback cb, void *userdata, Identity **ret);
+/* The daemon's Identity: kubeconfig and bootstrapKubeconfig of the configuration, GNA's files below
+ * IDENTITY_GNA_DIRECTORY, the node name as the machine name fallback. */
+int identity_new_from_config(sd_event *event, Http *http, const KubeTuning *tuning, const Config *c,
+                             IdentityCallback cb, void *userdata, Identity **ret);
 Identity *identity_free(Identity *id);
 DEFINE_CLEANUP_FUNC(Identity, identity_free);
 

@@ -62,10 +62,7 @@ class Driver:
         os.makedirs(os.path.dirname(self.kubeconfig), exist_ok=True)
         if bootstrap:
             with open(self.bootstrap, "w") as f:
-                f.write("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: %s\n"
-                        "    certificate-authority: %s\nusers:\n- name: u\n  user:\n    token: %s.%s\n"
-                        "contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
-                        % (emu.server, emu.ca, TOKEN_ID, TOKEN_SECRET))
+                f.write(bootstrap_kubeconfig_text(emu))
         args = [DRV, "--kubeconfig", self.kubeconfig, "--bootstrap-kubeconfig", self.bootstrap,
                 "--gna-dir", self.gna, "--node", node, "--probe-interval", "200ms"]
         if gna_server:
@@ -121,15 +118,7 @@ class Driver:
 
 def secrets_of(drv):
     """Everything that must never be printed: the token secret, key and certificate bodies."""
-    out = [TOKEN_SECRET]
-    try:
-        pem = drv.pem()
-    except OSError:
-        return out
-    for block in pem.split("-----END")[:-1]:
-        body = "".join(block.split("-----")[-1].split())
-        out += [body[i:i + 40] for i in range(0, len(body) - 40, 200)]
-    return out
+    return [TOKEN_SECRET] + secrets_of_pem(os.path.join(os.path.dirname(drv.kubeconfig), "node-agent-client.pem"))
 
 
 def assert_no_leak(drv, csrs_seen=()):
@@ -294,8 +283,93 @@ def i06_renew_on_request(emu):
     with_driver(emu, "m6", body)
 
 
+def bootstrap_kubeconfig_text(emu):
+    return ("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: %s\n"
+            "    certificate-authority: %s\nusers:\n- name: u\n  user:\n    token: %s.%s\n"
+            "contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
+            % (emu.server, emu.ca, TOKEN_ID, TOKEN_SECRET))
+
+
+def daemon(emu, node, bootstrap=True):
+    """The real agent with no kubeconfig: <state>/kubeconfig missing, <state>/bootstrap-kubeconfig there."""
+    import agentrun
+    a = agentrun.Agent(emu, node, kubeconfig="/nonexistent-placeholder", start=False,
+                       tuning={"csr-poll": "200ms", "identity-retry-base": "500ms", "identity-retry-cap": "2s"})
+    kc = os.path.join(a.state_dir, "kubeconfig")
+    with open(a.config_path) as f:
+        text = f.read().replace("/nonexistent-placeholder", kc)
+    with open(a.config_path, "w") as f:
+        f.write(text)
+    a.kubeconfig = kc
+    if bootstrap:
+        with open(os.path.join(a.state_dir, "bootstrap-kubeconfig"), "w") as f:
+            f.write(bootstrap_kubeconfig_text(emu))
+    return a.start()
+
+
+def d01_daemon_bootstraps_from_nothing(emu):
+    with daemon(emu, "d1") as a:
+        wait_for(lambda: os.path.exists(a.kubeconfig), 20, "the agent's kubeconfig")
+        eq(mode(a.kubeconfig), 0o600, "kubeconfig mode")
+        wait_for(lambda: any(e["user"] == "gardener.cloud:node-agent:machine:d1"
+                             for e in emu.request_log(path=r"^/api/v1/nodes$")), 20, "LIST of the node as node-agent")
+        emu.seed_node("d1")
+        a.wait_view(lambda v: v.get("present"), 20, "the node in the agent's view")
+        text = a.log() + "\n".join(a.notify.statuses())
+        for secret in [TOKEN_SECRET] + secrets_of_pem(os.path.join(a.state_dir, "node-agent-client.pem")):
+            check(secret not in text, "secret material printed by the agent")
+
+
+def d02_daemon_401_rebootstraps_without_restart(emu):
+    emu.config(csr_auto_approve=False)
+    try:
+        with daemon(emu, "d2") as a:
+            first = wait_for(lambda: [c for c in csrs(emu) if "d2" in csr_cn(c) and not c.get("status")], 20,
+                             "first CSR")[0]["metadata"]["name"]
+            emu.csr(first, "approve")
+            wait_for(lambda: os.path.exists(a.kubeconfig), 20, "the agent's kubeconfig")
+            emu.seed_node("d2")
+            a.wait_view(lambda v: v.get("present"), 20, "the node in the agent's view")
+            pid = a.proc.pid
+            emu.inject("unauthorized", path=r"^/api/v1/nodes", user="gardener.cloud:node-agent:machine:d2",
+                       count=1)
+            emu.close_connections(watches="abrupt")
+            second = wait_for(lambda: [c for c in csrs(emu) if "d2" in csr_cn(c) and not c.get("status")], 20,
+                              "a new bootstrap CSR after the 401")[0]
+            eq(second["spec"]["username"], "system:bootstrap:" + TOKEN_ID, "bootstrapped with the token")
+            emu.csr(second["metadata"]["name"], "approve")
+            a.wait_log("Client credentials changed on disk", 20)
+            eq(a.proc.pid, pid, "same process")
+            check(a.alive(), "alive")
+    finally:
+        emu.config(csr_auto_approve=True)
+
+
+def d03_daemon_without_bootstrap_credential_says_so(emu):
+    with daemon(emu, "d3", bootstrap=False) as a:
+        wait_for(lambda: any("BootstrapFailed" in s and "no bootstrap credential" in s
+                             for s in a.notify.statuses()), 20, "STATUS= with BootstrapFailed")
+        a.wait_ready()
+        check(a.alive(), "the agent stays up")
+
+
+def secrets_of_pem(path):
+    try:
+        with open(path) as f:
+            pem = f.read()
+    except OSError:
+        return []
+    out = []
+    for block in pem.split("-----END")[:-1]:
+        body = "".join(block.split("-----")[-1].split())
+        out += [body[i:i + 40] for i in range(0, len(body) - 40, 200)]
+    return out
+
+
 TESTS = [i01_bootstrap_from_nothing, i02_gna_credentials_and_machine_name, i03_renewal_before_expiry,
-         i04_unauthorized_rebootstraps, i05_denied_then_retried, i06_renew_on_request]
+         i04_unauthorized_rebootstraps, i05_denied_then_retried, i06_renew_on_request,
+         d01_daemon_bootstraps_from_nothing, d02_daemon_401_rebootstraps_without_restart,
+         d03_daemon_without_bootstrap_credential_says_so]
 
 
 def main():
