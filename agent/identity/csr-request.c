@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 
 #include "identity/client-csr.h"
 #include "identity/csr-request.h"
+#include "util/base64.h"
 #include "util/macro.h"
 
 #define CSR_COLLECTION "/apis/certificates.k8s.io/v1/certificatesigningrequests"
@@ -90,29 +90,6 @@ static void api_failure(CsrRequest *r, KubeRequest *req, int error, const char *
 
 static int schedule_poll(CsrRequest *r);
 
-/* The certificate arrives base64-encoded; decode it into PEM. */
-static int decode_certificate(const char *b64, char **ret, size_t *ret_size) {
-        size_t n = strlen(b64);
-        _cleanup_free_ unsigned char *out = NULL;
-        int len;
-
-        if (n == 0 || n > 4 * CLIENT_PEM_MAX / 3 || n % 4 != 0)
-                return -EBADMSG;
-        out = malloc(n / 4 * 3 + 1);
-        if (!out)
-                return -ENOMEM;
-        len = EVP_DecodeBlock(out, (const unsigned char *) b64, (int) n);
-        if (len < 0)
-                return -EBADMSG;
-        /* EVP_DecodeBlock counts the padding as zero bytes. */
-        for (size_t i = n; i > 0 && b64[i - 1] == '='; i--)
-                len--;
-        out[len] = '\0';
-        *ret = (char *) TAKE_PTR(out);
-        *ret_size = (size_t) len;
-        return 0;
-}
-
 /* Looks at one version of the object: done (callback made) or not yet. */
 static bool examine(CsrRequest *r, json_t *obj) {
         const json_t *conds = json_object_get(json_object_get(obj, "status"), "conditions");
@@ -153,7 +130,7 @@ static bool examine(CsrRequest *r, json_t *obj) {
         if (cert && *cert) {
                 _cleanup_free_ char *pem = NULL;
                 size_t size = 0;
-                int k = decode_certificate(cert, &pem, &size);
+                int k = base64_decode(cert, CLIENT_PEM_MAX, &pem, &size);
 
                 if (k < 0)
                         finish(r, CSR_ERROR, k, NULL, 0, "CertificateSigningRequest %s: undecodable certificate",

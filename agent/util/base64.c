@@ -29,3 +29,32 @@ int base64_encode(const void *data, size_t size, bool url, char **ret) {
         *ret = TAKE_PTR(out);
         return 0;
 }
+
+int base64_decode(const char *text, size_t max, char **ret, size_t *ret_size) {
+        size_t n = strlen(text);
+        _cleanup_free_ unsigned char *out = NULL;
+        int len;
+
+        assert(ret);
+        assert(ret_size);
+
+        if (n % 4 != 0)
+                return -EBADMSG;
+        if (n / 4 * 3 > max + 2 || n > (size_t) INT_MAX)
+                return -EFBIG;
+        out = malloc(n / 4 * 3 + 1);
+        if (!out)
+                return -ENOMEM;
+        len = EVP_DecodeBlock(out, (const unsigned char *) text, (int) n);
+        if (len < 0)
+                return -EBADMSG;
+        /* EVP_DecodeBlock counts the padding as zero bytes. */
+        for (size_t i = n; i > 0 && text[i - 1] == '='; i--)
+                len--;
+        if ((size_t) len > max)
+                return -EFBIG;
+        out[len] = '\0';
+        *ret = (char *) TAKE_PTR(out);
+        *ret_size = (size_t) len;
+        return 0;
+}

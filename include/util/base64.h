@@ -9,3 +9,7 @@
 
 /* -ENOMEM, or -E2BIG for inputs OpenSSL's int lengths cannot take. */
 int base64_encode(const void *data, size_t size, bool url, char **ret);
+
+/* Standard base64 with padding (what Kubernetes puts in []byte fields) into an owned NUL-terminated
+ * buffer; -EBADMSG if malformed, -EFBIG if the result would exceed `max`. */
+int base64_decode(const char *text, size_t max, char **ret, size_t *ret_size);

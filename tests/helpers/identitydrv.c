@@ -3,14 +3,16 @@
  * and, once the kubeconfig is usable, a probe client made from it that LISTs the node every
  * --probe-interval — the way the daemon's own client lives on across renewals (credentials reloaded,
  * never re-created) and reports 401s back (identity_unauthorized()). SIGUSR1 asks for a renewal (what
- * a CA rotation does). Runs until SIGTERM/SIGINT.
+ * a CA rotation does). With --token-config, token sync runs on the probe client too (files below
+ * --root); SIGUSR2 resyncs every token (what a service-account-key rotation does). Runs until
+ * SIGTERM/SIGINT.
  *
  *   identitydrv --kubeconfig P --bootstrap-kubeconfig B --gna-dir D [--gna-server URL] --node N
- *               [--probe-interval D]
+ *               [--probe-interval D] [--token-config FILE --root DIR]
  *
  * Prints one JSON object per line on stdout (flushed):
  *   {"event":"start","usable":bool}   {"event":"changed"|"failed","status":S,"failure":CODE}
- *   {"event":"probe","status":HTTP,"error":E}
+ *   {"event":"probe","status":HTTP,"error":E,"token_writes":N,"token_failures":N}
  * Timings come from INPLACE_AGENT_KUBE_TUNING like in the agent. Exit status 0, 1 on setup errors. */
 #include <getopt.h>
 #include <jansson.h>
@@ -19,6 +21,7 @@
 #include <systemd/sd-event.h>
 
 #include "identity/identity.h"
+#include "identity/token-sync.h"
 #include "kube/kube-client.h"
 #include "kube/kubeconfig.h"
 #include "net/http.h"
@@ -37,6 +40,9 @@ typedef struct Ctx {
         const KubeTuning *tuning;
         Http *http;
         uint64_t interval;
+        const char *token_config;
+        const char *root;
+        TokenSync *tokens;
 } Ctx;
 
 static void emit(json_t *j) {
@@ -56,15 +62,28 @@ static void probe_ensure(Ctx *c) {
 
         if (c->probe || kubeconfig_load(c->kubeconfig, &kc, &error) < 0)
                 return;
-        if (kube_client_new(c->event, c->http, kc, c->tuning, &c->probe) < 0)
+        if (kube_client_new(c->event, c->http, kc, c->tuning, &c->probe) < 0) {
                 c->probe = NULL;
+                return;
+        }
+        if (c->token_config) {
+                TokenSyncConfigs cfg = {};
+
+                if (token_sync_configs_load(c->token_config, &cfg, &error) < 0 ||
+                    token_sync_new(c->probe, c->root ?: "/", "kube-system", &cfg, &c->tokens) < 0 ||
+                    token_sync_start(c->tokens) < 0)
+                        fprintf(stderr, "token sync: %s\n", strempty(error));
+                token_sync_configs_clear(&cfg);
+        }
 }
 
 static void on_probe(KubeRequest *req, int error, json_t *object, void *userdata) {
         Ctx *c = userdata;
         long status = kube_request_get_status(req);
 
-        emit(json_pack("{s:s, s:i, s:i}", "event", "probe", "status", (int) status, "error", error));
+        emit(json_pack("{s:s, s:i, s:i, s:i, s:i}", "event", "probe", "status", (int) status, "error", error,
+                       "token_writes", c->tokens ? (int) token_sync_writes(c->tokens) : 0,
+                       "token_failures", c->tokens ? (int) token_sync_failures(c->tokens) : 0));
         c->request = kube_request_free(c->request);
         if (status == 401)
                 identity_unauthorized(c->identity);
@@ -90,6 +109,14 @@ static void on_identity(Identity *id, IdentityEvent ev, void *userdata) {
                        "status", identity_status(id), "failure", update_failure_code_to_string(f)));
 }
 
+static int on_usr2(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Ctx *c = userdata;
+
+        if (c->tokens)
+                token_sync_resync(c->tokens);
+        return 0;
+}
+
 static int on_usr1(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         Ctx *c = userdata;
 
@@ -104,6 +131,8 @@ int main(int argc, char **argv) {
                 { "gna-server", required_argument, NULL, 's' },
                 { "node", required_argument, NULL, 'n' },
                 { "probe-interval", required_argument, NULL, 'i' },
+                { "token-config", required_argument, NULL, 't' },
+                { "root", required_argument, NULL, 'r' },
                 {}
         };
         IdentityParams p = {};
@@ -119,6 +148,8 @@ int main(int argc, char **argv) {
                 case 'g': p.gna_directory = optarg; break;
                 case 's': p.gna_server = optarg; break;
                 case 'n': p.node_name = optarg; break;
+                case 't': c.token_config = optarg; break;
+                case 'r': c.root = optarg; break;
                 case 'i':
                         if (parse_duration(optarg, &c.interval) < 0)
                                 return 2;
@@ -143,11 +174,13 @@ int main(int argc, char **argv) {
         sigaddset(&ss, SIGTERM);
         sigaddset(&ss, SIGINT);
         sigaddset(&ss, SIGUSR1);
+        sigaddset(&ss, SIGUSR2);
         sigprocmask(SIG_BLOCK, &ss, NULL);
         if (sd_event_default(&c.event) < 0 || http_new(c.event, &c.http) < 0 ||
             sd_event_add_signal(c.event, NULL, SIGTERM, NULL, NULL) < 0 ||
             sd_event_add_signal(c.event, NULL, SIGINT, NULL, NULL) < 0 ||
             sd_event_add_signal(c.event, NULL, SIGUSR1, on_usr1, &c) < 0 ||
+            sd_event_add_signal(c.event, NULL, SIGUSR2, on_usr2, &c) < 0 ||
             identity_new(c.event, c.http, &tuning, &p, on_identity, &c, &c.identity) < 0)
                 return 1;
         r = identity_start(c.identity);
@@ -156,6 +189,7 @@ int main(int argc, char **argv) {
                 return 1;
         r = sd_event_loop(c.event);
         kube_request_free(c.request);
+        token_sync_free(c.tokens);
         kube_client_free(c.probe);
         identity_free(c.identity);
         sd_event_source_disable_unref(c.timer);

@@ -53,7 +53,7 @@ def eq(got, want, what):
 class Driver:
     """identitydrv as a child process; its stdout JSON lines in a queue, stderr to a file."""
 
-    def __init__(self, emu, work, node, bootstrap=True, gna_server=None):
+    def __init__(self, emu, work, node, bootstrap=True, gna_server=None, extra_args=()):
         self.work, self.emu = work, emu
         self.kubeconfig = os.path.join(work, "state", "kubeconfig")
         self.bootstrap = os.path.join(work, "state", "bootstrap-kubeconfig")
@@ -67,6 +67,7 @@ class Driver:
                 "--gna-dir", self.gna, "--node", node, "--probe-interval", "200ms"]
         if gna_server:
             args += ["--gna-server", gna_server]
+        args += list(extra_args)
         self.stderr_path = os.path.join(work, "driver.log")
         self.stderr = open(self.stderr_path, "w")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.stderr,
@@ -283,6 +284,60 @@ def i06_renew_on_request(emu):
     with_driver(emu, "m6", body)
 
 
+def t01_token_sync(emu):
+    tokens = {"gardener-valitail": "valitail-token-AAA", "gardener-opentelemetry-collector": "otel-token-BBB"}
+    for name, tok in tokens.items():
+        emu.seed_secret(name, data={"token": tok})
+    work = tempfile.mkdtemp(prefix="identity-")
+    root = os.path.join(work, "root")
+    cfg = os.path.join(work, "gna-config.yaml")
+    with open(cfg, "w") as f:
+        f.write("apiVersion: nodeagent.config.gardener.cloud/v1alpha1\nkind: NodeAgentConfiguration\n"
+                "controllers:\n  token:\n    syncConfigs:\n"
+                "    - secretName: gardener-valitail\n      path: /var/lib/valitail/auth-token\n"
+                "    - secretName: gardener-opentelemetry-collector\n      path: /var/lib/otel/token\n")
+    files = {"gardener-valitail": os.path.join(root, "var/lib/valitail/auth-token"),
+             "gardener-opentelemetry-collector": os.path.join(root, "var/lib/otel/token")}
+
+    def content(name):
+        try:
+            with open(files[name]) as f:
+                return f.read()
+        except OSError:
+            return None
+    drv = Driver(emu, work, "t1", extra_args=["--token-config", cfg, "--root", root])
+    try:
+        for name, tok in tokens.items():
+            wait_for(lambda: content(name) == tok, 20, "token of %s on start" % name)
+            eq(mode(files[name]), 0o640, "mode of " + files[name])
+        since = emu.request_log()[-1]["seq"]
+        tokens["gardener-valitail"] = "valitail-token-CCC"
+        emu.seed_secret("gardener-valitail", data={"token": tokens["gardener-valitail"]})
+        wait_for(lambda: content("gardener-valitail") == tokens["gardener-valitail"], 10, "token after a change")
+        gets = [e for e in emu.request_log(since=since, path="/secrets/") if e["verb"] == "get"]
+        eq(gets, [], "a change arrives through the field-selected watch, no polling")
+        watches = [e for e in emu.request_log(path="/secrets$") if e["verb"] == "watch"]
+        check(watches and all("metadata.name" in e["query"] for e in watches), "field-selected watches")
+        # Service-account-key rotation: every token re-read and rewritten.
+        for name in tokens:
+            os.unlink(files[name])
+        drv.proc.send_signal(signal.SIGUSR2)
+        for name, tok in tokens.items():
+            wait_for(lambda: content(name) == tok, 10, "resynced token of %s" % name)
+        gets = [e for e in emu.request_log(since=since, path="/secrets/") if e["verb"] == "get"]
+        eq(sorted(e["path"].rsplit("/", 1)[-1] for e in gets), sorted(tokens), "one GET per Secret on resync")
+        text = drv.output()
+        for tok in list(tokens.values()) + ["valitail-token-AAA"]:
+            check(tok not in text, "token %s... printed", tok[:8])
+        assert_no_leak(drv)
+    except Exception:
+        print("identitydrv stderr (tail):\n" + drv.output()[-3000:], flush=True)
+        raise
+    finally:
+        drv.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def bootstrap_kubeconfig_text(emu):
     return ("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: %s\n"
             "    certificate-authority: %s\nusers:\n- name: u\n  user:\n    token: %s.%s\n"
@@ -369,7 +424,7 @@ def secrets_of_pem(path):
 TESTS = [i01_bootstrap_from_nothing, i02_gna_credentials_and_machine_name, i03_renewal_before_expiry,
          i04_unauthorized_rebootstraps, i05_denied_then_retried, i06_renew_on_request,
          d01_daemon_bootstraps_from_nothing, d02_daemon_401_rebootstraps_without_restart,
-         d03_daemon_without_bootstrap_credential_says_so]
+         d03_daemon_without_bootstrap_credential_says_so, t01_token_sync]
 
 
 def main():
