@@ -153,9 +153,10 @@ def csrs(emu):
     return emu.list("certificatesigningrequests", group="certificates.k8s.io")
 
 
-def with_driver(emu, node, fn, **kw):
+def with_driver(emu, node, fn, setup=None, **kw):
+    """fn(emu, drv) against a fresh driver; setup(work) may prepare files and return extra arguments."""
     work = tempfile.mkdtemp(prefix="identity-")
-    drv = Driver(emu, work, node, **kw)
+    drv = Driver(emu, work, node, extra_args=setup(work) if setup else (), **kw)
     try:
         fn(emu, drv)
         assert_no_leak(drv)
@@ -286,18 +287,19 @@ def i06_renew_on_request(emu):
 
 def t01_token_sync(emu):
     tokens = {"gardener-valitail": "valitail-token-AAA", "gardener-opentelemetry-collector": "otel-token-BBB"}
+    paths = {"gardener-valitail": "/var/lib/valitail/auth-token", "gardener-opentelemetry-collector": "/var/lib/otel/token"}
     for name, tok in tokens.items():
         emu.seed_secret(name, data={"token": tok})
-    work = tempfile.mkdtemp(prefix="identity-")
-    root = os.path.join(work, "root")
-    cfg = os.path.join(work, "gna-config.yaml")
-    with open(cfg, "w") as f:
-        f.write("apiVersion: nodeagent.config.gardener.cloud/v1alpha1\nkind: NodeAgentConfiguration\n"
-                "controllers:\n  token:\n    syncConfigs:\n"
-                "    - secretName: gardener-valitail\n      path: /var/lib/valitail/auth-token\n"
-                "    - secretName: gardener-opentelemetry-collector\n      path: /var/lib/otel/token\n")
-    files = {"gardener-valitail": os.path.join(root, "var/lib/valitail/auth-token"),
-             "gardener-opentelemetry-collector": os.path.join(root, "var/lib/otel/token")}
+    files = {}
+
+    def setup(work):
+        root, cfg = os.path.join(work, "root"), os.path.join(work, "gna-config.yaml")
+        with open(cfg, "w") as f:
+            f.write("apiVersion: nodeagent.config.gardener.cloud/v1alpha1\nkind: NodeAgentConfiguration\n"
+                    "controllers:\n  token:\n    syncConfigs:\n" +
+                    "".join("    - secretName: %s\n      path: %s\n" % kv for kv in paths.items()))
+        files.update({n: root + p for n, p in paths.items()})
+        return ["--token-config", cfg, "--root", root]
 
     def content(name):
         try:
@@ -305,8 +307,8 @@ def t01_token_sync(emu):
                 return f.read()
         except OSError:
             return None
-    drv = Driver(emu, work, "t1", extra_args=["--token-config", cfg, "--root", root])
-    try:
+
+    def body(emu, drv):
         for name, tok in tokens.items():
             wait_for(lambda: content(name) == tok, 20, "token of %s on start" % name)
             eq(mode(files[name]), 0o640, "mode of " + files[name])
@@ -329,13 +331,7 @@ def t01_token_sync(emu):
         text = drv.output()
         for tok in list(tokens.values()) + ["valitail-token-AAA"]:
             check(tok not in text, "token %s... printed", tok[:8])
-        assert_no_leak(drv)
-    except Exception:
-        print("identitydrv stderr (tail):\n" + drv.output()[-3000:], flush=True)
-        raise
-    finally:
-        drv.stop()
-        shutil.rmtree(work, ignore_errors=True)
+    with_driver(emu, "t1", body, setup=setup)
 
 
 def bootstrap_kubeconfig_text(emu):
