@@ -418,7 +418,7 @@ static void on_csr_done(CsrRequest *r, CsrOutcome outcome, int error, const char
         if (k < 0)
                 return fail(id, werr ?: strerror(-k));
 
-        log_info("Client certificate issued through %s, valid until %llu (epoch s); kubeconfig %s written.",
+        log_info("Client certificate obtained (%s), valid until %llu (epoch s); kubeconfig %s written.",
                  message, (unsigned long long) (info.not_after_usec / USEC_PER_SEC), id->kubeconfig);
         id->state = IDENTITY_IDLE;
         id->credential = CREDENTIAL_OURS;

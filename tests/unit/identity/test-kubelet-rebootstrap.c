@@ -80,7 +80,9 @@ static void test_pure_conversion(void **state) {
         assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(out, "contexts"), 0),
                                                               "name")), "ctx");
         assert_string_equal(json_string_value(json_object_get(out, "current-context")), "ctx");
-        assert_null(kubelet_bootstrap_kubeconfig(json_string("x"), "/ca", "https://s", "A", 1));
+        json_decref(out);
+        out = json_string("x");
+        assert_null(kubelet_bootstrap_kubeconfig(out, "/ca", "https://s", "A", 1));
         json_decref(out);
         json_decref(real);
 }
