@@ -13,6 +13,7 @@ LAYERS = {
     'net':     {'net', 'util'},
     'systemd': {'systemd', 'util', 'core'},
     'kube':    {'kube', 'net', 'util', 'core'},
+    'identity': {'identity', 'kube', 'net', 'util', 'core'},
     'oci':     {'oci', 'net', 'util', 'core'},
     'kubelet': {'kubelet', 'oci', 'net', 'util', 'core'},
     'os':      {'os', 'oci', 'net', 'util', 'core'},

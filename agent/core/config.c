@@ -44,6 +44,7 @@ typedef struct KeyDef {
 static const KeyDef keys[] = {
         { "nodeName", KEY_DNS_NAME, OFF(node_name), 0, 0 },
         { "kubeconfig", KEY_PATH, OFF(kubeconfig), 0, 0 },
+        { "bootstrapKubeconfig", KEY_PATH, OFF(bootstrap_kubeconfig), 0, 0 },
         { "stateDirectory", KEY_PATH, OFF(state_directory), 0, 0 },
         { "osRelease", KEY_PATH, OFF(os_release), 0, 0 },
         SEC("osc"),
@@ -102,6 +103,7 @@ static const struct {
 } string_defaults[] = {
         { OFF(node_name), "" },
         { OFF(kubeconfig), "/var/lib/inplace-agent/kubeconfig" },
+        { OFF(bootstrap_kubeconfig), "" },
         { OFF(state_directory), "/var/lib/inplace-agent" },
         { OFF(os_release), "/etc/os-release" },
         { OFF(osc.namespace), "kube-system" },
@@ -458,6 +460,13 @@ int config_finalize(Config *c, const ConfigOverrides *o, char **ret_error) {
                 if (r < 0)
                         return r;
         }
+        if (isempty(c->bootstrap_kubeconfig)) {
+                free(c->bootstrap_kubeconfig);
+                if (asprintf(&c->bootstrap_kubeconfig, "%s/bootstrap-kubeconfig", c->state_directory) < 0) {
+                        c->bootstrap_kubeconfig = NULL;
+                        return -ENOMEM;
+                }
+        }
         if (isempty(c->lease.name)) {
                 free(c->lease.name);
                 if (asprintf(&c->lease.name, "inplace-agent-%s", c->node_name) < 0) {
@@ -491,11 +500,12 @@ json_t *config_to_json(const Config *c) {
                                     json_string(c->registry.mirrors[i].url));
 
         return json_pack(
-                "{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:o}, s:{s:s, s:s, s:s, s:o, s:I},"
+                "{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:o}, s:{s:s, s:s, s:s, s:o, s:I},"
                 " s:{s:s, s:o, s:{s:s, s:s, s:s, s:I}, s:s},"
                 " s:{s:s, s:s, s:o}, s:{s:s}, s:{s:o, s:s}, s:{s:b, s:s, s:s, s:o}}",
                 "nodeName", strempty(c->node_name),
                 "kubeconfig", c->kubeconfig,
+                "bootstrapKubeconfig", strempty(c->bootstrap_kubeconfig),
                 "stateDirectory", c->state_directory,
                 "osRelease", c->os_release,
                 "osc", "namespace", c->osc.namespace, "secretName", c->osc.secret_name,

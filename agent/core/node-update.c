@@ -100,6 +100,8 @@ static const char *const failure_names[_UPDATE_FAILURE_MAX] = {
         [UPDATE_FAILURE_OS_ROLLED_BACK] = "OSRolledBack",
         [UPDATE_FAILURE_UNSUPPORTED_ROTATION] = "UnsupportedRotation",
         [UPDATE_FAILURE_UNIT_RESTART_FAILED] = "UnitRestartFailed",
+        [UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED] = "CredentialsRotationFailed",
+        [UPDATE_FAILURE_BOOTSTRAP_FAILED] = "BootstrapFailed",
 };
 
 DEFINE_STRING_TABLE_LOOKUP(update_phase, UpdatePhase, phase_names);

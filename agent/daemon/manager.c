@@ -20,6 +20,7 @@
 #include "kube/kube-tuning.h"
 #include "kube/kube-watch.h"
 #include "kube/kubeconfig.h"
+#include "identity/identity.h"
 #include "kube/lease.h"
 #include "net/http.h"
 #include "systemd/unit-control.h"
@@ -48,6 +49,7 @@ struct Manager {
         Reporter *reporter;             /* owned: every write about us (Node, Events, STATUS=) */
         sd_event_source *kubeconfig_timer;      /* owned: retries loading the kubeconfig */
         char *kubeconfig_error;         /* owned: last load error, to log each distinct one once */
+        Identity *identity;             /* owned: our client certificate (bootstrap, renewal); NULL if unused */
 
         sd_bus *bus;                    /* ref held: the system bus (DBUS_SYSTEM_BUS_ADDRESS); NULL if down */
         UnitControl *units;             /* owned; NULL without a bus */
@@ -401,6 +403,8 @@ static void manager_on_credentials_changed(KubeClient *c, void *userdata) {
                 kube_watch_reconnect(m->secret_watch);
 }
 
+static void manager_on_unauthorized(KubeClient *c, void *userdata);
+
 static int manager_start_kube(Manager *m, const KubeConfig *kc) {
         static const KubeWatchCallbacks node_callbacks = {
                 .on_object = manager_on_node_object,
@@ -414,6 +418,7 @@ static int manager_start_kube(Manager *m, const KubeConfig *kc) {
         if (r < 0)
                 return r;
         kube_client_set_reconnect_callback(m->kube, manager_on_credentials_changed, m);
+        kube_client_set_unauthorized_callback(m->kube, manager_on_unauthorized, m);
 
         r = kube_events_new(m->kube, AGENT_COMPONENT, m->config->node_name, &m->events);
         if (r < 0)
@@ -437,6 +442,42 @@ static int manager_start_kube(Manager *m, const KubeConfig *kc) {
 }
 
 static int manager_on_kubeconfig_timer(sd_event_source *s, uint64_t usec, void *userdata);
+static int manager_try_kube(Manager *m);
+
+/* identity/ owns our client certificate (CONTRACT §9.6); here only: a new one → load it (or let the
+ * running client re-read it), a failure → STATUS= while we have no client. */
+static void manager_on_identity(Identity *id, IdentityEvent ev, void *userdata) {
+        Manager *m = userdata;
+
+        if (ev == IDENTITY_FAILED) {
+                if (!m->kube)
+                        manager_set_status(m, "Waiting for node %s: %s", m->config->node_name,
+                                           strempty(identity_status(id)));
+        } else if (m->kube)
+                (void) kube_client_reload_credentials(m->kube);
+        else {
+                m->kubeconfig_timer = sd_event_source_disable_unref(m->kubeconfig_timer);
+                if (manager_try_kube(m) < 0)
+                        (void) sd_event_exit(m->event, -EIO);
+        }
+}
+
+static void manager_on_unauthorized(KubeClient *c, void *userdata) {
+        Manager *m = userdata;
+
+        if (m->identity)
+                identity_unauthorized(m->identity);
+}
+
+/* Bootstraps when there is no kubeconfig, renews the certificate of one we issued; another kind of
+ * kubeconfig (a token, in-cluster) is left alone. */
+static void manager_identity_start(Manager *m, bool bootstrap) {
+        if (m->identity || (!bootstrap && access(m->config->kubeconfig, F_OK) < 0))
+                return;
+        if (identity_new_from_config(m->event, m->http, &m->tuning, m->config, manager_on_identity, m,
+                                     &m->identity) < 0 || identity_start(m->identity) < 0)
+                log_warning("Cannot manage the client certificate; using %s as it is.", m->config->kubeconfig);
+}
 
 /* Loads the kubeconfig and starts everything that talks to the API server. A missing or broken
  * kubeconfig is not fatal: the node may still be bootstrapping; try again in a while. */
@@ -446,6 +487,13 @@ static int manager_try_kube(Manager *m) {
         int r;
 
         r = kubeconfig_load(m->config->kubeconfig, &kc, &error);
+        manager_identity_start(m, r < 0);
+        if (r < 0 && m->identity && identity_status(m->identity)) {
+                manager_set_status(m, "Waiting for node %s: %s", m->config->node_name,
+                                   identity_status(m->identity));
+                manager_notify_ready(m);
+                return 0;       /* manager_on_identity() goes on */
+        }
         if (r < 0) {
                 if (!streq_ptr(error, m->kubeconfig_error))
                         log_warning_errno(r, "Cannot use kubeconfig, retrying every %us: %s",
@@ -555,6 +603,7 @@ Manager *manager_free(Manager *m) {
         lease_free(m->lease);
         kube_events_free(m->events);
         kube_client_free(m->kube);
+        identity_free(m->identity);
         http_free(m->http);
         sd_event_source_disable_unref(m->kubeconfig_timer);
         json_decref(m->node);

@@ -40,6 +40,8 @@ struct KubeClient {
         KubeRequest *floating;          /* owned: list of requests nobody else holds */
         KubeClientReconnectCallback on_reconnect;
         void *reconnect_userdata;       /* borrowed */
+        KubeClientUnauthorizedCallback on_unauthorized;
+        void *unauthorized_userdata;    /* borrowed */
 };
 
 struct KubeRequest {
@@ -89,14 +91,21 @@ static void token_free(char *t) {
         free(t);
 }
 
+int kube_client_reload_credentials(KubeClient *c) {
+        assert(c);
+
+        if (kube_credentials_check_files(c->creds) <= 0)
+                return 0;
+        log_debug("Client certificate, key or CA changed on disk.");
+        if (c->on_reconnect)
+                c->on_reconnect(c, c->reconnect_userdata);
+        return 1;
+}
+
 static int kube_client_on_cert_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         KubeClient *c = userdata;
 
-        if (kube_credentials_check_files(c->creds) > 0) {
-                log_debug("Client certificate, key or CA changed on disk.");
-                if (c->on_reconnect)
-                        c->on_reconnect(c, c->reconnect_userdata);
-        }
+        (void) kube_client_reload_credentials(c);
         (void) sd_event_source_set_time_relative(s, c->tuning->cert_check_usec);
         (void) sd_event_source_set_enabled(s, SD_EVENT_ON);
         return 0;
@@ -237,11 +246,23 @@ int kube_client_prepare(KubeClient *c, const char *method, const char *path, Htt
         return prepare(c, method, path, NULL, ret);
 }
 
+static void unauthorized(KubeClient *c) {
+        (void) kube_credentials_invalidate_token(c->creds);
+        if (c->on_unauthorized)
+                c->on_unauthorized(c, c->unauthorized_userdata);
+}
+
 void kube_client_observe_status(KubeClient *c, long status) {
         assert(c);
 
         if (status == 401)
-                (void) kube_credentials_invalidate_token(c->creds);
+                unauthorized(c);
+}
+
+void kube_client_set_unauthorized_callback(KubeClient *c, KubeClientUnauthorizedCallback cb, void *userdata) {
+        assert(c);
+        c->on_unauthorized = cb;
+        c->unauthorized_userdata = userdata;
 }
 
 static void floating_unlink(KubeRequest *r) {
@@ -395,6 +416,8 @@ static void kube_request_on_done(HttpRequest *h, int error, long status, void *u
                                 return;
                         error = err;
                 }
+                if (c->on_unauthorized)
+                        c->on_unauthorized(c, c->unauthorized_userdata);
         }
 
         delay = retry_delay(r, error);

@@ -24,6 +24,10 @@ void kube_tuning_init(KubeTuning *t) {
                 .cert_check_usec = 300 * SEC,
                 .request_timeout_usec = 70 * SEC,
                 .patch_timeout_usec = 40 * SEC,
+                .csr_poll_usec = 2 * SEC,
+                .csr_timeout_usec = 15 * 60 * SEC,
+                .identity_retry_base_usec = 10 * SEC,
+                .identity_retry_cap_usec = 5 * 60 * SEC,
         };
 }
 
@@ -41,6 +45,10 @@ static const struct {
         { "cert-check", offsetof(KubeTuning, cert_check_usec), false },
         { "request-timeout", offsetof(KubeTuning, request_timeout_usec), false },
         { "patch-timeout", offsetof(KubeTuning, patch_timeout_usec), false },
+        { "csr-poll", offsetof(KubeTuning, csr_poll_usec), false },
+        { "csr-timeout", offsetof(KubeTuning, csr_timeout_usec), false },
+        { "identity-retry-base", offsetof(KubeTuning, identity_retry_base_usec), false },
+        { "identity-retry-cap", offsetof(KubeTuning, identity_retry_cap_usec), false },
 };
 
 static int bad(char **ret_error, const char *item, const char *why) {

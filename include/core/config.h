@@ -38,6 +38,7 @@ typedef struct RegistryMirror {
 typedef struct Config {
         char *node_name;                /* owned */
         char *kubeconfig;               /* owned */
+        char *bootstrap_kubeconfig;     /* owned; "" until finalized = <stateDirectory>/bootstrap-kubeconfig */
         char *state_directory;          /* owned */
         char *os_release;               /* owned */
 

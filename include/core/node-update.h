@@ -130,6 +130,8 @@ typedef enum UpdateFailureCode {
         UPDATE_FAILURE_OS_ROLLED_BACK,
         UPDATE_FAILURE_UNSUPPORTED_ROTATION,
         UPDATE_FAILURE_UNIT_RESTART_FAILED,
+        UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED,     /* CA / SA-key rotation in place (CONTRACT §9.7) */
+        UPDATE_FAILURE_BOOTSTRAP_FAILED,        /* no client certificate could be obtained (CONTRACT §9.6) */
         _UPDATE_FAILURE_MAX,
         _UPDATE_FAILURE_INVALID = -EINVAL,      /* also: "no failure" */
 } UpdateFailureCode;

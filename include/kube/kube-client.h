@@ -69,6 +69,15 @@ DEFINE_CLEANUP_FUNC(KubeClient, kube_client_free);
 
 void kube_client_set_reconnect_callback(KubeClient *c, KubeClientReconnectCallback cb, void *userdata);
 
+/* Called when the API server answered 401 and a token re-read did not help (the client certificate may
+ * have been rejected: identity/ bootstraps a new one). */
+typedef void (*KubeClientUnauthorizedCallback)(KubeClient *c, void *userdata);
+void kube_client_set_unauthorized_callback(KubeClient *c, KubeClientUnauthorizedCallback cb, void *userdata);
+
+/* Re-checks the certificate, key and CA files now (e.g. right after a renewal wrote them) instead of at
+ * the next cert-check tick; runs the reconnect callback and returns 1 if they changed. */
+int kube_client_reload_credentials(KubeClient *c);
+
 const KubeTuning *kube_client_get_tuning(KubeClient *c);
 sd_event *kube_client_get_event(KubeClient *c);
 

@@ -14,6 +14,8 @@
  *   token-refresh=D         re-read tokenFile when the last read is older than D
  *   cert-check=D            stat() client certificate/key/CA files this often
  *   request-timeout=D, patch-timeout=D                per-request timeouts
+ *   csr-poll=D, csr-timeout=D        how often a pending CSR is read, and for how long (identity/)
+ *   identity-retry-base=D, identity-retry-cap=D       backoff between failed bootstraps/renewals
  *
  * It is deliberately not part of the configuration file (CONTRACT §3): production nodes run with
  * the defaults. Pure: parsing only, no I/O, no logging. */
@@ -37,6 +39,10 @@ typedef struct KubeTuning {
         uint64_t cert_check_usec;               /* 5 min, client-go's cert rotation period */
         uint64_t request_timeout_usec;          /* 70 s: the server cuts non-watch requests at 60 s */
         uint64_t patch_timeout_usec;            /* 40 s: the server bounds PATCH at 34 s */
+        uint64_t csr_poll_usec;                 /* 2 s, upstream's CSR wait */
+        uint64_t csr_timeout_usec;              /* 15 min, upstream's CSR wait */
+        uint64_t identity_retry_base_usec;      /* 10 s */
+        uint64_t identity_retry_cap_usec;       /* 5 min */
 } KubeTuning;
 
 void kube_tuning_init(KubeTuning *t);

@@ -37,6 +37,10 @@ Authentication and authorization
   from a completely foreign CA fails the TLS handshake.
 * ``Authorization: Bearer`` with a known, unexpired token; anything else in Authorization -> 401
   ``{"kind":"Status",...,"message":"Unauthorized","reason":"Unauthorized","code":401}``.
+* Bootstrap tokens ``Bearer <id>.<secret>`` (kube-api.md §2): Secret kube-system/bootstrap-token-<id> of type
+  bootstrap.kubernetes.io/token with matching token-secret, usage-bootstrap-authentication=true and no past
+  expiration -> user system:bootstrap:<id>, groups system:bootstrappers (+ auth-extra-groups). Authorized like
+  RBAC's system:node-bootstrapper: certificatesigningrequests create/get/list/watch, nothing else.
 * No credentials -> system:anonymous: 403 for API paths (only /version, /healthz, /livez, /readyz allowed);
   401 instead with config anonymous_401=true.
 * Group system:masters: everything. User system:node:<n> + group system:nodes: Node authorizer (§6.1; get only
@@ -44,12 +48,16 @@ Authentication and authorization
   references them; leases only kube-node-lease/<n>; events create/update/patch; pods list/watch need
   spec.nodeName=<n>) and NodeRestriction (§6.2: other node, taints, forbidden label keys -> 403).
   Group gardener.cloud:node-agents: the gardener node-agent authorizer table (§6.3; machine name = node name or
-  the node labelled node.gardener.cloud/machine-name=<machine>). Any other authenticated user: allowed.
+  the node labelled node.gardener.cloud/machine-name=<machine>); CSRs: create, get own (spec.username) only.
+  Any other authenticated user: allowed.
 
 Resources (one global resourceVersion counter, history window for watches)
 -------------------------------------------------------------------------
 nodes (+/status), namespaces (default, kube-system, kube-public, kube-node-lease exist), secrets, pods (+/status),
-core/v1 events, events.k8s.io/v1 events (same storage), coordination.k8s.io/v1 leases. Verbs get, list, watch
+core/v1 events, events.k8s.io/v1 events (same storage), coordination.k8s.io/v1 leases,
+certificates.k8s.io/v1 certificatesigningrequests (+/approval, /status; spec.username/groups set from the
+requester; spec immutable; /approval changes only Approved/Denied, /status the rest and the certificate once;
+validation of request/signerName/usages/expirationSeconds/conditions). Verbs get, list, watch
 (also legacy /watch/ paths), create, update (PUT), patch, delete. Discovery (/api, /apis, ...), /version and a
 minimal /openapi/v3 (so kubectl apply/patch leave validation to the server). Accept "as=Table" gets server-side
 tables (kubectl). Items of lists omit kind/apiVersion; output is compact JSON + "\\n" with Go's HTML escaping.
@@ -96,6 +104,15 @@ POST /rv {jump: K | reset: V, close_watches=true}  (jump: RV += K and history dr
              reset: objects restamped to RVs <= V -> newer client RVs get 504 too-large)
 POST /compact {rv}  (drop watch history up to rv, default all -> watches from older RVs get 410)
 POST /expire-events {names:[...]}  (expire now, as the TTL would)
+POST /csr {name, action: approve|deny|fail|sign, reason, message} -> the CSR (approve/deny through /approval,
+             fail and sign through /status, as the real controllers do)
+
+Controllers kube-apiserver does not run but a cluster has (in the janitor thread, every 0.2 s): with
+csr_sign=true approved kubernetes.io/kube-apiserver-client CSRs are signed by the emulator CA (so the
+certificate authenticates here), lifetime min(spec.expirationSeconds, csr_signing_duration), notBefore backdated
+by csr_backdate; bad usages -> Failed/SignerValidationFailure. With csr_auto_approve=true node-agent CSRs
+(CN gardener.cloud:node-agent:machine:*) are approved or denied like gardener-resource-manager's csrapprover
+does: a bootstrap token only while the machine has no Node yet, a renewal only by the same agent.
 
 Fault rules (POST /faults). Matching: verbs are Kubernetes verbs (get, list, watch, create, update, patch,
 delete; non-resource requests use get/post/...); path is a regex searched in the URL path; resource,
@@ -131,7 +148,8 @@ Watch faults (only watch requests):
 
 Runtime config (--config KEY=VALUE or POST /config): bookmark_interval=60, bookmark_before_deadline=2,
 history_max_events=10000, history_max_age=0 (unlimited), event_ttl=3600, watch_timeout_min=1800,
-too_large_wait=3, request_timeout=60, anonymous_401=false, coalesce=true, coalesce_window=0, split_bytes=0,
+too_large_wait=3, request_timeout=60, anonymous_401=false, csr_auto_approve=false, csr_sign=true,
+csr_signing_duration=31536000, csr_backdate=300, coalesce=true, coalesce_window=0, split_bytes=0,
 split_delay=0.02, gzip_min_bytes=131072, apf_headers=true, log_bodies=true.
 
 Request log entry: seq, time, end, method, path, query, params, verb, user, groups, status, content_type,
@@ -247,6 +265,11 @@ def human_age(ts):
         d = (utcnow() - parse_time(ts)).total_seconds()
     except (ValueError, TypeError):
         return "<unknown>"
+    return human_age_secs(d)
+
+
+def human_age_secs(d):
+    """kubectl's duration.HumanDuration of a number of seconds (also the CSR RequestedDuration column)."""
     d = max(0, int(d))
     if d < 120:
         return "%ds" % d
@@ -518,14 +541,22 @@ def is_label_value(v):
     return errs
 
 
-def validate_object_meta(obj, namespaced, create):
+def is_path_segment_name(v):
+    """apimachinery path.IsValidPathSegmentName: what a CSR name must be (ValidateCertificateRequestName accepts
+    any name that fits in a URL path segment; upstream's digested names have '_' and capitals)."""
+    if v in (".", ".."):
+        return ['may not be "%s"' % v]
+    return ['may not contain "%s"' % c for c in ("/", "%") if c in v]
+
+
+def validate_object_meta(obj, namespaced, create, name_rule=None):
     errs = []
     md = obj.get("metadata") or {}
     name = md.get("name", "")
     if create and not name and not md.get("generateName"):
         errs.append(FieldError("Required", "metadata.name", detail="name or generateName is required"))
     elif name:
-        errs += [FieldError("Invalid", "metadata.name", name, m) for m in is_dns1123_subdomain(name)]
+        errs += [FieldError("Invalid", "metadata.name", name, m) for m in (name_rule or is_dns1123_subdomain)(name)]
     for k, v in (md.get("labels") or {}).items():
         errs += [FieldError("Invalid", "metadata.labels", k, m) for m in is_qualified_name(k)]
         errs += [FieldError("Invalid", "metadata.labels", v, m) for m in is_label_value(v)]
@@ -590,6 +621,11 @@ LEASE_SCHEMA = dict(TYPEMETA, spec={"holderIdentity": STR, "leaseDurationSeconds
                                     "renewTime": MICRO, "leaseTransitions": INT, "strategy": STR,
                                     "preferredHolder": STR})
 SECRET_SCHEMA = dict(TYPEMETA, data=MAP(B64), stringData=MAPSTR, type=STR, immutable=BOOL)
+CSR_CONDITION = {"type": STR, "status": STR, "reason": STR, "message": STR, "lastUpdateTime": TIME,
+                 "lastTransitionTime": TIME}
+CSR_SCHEMA = dict(TYPEMETA, spec={"request": B64, "signerName": STR, "expirationSeconds": INT, "usages": LIST(STR),
+                                  "username": STR, "uid": STR, "groups": LIST(STR), "extra": ANY},
+                  status={"conditions": LIST(CSR_CONDITION), "certificate": B64})
 OPEN_SCHEMA = dict(TYPEMETA, spec=ANY, status=ANY)
 
 _GO_JSON_TYPES = {str: "string", bool: "bool", int: "number", float: "number", list: "array", dict: "object"}
@@ -957,6 +993,9 @@ KINDS = [
     Kind("events", "Event", "events.k8s.io", "v1", True, EVENTV1_SCHEMA, EVENT_FIELDS, short=("ev",),
          to_ext=event_core_to_v1, from_ext=event_v1_to_core, normalize=normalize_event),
     Kind("leases", "Lease", "coordination.k8s.io", "v1", True, LEASE_SCHEMA, META_FIELDS),
+    Kind("certificatesigningrequests", "CertificateSigningRequest", "certificates.k8s.io", "v1", False, CSR_SCHEMA,
+         dict(META_FIELDS, **{"spec.signerName": field_getter("spec.signerName")}),
+         subresources=("approval", "status"), short=("csr",)),
 ]
 KIND_BY_GVR = {(k.group, k.version, k.resource): k for k in KINDS}
 KIND_BY_STORAGE = {}
@@ -995,7 +1034,26 @@ def _node_row(o):
             ni.get("kernelVersion") or "<unknown>", ni.get("containerRuntimeVersion") or "<unknown>"]
 
 
+def csr_condition(o):
+    """kubectl's CONDITION column: Approved/Denied/Failed conditions, then Issued once a certificate is there."""
+    st = o.get("status") or {}
+    conds = [c.get("type", "") for c in st.get("conditions") or [] if c.get("status", "True") == "True"]
+    conds = [c for c in ("Approved", "Denied", "Failed") if c in conds]
+    if st.get("certificate"):
+        conds.append("Issued")
+    return ",".join(conds) or "Pending"
+
+
+def _csr_row(o):
+    spec = o.get("spec") or {}
+    secs = spec.get("expirationSeconds")
+    return [o["metadata"]["name"], human_age(o["metadata"].get("creationTimestamp")), spec.get("signerName", ""),
+            spec.get("username", ""), human_age_secs(secs) if secs else "<none>", csr_condition(o)]
+
+
 TABLES = {
+    "CertificateSigningRequest": ([_col("Name", fmt="name"), _col("Age"), _col("SignerName"), _col("Requestor"),
+                                   _col("RequestedDuration"), _col("Condition")], _csr_row),
     "Node": ([_col("Name", fmt="name"), _col("Status"), _col("Roles"), _col("Age"), _col("Version"),
               _col("Internal-IP", priority=1), _col("External-IP", priority=1), _col("OS-Image", priority=1),
               _col("Kernel-Version", priority=1), _col("Container-Runtime", priority=1)], _node_row),
@@ -1057,6 +1115,93 @@ def _pb_field(num, payload):
         if not n:
             break
     return bytes([(num << 3) | 2]) + varint + payload
+
+
+# Protobuf request bodies (k8s.io/apimachinery/pkg/runtime/serializer/protobuf): "k8s\\0" + runtime.Unknown
+# {typeMeta, raw}. Only CertificateSigningRequest is decoded: the typed clientset kubectl uses for `kubectl
+# certificate approve|deny` sends protobuf and the real API server accepts it. Schemas: field number ->
+# (json name, kind) with kind "s" string, "b" bytes (base64 in JSON), "i" integer, "t" Time, "S" repeated
+# string, "m" map<string,string>, a dict for a message, or [dict] for a repeated message.
+_PB_TIME = {1: ("seconds", "i"), 2: ("nanos", "i")}
+_PB_META = {1: ("name", "s"), 2: ("generateName", "s"), 3: ("namespace", "s"), 5: ("uid", "s"),
+            6: ("resourceVersion", "s"), 7: ("generation", "i"), 8: ("creationTimestamp", "t"),
+            11: ("labels", "m"), 12: ("annotations", "m"), 14: ("finalizers", "S")}
+_PB_CSR = {1: ("metadata", _PB_META),
+           2: ("spec", {1: ("request", "b"), 2: ("username", "s"), 3: ("uid", "s"), 4: ("groups", "S"),
+                        5: ("usages", "S"), 7: ("signerName", "s"), 8: ("expirationSeconds", "i")}),
+           3: ("status", {1: ("conditions", [{1: ("type", "s"), 2: ("reason", "s"), 3: ("message", "s"),
+                                               4: ("lastUpdateTime", "t"), 5: ("lastTransitionTime", "t"),
+                                               6: ("status", "s")}]), 2: ("certificate", "b")})}
+_PB_SCHEMAS = {"CertificateSigningRequest": _PB_CSR}
+
+
+def _pb_fields(data):
+    """Yields (field number, wire type, value) of one protobuf message."""
+    i = 0
+
+    def varint():
+        nonlocal i
+        v = shift = 0
+        while True:
+            b = data[i]
+            i += 1
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return v
+    while i < len(data):
+        key = varint()
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            yield num, wt, varint()
+        elif wt == 2:
+            n = varint()
+            yield num, wt, data[i:i + n]
+            i += n
+        elif wt in (1, 5):
+            i += 8 if wt == 1 else 4
+        else:
+            raise ValueError("unsupported wire type %d" % wt)
+
+
+def _pb_decode(data, schema):
+    out = {}
+    for num, wt, v in _pb_fields(data):
+        if num not in schema:
+            continue
+        name, kind = schema[num]
+        if kind == "s":
+            out[name] = v.decode()
+        elif kind == "b":
+            out[name] = base64.b64encode(v).decode()
+        elif kind == "i":
+            out[name] = v - (1 << 64) if v >= 1 << 63 else v
+        elif kind == "t":
+            t = _pb_decode(v, _PB_TIME)
+            out[name] = fmt_time(datetime.datetime.fromtimestamp(t.get("seconds", 0), UTC))
+        elif kind == "S":
+            out.setdefault(name, []).append(v.decode())
+        elif kind == "m":
+            kv = {n: x.decode() for n, _, x in _pb_fields(v)}
+            out.setdefault(name, {})[kv.get(1, "")] = kv.get(2, "")
+        elif isinstance(kind, list):
+            out.setdefault(name, []).append(_pb_decode(v, kind[0]))
+        else:
+            out[name] = _pb_decode(v, kind)
+    return out
+
+
+def decode_protobuf_body(body):
+    """A JSON object from a protobuf-encoded request body; None for kinds not decoded here (-> 415)."""
+    if not body.startswith(b"k8s\x00"):
+        raise err_bad_request("provided data does not appear to be a protobuf message, expected prefix "
+                              "[107 56 115 0]")
+    unknown = {num: v for num, _, v in _pb_fields(body[4:])}
+    tm = {num: v.decode() for num, _, v in _pb_fields(unknown.get(1, b""))}
+    api_version, kind = tm.get(1, ""), tm.get(2, "")
+    if kind not in _PB_SCHEMAS:
+        return None
+    return dict(_pb_decode(unknown.get(2, b""), _PB_SCHEMAS[kind]), apiVersion=api_version, kind=kind)
 
 
 def openapi_gv_paths():
@@ -1623,6 +1768,10 @@ DEFAULT_CONFIG = {
     "too_large_wait": 3.0,            # how long a "not older than N" read waits before 504 ResourceVersionTooLarge
     "request_timeout": 60.0,          # non-watch requests slower than this end in 504 Timeout
     "anonymous_401": False,           # requests without credentials get 401 instead of 403
+    "csr_auto_approve": False,        # approve node-agent CSRs like gardener-resource-manager's approver
+    "csr_sign": True,                 # sign approved kube-apiserver-client CSRs like kube-controller-manager
+    "csr_signing_duration": 31536000, # --cluster-signing-duration: the longest certificate issued (seconds)
+    "csr_backdate": 300,              # notBefore = now - this (capped at the lifetime), like the KCM signer
     "coalesce": True,                 # write all queued watch events in one chunk
     "coalesce_window": 0.0,           # wait this long after the first queued event to gather more
     "split_bytes": 0,                 # >0: split every watch write into chunks of at most this many bytes
@@ -1915,6 +2064,37 @@ class Tokens:
             return {k: dict(v) for k, v in self.table.items()}
 
 
+BOOTSTRAP_TOKEN = re.compile(r"^([a-z0-9]{6})\.([a-z0-9]{16})$")
+
+
+def bootstrap_token_identity(emu, token):
+    """The bootstrap-token authenticator (k8s plugin/pkg/auth/authenticator/token/bootstrap): `<id>.<secret>`
+    matches Secret kube-system/bootstrap-token-<id> of type bootstrap.kubernetes.io/token with the same
+    token-secret, usage-bootstrap-authentication=true and no past expiration -> user system:bootstrap:<id>,
+    groups system:bootstrappers + auth-extra-groups. Anything else: None (401)."""
+    m = BOOTSTRAP_TOKEN.match(token)
+    if not m:
+        return None
+    sec = emu.store.get("secrets", "kube-system", "bootstrap-token-" + m.group(1))
+    if not sec or sec.get("type") != "bootstrap.kubernetes.io/token" or sec["metadata"].get("deletionTimestamp"):
+        return None
+    data = {k: base64.b64decode(v).decode(errors="replace") for k, v in (sec.get("data") or {}).items()}
+    if data.get("token-id") != m.group(1) or data.get("token-secret") != m.group(2):
+        return None
+    if data.get("usage-bootstrap-authentication") != "true":
+        return None
+    if data.get("expiration"):
+        try:
+            if parse_time(data["expiration"]) <= utcnow():
+                return None
+        except ValueError:
+            return None
+    extra = [g.strip() for g in data.get("auth-extra-groups", "").split(",")
+             if g.strip().startswith("system:bootstrappers:")]
+    return Identity("system:bootstrap:" + m.group(1), ["system:bootstrappers"] + extra + ["system:authenticated"],
+                    "bootstrap-token")
+
+
 KUBELET_LABELS = {"kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch", "beta.kubernetes.io/os",
                   "beta.kubernetes.io/arch", "topology.kubernetes.io/zone", "topology.kubernetes.io/region",
                   "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
@@ -2011,6 +2191,12 @@ def authorize(emu, ident, ri, freqs):
     node = ident.node_name()
     if node is not None:
         return authorize_node(emu, ident, node, ri, freqs)
+    if "system:bootstrappers" in ident.groups:
+        # RBAC: ClusterRole system:node-bootstrapper, the only thing a bootstrap token is bound to.
+        if ri.resource == "certificatesigningrequests" and not ri.subresource and \
+                ri.verb in ("create", "get", "list", "watch"):
+            return
+        raise deny(ident, ri)
     if "gardener.cloud:node-agents" in ident.groups:
         return authorize_node_agent(emu, ident, ri, freqs)
 
@@ -2090,11 +2276,43 @@ def authorize_node_agent(emu, ident, ri, freqs):
             return
     elif res == "events" and verb in ("create", "patch"):
         return
+    elif res == "certificatesigningrequests" and not ri.subresource and verb in ("get", "create"):
+        if verb == "create":
+            return
+        csr = emu.store.get("certificatesigningrequests", "", ri.name)
+        if csr is not None and (csr.get("spec") or {}).get("username") == ident.user:
+            return
+        raise deny(ident, ri, "gardener-node-agent is only allowed to read or request CSRs for its own user %s"
+                   % go_quote(ident.user))
     elif res == "pods" and verb in ("get", "list", "watch", "delete"):
         if verb in ("list", "watch") and selector_value(freqs, "spec.nodeName") != nname:
             raise deny(ident, ri, why)
         return
     raise deny(ident, ri, why)
+
+
+def node_agent_csr_decision(emu, csr):
+    """gardener-resource-manager's csrapprover for node-agent CSRs (CN gardener.cloud:node-agent:machine:<m>):
+    ("approve"|"deny"|None, message). A bootstrap token is denied once the machine's Node exists (the agent is
+    bootstrapped already); the agent itself may renew (username == CN); anyone else is denied."""
+    spec = csr.get("spec") or {}
+    try:
+        subj = csr_subject(base64.b64decode(spec.get("request") or ""))
+    except ValueError:
+        return None, ""
+    if not subj or not subj[0].startswith("gardener.cloud:node-agent:machine:"):
+        return None, "not a CSR for gardener-node-agent"
+    user, machine = spec.get("username", ""), subj[0].rsplit(":", 1)[-1]
+    if user.startswith("system:bootstrap:"):
+        if node_agent_node(emu, Identity(subj[0], [], "csr")) is not None:
+            return "deny", ("Denying gardener-node-agent certificate CSR (Cannot use bootstrap token since "
+                            "gardener-node-agent for machine %s is already bootstrapped)" % go_quote(machine))
+    elif user.startswith("gardener.cloud:node-agent:machine:"):
+        if user != subj[0]:
+            return "deny", "Denying gardener-node-agent certificate CSR (username and commonName do not match)"
+    else:
+        return "deny", "Denying gardener-node-agent certificate CSR (username %s is not allowed)" % go_quote(user)
+    return "approve", "Approving gardener-node-agent certificate CSR (all checks passed)"
 
 
 def node_restriction(ident, kind, op, ns, name, old, new):
@@ -2374,9 +2592,95 @@ def validate_event(ev, request_group, create):
     return errs
 
 
+def csr_subject(pem):
+    """(CN, [O...]) of a PEM PKCS#10 request whose self-signature verifies, else None (openssl req parses it)."""
+    if b"-----BEGIN CERTIFICATE REQUEST-----" not in pem:
+        return None
+    r = subprocess.run(["openssl", "req", "-noout", "-verify", "-subject", "-nameopt", "sep_multiline,sname"],
+                       input=pem, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        return None
+    fields = [ln.strip().split("=", 1) for ln in r.stdout.decode(errors="replace").splitlines()[1:] if "=" in ln]
+    return (next((v for k, v in fields if k == "CN"), ""), [v for k, v in fields if k == "O"])
+
+
+CSR_USAGES = {"signing", "digital signature", "content commitment", "key encipherment", "key agreement",
+              "data encipherment", "cert sign", "crl sign", "encipher only", "decipher only", "any", "server auth",
+              "client auth", "code signing", "email protection", "s/mime", "ipsec end system", "ipsec tunnel",
+              "ipsec user", "timestamping", "ocsp signing", "microsoft sgc", "netscape sgc"}
+
+
+def validate_csr(obj, create):
+    """pkg/apis/certificates/validation (reduced): request, signerName, usages, expirationSeconds, conditions."""
+    errs, spec, st = [], obj.get("spec") or {}, obj.get("status") or {}
+    if create:
+        try:
+            pem = base64.b64decode(spec.get("request") or "")
+        except ValueError:
+            pem = b""
+        if csr_subject(pem) is None:
+            errs.append(FieldError("Invalid", "spec.request", "[]byte{...}",
+                                   "PEM block type must be CERTIFICATE REQUEST"))
+        if not spec.get("signerName"):
+            errs.append(FieldError("Required", "spec.signerName", None, ""))
+        if not spec.get("usages"):
+            errs.append(FieldError("Required", "spec.usages", None, ""))
+        for i, u in enumerate(spec.get("usages") or []):
+            if u not in CSR_USAGES:
+                errs.append(FieldError("NotSupported", "spec.usages[%d]" % i, u, sorted(CSR_USAGES)))
+        if spec.get("expirationSeconds") is not None and spec["expirationSeconds"] < 600:
+            errs.append(FieldError("Invalid", "spec.expirationSeconds", spec["expirationSeconds"],
+                                   "may not specify a duration less than 600 seconds (10 minutes)"))
+    seen = set()
+    for i, c in enumerate(st.get("conditions") or []):
+        t = c.get("type", "")
+        if not t:
+            errs.append(FieldError("Required", "status.conditions[%d].type" % i, None, ""))
+        if t in seen and t in ("Approved", "Denied", "Failed"):
+            errs.append(FieldError("Duplicate", "status.conditions[%d].type" % i, t))
+        seen.add(t)
+        if c.get("status") not in ("True", "False", "Unknown"):
+            errs.append(FieldError("NotSupported", "status.conditions[%d].status" % i, c.get("status", ""),
+                                   ["False", "True", "Unknown"]))
+        elif t in ("Approved", "Denied") and c["status"] != "True":
+            errs.append(FieldError("NotSupported", "status.conditions[%d].status" % i, c["status"], ["True"]))
+    if {"Approved", "Denied"} <= seen:
+        errs.append(FieldError("Invalid", "status.conditions", "Approved",
+                               "Approved and Denied conditions are mutually exclusive"))
+    if st.get("certificate") and "Approved" not in seen:
+        errs.append(FieldError("Invalid", "status.certificate", "",
+                               "certificate may only be set when the request is approved"))
+    return errs
+
+
+def csr_update_strategy(sub, old, new):
+    """The CSR's registry strategies: spec is immutable; the main resource changes metadata only, /approval only
+    the Approved/Denied conditions, /status everything else in status (and the certificate, once)."""
+    new["spec"] = deep(old.get("spec") or {})
+    ost, nst = old.get("status") or {}, new.get("status") or {}
+    approval = lambda c: c.get("type") in ("Approved", "Denied")
+    oc, nc = ost.get("conditions") or [], nst.get("conditions") or []
+    if sub == "approval":
+        st = dict(deep(ost), conditions=[c for c in oc if not approval(c)] + [c for c in nc if approval(c)])
+    elif sub == "status":
+        st = dict(deep(nst), conditions=[c for c in oc if approval(c)] + [c for c in nc if not approval(c)])
+        if ost.get("certificate"):
+            st["certificate"] = ost["certificate"]
+    else:
+        st = deep(ost)
+    if not st.get("conditions"):
+        st.pop("conditions", None)
+    new["status"] = st
+    if not st:
+        new.pop("status")
+
+
 def validate_kind(kind, obj, create, request_group):
-    errs = validate_object_meta(obj, kind.namespaced, create)
-    if kind.storage == "events":
+    errs = validate_object_meta(obj, kind.namespaced, create, is_path_segment_name
+                                if kind.storage == "certificatesigningrequests" else None)
+    if kind.storage == "certificatesigningrequests":
+        errs += validate_csr(obj, create)
+    elif kind.storage == "events":
         errs += validate_event(obj, request_group, create)
     elif kind.storage == "leases":
         spec = obj.get("spec") or {}
@@ -2480,7 +2784,9 @@ class Api:
                 else:
                     md.pop(k, None)
             md.pop("managedFields", None)
-            if kind.storage in ("nodes", "pods", "namespaces"):
+            if kind.storage == "certificatesigningrequests":
+                csr_update_strategy(sub, old, new)
+            elif kind.storage in ("nodes", "pods", "namespaces"):
                 if sub == "status":
                     if "spec" in old:
                         new["spec"] = deep(old["spec"])
@@ -2560,6 +2866,12 @@ class Api:
             md.pop("resourceVersion", None)
             md.pop("managedFields", None)
             new = self._strategy(kind, "", None, new)
+            if kind.storage == "certificatesigningrequests":
+                # The requester is whoever authenticated, never what the body claims; status starts empty.
+                new["spec"] = dict(new.get("spec") or {}, username=ctx.ident.user, uid="",
+                                   groups=list(ctx.ident.groups))
+                new["spec"].pop("extra", None)
+                new.pop("status", None)
             if md.get("name") and self.store.get(kind.storage, ns, md["name"]) is not None:
                 raise err_already_exists(kind.resource, kind.group, md["name"])
             entries = track_update([], ctx.manager(), "", {}, new, kind.kind)
@@ -3173,7 +3485,8 @@ class ApiHandler(http.server.BaseHTTPRequestHandler):
         if auth:
             parts = auth.split(" ", 1)
             if len(parts) == 2 and parts[0].lower() == "bearer" and parts[1].strip():
-                ident = self.emu.tokens.lookup(parts[1].strip())
+                ident = self.emu.tokens.lookup(parts[1].strip()) or bootstrap_token_identity(self.emu,
+                                                                                            parts[1].strip())
                 if ident:
                     return ident
             raise err_unauthorized()
@@ -3273,6 +3586,10 @@ class ApiHandler(http.server.BaseHTTPRequestHandler):
             return self._watch(kind, ns)
         if ri.verb in ("create", "update"):
             ct = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip().lower()
+            if ct == "application/vnd.kubernetes.protobuf" and body:
+                decoded = decode_protobuf_body(body)
+                if decoded is not None:
+                    body, ct = decoded, "application/json"
             if ct not in ("application/json", ""):
                 raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - "
                                "accepted media types include: application/json, application/yaml, "
@@ -4061,6 +4378,7 @@ class Emulator:
             try:
                 self.store.expire_due()
                 self.store.trim()
+                self.csr_controllers()
             except Exception:  # noqa: BLE001
                 self.debug("janitor: %s" % traceback.format_exc())
 
@@ -4101,6 +4419,86 @@ class Emulator:
         write_atomic(kc, kubeconfig_text(self.server_url, ca=os.path.join(self.state_dir, "ca.crt"),
                                          cert=crt, key=key), 0o600)
         return {"cert": crt, "key": key, "kubeconfig": kc}
+
+    # -- certificate signing requests (the controllers kube-apiserver itself does not run) ------------------
+
+    def csr_controllers(self):
+        for csr in self.store.list("certificatesigningrequests"):
+            conds = {c.get("type") for c in (csr.get("status") or {}).get("conditions") or []
+                     if c.get("status") == "True"}
+            if conds & {"Denied", "Failed"} or (csr.get("status") or {}).get("certificate"):
+                continue
+            if "Approved" not in conds and self.cfg["csr_auto_approve"]:
+                decision, message = node_agent_csr_decision(self, csr)
+                if decision:
+                    self.csr_action(csr["metadata"]["name"], decision,
+                                    "RequestApproved" if decision == "approve" else "RequestDenied", message)
+            elif "Approved" in conds and self.cfg["csr_sign"] and \
+                    (csr.get("spec") or {}).get("signerName") == "kubernetes.io/kube-apiserver-client":
+                self.csr_action(csr["metadata"]["name"], "sign")
+
+    def csr_action(self, name, action, reason="", message=""):
+        """approve/deny/fail (a condition through /approval or /status) or sign (the certificate through
+        /status), as the controllers do it: read, modify, PUT. Returns the stored CSR."""
+        kind = KIND_BY_STORAGE["certificatesigningrequests"]
+        csr = self.store.get(kind.storage, "", name)
+        if csr is None:
+            raise err_not_found(kind.resource, kind.group, name)
+        csr = deep(csr)
+        st = csr.setdefault("status", {})
+        now = now_time()
+        if action in ("approve", "deny", "fail"):
+            ctype = {"approve": "Approved", "deny": "Denied", "fail": "Failed"}[action]
+            st.setdefault("conditions", []).append({
+                "type": ctype, "status": "True", "reason": reason or {"approve": "EmulatorApprove", "deny":
+                                                                      "EmulatorDeny", "fail": "EmulatorFail"}[action],
+                "message": message or "set through the emulator's control API", "lastUpdateTime": now,
+                "lastTransitionTime": now})
+            sub, user = ("status" if action == "fail" else "approval"), "emulator-control"
+        elif action == "sign":
+            pem, err = self.csr_sign(csr)
+            if pem is None:
+                st.setdefault("conditions", []).append({
+                    "type": "Failed", "status": "True", "reason": "SignerValidationFailure", "message": err,
+                    "lastUpdateTime": now, "lastTransitionTime": now})
+            else:
+                st["certificate"] = base64.b64encode(pem).decode()
+            sub, user = "status", "system:kube-controller-manager"
+        else:
+            raise ValueError("unknown CSR action %r" % action)
+        ctx = WriteCtx(Identity(user, ["system:authenticated"], "control"), params={}, control=True)
+        return self.api.update(kind, "", name, sub, csr, ctx)[1]
+
+    def csr_sign(self, csr):
+        """The kubernetes.io/kube-apiserver-client signer: client auth only, no CA, lifetime
+        min(expirationSeconds, csr_signing_duration), notBefore backdated. Returns (PEM, None) or (None, why)."""
+        spec = csr.get("spec") or {}
+        usages = set(spec.get("usages") or [])
+        if "client auth" not in usages or usages - {"digital signature", "key encipherment", "client auth"}:
+            return None, "invalid usage for client certificate: %s" % ", ".join(sorted(usages))
+        ttl = int(self.cfg["csr_signing_duration"])
+        if spec.get("expirationSeconds"):
+            ttl = min(ttl, int(spec["expirationSeconds"]))
+        back = min(int(self.cfg["csr_backdate"]), ttl)
+        now = utcnow()
+        fmt = lambda dt: dt.strftime("%Y%m%d%H%M%SZ")
+        with self.certs.lock, tempfile.TemporaryDirectory(dir=self.certs.dir) as tmp:
+            req, out, ext = (os.path.join(tmp, n) for n in ("req.pem", "cert.pem", "ext.cnf"))
+            with open(req, "wb") as f:
+                f.write(base64.b64decode(spec.get("request") or ""))
+            with open(ext, "w") as f:
+                f.write("[leaf]\nbasicConstraints = critical,CA:FALSE\nkeyUsage = critical,digitalSignature,"
+                        "keyEncipherment\nextendedKeyUsage = clientAuth\nauthorityKeyIdentifier = keyid\n")
+            ca_crt, ca_key = self.certs.ca("good")
+            try:
+                self.certs._openssl("ca", "-batch", "-config", self.certs.cnf, "-cert", ca_crt, "-keyfile", ca_key,
+                                    "-in", req, "-out", out, "-notext", "-extfile", ext, "-extensions", "leaf",
+                                    "-startdate", fmt(now - datetime.timedelta(seconds=back)),
+                                    "-enddate", fmt(now + datetime.timedelta(seconds=ttl - back)))
+            except RuntimeError as e:
+                return None, str(e)
+            with open(out, "rb") as f:
+                return f.read(), None
 
     def info(self):
         return dict({"pid": os.getpid(), "host": self.host, "port": self.port, "control_port": self.control_port,
@@ -4376,6 +4774,10 @@ def _c_client_cert(emu, params, body):
                                      bool(body.get("expired")))
 
 
+def _c_csr(emu, params, body):
+    return 200, emu.csr_action(body["name"], body["action"], body.get("reason", ""), body.get("message", ""))
+
+
 def _c_listen(emu, params, body):
     emu.api_server.set_mode(body.get("mode", "normal"), body.get("seconds"), body.get("close_existing", True))
     return 200, {"mode": emu.api_server.mode}
@@ -4439,7 +4841,7 @@ CONTROL_ROUTES = {
     ("GET", "/tokens"): lambda emu, p, b: (200, emu.tokens.dump()), ("POST", "/tokens"): _c_tokens,
     ("POST", "/tls"): _c_tls, ("POST", "/client-cert"): _c_client_cert, ("POST", "/listen"): _c_listen,
     ("POST", "/close-connections"): _c_close, ("POST", "/rv"): _c_rv, ("POST", "/compact"): _c_compact,
-    ("POST", "/expire-events"): _c_expire,
+    ("POST", "/expire-events"): _c_expire, ("POST", "/csr"): _c_csr,
 }
 
 

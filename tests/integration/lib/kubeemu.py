@@ -233,6 +233,19 @@ class KubeEmulator:
         return self._call("POST", "/client-cert", {"name": name, "cn": cn, "orgs": list(orgs), "ca": ca,
                                                    "expired": expired})
 
+    def csr(self, name, action, reason="", message=""):
+        """approve | deny | fail | sign a CertificateSigningRequest as its controllers would; returns it."""
+        return self._call("POST", "/csr", {"name": name, "action": action, "reason": reason, "message": message})
+
+    def seed_bootstrap_token(self, token_id, secret, expiration=None, extra_groups=None):
+        """The Secret kube-system/bootstrap-token-<id> that makes "<id>.<secret>" a bootstrap token."""
+        data = {"token-id": token_id, "token-secret": secret, "usage-bootstrap-authentication": "true"}
+        if expiration:
+            data["expiration"] = expiration
+        if extra_groups:
+            data["auth-extra-groups"] = extra_groups
+        return self.seed_secret("bootstrap-token-" + token_id, data=data, type="bootstrap.kubernetes.io/token")
+
     def listen(self, mode="normal", seconds=None, close_existing=True):
         return self._call("POST", "/listen", {"mode": mode, "seconds": seconds, "close_existing": close_existing})
 

@@ -440,6 +440,10 @@ static void test_names(void **state) {
         assert_string_equal(update_phase_to_string(UPDATE_PHASE_ROLLED_BACK), "RolledBack");
         assert_string_equal(update_failure_code_to_string(UPDATE_FAILURE_OS_ROLLED_BACK), "OSRolledBack");
         assert_string_equal(update_failure_code_to_string(UPDATE_FAILURE_MIN_VERSION_NOT_MET), "MinVersionNotMet");
+        assert_string_equal(update_failure_code_to_string(UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED),
+                            "CredentialsRotationFailed");
+        assert_string_equal(update_failure_code_to_string(UPDATE_FAILURE_BOOTSTRAP_FAILED), "BootstrapFailed");
+        assert_int_equal(update_failure_code_from_string("BootstrapFailed"), UPDATE_FAILURE_BOOTSTRAP_FAILED);
         assert_null(update_phase_to_string(_UPDATE_PHASE_MAX));
         assert_null(update_phase_to_string(_UPDATE_PHASE_INVALID));
         assert_int_equal(update_phase_from_string("idle"), -EINVAL);

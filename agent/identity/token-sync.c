@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <assert.h>
+#include <stdio.h>
+
+#include "identity/client-csr.h"
+#include "identity/token-sync.h"
+#include "kube/kube-watch.h"
+#include "util/base64.h"
+#include "util/error-message.h"
+#include "util/fileio.h"
+#include "util/log.h"
+#include "util/time-util.h"
+#include "util/yaml-json.h"
+
+#define COMPONENT_CONFIG_MAX (1024U * 1024U)
+
+typedef struct TokenTarget {
+        TokenSync *owner;               /* borrowed */
+        char *secret_name;              /* owned */
+        char *path;                     /* owned: root + configured path */
+        KubeWatch *watch;               /* owned */
+        KubeRequest *request;           /* owned: a resync GET in flight */
+} TokenTarget;
+
+struct TokenSync {
+        KubeClient *client;             /* borrowed */
+        char *collection;               /* owned: /api/v1/namespaces/<ns>/secrets */
+        TokenTarget *targets;           /* owned array */
+        size_t n_targets;
+        uint64_t period_usec;
+        sd_event_source *timer;         /* owned: periodic resync */
+        unsigned writes, failures;
+};
+
+void token_sync_configs_clear(TokenSyncConfigs *c) {
+        for (size_t i = 0; i < c->n; i++) {
+                free(c->items[i].secret_name);
+                free(c->items[i].path);
+        }
+        free(c->items);
+        *c = (TokenSyncConfigs) {};
+}
+
+int token_sync_configs_from_json(const json_t *doc, TokenSyncConfigs *ret, char **ret_error) {
+        _cleanup_(token_sync_configs_clear) TokenSyncConfigs c = { .sync_period_usec = TOKEN_SYNC_PERIOD_DEFAULT_USEC };
+        const json_t *token = json_object_get(json_object_get(doc, "controllers"), "token");
+        const json_t *list = json_object_get(token, "syncConfigs"), *period = json_object_get(token, "syncPeriod"), *e;
+        size_t i;
+
+        if (period && (!json_is_string(period) || parse_duration(json_string_value(period), &c.sync_period_usec) < 0 ||
+                       c.sync_period_usec == 0))
+                return error_setf(ret_error, -EINVAL, "controllers.token.syncPeriod: not a positive duration");
+        if (list && !json_is_array(list))
+                return error_setf(ret_error, -EINVAL, "controllers.token.syncConfigs: not a list");
+        c.items = calloc(json_array_size(list) ?: 1, sizeof(*c.items));
+        if (!c.items)
+                return -ENOMEM;
+        json_array_foreach(list, i, e) {
+                const char *name = json_string_value(json_object_get(e, "secretName"));
+                const char *path = json_string_value(json_object_get(e, "path"));
+
+                if (!client_machine_name_valid(name))
+                        return error_setf(ret_error, -EINVAL, "controllers.token.syncConfigs[%zu].secretName: "
+                                          "not a valid Secret name", i);
+                if (!path || path[0] != '/' || strstr(path, "/../") || strlen(path) > 4096)
+                        return error_setf(ret_error, -EINVAL, "controllers.token.syncConfigs[%zu].path: "
+                                          "not an absolute path", i);
+                c.items[c.n].secret_name = strdup(name);
+                c.items[c.n].path = strdup(path);
+                c.n++;
+                if (!c.items[c.n - 1].secret_name || !c.items[c.n - 1].path)
+                        return -ENOMEM;
+        }
+        *ret = c;
+        c = (TokenSyncConfigs) {};
+        return 0;
+}
+
+int token_sync_configs_load(const char *path, TokenSyncConfigs *ret, char **ret_error) {
+        _cleanup_free_ char *text = NULL, *error = NULL;
+        _cleanup_(json_decrefp) json_t *doc = NULL;
+        size_t size;
+        int r;
+
+        r = read_full_file(path, COMPONENT_CONFIG_MAX, &text, &size);
+        if (r < 0)
+                return error_setf(ret_error, r, "%s: %s", path, strerror(-r));
+        r = yaml_to_json(text, size, &doc, &error);
+        if (r < 0)
+                return error_setf(ret_error, r, "%s: %s", path, strempty(error));
+        r = token_sync_configs_from_json(doc, ret, &error);
+        if (r < 0)
+                return error_setf(ret_error, r, "%s: %s", path, strempty(error));
+        return 0;
+}
+
+unsigned token_sync_writes(const TokenSync *t) {
+        return t->writes;
+}
+
+unsigned token_sync_failures(const TokenSync *t) {
+        return t->failures;
+}
+
+/* The directories above a token file, 0700 where we create them (never readable by others). */
+static int mkdir_parent_of(const char *path) {
+        _cleanup_free_ char *dir = strdup(path);
+        char *slash = dir ? strrchr(dir, '/') : NULL;
+
+        if (!dir)
+                return -ENOMEM;
+        if (!slash || slash == dir)
+                return 0;
+        *slash = '\0';
+        return mkdir_parents(dir, 0700);
+}
+
+/* Upstream's reconcile: the Secret's `token` to the file, written only when it differs. */
+static void sync_secret(TokenTarget *tt, const json_t *secret) {
+        TokenSync *t = tt->owner;
+        const char *b64 = json_string_value(json_object_get(json_object_get(secret, "data"), "token"));
+        char *token = NULL, *current = NULL;
+        size_t size = 0, current_size = 0;
+        int r;
+
+        if (!b64 || base64_decode(b64, TOKEN_SYNC_MAX, &token, &size) < 0 || size == 0) {
+                t->failures++;
+                log_warning("Secret %s has no usable \"token\" key; %s not updated.", tt->secret_name, tt->path);
+                return;
+        }
+        r = read_full_file(tt->path, TOKEN_SYNC_MAX, &current, &current_size);
+        if (r >= 0 && current_size == size && memcmp(current, token, size) == 0)
+                log_debug("Token of Secret %s unchanged in %s.", tt->secret_name, tt->path);
+        else {
+                r = mkdir_parent_of(tt->path);
+                if (r >= 0)
+                        r = write_file_atomic(tt->path, token, size, 0640);
+                if (r < 0) {
+                        t->failures++;
+                        log_warning_errno(r, "Cannot write the token of Secret %s to %s: %m", tt->secret_name,
+                                          tt->path);
+                } else {
+                        t->writes++;
+                        log_info("Token of Secret %s written to %s.", tt->secret_name, tt->path);
+                }
+        }
+        if (current)
+                erase_and_free(current, current_size);
+        erase_and_free(token, size);
+}
+
+static void on_secret(KubeWatch *w, json_t *object, void *userdata) {
+        sync_secret(userdata, object);
+}
+
+static void on_get(KubeRequest *req, int error, json_t *object, void *userdata) {
+        TokenTarget *tt = userdata;
+
+        if (error < 0) {
+                tt->owner->failures++;
+                log_warning_errno(error, "Cannot read Secret %s for %s: HTTP %ld %s", tt->secret_name, tt->path,
+                                  kube_request_get_status(req), strempty(kube_request_get_reason(req)));
+        } else
+                sync_secret(tt, object);
+        tt->request = kube_request_free(tt->request);
+}
+
+void token_sync_resync(TokenSync *t) {
+        assert(t);
+
+        for (size_t i = 0; i < t->n_targets; i++) {
+                TokenTarget *tt = &t->targets[i];
+                _cleanup_free_ char *path = NULL;
+
+                if (tt->request)
+                        continue;       /* a read is already on its way */
+                if (asprintf(&path, "%s/%s", t->collection, tt->secret_name) < 0 ||
+                    kube_client_get(t->client, path, on_get, tt, &tt->request) < 0)
+                        t->failures++;
+        }
+}
+
+static int on_period(sd_event_source *s, uint64_t usec, void *userdata) {
+        TokenSync *t = userdata;
+
+        token_sync_resync(t);
+        (void) sd_event_source_set_time_relative(s, t->period_usec);
+        return sd_event_source_set_enabled(s, SD_EVENT_ON);
+}
+
+int token_sync_new(KubeClient *client, const char *root, const char *namespace, const TokenSyncConfigs *cfg,
+                   TokenSync **ret) {
+        _cleanup_(token_sync_freep) TokenSync *t = NULL;
+        size_t rl;
+
+        assert(client);
+        assert(root);
+        assert(namespace);
+        assert(cfg);
+        assert(ret);
+
+        t = calloc(1, sizeof(*t));
+        if (!t)
+                return -ENOMEM;
+        t->client = client;
+        t->period_usec = cfg->sync_period_usec ?: TOKEN_SYNC_PERIOD_DEFAULT_USEC;
+        if (asprintf(&t->collection, "/api/v1/namespaces/%s/secrets", namespace) < 0)
+                return -ENOMEM;
+        t->targets = calloc(cfg->n ?: 1, sizeof(*t->targets));
+        if (!t->targets)
+                return -ENOMEM;
+        rl = strlen(root);
+        while (rl > 0 && root[rl - 1] == '/')
+                rl--;
+        for (size_t i = 0; i < cfg->n; i++) {
+                TokenTarget *tt = &t->targets[t->n_targets++];
+
+                tt->owner = t;
+                tt->secret_name = strdup(cfg->items[i].secret_name);
+                if (!tt->secret_name || asprintf(&tt->path, "%.*s%s", (int) rl, root, cfg->items[i].path) < 0)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(t);
+        return 0;
+}
+
+TokenSync *token_sync_free(TokenSync *t) {
+        if (!t)
+                return NULL;
+        for (size_t i = 0; i < t->n_targets; i++) {
+                kube_watch_free(t->targets[i].watch);
+                kube_request_free(t->targets[i].request);
+                free(t->targets[i].secret_name);
+                free(t->targets[i].path);
+        }
+        free(t->targets);
+        sd_event_source_disable_unref(t->timer);
+        free(t->collection);
+        free(t);
+        return NULL;
+}
+
+int token_sync_start(TokenSync *t) {
+        static const KubeWatchCallbacks callbacks = { .on_object = on_secret };
+        int r;
+
+        assert(t);
+
+        for (size_t i = 0; i < t->n_targets; i++) {
+                TokenTarget *tt = &t->targets[i];
+
+                r = kube_watch_new(t->client, t->collection, tt->secret_name, &callbacks, tt, &tt->watch);
+                if (r < 0)
+                        return r;
+                r = kube_watch_start(tt->watch);
+                if (r < 0)
+                        return r;
+        }
+        return sd_event_add_time_relative(kube_client_get_event(t->client), &t->timer, CLOCK_MONOTONIC,
+                                          t->period_usec, USEC_PER_SEC, on_period, t);
+}

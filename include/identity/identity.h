@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The agent's own client identity (CONTRACT §9.6): keeps `kubeconfig` holding a working client
+ * certificate, like kubelet's TLS bootstrap and upstream's certificate controller do.
+ *
+ * - At start: `kubeconfig` with a valid certificate of ours → renewal scheduled; with token credentials
+ *   (someone else's kubeconfig) → left alone; missing, unreadable, expired or not matching its key →
+ *   bootstrap.
+ * - Bootstrap: credentials from `bootstrapKubeconfig`, else GNA's `credentials/bootstrap-token` +
+ *   `cluster-ca.crt` + the server of GNA's component config. A new key is generated for every attempt.
+ * - Renewal: with the current certificate, at a random point in 70–90 % of its lifetime, and when asked
+ *   (CA rotation: the kubeconfig's CA file holds the new bundle by then). A renewal the server rejects
+ *   with 401 falls back to a bootstrap.
+ * - 401 from the API server while using our certificate (identity_unauthorized()) → bootstrap.
+ * - Failures (denied, failed, not issued in time, API errors, no bootstrap credential) are retried with
+ *   jittered backoff; the agent stays up, identity_status() says what is going on for STATUS=, and the
+ *   failure code is BootstrapFailed (no usable certificate) or CredentialsRotationFailed (renewal asked
+ *   for by a rotation).
+ *
+ * Files: the certificate and its key in one PEM file beside the kubeconfig (`node-agent-client.pem`,
+ * 0600, written first, atomically), referenced by the kubeconfig's client-certificate and client-key
+ * (kubelet's kubelet-client-current.pem pattern), so a running KubeClient picks a renewal up through its
+ * credential file check (kube_client_reload_credentials()) without a restart; then the kubeconfig
+ * (0600, atomically). Nothing ever logs or reports key, certificate or token bytes.
+ *
+ * Runs on the sd_event loop; file writes are small and local (blocking, bounded). Ownership: the daemon
+ * owns the Identity; it owns the KubeClient it uses for CSRs; `event`, `http` and `tuning` are borrowed
+ * and must outlive it. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "core/config.h"
+#include "core/node-update.h"
+#include "kube/kube-tuning.h"
+#include "net/http.h"
+#include "util/macro.h"
+
+#define IDENTITY_PEM_NAME "node-agent-client.pem"
+/* GNA's directory; becomes <osc.rootDirectory>/var/lib/gardener-node-agent once that key exists (§9.5). */
+#define IDENTITY_GNA_DIRECTORY "/var/lib/gardener-node-agent"
+
+typedef struct Identity Identity;
+
+typedef struct IdentityParams {
+        const char *kubeconfig;                 /* the agent's kubeconfig (written here) */
+        const char *bootstrap_kubeconfig;       /* may not exist */
+        const char *gna_directory;              /* <root>/var/lib/gardener-node-agent */
+        const char *gna_server;                 /* apiServer.server of GNA's component config; may be NULL */
+        const char *node_name;                  /* machine name fallback */
+        unsigned expiration_seconds;            /* 0: CLIENT_CERT_EXPIRATION_SECONDS */
+} IdentityParams;
+
+typedef enum IdentityEvent {
+        IDENTITY_CHANGED,       /* a new certificate is in place: reload credentials */
+        IDENTITY_FAILED,        /* an attempt failed; a retry is scheduled (see identity_status()) */
+} IdentityEvent;
+
+typedef void (*IdentityCallback)(Identity *id, IdentityEvent event, void *userdata);
+
+int identity_new(sd_event *event, Http *http, const KubeTuning *tuning, const IdentityParams *p,
+                 IdentityCallback cb, void *userdata, Identity **ret);
+/* The daemon's Identity: kubeconfig and bootstrapKubeconfig of the configuration, GNA's files below
+ * IDENTITY_GNA_DIRECTORY, the node name as the machine name fallback. */
+int identity_new_from_config(sd_event *event, Http *http, const KubeTuning *tuning, const Config *c,
+                             IdentityCallback cb, void *userdata, Identity **ret);
+Identity *identity_free(Identity *id);
+DEFINE_CLEANUP_FUNC(Identity, identity_free);
+
+/* Looks at the current kubeconfig and bootstraps or schedules the renewal. Returns 1 when the current
+ * kubeconfig is usable as it is, 0 when a bootstrap was started (wait for IDENTITY_CHANGED). */
+int identity_start(Identity *id);
+
+/* The API server answered 401 to a request made with the current kubeconfig. */
+void identity_unauthorized(Identity *id);
+
+/* Renew now with the current certificate (CA rotation); failures carry CredentialsRotationFailed. */
+int identity_renew(Identity *id);
+
+/* True while the kubeconfig holds a certificate of ours that has not expired (or token credentials). */
+bool identity_usable(const Identity *id);
+
+/* One line for STATUS= and logs, e.g. "waiting for CertificateSigningRequest node-agent-csr-… to be
+ * issued" or "BootstrapFailed: …; retrying in 20s"; NULL when there is nothing to say. */
+const char *identity_status(const Identity *id);
+
+/* The code of the last failure, or _UPDATE_FAILURE_INVALID after a success. */
+UpdateFailureCode identity_failure(const Identity *id);
+
+/* The machine name as upstream derives it: the content of <gna_directory>/machine-name (trimmed) if
+ * that file exists, else the node name. -EINVAL if the result is not a valid machine name. */
+int identity_machine_name(const char *gna_directory, const char *node_name, char **ret);

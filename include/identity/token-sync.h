@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* GNA's token controller (CONTRACT §9.8, GNP §8.4; upstream pkg/nodeagent/controller/token): for each
+ * `controllers.token.syncConfigs[]` entry {secretName, path} of GNA's component config, the Secret
+ * kube-system/<secretName>'s `token` is written to <root><path> (0640, atomically, only when it differs)
+ * on start, whenever the Secret changes (one field-selected watch per Secret, no polling), every
+ * `controllers.token.syncPeriod` (default 12 h) and on token_sync_resync() (service-account-key rotation).
+ *
+ * The configuration part is pure (token_sync_configs_from_json()). TokenSync runs on the client's
+ * sd_event loop; writes are small local files. Never logs or reports a token: messages name the Secret
+ * and the path only. Ownership: the caller owns the TokenSync; it owns its watches and timer and borrows
+ * the KubeClient, which must outlive it. */
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kube/kube-client.h"
+#include "util/macro.h"
+
+#define TOKEN_SYNC_PERIOD_DEFAULT_USEC (12 * 3600 * USEC_PER_SEC)
+#define TOKEN_SYNC_MAX (64U * 1024U)
+
+typedef struct TokenSyncConfig {
+        char *secret_name;      /* owned */
+        char *path;             /* owned: absolute, below the root */
+} TokenSyncConfig;
+
+typedef struct TokenSyncConfigs {
+        TokenSyncConfig *items; /* owned array */
+        size_t n;
+        uint64_t sync_period_usec;
+} TokenSyncConfigs;
+
+/* From a decoded NodeAgentConfiguration document. No `controllers.token` → zero entries. -EINVAL with
+ * a message naming the field for wrong types, empty or relative paths, or bad secret names. */
+int token_sync_configs_from_json(const json_t *doc, TokenSyncConfigs *ret, char **ret_error);
+void token_sync_configs_clear(TokenSyncConfigs *c);
+
+/* Reads and decodes the component config file (YAML or JSON). */
+int token_sync_configs_load(const char *path, TokenSyncConfigs *ret, char **ret_error);
+
+typedef struct TokenSync TokenSync;
+
+/* `root` is prefixed to every path ("" or "/" for none); `cfg` is copied. */
+int token_sync_new(KubeClient *client, const char *root, const char *namespace, const TokenSyncConfigs *cfg,
+                   TokenSync **ret);
+TokenSync *token_sync_free(TokenSync *t);
+DEFINE_CLEANUP_FUNC(TokenSync, token_sync_free);
+
+int token_sync_start(TokenSync *t);
+
+/* Re-reads every Secret now and rewrites the files that differ (service-account-key rotation). */
+void token_sync_resync(TokenSync *t);
+
+/* How many token files were written (not counting unchanged ones) and how many syncs failed. */
+unsigned token_sync_writes(const TokenSync *t);
+unsigned token_sync_failures(const TokenSync *t);
