@@ -62,6 +62,7 @@ struct Manager {
         json_t *node;                   /* ref held: the latest Node; NULL while unknown or absent */
         NodeView *view;                 /* owned: `node` decoded once, for every reader; NULL likewise */
         char *view_error;               /* owned: last decode error, logged once */
+        char *view_warning;             /* owned: last decode warning, logged once */
         char *node_uid;                 /* owned */
         int list_error;                 /* outcome of the last LIST of the Node (0 or -errno) */
         bool synced;                    /* the first LIST completed or failed */
@@ -144,8 +145,12 @@ static void manager_decode_node(Manager *m) {
                         m->view_error = TAKE_PTR(error);
                         return;
                 }
-                if (v->warning)
+                /* Tolerated oddities (e.g. too many conditions) repeat with every Node update: once. */
+                if (v->warning && !streq_ptr(v->warning, m->view_warning)) {
                         log_warning("Node %s: %s", strempty(v->name), v->warning);
+                        if (free_and_strdup(&m->view_warning, v->warning) < 0)
+                                log_oom();
+                }
         }
         free(m->view_error);
         m->view_error = NULL;
@@ -336,6 +341,8 @@ static int manager_setup_systemd(Manager *m, char **ret_error) {
                 return -ENOMEM;
         r = restart_handler_new(m->event, m->units, m->config->restart.self_unit, state, &restart_callbacks, m,
                                 &m->restarts);
+        if (r >= 0 && m->config->osc.replaced_units)
+                restart_handler_set_replaced_units(m->restarts, (const char *const *) m->config->osc.replaced_units);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the restart handler: %s", strerror(-r));
         return 0;
@@ -609,6 +616,7 @@ Manager *manager_free(Manager *m) {
         json_decref(m->node);
         node_view_free(m->view);
         free(m->view_error);
+        free(m->view_warning);
         free(m->node_uid);
         free(m->secret_name);
         free(m->osc_error);
