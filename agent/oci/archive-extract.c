@@ -10,6 +10,7 @@
 #include <sys/statvfs.h>
 
 #include "oci/archive-extract.h"
+#include "oci/gzip-source.h"
 
 #define WHITEOUT_PREFIX ".wh."
 #define WHITEOUT_OPAQUE ".wh..wh..opq"
@@ -430,6 +431,29 @@ static int scan_check_limits(Scan *s, struct archive *a, struct archive_entry *e
         return 0;
 }
 
+/* gzip goes through ISA-L when the build has it (libarchive then sees a plain tar and its gzip
+ * filter stays idle); everything else, and gzip without ISA-L, through libarchive's filters.
+ * -EBADMSG when libarchive refuses the stream (archive_error_string() says why). */
+static int open_layer(struct archive *a, int fd) {
+        uint8_t magic[2];
+        off_t pos;
+        ssize_t n;
+        int r;
+
+        pos = lseek(fd, 0, SEEK_CUR);
+        if (pos < 0)
+                return -errno;
+        n = pread(fd, magic, sizeof(magic), pos);
+        if (n < 0)
+                return -errno;
+        if (n == sizeof(magic) && magic[0] == 0x1f && magic[1] == 0x8b) {
+                r = gzip_source_open(a, fd);
+                if (r != -EOPNOTSUPP)
+                        return r == ARCHIVE_OK ? 0 : -EBADMSG;
+        }
+        return archive_read_open_fd(a, fd, 64 * 1024) == ARCHIVE_OK ? 0 : -EBADMSG;
+}
+
 static int scan_layer(Scan *s, int fd) {
         _cleanup_(archive_read_freep) struct archive *a = NULL;
         struct archive_entry *entry;
@@ -444,8 +468,11 @@ static int scan_layer(Scan *s, int fd) {
             archive_read_support_filter_zstd(a) != ARCHIVE_OK ||
             archive_read_support_format_tar(a) != ARCHIVE_OK)
                 return -EOPNOTSUPP;
-        if (archive_read_open_fd(a, fd, 64 * 1024) != ARCHIVE_OK)
-                return scan_fail(s, -EBADMSG, NULL, "not a tar archive: ", archive_error_string(a));
+        r = open_layer(a, fd);
+        if (r == -EBADMSG)
+                return scan_fail(s, r, NULL, "not a tar archive: ", archive_error_string(a));
+        if (r < 0)
+                return r;
 
         for (;; index++) {
                 if (s->stop_at >= 0 && index >= s->stop_at)
