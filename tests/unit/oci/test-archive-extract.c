@@ -345,6 +345,28 @@ static void test_limits(void **state) {
         assert_int_equal(extract(c, l3, "kubelet", NULL, &res, NULL), -ENAMETOOLONG);
 }
 
+/* A small sparse file: the digest taken while writing covers the holes as zeros, like the file. */
+static void test_sparse_digest(void **state) {
+        Ctx *c = *state;
+        const Entry e[] = { { SPARSE, "kubelet", NULL, 200000 } };
+        _cleanup_free_ char *layer = write_layer(c, ARCHIVE_FILTER_GZIP, e, 1), *msg = NULL, *data = NULL;
+        char path[128];
+        ArchiveExtractResult res;
+        Digest want;
+        FILE *f;
+
+        assert_int_equal(extract(c, layer, "kubelet", NULL, &res, &msg), 0);
+        assert_int_equal(res.size, 200000);
+        snprintf(path, sizeof(path), "%s/out", c->staging);
+        data = malloc(200000);
+        f = fopen(path, "re");
+        assert_non_null(f);
+        assert_int_equal(fread(data, 1, 200000, f), 200000);
+        fclose(f);
+        assert_int_equal(digest_buffer(data, 200000, &want), 0);
+        assert_true(digest_equal(&res.digest, &want));
+}
+
 static void test_sparse_bomb(void **state) {
         Ctx *c = *state;
         /* 10 GiB when unpacked, a few hundred bytes on disk. */
@@ -497,6 +519,7 @@ static void test_gzip_members_and_trailer(void **state) {
         _cleanup_free_ char *tar = NULL, *msg = NULL, *path = NULL;
         ArchiveExtractResult res;
         size_t size, half;
+        Digest want;
         FILE *f;
 
         tar = tar_of(300000, &size);
@@ -511,6 +534,9 @@ static void test_gzip_members_and_trailer(void **state) {
         assert_int_equal(extract(c, path, "/kubelet", NULL, &res, &msg), 0);
         assert_int_equal(res.lookup, ARCHIVE_LOOKUP_FOUND);
         assert_int_equal(res.size, 300000);
+        /* The digest is of what was written, taken on the way. */
+        assert_int_equal(digest_buffer(tar + 512, 300000, &want), 0);
+        assert_true(digest_equal(&res.digest, &want));
 }
 
 /* A gzip layer cut short in the middle of its deflate stream is corrupt, not a shorter archive. */
@@ -572,6 +598,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_not_regular, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_hardlink_to_wanted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_sparse_digest, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sparse_bomb, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_zero_bomb_stops_at_limit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_corrupt_layer, setup, teardown),
