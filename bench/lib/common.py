@@ -70,8 +70,9 @@ def run_timed(argv, **kw):
 
 
 def proc_status(pid):
+    """/proc/<pid>/status as a dict; pid may also be "<pid>/task/<tid>"."""
     out = {}
-    with open("/proc/%d/status" % pid) as f:
+    with open("/proc/%s/status" % pid) as f:
         for line in f:
             k, _, v = line.partition(":")
             out[k] = v.strip()
