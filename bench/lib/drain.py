@@ -58,11 +58,27 @@ def update(sb, version, prestage):
                        and S.annotation(n, S.NODE_CHECKSUM) == checksum) - commit_time(sb, rv, ready)
 
 
+class Sandbox(S.Sandbox):
+    """The demo's sandbox with a small image for the version the node starts at: only the update
+    targets need the 100 MB kubelet (saves a third of the set-up)."""
+
+    def _push_images(self):
+        size, versions = self.kubelet_size, self.versions
+        self.kubelet_size = 256 << 10
+        self._push_image(self.initial_version, False)
+        self.kubelet_size = size
+        self.versions = tuple(v for v in versions if v != self.initial_version)
+        try:
+            super()._push_images()      # the targets, in parallel
+        finally:
+            self.versions = versions
+
+
 def run(ctx):
     missing = S.missing_prerequisites(ctx.agent)
     if missing:
         return [skipped(GROUP, "drained window", "missing " + ", ".join(missing))]
-    with S.Sandbox(agent=ctx.agent, versions=("1.31.4", "1.32.1", "1.33.0"), broken_versions=(),
+    with Sandbox(agent=ctx.agent, versions=("1.31.4", "1.32.1", "1.33.0"), broken_versions=(),
                    kubelet_size=SIZE) as sb:
         pid = sb.um.main_pid(S.AGENT_UNIT)
         idle = status_kib(proc_status(pid), "VmRSS")

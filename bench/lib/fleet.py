@@ -82,11 +82,17 @@ def fleet(ctx, n, window):
             seq = agentrun.last_seq(emu)
             t_down = time.time()
             emu.listen("refuse", seconds=DOWN, close_existing=True)
-            kubeemu.wait_for(lambda: len(_first_after(emu, seq, nodes)) >= n, 120 + n * 0.2, "all reconnected",
+            kubeemu.wait_for(lambda: len(_first_after(emu, seq, nodes, t_down + DOWN - 0.5)) >= n, 120 + n * 0.2,
+                             "all reconnected",
                              interval=0.5)
-            first = _first_after(emu, seq, nodes)
             back = t_down + DOWN
+            first = _first_after(emu, seq, nodes, back - 0.5)
             delays = sorted(t - back for t in first.values())
+            after = emu.request_log(since=seq)
+            rows.append(row(GROUP, "%s: relists after the outage (all agents)" % label,
+                            sum(1 for e in after if e.get("verb") == "list"), "",
+                            note="watches resumed from their resourceVersion: %d"
+                            % sum(1 for e in after if e.get("verb") == "watch")))
             rows.append(row(GROUP, "%s: reconnect spread after a %.0f s outage (first..last)" % (label, DOWN),
                             delays[-1] - delays[0], "s", target=(">=", 10),
                             note="first %+.2f s, median %+.2f s, last %+.2f s after the listener came back"
@@ -98,11 +104,13 @@ def fleet(ctx, n, window):
     return rows
 
 
-def _first_after(emu, seq, nodes):
+def _first_after(emu, seq, nodes, not_before):
+    """Each agent's first request logged once the listener is back (a request that raced the drop
+    of the connections is logged before; refused connections are not logged at all)."""
     wanted, first = set(nodes), {}
     for e in emu.request_log(since=seq):
         n = node_of(e)
-        if n in wanted and n not in first:
+        if n in wanted and n not in first and e["time"] >= not_before:
             first[n] = e["time"]
     return first
 
