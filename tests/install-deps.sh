@@ -11,6 +11,8 @@ packages=(
         # tests: real systemd user manager, private bus, registry, TLS tooling
         systemd dbus dbus-user-session util-linux docker-registry openssl python3 curl
         zstd apache2-utils valgrind
+        # benchmarks (bench/run): ISA-L inflate, GNU time for peak RSS, the skopeo+umoci baseline
+        libisal-dev time skopeo umoci
 )
 
 missing=()

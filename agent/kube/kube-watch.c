@@ -360,7 +360,7 @@ static int kube_watch_watch(KubeWatch *w) {
         /* The server ends the watch after timeoutSeconds; if it does not, we do, a bit later. */
         http_request_set_timeout(req, timeout_sec * USEC_PER_SEC + t->watch_cap_margin_usec, 0);
         /* Bookmarks arrive about once a minute; a stream silent for longer is dead. */
-        http_request_set_low_speed(req, 1, t->watch_silence_usec);
+        http_request_set_silence(req, t->watch_silence_usec);
         http_request_set_max_body(req, KUBE_RESPONSE_MAX);
 
         watch_stream_reset(w->stream);

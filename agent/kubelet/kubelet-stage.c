@@ -20,7 +20,6 @@ typedef struct ExtractJob {
         int r;
         ArchiveExtractResult res;
         char *message;                  /* owned */
-        Digest file_digest;
 } ExtractJob;
 
 struct KubeletStage {
@@ -170,24 +169,6 @@ static void *extract_thread(void *userdata) {
 
         j->r = archive_extract_layer(j->layer_fd, j->file_path, j->staging, j->out_name, &j->limits, &j->res,
                                      &j->message);
-        if (j->r >= 0 && j->res.lookup == ARCHIVE_LOOKUP_FOUND) {
-                /* Hash what was written, for source.json and for anyone comparing later. */
-                _cleanup_free_ char *p = NULL;
-                _cleanup_close_ int fd = -EBADF;
-                _cleanup_(digest_context_freep) DigestContext *c = NULL;
-                char buf[64 * 1024];
-                ssize_t n;
-
-                if (asprintf(&p, "%s/%s", j->staging, j->out_name) < 0 || digest_context_new(&c) < 0)
-                        j->r = -ENOMEM;
-                else if ((fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
-                        j->r = -errno;
-                else {
-                        while ((n = read(fd, buf, sizeof(buf))) > 0)
-                                (void) digest_context_update(c, buf, (size_t) n);
-                        j->r = n < 0 ? -errno : digest_context_final(c, &j->file_digest);
-                }
-        }
         (void) write(j->efd, &one, sizeof(one));
         return NULL;
 }
@@ -204,7 +185,7 @@ static int stage_install(KubeletStage *st, ExtractJob *j) {
         src = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "image", st->image, "filePathInImage", st->file_path,
                         "manifestDigest", st->manifest_digest,
                         "layerDigest", digest_format(&st->manifest->layers[st->layer].digest, layer_digest),
-                        "sha256", digest_format(&j->file_digest, file_digest), "size", (json_int_t) j->res.size);
+                        "sha256", digest_format(&j->res.digest, file_digest), "size", (json_int_t) j->res.size);
         if (!src)
                 return -ENOMEM;
         json = json_dumps(src, JSON_SORT_KEYS);
@@ -240,7 +221,7 @@ static int stage_on_extracted(sd_event_source *s, int fd, uint32_t revents, void
         switch (j->res.lookup) {
         case ARCHIVE_LOOKUP_FOUND:
                 r = stage_install(st, j);
-                digest_format(&j->file_digest, digest_s);
+                digest_format(&j->res.digest, digest_s);
                 if (r < 0 && asprintf(&staged, "%s/%s", j->staging, j->out_name) >= 0)
                         (void) unlink(staged);
                 extract_job_free(j);

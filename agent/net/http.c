@@ -33,6 +33,12 @@ struct HttpRequest {
         int abort_error;
         long status;
         bool active;
+
+        /* Silence detection of our own (not curl's LOW_SPEED, which wakes every transfer every second):
+         * one timer per silence period, re-armed from the time of the last byte. */
+        sd_event_source *silence;       /* owned */
+        uint64_t silence_usec;          /* 0 = off */
+        uint64_t last_data_usec;        /* CLOCK_MONOTONIC, loop time of the last header or body byte */
 };
 
 static int http_on_timer(sd_event_source *s, uint64_t usec, void *userdata);
@@ -44,6 +50,33 @@ static inline void curl_urlp(CURLU **u) {
 
 static inline void curl_freep(char **p) {
         curl_free(*p);
+}
+
+/* The transfer is over (done, failed, or silent for too long): out of the multi handle, then the
+ * callback, which may free req. */
+static void request_finish(HttpRequest *req, int error) {
+        (void) curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &req->status);
+        http_request_cancel(req);
+        if (req->on_done)
+                req->on_done(req, error, req->status, req->userdata);
+}
+
+static int request_on_silence(sd_event_source *s, uint64_t usec, void *userdata) {
+        HttpRequest *req = userdata;
+
+        if (usec < req->last_data_usec + req->silence_usec) {
+                /* Data came in since the timer was armed: sleep until the period after the last byte. */
+                (void) sd_event_source_set_time(s, req->last_data_usec + req->silence_usec);
+                (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+                return 0;
+        }
+        request_finish(req, -ETIMEDOUT);
+        return 0;
+}
+
+static void request_saw_data(HttpRequest *req) {
+        if (req->silence_usec > 0)
+                (void) sd_event_now(req->http->event, CLOCK_MONOTONIC, &req->last_data_usec);
 }
 
 static void http_check_done(Http *h) {
@@ -59,15 +92,10 @@ static void http_check_done(Http *h) {
                 if (curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **) &req) != CURLE_OK || !req)
                         continue;
 
-                (void) curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &req->status);
                 error = req->abort_error ? req->abort_error
                                          : msg->data.result == CURLE_OK ? 0
                                                                         : http_error_from_result(msg->data.result, 0);
-                (void) curl_multi_remove_handle(h->multi, req->easy);
-                req->active = false;
-                h->n_active--;
-                if (req->on_done)
-                        req->on_done(req, error, req->status, req->userdata);  /* may free req */
+                request_finish(req, error);
         }
 }
 
@@ -223,6 +251,7 @@ static size_t http_on_write(char *buf, size_t size, size_t n, void *userdata) {
         long status = 0;
         int r;
 
+        request_saw_data(req);
         (void) curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &status);
         /* Only successful bodies are streamed; error bodies (Status JSON) are kept for decoding. */
         if (req->on_data && status >= 200 && status < 300)
@@ -292,6 +321,7 @@ HttpRequest *http_request_free(HttpRequest *req) {
         http_request_cancel(req);
         if (req->easy)
                 curl_easy_cleanup(req->easy);
+        sd_event_source_disable_unref(req->silence);
         curl_slist_free_all(req->headers);
         curl_slist_free_all(req->connect_to);
         for (size_t i = 0; i < ELEMENTSOF(req->tls_strings); i++)
@@ -342,6 +372,10 @@ void http_request_set_timeout(HttpRequest *req, uint64_t total_usec, uint64_t co
 void http_request_set_low_speed(HttpRequest *req, unsigned long bytes, uint64_t usec) {
         (void) curl_easy_setopt(req->easy, CURLOPT_LOW_SPEED_LIMIT, (long) bytes);
         (void) curl_easy_setopt(req->easy, CURLOPT_LOW_SPEED_TIME, (long) MAX(usec / USEC_PER_SEC, 1));
+}
+
+void http_request_set_silence(HttpRequest *req, uint64_t usec) {
+        req->silence_usec = usec;
 }
 
 void http_request_set_max_body(HttpRequest *req, size_t max) {
@@ -444,6 +478,28 @@ void http_request_set_fresh_connect(HttpRequest *req, bool fresh) {
         (void) curl_easy_setopt(req->easy, CURLOPT_FRESH_CONNECT, fresh ? 1L : 0L);
 }
 
+static int silence_arm(HttpRequest *req) {
+        sd_event *event = req->http->event;
+        int r;
+
+        r = sd_event_now(event, CLOCK_MONOTONIC, &req->last_data_usec);
+        if (r < 0)
+                return r;
+        if (!req->silence) {
+                /* A second of slack: the period is tens of seconds, and wake-ups may coalesce. */
+                r = sd_event_add_time(event, &req->silence, CLOCK_MONOTONIC, req->last_data_usec + req->silence_usec,
+                                      USEC_PER_SEC, request_on_silence, req);
+                if (r < 0)
+                        return r;
+                (void) sd_event_source_set_description(req->silence, "http-silence");
+        } else {
+                r = sd_event_source_set_time(req->silence, req->last_data_usec + req->silence_usec);
+                if (r < 0)
+                        return r;
+        }
+        return sd_event_source_set_enabled(req->silence, SD_EVENT_ONESHOT);
+}
+
 int http_request_start(HttpRequest *req, HttpDoneCallback done, void *userdata) {
         assert(req);
         assert(!req->active);
@@ -458,6 +514,11 @@ int http_request_start(HttpRequest *req, HttpDoneCallback done, void *userdata) 
 
         if (curl_easy_setopt(req->easy, CURLOPT_HTTPHEADER, req->headers) != CURLE_OK)
                 return -EIO;
+        if (req->silence_usec > 0) {
+                int r = silence_arm(req);
+                if (r < 0)
+                        return r;
+        }
         if (curl_multi_add_handle(req->http->multi, req->easy) != CURLM_OK)
                 return -EIO;
         req->active = true;
@@ -468,6 +529,7 @@ int http_request_start(HttpRequest *req, HttpDoneCallback done, void *userdata) 
 void http_request_cancel(HttpRequest *req) {
         if (!req || !req->active)
                 return;
+        (void) sd_event_source_set_enabled(req->silence, SD_EVENT_OFF);
         (void) curl_multi_remove_handle(req->http->multi, req->easy);
         req->active = false;
         req->http->n_active--;

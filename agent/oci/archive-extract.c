@@ -10,6 +10,7 @@
 #include <sys/statvfs.h>
 
 #include "oci/archive-extract.h"
+#include "oci/gzip-source.h"
 
 #define WHITEOUT_PREFIX ".wh."
 #define WHITEOUT_OPAQUE ".wh..wh..opq"
@@ -204,26 +205,55 @@ static int check_space(const char *dir, uint64_t size) {
         return 0;
 }
 
-static int copy_data(struct archive *in, struct archive *out, uint64_t max, uint64_t *ret_size) {
-        uint64_t total = 0;
+/* Hashes the zeros of a sparse gap (or the tail the writer extends the file with). */
+static int digest_zeros(DigestContext *c, uint64_t n) {
+        static const uint8_t zeros[64 * 1024];
 
+        for (; n > 0; n -= MIN(n, sizeof(zeros))) {
+                int r = digest_context_update(c, zeros, (size_t) MIN(n, sizeof(zeros)));
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* Copies the entry's data blocks and hashes them on the way, so the file is never read back. The
+ * file is `size` bytes at the end (archive_write_disk extends it over sparse tails), and that is what
+ * is hashed; blocks come in increasing offsets (tar), so holes are hashed as zeros. */
+static int copy_data(struct archive *in, struct archive *out, uint64_t size, uint64_t *ret_size, Digest *ret_digest) {
+        _cleanup_(digest_context_freep) DigestContext *c = NULL;
+        uint64_t total = 0;
+        int r;
+
+        r = digest_context_new(&c);
+        if (r < 0)
+                return r;
         for (;;) {
                 const void *buf;
-                size_t size;
+                size_t n;
                 la_int64_t offset;
-                int r;
 
-                r = archive_read_data_block(in, &buf, &size, &offset);
+                r = archive_read_data_block(in, &buf, &n, &offset);
                 if (r == ARCHIVE_EOF)
                         break;
                 if (r < ARCHIVE_WARN)
                         return archive_errno(in) > 0 ? -archive_errno(in) : -EBADMSG;
-                if (offset < 0 || (uint64_t) offset + size > max)
+                if (offset < 0 || (uint64_t) offset + n > size || (uint64_t) offset < digest_context_size(c))
                         return -EFBIG;
-                total = MAX(total, (uint64_t) offset + size);
-                if (archive_write_data_block(out, buf, size, offset) < ARCHIVE_WARN)
+                r = digest_zeros(c, (uint64_t) offset - digest_context_size(c));
+                if (r >= 0)
+                        r = digest_context_update(c, buf, n);
+                if (r < 0)
+                        return r;
+                total = MAX(total, (uint64_t) offset + n);
+                if (archive_write_data_block(out, buf, n, offset) < ARCHIVE_WARN)
                         return archive_errno(out) > 0 ? -archive_errno(out) : -EIO;
         }
+        r = digest_zeros(c, size - digest_context_size(c));
+        if (r >= 0)
+                r = digest_context_final(c, ret_digest);
+        if (r < 0)
+                return r;
         *ret_size = total;
         return 0;
 }
@@ -274,7 +304,7 @@ static int extract_current(Scan *s, struct archive *a, struct archive_entry *ent
                 return scan_fail(s, archive_errno(w) > 0 ? -archive_errno(w) : -EIO, path,
                                  "cannot create staging file: ", archive_error_string(w));
         s->extracted = true;
-        r = copy_data(a, w, size, &written);
+        r = copy_data(a, w, size, &written, &s->result.digest);
         if (r < 0)
                 return scan_fail(s, r, path, r == -EFBIG ? "data beyond the entry size" : "cannot extract", NULL);
         if (archive_write_finish_entry(w) < ARCHIVE_WARN || archive_write_close(w) < ARCHIVE_WARN)
@@ -428,6 +458,29 @@ static int scan_check_limits(Scan *s, struct archive *a, struct archive_entry *e
         return 0;
 }
 
+/* gzip goes through ISA-L when the build has it (libarchive then sees a plain tar and its gzip
+ * filter stays idle); everything else, and gzip without ISA-L, through libarchive's filters.
+ * -EBADMSG when libarchive refuses the stream (archive_error_string() says why). */
+static int open_layer(struct archive *a, int fd) {
+        uint8_t magic[2];
+        off_t pos;
+        ssize_t n;
+        int r;
+
+        pos = lseek(fd, 0, SEEK_CUR);
+        if (pos < 0)
+                return -errno;
+        n = pread(fd, magic, sizeof(magic), pos);
+        if (n < 0)
+                return -errno;
+        if (n == sizeof(magic) && magic[0] == 0x1f && magic[1] == 0x8b) {
+                r = gzip_source_open(a, fd);
+                if (r != -EOPNOTSUPP)
+                        return r == ARCHIVE_OK ? 0 : -EBADMSG;
+        }
+        return archive_read_open_fd(a, fd, 64 * 1024) == ARCHIVE_OK ? 0 : -EBADMSG;
+}
+
 static int scan_layer(Scan *s, int fd) {
         _cleanup_(archive_read_freep) struct archive *a = NULL;
         struct archive_entry *entry;
@@ -442,8 +495,11 @@ static int scan_layer(Scan *s, int fd) {
             archive_read_support_filter_zstd(a) != ARCHIVE_OK ||
             archive_read_support_format_tar(a) != ARCHIVE_OK)
                 return -EOPNOTSUPP;
-        if (archive_read_open_fd(a, fd, 64 * 1024) != ARCHIVE_OK)
-                return scan_fail(s, -EBADMSG, NULL, "not a tar archive: ", archive_error_string(a));
+        r = open_layer(a, fd);
+        if (r == -EBADMSG)
+                return scan_fail(s, r, NULL, "not a tar archive: ", archive_error_string(a));
+        if (r < 0)
+                return r;
 
         for (;; index++) {
                 if (s->stop_at >= 0 && index >= s->stop_at)
@@ -492,6 +548,7 @@ static int resolve_hardlink(Scan *first, int fd, const char *staging_dir, const 
         } else {
                 first->result.size = s.result.size;
                 first->result.mode = s.result.mode;
+                first->result.digest = s.result.digest;
         }
         scan_done(&s);
         return r;

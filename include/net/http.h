@@ -61,8 +61,11 @@ int http_request_add_header(HttpRequest *req, const char *header);
 int http_request_set_body(HttpRequest *req, const void *data, size_t size);
 /* Total transfer timeout (0 = none) and connect timeout. */
 void http_request_set_timeout(HttpRequest *req, uint64_t total_usec, uint64_t connect_usec);
-/* Abort when fewer than `bytes` arrive within `usec` (silent-stream detection). */
+/* Abort when fewer than `bytes` arrive within `usec` (a stalled download). curl checks every second. */
 void http_request_set_low_speed(HttpRequest *req, unsigned long bytes, uint64_t usec);
+/* Abort with -ETIMEDOUT when not one byte arrives for `usec` (a silent watch). One timer per silence
+ * period instead of curl's once-a-second speed check, so an idle watch costs no wake-ups. */
+void http_request_set_silence(HttpRequest *req, uint64_t usec);
 /* Cap for buffered (non-streaming) bodies; exceeded → -EFBIG. Default HTTP_BODY_MAX_DEFAULT. */
 void http_request_set_max_body(HttpRequest *req, size_t max);
 /* Stream the body to `cb` instead of buffering it (non-2xx bodies are still buffered, capped). */

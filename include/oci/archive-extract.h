@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "oci/digest.h"
 #include "util/macro.h"
 
 typedef struct ArchiveLimits {
@@ -62,6 +63,7 @@ typedef struct ArchiveExtractResult {
         ArchiveLookup lookup;
         uint64_t size;                  /* FOUND: bytes of the extracted file */
         mode_t mode;                    /* FOUND: permission bits in the image */
+        Digest digest;                  /* FOUND: SHA-256 of the extracted file, hashed as it was written */
         uint64_t n_entries;             /* entries read */
         uint64_t unpacked;              /* sum of entry sizes read */
 } ArchiveExtractResult;

@@ -137,20 +137,23 @@ def diff_id(data, compression, cap=512 << 20):
     h, total = hashlib.sha256(), 0
     try:
         if compression == "gzip":
-            rest = data
-            while rest:
-                d = zlib.decompressobj(31)
-                buf = rest
+            # Input fed in 1 MiB slices of a memoryview: unconsumed_tail (copied on every call) stays
+            # small. Feeding the whole layer made this quadratic: 45 s for a 100 MB layer.
+            view, pos = memoryview(data), 0
+            while pos < len(data):
+                d, pending = zlib.decompressobj(31), b""
                 while not d.eof:
-                    chunk = d.decompress(buf, 1 << 20)
+                    if not pending:
+                        if pos >= len(data):
+                            return sha256(b"")  # truncated member
+                        pending, pos = view[pos:pos + (1 << 20)], pos + (1 << 20)
+                    chunk = d.decompress(pending, 1 << 20)
                     h.update(chunk)
                     total += len(chunk)
                     if total > cap:
                         return sha256(b"")
-                    buf = d.unconsumed_tail
-                    if not chunk and not buf:
-                        return sha256(b"")      # truncated member
-                rest = d.unused_data
+                    pending = d.unconsumed_tail
+                pos = min(pos, len(data)) - len(d.unused_data)    # the next member starts there
         elif compression == "zstd":
             p = subprocess.Popen(["zstd", "-q", "-d", "-c"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             import threading

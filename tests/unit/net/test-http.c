@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <sys/socket.h>
 
 #include "fake-http.h"
 #include "net/http.h"
@@ -181,6 +184,33 @@ static void test_connection_refused(void **state) {
         assert_int_equal(c->error, -ECONNREFUSED);
 }
 
+/* A server that accepts (the kernel's backlog does) and never answers: silence detection ends the
+ * request with -ETIMEDOUT after the silence period, not before. */
+static void test_silence(void **state) {
+        Ctx *c = *state;
+        _cleanup_(http_request_freep) HttpRequest *req = NULL;
+        _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof(sa);
+        uint64_t t0, t1;
+        char url[64];
+
+        assert_true(fd >= 0);
+        assert_int_equal(bind(fd, (struct sockaddr *) &sa, sizeof(sa)), 0);
+        assert_int_equal(listen(fd, 4), 0);
+        assert_int_equal(getsockname(fd, (struct sockaddr *) &sa, &len), 0);
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u/watch", ntohs(sa.sin_port));
+        assert_int_equal(http_request_new(c->http, "GET", url, &req), 0);
+        http_request_set_silence(req, 1500 * USEC_PER_MSEC);
+        assert_true(sd_event_now(c->event, CLOCK_MONOTONIC, &t0) >= 0);
+        assert_int_equal(http_request_start(req, on_done, c), 0);
+        run_until_done(c);
+        assert_true(sd_event_now(c->event, CLOCK_MONOTONIC, &t1) >= 0);
+        assert_int_equal(c->error, -ETIMEDOUT);
+        assert_true(t1 - t0 >= 1500 * USEC_PER_MSEC);
+        assert_int_equal(http_active(c->http), 0);
+}
+
 static void test_cancel_by_free(void **state) {
         Ctx *c = *state;
         HttpRequest *req = NULL;
@@ -215,6 +245,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_stream_dropped, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_body_cap, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_connection_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_silence, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cancel_by_free, setup, teardown),
                 cmocka_unit_test(test_error_mapping),
         };

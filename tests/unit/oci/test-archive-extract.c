@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "oci/archive-extract.h"
+#include "oci/gzip-source.h"
 #include "tests.h"
 
 /* Layers are built here with libarchive's writer, malicious ones included, so every case is visible
@@ -344,6 +345,28 @@ static void test_limits(void **state) {
         assert_int_equal(extract(c, l3, "kubelet", NULL, &res, NULL), -ENAMETOOLONG);
 }
 
+/* A small sparse file: the digest taken while writing covers the holes as zeros, like the file. */
+static void test_sparse_digest(void **state) {
+        Ctx *c = *state;
+        const Entry e[] = { { SPARSE, "kubelet", NULL, 200000 } };
+        _cleanup_free_ char *layer = write_layer(c, ARCHIVE_FILTER_GZIP, e, 1), *msg = NULL, *data = NULL;
+        char path[128];
+        ArchiveExtractResult res;
+        Digest want;
+        FILE *f;
+
+        assert_int_equal(extract(c, layer, "kubelet", NULL, &res, &msg), 0);
+        assert_int_equal(res.size, 200000);
+        snprintf(path, sizeof(path), "%s/out", c->staging);
+        data = malloc(200000);
+        f = fopen(path, "re");
+        assert_non_null(f);
+        assert_int_equal(fread(data, 1, 200000, f), 200000);
+        fclose(f);
+        assert_int_equal(digest_buffer(data, 200000, &want), 0);
+        assert_true(digest_equal(&res.digest, &want));
+}
+
 static void test_sparse_bomb(void **state) {
         Ctx *c = *state;
         /* 10 GiB when unpacked, a few hundred bytes on disk. */
@@ -466,6 +489,78 @@ static void test_corrupt_layer(void **state) {
         assert_non_null(msg);
 }
 
+/* The gzip inflater this binary was built with (ISA-L or libarchive's filter): meson runs the test
+ * twice when ISA-L is found and says which one to expect, so a silent fallback fails. */
+static void test_gzip_inflater(void **state) {
+        const char *expect = getenv("EXPECT_ISAL");
+
+        if (!expect)
+                skip();
+        assert_int_equal(gzip_source_is_isal(), streq(expect, "1"));
+}
+
+/* A tar of one file "kubelet" holding `size` bytes of a pattern that does not compress to nothing. */
+static char *tar_of(size_t size, size_t *ret_size) {
+        size_t padded = (size + 511) / 512 * 512, total = 512 + padded + 1024;
+        char *t = calloc(1, total);
+
+        assert_non_null(t);
+        ustar_header(t, "kubelet", size);
+        for (size_t i = 0; i < size; i++)
+                t[512 + i] = (char) ((i * 2654435761u) >> 13);
+        *ret_size = total;
+        return t;
+}
+
+/* A layer split into two gzip members in the middle of the file, then bytes that are not a member:
+ * both inflaters read on across the members and stop at the junk, as gzip -d does. */
+static void test_gzip_members_and_trailer(void **state) {
+        Ctx *c = *state;
+        _cleanup_free_ char *tar = NULL, *msg = NULL, *path = NULL;
+        ArchiveExtractResult res;
+        size_t size, half;
+        Digest want;
+        FILE *f;
+
+        tar = tar_of(300000, &size);
+        half = 512 + 100000;
+        assert_true(asprintf(&path, "%s/members", c->dir) > 0);
+        f = fopen(path, "we");
+        assert_non_null(f);
+        gzip_member(f, tar, half);
+        gzip_member(f, tar + half, size - half);
+        fputs("trailing junk", f);
+        fclose(f);
+        assert_int_equal(extract(c, path, "/kubelet", NULL, &res, &msg), 0);
+        assert_int_equal(res.lookup, ARCHIVE_LOOKUP_FOUND);
+        assert_int_equal(res.size, 300000);
+        /* The digest is of what was written, taken on the way. */
+        assert_int_equal(digest_buffer(tar + 512, 300000, &want), 0);
+        assert_true(digest_equal(&res.digest, &want));
+}
+
+/* A gzip layer cut short in the middle of its deflate stream is corrupt, not a shorter archive. */
+static void test_gzip_truncated(void **state) {
+        Ctx *c = *state;
+        _cleanup_free_ char *tar = NULL, *gz = NULL, *msg = NULL, *path = NULL;
+        ArchiveExtractResult res;
+        size_t size, gz_size = 0;
+        FILE *f;
+
+        tar = tar_of(300000, &size);
+        f = open_memstream(&gz, &gz_size);
+        gzip_member(f, tar, size);
+        fclose(f);
+        assert_true(asprintf(&path, "%s/truncated", c->dir) > 0);
+        f = fopen(path, "we");
+        assert_non_null(f);
+        assert_int_equal(fwrite(gz, 1, gz_size / 2, f), gz_size / 2);
+        fclose(f);
+        assert_int_equal(extract(c, path, "/kubelet", NULL, &res, &msg), -EBADMSG);
+        assert_non_null(msg);
+        assert_staged(c, NULL);
+}
+
 static void test_path_normalize(void **state) {
         static const struct {
                 const char *in;
@@ -503,9 +598,13 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_not_regular, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_hardlink_to_wanted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_sparse_digest, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sparse_bomb, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_zero_bomb_stops_at_limit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_corrupt_layer, setup, teardown),
+                cmocka_unit_test(test_gzip_inflater),
+                cmocka_unit_test_setup_teardown(test_gzip_members_and_trailer, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_gzip_truncated, setup, teardown),
                 cmocka_unit_test(test_path_normalize),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
