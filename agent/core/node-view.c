@@ -97,6 +97,7 @@ static int add_warning(NodeView *v, const char *format, ...) {
 static int get_map(const json_t *meta, const char *key, const json_t **ret, char **ret_error) {
         const json_t *m = json_object_get(meta, key);
 
+        *ret = NULL;    /* also on error */
         if (m && json_is_null(m))
                 m = NULL;
         if (m && !json_is_object(m))

@@ -98,6 +98,7 @@ static int get_member(const json_t *obj, const char *key, const char *where, jso
                 [JSON_INTEGER] = "an integer", [JSON_TRUE] = "a boolean",
         };
 
+        *ret = NULL;    /* also on error: callers chain these calls */
         if (v && json_is_null(v))
                 v = NULL;
         if (v) {

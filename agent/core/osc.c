@@ -90,6 +90,7 @@ static int get_object(const json_t *obj, const char *key, const char *path, cons
                       char **ret_error) {
         const json_t *v = obj ? json_object_get(obj, key) : NULL;
 
+        *ret = NULL;    /* also on error: callers chain these calls */
         if (v && json_is_null(v))
                 v = NULL;
         if (v && !json_is_object(v))

@@ -197,7 +197,7 @@ static int remove_path(const KubeletRebootstrapParams *p, const char *name, bool
 }
 
 int kubelet_rebootstrap_run(const KubeletRebootstrapParams *p, KubeletRebootstrapStep *ret_next, char **ret_error) {
-        KubeletRebootstrapStep step;
+        KubeletRebootstrapStep step = 0;
         int r;
 
         assert(p && p->kubelet_directory && p->state_file && p->ca_file && p->server);

@@ -588,7 +588,7 @@ int archive_extract_layer(int layer_fd, const char *file_path, const char *stagi
         if (r < 0) {
                 staging_remove(&s);
                 if (ret_message && !s.message)
-                        (void) asprintf(&s.message, "%s", strerror(-r));
+                        s.message = strdup(strerror(-r));
                 if (ret_message)
                         *ret_message = TAKE_PTR(s.message);
                 scan_done(&s);

@@ -760,8 +760,13 @@ static void blob_restart_from_zero(RegistryOp *op) {
         op->offset = 0;
         op->resumed_from = 0;
         (void) digest_context_reset(op->hash);
-        if (op->fd >= 0)
-                (void) ftruncate(op->fd, 0);
+        /* Stale bytes past what is written again would end up in the verified file: if the file
+         * cannot be cut, drop it; the next write fails and the attempt starts over on a new file. */
+        if (op->fd >= 0 && ftruncate(op->fd, 0) < 0) {
+                (void) unlink(op->partial_path);
+                (void) close(op->fd);
+                op->fd = -EBADF;
+        }
 }
 
 /* The whole blob is on disk and hashed: verify, then make it visible under its final name. */
