@@ -427,7 +427,7 @@ int config_finalize(Config *c, const ConfigOverrides *o, char **ret_error) {
         }
         if (isempty(c->lease.name)) {
                 free(c->lease.name);
-                if (asprintf(&c->lease.name, "inplace-agent-%s", c->node_name) < 0) {
+                if (asprintf(&c->lease.name, "gardener-node-agent-%s", c->node_name) < 0) {
                         c->lease.name = NULL;
                         return -ENOMEM;
                 }
