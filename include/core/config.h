@@ -84,7 +84,7 @@ typedef struct Config {
         struct {
                 bool enabled;
                 char *namespace;        /* owned */
-                char *name;             /* owned; "" until finalized = inplace-agent-<node> */
+                char *name;             /* owned; "" until finalized = gardener-node-agent-<node> */
                 uint64_t duration_usec;
         } lease;
 } Config;
