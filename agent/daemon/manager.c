@@ -15,6 +15,7 @@
 #include "daemon/manager.h"
 #include "daemon/reporter.h"
 #include "daemon/restart-handler.h"
+#include "daemon/units-check.h"
 #include "kube/kube-client.h"
 #include "kube/kube-events.h"
 #include "kube/kube-tuning.h"
@@ -51,6 +52,7 @@ struct Manager {
         sd_bus *bus;                    /* ref held: the system bus (DBUS_SYSTEM_BUS_ADDRESS); NULL if down */
         UnitControl *units;             /* owned; NULL without a bus */
         RestartHandler *restarts;       /* owned; NULL without a bus */
+        UnitsCheck *units_check;        /* owned: SystemdUnitsReady; NULL without a bus */
         Executor *executor;             /* owned */
         KubeWatch *secret_watch;        /* owned: the OSC Secret; NULL while its name is unknown */
         char *secret_name;              /* owned */
@@ -292,6 +294,20 @@ static void manager_submit_restarts(Manager *m) {
         executor_set_restarts_busy(m->executor, restart_handler_is_busy(m->restarts));
 }
 
+/* SystemdUnitsReady over the kubelet and containerd until the OSC applier hands over the OSC's
+ * units (units_check_set_units()). */
+static int manager_setup_units_check(Manager *m) {
+        const char *names[] = { m->config->kubelet.unit, "containerd.service" };
+        const bool enabled[] = { true, true };
+        int r;
+
+        r = units_check_new(m->event, m->bus, m->reporter, m->tuning.units_check_usec, m->tuning.units_stuck_usec,
+                            &m->units_check);
+        if (r < 0)
+                return r;
+        return units_check_set_units(m->units_check, names, enabled, ELEMENTSOF(names));
+}
+
 static int manager_setup_systemd(Manager *m, char **ret_error) {
         static const RestartHandlerCallbacks restart_callbacks = {
                 .on_unit_result = manager_on_restart_result,
@@ -320,6 +336,9 @@ static int manager_setup_systemd(Manager *m, char **ret_error) {
                                 &m->restarts);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the restart handler: %s", strerror(-r));
+        r = manager_setup_units_check(m);
+        if (r < 0)
+                return error_setf(ret_error, r, "cannot set up the unit check: %s", strerror(-r));
         return 0;
 }
 
@@ -340,6 +359,8 @@ static void manager_on_node_object(KubeWatch *w, json_t *node, void *userdata) {
         }
         if (m->lease)
                 (void) lease_start(m->lease);   /* first sight of the Node; later a no-op */
+        if (m->units_check)
+                (void) units_check_start(m->units_check);
         manager_set_status(m, "Watching node %s", m->config->node_name);
         manager_on_node_changed(m);
 }
@@ -530,6 +551,7 @@ Manager *manager_free(Manager *m) {
         reporter_free(m->reporter);
         executor_free(m->executor);
         restart_handler_free(m->restarts);
+        units_check_free(m->units_check);
         unit_control_free(m->units);
         sd_bus_flush_close_unref(m->bus);
         kube_watch_free(m->secret_watch);

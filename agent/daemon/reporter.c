@@ -208,13 +208,13 @@ int reporter_patch_metadata(Reporter *r, const json_t *metadata_patch, ReporterD
         return job_launched(job, patch_metadata(r, metadata_patch, job));
 }
 
-/* Condition `type` (strategic merge on /status, merged by type, so kubelet's conditions stay
- * untouched). Nothing is sent when status, reason and message already match the watched Node
+/* Condition `type` (strategic merge on /status, merged by type, so kubelet's and MCM's conditions
+ * stay untouched). Nothing is sent when status, reason and message already match the watched Node
  * (CONTRACT §8.13: every Node write is an event for every watcher). lastTransitionTime moves only
  * when the status value changes (kubelet/gardener convention). */
 static int patch_condition(Reporter *r, const char *type, bool status, const char *reason, const char *message,
                            uint64_t now_usec, ReportJob *job) {
-        const NodeCondition *old = r->node && streq(type, NODE_CONDITION_AGENT) ? &r->node->agent : NULL;
+        const NodeCondition *old = node_view_condition(r->node, type);
         const char *s = status ? "True" : "False";
         _cleanup_(json_decrefp) json_t *body = NULL;
         char now[UPDATE_TIMESTAMP_MAX];
@@ -232,6 +232,13 @@ static int patch_condition(Reporter *r, const char *type, bool status, const cha
         if (!body)
                 return -ENOMEM;
         return reporter_patch(r, "/status", KUBE_PATCH_STRATEGIC, body, job);
+}
+
+int reporter_set_condition(Reporter *r, const char *type, bool status, const char *reason, const char *message,
+                           uint64_t now_usec) {
+        assert(r);
+        assert(node_view_condition(&(NodeView) {}, type));    /* a type we watch, for write-on-change */
+        return patch_condition(r, type, status, reason, message, now_usec, NULL);
 }
 
 int reporter_emit_event(Reporter *r, const char *type, const char *reason, const char *message) {

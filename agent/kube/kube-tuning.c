@@ -24,6 +24,10 @@ void kube_tuning_init(KubeTuning *t) {
                 .cert_check_usec = 300 * SEC,
                 .request_timeout_usec = 70 * SEC,
                 .patch_timeout_usec = 40 * SEC,
+                .units_check_usec = 60 * SEC,
+                .units_stuck_usec = 300 * SEC,
+                .health_check_usec = 30 * SEC,
+                .health_grace_usec = 60 * SEC,
         };
 }
 
@@ -41,6 +45,10 @@ static const struct {
         { "cert-check", offsetof(KubeTuning, cert_check_usec), false },
         { "request-timeout", offsetof(KubeTuning, request_timeout_usec), false },
         { "patch-timeout", offsetof(KubeTuning, patch_timeout_usec), false },
+        { "units-check", offsetof(KubeTuning, units_check_usec), false },
+        { "units-stuck", offsetof(KubeTuning, units_stuck_usec), false },
+        { "health-check", offsetof(KubeTuning, health_check_usec), false },
+        { "health-grace", offsetof(KubeTuning, health_grace_usec), false },
 };
 
 static int bad(char **ret_error, const char *item, const char *why) {

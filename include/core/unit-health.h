@@ -23,7 +23,6 @@
 
 #include "util/macro.h"
 
-#define NODE_CONDITION_SYSTEMD_UNITS_READY "SystemdUnitsReady"
 #define UNIT_HEALTH_REASON_HEALTHY "AllUnitsHealthy"
 #define UNIT_HEALTH_REASON_PROGRESSING "ProgressingUnits"
 #define UNIT_HEALTH_REASON_UNHEALTHY "UnhealthyUnits"

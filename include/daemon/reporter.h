@@ -60,6 +60,12 @@ int reporter_patch_metadata(Reporter *r, const json_t *metadata_patch, ReporterD
  * changed meanwhile fails with -EINVAL (422). Returns like reporter_report(). */
 int reporter_remove_annotation(Reporter *r, const char *key, const char *value, ReporterDone done, void *userdata);
 
+/* Condition `type` of our Node (one node_view_condition() knows, so that its current value is
+ * watched), fire and forget: written (strategic merge on /status, by type) only when status, reason
+ * or message differ from the watched Node's. `now_usec` on CLOCK_REALTIME. */
+int reporter_set_condition(Reporter *r, const char *type, bool status, const char *reason, const char *message,
+                           uint64_t now_usec);
+
 /* A core/v1 Event about our Node (deduplicated and rate-limited by kube-events.h). */
 int reporter_emit_event(Reporter *r, const char *type, const char *reason, const char *message);
 

@@ -15,6 +15,11 @@
  *   cert-check=D            stat() client certificate/key/CA files this often
  *   request-timeout=D, patch-timeout=D                per-request timeouts
  *
+ * and of the node duties that report to the API server (GNP §8):
+ *   units-check=D, units-stuck=D    SystemdUnitsReady period (1 min) and stuck threshold (5 min)
+ *   health-check=D, health-grace=D  kubelet/containerd check period (30 s), unhealthy time before a
+ *                                   restart (1 min)
+ *
  * It is deliberately not part of the configuration file (CONTRACT §3): production nodes run with
  * the defaults. Pure: parsing only, no I/O, no logging. */
 
@@ -37,6 +42,10 @@ typedef struct KubeTuning {
         uint64_t cert_check_usec;               /* 5 min, client-go's cert rotation period */
         uint64_t request_timeout_usec;          /* 70 s: the server cuts non-watch requests at 60 s */
         uint64_t patch_timeout_usec;            /* 40 s: the server bounds PATCH at 34 s */
+        uint64_t units_check_usec;              /* 60 s */
+        uint64_t units_stuck_usec;              /* 5 min */
+        uint64_t health_check_usec;             /* 30 s */
+        uint64_t health_grace_usec;             /* 60 s */
 } KubeTuning;
 
 void kube_tuning_init(KubeTuning *t);

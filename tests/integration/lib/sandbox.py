@@ -313,7 +313,7 @@ class Sandbox:
     def __init__(self, agent=None, start_agent=True, versions=DEFAULT_VERSIONS, initial_version=None,
                  broken_versions=("1.32.1",), kubelet_size=8 << 20, os_version=DEFAULT_OS_VERSION,
                  log_level="info", health_timeout="20s", agent_config=None, narrate=None, keep=None,
-                 fake_boot_id=False):
+                 fake_boot_id=False, agent_env=None):
         self.agent = os.path.abspath(agent or default_agent())
         self.start_agent_now = start_agent
         self.versions = tuple(versions)
@@ -327,6 +327,7 @@ class Sandbox:
         self.narrate = narrate or (lambda msg: None)
         self.keep = keep if keep is not None else bool(os.environ.get("SANDBOX_KEEP"))
         self.fake_boot_id = fake_boot_id
+        self.agent_env = dict(agent_env or {})     # extra Environment= of the agent unit (e.g. timing)
         self.base = None
         self.emu = self.reg = self.um = None
         self.images = {}            # (version, broken) -> {"ref", "layer_bytes", "file_bytes"}
@@ -622,7 +623,8 @@ class Sandbox:
             type="notify",
             unit_extra="Description=In-place node update agent (sandbox)\n",
             service_extra="Restart=always\nRestartSec=1s\nWatchdogSec=30s\nTimeoutStartSec=30s\n"
-                          "TimeoutStopSec=10s\n")
+                          "TimeoutStopSec=10s\n" +
+                          "".join("Environment=%s=%s\n" % kv for kv in sorted(self.agent_env.items())))
 
     def _start_units(self):
         self.um.write_unit(CONTAINERD_UNIT, self.um.service(
