@@ -48,6 +48,7 @@ static const KeyDef keys[] = {
         SEC("osc"),
         { "osc.namespace", KEY_DNS_LABEL, OFF(osc.namespace), 0, 0 },
         { "osc.secretName", KEY_DNS_NAME, OFF(osc.secret_name), 0, 0 },
+        { "osc.rootDirectory", KEY_PATH, OFF(osc.root_directory), 0, 0 },
         SEC("kubelet"),
         { "kubelet.binaryPath", KEY_PATH, OFF(kubelet.binary_path), 0, 0 },
         { "kubelet.unit", KEY_UNIT, OFF(kubelet.unit), 0, 0 },
@@ -112,6 +113,7 @@ static const struct {
         { OFF(os_release), "/etc/os-release" },
         { OFF(osc.namespace), "kube-system" },
         { OFF(osc.secret_name), "" },
+        { OFF(osc.root_directory), "/" },
         { OFF(kubelet.binary_path), "/opt/bin/kubelet" },
         { OFF(kubelet.unit), "kubelet.service" },
         { OFF(kubelet.healthz_url), "http://127.0.0.1:10248/healthz" },
@@ -453,7 +455,7 @@ json_t *config_to_json(const Config *c) {
                                     json_string(c->registry.mirrors[i].url));
 
         return json_pack(
-                "{s:s, s:s, s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:o, s:I},"
+                "{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s, s:o, s:I},"
                 " s:{s:s, s:o, s:{s:s, s:s, s:s, s:I}, s:s},"
                 " s:{s:s, s:s, s:o}, s:{s:s}, s:{s:o}, s:{s:b, s:s, s:s, s:o}}",
                 "nodeName", strempty(c->node_name),
@@ -461,6 +463,7 @@ json_t *config_to_json(const Config *c) {
                 "stateDirectory", c->state_directory,
                 "osRelease", c->os_release,
                 "osc", "namespace", c->osc.namespace, "secretName", c->osc.secret_name,
+                "rootDirectory", c->osc.root_directory,
                 "kubelet", "binaryPath", c->kubelet.binary_path, "unit", c->kubelet.unit,
                 "healthzURL", c->kubelet.healthz_url,
                 "healthTimeout", duration_json(c->kubelet.health_timeout_usec),

@@ -40,6 +40,7 @@ NodeView *node_view_free(NodeView *v) {
         condition_done(&v->in_place_update);
         condition_done(&v->agent);
         condition_done(&v->units_ready);
+        condition_done(&v->ready);
         free(v->restart_services);
         free(v->updating_os_version);
         free(v->applied_checksum);
@@ -273,6 +274,8 @@ const NodeCondition *node_view_condition(const NodeView *v, const char *type) {
                 return &v->agent;
         if (streq(type, NODE_CONDITION_UNITS_READY))
                 return &v->units_ready;
+        if (streq(type, NODE_CONDITION_READY))
+                return &v->ready;
         return NULL;
 }
 

@@ -13,6 +13,7 @@
 #include "daemon/catalog-ids.h"
 #include "daemon/executor.h"
 #include "daemon/manager.h"
+#include "daemon/node-health.h"
 #include "daemon/reporter.h"
 #include "daemon/restart-handler.h"
 #include "daemon/units-check.h"
@@ -53,6 +54,7 @@ struct Manager {
         UnitControl *units;             /* owned; NULL without a bus */
         RestartHandler *restarts;       /* owned; NULL without a bus */
         UnitsCheck *units_check;        /* owned: SystemdUnitsReady; NULL without a bus */
+        NodeHealth *health;             /* owned: kubelet/containerd health checks; NULL without a bus */
         Executor *executor;             /* owned */
         KubeWatch *secret_watch;        /* owned: the OSC Secret; NULL while its name is unknown */
         char *secret_name;              /* owned */
@@ -160,6 +162,8 @@ static void manager_decode_node(Manager *m) {
 static void manager_on_node_changed(Manager *m) {
         manager_dump_node_view(m);
         manager_decode_node(m);
+        if (m->health)
+                node_health_set_node(m->health, m->view);
         manager_update_secret_watch(m);
         manager_submit_restarts(m);
 }
@@ -297,7 +301,7 @@ static void manager_submit_restarts(Manager *m) {
 /* SystemdUnitsReady over the kubelet and containerd until the OSC applier hands over the OSC's
  * units (units_check_set_units()). */
 static int manager_setup_units_check(Manager *m) {
-        const char *names[] = { m->config->kubelet.unit, "containerd.service" };
+        const char *names[] = { m->config->kubelet.unit, CONTAINERD_UNIT };
         const bool enabled[] = { true, true };
         int r;
 
@@ -306,6 +310,32 @@ static int manager_setup_units_check(Manager *m) {
         if (r < 0)
                 return r;
         return units_check_set_units(m->units_check, names, enabled, ELEMENTSOF(names));
+}
+
+/* Health checks restart no unit behind the back of an update step that restarts units itself. */
+static bool manager_health_may_restart(const char *unit, void *userdata) {
+        Manager *m = userdata;
+
+        return !executor_blocks_unit_restarts(m->executor);
+}
+
+static int manager_setup_health(Manager *m) {
+        _cleanup_free_ char *socket = NULL;
+        const char *root = m->config->osc.root_directory;
+
+        if (asprintf(&socket, "%s%s", streq(root, "/") ? "" : root, CONTAINERD_SOCKET) < 0)
+                return -ENOMEM;
+        return node_health_new(m->event, m->http, m->bus, m->units, m->reporter,
+                               &(NodeHealthOptions) {
+                                       .kubelet_unit = m->config->kubelet.unit,
+                                       .kubelet_healthz_url = m->config->kubelet.healthz_url,
+                                       .containerd_unit = CONTAINERD_UNIT,
+                                       .containerd_socket = socket,
+                                       .period_usec = m->tuning.health_check_usec,
+                                       .grace_usec = m->tuning.health_grace_usec,
+                                       .may_restart = manager_health_may_restart,
+                                       .userdata = m,
+                               }, &m->health);
 }
 
 static int manager_setup_systemd(Manager *m, char **ret_error) {
@@ -337,6 +367,8 @@ static int manager_setup_systemd(Manager *m, char **ret_error) {
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the restart handler: %s", strerror(-r));
         r = manager_setup_units_check(m);
+        if (r >= 0)
+                r = manager_setup_health(m);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the unit check: %s", strerror(-r));
         return 0;
@@ -361,6 +393,8 @@ static void manager_on_node_object(KubeWatch *w, json_t *node, void *userdata) {
                 (void) lease_start(m->lease);   /* first sight of the Node; later a no-op */
         if (m->units_check)
                 (void) units_check_start(m->units_check);
+        if (m->health)
+                (void) node_health_start(m->health);
         manager_set_status(m, "Watching node %s", m->config->node_name);
         manager_on_node_changed(m);
 }
@@ -552,6 +586,7 @@ Manager *manager_free(Manager *m) {
         executor_free(m->executor);
         restart_handler_free(m->restarts);
         units_check_free(m->units_check);
+        node_health_free(m->health);
         unit_control_free(m->units);
         sd_bus_flush_close_unref(m->bus);
         kube_watch_free(m->secret_watch);

@@ -242,11 +242,16 @@ int reporter_set_condition(Reporter *r, const char *type, bool status, const cha
 }
 
 int reporter_emit_event(Reporter *r, const char *type, const char *reason, const char *message) {
+        return reporter_emit_event_action(r, type, reason, NULL, message);
+}
+
+int reporter_emit_event_action(Reporter *r, const char *type, const char *reason, const char *action,
+                               const char *message) {
         assert(r);
 
         if (!r->events)
                 return -ENODEV;
-        return kube_events_emit(r->events, type, reason, message);
+        return kube_events_emit_action(r->events, type, reason, action, message);
 }
 
 /* ---- the core's report actions --------------------------------------------------------------------- */

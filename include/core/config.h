@@ -44,6 +44,7 @@ typedef struct Config {
         struct {
                 char *namespace;        /* owned */
                 char *secret_name;      /* owned; "" = from the Node label */
+                char *root_directory;   /* owned; OSC paths are resolved below it (CONTRACT §9.5) */
         } osc;
 
         struct {

@@ -31,6 +31,7 @@
 #define NODE_LABEL_ROLE_WORKER          "node-role.kubernetes.io/worker"
 #define NODE_LABEL_ZONE                 "topology.kubernetes.io/zone"
 #define NODE_CONDITION_UNITS_READY      "SystemdUnitsReady"
+#define NODE_CONDITION_READY            "Ready"
 /* Ours (CONTRACT §6). */
 #define NODE_ANNOTATION_PROGRESS        "inplace-agent/progress"
 #define NODE_ANNOTATION_PLAN            "inplace-agent/plan"
@@ -74,6 +75,7 @@ typedef struct NodeView {
         NodeCondition in_place_update;  /* the first condition of type InPlaceUpdate */
         NodeCondition agent;            /* the first condition of type InPlaceUpdateAgent */
         NodeCondition units_ready;      /* the first condition of type SystemdUnitsReady */
+        NodeCondition ready;            /* the first condition of type Ready (kubelet's) */
 
         char *restart_services;         /* owned: worker.gardener.cloud/restart-systemd-services */
         char *updating_os_version;      /* owned: the attempt marker */
@@ -100,7 +102,7 @@ DEFINE_CLEANUP_FUNC(NodeView, node_view_free);
 int node_view_decode(const json_t *node, NodeView **ret, char **ret_error);
 
 /* The decoded condition of `type` among those the agent writes (InPlaceUpdateAgent,
- * SystemdUnitsReady); NULL for other types. */
+ * SystemdUnitsReady) or watches (Ready); NULL for other types. */
 const NodeCondition *node_view_condition(const NodeView *v, const char *type);
 
 /* GNP §1.2: any InPlaceUpdate condition with reason ReadyForUpdate; its status is not checked. */

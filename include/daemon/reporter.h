@@ -68,6 +68,9 @@ int reporter_set_condition(Reporter *r, const char *type, bool status, const cha
 
 /* A core/v1 Event about our Node (deduplicated and rate-limited by kube-events.h). */
 int reporter_emit_event(Reporter *r, const char *type, const char *reason, const char *message);
+/* The same with the Event's `action` (NULL: none). */
+int reporter_emit_event_action(Reporter *r, const char *type, const char *reason, const char *action,
+                               const char *message);
 
 /* STATUS= for systemd, sent only when it changed. */
 void reporter_set_status(Reporter *r, const char *fmt, ...) _printf_(2, 3);

@@ -28,20 +28,12 @@ SB = None
 
 def setUpModule():
     global SB
-    SB = sandbox.Sandbox(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10,
-                         agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING})
-    try:
-        SB.start()
-    except BaseException:
-        SB.stop()
-        raise
+    SB = sandbox.start_for_module(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10,
+                                  agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING})
 
 
 def tearDownModule():
-    if SB:
-        left = SB.stop()
-        if left:
-            print("leftover processes: %s" % left, file=sys.stderr)
+    sandbox.stop_for_module(SB)
 
 
 def units_ready(node):
@@ -126,7 +118,7 @@ class Duties(unittest.TestCase):
         c = self.wait_condition(lambda c: c["status"] == "False", 20, "stuck in activating")
         self.assertEqual(c["reason"], "UnhealthyUnits")
         self.assertRegex(c["message"], r"^containerd\.service: stuck in activating for \ds$")
-        SB.um.write_unit(sandbox.CONTAINERD_UNIT, SB.um.service("/bin/sleep infinity"))
+        SB.um.write_unit(sandbox.CONTAINERD_UNIT, SB.containerd_unit_text())
         SB.um.daemon_reload()
         SB.systemctl("restart", sandbox.CONTAINERD_UNIT, check=True)
         self.wait_healthy()

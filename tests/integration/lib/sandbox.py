@@ -264,6 +264,23 @@ klog("I", "server.go:203", '"Started healthz server" address="%%s:%%d" healthy=%
 server.serve_forever()
 '''
 
+# Stand-in containerd: listens on <root>/run/containerd/containerd.sock (what the agent's health check
+# connects to) and accepts and closes connections until stopped.
+CONTAINERD_MAIN = r'''#!/usr/bin/env python3
+import os, signal, socket, sys
+path = sys.argv[1]
+os.makedirs(os.path.dirname(path), exist_ok=True)
+if os.path.exists(path):
+    os.unlink(path)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(path)
+s.listen(16)
+signal.signal(signal.SIGTERM, lambda *a: (os.unlink(path), sys.exit(0)))
+while True:
+    c, _ = s.accept()
+    c.close()
+'''
+
 KUBELET_REPORT = r'''#!/usr/bin/env python3
 # ExecStartPost= of the sandbox's kubelet.service: post the started kubelet's version into the Node's
 # .status.nodeInfo, which a real kubelet does itself (the stand-in cannot reach the API server).
@@ -303,6 +320,27 @@ def stand_in_kubelet(version, healthy=True, size=8 << 20):
         z.writestr(zipfile.ZipInfo("padding.bin", (2024, 1, 1, 0, 0, 0)), os.urandom(size),
                    compress_type=zipfile.ZIP_STORED)
     return b"#!/usr/bin/env python3\n" + buf.getvalue()
+
+
+# ------------------------------------------------------------------------------------------ test modules
+
+def start_for_module(**kw):
+    """A started Sandbox for a test module's setUpModule() (stopped again if the start fails)."""
+    sb = Sandbox(**kw)
+    try:
+        sb.start()
+    except BaseException:
+        sb.stop()
+        raise
+    return sb
+
+
+def stop_for_module(sb):
+    """tearDownModule(): stop the Sandbox and name what it left behind."""
+    if sb:
+        left = sb.stop()
+        if left:
+            print("leftover processes: %s" % left, file=sys.stderr)
 
 
 # ------------------------------------------------------------------------------------------ the sandbox
@@ -522,7 +560,7 @@ class Sandbox:
             "kubeconfig": self.emu.kubeconfig,
             "stateDirectory": self.state_dir,
             "osRelease": self.os_release,
-            "osc": {"namespace": OSC_NAMESPACE},
+            "osc": {"namespace": OSC_NAMESPACE, "rootDirectory": self.base},
             "kubelet": {"binaryPath": self.binary_path, "unit": KUBELET_UNIT, "healthzURL": self.healthz_url,
                         "healthTimeout": self.health_timeout, "keepVersions": 2},
             "osUpdate": {"backend": "command", "timeout": "60s", "reboot": "none"},
@@ -543,6 +581,7 @@ class Sandbox:
         self.write_os_release(self.initial_os_version)
         write_file(self.os_update_command, OS_UPDATE % {"os_release": self.os_release}, 0o755)
         write_file(self.path("bin", "kubelet-report"), KUBELET_REPORT, 0o755)
+        write_file(self.path("bin", "containerd"), CONTAINERD_MAIN, 0o755)
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
         # The node as provisioned: kubelet.binaryPath is a plain file (adopted by the agent, §8.2).
         write_file(self.binary_path, self.images[(self.initial_version, False)]["kubelet"], 0o755)
@@ -617,6 +656,14 @@ class Sandbox:
                        % (CONTAINERD_UNIT, CONTAINERD_UNIT),
             service_extra="ExecStartPost=%s\nRestart=always\nRestartSec=2s\nTimeoutStopSec=5s\n" % post)
 
+    @property
+    def containerd_socket(self):
+        return self.path("run", "containerd", "containerd.sock")
+
+    def containerd_unit_text(self):
+        return self.um.service("%s %s %s" % (sys.executable, self.path("bin", "containerd"), self.containerd_socket),
+                               unit_extra="Description=containerd container runtime (sandbox stand-in)\n")
+
     def agent_unit_text(self):
         return self.um.service(
             "%s run --config %s --log-level %s" % (self.agent, self.config_path, self.log_level),
@@ -627,9 +674,7 @@ class Sandbox:
                           "".join("Environment=%s=%s\n" % kv for kv in sorted(self.agent_env.items())))
 
     def _start_units(self):
-        self.um.write_unit(CONTAINERD_UNIT, self.um.service(
-            "/bin/sleep infinity",
-            unit_extra="Description=containerd container runtime (sandbox stand-in)\n"))
+        self.um.write_unit(CONTAINERD_UNIT, self.containerd_unit_text())
         self.um.write_unit(KUBELET_UNIT, self.kubelet_unit_text())
         self.um.write_unit(AGENT_UNIT, self.agent_unit_text())
         self.um.daemon_reload()

@@ -250,7 +250,9 @@ static void test_duties(void **state) {
         assert_string_equal(v->min_version_for_update, "1.30.0");
         assert_ptr_equal(node_view_condition(v, "SystemdUnitsReady"), &v->units_ready);
         assert_ptr_equal(node_view_condition(v, "InPlaceUpdateAgent"), &v->agent);
-        assert_null(node_view_condition(v, "Ready"));
+        assert_ptr_equal(node_view_condition(v, "Ready"), &v->ready);
+        assert_string_equal(v->ready.status, "True");
+        assert_null(node_view_condition(v, "MemoryPressure"));
         assert_null(node_view_condition(NULL, "SystemdUnitsReady"));
         assert_true(v->units_ready.present);
         assert_string_equal(v->units_ready.status, "False");             /* the first one counts */
