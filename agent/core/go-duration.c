@@ -101,3 +101,17 @@ char *go_duration_format_seconds(char *buf, size_t size, uint64_t usec) {
                 snprintf(buf, size, "%llus", (unsigned long long) sec);
         return buf;
 }
+
+int reconciliation_delay_update(const char *annotation, uint64_t *delay_usec) {
+        uint64_t v;
+        int r;
+
+        assert(delay_usec);
+        if (!annotation)
+                return -ENODATA;
+        r = go_duration_parse(annotation, &v);
+        if (r < 0)
+                return -EINVAL;
+        *delay_usec = v;
+        return 0;
+}

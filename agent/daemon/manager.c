@@ -14,6 +14,7 @@
 #include "daemon/executor.h"
 #include "daemon/manager.h"
 #include "daemon/node-health.h"
+#include "daemon/osc-jitter.h"
 #include "daemon/reporter.h"
 #include "daemon/restart-handler.h"
 #include "daemon/units-check.h"
@@ -57,6 +58,7 @@ struct Manager {
         NodeHealth *health;             /* owned: kubelet/containerd health checks; NULL without a bus */
         Executor *executor;             /* owned */
         KubeWatch *secret_watch;        /* owned: the OSC Secret; NULL while its name is unknown */
+        OscJitter *jitter;              /* owned: delays OSC updates (reconciliation-delay) */
         char *secret_name;              /* owned */
         char *osc_error;                /* owned: last OSC decode error, reported once */
 
@@ -164,6 +166,7 @@ static void manager_on_node_changed(Manager *m) {
         manager_decode_node(m);
         if (m->health)
                 node_health_set_node(m->health, m->view);
+        osc_jitter_node_changed(m->jitter, m->view);
         manager_update_secret_watch(m);
         manager_submit_restarts(m);
 }
@@ -187,13 +190,19 @@ static void manager_on_secret_object(KubeWatch *w, json_t *secret, void *userdat
                 }
                 free(m->osc_error);
                 m->osc_error = TAKE_PTR(error);
-                executor_set_osc(m->executor, NULL);
+                osc_jitter_submit(m->jitter, NULL, m->view);
                 return;
         }
         free(m->osc_error);
         m->osc_error = NULL;
         log_debug("OSC Secret %s/%s: checksum %s, kubelet %s, OS %s.", m->config->osc.namespace, m->secret_name,
                   strempty(osc->checksum), strempty(osc->kubelet_version), strempty(osc->os_version));
+        osc_jitter_submit(m->jitter, osc, m->view);
+}
+
+static void manager_deliver_osc(OscDesired *osc, void *userdata) {
+        Manager *m = userdata;
+
         executor_set_osc(m->executor, osc);
 }
 
@@ -201,7 +210,7 @@ static void manager_on_secret_deleted(KubeWatch *w, json_t *last, void *userdata
         Manager *m = userdata;
 
         log_notice("OSC Secret %s/%s is gone; nothing to apply.", m->config->osc.namespace, m->secret_name);
-        executor_set_osc(m->executor, NULL);
+        osc_jitter_submit(m->jitter, NULL, m->view);
 }
 
 /* The OSC Secret is named by osc.secretName, else by our Node's label (GNP §2.1). */
@@ -220,6 +229,7 @@ static void manager_update_secret_watch(Manager *m) {
                 return;
 
         m->secret_watch = kube_watch_free(m->secret_watch);
+        osc_jitter_reset(m->jitter);
         executor_set_osc(m->executor, NULL);
         if (free_and_strdup(&m->secret_name, isempty(name) ? NULL : name) < 0) {
                 log_oom();
@@ -552,6 +562,9 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
         r = http_new(m->event, &m->http);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the HTTP client: %s", strerror(-r));
+        r = osc_jitter_new(m->event, manager_deliver_osc, m, &m->jitter);
+        if (r < 0)
+                return r;
 
         /* The objects below borrow the configuration; the Manager owns it only once it is complete,
          * so on failure it stays the caller's (never freed twice). */
@@ -590,6 +603,7 @@ Manager *manager_free(Manager *m) {
         unit_control_free(m->units);
         sd_bus_flush_close_unref(m->bus);
         kube_watch_free(m->secret_watch);
+        osc_jitter_free(m->jitter);
         kube_watch_free(m->node_watch);
         lease_free(m->lease);
         kube_events_free(m->events);

@@ -124,6 +124,55 @@ class Duties(unittest.TestCase):
         self.wait_healthy()
 
 
+    def publish_and_time(self, **kw):
+        """Publish a changed OSC (same versions, other content) and return the seconds until the agent
+        wrote its checksum to the Node."""
+        t0 = time.monotonic()
+        checksum = SB.publish_osc(**kw)
+        SB.wait_node(lambda n: sandbox.annotation(n, sandbox.NODE_CHECKSUM) == checksum, 30, "checksum applied")
+        return time.monotonic() - t0
+
+    def test_4_reconciliation_delay(self):
+        DELAY = "node-agent.gardener.cloud/reconciliation-delay"
+        SB.emu.label_node(sandbox.NODE, annotations={DELAY: "4s"}, manager="gardener-resource-manager")
+        SB.wait_node(lambda n: sandbox.annotation(n, DELAY) == "4s", 5, "the annotation")
+        took = self.publish_and_time(min_version="1.0.1")
+        self.assertGreaterEqual(took, 3.9, "an OSC update waits the delay")
+        self.assertLess(took, 15)
+        # Unparseable: the previous delay (4s) stays.
+        SB.emu.label_node(sandbox.NODE, annotations={DELAY: "soon"}, manager="gardener-resource-manager")
+        SB.wait_node(lambda n: sandbox.annotation(n, DELAY) == "soon", 5, "the annotation")
+        took = self.publish_and_time(min_version="1.0.2")
+        self.assertGreaterEqual(took, 3.9, "an unparseable delay keeps the previous one")
+        # Zero: at once.
+        SB.emu.label_node(sandbox.NODE, annotations={DELAY: "0s"}, manager="gardener-resource-manager")
+        SB.wait_node(lambda n: sandbox.annotation(n, DELAY) == "0s", 5, "the annotation")
+        took = self.publish_and_time(min_version="1.0.3")
+        self.assertLess(took, 3)
+
+    def test_5_delay_skipped_with_the_gate_open(self):
+        DELAY = "node-agent.gardener.cloud/reconciliation-delay"
+        SB.emu.label_node(sandbox.NODE, annotations={DELAY: "1h"}, manager="gardener-resource-manager")
+        SB.emu.set_condition(sandbox.NODE, "InPlaceUpdate", "True", "ReadyForUpdate",
+                             sandbox.MCM_MESSAGES["ReadyForUpdate"])
+        SB.wait_node(lambda n: sandbox.annotation(n, DELAY) == "1h" and
+                     (sandbox.condition(n, "InPlaceUpdate") or {}).get("reason") == "ReadyForUpdate", 5, "gate")
+        took = self.publish_and_time(min_version="1.0.4")
+        self.assertLess(took, 5, "no delay while the gate is open")
+        # A waiting update goes as soon as the gate opens.
+        SB.emu.set_condition(sandbox.NODE, "InPlaceUpdate", "True", "CandidateForUpdate",
+                             sandbox.MCM_MESSAGES["CandidateForUpdate"])
+        SB.wait_node(lambda n: (sandbox.condition(n, "InPlaceUpdate") or {}).get("reason") == "CandidateForUpdate",
+                     5, "gate closed")
+        checksum = SB.publish_osc(min_version="1.0.5")
+        sandbox.kubeemu.wait_for(lambda: "waiting the reconciliation delay of 1h" in SB.agent_log(), 10,
+                                 "the agent waiting")
+        self.assertNotEqual(sandbox.annotation(SB.node(), sandbox.NODE_CHECKSUM), checksum)
+        SB.emu.set_condition(sandbox.NODE, "InPlaceUpdate", "True", "ReadyForUpdate",
+                             sandbox.MCM_MESSAGES["ReadyForUpdate"])
+        SB.wait_node(lambda n: sandbox.annotation(n, sandbox.NODE_CHECKSUM) == checksum, 10, "applied at the gate")
+        SB.emu.set_condition(sandbox.NODE, "InPlaceUpdate", remove=True)
+
 if __name__ == "__main__":
     sandbox.skip_if_missing()
     unittest.main(verbosity=2)

@@ -54,10 +54,28 @@ static void test_format(void **state) {
         assert_string_equal(go_duration_format_seconds(b, sizeof(b), 3723 * USEC_PER_SEC), "1h2m3s");
 }
 
+static void test_reconciliation_delay(void **state) {
+        uint64_t d = 0;
+
+        assert_int_equal(reconciliation_delay_update(NULL, &d), -ENODATA);
+        assert_int_equal(d, 0);
+        assert_int_equal(reconciliation_delay_update("1m30s", &d), 0);
+        assert_int_equal(d, 90 * USEC_PER_SEC);
+        assert_int_equal(reconciliation_delay_update("soon", &d), -EINVAL);      /* keeps the previous */
+        assert_int_equal(d, 90 * USEC_PER_SEC);
+        assert_int_equal(reconciliation_delay_update("-5s", &d), -EINVAL);
+        assert_int_equal(d, 90 * USEC_PER_SEC);
+        assert_int_equal(reconciliation_delay_update(NULL, &d), -ENODATA);
+        assert_int_equal(d, 90 * USEC_PER_SEC);
+        assert_int_equal(reconciliation_delay_update("0", &d), 0);
+        assert_int_equal(d, 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_parse),
                 cmocka_unit_test(test_format),
+                cmocka_unit_test(test_reconciliation_delay),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
