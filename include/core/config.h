@@ -58,6 +58,7 @@ typedef struct Config {
         struct {
                 OsUpdateBackend backend;
                 uint64_t timeout_usec;
+                char *min_version_for_update;   /* owned; "" = none (the last source of CONTRACT §9.10) */
                 struct {
                         char *reference;                /* owned; may contain "{version}" */
                         char *install_directory;        /* owned */
