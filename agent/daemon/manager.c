@@ -14,6 +14,7 @@
 #include "daemon/executor.h"
 #include "daemon/manager.h"
 #include "daemon/node-health.h"
+#include "daemon/node-labeler.h"
 #include "daemon/osc-jitter.h"
 #include "daemon/reporter.h"
 #include "daemon/restart-handler.h"
@@ -59,6 +60,7 @@ struct Manager {
         Executor *executor;             /* owned */
         KubeWatch *secret_watch;        /* owned: the OSC Secret; NULL while its name is unknown */
         OscJitter *jitter;              /* owned: delays OSC updates (reconciliation-delay) */
+        NodeLabeler *labeler;           /* owned: node-role and zone labels */
         char *secret_name;              /* owned */
         char *osc_error;                /* owned: last OSC decode error, reported once */
 
@@ -167,6 +169,7 @@ static void manager_on_node_changed(Manager *m) {
         if (m->health)
                 node_health_set_node(m->health, m->view);
         osc_jitter_node_changed(m->jitter, m->view);
+        node_labeler_sync(m->labeler, m->view);
         manager_update_secret_watch(m);
         manager_submit_restarts(m);
 }
@@ -203,6 +206,8 @@ static void manager_on_secret_object(KubeWatch *w, json_t *secret, void *userdat
 static void manager_deliver_osc(OscDesired *osc, void *userdata) {
         Manager *m = userdata;
 
+        node_labeler_reload(m->labeler);        /* GNA reads the zone file at every OSC reconcile */
+        node_labeler_sync(m->labeler, m->view);
         executor_set_osc(m->executor, osc);
 }
 
@@ -308,6 +313,13 @@ static void manager_submit_restarts(Manager *m) {
         executor_set_restarts_busy(m->executor, restart_handler_is_busy(m->restarts));
 }
 
+/* A path the OSC's world knows, below osc.rootDirectory. */
+static char *root_path(const Config *c, const char *path) {
+        char *p;
+
+        return asprintf(&p, "%s%s", streq(c->osc.root_directory, "/") ? "" : c->osc.root_directory, path) < 0 ? NULL : p;
+}
+
 /* SystemdUnitsReady over the kubelet and containerd until the OSC applier hands over the OSC's
  * units (units_check_set_units()). */
 static int manager_setup_units_check(Manager *m) {
@@ -330,10 +342,9 @@ static bool manager_health_may_restart(const char *unit, void *userdata) {
 }
 
 static int manager_setup_health(Manager *m) {
-        _cleanup_free_ char *socket = NULL;
-        const char *root = m->config->osc.root_directory;
+        _cleanup_free_ char *socket = root_path(m->config, CONTAINERD_SOCKET);
 
-        if (asprintf(&socket, "%s%s", streq(root, "/") ? "" : root, CONTAINERD_SOCKET) < 0)
+        if (!socket)
                 return -ENOMEM;
         return node_health_new(m->event, m->http, m->bus, m->units, m->reporter,
                                &(NodeHealthOptions) {
@@ -526,6 +537,12 @@ static int manager_on_kubeconfig_timer(sd_event_source *s, uint64_t usec, void *
         return 0;
 }
 
+static int manager_new_labeler(Manager *m, const Config *c) {
+        _cleanup_free_ char *zone = root_path(c, NODE_ZONE_FILE);
+
+        return zone ? node_labeler_new(m->reporter, zone, &m->labeler) : -ENOMEM;
+}
+
 int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char **ret_error) {
         _cleanup_(manager_freep) Manager *m = NULL;
         ExecutorDeps deps;
@@ -563,6 +580,9 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the HTTP client: %s", strerror(-r));
         r = osc_jitter_new(m->event, manager_deliver_osc, m, &m->jitter);
+        if (r < 0)
+                return r;
+        r = manager_new_labeler(m, *config);
         if (r < 0)
                 return r;
 
@@ -604,6 +624,7 @@ Manager *manager_free(Manager *m) {
         sd_bus_flush_close_unref(m->bus);
         kube_watch_free(m->secret_watch);
         osc_jitter_free(m->jitter);
+        node_labeler_free(m->labeler);
         kube_watch_free(m->node_watch);
         lease_free(m->lease);
         kube_events_free(m->events);

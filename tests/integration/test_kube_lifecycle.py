@@ -7,7 +7,9 @@ resolved by re-reading it."""
 
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
@@ -170,6 +172,33 @@ def lease_deleted_comes_back_failures_retried(emu):
         # Retried with backoff, well within the 4 s duration: the Lease never went stale.
         check(reqs[-1]["end"] - reqs[0]["time"] < 4, "retries took %.1f s", reqs[-1]["end"] - reqs[0]["time"])
         check(agent.alive(), "alive")
+
+
+@test
+def role_and_zone_labels(emu):
+    """GNP Appendix A: node-role.kubernetes.io/worker and topology.kubernetes.io/zone (from
+    <osc.rootDirectory>/var/lib/gardener-node-agent/zone), patched only when they differ: once at start,
+    again when someone removes one, never while they are there."""
+    root = tempfile.mkdtemp(prefix="agent-root-")
+    os.makedirs(os.path.join(root, "var/lib/gardener-node-agent"))
+    with open(os.path.join(root, "var/lib/gardener-node-agent/zone"), "w") as f:
+        f.write("eu-west-1b\n")
+    emu.seed_node("l7")
+    try:
+        with Agent(emu, "l7", config_extra="osc:\n  rootDirectory: %s\n" % root) as agent:
+            agent.wait_ready()
+            v = agent.wait_label("topology.kubernetes.io/zone", "eu-west-1b", 10)
+            eq(v["metadata"]["labels"].get("node-role.kubernetes.io/worker"), "", "worker role label")
+            since = agentrun.last_seq(emu)
+            emu.label_node("l7", {"unrelated": "x"})
+            agent.wait_label("unrelated", "x", 5)
+            time.sleep(0.5)     # a patch would follow the event at once; none may
+            eq([e for e in emu.request_log(since=since, path="^/api/v1/nodes/l7$") if e["method"] == "PATCH"], [],
+               "label patches while the labels are there")
+            emu.label_node("l7", {"topology.kubernetes.io/zone": None}, manager="someone")
+            agent.wait_label("topology.kubernetes.io/zone", "eu-west-1b", 10)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @test
