@@ -12,6 +12,7 @@
 #include "core/restart-request.h"
 #include "daemon/catalog-ids.h"
 #include "daemon/executor.h"
+#include "daemon/hostname-check.h"
 #include "daemon/manager.h"
 #include "daemon/node-health.h"
 #include "daemon/node-labeler.h"
@@ -57,6 +58,7 @@ struct Manager {
         RestartHandler *restarts;       /* owned; NULL without a bus */
         UnitsCheck *units_check;        /* owned: SystemdUnitsReady; NULL without a bus */
         NodeHealth *health;             /* owned: kubelet/containerd health checks; NULL without a bus */
+        HostnameCheck *hostname;        /* owned: restarts us on a hostname change; NULL without a bus */
         Executor *executor;             /* owned */
         KubeWatch *secret_watch;        /* owned: the OSC Secret; NULL while its name is unknown */
         OscJitter *jitter;              /* owned: delays OSC updates (reconciliation-delay) */
@@ -390,6 +392,9 @@ static int manager_setup_systemd(Manager *m, char **ret_error) {
         r = manager_setup_units_check(m);
         if (r >= 0)
                 r = manager_setup_health(m);
+        if (r >= 0 && hostname_check_new(m->event, m->units, m->config->restart.self_unit, m->tuning.health_check_usec,
+                                         &m->hostname) < 0)
+                log_warning("Cannot read the hostname; the hostname check is off.");
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the unit check: %s", strerror(-r));
         return 0;
@@ -620,6 +625,7 @@ Manager *manager_free(Manager *m) {
         restart_handler_free(m->restarts);
         units_check_free(m->units_check);
         node_health_free(m->health);
+        hostname_check_free(m->hostname);
         unit_control_free(m->units);
         sd_bus_flush_close_unref(m->bus);
         kube_watch_free(m->secret_watch);

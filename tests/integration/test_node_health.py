@@ -12,6 +12,7 @@ import os
 import shutil
 import socket
 import sys
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -25,7 +26,7 @@ SB = None
 def setUpModule():
     global SB
     SB = sandbox.start_for_module(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10,
-                                  agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING})
+                                  agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING}, fake_hostname=True)
 
 
 def tearDownModule():
@@ -86,6 +87,21 @@ class Health(unittest.TestCase):
         self.assertRegex(r.stdout, r"Normal\s+kubelet\s+.*Kubelet is healthy")
         self.assertRegex(r.stdout, r"Warning\s+containerd\s+.*Containerd is unhealthy")
 
+
+    def test_4_hostname_change_restarts_the_agent(self):
+        """GNP §8 item 5: a changed hostname restarts the agent through systemd, once."""
+        before = SB.um.invocation_id(sandbox.AGENT_UNIT)
+        SB.set_hostname("Renamed-Node")
+        sandbox.usermgr.wait_until(lambda: SB.um.invocation_id(sandbox.AGENT_UNIT) != before and
+                                   SB.um.active_state(sandbox.AGENT_UNIT) == "active", 20, "the agent restarted")
+        self.assertIn('The hostname changed from', SB.agent_log())
+        after = SB.um.invocation_id(sandbox.AGENT_UNIT)
+        # The new agent started with the new name: no second restart over the next rounds (1 s each).
+        SB.wait_node(lambda n: SB.agent_log().count("hostname changed") == 1 and
+                     SB.agent_log().count("Starting inplace-agent") >= 2, 10, "the new agent running")
+        t0 = time.monotonic()
+        SB.wait_node(lambda n: time.monotonic() - t0 > 3, 10, "three rounds")
+        self.assertEqual(SB.um.invocation_id(sandbox.AGENT_UNIT), after)
 
 if __name__ == "__main__":
     sandbox.skip_if_missing()

@@ -351,7 +351,7 @@ class Sandbox:
     def __init__(self, agent=None, start_agent=True, versions=DEFAULT_VERSIONS, initial_version=None,
                  broken_versions=("1.32.1",), kubelet_size=8 << 20, os_version=DEFAULT_OS_VERSION,
                  log_level="info", health_timeout="20s", agent_config=None, narrate=None, keep=None,
-                 fake_boot_id=False, agent_env=None):
+                 fake_boot_id=False, agent_env=None, fake_hostname=False):
         self.agent = os.path.abspath(agent or default_agent())
         self.start_agent_now = start_agent
         self.versions = tuple(versions)
@@ -365,6 +365,7 @@ class Sandbox:
         self.narrate = narrate or (lambda msg: None)
         self.keep = keep if keep is not None else bool(os.environ.get("SANDBOX_KEEP"))
         self.fake_boot_id = fake_boot_id
+        self.fake_hostname = fake_hostname
         self.agent_env = dict(agent_env or {})     # extra Environment= of the agent unit (e.g. timing)
         self.base = None
         self.emu = self.reg = self.um = None
@@ -452,6 +453,8 @@ class Sandbox:
         self._pids_seen.add(self.um.pid)
         if self.fake_boot_id:
             self._mount_boot_id()
+        if self.fake_hostname:
+            self._mount_hostname()
         self.narrate("units %s, %s" % (CONTAINERD_UNIT, KUBELET_UNIT))
         self._timed("units", self._start_units)
         if self.start_agent_now:
@@ -712,6 +715,23 @@ class Sandbox:
                             BOOT_ID_PATH], capture_output=True, text=True, timeout=10)
         if r.returncode != 0:
             raise SandboxError("cannot bind-mount a fake boot id: %s" % r.stderr.strip())
+
+    @property
+    def hostname_file(self):
+        return self.path("hostname")
+
+    def _mount_hostname(self):
+        """fake_hostname=True: like the boot id, a file of ours over /proc/sys/kernel/hostname in the user
+        manager's mount namespace; set_hostname() rewrites it in place (same inode, so the mount shows it)."""
+        write_file(self.hostname_file, socket.gethostname() + "\n")
+        r = subprocess.run(["nsenter", "-t", str(self.um.pid), "-m", "mount", "--bind", self.hostname_file,
+                            "/proc/sys/kernel/hostname"], capture_output=True, text=True, timeout=10)
+        if r.returncode != 0:
+            raise SandboxError("cannot bind-mount a fake hostname: %s" % r.stderr.strip())
+
+    def set_hostname(self, name):
+        with open(self.hostname_file, "w") as f:
+            f.write(name + "\n")
 
     def boot_id(self):
         with open(self.boot_id_file if self.fake_boot_id else BOOT_ID_PATH) as f:
