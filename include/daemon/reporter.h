@@ -22,6 +22,9 @@
 
 typedef struct Reporter Reporter;
 
+#define REPORTER_REASON_OSC_APPLIED "OSCApplied"
+#define REPORTER_MESSAGE_OSC_APPLIED "Operating system config has been applied successfully"
+
 /* Completion of a report: 0, or the first -errno of its writes. */
 typedef void (*ReporterDone)(int error, void *userdata);
 

@@ -130,7 +130,13 @@ class Duties(unittest.TestCase):
         t0 = time.monotonic()
         checksum = SB.publish_osc(**kw)
         SB.wait_node(lambda n: sandbox.annotation(n, sandbox.NODE_CHECKSUM) == checksum, 30, "checksum applied")
-        return time.monotonic() - t0
+        took = time.monotonic() - t0
+        # GNP §1.3: the OSCApplied Event (action Reconcile) goes with the checksum.
+        sandbox.kubeemu.wait_for(lambda: [e for e in SB.events() if e.get("reason") == "OSCApplied" and
+                                          e.get("action") == "Reconcile" and
+                                          e["message"] == "Operating system config has been applied successfully"],
+                                 10, "the OSCApplied Event")
+        return took
 
     def test_4_reconciliation_delay(self):
         DELAY = "node-agent.gardener.cloud/reconciliation-delay"
