@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "core/node-labels.h"
 #include "daemon/node-labeler.h"
@@ -13,7 +14,18 @@ struct NodeLabeler {
         char *zone;                     /* owned; NULL: no zone file */
         int zone_error;                 /* last read error, logged once */
         bool writing;                   /* a label patch is in flight */
+        uint64_t failed_usec;           /* CLOCK_MONOTONIC of the last failed patch; 0: none */
 };
+
+/* After a failed patch (e.g. forbidden), Node events do not each bring another one. */
+#define NODE_LABELER_RETRY_USEC (5 * 60 * USEC_PER_SEC)
+
+static uint64_t monotonic_usec(void) {
+        struct timespec ts;
+
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+}
 
 int node_labeler_new(Reporter *reporter, const char *zone_path, NodeLabeler **ret) {
         _cleanup_(node_labeler_freep) NodeLabeler *l = NULL;
@@ -60,8 +72,9 @@ void node_labeler_reload(NodeLabeler *l) {
 static void node_labeler_on_done(int error, void *userdata) {
         NodeLabeler *l = userdata;
 
-        /* A failure is logged by the reporter; the next Node event tries again. */
+        /* A failure is logged by the reporter; a Node event after the retry interval tries again. */
         l->writing = false;
+        l->failed_usec = error < 0 ? monotonic_usec() : 0;
 }
 
 void node_labeler_sync(NodeLabeler *l, const NodeView *v) {
@@ -69,7 +82,7 @@ void node_labeler_sync(NodeLabeler *l, const NodeView *v) {
         int r;
 
         assert(l);
-        if (!v || l->writing)
+        if (!v || l->writing || (l->failed_usec && monotonic_usec() - l->failed_usec < NODE_LABELER_RETRY_USEC))
                 return;
         r = node_labels_patch(v, l->zone, &patch);
         if (r < 0) {

@@ -238,6 +238,8 @@ int reporter_set_condition(Reporter *r, const char *type, bool status, const cha
                            uint64_t now_usec) {
         assert(r);
         assert(node_view_condition(&(NodeView) {}, type));    /* a type we watch, for write-on-change */
+        if (!r->node)
+                return -ENODEV;         /* no Node (yet, or any more): nothing to write to */
         return patch_condition(r, type, status, reason, message, now_usec, NULL);
 }
 

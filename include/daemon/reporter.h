@@ -65,7 +65,8 @@ int reporter_remove_annotation(Reporter *r, const char *key, const char *value, 
 
 /* Condition `type` of our Node (one node_view_condition() knows, so that its current value is
  * watched), fire and forget: written (strategic merge on /status, by type) only when status, reason
- * or message differ from the watched Node's. `now_usec` on CLOCK_REALTIME. */
+ * or message differ from the watched Node's; -ENODEV while there is no Node. `now_usec` on
+ * CLOCK_REALTIME. */
 int reporter_set_condition(Reporter *r, const char *type, bool status, const char *reason, const char *message,
                            uint64_t now_usec);
 
