@@ -61,6 +61,7 @@ static const KeyDef keys[] = {
         SEC("osUpdate"),
         { "osUpdate.backend", KEY_BACKEND, OFF(os_update.backend), 0, 0 },
         { "osUpdate.timeout", KEY_DURATION, OFF(os_update.timeout_usec), USEC_PER_SEC, 24 * HOUR },
+        { "osUpdate.minVersionForUpdate", KEY_STRING, OFF(os_update.min_version_for_update), 0, 0 },
         SEC("osUpdate.image"),
         { "osUpdate.image.reference", KEY_STRING, OFF(os_update.image.reference), 0, 0 },
         { "osUpdate.image.installDirectory", KEY_PATH, OFF(os_update.image.install_directory), 0, 0 },
@@ -114,6 +115,7 @@ static const struct {
         { OFF(kubelet.unit), "kubelet.service" },
         { OFF(kubelet.healthz_url), "http://127.0.0.1:10248/healthz" },
         { OFF(os_update.image.reference), "" },
+        { OFF(os_update.min_version_for_update), "" },
         { OFF(os_update.image.install_directory), "/boot/efi/EFI/Linux" },
         { OFF(os_update.image.name_prefix), "os" },
         { OFF(registry.ca_file), "" },
@@ -469,7 +471,7 @@ int config_finalize(Config *c, const ConfigOverrides *o, char **ret_error) {
         }
         if (isempty(c->lease.name)) {
                 free(c->lease.name);
-                if (asprintf(&c->lease.name, "inplace-agent-%s", c->node_name) < 0) {
+                if (asprintf(&c->lease.name, "gardener-node-agent-%s", c->node_name) < 0) {
                         c->lease.name = NULL;
                         return -ENOMEM;
                 }
@@ -501,7 +503,7 @@ json_t *config_to_json(const Config *c) {
 
         return json_pack(
                 "{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:o}, s:{s:s, s:s, s:s, s:o, s:I},"
-                " s:{s:s, s:o, s:{s:s, s:s, s:s, s:I}, s:s},"
+                " s:{s:s, s:o, s:s, s:{s:s, s:s, s:s, s:I}, s:s},"
                 " s:{s:s, s:s, s:o}, s:{s:s}, s:{s:o, s:s}, s:{s:b, s:s, s:s, s:o}}",
                 "nodeName", strempty(c->node_name),
                 "kubeconfig", c->kubeconfig,
@@ -516,6 +518,7 @@ json_t *config_to_json(const Config *c) {
                 "keepVersions", (json_int_t) c->kubelet.keep_versions,
                 "osUpdate", "backend", os_update_backend_to_string(c->os_update.backend),
                 "timeout", duration_json(c->os_update.timeout_usec),
+                "minVersionForUpdate", c->os_update.min_version_for_update,
                 "image", "reference", c->os_update.image.reference,
                 "installDirectory", c->os_update.image.install_directory,
                 "namePrefix", c->os_update.image.name_prefix,

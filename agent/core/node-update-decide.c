@@ -439,11 +439,11 @@ static int plan_os(Builder *b, Plan *p) {
                 if (!p->os_from || !p->os_to)
                         return -ENOMEM;
                 /* CONTRACT §8.5; a comparison error counts as "not met", as in upstream's admission. */
-                if (osc->min_version_for_update &&
-                    version_compare(cur, VERSION_OP_GE, osc->min_version_for_update, NULL) != 1)
+                const char *min = update_min_version_for_update(osc, b->in->node, &b->in->settings);
+
+                if (min && version_compare(cur, VERSION_OP_GE, min, NULL) != 1)
                         r = block(b, p, UPDATE_FAILURE_MIN_VERSION_NOT_MET,
-                                  "minVersionForUpdate %s is not met by the current OS version %s",
-                                  osc->min_version_for_update, cur);
+                                  "minVersionForUpdate %s is not met by the current OS version %s", min, cur);
                 else if (b->in->settings.backend == OS_UPDATE_BACKEND_COMMAND && !osc->os_update_command)
                         r = block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
                                   "update command is not provided in OSC, cannot proceed with in-place update");

@@ -197,6 +197,14 @@ int node_update_next(UpdatePhase phase, UpdateEvent event, UpdatePhase *ret) {
         return -EBADR;
 }
 
+const char *update_min_version_for_update(const OscDesired *osc, const NodeView *node, const UpdateSettings *s) {
+        if (osc && !isempty(osc->min_version_for_update))
+                return osc->min_version_for_update;
+        if (node && !isempty(node->min_version_for_update))
+                return node->min_version_for_update;
+        return s ? s->min_version_for_update : NULL;
+}
+
 void update_settings_from_config(const Config *c, UpdateSettings *ret) {
         assert(c);
         assert(ret);
@@ -206,6 +214,8 @@ void update_settings_from_config(const Config *c, UpdateSettings *ret) {
                 .reboot = c->os_update.reboot,
                 .kubelet_unit = c->kubelet.unit,
                 .os_image_configured = !isempty(c->os_update.image.reference),
+                .min_version_for_update = isempty(c->os_update.min_version_for_update) ? NULL
+                                                                                  : c->os_update.min_version_for_update,
         };
 }
 

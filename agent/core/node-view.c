@@ -33,6 +33,8 @@ NodeView *node_view_free(NodeView *v) {
         free(v->update_result_value);
         condition_done(&v->in_place_update);
         condition_done(&v->agent);
+        condition_done(&v->units_ready);
+        condition_done(&v->ready);
         free(v->restart_services);
         free(v->updating_os_version);
         free(v->applied_checksum);
@@ -42,6 +44,10 @@ NodeView *node_view_free(NodeView *v) {
         free(v->failure);
         free(v->secret_name);
         free(v->kubernetes_version);
+        free(v->role_worker);
+        free(v->zone);
+        free(v->reconciliation_delay);
+        free(v->min_version_for_update);
         free(v->warning);
         free(v);
         return NULL;
@@ -117,6 +123,8 @@ static int decode_labels(const json_t *labels, NodeView *v, char **ret_error) {
                 { NODE_LABEL_UPDATE_RESULT, &v->update_result_value },
                 { NODE_LABEL_SECRET_NAME, &v->secret_name },
                 { NODE_LABEL_KUBERNETES_VERSION, &v->kubernetes_version },
+                { NODE_LABEL_ROLE_WORKER, &v->role_worker },
+                { NODE_LABEL_ZONE, &v->zone },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(table); i++) {
@@ -154,6 +162,8 @@ static int decode_annotations(const json_t *annotations, NodeView *v, char **ret
                 { NODE_ANNOTATION_PROGRESS, &v->progress },
                 { NODE_ANNOTATION_PLAN, &v->plan },
                 { NODE_ANNOTATION_FAILURE, &v->failure },
+                { NODE_ANNOTATION_RECONCILE_DELAY, &v->reconciliation_delay },
+                { NODE_ANNOTATION_MIN_VERSION, &v->min_version_for_update },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(table); i++) {
@@ -230,6 +240,7 @@ static int decode_conditions(const json_t *node, NodeView *v, char **ret_error) 
         }
 
         json_array_foreach(conditions, i, c) {
+                NodeCondition *target;
                 const char *type;
                 int r;
 
@@ -245,8 +256,9 @@ static int decode_conditions(const json_t *node, NodeView *v, char **ret_error) 
                         if (keep)
                                 continue;
                         r = decode_condition(c, i, &v->in_place_update, ret_error);
-                } else if (streq_ptr(type, NODE_CONDITION_AGENT) && !v->agent.present)
-                        r = decode_condition(c, i, &v->agent, ret_error);
+                } else if (type && (target = (NodeCondition *) node_view_condition(v, type)) && !target->present)
+                        /* The other conditions we read (ours, SystemdUnitsReady, Ready): the first counts. */
+                        r = decode_condition(c, i, target, ret_error);
                 else
                         continue;
                 if (r < 0)
@@ -302,6 +314,18 @@ int node_view_decode(const json_t *node, NodeView **ret, char **ret_error) {
 
         *ret = TAKE_PTR(v);
         return 0;
+}
+
+const NodeCondition *node_view_condition(const NodeView *v, const char *type) {
+        if (!v)
+                return NULL;
+        if (streq(type, NODE_CONDITION_AGENT))
+                return &v->agent;
+        if (streq(type, NODE_CONDITION_UNITS_READY))
+                return &v->units_ready;
+        if (streq(type, NODE_CONDITION_READY))
+                return &v->ready;
+        return NULL;
 }
 
 bool node_view_ready_for_update(const NodeView *v) {

@@ -12,9 +12,14 @@
 #include "core/restart-request.h"
 #include "daemon/catalog-ids.h"
 #include "daemon/executor.h"
+#include "daemon/hostname-check.h"
 #include "daemon/manager.h"
+#include "daemon/node-health.h"
+#include "daemon/node-labeler.h"
+#include "daemon/osc-jitter.h"
 #include "daemon/reporter.h"
 #include "daemon/restart-handler.h"
+#include "daemon/units-check.h"
 #include "kube/kube-client.h"
 #include "kube/kube-events.h"
 #include "kube/kube-tuning.h"
@@ -54,8 +59,13 @@ struct Manager {
         sd_bus *bus;                    /* ref held: the system bus (DBUS_SYSTEM_BUS_ADDRESS); NULL if down */
         UnitControl *units;             /* owned; NULL without a bus */
         RestartHandler *restarts;       /* owned; NULL without a bus */
+        UnitsCheck *units_check;        /* owned: SystemdUnitsReady; NULL without a bus */
+        NodeHealth *health;             /* owned: kubelet/containerd health checks; NULL without a bus */
+        HostnameCheck *hostname;        /* owned: restarts us on a hostname change; NULL without a bus */
         Executor *executor;             /* owned */
         KubeWatch *secret_watch;        /* owned: the OSC Secret; NULL while its name is unknown */
+        OscJitter *jitter;              /* owned: delays OSC updates (reconciliation-delay) */
+        NodeLabeler *labeler;           /* owned: node-role and zone labels */
         char *secret_name;              /* owned */
         char *osc_error;                /* owned: last OSC decode error, reported once */
 
@@ -164,6 +174,10 @@ static void manager_decode_node(Manager *m) {
 static void manager_on_node_changed(Manager *m) {
         manager_dump_node_view(m);
         manager_decode_node(m);
+        if (m->health)
+                node_health_set_node(m->health, m->view);
+        osc_jitter_node_changed(m->jitter, m->view);
+        node_labeler_sync(m->labeler, m->view);
         manager_update_secret_watch(m);
         manager_submit_restarts(m);
 }
@@ -187,13 +201,21 @@ static void manager_on_secret_object(KubeWatch *w, json_t *secret, void *userdat
                 }
                 free(m->osc_error);
                 m->osc_error = TAKE_PTR(error);
-                executor_set_osc(m->executor, NULL);
+                osc_jitter_submit(m->jitter, NULL, m->view);
                 return;
         }
         free(m->osc_error);
         m->osc_error = NULL;
         log_debug("OSC Secret %s/%s: checksum %s, kubelet %s, OS %s.", m->config->osc.namespace, m->secret_name,
                   strempty(osc->checksum), strempty(osc->kubelet_version), strempty(osc->os_version));
+        osc_jitter_submit(m->jitter, osc, m->view);
+}
+
+static void manager_deliver_osc(OscDesired *osc, void *userdata) {
+        Manager *m = userdata;
+
+        node_labeler_reload(m->labeler);        /* GNA reads the zone file at every OSC reconcile */
+        node_labeler_sync(m->labeler, m->view);
         executor_set_osc(m->executor, osc);
 }
 
@@ -201,7 +223,7 @@ static void manager_on_secret_deleted(KubeWatch *w, json_t *last, void *userdata
         Manager *m = userdata;
 
         log_notice("OSC Secret %s/%s is gone; nothing to apply.", m->config->osc.namespace, m->secret_name);
-        executor_set_osc(m->executor, NULL);
+        osc_jitter_submit(m->jitter, NULL, m->view);
 }
 
 /* A watch or the Lease stops by itself only when its timer cannot be armed (the loop is finishing,
@@ -237,6 +259,7 @@ static void manager_update_secret_watch(Manager *m) {
                 return;
 
         m->secret_watch = kube_watch_free(m->secret_watch);
+        osc_jitter_reset(m->jitter);
         executor_set_osc(m->executor, NULL);
         if (free_and_strdup(&m->secret_name, isempty(name) ? NULL : name) < 0) {
                 log_oom();
@@ -315,6 +338,52 @@ static void manager_submit_restarts(Manager *m) {
         executor_set_restarts_busy(m->executor, restart_handler_is_busy(m->restarts));
 }
 
+/* A path the OSC's world knows, below osc.rootDirectory. */
+static char *root_path(const Config *c, const char *path) {
+        char *p;
+
+        return asprintf(&p, "%s%s", streq(c->osc.root_directory, "/") ? "" : c->osc.root_directory, path) < 0 ? NULL : p;
+}
+
+/* SystemdUnitsReady over the kubelet and containerd until the OSC applier hands over the OSC's
+ * units (units_check_set_units()). */
+static int manager_setup_units_check(Manager *m) {
+        const char *names[] = { m->config->kubelet.unit, CONTAINERD_UNIT };
+        const bool enabled[] = { true, true };
+        int r;
+
+        r = units_check_new(m->event, m->bus, m->reporter, m->tuning.units_check_usec, m->tuning.units_stuck_usec,
+                            &m->units_check);
+        if (r < 0)
+                return r;
+        return units_check_set_units(m->units_check, names, enabled, ELEMENTSOF(names));
+}
+
+/* Health checks restart no unit behind the back of an update step that restarts units itself. */
+static bool manager_health_may_restart(const char *unit, void *userdata) {
+        Manager *m = userdata;
+
+        return !executor_blocks_unit_restarts(m->executor);
+}
+
+static int manager_setup_health(Manager *m) {
+        _cleanup_free_ char *socket = root_path(m->config, CONTAINERD_SOCKET);
+
+        if (!socket)
+                return -ENOMEM;
+        return node_health_new(m->event, m->http, m->bus, m->units, m->reporter,
+                               &(NodeHealthOptions) {
+                                       .kubelet_unit = m->config->kubelet.unit,
+                                       .kubelet_healthz_url = m->config->kubelet.healthz_url,
+                                       .containerd_unit = CONTAINERD_UNIT,
+                                       .containerd_socket = socket,
+                                       .period_usec = m->tuning.health_check_usec,
+                                       .grace_usec = m->tuning.health_grace_usec,
+                                       .may_restart = manager_health_may_restart,
+                                       .userdata = m,
+                               }, &m->health);
+}
+
 static int manager_setup_systemd(Manager *m, char **ret_error) {
         static const RestartHandlerCallbacks restart_callbacks = {
                 .on_unit_result = manager_on_restart_result,
@@ -345,6 +414,14 @@ static int manager_setup_systemd(Manager *m, char **ret_error) {
                 restart_handler_set_replaced_units(m->restarts, (const char *const *) m->config->osc.replaced_units);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the restart handler: %s", strerror(-r));
+        r = manager_setup_units_check(m);
+        if (r >= 0)
+                r = manager_setup_health(m);
+        if (r >= 0 && hostname_check_new(m->event, m->units, m->config->restart.self_unit, m->tuning.health_check_usec,
+                                         &m->hostname) < 0)
+                log_warning("Cannot read the hostname; the hostname check is off.");
+        if (r < 0)
+                return error_setf(ret_error, r, "cannot set up the unit check: %s", strerror(-r));
         return 0;
 }
 
@@ -365,6 +442,10 @@ static void manager_on_node_object(KubeWatch *w, json_t *node, void *userdata) {
         }
         if (m->lease)
                 (void) lease_start(m->lease);   /* first sight of the Node; later a no-op */
+        if (m->units_check)
+                (void) units_check_start(m->units_check);
+        if (m->health)
+                (void) node_health_start(m->health);
         manager_set_status(m, "Watching node %s", m->config->node_name);
         manager_on_node_changed(m);
 }
@@ -534,6 +615,12 @@ static int manager_on_kubeconfig_timer(sd_event_source *s, uint64_t usec, void *
         return 0;
 }
 
+static int manager_new_labeler(Manager *m, const Config *c) {
+        _cleanup_free_ char *zone = root_path(c, NODE_ZONE_FILE);
+
+        return zone ? node_labeler_new(m->reporter, zone, &m->labeler) : -ENOMEM;
+}
+
 int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char **ret_error) {
         _cleanup_(manager_freep) Manager *m = NULL;
         ExecutorDeps deps;
@@ -570,6 +657,12 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
         r = http_new(m->event, &m->http);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the HTTP client: %s", strerror(-r));
+        r = osc_jitter_new(m->event, manager_deliver_osc, m, &m->jitter);
+        if (r < 0)
+                return r;
+        r = manager_new_labeler(m, *config);
+        if (r < 0)
+                return r;
 
         /* The objects below borrow the configuration; the Manager owns it only once it is complete,
          * so on failure it stays the caller's (never freed twice). */
@@ -603,9 +696,14 @@ Manager *manager_free(Manager *m) {
         reporter_free(m->reporter);
         executor_free(m->executor);
         restart_handler_free(m->restarts);
+        units_check_free(m->units_check);
+        node_health_free(m->health);
+        hostname_check_free(m->hostname);
         unit_control_free(m->units);
         sd_bus_flush_close_unref(m->bus);
         kube_watch_free(m->secret_watch);
+        osc_jitter_free(m->jitter);
+        node_labeler_free(m->labeler);
         kube_watch_free(m->node_watch);
         lease_free(m->lease);
         kube_events_free(m->events);

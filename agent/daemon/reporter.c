@@ -209,13 +209,13 @@ int reporter_patch_metadata(Reporter *r, const json_t *metadata_patch, ReporterD
         return job_launched(job, patch_metadata(r, metadata_patch, job));
 }
 
-/* Condition `type` (strategic merge on /status, merged by type, so kubelet's conditions stay
- * untouched). Nothing is sent when status, reason and message already match the watched Node
+/* Condition `type` (strategic merge on /status, merged by type, so kubelet's and MCM's conditions
+ * stay untouched). Nothing is sent when status, reason and message already match the watched Node
  * (CONTRACT §8.13: every Node write is an event for every watcher). lastTransitionTime moves only
  * when the status value changes (kubelet/gardener convention). */
 static int patch_condition(Reporter *r, const char *type, bool status, const char *reason, const char *message,
                            uint64_t now_usec, ReportJob *job) {
-        const NodeCondition *old = r->node && streq(type, NODE_CONDITION_AGENT) ? &r->node->agent : NULL;
+        const NodeCondition *old = node_view_condition(r->node, type);
         const char *s = status ? "True" : "False";
         _cleanup_(json_decrefp) json_t *body = NULL;
         char now[RFC3339_MAX];
@@ -235,12 +235,26 @@ static int patch_condition(Reporter *r, const char *type, bool status, const cha
         return reporter_patch(r, "/status", KUBE_PATCH_STRATEGIC, body, job);
 }
 
+int reporter_set_condition(Reporter *r, const char *type, bool status, const char *reason, const char *message,
+                           uint64_t now_usec) {
+        assert(r);
+        assert(node_view_condition(&(NodeView) {}, type));    /* a type we watch, for write-on-change */
+        if (!r->node)
+                return -ENODEV;         /* no Node (yet, or any more): nothing to write to */
+        return patch_condition(r, type, status, reason, message, now_usec, NULL);
+}
+
 int reporter_emit_event(Reporter *r, const char *type, const char *reason, const char *message) {
+        return reporter_emit_event_action(r, type, reason, NULL, message);
+}
+
+int reporter_emit_event_action(Reporter *r, const char *type, const char *reason, const char *action,
+                               const char *message) {
         assert(r);
 
         if (!r->events)
                 return -ENODEV;
-        return kube_events_emit(r->events, type, reason, message);
+        return kube_events_emit_action(r->events, type, reason, action, message);
 }
 
 /* ---- the core's report actions --------------------------------------------------------------------- */
@@ -339,6 +353,10 @@ int reporter_report(Reporter *r, const UpdateTransaction *tx, const UpdateAction
                 return -ENOMEM;
         if (a->type == UPDATE_ACTION_REPORT_PROGRESS)
                 reporter_mark_progress(r, a->phase, update_transaction_percent(tx), now_usec);
+        /* GNA's Event right before the checksum that says so (GNP §1.3). */
+        if (a->type == UPDATE_ACTION_SET_CHECKSUM && a->checksum)
+                (void) reporter_emit_event_action(r, "Normal", REPORTER_REASON_OSC_APPLIED, "Reconcile",
+                                                  REPORTER_MESSAGE_OSC_APPLIED);
 
         job = job_new(done, userdata);
         if (!job)

@@ -11,6 +11,7 @@ typedef struct QueuedEvent {
         EventDecision decision;
         char *type;             /* owned */
         char *reason;           /* owned */
+        char *action;           /* owned; NULL: none */
         char *message;          /* owned */
         char *uid;              /* owned: involvedObject.uid at the time of the event */
         uint64_t realtime_usec; /* lastTimestamp */
@@ -33,6 +34,7 @@ struct KubeEvents {
 static void queued_done(QueuedEvent *q) {
         free(q->type);
         free(q->reason);
+        free(q->action);
         free(q->message);
         free(q->uid);
         *q = (QueuedEvent) {};
@@ -101,7 +103,7 @@ static json_t *event_body(KubeEvents *e, const QueuedEvent *q) {
         if (!first || !last)
                 return NULL;
         return json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s}, s:s, s:s, s:s, s:{s:s, s:s},"
-                         " s:s, s:s, s:I, s:s, s:s}",
+                         " s:s, s:s, s:I, s:s, s:s, s:s*}",
                          "apiVersion", "v1",
                          "kind", "Event",
                          "metadata", "name", q->decision.name, "namespace", KUBE_EVENTS_NAMESPACE,
@@ -114,7 +116,8 @@ static json_t *event_body(KubeEvents *e, const QueuedEvent *q) {
                          "lastTimestamp", last,
                          "count", (json_int_t) q->decision.count,
                          "reportingComponent", e->component,
-                         "reportingInstance", e->node_name);
+                         "reportingInstance", e->node_name,
+                         "action", q->action);
 }
 
 static json_t *count_patch(const QueuedEvent *q) {
@@ -210,6 +213,11 @@ static void kube_events_send_next(KubeEvents *e) {
 }
 
 int kube_events_emit(KubeEvents *e, const char *type, const char *reason, const char *message) {
+        return kube_events_emit_action(e, type, reason, NULL, message);
+}
+
+int kube_events_emit_action(KubeEvents *e, const char *type, const char *reason, const char *action,
+                            const char *message) {
         QueuedEvent *q;
         EventDecision d;
         uint64_t realtime;
@@ -242,11 +250,12 @@ int kube_events_emit(KubeEvents *e, const char *type, const char *reason, const 
                 .decision = d,
                 .type = strdup(type),
                 .reason = strdup(reason),
+                .action = action ? strdup(action) : NULL,
                 .message = strndup(strempty(message), KUBE_EVENTS_MESSAGE_MAX),
                 .uid = strdup(uid),
                 .realtime_usec = realtime,
         };
-        if (!q->type || !q->reason || !q->message || !q->uid) {
+        if (!q->type || !q->reason || !q->message || !q->uid || (action && !q->action)) {
                 queued_done(q);
                 return -ENOMEM;
         }

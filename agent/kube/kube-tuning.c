@@ -28,6 +28,10 @@ void kube_tuning_init(KubeTuning *t) {
                 .csr_timeout_usec = 15 * 60 * SEC,
                 .identity_retry_base_usec = 10 * SEC,
                 .identity_retry_cap_usec = 5 * 60 * SEC,
+                .units_check_usec = 60 * SEC,
+                .units_stuck_usec = 300 * SEC,
+                .health_check_usec = 30 * SEC,
+                .health_grace_usec = 60 * SEC,
         };
 }
 
@@ -49,6 +53,10 @@ static const struct {
         { "csr-timeout", offsetof(KubeTuning, csr_timeout_usec), false },
         { "identity-retry-base", offsetof(KubeTuning, identity_retry_base_usec), false },
         { "identity-retry-cap", offsetof(KubeTuning, identity_retry_cap_usec), false },
+        { "units-check", offsetof(KubeTuning, units_check_usec), false },
+        { "units-stuck", offsetof(KubeTuning, units_stuck_usec), false },
+        { "health-check", offsetof(KubeTuning, health_check_usec), false },
+        { "health-grace", offsetof(KubeTuning, health_grace_usec), false },
 };
 
 static int bad(char **ret_error, const char *item, const char *why) {

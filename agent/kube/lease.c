@@ -138,10 +138,12 @@ static int set_spec_and_owner(Lease *l, json_t *obj) {
         md = json_object_get(obj, "metadata");
         if (!json_is_object(md))
                 return -EINVAL;
-        /* Our Node owns the Lease; replaces whatever was there (e.g. a previous incarnation's uid). */
+        /* Our Node owns the Lease as its controller, as GNA's (GNP §8 item 1); replaces whatever was
+         * there (e.g. a previous incarnation's uid). */
         return json_object_set_new(md, "ownerReferences",
-                                   json_pack("[{s:s, s:s, s:s, s:s}]", "apiVersion", "v1", "kind", "Node",
-                                             "name", l->node_name, "uid", l->node_uid));
+                                   json_pack("[{s:s, s:s, s:s, s:s, s:b, s:b}]", "apiVersion", "v1", "kind", "Node",
+                                             "name", l->node_name, "uid", l->node_uid, "controller", 1,
+                                             "blockOwnerDeletion", 1));
 }
 
 static int lease_schedule(Lease *l, LeaseStep step, uint64_t delay_usec);

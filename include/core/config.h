@@ -60,6 +60,7 @@ typedef struct Config {
         struct {
                 OsUpdateBackend backend;
                 uint64_t timeout_usec;
+                char *min_version_for_update;   /* owned; "" = none (the last source of CONTRACT §9.10) */
                 struct {
                         char *reference;                /* owned; may contain "{version}" */
                         char *install_directory;        /* owned */
@@ -88,7 +89,7 @@ typedef struct Config {
         struct {
                 bool enabled;
                 char *namespace;        /* owned */
-                char *name;             /* owned; "" until finalized = inplace-agent-<node> */
+                char *name;             /* owned; "" until finalized = gardener-node-agent-<node> */
                 uint64_t duration_usec;
         } lease;
 } Config;

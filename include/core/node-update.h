@@ -310,6 +310,7 @@ typedef struct UpdateSettings {
         RebootMethod reboot;
         const char *kubelet_unit;       /* borrowed */
         bool os_image_configured;       /* osUpdate.image.reference is set */
+        const char *min_version_for_update;     /* borrowed: osUpdate.minVersionForUpdate; NULL if none */
 } UpdateSettings;
 
 typedef struct UpdateInput {
@@ -365,6 +366,10 @@ bool update_failure_is_retriable(UpdateFailureCode code, const char *message);
 
 /* The transition table. 0 and *ret set, or -EBADR (event not valid in this phase; *ret untouched). */
 int node_update_next(UpdatePhase phase, UpdateEvent event, UpdatePhase *ret);
+
+/* CONTRACT §9.10: minVersionForUpdate, the first found of the OSC field, the Node annotation
+ * inplace-agent/min-version-for-update, the config key osUpdate.minVersionForUpdate; NULL: none. */
+const char *update_min_version_for_update(const OscDesired *osc, const NodeView *node, const UpdateSettings *s);
 
 void update_settings_from_config(const Config *c, UpdateSettings *ret);
 

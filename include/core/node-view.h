@@ -35,6 +35,13 @@
 /* Written by users / MCM node templates. */
 #define NODE_ANNOTATION_RESTART         "worker.gardener.cloud/restart-systemd-services"
 #define NODE_LABEL_SECRET_NAME          "worker.gardener.cloud/gardener-node-agent-secret-name"
+#define NODE_ANNOTATION_RECONCILE_DELAY "node-agent.gardener.cloud/reconciliation-delay"
+#define NODE_ANNOTATION_MIN_VERSION     "inplace-agent/min-version-for-update"
+/* Written by the agent as GNA does (GNP Appendix A); gardenlet reads the condition. */
+#define NODE_LABEL_ROLE_WORKER          "node-role.kubernetes.io/worker"
+#define NODE_LABEL_ZONE                 "topology.kubernetes.io/zone"
+#define NODE_CONDITION_UNITS_READY      "SystemdUnitsReady"
+#define NODE_CONDITION_READY            "Ready"
 /* Ours (CONTRACT §6). */
 #define NODE_ANNOTATION_PROGRESS        "inplace-agent/progress"
 #define NODE_ANNOTATION_PLAN            "inplace-agent/plan"
@@ -79,6 +86,8 @@ typedef struct NodeView {
         NodeCondition in_place_update;  /* of type InPlaceUpdate: the last one with reason ReadyForUpdate,
                                          * else the first one */
         NodeCondition agent;            /* the first condition of type InPlaceUpdateAgent */
+        NodeCondition units_ready;      /* the first condition of type SystemdUnitsReady */
+        NodeCondition ready;            /* the first condition of type Ready (kubelet's) */
 
         char *restart_services;         /* owned: worker.gardener.cloud/restart-systemd-services */
         char *updating_os_version;      /* owned: the attempt marker */
@@ -89,6 +98,10 @@ typedef struct NodeView {
         char *failure;                  /* owned: inplace-agent/failure, raw */
         char *secret_name;              /* owned: label ...gardener-node-agent-secret-name */
         char *kubernetes_version;       /* owned: label worker.gardener.cloud/kubernetes-version */
+        char *role_worker;              /* owned: label node-role.kubernetes.io/worker ("" when set) */
+        char *zone;                     /* owned: label topology.kubernetes.io/zone */
+        char *reconciliation_delay;     /* owned: annotation ...reconciliation-delay, raw */
+        char *min_version_for_update;   /* owned: annotation inplace-agent/min-version-for-update */
 
         char *warning;                  /* owned: what was tolerated but is worth a log line; NULL if none */
 } NodeView;
@@ -99,6 +112,10 @@ DEFINE_CLEANUP_FUNC(NodeView, node_view_free);
 /* Decodes a core/v1 Node. -EINVAL with *ret_error (if not NULL) naming the field when the object is
  * not a Node we can use (no metadata.name, a used label/annotation of the wrong type or size). */
 int node_view_decode(const json_t *node, NodeView **ret, char **ret_error);
+
+/* The decoded condition of `type` among those the agent writes (InPlaceUpdateAgent,
+ * SystemdUnitsReady) or watches (Ready); NULL for other types. */
+const NodeCondition *node_view_condition(const NodeView *v, const char *type);
 
 /* GNP §1.2: any InPlaceUpdate condition with reason ReadyForUpdate; its status is not checked. */
 bool node_view_ready_for_update(const NodeView *v);

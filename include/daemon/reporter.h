@@ -22,6 +22,9 @@
 
 typedef struct Reporter Reporter;
 
+#define REPORTER_REASON_OSC_APPLIED "OSCApplied"
+#define REPORTER_MESSAGE_OSC_APPLIED "Operating system config has been applied successfully"
+
 /* Completion of a report: 0, or the first -errno of its writes. */
 typedef void (*ReporterDone)(int error, void *userdata);
 
@@ -60,8 +63,18 @@ int reporter_patch_metadata(Reporter *r, const json_t *metadata_patch, ReporterD
  * changed meanwhile fails with -EINVAL (422). Returns like reporter_report(). */
 int reporter_remove_annotation(Reporter *r, const char *key, const char *value, ReporterDone done, void *userdata);
 
+/* Condition `type` of our Node (one node_view_condition() knows, so that its current value is
+ * watched), fire and forget: written (strategic merge on /status, by type) only when status, reason
+ * or message differ from the watched Node's; -ENODEV while there is no Node. `now_usec` on
+ * CLOCK_REALTIME. */
+int reporter_set_condition(Reporter *r, const char *type, bool status, const char *reason, const char *message,
+                           uint64_t now_usec);
+
 /* A core/v1 Event about our Node (deduplicated and rate-limited by kube-events.h). */
 int reporter_emit_event(Reporter *r, const char *type, const char *reason, const char *message);
+/* The same with the Event's `action` (NULL: none). */
+int reporter_emit_event_action(Reporter *r, const char *type, const char *reason, const char *action,
+                               const char *message);
 
 /* STATUS= for systemd, sent only when it changed. */
 void reporter_set_status(Reporter *r, const char *fmt, ...) _printf_(2, 3);

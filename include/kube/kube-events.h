@@ -36,6 +36,9 @@ int kube_events_set_node_uid(KubeEvents *e, const char *uid);
  * KUBE_EVENTS_MESSAGE_MAX bytes. Returns 0 when queued, 0 as well when the spam filter dropped it
  * (that is the filter's purpose), -ENOBUFS when the queue is full, -EINVAL for a bad type. */
 int kube_events_emit(KubeEvents *e, const char *type, const char *reason, const char *message);
+/* The same with the Event's `action` (e.g. "HealthCheck", as GNA's health checks; NULL: none). */
+int kube_events_emit_action(KubeEvents *e, const char *type, const char *reason, const char *action,
+                            const char *message);
 
 /* Events queued or in flight (for tests and idle checks). */
 unsigned kube_events_pending(const KubeEvents *e);

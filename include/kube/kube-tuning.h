@@ -17,6 +17,11 @@
  *   csr-poll=D, csr-timeout=D        how often a pending CSR is read, and for how long (identity/)
  *   identity-retry-base=D, identity-retry-cap=D       backoff between failed bootstraps/renewals
  *
+ * and of the node duties that report to the API server (GNP §8):
+ *   units-check=D, units-stuck=D    SystemdUnitsReady period (1 min) and stuck threshold (5 min)
+ *   health-check=D, health-grace=D  kubelet/containerd check period (30 s), unhealthy time before a
+ *                                   restart (1 min)
+ *
  * It is deliberately not part of the configuration file (CONTRACT §3): production nodes run with
  * the defaults. Pure: parsing only, no I/O, no logging. */
 
@@ -43,6 +48,10 @@ typedef struct KubeTuning {
         uint64_t csr_timeout_usec;              /* 15 min, upstream's CSR wait */
         uint64_t identity_retry_base_usec;      /* 10 s */
         uint64_t identity_retry_cap_usec;       /* 5 min */
+        uint64_t units_check_usec;              /* 60 s */
+        uint64_t units_stuck_usec;              /* 5 min */
+        uint64_t health_check_usec;             /* 30 s */
+        uint64_t health_grace_usec;             /* 60 s */
 } KubeTuning;
 
 void kube_tuning_init(KubeTuning *t);

@@ -92,7 +92,7 @@ class Cli(unittest.TestCase):
         self.assertEqual(cfg["kubelet"]["healthTimeout"], "2m")      # main file, untouched by drop-ins
         self.assertEqual(cfg["restart"]["selfUnit"], "my-agent.service")
         self.assertIn(cfg["systemd"]["jobTimeout"], ("1m30s", "90s"))
-        self.assertEqual(cfg["lease"]["name"], "inplace-agent-node-a")
+        self.assertEqual(cfg["lease"]["name"], "gardener-node-agent-node-a")
         self.assertEqual(cfg["kubelet"]["unit"], "kubelet.service")  # defaults are filled in
 
     def test_check_config_missing_explicit_file(self):

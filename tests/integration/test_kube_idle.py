@@ -52,7 +52,7 @@ def idle_means_watch_and_lease_renewals_only(emu):
 
         ours = node_requests(emu, "i1", since)
         watches = [e for e in ours if e["verb"] == "watch"]
-        leases = [e for e in reqs if e["path"] == LEASES + "/inplace-agent-i1"]
+        leases = [e for e in reqs if e["path"] == LEASES + "/gardener-node-agent-i1"]
         other = [e for e in reqs if e not in ours and e not in leases]
         eq(other, [], "requests other than watch and Lease renewals")
         eq([e for e in ours if e["verb"] != "watch"], [], "LISTs while idle")
@@ -78,8 +78,8 @@ def idle_means_watch_and_lease_renewals_only(emu):
               IDLE_SECONDS)
 
         # The Lease really moves: renewTime advances, holder and duration stay.
-        lz = emu.get("leases", "inplace-agent-i1", namespace="kube-system", group="coordination.k8s.io")
-        eq(lz["spec"]["holderIdentity"], "inplace-agent-i1", "holder")
+        lz = emu.get("leases", "gardener-node-agent-i1", namespace="kube-system", group="coordination.k8s.io")
+        eq(lz["spec"]["holderIdentity"], "gardener-node-agent-i1", "holder")
         eq(lz["spec"]["leaseDurationSeconds"], 4, "duration")
 
 

@@ -7,7 +7,9 @@ resolved by re-reading it."""
 
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
@@ -54,14 +56,14 @@ def node_absent_then_created_deleted_recreated(emu):
         check(any("to be registered" in s for s in agent.notify.statuses()), "STATUS %r" % agent.notify.statuses())
         agent.wait_view(lambda v: v["present"] is False, 5, "absent in the view")
         time.sleep(1)
-        eq(lease_requests(emu, "inplace-agent-l1"), [], "Lease requests without a Node to own it")
+        eq(lease_requests(emu, "gardener-node-agent-l1"), [], "Lease requests without a Node to own it")
 
         first = emu.seed_node("l1", labels={"gen": "1"})
         agent.wait_label("gen", "1", 5)
-        lz = wait_for(lambda: lease(emu, "inplace-agent-l1"), 5, "the Lease")
+        lz = wait_for(lambda: lease(emu, "gardener-node-agent-l1"), 5, "the Lease")
         eq(lz["metadata"]["ownerReferences"][0]["uid"], first["metadata"]["uid"], "Lease owner")
         eq(lz["metadata"]["ownerReferences"][0]["kind"], "Node", "owner kind")
-        eq(lz["spec"]["holderIdentity"], "inplace-agent-l1", "holderIdentity")
+        eq(lz["spec"]["holderIdentity"], "gardener-node-agent-l1", "holderIdentity")
         eq(lz["spec"]["leaseDurationSeconds"], 4, "leaseDurationSeconds")
         check(MICROTIME.match(lz["spec"]["renewTime"]), "renewTime %r is not MicroTime", lz["spec"]["renewTime"])
 
@@ -70,7 +72,7 @@ def node_absent_then_created_deleted_recreated(emu):
         second = emu.seed_node("l1", labels={"gen": "2"}, uid="uid-of-the-second-l1")
         v = agent.wait_label("gen", "2", 5)
         eq(v["metadata"]["uid"], "uid-of-the-second-l1", "new uid in the view")
-        wait_for(lambda: lease(emu, "inplace-agent-l1")["metadata"]["ownerReferences"][0]["uid"] ==
+        wait_for(lambda: lease(emu, "gardener-node-agent-l1")["metadata"]["ownerReferences"][0]["uid"] ==
                  second["metadata"]["uid"], 5, "the Lease owner to follow the new uid")
         eq(len(lists(node_requests(emu, "l1"))), 1, "LISTs: deletion and re-creation arrive on the watch")
 
@@ -117,28 +119,86 @@ def lease_conflict_rereads(emu):
     emu.seed_node("l4")
     with Agent(emu, "l4", lease=True) as agent:
         agent.wait_ready()
-        wait_for(lambda: [e for e in lease_requests(emu, "inplace-agent-l4") if e["method"] == "PUT" and
+        wait_for(lambda: [e for e in lease_requests(emu, "gardener-node-agent-l4") if e["method"] == "PUT" and
                           e["status"] == 200], 5, "a renewal")
         since = agentrun.last_seq(emu)
         # Someone else writes the Lease: our copy is stale, the next PUT conflicts for real.
-        emu.patch("leases", "inplace-agent-l4", {"metadata": {"labels": {"touched": "yes"}}},
+        emu.patch("leases", "gardener-node-agent-l4", {"metadata": {"labels": {"touched": "yes"}}},
                   namespace="kube-system", group="coordination.k8s.io")
         reqs = wait_for(lambda: (lambda r: r if len(r) >= 3 and r[-1]["status"] == 200 and
                                  r[-1]["method"] == "PUT" else None)(
-            [e for e in lease_requests(emu, "inplace-agent-l4", since) if e["end"]]), 10,
+            [e for e in lease_requests(emu, "gardener-node-agent-l4", since) if e["end"]]), 10,
             "409, GET, PUT")
         eq([(e["method"], e["status"]) for e in reqs[:3]], [("PUT", 409), ("GET", 200), ("PUT", 200)],
            "conflict resolution")
         check(reqs[2]["time"] - reqs[0]["end"] < 0.5, "re-read and renewed at once")
         # The renewal built on the re-read object keeps the other writer's change.
-        eq(lease(emu, "inplace-agent-l4")["metadata"].get("labels", {}).get("touched"), "yes", "foreign label")
+        eq(lease(emu, "gardener-node-agent-l4")["metadata"].get("labels", {}).get("touched"), "yes", "foreign label")
         # An injected conflict goes the same way.
         since = agentrun.last_seq(emu)
         emu.inject("conflict", verbs=["update"], resource="leases")
         wait_for(lambda: (lambda r: r if len(r) >= 3 else None)(
-            [(e["method"], e["status"]) for e in lease_requests(emu, "inplace-agent-l4", since) if e["end"]]), 10,
+            [(e["method"], e["status"]) for e in lease_requests(emu, "gardener-node-agent-l4", since) if e["end"]]), 10,
             "409, GET, PUT")
         check(agent.alive(), "alive")
+
+
+@test
+def lease_deleted_comes_back_failures_retried(emu):
+    """GNP §8 item 1: the Lease is GNA's (name, holder, controller owner); a deleted Lease is re-created
+    with the next renewal; renewals failing with 500 for a while are retried within the duration and the
+    agent keeps running."""
+    node = emu.seed_node("l6")
+    name = "gardener-node-agent-l6"
+    with Agent(emu, "l6", lease=True) as agent:
+        agent.wait_ready()
+        lz = wait_for(lambda: lease(emu, name), 5, "the Lease")
+        eq(lz["spec"]["holderIdentity"], name, "holderIdentity")
+        eq(lz["metadata"]["ownerReferences"],
+           [{"apiVersion": "v1", "kind": "Node", "name": "l6", "uid": node["metadata"]["uid"],
+             "controller": True, "blockOwnerDeletion": True}], "ownerReferences")
+
+        emu.delete("leases", name, namespace="kube-system", group="coordination.k8s.io")
+        back = wait_for(lambda: (lambda o: o if o and o["metadata"]["uid"] != lz["metadata"]["uid"] else None)(
+            lease(emu, name)), 5, "the Lease re-created")
+        eq(back["metadata"]["ownerReferences"][0]["uid"], node["metadata"]["uid"], "owner of the re-created Lease")
+
+        since = agentrun.last_seq(emu)
+        emu.inject("internal-error", verbs=["update"], resource="leases", count=3)
+        wait_for(lambda: (lambda r: r if len(r) >= 4 and r[-1] == ("PUT", 200) else None)(
+            [(e["method"], e["status"]) for e in lease_requests(emu, name, since) if e["end"]]), 10,
+            "three failed renewals, then one that works")
+        reqs = [e for e in lease_requests(emu, name, since) if e["end"]]
+        # Retried with backoff, well within the 4 s duration: the Lease never went stale.
+        check(reqs[-1]["end"] - reqs[0]["time"] < 4, "retries took %.1f s", reqs[-1]["end"] - reqs[0]["time"])
+        check(agent.alive(), "alive")
+
+
+@test
+def role_and_zone_labels(emu):
+    """GNP Appendix A: node-role.kubernetes.io/worker and topology.kubernetes.io/zone (from
+    <osc.rootDirectory>/var/lib/gardener-node-agent/zone), patched only when they differ: once at start,
+    again when someone removes one, never while they are there."""
+    root = tempfile.mkdtemp(prefix="agent-root-")
+    os.makedirs(os.path.join(root, "var/lib/gardener-node-agent"))
+    with open(os.path.join(root, "var/lib/gardener-node-agent/zone"), "w") as f:
+        f.write("eu-west-1b\n")
+    emu.seed_node("l7")
+    try:
+        with Agent(emu, "l7", config_extra="osc:\n  rootDirectory: %s\n" % root) as agent:
+            agent.wait_ready()
+            v = agent.wait_label("topology.kubernetes.io/zone", "eu-west-1b", 10)
+            eq(v["metadata"]["labels"].get("node-role.kubernetes.io/worker"), "", "worker role label")
+            since = agentrun.last_seq(emu)
+            emu.label_node("l7", {"unrelated": "x"})
+            agent.wait_label("unrelated", "x", 5)
+            time.sleep(0.5)     # a patch would follow the event at once; none may
+            eq([e for e in emu.request_log(since=since, path="^/api/v1/nodes/l7$") if e["method"] == "PATCH"], [],
+               "label patches while the labels are there")
+            emu.label_node("l7", {"topology.kubernetes.io/zone": None}, manager="someone")
+            agent.wait_label("topology.kubernetes.io/zone", "eu-west-1b", 10)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @test
@@ -148,7 +208,7 @@ def lease_disabled(emu):
         agent.wait_ready()
         agent.wait_view(lambda v: v["present"], 5)
         time.sleep(1.5)
-        eq(lease_requests(emu, "inplace-agent-l5"), [], "Lease requests with lease.enabled=false")
+        eq(lease_requests(emu, "gardener-node-agent-l5"), [], "Lease requests with lease.enabled=false")
 
 
 if __name__ == "__main__":

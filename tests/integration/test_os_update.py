@@ -260,7 +260,7 @@ class OsUpdate(unittest.TestCase):
         self.write_command('echo "System Failure ahead"\nhead -c 10485760 /dev/urandom | base64\n'
                            'echo "last line"\nexit 1')
         pid = sb.um.main_pid(sandbox.AGENT_UNIT)
-        lease_name = "inplace-agent-" + sandbox.NODE
+        lease_name = "gardener-node-agent-" + sandbox.NODE
         self.request_update()
         node = self.wait_result(timeout=60)
         reason = self.assert_failed(node, "OSCommandFailed")

@@ -25,7 +25,7 @@ MAN5 = os.path.join(SRCDIR, "packaging", "man", "inplace-agent.yaml.5")
 MAN8 = os.path.join(SRCDIR, "packaging", "man", "inplace-agent.8")
 NODE = "docs-test-node"
 # Documented as "" and derived at start-up; check-config prints the derived value.
-DERIVED = {"nodeName": NODE, "lease.name": "inplace-agent-" + NODE}
+DERIVED = {"nodeName": NODE, "lease.name": "gardener-node-agent-" + NODE}
 UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 
 

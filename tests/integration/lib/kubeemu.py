@@ -141,8 +141,9 @@ class KubeEmulator:
                                               "labels": labels or {}, "annotations": annotations or {},
                                               "type": type})
 
-    def delete(self, resource, name, namespace=""):
-        return self._call("DELETE", "/object", params={"resource": resource, "name": name, "namespace": namespace})
+    def delete(self, resource, name, namespace="", group=None):
+        return self._call("DELETE", "/object", params={"resource": resource, "name": name, "namespace": namespace,
+                                                       "group": group})
 
     def patch(self, resource, name, patch, type="merge", namespace="", subresource="", manager="emulator-control",
               force=False, group=None):

@@ -264,6 +264,23 @@ klog("I", "server.go:203", '"Started healthz server" address="%%s:%%d" healthy=%
 server.serve_forever()
 '''
 
+# Stand-in containerd: listens on <root>/run/containerd/containerd.sock (what the agent's health check
+# connects to) and accepts and closes connections until stopped.
+CONTAINERD_MAIN = r'''#!/usr/bin/env python3
+import os, signal, socket, sys
+path = sys.argv[1]
+os.makedirs(os.path.dirname(path), exist_ok=True)
+if os.path.exists(path):
+    os.unlink(path)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(path)
+s.listen(16)
+signal.signal(signal.SIGTERM, lambda *a: (os.unlink(path), sys.exit(0)))
+while True:
+    c, _ = s.accept()
+    c.close()
+'''
+
 KUBELET_REPORT = r'''#!/usr/bin/env python3
 # ExecStartPost= of the sandbox's kubelet.service: post the started kubelet's version into the Node's
 # .status.nodeInfo, which a real kubelet does itself (the stand-in cannot reach the API server).
@@ -305,6 +322,27 @@ def stand_in_kubelet(version, healthy=True, size=8 << 20):
     return b"#!/usr/bin/env python3\n" + buf.getvalue()
 
 
+# ------------------------------------------------------------------------------------------ test modules
+
+def start_for_module(**kw):
+    """A started Sandbox for a test module's setUpModule() (stopped again if the start fails)."""
+    sb = Sandbox(**kw)
+    try:
+        sb.start()
+    except BaseException:
+        sb.stop()
+        raise
+    return sb
+
+
+def stop_for_module(sb):
+    """tearDownModule(): stop the Sandbox and name what it left behind."""
+    if sb:
+        left = sb.stop()
+        if left:
+            print("leftover processes: %s" % left, file=sys.stderr)
+
+
 # ------------------------------------------------------------------------------------------ the sandbox
 
 class Sandbox:
@@ -313,7 +351,7 @@ class Sandbox:
     def __init__(self, agent=None, start_agent=True, versions=DEFAULT_VERSIONS, initial_version=None,
                  broken_versions=("1.32.1",), kubelet_size=8 << 20, os_version=DEFAULT_OS_VERSION,
                  log_level="info", health_timeout="20s", agent_config=None, narrate=None, keep=None,
-                 fake_boot_id=False):
+                 fake_boot_id=False, agent_env=None, fake_hostname=False):
         self.agent = os.path.abspath(agent or default_agent())
         self.start_agent_now = start_agent
         self.versions = tuple(versions)
@@ -327,6 +365,8 @@ class Sandbox:
         self.narrate = narrate or (lambda msg: None)
         self.keep = keep if keep is not None else bool(os.environ.get("SANDBOX_KEEP"))
         self.fake_boot_id = fake_boot_id
+        self.fake_hostname = fake_hostname
+        self.agent_env = dict(agent_env or {})     # extra Environment= of the agent unit (e.g. timing)
         self.base = None
         self.emu = self.reg = self.um = None
         self.images = {}            # (version, broken) -> {"ref", "layer_bytes", "file_bytes"}
@@ -413,6 +453,8 @@ class Sandbox:
         self._pids_seen.add(self.um.pid)
         if self.fake_boot_id:
             self._mount_boot_id()
+        if self.fake_hostname:
+            self._mount_hostname()
         self.narrate("units %s, %s" % (CONTAINERD_UNIT, KUBELET_UNIT))
         self._timed("units", self._start_units)
         if self.start_agent_now:
@@ -521,7 +563,7 @@ class Sandbox:
             "kubeconfig": self.emu.kubeconfig,
             "stateDirectory": self.state_dir,
             "osRelease": self.os_release,
-            "osc": {"namespace": OSC_NAMESPACE},
+            "osc": {"namespace": OSC_NAMESPACE, "rootDirectory": self.base},
             "kubelet": {"binaryPath": self.binary_path, "unit": KUBELET_UNIT, "healthzURL": self.healthz_url,
                         "healthTimeout": self.health_timeout, "keepVersions": 2},
             "osUpdate": {"backend": "command", "timeout": "60s", "reboot": "none"},
@@ -542,6 +584,7 @@ class Sandbox:
         self.write_os_release(self.initial_os_version)
         write_file(self.os_update_command, OS_UPDATE % {"os_release": self.os_release}, 0o755)
         write_file(self.path("bin", "kubelet-report"), KUBELET_REPORT, 0o755)
+        write_file(self.path("bin", "containerd"), CONTAINERD_MAIN, 0o755)
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
         # The node as provisioned: kubelet.binaryPath is a plain file (adopted by the agent, §8.2).
         write_file(self.binary_path, self.images[(self.initial_version, False)]["kubelet"], 0o755)
@@ -616,18 +659,25 @@ class Sandbox:
                        % (CONTAINERD_UNIT, CONTAINERD_UNIT),
             service_extra="ExecStartPost=%s\nRestart=always\nRestartSec=2s\nTimeoutStopSec=5s\n" % post)
 
+    @property
+    def containerd_socket(self):
+        return self.path("run", "containerd", "containerd.sock")
+
+    def containerd_unit_text(self):
+        return self.um.service("%s %s %s" % (sys.executable, self.path("bin", "containerd"), self.containerd_socket),
+                               unit_extra="Description=containerd container runtime (sandbox stand-in)\n")
+
     def agent_unit_text(self):
         return self.um.service(
             "%s run --config %s --log-level %s" % (self.agent, self.config_path, self.log_level),
             type="notify",
             unit_extra="Description=In-place node update agent (sandbox)\n",
             service_extra="Restart=always\nRestartSec=1s\nWatchdogSec=30s\nTimeoutStartSec=30s\n"
-                          "TimeoutStopSec=10s\n")
+                          "TimeoutStopSec=10s\n" +
+                          "".join("Environment=%s=%s\n" % kv for kv in sorted(self.agent_env.items())))
 
     def _start_units(self):
-        self.um.write_unit(CONTAINERD_UNIT, self.um.service(
-            "/bin/sleep infinity",
-            unit_extra="Description=containerd container runtime (sandbox stand-in)\n"))
+        self.um.write_unit(CONTAINERD_UNIT, self.containerd_unit_text())
         self.um.write_unit(KUBELET_UNIT, self.kubelet_unit_text())
         self.um.write_unit(AGENT_UNIT, self.agent_unit_text())
         self.um.daemon_reload()
@@ -665,6 +715,23 @@ class Sandbox:
                             BOOT_ID_PATH], capture_output=True, text=True, timeout=10)
         if r.returncode != 0:
             raise SandboxError("cannot bind-mount a fake boot id: %s" % r.stderr.strip())
+
+    @property
+    def hostname_file(self):
+        return self.path("hostname")
+
+    def _mount_hostname(self):
+        """fake_hostname=True: like the boot id, a file of ours over /proc/sys/kernel/hostname in the user
+        manager's mount namespace; set_hostname() rewrites it in place (same inode, so the mount shows it)."""
+        write_file(self.hostname_file, socket.gethostname() + "\n")
+        r = subprocess.run(["nsenter", "-t", str(self.um.pid), "-m", "mount", "--bind", self.hostname_file,
+                            "/proc/sys/kernel/hostname"], capture_output=True, text=True, timeout=10)
+        if r.returncode != 0:
+            raise SandboxError("cannot bind-mount a fake hostname: %s" % r.stderr.strip())
+
+    def set_hostname(self, name):
+        with open(self.hostname_file, "w") as f:
+            f.write(name + "\n")
 
     def boot_id(self):
         with open(self.boot_id_file if self.fake_boot_id else BOOT_ID_PATH) as f:

@@ -128,7 +128,7 @@ static void test_finalize(void **state) {
         assert_string_equal(c->node_name, "node-7");
         assert_string_equal(c->kubeconfig, "/env/kubeconfig");
         assert_string_equal(c->state_directory, "/tmp/state");
-        assert_string_equal(c->lease.name, "inplace-agent-node-7");
+        assert_string_equal(c->lease.name, "gardener-node-agent-node-7");
         assert_string_equal(c->bootstrap_kubeconfig, "/tmp/state/bootstrap-kubeconfig");   /* CONTRACT §9.6 */
 }
 

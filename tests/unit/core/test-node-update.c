@@ -1723,6 +1723,19 @@ static void test_random_walks(void **state) {
         }
 }
 
+/* CONTRACT §9.10: the OSC field, then the Node annotation, then the configuration. */
+static void test_min_version_sources(void **state) {
+        OscDesired osc = { .min_version_for_update = (char *) "1.0" }, bare = {};
+        NodeView node = { .min_version_for_update = (char *) "2.0" }, plain = {};
+        UpdateSettings s = { .min_version_for_update = "3.0" }, none = {};
+
+        assert_string_equal(update_min_version_for_update(&osc, &node, &s), "1.0");
+        assert_string_equal(update_min_version_for_update(&bare, &node, &s), "2.0");
+        assert_string_equal(update_min_version_for_update(&bare, &plain, &s), "3.0");
+        assert_string_equal(update_min_version_for_update(NULL, NULL, &s), "3.0");
+        assert_null(update_min_version_for_update(&bare, &plain, &none));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_names),
@@ -1761,6 +1774,7 @@ int main(void) {
                 cmocka_unit_test(test_blocks_unit_restarts),
                 cmocka_unit_test(test_input_edges),
                 cmocka_unit_test(test_random_walks),
+                cmocka_unit_test(test_min_version_sources),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -301,6 +301,36 @@ static void test_limits(void **state) {
         assert_int_equal(node_update_result_from_string("bogus"), -EINVAL);
 }
 
+static void test_duties(void **state) {
+        _cleanup_(node_view_freep) NodeView *v = decode(
+                "{\"metadata\":{\"name\":\"n\",\"labels\":{\"node-role.kubernetes.io/worker\":\"\","
+                "\"topology.kubernetes.io/zone\":\"z1\"},\"annotations\":{"
+                "\"node-agent.gardener.cloud/reconciliation-delay\":\"1m30s\","
+                "\"inplace-agent/min-version-for-update\":\"1.30.0\"}},"
+                "\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"},"
+                "{\"type\":\"SystemdUnitsReady\",\"status\":\"False\",\"reason\":\"UnhealthyUnits\","
+                "\"message\":\"a.service: failed\"},{\"type\":\"SystemdUnitsReady\",\"status\":\"True\"}]}}");
+        _cleanup_(node_view_freep) NodeView *plain = decode("{\"metadata\":{\"name\":\"n\"}}");
+
+        assert_string_equal(v->role_worker, "");
+        assert_string_equal(v->zone, "z1");
+        assert_string_equal(v->reconciliation_delay, "1m30s");
+        assert_string_equal(v->min_version_for_update, "1.30.0");
+        assert_ptr_equal(node_view_condition(v, "SystemdUnitsReady"), &v->units_ready);
+        assert_ptr_equal(node_view_condition(v, "InPlaceUpdateAgent"), &v->agent);
+        assert_ptr_equal(node_view_condition(v, "Ready"), &v->ready);
+        assert_string_equal(v->ready.status, "True");
+        assert_null(node_view_condition(v, "MemoryPressure"));
+        assert_null(node_view_condition(NULL, "SystemdUnitsReady"));
+        assert_true(v->units_ready.present);
+        assert_string_equal(v->units_ready.status, "False");             /* the first one counts */
+        assert_string_equal(v->units_ready.message, "a.service: failed");
+
+        assert_null(plain->role_worker);
+        assert_null(plain->zone);
+        assert_false(plain->units_ready.present);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_ready_node),
@@ -312,6 +342,7 @@ int main(void) {
                 cmocka_unit_test(test_limits),
                 cmocka_unit_test(test_nul_where_unused),
                 cmocka_unit_test(test_condition_limit),
+                cmocka_unit_test(test_duties),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,6 +20,11 @@ static void test_defaults(void **state) {
         assert_int_equal(kube_tuning_parse(&t, NULL, NULL), 0);
         assert_int_equal(kube_tuning_parse(&t, "", NULL), 0);
         assert_int_equal(t.watch_timeout_min_usec, 300 * SEC);
+        /* The node duties: GNP §8 / Appendix A timers. */
+        assert_int_equal(t.units_check_usec, 60 * SEC);
+        assert_int_equal(t.units_stuck_usec, 300 * SEC);
+        assert_int_equal(t.health_check_usec, 30 * SEC);
+        assert_int_equal(t.health_grace_usec, 60 * SEC);
 }
 
 static void test_parse(void **state) {
@@ -38,6 +43,14 @@ static void test_parse(void **state) {
         assert_int_equal(t.token_refresh_usec, 1 * SEC);
         assert_int_equal(t.cert_check_usec, 1 * SEC);
         assert_int_equal(t.backoff_reset_usec, 120 * SEC);
+
+        assert_int_equal(kube_tuning_parse(&t, "units-check=1s,units-stuck=4s,health-check=500ms,health-grace=3s",
+                                           NULL), 0);
+        assert_int_equal(t.units_check_usec, 1 * SEC);
+        assert_int_equal(t.units_stuck_usec, 4 * SEC);
+        assert_int_equal(t.health_check_usec, 500 * USEC_PER_MSEC);
+        assert_int_equal(t.health_grace_usec, 3 * SEC);
+        assert_int_equal(kube_tuning_parse(&t, "health-check=0s", NULL), -EINVAL);
 }
 
 static void test_errors(void **state) {

@@ -88,7 +88,7 @@ static void test_create_then_renew(void **state) {
         assert_non_null(strstr(r, "\"holderIdentity\":\"n1\""));
         assert_non_null(strstr(r, "\"leaseDurationSeconds\":2"));
         assert_non_null(strstr(r, "\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":\"n1\","
-                                  "\"uid\":\"uid-1\"}]"));
+                                  "\"uid\":\"uid-1\",\"controller\":true,\"blockOwnerDeletion\":true}]"));
         assert_micro_time(r, "renewTime");
         assert_micro_time(r, "acquireTime");
 

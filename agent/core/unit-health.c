@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/go-duration.h"
+#include "core/unit-health.h"
+
+void unit_health_verdict_done(UnitHealthVerdict *v) {
+        if (!v)
+                return;
+        free(v->message);
+        v->message = NULL;
+}
+
+/* A growing "; "-joined message. */
+typedef struct Joined {
+        char *s;
+        size_t len;
+} Joined;
+
+static int joined_add(Joined *j, const char *fmt, ...) _printf_(2, 3);
+static int joined_add(Joined *j, const char *fmt, ...) {
+        _cleanup_free_ char *item = NULL;
+        va_list ap;
+        size_t l;
+        char *n;
+        int k;
+
+        va_start(ap, fmt);
+        k = vasprintf(&item, fmt, ap);
+        va_end(ap);
+        if (k < 0)
+                return -ENOMEM;
+        l = strlen(item);
+        n = realloc(j->s, j->len + 2 + l + 1);
+        if (!n)
+                return -ENOMEM;
+        if (j->len > 0) {
+                memcpy(n + j->len, "; ", 2);
+                j->len += 2;
+        }
+        memcpy(n + j->len, item, l + 1);
+        j->len += l;
+        j->s = n;
+        return 0;
+}
+
+/* 1: the unit is fine as it is; otherwise adds it to `unhealthy` or `progressing`. */
+static int judge(const UnitHealthState *u, uint64_t now_usec, uint64_t stuck_usec, Joined *unhealthy,
+                 Joined *progressing) {
+        const char *a = strempty(u->active_state);
+        char d[GO_DURATION_STR_MAX];
+
+        if (!streq_ptr(u->load_state, "loaded"))
+                return u->enabled ? joined_add(unhealthy, "%s: not loaded", u->name) : 1;
+        if (streq(a, "active"))
+                return u->enabled ? 1 : joined_add(unhealthy, "%s: active but should be disabled", u->name);
+        if (streq(a, "failed"))
+                return u->enabled ? joined_add(unhealthy, "%s: failed", u->name) : 1;
+        if (streq(a, "activating") || streq(a, "deactivating")) {
+                /* Restart=always services pass "activating (auto-restart)" between runs: normal. */
+                uint64_t for_usec = now_usec > u->state_change_usec ? now_usec - u->state_change_usec : 0;
+
+                if (streq_ptr(u->sub_state, "auto-restart"))
+                        return 1;
+                go_duration_format_seconds(d, sizeof(d), for_usec);
+                if (for_usec >= stuck_usec)
+                        return joined_add(unhealthy, "%s: stuck in %s for %s", u->name, a, d);
+                return joined_add(progressing, "%s: %s for %s", u->name, a, d);
+        }
+        if (streq(a, "inactive") && u->enabled) {
+                /* Oneshot services and timer/path-triggered ones rest "inactive (dead)" between runs. */
+                if (streq_ptr(u->sub_state, "dead") && (streq_ptr(u->service_type, "oneshot") || u->triggered))
+                        return 1;
+                return joined_add(unhealthy, "%s: inactive but should be enabled", u->name);
+        }
+        return 1;
+}
+
+int unit_health_evaluate(const UnitHealthState *units, size_t n, uint64_t now_usec, uint64_t stuck_usec,
+                         UnitHealthVerdict *ret) {
+        _cleanup_free_ char *unhealthy_s = NULL, *progressing_s = NULL;
+        Joined unhealthy = {}, progressing = {};
+        int r = 0;
+
+        assert(units || n == 0);
+        assert(ret);
+
+        for (size_t i = 0; i < n && r >= 0; i++)
+                r = judge(&units[i], now_usec, stuck_usec, &unhealthy, &progressing);
+        unhealthy_s = unhealthy.s;
+        progressing_s = progressing.s;
+        if (r < 0)
+                return r;
+
+        if (unhealthy_s)
+                *ret = (UnitHealthVerdict) { false, UNIT_HEALTH_REASON_UNHEALTHY, TAKE_PTR(unhealthy_s) };
+        else if (progressing_s)
+                *ret = (UnitHealthVerdict) { true, UNIT_HEALTH_REASON_PROGRESSING, TAKE_PTR(progressing_s) };
+        else {
+                char *m = strdup(UNIT_HEALTH_MESSAGE_HEALTHY);
+
+                if (!m)
+                        return -ENOMEM;
+                *ret = (UnitHealthVerdict) { true, UNIT_HEALTH_REASON_HEALTHY, m };
+        }
+        return 0;
+}

@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <assert.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "core/go-duration.h"
+#include "core/health-tracker.h"
+#include "daemon/node-health.h"
+#include "kubelet/health-check.h"
+#include "systemd/unit-state.h"
+#include "util/log.h"
+
+#define KUBELET_PROBE_TIMEOUT_USEC (10 * USEC_PER_SEC)
+
+typedef struct NodeHealth NodeHealth;
+
+/* One checked component: kubelet or containerd. */
+typedef struct Component {
+        NodeHealth *owner;              /* borrowed */
+        const char *name;               /* static: the Event reason */
+        const char *title;              /* static: "Kubelet", "Containerd" */
+        char *unit;                     /* owned */
+        HealthTracker tracker;
+        bool probing;                   /* a probe is in flight */
+        HealthCheck *http_probe;        /* owned: kubelet */
+        sd_bus_slot *state_read;        /* owned: containerd's unit state */
+        UnitJob *restart;               /* borrowed handle: the restart job in flight */
+} Component;
+
+struct NodeHealth {
+        sd_event *event;                /* borrowed */
+        Http *http;                     /* borrowed */
+        sd_bus *bus;                    /* borrowed */
+        UnitControl *units;             /* borrowed */
+        Reporter *reporter;             /* borrowed */
+        char *healthz_url;              /* owned */
+        char *socket;                   /* owned */
+        uint64_t period_usec, grace_usec;
+        bool (*may_restart)(const char *unit, void *userdata);
+        void *userdata;
+        Component kubelet, containerd;
+        ToggleTracker toggles;
+        sd_event_source *timer;         /* owned */
+};
+
+static void component_done(Component *c) {
+        c->http_probe = health_check_free(c->http_probe);
+        c->state_read = sd_bus_slot_unref(c->state_read);
+        c->restart = unit_job_cancel(c->restart);
+        free(c->unit);
+        c->unit = NULL;
+}
+
+NodeHealth *node_health_free(NodeHealth *h) {
+        if (!h)
+                return NULL;
+        component_done(&h->kubelet);
+        component_done(&h->containerd);
+        sd_event_source_disable_unref(h->timer);
+        free(h->healthz_url);
+        free(h->socket);
+        free(h);
+        return NULL;
+}
+
+int node_health_new(sd_event *event, Http *http, sd_bus *bus, UnitControl *units, Reporter *reporter,
+                    const NodeHealthOptions *o, NodeHealth **ret) {
+        _cleanup_(node_health_freep) NodeHealth *h = NULL;
+
+        assert(event && http && bus && units && reporter && o && ret);
+        assert(o->period_usec > 0);
+
+        h = calloc(1, sizeof(*h));
+        if (!h)
+                return -ENOMEM;
+        *h = (NodeHealth) {
+                .event = event, .http = http, .bus = bus, .units = units, .reporter = reporter,
+                .period_usec = o->period_usec, .grace_usec = o->grace_usec, .may_restart = o->may_restart,
+                .userdata = o->userdata,
+                .kubelet = { .owner = h, .name = "kubelet", .title = "Kubelet" },
+                .containerd = { .owner = h, .name = "containerd", .title = "Containerd" },
+        };
+        h->healthz_url = strdup(o->kubelet_healthz_url);
+        h->socket = strdup(o->containerd_socket);
+        h->kubelet.unit = strdup(o->kubelet_unit);
+        h->containerd.unit = strdup(o->containerd_unit);
+        if (!h->healthz_url || !h->socket || !h->kubelet.unit || !h->containerd.unit)
+                return -ENOMEM;
+        *ret = TAKE_PTR(h);
+        return 0;
+}
+
+static void node_health_event(NodeHealth *h, const Component *c, bool warning, const char *fmt, ...) _printf_(4, 5);
+static void node_health_event(NodeHealth *h, const Component *c, bool warning, const char *fmt, ...) {
+        _cleanup_free_ char *msg = NULL;
+        va_list ap;
+        int k;
+
+        va_start(ap, fmt);
+        k = vasprintf(&msg, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+                log_oom();
+                return;
+        }
+        if (warning)
+                log_warning("%s", msg);
+        else
+                log_info("%s", msg);
+        (void) reporter_emit_event_action(h->reporter, warning ? "Warning" : "Normal", c->name,
+                                          NODE_HEALTH_EVENT_ACTION, msg);
+}
+
+static void component_on_restarted(const UnitJobResult *res, void *userdata) {
+        Component *c = userdata;
+        NodeHealth *h = c->owner;
+        uint64_t now = 0;
+
+        c->restart = NULL;
+        if (res->error < 0) {
+                node_health_event(h, c, true, "Restarting %s failed: %s", c->unit, strempty(res->detail));
+                return;
+        }
+        log_info("Restarted %s (health check).", c->unit);
+        (void) sd_event_now(h->event, CLOCK_MONOTONIC, &now);
+        health_tracker_restarted(&c->tracker, now);
+}
+
+/* One probe's outcome: `error` NULL when healthy. */
+static void component_observe(Component *c, const char *error) {
+        NodeHealth *h = c->owner;
+        char grace[GO_DURATION_STR_MAX];
+        uint64_t now = 0;
+        bool may_restart;
+        int r;
+
+        c->probing = false;
+        (void) sd_event_now(h->event, CLOCK_MONOTONIC, &now);
+        may_restart = !c->restart && (!h->may_restart || h->may_restart(c->unit, h->userdata));
+        go_duration_format_seconds(grace, sizeof(grace), h->grace_usec);
+
+        switch (health_tracker_observe(&c->tracker, !error, now, h->grace_usec, may_restart)) {
+        case HEALTH_OK:
+        case HEALTH_FAILING:
+                return;
+        case HEALTH_RECOVERED:
+                node_health_event(h, c, false, "%s is healthy", c->title);
+                return;
+        case HEALTH_FIRST_FAILURE:
+                if (c == &h->kubelet)
+                        node_health_event(h, c, true, "Kubelet is unhealthy, health check error: %s", error);
+                else
+                        node_health_event(h, c, true, "Containerd is unhealthy: %s", error);
+                return;
+        case HEALTH_RESTART:
+                if (c == &h->kubelet)
+                        node_health_event(h, c, true, "Kubelet is unhealthy for more than %s, restarting it. "
+                                          "Health check error: %s", grace, error);
+                else
+                        node_health_event(h, c, true, "Containerd is unhealthy for more than %s, restarting it: %s",
+                                          grace, error);
+                r = unit_control_restart_unit(h->units, c->unit, component_on_restarted, c, &c->restart);
+                if (r < 0)
+                        node_health_event(h, c, true, "Restarting %s failed: %s", c->unit, strerror(-r));
+                return;
+        }
+}
+
+static void kubelet_on_probe(HealthCheck *hc, int error, const char *message, unsigned n_probes, void *userdata) {
+        Component *c = userdata;
+
+        c->http_probe = health_check_free(c->http_probe);
+        component_observe(c, error < 0 ? strempty(message) : NULL);
+}
+
+static void kubelet_probe(NodeHealth *h) {
+        uint64_t timeout = MIN(KUBELET_PROBE_TIMEOUT_USEC, h->period_usec);
+        HealthCheckOptions o = {
+                .url = h->healthz_url,
+                .request_timeout_usec = timeout,
+                .timeout_usec = timeout,
+                .interval_usec = timeout + USEC_PER_SEC,   /* one probe: the next would be past the deadline */
+        };
+        int r;
+
+        r = health_check_start(h->event, h->http, &o, kubelet_on_probe, &h->kubelet, &h->kubelet.http_probe);
+        if (r < 0) {
+                log_debug_errno(r, "Cannot probe the kubelet: %m");
+                return;
+        }
+        h->kubelet.probing = true;
+}
+
+static void containerd_on_state(int error, const UnitState *st, void *userdata) {
+        Component *c = userdata;
+        _cleanup_free_ char *msg = NULL;
+
+        if (error < 0) {
+                /* Not knowing is not "unhealthy": systemd did not answer, try again next round. */
+                c->probing = false;
+                log_debug_errno(error, "Cannot read the state of %s: %m", c->unit);
+                return;
+        }
+        if (!streq_ptr(st->active_state, "active") &&
+            asprintf(&msg, "unit %s is %s (%s)", c->unit, strempty(st->active_state), strempty(st->sub_state)) < 0) {
+                c->probing = false;
+                log_oom();
+                return;
+        }
+        component_observe(c, msg);
+}
+
+/* A non-blocking connect() on a local socket: accepted or refused at once, never waits. */
+static int socket_connect_check(const char *path) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int fd, r = 0;
+
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, path);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return -errno;
+        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 && errno != EAGAIN && errno != EINPROGRESS)
+                r = -errno;     /* EAGAIN: the backlog is full, but something listens */
+        close(fd);
+        return r;
+}
+
+static void containerd_probe(NodeHealth *h) {
+        Component *c = &h->containerd;
+        _cleanup_free_ char *msg = NULL;
+        int r;
+
+        r = socket_connect_check(h->socket);
+        if (r < 0) {
+                if (asprintf(&msg, "dial unix %s: connect: %s", h->socket, strerror(-r)) < 0) {
+                        log_oom();
+                        return;
+                }
+                component_observe(c, msg);
+                return;
+        }
+        c->state_read = sd_bus_slot_unref(c->state_read);
+        r = unit_state_read(h->bus, c->unit, containerd_on_state, c, &c->state_read);
+        if (r < 0) {
+                log_debug_errno(r, "Cannot read the state of %s: %m", c->unit);
+                return;
+        }
+        c->probing = true;
+}
+
+static int node_health_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        NodeHealth *h = userdata;
+
+        if (!h->kubelet.probing)
+                kubelet_probe(h);
+        if (!h->containerd.probing)
+                containerd_probe(h);
+        if (sd_event_source_set_time_relative(s, h->period_usec) < 0 ||
+            sd_event_source_set_enabled(s, SD_EVENT_ONESHOT) < 0)
+                log_warning("Cannot re-arm the health check timer; kubelet and containerd are no longer checked.");
+        return 0;
+}
+
+int node_health_start(NodeHealth *h) {
+        int r;
+
+        assert(h);
+        if (h->timer)
+                return 0;
+        r = sd_event_add_time_relative(h->event, &h->timer, CLOCK_MONOTONIC, 0, USEC_PER_SEC, node_health_on_timer, h);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(h->timer, "node-health");
+        return 0;
+}
+
+void node_health_set_node(NodeHealth *h, const NodeView *v) {
+        uint64_t now = 0;
+
+        assert(h);
+        if (!v || !v->ready.present)
+                return;
+        (void) sd_event_now(h->event, CLOCK_MONOTONIC, &now);
+        if (toggle_tracker_observe(&h->toggles, streq_ptr(v->ready.status, "True"), now)) {
+                char window[GO_DURATION_STR_MAX];
+
+                node_health_event(h, &h->kubelet, true,
+                                  "Kubelet toggled between NotReady and Ready at least %d times in a %s time window. "
+                                  "Rebooting the node might help", HEALTH_TOGGLES_MAX,
+                                  go_duration_format_seconds(window, sizeof(window), HEALTH_TOGGLE_WINDOW_USEC));
+        }
+}

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The labels GNA puts on its Node at every OSC reconcile (GNP Appendix A, upstream
+ * operatingsystemconfig/reconciler.go): node-role.kubernetes.io/worker="" and, when the zone file
+ * <root>/var/lib/gardener-node-agent/zone exists, topology.kubernetes.io/zone=<its content, trimmed>.
+ * (Upstream labels control-plane instead of worker when the OSC carries a kube-apiserver static pod
+ * manifest; the OSC decoding here does not expose files yet, so every node is a worker.) Pure. */
+
+#include <jansson.h>
+
+#include "core/node-view.h"
+
+#define NODE_ZONE_FILE "/var/lib/gardener-node-agent/zone"     /* below osc.rootDirectory */
+#define NODE_ZONE_MAX NODE_LABEL_VALUE_MAX
+
+/* The zone file's content as the label value: surrounding white space trimmed; -EINVAL if empty,
+ * too long for a label or not a valid label value. */
+int node_zone_from_file(const char *content, char **ret);
+
+/* The labels that differ from the Node's as a merge-patch object ({"labels": {...}}), or *ret NULL
+ * when the Node already carries them. `zone` NULL: no zone label is set (an existing one stays). */
+int node_labels_patch(const NodeView *v, const char *zone, json_t **ret);

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The SystemdUnitsReady verdict (GNP §8 item 3, upstream systemdunitcheck): from the units the OSC
+ * manages (name and whether it should be enabled) and what systemd says about each, the Node
+ * condition's status, reason and message. Pure: the caller reads systemd and writes the condition.
+ *
+ * Rules, per unit, as upstream:
+ *   not loaded (LoadState other than "loaded")        unhealthy "<u>: not loaded"  (only if enabled)
+ *   active while it should be disabled                unhealthy "<u>: active but should be disabled"
+ *   failed while enabled                              unhealthy "<u>: failed"
+ *   activating/deactivating (not auto-restart)        progressing "<u>: activating for 12s", or
+ *                                                     unhealthy "<u>: stuck in activating for 5m0s"
+ *                                                     once it lasted the stuck threshold
+ *   inactive while enabled                            unhealthy "<u>: inactive but should be enabled",
+ *                                                     unless dead and oneshot or triggered
+ * Any unhealthy unit: False/UnhealthyUnits; else any progressing: True/ProgressingUnits; else
+ * True/AllUnitsHealthy. Messages are joined with "; " in the order of the input. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/macro.h"
+
+#define UNIT_HEALTH_REASON_HEALTHY "AllUnitsHealthy"
+#define UNIT_HEALTH_REASON_PROGRESSING "ProgressingUnits"
+#define UNIT_HEALTH_REASON_UNHEALTHY "UnhealthyUnits"
+#define UNIT_HEALTH_MESSAGE_HEALTHY "All systemd units from the operating system config are running as expected."
+#define UNIT_HEALTH_STUCK_USEC (5 * 60 * USEC_PER_SEC)
+#define UNIT_HEALTH_UNITS_MAX 1024
+
+/* What systemd says about one unit; strings borrowed, NULL when not read. */
+typedef struct UnitHealthState {
+        const char *name;
+        bool enabled;                   /* the OSC wants it enabled */
+        const char *load_state;
+        const char *active_state;
+        const char *sub_state;
+        const char *service_type;       /* Service.Type; NULL for other unit types */
+        bool triggered;                 /* TriggeredBy is not empty */
+        uint64_t state_change_usec;     /* StateChangeTimestampMonotonic (CLOCK_MONOTONIC) */
+} UnitHealthState;
+
+typedef struct UnitHealthVerdict {
+        bool status;                    /* the condition's status: True or False */
+        const char *reason;             /* static */
+        char *message;                  /* owned */
+} UnitHealthVerdict;
+
+void unit_health_verdict_done(UnitHealthVerdict *v);
+
+/* `now_usec` on CLOCK_MONOTONIC; `stuck_usec` is the stuck threshold (UNIT_HEALTH_STUCK_USEC). */
+int unit_health_evaluate(const UnitHealthState *units, size_t n, uint64_t now_usec, uint64_t stuck_usec,
+                         UnitHealthVerdict *ret);

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* GNA's kubelet and containerd health checks (GNP §8 item 2, CONTRACT §9.8): every period (30 s;
+ * the first at start) one probe each —
+ *   kubelet:    GET kubelet.healthzURL (kubelet/health-check.h, one probe, 10 s at most);
+ *   containerd: connect() on <osc.rootDirectory>/run/containerd/containerd.sock and the unit's
+ *               ActiveState "active" over D-Bus. Upstream asks containerd for its Version() over
+ *               gRPC; a connect that is accepted proves the daemon listens, and the unit's state
+ *               catches a containerd that systemd sees failing or restarting, without adding a gRPC
+ *               client (or ctr/crictl) as a dependency. A containerd that accepts but hangs is not
+ *               caught: the kubelet's health check fails then (PLEG), and that one restarts.
+ * Decisions by core/health-tracker.h; Events with reason "kubelet"/"containerd", action
+ * "HealthCheck", and upstream's messages; a unit unhealthy for the grace time (1 min) is restarted
+ * over D-Bus — never while `may_restart` says no (an in-place update step restarts it itself). The
+ * Node's Ready condition is followed for the toggle warning.
+ *
+ * Owns its timers, probes and restart jobs; borrows everything it is given. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include "core/node-view.h"
+#include "daemon/reporter.h"
+#include "net/http.h"
+#include "systemd/unit-control.h"
+#include "util/macro.h"
+
+#define NODE_HEALTH_EVENT_ACTION "HealthCheck"
+#define CONTAINERD_UNIT "containerd.service"
+#define CONTAINERD_SOCKET "/run/containerd/containerd.sock"     /* below osc.rootDirectory */
+
+typedef struct NodeHealthOptions {
+        const char *kubelet_unit;
+        const char *kubelet_healthz_url;
+        const char *containerd_unit;
+        const char *containerd_socket;  /* the full path */
+        uint64_t period_usec;
+        uint64_t grace_usec;
+        bool (*may_restart)(const char *unit, void *userdata);
+        void *userdata;
+} NodeHealthOptions;
+
+typedef struct NodeHealth NodeHealth;
+
+/* Strings of `o` are copied. */
+int node_health_new(sd_event *event, Http *http, sd_bus *bus, UnitControl *units, Reporter *reporter,
+                    const NodeHealthOptions *o, NodeHealth **ret);
+NodeHealth *node_health_free(NodeHealth *h);
+DEFINE_CLEANUP_FUNC(NodeHealth, node_health_free);
+
+/* The Node as watched (NULL: absent), for the Ready toggles. */
+void node_health_set_node(NodeHealth *h, const NodeView *v);
+
+/* First round at once, then every period; a no-op when running. */
+int node_health_start(NodeHealth *h);

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Keeps GNA's node-role and zone labels on the Node (core/node-labels.h): the zone file is read at
+ * start and with every OSC handed over (as upstream reads it at every OSC reconcile); a label patch
+ * is sent only when the watched Node differs, one at a time. Owns the zone value; borrows the
+ * reporter. */
+
+#include "core/node-labels.h"
+#include "core/node-view.h"
+#include "daemon/reporter.h"
+#include "util/macro.h"
+
+typedef struct NodeLabeler NodeLabeler;
+
+/* `zone_path` is copied. */
+int node_labeler_new(Reporter *reporter, const char *zone_path, NodeLabeler **ret);
+NodeLabeler *node_labeler_free(NodeLabeler *l);
+DEFINE_CLEANUP_FUNC(NodeLabeler, node_labeler_free);
+
+/* Re-reads the zone file (absent: no zone label; unusable: logged once, no zone label). */
+void node_labeler_reload(NodeLabeler *l);
+
+/* The Node as watched (NULL: absent): patches what differs. */
+void node_labeler_sync(NodeLabeler *l, const NodeView *v);

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The SystemdUnitsReady condition (GNP §8 item 3, CONTRACT §9.8): every period (1 min; the first
+ * at start) the state of each unit the OSC manages is read over D-Bus (systemd/unit-state.h),
+ * judged by core/unit-health.h and handed to the reporter, which writes the condition only when it
+ * changed. The list of units is an input: today the manager sets the kubelet unit and
+ * containerd.service; the OSC applier sets the units of the applied OSC (replaced units, e.g.
+ * gardener-node-agent.service, left out by the caller). An empty list writes nothing (as upstream
+ * without a last-applied OSC).
+ *
+ * Owns its unit list, timer and D-Bus calls; borrows the event loop, bus and reporter. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include "daemon/reporter.h"
+#include "util/macro.h"
+
+typedef struct UnitsCheck UnitsCheck;
+
+int units_check_new(sd_event *event, sd_bus *bus, Reporter *reporter, uint64_t period_usec, uint64_t stuck_usec,
+                    UnitsCheck **ret);
+UnitsCheck *units_check_free(UnitsCheck *c);
+DEFINE_CLEANUP_FUNC(UnitsCheck, units_check_free);
+
+/* Replaces the list (copied): `names[i]` should be enabled when `enabled[i]`. Takes effect with
+ * the next round. */
+int units_check_set_units(UnitsCheck *c, const char *const *names, const bool *enabled, size_t n);
+
+/* The first round at once, then every period; a no-op when already running. */
+int units_check_start(UnitsCheck *c);

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Issue 15: GNA's quieter duties, with the real agent in the sandbox (lib/sandbox.py: emulator, user
+manager running containerd.service and kubelet.service stand-ins, the agent as a unit) and shortened
+periods (INPLACE_AGENT_KUBE_TUNING units-check/units-stuck):
+  * an emulated gardenlet health check (GNP §8 items 1 and 3: Lease gardener-node-agent-<node> renewed
+    within its duration, SystemdUnitsReady True) passes on the healthy node;
+  * a failed unit turns SystemdUnitsReady False/UnhealthyUnits, one stuck activating first
+    True/ProgressingUnits and then False "stuck in activating"; back to AllUnitsHealthy when it runs;
+  * the condition is patched by type (MCM's InPlaceUpdate condition survives) and only on change: no
+    Node write while nothing changes."""
+
+import calendar
+import os
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "lib"))
+import sandbox  # noqa: E402
+
+COND = "SystemdUnitsReady"
+LEASE = "gardener-node-agent-" + sandbox.NODE
+TUNING = "units-check=1s,units-stuck=4s"
+SB = None
+
+
+def setUpModule():
+    global SB
+    SB = sandbox.start_for_module(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10,
+                                  agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING})
+
+
+def tearDownModule():
+    sandbox.stop_for_module(SB)
+
+
+def units_ready(node):
+    return sandbox.condition(node, COND)
+
+
+def rfc3339(s):
+    return calendar.timegm(time.strptime(s.split(".")[0].rstrip("Z"), "%Y-%m-%dT%H:%M:%S"))
+
+
+def gardenlet_node_agent_healthy():
+    """What gardenlet's shoot care checks per node: the Lease is fresh, SystemdUnitsReady is not False."""
+    lease = SB.emu.get("leases", LEASE, namespace="kube-system", group="coordination.k8s.io")
+    if not lease:
+        return False, "no Lease %s" % LEASE
+    renew = rfc3339(lease["spec"]["renewTime"])
+    if renew + lease["spec"]["leaseDurationSeconds"] < time.time():
+        return False, "gardener-node-agent stopped running on node %s" % sandbox.NODE
+    c = units_ready(SB.node())
+    if c and c["status"] == "False":
+        return False, c["message"]
+    return True, ""
+
+
+def node_status_writes(since):
+    return [e for e in SB.emu.request_log(since=since, path="^/api/v1/nodes/%s/status$" % sandbox.NODE)
+            if e["method"] == "PATCH"]
+
+
+class Duties(unittest.TestCase):
+    def wait_condition(self, pred, timeout, what):
+        return units_ready(SB.wait_node(lambda n: units_ready(n) and pred(units_ready(n)), timeout, what))
+
+    def wait_healthy(self):
+        return self.wait_condition(lambda c: c["reason"] == "AllUnitsHealthy", 20, "AllUnitsHealthy")
+
+    def test_1_healthy_node_then_idle(self):
+        SB.emu.set_condition(sandbox.NODE, "InPlaceUpdate", "True", "CandidateForUpdate",
+                             sandbox.MCM_MESSAGES["CandidateForUpdate"])
+        c = self.wait_healthy()
+        self.assertEqual((c["status"], c["message"]),
+                         ("True", "All systemd units from the operating system config are running as expected."))
+        ok, why = gardenlet_node_agent_healthy()
+        self.assertTrue(ok, why)
+        lease = SB.emu.get("leases", LEASE, namespace="kube-system", group="coordination.k8s.io")
+        self.assertEqual(lease["spec"]["holderIdentity"], LEASE)
+        self.assertEqual(lease["metadata"]["ownerReferences"][0]["uid"], SB.node()["metadata"]["uid"])
+        self.assertTrue(lease["metadata"]["ownerReferences"][0]["controller"])
+        # Patched by type: MCM's condition is still there.
+        self.assertIsNotNone(sandbox.condition(SB.node(), "InPlaceUpdate"))
+        # Several rounds (1 s each) with nothing changing: no write at all.
+        seq = SB.emu.request_log()[-1]["seq"]
+        first = time.monotonic()
+        SB.wait_node(lambda n: time.monotonic() - first > 4, 10, "four check periods")
+        self.assertEqual(node_status_writes(seq), [], "Node status writes while nothing changed")
+
+    def test_2_failed_unit(self):
+        self.wait_healthy()
+        t0 = time.monotonic()
+        SB.systemctl("kill", "--signal=KILL", sandbox.CONTAINERD_UNIT, check=True)
+        c = self.wait_condition(lambda c: c["status"] == "False", 20, "SystemdUnitsReady False")
+        self.assertEqual((c["reason"], c["message"]), ("UnhealthyUnits", "containerd.service: failed"))
+        ok, why = gardenlet_node_agent_healthy()
+        self.assertFalse(ok)
+        self.assertEqual(why, "containerd.service: failed")
+        self.assertLess(time.monotonic() - t0, 120, "gardenlet sees it within two minutes")
+        SB.systemctl("reset-failed", sandbox.CONTAINERD_UNIT)
+        SB.systemctl("start", sandbox.CONTAINERD_UNIT, check=True)
+        c = self.wait_healthy()
+        self.assertEqual(c["status"], "True")
+
+    def test_3_stuck_activating(self):
+        self.wait_healthy()
+        # A containerd that never says it is ready: activating until its (absent) start timeout.
+        SB.um.write_unit(sandbox.CONTAINERD_UNIT, SB.um.service("/bin/sleep infinity", type="notify",
+                                                                service_extra="TimeoutStartSec=infinity\n"))
+        SB.um.daemon_reload()
+        SB.systemctl("restart", "--no-block", sandbox.CONTAINERD_UNIT, check=True)
+        c = self.wait_condition(lambda c: c["reason"] == "ProgressingUnits", 20, "ProgressingUnits")
+        self.assertEqual(c["status"], "True")
+        self.assertRegex(c["message"], r"^containerd\.service: activating for \ds$")
+        c = self.wait_condition(lambda c: c["status"] == "False", 20, "stuck in activating")
+        self.assertEqual(c["reason"], "UnhealthyUnits")
+        self.assertRegex(c["message"], r"^containerd\.service: stuck in activating for \ds$")
+        SB.um.write_unit(sandbox.CONTAINERD_UNIT, SB.containerd_unit_text())
+        SB.um.daemon_reload()
+        SB.systemctl("restart", sandbox.CONTAINERD_UNIT, check=True)
+        self.wait_healthy()
+
+
+    def publish_and_time(self, **kw):
+        """Publish a changed OSC (same versions, other content) and return the seconds until the agent
+        wrote its checksum to the Node."""
+        t0 = time.monotonic()
+        checksum = SB.publish_osc(**kw)
+        SB.wait_node(lambda n: sandbox.annotation(n, sandbox.NODE_CHECKSUM) == checksum, 30, "checksum applied")
+        took = time.monotonic() - t0
+        # GNP §1.3: the OSCApplied Event (action Reconcile) goes with the checksum.
+        sandbox.kubeemu.wait_for(lambda: [e for e in SB.events() if e.get("reason") == "OSCApplied" and
+                                          e.get("action") == "Reconcile" and
+                                          e["message"] == "Operating system config has been applied successfully"],
+                                 10, "the OSCApplied Event")
+        return took
+
+    def test_4_reconciliation_delay(self):
+        DELAY = "node-agent.gardener.cloud/reconciliation-delay"
+        SB.emu.label_node(sandbox.NODE, annotations={DELAY: "4s"}, manager="gardener-resource-manager")
+        SB.wait_node(lambda n: sandbox.annotation(n, DELAY) == "4s", 5, "the annotation")
+        took = self.publish_and_time(min_version="1.0.1")
+        self.assertGreaterEqual(took, 3.9, "an OSC update waits the delay")
+        self.assertLess(took, 15)
+        # Unparseable: the previous delay (4s) stays.
+        SB.emu.label_node(sandbox.NODE, annotations={DELAY: "soon"}, manager="gardener-resource-manager")
+        SB.wait_node(lambda n: sandbox.annotation(n, DELAY) == "soon", 5, "the annotation")
+        took = self.publish_and_time(min_version="1.0.2")
+        self.assertGreaterEqual(took, 3.9, "an unparseable delay keeps the previous one")
+        # Zero: at once.
+        SB.emu.label_node(sandbox.NODE, annotations={DELAY: "0s"}, manager="gardener-resource-manager")
+        SB.wait_node(lambda n: sandbox.annotation(n, DELAY) == "0s", 5, "the annotation")
+        took = self.publish_and_time(min_version="1.0.3")
+        self.assertLess(took, 3)
+
+    def test_5_delay_skipped_with_the_gate_open(self):
+        DELAY = "node-agent.gardener.cloud/reconciliation-delay"
+        SB.emu.label_node(sandbox.NODE, annotations={DELAY: "1h"}, manager="gardener-resource-manager")
+        SB.emu.set_condition(sandbox.NODE, "InPlaceUpdate", "True", "ReadyForUpdate",
+                             sandbox.MCM_MESSAGES["ReadyForUpdate"])
+        SB.wait_node(lambda n: sandbox.annotation(n, DELAY) == "1h" and
+                     (sandbox.condition(n, "InPlaceUpdate") or {}).get("reason") == "ReadyForUpdate", 5, "gate")
+        took = self.publish_and_time(min_version="1.0.4")
+        self.assertLess(took, 5, "no delay while the gate is open")
+        # A waiting update goes as soon as the gate opens.
+        SB.emu.set_condition(sandbox.NODE, "InPlaceUpdate", "True", "CandidateForUpdate",
+                             sandbox.MCM_MESSAGES["CandidateForUpdate"])
+        SB.wait_node(lambda n: (sandbox.condition(n, "InPlaceUpdate") or {}).get("reason") == "CandidateForUpdate",
+                     5, "gate closed")
+        checksum = SB.publish_osc(min_version="1.0.5")
+        sandbox.kubeemu.wait_for(lambda: "waiting the reconciliation delay of 1h" in SB.agent_log(), 10,
+                                 "the agent waiting")
+        self.assertNotEqual(sandbox.annotation(SB.node(), sandbox.NODE_CHECKSUM), checksum)
+        SB.emu.set_condition(sandbox.NODE, "InPlaceUpdate", "True", "ReadyForUpdate",
+                             sandbox.MCM_MESSAGES["ReadyForUpdate"])
+        SB.wait_node(lambda n: sandbox.annotation(n, sandbox.NODE_CHECKSUM) == checksum, 10, "applied at the gate")
+        SB.emu.set_condition(sandbox.NODE, "InPlaceUpdate", remove=True)
+
+if __name__ == "__main__":
+    sandbox.skip_if_missing()
+    unittest.main(verbosity=2)

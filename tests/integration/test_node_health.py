@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Issue 15: GNA's kubelet and containerd health checks (GNP §8 item 2), with the real agent in the sandbox
+and shortened periods (health-check=1s, health-grace=3s instead of 30 s / 1 min):
+  * a kubelet that stops answering /healthz (its health port taken over by a server that hangs) is
+    reported (Warning, reason kubelet, action HealthCheck), restarted over D-Bus after the grace time
+    (new InvocationID) and reported healthy again (Normal);
+  * a containerd whose socket is gone is reported and restarted the same way (reason containerd);
+  * `kubectl describe node` shows the health-check Events."""
+
+import os
+import shutil
+import socket
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "lib"))
+import sandbox  # noqa: E402
+
+TUNING = "health-check=1s,health-grace=3s"
+SB = None
+
+
+def setUpModule():
+    global SB
+    SB = sandbox.start_for_module(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10,
+                                  agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING}, fake_hostname=True)
+
+
+def tearDownModule():
+    sandbox.stop_for_module(SB)
+
+
+def health_events(reason):
+    return [(e["type"], e["message"]) for e in SB.events()
+            if e.get("reason") == reason and e.get("action") == "HealthCheck"]
+
+
+def wait_event(reason, pred, timeout, what):
+    return sandbox.kubeemu.wait_for(lambda: [e for e in health_events(reason) if pred(e)], timeout, what)
+
+
+class Health(unittest.TestCase):
+    def test_1_kubelet_stops_answering(self):
+        before = SB.um.invocation_id(sandbox.KUBELET_UNIT)
+        # The stand-in kubelet stops; a listener that never answers takes its health port (a hung kubelet).
+        SB.systemctl("stop", sandbox.KUBELET_UNIT, check=True)
+        hung = socket.socket()
+        hung.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        hung.bind(("127.0.0.1", SB.healthz_port))
+        hung.listen(16)
+        try:
+            wait_event("kubelet", lambda e: e[0] == "Warning" and
+                       e[1].startswith("Kubelet is unhealthy, health check error: "), 15, "the first Warning")
+            # The restart would start the stand-in on the port we hold: give it back right before.
+            wait_event("kubelet", lambda e: e[0] == "Warning" and
+                       e[1].startswith("Kubelet is unhealthy for more than 3s, restarting it. Health check error: "),
+                       15, "the restart Warning")
+        finally:
+            hung.close()
+        sandbox.usermgr.wait_until(lambda: SB.um.active_state(sandbox.KUBELET_UNIT) == "active" and
+                                   SB.um.invocation_id(sandbox.KUBELET_UNIT) != before, 20, "kubelet restarted")
+        wait_event("kubelet", lambda e: e == ("Normal", "Kubelet is healthy"), 20, "healthy again")
+
+    def test_2_containerd_socket_gone(self):
+        before = SB.um.invocation_id(sandbox.CONTAINERD_UNIT)
+        os.unlink(SB.containerd_socket)
+        wait_event("containerd", lambda e: e[0] == "Warning" and e[1].startswith(
+            "Containerd is unhealthy: dial unix %s: connect: " % SB.containerd_socket), 15, "the first Warning")
+        wait_event("containerd", lambda e: e[0] == "Warning" and
+                   e[1].startswith("Containerd is unhealthy for more than 3s, restarting it: "), 15, "restart")
+        sandbox.usermgr.wait_until(lambda: SB.um.invocation_id(sandbox.CONTAINERD_UNIT) != before, 20,
+                                   "containerd restarted")
+        wait_event("containerd", lambda e: e == ("Normal", "Containerd is healthy"), 20, "healthy again")
+
+    def test_3_kubectl_describe(self):
+        """What an operator sees: the SystemdUnitsReady condition, the labels and the health-check Events."""
+        if not shutil.which("kubectl"):
+            self.skipTest("kubectl is not installed")
+        SB.wait_node(lambda n: sandbox.condition(n, "SystemdUnitsReady"), 20, "SystemdUnitsReady")
+        r = SB.kubectl("describe", "node", sandbox.NODE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"SystemdUnitsReady\s+True\s+.*AllUnitsHealthy")
+        self.assertIn("node-role.kubernetes.io/worker=", r.stdout)
+        self.assertRegex(r.stdout, r"Normal\s+kubelet\s+.*Kubelet is healthy")
+        self.assertRegex(r.stdout, r"Warning\s+containerd\s+.*Containerd is unhealthy")
+
+
+    def test_4_hostname_change_restarts_the_agent(self):
+        """GNP §8 item 5: a changed hostname restarts the agent through systemd, once."""
+        before = SB.um.invocation_id(sandbox.AGENT_UNIT)
+        SB.set_hostname("Renamed-Node")
+        sandbox.usermgr.wait_until(lambda: SB.um.invocation_id(sandbox.AGENT_UNIT) != before and
+                                   SB.um.active_state(sandbox.AGENT_UNIT) == "active", 20, "the agent restarted")
+        self.assertIn('The hostname changed from', SB.agent_log())
+        after = SB.um.invocation_id(sandbox.AGENT_UNIT)
+        # The new agent started with the new name: no second restart over the next rounds (1 s each).
+        SB.wait_node(lambda n: SB.agent_log().count("hostname changed") == 1 and
+                     SB.agent_log().count("Starting inplace-agent") >= 2, 10, "the new agent running")
+        t0 = time.monotonic()
+        SB.wait_node(lambda n: time.monotonic() - t0 > 3, 10, "three rounds")
+        self.assertEqual(SB.um.invocation_id(sandbox.AGENT_UNIT), after)
+
+if __name__ == "__main__":
+    sandbox.skip_if_missing()
+    unittest.main(verbosity=2)

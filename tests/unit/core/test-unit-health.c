@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "core/unit-health.h"
+#include "tests.h"
+
+#define NOW (1000 * USEC_PER_SEC)
+#define U(n, en, load, active, sub) \
+        { .name = (n), .enabled = (en), .load_state = (load), .active_state = (active), .sub_state = (sub) }
+
+static void expect(const UnitHealthState *units, size_t n, bool status, const char *reason, const char *message) {
+        UnitHealthVerdict v = {};
+
+        assert_int_equal(unit_health_evaluate(units, n, NOW, UNIT_HEALTH_STUCK_USEC, &v), 0);
+        assert_int_equal(v.status, status);
+        assert_string_equal(v.reason, reason);
+        assert_string_equal(v.message, message);
+        unit_health_verdict_done(&v);
+}
+
+static void test_healthy(void **state) {
+        UnitHealthState units[] = {
+                U("a.service", true, "loaded", "active", "running"),
+                U("b.service", false, "loaded", "inactive", "dead"),
+                U("c.service", false, "loaded", "failed", "failed"),       /* disabled: not our business */
+                U("d.service", false, "not-found", "inactive", "dead"),
+                U("e.service", true, "loaded", "activating", "auto-restart"),
+                { .name = "f.service", .enabled = true, .load_state = "loaded", .active_state = "inactive",
+                  .sub_state = "dead", .service_type = "oneshot" },
+                { .name = "g.service", .enabled = true, .load_state = "loaded", .active_state = "inactive",
+                  .sub_state = "dead", .service_type = "simple", .triggered = true },
+        };
+
+        expect(units, ELEMENTSOF(units), true, "AllUnitsHealthy", UNIT_HEALTH_MESSAGE_HEALTHY);
+        expect(NULL, 0, true, "AllUnitsHealthy", UNIT_HEALTH_MESSAGE_HEALTHY);
+}
+
+static void test_unhealthy(void **state) {
+        UnitHealthState units[] = {
+                U("a.service", true, "loaded", "failed", "failed"),
+                U("b.service", true, "not-found", "inactive", "dead"),
+                U("c.service", false, "loaded", "active", "running"),
+                U("d.service", true, "loaded", "inactive", "dead"),          /* simple, not triggered */
+                { .name = "e.service", .enabled = true, .load_state = "loaded", .active_state = "activating",
+                  .sub_state = "start", .state_change_usec = NOW - UNIT_HEALTH_STUCK_USEC },
+                { .name = "f.service", .enabled = true, .load_state = "loaded", .active_state = "deactivating",
+                  .sub_state = "stop-sigterm", .state_change_usec = NOW - 12 * USEC_PER_SEC },
+        };
+
+        expect(units, ELEMENTSOF(units), false, "UnhealthyUnits",
+               "a.service: failed; b.service: not loaded; c.service: active but should be disabled; "
+               "d.service: inactive but should be enabled; e.service: stuck in activating for 5m0s");
+}
+
+static void test_progressing(void **state) {
+        UnitHealthState units[] = {
+                U("a.service", true, "loaded", "active", "running"),
+                { .name = "b.service", .enabled = true, .load_state = "loaded", .active_state = "activating",
+                  .sub_state = "start", .state_change_usec = NOW - 12 * USEC_PER_SEC - 1 },
+                { .name = "c.service", .enabled = true, .load_state = "loaded", .active_state = "deactivating",
+                  .sub_state = "stop", .state_change_usec = NOW - UNIT_HEALTH_STUCK_USEC + 1 },
+                /* A timestamp in the future (another clock) counts as just now. */
+                { .name = "d.service", .enabled = true, .load_state = "loaded", .active_state = "activating",
+                  .sub_state = "start", .state_change_usec = NOW + USEC_PER_SEC },
+        };
+
+        expect(units, ELEMENTSOF(units), true, "ProgressingUnits",
+               "b.service: activating for 12s; c.service: deactivating for 4m59s; d.service: activating for 0s");
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_healthy),
+                cmocka_unit_test(test_unhealthy),
+                cmocka_unit_test(test_progressing),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
