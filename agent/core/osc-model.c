@@ -48,7 +48,7 @@ void osc_unit_done(OscUnit *u) {
         for (size_t i = 0; i < u->n_drop_ins; i++)
                 drop_in_done(&u->drop_ins[i]);
         free(u->drop_ins);
-        for (size_t i = 0; i < u->n_file_paths; i++)
+        for (size_t i = 0; u->file_paths && i < u->n_file_paths; i++)
                 free(u->file_paths[i]);
         free(u->file_paths);
         *u = (OscUnit) { .command = _OSC_UNIT_COMMAND_INVALID, .enable = -1 };
@@ -586,11 +586,11 @@ static int merge_unit(OscUnit *dst, OscUnit *src) {
                 free(dst->content);
                 dst->content = TAKE_PTR(src->content);
         }
-        if (src->n_drop_ins > 0)        /* memcpy() from NULL is undefined even for 0 bytes */
+        if (src->n_drop_ins > 0 && src->drop_ins)      /* memcpy() from NULL is undefined even for 0 bytes */
                 memcpy(dst->drop_ins + dst->n_drop_ins, src->drop_ins, src->n_drop_ins * sizeof(OscDropIn));
         dst->n_drop_ins += src->n_drop_ins;
         src->n_drop_ins = 0;
-        if (src->n_file_paths > 0)
+        if (src->n_file_paths > 0 && src->file_paths)
                 memcpy(dst->file_paths + dst->n_file_paths, src->file_paths, src->n_file_paths * sizeof(char *));
         dst->n_file_paths += src->n_file_paths;
         src->n_file_paths = 0;
@@ -619,7 +619,7 @@ static int decode_units(const json_t *list, const char *where, OscModel *m, char
 
         json_array_foreach(list, i, e) {
                 _cleanup_free_ char *uw = NULL;
-                OscUnit u, *existing;
+                OscUnit u = {}, *existing;
                 int r;
 
                 if (asprintf(&uw, "%s[%zu]", where, i) < 0)
@@ -654,7 +654,7 @@ static int decode_files(const json_t *list, const char *where, bool in_status, c
 
         json_array_foreach(list, i, e) {
                 _cleanup_free_ char *fw = NULL;
-                OscFile f;
+                OscFile f = {};
                 int r;
 
                 if (asprintf(&fw, "%s[%zu]", where, i) < 0)

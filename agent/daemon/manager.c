@@ -97,7 +97,7 @@ static char *json_compact(const json_t *j) {
         char *s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : strdup("{}");
 
         if (s && strlen(s) > DEBUG_JSON_MAX)
-                strcpy(s + DEBUG_JSON_MAX - 3, "...");
+                memcpy(s + DEBUG_JSON_MAX - 3, "...", 4);
         return s;
 }
 

@@ -121,8 +121,7 @@ static void make_name(EventCache *c, char *buf, const char *object_name, uint64_
         int n = snprintf(suffix, sizeof(suffix), ".%llx", (unsigned long long) nsec);
         size_t keep = MIN(strlen(object_name), (size_t) (EVENT_NAME_MAX - n));
 
-        memcpy(buf, object_name, keep);
-        memcpy(buf + keep, suffix, (size_t) n + 1);
+        snprintf(buf, EVENT_NAME_MAX + 1, "%.*s%s", (int) keep, object_name, suffix);
         c->last_name_nsec = nsec;
 }
 

@@ -131,7 +131,7 @@ static int get_base64(Ctx *x, const json_t *obj, const char *field, const char *
         if (r < 0 || n + m == 0)
                 return fail(x->error, -EINVAL, x->source, "%s.%s: not valid base64", where, field);
         out[n + m] = '\0';
-        *ret_size = (size_t) (n + m);
+        *ret_size = (size_t) n + (size_t) m;
         *ret = (char *) TAKE_PTR(out);
         return 0;
 }

@@ -404,7 +404,8 @@ int kubelet_store_gc(const KubeletStore *s, const char *const *protect) {
         closedir(d);
 
         if (r >= 0) {
-                qsort(list, n, sizeof(*list), compare_newest_first);
+                if (n > 0)
+                        qsort(list, n, sizeof(*list), compare_newest_first);
                 /* Protected ones count against keep_versions first; then the newest others. */
                 for (size_t i = 0; i < n; i++)
                         if (streq_ptr(list[i].name, current) || strv_contains((char *const *) protect, list[i].name))

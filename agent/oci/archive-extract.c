@@ -607,7 +607,7 @@ int archive_extract_from_layers(const char *const *layer_paths, size_t n_layers,
 
         for (size_t i = n_layers; i > 0; i--) {
                 _cleanup_close_ int fd = -EBADF;
-                ArchiveExtractResult res;
+                ArchiveExtractResult res = {};
                 int r;
 
                 fd = open(layer_paths[i - 1], O_RDONLY | O_CLOEXEC | O_NOCTTY);

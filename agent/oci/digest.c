@@ -69,7 +69,7 @@ char *digest_format_hex(const Digest *d, char *buf) {
 }
 
 char *digest_format(const Digest *d, char *buf) {
-        memcpy(buf, "sha256:", 7);
+        snprintf(buf, 8, "sha256:");
         (void) digest_format_hex(d, buf + 7);
         return buf;
 }

@@ -257,7 +257,7 @@ int oci_ref_substitute_version(const char *template, const char *version, char *
                 const char *hit = strstr(p, placeholder);
 
                 if (!hit) {
-                        strcpy(o, p);
+                        memcpy(o, p, strlen(p) + 1);
                         break;
                 }
                 memcpy(o, p, (size_t) (hit - p));

@@ -280,7 +280,7 @@ static int os_image_plan(OsImage *i, char ***ret_remove) {
         _cleanup_free_ char *booted = NULL;
         uint64_t freed = 0, avail;
         struct statvfs sv;
-        size_t n;
+        size_t n = 0;
         int r;
 
         if (!isempty(i->efivars_directory))
@@ -294,7 +294,7 @@ static int os_image_plan(OsImage *i, char ***ret_remove) {
         if (r < 0)
                 return r;
 
-        for (char **f = remove; *f; f++) {
+        for (char **f = remove; f && *f; f++) {
                 struct stat st;
 
                 if (fstatat(i->dir_fd, *f, &st, AT_SYMLINK_NOFOLLOW) >= 0)
@@ -314,7 +314,7 @@ static int os_image_plan(OsImage *i, char ***ret_remove) {
 static int os_image_remove_old(OsImage *i, char **remove) {
         bool any = false;
 
-        for (char **f = remove; *f; f++) {
+        for (char **f = remove; f && *f; f++) {
                 if (unlinkat(i->dir_fd, *f, 0) < 0 && errno != ENOENT)
                         return -errno;
                 any = true;
