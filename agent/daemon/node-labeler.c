@@ -7,6 +7,7 @@
 #include "daemon/node-labeler.h"
 #include "util/fileio.h"
 #include "util/log.h"
+#include "util/time-util.h"
 
 struct NodeLabeler {
         Reporter *reporter;             /* borrowed */
@@ -19,13 +20,6 @@ struct NodeLabeler {
 
 /* After a failed patch (e.g. forbidden), Node events do not each bring another one. */
 #define NODE_LABELER_RETRY_USEC (5 * 60 * USEC_PER_SEC)
-
-static uint64_t monotonic_usec(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
-}
 
 int node_labeler_new(Reporter *reporter, const char *zone_path, NodeLabeler **ret) {
         _cleanup_(node_labeler_freep) NodeLabeler *l = NULL;
@@ -74,7 +68,7 @@ static void node_labeler_on_done(int error, void *userdata) {
 
         /* A failure is logged by the reporter; a Node event after the retry interval tries again. */
         l->writing = false;
-        l->failed_usec = error < 0 ? monotonic_usec() : 0;
+        l->failed_usec = error < 0 ? clock_now_usec(CLOCK_MONOTONIC) : 0;
 }
 
 void node_labeler_sync(NodeLabeler *l, const NodeView *v) {
@@ -82,7 +76,7 @@ void node_labeler_sync(NodeLabeler *l, const NodeView *v) {
         int r;
 
         assert(l);
-        if (!v || l->writing || (l->failed_usec && monotonic_usec() - l->failed_usec < NODE_LABELER_RETRY_USEC))
+        if (!v || l->writing || (l->failed_usec && clock_now_usec(CLOCK_MONOTONIC) - l->failed_usec < NODE_LABELER_RETRY_USEC))
                 return;
         r = node_labels_patch(v, l->zone, &patch);
         if (r < 0) {

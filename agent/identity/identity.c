@@ -198,13 +198,6 @@ int identity_machine_name(const char *gna_directory, const char *node_name, char
         return *ret ? 0 : -ENOMEM;
 }
 
-static uint64_t realtime_usec(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
-}
-
 /* The PEM bytes of a kubeconfig's client certificate or key: inline data, or the file. Owned copy. */
 static int credential_bytes(const char *data, size_t data_size, const char *file, char **ret, size_t *ret_size) {
         if (data) {
@@ -252,7 +245,7 @@ static Credential current_credential(const Identity *id, ClientCertInfo *ret_inf
                 *why = "the client certificate does not belong to its key or is invalid";
                 return CREDENTIAL_NONE;
         }
-        if (realtime_usec() >= ret_info->not_after_usec) {
+        if (clock_now_usec(CLOCK_REALTIME) >= ret_info->not_after_usec) {
                 *why = "the client certificate has expired";
                 return CREDENTIAL_NONE;
         }
