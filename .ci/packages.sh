@@ -26,7 +26,7 @@ die() { printf 'packages.sh: FAILED: %s\n' "$*" >&2; exit 1; }
 # --- Tools and build dependencies ------------------------------------------------------------
 tools=(build-essential debhelper dpkg-dev lintian rpm rpmlint file man-db python3
        meson ninja-build pkg-config systemd
-       libsystemd-dev libcurl4-openssl-dev libjansson-dev libarchive-dev libyaml-dev libssl-dev
+       libsystemd-dev libcurl4-openssl-dev libjansson-dev libarchive-dev libisal-dev libyaml-dev libssl-dev
        libcmocka-dev)
 missing=()
 for p in "${tools[@]}"; do

@@ -171,7 +171,7 @@ class TestPackagingDocs(unittest.TestCase):
 # pkg-config name (meson dependency()) -> the Debian -dev package that provides it.
 DEBIAN_DEV_PACKAGE = {
     "libsystemd": "libsystemd-dev", "libcurl": "libcurl4-openssl-dev", "jansson": "libjansson-dev",
-    "libarchive": "libarchive-dev", "yaml-0.1": "libyaml-dev", "libcrypto": "libssl-dev",
+    "libarchive": "libarchive-dev", "libisal": "libisal-dev", "yaml-0.1": "libyaml-dev", "libcrypto": "libssl-dev",
     "cmocka": "libcmocka-dev", "systemd": "systemd",
 }
 
