@@ -50,7 +50,9 @@ def wait_fault_watch(emu, fault, timeout=10):
 @test
 def list_then_watch_with_bookmarks(emu):
     emu.seed_node("n1", labels={"role": "a"})
+    seeded_rv = emu.get_node("n1")["metadata"]["resourceVersion"]
     with Agent(emu, "n1") as agent:
+        agent.wait_settled()
         agent.wait_ready()
         agent.wait_label("role", "a")
         emu.wait_for_watch(timeout=5)
@@ -66,8 +68,9 @@ def list_then_watch_with_bookmarks(emu):
         eq(p.get("fieldSelector"), "metadata.name=n1", "field selector")
         eq(p.get("allowWatchBookmarks"), "true", "bookmarks requested")
         check(2 <= int(p["timeoutSeconds"]) < 4, "timeoutSeconds %s outside [2,4)", p["timeoutSeconds"])
-        check(int(p["resourceVersion"]) >= int(emu.get_node("n1")["metadata"]["resourceVersion"]),
-              "watch RV %r older than the Node", p["resourceVersion"])
+        # (the agent's own first write, GNA's role label, comes after its first watch started)
+        check(int(p["resourceVersion"]) >= int(seeded_rv),
+              "watch RV %r older than the Node it listed", p["resourceVersion"])
         check("Watching node n1" in agent.notify.statuses(), "STATUS: %r" % agent.notify.statuses())
 
         # A label change reaches the agent's view; the RV it reports is the patch's RV.
@@ -82,6 +85,7 @@ def dropped_stream_rewatches_without_relist(emu):
     """Fault 1: FIN without the terminating chunk after one event; a second change happens while dropped."""
     emu.seed_node("n2", labels={"step": "0"})
     with Agent(emu, "n2") as agent:
+        agent.wait_settled()
         agent.wait_label("step", "0")
         emu.inject("watch-drop", params={"after_events": 1})
         wait_fault_watch(emu, "watch-drop")
@@ -104,6 +108,7 @@ def rst_dropped_stream(emu):
     """Fault 1 with a TCP RST instead of a FIN."""
     emu.seed_node("n3")
     with Agent(emu, "n3") as agent:
+        agent.wait_settled()
         agent.wait_ready()
         emu.inject("watch-drop", params={"after_events": 1, "rst": True})
         wait_fault_watch(emu, "watch-drop")
@@ -121,6 +126,7 @@ def truncated_event_is_discarded(emu):
     """Fault 2: half an event, then the connection drops; the fragment is never applied."""
     emu.seed_node("n4", labels={"t": "0"})
     with Agent(emu, "n4") as agent:
+        agent.wait_settled()
         agent.wait_label("t", "0")
         emu.inject("watch-truncate", params={"after_events": 1})
         wait_fault_watch(emu, "watch-truncate")
@@ -136,6 +142,7 @@ def garbage_line_relists_with_backoff(emu):
     """Fault 3a: a non-JSON line in the stream → relist (from the last RV) after a backoff step."""
     emu.seed_node("n5", labels={"g": "0"})
     with Agent(emu, "n5") as agent:
+        agent.wait_settled()
         agent.wait_label("g", "0")
         emu.inject("watch-garbage", params={"line": "this is not json", "then": "keep"})
         wait_fault_watch(emu, "watch-garbage")
@@ -156,6 +163,7 @@ def unknown_event_type_relists(emu):
     """Fault 3b: valid JSON with an unknown type → like a decode error."""
     emu.seed_node("n6")
     with Agent(emu, "n6") as agent:
+        agent.wait_settled()
         agent.wait_ready()
         emu.inject("watch-garbage", params={"unknown_type": True, "type": "SURPRISE", "then": "keep"})
         wait_fault_watch(emu, "watch-garbage")
@@ -170,6 +178,7 @@ def expired_in_stream_relists_then_watches_new_rv(emu):
     """Fault 4a: ERROR 410 Expired inside a 200 stream → LIST, then WATCH from that list's RV."""
     emu.seed_node("n7")
     with Agent(emu, "n7") as agent:
+        agent.wait_settled()
         agent.wait_ready()
         emu.wait_for_watch(timeout=5)
         since = agentrun.last_seq(emu)
@@ -193,6 +202,7 @@ def expired_http_status_at_watch_start(emu):
     """Fault 4b: a plain HTTP 410 Status answer to the watch request."""
     emu.seed_node("n8")
     with Agent(emu, "n8") as agent:
+        agent.wait_settled()
         agent.wait_ready()
         since = agentrun.last_seq(emu)
         emu.inject("expired", verbs=["watch"])
@@ -206,6 +216,7 @@ def expired_relist_falls_back_to_consistent_list(emu):
     """Fault 5: the relist with the last RV gets 410 too → LIST with resourceVersion="" at once."""
     emu.seed_node("n9")
     with Agent(emu, "n9") as agent:
+        agent.wait_settled()
         agent.wait_ready()
         emu.wait_for_watch(timeout=5)
         since = agentrun.last_seq(emu)
@@ -230,6 +241,7 @@ def bookmarks_keep_rv_fresh(emu):
     agent's RV, so reconnects neither 410 nor relist."""
     emu.seed_node("n10")
     with Agent(emu, "n10") as agent:
+        agent.wait_settled()
         agent.wait_ready()
         emu.wait_for_watch(timeout=5)
         since = agentrun.last_seq(emu)
@@ -257,6 +269,7 @@ def oversized_event_is_a_warning_once(emu):
     long"), retried forever in silence. Now one warning naming the object and the limit, per distinct error."""
     emu.seed_node("n11")
     with Agent(emu, "n11") as agent:
+        agent.wait_settled()
         agent.wait_ready()
         emu.wait_for_watch(timeout=5)
         for t in ("BigA", "BigB"):

@@ -188,6 +188,12 @@ class Agent:
     def wait_ready(self, timeout=10.0):
         return wait_for(lambda: self.notify.first("READY", "1"), timeout, "READY=1")
 
+    def wait_settled(self, timeout=10.0):
+        """READY=1 and the agent's own first writes to its Node (GNA's role label) seen back through
+        its watch: from here on, Node events are the test's own (faults that fire after N events)."""
+        self.wait_ready(timeout)
+        return self.wait_label("node-role.kubernetes.io/worker", "", timeout)
+
     def wait_log(self, text, timeout=10.0):
         return wait_for(lambda: text in self.log(), timeout, "%r in the agent log" % text)
 
