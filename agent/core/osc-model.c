@@ -601,14 +601,14 @@ static int merge_unit(OscUnit *dst, OscUnit *src) {
 
 const OscUnit *osc_model_find_unit(const OscModel *m, const char *name) {
         for (size_t i = 0; m && i < m->n_units; i++)
-                if (streq(m->units[i].name, name))
+                if (streq_ptr(m->units[i].name, name))
                         return &m->units[i];
         return NULL;
 }
 
 const OscFile *osc_model_find_file(const OscModel *m, const char *path) {
         for (size_t i = 0; m && i < m->n_files; i++)
-                if (streq(m->files[i].path, path))
+                if (streq_ptr(m->files[i].path, path))
                         return &m->files[i];
         return NULL;
 }

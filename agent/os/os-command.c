@@ -85,7 +85,7 @@ static int strv_build(const char *first, char *const *rest, char ***ret) {
                 if (!l[k++])
                         return -ENOMEM;
         }
-        for (size_t i = 0; rest && i < n; i++) {
+        for (size_t i = 0; i < n && rest[i]; i++) {
                 l[k] = strdup(rest[i]);
                 if (!l[k++])
                         return -ENOMEM;

@@ -1690,7 +1690,8 @@ static void random_change(World *w, unsigned step) {
  * every run reaches quiescence, and a quiet decision stays quiet when asked again. */
 static void test_random_walks(void **state) {
         /* TEST_WALKS=<n> soaks with more walks than the default run. */
-        unsigned walks = getenv("TEST_WALKS") ? (unsigned) strtoul(getenv("TEST_WALKS"), NULL, 10) : 60;
+        const char *soak = getenv("TEST_WALKS");
+        unsigned walks = soak ? (unsigned) strtoul(soak, NULL, 10) : 60;
 
         for (unsigned walk = 0; walk < walks; walk++) {
                 World *w = world_new();

@@ -494,8 +494,10 @@ static void test_corrupt_layer(void **state) {
 static void test_gzip_inflater(void **state) {
         const char *expect = getenv("EXPECT_ISAL");
 
-        if (!expect)
+        if (!expect) {
                 skip();
+                return;
+        }
         assert_int_equal(gzip_source_is_isal(), streq(expect, "1"));
 }
 
