@@ -827,7 +827,7 @@ static Outcome policy_node_recreated(World *w, const UpdateAction *a, UpdateFail
 /* Issue 16 finding 6: results belong to the Node uid the transaction started on. */
 static void test_node_recreated_during_apply(void **state) {
         World *w = world_new();
-        UpdateTransaction *tx;
+        _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
 
         world_osc(w, "c1", "1592.6", "1.32.1");
         world_applied(w, "c0");
