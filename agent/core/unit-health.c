@@ -39,8 +39,8 @@ static int joined_add(Joined *j, const char *fmt, ...) {
         if (!n)
                 return -ENOMEM;
         if (j->len > 0) {
-                memcpy(n + j->len, "; ", 2);
-                j->len += 2;
+                n[j->len++] = ';';
+                n[j->len++] = ' ';
         }
         memcpy(n + j->len, item, l + 1);
         j->len += l;

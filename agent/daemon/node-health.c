@@ -223,7 +223,7 @@ static int socket_connect_check(const char *path) {
 
         if (strlen(path) >= sizeof(sa.sun_path))
                 return -ENAMETOOLONG;
-        strcpy(sa.sun_path, path);
+        memcpy(sa.sun_path, path, strlen(path) + 1);     /* length checked above */
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return -errno;
