@@ -4,6 +4,7 @@
 
 #include "core/restart-request.h"
 #include "daemon/restart-handler.h"
+#include "util/backoff.h"
 #include "util/fileio.h"
 
 typedef enum RestartHandlerState {
@@ -38,7 +39,7 @@ struct RestartHandler {
         size_t index;                   /* next unit in request->units */
         UnitJob *job;                   /* borrowed: owned by uc, cancelled in our destructor */
         sd_event_source *retry_timer;   /* owned */
-        uint64_t retry_usec;            /* the last delay; 0 before the first failure */
+        unsigned retries;               /* removal failures in a row */
         uint64_t retry_min_usec;
         uint64_t retry_max_usec;
         RestartRecord record;
@@ -204,9 +205,9 @@ static void handler_removal_failed(RestartHandler *h) {
         int r;
 
         h->state = RESTART_HANDLER_RETRY_WAIT;
-        h->retry_usec = h->retry_usec == 0 ? h->retry_min_usec : MIN(h->retry_usec * 2, h->retry_max_usec);
         h->retry_timer = sd_event_source_disable_unref(h->retry_timer);
-        r = sd_event_add_time_relative(h->event, &h->retry_timer, CLOCK_MONOTONIC, h->retry_usec,
+        r = sd_event_add_time_relative(h->event, &h->retry_timer, CLOCK_MONOTONIC,
+                                       backoff_exponential(h->retry_min_usec, h->retry_max_usec, h->retries++),
                                        /* accuracy= */ 0, handler_on_retry, h);
         if (r < 0)
                 /* Nothing left to drive a retry; the next submit() of this value will. */
@@ -242,7 +243,7 @@ void restart_handler_annotation_removed(RestartHandler *h, int error) {
                 handler_removal_failed(h);
                 return;
         }
-        h->retry_usec = 0;
+        h->retries = 0;
         h->record.removed = true;
         record_save(h);
         handler_next(h);
@@ -320,7 +321,7 @@ static int handler_start(RestartHandler *h, const char *value) {
         restart_request_free(h->request);      /* left over if a removal retry could not be armed */
         h->request = TAKE_PTR(req);
         h->index = 0;
-        h->retry_usec = 0;
+        h->retries = 0;
 
         if (!h->record.rejected_reported) {
                 h->record.rejected_reported = true;
@@ -366,7 +367,7 @@ int restart_handler_submit(RestartHandler *h, const char *value) {
                 /* Gone or replaced: nothing of ours left to remove; the restarts can go ahead,
                  * and a new value comes afterwards. */
                 h->retry_timer = sd_event_source_disable_unref(h->retry_timer);
-                h->retry_usec = 0;
+                h->retries = 0;
                 h->record.removed = true;
                 record_save(h);
                 h->has_pending = true;
