@@ -571,6 +571,7 @@ static const ActionRunner runners[_UPDATE_ACTION_MAX] = {
 };
 
 static void executor_schedule(Executor *e);
+static void executor_kick(Executor *e);
 
 static int executor_on_wake(sd_event_source *s, uint64_t usec, void *userdata) {
         Executor *e = userdata;
@@ -757,7 +758,7 @@ static void executor_schedule(Executor *e) {
         (void) sd_event_source_set_enabled(e->defer, SD_EVENT_ONESHOT);
 }
 
-void executor_kick(Executor *e) {
+static void executor_kick(Executor *e) {
         if (!e)
                 return;
         e->dirty = true;

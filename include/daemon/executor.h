@@ -58,5 +58,3 @@ void executor_set_restarts_busy(Executor *e, bool busy);
 bool executor_blocks_unit_restarts(const Executor *e);
 /* An action is running. */
 bool executor_is_busy(const Executor *e);
-/* Something outside changed (e.g. the restart handler finished): decide again soon. */
-void executor_kick(Executor *e);
