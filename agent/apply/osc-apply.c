@@ -91,7 +91,8 @@ static const char *subject(const OscWork *w) {
 static void fail(OscApplier *a, const char *code, int error, const char *detail) {
         const OscWork *w = &a->changes->items[a->current];
         OscApplyFailure f = {
-                .code = code ?: failure_code(w->kind),
+                /* An owner's hook answering -EOPNOTSUPP cannot apply that change at all. */
+                .code = code ?: error == -EOPNOTSUPP ? "UnsupportedChange" : failure_code(w->kind),
                 .subject = subject(w),
                 .error = error,
                 .detail = detail ?: strerror(-error),

@@ -36,6 +36,7 @@ typedef struct Plan {
         char *os_from;                  /* owned */
         char *os_to;                    /* owned */
         bool rotation;
+        bool osc_work;                  /* the OSC's files/units/containerd work is part of it */
         UpdateFailureCode blocked;
         char *blocked_message;          /* owned */
 } Plan;
@@ -245,8 +246,10 @@ static char *summary(Builder *b) {
         if (tx->os_to)
                 o = b_printf(b, "os %s -> %s", strempty(tx->os_from), tx->os_to);
         if (!k && !o)
-                return b_strdup(b, tx->rotation ? "credentials rotation" : "no in-place changes for this agent");
-        return b_printf(b, "%s%s%s", strempty(k), k && o ? ", " : "", strempty(o));
+                return b_strdup(b, tx->rotation ? "credentials rotation" :
+                                   tx->osc_apply ? "files and units of the OSC" : "no in-place changes for this agent");
+        return b_printf(b, "%s%s%s%s", strempty(k), k && o ? ", " : "", strempty(o),
+                        tx->osc_apply ? ", files and units of the OSC" : "");
 }
 
 static char *phase_message(Builder *b) {
@@ -481,6 +484,22 @@ static int plan_rotation(Builder *b, Plan *p) {
 }
 
 /* Returns 1 with *p filled, 0 if nothing can be planned right now (status set). */
+/* The OSC's own work (CONTRACT §9.2): files, units and containerd change with every checksum that is
+ * not committed yet; an in-place flag of its diff (kubelet config, cpuManagerPolicy, rotations) gates
+ * it behind ReadyForUpdate, as upstream gates its whole reconcile (GNP §1.2). */
+static int plan_osc_work(Builder *b, Plan *p, bool in_place) {
+        const OscWorkView *w = &b->in->osc_work;
+
+        if (w->error) {
+                p->gated = p->gated || in_place;
+                return block(b, p, has_failure_code(w->error_code) ? w->error_code : UPDATE_FAILURE_INVALID_DESIRED_STATE,
+                             "%s", w->error);
+        }
+        p->osc_work = w->pending;
+        p->gated = p->gated || (w->pending && w->gated && in_place);
+        return 0;
+}
+
 static int compute_plan(Builder *b, Plan *p) {
         const OscDesired *osc = b->in->osc;
         /* GNP §2.3 step 2: the very first apply on a node is never gated and never updates the OS. */
@@ -490,6 +509,9 @@ static int compute_plan(Builder *b, Plan *p) {
 
         *p = (Plan) { .blocked = _UPDATE_FAILURE_INVALID };
 
+        r = plan_osc_work(b, p, in_place);
+        if (r < 0)
+                return r;
         r = plan_kubelet(b, p, in_place);
         if (r < 0)
                 return r;
@@ -503,7 +525,7 @@ static int compute_plan(Builder *b, Plan *p) {
 }
 
 static bool plan_empty(const Plan *p) {
-        return !p->kubelet_to && !p->os_to && !p->rotation && !has_failure_code(p->blocked);
+        return !p->kubelet_to && !p->os_to && !p->rotation && !p->osc_work && !has_failure_code(p->blocked);
 }
 
 /* ---- phases ---- */
@@ -516,7 +538,7 @@ static void add_plan(Builder *b) {
         a = add_api(b, UPDATE_ACTION_PUBLISH_PLAN, UPDATE_STEP_PLAN, true);
         if (!a)
                 return;
-        a->json = update_plan_json(b->tx, &b->in->settings);
+        a->json = update_plan_json(b->tx, &b->in->settings, b->in->osc_work.plan);
         if (!a->json)
                 b->error = -ENOMEM;
 }
@@ -651,18 +673,24 @@ static void add_os_apply(Builder *b) {
                 b->error = -ENOMEM;
 }
 
-static void add_kubelet_apply(Builder *b) {
+/* The new kubelet binary goes in first, then the OSC's files and units (its kubelet config and
+ * unit among them), then one kubelet restart: the OSC's own when its work restarts the kubelet
+ * unit, else ours. Never the new binary with the old configuration, never two restarts. */
+static void add_kubelet_and_osc_apply(Builder *b) {
         UpdateTransaction *tx = b->tx;
         UpdateAction *a;
 
-        if (!tx->kubelet_to)
-                return;
-        if (!done(b, UPDATE_STEP_SWITCH_KUBELET)) {
+        if (tx->kubelet_to && !done(b, UPDATE_STEP_SWITCH_KUBELET)) {
                 a = add_work(b, UPDATE_ACTION_SWITCH_KUBELET, UPDATE_STEP_SWITCH_KUBELET);
                 if (a)
                         a->version = b_strdup(b, tx->kubelet_to);
         }
-        if (!done(b, UPDATE_STEP_RESTART_KUBELET)) {
+        if (tx->osc_apply && !done(b, UPDATE_STEP_APPLY_OSC)) {
+                a = add_work(b, UPDATE_ACTION_APPLY_OSC, UPDATE_STEP_APPLY_OSC);
+                if (a)
+                        a->checksum = b_strdup(b, tx->checksum);
+        }
+        if (tx->kubelet_to && !tx->osc_restarts_kubelet && !done(b, UPDATE_STEP_RESTART_KUBELET)) {
                 a = add_work(b, UPDATE_ACTION_RESTART_UNIT, UPDATE_STEP_RESTART_KUBELET);
                 if (a)
                         a->unit = b_strdup(b, b->in->settings.kubelet_unit);
@@ -680,9 +708,10 @@ static int on_applying(Builder *b) {
                 return r;
 
         add_reports(b);
-        add_kubelet_apply(b);
-        kubelet_done = !tx->kubelet_to ||
-                       (done(b, UPDATE_STEP_SWITCH_KUBELET) && done(b, UPDATE_STEP_RESTART_KUBELET));
+        add_kubelet_and_osc_apply(b);
+        kubelet_done = (!tx->kubelet_to || (done(b, UPDATE_STEP_SWITCH_KUBELET) &&
+                                            (tx->osc_restarts_kubelet || done(b, UPDATE_STEP_RESTART_KUBELET)))) &&
+                       (!tx->osc_apply || done(b, UPDATE_STEP_APPLY_OSC));
         if (tx->os_to && !done(b, UPDATE_STEP_MARKER)) {
                 a = add_api(b, UPDATE_ACTION_SET_MARKER, UPDATE_STEP_MARKER, true);
                 if (a) {
@@ -947,6 +976,8 @@ static int start_transaction(Builder *b, Plan *p, unsigned attempt) {
         tx->ca_rotation = b_strdup(b, osc->ca_rotation);
         tx->sa_rotation = b_strdup(b, osc->sa_rotation);
         tx->rotation = p->rotation;
+        tx->osc_apply = p->osc_work;
+        tx->osc_restarts_kubelet = p->osc_work && in->osc_work.restarts_kubelet;
         tx->blocked = p->blocked;
         tx->blocked_message = TAKE_PTR(p->blocked_message);
         tx->attempt = attempt;

@@ -65,6 +65,7 @@ static const char *const step_names[_UPDATE_STEP_MAX] = {
         [UPDATE_STEP_PROGRESS] = "report-progress",
         [UPDATE_STEP_EVENT] = "emit-event",
         [UPDATE_STEP_COLLECT_KUBELETS] = "collect-kubelets",
+        [UPDATE_STEP_APPLY_OSC] = "apply-osc",
 };
 
 static const char *const action_names[_UPDATE_ACTION_MAX] = {
@@ -85,6 +86,7 @@ static const char *const action_names[_UPDATE_ACTION_MAX] = {
         [UPDATE_ACTION_REPORT_RESULT] = "ReportResult",
         [UPDATE_ACTION_SET_CHECKSUM] = "SetChecksum",
         [UPDATE_ACTION_COLLECT_KUBELETS] = "CollectKubelets",
+        [UPDATE_ACTION_APPLY_OSC] = "ApplyOSC",
 };
 
 static const char *const failure_names[_UPDATE_FAILURE_MAX] = {
@@ -102,6 +104,9 @@ static const char *const failure_names[_UPDATE_FAILURE_MAX] = {
         [UPDATE_FAILURE_UNIT_RESTART_FAILED] = "UnitRestartFailed",
         [UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED] = "CredentialsRotationFailed",
         [UPDATE_FAILURE_BOOTSTRAP_FAILED] = "BootstrapFailed",
+        [UPDATE_FAILURE_FILE_APPLY_FAILED] = "FileApplyFailed",
+        [UPDATE_FAILURE_UNIT_APPLY_FAILED] = "UnitApplyFailed",
+        [UPDATE_FAILURE_UNSUPPORTED_CHANGE] = "UnsupportedChange",
 };
 
 DEFINE_STRING_TABLE_LOOKUP(update_phase, UpdatePhase, phase_names);
@@ -141,6 +146,8 @@ bool update_failure_is_retriable(UpdateFailureCode code, const char *message) {
         switch (code) {
         case UPDATE_FAILURE_ARTIFACT_UNAVAILABLE:
         case UPDATE_FAILURE_DISK_SPACE:
+        case UPDATE_FAILURE_FILE_APPLY_FAILED:  /* a full disk, a unit D-Bus refused for a while: retry */
+        case UPDATE_FAILURE_UNIT_APPLY_FAILED:
                 return true;
         case UPDATE_FAILURE_OS_COMMAND_FAILED:
                 return message && strcasestr(message, "network problems");
@@ -259,6 +266,8 @@ const TxField update_transaction_fields[] = {
         TX("rotation.requested", BOOL, rotation),
         TX("rotation.certificateAuthorities", STRING, ca_rotation),
         TX("rotation.serviceAccountKey", STRING, sa_rotation),
+        TX("osc.apply", BOOL, osc_apply),
+        TX("osc.restartsKubelet", BOOL, osc_restarts_kubelet),
         TX_GATE("blocked.code", CODE, blocked),
         TX("blocked.message", STRING, blocked_message),
         TX("done", STEPS, done),
@@ -479,6 +488,8 @@ static UpdateFailureCode default_code(UpdateActionType t) {
                 return UPDATE_FAILURE_ARTIFACT_UNAVAILABLE;
         case UPDATE_ACTION_RESTART_UNIT:
                 return UPDATE_FAILURE_UNIT_RESTART_FAILED;
+        case UPDATE_ACTION_APPLY_OSC:
+                return UPDATE_FAILURE_FILE_APPLY_FAILED;
         case UPDATE_ACTION_RUN_OS_COMMAND:
         case UPDATE_ACTION_INSTALL_OS_IMAGE:
         case UPDATE_ACTION_REBOOT:
@@ -556,8 +567,9 @@ int node_update_action_failed(UpdateTransaction *tx, const UpdateAction *a, Upda
                 code = default_code(a->type);
         prefix = reason_prefix(a);
 
-        /* The new kubelet failed after the switch: roll it back, if we know what to roll back to. */
-        if ((a->type == UPDATE_ACTION_CHECK_KUBELET_HEALTH ||
+        /* The new kubelet failed after the switch, or the OSC work that goes with it did: roll the
+         * binary back, if we know what to roll back to. */
+        if ((a->type == UPDATE_ACTION_CHECK_KUBELET_HEALTH || a->type == UPDATE_ACTION_APPLY_OSC ||
              (a->type == UPDATE_ACTION_RESTART_UNIT && a->step == UPDATE_STEP_RESTART_KUBELET)) &&
             (tx->done & (UINT64_C(1) << UPDATE_STEP_SWITCH_KUBELET)) && tx->kubelet_from)
                 event = UPDATE_EVENT_UNHEALTHY;
@@ -593,10 +605,12 @@ static size_t planned_steps(const UpdateTransaction *tx, UpdateStep steps[static
                 steps[n++] = UPDATE_STEP_STAGE_KUBELET;
         if (tx->os_to && tx->os_backend == OS_UPDATE_BACKEND_IMAGE)
                 steps[n++] = UPDATE_STEP_STAGE_OS;
-        if (tx->kubelet_to) {
+        if (tx->kubelet_to)
                 steps[n++] = UPDATE_STEP_SWITCH_KUBELET;
+        if (tx->osc_apply)
+                steps[n++] = UPDATE_STEP_APPLY_OSC;
+        if (tx->kubelet_to && !tx->osc_restarts_kubelet)
                 steps[n++] = UPDATE_STEP_RESTART_KUBELET;
-        }
         if (tx->os_to) {
                 steps[n++] = UPDATE_STEP_MARKER;
                 steps[n++] = UPDATE_STEP_OS_APPLY;
@@ -676,7 +690,7 @@ static int plan_append(json_t *plan, json_t *entry) {
         return json_array_append_new(plan, entry) < 0 ? -ENOMEM : 0;
 }
 
-json_t *update_plan_json(const UpdateTransaction *tx, const UpdateSettings *s) {
+json_t *update_plan_json(const UpdateTransaction *tx, const UpdateSettings *s, const json_t *osc_plan) {
         json_t *plan = json_array();
         int r = 0;
 
@@ -699,6 +713,9 @@ json_t *update_plan_json(const UpdateTransaction *tx, const UpdateSettings *s) {
                 if (s->backend == OS_UPDATE_BACKEND_COMMAND || s->reboot != REBOOT_METHOD_NONE)
                         r = r ?: plan_append(plan, json_pack("{s:s}", "action", "reboot"));
         }
+        /* The OSC's own work (files, units, containerd), so the operator sees it before the drain. */
+        if (tx->osc_apply && osc_plan)
+                r = r ?: plan_append(plan, json_pack("{s:s, s:O}", "action", "applyOSC", "changes", osc_plan));
         if (tx->rotation)
                 r = r ?: plan_append(plan, json_pack("{s:s, s:s}", "action", "credentialsRotation", "message",
                                                      "not supported by this agent"));

@@ -969,7 +969,7 @@ int osc_model_kubelet_config(const OscModel *m, json_t **ret, char **ret_error) 
                 if (!m->files[i].in_status && streq(m->files[i].path, OSC_KUBELET_CONFIG_PATH))
                         f = &m->files[i];
         if (!f)
-                return error_setf(ret_error, -ENOENT, "kubelet config file with path: \"%s\" not found in OSC",
+                return error_setf(ret_error, -ENODATA, "kubelet config file with path: \"%s\" not found in OSC",
                                   OSC_KUBELET_CONFIG_PATH);
         if (f->source != OSC_FILE_INLINE)
                 return error_setf(ret_error, -EBADMSG, "kubelet config file \"%s\" is not inline", f->path);

@@ -36,6 +36,7 @@ OscDesired *osc_desired_free(OscDesired *o) {
         free(o->kubelet_image);
         free(o->kubelet_file_in_image);
         free(o->kubelet_file_field);
+        free(o->yaml);
         free(o);
         return NULL;
 }
@@ -340,6 +341,13 @@ int osc_decode_yaml(const char *data, size_t size, const char *checksum, const c
         json_decref(doc);
         if (r < 0)
                 return r;
+        o->yaml = malloc(size + 1);
+        if (!o->yaml)
+                return -ENOMEM;
+        if (size > 0)
+                memcpy(o->yaml, data, size);
+        o->yaml[size] = 0;
+        o->yaml_size = size;
 
         if (!o->os_update_args) {
                 o->os_update_args = calloc(1, sizeof(char *));

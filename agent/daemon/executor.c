@@ -8,6 +8,7 @@
 #include "core/node-view.h"
 #include "daemon/catalog-ids.h"
 #include "daemon/executor.h"
+#include "daemon/osc-runner.h"
 #include "daemon/state-file.h"
 #include "kube/kube-client.h"
 #include "kubelet/health-check.h"
@@ -52,6 +53,7 @@ typedef enum ExecutorOpKind {
         OP_REBOOT,
         OP_HEALTH,
         OP_PODS,
+        OP_APPLY_OSC,                   /* the OscRunner's run; it calls back */
 } ExecutorOpKind;
 
 typedef struct ExecutorOp {
@@ -90,15 +92,27 @@ struct Executor {
         KubeletStore *store;            /* owned */
         RegistryClient *registry;       /* owned */
         KubeletVersionProbe *adopt;     /* owned: --version probe of a plain kubelet file */
+        OscRunner *osc_runner;          /* owned: the OSC's files, units and containerd work */
 
         UpdatePhase logged_phase;       /* phase whose journal line was written */
         char *logged_tx;                /* owned */
+
+        UpdateFailureCode sync_code;    /* a runner's synchronous failure: its code and message */
+        char *sync_message;             /* owned */
 
         sd_event_source *defer;         /* owned: deferred decide */
         sd_event_source *wake;          /* owned: decide again at batch.wake_usec (or to retry a save) */
 };
 
 static void executor_action_finished(Executor *e, int error, UpdateFailureCode code, const char *message);
+
+/* A runner that fails before going asynchronous, with a better code and message than errno's. */
+static int executor_fail_now(Executor *e, int error, UpdateFailureCode code, const char *message) {
+        e->sync_code = code;
+        if (free_and_strdup(&e->sync_message, message) < 0)
+                return -ENOMEM;
+        return error;
+}
 
 /* The one clock: the loop's idea of now (CLOCK_REALTIME), the same for a whole dispatch. */
 static uint64_t executor_now(Executor *e) {
@@ -135,6 +149,9 @@ static void executor_op_clear(Executor *e) {
                 break;
         case OP_PODS:
                 kube_request_free(e->op.pods);
+                break;
+        case OP_APPLY_OSC:
+                osc_runner_cancel(e->osc_runner);
                 break;
         case OP_REPORT:         /* the reporter drops its writes itself */
         case OP_NONE:
@@ -546,6 +563,36 @@ static int run_delete_pods(Executor *e, const UpdateAction *a) {
         return kube_client_get(e->kube, path, executor_on_pods_listed, e, &e->op.pods);
 }
 
+/* ---- the OSC's own work ------------------------------------------------------------------------------ */
+
+static void executor_on_osc_applied(OscRunner *r, int error, UpdateFailureCode code, const char *message,
+                                    void *userdata) {
+        Executor *e = userdata;
+
+        e->op.kind = OP_NONE;
+        if (error < 0)
+                log_warning_errno(error, "Applying the OSC failed: %s: %s", strempty(update_failure_code_to_string(code)),
+                                  strempty(message));
+        executor_action_finished(e, error, code, message);
+}
+
+static int run_apply_osc(Executor *e, const UpdateAction *a) {
+        int r;
+
+        r = osc_runner_apply(e->osc_runner, a->checksum, executor_on_osc_applied, e);
+        if (r == -ESTALE)
+                /* The OSC moved on while this transaction was applying: it fails (FileApplyFailed is
+                 * retried), and the next transaction applies the new OSC against the last-applied one. */
+                return executor_fail_now(e, r, UPDATE_FAILURE_FILE_APPLY_FAILED,
+                                         "the OSC changed while it was being applied; applying the new one next");
+        if (r == -ENOTCONN)
+                return executor_fail_now(e, r, UPDATE_FAILURE_UNIT_APPLY_FAILED,
+                                         "no connection to systemd to apply the OSC's units");
+        if (r >= 0)
+                e->op.kind = OP_APPLY_OSC;
+        return r;
+}
+
 /* ---- the batch --------------------------------------------------------------------------------------- */
 
 typedef int (*ActionRunner)(Executor *e, const UpdateAction *a);
@@ -568,6 +615,7 @@ static const ActionRunner runners[_UPDATE_ACTION_MAX] = {
         [UPDATE_ACTION_REPORT_RESULT] = run_report,
         [UPDATE_ACTION_SET_CHECKSUM] = run_report,
         [UPDATE_ACTION_COLLECT_KUBELETS] = run_collect_kubelets,
+        [UPDATE_ACTION_APPLY_OSC] = run_apply_osc,
 };
 
 static void executor_schedule(Executor *e);
@@ -664,11 +712,17 @@ static void executor_run_next(Executor *e) {
 
                 log_debug("Action %s (%s).", update_action_type_to_string(a->type), update_phase_to_string(a->phase));
                 e->state = EXECUTOR_RUNNING;
+                _cleanup_free_ char *message = NULL;
+                UpdateFailureCode code;
+
+                e->sync_code = _UPDATE_FAILURE_INVALID;
                 r = runners[a->type] ? runners[a->type](e, a) : -EOPNOTSUPP;
                 if (r == 0)
                         return;                 /* asynchronous: executor_action_finished() follows */
+                code = e->sync_code;
+                message = TAKE_PTR(e->sync_message);
                 executor_op_clear(e);
-                executor_record(e, r > 0 ? 0 : r, _UPDATE_FAILURE_INVALID, r < 0 ? strerror(-r) : NULL);
+                executor_record(e, r > 0 ? 0 : r, code, r < 0 ? message ?: strerror(-r) : NULL);
         }
         executor_end_batch(e);
 }
@@ -684,6 +738,7 @@ static void executor_decide(Executor *e) {
         _cleanup_free_ char *os_version = NULL, *os_error = NULL, *kubelet = NULL, *tx_id = NULL;
         char boot[SD_ID128_STRING_MAX] = "";
         sd_id128_t boot_id;
+        OscWorkView osc_work;
         UpdateInput in;
         int r;
 
@@ -699,6 +754,7 @@ static void executor_decide(Executor *e) {
                 return;
         }
 
+        osc_runner_prepare(e->osc_runner, e->osc, e->node, os_version, &osc_work);
         in = (UpdateInput) {
                 .tx = e->tx,
                 .node = e->node,
@@ -708,6 +764,7 @@ static void executor_decide(Executor *e) {
                 .kubelet_version = kubelet,
                 .boot_id = boot[0] ? boot : NULL,
                 .new_transaction_id = tx_id,
+                .osc_work = osc_work,
                 .now_usec = executor_now(e),
         };
         update_settings_from_config(e->config, &in.settings);
@@ -863,6 +920,11 @@ int executor_new(const ExecutorDeps *deps, Executor **ret, char **ret_error) {
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the registry client: %s", strerror(-r));
 
+        r = osc_runner_new(&(OscRunnerDeps) { .event = e->event, .config = c, .http = deps->http,
+                                              .units = deps->units }, &e->osc_runner);
+        if (r < 0)
+                return error_setf(ret_error, r, "cannot set up the OSC applier: %s", strerror(-r));
+
         r = sd_event_add_defer(e->event, &e->defer, executor_on_defer, e);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the executor: %s", strerror(-r));
@@ -878,12 +940,14 @@ Executor *executor_free(Executor *e) {
                 return NULL;
         executor_op_clear(e);
         kubelet_version_probe_free(e->adopt);
+        osc_runner_free(e->osc_runner);
         registry_client_free(e->registry);
         kubelet_store_free(e->store);
         update_decision_done(&e->batch);
         update_transaction_free(e->tx);
         osc_desired_free(e->osc);
         free(e->logged_tx);
+        free(e->sync_message);
         sd_event_source_disable_unref(e->defer);
         sd_event_source_disable_unref(e->wake);
         free(e);
@@ -897,6 +961,7 @@ void executor_set_node(Executor *e, const NodeView *node) {
 
 void executor_set_kube(Executor *e, KubeClient *kube) {
         e->kube = kube;
+        osc_runner_set_kube(e->osc_runner, kube);
 }
 
 void executor_set_restarts_busy(Executor *e, bool busy) {

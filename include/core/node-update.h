@@ -132,6 +132,9 @@ typedef enum UpdateFailureCode {
         UPDATE_FAILURE_UNIT_RESTART_FAILED,
         UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED,     /* CA / SA-key rotation in place (CONTRACT §9.7) */
         UPDATE_FAILURE_BOOTSTRAP_FAILED,        /* no client certificate could be obtained (CONTRACT §9.6) */
+        UPDATE_FAILURE_FILE_APPLY_FAILED,       /* an OSC file could not be written or removed (§9.2) */
+        UPDATE_FAILURE_UNIT_APPLY_FAILED,       /* an OSC unit could not be written, enabled, reloaded, ... */
+        UPDATE_FAILURE_UNSUPPORTED_CHANGE,      /* an OSC change this agent cannot apply (names the field) */
         _UPDATE_FAILURE_MAX,
         _UPDATE_FAILURE_INVALID = -EINVAL,      /* also: "no failure" */
 } UpdateFailureCode;
@@ -155,6 +158,7 @@ typedef enum UpdateStep {
         UPDATE_STEP_PROGRESS,           /* progress of UpdateAction.phase written */
         UPDATE_STEP_EVENT,              /* Event of UpdateAction.phase emitted */
         UPDATE_STEP_COLLECT_KUBELETS,   /* kubelet versions beyond keepVersions removed */
+        UPDATE_STEP_APPLY_OSC,          /* every file/unit/containerd change of the OSC applied and committed */
         _UPDATE_STEP_MAX,
         _UPDATE_STEP_INVALID = -EINVAL,
 } UpdateStep;
@@ -187,6 +191,9 @@ typedef enum UpdateActionType {
         UPDATE_ACTION_COLLECT_KUBELETS,         /* keepVersions: remove older kubelets from the store, never
                                                  * `version` (running) or `previous_version` (rollback);
                                                  * best effort */
+        UPDATE_ACTION_APPLY_OSC,                /* apply the remaining work of the OSC `checksum` (files,
+                                                 * units, drop-ins, containerd, registries; apply/osc-apply)
+                                                 * and commit it as last applied */
         _UPDATE_ACTION_MAX,
         _UPDATE_ACTION_INVALID = -EINVAL,
 } UpdateActionType;
@@ -205,7 +212,7 @@ typedef struct UpdateAction {
         char *path_in_image;            /* owned: STAGE_KUBELET */
         char *command;                  /* owned: RUN_OS_COMMAND */
         char **args;                    /* owned: RUN_OS_COMMAND, NULL-terminated */
-        char *checksum;                 /* owned: SET_CHECKSUM */
+        char *checksum;                 /* owned: SET_CHECKSUM, APPLY_OSC */
         char *ca_rotation;              /* owned: SET_CHECKSUM: rotation times now applied */
         char *sa_rotation;              /* owned */
         NodeUpdateResult result;        /* REPORT_RESULT: label to write; NONE: leave the label alone */
@@ -251,6 +258,8 @@ typedef struct UpdateTransaction {
         char *ca_rotation;              /* owned: rotation times of the desired state */
         char *sa_rotation;              /* owned */
         bool rotation;                  /* a credentials rotation was requested (unsupported) */
+        bool osc_apply;                 /* the OSC's files/units/containerd work is applied in Applying */
+        bool osc_restarts_kubelet;      /* that work restarts the kubelet unit: no separate restart */
         UpdateFailureCode blocked;      /* why the plan cannot proceed; _INVALID: it can */
         char *blocked_message;          /* owned */
         unsigned attempt;               /* 1 for the first attempt at a checksum */
@@ -313,6 +322,17 @@ typedef struct UpdateSettings {
         const char *min_version_for_update;     /* borrowed: osUpdate.minVersionForUpdate; NULL if none */
 } UpdateSettings;
 
+/* What applying the OSC itself means, from the executor's prepared work list (apply/osc-state):
+ * only meaningful for the OSC's current checksum. */
+typedef struct OscWorkView {
+        bool pending;                   /* this OSC is not committed as last applied yet */
+        bool gated;                     /* an in-place flag (GNP §1.2) is set: wait for ReadyForUpdate */
+        bool restarts_kubelet;          /* the work restarts the kubelet unit itself */
+        const json_t *plan;             /* borrowed: osc_changes_plan_json(); NULL: none */
+        UpdateFailureCode error_code;   /* the work could not be computed: why (blocks the update) */
+        const char *error;              /* borrowed: names the field or file; NULL: no error */
+} OscWorkView;
+
 typedef struct UpdateInput {
         const UpdateTransaction *tx;    /* borrowed: as loaded; NULL: nothing persisted */
         const NodeView *node;           /* borrowed; NULL: Node not seen yet -> nothing to do */
@@ -322,6 +342,7 @@ typedef struct UpdateInput {
         const char *kubelet_version;    /* borrowed: version binaryPath points at, no 'v'; NULL: unknown */
         const char *boot_id;            /* borrowed: /proc/sys/kernel/random/boot_id; NULL: unknown */
         const char *new_transaction_id; /* borrowed: the id to use if a transaction starts now */
+        OscWorkView osc_work;           /* about `osc`; all false: nothing to apply */
         UpdateSettings settings;
         uint64_t now_usec;
 } UpdateInput;
@@ -360,8 +381,9 @@ bool update_phase_is_terminal(UpdatePhase p);   /* Succeeded, Failed, RolledBack
 bool node_update_blocks_unit_restarts(const UpdateTransaction *tx);
 bool update_action_is_best_effort(UpdateActionType t);
 
-/* CONTRACT §8.9: ArtifactUnavailable, DiskSpace, and OSCommandFailed whose message says "network
- * problems" (case-insensitive, upstream's regex) are retriable; everything else is terminal. */
+/* CONTRACT §8.9: ArtifactUnavailable, DiskSpace, FileApplyFailed, UnitApplyFailed, and
+ * OSCommandFailed whose message says "network problems" (case-insensitive, upstream's regex) are
+ * retriable; everything else is terminal. */
 bool update_failure_is_retriable(UpdateFailureCode code, const char *message);
 
 /* The transition table. 0 and *ret set, or -EBADR (event not valid in this phase; *ret untouched). */
@@ -394,7 +416,7 @@ int node_update_action_failed(UpdateTransaction *tx, const UpdateAction *a, Upda
                               const char *message, uint64_t now_usec);
 
 /* CONTRACT §8.10: the plan as a JSON array (new reference). */
-json_t *update_plan_json(const UpdateTransaction *tx, const UpdateSettings *s);
+json_t *update_plan_json(const UpdateTransaction *tx, const UpdateSettings *s, const json_t *osc_plan);
 /* CONTRACT §6: {"transaction","phase","step","bytesDone","bytesTotal","percent","updated"} (new ref). */
 json_t *update_progress_json(const UpdateTransaction *tx, const char *step, uint64_t bytes_done,
                              uint64_t bytes_total, unsigned percent, uint64_t now_usec);

@@ -176,7 +176,7 @@ int osc_unit_copy(const OscUnit *u, OscUnit *ret);
 int osc_registry_copy(const OscRegistry *r, OscRegistry *ret);
 
 /* The kubelet config values the in-place rules read (GNP §2.3 step 4), from the spec.files entry
- * OSC_KUBELET_CONFIG_PATH (inline). -ENOENT with "kubelet config file with path: ... not found in
+ * OSC_KUBELET_CONFIG_PATH (inline). -ENODATA with "kubelet config file with path: ... not found in
  * OSC", -EBADMSG if it is not a KubeletConfiguration document. *ret is a new reference. */
 int osc_model_kubelet_config(const OscModel *m, json_t **ret, char **ret_error);
 

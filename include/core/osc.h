@@ -38,6 +38,9 @@ typedef struct OscDesired {
         char *kubelet_image;            /* owned: its content.imageRef.image; NULL if it has no imageRef */
         char *kubelet_file_in_image;    /* owned: its content.imageRef.filePathInImage */
         char *kubelet_file_field;       /* owned: where that entry is, e.g. "spec.files[3]"; for messages */
+        char *yaml;                     /* owned: the osc.yaml bytes (NUL-terminated), for the OSC applier;
+                                         * NULL once the executor committed them as last applied */
+        size_t yaml_size;
 } OscDesired;
 
 OscDesired *osc_desired_free(OscDesired *o);

@@ -56,6 +56,12 @@
                         (void) func(*p);                \
         }
 
+/* free() that returns NULL, for "p = mfree(p);". */
+static inline void *mfree(void *p) {
+        free(p);
+        return NULL;
+}
+
 static inline void freep(void *p) {
         free(*(void **) p);
 }

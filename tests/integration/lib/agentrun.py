@@ -13,6 +13,7 @@ Only the agent's own PID is ever signalled. Python 3 stdlib only.
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -101,6 +102,15 @@ class Agent:
         t = dict(FAST_TUNING)
         t.update(tuning or {})
         self.tuning = ",".join("%s=%s" % kv for kv in t.items() if kv[1] is not None)
+        # Whatever an OSC asks for lands in this scratch directory, never on the host.
+        self.root_dir = os.path.join(self.dir, "root")
+        self.unit_dir = os.path.join(self.dir, "units")
+        os.makedirs(self.root_dir)
+        os.makedirs(self.unit_dir)
+        if not re.search(r"^osc:", config_extra, re.M):
+            config_extra += "osc:\n  rootDirectory: %s\n" % self.root_dir
+        if not re.search(r"^systemd:", config_extra, re.M):
+            config_extra += "systemd:\n  unitDirectory: %s\n" % self.unit_dir
         with open(self.config_path, "w") as f:
             f.write("nodeName: %s\nkubeconfig: %s\nstateDirectory: %s\nlease:\n  enabled: %s\n  duration: %s\n%s"
                     % (node, self.kubeconfig, self.state_dir, "true" if lease else "false", lease_duration,

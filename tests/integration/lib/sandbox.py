@@ -345,6 +345,17 @@ def stop_for_module(sb):
 
 # ------------------------------------------------------------------------------------------ the sandbox
 
+# The kubelet's config file of the OSC (GNP §2.3: its evictionHard/kubeReserved/cpuManagerPolicy are
+# in-place triggers); below osc.rootDirectory like every OSC file.
+KUBELET_CONFIG_PATH = "/var/lib/kubelet/config/kubelet"
+DEFAULT_EVICTION = "100Mi"
+DROPIN_TEMPLATE = """    dropIns:
+    - name: 50-sandbox.conf
+      content: |
+        %(content)s
+"""
+
+
 class Sandbox:
     """Emulator + registry + user manager + units + agent. A context manager; stop() is idempotent."""
 
@@ -441,6 +452,8 @@ class Sandbox:
         self.narrate("kubelet images " + ", ".join(self.versions) +
                      "".join(" (+ broken %s)" % v for v in self.broken_versions))
         self._timed("images", self._push_images)
+        # Created (not started) first: the agent's config names its unit directory (systemd.unitDirectory).
+        self.um = usermgr.UserManager(prefix="ipa-sandbox-um-", keep=self.keep)
         self._write_files()
         self._timed("check-config", self._check_config)
         self.narrate("OSC Secret %s/%s and Node %s at kubelet %s" % (OSC_NAMESPACE, SECRET, NODE,
@@ -448,7 +461,6 @@ class Sandbox:
         self.publish_osc(kubelet_version=self.initial_version, os_version=self.initial_os_version)
         self._seed_node()
         self.narrate("systemd user manager on a private bus")
-        self.um = usermgr.UserManager(prefix="ipa-sandbox-um-", keep=self.keep)
         self._timed("user-manager", self.um.start)
         self._pids_seen.add(self.um.pid)
         if self.fake_boot_id:
@@ -569,7 +581,8 @@ class Sandbox:
             "osUpdate": {"backend": "command", "timeout": "60s", "reboot": "none"},
             "registry": {"caFile": self.reg.ca_file},
             "restart": {"selfUnit": AGENT_UNIT},
-            "systemd": {"jobTimeout": "30s"},
+            # OSC files go below the sandbox, OSC units into the user manager's unit directory.
+            "systemd": {"jobTimeout": "30s", "unitDirectory": self.um.unit_dir},
             "lease": {"enabled": True, "duration": "8s"},
         }
         for k, v in self.agent_config_extra.items():
@@ -599,32 +612,40 @@ class Sandbox:
 
     # ---------------------------------------------------------------- "gardenlet": the OSC Secret
 
-    def osc_yaml(self, kubelet_version, os_version, image, min_version=None):
+    def osc_yaml(self, kubelet_version, os_version, image, min_version=None, eviction=DEFAULT_EVICTION,
+                 dropin=None):
         return OSC_TEMPLATE % {"secret": SECRET, "os_version": os_version, "kubelet": kubelet_version,
                                "path": self.binary_path, "image": image, "file": FILE_IN_IMAGE,
                                "command": self.os_update_command, "unit": KUBELET_UNIT,
+                               "config": KUBELET_CONFIG_PATH, "eviction": eviction,
+                               "dropins": DROPIN_TEMPLATE % {"content": dropin.replace("\n", "\n        ")} if dropin else "",
                                "min_version": '    minVersionForUpdate: "%s"\n' % min_version if min_version else ""}
 
-    def publish_osc(self, kubelet_version=None, os_version=None, broken=False, image=None, min_version=None):
+    def publish_osc(self, kubelet_version=None, os_version=None, broken=False, image=None, min_version=None,
+                    eviction=None, dropin=None):
         """Write the OSC Secret as gardenlet does (GNP §1.1 row 3): osc.yaml plus checksum/data-script =
-        sha256 hex of it. Defaults: the last published kubelet version / OS version. broken=True points
-        the kubelet file at the broken build of that version. min_version sets
-        spec.inPlaceUpdates.minVersionForUpdate. Returns the checksum."""
+        sha256 hex of it. Defaults: the last published kubelet version / OS version / kubelet config
+        (evictionHard memory.available = `eviction`) / kubelet drop-in (`dropin`: the content of
+        kubelet.service.d/50-sandbox.conf; "" removes it). broken=True points the kubelet file at the
+        broken build of that version. min_version sets spec.inPlaceUpdates.minVersionForUpdate. Returns
+        the checksum."""
         prev = self.osc or {}
         kubelet_version = (kubelet_version or prev.get("kubelet") or self.initial_version).lstrip("v")
         os_version = os_version or prev.get("os_version") or self.initial_os_version
+        eviction = eviction or prev.get("eviction") or DEFAULT_EVICTION
+        dropin = prev.get("dropin") if dropin is None else dropin
         if image is None:
             if (kubelet_version, bool(broken)) not in self.images:
                 raise SandboxError("no %simage for kubelet %s" % ("broken " if broken else "", kubelet_version))
             image = self.images[(kubelet_version, bool(broken))]["ref"]
-        text = self.osc_yaml(kubelet_version, os_version, image, min_version)
+        text = self.osc_yaml(kubelet_version, os_version, image, min_version, eviction, dropin)
         checksum = sha256_hex(text.encode())
         self.emu.seed_secret(SECRET, namespace=OSC_NAMESPACE, data={"osc.yaml": text},
                              labels={"gardener.cloud/role": "operating-system-config",
                                      "worker.gardener.cloud/pool": POOL},
                              annotations={SECRET_CHECKSUM: checksum})
         self.osc = {"kubelet": kubelet_version, "os_version": os_version, "image": image, "broken": bool(broken),
-                    "checksum": checksum, "yaml": text}
+                    "checksum": checksum, "yaml": text, "eviction": eviction, "dropin": dropin}
         return checksum
 
     def secret(self):
@@ -913,11 +934,21 @@ spec:
       imageRef:
         image: %(image)s
         filePathInImage: %(file)s
+  - path: %(config)s
+    permissions: 384
+    content:
+      inline:
+        data: |
+          apiVersion: kubelet.config.k8s.io/v1beta1
+          kind: KubeletConfiguration
+          evictionHard:
+            memory.available: %(eviction)s
   units:
   - name: %(unit)s
     enable: true
-    filePaths:
+%(dropins)s    filePaths:
     - %(path)s
+    - %(config)s
 status:
   inPlaceUpdates:
     osUpdate:

@@ -54,6 +54,10 @@ struct World {
         char seen[LOG_MAX];             /* tracked actions, to catch repeats */
         UpdateDecision last;            /* the last decision (for status/wake checks) */
         char *saved;                    /* the state.json document "on disk" */
+        /* The OSC runner: work of `osc_work_checksum` until ApplyOSC commits it. */
+        char *osc_work_checksum;
+        OscWorkView osc_work;
+        json_t *osc_plan;
 };
 
 static void set(char **field, const char *value) {
@@ -103,6 +107,8 @@ static void world_free(World *w) {
         free(w->kubelet_version);
         free(w->boot_id);
         free(w->staged_os);
+        free(w->osc_work_checksum);
+        json_decref(w->osc_plan);
         update_decision_done(&w->last);
         free(w);
 }
@@ -123,6 +129,17 @@ static void world_osc(World *w, const char *checksum, const char *os, const char
         snprintf(image, sizeof(image), "registry.example.com/hyperkube:v%s", kubelet);
         set(&w->osc->kubelet_image, image);
         set(&w->osc->kubelet_file_in_image, "/kubelet");
+}
+
+/* The current OSC has files/units work (osc_runner_prepare() found it not committed). */
+static void world_osc_work(World *w, bool gated, bool restarts_kubelet) {
+        set(&w->osc_work_checksum, w->osc->checksum);
+        w->osc_work = (OscWorkView) { .pending = true, .gated = gated, .restarts_kubelet = restarts_kubelet,
+                                      .error_code = _UPDATE_FAILURE_INVALID };
+        json_decref(w->osc_plan);
+        w->osc_plan = json_pack("{s:[s], s:[{s:s, s:s}]}", "inPlace", gated ? "kubeletConfig" : "x", "items",
+                                "action", "write-file", "target", "/var/lib/kubelet/config/kubelet");
+        w->osc_work.plan = w->osc_plan;
 }
 
 static void world_applied(World *w, const char *checksum) {
@@ -209,9 +226,14 @@ static void decide(World *w, UpdateDecision *d) {
                 .kubelet_version = w->kubelet_version,
                 .boot_id = w->boot_id,
                 .new_transaction_id = id,
+                .osc_work = { .error_code = _UPDATE_FAILURE_INVALID },
                 .settings = w->settings,
                 .now_usec = w->now,
         };
+        /* Like the runner: work only for the OSC it was prepared for, until committed. */
+        if (w->osc && streq_ptr(w->osc->checksum, w->osc_work_checksum) &&
+            !streq_ptr(w->node->applied_checksum, w->osc->checksum))
+                in.osc_work = w->osc_work;
         assert_int_equal(node_update_decide(&in, d), 0);
         assert_non_null(d->tx);
         assert_non_null(d->status);
@@ -305,7 +327,14 @@ static Outcome effects(World *w, const UpdateAction *a) {
                         set(&n->failure, NULL);
                 break;
         }
+        case UPDATE_ACTION_APPLY_OSC:
+                assert_string_equal(a->checksum, w->osc_work_checksum);
+                w->osc_work.pending = false;    /* committed as last applied */
+                break;
         case UPDATE_ACTION_SET_CHECKSUM:
+                /* The promise: never a checksum whose files and units are not applied. */
+                if (streq_ptr(a->checksum, w->osc_work_checksum) && w->osc_work.pending)
+                        fail_msg("SetChecksum(%s) before its OSC work was applied", a->checksum);
                 set(&n->applied_checksum, a->checksum);
                 set(&n->kubernetes_version, a->version);
                 break;
@@ -543,7 +572,7 @@ static void test_json_formats(void **state) {
         tx->checksum = strdup("c");
         tx->gated = true;
 
-        j = update_plan_json(tx, &s);
+        j = update_plan_json(tx, &s, NULL);
         plan = json_dumps(j, JSON_COMPACT);
         json_decref(j);
         assert_string_equal(plan, "[{\"action\":\"kubelet\",\"from\":\"1.31.4\",\"to\":\"1.32.1\"},"
@@ -1213,6 +1242,160 @@ static void test_retriable_failure_retries(void **state) {
         world_free(w);
 }
 
+/* ---- the OSC's own work (issue 13): the checksum is a promise ---------------------------------- */
+
+/* A file or unit change only: applied at once (no gate), the checksum after it, never before. */
+static void test_osc_work_ungated(void **state) {
+        World *w = world_new();
+
+        world_osc(w, "c1", "1592.6", "1.31.4");
+        world_osc_work(w, false, false);
+        world_applied(w, "c0");
+        run(w);
+        assert_log("work", w->work, "PublishPlan ApplyOSC ReportResult(none) SetChecksum(c1) ");
+        assert_log("phases", w->phases, "Staging Applying Verifying Succeeded ");
+        assert_string_equal(w->node->applied_checksum, "c1");
+        assert_null(w->node->update_result_value);
+        assert_int_equal(w->pods_deleted, 0);
+        assert_non_null(strstr(w->node->plan, "\"action\":\"applyOSC\""));
+        world_free(w);
+}
+
+static unsigned osc_failures;
+
+static Outcome policy_osc_fails(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
+        if (a->type != UPDATE_ACTION_APPLY_OSC || osc_failures == 0)
+                return OUTCOME_OK;
+        osc_failures--;
+        *code = UPDATE_FAILURE_UNIT_APPLY_FAILED;
+        *msg = "enable foo.service: Unit file foo.service does not exist.";
+        return OUTCOME_FAIL;
+}
+
+/* A unit that cannot be applied: the old checksum stays, the failure names the unit, and the retry
+ * (back-off) applies it once it can be. */
+static void test_osc_work_failure_keeps_checksum(void **state) {
+        World *w = world_new();
+        _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
+
+        world_osc(w, "c1", "1592.6", "1.31.4");
+        world_osc_work(w, false, false);
+        world_applied(w, "c0");
+        w->policy = policy_osc_fails;
+        osc_failures = 1;
+        run(w);
+        assert_int_equal(current_phase(w), UPDATE_PHASE_FAILED);
+        assert_string_equal(w->node->applied_checksum, "c0");
+        assert_non_null(strstr(w->node->failure, "\"code\":\"UnitApplyFailed\""));
+        assert_non_null(strstr(w->node->failure, "foo.service"));
+        assert_non_null(strstr(w->node->failure, "\"class\":\"retriable\""));
+
+        clear_logs(w);
+        w->now = w->last.wake_usec;
+        run(w);
+        assert_log("work", w->work, "PublishPlan ApplyOSC ReportResult(none) SetChecksum(c1) ");
+        tx = current_tx(w);
+        assert_int_equal(tx->attempt, 2);
+        assert_string_equal(w->node->applied_checksum, "c1");
+        world_free(w);
+}
+
+/* A kubelet config change (an in-place flag) waits for MCM like any in-place update: plan with the
+ * OSC's items at candidate, the apply after ReadyForUpdate, then Pods, successful, checksum. */
+static void test_osc_work_gated(void **state) {
+        World *w = world_new();
+
+        world_osc(w, "c1", "1592.6", "1.31.4");
+        world_osc_work(w, true, true);
+        world_applied(w, "c0");
+        run(w);
+        assert_log("work", w->work, "");
+        assert_non_null(strstr(w->last.status, "candidate-for-update"));
+
+        w->node->candidate = true;
+        run(w);
+        assert_log("work", w->work, "PublishPlan ");
+        assert_non_null(strstr(w->node->plan, "kubeletConfig"));
+        assert_non_null(strstr(w->node->plan, "/var/lib/kubelet/config/kubelet"));
+
+        clear_logs(w);
+        world_ready(w, "2025-03-01T10:04:00Z");
+        run(w);
+        assert_log("work", w->work, "ApplyOSC DeletePods ReportResult(successful) SetChecksum(c1) ");
+        assert_string_equal(w->node->update_result_value, "successful");
+        assert_string_equal(w->node->applied_checksum, "c1");
+        world_free(w);
+}
+
+/* New kubelet binary, then the OSC's files and units, and one kubelet restart: the OSC's own. */
+static void test_osc_work_with_kubelet_minor(void **state) {
+        World *w = world_new();
+
+        world_osc(w, "c1", "1592.6", "1.32.1");
+        world_osc_work(w, true, true);
+        world_applied(w, "c0");
+        w->node->candidate = true;
+        world_ready(w, "2025-03-01T10:04:00Z");
+        run(w);
+        assert_log("work", w->work, "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) ApplyOSC "
+                                    "CheckKubeletHealth DeletePods ReportResult(successful) SetChecksum(c1) ");
+
+        /* Without a kubelet restart among the OSC's work, ours follows it. */
+        world_free(w);
+        w = world_new();
+        world_osc(w, "c1", "1592.6", "1.32.1");
+        world_osc_work(w, true, false);
+        world_applied(w, "c0");
+        w->node->candidate = true;
+        world_ready(w, "2025-03-01T10:04:00Z");
+        run(w);
+        assert_log("work", w->work, "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) ApplyOSC "
+                                    "RestartUnit(kubelet.service) CheckKubeletHealth DeletePods "
+                                    "ReportResult(successful) SetChecksum(c1) ");
+        world_free(w);
+}
+
+/* The OSC's work fails after the new kubelet went in: the binary is rolled back. */
+static void test_osc_work_failure_rolls_kubelet_back(void **state) {
+        World *w = world_new();
+
+        world_osc(w, "c1", "1592.6", "1.31.5");
+        world_osc_work(w, false, true);
+        world_applied(w, "c0");
+        w->policy = policy_osc_fails;
+        osc_failures = 1;
+        run(w);
+        assert_log("work", w->work, "PublishPlan StageKubelet(1.31.5) SwitchKubelet(1.31.5) ApplyOSC ! "
+                                    "RollbackKubelet(1.31.4) RestartUnit(kubelet.service) ReportResult(none) ");
+        assert_int_equal(current_phase(w), UPDATE_PHASE_ROLLED_BACK);
+        assert_string_equal(w->kubelet_version, "1.31.4");
+        assert_string_equal(w->node->applied_checksum, "c0");
+        world_free(w);
+}
+
+/* An OSC whose work cannot even be computed (an unknown file codec): terminal, the field named; on
+ * an in-place pool once MCM selects the node, like any other plan that cannot succeed. */
+static void test_osc_work_error_blocks(void **state) {
+        World *w = world_new();
+        _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
+
+        world_osc(w, "c1", "1592.6", "1.31.4");
+        world_osc_work(w, false, false);
+        w->osc_work = (OscWorkView) { .error_code = UPDATE_FAILURE_INVALID_DESIRED_STATE,
+                                      .error = "spec.files[2].content.inline.encoding: invalid file codec id" };
+        world_applied(w, "c0");
+        run(w);
+        assert_log("work", w->work, "");
+        w->node->selected = true;
+        run(w);
+        assert_int_equal(current_phase(w), UPDATE_PHASE_FAILED);
+        tx = current_tx(w);
+        assert_int_equal(tx->failure.code, UPDATE_FAILURE_INVALID_DESIRED_STATE);
+        assert_non_null(strstr(tx->failure.message, "invalid file codec id"));
+        assert_string_equal(w->node->applied_checksum, "c0");
+        world_free(w);
+}
+
 static unsigned result_failures;
 
 static Outcome policy_api_down(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
@@ -1776,6 +1959,12 @@ int main(void) {
                 cmocka_unit_test(test_input_edges),
                 cmocka_unit_test(test_random_walks),
                 cmocka_unit_test(test_min_version_sources),
+                cmocka_unit_test(test_osc_work_ungated),
+                cmocka_unit_test(test_osc_work_failure_keeps_checksum),
+                cmocka_unit_test(test_osc_work_gated),
+                cmocka_unit_test(test_osc_work_with_kubelet_minor),
+                cmocka_unit_test(test_osc_work_failure_rolls_kubelet_back),
+                cmocka_unit_test(test_osc_work_error_blocks),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -273,7 +273,7 @@ static void test_kubelet_config(void **state) {
         assert_int_equal(osc_model_kubelet_config(m, &cfg, NULL), 0);
         assert_string_equal(json_string_value(json_object_get(cfg, "cpuManagerPolicy")), "static");
         json_decref(cfg);
-        assert_int_equal(osc_model_kubelet_config(none, &cfg, &err), -ENOENT);
+        assert_int_equal(osc_model_kubelet_config(none, &cfg, &err), -ENODATA);
         assert_string_equal(err, "kubelet config file with path: \"/var/lib/kubelet/config/kubelet\" not found in OSC");
 }
 

@@ -1,0 +1,463 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <assert.h>
+#include <ctype.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "apply/osc-apply.h"
+#include "apply/osc-files.h"
+#include "apply/osc-state.h"
+#include "daemon/osc-runner.h"
+#include "kubelet/health-check.h"
+#include "util/base64.h"
+#include "util/error-message.h"
+#include "util/fileio.h"
+#include "util/log.h"
+
+#define LAST_APPLIED_MAX (16 * 1024 * 1024)
+#define SECRET_PATH_MAX 512
+
+struct OscRunner {
+        OscRunnerDeps deps;             /* borrowed */
+        KubeClient *kube;               /* borrowed; NULL: no API client yet */
+        char *host_name;                /* owned: lower-case, for the files' hostName filter */
+
+        /* The prepared OSC. */
+        char *checksum;                 /* owned; NULL: nothing prepared */
+        char *yaml;                     /* owned: its osc.yaml (taken from the OscDesired) until committed */
+        size_t yaml_size;
+        bool committed;                 /* it is the last-applied OSC */
+        OscChanges *changes;            /* owned: the remaining work; NULL when committed or on error */
+        json_t *plan;                   /* owned: osc_changes_plan_json(changes) */
+        char *error;                    /* owned: why no work list could be computed */
+        UpdateFailureCode error_code;
+        char *logged_error;             /* owned: the last error written to the journal */
+
+        /* The run in flight. */
+        OscApplier *applier;            /* owned */
+        KubeRequest *secret;            /* owned: GET of a secretRef file's Secret */
+        HealthCheck *health;            /* owned: the kubelet health item */
+        sd_event_source *answer;        /* owned: an item answered from the loop */
+        int answer_error;
+        char *answer_detail;            /* owned */
+        OscRunnerDone done;
+        void *userdata;
+};
+
+static void prepared_clear(OscRunner *r) {
+        r->checksum = mfree(r->checksum);
+        r->yaml = mfree(r->yaml);
+        r->yaml_size = 0;
+        r->committed = false;
+        r->changes = osc_changes_free(r->changes);
+        json_decref(r->plan);
+        r->plan = NULL;
+        r->error = mfree(r->error);
+        r->error_code = _UPDATE_FAILURE_INVALID;
+}
+
+static void run_clear(OscRunner *r) {
+        r->applier = osc_applier_free(r->applier);
+        r->secret = kube_request_free(r->secret);
+        r->health = health_check_free(r->health);
+        r->answer = sd_event_source_disable_unref(r->answer);
+        r->answer_detail = mfree(r->answer_detail);
+        r->done = NULL;
+        r->userdata = NULL;
+}
+
+/* ---- preparing ----------------------------------------------------------------------------------- */
+
+/* Whether osc.yaml is byte for byte the last-applied one: then there is nothing left to do for it. */
+static bool is_last_applied(const OscRunner *r) {
+        _cleanup_free_ char *path = NULL, *data = NULL;
+        size_t size;
+
+        if (asprintf(&path, "%s/%s", r->deps.config->state_directory, OSC_STATE_LAST_APPLIED) < 0)
+                return false;
+        if (read_full_file(path, LAST_APPLIED_MAX, &data, &size) < 0)
+                return false;
+        return size == r->yaml_size && memcmp(data, r->yaml, size) == 0;
+}
+
+static const char *baseline_to_string(OscBaseline b) {
+        switch (b) {
+        case OSC_BASELINE_RESUMED:
+                return "resuming the saved remaining work";
+        case OSC_BASELINE_LAST_APPLIED:
+                return "diffed against the last-applied OSC";
+        case OSC_BASELINE_HANDOVER:
+                return "diffed against gardener-node-agent's last-applied OSC";
+        default:
+                return "first apply";
+        }
+}
+
+static void prepare_failed(OscRunner *r, int error, char *message) {
+        /* A bad desired state (undecodable, an unknown codec, a bad path) cannot be fixed by retrying;
+         * a state directory we cannot write can. */
+        r->error_code = (error == -EINVAL || error == -EBADMSG || error == -EFBIG || error == -ENODATA) ? UPDATE_FAILURE_INVALID_DESIRED_STATE
+                                                                            : UPDATE_FAILURE_FILE_APPLY_FAILED;
+        r->error = message;
+        if (!r->error && asprintf(&r->error, "cannot compute the changes of the OSC: %s", strerror(-error)) < 0)
+                r->error = NULL;
+        if (r->error && !streq_ptr(r->error, r->logged_error)) {
+                log_error("OSC %s: %s", strempty(r->checksum), r->error);
+                (void) free_and_strdup(&r->logged_error, r->error);
+        }
+}
+
+static void prepare_now(OscRunner *r, OscDesired *osc, const char *os_version) {
+        const Config *c = r->deps.config;
+        _cleanup_free_ char *error = NULL;
+        OscBaseline baseline = OSC_BASELINE_NONE;
+        int k;
+
+        if (!streq_ptr(r->checksum, osc->checksum) || osc->yaml) {
+                char *yaml = TAKE_PTR(osc->yaml);
+                size_t size = osc->yaml_size;
+
+                prepared_clear(r);
+                r->yaml = yaml;
+                r->yaml_size = size;
+                r->checksum = strdup(osc->checksum);
+                if (!r->checksum || !r->yaml)
+                        return prepare_failed(r, -ENOMEM, NULL);
+        } else
+                r->error = mfree(r->error);     /* a retry of the same OSC */
+
+        if (is_last_applied(r)) {
+                r->committed = true;
+                r->yaml = mfree(r->yaml);
+                return;
+        }
+        k = osc_state_prepare(&(OscPrepareInput) {
+                        .state_directory = c->state_directory,
+                        .root_directory = c->osc.root_directory,
+                        .yaml = r->yaml,
+                        .size = r->yaml_size,
+                        .checksum = r->checksum,
+                        .model_options = { .host_name = r->host_name, .containerd_path = getenv("PATH") },
+                        .current_os_version = os_version,
+                        .replaced_units = c->osc.replaced_units,
+                }, &r->changes, &baseline, &error);
+        if (k < 0)
+                return prepare_failed(r, k, TAKE_PTR(error));
+        r->plan = osc_changes_plan_json(r->changes);
+        if (!r->plan)
+                return prepare_failed(r, -ENOMEM, NULL);
+        r->logged_error = mfree(r->logged_error);
+        log_info("OSC %s: %zu change(s) to apply (%s)%s.", r->checksum,
+                 r->changes->n_items - osc_changes_next(r->changes), baseline_to_string(baseline),
+                 osc_in_place_flags_any(&r->changes->in_place) ? "; in-place changes wait for ReadyForUpdate" : "");
+}
+
+static bool restarts_unit(const OscChanges *c, const char *unit) {
+        for (size_t i = 0; c && i < c->n_items; i++) {
+                const OscWork *w = &c->items[i];
+
+                if (!w->done && w->kind == OSC_WORK_UNIT_COMMAND && w->command != OSC_UNIT_COMMAND_STOP &&
+                    streq_ptr(w->name, unit))
+                        return true;
+        }
+        return false;
+}
+
+void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, const char *os_version,
+                        OscWorkView *ret) {
+        assert(r && ret);
+
+        *ret = (OscWorkView) { .error_code = _UPDATE_FAILURE_INVALID };
+        if (!osc || isempty(osc->checksum) || !node)
+                return;
+        /* The Node already says this OSC is applied (GNP §2.2): the decider does nothing with it. */
+        if (streq_ptr(node->applied_checksum, osc->checksum))
+                return;
+        assert(!r->applier);            /* the executor never decides while a run is in flight */
+        if (!streq_ptr(r->checksum, osc->checksum) || r->error)
+                prepare_now(r, osc, os_version);
+
+        if (r->error) {
+                ret->error = r->error;
+                ret->error_code = r->error_code;
+                return;
+        }
+        if (r->committed || !r->changes)
+                return;
+        ret->pending = true;
+        ret->gated = osc_in_place_flags_any(&r->changes->in_place);
+        ret->restarts_kubelet = restarts_unit(r->changes, r->deps.config->kubelet.unit);
+        ret->plan = r->plan;
+}
+
+/* ---- the items the applier hands back to us ---------------------------------------------------- */
+
+static int on_answer(sd_event_source *s, void *userdata) {
+        OscRunner *r = userdata;
+        _cleanup_free_ char *detail = TAKE_PTR(r->answer_detail);
+
+        r->answer = sd_event_source_disable_unref(r->answer);
+        osc_applier_external_done(r->applier, r->answer_error, detail);
+        return 0;
+}
+
+/* Answers the current item from the loop (the applier must not be re-entered from its own hook). */
+static int answer_later(OscRunner *r, int error, const char *detail) {
+        int k;
+
+        r->answer_error = error;
+        if (free_and_strdup(&r->answer_detail, detail) < 0)
+                return -ENOMEM;
+        k = sd_event_add_defer(r->deps.event, &r->answer, on_answer, r);
+        if (k >= 0)
+                (void) sd_event_source_set_description(r->answer, "osc-runner-answer");
+        return k;
+}
+
+static void on_secret(KubeRequest *req, int error, json_t *object, void *userdata) {
+        OscRunner *r = userdata;
+        const OscWork *w = &r->changes->items[osc_applier_current(r->applier)];
+        const char *value = json_string_value(json_object_get(json_object_get(object, "data"), w->file.secret_key));
+        _cleanup_free_ char *data = NULL, *detail = NULL;
+        size_t size = 0;
+        int k;
+
+        r->secret = kube_request_free(r->secret);
+        if (error < 0)
+                k = error_setf(&detail, error, "reading Secret %s: %s", w->file.secret_name, strerror(-error));
+        else if (!value)
+                k = error_setf(&detail, -ENOENT, "Secret %s has no data key %s", w->file.secret_name,
+                               w->file.secret_key);
+        else if (base64_decode(value, SIZE_MAX, &data, &size) < 0)
+                k = error_setf(&detail, -EBADMSG, "Secret %s: data key %s is not base64", w->file.secret_name,
+                               w->file.secret_key);
+        else {
+                /* The content is a secret: only the path and the errno ever reach a message. */
+                k = osc_write_file(r->deps.config->osc.root_directory, w->file.path, data, size,
+                                   osc_file_mode(&w->file), true);
+                if (k < 0)
+                        (void) error_setf(&detail, k, "%s", strerror(-k));
+        }
+        if (data)
+                explicit_bzero(data, size);
+        osc_applier_external_done(r->applier, k < 0 ? k : 0, detail);
+}
+
+static int start_secret(OscRunner *r, const OscWork *w) {
+        char path[SECRET_PATH_MAX];
+
+        if (!r->kube)
+                return answer_later(r, -ENOTCONN, "no API server connection to read the Secret");
+        if ((size_t) snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets/%s", r->deps.config->osc.namespace,
+                              w->file.secret_name) >= sizeof(path))
+                return answer_later(r, -ENAMETOOLONG, "Secret name too long");
+        return kube_client_get(r->kube, path, on_secret, r, &r->secret);
+}
+
+static void on_health(HealthCheck *hc, int error, const char *message, unsigned n_probes, void *userdata) {
+        OscRunner *r = userdata;
+        _cleanup_free_ char *detail = NULL;
+
+        r->health = health_check_free(r->health);
+        if (error < 0)
+                (void) error_setf(&detail, error, "kubelet is not healthy: %s", strempty(message));
+        osc_applier_external_done(r->applier, error < 0 ? error : 0, detail);
+}
+
+static int start_health(OscRunner *r) {
+        const Config *c = r->deps.config;
+        HealthCheckOptions o = {
+                .url = c->kubelet.healthz_url,
+                .timeout_usec = c->kubelet.health_timeout_usec,
+                .interval_usec = MIN(HEALTH_CHECK_INTERVAL_DEFAULT_USEC, c->kubelet.health_timeout_usec / 4),
+        };
+
+        return health_check_start(r->deps.event, r->deps.http, &o, on_health, r, &r->health);
+}
+
+/* The kubelet binary is the kubelet store's (staged, switched and rolled back by the transaction);
+ * the OSC's imageRef entry for it is satisfied by that. */
+static bool is_kubelet_binary(const OscRunner *r, const char *path) {
+        _cleanup_free_ char *rooted = NULL;
+
+        if (streq_ptr(path, r->deps.config->kubelet.binary_path))
+                return true;
+        return osc_root_path(r->deps.config->osc.root_directory, path, &rooted) >= 0 &&
+               streq(rooted, r->deps.config->kubelet.binary_path);
+}
+
+static int on_external(OscApplier *a, const OscWork *w, void *userdata) {
+        OscRunner *r = userdata;
+        _cleanup_free_ char *detail = NULL;
+
+        switch (w->kind) {
+        case OSC_WORK_WRITE_FILE:
+                return start_secret(r, w);
+        case OSC_WORK_KUBELET_HEALTH:
+                return start_health(r);
+        case OSC_WORK_PULL_FILE:
+                if (is_kubelet_binary(r, w->file.path))
+                        return answer_later(r, 0, NULL);
+                if (asprintf(&detail, "%s: content.imageRef files other than the kubelet binary are not pulled "
+                             "by this agent", w->file.path) < 0)
+                        return -ENOMEM;
+                return answer_later(r, -EOPNOTSUPP, detail);
+        default:
+                if (osc_work_describe(w, &detail) < 0)
+                        return -ENOMEM;
+                return answer_later(r, -EOPNOTSUPP, detail);
+        }
+}
+
+/* ---- the run ------------------------------------------------------------------------------------------ */
+
+static int on_item_done(OscApplier *a, size_t index, void *userdata) {
+        OscRunner *r = userdata;
+
+        return osc_state_save_changes(r->deps.config->state_directory, r->changes);
+}
+
+static void finish(OscRunner *r, int error, UpdateFailureCode code, const char *message) {
+        OscRunnerDone done = r->done;
+        void *userdata = r->userdata;
+
+        run_clear(r);
+        done(r, error, code, message, userdata);
+}
+
+static UpdateFailureCode failure_code(const char *name) {
+        UpdateFailureCode c = update_failure_code_from_string(name);
+
+        return c >= 0 ? c : UPDATE_FAILURE_FILE_APPLY_FAILED;
+}
+
+/* Every item is done: the OSC becomes the last-applied one (GNP §6.4 step 19). */
+static void commit(OscRunner *r) {
+        _cleanup_free_ char *message = NULL;
+        size_t n;
+        int k;
+
+        k = osc_state_commit(r->deps.config->state_directory, r->yaml, r->yaml_size);
+        if (k < 0) {
+                (void) asprintf(&message, "%s/%s: %s", r->deps.config->state_directory, OSC_STATE_LAST_APPLIED,
+                                strerror(-k));
+                return finish(r, k, UPDATE_FAILURE_FILE_APPLY_FAILED, message);
+        }
+        n = r->changes ? r->changes->n_items : 0;
+        r->committed = true;
+        r->yaml = mfree(r->yaml);
+        r->changes = osc_changes_free(r->changes);
+        json_decref(r->plan);
+        r->plan = NULL;
+        log_notice("Applied every change of OSC %s (%zu item(s)); it is the last-applied OSC now.", r->checksum, n);
+        finish(r, 0, _UPDATE_FAILURE_INVALID, NULL);
+}
+
+static void on_finished(OscApplier *a, const OscApplyFailure *f, void *userdata) {
+        OscRunner *r = userdata;
+        _cleanup_free_ char *message = NULL;
+
+        if (!f)
+                return commit(r);
+        if (asprintf(&message, "%s: %s", strempty(f->subject), strempty(f->detail)) < 0)
+                message = NULL;
+        finish(r, f->error < 0 ? f->error : -EIO, failure_code(f->code), message ?: "applying the OSC failed");
+}
+
+/* Nothing left to run (committed before a restart, or an OSC without file or unit changes). */
+static int on_nothing_to_run(sd_event_source *s, void *userdata) {
+        OscRunner *r = userdata;
+
+        if (r->committed)
+                finish(r, 0, _UPDATE_FAILURE_INVALID, NULL);
+        else
+                commit(r);
+        return 0;
+}
+
+int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, void *userdata) {
+        static const OscApplierCallbacks cb = {
+                .item_done = on_item_done,
+                .finished = on_finished,
+                .external = on_external,
+        };
+        const Config *c = r->deps.config;
+        int k;
+
+        assert(r && done);
+        if (r->applier || r->answer)
+                return -EBUSY;
+        if (!streq_ptr(r->checksum, checksum) || r->error || (!r->committed && !r->changes))
+                return -ESTALE;
+        r->done = done;
+        r->userdata = userdata;
+        if (r->committed || osc_changes_next(r->changes) >= r->changes->n_items) {
+                k = sd_event_add_defer(r->deps.event, &r->answer, on_nothing_to_run, r);
+                if (k < 0)
+                        run_clear(r);
+                return k;
+        }
+        if (!r->deps.units) {
+                run_clear(r);
+                return -ENOTCONN;
+        }
+        k = osc_applier_new(r->deps.event, r->deps.units, r->changes,
+                            &(OscApplierParams) { .root_directory = c->osc.root_directory,
+                                                  .unit_directory = c->systemd.unit_directory },
+                            &cb, r, &r->applier);
+        if (k >= 0)
+                k = osc_applier_start(r->applier);
+        if (k < 0)
+                run_clear(r);
+        return k;
+}
+
+void osc_runner_cancel(OscRunner *r) {
+        if (r)
+                run_clear(r);
+}
+
+/* ---- setup ---------------------------------------------------------------------------------------------- */
+
+static char *lower_host_name(void) {
+        char buf[256] = "";
+
+        if (gethostname(buf, sizeof(buf) - 1) < 0)
+                return strdup("");
+        for (char *p = buf; *p; p++)
+                *p = (char) tolower((unsigned char) *p);
+        return strdup(buf);
+}
+
+int osc_runner_new(const OscRunnerDeps *deps, OscRunner **ret) {
+        OscRunner *r;
+
+        assert(deps && deps->event && deps->config && deps->http && ret);
+        r = calloc(1, sizeof(*r));
+        if (!r)
+                return -ENOMEM;
+        r->deps = *deps;
+        r->error_code = _UPDATE_FAILURE_INVALID;
+        r->host_name = lower_host_name();
+        if (!r->host_name) {
+                free(r);
+                return -ENOMEM;
+        }
+        *ret = r;
+        return 0;
+}
+
+OscRunner *osc_runner_free(OscRunner *r) {
+        if (!r)
+                return NULL;
+        run_clear(r);
+        prepared_clear(r);
+        free(r->logged_error);
+        free(r->host_name);
+        free(r);
+        return NULL;
+}
+
+void osc_runner_set_kube(OscRunner *r, KubeClient *kube) {
+        r->kube = kube;
+}

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The OSC's own work for the executor (CONTRACT §9.2, GNP §2.3 and §6.4): everything an OSC asks
+ * for beyond the kubelet binary and the OS — files, unit files and drop-ins, unit commands,
+ * containerd and registries.
+ *
+ *   osc_runner_prepare()  before every decision: for the current OSC, either "committed" (its osc.yaml
+ *                         is the last-applied one), or the work list (apply/osc-state: the saved
+ *                         remaining work of this checksum, else the diff against the baseline, saved
+ *                         before anything runs). Fills the decider's OscWorkView.
+ *   osc_runner_apply()    the APPLY_OSC action: runs the remaining items with apply/osc-apply,
+ *                         persisting after each one, answers the items the applier cannot do itself
+ *                         (secretRef files: an uncached GET of the Secret; the kubelet's imageRef:
+ *                         the kubelet store owns that binary; the kubelet health check), and commits
+ *                         the OSC as last applied once every item is done. Only then does the
+ *                         decider get to write checksum/cloud-config-data: the checksum is a promise.
+ *
+ * A failing item stops the run with FileApplyFailed / UnitApplyFailed / UnsupportedChange and a
+ * message naming the path or unit and the errno or D-Bus error; the item stays not done, so the
+ * retry (the engine's back-off) starts there again.
+ *
+ * Ownership: the executor owns the OscRunner; the runner owns the work list, its plan JSON, the
+ * applier and the request or check of the item in flight. Everything in OscRunnerDeps is borrowed
+ * and outlives the runner; the KubeClient comes later (osc_runner_set_kube()). Logs: one journal line
+ * per prepared work list and per applied OSC (daemon layer). */
+
+#include "core/config.h"
+#include "core/node-update.h"
+#include "core/osc.h"
+#include "kube/kube-client.h"
+#include "net/http.h"
+#include "systemd/unit-control.h"
+#include "util/macro.h"
+
+typedef struct OscRunner OscRunner;
+
+typedef struct OscRunnerDeps {
+        sd_event *event;
+        const Config *config;
+        Http *http;
+        UnitControl *units;             /* NULL without a bus: every run fails (UnitApplyFailed) */
+} OscRunnerDeps;
+
+/* error >= 0: every item applied and the OSC committed. Else code and message say why. */
+typedef void (*OscRunnerDone)(OscRunner *r, int error, UpdateFailureCode code, const char *message,
+                              void *userdata);
+
+int osc_runner_new(const OscRunnerDeps *deps, OscRunner **ret);
+OscRunner *osc_runner_free(OscRunner *r);
+DEFINE_CLEANUP_FUNC(OscRunner, osc_runner_free);
+
+void osc_runner_set_kube(OscRunner *r, KubeClient *kube);
+
+/* Prepares the work of `osc` (NULL: none) if it is not prepared yet and fills *ret (pointers into
+ * the runner, valid until the next call). `os_version` is the running OS version for the diff's
+ * operatingSystem flag. Nothing is prepared while the Node already carries osc's checksum. */
+void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, const char *os_version,
+                        OscWorkView *ret);
+
+/* Applies the prepared work of `checksum`; `done` is called from the loop, never from inside. 0, or
+ * -ESTALE when the prepared work is for another checksum (the OSC moved on), -EBUSY while a run is in
+ * flight, -errno when it cannot start. */
+int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, void *userdata);
+
+/* Stops a run in flight without callback (the item in flight stays not done). */
+void osc_runner_cancel(OscRunner *r);
