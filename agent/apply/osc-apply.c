@@ -76,6 +76,8 @@ static const char *failure_code(OscWorkKind k) {
         case OSC_WORK_DAEMON_RELOAD:
         case OSC_WORK_UNIT_COMMAND:
                 return "UnitApplyFailed";
+        case OSC_WORK_KUBELET_HEALTH:
+                return "KubeletUnhealthy";
         default:
                 return "FileApplyFailed";
         }

@@ -260,7 +260,7 @@ static void on_health(HealthCheck *hc, int error, const char *message, unsigned 
 
         r->health = health_check_free(r->health);
         if (error < 0)
-                (void) error_setf(&detail, error, "kubelet is not healthy: %s", strempty(message));
+                detail = strdup(strempty(message));
         osc_applier_external_done(r->applier, error < 0 ? error : 0, detail);
 }
 
@@ -356,12 +356,20 @@ static void commit(OscRunner *r) {
 static void on_finished(OscApplier *a, const OscApplyFailure *f, void *userdata) {
         OscRunner *r = userdata;
         _cleanup_free_ char *message = NULL;
+        UpdateFailureCode code;
+        int k;
 
         if (!f)
                 return commit(r);
-        if (asprintf(&message, "%s: %s", strempty(f->subject), strempty(f->detail)) < 0)
+        code = failure_code(f->code);
+        /* Upstream's reason for MCM (GNP scenario 25); everything else names its path or unit. */
+        if (code == UPDATE_FAILURE_KUBELET_UNHEALTHY)
+                k = asprintf(&message, "kubelet is not healthy after in-place update: %s", strempty(f->detail));
+        else
+                k = asprintf(&message, "%s: %s", strempty(f->subject), strempty(f->detail));
+        if (k < 0)
                 message = NULL;
-        finish(r, f->error < 0 ? f->error : -EIO, failure_code(f->code), message ?: "applying the OSC failed");
+        finish(r, f->error < 0 ? f->error : -EIO, code, message ?: "applying the OSC failed");
 }
 
 /* Nothing left to run (committed before a restart, or an OSC without file or unit changes). */
