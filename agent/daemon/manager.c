@@ -215,6 +215,8 @@ static void manager_deliver_osc(OscDesired *osc, void *userdata) {
         Manager *m = userdata;
 
         node_labeler_reload(m->labeler);        /* GNA reads the zone file at every OSC reconcile */
+        if (osc)
+                node_labeler_set_control_plane(m->labeler, osc->control_plane);
         node_labeler_sync(m->labeler, m->view);
         executor_set_osc(m->executor, osc);
 }

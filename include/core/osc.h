@@ -15,6 +15,8 @@
 
 #define OSC_DATA_KEY "osc.yaml"
 #define OSC_CHECKSUM_ANNOTATION "checksum/data-script"
+/* A control-plane node's OSC carries this static pod manifest (upstream's node-role rule). */
+#define OSC_KUBE_APISERVER_MANIFEST "/etc/kubernetes/manifests/kube-apiserver.yaml"
 
 #define OSC_YAML_MAX (3 * 1024 * 1024)         /* decoded osc.yaml; Secrets are <= 1 MiB anyway */
 #define OSC_FILES_MAX 10000                     /* spec.files[] + status.extensionFiles[] entries */
@@ -38,6 +40,8 @@ typedef struct OscDesired {
         char *kubelet_image;            /* owned: its content.imageRef.image; NULL if it has no imageRef */
         char *kubelet_file_in_image;    /* owned: its content.imageRef.filePathInImage */
         char *kubelet_file_field;       /* owned: where that entry is, e.g. "spec.files[3]"; for messages */
+        bool control_plane;             /* spec.files has OSC_KUBE_APISERVER_MANIFEST (upstream reads
+                                         * spec.files only, not status.extensionFiles) */
 } OscDesired;
 
 OscDesired *osc_desired_free(OscDesired *o);
