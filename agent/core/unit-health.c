@@ -7,6 +7,7 @@
 
 #include "core/go-duration.h"
 #include "core/unit-health.h"
+#include "util/strv.h"
 
 void unit_health_verdict_done(UnitHealthVerdict *v) {
         if (!v)
@@ -107,5 +108,39 @@ int unit_health_evaluate(const UnitHealthState *units, size_t n, uint64_t now_us
                         return -ENOMEM;
                 *ret = (UnitHealthVerdict) { true, UNIT_HEALTH_REASON_HEALTHY, m };
         }
+        return 0;
+}
+
+static int unit_by_name(const void *a, const void *b) {
+        return strcmp((*(const OscUnit *const *) a)->name, (*(const OscUnit *const *) b)->name);
+}
+
+int unit_health_units_from_osc(const OscModel *m, char *const *replaced, const char ***ret_names,
+                               bool **ret_enabled, size_t *ret_n) {
+        _cleanup_free_ const OscUnit **units = NULL;
+        _cleanup_free_ const char **names = NULL;
+        _cleanup_free_ bool *enabled = NULL;
+        size_t n = 0;
+
+        assert(m);
+        assert(ret_names);
+        assert(ret_enabled);
+        assert(ret_n);
+        units = calloc(m->n_units + 1, sizeof(*units));
+        names = calloc(m->n_units + 1, sizeof(*names));
+        enabled = calloc(m->n_units + 1, sizeof(*enabled));
+        if (!units || !names || !enabled)
+                return -ENOMEM;
+        for (size_t i = 0; i < m->n_units; i++)
+                if (!strv_contains(replaced, m->units[i].name))
+                        units[n++] = &m->units[i];
+        qsort(units, n, sizeof(*units), unit_by_name);
+        for (size_t i = 0; i < n; i++) {
+                names[i] = units[i]->name;
+                enabled[i] = units[i]->enable >= 0 ? units[i]->enable : units[i]->content || units[i]->n_drop_ins > 0;
+        }
+        *ret_names = TAKE_PTR(names);
+        *ret_enabled = TAKE_PTR(enabled);
+        *ret_n = n;
         return 0;
 }
