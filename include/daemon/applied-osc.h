@@ -10,7 +10,10 @@
  *     Without the file the UnitsCheck keeps the list the manager gave it.
  *   - The drift check (core/osc-drift.h): once per process, at the first sight of the Node (as
  *     upstream's bootstrapper, which skips a node that is not registered yet), each finding becomes
- *     a Warning Event with upstream's reason and message. Nothing is restored (upstream neither).
+ *     a Warning Event with upstream's reason and message, and a journal line (on a node with many
+ *     findings, Events beyond the queue and spam filter of kube/kube-events are dropped, as
+ *     client-go's recorder drops them; the journal keeps all). Nothing is restored (upstream
+ *     neither). The OSC is decoded without a host name, so files with a hostName are not compared.
  * Reads are small and blocking (local files, at start and once per apply). Owns its inotify source;
  * borrows the event loop, the UnitsCheck (may be NULL), the reporter and the option strings (the
  * configuration outlives it). */
