@@ -16,11 +16,15 @@
  *   DependencyMissing "Dependency file <path> for unit <unit> is missing"
  * Only inline files with data are compared (secretRef and imageRef content is not at hand). Like
  * upstream nothing is repaired: the findings are reported, the next OSC change re-applies what it
- * changes. Differences from upstream, each to avoid a false finding: units that inplace-agent
- * replaces (CONTRACT §9.4, it never writes them) are skipped with their dependencies; unit files and drop-ins are looked up where the
- * applier writes them (the unit directory; a unit without content also in the OS's directories),
- * not next to wherever the unit file was found; UnitEnableMismatch is not checked (upstream's "listed by
- * systemd" is not "enabled", and SystemdUnitsReady already reports an enable mismatch that matters).
+ * changes. The files and units are the merged ones the applier writes (spec and status; upstream
+ * looks at spec only). Other differences from upstream, each to avoid a false finding:
+ *   - units inplace-agent replaces (CONTRACT §9.4; it never writes them) are skipped with their
+ *     dependencies;
+ *   - unit files and drop-ins are looked up where the applier writes them (the unit directory; a
+ *     unit without content also in the OS's directories), not next to wherever the unit file was
+ *     found;
+ *   - UnitEnableMismatch is not checked: upstream's "listed by systemd" is not "enabled", and
+ *     SystemdUnitsReady already reports the enable mismatches that matter.
  *
  * Pure: the caller's `read` callback does every read. */
 
