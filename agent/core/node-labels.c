@@ -36,14 +36,17 @@ int node_zone_from_file(const char *content, char **ret) {
         return 0;
 }
 
-int node_labels_patch(const NodeView *v, const char *zone, json_t **ret) {
+int node_labels_patch(const NodeView *v, bool control_plane, const char *zone, json_t **ret) {
         _cleanup_(json_decrefp) json_t *labels = json_object();
+        const char *role = control_plane ? NODE_LABEL_ROLE_CONTROL_PLANE : NODE_LABEL_ROLE_WORKER;
+        const char *have;
 
         assert(v);
         assert(ret);
         if (!labels)
                 return -ENOMEM;
-        if (!streq_ptr(v->role_worker, "") && json_object_set_new(labels, NODE_LABEL_ROLE_WORKER, json_string("")) < 0)
+        have = control_plane ? v->role_control_plane : v->role_worker;
+        if (!streq_ptr(have, "") && json_object_set_new(labels, role, json_string("")) < 0)
                 return -ENOMEM;
         if (zone && !streq_ptr(v->zone, zone) && json_object_set_new(labels, NODE_LABEL_ZONE, json_string(zone)) < 0)
                 return -ENOMEM;

@@ -45,6 +45,7 @@ NodeView *node_view_free(NodeView *v) {
         free(v->secret_name);
         free(v->kubernetes_version);
         free(v->role_worker);
+        free(v->role_control_plane);
         free(v->zone);
         free(v->reconciliation_delay);
         free(v->min_version_for_update);
@@ -124,6 +125,7 @@ static int decode_labels(const json_t *labels, NodeView *v, char **ret_error) {
                 { NODE_LABEL_SECRET_NAME, &v->secret_name },
                 { NODE_LABEL_KUBERNETES_VERSION, &v->kubernetes_version },
                 { NODE_LABEL_ROLE_WORKER, &v->role_worker },
+                { NODE_LABEL_ROLE_CONTROL_PLANE, &v->role_control_plane },
                 { NODE_LABEL_ZONE, &v->zone },
         };
 

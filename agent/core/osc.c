@@ -243,6 +243,8 @@ static int scan_files(const json_t *files, const char *list, const char *kubelet
                 path = json_object_get(f, "path");
                 if (path && !json_is_string(path))
                         return error_setf(ret_error, -EINVAL, "%s[%zu].path: expected a string", list, i);
+                if (path && streq(list, "spec.files") && streq(json_string_value(path), OSC_KUBE_APISERVER_MANIFEST))
+                        o->control_plane = true;
                 if (!o->kubelet_file_found && path && kubelet_path && streq(json_string_value(path), kubelet_path)) {
                         _cleanup_free_ char *where = NULL;
                         int r;

@@ -7,6 +7,7 @@
 
 #include "core/go-duration.h"
 #include "core/unit-health.h"
+#include "util/strv.h"
 
 void unit_health_verdict_done(UnitHealthVerdict *v) {
         if (!v)
@@ -107,5 +108,50 @@ int unit_health_evaluate(const UnitHealthState *units, size_t n, uint64_t now_us
                         return -ENOMEM;
                 *ret = (UnitHealthVerdict) { true, UNIT_HEALTH_REASON_HEALTHY, m };
         }
+        return 0;
+}
+
+typedef struct Wanted {
+        const char *name;
+        bool enabled;
+} Wanted;
+
+static int wanted_by_name(const void *a, const void *b) {
+        return strcmp(((const Wanted *) a)->name, ((const Wanted *) b)->name);
+}
+
+int unit_health_units_from_osc(const OscModel *m, char *const *replaced, const char ***ret_names,
+                               bool **ret_enabled, size_t *ret_n) {
+        _cleanup_free_ Wanted *units = NULL;
+        _cleanup_free_ const char **names = NULL;
+        _cleanup_free_ bool *enabled = NULL;
+        size_t n = 0;
+
+        assert(m);
+        assert(ret_names);
+        assert(ret_enabled);
+        assert(ret_n);
+        units = calloc(m->n_units + 1, sizeof(Wanted));
+        names = calloc(m->n_units + 1, sizeof(char *));
+        enabled = calloc(m->n_units + 1, sizeof(bool));
+        if (!units || !names || !enabled)
+                return -ENOMEM;
+        for (size_t i = 0; i < m->n_units; i++) {
+                const OscUnit *u = &m->units[i];
+
+                if (!strv_contains(replaced, u->name))
+                        units[n++] = (Wanted) {
+                                .name = u->name,
+                                .enabled = u->enable >= 0 ? u->enable : u->content || u->n_drop_ins > 0,
+                        };
+        }
+        qsort(units, n, sizeof(Wanted), wanted_by_name);
+        for (size_t i = 0; i < n; i++) {
+                names[i] = units[i].name;
+                enabled[i] = units[i].enabled;
+        }
+        *ret_names = TAKE_PTR(names);
+        *ret_enabled = TAKE_PTR(enabled);
+        *ret_n = n;
         return 0;
 }

@@ -10,6 +10,7 @@
 #include "core/node-view.h"
 #include "core/osc.h"
 #include "core/restart-request.h"
+#include "daemon/applied-osc.h"
 #include "daemon/catalog-ids.h"
 #include "daemon/executor.h"
 #include "daemon/hostname-check.h"
@@ -66,6 +67,7 @@ struct Manager {
         KubeWatch *secret_watch;        /* owned: the OSC Secret; NULL while its name is unknown */
         OscJitter *jitter;              /* owned: delays OSC updates (reconciliation-delay) */
         NodeLabeler *labeler;           /* owned: node-role and zone labels */
+        AppliedOsc *applied;            /* owned: the last-applied OSC's units to check, the drift check */
         char *secret_name;              /* owned */
         char *osc_error;                /* owned: last OSC decode error, reported once */
 
@@ -215,6 +217,8 @@ static void manager_deliver_osc(OscDesired *osc, void *userdata) {
         Manager *m = userdata;
 
         node_labeler_reload(m->labeler);        /* GNA reads the zone file at every OSC reconcile */
+        if (osc)
+                node_labeler_set_control_plane(m->labeler, osc->control_plane);
         node_labeler_sync(m->labeler, m->view);
         executor_set_osc(m->executor, osc);
 }
@@ -345,8 +349,8 @@ static char *root_path(const Config *c, const char *path) {
         return asprintf(&p, "%s%s", streq(c->osc.root_directory, "/") ? "" : c->osc.root_directory, path) < 0 ? NULL : p;
 }
 
-/* SystemdUnitsReady over the kubelet and containerd until the OSC applier hands over the OSC's
- * units (units_check_set_units()). */
+/* SystemdUnitsReady over the kubelet and containerd until there is a last-applied OSC, whose units
+ * daemon/applied-osc hands over. */
 static int manager_setup_units_check(Manager *m) {
         const char *names[] = { m->config->kubelet.unit, CONTAINERD_UNIT };
         const bool enabled[] = { true, true };
@@ -444,6 +448,7 @@ static void manager_on_node_object(KubeWatch *w, json_t *node, void *userdata) {
                 (void) lease_start(m->lease);   /* first sight of the Node; later a no-op */
         if (m->units_check)
                 (void) units_check_start(m->units_check);
+        applied_osc_check_drift(m->applied);    /* once, with the Node known (upstream skips without) */
         if (m->health)
                 (void) node_health_start(m->health);
         manager_set_status(m, "Watching node %s", m->config->node_name);
@@ -615,6 +620,18 @@ static int manager_on_kubeconfig_timer(sd_event_source *s, uint64_t usec, void *
         return 0;
 }
 
+/* After the executor: it creates the state directory the module watches. */
+static int manager_setup_applied_osc(Manager *m) {
+        const AppliedOscOptions opts = {
+                .state_directory = m->config->state_directory,
+                .root_directory = m->config->osc.root_directory,
+                .unit_directory = m->config->systemd.unit_directory,
+                .replaced_units = m->config->osc.replaced_units,
+        };
+
+        return applied_osc_new(m->event, &opts, m->units_check, m->reporter, &m->applied);
+}
+
 static int manager_new_labeler(Manager *m, const Config *c) {
         _cleanup_free_ char *zone = root_path(c, NODE_ZONE_FILE);
 
@@ -679,6 +696,8 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
                 };
                 r = executor_new(&deps, &m->executor, ret_error);
         }
+        if (r >= 0)
+                r = manager_setup_applied_osc(m);
         if (r < 0) {
                 m->config = NULL;
                 return r;
@@ -696,6 +715,7 @@ Manager *manager_free(Manager *m) {
         reporter_free(m->reporter);
         executor_free(m->executor);
         restart_handler_free(m->restarts);
+        applied_osc_free(m->applied);   /* borrows the units check */
         units_check_free(m->units_check);
         node_health_free(m->health);
         hostname_check_free(m->hostname);

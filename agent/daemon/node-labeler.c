@@ -14,6 +14,7 @@ struct NodeLabeler {
         char *zone_path;                /* owned */
         char *zone;                     /* owned; NULL: no zone file */
         int zone_error;                 /* last read error, logged once */
+        bool control_plane;             /* the last OSC handed over has the kube-apiserver manifest */
         bool writing;                   /* a label patch is in flight */
         uint64_t failed_usec;           /* CLOCK_MONOTONIC of the last failed patch; 0: none */
 };
@@ -63,6 +64,11 @@ void node_labeler_reload(NodeLabeler *l) {
         l->zone = TAKE_PTR(zone);
 }
 
+void node_labeler_set_control_plane(NodeLabeler *l, bool control_plane) {
+        assert(l);
+        l->control_plane = control_plane;
+}
+
 static void node_labeler_on_done(int error, void *userdata) {
         NodeLabeler *l = userdata;
 
@@ -78,14 +84,15 @@ void node_labeler_sync(NodeLabeler *l, const NodeView *v) {
         assert(l);
         if (!v || l->writing || (l->failed_usec && clock_now_usec(CLOCK_MONOTONIC) - l->failed_usec < NODE_LABELER_RETRY_USEC))
                 return;
-        r = node_labels_patch(v, l->zone, &patch);
+        r = node_labels_patch(v, l->control_plane, l->zone, &patch);
         if (r < 0) {
                 log_oom();
                 return;
         }
         if (!patch)
                 return;
-        log_info("Labelling node %s as a worker%s%s.", strempty(v->name), l->zone ? " in zone " : "", strempty(l->zone));
+        log_info("Labelling node %s as %s%s%s.", strempty(v->name), l->control_plane ? "control-plane" : "a worker",
+                 l->zone ? " in zone " : "", strempty(l->zone));
         r = reporter_patch_metadata(l->reporter, patch, node_labeler_on_done, l);
         if (r == 0)
                 l->writing = true;

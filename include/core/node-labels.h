@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The labels GNA puts on its Node at every OSC reconcile (GNP Appendix A, upstream
- * operatingsystemconfig/reconciler.go): node-role.kubernetes.io/worker="" and, when the zone file
- * <root>/var/lib/gardener-node-agent/zone exists, topology.kubernetes.io/zone=<its content, trimmed>.
- * (Upstream labels control-plane instead of worker when the OSC carries a kube-apiserver static pod
- * manifest; the OSC decoding here does not expose files yet, so every node is a worker.) Pure. */
+/* The labels GNA puts on its Node at every OSC reconcile (GNP §2.2 step 3, Appendix A, upstream
+ * operatingsystemconfig/reconciler.go): node-role.kubernetes.io/worker="", or
+ * node-role.kubernetes.io/control-plane="" when the OSC's spec.files has the kube-apiserver static pod
+ * manifest (OscDesired.control_plane), and, when the zone file <root>/var/lib/gardener-node-agent/zone
+ * exists, topology.kubernetes.io/zone=<its content, trimmed>. As upstream, a role label is only ever
+ * added: the other role's label is left alone. Pure. */
 
 #include <jansson.h>
 
@@ -19,5 +20,6 @@
 int node_zone_from_file(const char *content, char **ret);
 
 /* The labels that differ from the Node's as a merge-patch object ({"labels": {...}}), or *ret NULL
- * when the Node already carries them. `zone` NULL: no zone label is set (an existing one stays). */
-int node_labels_patch(const NodeView *v, const char *zone, json_t **ret);
+ * when the Node already carries them. `control_plane` picks the role label; `zone` NULL: no zone
+ * label is set (an existing one stays). */
+int node_labels_patch(const NodeView *v, bool control_plane, const char *zone, json_t **ret);

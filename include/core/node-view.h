@@ -39,6 +39,7 @@
 #define NODE_ANNOTATION_MIN_VERSION     "inplace-agent/min-version-for-update"
 /* Written by the agent as GNA does (GNP Appendix A); gardenlet reads the condition. */
 #define NODE_LABEL_ROLE_WORKER          "node-role.kubernetes.io/worker"
+#define NODE_LABEL_ROLE_CONTROL_PLANE   "node-role.kubernetes.io/control-plane"
 #define NODE_LABEL_ZONE                 "topology.kubernetes.io/zone"
 #define NODE_CONDITION_UNITS_READY      "SystemdUnitsReady"
 #define NODE_CONDITION_READY            "Ready"
@@ -99,6 +100,7 @@ typedef struct NodeView {
         char *secret_name;              /* owned: label ...gardener-node-agent-secret-name */
         char *kubernetes_version;       /* owned: label worker.gardener.cloud/kubernetes-version */
         char *role_worker;              /* owned: label node-role.kubernetes.io/worker ("" when set) */
+        char *role_control_plane;       /* owned: label node-role.kubernetes.io/control-plane */
         char *zone;                     /* owned: label topology.kubernetes.io/zone */
         char *reconciliation_delay;     /* owned: annotation ...reconciliation-delay, raw */
         char *min_version_for_update;   /* owned: annotation inplace-agent/min-version-for-update */

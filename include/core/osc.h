@@ -15,6 +15,8 @@
 
 #define OSC_DATA_KEY "osc.yaml"
 #define OSC_CHECKSUM_ANNOTATION "checksum/data-script"
+/* A control-plane node's OSC carries this static pod manifest (upstream's node-role rule). */
+#define OSC_KUBE_APISERVER_MANIFEST "/etc/kubernetes/manifests/kube-apiserver.yaml"
 
 #define OSC_YAML_MAX (3 * 1024 * 1024)         /* decoded osc.yaml; Secrets are <= 1 MiB anyway */
 #define OSC_FILES_MAX 10000                     /* spec.files[] + status.extensionFiles[] entries */
@@ -41,6 +43,8 @@ typedef struct OscDesired {
         char *yaml;                     /* owned: the osc.yaml bytes (NUL-terminated), for the OSC applier;
                                          * NULL once the executor committed them as last applied */
         size_t yaml_size;
+        bool control_plane;             /* spec.files has OSC_KUBE_APISERVER_MANIFEST (upstream reads
+                                         * spec.files only, not status.extensionFiles) */
 } OscDesired;
 
 OscDesired *osc_desired_free(OscDesired *o);

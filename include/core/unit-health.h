@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/osc-model.h"
 #include "util/macro.h"
 
 #define UNIT_HEALTH_REASON_HEALTHY "AllUnitsHealthy"
@@ -53,3 +54,11 @@ void unit_health_verdict_done(UnitHealthVerdict *v);
 /* `now_usec` on CLOCK_MONOTONIC; `stuck_usec` is the stuck threshold (UNIT_HEALTH_STUCK_USEC). */
 int unit_health_evaluate(const UnitHealthState *units, size_t n, uint64_t now_usec, uint64_t stuck_usec,
                          UnitHealthVerdict *ret);
+
+/* The units an applied OSC manages, as upstream's readManagedUnits: every merged unit except
+ * `replaced` ones (CONTRACT §9.4), sorted by name; one should be enabled when its `enable` says so,
+ * else when it carries content or drop-ins. (Upstream judges a spec unit without `enable` before
+ * merging in an extension unit's drop-ins; the merged model cannot tell, so such a unit counts as
+ * enabled here.) `*ret_names` point into `m`; both arrays are the caller's to free; n may be 0. */
+int unit_health_units_from_osc(const OscModel *m, char *const *replaced, const char ***ret_names,
+                               bool **ret_enabled, size_t *ret_n);

@@ -4,9 +4,9 @@
 /* The SystemdUnitsReady condition (GNP §8 item 3, CONTRACT §9.8): every period (1 min; the first
  * at start) the state of each unit the OSC manages is read over D-Bus (systemd/unit-state.h),
  * judged by core/unit-health.h and handed to the reporter, which writes the condition only when it
- * changed. The list of units is an input: today the manager sets the kubelet unit and
- * containerd.service; the OSC applier sets the units of the applied OSC (replaced units, e.g.
- * gardener-node-agent.service, left out by the caller). An empty list writes nothing (as upstream
+ * changed. The list of units is an input: the manager sets the kubelet unit and
+ * containerd.service; daemon/applied-osc replaces them with the units of the last-applied OSC
+ * (replaced units, e.g. gardener-node-agent.service, left out) at start and after every apply. An empty list writes nothing (as upstream
  * without a last-applied OSC).
  *
  * Owns its unit list, timer and D-Bus calls; borrows the event loop, bus and reporter. */

@@ -1,14 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* libFuzzer target for the OSC model decoder, the replaced unit's component config and the diff engine: the input is decoded as osc.yaml,
+/* libFuzzer target for the OSC model decoder, the replaced unit's component config, the checked
+ * units, the drift check (against a made-up disk) and the diff engine: the input is decoded as osc.yaml,
  * diffed against nothing (first apply), against itself and against a small fixed OSC in both
  * directions, and every result goes through the persisted form and back. JSON input is also tried
  * as a persisted work list. */
+#include <errno.h>
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/osc-component-config.h"
 #include "core/osc-diff.h"
+#include "core/osc-drift.h"
+#include "core/unit-health.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -20,6 +26,38 @@ static const char base[] =
         "  inPlaceUpdates: {operatingSystemVersion: '1.0', kubelet: '1.30.0'}\n";
 
 static const char *const replaced[] = { "gardener-node-agent.service", NULL };
+
+/* A disk where a third of the paths are absent, a third unreadable and the rest hold "x". */
+static int fake_read(OscDriftPlace place, const char *name, bool fallback, char **ret, size_t *ret_size,
+                     void *userdata) {
+        switch (strlen(name) % 3) {
+        case 0:
+                return -ENOENT;
+        case 1:
+                return -EACCES;
+        }
+        if (ret) {
+                *ret = strdup("x");
+                if (!*ret)
+                        return -ENOMEM;
+                *ret_size = 1;
+        }
+        return 0;
+}
+
+static void check_applied(const OscModel *m) {
+        OscDriftFinding *f = NULL;
+        const char **names = NULL;
+        bool *enabled = NULL;
+        size_t n = 0;
+
+        if (osc_drift_check(m, (char *const *) replaced, fake_read, NULL, &f, &n) == 0)
+                osc_drift_findings_free(f, n);
+        if (unit_health_units_from_osc(m, (char *const *) replaced, &names, &enabled, &n) == 0) {
+                free(names);
+                free(enabled);
+        }
+}
 
 static void diff_one(const OscModel *old, const OscModel *new) {
         OscDiffInput in = { .old = old, .new = new, .checksum = "c", .current_os_version = "1.0",
@@ -60,6 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
                 if (osc_component_config_from_model(m, (char *const *) replaced, &cc, NULL) == 0)
                         osc_component_config_free(cc);
+                check_applied(m);
                 diff_one(NULL, m);
                 diff_one(m, m);
                 diff_one(b, m);

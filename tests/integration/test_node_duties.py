@@ -8,9 +8,16 @@ periods (INPLACE_AGENT_KUBE_TUNING units-check/units-stuck):
   * a failed unit turns SystemdUnitsReady False/UnhealthyUnits, one stuck activating first
     True/ProgressingUnits and then False "stuck in activating"; back to AllUnitsHealthy when it runs;
   * the condition is patched by type (MCM's InPlaceUpdate condition survives) and only on change: no
-    Node write while nothing changes."""
+    Node write while nothing changes;
+  * an OSC with the kube-apiserver static pod manifest labels the node control-plane (GNP §2.2 step 3);
+  * the units checked are those of <stateDirectory>/last-applied-osc.yaml, followed when the file is
+    replaced (a failing unit listed there turns the condition False; replaced units are left out);
+  * the start-up drift check (GNP §8 item 7): after a restart, a file edited on disk and a missing file
+    and unit file are reported as Warning Events with upstream's reasons and messages."""
 
 import calendar
+import hashlib
+import json
 import os
 import sys
 import time
@@ -23,6 +30,8 @@ import sandbox  # noqa: E402
 COND = "SystemdUnitsReady"
 LEASE = "gardener-node-agent-" + sandbox.NODE
 TUNING = "units-check=1s,units-stuck=4s"
+DELAY = "node-agent.gardener.cloud/reconciliation-delay"
+ROLE_CP = "node-role.kubernetes.io/control-plane"
 SB = None
 
 
@@ -58,6 +67,23 @@ def gardenlet_node_agent_healthy():
     return True, ""
 
 
+def write_last_applied(units=(), files=()):
+    """<stateDirectory>/last-applied-osc.yaml as osc_state_commit() writes it (atomically, by rename).
+    units: (name, enable, content or None); files: (path, inline data)."""
+    lines = ["apiVersion: extensions.gardener.cloud/v1alpha1", "kind: OperatingSystemConfig", "spec:",
+             "  files:" if files else "  files: []"]
+    for path, data in files:
+        lines += ["  - path: %s" % path, "    content:", "      inline:", "        data: %s" % json.dumps(data)]
+    lines.append("  units:" if units else "  units: []")
+    for name, enable, content in units:
+        lines += ["  - name: %s" % name, "    enable: %s" % ("true" if enable else "false")]
+        if content is not None:
+            lines.append("    content: %s" % json.dumps(content))
+    path = os.path.join(SB.state_dir, "last-applied-osc.yaml")
+    sandbox.write_file(path + ".tmp", "\n".join(lines) + "\n", 0o600)
+    os.rename(path + ".tmp", path)
+
+
 def node_status_writes(since):
     return [e for e in SB.emu.request_log(since=since, path="^/api/v1/nodes/%s/status$" % sandbox.NODE)
             if e["method"] == "PATCH"]
@@ -76,8 +102,11 @@ class Duties(unittest.TestCase):
         c = self.wait_healthy()
         self.assertEqual((c["status"], c["message"]),
                          ("True", "All systemd units from the operating system config are running as expected."))
-        ok, why = gardenlet_node_agent_healthy()
-        self.assertTrue(ok, why)
+        # The Lease's first create and the condition's first patch race; gardenlet looks again too.
+        try:
+            sandbox.kubeemu.wait_for(lambda: gardenlet_node_agent_healthy()[0], 10, "gardenlet's health check")
+        except TimeoutError:
+            self.fail(gardenlet_node_agent_healthy()[1])
         lease = SB.emu.get("leases", LEASE, namespace="kube-system", group="coordination.k8s.io")
         self.assertEqual(lease["spec"]["holderIdentity"], LEASE)
         self.assertEqual(lease["metadata"]["ownerReferences"][0]["uid"], SB.node()["metadata"]["uid"])
@@ -178,6 +207,62 @@ class Duties(unittest.TestCase):
                              sandbox.MCM_MESSAGES["ReadyForUpdate"])
         SB.wait_node(lambda n: sandbox.annotation(n, sandbox.NODE_CHECKSUM) == checksum, 10, "applied at the gate")
         SB.emu.set_condition(sandbox.NODE, "InPlaceUpdate", remove=True)
+
+    def test_6_control_plane_role(self):
+        SB.emu.label_node(sandbox.NODE, annotations={DELAY: "0s"}, manager="gardener-resource-manager")
+        SB.wait_node(lambda n: sandbox.annotation(n, DELAY) == "0s", 5, "the annotation")
+        self.assertNotIn(ROLE_CP, SB.node()["metadata"]["labels"])
+        SB.publish_osc(min_version="1.0.6", extra_files=(
+            "  - path: /etc/kubernetes/manifests/kube-apiserver.yaml\n    permissions: 384\n"
+            "    content:\n      inline:\n        data: 'kind: Pod'\n"))
+        n = SB.wait_node(lambda n: ROLE_CP in n["metadata"].get("labels", {}), 15, "the control-plane label")
+        self.assertEqual(n["metadata"]["labels"][ROLE_CP], "")
+
+    def test_7_units_of_the_last_applied_osc(self):
+        FAILING = "ipa-failing.service"
+        SB.um.write_unit(FAILING, SB.um.service("/bin/false", type="oneshot"))
+        SB.um.daemon_reload()
+        SB.systemctl("start", FAILING)          # fails, as it should
+        self.wait_healthy()                     # not a unit of the OSC yet
+        # gardener-node-agent.service is replaced by the agent (CONTRACT §9.4): never "not loaded".
+        write_last_applied(units=[(sandbox.CONTAINERD_UNIT, True, None), (sandbox.KUBELET_UNIT, True, None),
+                                  (FAILING, True, None), ("gardener-node-agent.service", True, None)])
+        c = self.wait_condition(lambda c: c["status"] == "False", 20, "SystemdUnitsReady False")
+        self.assertEqual((c["reason"], c["message"]), ("UnhealthyUnits", "ipa-failing.service: failed"))
+        write_last_applied(units=[(sandbox.CONTAINERD_UNIT, True, None), (sandbox.KUBELET_UNIT, True, None)])
+        self.wait_healthy()
+
+    def restart_and_wait_drift_check(self):
+        before = SB.agent_log().count("Drift check against")
+        SB.stop_agent()
+        SB.start_agent()
+        sandbox.kubeemu.wait_for(lambda: SB.agent_log().count("Drift check against") > before, 20,
+                                 "the drift check after the restart")
+
+    def test_8_drift_check_at_start(self):
+        conf = "/etc/ipa-drift.conf"
+        sandbox.write_file(SB.path(conf.lstrip("/")), "v1\n")
+        write_last_applied(files=[(conf, "v1\n")])
+        self.restart_and_wait_drift_check()
+        self.assertIn("Drift check against %s: 0 findings." % os.path.join(SB.state_dir, "last-applied-osc.yaml"),
+                      SB.agent_log())
+        sandbox.write_file(SB.path(conf.lstrip("/")), "v2, edited by hand\n")
+        write_last_applied(files=[(conf, "v1\n"), ("/etc/ipa-drift-gone.conf", "x")],
+                           units=[("ipa-drift-missing.service", True, "[Service]\nExecStart=/bin/true\n")])
+        self.restart_and_wait_drift_check()
+        want = {
+            ("FileMismatch", "File %s mismatch: expected %s, actual %s" % (
+                conf, hashlib.sha256(b"v1\n").hexdigest(), hashlib.sha256(b"v2, edited by hand\n").hexdigest())),
+            ("FileMissing", "File /etc/ipa-drift-gone.conf is missing"),
+            ("UnitFileMissing", "Unit file ipa-drift-missing.service is missing"),
+        }
+        got = sandbox.kubeemu.wait_for(
+            lambda: want <= {(e["reason"], e["message"]) for e in SB.events() if e.get("type") == "Warning"} and
+            SB.events(), 10, "the drift Events")
+        drift = [e for e in got if (e["reason"], e["message"]) in want]
+        self.assertEqual(len(drift), 3, drift)
+        write_last_applied(units=[(sandbox.CONTAINERD_UNIT, True, None), (sandbox.KUBELET_UNIT, True, None)])
+
 
 if __name__ == "__main__":
     sandbox.skip_if_missing()

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Issue 2: a start/stop cycle of the real daemon under valgrind frees everything. The agent talks to
-the API-server emulator (Node watch, Lease, OSC Secret watch, the update engine's first decision), then
-gets SIGTERM; valgrind must report no definite or indirect leaks and no memory errors, and the agent
-must exit 0."""
+the API-server emulator (Node watch, Lease, OSC Secret watch, the update engine's first decision) and
+runs the drift check of a last-applied OSC, then gets SIGTERM; valgrind must report no definite or
+indirect leaks and no memory errors, and the agent must exit 0."""
 
 import os
 import shutil
@@ -31,6 +31,11 @@ class Valgrind(unittest.TestCase):
             emu.label_node("vg-node", labels={"worker.gardener.cloud/gardener-node-agent-secret-name": "osc"})
             emu.seed_secret("osc", data={"osc.yaml": "spec: {}\n"}, annotations={"checksum/data-script": "abc"})
             state = os.path.join(work, "state")
+            # A last-applied OSC whose file is missing: the drift check runs and emits an Event.
+            os.makedirs(state)
+            with open(os.path.join(state, "last-applied-osc.yaml"), "w") as f:
+                f.write("spec:\n  files:\n  - path: /nonexistent-ipa-drift\n    content:\n      inline:\n"
+                        "        data: x\n  units:\n  - name: a.service\n    enable: true\n")
             osrel = os.path.join(work, "os-release")
             with open(osrel, "w") as f:
                 f.write('PRETTY_NAME="Test Linux 1.2.3"\n')
@@ -52,7 +57,8 @@ class Valgrind(unittest.TestCase):
                     reqs = emu.request_log()
                     paths = [r["path"] for r in reqs]
                     return (any("/leases/" in p for p in paths) and any("/secrets" in p for p in paths)
-                            and os.path.exists(os.path.join(state, "node-view.json")))
+                            and os.path.exists(os.path.join(state, "node-view.json"))
+                            and any(e.get("reason") == "FileMissing" for e in emu.list("events") or []))
                 kubeemu.wait_for(busy, timeout=60, what="agent talking to the emulator under valgrind")
                 proc.send_signal(signal.SIGTERM)
                 _, err = proc.communicate(timeout=60)

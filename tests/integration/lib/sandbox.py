@@ -613,22 +613,22 @@ class Sandbox:
     # ---------------------------------------------------------------- "gardenlet": the OSC Secret
 
     def osc_yaml(self, kubelet_version, os_version, image, min_version=None, eviction=DEFAULT_EVICTION,
-                 dropin=None):
+                 dropin=None, extra_files=""):
         return OSC_TEMPLATE % {"secret": SECRET, "os_version": os_version, "kubelet": kubelet_version,
                                "path": self.binary_path, "image": image, "file": FILE_IN_IMAGE,
                                "command": self.os_update_command, "unit": KUBELET_UNIT,
-                               "config": KUBELET_CONFIG_PATH, "eviction": eviction,
+                               "config": KUBELET_CONFIG_PATH, "eviction": eviction, "extra_files": extra_files,
                                "dropins": DROPIN_TEMPLATE % {"content": dropin.replace("\n", "\n        ")} if dropin else "",
                                "min_version": '    minVersionForUpdate: "%s"\n' % min_version if min_version else ""}
 
     def publish_osc(self, kubelet_version=None, os_version=None, broken=False, image=None, min_version=None,
-                    eviction=None, dropin=None):
+                    eviction=None, dropin=None, extra_files=""):
         """Write the OSC Secret as gardenlet does (GNP §1.1 row 3): osc.yaml plus checksum/data-script =
         sha256 hex of it. Defaults: the last published kubelet version / OS version / kubelet config
         (evictionHard memory.available = `eviction`) / kubelet drop-in (`dropin`: the content of
         kubelet.service.d/50-sandbox.conf; "" removes it). broken=True points the kubelet file at the
-        broken build of that version. min_version sets spec.inPlaceUpdates.minVersionForUpdate. Returns
-        the checksum."""
+        broken build of that version. min_version sets spec.inPlaceUpdates.minVersionForUpdate;
+        extra_files is YAML appended to spec.files. Returns the checksum."""
         prev = self.osc or {}
         kubelet_version = (kubelet_version or prev.get("kubelet") or self.initial_version).lstrip("v")
         os_version = os_version or prev.get("os_version") or self.initial_os_version
@@ -638,7 +638,7 @@ class Sandbox:
             if (kubelet_version, bool(broken)) not in self.images:
                 raise SandboxError("no %simage for kubelet %s" % ("broken " if broken else "", kubelet_version))
             image = self.images[(kubelet_version, bool(broken))]["ref"]
-        text = self.osc_yaml(kubelet_version, os_version, image, min_version, eviction, dropin)
+        text = self.osc_yaml(kubelet_version, os_version, image, min_version, eviction, dropin, extra_files)
         checksum = sha256_hex(text.encode())
         self.emu.seed_secret(SECRET, namespace=OSC_NAMESPACE, data={"osc.yaml": text},
                              labels={"gardener.cloud/role": "operating-system-config",
@@ -943,7 +943,7 @@ spec:
           kind: KubeletConfiguration
           evictionHard:
             memory.available: %(eviction)s
-  units:
+%(extra_files)s  units:
   - name: %(unit)s
     enable: true
 %(dropins)s    filePaths:

@@ -16,11 +16,11 @@ static void test_zone_file(void **state) {
         assert_null(bad);
 }
 
-static void expect_patch(const NodeView *v, const char *zone, const char *want) {
+static void expect_patch_role(const NodeView *v, bool control_plane, const char *zone, const char *want) {
         _cleanup_(json_decrefp) json_t *p = NULL;
         _cleanup_free_ char *s = NULL;
 
-        assert_true(node_labels_patch(v, zone, &p) >= 0);
+        assert_true(node_labels_patch(v, control_plane, zone, &p) >= 0);
         if (!want) {
                 assert_null(p);
                 return;
@@ -28,6 +28,10 @@ static void expect_patch(const NodeView *v, const char *zone, const char *want) 
         assert_non_null(p);
         s = json_dumps(p, JSON_COMPACT | JSON_SORT_KEYS);
         assert_string_equal(s, want);
+}
+
+static void expect_patch(const NodeView *v, const char *zone, const char *want) {
+        expect_patch_role(v, false, zone, want);
 }
 
 static void test_patch_only_what_differs(void **state) {
@@ -43,10 +47,23 @@ static void test_patch_only_what_differs(void **state) {
         expect_patch(&wrong, "z0", "{\"labels\":{\"node-role.kubernetes.io/worker\":\"\"}}");
 }
 
+/* GNP §2.2 step 3: control-plane instead of worker; like upstream, the other role label is not removed. */
+static void test_control_plane_role(void **state) {
+        NodeView bare = {}, worker = { .role_worker = (char *) "" },
+                 cp = { .role_control_plane = (char *) "", .zone = (char *) "z1" };
+
+        expect_patch_role(&bare, true, NULL, "{\"labels\":{\"node-role.kubernetes.io/control-plane\":\"\"}}");
+        expect_patch_role(&worker, true, "z1",
+                          "{\"labels\":{\"node-role.kubernetes.io/control-plane\":\"\",\"topology.kubernetes.io/zone\":\"z1\"}}");
+        expect_patch_role(&cp, true, "z1", NULL);
+        expect_patch_role(&cp, false, "z1", "{\"labels\":{\"node-role.kubernetes.io/worker\":\"\"}}");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_zone_file),
                 cmocka_unit_test(test_patch_only_what_differs),
+                cmocka_unit_test(test_control_plane_role),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -304,7 +304,7 @@ static void test_limits(void **state) {
 static void test_duties(void **state) {
         _cleanup_(node_view_freep) NodeView *v = decode(
                 "{\"metadata\":{\"name\":\"n\",\"labels\":{\"node-role.kubernetes.io/worker\":\"\","
-                "\"topology.kubernetes.io/zone\":\"z1\"},\"annotations\":{"
+                "\"node-role.kubernetes.io/control-plane\":\"\",\"topology.kubernetes.io/zone\":\"z1\"},\"annotations\":{"
                 "\"node-agent.gardener.cloud/reconciliation-delay\":\"1m30s\","
                 "\"inplace-agent/min-version-for-update\":\"1.30.0\"}},"
                 "\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"},"
@@ -313,6 +313,7 @@ static void test_duties(void **state) {
         _cleanup_(node_view_freep) NodeView *plain = decode("{\"metadata\":{\"name\":\"n\"}}");
 
         assert_string_equal(v->role_worker, "");
+        assert_string_equal(v->role_control_plane, "");
         assert_string_equal(v->zone, "z1");
         assert_string_equal(v->reconciliation_delay, "1m30s");
         assert_string_equal(v->min_version_for_update, "1.30.0");
@@ -327,6 +328,7 @@ static void test_duties(void **state) {
         assert_string_equal(v->units_ready.message, "a.service: failed");
 
         assert_null(plain->role_worker);
+        assert_null(plain->role_control_plane);
         assert_null(plain->zone);
         assert_false(plain->units_ready.present);
 }

@@ -126,6 +126,32 @@ static void test_extension_files_and_inline(void **state) {
         assert_null(kv);
 }
 
+static OscDesired *decode_text(const char *yaml) {
+        _cleanup_free_ char *err = NULL;
+        OscDesired *o = NULL;
+
+        if (osc_decode_yaml(yaml, strlen(yaml), NULL, KUBELET_PATH, &o, &err) < 0)
+                fail_msg("%s", strempty(err));
+        return o;
+}
+
+/* GNP §2.2 step 3: the kube-apiserver manifest in spec.files makes a control-plane node; upstream
+ * looks at spec.files only, so one in status.extensionFiles does not. */
+static void test_control_plane(void **state) {
+        _cleanup_(osc_desired_freep) OscDesired *cp = decode_text(
+                "spec:\n  files:\n  - path: /etc/a\n  - path: " OSC_KUBE_APISERVER_MANIFEST "\n");
+        _cleanup_(osc_desired_freep) OscDesired *ext = decode_text(
+                "status:\n  extensionFiles:\n  - path: " OSC_KUBE_APISERVER_MANIFEST "\n");
+        _cleanup_(osc_desired_freep) OscDesired *worker = decode_fixture("inplace-os-kubelet.yaml", NULL);
+        _cleanup_(osc_desired_freep) OscDesired *near = decode_text(
+                "spec:\n  files:\n  - path: /etc/kubernetes/manifests/kube-apiserver.yaml.bak\n");
+
+        assert_true(cp->control_plane);
+        assert_false(ext->control_plane);
+        assert_false(worker->control_plane);
+        assert_false(near->control_plane);
+}
+
 static void test_fixture_errors(void **state) {
         static const struct {
                 const char *name;
@@ -410,6 +436,7 @@ int main(void) {
                 cmocka_unit_test(test_rotation_and_digest),
                 cmocka_unit_test(test_rolling_pool),
                 cmocka_unit_test(test_extension_files_and_inline),
+                cmocka_unit_test(test_control_plane),
                 cmocka_unit_test(test_fixture_errors),
                 cmocka_unit_test(test_secret_shape),
                 cmocka_unit_test(test_field_errors),

@@ -66,11 +66,45 @@ static void test_progressing(void **state) {
                "b.service: activating for 12s; c.service: deactivating for 4m59s; d.service: activating for 0s");
 }
 
+/* Upstream readManagedUnits: spec + extension units merged, sorted, `enable` else "carries
+ * configuration"; replaced units (CONTRACT §9.4) left out. */
+static void test_units_from_osc(void **state) {
+        static const char yaml[] =
+                "spec:\n"
+                "  units:\n"
+                "  - name: zz.service\n    enable: false\n    content: x\n"
+                "  - name: kubelet.service\n    content: y\n"
+                "  - name: plain.service\n"
+                "  - name: gardener-node-agent.service\n    enable: true\n"
+                "  - name: os.service\n    dropIns:\n    - name: 10-a.conf\n      content: z\n"
+                "status:\n"
+                "  extensionUnits:\n"
+                "  - name: ext.timer\n    enable: true\n"
+                "  - name: zz.service\n    enable: true\n";
+        char *replaced[] = { (char *) "gardener-node-agent.service", NULL };
+        _cleanup_(osc_model_freep) OscModel *m = NULL;
+        _cleanup_free_ const char **names = NULL;
+        _cleanup_free_ bool *enabled = NULL;
+        static const char *const want[] = { "ext.timer", "kubelet.service", "os.service", "plain.service",
+                                            "zz.service" };
+        static const bool want_enabled[] = { true, true, true, false, true };
+        size_t n;
+
+        assert_int_equal(osc_model_decode_yaml(yaml, sizeof(yaml) - 1, NULL, &m, NULL), 0);
+        assert_int_equal(unit_health_units_from_osc(m, replaced, &names, &enabled, &n), 0);
+        assert_int_equal(n, ELEMENTSOF(want));
+        for (size_t i = 0; i < n; i++) {
+                assert_string_equal(names[i], want[i]);
+                assert_int_equal(enabled[i], want_enabled[i]);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_healthy),
                 cmocka_unit_test(test_unhealthy),
                 cmocka_unit_test(test_progressing),
+                cmocka_unit_test(test_units_from_osc),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

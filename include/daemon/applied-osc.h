@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The last-applied OSC as GNA's quieter duties read it (GNP §8 items 3 and 7): the file is
+ * <stateDirectory>/last-applied-osc.yaml (apply/osc-state.h), or, while this agent has applied
+ * nothing yet, gardener-node-agent's <root>/var/lib/gardener-node-agent/last-applied-osc.yaml.
+ *   - SystemdUnitsReady: its units (core/unit-health.h unit_health_units_from_osc(), replaced units
+ *     left out) are handed to the UnitsCheck at start and whenever the file is replaced: an inotify
+ *     watch on the state directory sees osc_state_commit()'s rename, so the applier needs no hook.
+ *     Without the file the UnitsCheck keeps the list the manager gave it.
+ *   - The drift check (core/osc-drift.h): once per process, at the first sight of the Node (as
+ *     upstream's bootstrapper, which skips a node that is not registered yet), each finding becomes
+ *     a Warning Event with upstream's reason and message, and a journal line (on a node with many
+ *     findings, Events beyond the queue and spam filter of kube/kube-events are dropped, as
+ *     client-go's recorder drops them; the journal keeps all). Nothing is restored (upstream
+ *     neither). The OSC is decoded without a host name, so files with a hostName are not compared.
+ * Reads are small and blocking (local files, at start and once per apply). Owns its inotify source;
+ * borrows the event loop, the UnitsCheck (may be NULL), the reporter and the option strings (the
+ * configuration outlives it). */
+
+#include <systemd/sd-event.h>
+
+#include "daemon/reporter.h"
+#include "daemon/units-check.h"
+#include "util/macro.h"
+
+typedef struct AppliedOscOptions {
+        const char *state_directory;
+        const char *root_directory;     /* osc.rootDirectory: OSC paths and the OS's unit directories */
+        const char *unit_directory;     /* systemd.unitDirectory: unit files and drop-ins */
+        char *const *replaced_units;    /* osc.replacedUnits (NULL: none) */
+} AppliedOscOptions;
+
+typedef struct AppliedOsc AppliedOsc;
+
+/* Loads the units at once (see above). */
+int applied_osc_new(sd_event *event, const AppliedOscOptions *opts, UnitsCheck *units_check, Reporter *reporter,
+                    AppliedOsc **ret);
+AppliedOsc *applied_osc_free(AppliedOsc *a);
+DEFINE_CLEANUP_FUNC(AppliedOsc, applied_osc_free);
+
+/* Re-reads the file and hands its units to the UnitsCheck (the inotify watch calls it; callable
+ * after an apply where inotify is unavailable). A file that cannot be read or decoded is logged
+ * once per distinct error and leaves the list as it was. */
+void applied_osc_reload(AppliedOsc *a);
+
+/* The drift check, the first time only; later calls do nothing. */
+void applied_osc_check_drift(AppliedOsc *a);
