@@ -97,6 +97,7 @@ static int check_value(const json_t *v, unsigned depth, bool in_array, const Whe
  * (for "remove", all of path[0..n) is in the middle). */
 static int walk(json_t *t, const json_t *path, size_t n, bool create, const Where *pw, json_t **ret,
                 char **ret_error) {
+        *ret = NULL;
         for (size_t i = 0; i < n; i++) {
                 const json_t *e = json_array_get(path, i);
                 json_t *c = json_object_getn(t, json_string_value(e), json_string_length(e));
@@ -105,10 +106,8 @@ static int walk(json_t *t, const json_t *path, size_t n, bool create, const Wher
                         if (c && !json_is_null(c) && (i + 1 < n || !create))
                                 return fail(ret_error, &(Where) { .up = pw, .index = i },
                                             "not a table in the containerd config");
-                        if (!create) {
-                                *ret = NULL;
+                        if (!create)
                                 return 0;
-                        }
                         c = json_object();
                         if (!c || json_object_setn_new(t, json_string_value(e), json_string_length(e), c) < 0)
                                 return -ENOMEM;
@@ -139,7 +138,7 @@ static int check_path(const json_t *path, const Where *pw, char **ret_error) {
 static int remove_at(json_t *root, const json_t *path, const Where *pw, char **ret_error) {
         size_t n = json_array_size(path);
         const json_t *last;
-        json_t *t;
+        json_t *t = NULL;
         int r;
 
         if (n == 0) {
@@ -159,7 +158,7 @@ static int remove_at(json_t *root, const json_t *path, const Where *pw, char **r
 static int add_at(json_t *root, const json_t *path, const json_t *values, const Where *pw, char **ret_error) {
         const char *k;
         size_t kn;
-        json_t *t, *v;
+        json_t *t = NULL, *v;
         int r;
 
         if (!json_is_object(json_object_get(root, "plugins")) &&
