@@ -168,7 +168,9 @@ static int add_at(json_t *root, const json_t *path, const json_t *values, const 
         if (r < 0 || !values)
                 return r;
         json_object_keylen_foreach((json_t *) values, k, kn, v) {
-                r = json_is_null(v) ? (json_object_deln(t, k, kn), 0) : json_object_setn(t, k, kn, v);
+                /* a copy: a later plugin may add below it, and the caller's config is const */
+                r = json_is_null(v) ? (json_object_deln(t, k, kn), 0)
+                                    : json_object_setn_new(t, k, kn, json_deep_copy(v));
                 if (r < 0)
                         return -ENOMEM;
         }
@@ -184,10 +186,13 @@ static int apply_plugin(json_t *root, const json_t *p, const Where *w, char **re
         if (!json_is_object(p))
                 return fail(ret_error, w, "expected an object");
         op = json_object_get(p, "op");
-        if (op && !json_is_null(op) &&
-            (!json_is_string(op) ||
-             !(streq(json_string_value(op), "add") || (remove = streq(json_string_value(op), "remove")))))
-                return fail(ret_error, &(Where) { .up = w, .key = "op" }, "operation is not supported");
+        if (op && !json_is_null(op)) {
+                const char *o = json_string_value(op);
+
+                remove = o && streq(o, "remove");
+                if (!o || !(remove || streq(o, "add")))
+                        return fail(ret_error, &(Where) { .up = w, .key = "op" }, "operation is not supported");
+        }
         r = check_path(json_object_get(p, "path"), &pw, ret_error);
         if (r < 0)
                 return r;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the containerd config.toml renderer: the input is JSON, tried as the
  * containerd config ({sandboxImage, plugins, cgroupDriver}) and, when it is an array, as the plugins
- * list alone. A rendered file must be the same on a second render (the applier's write-if-changed
- * relies on it), hold no NUL and no raw control character but the newline, and end with one. */
+ * list alone. The input must come out unchanged, and a rendered file must be the same on a second
+ * render (the applier's write-if-changed relies on it), hold no NUL and no raw control character but
+ * the newline, and end with one. */
 #include <assert.h>
 #include <jansson.h>
 #include <stddef.h>
@@ -15,8 +16,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check(const json_t *config) {
         char *a = NULL, *b = NULL, *err = NULL;
+        json_t *copy = json_deep_copy(config);
+        int r;
 
-        if (containerd_config_render(config, &a, &err) == 0) {
+        if (!copy)
+                return;
+        r = containerd_config_render(config, &a, &err);
+        assert(json_equal(config, copy));
+        json_decref(copy);
+        if (r == 0) {
                 size_t n = strlen(a);
 
                 assert(n > 0 && a[n - 1] == '\n');

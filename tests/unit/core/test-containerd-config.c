@@ -167,12 +167,32 @@ static void test_add_replaces_a_value(void **state) {
         assert_string_equal(out, HEAD "\n[plugins.a.k]\nz = true\n");
 }
 
+/* Later plugins add and remove below tables an earlier one brought in: the caller's config stays as
+ * it was, so rendering it again gives the same file. */
+static void test_input_untouched(void **state) {
+        static const char config[] =
+                "{\"plugins\": [{\"path\": [\"a\"], \"values\": {\"k\": {\"x\": 1, \"y\": 2}}},"
+                "{\"path\": [\"a\", \"k\"], \"values\": {\"z\": 3}},"
+                "{\"op\": \"remove\", \"path\": [\"a\", \"k\", \"x\"]}]}";
+        json_t *j = json_loads(config, 0, NULL), *copy = json_deep_copy(j);
+        _cleanup_free_ char *a = NULL, *b = NULL;
+
+        assert_int_equal(containerd_config_render(j, &a, NULL), 0);
+        assert_true(json_equal(j, copy));
+        assert_int_equal(containerd_config_render(j, &b, NULL), 0);
+        assert_string_equal(a, b);
+        assert_non_null(strstr(a, "\n[plugins.a.k]\ny = 2\nz = 3\n"));
+        json_decref(j);
+        json_decref(copy);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_golden),
                 cmocka_unit_test(test_deterministic),
                 cmocka_unit_test(test_invalid),
                 cmocka_unit_test(test_add_replaces_a_value),
+                cmocka_unit_test(test_input_untouched),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
