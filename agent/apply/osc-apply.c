@@ -96,12 +96,14 @@ static void fail(OscApplier *a, const char *code, int error, const char *detail)
         _cleanup_free_ char *why = TAKE_PTR(a->why);
         const OscWork *w = &a->changes->items[a->current];
         OscApplyFailure f = {
-                .code = code ?: a->why_code ?: failure_code(w->kind),
+                .code = code ?: failure_code(w->kind),
                 .subject = subject(w),
                 .error = error,
                 .detail = detail ?: why ?: strerror(-error),
         };
 
+        if (!code && a->why_code)
+                f.code = a->why_code;
         a->step = STEP_FIRST;
         a->why_code = NULL;
         a->cb.finished(a, &f, a->userdata);
