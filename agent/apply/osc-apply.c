@@ -4,6 +4,7 @@
 
 #include "apply/osc-apply.h"
 #include "apply/osc-files.h"
+#include "core/containerd-config.h"
 
 /* Where a multi-step item is; at most one D-Bus call or external request is in flight. */
 typedef enum Step {
@@ -27,6 +28,8 @@ struct OscApplier {
         UnitJob *job;                   /* the job in flight (owned by uc; cancelled with us) */
         size_t current;
         Step step;
+        const char *why_code;           /* the current item's own failure code and message, when it */
+        char *why;                      /* knows more than errno (owned; consumed by fail()) */
 };
 
 OscApplier *osc_applier_free(OscApplier *a) {
@@ -35,6 +38,7 @@ OscApplier *osc_applier_free(OscApplier *a) {
         unit_job_cancel(a->job);
         sd_event_source_disable_unref(a->defer);
         sd_event_unref(a->event);
+        free(a->why);
         free(a->root);
         free(a->unit_dir);
         free(a);
@@ -91,16 +95,20 @@ static const char *subject(const OscWork *w) {
 
 /* Ends the run with a failure. Callers return at once: `finished` may free us. */
 static void fail(OscApplier *a, const char *code, int error, const char *detail) {
+        _cleanup_free_ char *why = TAKE_PTR(a->why);
         const OscWork *w = &a->changes->items[a->current];
         OscApplyFailure f = {
                 /* An owner's hook answering -EOPNOTSUPP cannot apply that change at all. */
                 .code = code ?: error == -EOPNOTSUPP ? "UnsupportedChange" : failure_code(w->kind),
                 .subject = subject(w),
                 .error = error,
-                .detail = detail ?: strerror(-error),
+                .detail = detail ?: why ?: strerror(-error),
         };
 
+        if (!code && a->why_code)
+                f.code = a->why_code;
         a->step = STEP_FIRST;
+        a->why_code = NULL;
         a->cb.finished(a, &f, a->userdata);
 }
 
@@ -169,12 +177,36 @@ static int run_delete_unit(OscApplier *a, const OscWork *w) {
         return 1;
 }
 
+/* GNP §6.4 step 5: containerd's directories and the config.toml the agent owns entirely
+ * (core/containerd-config.h), written only when it differs, 0644 as upstream. The drop-in with the
+ * PATH is the model's containerd.service drop-in (a write-unit item), the restart a unit command. A
+ * criConfig we cannot render is a change we cannot apply: UnsupportedChange naming the field. */
+static int run_containerd_config(OscApplier *a, const OscWork *w) {
+        _cleanup_free_ char *toml = NULL;
+        int r;
+
+        r = osc_ensure_containerd_dirs(a->root);
+        if (r < 0)
+                return r;
+        free(a->why);
+        a->why = NULL;
+        r = containerd_config_render(w->containerd, &toml, &a->why);
+        if (r == -EINVAL)
+                a->why_code = "UnsupportedChange";
+        if (r < 0)
+                return r;
+        return osc_write_file(a->root, CONTAINERD_CONFIG_FILE, toml, strlen(toml), 0644, true);
+}
+
 static int run_file_item(OscApplier *a, const OscWork *w) {
         _cleanup_free_ char *content = NULL;
         size_t size;
         int r;
 
         switch (w->kind) {
+        case OSC_WORK_CONTAINERD_CONFIG:
+                r = run_containerd_config(a, w);
+                break;
         case OSC_WORK_WRITE_FILE:
                 r = osc_file_inline_content(&w->file, &content, &size);
                 if (r >= 0)
@@ -215,7 +247,6 @@ static int run_item(OscApplier *a, const OscWork *w) {
 
 static bool needs_external(const OscWork *w) {
         return w->kind == OSC_WORK_PULL_FILE || w->kind == OSC_WORK_KUBELET_HEALTH ||
-               w->kind == OSC_WORK_CONTAINERD_CONFIG ||
                (w->kind == OSC_WORK_WRITE_FILE && w->file.source == OSC_FILE_SECRET);
 }
 
@@ -224,11 +255,6 @@ static void run_external(OscApplier *a, const OscWork *w) {
         _cleanup_free_ char *d = NULL;
         int r;
 
-        if (w->kind == OSC_WORK_CONTAINERD_CONFIG) {
-                r = osc_ensure_containerd_dirs(a->root);
-                if (r < 0)
-                        return fail(a, NULL, r, NULL);
-        }
         if (!a->cb.external) {
                 (void) osc_work_describe(w, &d);
                 return fail(a, "UnsupportedChange", -EOPNOTSUPP, d);

@@ -37,6 +37,7 @@ static void work_done(OscWork *w) {
         strv_freep(&w->drop_ins_deleted);
         free(w->name);
         osc_registry_done(&w->registry);
+        json_decref(w->containerd);
 }
 
 OscChanges *osc_changes_free(OscChanges *c) {
@@ -523,8 +524,12 @@ static int build_items(const OscDiffInput *in, OscChanges *c) {
 
         if (!cmds)
                 return -ENOMEM;
-        if (c->containerd_config_changed && in->new->has_containerd && !add_item(c, OSC_WORK_CONTAINERD_CONFIG))
-                return -ENOMEM;
+        if (c->containerd_config_changed && in->new->has_containerd) {
+                OscWork *w = add_item(c, OSC_WORK_CONTAINERD_CONFIG);
+
+                if (!w || !(w->containerd = json_deep_copy(in->new->containerd_config)))
+                        return -ENOMEM;
+        }
         r = add_file_items(in, c);
         if (r >= 0)
                 r = add_registry_items(in, c);
@@ -649,6 +654,9 @@ static json_t *work_to_json(const OscWork *w) {
         case OSC_WORK_DELETE_REGISTRY:
                 r |= json_object_set_new(j, "name", json_string(w->name));
                 break;
+        case OSC_WORK_CONTAINERD_CONFIG:
+                r |= json_object_set(j, "containerd", w->containerd);
+                break;
         case OSC_WORK_REGISTRY:
                 r |= json_object_set(j, "registry", w->registry.canon);
                 r |= json_object_set_new(j, "probe", json_boolean(w->probe));
@@ -753,6 +761,12 @@ static int work_from_json(const json_t *j, const char *where, OscWork *w, char *
                 return w->name ? 0 : -ENOMEM;
         case OSC_WORK_REGISTRY:
                 return osc_registry_from_json(json_object_get(j, "registry"), where, &w->registry, ret_error);
+        case OSC_WORK_CONTAINERD_CONFIG:
+                /* checked when rendered, like the OSC's own criConfig */
+                if (!json_is_object(json_object_get(j, "containerd")))
+                        return error_setf(ret_error, -EINVAL, "%s: no containerd config", where);
+                w->containerd = json_deep_copy(json_object_get(j, "containerd"));
+                return w->containerd ? 0 : -ENOMEM;
         default:
                 return 0;
         }

@@ -2,7 +2,9 @@
 #pragma once
 
 /* Runs the remaining work of an OscChanges (core/osc-diff.h) on the sd_event loop, one item after
- * the other in the persisted order (GNP §6.4): file items through apply/osc-files, unit items over
+ * the other in the persisted order (GNP §6.4): file items through apply/osc-files (containerd's
+ * config.toml rendered by core/containerd-config; one it cannot render is UnsupportedChange naming
+ * the criConfig field), unit items over
  * D-Bus through systemd/unit-control (EnableUnitFiles/DisableUnitFiles, Reload, StopUnit,
  * RestartUnit, each confirmed by its reply or JobRemoved; no blind waits). Items the applier cannot
  * do by itself (a secretRef file needs an uncached GET, an imageRef file a registry pull, the

@@ -29,7 +29,7 @@
 #define OSC_CHANGES_ITEMS_MAX 40000     /* bound for a decoded work list */
 
 typedef enum OscWorkKind {
-        OSC_WORK_CONTAINERD_CONFIG,     /* config.toml (sandboxImage, plugins, cgroupDriver) */
+        OSC_WORK_CONTAINERD_CONFIG,     /* config.toml from `containerd` (core/containerd-config.h) */
         OSC_WORK_WRITE_FILE,            /* inline or secretRef file, with its mode */
         OSC_WORK_REGISTRY,              /* certs.d/<upstream>/hosts.toml (probe first if `probe`) */
         OSC_WORK_PULL_FILE,             /* imageRef file */
@@ -58,6 +58,8 @@ typedef struct OscWork {
         OscUnitCommand command;         /* UNIT_COMMAND */
         OscRegistry registry;           /* REGISTRY */
         bool probe;                     /* REGISTRY: new or changed with readinessProbe */
+        json_t *containerd;             /* CONTAINERD_CONFIG: the new OscModel's containerd_config, so a
+                                         * resumed item renders the same file without the OSC */
 } OscWork;
 
 typedef struct OscInPlaceFlags {

@@ -2,8 +2,8 @@
 /* libFuzzer target for the OSC model decoder, the replaced unit's component config, the checked
  * units, the drift check (against a made-up disk) and the diff engine: the input is decoded as osc.yaml,
  * diffed against nothing (first apply), against itself and against a small fixed OSC in both
- * directions, and every result goes through the persisted form and back. JSON input is also tried
- * as a persisted work list. */
+ * directions, every result goes through the persisted form and back, and containerd items are
+ * rendered. JSON input is also tried as a persisted work list. */
 #include <errno.h>
 #include <jansson.h>
 #include <stddef.h>
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/containerd-config.h"
 #include "core/osc-component-config.h"
 #include "core/osc-diff.h"
 #include "core/osc-drift.h"
@@ -74,6 +75,10 @@ static void diff_one(const OscModel *old, const OscModel *new) {
                         char *d = NULL;
 
                         if (osc_work_describe(&c->items[i], &d) == 0)
+                                free(d);
+                        d = NULL;
+                        if (c->items[i].kind == OSC_WORK_CONTAINERD_CONFIG &&
+                            containerd_config_render(c->items[i].containerd, &d, NULL) == 0)
                                 free(d);
                 }
                 if (j && osc_changes_from_json(j, &back, NULL) == 0)

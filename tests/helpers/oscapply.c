@@ -3,7 +3,7 @@
  * is to do with an OSC, minus the API server:
  *
  *   oscapply --root DIR --unit-dir DIR --state DIR [--checksum S] [--hostname H] [--kill-after N]
- *            [--job-timeout 10s] [--external ok|fail] NEW-OSC.yaml
+ *            [--job-timeout 10s] [--external ok|fail] [--containerd-path PATH] NEW-OSC.yaml
  *
  *   1. osc_state_prepare(): the saved work for this checksum, else the diff against
  *      <state>/last-applied-osc.yaml, else against <root>/var/lib/gardener-node-agent/ (handover),
@@ -13,7 +13,8 @@
  *      persisting after every item and printing {"event":"item",...}; --kill-after N raises SIGKILL
  *      right after the N-th item of this run was persisted;
  *      --external ok|fail answers the items the owner does itself (secretRef, imageRef, kubelet
- *      health, containerd config) from a deferred event: success, or -EIO "simulated failure";
+ *      health) from a deferred event: success, or -EIO "simulated failure"; --containerd-path is the
+ *      PATH of the injected containerd drop-in (the model option; without it none is injected);
  *   4. on success osc_state_commit(); prints
  *      {"event":"finished","ok":...,"code","subject","errno","detail"}; exit 0 / 1. */
 #include <getopt.h>
@@ -110,9 +111,10 @@ int main(int argc, char *argv[]) {
                 { "kill-after", required_argument, NULL, 'k' },
                 { "job-timeout", required_argument, NULL, 't' },
                 { "external", required_argument, NULL, 'e' },
+                { "containerd-path", required_argument, NULL, 'p' },
                 {}
         };
-        const char *root = "/", *unit_dir = NULL, *checksum = "checksum", *hostname = "node";
+        const char *root = "/", *unit_dir = NULL, *checksum = "checksum", *hostname = "node", *ctd_path = NULL;
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         uint64_t job_timeout_usec = 30 * USEC_PER_SEC;
         UnitControl *uc = NULL;
@@ -129,6 +131,7 @@ int main(int argc, char *argv[]) {
                 case 'c': checksum = optarg; break;
                 case 'h': hostname = optarg; break;
                 case 'e': c.external = optarg; break;
+                case 'p': ctd_path = optarg; break;
                 case 'k': c.kill_after = (unsigned) strtoul(optarg, NULL, 10); break;
                 case 't':
                         if (parse_duration(optarg, &job_timeout_usec) < 0)
@@ -155,7 +158,7 @@ int main(int argc, char *argv[]) {
                 r = osc_state_prepare(&(OscPrepareInput) {
                                 .state_directory = c.state, .root_directory = root, .yaml = c.new_yaml,
                                 .size = c.new_size, .checksum = checksum,
-                                .model_options = { .host_name = hostname }, .current_os_version = "1.0",
+                                .model_options = { .host_name = hostname, .containerd_path = ctd_path }, .current_os_version = "1.0",
                                 .replaced_units = (char *const *) replaced },
                         &c.changes, &baseline, &err);
                 if (r < 0) {

@@ -5,13 +5,15 @@ engine and the appliers (apply/osc-files, apply/osc-apply over D-Bus), driven by
 ($OSCAPPLY), which does what the executor does minus the API server. Cases from upstream's
 test/integration/nodeagent/operatingsystemconfig: first apply, a unit changed/added/deleted, drop-ins
 added/removed, a file mode change restarting the unit that lists it, deleted files, SIGKILL and resume
-(nothing applied twice), failures that keep the last-applied OSC, the replaced unit, handover from GNA."""
+(nothing applied twice), failures that keep the last-applied OSC, the replaced unit, handover from GNA,
+containerd's config.toml, drop-in and hosts.toml (GNP §6.4 steps 5 and 9)."""
 
 import json
 import os
 import stat
 import subprocess
 import sys
+import tomllib
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
@@ -299,6 +301,92 @@ class OscApply(unittest.TestCase):
         self.assertEqual([e["baseline"] for e in events if e["event"] == "baseline"], ["last-applied"])
         self.assertEqual(self.plan(events), [])
         self.assertEqual(self.started("h"), 0)
+
+    def test_containerd_config_drop_in_and_registries(self):
+        ctd = {"name": "containerd.service",
+               "content": self.um.service(RUNNING) + "[Install]\nWantedBy=default.target\n"}
+        gvisor = {"path": ["io.containerd.grpc.v1.cri", "containerd", "runtimes", "gvisor"],
+                  "values": {"runtime_type": "io.containerd.runsc.v1", "options": {"ConfigPath": "/etc/gvisor \"a\".toml"},
+                             "pod_annotations": ["dev.gvisor.*"], "n": 3}}
+        spec = lambda image, plugins=(gvisor,): {
+            "criConfig": {"name": "containerd", "cgroupDriver": "systemd",
+                          "containerd": {"sandboxImage": image, "plugins": list(plugins), "registries": [
+                              {"upstream": "docker.io", "server": "https://registry-1.docker.io",
+                               "hosts": [{"url": "https://mirror.example:5000", "capabilities": ["pull"]}]}]}},
+            "units": [ctd]}
+        args = ["--containerd-path", "/usr/local/bin:/usr/bin"]
+        config = self.rooted("/etc/containerd/config.toml")
+        hosts = self.rooted("/etc/containerd/certs.d/docker.io/hosts.toml")
+        drop_in = os.path.join(self.um.unit_dir, "containerd.service.d", "30-env_config.conf")
+
+        events = self.apply(spec("registry.k8s.io/pause:3.10"), args=args)
+        self.assertEqual(self.plan(events), [
+            "write containerd config", "write registry config for docker.io",
+            "write unit containerd.service (with unit file, 1 drop-ins)", "reload systemd",
+            "restart unit containerd.service"])
+        self.assertEqual([e for e in events if e["event"] == "external"], [])
+        with open(config, "rb") as f:
+            toml = tomllib.load(f)
+        cri = toml["plugins"]["io.containerd.grpc.v1.cri"]
+        self.assertEqual(toml["version"], 2)
+        self.assertEqual(toml["imports"], ["/etc/containerd/conf.d/*.toml"])
+        self.assertEqual(cri["sandbox_image"], "registry.k8s.io/pause:3.10")
+        self.assertEqual(cri["registry"]["config_path"], "/etc/containerd/certs.d")
+        self.assertEqual(cri["cni"]["bin_dir"], "/opt/cni/bin")
+        self.assertEqual(cri["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"], True)
+        self.assertEqual(cri["containerd"]["runtimes"]["gvisor"], gvisor["values"])
+        self.assertEqual(self.mode(config), 0o644)
+        for d in ("/var/bin/containerruntimes", "/etc/containerd/conf.d", "/etc/containerd/certs.d"):
+            self.assertTrue(os.path.isdir(self.rooted(d)), d)
+        with open(drop_in) as f:
+            self.assertEqual(f.read(), '[Service]\nEnvironment="PATH=/var/bin/containerruntimes:/usr/local/bin:/usr/bin"\n')
+        self.assertIn("PATH=/var/bin/containerruntimes:/usr/local/bin:/usr/bin",
+                      self.um.show("containerd.service", "Environment"))
+        self.assertEqual(self.um.active_state("containerd.service"), "active")
+        with open(hosts, "rb") as f:
+            h = tomllib.load(f)
+        self.assertEqual(h["server"], "https://registry-1.docker.io")
+        self.assertEqual(h["host"]["https://mirror.example:5000"]["capabilities"], ["pull"])
+
+        # the same OSC again: only the registries are re-ensured (upstream's Desired is every registry),
+        # nothing is rewritten or restarted
+        before, hosts_before = os.stat(config), os.stat(hosts)
+        inv = self.um.invocation_id("containerd.service")
+        events = self.apply(spec("registry.k8s.io/pause:3.10"), args=args)
+        self.assertEqual(self.plan(events), ["write registry config for docker.io"])
+        self.assertEqual(self.um.invocation_id("containerd.service"), inv)
+        after = os.stat(hosts)
+        self.assertEqual((after.st_ino, after.st_mtime_ns), (hosts_before.st_ino, hosts_before.st_mtime_ns))
+
+        # without a baseline the item runs again and renders the same bytes: the file is left alone
+        os.unlink(os.path.join(self.state, "last-applied-osc.yaml"))
+        events = self.apply(spec("registry.k8s.io/pause:3.10"), args=args)
+        self.assertEqual(self.plan(events)[0], "write containerd config")
+        after = os.stat(config)
+        self.assertEqual((after.st_ino, after.st_mtime_ns), (before.st_ino, before.st_mtime_ns))
+
+        # a new sandbox image: config.toml rewritten, containerd restarted, nothing else
+        inv = self.um.invocation_id("containerd.service")
+        events = self.apply(spec("registry.k8s.io/pause:3.11", plugins=()), args=args)
+        self.assertEqual(self.plan(events), ["write containerd config", "write registry config for docker.io",
+                                             "restart unit containerd.service"])
+        with open(config, "rb") as f:
+            cri = tomllib.load(f)["plugins"]["io.containerd.grpc.v1.cri"]
+        self.assertEqual(cri["sandbox_image"], "registry.k8s.io/pause:3.11")
+        self.assertNotIn("gvisor", cri["containerd"]["runtimes"])
+        self.assertNotEqual(self.um.invocation_id("containerd.service"), inv)
+
+        # plugin values that are no TOML: UnsupportedChange naming the field, config.toml untouched
+        with open(config) as f:
+            good = f.read()
+        bad = {"path": ["x"], "values": {"ok": 1, "foo": [1, None]}}
+        events = self.apply(spec("registry.k8s.io/pause:3.12", plugins=(gvisor, bad)), args=args, expect_ok=False)
+        fin = self.finished(events)
+        self.assertEqual((fin["code"], fin["subject"], fin["errno"]),
+                         ("UnsupportedChange", "/etc/containerd/config.toml", 22))
+        self.assertEqual(fin["detail"], "spec.criConfig.containerd.plugins[1].values.foo[1]: null is not allowed in an array")
+        with open(config) as f:
+            self.assertEqual(f.read(), good)
 
 
 if __name__ == "__main__":

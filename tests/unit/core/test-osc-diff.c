@@ -140,6 +140,12 @@ static void run(const Case *t) {
         assert_string_equal(sig2, sig);
         assert_string_equal(back->checksum, "sum");
         assert_memory_equal(&back->in_place, &c->in_place, sizeof(c->in_place));
+        /* the containerd item carries the new config itself, so a resumed item needs no OSC */
+        for (size_t i = 0; i < c->n_items; i++)
+                if (c->items[i].kind == OSC_WORK_CONTAINERD_CONFIG) {
+                        assert_true(json_equal(c->items[i].containerd, new->containerd_config));
+                        assert_true(json_equal(back->items[i].containerd, new->containerd_config));
+                }
 }
 
 static void test_files_and_units(void **state) {
@@ -205,7 +211,8 @@ static void test_containerd(void **state) {
                 { "cgroup driver change", CRI("sandboxImage: p1"),
                   "spec: {criConfig: {name: containerd, cgroupDriver: systemd, containerd: {sandboxImage: p1}}}",
                   "containerd-config; restart containerd.service", .error = NULL },
-                { "containerd config added", "spec: {criConfig: {name: containerd}}", CRI("sandboxImage: p1"),
+                { "containerd config added", "spec: {criConfig: {name: containerd}}",
+                  "spec: {criConfig: {name: containerd, containerd: {sandboxImage: p1, plugins: [{path: [a], values: {k: 1}}]}}}",
                   "containerd-config; restart containerd.service", .error = NULL },
                 { "registries: unchanged probe not repeated, changed one probed, removed one deleted",
                   CRI("sandboxImage: p, registries: [" REG("a", ", readinessProbe: true") "," REG("b", ", readinessProbe: true") ","
@@ -311,6 +318,8 @@ static void test_persisted_garbage(void **state) {
                 "{\"items\": [{\"kind\": \"delete-registry\", \"name\": \"../..\"}]}",
                 "{\"items\": [{\"kind\": \"write-unit\", \"unit\": {\"name\": \"x\"}, \"dropInsDeleted\": [\"../x\"]}]}",
                 "{\"items\": [], \"inPlaceUpdates\": {\"operatingSystem\": 1}}",
+                "{\"items\": [{\"kind\": \"containerd-config\"}]}",
+                "{\"items\": [{\"kind\": \"containerd-config\", \"containerd\": []}]}",
         };
 
         for (size_t i = 0; i < ELEMENTSOF(table); i++) {
