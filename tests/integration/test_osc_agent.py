@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Issue 13 acceptance with the real agent (lib/sandbox.py: the emulator, a real `systemd --user`, the
+registry): the whole OSC is applied, and checksum/cloud-config-data is a promise. One sandbox, in order:
+  1. a new file (mode 0644): written below osc.rootDirectory at once (no MCM gate), then the checksum,
+     the OSCApplied Event, last-applied-osc.yaml = the OSC; no update-result label;
+  2. an OSC the agent cannot apply (an imageRef file that is not the kubelet): UnsupportedChange naming
+     the path on the Node and in the journal, the old checksum stays;
+  3. a unit whose restart fails: UnitApplyFailed naming the unit, the old checksum stays; the fixed OSC
+     then applies;
+  4. a kubelet config change (evictionHard, an in-place trigger) with a kubelet drop-in: nothing while
+     MCM has not opened the gate, the plan lists the OSC's items, then after ReadyForUpdate the config
+     and the drop-in are written, the kubelet restarted once, update-result=successful, the checksum;
+  5. handover from gardener-node-agent: only GNA's last-applied-osc.yaml exists; a new OSC applies only
+     its diff (a file deleted by hand that both OSCs list stays deleted)."""
+
+import json
+import os
+import shutil
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "lib"))
+import sandbox  # noqa: E402
+import usermgr  # noqa: E402
+
+S = sandbox
+SB = None
+HELLO = "/etc/ipa-test/hello"
+
+
+def setUpModule():
+    global SB
+    SB = S.Sandbox(versions=("1.31.4",), broken_versions=(), kubelet_size=1 << 20, health_timeout="20s")
+    try:
+        SB.start()
+    except BaseException:
+        SB.stop()
+        raise
+
+
+def tearDownModule():
+    if SB:
+        left = SB.stop()
+        if left:
+            print("leftover processes: %s" % left, file=sys.stderr)
+
+
+def inline_file(path, data, mode=0o644):
+    return ("  - path: %s\n    permissions: %d\n    content:\n      inline:\n        data: %s\n"
+            % (path, mode, json.dumps(data)))
+
+
+def rooted(path):
+    return SB.base + path
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def failure(node):
+    text = S.annotation(node, S.FAILURE)
+    return json.loads(text) if text else {}
+
+
+def kubelet_starts():
+    return SB.unit_log(S.KUBELET_UNIT).count("runs kubelet v")
+
+
+def last_applied():
+    return read(os.path.join(SB.state_dir, "last-applied-osc.yaml"))
+
+
+class OscAgent(unittest.TestCase):
+    def wait_checksum(self, checksum, timeout=60):
+        return SB.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == checksum, timeout,
+                            "checksum/cloud-config-data %s" % checksum)
+
+    def wait_failure(self, code, timeout=60):
+        return SB.wait_node(lambda n: failure(n).get("code") == code, timeout, "inplace-agent/failure %s" % code)
+
+    def test_1_file_applied_at_once(self):
+        checksum = SB.publish_osc(extra_files=inline_file(HELLO, "hello\n"))
+        n = self.wait_checksum(checksum)
+        self.assertEqual(read(rooted(HELLO)), "hello\n")
+        self.assertEqual(os.stat(rooted(HELLO)).st_mode & 0o7777, 0o644)
+        self.assertEqual(os.stat(rooted(S.KUBELET_CONFIG_PATH)).st_mode & 0o7777, 0o600)
+        self.assertIn("memory.available: 100Mi", read(rooted(S.KUBELET_CONFIG_PATH)))
+        self.assertEqual(last_applied(), SB.osc["yaml"])
+        self.assertIsNone(S.label(n, S.UPDATE_RESULT))
+        usermgr.wait_until(lambda: any(e.get("reason") == "OSCApplied" for e in SB.events()), 10, "OSCApplied")
+        # The promise: no history entry ever showed this checksum before the file was there. The
+        # agent's journal orders the two: the commit line comes before the checksum patch.
+        log = SB.agent_log()
+        self.assertIn("Applied every change of OSC %s" % checksum, log)
+
+    def test_2_unsupported_change_keeps_checksum(self):
+        before = S.annotation(SB.node(), S.NODE_CHECKSUM)
+        extra = inline_file(HELLO, "hello\n") + ("  - path: /opt/bin/other-tool\n    permissions: 493\n    content:\n"
+                                                 "      imageRef:\n        image: %s\n        filePathInImage: /tool\n"
+                                                 % SB.image_ref("1.31.4"))
+        SB.publish_osc(extra_files=extra)
+        n = self.wait_failure("UnsupportedChange")
+        self.assertIn("/opt/bin/other-tool", failure(n).get("message", ""))
+        self.assertEqual(S.annotation(n, S.NODE_CHECKSUM), before)
+        self.assertFalse(os.path.exists(rooted("/opt/bin/other-tool")))
+        self.assertIn("UnsupportedChange", SB.agent_log())
+
+    def test_3_unit_failure_then_fixed(self):
+        before = S.annotation(SB.node(), S.NODE_CHECKSUM)
+        marker = SB.path("flaky-ok")
+        unit = ("  units:\n  - name: ipa-flaky.service\n    enable: true\n    command: restart\n    content: |\n"
+                "      [Service]\n      Type=oneshot\n      RemainAfterExit=yes\n      ExecStart=/usr/bin/test -e %s\n"
+                % marker)
+        text = SB.osc_yaml("1.31.4", SB.osc["os_version"], SB.image_ref("1.31.4"),
+                           extra_files=inline_file(HELLO, "hello\n")).replace("  units:\n", unit, 1)
+        publish_text(text)
+        n = self.wait_failure("UnitApplyFailed")
+        self.assertIn("ipa-flaky.service", failure(n).get("message", ""))
+        self.assertEqual(failure(n).get("class"), "retriable")
+        self.assertEqual(S.annotation(n, S.NODE_CHECKSUM), before)
+        self.assertTrue(os.path.exists(os.path.join(SB.um.unit_dir, "ipa-flaky.service")))
+
+        # Fixed (the unit's precondition met) and published again as a new OSC: applied.
+        with open(marker, "w"):
+            pass
+        checksum = publish_text(text.replace("RemainAfterExit=yes", "RemainAfterExit=true"))
+        self.wait_checksum(checksum)
+        self.assertEqual(SB.um.active_state("ipa-flaky.service"), "active")
+
+    def test_4_kubelet_config_behind_the_gate(self):
+        config = rooted(S.KUBELET_CONFIG_PATH)
+        dropin = os.path.join(SB.um.unit_dir, S.KUBELET_UNIT + ".d", "50-sandbox.conf")
+        starts = kubelet_starts()
+        before = S.annotation(SB.node(), S.NODE_CHECKSUM)
+        checksum = SB.publish_osc(eviction="200Mi", dropin="[Service]\nEnvironment=IPA_SANDBOX_DROPIN=1",
+                                  extra_files=inline_file(HELLO, "hello\n"))
+        usermgr.wait_until(lambda: "in-place changes wait for ReadyForUpdate" in SB.agent_log(), 30,
+                           "the agent seeing the in-place change")
+        # The decision is taken (STATUS= says what it waits for), and nothing was applied for it.
+        usermgr.wait_until(lambda: "candidate-for-update" in SB.um.show(S.AGENT_UNIT, "StatusText"), 30,
+                           "the agent waiting for candidate-for-update")
+        self.assertIn("memory.available: 100Mi", read(config), "applied before the gate opened")
+        self.assertFalse(os.path.exists(dropin))
+        self.assertEqual(S.annotation(SB.node(), S.NODE_CHECKSUM), before)
+
+        SB.mcm_candidate()
+        # (Earlier transactions left their plans: wait for this one's.)
+        n = SB.wait_node(lambda n: "kubeletConfig" in (S.annotation(n, S.PLAN) or ""), 30, "the plan")
+        plan = json.loads(S.annotation(n, S.PLAN))
+        osc = [p for p in plan if p.get("action") == "applyOSC"]
+        self.assertEqual(len(osc), 1, plan)
+        self.assertIn("kubeletConfig", osc[0]["changes"]["inPlace"])
+        self.assertIn(S.KUBELET_CONFIG_PATH, json.dumps(osc[0]["changes"]["items"]))
+        self.assertIn("memory.available: 100Mi", read(config))
+
+        SB.mcm_select()
+        SB.mcm_ready_for_update()
+        n = SB.wait_node(lambda n: S.label(n, S.UPDATE_RESULT) == "successful", 60, "update-result=successful")
+        self.assertEqual(S.annotation(n, S.NODE_CHECKSUM), checksum)
+        self.assertIn("memory.available: 200Mi", read(config))
+        self.assertIn("IPA_SANDBOX_DROPIN=1", read(dropin))
+        self.assertEqual(kubelet_starts(), starts + 1, "the kubelet is restarted exactly once")
+        self.assertEqual(last_applied(), SB.osc["yaml"])
+
+    def test_5_handover_from_gna(self):
+        SB.stop_agent()
+        gna = rooted("/var/lib/gardener-node-agent/last-applied-osc.yaml")
+        os.makedirs(os.path.dirname(gna), exist_ok=True)
+        shutil.move(os.path.join(SB.state_dir, "last-applied-osc.yaml"), gna)
+        os.unlink(rooted(HELLO))            # in both OSCs: not part of the diff, so not written again
+        checksum = SB.publish_osc(extra_files=inline_file(HELLO, "hello\n") + inline_file("/etc/ipa-test/new", "x"))
+        SB.start_agent()
+        self.wait_checksum(checksum)
+        self.assertEqual(read(rooted("/etc/ipa-test/new")), "x")
+        self.assertFalse(os.path.exists(rooted(HELLO)), "the handover applied more than the diff")
+        self.assertIn("diffed against gardener-node-agent's last-applied OSC", SB.agent_log())
+        self.assertEqual(last_applied(), SB.osc["yaml"])
+
+
+def publish_text(text):
+    checksum = S.sha256_hex(text.encode())
+    SB.emu.seed_secret(S.SECRET, namespace=S.OSC_NAMESPACE, data={"osc.yaml": text},
+                       labels={"gardener.cloud/role": "operating-system-config", "worker.gardener.cloud/pool": S.POOL},
+                       annotations={S.SECRET_CHECKSUM: checksum})
+    return checksum
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
