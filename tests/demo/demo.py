@@ -51,9 +51,21 @@ KUBECTL_COLUMNS = ("NAME:.metadata.name,KUBELET:.status.nodeInfo.kubeletVersion,
                    'AGENT:.status.conditions[?(@.type=="InPlaceUpdateAgent")].reason')
 
 # Budgets per wait (the whole demo must stay well under 3 minutes).
+# The OSC's own change in the same update (issue 13): a kubelet config value and a unit drop-in.
+EVICTION_TO = "150Mi"
+DROPIN_NAME = "50-sandbox.conf"
+DROPIN = "[Service]\nEnvironment=KUBELET_DEMO_DROPIN=1"
 STAGE_TIMEOUT = 60
 SELECT_TIMEOUT = 30
 RESULT_TIMEOUT = 120
+
+
+def read_or_none(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 def phase_rank(phase):
@@ -265,6 +277,9 @@ def format_plan(plan):
             parts.append("restart %s" % a.get("unit"))
         elif act == "blocked":
             parts.append("blocked: %s %s" % (a.get("code"), a.get("message")))
+        elif act == "applyOSC":
+            items = (a.get("changes") or {}).get("items") or []
+            parts.append("OSC: " + "; ".join(i.get("description", "?") for i in items if isinstance(i, dict)))
         else:
             parts.append(str(act))
     return ", ".join(parts)
@@ -384,7 +399,10 @@ class Demo:
         self.header(2, "gardenlet publishes the OSC: kubelet %s -> %s%s"
                       % (FROM, TO, " (a BROKEN build)" if self.failure else ""))
         self.publish_rv = self.sb.emu.current_rv()
-        checksum = self.sb.publish_osc(kubelet_version=TO, broken=self.failure)
+        # With the kubelet: a kubelet config value (an in-place trigger of its own) and a unit drop-in,
+        # applied in the same update, behind the same gate.
+        checksum = self.sb.publish_osc(kubelet_version=TO, broken=self.failure, eviction=EVICTION_TO,
+                                       dropin=DROPIN)
         self.mark("osc_published")
         self.summary["secret_checksum"] = checksum
         self.summary["image"] = self.sb.osc["image"]
@@ -392,6 +410,8 @@ class Demo:
         self.summary["image_bytes"] = img["layer_bytes"]
         self.con.say("Secret kube-system/%s: kubelet image %s, checksum/data-script %s…"
                      % (sandbox.SECRET, self.sb.osc["image"], checksum[:12]))
+        self.con.say("with it: kubelet config evictionHard memory.available %s -> %s, drop-in %s.d/%s"
+                     % (sandbox.DEFAULT_EVICTION, EVICTION_TO, KUBELET_UNIT, DROPIN_NAME))
         self.con.say("a minor version change is gated: the agent waits for MCM before touching the node")
 
     def step_candidate(self):
@@ -527,6 +547,12 @@ class Demo:
             self.check("kubelet --version says v%s" % TO, version == "Kubernetes v" + TO, version or "does not run")
             self.check("kubelet.service active and healthy", healthy,
                        "%s, /healthz %s" % (self.summary["kubelet_unit"], self.summary["kubelet_healthz"]))
+            config = read_or_none(sb.base + sandbox.KUBELET_CONFIG_PATH) or ""
+            self.check("kubelet config written: memory.available %s" % EVICTION_TO,
+                       "memory.available: %s" % EVICTION_TO in config, config.strip().replace("\n", " | "))
+            dropin = read_or_none(os.path.join(sb.um.unit_dir, KUBELET_UNIT + ".d", DROPIN_NAME))
+            self.check("drop-in %s.d/%s written" % (KUBELET_UNIT, DROPIN_NAME), bool(dropin and DROPIN in dropin),
+                       dropin or "absent")
         else:
             reason = annotation(node, FAILED_REASON) or ""
             failure = annotation_json(node, FAILURE) or {}
