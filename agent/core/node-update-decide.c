@@ -678,6 +678,9 @@ static void add_os_apply(Builder *b) {
  * unit, else ours. Never the new binary with the old configuration, never two restarts. */
 static void add_kubelet_and_osc_apply(Builder *b) {
         UpdateTransaction *tx = b->tx;
+        /* After a restart the Secret may come after the Node: its work waits for it, and so does
+         * everything that must follow it. */
+        bool osc_waits = tx->osc_apply && !done(b, UPDATE_STEP_APPLY_OSC) && !b->in->osc;
         UpdateAction *a;
 
         if (tx->kubelet_to && !done(b, UPDATE_STEP_SWITCH_KUBELET)) {
@@ -685,6 +688,8 @@ static void add_kubelet_and_osc_apply(Builder *b) {
                 if (a)
                         a->version = b_strdup(b, tx->kubelet_to);
         }
+        if (osc_waits)
+                return;
         if (tx->osc_apply && !done(b, UPDATE_STEP_APPLY_OSC)) {
                 a = add_work(b, UPDATE_ACTION_APPLY_OSC, UPDATE_STEP_APPLY_OSC);
                 if (a)
@@ -725,6 +730,9 @@ static int on_applying(Builder *b) {
                 add_os_apply(b);
         if (b->n_actions > 0 || b->deferred)
                 return 0;
+        if (!kubelet_done)
+                return set_status(b, "In-place update %s waits for the OSC Secret to apply its files and units.",
+                                  tx_id(b));
 
         if (!tx->os_to)
                 return transition(b, UPDATE_EVENT_APPLIED);

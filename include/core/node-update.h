@@ -48,12 +48,18 @@
  *     minVersionForUpdate "current >= min" else MinVersionNotMet; command or image backend must be
  *     usable) and credentials rotation (against the rotation times last applied: UnsupportedRotation).
  *     The first apply on a node (no checksum ever) is never gated and leaves the OS alone (GNP §2.3).
+ *   - The OSC's own work (files, units, drop-ins, containerd; UpdateInput.osc_work, prepared by the
+ *     executor) is part of the plan while its OSC is not committed as last applied: ApplyOSC runs in
+ *     Applying after the kubelet switch and before the kubelet restart (which the OSC's own restart
+ *     of the kubelet unit replaces), gated when its diff has an in-place flag (GNP §1.2). The checksum
+ *     is written only after it: checksum/cloud-config-data is a promise (CONTRACT §9.2). A work list
+ *     that cannot be computed blocks the plan with its code and message.
  *   - Ungated: Staging -> Applying -> Verifying -> Succeeded at once; failures report
  *     inplace-agent/failure, a Warning Event and the condition, never update-result (§8.4).
  *   - Gated: nothing until candidate-for-update, selected-for-update, ReadyForUpdate or
  *     update-result=failed. Candidate: publish the plan, pre-stage (Planned -> Staging -> Staged).
  *     Selected: WaitingForDrain, or Failed with update-result=failed if the plan cannot succeed.
- *     ReadyForUpdate or update-result=failed: Applying (kubelet switch + restart, attempt marker, OS
+ *     ReadyForUpdate or update-result=failed: Applying (kubelet switch, OSC work, kubelet restart, attempt marker, OS
  *     command / image install), Rebooting, Verifying (kubelet health), then delete Pods, report
  *     update-result=successful (marker and reason removed), set the checksum and kubernetes-version.
  *   - After a reboot on the old OS: RolledBack with upstream's reason (GNP scenario 20); a foreign

@@ -1355,6 +1355,36 @@ static void test_osc_work_with_kubelet_minor(void **state) {
         world_free(w);
 }
 
+/* After a restart the Node can come before the Secret: the OSC's work (and the kubelet restart that
+ * follows it) waits for the Secret instead of failing. */
+static void test_osc_work_waits_for_the_secret(void **state) {
+        World *w = world_new();
+        OscDesired *osc;
+
+        world_osc(w, "c1", "1592.6", "1.32.1");
+        world_osc_work(w, true, false);
+        world_applied(w, "c0");
+        w->node->candidate = true;
+        w->node->selected = true;
+        run(w);
+        assert_int_equal(current_phase(w), UPDATE_PHASE_WAITING_FOR_DRAIN);
+
+        clear_logs(w);
+        osc = TAKE_PTR(w->osc);
+        world_ready(w, "2025-03-01T10:04:00Z");
+        run(w);
+        assert_log("work", w->work, "SwitchKubelet(1.32.1) ");
+        assert_int_equal(current_phase(w), UPDATE_PHASE_APPLYING);
+        assert_non_null(strstr(w->last.status, "waits for the OSC Secret"));
+
+        clear_logs(w);
+        w->osc = osc;
+        run(w);
+        assert_log("work", w->work, "ApplyOSC RestartUnit(kubelet.service) CheckKubeletHealth DeletePods "
+                                    "ReportResult(successful) SetChecksum(c1) ");
+        world_free(w);
+}
+
 /* The OSC's work fails after the new kubelet went in: the binary is rolled back. */
 static void test_osc_work_failure_rolls_kubelet_back(void **state) {
         World *w = world_new();
@@ -1964,6 +1994,7 @@ int main(void) {
                 cmocka_unit_test(test_osc_work_gated),
                 cmocka_unit_test(test_osc_work_with_kubelet_minor),
                 cmocka_unit_test(test_osc_work_failure_rolls_kubelet_back),
+                cmocka_unit_test(test_osc_work_waits_for_the_secret),
                 cmocka_unit_test(test_osc_work_error_blocks),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
