@@ -28,19 +28,11 @@ BIG = 192 << 20
 
 def setUpModule():
     global SB
-    SB = S.Sandbox(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10)
-    try:
-        SB.start()
-    except BaseException:
-        SB.stop()
-        raise
+    SB = S.start_sandbox(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10)
 
 
 def tearDownModule():
-    if SB:
-        left = SB.stop()
-        if left:
-            print("leftover processes: %s" % left, file=sys.stderr)
+    S.stop_sandbox(SB)
 
 
 def push_kubelet(version, size):

@@ -32,19 +32,11 @@ HELLO = "/etc/ipa-test/hello"
 
 def setUpModule():
     global SB
-    SB = S.Sandbox(versions=("1.31.4",), broken_versions=(), kubelet_size=1 << 20, health_timeout="20s")
-    try:
-        SB.start()
-    except BaseException:
-        SB.stop()
-        raise
+    SB = S.start_sandbox(versions=("1.31.4",), broken_versions=(), kubelet_size=1 << 20, health_timeout="20s")
 
 
 def tearDownModule():
-    if SB:
-        left = SB.stop()
-        if left:
-            print("leftover processes: %s" % left, file=sys.stderr)
+    S.stop_sandbox(SB)
 
 
 def inline_file(path, data, mode=0o644):
@@ -117,7 +109,7 @@ class OscAgent(unittest.TestCase):
                 % marker)
         text = SB.osc_yaml("1.31.4", SB.osc["os_version"], SB.image_ref("1.31.4"),
                            extra_files=inline_file(HELLO, "hello\n")).replace("  units:\n", unit, 1)
-        publish_text(text)
+        SB.publish_text(text)
         n = self.wait_failure("UnitApplyFailed")
         self.assertIn("ipa-flaky.service", failure(n).get("message", ""))
         self.assertEqual(failure(n).get("class"), "retriable")
@@ -127,7 +119,7 @@ class OscAgent(unittest.TestCase):
         # Fixed (the unit's precondition met) and published again as a new OSC: applied.
         with open(marker, "w"):
             pass
-        checksum = publish_text(text.replace("RemainAfterExit=yes", "RemainAfterExit=true"))
+        checksum = SB.publish_text(text.replace("RemainAfterExit=yes", "RemainAfterExit=true"))
         self.wait_checksum(checksum)
         self.assertEqual(SB.um.active_state("ipa-flaky.service"), "active")
 
@@ -180,13 +172,6 @@ class OscAgent(unittest.TestCase):
         self.assertIn("diffed against gardener-node-agent's last-applied OSC", SB.agent_log())
         self.assertEqual(last_applied(), SB.osc["yaml"])
 
-
-def publish_text(text):
-    checksum = S.sha256_hex(text.encode())
-    SB.emu.seed_secret(S.SECRET, namespace=S.OSC_NAMESPACE, data={"osc.yaml": text},
-                       labels={"gardener.cloud/role": "operating-system-config", "worker.gardener.cloud/pool": S.POOL},
-                       annotations={S.SECRET_CHECKSUM: checksum})
-    return checksum
 
 
 if __name__ == "__main__":

@@ -41,10 +41,7 @@ def setUpModule():
 
 
 def tearDownModule():
-    if SB:
-        left = SB.stop()
-        if left:
-            print("leftover processes: %s" % left, file=sys.stderr)
+    sandbox.stop_sandbox(SB)
 
 
 def restart_events(seen):

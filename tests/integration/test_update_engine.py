@@ -34,29 +34,17 @@ SB = None
 
 def setUpModule():
     global SB
-    SB = S.Sandbox(versions=("1.31.4", "1.31.5", "1.32.1", "1.32.2", "1.32.3", "1.33.0"), broken_versions=(),
-                   kubelet_size=4 << 20, health_timeout="20s")
-    try:
-        SB.start()
-    except BaseException:
-        SB.stop()
-        raise
+    SB = S.start_sandbox(versions=("1.31.4", "1.31.5", "1.32.1", "1.32.2", "1.32.3", "1.33.0"), broken_versions=(),
+                         kubelet_size=4 << 20, health_timeout="20s")
 
 
 def tearDownModule():
-    if SB:
-        left = SB.stop()
-        if left:
-            print("leftover processes: %s" % left, file=sys.stderr)
+    S.stop_sandbox(SB)
 
 
 def publish_text(text):
     """Publish an arbitrary osc.yaml (as gardenlet would) with its checksum."""
-    checksum = S.sha256_hex(text.encode())
-    SB.emu.seed_secret(S.SECRET, namespace=S.OSC_NAMESPACE, data={"osc.yaml": text},
-                       labels={"gardener.cloud/role": "operating-system-config", "worker.gardener.cloud/pool": S.POOL},
-                       annotations={S.SECRET_CHECKSUM: checksum})
-    return checksum
+    return SB.publish_text(text)
 
 
 def osc_text(kubelet, os_version=S.DEFAULT_OS_VERSION):

@@ -345,6 +345,25 @@ def stop_for_module(sb):
 
 # ------------------------------------------------------------------------------------------ the sandbox
 
+def start_sandbox(**kwargs):
+    """A started Sandbox for a test module's setUpModule(); stopped again if starting fails."""
+    sb = Sandbox(**kwargs)
+    try:
+        sb.start()
+    except BaseException:
+        sb.stop()
+        raise
+    return sb
+
+
+def stop_sandbox(sb):
+    """tearDownModule(): stops it and names the processes it left behind, if any."""
+    if sb:
+        left = sb.stop()
+        if left:
+            print("leftover processes: %s" % left, file=sys.stderr)
+
+
 # The kubelet's config file of the OSC (GNP §2.3: its evictionHard/kubeReserved/cpuManagerPolicy are
 # in-place triggers); below osc.rootDirectory like every OSC file.
 KUBELET_CONFIG_PATH = "/var/lib/kubelet/config/kubelet"
@@ -646,6 +665,15 @@ class Sandbox:
                              annotations={SECRET_CHECKSUM: checksum})
         self.osc = {"kubelet": kubelet_version, "os_version": os_version, "image": image, "broken": bool(broken),
                     "checksum": checksum, "yaml": text, "eviction": eviction, "dropin": dropin}
+        return checksum
+
+    def publish_text(self, text):
+        """Publish an arbitrary osc.yaml (as gardenlet would) with its checksum; returns the checksum."""
+        checksum = sha256_hex(text.encode())
+        self.emu.seed_secret(SECRET, namespace=OSC_NAMESPACE, data={"osc.yaml": text},
+                             labels={"gardener.cloud/role": "operating-system-config",
+                                     "worker.gardener.cloud/pool": POOL},
+                             annotations={SECRET_CHECKSUM: checksum})
         return checksum
 
     def secret(self):
