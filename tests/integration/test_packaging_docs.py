@@ -26,6 +26,7 @@ CONFIG_YAML = os.path.join(SRCDIR, "packaging", "config.yaml")
 MAN5 = os.path.join(SRCDIR, "packaging", "man", "inplace-agent.yaml.5")
 MAN8 = os.path.join(SRCDIR, "packaging", "man", "inplace-agent.8")
 NODE_UPDATE_C = os.path.join(SRCDIR, "agent", "core", "node-update.c")
+OSC_DIFF_C = os.path.join(SRCDIR, "agent", "core", "osc-diff.c")
 UNIT = os.path.join(SRCDIR, "units", "inplace-agent.service")
 NODE = "docs-test-node"
 # Documented as "" and derived at start-up; check-config prints the derived value.
@@ -228,6 +229,20 @@ class TestFailureCodesAndSandbox(unittest.TestCase):
                 self.assertIn("terminal", cell, code)
             else:
                 self.assertEqual(cell, "retriable" if retriable else "terminal", code)
+
+    def test_man8_documents_every_plan_entry(self):
+        """The plan's actions (update_plan_json) and the applyOSC items' kinds (osc-diff.c's table)."""
+        man = man_unescape(read(MAN8))
+        plan_actions = set(re.findall(r'"action", "([A-Za-z]+)"', read(NODE_UPDATE_C)))
+        self.assertIn("applyOSC", plan_actions)
+        for action in plan_actions:
+            self.assertTrue('{"action":"%s"' % action in man, f"plan action {action} not in inplace-agent(8)")
+        table = re.search(r"work_kind_table\[[^]]*\] = \{(.*?)\n\};", read(OSC_DIFF_C), re.S).group(1)
+        kinds = re.findall(r'\] = "([a-z-]+)"', table)
+        self.assertIn("write-file", kinds)
+        for kind in kinds:
+            self.assertIsNotNone(re.search(r"(?m)^\.BR? .*\b" + re.escape(kind) + r"\b", man),
+                                 f"work item {kind} not documented")
 
     def test_unit_explains_every_writable_path(self):
         unit = read(UNIT)
