@@ -7,14 +7,14 @@
 #   - installs the .deb on this machine (dpkg -i; a CI/dev machine), checks that the unit is enabled,
 #     the man pages and the journal catalog are found, runs `systemd-analyze verify` on the
 #     installed unit, and purges the package again
-#   - `systemd-analyze security --offline=true` exposure of the installed unit, fails above 5.0
+#   - `systemd-analyze security --offline=true` exposure of the installed unit, fails above 3.5
 #
 # Usage: .ci/packages.sh [OUTDIR]      (OUTDIR receives the .deb and .rpm; default: none kept)
 # Needs root (apt-get, dpkg -i). KEEP_WORKDIR=1 keeps the temporary build directory;
-# MAX_EXPOSURE overrides the 5.0 limit (e.g. to see the check fail).
+# MAX_EXPOSURE overrides the 3.5 limit (e.g. to see the check fail).
 set -euo pipefail
 
-MAX_EXPOSURE=${MAX_EXPOSURE:-5.0}
+MAX_EXPOSURE=${MAX_EXPOSURE:-3.5}
 srcdir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 outdir=${1:-}
 

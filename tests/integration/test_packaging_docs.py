@@ -8,7 +8,9 @@ The source of truth is `inplace-agent check-config` (every key with its effectiv
 * packaging/config.yaml validates as shipped (everything commented out), and, uncommented, names
   exactly the keys check-config prints, with exactly the default values;
 * inplace-agent.yaml(5) documents exactly those keys, each with the right default;
-* inplace-agent(8) documents every long option of --help and every verb.
+* inplace-agent(8) documents every long option of --help and every verb, and every failure code of
+  agent/core/node-update.c's table with its class (update_failure_is_retriable());
+* the unit's sandbox comments explain every writable path it opens.
 """
 
 import json
@@ -23,6 +25,9 @@ AGENT = os.environ.get("AGENT", "")
 CONFIG_YAML = os.path.join(SRCDIR, "packaging", "config.yaml")
 MAN5 = os.path.join(SRCDIR, "packaging", "man", "inplace-agent.yaml.5")
 MAN8 = os.path.join(SRCDIR, "packaging", "man", "inplace-agent.8")
+NODE_UPDATE_C = os.path.join(SRCDIR, "agent", "core", "node-update.c")
+OSC_DIFF_C = os.path.join(SRCDIR, "agent", "core", "osc-diff.c")
+UNIT = os.path.join(SRCDIR, "units", "inplace-agent.service")
 NODE = "docs-test-node"
 # Documented as "" and derived at start-up; check-config prints the derived value.
 DERIVED = {"nodeName": NODE, "lease.name": "gardener-node-agent-" + NODE}
@@ -106,6 +111,46 @@ def man_unescape(s):
     return s.replace("\\-", "-").replace("\\(dq", '"').replace("\\(aq", "'")
 
 
+def failure_codes():
+    """{code string: retriable (bool, or None when it depends on the message)} from node-update.c:
+    the failure_names table and the cases of update_failure_is_retriable()."""
+    text = read(NODE_UPDATE_C)
+    table = re.search(r"failure_names\[[^]]*\] = \{(.*?)\n\};", text, re.S).group(1)
+    codes = dict(re.findall(r"\[(UPDATE_FAILURE_[A-Z_]+)\] = \"([A-Za-z]+)\"", table))
+    body = re.search(r"bool update_failure_is_retriable\(.*?\n\}", text, re.S).group(0)
+    always, conditional, pending = set(), set(), []
+    for line in body.splitlines():
+        m = re.match(r"\s*case (UPDATE_FAILURE_[A-Z_]+):", line)
+        if m:
+            pending.append(m.group(1))
+        elif "return true" in line:
+            always.update(pending)
+            pending = []
+        elif "return" in line and pending:
+            conditional.update(pending)
+            pending = []
+    return {name: (None if sym in conditional else sym in always) for sym, name in codes.items()}
+
+
+def failure_table_rows(man):
+    """{code: class cell} from the FAILURE CODES table of inplace-agent(8)."""
+    section = man[man.index(".SH FAILURE CODES"):]
+    section = section[:section.index("\n.SH ", 1)]
+    table = section[section.index(".TS"):section.index(".TE")]
+    rows = {}
+    for m in re.finditer(r"(?m)^([A-Z][A-Za-z]+)\t(T\{\n(.*?)\nT\}|[a-z]+)\t", table, re.S):
+        rows[m.group(1)] = m.group(3) if m.group(3) is not None else m.group(2)
+    return rows
+
+
+def unit_writable_paths(unit):
+    """ReadWritePaths= entries of the unit (without the "-" prefix)."""
+    paths = []
+    for m in re.finditer(r"(?m)^ReadWritePaths=(.*)$", unit):
+        paths += [p.lstrip("-") for p in m.group(1).split()]
+    return paths
+
+
 class TestPackagingDocs(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -168,6 +213,53 @@ class TestPackagingDocs(unittest.TestCase):
             self.assertIn(".B " + var, man)
 
 
+class TestFailureCodesAndSandbox(unittest.TestCase):
+    """Source-only checks (no binary needed)."""
+
+    def test_man8_documents_every_failure_code_with_its_class(self):
+        codes = failure_codes()
+        self.assertTrue({"FileApplyFailed", "UnitApplyFailed", "UnsupportedChange", "KubeletUnhealthy"} <= set(codes),
+                        codes)
+        rows = failure_table_rows(man_unescape(read(MAN8)))
+        self.assertEqual(sorted(rows), sorted(codes), "FAILURE CODES table vs node-update.c failure_names")
+        for code, retriable in codes.items():
+            cell = rows[code]
+            if retriable is None:
+                self.assertIn("retriable", cell, code)
+                self.assertIn("terminal", cell, code)
+            else:
+                self.assertEqual(cell, "retriable" if retriable else "terminal", code)
+
+    def test_man8_documents_every_plan_entry(self):
+        """The plan's actions (update_plan_json) and the applyOSC items' kinds (osc-diff.c's table)."""
+        man = man_unescape(read(MAN8))
+        plan_actions = set(re.findall(r'"action", "([A-Za-z]+)"', read(NODE_UPDATE_C)))
+        self.assertIn("applyOSC", plan_actions)
+        for action in plan_actions:
+            self.assertTrue('{"action":"%s"' % action in man, f"plan action {action} not in inplace-agent(8)")
+        table = re.search(r"work_kind_table\[[^]]*\] = \{(.*?)\n\};", read(OSC_DIFF_C), re.S).group(1)
+        kinds = re.findall(r'\] = "([a-z-]+)"', table)
+        self.assertIn("write-file", kinds)
+        for kind in kinds:
+            self.assertIsNotNone(re.search(r"(?m)^\.BR? .*\b" + re.escape(kind) + r"\b", man),
+                                 f"work item {kind} not documented")
+
+    def test_unit_explains_every_writable_path(self):
+        unit = read(UNIT)
+        paths = unit_writable_paths(unit)
+        self.assertIn("/etc/systemd", paths)            # systemd.unitDirectory's default
+        self.assertIn("/var/lib", paths)                # the kubelet, GNA's files, token sync
+        comments = "\n".join(line for line in unit.splitlines() if line.startswith("#"))
+        for p in paths:
+            self.assertIsNotNone(re.search(r"(?m)^#\s+(\S+\s+)*" + re.escape(p) + r"(\s|$)", comments),
+                                 f"{p} is opened without a comment saying why")
+        man = man_unescape(read(MAN8))
+        sandbox = man[man.index(".SH SANDBOXING"):]
+        for p in paths:
+            if "EFI" not in p:
+                self.assertIn(p, sandbox, f"inplace-agent(8) SANDBOXING does not name {p}")
+
+
 # pkg-config name (meson dependency()) -> the Debian -dev package that provides it.
 DEBIAN_DEV_PACKAGE = {
     "libsystemd": "libsystemd-dev", "libcurl": "libcurl4-openssl-dev", "jansson": "libjansson-dev",
@@ -220,6 +312,11 @@ class TestBuildDependencies(unittest.TestCase):
 
 
 class TestHelpers(unittest.TestCase):
+    def test_failure_table_rows(self):
+        man = (".SH FAILURE CODES\n.TS\nl l lx.\nCode\tClass\tMeaning\nAlpha\tterminal\tT{\nx\nT}\n"
+               "Beta\tT{\nretriable when y,\nelse terminal\nT}\tT{\nz\nT}\n.TE\n.SH NEXT\n")
+        self.assertEqual(failure_table_rows(man), {"Alpha": "terminal", "Beta": "retriable when y,\nelse terminal"})
+
     def test_uncomment_and_paths(self):
         text = "# prose\n#a: 1\n#b:\n#  # inner prose\n#  c: x\n#  #d: commented example\n"
         self.assertEqual(yaml_key_paths(uncomment(text)), ["a", "b.c"])
