@@ -151,8 +151,8 @@ class OscAgent(unittest.TestCase):
 
         SB.mcm_select()
         SB.mcm_ready_for_update()
-        n = SB.wait_node(lambda n: S.label(n, S.UPDATE_RESULT) == "successful", 60, "update-result=successful")
-        self.assertEqual(S.annotation(n, S.NODE_CHECKSUM), checksum)
+        SB.wait_node(lambda n: S.label(n, S.UPDATE_RESULT) == "successful", 60, "update-result=successful")
+        self.wait_checksum(checksum)        # a patch of its own, after the result
         self.assertIn("memory.available: 200Mi", read(config))
         self.assertIn("IPA_SANDBOX_DROPIN=1", read(dropin))
         self.assertEqual(kubelet_starts(), starts + 1, "the kubelet is restarted exactly once")
