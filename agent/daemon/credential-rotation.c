@@ -54,24 +54,35 @@ static char *state_path(const char *dir, const char *name) {
         return asprintf(&p, "%s/%s", dir, name) < 0 ? NULL : p;
 }
 
-CredentialRotationStep credential_rotation_load(const char *state_directory, const char *transaction) {
-        _cleanup_free_ char *path = state_path(state_directory, CREDENTIAL_ROTATION_STATE_FILE), *text = NULL;
+/* The record of this transaction's rotation: the next step, and the API server and CA file the
+ * kubelet is re-bootstrapped against (a resumed run may start before the OSC Secret was read again). */
+static int load(CredentialRotation *cr) {
+        _cleanup_free_ char *text = NULL;
         _cleanup_(json_decrefp) json_t *doc = NULL;
-        CredentialRotationStep s;
+        const char *ca, *server;
         size_t size;
+        int r;
 
-        if (!path || read_full_file(path, STATE_MAX, &text, &size) < 0)
-                return CREDENTIAL_ROTATION_RENEW_AGENT;
+        r = read_full_file(cr->state_file, STATE_MAX, &text, &size);
+        if (r < 0)
+                return r == -ENOENT ? 0 : r;
         doc = json_loadb(text, size, 0, NULL);
-        if (!streq_ptr(json_string_value(json_object_get(doc, "transaction")), transaction))
-                return CREDENTIAL_ROTATION_RENEW_AGENT;         /* another transaction's, or unreadable */
-        s = credential_rotation_step_from_string(json_string_value(json_object_get(doc, "step")));
-        return s < 0 ? CREDENTIAL_ROTATION_RENEW_AGENT : s;
+        if (!streq_ptr(json_string_value(json_object_get(doc, "transaction")), cr->transaction))
+                return 0;               /* another transaction's, or unreadable */
+        cr->step = credential_rotation_step_from_string(json_string_value(json_object_get(doc, "step")));
+        if (cr->step < 0)
+                cr->step = CREDENTIAL_ROTATION_RENEW_AGENT;
+        ca = json_string_value(json_object_get(doc, "caFile"));
+        server = json_string_value(json_object_get(doc, "server"));
+        if (ca && server && (free_and_strdup(&cr->ca_file, ca) < 0 || free_and_strdup(&cr->server, server) < 0))
+                return -ENOMEM;
+        return 1;
 }
 
 static int save(CredentialRotation *cr) {
-        _cleanup_(json_decrefp) json_t *doc = json_pack("{s:s, s:s}", "transaction", cr->transaction, "step",
-                                                         credential_rotation_step_to_string(cr->step));
+        _cleanup_(json_decrefp) json_t *doc = json_pack("{s:s, s:s, s:s?, s:s?}", "transaction", cr->transaction,
+                                                         "step", credential_rotation_step_to_string(cr->step),
+                                                         "caFile", cr->ca_file, "server", cr->server);
         _cleanup_free_ char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
 
         if (!text)
@@ -339,10 +350,15 @@ int credential_rotation_start(const CredentialRotationDeps *deps, const Credenti
                 return -ENOMEM;
         cr->health.url = cr->health_url;
 
-        cr->step = credential_rotation_load(p->state_directory, p->transaction);
-        if (cr->step != CREDENTIAL_ROTATION_RENEW_AGENT)
+        r = load(cr);
+        if (r > 0)
                 log_info("Resuming the credentials rotation of %s at step %s.", cr->transaction,
                          credential_rotation_step_to_string(cr->step));
+        else {
+                r = r < 0 ? r : save(cr);
+                if (r < 0)
+                        return r;
+        }
 
         r = sd_event_add_defer(deps->event, &cr->defer, on_defer, cr);
         if (r < 0)

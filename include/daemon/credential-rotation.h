@@ -20,10 +20,11 @@
  * before the CA steps; the order does not matter to the result: both are done before the success
  * marking, and the token reads work with the old and the new certificate alike.)
  *
- * Every completed step is persisted (<stateDirectory>/credential-rotation.json: the transaction and
- * the next step) before the next one starts; a run for the same transaction after a kill resumes at
- * the persisted step (each is idempotent; restart-kubelet is simply done again). A record of another
- * transaction is ignored.
+ * The run is persisted when it starts and after every completed step (<stateDirectory>/
+ * credential-rotation.json: the transaction, the next step, and GNA's apiServer.caFile/server, which
+ * a resumed run may need before the OSC Secret was read again); a run for the same transaction after
+ * a kill resumes at the persisted step (each is idempotent; restart-kubelet is simply done again). A
+ * record of another transaction is ignored. Errors reading or writing it fail the start.
  *
  * Runs on the sd_event loop. Logs one line per step (daemon layer), never key, certificate or token
  * bytes. Ownership: the executor owns the CredentialRotation; everything in CredentialRotationDeps is
@@ -95,6 +96,3 @@ DEFINE_CLEANUP_FUNC(CredentialRotation, credential_rotation_free);
 
 /* What the identity reported (forwarded from the daemon's one identity callback). */
 void credential_rotation_identity_event(CredentialRotation *cr, IdentityEvent ev);
-
-/* The step persisted for `transaction` (CREDENTIAL_ROTATION_RENEW_AGENT when there is none). */
-CredentialRotationStep credential_rotation_load(const char *state_directory, const char *transaction);
