@@ -250,16 +250,16 @@ class Credentials(unittest.TestCase):
 
     def assert_ca_rotated(self, before, checksum):
         self.assertNotEqual(serial(), before, "the agent's certificate was renewed")
-        boot = json.loads(read(kubelet_dir("kubeconfig-bootstrap")) or "{}") if \
-            (read(kubelet_dir("kubeconfig-bootstrap")) or "").startswith("{") else None
         text = read(kubelet_dir("kubeconfig-bootstrap"))
         self.assertIsNotNone(text, "kubeconfig-bootstrap written")
         self.assertEqual(stat.S_IMODE(os.stat(kubelet_dir("kubeconfig-bootstrap")).st_mode), 0o600)
-        self.assertIn("default-cluster", text)
-        self.assertIn("default-auth", text)
-        self.assertIn(SB.emu.server, text)
-        if boot:
-            self.assertEqual([c["name"] for c in boot["clusters"]], ["default-cluster"])
+        boot = json.loads(text)         # JSON is YAML: what the agent writes
+        self.assertEqual(boot["clusters"], [{"name": "default-cluster", "cluster": {
+            "certificate-authority": "/var/lib/gardener-node-agent/cluster-ca.crt", "server": SB.emu.server}}])
+        self.assertEqual([u["name"] for u in boot["users"]], ["default-auth"])
+        self.assertEqual(base64.b64decode(boot["users"][0]["user"]["client-key-data"]).decode().count(PKI_MARKER), 5,
+                         "the kubelet's current client PEM")
+        self.assertEqual(boot["contexts"][0]["context"], {"cluster": "default-cluster", "user": "default-auth"})
         self.assertFalse(os.path.exists(kubelet_dir("kubeconfig-real")), "kubeconfig-real removed")
         self.assertFalse(os.path.exists(kubelet_dir("pki")), "pki/ removed")
         SB.wait_kubelet_healthy(10)
