@@ -586,7 +586,8 @@ static int manager_on_kubeconfig_timer(sd_event_source *s, uint64_t usec, void *
 static int manager_try_kube(Manager *m);
 
 /* identity/ owns our client certificate (CONTRACT §9.6); here only: a new one → load it (or let the
- * running client re-read it), a failure → STATUS= while we have no client. */
+ * running client re-read it), a failure → STATUS= while we have no client; and every event to the
+ * executor, whose CA rotation waits for its renewal (CONTRACT §9.7). */
 static void manager_on_identity(Identity *id, IdentityEvent ev, void *userdata) {
         Manager *m = userdata;
 
