@@ -29,6 +29,9 @@ struct CredentialRotation {
         unsigned renew_failures;
         bool waiting_identity;
         bool waiting_tokens;
+        bool waiting_component;
+        uint64_t config_wait_usec;
+        sd_event_source *config_timer;  /* owned: the wait for the component config */
         UnitJob *job;                   /* borrowed handle: the UnitControl owns it */
         HealthCheck *hc;                /* owned */
         sd_event_source *defer;         /* owned: runs the machine from the loop */
@@ -154,17 +157,61 @@ static KubeletRebootstrapParams rebootstrap_params(const CredentialRotation *cr)
         };
 }
 
+/* The API server and CA file from GNA's component config, unless the persisted run has them. */
+static int take_component(CredentialRotation *cr) {
+        const OscComponentConfig *cc = cr->deps.component ? *cr->deps.component : NULL;
+
+        if (cr->ca_file && cr->server)
+                return 1;
+        if (!cc || !cc->ca_file || !cc->api_server)
+                return 0;
+        if (free_and_strdup(&cr->ca_file, cc->ca_file) < 0 || free_and_strdup(&cr->server, cc->api_server) < 0)
+                return -ENOMEM;
+        return 1;
+}
+
+static int on_config_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        CredentialRotation *cr = userdata;
+
+        cr->config_timer = sd_event_source_disable_unref(cr->config_timer);
+        cr->waiting_component = false;
+        fail(cr, -ENODATA, "cannot re-bootstrap the kubelet: GNA's component config in the OSC names no "
+             "apiServer.caFile and apiServer.server");
+        return 0;
+}
+
+void credential_rotation_component_changed(CredentialRotation *cr) {
+        if (!cr || !cr->waiting_component || take_component(cr) == 0)
+                return;
+        cr->waiting_component = false;
+        cr->config_timer = sd_event_source_disable_unref(cr->config_timer);
+        schedule(cr);           /* the kubelet step again, now with them */
+}
+
 static int run_kubelet_files(CredentialRotation *cr) {
         KubeletRebootstrapParams p = rebootstrap_params(cr);
         _cleanup_free_ char *error = NULL;
         KubeletRebootstrapStep next;
         int r;
 
-        if (!cr->ca_file || !cr->server) {
-                fail(cr, -ENODATA, "cannot re-bootstrap the kubelet: GNA's component config in the OSC names no "
-                     "apiServer.caFile and apiServer.server");
-                return -ENODATA;
+        r = take_component(cr);
+        if (r == 0) {
+                /* Nothing touched yet: wait a while for the OSC Secret to be read. */
+                log_info("CA rotation: waiting for GNA's component config (apiServer.caFile, apiServer.server).");
+                cr->waiting_component = true;
+                r = sd_event_add_time_relative(cr->deps.event, &cr->config_timer, CLOCK_MONOTONIC,
+                                               cr->config_wait_usec, USEC_PER_MSEC, on_config_timeout, cr);
+                if (r >= 0)
+                        return 0;
+                cr->waiting_component = false;
         }
+        if (r >= 0)
+                r = save(cr);           /* the persisted run keeps them */
+        if (r < 0) {
+                fail(cr, r, "cannot re-bootstrap the kubelet: %s", strerror(-r));
+                return r;
+        }
+        p = rebootstrap_params(cr);
         r = kubelet_rebootstrap_run(&p, &next, &error);
         if (r < 0) {
                 fail(cr, r, "re-bootstrapping the kubelet failed: %s", error ?: strerror(-r));
@@ -339,18 +386,20 @@ int credential_rotation_start(const CredentialRotationDeps *deps, const Credenti
         cr->health = p->health;
         cr->done = done;
         cr->userdata = userdata;
+        cr->config_wait_usec = p->config_wait_usec ?: CREDENTIAL_ROTATION_CONFIG_WAIT_USEC;
         cr->state_file = state_path(p->state_directory, CREDENTIAL_ROTATION_STATE_FILE);
         cr->rebootstrap_state = state_path(p->state_directory, KUBELET_REBOOTSTRAP_STATE_FILE);
         cr->transaction = strdup(p->transaction);
         cr->kubelet_directory = strdup(p->kubelet_directory);
         cr->kubelet_unit = strdup(p->kubelet_unit);
         if (!cr->state_file || !cr->rebootstrap_state || !cr->transaction || !cr->kubelet_directory ||
-            !cr->kubelet_unit || dup_or_null(p->ca_file, &cr->ca_file) < 0 || dup_or_null(p->server, &cr->server) < 0 ||
-            dup_or_null(p->health.url, &cr->health_url) < 0)
+            !cr->kubelet_unit || dup_or_null(p->health.url, &cr->health_url) < 0)
                 return -ENOMEM;
         cr->health.url = cr->health_url;
 
         r = load(cr);
+        if (r >= 0 && take_component(cr) < 0)
+                r = -ENOMEM;
         if (r > 0)
                 log_info("Resuming the credentials rotation of %s at step %s.", cr->transaction,
                          credential_rotation_step_to_string(cr->step));
@@ -377,6 +426,7 @@ CredentialRotation *credential_rotation_free(CredentialRotation *cr) {
                 token_sync_forget_waiter(*cr->deps.tokens);
         health_check_free(cr->hc);
         sd_event_source_disable_unref(cr->defer);
+        sd_event_source_disable_unref(cr->config_timer);
         free(cr->transaction);
         free(cr->state_file);
         free(cr->rebootstrap_state);

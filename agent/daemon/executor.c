@@ -566,7 +566,6 @@ static void executor_on_rotated(CredentialRotation *cr, int error, UpdateFailure
 }
 
 static int run_rotate_credentials(Executor *e, const UpdateAction *a) {
-        const OscComponentConfig *cc = e->deps.component ? *e->deps.component : NULL;
         _cleanup_free_ char *kubelet_dir = NULL;
         CredentialRotationDeps deps = {
                 .event = e->event,
@@ -574,6 +573,7 @@ static int run_rotate_credentials(Executor *e, const UpdateAction *a) {
                 .units = e->deps.units,
                 .identity = e->deps.identity,
                 .tokens = e->deps.tokens,
+                .component = e->deps.component,
         };
         CredentialRotationParams p = {
                 .transaction = a->transaction,
@@ -581,8 +581,6 @@ static int run_rotate_credentials(Executor *e, const UpdateAction *a) {
                 .sa = a->rotate_sa,
                 .state_directory = e->config->state_directory,
                 .kubelet_unit = e->config->kubelet.unit,
-                .ca_file = cc ? cc->ca_file : NULL,
-                .server = cc ? cc->api_server : NULL,
                 .health = {
                         .url = e->config->kubelet.healthz_url,
                         .timeout_usec = e->config->kubelet.health_timeout_usec,
@@ -604,6 +602,11 @@ static int run_rotate_credentials(Executor *e, const UpdateAction *a) {
 void executor_identity_event(Executor *e, IdentityEvent ev) {
         if (e && e->op.kind == OP_ROTATE_CREDENTIALS)
                 credential_rotation_identity_event(e->op.rotation, ev);
+}
+
+void executor_component_changed(Executor *e) {
+        if (e && e->op.kind == OP_ROTATE_CREDENTIALS)
+                credential_rotation_component_changed(e->op.rotation);
 }
 
 /* ---- the batch --------------------------------------------------------------------------------------- */

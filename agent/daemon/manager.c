@@ -232,6 +232,7 @@ static void manager_update_component(Manager *m, const json_t *secret) {
         same = osc_component_config_same_token_syncs(cc, m->component);
         osc_component_config_free(m->component);
         m->component = TAKE_PTR(cc);
+        executor_component_changed(m->executor);
         if (!same || (!m->tokens && m->component && m->component->n_token_syncs > 0))
                 manager_start_tokens(m);
 }

@@ -35,6 +35,7 @@
 #include <systemd/sd-event.h>
 
 #include "core/node-update.h"
+#include "core/osc-component-config.h"
 #include "identity/identity.h"
 #include "identity/token-sync.h"
 #include "kubelet/health-check.h"
@@ -46,6 +47,9 @@
 #define KUBELET_REBOOTSTRAP_STATE_FILE "kubelet-rebootstrap.json"
 /* IDENTITY_FAILED events (the identity retries with back-off itself) before the rotation gives up. */
 #define CREDENTIAL_ROTATION_RENEW_ATTEMPTS 3
+/* How long the kubelet step waits for GNA's component config (a run resumed after a restart may
+ * come before the OSC Secret was read again) before it fails. */
+#define CREDENTIAL_ROTATION_CONFIG_WAIT_USEC (60 * USEC_PER_SEC)
 
 typedef enum CredentialRotationStep {
         CREDENTIAL_ROTATION_RENEW_AGENT,
@@ -68,6 +72,7 @@ typedef struct CredentialRotationDeps {
         /* The owner's slots, read when needed (the daemon creates and replaces these objects). */
         Identity *const *identity;      /* *identity NULL: the agent does not manage its certificate */
         TokenSync *const *tokens;       /* *tokens NULL: no token sync configured */
+        OscComponentConfig *const *component;   /* GNA's component config: apiServer.caFile/server */
 } CredentialRotationDeps;
 
 typedef struct CredentialRotationParams {
@@ -76,9 +81,8 @@ typedef struct CredentialRotationParams {
         const char *state_directory;
         const char *kubelet_directory;  /* <osc.rootDirectory>/var/lib/kubelet */
         const char *kubelet_unit;
-        const char *ca_file;            /* apiServer.caFile of GNA's component config; NULL: unknown */
-        const char *server;             /* apiServer.server; NULL: unknown */
         HealthCheckOptions health;
+        uint64_t config_wait_usec;      /* 0: CREDENTIAL_ROTATION_CONFIG_WAIT_USEC */
 } CredentialRotationParams;
 
 typedef struct CredentialRotation CredentialRotation;
@@ -96,3 +100,5 @@ DEFINE_CLEANUP_FUNC(CredentialRotation, credential_rotation_free);
 
 /* What the identity reported (forwarded from the daemon's one identity callback). */
 void credential_rotation_identity_event(CredentialRotation *cr, IdentityEvent ev);
+/* GNA's component config (deps->component) changed: a kubelet step waiting for it goes on. */
+void credential_rotation_component_changed(CredentialRotation *cr);

@@ -63,6 +63,8 @@ void executor_set_restarts_busy(Executor *e, bool busy);
 
 /* The daemon's one identity callback forwards its events here (a CA rotation waits for them). */
 void executor_identity_event(Executor *e, IdentityEvent ev);
+/* The Manager's component config (deps.component) was replaced: a rotation waiting for it goes on. */
+void executor_component_changed(Executor *e);
 
 /* The restart annotation must wait while the transaction is in a phase that restarts units itself. */
 bool executor_blocks_unit_restarts(const Executor *e);

@@ -22,6 +22,7 @@ typedef struct Env {
         Http *http;
         Identity *identity;             /* stays NULL: no certificate of ours to renew */
         TokenSync *tokens;              /* stays NULL */
+        OscComponentConfig *component;  /* set by set_component() */
         bool called;
         int error;
         UpdateFailureCode code;
@@ -74,8 +75,20 @@ static int teardown(void **state) {
         free(env->state_dir);
         free(env->kubelet_dir);
         free(env->message);
+        osc_component_config_free(env->component);
         free(env);
         return 0;
+}
+
+/* GNA's component config with this API server and CA file (NULL: none at all). */
+static void set_component(Env *env, const char *ca_file, const char *server) {
+        env->component = osc_component_config_free(env->component);
+        if (!ca_file && !server)
+                return;
+        env->component = calloc(1, sizeof(OscComponentConfig));
+        assert_non_null(env->component);
+        env->component->ca_file = ca_file ? strdup(ca_file) : NULL;
+        env->component->api_server = server ? strdup(server) : NULL;
 }
 
 static void on_done(CredentialRotation *cr, int error, UpdateFailureCode code, const char *message, void *userdata) {
@@ -89,20 +102,28 @@ static void on_done(CredentialRotation *cr, int error, UpdateFailureCode code, c
         env->message = message ? strdup(message) : NULL;
 }
 
-/* One run to its callback. */
-static void run(Env *env, const char *tx, bool ca, bool sa, const char *ca_file, const char *server) {
-        _cleanup_(credential_rotation_freep) CredentialRotation *cr = NULL;
+static int start(Env *env, const char *tx, bool ca, bool sa, CredentialRotation **ret) {
         CredentialRotationDeps deps = {
                 .event = env->event, .http = env->http, .identity = &env->identity, .tokens = &env->tokens,
+                .component = &env->component,
         };
         CredentialRotationParams p = {
                 .transaction = tx, .ca = ca, .sa = sa, .state_directory = env->state_dir,
-                .kubelet_directory = env->kubelet_dir, .kubelet_unit = "kubelet.service", .ca_file = ca_file,
-                .server = server, .health = { .url = "http://127.0.0.1:1/healthz", .timeout_usec = USEC_PER_SEC },
+                .kubelet_directory = env->kubelet_dir, .kubelet_unit = "kubelet.service",
+                .health = { .url = "http://127.0.0.1:1/healthz", .timeout_usec = USEC_PER_SEC },
+                .config_wait_usec = 200 * USEC_PER_MSEC,
         };
 
         env->called = false;
-        assert_int_equal(credential_rotation_start(&deps, &p, on_done, env, &cr), 0);
+        return credential_rotation_start(&deps, &p, on_done, env, ret);
+}
+
+/* One run to its callback, with this component config. */
+static void run(Env *env, const char *tx, bool ca, bool sa, const char *ca_file, const char *server) {
+        _cleanup_(credential_rotation_freep) CredentialRotation *cr = NULL;
+
+        set_component(env, ca_file, server);
+        assert_int_equal(start(env, tx, ca, sa, &cr), 0);
         assert_false(env->called);      /* never from inside the start */
         TEST_LOOP_UNTIL(env->event, env->called, 5 * USEC_PER_SEC);
 }
@@ -178,15 +199,37 @@ static void test_sa_only_without_tokens_is_done(void **state) {
 static void test_free_never_calls_back(void **state) {
         Env *env = *state;
         CredentialRotation *cr = NULL;
-        CredentialRotationDeps deps = { .event = env->event, .http = env->http, .identity = &env->identity,
-                                        .tokens = &env->tokens };
-        CredentialRotationParams p = { .transaction = "tx-1", .sa = true, .state_directory = env->state_dir,
-                                       .kubelet_directory = env->kubelet_dir, .kubelet_unit = "kubelet.service" };
 
-        env->called = false;
-        assert_int_equal(credential_rotation_start(&deps, &p, on_done, env, &cr), 0);
+        assert_int_equal(start(env, "tx-1", false, true, &cr), 0);
         credential_rotation_free(cr);
         TEST_LOOP_NOT(env->event, env->called, 200 * USEC_PER_MSEC);
+}
+
+/* After a restart the OSC Secret may come after the resumed rotation: the kubelet step waits for it. */
+static void test_waits_for_the_component_config(void **state) {
+        Env *env = *state;
+        _cleanup_(credential_rotation_freep) CredentialRotation *cr = NULL;
+        CredentialRotationDeps deps = {
+                .event = env->event, .http = env->http, .identity = &env->identity, .tokens = &env->tokens,
+                .component = &env->component,
+        };
+        CredentialRotationParams p = {
+                .transaction = "tx-1", .ca = true, .state_directory = env->state_dir,
+                .kubelet_directory = env->kubelet_dir, .kubelet_unit = "kubelet.service",
+                .health = { .url = "http://127.0.0.1:1/healthz", .timeout_usec = USEC_PER_SEC },
+                .config_wait_usec = 10 * USEC_PER_SEC,
+        };
+
+        assert_int_equal(credential_rotation_start(&deps, &p, on_done, env, &cr), 0);
+        TEST_LOOP_NOT(env->event, env->called, 200 * USEC_PER_MSEC);
+        assert_int_equal(access(path(env, "kubelet/kubeconfig-real"), F_OK), 0);
+        credential_rotation_component_changed(cr);      /* still none: goes on waiting */
+        TEST_LOOP_NOT(env->event, env->called, 100 * USEC_PER_MSEC);
+        set_component(env, "/ca.crt", "https://api:443");
+        credential_rotation_component_changed(cr);
+        TEST_LOOP_UNTIL(env->event, env->called, 5 * USEC_PER_SEC);
+        assert_string_equal(env->message, "cannot restart kubelet.service: no connection to systemd");
+        assert_int_equal(access(path(env, "kubelet/kubeconfig-bootstrap"), F_OK), 0);
 }
 
 static void test_step_names(void **state) {
@@ -201,6 +244,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_no_component_config_touches_nothing, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sa_only_without_tokens_is_done, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_free_never_calls_back, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_waits_for_the_component_config, setup, teardown),
                 cmocka_unit_test(test_step_names),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
