@@ -175,17 +175,30 @@ static int on_config_timeout(sd_event_source *s, uint64_t usec, void *userdata) 
 
         cr->config_timer = sd_event_source_disable_unref(cr->config_timer);
         cr->waiting_component = false;
-        fail(cr, -ENODATA, "cannot re-bootstrap the kubelet: GNA's component config in the OSC names no "
-             "apiServer.caFile and apiServer.server");
+        if (cr->step == CREDENTIAL_ROTATION_RESYNC_TOKENS)
+                fail(cr, -ENODATA, "cannot re-sync the tokens: GNA's component config in the OSC is not known");
+        else
+                fail(cr, -ENODATA, "cannot re-bootstrap the kubelet: GNA's component config in the OSC names no "
+                     "apiServer.caFile and apiServer.server");
         return 0;
 }
 
+/* Nothing touched yet: the step waits (bounded) for the OSC Secret to be read; 0 or -errno. */
+static int wait_for_component(CredentialRotation *cr) {
+        log_info("%s: waiting for GNA's component config in the OSC.",
+                 cr->step == CREDENTIAL_ROTATION_RESYNC_TOKENS ? "Service-account-key rotation" : "CA rotation");
+        cr->waiting_component = true;
+        if (cr->config_timer)
+                return 0;       /* the deadline of the first wait stands */
+        return sd_event_add_time_relative(cr->deps.event, &cr->config_timer, CLOCK_MONOTONIC, cr->config_wait_usec,
+                                          USEC_PER_MSEC, on_config_timeout, cr);
+}
+
 void credential_rotation_component_changed(CredentialRotation *cr) {
-        if (!cr || !cr->waiting_component || take_component(cr) == 0)
+        if (!cr || !cr->waiting_component)
                 return;
         cr->waiting_component = false;
-        cr->config_timer = sd_event_source_disable_unref(cr->config_timer);
-        schedule(cr);           /* the kubelet step again, now with them */
+        schedule(cr);           /* the step again: it looks once more */
 }
 
 static int run_kubelet_files(CredentialRotation *cr) {
@@ -196,15 +209,11 @@ static int run_kubelet_files(CredentialRotation *cr) {
 
         r = take_component(cr);
         if (r == 0) {
-                /* Nothing touched yet: wait a while for the OSC Secret to be read. */
-                log_info("CA rotation: waiting for GNA's component config (apiServer.caFile, apiServer.server).");
-                cr->waiting_component = true;
-                r = sd_event_add_time_relative(cr->deps.event, &cr->config_timer, CLOCK_MONOTONIC,
-                                               cr->config_wait_usec, USEC_PER_MSEC, on_config_timeout, cr);
+                r = wait_for_component(cr);
                 if (r >= 0)
                         return 0;
-                cr->waiting_component = false;
         }
+        cr->config_timer = sd_event_source_disable_unref(cr->config_timer);
         if (r >= 0)
                 r = save(cr);           /* the persisted run keeps them */
         if (r < 0) {
@@ -295,12 +304,26 @@ static void on_tokens(TokenSync *t, int error, void *userdata) {
 }
 
 static int run_resync_tokens(CredentialRotation *cr) {
+        const OscComponentConfig *cc = cr->deps.component ? *cr->deps.component : NULL;
         TokenSync *tokens = cr->deps.tokens ? *cr->deps.tokens : NULL;
         int r;
 
-        if (!tokens) {
+        if (!cc) {
+                /* A resumed run before the OSC Secret was read: the TokenSync does not exist yet. */
+                r = wait_for_component(cr);
+                if (r >= 0)
+                        return 0;
+                fail(cr, r, "cannot re-sync the tokens: %s", strerror(-r));
+                return r;
+        }
+        cr->config_timer = sd_event_source_disable_unref(cr->config_timer);
+        if (cc->n_token_syncs == 0) {
                 log_info("Service-account-key rotation: no token sync configured; nothing to re-sync.");
                 return 1;
+        }
+        if (!tokens) {
+                fail(cr, -ENOTCONN, "cannot re-sync the tokens: the token sync of %s is not running", cc->file);
+                return -ENOTCONN;
         }
         cr->waiting_tokens = true;
         r = token_sync_resync(tokens, on_tokens, cr);

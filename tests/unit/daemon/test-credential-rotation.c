@@ -182,7 +182,7 @@ static void test_sa_only_without_tokens_is_done(void **state) {
         Env *env = *state;
         _cleanup_free_ char *s = NULL;
 
-        run(env, "tx-1", false, true, NULL, NULL);
+        run(env, "tx-1", false, true, "/ca.crt", "https://api:443");        /* no syncConfigs */
         assert_int_equal(env->error, 0);
         assert_null(env->message);
         s = state_text(env);
@@ -194,6 +194,30 @@ static void test_sa_only_without_tokens_is_done(void **state) {
         run(env, "tx-1", true, true, NULL, NULL);
         assert_int_equal(env->error, 0);
         assert_int_equal(access(path(env, "kubelet/kubeconfig-real"), F_OK), 0);
+}
+
+/* Token syncs configured but no TokenSync running: a failure, not a silent "done". Without any
+ * component config (a resumed run before the OSC Secret) it waits, then fails. */
+static void test_sa_needs_the_token_sync(void **state) {
+        Env *env = *state;
+
+        set_component(env, "/ca.crt", "https://api:443");
+        env->component->token_syncs = calloc(1, sizeof(OscTokenSync));
+        env->component->token_syncs[0].secret_name = strdup("gardener-valitail");
+        env->component->token_syncs[0].path = strdup("/var/lib/valitail/token");
+        env->component->n_token_syncs = 1;
+        env->component->file = strdup("/var/lib/gardener-node-agent/config.yaml");
+        {
+                _cleanup_(credential_rotation_freep) CredentialRotation *cr = NULL;
+
+                assert_int_equal(start(env, "tx-1", false, true, &cr), 0);
+                TEST_LOOP_UNTIL(env->event, env->called, 5 * USEC_PER_SEC);
+        }
+        assert_string_equal(env->message, "cannot re-sync the tokens: the token sync of "
+                                          "/var/lib/gardener-node-agent/config.yaml is not running");
+
+        run(env, "tx-2", false, true, NULL, NULL);
+        assert_string_equal(env->message, "cannot re-sync the tokens: GNA's component config in the OSC is not known");
 }
 
 static void test_free_never_calls_back(void **state) {
@@ -243,6 +267,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_ca_files_persisted_then_resumed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_no_component_config_touches_nothing, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sa_only_without_tokens_is_done, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_sa_needs_the_token_sync, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_free_never_calls_back, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_waits_for_the_component_config, setup, teardown),
                 cmocka_unit_test(test_step_names),
