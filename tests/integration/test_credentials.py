@@ -15,6 +15,8 @@ osc.replacedUnits lists /var/lib/gardener-node-agent/config.yaml) with two token
      Secrets do not change, so only the rotation's resync can rewrite them);
   4. SIGKILL of the agent in the middle of a CA rotation (once kubeconfig-bootstrap is on disk): it resumes
      at the persisted step and succeeds;
+  5. SIGKILL in the middle of a service-account-key rotation (a token Secret's GET held by the emulator):
+     it resumes and succeeds;
 and after every test: no token, key or certificate bytes in the agent's output, the Node, the Events or
 the state files."""
 
@@ -316,6 +318,28 @@ class Credentials(unittest.TestCase):
 
         checksum, node, before = self.rotate(ca="2026-11-23T12:00:00Z", during=kill_after_bootstrap_written)
         self.assert_ca_rotated(before, checksum)
+        self.assertIn("Resuming the credentials rotation", SB.agent_log())
+
+    def test_5_kill_during_sa_rotation(self):
+        """The resync's GET of one token Secret is held 3 s by the emulator; the agent is killed while it
+        is in flight, resumes the rotation and succeeds with every token in place."""
+        usermgr.wait_until(tokens_on_disk, 30, "tokens in place")
+        pid = SB.um.main_pid(S.AGENT_UNIT)
+        SB.emu.inject("slow-headers", verbs=["get"], path="^/api/v1/namespaces/kube-system/secrets/gardener-valitail$",
+                      count=1, params={"delay": 3})
+
+        def kill_during_resync():
+            # A count-1 rule leaves the list when it fires: the GET is being held now.
+            usermgr.wait_until(lambda: not SB.emu.faults(), 60, "the resync's GET in flight", interval=0.01)
+            SB.um.systemctl("kill", "-s", "KILL", S.AGENT_UNIT)
+            usermgr.wait_until(lambda: SB.um.main_pid(S.AGENT_UNIT) not in (0, pid), 30, "the agent restarted")
+            SB._pids_seen.add(SB.um.main_pid(S.AGENT_UNIT))
+
+        try:
+            self.rotate(sa="2026-11-23T13:00:00Z", during=kill_during_resync)
+        finally:
+            SB.emu.clear_faults()
+        self.assertTrue(tokens_on_disk())
         self.assertIn("Resuming the credentials rotation", SB.agent_log())
 
 
