@@ -464,23 +464,17 @@ static int plan_os(Builder *b, Plan *p) {
 }
 
 /* Rotations are detected against what was applied last; without that record (a node this agent
- * took over) there is nothing to compare with, like upstream's first apply (GNP §2.3 step 2). */
-static int plan_rotation(Builder *b, Plan *p) {
+ * took over) there is nothing to compare with, like upstream's first apply (GNP §2.3 step 2). A
+ * rotation is in-place work: gated, carried out in Applying (on_applying()). */
+static void plan_rotation(Builder *b, Plan *p) {
         const OscDesired *osc = b->in->osc;
         const UpdateTransaction *tx = b->tx;
-        bool ca, sa;
 
         if (!tx->applied.valid)
-                return 0;
-        ca = osc->ca_rotation && !streq_ptr(osc->ca_rotation, tx->applied.ca_rotation);
-        sa = osc->sa_rotation && !streq_ptr(osc->sa_rotation, tx->applied.sa_rotation);
-        if (!ca && !sa)
-                return 0;
-        p->rotation = true;
-        p->gated = true;
-        return block(b, p, UPDATE_FAILURE_UNSUPPORTED_ROTATION,
-                     "credentials rotation (%s%s%s) is not supported by this agent", ca ? "certificateAuthorities" : "",
-                     ca && sa ? ", " : "", sa ? "serviceAccountKey" : "");
+                return;
+        if ((osc->ca_rotation && !streq_ptr(osc->ca_rotation, tx->applied.ca_rotation)) ||
+            (osc->sa_rotation && !streq_ptr(osc->sa_rotation, tx->applied.sa_rotation)))
+                p->rotation = p->gated = true;
 }
 
 /* Returns 1 with *p filled, 0 if nothing can be planned right now (status set). */
@@ -520,8 +514,8 @@ static int compute_plan(Builder *b, Plan *p) {
         r = plan_os(b, p);
         if (r <= 0)
                 return r;
-        r = plan_rotation(b, p);
-        return r < 0 ? r : 1;
+        plan_rotation(b, p);
+        return 1;
 }
 
 static bool plan_empty(const Plan *p) {
@@ -673,14 +667,18 @@ static void add_os_apply(Builder *b) {
                 b->error = -ENOMEM;
 }
 
+/* After a restart the Secret may come after the Node: the OSC's work waits for it, and so does
+ * everything that must follow it (the kubelet restart, the rotations, the OS). */
+static bool osc_waits_for_secret(const Builder *b) {
+        return b->tx->osc_apply && !done(b, UPDATE_STEP_APPLY_OSC) && !b->in->osc;
+}
+
 /* The new kubelet binary goes in first, then the OSC's files and units (its kubelet config and
  * unit among them), then one kubelet restart: the OSC's own when its work restarts the kubelet
  * unit, else ours. Never the new binary with the old configuration, never two restarts. */
 static void add_kubelet_and_osc_apply(Builder *b) {
         UpdateTransaction *tx = b->tx;
-        /* After a restart the Secret may come after the Node: its work waits for it, and so does
-         * everything that must follow it. */
-        bool osc_waits = tx->osc_apply && !done(b, UPDATE_STEP_APPLY_OSC) && !b->in->osc;
+        bool osc_waits = osc_waits_for_secret(b);
         UpdateAction *a;
 
         if (tx->kubelet_to && !done(b, UPDATE_STEP_SWITCH_KUBELET)) {
@@ -702,9 +700,25 @@ static void add_kubelet_and_osc_apply(Builder *b) {
         }
 }
 
+/* GNP §6.4: the rotations happen inside performInPlaceUpdate; here after the kubelet switch and the
+ * OSC's files (the new CA bundle among them) and before the OS change, which may end this boot, so
+ * that they never wait for a reboot. */
+static void add_rotation(Builder *b) {
+        UpdateTransaction *tx = b->tx;
+        UpdateAction *a;
+
+        if (!tx->rotation || done(b, UPDATE_STEP_ROTATE_CREDENTIALS))
+                return;
+        a = add_work(b, UPDATE_ACTION_ROTATE_CREDENTIALS, UPDATE_STEP_ROTATE_CREDENTIALS);
+        if (a) {
+                a->rotate_ca = update_rotates_ca(tx);
+                a->rotate_sa = update_rotates_sa(tx);
+        }
+}
+
 static int on_applying(Builder *b) {
         UpdateTransaction *tx = b->tx;
-        bool kubelet_done;
+        bool before_os_done;
         UpdateAction *a;
         int r;
 
@@ -714,9 +728,12 @@ static int on_applying(Builder *b) {
 
         add_reports(b);
         add_kubelet_and_osc_apply(b);
-        kubelet_done = (!tx->kubelet_to || (done(b, UPDATE_STEP_SWITCH_KUBELET) &&
-                                            (tx->osc_restarts_kubelet || done(b, UPDATE_STEP_RESTART_KUBELET)))) &&
-                       (!tx->osc_apply || done(b, UPDATE_STEP_APPLY_OSC));
+        if (!osc_waits_for_secret(b))
+                add_rotation(b);
+        before_os_done = (!tx->kubelet_to || (done(b, UPDATE_STEP_SWITCH_KUBELET) &&
+                                              (tx->osc_restarts_kubelet || done(b, UPDATE_STEP_RESTART_KUBELET)))) &&
+                         (!tx->osc_apply || done(b, UPDATE_STEP_APPLY_OSC)) &&
+                         (!tx->rotation || done(b, UPDATE_STEP_ROTATE_CREDENTIALS));
         if (tx->os_to && !done(b, UPDATE_STEP_MARKER)) {
                 a = add_api(b, UPDATE_ACTION_SET_MARKER, UPDATE_STEP_MARKER, true);
                 if (a) {
@@ -726,11 +743,11 @@ static int on_applying(Builder *b) {
                         if (free_and_strdup(&tx->marker, tx->os_to) < 0)
                                 b->error = -ENOMEM;
                 }
-        } else if (tx->os_to && !tx->os_started_usec && kubelet_done)
+        } else if (tx->os_to && !tx->os_started_usec && before_os_done)
                 add_os_apply(b);
         if (b->n_actions > 0 || b->deferred)
                 return 0;
-        if (!kubelet_done)
+        if (!before_os_done)
                 return set_status(b, "In-place update %s waits for the OSC Secret to apply its files and units.",
                                   tx_id(b));
 

@@ -66,6 +66,7 @@ static const char *const step_names[_UPDATE_STEP_MAX] = {
         [UPDATE_STEP_EVENT] = "emit-event",
         [UPDATE_STEP_COLLECT_KUBELETS] = "collect-kubelets",
         [UPDATE_STEP_APPLY_OSC] = "apply-osc",
+        [UPDATE_STEP_ROTATE_CREDENTIALS] = "rotate-credentials",
 };
 
 static const char *const action_names[_UPDATE_ACTION_MAX] = {
@@ -87,6 +88,7 @@ static const char *const action_names[_UPDATE_ACTION_MAX] = {
         [UPDATE_ACTION_SET_CHECKSUM] = "SetChecksum",
         [UPDATE_ACTION_COLLECT_KUBELETS] = "CollectKubelets",
         [UPDATE_ACTION_APPLY_OSC] = "ApplyOSC",
+        [UPDATE_ACTION_ROTATE_CREDENTIALS] = "RotateCredentials",
 };
 
 static const char *const failure_names[_UPDATE_FAILURE_MAX] = {
@@ -148,12 +150,21 @@ bool update_failure_is_retriable(UpdateFailureCode code, const char *message) {
         case UPDATE_FAILURE_DISK_SPACE:
         case UPDATE_FAILURE_FILE_APPLY_FAILED:  /* a full disk, a unit D-Bus refused for a while: retry */
         case UPDATE_FAILURE_UNIT_APPLY_FAILED:
+        case UPDATE_FAILURE_UNSUPPORTED_ROTATION:      /* a record of an older version: now supported */
                 return true;
         case UPDATE_FAILURE_OS_COMMAND_FAILED:
                 return message && strcasestr(message, "network problems");
         default:
                 return false;
         }
+}
+
+bool update_rotates_ca(const UpdateTransaction *tx) {
+        return tx->rotation && tx->ca_rotation && !streq_ptr(tx->ca_rotation, tx->applied.ca_rotation);
+}
+
+bool update_rotates_sa(const UpdateTransaction *tx) {
+        return tx->rotation && tx->sa_rotation && !streq_ptr(tx->sa_rotation, tx->applied.sa_rotation);
 }
 
 /* The one transition table. Phases only move forward; CANCEL ends a transaction that has not
@@ -490,6 +501,8 @@ static UpdateFailureCode default_code(UpdateActionType t) {
                 return UPDATE_FAILURE_UNIT_RESTART_FAILED;
         case UPDATE_ACTION_APPLY_OSC:
                 return UPDATE_FAILURE_FILE_APPLY_FAILED;
+        case UPDATE_ACTION_ROTATE_CREDENTIALS:
+                return UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED;
         case UPDATE_ACTION_RUN_OS_COMMAND:
         case UPDATE_ACTION_INSTALL_OS_IMAGE:
         case UPDATE_ACTION_REBOOT:
@@ -611,6 +624,8 @@ static size_t planned_steps(const UpdateTransaction *tx, UpdateStep steps[static
                 steps[n++] = UPDATE_STEP_APPLY_OSC;
         if (tx->kubelet_to && !tx->osc_restarts_kubelet)
                 steps[n++] = UPDATE_STEP_RESTART_KUBELET;
+        if (tx->rotation)
+                steps[n++] = UPDATE_STEP_ROTATE_CREDENTIALS;
         if (tx->os_to) {
                 steps[n++] = UPDATE_STEP_MARKER;
                 steps[n++] = UPDATE_STEP_OS_APPLY;
@@ -717,8 +732,9 @@ json_t *update_plan_json(const UpdateTransaction *tx, const UpdateSettings *s, c
         if (tx->osc_apply && osc_plan)
                 r = r ?: plan_append(plan, json_pack("{s:s, s:O}", "action", "applyOSC", "changes", osc_plan));
         if (tx->rotation)
-                r = r ?: plan_append(plan, json_pack("{s:s, s:s}", "action", "credentialsRotation", "message",
-                                                     "not supported by this agent"));
+                r = r ?: plan_append(plan, json_pack("{s:s, s:b, s:b}", "action", "credentialsRotation",
+                                                     "certificateAuthorities", update_rotates_ca(tx),
+                                                     "serviceAccountKey", update_rotates_sa(tx)));
         if (tx->blocked >= 0 && tx->blocked < _UPDATE_FAILURE_MAX)
                 r = r ?: plan_append(plan, json_pack("{s:s, s:s, s:s}", "action", "blocked", "code",
                                                      update_failure_code_to_string(tx->blocked), "message",

@@ -2,6 +2,7 @@
 #include <assert.h>
 
 #include "core/osc-component-config.h"
+#include "core/osc.h"
 #include "util/error-message.h"
 #include "util/yaml-json.h"
 
@@ -143,4 +144,39 @@ int osc_component_config_from_model(const OscModel *m, char *const *replaced_uni
                 return r;
         *ret = TAKE_PTR(c);
         return 0;
+}
+
+int osc_component_config_from_secret(const json_t *secret, char *const *replaced_units, OscComponentConfig **ret,
+                                     char **ret_error) {
+        _cleanup_(osc_model_freep) OscModel *m = NULL;
+        const json_t *v = json_object_get(json_object_get(secret, "data"), OSC_DATA_KEY);
+        _cleanup_free_ char *yaml = NULL;
+        size_t size;
+        int r;
+
+        assert(ret);
+
+        if (!json_is_string(v))
+                return error_setf(ret_error, -ENODATA, "no %s key found in OSC secret", OSC_DATA_KEY);
+        if (json_string_length(v) > (size_t) OSC_YAML_MAX / 3 * 4 + 4)
+                return error_setf(ret_error, -EFBIG, "%s is larger than %d bytes", OSC_DATA_KEY, OSC_YAML_MAX);
+        r = osc_base64_decode(json_string_value(v), json_string_length(v), &yaml, &size);
+        if (r < 0)
+                return r == -ENOMEM ? r : error_setf(ret_error, -EBADMSG, "data.%s: invalid base64 data", OSC_DATA_KEY);
+        r = osc_model_decode_yaml(yaml, size, &(OscModelOptions) {}, &m, ret_error);
+        if (r < 0)
+                return r;
+        return osc_component_config_from_model(m, replaced_units, ret, ret_error);
+}
+
+bool osc_component_config_same_token_syncs(const OscComponentConfig *a, const OscComponentConfig *b) {
+        size_t n = a ? a->n_token_syncs : 0;
+
+        if (n != (b ? b->n_token_syncs : 0))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!streq(a->token_syncs[i].secret_name, b->token_syncs[i].secret_name) ||
+                    !streq(a->token_syncs[i].path, b->token_syncs[i].path))
+                        return false;
+        return true;
 }

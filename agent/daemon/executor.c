@@ -7,6 +7,7 @@
 #include "core/node-update.h"
 #include "core/node-view.h"
 #include "daemon/catalog-ids.h"
+#include "daemon/credential-rotation.h"
 #include "daemon/executor.h"
 #include "daemon/osc-runner.h"
 #include "daemon/state-file.h"
@@ -54,6 +55,7 @@ typedef enum ExecutorOpKind {
         OP_HEALTH,
         OP_PODS,
         OP_APPLY_OSC,                   /* the OscRunner's run; it calls back */
+        OP_ROTATE_CREDENTIALS,
 } ExecutorOpKind;
 
 typedef struct ExecutorOp {
@@ -67,6 +69,7 @@ typedef struct ExecutorOp {
                 RebootRequest *reboot;          /* owned */
                 HealthCheck *health;            /* owned */
                 KubeRequest *pods;              /* owned: LIST of our pods, then DELETEs (floating) */
+                CredentialRotation *rotation;   /* owned */
         };
         unsigned deletes_pending;
         int deletes_error;
@@ -152,6 +155,9 @@ static void executor_op_clear(Executor *e) {
                 break;
         case OP_APPLY_OSC:
                 osc_runner_cancel(e->osc_runner);
+                break;
+        case OP_ROTATE_CREDENTIALS:
+                credential_rotation_free(e->op.rotation);
                 break;
         case OP_REPORT:         /* the reporter drops its writes itself */
         case OP_NONE:
@@ -593,6 +599,63 @@ static int run_apply_osc(Executor *e, const UpdateAction *a) {
         return r;
 }
 
+/* ---- credentials rotation (CONTRACT §9.7) ------------------------------------------------------------ */
+
+static void executor_on_rotated(CredentialRotation *cr, int error, UpdateFailureCode code, const char *message,
+                                void *userdata) {
+        Executor *e = userdata;
+        _cleanup_free_ char *m = message ? strdup(message) : NULL;
+
+        if (error >= 0)
+                log_info("Credentials rotation done.");
+        executor_op_clear(e);
+        executor_action_finished(e, error, code, m);
+}
+
+static int run_rotate_credentials(Executor *e, const UpdateAction *a) {
+        _cleanup_free_ char *kubelet_dir = NULL;
+        CredentialRotationDeps deps = {
+                .event = e->event,
+                .http = e->deps.http,
+                .units = e->deps.units,
+                .identity = e->deps.identity,
+                .tokens = e->deps.tokens,
+                .component = e->deps.component,
+        };
+        CredentialRotationParams p = {
+                .transaction = a->transaction,
+                .ca = a->rotate_ca,
+                .sa = a->rotate_sa,
+                .state_directory = e->config->state_directory,
+                .kubelet_unit = e->config->kubelet.unit,
+                .health = {
+                        .url = e->config->kubelet.healthz_url,
+                        .timeout_usec = e->config->kubelet.health_timeout_usec,
+                        .interval_usec = MIN(HEALTH_CHECK_INTERVAL_DEFAULT_USEC,
+                                             e->config->kubelet.health_timeout_usec / 4),
+                },
+        };
+
+        if (asprintf(&kubelet_dir, "%s/var/lib/kubelet",
+                     streq(e->config->osc.root_directory, "/") ? "" : e->config->osc.root_directory) < 0)
+                return -ENOMEM;
+        p.kubelet_directory = kubelet_dir;
+        log_notice("Rotating credentials in place:%s%s.", a->rotate_ca ? " certificate authorities" : "",
+                   a->rotate_sa ? " service-account key" : "");
+        e->op.kind = OP_ROTATE_CREDENTIALS;
+        return credential_rotation_start(&deps, &p, executor_on_rotated, e, &e->op.rotation);
+}
+
+void executor_identity_event(Executor *e, IdentityEvent ev) {
+        if (e && e->op.kind == OP_ROTATE_CREDENTIALS)
+                credential_rotation_identity_event(e->op.rotation, ev);
+}
+
+void executor_component_changed(Executor *e) {
+        if (e && e->op.kind == OP_ROTATE_CREDENTIALS)
+                credential_rotation_component_changed(e->op.rotation);
+}
+
 /* ---- the batch --------------------------------------------------------------------------------------- */
 
 typedef int (*ActionRunner)(Executor *e, const UpdateAction *a);
@@ -616,6 +679,7 @@ static const ActionRunner runners[_UPDATE_ACTION_MAX] = {
         [UPDATE_ACTION_SET_CHECKSUM] = run_report,
         [UPDATE_ACTION_COLLECT_KUBELETS] = run_collect_kubelets,
         [UPDATE_ACTION_APPLY_OSC] = run_apply_osc,
+        [UPDATE_ACTION_ROTATE_CREDENTIALS] = run_rotate_credentials,
 };
 
 static void executor_schedule(Executor *e);

@@ -8,6 +8,7 @@
 
 #include "build-config.h"
 #include "core/node-view.h"
+#include "core/osc-component-config.h"
 #include "core/osc.h"
 #include "core/restart-request.h"
 #include "daemon/applied-osc.h"
@@ -27,6 +28,7 @@
 #include "kube/kube-watch.h"
 #include "kube/kubeconfig.h"
 #include "identity/identity.h"
+#include "identity/token-sync.h"
 #include "kube/lease.h"
 #include "net/http.h"
 #include "systemd/unit-control.h"
@@ -70,6 +72,9 @@ struct Manager {
         AppliedOsc *applied;            /* owned: the last-applied OSC's units to check, the drift check */
         char *secret_name;              /* owned */
         char *osc_error;                /* owned: last OSC decode error, reported once */
+        OscComponentConfig *component;  /* owned: GNA's component config of the OSC Secret; NULL: none */
+        char *component_error;          /* owned: last error decoding it, logged once */
+        TokenSync *tokens;              /* owned: its token syncs (CONTRACT §9.8); NULL: none */
 
         json_t *node;                   /* ref held: the latest Node; NULL while unknown or absent */
         NodeView *view;                 /* owned: `node` decoded once, for every reader; NULL likewise */
@@ -186,6 +191,54 @@ static void manager_on_node_changed(Manager *m) {
 
 /* ---- the OSC Secret --------------------------------------------------------------------------- */
 
+static void manager_start_tokens(Manager *m) {
+        _cleanup_(token_sync_configs_clear) TokenSyncConfigs cfg = {};
+        int r;
+
+        m->tokens = token_sync_free(m->tokens);
+        if (!m->component || m->component->n_token_syncs == 0)
+                return;
+        r = token_sync_configs_from_component(m->component, &cfg);
+        if (r >= 0)
+                r = token_sync_new(m->kube, m->config->osc.root_directory, TOKEN_SYNC_NAMESPACE, &cfg, &m->tokens);
+        if (r >= 0)
+                r = token_sync_start(m->tokens);
+        if (r < 0) {
+                log_error_errno(r, "Cannot sync the tokens named in %s: %m", m->component->file);
+                m->tokens = token_sync_free(m->tokens);
+                return;
+        }
+        log_info("Syncing %zu token(s) named in %s.", cfg.n, m->component->file);
+}
+
+/* GNA's component config (CONTRACT §9.4, §9.8), read at once like GNA's token controller reads its
+ * config file; the TokenSync is recreated only when the token syncs changed. An undecodable one
+ * keeps the current (logged once). */
+static void manager_update_component(Manager *m, const json_t *secret) {
+        _cleanup_(osc_component_config_freep) OscComponentConfig *cc = NULL;
+        _cleanup_free_ char *error = NULL;
+        bool same;
+        int r;
+
+        r = osc_component_config_from_secret(secret, m->config->osc.replaced_units, &cc, &error);
+        if (r < 0 && r != -ENOENT) {
+                if (!streq_ptr(error, m->component_error))
+                        log_warning_errno(r, "Ignoring GNA's component config in the OSC: %s",
+                                          error ? error : strerror(-r));
+                free(m->component_error);
+                m->component_error = TAKE_PTR(error);
+                return;
+        }
+        free(m->component_error);
+        m->component_error = NULL;
+        same = osc_component_config_same_token_syncs(cc, m->component);
+        osc_component_config_free(m->component);
+        m->component = TAKE_PTR(cc);
+        executor_component_changed(m->executor);
+        if (!same || (!m->tokens && m->component && m->component->n_token_syncs > 0))
+                manager_start_tokens(m);
+}
+
 static void manager_on_secret_object(KubeWatch *w, json_t *secret, void *userdata) {
         Manager *m = userdata;
         _cleanup_free_ char *error = NULL;
@@ -208,6 +261,7 @@ static void manager_on_secret_object(KubeWatch *w, json_t *secret, void *userdat
         }
         free(m->osc_error);
         m->osc_error = NULL;
+        manager_update_component(m, secret);
         log_debug("OSC Secret %s/%s: checksum %s, kubelet %s, OS %s.", m->config->osc.namespace, m->secret_name,
                   strempty(osc->checksum), strempty(osc->kubelet_version), strempty(osc->os_version));
         osc_jitter_submit(m->jitter, osc, m->view);
@@ -538,7 +592,8 @@ static int manager_on_kubeconfig_timer(sd_event_source *s, uint64_t usec, void *
 static int manager_try_kube(Manager *m);
 
 /* identity/ owns our client certificate (CONTRACT §9.6); here only: a new one → load it (or let the
- * running client re-read it), a failure → STATUS= while we have no client. */
+ * running client re-read it), a failure → STATUS= while we have no client; and every event to the
+ * executor, whose CA rotation waits for its renewal (CONTRACT §9.7). */
 static void manager_on_identity(Identity *id, IdentityEvent ev, void *userdata) {
         Manager *m = userdata;
 
@@ -553,6 +608,8 @@ static void manager_on_identity(Identity *id, IdentityEvent ev, void *userdata) 
                 if (manager_try_kube(m) < 0)
                         (void) sd_event_exit(m->event, -EIO);
         }
+        /* A CA rotation waits for the renewal; it goes on with the credentials reloaded above. */
+        executor_identity_event(m->executor, ev);
 }
 
 static void manager_on_unauthorized(KubeClient *c, void *userdata) {
@@ -693,6 +750,9 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
                         .bus = m->bus,
                         .units = m->units,
                         .reporter = m->reporter,
+                        .identity = &m->identity,
+                        .tokens = &m->tokens,
+                        .component = &m->component,
                 };
                 r = executor_new(&deps, &m->executor, ret_error);
         }
@@ -722,6 +782,9 @@ Manager *manager_free(Manager *m) {
         unit_control_free(m->units);
         sd_bus_flush_close_unref(m->bus);
         kube_watch_free(m->secret_watch);
+        token_sync_free(m->tokens);
+        osc_component_config_free(m->component);
+        free(m->component_error);
         osc_jitter_free(m->jitter);
         node_labeler_free(m->labeler);
         kube_watch_free(m->node_watch);

@@ -92,6 +92,10 @@ bool identity_usable(const Identity *id) {
         return id->credential != CREDENTIAL_NONE;
 }
 
+bool identity_is_foreign(const Identity *id) {
+        return id->credential == CREDENTIAL_FOREIGN;
+}
+
 static char *path_beside(const char *file, const char *name) {
         _cleanup_free_ char *copy = strdup(file);
         char *p;

@@ -30,6 +30,12 @@ struct TokenSync {
         uint64_t period_usec;
         sd_event_source *timer;         /* owned: periodic resync */
         unsigned writes, failures;
+
+        /* The resync someone waits for (token_sync_resync() with a callback). */
+        TokenSyncDoneCallback done_cb;
+        void *done_userdata;
+        unsigned done_failures;         /* `failures` when it began */
+        sd_event_source *done_defer;    /* owned: reports when nothing was left to read */
 };
 
 void token_sync_configs_clear(TokenSyncConfigs *c) {
@@ -69,6 +75,25 @@ int token_sync_configs_from_json(const json_t *doc, TokenSyncConfigs *ret, char 
                 c.items[c.n].path = strdup(path);
                 c.n++;
                 if (!c.items[c.n - 1].secret_name || !c.items[c.n - 1].path)
+                        return -ENOMEM;
+        }
+        *ret = c;
+        c = (TokenSyncConfigs) {};
+        return 0;
+}
+
+int token_sync_configs_from_component(const OscComponentConfig *cc, TokenSyncConfigs *ret) {
+        _cleanup_(token_sync_configs_clear) TokenSyncConfigs c = { .sync_period_usec = TOKEN_SYNC_PERIOD_DEFAULT_USEC };
+
+        assert(ret);
+
+        c.items = calloc(cc && cc->n_token_syncs ? cc->n_token_syncs : 1, sizeof(*c.items));
+        if (!c.items)
+                return -ENOMEM;
+        for (size_t i = 0; cc && i < cc->n_token_syncs; i++, c.n++) {
+                c.items[i].secret_name = strdup(cc->token_syncs[i].secret_name);
+                c.items[i].path = strdup(cc->token_syncs[i].path);
+                if (!c.items[i].secret_name || !c.items[i].path)
                         return -ENOMEM;
         }
         *ret = c;
@@ -153,6 +178,19 @@ static void on_secret(KubeWatch *w, json_t *object, void *userdata) {
         sync_secret(userdata, object);
 }
 
+/* The waited-for resync is over once no read is in flight. */
+static void resync_check_done(TokenSync *t) {
+        TokenSyncDoneCallback cb = t->done_cb;
+
+        if (!cb)
+                return;
+        for (size_t i = 0; i < t->n_targets; i++)
+                if (t->targets[i].request)
+                        return;
+        t->done_cb = NULL;
+        cb(t, t->failures > t->done_failures ? -EIO : 0, t->done_userdata);
+}
+
 static void on_get(KubeRequest *req, int error, json_t *object, void *userdata) {
         TokenTarget *tt = userdata;
 
@@ -163,11 +201,27 @@ static void on_get(KubeRequest *req, int error, json_t *object, void *userdata) 
         } else
                 sync_secret(tt, object);
         tt->request = kube_request_free(tt->request);
+        resync_check_done(tt->owner);
 }
 
-void token_sync_resync(TokenSync *t) {
+static int on_done_defer(sd_event_source *s, void *userdata) {
+        TokenSync *t = userdata;
+
+        t->done_defer = sd_event_source_disable_unref(t->done_defer);
+        resync_check_done(t);
+        return 0;
+}
+
+int token_sync_resync(TokenSync *t, TokenSyncDoneCallback cb, void *userdata) {
+        int r;
+
         assert(t);
 
+        if (cb) {
+                t->done_cb = cb;
+                t->done_userdata = userdata;
+                t->done_failures = t->failures;
+        }
         for (size_t i = 0; i < t->n_targets; i++) {
                 TokenTarget *tt = &t->targets[i];
                 _cleanup_free_ char *path = NULL;
@@ -178,12 +232,26 @@ void token_sync_resync(TokenSync *t) {
                     kube_client_get(t->client, path, on_get, tt, &tt->request) < 0)
                         t->failures++;
         }
+        /* Never from inside this call: nothing may be left to read (no syncs, every GET refused). */
+        if (cb && !t->done_defer) {
+                r = sd_event_add_defer(kube_client_get_event(t->client), &t->done_defer, on_done_defer, t);
+                if (r < 0) {
+                        t->done_cb = NULL;
+                        return r;
+                }
+        }
+        return 0;
+}
+
+void token_sync_forget_waiter(TokenSync *t) {
+        if (t)
+                t->done_cb = NULL;
 }
 
 static int on_period(sd_event_source *s, uint64_t usec, void *userdata) {
         TokenSync *t = userdata;
 
-        token_sync_resync(t);
+        (void) token_sync_resync(t, NULL, NULL);
         (void) sd_event_source_set_time_relative(s, t->period_usec);
         return sd_event_source_set_enabled(s, SD_EVENT_ON);
 }
@@ -227,6 +295,9 @@ int token_sync_new(KubeClient *client, const char *root, const char *namespace, 
 TokenSync *token_sync_free(TokenSync *t) {
         if (!t)
                 return NULL;
+        /* A waiter belongs to someone else: it learns that its resync will never end. */
+        if (t->done_cb)
+                t->done_cb(t, -ECANCELED, t->done_userdata);
         for (size_t i = 0; i < t->n_targets; i++) {
                 kube_watch_free(t->targets[i].watch);
                 kube_request_free(t->targets[i].request);
@@ -235,6 +306,7 @@ TokenSync *token_sync_free(TokenSync *t) {
         }
         free(t->targets);
         sd_event_source_disable_unref(t->timer);
+        sd_event_source_disable_unref(t->done_defer);
         free(t->collection);
         free(t);
         return NULL;

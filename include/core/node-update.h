@@ -46,7 +46,8 @@
  *     running version: patch = ungated, minor = gated, downgrade/minor skip = InvalidDesiredState),
  *     OS (current os-release version "=" desired with Gardener's rules; downgrade refused;
  *     minVersionForUpdate "current >= min" else MinVersionNotMet; command or image backend must be
- *     usable) and credentials rotation (against the rotation times last applied: UnsupportedRotation).
+ *     usable) and credentials rotation (against the rotation times last applied; always gated, carried
+ *     out in Applying by ROTATE_CREDENTIALS after the kubelet switch and before the OS change).
  *     The first apply on a node (no checksum ever) is never gated and leaves the OS alone (GNP §2.3).
  *   - The OSC's own work (files, units, drop-ins, containerd; UpdateInput.osc_work, prepared by the
  *     executor) is part of the plan while its OSC is not committed as last applied: ApplyOSC runs in
@@ -134,7 +135,9 @@ typedef enum UpdateFailureCode {
         UPDATE_FAILURE_OS_COMMAND_FAILED,
         UPDATE_FAILURE_OS_COMMAND_TIMEOUT,
         UPDATE_FAILURE_OS_ROLLED_BACK,
-        UPDATE_FAILURE_UNSUPPORTED_ROTATION,
+        UPDATE_FAILURE_UNSUPPORTED_ROTATION,    /* no longer produced (rotations are done in place): kept so
+                                                 * that state.json records of older versions decode; such a
+                                                 * failure is retried (update_failure_is_retriable()) */
         UPDATE_FAILURE_UNIT_RESTART_FAILED,
         UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED,     /* CA / SA-key rotation in place (CONTRACT §9.7) */
         UPDATE_FAILURE_BOOTSTRAP_FAILED,        /* no client certificate could be obtained (CONTRACT §9.6) */
@@ -165,6 +168,7 @@ typedef enum UpdateStep {
         UPDATE_STEP_EVENT,              /* Event of UpdateAction.phase emitted */
         UPDATE_STEP_COLLECT_KUBELETS,   /* kubelet versions beyond keepVersions removed */
         UPDATE_STEP_APPLY_OSC,          /* every file/unit/containerd change of the OSC applied and committed */
+        UPDATE_STEP_ROTATE_CREDENTIALS, /* CA / service-account-key rotation carried out */
         _UPDATE_STEP_MAX,
         _UPDATE_STEP_INVALID = -EINVAL,
 } UpdateStep;
@@ -200,6 +204,9 @@ typedef enum UpdateActionType {
         UPDATE_ACTION_APPLY_OSC,                /* apply the remaining work of the OSC `checksum` (files,
                                                  * units, drop-ins, containerd, registries; apply/osc-apply)
                                                  * and commit it as last applied */
+        UPDATE_ACTION_ROTATE_CREDENTIALS,       /* CONTRACT §9.7, GNP §6.4: rotate_ca: renew our certificate,
+                                                 * re-bootstrap the kubelet (restart, health check);
+                                                 * rotate_sa: resync every token; resumable after a kill */
         _UPDATE_ACTION_MAX,
         _UPDATE_ACTION_INVALID = -EINVAL,
 } UpdateActionType;
@@ -221,6 +228,8 @@ typedef struct UpdateAction {
         char *checksum;                 /* owned: SET_CHECKSUM, APPLY_OSC */
         char *ca_rotation;              /* owned: SET_CHECKSUM: rotation times now applied */
         char *sa_rotation;              /* owned */
+        bool rotate_ca;                 /* ROTATE_CREDENTIALS: certificateAuthorities rotation */
+        bool rotate_sa;                 /* ROTATE_CREDENTIALS: serviceAccountKey rotation */
         NodeUpdateResult result;        /* REPORT_RESULT: label to write; NONE: leave the label alone */
         char *reason;                   /* owned: REPORT_RESULT: update-failed-reason */
         bool keep_reason;               /* REPORT_RESULT: an existing update-failed-reason stays */
@@ -263,9 +272,9 @@ typedef struct UpdateTransaction {
         char **os_args;                 /* owned, NULL-terminated, may be NULL */
         char *ca_rotation;              /* owned: rotation times of the desired state */
         char *sa_rotation;              /* owned */
-        bool rotation;                  /* a credentials rotation was requested (unsupported) */
         bool osc_apply;                 /* the OSC's files/units/containerd work is applied in Applying */
         bool osc_restarts_kubelet;      /* that work restarts the kubelet unit: no separate restart */
+        bool rotation;                  /* a credentials rotation was requested (done in Applying) */
         UpdateFailureCode blocked;      /* why the plan cannot proceed; _INVALID: it can */
         char *blocked_message;          /* owned */
         unsigned attempt;               /* 1 for the first attempt at a checksum */
@@ -390,7 +399,15 @@ bool update_action_is_best_effort(UpdateActionType t);
 /* CONTRACT §8.9: ArtifactUnavailable, DiskSpace, FileApplyFailed, UnitApplyFailed, and
  * OSCommandFailed whose message says "network problems" (case-insensitive, upstream's regex) are
  * retriable; everything else is terminal. */
+/* CONTRACT §8.9: ArtifactUnavailable, DiskSpace, and OSCommandFailed whose message says "network
+ * problems" (case-insensitive, upstream's regex) are retriable; so is UnsupportedRotation of a record
+ * an older version wrote; everything else is terminal. */
 bool update_failure_is_retriable(UpdateFailureCode code, const char *message);
+
+/* The rotations a transaction carries out: its desired rotation time is set and differs from the one
+ * last applied (tx->applied), and a rotation was planned at all. */
+bool update_rotates_ca(const UpdateTransaction *tx);
+bool update_rotates_sa(const UpdateTransaction *tx);
 
 /* The transition table. 0 and *ret set, or -EBADR (event not valid in this phase; *ret untouched). */
 int node_update_next(UpdatePhase phase, UpdateEvent event, UpdatePhase *ret);

@@ -8,6 +8,7 @@
  * the token sync configs. Decoded non-strictly like upstream; bounded. Pure: no I/O, no logging.
  * The OscComponentConfig owns its strings. */
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "core/osc-model.h"
@@ -38,3 +39,12 @@ DEFINE_CLEANUP_FUNC(OscComponentConfig, osc_component_config_free);
  * *ret_error naming the file and field, when the file is not inline or does not decode. */
 int osc_component_config_from_model(const OscModel *m, char *const *replaced_units, OscComponentConfig **ret,
                                     char **ret_error);
+
+/* The same from the OSC Secret itself (data["osc.yaml"], base64 YAML), for readers that need only
+ * the component config (the token sync, the credentials rotation): -ENODATA without that key, the
+ * errors of osc_model_decode_yaml(), then those above. */
+int osc_component_config_from_secret(const json_t *secret, char *const *replaced_units, OscComponentConfig **ret,
+                                     char **ret_error);
+
+/* Whether two configs name the same token syncs, in the same order (NULL: none). */
+bool osc_component_config_same_token_syncs(const OscComponentConfig *a, const OscComponentConfig *b);

@@ -17,9 +17,12 @@
 #include <systemd/sd-event.h>
 
 #include "core/config.h"
+#include "core/osc-component-config.h"
 #include "core/node-view.h"
 #include "core/osc.h"
 #include "daemon/reporter.h"
+#include "identity/identity.h"
+#include "identity/token-sync.h"
 #include "kube/kube-client.h"
 #include "net/http.h"
 #include "systemd/unit-control.h"
@@ -36,6 +39,10 @@ typedef struct ExecutorDeps {
         sd_bus *bus;
         UnitControl *units;
         Reporter *reporter;
+        /* The Manager's slots, read when a credentials rotation runs (it creates and replaces these). */
+        Identity *const *identity;              /* our client certificate; *identity NULL: not managed */
+        TokenSync *const *tokens;               /* *tokens NULL: no token sync configured */
+        OscComponentConfig *const *component;   /* GNA's component config of the OSC; may be NULL */
 } ExecutorDeps;
 
 /* Loads <stateDirectory>/state.json. Does not log: -errno and *ret_error (may be NULL) say why. */
@@ -53,6 +60,11 @@ void executor_set_node(Executor *e, const NodeView *node);
 void executor_set_osc(Executor *e, OscDesired *osc);
 void executor_set_kube(Executor *e, KubeClient *kube);
 void executor_set_restarts_busy(Executor *e, bool busy);
+
+/* The daemon's one identity callback forwards its events here (a CA rotation waits for them). */
+void executor_identity_event(Executor *e, IdentityEvent ev);
+/* The Manager's component config (deps.component) was replaced: a rotation waiting for it goes on. */
+void executor_component_changed(Executor *e);
 
 /* The restart annotation must wait while the transaction is in a phase that restarts units itself. */
 bool executor_blocks_unit_restarts(const Executor *e);

@@ -82,6 +82,10 @@ int identity_renew(Identity *id);
 /* True while the kubeconfig holds a certificate of ours that has not expired (or token credentials). */
 bool identity_usable(const Identity *id);
 
+/* The kubeconfig holds credentials this agent did not issue (a token, someone else's certificate):
+ * nothing of ours to renew. */
+bool identity_is_foreign(const Identity *id);
+
 /* One line for STATUS= and logs, e.g. "waiting for CertificateSigningRequest node-agent-csr-… to be
  * issued" or "BootstrapFailed: …; retrying in 20s"; NULL when there is nothing to say. */
 const char *identity_status(const Identity *id);

@@ -16,11 +16,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/osc-component-config.h"
 #include "kube/kube-client.h"
 #include "util/macro.h"
 
 #define TOKEN_SYNC_PERIOD_DEFAULT_USEC (12 * 3600 * USEC_PER_SEC)
 #define TOKEN_SYNC_MAX (64U * 1024U)
+#define TOKEN_SYNC_NAMESPACE "kube-system"     /* upstream: metav1.NamespaceSystem */
 
 typedef struct TokenSyncConfig {
         char *secret_name;      /* owned */
@@ -38,6 +40,9 @@ typedef struct TokenSyncConfigs {
 int token_sync_configs_from_json(const json_t *doc, TokenSyncConfigs *ret, char **ret_error);
 void token_sync_configs_clear(TokenSyncConfigs *c);
 
+/* The token syncs of the component config the OSC carries (no syncPeriod there: the default). */
+int token_sync_configs_from_component(const OscComponentConfig *cc, TokenSyncConfigs *ret);
+
 /* Reads and decodes the component config file (YAML or JSON). */
 int token_sync_configs_load(const char *path, TokenSyncConfigs *ret, char **ret_error);
 
@@ -46,13 +51,22 @@ typedef struct TokenSync TokenSync;
 /* `root` is prefixed to every path ("" or "/" for none); `cfg` is copied. */
 int token_sync_new(KubeClient *client, const char *root, const char *namespace, const TokenSyncConfigs *cfg,
                    TokenSync **ret);
+/* A resync waiter still registered is called with -ECANCELED first. */
 TokenSync *token_sync_free(TokenSync *t);
 DEFINE_CLEANUP_FUNC(TokenSync, token_sync_free);
 
 int token_sync_start(TokenSync *t);
 
-/* Re-reads every Secret now and rewrites the files that differ (service-account-key rotation). */
-void token_sync_resync(TokenSync *t);
+/* Called once every read of a resync is over: 0 when every file now holds its Secret's token, else
+ * -EIO (a Secret could not be read, had no token, or its file could not be written: logged). */
+typedef void (*TokenSyncDoneCallback)(TokenSync *t, int error, void *userdata);
+
+/* Re-reads every Secret now and rewrites the files that differ (service-account-key rotation). `cb`
+ * (may be NULL) is called from the event loop, never from inside this call; there is one waiter: a
+ * second call replaces the first one's callback. -errno (no callback will come) if it cannot be armed. */
+int token_sync_resync(TokenSync *t, TokenSyncDoneCallback cb, void *userdata);
+/* Drops the waiter (its owner goes away); the reads go on. */
+void token_sync_forget_waiter(TokenSync *t);
 
 /* How many token files were written (not counting unchanged ones) and how many syncs failed. */
 unsigned token_sync_writes(const TokenSync *t);

@@ -113,7 +113,7 @@ static int on_usr2(sd_event_source *s, const struct signalfd_siginfo *si, void *
         Ctx *c = userdata;
 
         if (c->tokens)
-                token_sync_resync(c->tokens);
+                (void) token_sync_resync(c->tokens, NULL, NULL);
         return 0;
 }
 

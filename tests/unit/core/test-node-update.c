@@ -352,6 +352,9 @@ static void log_action(World *w, const UpdateAction *a, Outcome o) {
                         logf_(w->work, "ReportResult(%s) ", node_update_result_to_string(a->result));
                 else if (a->type == UPDATE_ACTION_SET_CHECKSUM)
                         logf_(w->work, "SetChecksum(%s) ", a->checksum);
+                else if (a->type == UPDATE_ACTION_ROTATE_CREDENTIALS)
+                        logf_(w->work, "RotateCredentials(%s%s%s) ", a->rotate_ca ? "ca" : "",
+                              a->rotate_ca && a->rotate_sa ? "," : "", a->rotate_sa ? "sa" : "");
                 else if (a->type == UPDATE_ACTION_SET_MARKER || a->type == UPDATE_ACTION_STAGE_KUBELET ||
                          a->type == UPDATE_ACTION_SWITCH_KUBELET || a->type == UPDATE_ACTION_ROLLBACK_KUBELET ||
                          a->type == UPDATE_ACTION_RESTART_UNIT || a->type == UPDATE_ACTION_STAGE_OS_IMAGE ||
@@ -1051,32 +1054,156 @@ static void test_min_version_not_met(void **state) {
         world_free(w);
 }
 
-/* A credentials rotation is an in-place trigger this agent cannot perform. */
-static void test_unsupported_rotation(void **state) {
+/* A world at c0 (the baseline, no rotation) and then c1 carrying a rotation, nothing else changed. */
+static World *world_rotation(const char *ca, const char *sa) {
         World *w = world_new();
-        _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
 
         world_osc(w, "c0", "1592.6", "1.31.4");
         world_applied(w, "c0");
         run(w);                                 /* adopts c0 (no rotation) as the baseline */
         assert_log("work", w->work, "");
-
         world_osc(w, "c1", "1592.6", "1.31.4");
         w->osc->has_rotation = true;
-        set(&w->osc->ca_rotation, "2025-03-01T11:00:00Z");
+        set(&w->osc->ca_rotation, ca);
+        set(&w->osc->sa_rotation, sa);
+        return w;
+}
+
+/* Issue 14: a CA rotation is in-place work done in Applying: gated like any other (nothing before
+ * ReadyForUpdate), then RotateCredentials(ca) before the success marking; the checksum only after. */
+static void test_ca_rotation(void **state) {
+        World *w = world_rotation("2025-03-01T11:00:00Z", NULL);
+        _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
+
+        run(w);
+        assert_log("work", w->work, "");        /* gated: waits for MCM */
         w->node->candidate = true;
         run(w);
         assert_log("work", w->work, "PublishPlan ");
-        assert_non_null(strstr(w->node->plan, "{\"action\":\"credentialsRotation\",\"message\":\"not supported by "
-                                              "this agent\"}"));
-        assert_non_null(strstr(w->node->plan, "\"code\":\"UnsupportedRotation\""));
+        assert_non_null(strstr(w->node->plan, "{\"action\":\"credentialsRotation\",\"certificateAuthorities\":true,"
+                                              "\"serviceAccountKey\":false}"));
+        assert_null(strstr(w->node->plan, "blocked"));
 
+        clear_logs(w);
         w->node->selected = true;
         run(w);
+        assert_log("work", w->work, "");
+        assert_int_equal(current_phase(w), UPDATE_PHASE_WAITING_FOR_DRAIN);
+        assert_string_equal(w->node->applied_checksum, "c0");
+
+        world_ready(w, "t1");
+        run(w);
+        assert_log("work", w->work, "RotateCredentials(ca) DeletePods ReportResult(successful) SetChecksum(c1) ");
+        assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
+        assert_string_equal(w->node->update_result_value, "successful");
+        assert_string_equal(w->node->applied_checksum, "c1");
+        tx = current_tx(w);
+        assert_string_equal(tx->applied.ca_rotation, "2025-03-01T11:00:00Z");
+
+        /* Done once: the same rotation time is not rotated again. */
+        clear_logs(w);
+        run(w);
+        assert_log("work", w->work, "");
+        world_free(w);
+}
+
+/* Both rotations at once, with a kubelet patch: one RotateCredentials(ca,sa) after the kubelet switch. */
+static void test_sa_rotation(void **state) {
+        World *w = world_rotation("2025-03-01T11:00:00Z", "2025-03-01T11:00:00Z");
+
+        set(&w->osc->sa_rotation, "2025-03-02T08:00:00Z");
+        world_ready(w, "t1");
+        run(w);
+        assert_log("work", w->work, "PublishPlan RotateCredentials(ca,sa) DeletePods ReportResult(successful) "
+                                    "SetChecksum(c1) ");
+
+        /* Later only the service-account key. */
+        world_osc(w, "c2", "1592.6", "1.31.4");
+        w->osc->has_rotation = true;
+        set(&w->osc->ca_rotation, "2025-03-01T11:00:00Z");
+        set(&w->osc->sa_rotation, "2025-04-01T00:00:00Z");
+        world_ready(w, "t2");
+        clear_logs(w);
+        run(w);
+        assert_log("work", w->work, "PublishPlan RotateCredentials(sa) DeletePods ReportResult(successful) "
+                                    "SetChecksum(c2) ");
+        world_free(w);
+}
+
+static Outcome policy_rotation_fails(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
+        if (a->type != UPDATE_ACTION_ROTATE_CREDENTIALS)
+                return OUTCOME_OK;
+        *msg = "CertificateSigningRequest node-agent-csr-x was denied";
+        return OUTCOME_FAIL;
+}
+
+/* A failed rotation is CredentialsRotationFailed (terminal), update-result=failed, no checksum; the
+ * default code comes from the action when the executor passes none. */
+static void test_rotation_fails(void **state) {
+        World *w = world_rotation("2025-03-01T11:00:00Z", NULL);
+        _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
+
+        world_ready(w, "t1");
+        w->policy = policy_rotation_fails;
+        run(w);
+        assert_log("work", w->work, "PublishPlan RotateCredentials(ca) ! ReportResult(failed) ");
+        tx = current_tx(w);
+        assert_int_equal(tx->failure.code, UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED);
+        assert_string_equal(w->node->update_failed_reason, "CertificateSigningRequest node-agent-csr-x was denied");
+        assert_string_equal(w->node->applied_checksum, "c0");
+        assert_false(update_failure_is_retriable(UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED, NULL));
+        world_free(w);
+}
+
+/* A kill in the middle of the rotation runs the (resumable) action again, never skips it. */
+static Outcome policy_rotation_interrupted_once(World *w, const UpdateAction *a, UpdateFailureCode *code,
+                                                const char **msg) {
+        static unsigned n;
+
+        if (a->type != UPDATE_ACTION_ROTATE_CREDENTIALS)
+                return OUTCOME_OK;
+        return n++ == 0 ? OUTCOME_INTERRUPTED : OUTCOME_OK;
+}
+
+static void test_rotation_resumes_after_kill(void **state) {
+        World *w = world_rotation("2025-03-01T11:00:00Z", NULL);
+
+        world_ready(w, "t1");
+        w->policy = policy_rotation_interrupted_once;
+        run(w);
+        assert_log("work", w->work, "PublishPlan RotateCredentials(ca) RotateCredentials(ca) DeletePods "
+                                    "ReportResult(successful) SetChecksum(c1) ");
+        assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
+        world_free(w);
+}
+
+/* A record of an older version that failed with UnsupportedRotation still decodes, and is retried: the
+ * rotation is supported now. */
+static void test_old_unsupported_rotation_retried(void **state) {
+        World *w = world_rotation("2025-03-01T11:00:00Z", NULL);
+        _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
+        char *p;
+
+        world_ready(w, "t1");
+        w->policy = policy_rotation_fails;
+        run(w);
         assert_int_equal(current_phase(w), UPDATE_PHASE_FAILED);
+        /* rewrite the record "on disk" as the old version wrote it */
+        p = strstr(w->saved, "CredentialsRotationFailed");
+        assert_non_null(p);
+        assert_true(update_failure_code_from_string("UnsupportedRotation") == UPDATE_FAILURE_UNSUPPORTED_ROTATION);
+        memmove(p + strlen("UnsupportedRotation"), p + strlen("CredentialsRotationFailed"),
+                strlen(p + strlen("CredentialsRotationFailed")) + 1);
+        memcpy(p, "UnsupportedRotation", strlen("UnsupportedRotation"));
         tx = current_tx(w);
         assert_int_equal(tx->failure.code, UPDATE_FAILURE_UNSUPPORTED_ROTATION);
-        assert_string_equal(w->node->update_result_value, "failed");
+
+        w->policy = NULL;
+        w->now += 11 * 60 * USEC_PER_SEC;       /* past any back-off */
+        clear_logs(w);
+        run(w);
+        assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
+        assert_string_equal(w->node->applied_checksum, "c1");
         world_free(w);
 }
 
@@ -1971,7 +2098,11 @@ int main(void) {
                 cmocka_unit_test(test_no_work_marking),
                 cmocka_unit_test(test_fresh_node),
                 cmocka_unit_test(test_min_version_not_met),
-                cmocka_unit_test(test_unsupported_rotation),
+                cmocka_unit_test(test_ca_rotation),
+                cmocka_unit_test(test_sa_rotation),
+                cmocka_unit_test(test_rotation_fails),
+                cmocka_unit_test(test_rotation_resumes_after_kill),
+                cmocka_unit_test(test_old_unsupported_rotation_retried),
                 cmocka_unit_test(test_staging_failure_fails_before_drain),
                 cmocka_unit_test(test_kubelet_unhealthy_rolls_back),
                 cmocka_unit_test(test_retriable_failure_retries),

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "core/osc-component-config.h"
 #include "tests.h"
+#include "util/base64.h"
 
 static char *const replaced[] = { (char *) "gardener-node-agent.service", NULL };
 
@@ -78,10 +79,59 @@ static void test_errors(void **state) {
         }
 }
 
+static json_t *secret_of(const char *yaml) {
+        _cleanup_free_ char *b64 = NULL;
+
+        assert_int_equal(base64_encode(yaml, strlen(yaml), false, &b64), 0);
+        return json_pack("{s:{s:s}}", "data", "osc.yaml", b64);
+}
+
+#define CC_YAML(syncs)                                                                                        \
+        "spec:\n"                                                                                             \
+        "  units: [{name: gardener-node-agent.service, filePaths: [/var/lib/gardener-node-agent/config.yaml]}]\n" \
+        "  files:\n"                                                                                          \
+        "  - path: /var/lib/gardener-node-agent/config.yaml\n"                                                \
+        "    content:\n"                                                                                      \
+        "      inline:\n"                                                                                     \
+        "        data: |\n"                                                                                   \
+        "          apiServer: {server: 'https://a:443'}\n"                                                    \
+        "          controllers: {token: {syncConfigs: [" syncs "]}}\n"
+
+/* Issue 14: the manager reads the token syncs straight from the Secret, and recreates the TokenSync
+ * only when they changed. */
+static void test_from_secret(void **state) {
+        _cleanup_(osc_component_config_freep) OscComponentConfig *a = NULL, *b = NULL, *c = NULL;
+        _cleanup_(json_decrefp) json_t *sa = secret_of(CC_YAML("{secretName: t1, path: /var/t1}"));
+        _cleanup_(json_decrefp) json_t *sb = secret_of(CC_YAML("{secretName: t1, path: /var/t1}"));
+        _cleanup_(json_decrefp) json_t *sc = secret_of(CC_YAML("{secretName: t1, path: /var/t1}, "
+                                                                "{secretName: t2, path: /var/t2}"));
+        _cleanup_(json_decrefp) json_t *none = json_pack("{s:{}}", "data");
+        _cleanup_(json_decrefp) json_t *bad = json_pack("{s:{s:s}}", "data", "osc.yaml", "!!!");
+        _cleanup_free_ char *err = NULL, *err2 = NULL;
+        OscComponentConfig *x = NULL;
+
+        assert_int_equal(osc_component_config_from_secret(sa, replaced, &a, NULL), 0);
+        assert_int_equal(osc_component_config_from_secret(sb, replaced, &b, NULL), 0);
+        assert_int_equal(osc_component_config_from_secret(sc, replaced, &c, NULL), 0);
+        assert_string_equal(a->api_server, "https://a:443");
+        assert_int_equal(a->n_token_syncs, 1);
+        assert_string_equal(a->token_syncs[0].path, "/var/t1");
+        assert_true(osc_component_config_same_token_syncs(a, b));
+        assert_false(osc_component_config_same_token_syncs(a, c));
+        assert_false(osc_component_config_same_token_syncs(a, NULL));
+        assert_true(osc_component_config_same_token_syncs(NULL, NULL));
+
+        assert_int_equal(osc_component_config_from_secret(none, replaced, &x, &err), -ENODATA);
+        assert_string_equal(err, "no osc.yaml key found in OSC secret");
+        assert_int_equal(osc_component_config_from_secret(bad, replaced, &x, &err2), -EBADMSG);
+        assert_null(x);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_decode),
                 cmocka_unit_test(test_errors),
+                cmocka_unit_test(test_from_secret),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
