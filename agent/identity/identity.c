@@ -144,13 +144,18 @@ int identity_new_from_config(sd_event *event, Http *http, const KubeTuning *tuni
                              IdentityCallback cb, void *userdata, Identity **ret) {
         /* apiServer.server of GNA's component config comes with the OSC applier; until then the GNA
          * fallback needs it passed in and only bootstrapKubeconfig works in the daemon. */
+        _cleanup_free_ char *gna = NULL;
         IdentityParams p = {
                 .kubeconfig = c->kubeconfig,
                 .bootstrap_kubeconfig = c->bootstrap_kubeconfig,
-                .gna_directory = IDENTITY_GNA_DIRECTORY,
                 .node_name = c->node_name,
         };
 
+        /* GNA's files are part of the OSC's world: below osc.rootDirectory (CONTRACT §9.5, §9.6). */
+        if (asprintf(&gna, "%s%s", streq(c->osc.root_directory, "/") ? "" : c->osc.root_directory,
+                     IDENTITY_GNA_DIRECTORY) < 0)
+                return -ENOMEM;
+        p.gna_directory = gna;
         return identity_new(event, http, tuning, &p, cb, userdata, ret);
 }
 

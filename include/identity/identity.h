@@ -39,7 +39,7 @@
 #include "util/macro.h"
 
 #define IDENTITY_PEM_NAME "node-agent-client.pem"
-/* GNA's directory; becomes <osc.rootDirectory>/var/lib/gardener-node-agent once that key exists (§9.5). */
+/* GNA's directory, below osc.rootDirectory (§9.5). */
 #define IDENTITY_GNA_DIRECTORY "/var/lib/gardener-node-agent"
 
 typedef struct Identity Identity;
@@ -63,7 +63,7 @@ typedef void (*IdentityCallback)(Identity *id, IdentityEvent event, void *userda
 int identity_new(sd_event *event, Http *http, const KubeTuning *tuning, const IdentityParams *p,
                  IdentityCallback cb, void *userdata, Identity **ret);
 /* The daemon's Identity: kubeconfig and bootstrapKubeconfig of the configuration, GNA's files below
- * IDENTITY_GNA_DIRECTORY, the node name as the machine name fallback. */
+ * <osc.rootDirectory>IDENTITY_GNA_DIRECTORY, the node name as the machine name fallback. */
 int identity_new_from_config(sd_event *event, Http *http, const KubeTuning *tuning, const Config *c,
                              IdentityCallback cb, void *userdata, Identity **ret);
 Identity *identity_free(Identity *id);
