@@ -4032,7 +4032,10 @@ class ApiServer:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        s.listen(128)
+        # A fleet of agents connects at once (a thousand in bench/run's fleet): a short accept queue
+        # overflows, and the kernel drops the excess handshakes, which then wait for SYN retransmits
+        # (1, 3, 7, 15 s ...). The kernel caps this at net.core.somaxconn.
+        s.listen(4096)
         self.lsock = s
 
     def start(self):
