@@ -3855,17 +3855,20 @@ class ApiHandler(http.server.BaseHTTPRequestHandler):
                     if not w.q and w.stop_mode is None and wait > 0:
                         w.cv.wait(wait)
                     have = bool(w.q)
-                if have and cfg["coalesce_window"] > 0:
-                    time.sleep(cfg["coalesce_window"])
-                # Drain under the store lock: events committed together (one batch) arrive together.
-                with store.lock, w.cv:
-                    if w.q:
-                        items = list(w.q) if cfg["coalesce"] else [w.q[0]]
+                    stop = w.stop_mode
+                items = []
+                if have:
+                    if cfg["coalesce_window"] > 0:
+                        time.sleep(cfg["coalesce_window"])
+                    # Drain under the store lock: events committed together (one batch) arrive together.
+                    # Only then: a fleet's idle watches wake every 0.25 s, and taking the one store lock
+                    # on each wake-up made them contend with every request.
+                    with store.lock, w.cv:
+                        if w.q:
+                            items = list(w.q) if cfg["coalesce"] else [w.q[0]]
                         for _ in items:
                             w.q.popleft()
-                    else:
-                        items = []
-                    stop = w.stop_mode
+                        stop = w.stop_mode
                 if stop:
                     if stop == "abrupt":
                         self._abort(False)
