@@ -1866,7 +1866,10 @@ class Store:
         self.objects = {}
         self.managed = {}
         self.history = collections.deque()
-        self.watchers = set()
+        # storage -> its watchers: a write is offered only to watchers of its storage (the others'
+        # transform() would drop it anyway), so a fleet's Lease renewals do not walk every Node watch
+        # under the store lock.
+        self.watchers = collections.defaultdict(set)
         self.expires = {}
 
     @staticmethod
@@ -1921,7 +1924,7 @@ class Store:
     def _record(self, ev):
         self.history.append(ev)
         self.trim()
-        for w in list(self.watchers):
+        for w in list(self.watchers.get(ev.storage, ())):
             w.offer(ev)
         self.changed.notify_all()
 
@@ -1982,12 +1985,12 @@ class Store:
                         t = watcher.transform(ev)
                         if t:
                             watcher.q.append(t)
-            self.watchers.add(watcher)
+            self.watchers[watcher.kind.storage].add(watcher)
             return None
 
     def unsubscribe(self, watcher):
         with self.lock:
-            self.watchers.discard(watcher)
+            self.watchers[watcher.kind.storage].discard(watcher)
 
     def expire_due(self, force=False, names=None):
         with self.lock:
