@@ -96,6 +96,16 @@ static uint64_t backoff_step(KubeWatch *w) {
         return backoff_next(&w->backoff, kube_client_now(w->client), random_u32());
 }
 
+/* After a connection attempt found no server. A server that is down is down for every node of the
+ * cluster at once, and they all come back when it does: the jitter then covers the whole spread
+ * window, so a fleet's reconnects do not arrive as one herd. The first retry after a dropped watch
+ * is not one of these (it is the ordinary step), so a lone agent whose connection merely broke is
+ * back as fast as before. */
+static uint64_t backoff_step_spread(KubeWatch *w) {
+        return backoff_next_spread(&w->backoff, kube_client_now(w->client), random_u32(),
+                                   kube_client_get_tuning(w->client)->reconnect_spread_usec);
+}
+
 /* ---- LIST ------------------------------------------------------------------------------------- */
 
 static const char *list_rv(KubeWatch *w) {
@@ -313,7 +323,7 @@ static void kube_watch_on_watch_done(HttpRequest *req, int error, long status, v
 
         next = watch_end_decide(kind, code, w->watch_events, duration);
         if (next != WATCH_NEXT_REWATCH)
-                delay = backoff_step(w);
+                delay = kind == WATCH_END_CONNECT ? backoff_step_spread(w) : backoff_step(w);
         /* The server asked for a pause (429, shutdown): honour it on top of the backoff. */
         if (next == WATCH_NEXT_REWATCH_BACKOFF && kind == WATCH_END_HTTP)
                 delay = MAX(delay, retry_after);

@@ -8,9 +8,11 @@
 
 #include "kubelet/kubelet-stage.h"
 
-/* One extraction on the worker thread. The thread reads only this struct and the files it names. */
+/* One extraction on the worker thread. The thread reads only this struct, the files it names and
+ * the feed. */
 typedef struct ExtractJob {
         int layer_fd;                   /* owned */
+        LayerFeed *feed;                /* borrowed from the stage: the layer is still downloading; or NULL */
         char *file_path;                /* owned */
         char *staging;                  /* owned */
         char *out_name;                 /* owned */
@@ -40,6 +42,17 @@ struct KubeletStage {
         char **blobs;                   /* owned: paths of fetched blobs, per layer (NULL if not fetched) */
         uint64_t total, done_before;    /* progress: sum of layer sizes; bytes of finished layers */
         uint64_t downloaded;
+
+        /* Per layer: extraction overlaps the download. The thread follows the .partial file through the
+         * feed while the registry writes it; the file it produces is installed only once the blob's
+         * digest matched and the feed stayed valid (the bytes read are the verified ones); otherwise
+         * the verified blob is extracted again, as without streaming. */
+        LayerFeed *feed;                /* owned: the thread reads through it; NULL = not streaming */
+        uint64_t fed;                   /* bytes of the layer the feed was told are final */
+        bool blob_done;                 /* the layer's blob op finished (blob_error says how) */
+        int blob_error;
+        ArtifactFailure blob_failure;
+        char *blob_message;             /* owned */
 
         pthread_t thread;
         bool thread_running;
@@ -75,7 +88,12 @@ static void stage_join(KubeletStage *st) {
 KubeletStage *kubelet_stage_free(KubeletStage *st) {
         if (!st)
                 return NULL;
+        /* A reader waiting for bytes that will never come must be let go before the join. */
+        if (st->feed)
+                layer_feed_end(st->feed, -ECANCELED);
         stage_join(st);
+        layer_feed_free(st->feed);
+        free(st->blob_message);
         extract_job_free(st->job);
         sd_event_source_disable_unref(st->efd_source);
         sd_event_source_disable_unref(st->defer);
@@ -167,8 +185,8 @@ static void *extract_thread(void *userdata) {
         ExtractJob *j = userdata;
         uint64_t one = 1;
 
-        j->r = archive_extract_layer(j->layer_fd, j->file_path, j->staging, j->out_name, &j->limits, &j->res,
-                                     &j->message);
+        j->r = archive_extract_layer_fed(j->layer_fd, j->feed, j->file_path, j->staging, j->out_name, &j->limits,
+                                         &j->res, &j->message);
         /* An eventfd write of 8 bytes cannot fail short of a bug; nothing to do here if it did. */
         if (write(j->efd, &one, sizeof(one)) != sizeof(one))
                 return NULL;
@@ -196,19 +214,23 @@ static int stage_install(KubeletStage *st, ExtractJob *j) {
         return kubelet_store_install(st->store, st->version, staged, json);
 }
 
-static int stage_on_extracted(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        KubeletStage *st = userdata;
+static int stage_start_extract(KubeletStage *st, int layer_fd);
+
+/* Throws away what an extraction produced (a streamed one whose bytes turned out not to be final). */
+static void stage_discard_job(KubeletStage *st) {
+        ExtractJob *j = TAKE_PTR(st->job);
+        _cleanup_free_ char *staged = NULL;
+
+        if (j && j->r >= 0 && j->res.lookup == ARCHIVE_LOOKUP_FOUND &&
+            asprintf(&staged, "%s/%s", j->staging, j->out_name) >= 0)
+                (void) unlink(staged);
+        extract_job_free(j);
+}
+
+static void stage_handle_job(KubeletStage *st, ExtractJob *j) {
         _cleanup_free_ char *staged = NULL;
         char digest_s[DIGEST_STRING_MAX];
-        ExtractJob *j = st->job;
-        uint64_t v;
         int r;
-
-        if (read(st->efd, &v, sizeof(v)) != sizeof(v))
-                v = 0;  /* the thread is joined below all the same */
-        st->efd_source = sd_event_source_disable_unref(st->efd_source);
-        stage_join(st);
-        st->job = NULL;
 
         if (j->r < 0) {
                 _cleanup_free_ char *m = TAKE_PTR(j->message);
@@ -218,7 +240,7 @@ static int stage_on_extracted(sd_event_source *s, int fd, uint32_t revents, void
                 extract_job_free(j);
                 stage_failf(st, r, kubelet_stage_failure_from_extract_error(r), "layer %zu of %s: %s", layer,
                             st->image, m ? m : strerror(-r));
-                return 0;
+                return;
         }
 
         switch (j->res.lookup) {
@@ -231,43 +253,86 @@ static int stage_on_extracted(sd_event_source *s, int fd, uint32_t revents, void
                 if (r < 0) {
                         stage_failf(st, r, r == -ENOSPC ? ARTIFACT_FAILURE_DISK_SPACE : ARTIFACT_FAILURE_UNAVAILABLE,
                                     "cannot install kubelet %s into the store: %s", st->version, strerror(-r));
-                        return 0;
+                        return;
                 }
                 stage_finish(st, 0, ARTIFACT_FAILURE_NONE, NULL, digest_s, false);
-                return 0;
+                return;
         case ARCHIVE_LOOKUP_ABSENT:
                 extract_job_free(j);
                 if (st->layer == 0) {
                         stage_failf(st, -ENOENT, ARTIFACT_FAILURE_UNAVAILABLE, "%s not found in image %s",
                                     st->file_path, st->image);
-                        return 0;
+                        return;
                 }
                 st->done_before += st->manifest->layers[st->layer].size;
                 st->layer--;
                 stage_fetch_layer(st);
-                return 0;
+                return;
         default:
                 r = j->res.lookup;
                 extract_job_free(j);
                 stage_failf(st, -ENOENT, ARTIFACT_FAILURE_UNAVAILABLE, "%s is deleted in layer %zu of image %s (%s)",
                             st->file_path, st->layer, st->image, archive_lookup_to_string(r));
-                return 0;
+                return;
         }
 }
 
-static int stage_start_extract(KubeletStage *st, const char *blob_path) {
+/* Both halves of a layer are in when the blob op finished and no extraction runs: then decide. */
+static void stage_continue(KubeletStage *st) {
+        _cleanup_(layer_feed_freep) LayerFeed *feed = NULL;
+        int r;
+
+        if (!st->blob_done || st->thread_running)
+                return;
+        feed = TAKE_PTR(st->feed);
+        if (st->blob_error < 0) {
+                _cleanup_free_ char *m = TAKE_PTR(st->blob_message);
+
+                stage_discard_job(st);
+                stage_failf(st, st->blob_error, st->blob_failure, "%s", strempty(m));
+                return;
+        }
+        if (feed && !layer_feed_is_valid(feed)) {
+                /* The download started over while the thread read it: extract the verified blob. */
+                _cleanup_close_ int fd = -EBADF;
+
+                stage_discard_job(st);
+                fd = open(st->blobs[st->layer], O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+                r = fd < 0 ? -errno : stage_start_extract(st, TAKE_FD(fd));
+                if (r < 0)
+                        stage_failf(st, r, ARTIFACT_FAILURE_UNAVAILABLE, "cannot start extraction: %s", strerror(-r));
+                return;
+        }
+        stage_handle_job(st, TAKE_PTR(st->job));
+}
+
+static int stage_on_extracted(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        KubeletStage *st = userdata;
+        uint64_t v;
+
+        if (read(st->efd, &v, sizeof(v)) != sizeof(v))
+                v = 0;  /* the thread is joined below all the same */
+        st->efd_source = sd_event_source_disable_unref(st->efd_source);
+        stage_join(st);
+        stage_continue(st);
+        return 0;
+}
+
+/* Starts the thread on `layer_fd` (consumed), through st->feed when it is set. */
+static int stage_start_extract(KubeletStage *st, int layer_fd) {
         ExtractJob *j;
         int r;
 
         j = calloc(1, sizeof(*j));
-        if (!j)
+        if (!j) {
+                (void) close(layer_fd);
                 return -ENOMEM;
+        }
         st->job = j;
         j->efd = st->efd;
         j->limits = st->limits;
-        j->layer_fd = open(blob_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (j->layer_fd < 0)
-                return -errno;
+        j->layer_fd = layer_fd;
+        j->feed = st->feed;
         j->file_path = strdup(st->file_path);
         j->staging = strdup(kubelet_store_staging(st->store));
         if (!j->file_path || !j->staging || asprintf(&j->out_name, "kubelet-%s.new", st->version) < 0)
@@ -289,8 +354,19 @@ static void stage_on_blob(RegistryOp *op, const RegistryResult *res, void *userd
         int r;
 
         st->downloaded += res->bytes_downloaded;
-        if (res->error < 0) {
+        if (res->error < 0 && !st->feed) {
                 stage_failf(st, res->error, res->failure, "%s", res->message);
+                return;
+        }
+        st->blob_done = true;
+        if (res->error < 0) {
+                /* The thread stops at its next read; the failure is reported once it has. */
+                st->blob_error = res->error;
+                st->blob_failure = res->failure;
+                st->blob_message = strdup(strempty(res->message));
+                layer_feed_end(st->feed, -ECANCELED);
+                st->op = registry_op_free(st->op);
+                stage_continue(st);
                 return;
         }
         st->blobs[st->layer] = strdup(res->blob_path);
@@ -299,7 +375,15 @@ static void stage_on_blob(RegistryOp *op, const RegistryResult *res, void *userd
                 stage_failf(st, -ENOMEM, ARTIFACT_FAILURE_UNAVAILABLE, "out of memory");
                 return;
         }
-        r = stage_start_extract(st, st->blobs[st->layer]);
+        if (st->feed) {
+                /* Verified. The thread read what the feed was told is final: all of it, unless the
+                 * bytes came another way (then the feed is invalid and the blob is extracted again). */
+                layer_feed_end(st->feed, st->fed == st->manifest->layers[st->layer].size ? 0 : -ECANCELED);
+                stage_continue(st);
+                return;
+        }
+        r = open(st->blobs[st->layer], O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        r = r < 0 ? -errno : stage_start_extract(st, r);
         if (r < 0)
                 stage_failf(st, r, ARTIFACT_FAILURE_UNAVAILABLE, "cannot start extraction: %s", strerror(-r));
 }
@@ -307,18 +391,54 @@ static void stage_on_blob(RegistryOp *op, const RegistryResult *res, void *userd
 static void stage_on_blob_progress(RegistryOp *op, uint64_t done, uint64_t total, void *userdata) {
         KubeletStage *st = userdata;
 
+        if (st->feed) {
+                layer_feed_advance(st->feed, done);
+                st->fed = done;
+        }
+
         if (st->on_progress)
                 st->on_progress(st, st->done_before + done, st->total, st->userdata);
+}
+
+/* Follows the blob's .partial file while it downloads. Best effort: without it (the blob was already
+ * there, no memory) the layer is extracted after the download, as before. */
+static void stage_start_streaming(KubeletStage *st) {
+        _cleanup_free_ char *partial = NULL;
+        int fd, r;
+
+        if (registry_blob_partial_path(st->registry, &st->manifest->layers[st->layer].digest, &partial) < 0)
+                return;
+        fd = open(partial, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return;
+        if (layer_feed_new(&st->feed) < 0) {
+                (void) close(fd);
+                return;
+        }
+        r = stage_start_extract(st, fd);
+        if (r < 0) {
+                st->efd_source = sd_event_source_disable_unref(st->efd_source);
+                extract_job_free(TAKE_PTR(st->job));
+                st->feed = layer_feed_free(st->feed);
+        }
 }
 
 static void stage_fetch_layer(KubeletStage *st) {
         int r;
 
+        st->blob_done = false;
+        st->blob_error = 0;
+        free(st->blob_message);
+        st->blob_message = NULL;
+        st->fed = 0;
         r = registry_fetch_blob(st->registry, st->ref, &st->manifest->layers[st->layer], stage_on_blob_progress,
                                 stage_on_blob, st, &st->op);
-        if (r < 0)
+        if (r < 0) {
                 stage_failf(st, r, r == -ENOSPC ? ARTIFACT_FAILURE_DISK_SPACE : ARTIFACT_FAILURE_UNAVAILABLE,
                             "cannot fetch layer %zu of %s: %s", st->layer, st->image, strerror(-r));
+                return;
+        }
+        stage_start_streaming(st);
 }
 
 /* Keep only what the rest of the stage needs from the manifest: its layer list. */

@@ -119,6 +119,7 @@ typedef struct Scan {
         const char *staging_dir;        /* borrowed */
         const char *out_name;           /* borrowed */
         int64_t stop_at;                /* stop before this entry index (hard link second pass), -1 = no */
+        LayerFeed *feed;                /* borrowed: the layer is still being downloaded; NULL = complete */
 
         void *symlinks;                 /* owned: tsearch tree of normalized symlink paths */
         char *message;                  /* owned: why it failed */
@@ -458,10 +459,47 @@ static int scan_check_limits(Scan *s, struct archive *a, struct archive_entry *e
         return 0;
 }
 
+/* A layer that is still growing: libarchive reads it through the feed, which waits for its bytes. */
+typedef struct FeedSource {
+        int fd;                         /* borrowed */
+        LayerFeed *feed;                /* borrowed */
+        uint8_t buf[64 * 1024];
+} FeedSource;
+
+static la_ssize_t feed_source_read(struct archive *a, void *userdata, const void **ret) {
+        FeedSource *fs = userdata;
+        ssize_t n;
+
+        *ret = fs->buf;
+        n = layer_feed_read(fs->feed, fs->fd, fs->buf, sizeof(fs->buf));
+        if (n < 0) {
+                archive_set_error(a, (int) -n, "cannot read the layer");
+                return ARCHIVE_FATAL;
+        }
+        return n;
+}
+
+static int feed_source_close(struct archive *a, void *userdata) {
+        free(userdata);
+        return ARCHIVE_OK;
+}
+
+static int feed_source_open(struct archive *a, int fd, LayerFeed *feed) {
+        FeedSource *fs = malloc(sizeof(FeedSource));
+
+        if (!fs) {
+                archive_set_error(a, ENOMEM, "out of memory");
+                return ARCHIVE_FATAL;
+        }
+        fs->fd = fd;
+        fs->feed = feed;
+        return archive_read_open(a, fs, NULL, feed_source_read, feed_source_close);
+}
+
 /* gzip goes through ISA-L when the build has it (libarchive then sees a plain tar and its gzip
  * filter stays idle); everything else, and gzip without ISA-L, through libarchive's filters.
  * -EBADMSG when libarchive refuses the stream (archive_error_string() says why). */
-static int open_layer(struct archive *a, int fd) {
+static int open_layer(struct archive *a, int fd, LayerFeed *feed) {
         uint8_t magic[2];
         off_t pos;
         ssize_t n;
@@ -470,14 +508,22 @@ static int open_layer(struct archive *a, int fd) {
         pos = lseek(fd, 0, SEEK_CUR);
         if (pos < 0)
                 return -errno;
+        if (feed) {
+                int64_t avail = layer_feed_wait(feed, (uint64_t) pos + sizeof(magic));
+
+                if (avail < 0)
+                        return (int) avail;
+        }
         n = pread(fd, magic, sizeof(magic), pos);
         if (n < 0)
                 return -errno;
         if (n == sizeof(magic) && magic[0] == 0x1f && magic[1] == 0x8b) {
-                r = gzip_source_open(a, fd);
+                r = gzip_source_open(a, fd, feed);
                 if (r != -EOPNOTSUPP)
                         return r == ARCHIVE_OK ? 0 : -EBADMSG;
         }
+        if (feed)
+                return feed_source_open(a, fd, feed) == ARCHIVE_OK ? 0 : -EBADMSG;
         return archive_read_open_fd(a, fd, 64 * 1024) == ARCHIVE_OK ? 0 : -EBADMSG;
 }
 
@@ -495,7 +541,7 @@ static int scan_layer(Scan *s, int fd) {
             archive_read_support_filter_zstd(a) != ARCHIVE_OK ||
             archive_read_support_format_tar(a) != ARCHIVE_OK)
                 return -EOPNOTSUPP;
-        r = open_layer(a, fd);
+        r = open_layer(a, fd, s->feed);
         if (r == -EBADMSG)
                 return scan_fail(s, r, NULL, "not a tar archive: ", archive_error_string(a));
         if (r < 0)
@@ -534,6 +580,7 @@ static int resolve_hardlink(Scan *first, int fd, const char *staging_dir, const 
                 .staging_dir = staging_dir,
                 .out_name = out_name,
                 .stop_at = first->hardlink_index,
+                .feed = first->feed,
         };
         int r;
 
@@ -554,13 +601,15 @@ static int resolve_hardlink(Scan *first, int fd, const char *staging_dir, const 
         return r;
 }
 
-int archive_extract_layer(int layer_fd, const char *file_path, const char *staging_dir, const char *out_name,
-                          const ArchiveLimits *limits, ArchiveExtractResult *ret, char **ret_message) {
+int archive_extract_layer_fed(int layer_fd, LayerFeed *feed, const char *file_path, const char *staging_dir,
+                              const char *out_name, const ArchiveLimits *limits, ArchiveExtractResult *ret,
+                              char **ret_message) {
         _cleanup_free_ char *wanted = NULL, *real_staging = NULL;
         Scan s = {
                 .limits = limits,
                 .out_name = out_name,
                 .stop_at = -1,
+                .feed = feed,
         };
         int r;
 
@@ -597,6 +646,11 @@ int archive_extract_layer(int layer_fd, const char *file_path, const char *stagi
         *ret = s.result;
         scan_done(&s);
         return 0;
+}
+
+int archive_extract_layer(int layer_fd, const char *file_path, const char *staging_dir, const char *out_name,
+                          const ArchiveLimits *limits, ArchiveExtractResult *ret, char **ret_message) {
+        return archive_extract_layer_fed(layer_fd, NULL, file_path, staging_dir, out_name, limits, ret, ret_message);
 }
 
 int archive_extract_from_layers(const char *const *layer_paths, size_t n_layers, const char *file_path,

@@ -18,6 +18,7 @@
 
 typedef struct GzipSource {
         int fd;                         /* borrowed */
+        LayerFeed *feed;                /* borrowed; NULL = the layer is complete */
         bool in_eof;                    /* read() returned 0 */
         bool done;                      /* the last member ended */
         struct inflate_state state;
@@ -34,12 +35,10 @@ static int fill(struct archive *a, GzipSource *s) {
 
         if (s->state.avail_in > 0 || s->in_eof)
                 return 0;
-        do
-                n = read(s->fd, s->in, sizeof(s->in));
-        while (n < 0 && errno == EINTR);
+        n = layer_feed_read(s->feed, s->fd, s->in, sizeof(s->in));
         if (n < 0) {
-                archive_set_error(a, errno, "cannot read the layer");
-                return -errno;
+                archive_set_error(a, (int) -n, "cannot read the layer");
+                return (int) n;
         }
         s->state.next_in = s->in;
         s->state.avail_in = (uint32_t) n;
@@ -63,10 +62,10 @@ static int next_member(struct archive *a, GzipSource *s) {
                 ssize_t n;
 
                 s->in[0] = s->state.next_in[0];
-                n = read(s->fd, s->in + 1, sizeof(s->in) - 1);
+                n = layer_feed_read(s->feed, s->fd, s->in + 1, sizeof(s->in) - 1);
                 if (n < 0) {
-                        archive_set_error(a, errno, "cannot read the layer");
-                        return -errno;
+                        archive_set_error(a, (int) -n, "cannot read the layer");
+                        return (int) n;
                 }
                 s->state.next_in = s->in;
                 s->state.avail_in = 1 + (uint32_t) n;
@@ -114,7 +113,7 @@ static int gzip_close(struct archive *a, void *userdata) {
         return ARCHIVE_OK;
 }
 
-int gzip_source_open(struct archive *a, int fd) {
+int gzip_source_open(struct archive *a, int fd, LayerFeed *feed) {
         GzipSource *s;
 
         s = malloc(sizeof(GzipSource));
@@ -123,6 +122,7 @@ int gzip_source_open(struct archive *a, int fd) {
                 return ARCHIVE_FATAL;
         }
         s->fd = fd;
+        s->feed = feed;
         s->in_eof = s->done = false;
         isal_inflate_init(&s->state);
         s->state.crc_flag = ISAL_GZIP;
@@ -135,7 +135,7 @@ bool gzip_source_is_isal(void) {
         return false;
 }
 
-int gzip_source_open(struct archive *a, int fd) {
+int gzip_source_open(struct archive *a, int fd, LayerFeed *feed) {
         return -EOPNOTSUPP;
 }
 

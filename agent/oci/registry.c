@@ -181,6 +181,12 @@ int registry_blob_path(RegistryClient *c, const Digest *d, char **ret) {
         return asprintf(ret, "%s/%s", c->blob_directory, digest_format_hex(d, hex)) < 0 ? -ENOMEM : 0;
 }
 
+int registry_blob_partial_path(RegistryClient *c, const Digest *d, char **ret) {
+        char hex[2 * DIGEST_SHA256_SIZE + 1];
+
+        return asprintf(ret, "%s/%s.partial", c->blob_directory, digest_format_hex(d, hex)) < 0 ? -ENOMEM : 0;
+}
+
 static const char *token_lookup(RegistryClient *c, const char *endpoint, const char *scope) {
         for (Token *t = c->tokens; t; t = t->next)
                 if (streq(t->endpoint, endpoint) && streq(t->scope, scope))
@@ -760,6 +766,9 @@ static void blob_restart_from_zero(RegistryOp *op) {
         op->offset = 0;
         op->resumed_from = 0;
         (void) digest_context_reset(op->hash);
+        /* Whoever reads the file while it grows must know that its bytes are no longer final. */
+        if (op->on_progress)
+                op->on_progress(op, 0, op->blob.size, op->userdata);
         /* Stale bytes past what is written again would end up in the verified file: if the file
          * cannot be cut, drop it; the next write fails and the attempt starts over on a new file. */
         if (op->fd >= 0 && ftruncate(op->fd, 0) < 0) {
@@ -1095,7 +1104,7 @@ static int blob_open(RegistryOp *op) {
 int registry_fetch_blob(RegistryClient *c, const OciRef *ref, const OciDescriptor *blob,
                         RegistryProgress progress, RegistryDone done, void *userdata, RegistryOp **ret) {
         _cleanup_(registry_op_freep) RegistryOp *op = NULL;
-        char hex[2 * DIGEST_SHA256_SIZE + 1], ds[DIGEST_STRING_MAX];
+        char ds[DIGEST_STRING_MAX];
         int r;
 
         assert(c);
@@ -1113,10 +1122,9 @@ int registry_fetch_blob(RegistryClient *c, const OciRef *ref, const OciDescripto
         op->blob.compression = blob->compression;
         if (free_and_strdup(&op->blob.media_type, blob->media_type) < 0)
                 return -ENOMEM;
-        digest_format_hex(&blob->digest, hex);
         if (asprintf(&op->path, "/v2/%s/blobs/%s", op->ref->repository, digest_format(&blob->digest, ds)) < 0 ||
-            asprintf(&op->partial_path, "%s/%s.partial", c->blob_directory, hex) < 0 ||
-            asprintf(&op->final_path, "%s/%s", c->blob_directory, hex) < 0)
+            registry_blob_partial_path(c, &blob->digest, &op->partial_path) < 0 ||
+            registry_blob_path(c, &blob->digest, &op->final_path) < 0)
                 return -ENOMEM;
         r = digest_context_new(&op->hash);
         if (r < 0)

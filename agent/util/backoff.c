@@ -29,8 +29,8 @@ uint64_t backoff_exponential(uint64_t base_usec, uint64_t cap_usec, unsigned n) 
         return MIN(d, cap_usec);
 }
 
-uint64_t backoff_next(Backoff *b, uint64_t now_usec, uint32_t random) {
-        uint64_t d;
+uint64_t backoff_next_spread(Backoff *b, uint64_t now_usec, uint32_t random, uint64_t spread_usec) {
+        uint64_t d, window;
 
         assert(b);
 
@@ -44,6 +44,12 @@ uint64_t backoff_next(Backoff *b, uint64_t now_usec, uint32_t random) {
         if (d < b->cap_usec)
                 b->attempt++;
 
-        /* Jitter factor 1.0: d + uniform[0,1)·d. The 32-bit fraction keeps this in integers. */
-        return d + (uint64_t) (((unsigned __int128) d * random) >> 32);
+        /* Jitter factor 1.0: d + uniform[0,1)·d, or over the wider spread window when asked. The
+         * 32-bit fraction keeps this in integers. */
+        window = MAX(d, spread_usec);
+        return d + (uint64_t) (((unsigned __int128) window * random) >> 32);
+}
+
+uint64_t backoff_next(Backoff *b, uint64_t now_usec, uint32_t random) {
+        return backoff_next_spread(b, now_usec, random, 0);
 }

@@ -11,6 +11,7 @@
  *   watch-silence=D         reconnect a watch that delivered no byte for D (bookmarks keep it busy)
  *   startup-delay=D         random delay in [0, D) before the first LIST
  *   backoff-base=D, backoff-cap=D, backoff-reset=D    the reflector's backoff (backoff.h)
+ *   reconnect-spread=D      jitter window of watch retries after a refused connection (0 = off)
  *   token-refresh=D         re-read tokenFile when the last read is older than D
  *   cert-check=D            stat() client certificate/key/CA files this often
  *   request-timeout=D, patch-timeout=D                per-request timeouts
@@ -40,6 +41,7 @@ typedef struct KubeTuning {
         uint64_t backoff_base_usec;             /* 0.8 s */
         uint64_t backoff_cap_usec;              /* 30 s */
         uint64_t backoff_reset_usec;            /* 2 min */
+        uint64_t reconnect_spread_usec;         /* 10 s: a fleet's reconnects after a server restart */
         uint64_t token_refresh_usec;            /* 50 s: client-go caches 60 s with 10 s leeway */
         uint64_t cert_check_usec;               /* 5 min, client-go's cert rotation period */
         uint64_t request_timeout_usec;          /* 70 s: the server cuts non-watch requests at 60 s */

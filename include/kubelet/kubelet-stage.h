@@ -9,7 +9,10 @@
  * is reused without any request.
  *
  * Runs on the sd-event loop. The extraction (CPU-bound inflating) runs on a worker thread that touches
- * only its own job and reports through an eventfd, so the loop never stalls on a large layer.
+ * only its own job and the layer's feed and reports through an eventfd, so the loop never stalls on a
+ * large layer. The thread follows the blob's .partial file while it downloads (oci/layer-feed.h), so
+ * inflating overlaps the download; the extracted file is installed only after the blob's digest
+ * matched and every byte the thread read was final (else the verified blob is extracted again).
  * Does not log: one callback with a failure code (CONTRACT §8.9) and a message. */
 
 #include <stdint.h>
@@ -55,7 +58,8 @@ typedef void (*KubeletStageProgress)(KubeletStage *st, uint64_t done, uint64_t t
 int kubelet_stage_start(sd_event *event, RegistryClient *registry, KubeletStore *store,
                         const KubeletStageRequest *req, KubeletStageProgress progress, KubeletStageDone done,
                         void *userdata, KubeletStage **ret);
-/* Cancels without callback. If an extraction is running, waits for it (bounded by the limits). */
+/* Cancels without callback. If an extraction is running, stops its feed and waits for it (bounded by
+ * the limits). */
 KubeletStage *kubelet_stage_free(KubeletStage *st);
 DEFINE_CLEANUP_FUNC(KubeletStage, kubelet_stage_free);
 

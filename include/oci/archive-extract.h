@@ -3,7 +3,8 @@
 
 /* Finds one file in the layers of a container image and extracts only that file (libarchive) into a
  * staging directory the caller owns, on the filesystem where it will be installed. Blocking local
- * file I/O on an already verified layer blob; no event loop, does not log.
+ * file I/O on a layer blob that is verified, or still downloading through a feed (then the caller
+ * installs the result only after verification); no event loop, does not log.
  *
  * Safety (CONTRACT §8.6): every entry of a layer that is read is checked, not only the one we want,
  * and one unsafe entry fails the whole layer with -EXDEV: an absolute path, a ".." component, a
@@ -31,6 +32,7 @@
 #include <sys/types.h>
 
 #include "oci/digest.h"
+#include "oci/layer-feed.h"
 #include "util/macro.h"
 
 typedef struct ArchiveLimits {
@@ -75,6 +77,13 @@ typedef struct ArchiveExtractResult {
  * says which entry and why. */
 int archive_extract_layer(int layer_fd, const char *file_path, const char *staging_dir, const char *out_name,
                           const ArchiveLimits *limits, ArchiveExtractResult *ret, char **ret_message);
+
+/* The same on a layer that is still being downloaded: reads wait on `feed` for bytes that are not
+ * final yet (oci/layer-feed.h). A feed that is ended with an error or started over makes this fail
+ * (its result is never to be installed). feed = NULL is archive_extract_layer(). */
+int archive_extract_layer_fed(int layer_fd, LayerFeed *feed, const char *file_path, const char *staging_dir,
+                              const char *out_name, const ArchiveLimits *limits, ArchiveExtractResult *ret,
+                              char **ret_message);
 
 /* Convenience over a whole stack of local layer files (base first): asks the top layer first and goes
  * down while ABSENT. *ret_layer is the index of the layer that decided (-1 if none had the path). */

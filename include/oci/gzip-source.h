@@ -10,14 +10,18 @@
  * to the archive handle and is freed by archive_read_free(). Concatenated gzip members are inflated one
  * after the other, as gzip(1) and libarchive do; bytes after the last member that do not start another
  * member end the stream. A corrupt or truncated member is a fatal read error (archive_errno()
- * EBADMSG). Blocking reads: for the extraction thread, not the event loop. */
+ * EBADMSG). Blocking reads: for the extraction thread, not the event loop. With a `feed` (the layer is
+ * still being downloaded) reads go through layer_feed_read() and wait for the bytes; NULL = plain
+ * reads of a complete file. */
 
 #include <archive.h>
 #include <stdbool.h>
+
+#include "oci/layer-feed.h"
 
 /* Is this build's gzip inflater ISA-L? */
 bool gzip_source_is_isal(void);
 
 /* Opens `a` (format handlers set, no filter needed) on the inflated contents of the gzip stream at
  * `fd`: ARCHIVE_OK, ARCHIVE_FATAL (see archive_error_string()), or -EOPNOTSUPP without ISA-L. */
-int gzip_source_open(struct archive *a, int fd);
+int gzip_source_open(struct archive *a, int fd, LayerFeed *feed);

@@ -100,3 +100,8 @@ DEFINE_CLEANUP_FUNC(RegistryOp, registry_op_free);
 
 /* <blob_directory>/<hex> for a digest (the file may not exist). */
 int registry_blob_path(RegistryClient *c, const Digest *d, char **ret);
+/* <blob_directory>/<hex>.partial: where registry_fetch_blob() writes the blob while it downloads (it
+ * exists once that call returned, unless the verified blob was already there). The bytes up to the
+ * count its progress callback last reported are final; a count of 0 after a larger one means the
+ * download started over. */
+int registry_blob_partial_path(RegistryClient *c, const Digest *d, char **ret);

@@ -40,5 +40,11 @@ void backoff_init(Backoff *b, uint64_t base_usec, uint64_t cap_usec, uint64_t re
  * uint32_t range and maps onto the jitter. Advances the step. */
 uint64_t backoff_next(Backoff *b, uint64_t now_usec, uint32_t random);
 
+/* Like backoff_next(), but the jitter covers at least `spread`: the sleep is in
+ * [d, d + max(d, spread)). Never shorter than the step itself, only more spread out: for retries
+ * that a whole fleet makes at the same moment (a restarted API server), so that they do not all
+ * land within one small step of each other (no thundering herd). spread = 0 is backoff_next(). */
+uint64_t backoff_next_spread(Backoff *b, uint64_t now_usec, uint32_t random, uint64_t spread_usec);
+
 /* Forget the history: the next step is `base` again. */
 void backoff_reset(Backoff *b);

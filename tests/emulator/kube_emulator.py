@@ -1866,7 +1866,10 @@ class Store:
         self.objects = {}
         self.managed = {}
         self.history = collections.deque()
-        self.watchers = set()
+        # storage -> its watchers: a write is offered only to watchers of its storage (the others'
+        # transform() would drop it anyway), so a fleet's Lease renewals do not walk every Node watch
+        # under the store lock.
+        self.watchers = collections.defaultdict(set)
         self.expires = {}
 
     @staticmethod
@@ -1921,7 +1924,7 @@ class Store:
     def _record(self, ev):
         self.history.append(ev)
         self.trim()
-        for w in list(self.watchers):
+        for w in list(self.watchers.get(ev.storage, ())):
             w.offer(ev)
         self.changed.notify_all()
 
@@ -1982,12 +1985,12 @@ class Store:
                         t = watcher.transform(ev)
                         if t:
                             watcher.q.append(t)
-            self.watchers.add(watcher)
+            self.watchers[watcher.kind.storage].add(watcher)
             return None
 
     def unsubscribe(self, watcher):
         with self.lock:
-            self.watchers.discard(watcher)
+            self.watchers[watcher.kind.storage].discard(watcher)
 
     def expire_due(self, force=False, names=None):
         with self.lock:
@@ -3855,17 +3858,20 @@ class ApiHandler(http.server.BaseHTTPRequestHandler):
                     if not w.q and w.stop_mode is None and wait > 0:
                         w.cv.wait(wait)
                     have = bool(w.q)
-                if have and cfg["coalesce_window"] > 0:
-                    time.sleep(cfg["coalesce_window"])
-                # Drain under the store lock: events committed together (one batch) arrive together.
-                with store.lock, w.cv:
-                    if w.q:
-                        items = list(w.q) if cfg["coalesce"] else [w.q[0]]
+                    stop = w.stop_mode
+                items = []
+                if have:
+                    if cfg["coalesce_window"] > 0:
+                        time.sleep(cfg["coalesce_window"])
+                    # Drain under the store lock: events committed together (one batch) arrive together.
+                    # Only then: a fleet's idle watches wake every 0.25 s, and taking the one store lock
+                    # on each wake-up made them contend with every request.
+                    with store.lock, w.cv:
+                        if w.q:
+                            items = list(w.q) if cfg["coalesce"] else [w.q[0]]
                         for _ in items:
                             w.q.popleft()
-                    else:
-                        items = []
-                    stop = w.stop_mode
+                        stop = w.stop_mode
                 if stop:
                     if stop == "abrupt":
                         self._abort(False)
@@ -4032,7 +4038,10 @@ class ApiServer:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        s.listen(128)
+        # A fleet of agents connects at once (a thousand in bench/run's fleet): a short accept queue
+        # overflows, and the kernel drops the excess handshakes, which then wait for SYN retransmits
+        # (1, 3, 7, 15 s ...). The kernel caps this at net.core.somaxconn.
+        s.listen(4096)
         self.lsock = s
 
     def start(self):

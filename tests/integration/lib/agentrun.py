@@ -33,6 +33,7 @@ FAST_TUNING = {
     "startup-delay": "0s",
     "backoff-base": "200ms",
     "backoff-cap": "2s",
+    "reconnect-spread": "1s",
     "cert-check": "1s",
 }
 

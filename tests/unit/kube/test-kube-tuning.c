@@ -13,6 +13,8 @@ static void test_defaults(void **state) {
         assert_int_equal(t.backoff_base_usec, 800 * USEC_PER_MSEC);
         assert_int_equal(t.backoff_cap_usec, 30 * SEC);
         assert_int_equal(t.backoff_reset_usec, 120 * SEC);
+        /* A fleet's reconnects after a server restart spread over at least 10 s (issue 17). */
+        assert_true(t.reconnect_spread_usec >= 10 * SEC);
         assert_true(t.token_refresh_usec <= 60 * SEC);
         assert_true(t.cert_check_usec <= 300 * SEC);
         /* Silence detection must not fire between two regular bookmarks (about 60 s apart). */
@@ -51,6 +53,8 @@ static void test_parse(void **state) {
         assert_int_equal(t.health_check_usec, 500 * USEC_PER_MSEC);
         assert_int_equal(t.health_grace_usec, 3 * SEC);
         assert_int_equal(kube_tuning_parse(&t, "health-check=0s", NULL), -EINVAL);
+        assert_int_equal(kube_tuning_parse(&t, "reconnect-spread=0s", NULL), 0);
+        assert_int_equal(t.reconnect_spread_usec, 0);
 }
 
 static void test_errors(void **state) {

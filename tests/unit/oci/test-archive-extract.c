@@ -2,6 +2,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -9,6 +10,7 @@
 
 #include "oci/archive-extract.h"
 #include "oci/gzip-source.h"
+#include "oci/layer-feed.h"
 #include "tests.h"
 
 /* Layers are built here with libarchive's writer, malicious ones included, so every case is visible
@@ -563,6 +565,92 @@ static void test_gzip_truncated(void **state) {
         assert_staged(c, NULL);
 }
 
+/* The download side of a growing layer: copies `src` into `dst_fd` in small chunks, telling the feed
+ * after each, and ends it with `end` once `stop_at` bytes (or all) are there. */
+typedef struct Grower {
+        const char *src;
+        int dst_fd;
+        LayerFeed *feed;
+        uint64_t stop_at;
+        int end;
+} Grower;
+
+static void *grow(void *userdata) {
+        Grower *g = userdata;
+        _cleanup_close_ int in = open(g->src, O_RDONLY | O_CLOEXEC);
+        char buf[1000];
+        uint64_t total = 0;
+        ssize_t n;
+
+        assert_true(in >= 0);
+        while (total < g->stop_at && (n = read(in, buf, sizeof(buf))) > 0) {
+                assert_int_equal(write(g->dst_fd, buf, (size_t) n), n);
+                total += (uint64_t) n;
+                layer_feed_advance(g->feed, total);
+        }
+        layer_feed_end(g->feed, g->end);
+        return NULL;
+}
+
+static int extract_growing(Ctx *c, const char *layer, uint64_t stop_at, int end, ArchiveExtractResult *res) {
+        _cleanup_(layer_feed_freep) LayerFeed *feed = NULL;
+        _cleanup_close_ int dst = -EBADF, fd = -EBADF;
+        _cleanup_free_ char *path = NULL;
+        pthread_t t;
+        int r;
+
+        assert_true(asprintf(&path, "%s/growing", c->dir) > 0);
+        dst = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        assert_true(dst >= 0 && fd >= 0);
+        assert_int_equal(layer_feed_new(&feed), 0);
+        Grower g = { .src = layer, .dst_fd = dst, .feed = feed, .stop_at = stop_at, .end = end };
+        assert_int_equal(pthread_create(&t, NULL, grow, &g), 0);
+        r = archive_extract_layer_fed(fd, feed, "/bin/kubelet", c->staging, "out", &ARCHIVE_LIMITS_DEFAULT, res,
+                                      NULL);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        return r;
+}
+
+static void test_growing_layer(void **state) {
+        static const int filters[] = { ARCHIVE_FILTER_GZIP, ARCHIVE_FILTER_ZSTD, ARCHIVE_FILTER_NONE };
+        Ctx *c = *state;
+        _cleanup_free_ char *big = malloc(300001);
+        uint32_t x = 1;
+
+        /* Text that compresses only somewhat, so the layer spans many of the grower's chunks. */
+        assert_non_null(big);
+        for (size_t i = 0; i < 300000; i++) {
+                x = x * 1103515245 + 12345;
+                big[i] = (char) ('a' + (x >> 16) % 26);
+        }
+        big[300000] = 0;
+        for (size_t i = 0; i < ELEMENTSOF(filters); i++) {
+                const Entry e[] = { { REG, "bin/other", big + 1000, 0 }, { REG, "bin/kubelet", big, 0 },
+                                    { HARDLINK, "bin/kubelet2", "bin/kubelet", 0 } };
+                _cleanup_free_ char *layer = write_layer(c, filters[i], e, ELEMENTSOF(e));
+                ArchiveExtractResult plain, fed;
+
+                /* Read while it grows: the same file and digest as from the complete layer. */
+                assert_int_equal(extract(c, layer, "/bin/kubelet", NULL, &plain, NULL), 0);
+                assert_int_equal(extract_growing(c, layer, UINT64_MAX, 0, &fed), 0);
+                assert_int_equal(fed.lookup, ARCHIVE_LOOKUP_FOUND);
+                assert_int_equal(fed.size, 300000);
+                assert_memory_equal(&fed.digest, &plain.digest, sizeof(Digest));
+
+                /* The download gives up part-way (at or before the wanted entry): the reader fails and
+                 * leaves nothing behind. */
+                for (uint64_t stop = 20000; stop <= 320000; stop += 300000) {
+                        char out[128];
+
+                        snprintf(out, sizeof(out), "%s/out", c->staging);
+                        (void) unlink(out);
+                        assert_true(extract_growing(c, layer, stop, -ECANCELED, &fed) < 0);
+                        assert_staged(c, NULL);
+                }
+        }
+}
+
 static void test_path_normalize(void **state) {
         static const struct {
                 const char *in;
@@ -607,6 +695,7 @@ int main(void) {
                 cmocka_unit_test(test_gzip_inflater),
                 cmocka_unit_test_setup_teardown(test_gzip_members_and_trailer, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_gzip_truncated, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_growing_layer, setup, teardown),
                 cmocka_unit_test(test_path_normalize),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

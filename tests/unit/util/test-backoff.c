@@ -97,6 +97,37 @@ static void test_custom_parameters(void **state) {
         assert_int_equal(backoff_next(&b, 2, 0), 2 * SEC);
 }
 
+static void test_spread(void **state) {
+        uint64_t lo = UINT64_MAX, hi = 0;
+        Backoff b;
+
+        /* A spread wider than the step widens only the jitter: never below the step, below
+         * step + spread, and the steps still double underneath. */
+        backoff_init(&b, 0, 0, 0);
+        assert_int_equal(backoff_next_spread(&b, 1, 0, 10 * SEC), 800 * MSEC);
+        assert_int_equal(backoff_next_spread(&b, 1, UINT32_MAX / 2 + 1, 10 * SEC), 1600 * MSEC + 5 * SEC);
+        assert_true(backoff_next_spread(&b, 1, UINT32_MAX, 10 * SEC) < 3200 * MSEC + 10 * SEC);
+        /* A step beyond the spread: plain [d, 2d) jitter, as backoff_next(). */
+        backoff_init(&b, 20 * SEC, 0, 0);
+        assert_int_equal(backoff_next_spread(&b, 1, UINT32_MAX / 2 + 1, 10 * SEC), 30 * SEC);
+        /* Zero spread is backoff_next(). */
+        backoff_init(&b, 0, 0, 0);
+        assert_int_equal(backoff_next_spread(&b, 1, UINT32_MAX / 2 + 1, 0), 1200 * MSEC);
+
+        /* A fleet retrying at the same moment is spread over most of the window. */
+        for (unsigned i = 0; i < 200; i++) {
+                uint64_t s;
+
+                backoff_init(&b, 0, 0, 0);
+                s = backoff_next_spread(&b, 1, rand32(), 10 * SEC);
+                assert_true(s >= 800 * MSEC);
+                assert_true(s < 10800 * MSEC);
+                lo = MIN(lo, s);
+                hi = MAX(hi, s);
+        }
+        assert_true(hi - lo > 8 * SEC);
+}
+
 static void test_exponential(void **state) {
         assert_int_equal(backoff_exponential(500, 30000, 0), 500);
         assert_int_equal(backoff_exponential(500, 30000, 1), 1000);
@@ -116,6 +147,7 @@ int main(void) {
                 cmocka_unit_test(test_steps_without_jitter),
                 cmocka_unit_test(test_jitter_bounds),
                 cmocka_unit_test(test_jitter_spreads),
+                cmocka_unit_test(test_spread),
                 cmocka_unit_test(test_reset_after_quiet_period),
                 cmocka_unit_test(test_custom_parameters),
         };
