@@ -9,6 +9,8 @@
 #include "apply/osc-state.h"
 #include "daemon/osc-runner.h"
 #include "kubelet/health-check.h"
+#include "kubelet/kubelet-stage.h"
+#include "oci/digest.h"
 #include "util/base64.h"
 #include "util/error-message.h"
 #include "util/fileio.h"
@@ -37,6 +39,8 @@ struct OscRunner {
         OscApplier *applier;            /* owned */
         KubeRequest *secret;            /* owned: GET of a secretRef file's Secret */
         HealthCheck *health;            /* owned: the kubelet health item */
+        KubeletStage *pull;             /* owned: an imageRef file being pulled */
+        KubeletStore *images;           /* owned: verified imageRef files, created at the first pull */
         sd_event_source *answer;        /* owned: an item answered from the loop */
         int answer_error;
         char *answer_detail;            /* owned */
@@ -60,6 +64,7 @@ static void run_clear(OscRunner *r) {
         r->applier = osc_applier_free(r->applier);
         r->secret = kube_request_free(r->secret);
         r->health = health_check_free(r->health);
+        r->pull = kubelet_stage_free(r->pull);
         r->answer = sd_event_source_disable_unref(r->answer);
         r->answer_detail = mfree(r->answer_detail);
         r->done = NULL;
@@ -286,6 +291,57 @@ static bool is_kubelet_binary(const OscRunner *r, const char *path) {
                streq(rooted, r->deps.config->kubelet.binary_path);
 }
 
+static void on_pulled(KubeletStage *st, const KubeletStageResult *res, void *userdata) {
+        OscRunner *r = userdata;
+        const OscWork *w = &r->changes->items[osc_applier_current(r->applier)];
+        _cleanup_free_ char *detail = NULL;
+        int k = res->error;
+
+        if (k < 0)
+                (void) error_setf(&detail, k, "%s: %s", w->file.image, strempty(res->message));
+        else {
+                k = osc_install_file(r->deps.config->osc.root_directory, w->file.path, res->path,
+                                     osc_file_mode(&w->file));
+                if (k < 0)
+                        (void) error_setf(&detail, k, "%s", strerror(-k));
+                else
+                        log_info("Installed %s from %s (%s).", w->file.path, w->file.image,
+                                 res->reused ? "already pulled" : strempty(res->file_digest));
+        }
+        r->pull = kubelet_stage_free(r->pull);  /* `res` is not used below */
+        osc_applier_external_done(r->applier, k < 0 ? k : 0, detail);
+}
+
+/* An imageRef file (GNP §6.4 step 10) through the kubelet's staging: resolved, every layer verified
+ * against its digest, the file extracted safely, kept in a store of its own under a key of image
+ * and path (a second apply of the same image does not download again). */
+static int start_pull(OscRunner *r, const OscWork *w) {
+        _cleanup_free_ char *dir = NULL, *key = NULL;
+        char hex[DIGEST_STRING_MAX];
+        Digest d;
+        int k;
+
+        if (!r->images) {
+                if (asprintf(&dir, "%s/osc-images", r->deps.config->state_directory) < 0)
+                        return -ENOMEM;
+                /* The store's "binary path" is never switched: it only names a file inside it. */
+                k = kubelet_store_new(dir, "/nonexistent/osc-image", 1, &r->images);
+                if (k < 0)
+                        return answer_later(r, k, "cannot create the image file store");
+        }
+        if (asprintf(&key, "%s\n%s", w->file.image, w->file.file_in_image) < 0 || digest_buffer(key, strlen(key), &d) < 0)
+                return -ENOMEM;
+        digest_format_hex(&d, hex);
+        hex[32] = 0;
+        k = kubelet_stage_start(r->deps.event, r->deps.registry, r->images,
+                                &(KubeletStageRequest) { .image = w->file.image, .file_path = w->file.file_in_image,
+                                                         .version = hex },
+                                NULL, on_pulled, r, &r->pull);
+        if (k == -EINVAL)
+                return answer_later(r, k, "not a valid image reference or file path");
+        return k;
+}
+
 static int on_external(OscApplier *a, const OscWork *w, void *userdata) {
         OscRunner *r = userdata;
         _cleanup_free_ char *detail = NULL;
@@ -298,10 +354,7 @@ static int on_external(OscApplier *a, const OscWork *w, void *userdata) {
         case OSC_WORK_PULL_FILE:
                 if (is_kubelet_binary(r, w->file.path))
                         return answer_later(r, 0, NULL);
-                if (asprintf(&detail, "%s: content.imageRef files other than the kubelet binary are not pulled "
-                             "by this agent", w->file.path) < 0)
-                        return -ENOMEM;
-                return answer_later(r, -EOPNOTSUPP, detail);
+                return start_pull(r, w);
         default:
                 if (osc_work_describe(w, &detail) < 0)
                         return -ENOMEM;
@@ -461,6 +514,7 @@ OscRunner *osc_runner_free(OscRunner *r) {
         run_clear(r);
         prepared_clear(r);
         free(r->logged_error);
+        kubelet_store_free(r->images);
         free(r->host_name);
         free(r);
         return NULL;

@@ -26,6 +26,12 @@ int osc_root_path(const char *root, const char *path, char **ret);
  * Returns 1 if the content was written, 0 if it was already there. */
 int osc_write_file(const char *root, const char *path, const void *data, size_t size, mode_t mode, bool if_changed);
 
+/* Installs the verified file `source` (an imageRef file staged from its image) as root+path with
+ * `mode`: hard-linked under a temporary name in the target's directory (copied when `source` is on
+ * another filesystem), fsynced, renamed over the target, the directory fsynced. `source` keeps its
+ * content; its mode becomes `mode` too when linked. */
+int osc_install_file(const char *root, const char *path, const char *source, mode_t mode);
+
 /* Removes root+path; a missing file is success. */
 int osc_remove_file(const char *root, const char *path);
 

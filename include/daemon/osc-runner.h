@@ -12,7 +12,9 @@
  *   osc_runner_apply()    the APPLY_OSC action: runs the remaining items with apply/osc-apply,
  *                         persisting after each one, answers the items the applier cannot do itself
  *                         (secretRef files: an uncached GET of the Secret; the kubelet's imageRef:
- *                         the kubelet store owns that binary; the kubelet health check), and commits
+ *                         the kubelet store owns that binary; any other imageRef file: pulled and
+ *                         verified by the same registry code into <stateDirectory>/osc-images,
+ *                         then linked into place; the kubelet health check), and commits
  *                         the OSC as last applied once every item is done. Only then does the
  *                         decider get to write checksum/cloud-config-data: the checksum is a promise.
  *
@@ -30,6 +32,7 @@
 #include "core/osc.h"
 #include "kube/kube-client.h"
 #include "net/http.h"
+#include "oci/registry.h"
 #include "systemd/unit-control.h"
 #include "util/macro.h"
 
@@ -39,6 +42,7 @@ typedef struct OscRunnerDeps {
         sd_event *event;
         const Config *config;
         Http *http;
+        RegistryClient *registry;       /* for imageRef files */
         UnitControl *units;             /* NULL without a bus: every run fails (UnitApplyFailed) */
 } OscRunnerDeps;
 

@@ -4,8 +4,9 @@
 registry): the whole OSC is applied, and checksum/cloud-config-data is a promise. One sandbox, in order:
   1. a new file (mode 0644): written below osc.rootDirectory at once (no MCM gate), then the checksum,
      the OSCApplied Event, last-applied-osc.yaml = the OSC; no update-result label;
-  2. an OSC the agent cannot apply (an imageRef file that is not the kubelet): UnsupportedChange naming
-     the path on the Node and in the journal, the old checksum stays;
+  2. an imageRef file that is not the kubelet: pulled from the registry, verified, installed with its
+     mode; then an OSC the agent cannot apply (containerd plugin values TOML cannot hold):
+     UnsupportedChange naming the field on the Node and in the journal, the old checksum stays;
   3. a unit whose restart fails: UnitApplyFailed naming the unit, the old checksum stays; the fixed OSC
      then applies;
   4. a kubelet config change (evictionHard, an in-place trigger) with a kubelet drop-in: nothing while
@@ -89,16 +90,25 @@ class OscAgent(unittest.TestCase):
         log = SB.agent_log()
         self.assertIn("Applied every change of OSC %s" % checksum, log)
 
-    def test_2_unsupported_change_keeps_checksum(self):
-        before = S.annotation(SB.node(), S.NODE_CHECKSUM)
+    def test_2_image_file_then_unsupported_change(self):
+        tool = rooted("/opt/bin/other-tool")
         extra = inline_file(HELLO, "hello\n") + ("  - path: /opt/bin/other-tool\n    permissions: 493\n    content:\n"
-                                                 "      imageRef:\n        image: %s\n        filePathInImage: /tool\n"
-                                                 % SB.image_ref("1.31.4"))
-        SB.publish_osc(extra_files=extra)
+                                                 "      imageRef:\n        image: %s\n        filePathInImage: %s\n"
+                                                 % (SB.image_ref("1.31.4"), S.FILE_IN_IMAGE))
+        checksum = SB.publish_osc(extra_files=extra)
+        self.wait_checksum(checksum)
+        with open(tool, "rb") as f:
+            self.assertEqual(f.read(), SB.images[("1.31.4", False)]["kubelet"])
+        self.assertEqual(os.stat(tool).st_mode & 0o7777, 0o755)
+        self.assertIn("Installed /opt/bin/other-tool from", SB.agent_log())
+
+        cri = ("  criConfig:\n    name: containerd\n    containerd:\n      plugins:\n      - path: [x]\n"
+               "        values: {foo: [1, null]}\n")
+        text = SB.osc["yaml"].replace("  units:\n", cri + "  units:\n", 1)
+        SB.publish_text(text)
         n = self.wait_failure("UnsupportedChange")
-        self.assertIn("/opt/bin/other-tool", failure(n).get("message", ""))
-        self.assertEqual(S.annotation(n, S.NODE_CHECKSUM), before)
-        self.assertFalse(os.path.exists(rooted("/opt/bin/other-tool")))
+        self.assertIn("spec.criConfig.containerd.plugins[0].values.foo[1]", failure(n).get("message", ""))
+        self.assertEqual(S.annotation(n, S.NODE_CHECKSUM), checksum)
         self.assertIn("UnsupportedChange", SB.agent_log())
 
     def test_3_unit_failure_then_fixed(self):
