@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
+#include <glob.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <time.h>
@@ -16,6 +17,7 @@
 #include "util/log.h"
 #include "util/random-util.h"
 #include "util/time-util.h"
+#include "util/yaml-json.h"
 
 #define GNA_BOOTSTRAP_TOKEN "credentials/bootstrap-token"
 #define GNA_CLUSTER_CA "cluster-ca.crt"
@@ -140,11 +142,36 @@ int identity_new(sd_event *event, Http *http, const KubeTuning *tuning, const Id
         return 0;
 }
 
+/* apiServer.server of gardener-node-agent's component config as provisioned on the node
+ * (<gna>/config-<gardener version>.yaml; the lexically last when there are several): the server its
+ * bootstrap token is for. NULL when there is none. */
+static char *gna_provisioned_server(const char *gna_directory) {
+        _cleanup_free_ char *pattern = NULL, *data = NULL;
+        const char *server;
+        char *ret = NULL;
+        json_t *doc = NULL;
+        glob_t g = {};
+        size_t size;
+
+        if (asprintf(&pattern, "%s/config-*.yaml", gna_directory) < 0)
+                return NULL;
+        if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0)
+                goto done;
+        if (read_full_file(g.gl_pathv[g.gl_pathc - 1], KUBECONFIG_FILE_MAX, &data, &size) < 0 ||
+            yaml_to_json(data, size, &doc, NULL) < 0)
+                goto done;
+        server = json_string_value(json_object_get(json_object_get(doc, "apiServer"), "server"));
+        if (!isempty(server))
+                ret = strdup(server);
+done:
+        json_decref(doc);
+        globfree(&g);
+        return ret;
+}
+
 int identity_new_from_config(sd_event *event, Http *http, const KubeTuning *tuning, const Config *c,
                              IdentityCallback cb, void *userdata, Identity **ret) {
-        /* apiServer.server of GNA's component config comes with the OSC applier; until then the GNA
-         * fallback needs it passed in and only bootstrapKubeconfig works in the daemon. */
-        _cleanup_free_ char *gna = NULL;
+        _cleanup_free_ char *gna = NULL, *server = NULL;
         IdentityParams p = {
                 .kubeconfig = c->kubeconfig,
                 .bootstrap_kubeconfig = c->bootstrap_kubeconfig,
@@ -156,6 +183,9 @@ int identity_new_from_config(sd_event *event, Http *http, const KubeTuning *tuni
                      IDENTITY_GNA_DIRECTORY) < 0)
                 return -ENOMEM;
         p.gna_directory = gna;
+        /* GNA's bootstrap token needs the server it is for: its provisioned component config says. */
+        server = gna_provisioned_server(gna);
+        p.gna_server = server;
         return identity_new(event, http, tuning, &p, cb, userdata, ret);
 }
 

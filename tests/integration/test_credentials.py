@@ -186,11 +186,17 @@ def setUpModule():
         SB.start()
         SB.emu.config(csr_auto_approve=True)
         SB.emu.seed_bootstrap_token(TOKEN_ID, TOKEN_SECRET)
-        with open(os.path.join(WORK, "bootstrap-kubeconfig"), "w") as f:
-            f.write("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: %s\n"
-                    "    certificate-authority: %s\nusers:\n- name: u\n  user:\n    token: %s.%s\n"
-                    "contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
-                    % (SB.emu.server, SB.emu.ca, TOKEN_ID, TOKEN_SECRET))
+        # Only what Gardener provisions for gardener-node-agent (CONTRACT §9.6), below the OSC root: the
+        # bootstrap token, the cluster CA and GNA's component config naming the server. No
+        # bootstrapKubeconfig exists.
+        gna = SB.base + "/var/lib/gardener-node-agent"
+        os.makedirs(os.path.join(gna, "credentials"), exist_ok=True)
+        with open(os.path.join(gna, "credentials", "bootstrap-token"), "w") as f:
+            f.write("%s.%s" % (TOKEN_ID, TOKEN_SECRET))
+        shutil.copyfile(SB.emu.ca, os.path.join(gna, "cluster-ca.crt"))
+        with open(os.path.join(gna, "config-v1.120.0.yaml"), "w") as f:
+            f.write("apiVersion: nodeagent.config.gardener.cloud/v1alpha1\nkind: NodeAgentConfiguration\n"
+                    "apiServer:\n  server: %s\n" % SB.emu.server)
         provision_kubelet_credentials()
         seed_tokens()
         # As on a new machine: the agent bootstraps before the kubelet registered the Node (the CSR
