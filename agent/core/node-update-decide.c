@@ -1148,6 +1148,12 @@ static int decide(Builder *b) {
         adopt_baseline(b);
 
         if (tx_active(tx)) {
+                /* The OSC's own work runs from what the runner prepares out of the Secret: right after
+                 * a restart the Secret is not read yet, and reaching ApplyOSC without it would report a
+                 * false "OSC changed" failure to MCM. */
+                if (!in->osc && tx->osc_apply && !done(b, UPDATE_STEP_APPLY_OSC))
+                        return set_status(b, "Waiting for the OSC secret to resume applying OSC %s.",
+                                          strempty(tx->checksum));
                 /* Nothing applied yet and the desired state moved: start over from the new one. */
                 if (in->osc && !streq_ptr(tx->checksum, in->osc->checksum) && tx->phase < UPDATE_PHASE_APPLYING) {
                         r = transition(b, UPDATE_EVENT_CANCEL);
