@@ -79,10 +79,18 @@ int osc_write_file(const char *root, const char *path, const void *data, size_t 
         return write_at(full, data, size, mode, if_changed);
 }
 
+/* fsync of the directory a removal changed, so that a power loss cannot bring back what the saved
+ * work list already counts as removed. A directory that is gone itself has nothing to sync. */
+static int sync_removal(const char *full) {
+        int r = fsync_parent_dir(full);
+
+        return r == -ENOENT ? 0 : r;
+}
+
 static int remove_at(const char *full) {
         if (unlink(full) < 0 && errno != ENOENT)
                 return -errno;
-        return 0;
+        return sync_removal(full);
 }
 
 int osc_remove_file(const char *root, const char *path) {
@@ -128,7 +136,9 @@ static int remove_tree_at(int parent, const char *name) {
 }
 
 int osc_remove_tree(const char *path) {
-        return remove_tree_at(AT_FDCWD, path);
+        int r = remove_tree_at(AT_FDCWD, path);
+
+        return r < 0 ? r : sync_removal(path);
 }
 
 static int unit_paths(const char *unit_dir, const char *name, const char *drop_in, char **ret) {
