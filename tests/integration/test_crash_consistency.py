@@ -41,7 +41,7 @@ SB = None
 
 KILLS_WANTED = int(os.environ.get("CRASH_KILLS", "50"))
 BUDGET = float(os.environ.get("CRASH_BUDGET", "150"))        # seconds for the rounds (the test's limit: 300)
-KILLS_PER_ROUND = 4
+KILLS_PER_ROUND = 5
 SEED = int(os.environ.get("CRASH_SEED") or random.SystemRandom().randrange(1 << 30))
 
 ROOT_FILES = ("/etc/ipa-crash/a.conf", "/etc/ipa-crash/b.conf", "/etc/ipa-crash/sub/c.conf")
@@ -221,7 +221,8 @@ class CrashConsistency(unittest.TestCase):
         if gated:
             self.play_mcm()
         for j in range(kills):
-            delay = rng.uniform(0, max_delay)
+            # Squared: denser early, where the (resumed) apply runs; the tail still reaches its end.
+            delay = max_delay * rng.random() ** 2
             time.sleep(delay)           # the random kill point: the thing under test, not synchronisation
             os.kill(pid, signal.SIGKILL)
             what = "round %d kill %d (%.3fs after ready)" % (cur.round, j + 1, delay)
