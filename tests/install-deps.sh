@@ -10,7 +10,7 @@ packages=(
         libcmocka-dev libclang-rt-14-dev
         # tests: real systemd user manager, private bus, registry, TLS tooling
         systemd dbus dbus-user-session util-linux docker-registry openssl python3 curl
-        zstd apache2-utils valgrind
+        zstd apache2-utils valgrind strace
         # benchmarks (bench/run): ISA-L inflate, GNU time for peak RSS, the skopeo+umoci baseline
         libisal-dev time skopeo umoci
 )

@@ -138,9 +138,10 @@ int osc_install_file(const char *root, const char *path, const char *source, mod
         r = parent_dirs(full);
         if (r < 0)
                 return r;
-        if (asprintf(&tmp, "%s.tmp-%d", full, (int) getpid()) < 0)
-                return -ENOMEM;
-        (void) unlink(tmp);
+        r = write_file_atomic_temp_name(full, &tmp);
+        if (r < 0)
+                return r;
+        (void) unlink(tmp);             /* a leftover of a killed earlier attempt */
         if (link(source, tmp) < 0)
                 r = errno == EXDEV ? copy_to(source, tmp, mode) : -errno;
         if (r >= 0)
@@ -154,10 +155,18 @@ int osc_install_file(const char *root, const char *path, const char *source, mod
         return fsync_parent_dir(full);
 }
 
+/* fsync of the directory a removal changed, so that a power loss cannot bring back what the saved
+ * work list already counts as removed. A directory that is gone itself has nothing to sync. */
+static int sync_removal(const char *full) {
+        int r = fsync_parent_dir(full);
+
+        return r == -ENOENT ? 0 : r;
+}
+
 static int remove_at(const char *full) {
         if (unlink(full) < 0 && errno != ENOENT)
                 return -errno;
-        return 0;
+        return sync_removal(full);
 }
 
 int osc_remove_file(const char *root, const char *path) {
@@ -203,7 +212,9 @@ static int remove_tree_at(int parent, const char *name) {
 }
 
 int osc_remove_tree(const char *path) {
-        return remove_tree_at(AT_FDCWD, path);
+        int r = remove_tree_at(AT_FDCWD, path);
+
+        return r < 0 ? r : sync_removal(path);
 }
 
 static int unit_paths(const char *unit_dir, const char *name, const char *drop_in, char **ret) {

@@ -40,7 +40,9 @@ int base64_decode(const char *text, size_t max, char **ret, size_t *ret_size) {
 
         if (n % 4 != 0)
                 return -EBADMSG;
-        if (n / 4 * 3 > max + 2 || n > (size_t) INT_MAX)
+        /* n / 4 * 3 - 2 is the least the text can decode to; "max + 2" would wrap for max = SIZE_MAX
+         * (no limit) and refuse everything longer than four characters. */
+        if ((n / 4 * 3 > 2 && n / 4 * 3 - 2 > max) || n > (size_t) INT_MAX)
                 return -EFBIG;
         out = malloc(n / 4 * 3 + 1);
         if (!out)

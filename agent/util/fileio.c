@@ -78,6 +78,19 @@ int fsync_parent_dir(const char *path) {
         return 0;
 }
 
+/* One fixed name per target, hidden: a temp file left by a kill is truncated and renamed away by the
+ * next write of the same target (a resumed write always comes), and readers of the directory that skip
+ * dot files (kubelet's static pod directory, systemd's drop-in directories read only *.conf) never see
+ * a half-written file. The process is single-threaded and one agent runs per node, so the name is
+ * never written by two at once. */
+int write_file_atomic_temp_name(const char *path, char **ret) {
+        const char *slash = strrchr(path, '/');
+
+        if (asprintf(ret, "%.*s.%s.tmp", slash ? (int) (slash - path + 1) : 0, path, slash ? slash + 1 : path) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
 int write_file_atomic(const char *path, const void *data, size_t size, mode_t mode) {
         _cleanup_free_ char *tmp = NULL;
         _cleanup_close_ int fd = -EBADF;
@@ -88,8 +101,9 @@ int write_file_atomic(const char *path, const void *data, size_t size, mode_t mo
         assert(path);
         assert(data || size == 0);
 
-        if (asprintf(&tmp, "%s.tmp-%d", path, (int) getpid()) < 0)
-                return -ENOMEM;
+        r = write_file_atomic_temp_name(path, &tmp);
+        if (r < 0)
+                return r;
         fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
         if (fd < 0)
                 return -errno;

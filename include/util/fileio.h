@@ -15,6 +15,9 @@ int read_full_file(const char *path, size_t max_size, char **ret_data, size_t *r
  * fsync, rename over the target, fsync the directory (CONTRACT §7). */
 int write_file_atomic(const char *path, const void *data, size_t size, mode_t mode);
 
+/* The temporary name write_file_atomic() uses for `path`: "<dir>/.<name>.tmp". */
+int write_file_atomic_temp_name(const char *path, char **ret);
+
 /* fsync() the directory that contains `path`. */
 int fsync_parent_dir(const char *path);
 

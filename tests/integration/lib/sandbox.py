@@ -324,9 +324,10 @@ def stand_in_kubelet(version, healthy=True, size=8 << 20):
 
 # ------------------------------------------------------------------------------------------ test modules
 
-def start_for_module(**kw):
-    """A started Sandbox for a test module's setUpModule() (stopped again if the start fails)."""
-    sb = Sandbox(**kw)
+def start_for_module(factory=None, **kw):
+    """A started Sandbox (or `factory`'s, a subclass) for a test module's setUpModule() (stopped again if
+    the start fails)."""
+    sb = (factory or Sandbox)(**kw)
     try:
         sb.start()
     except BaseException:

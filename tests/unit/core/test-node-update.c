@@ -1454,6 +1454,36 @@ static void test_osc_work_gated(void **state) {
         world_free(w);
 }
 
+/* Right after a restart the Node can be read before the OSC Secret: a transaction with OSC work
+ * must not reach ApplyOSC then (the runner has nothing prepared and would fail it as "the OSC
+ * changed", a false update-result=failed for MCM); it waits for the Secret. Found by SIGKILLing the
+ * real agent (tests/integration/test_crash_consistency.py). */
+static void test_osc_work_waits_for_the_secret_after_restart(void **state) {
+        World *w = world_new();
+        OscDesired *osc;
+
+        world_osc(w, "c1", "1592.6", "1.31.4");
+        world_osc_work(w, true, true);
+        world_applied(w, "c0");
+        w->node->candidate = true;
+        run(w);
+        assert_log("work", w->work, "PublishPlan ");
+
+        clear_logs(w);
+        osc = TAKE_PTR(w->osc);
+        world_ready(w, "2025-03-01T10:04:00Z");
+        run(w);
+        assert_log("work", w->work, "");
+        assert_non_null(strstr(w->last.status, "waits for the OSC Secret"));
+        assert_null(w->node->update_result_value);
+
+        w->osc = osc;
+        run(w);
+        assert_log("work", w->work, "ApplyOSC DeletePods ReportResult(successful) SetChecksum(c1) ");
+        assert_string_equal(w->node->applied_checksum, "c1");
+        world_free(w);
+}
+
 /* New kubelet binary, then the OSC's files and units, and one kubelet restart: the OSC's own. */
 static void test_osc_work_with_kubelet_minor(void **state) {
         World *w = world_new();
@@ -2123,6 +2153,7 @@ int main(void) {
                 cmocka_unit_test(test_osc_work_ungated),
                 cmocka_unit_test(test_osc_work_failure_keeps_checksum),
                 cmocka_unit_test(test_osc_work_gated),
+                cmocka_unit_test(test_osc_work_waits_for_the_secret_after_restart),
                 cmocka_unit_test(test_osc_work_with_kubelet_minor),
                 cmocka_unit_test(test_osc_work_failure_rolls_kubelet_back),
                 cmocka_unit_test(test_osc_work_waits_for_the_secret),

@@ -259,8 +259,8 @@ static void test_crash_between_write_and_rename(void **state) {
         _cleanup_(update_transaction_freep) UpdateTransaction *newer = full_tx("tx-new");
 
         assert_int_equal(state_file_save(dir, old), 0);
-        /* what write_file_atomic() leaves behind when killed before rename(): <path>.tmp-<pid> */
-        assert_true(asprintf(&tmp, "%s.tmp-%d", p, 99999) > 0);
+        /* what write_file_atomic() leaves behind when killed before rename() */
+        assert_int_equal(write_file_atomic_temp_name(p, &tmp), 0);
         assert_int_equal(state_file_encode(newer, &new_text), 0);
         {
                 FILE *f = fopen(tmp, "we");
@@ -310,8 +310,13 @@ static void test_killed_while_saving(void **state) {
                 assert_true(streq(got->id, "tx-a") || streq(got->id, "tx-b"));
                 {
                         _cleanup_free_ char *tmp = NULL, *p = path_of(STATE_FILE_NAME);
-                        assert_true(asprintf(&tmp, "%s.tmp-%d", p, (int) pid) > 0);
-                        (void) unlink(tmp);     /* a leftover of the killed child, if any */
+                        struct stat st;
+
+                        /* a leftover of the killed child, if any, is gone after the next save */
+                        assert_int_equal(write_file_atomic_temp_name(p, &tmp), 0);
+                        assert_int_equal(state_file_save(dir, got), 0);
+                        assert_int_equal(stat(tmp, &st), -1);
+                        assert_int_equal(errno, ENOENT);
                 }
         }
 }
