@@ -72,6 +72,12 @@ static uint64_t osc_jitter_delay(OscJitter *j, const NodeView *node) {
         if (r == -EINVAL && !streq_ptr(value, j->delay_value))
                 log_warning("Annotation %s=\"%s\" is not a duration; keeping the previous reconciliation delay.",
                             NODE_ANNOTATION_RECONCILE_DELAY, value);
+        else if (r >= 0 && !streq_ptr(value, j->delay_value)) {
+                char d[DURATION_MAX_STR];
+
+                log_info("Reconciliation delay for OSC updates: %s (annotation %s).",
+                         format_duration(d, sizeof(d), j->delay_usec), NODE_ANNOTATION_RECONCILE_DELAY);
+        }
         if (free_and_strdup(&j->delay_value, value) < 0)
                 log_oom();
         return j->delay_usec;
@@ -115,6 +121,7 @@ void osc_jitter_submit(OscJitter *j, OscDesired *osc, const NodeView *node) {
 
 void osc_jitter_node_changed(OscJitter *j, const NodeView *node) {
         assert(j);
+        (void) osc_jitter_delay(j, node);       /* follows the annotation as it changes, logged once */
         if (j->waiting && node_view_gate_open(node)) {
                 log_info("The in-place gate is open; applying OSC %s without waiting.", strempty(j->waiting->checksum));
                 osc_jitter_hand_over(j, j->waiting);

@@ -261,7 +261,9 @@ static int unit_job_judge(UnitJob *j) {
                 return unit_job_finish(j, job_error, buf);
         }
 
-        if (j->action == UNIT_ACTION_RESTART &&
+        /* A oneshot without RemainAfterExit= that ran and exited is inactive again, and systemd
+         * drops its InvocationID then: the done job is the proof it ran. */
+        if (j->action == UNIT_ACTION_RESTART && !streq_ptr(j->active_state, "inactive") &&
             (sd_id128_is_null(j->invocation_after) ||
              sd_id128_equal(j->invocation_before, j->invocation_after)))
                 return unit_job_finish(j, -ESTALE,

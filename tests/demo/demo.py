@@ -547,6 +547,8 @@ class Demo:
             self.check("kubelet --version says v%s" % TO, version == "Kubernetes v" + TO, version or "does not run")
             self.check("kubelet.service active and healthy", healthy,
                        "%s, /healthz %s" % (self.summary["kubelet_unit"], self.summary["kubelet_healthz"]))
+            if os.path.basename(self.args.agent or "") == "stand-in-agent.py":
+                return      # the harness's double carries out the kubelet update only
             config = read_or_none(sb.base + sandbox.KUBELET_CONFIG_PATH) or ""
             self.check("kubelet config written: memory.available %s" % EVICTION_TO,
                        "memory.available: %s" % EVICTION_TO in config, config.strip().replace("\n", " | "))
