@@ -28,11 +28,11 @@ BIG = 192 << 20
 
 def setUpModule():
     global SB
-    SB = S.start_sandbox(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10)
+    SB = S.start_for_module(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10)
 
 
 def tearDownModule():
-    S.stop_sandbox(SB)
+    S.stop_for_module(SB)
 
 
 def push_kubelet(version, size):

@@ -33,11 +33,11 @@ HELLO = "/etc/ipa-test/hello"
 
 def setUpModule():
     global SB
-    SB = S.start_sandbox(versions=("1.31.4",), broken_versions=(), kubelet_size=1 << 20, health_timeout="20s")
+    SB = S.start_for_module(versions=("1.31.4",), broken_versions=(), kubelet_size=1 << 20, health_timeout="20s")
 
 
 def tearDownModule():
-    S.stop_sandbox(SB)
+    S.stop_for_module(SB)
 
 
 def inline_file(path, data, mode=0o644):

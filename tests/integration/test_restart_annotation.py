@@ -41,7 +41,7 @@ def setUpModule():
 
 
 def tearDownModule():
-    sandbox.stop_sandbox(SB)
+    sandbox.stop_for_module(SB)
 
 
 def restart_events(seen):

@@ -34,12 +34,12 @@ SB = None
 
 def setUpModule():
     global SB
-    SB = S.start_sandbox(versions=("1.31.4", "1.31.5", "1.32.1", "1.32.2", "1.32.3", "1.33.0"), broken_versions=(),
+    SB = S.start_for_module(versions=("1.31.4", "1.31.5", "1.32.1", "1.32.2", "1.32.3", "1.33.0"), broken_versions=(),
                          kubelet_size=4 << 20, health_timeout="20s")
 
 
 def tearDownModule():
-    S.stop_sandbox(SB)
+    S.stop_for_module(SB)
 
 
 def publish_text(text):

@@ -346,25 +346,6 @@ def stop_for_module(sb):
 
 # ------------------------------------------------------------------------------------------ the sandbox
 
-def start_sandbox(**kwargs):
-    """A started Sandbox for a test module's setUpModule(); stopped again if starting fails."""
-    sb = Sandbox(**kwargs)
-    try:
-        sb.start()
-    except BaseException:
-        sb.stop()
-        raise
-    return sb
-
-
-def stop_sandbox(sb):
-    """tearDownModule(): stops it and names the processes it left behind, if any."""
-    if sb:
-        left = sb.stop()
-        if left:
-            print("leftover processes: %s" % left, file=sys.stderr)
-
-
 # The kubelet's config file of the OSC (GNP §2.3: its evictionHard/kubeReserved/cpuManagerPolicy are
 # in-place triggers); below osc.rootDirectory like every OSC file.
 KUBELET_CONFIG_PATH = "/var/lib/kubelet/config/kubelet"
