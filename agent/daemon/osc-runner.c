@@ -8,6 +8,7 @@
 #include "apply/osc-files.h"
 #include "apply/osc-state.h"
 #include "daemon/osc-runner.h"
+#include "identity/identity.h"
 #include "kubelet/health-check.h"
 #include "kubelet/kubelet-stage.h"
 #include "oci/digest.h"
@@ -384,6 +385,21 @@ static UpdateFailureCode failure_code(const char *name) {
         return c >= 0 ? c : UPDATE_FAILURE_FILE_APPLY_FAILED;
 }
 
+/* GNP §6.4 step 22, CONTRACT §9.6: once a whole OSC is applied, GNA's bootstrap token has done its
+ * job (our own bootstrapKubeconfig is kept). */
+static void remove_bootstrap_token(OscRunner *r) {
+        _cleanup_free_ char *path = NULL;
+
+        if (osc_root_path(r->deps.config->osc.root_directory, IDENTITY_GNA_DIRECTORY "/" GNA_BOOTSTRAP_TOKEN,
+                          &path) < 0)
+                return;
+        if (unlink(path) >= 0) {
+                (void) fsync_parent_dir(path);
+                log_info("Removed gardener-node-agent's bootstrap token %s: a complete OSC is applied.", path);
+        } else if (errno != ENOENT)
+                log_warning_errno(errno, "Cannot remove the bootstrap token %s: %m", path);
+}
+
 /* Every item is done: the OSC becomes the last-applied one (GNP §6.4 step 19). */
 static void commit(OscRunner *r) {
         _cleanup_free_ char *message = NULL;
@@ -403,6 +419,7 @@ static void commit(OscRunner *r) {
         json_decref(r->plan);
         r->plan = NULL;
         log_notice("Applied every change of OSC %s (%zu item(s)); it is the last-applied OSC now.", r->checksum, n);
+        remove_bootstrap_token(r);
         finish(r, 0, _UPDATE_FAILURE_INVALID, NULL);
 }
 

@@ -19,7 +19,6 @@
 #include "util/time-util.h"
 #include "util/yaml-json.h"
 
-#define GNA_BOOTSTRAP_TOKEN "credentials/bootstrap-token"
 #define GNA_CLUSTER_CA "cluster-ca.crt"
 #define GNA_MACHINE_NAME "machine-name"
 #define IDENTITY_RETRY_RESET_USEC (60 * 60 * USEC_PER_SEC)

@@ -41,6 +41,8 @@
 #define IDENTITY_PEM_NAME "node-agent-client.pem"
 /* GNA's directory, below osc.rootDirectory (§9.5). */
 #define IDENTITY_GNA_DIRECTORY "/var/lib/gardener-node-agent"
+/* GNA's bootstrap token, relative to that directory; deleted after the first complete OSC apply. */
+#define GNA_BOOTSTRAP_TOKEN "credentials/bootstrap-token"
 
 typedef struct Identity Identity;
 

@@ -302,6 +302,9 @@ class Credentials(unittest.TestCase):
 
     def test_2_ca_rotation(self):
         checksum, node, before = self.rotate(ca="2026-11-23T10:00:00Z")
+        # CONTRACT §9.6: the first complete OSC apply retires GNA's bootstrap token.
+        self.assertFalse(os.path.exists(SB.base + "/var/lib/gardener-node-agent/credentials/bootstrap-token"))
+        self.assertIn("Removed gardener-node-agent's bootstrap token", SB.agent_log())
         self.assert_ca_rotated(before, checksum)
         log = SB.agent_log()
         self.assertIn("Rotating credentials in place: certificate authorities.", log)
