@@ -408,9 +408,10 @@ static void commit(OscRunner *r) {
 
         k = osc_state_commit(r->deps.config->state_directory, r->yaml, r->yaml_size);
         if (k < 0) {
-                (void) asprintf(&message, "%s/%s: %s", r->deps.config->state_directory, OSC_STATE_LAST_APPLIED,
-                                strerror(-k));
-                return finish(r, k, UPDATE_FAILURE_FILE_APPLY_FAILED, message);
+                if (asprintf(&message, "%s/%s: %s", r->deps.config->state_directory, OSC_STATE_LAST_APPLIED,
+                             strerror(-k)) < 0)
+                        message = NULL;
+                return finish(r, k, UPDATE_FAILURE_FILE_APPLY_FAILED, message ?: "cannot record the last-applied OSC");
         }
         n = r->changes ? r->changes->n_items : 0;
         r->committed = true;
