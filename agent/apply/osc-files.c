@@ -12,18 +12,6 @@
 
 #define OSC_FILE_COMPARE_MAX (64 * 1024 * 1024)
 
-int osc_root_path(const char *root, const char *path, char **ret) {
-        size_t n;
-
-        assert(root && path && ret);
-        if (path[0] != '/')
-                return -EINVAL;
-        n = strlen(root);
-        while (n > 0 && root[n - 1] == '/')
-                n--;
-        return asprintf(ret, "%.*s%s", (int) n, root, path) < 0 ? -ENOMEM : 0;
-}
-
 static int parent_dirs(const char *path) {
         _cleanup_free_ char *dir = strdup(path);
         char *slash;
@@ -73,7 +61,7 @@ int osc_write_file(const char *root, const char *path, const void *data, size_t 
         _cleanup_free_ char *full = NULL;
         int r;
 
-        r = osc_root_path(root, path, &full);
+        r = path_below_root(root, path, &full);
         if (r < 0)
                 return r;
         return write_at(full, data, size, mode, if_changed);
@@ -132,7 +120,7 @@ int osc_install_file(const char *root, const char *path, const char *source, mod
         _cleanup_free_ char *full = NULL, *tmp = NULL;
         int r;
 
-        r = osc_root_path(root, path, &full);
+        r = path_below_root(root, path, &full);
         if (r < 0)
                 return r;
         r = parent_dirs(full);
@@ -173,7 +161,7 @@ int osc_remove_file(const char *root, const char *path) {
         _cleanup_free_ char *full = NULL;
         int r;
 
-        r = osc_root_path(root, path, &full);
+        r = path_below_root(root, path, &full);
         return r < 0 ? r : remove_at(full);
 }
 
@@ -328,7 +316,7 @@ int osc_remove_registry(const char *root, const char *upstream) {
                 return -EINVAL;
         if (asprintf(&path, OSC_CONTAINERD_CERTS_DIR "/%s", upstream) < 0)
                 return -ENOMEM;
-        r = osc_root_path(root, path, &full);
+        r = path_below_root(root, path, &full);
         return r < 0 ? r : osc_remove_tree(full);
 }
 
@@ -338,7 +326,7 @@ int osc_ensure_containerd_dirs(const char *root) {
 
         for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
                 _cleanup_free_ char *full = NULL;
-                int r = osc_root_path(root, dirs[i], &full);
+                int r = path_below_root(root, dirs[i], &full);
 
                 if (r >= 0)
                         r = mkdir_parents(full, 0755);

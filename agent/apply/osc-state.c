@@ -92,7 +92,7 @@ static int load_baseline(const OscPrepareInput *in, OscModel **ret, OscBaseline 
                 *ret_baseline = OSC_BASELINE_LAST_APPLIED;
                 return r;
         }
-        r = osc_root_path(in->root_directory, OSC_STATE_GNA_LAST_APPLIED, &gna);
+        r = path_below_root(in->root_directory, OSC_STATE_GNA_LAST_APPLIED, &gna);
         if (r < 0)
                 return r;
         r = load_model(gna, &in->model_options, ret, ret_error);

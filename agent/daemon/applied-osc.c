@@ -32,7 +32,7 @@ struct AppliedOsc {
 static char *below_root(const AppliedOsc *a, const char *path) {
         char *p = NULL;
 
-        (void) osc_root_path(a->opts.root_directory ?: "/", path, &p);
+        (void) path_below_root(a->opts.root_directory ?: "/", path, &p);
         return p;
 }
 

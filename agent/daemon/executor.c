@@ -636,8 +636,7 @@ static int run_rotate_credentials(Executor *e, const UpdateAction *a) {
                 },
         };
 
-        if (asprintf(&kubelet_dir, "%s/var/lib/kubelet",
-                     streq(e->config->osc.root_directory, "/") ? "" : e->config->osc.root_directory) < 0)
+        if (path_below_root(e->config->osc.root_directory, "/var/lib/kubelet", &kubelet_dir) < 0)
                 return -ENOMEM;
         p.kubelet_directory = kubelet_dir;
         log_notice("Rotating credentials in place:%s%s.", a->rotate_ca ? " certificate authorities" : "",

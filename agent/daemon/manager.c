@@ -400,7 +400,7 @@ static void manager_submit_restarts(Manager *m) {
 static char *root_path(const Config *c, const char *path) {
         char *p;
 
-        return asprintf(&p, "%s%s", streq(c->osc.root_directory, "/") ? "" : c->osc.root_directory, path) < 0 ? NULL : p;
+        return path_below_root(c->osc.root_directory, path, &p) < 0 ? NULL : p;
 }
 
 /* SystemdUnitsReady over the kubelet and containerd until there is a last-applied OSC, whose units

@@ -288,7 +288,7 @@ static bool is_kubelet_binary(const OscRunner *r, const char *path) {
 
         if (streq_ptr(path, r->deps.config->kubelet.binary_path))
                 return true;
-        return osc_root_path(r->deps.config->osc.root_directory, path, &rooted) >= 0 &&
+        return path_below_root(r->deps.config->osc.root_directory, path, &rooted) >= 0 &&
                streq(rooted, r->deps.config->kubelet.binary_path);
 }
 
@@ -390,7 +390,7 @@ static UpdateFailureCode failure_code(const char *name) {
 static void remove_bootstrap_token(OscRunner *r) {
         _cleanup_free_ char *path = NULL;
 
-        if (osc_root_path(r->deps.config->osc.root_directory, IDENTITY_GNA_DIRECTORY "/" GNA_BOOTSTRAP_TOKEN,
+        if (path_below_root(r->deps.config->osc.root_directory, IDENTITY_GNA_DIRECTORY "/" GNA_BOOTSTRAP_TOKEN,
                           &path) < 0)
                 return;
         if (unlink(path) >= 0) {

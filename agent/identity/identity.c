@@ -178,8 +178,7 @@ int identity_new_from_config(sd_event *event, Http *http, const KubeTuning *tuni
         };
 
         /* GNA's files are part of the OSC's world: below osc.rootDirectory (CONTRACT §9.5, §9.6). */
-        if (asprintf(&gna, "%s%s", streq(c->osc.root_directory, "/") ? "" : c->osc.root_directory,
-                     IDENTITY_GNA_DIRECTORY) < 0)
+        if (path_below_root(c->osc.root_directory, IDENTITY_GNA_DIRECTORY, &gna) < 0)
                 return -ENOMEM;
         p.gna_directory = gna;
         /* GNA's bootstrap token needs the server it is for: its provisioned component config says. */

@@ -158,3 +158,15 @@ int mkdir_parents(const char *path, mode_t mode) {
         }
         return mkdir_mode(copy, mode);
 }
+
+int path_below_root(const char *root, const char *path, char **ret) {
+        size_t n;
+
+        assert(root && path && ret);
+        if (path[0] != '/')
+                return -EINVAL;
+        n = strlen(root);
+        while (n > 0 && root[n - 1] == '/')
+                n--;
+        return asprintf(ret, "%.*s%s", (int) n, root, path) < 0 ? -ENOMEM : 0;
+}

@@ -18,9 +18,6 @@
 #define OSC_CONTAINERD_CERTS_DIR "/etc/containerd/certs.d"
 #define OSC_CPU_MANAGER_STATE "/var/lib/kubelet/cpu_manager_state"
 
-/* `path` (absolute, validated by the model) below `root`; "/" leaves it as it is. */
-int osc_root_path(const char *root, const char *path, char **ret);
-
 /* Writes `data` to root+path with `mode`, creating missing parent directories 0755. With
  * `if_changed`, a file that already has this content only gets its mode enforced.
  * Returns 1 if the content was written, 0 if it was already there. */

@@ -21,5 +21,9 @@ int write_file_atomic_temp_name(const char *path, char **ret);
 /* fsync() the directory that contains `path`. */
 int fsync_parent_dir(const char *path);
 
+/* `path` (absolute) below `root` (osc.rootDirectory, CONTRACT §9.5); "/" leaves it as it is. -EINVAL
+ * for a relative path. */
+int path_below_root(const char *root, const char *path, char **ret);
+
 /* mkdir -p; the components it creates get exactly `mode`, whatever the umask. */
 int mkdir_parents(const char *path, mode_t mode);

@@ -50,13 +50,13 @@ static bool exists(const char *rel) {
 static void test_root_path(void **state) {
         _cleanup_free_ char *a = NULL, *b = NULL, *c = NULL;
 
-        assert_int_equal(osc_root_path("/", "/etc/x", &a), 0);
+        assert_int_equal(path_below_root("/", "/etc/x", &a), 0);
         assert_string_equal(a, "/etc/x");
-        assert_int_equal(osc_root_path("/scratch/", "/etc/x", &b), 0);
+        assert_int_equal(path_below_root("/scratch/", "/etc/x", &b), 0);
         assert_string_equal(b, "/scratch/etc/x");
-        assert_int_equal(osc_root_path("/scratch", "/etc/x", &c), 0);
+        assert_int_equal(path_below_root("/scratch", "/etc/x", &c), 0);
         assert_string_equal(c, "/scratch/etc/x");
-        assert_int_equal(osc_root_path("/", "etc/x", &c), -EINVAL);
+        assert_int_equal(path_below_root("/", "etc/x", &c), -EINVAL);
 }
 
 static void test_write_file(void **state) {
