@@ -67,45 +67,6 @@ int osc_write_file(const char *root, const char *path, const void *data, size_t 
         return write_at(full, data, size, mode, if_changed);
 }
 
-static int copy_fd(int from, int to) {
-        char buf[64 * 1024];
-
-        for (;;) {
-                ssize_t n = read(from, buf, sizeof(buf));
-                const char *p = buf;
-
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return -errno;
-                if (n == 0)
-                        return 0;
-                while (n > 0) {
-                        ssize_t w = write(to, p, (size_t) n);
-
-                        if (w < 0 && errno == EINTR)
-                                continue;
-                        if (w < 0)
-                                return -errno;
-                        p += w;
-                        n -= w;
-                }
-        }
-}
-
-/* `tmp` becomes a copy of `source` (for a source on another filesystem). */
-static int copy_to(const char *source, const char *tmp, mode_t mode) {
-        _cleanup_close_ int in = -EBADF, out = -EBADF;
-
-        in = open(source, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (in < 0)
-                return -errno;
-        out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-        if (out < 0)
-                return -errno;
-        return copy_fd(in, out);
-}
-
 static int sync_path(const char *path, mode_t mode) {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 
@@ -130,10 +91,10 @@ int osc_install_file(const char *root, const char *path, const char *source, mod
         if (r < 0)
                 return r;
         (void) unlink(tmp);             /* a leftover of a killed earlier attempt */
-        if (link(source, tmp) < 0)
-                r = errno == EXDEV ? copy_to(source, tmp, mode) : -errno;
-        if (r >= 0)
+        if (link(source, tmp) >= 0)
                 r = sync_path(tmp, mode);
+        else
+                r = errno == EXDEV ? copy_file(source, tmp, mode) : -errno;
         if (r >= 0 && rename(tmp, full) < 0)
                 r = -errno;
         if (r < 0) {

@@ -6,7 +6,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/random.h>
-#include <sys/sendfile.h>
 #include <sys/stat.h>
 
 #include "kubelet/kubelet-store.h"
@@ -438,34 +437,6 @@ int kubelet_store_needs_adoption(const KubeletStore *s) {
         return S_ISREG(st.st_mode) ? 1 : 0;
 }
 
-static int copy_file(const char *from, const char *to) {
-        _cleanup_close_ int in = -EBADF, out = -EBADF;
-        struct stat st;
-        off_t left;
-
-        in = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (in < 0)
-                return -errno;
-        if (fstat(in, &st) < 0)
-                return -errno;
-        out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (out < 0)
-                return -errno;
-        for (left = st.st_size; left > 0;) {
-                ssize_t n = sendfile(out, in, NULL, (size_t) MIN(left, (off_t) 1 << 30));
-
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        return -EIO;    /* the file shrank under us */
-                left -= n;
-        }
-        return fsync(out) < 0 ? -errno : 0;
-}
-
 int kubelet_store_adopt(const KubeletStore *s, const char *version, char **ret_version) {
         _cleanup_free_ char *staged = NULL, *v = NULL, *target = NULL;
         int r;
@@ -484,7 +455,7 @@ int kubelet_store_adopt(const KubeletStore *s, const char *version, char **ret_v
         if (link(s->binary_path, staged) < 0) {
                 if (errno != EXDEV && errno != EPERM)
                         return -errno;
-                r = copy_file(s->binary_path, staged);
+                r = copy_file(s->binary_path, staged, 0600);
                 if (r < 0) {
                         (void) unlink(staged);
                         return r;

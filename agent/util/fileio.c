@@ -2,6 +2,7 @@
 #include <assert.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 
 #include "util/fileio.h"
@@ -169,4 +170,32 @@ int path_below_root(const char *root, const char *path, char **ret) {
         while (n > 0 && root[n - 1] == '/')
                 n--;
         return asprintf(ret, "%.*s%s", (int) n, root, path) < 0 ? -ENOMEM : 0;
+}
+
+int copy_file(const char *from, const char *to, mode_t mode) {
+        _cleanup_close_ int in = -EBADF, out = -EBADF;
+        struct stat st;
+        off_t left;
+
+        in = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (in < 0)
+                return -errno;
+        if (fstat(in, &st) < 0)
+                return -errno;
+        out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (out < 0)
+                return -errno;
+        for (left = st.st_size; left > 0;) {
+                ssize_t n = sendfile(out, in, NULL, (size_t) MIN(left, (off_t) 1 << 30));
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        return -EIO;    /* the file shrank under us */
+                left -= n;
+        }
+        return fchmod(out, mode) < 0 || fsync(out) < 0 ? -errno : 0;
 }

@@ -25,5 +25,9 @@ int fsync_parent_dir(const char *path);
  * for a relative path. */
 int path_below_root(const char *root, const char *path, char **ret);
 
+/* `to` (created or truncated) becomes a copy of `from` with exactly `mode`, fsynced. -EIO if `from`
+ * shrank while being copied. */
+int copy_file(const char *from, const char *to, mode_t mode);
+
 /* mkdir -p; the components it creates get exactly `mode`, whatever the umask. */
 int mkdir_parents(const char *path, mode_t mode);
