@@ -140,6 +140,9 @@ def refused_then_back(emu):
         emu.wait_for_watch(timeout=5)
         mark = len(agent.log())
         emu.listen("refuse", seconds=5)
+        # The emulator closes the open watch asynchronously: label only once the agent saw it end, so
+        # the change really happens while the agent cannot connect (not on the old watch).
+        wait_for(lambda: re.search(r"WATCH /api/v1/nodes\S* ended ", agent.log()[mark:]), 5, "the Node watch to end")
         emu.label_node("t6", {"r": "1"})        # happens while the agent cannot connect
         agent.wait_label("r", "1", 15)
         log = agent.log()[mark:]
