@@ -39,8 +39,8 @@ def tls_log(emu, since_time):
 def check_tls_refused(emu, mode, node):
     """Switch the server certificate to `mode`; the agent must not send a single request until it is good."""
     with Agent(emu, node) as agent:
-        agent.wait_ready()
-        emu.wait_for_watch(timeout=5)
+        agent.wait_settled()
+        agent.wait_watching(timeout=5)
         since = agentrun.last_seq(emu)
         t0 = time.time()
         emu.tls(cert=mode)                      # drops the open connections too
@@ -85,8 +85,8 @@ def server_demanding_client_cert(emu):
     handshakes fail, retried with backoff, no request; recovers when the server relents."""
     emu.seed_node("a7")
     with Agent(emu, "a7") as agent:
-        agent.wait_ready()
-        emu.wait_for_watch(timeout=5)
+        agent.wait_settled()
+        agent.wait_watching(timeout=5)
         since = agentrun.last_seq(emu)
         t0 = time.time()
         emu.tls(client_auth="required")
@@ -112,8 +112,8 @@ def token_file_rotated_mid_watch(emu):
     emu.add_token(new, "rotated-user", ["system:masters"])
     emu.write_token_file(old)
     with Agent(emu, "a4", tuning={"token-refresh": "50s"}) as agent:
-        agent.wait_ready()
-        emu.wait_for_watch(timeout=5)
+        agent.wait_settled()
+        agent.wait_watching(timeout=5)
         check(all(e["user"] == "old-user" for e in node_requests(emu, "a4")), "started as old-user")
         since = agentrun.last_seq(emu)
         emu.write_token_file(new)
@@ -139,8 +139,8 @@ def expired_token_until_file_rewritten(emu):
     emu.add_token(tok, "short-user", ["system:masters"])
     emu.write_token_file(tok)
     with Agent(emu, "a5") as agent:
-        agent.wait_ready()
-        emu.wait_for_watch(timeout=5)
+        agent.wait_settled()
+        agent.wait_watching(timeout=5)
         since = agentrun.last_seq(emu)
         emu.revoke_token(tok)
         emu.close_connections(watches="clean")
@@ -186,8 +186,8 @@ def client_certificate_rotated(emu):
         with open(agent.config_path, "w") as f:
             f.write(cfg)
         agent.start()
-        agent.wait_ready()
-        emu.wait_for_watch(timeout=5)
+        agent.wait_settled()
+        agent.wait_watching(timeout=5)
         check(all(e["user"] == "cert-user-1" for e in node_requests(emu, "a6")), "started as cert-user-1")
         since = agentrun.last_seq(emu)
         replace(second["key"], os.path.join(agent.dir, "client.key"))

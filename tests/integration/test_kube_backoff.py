@@ -72,7 +72,7 @@ def unavailable_without_retry_after_backs_off(emu):
     emu.seed_node("b2")
     with Agent(emu, "b2", tuning={"backoff-base": "200ms", "backoff-cap": "30s"}) as agent:
         agent.wait_ready()
-        emu.wait_for_watch(timeout=5)
+        agent.wait_watching(timeout=5)
         since = agentrun.last_seq(emu)
         emu.inject("service-unavailable", verbs=["watch"], count=-1)
         emu.close_connections(watches="clean")
@@ -96,7 +96,7 @@ def very_short_watches_do_not_spin(emu):
     emu.seed_node("b3")
     with Agent(emu, "b3", tuning={"backoff-base": "200ms", "backoff-cap": "30s"}) as agent:
         agent.wait_ready()
-        emu.wait_for_watch(timeout=5)
+        agent.wait_watching(timeout=5)
         since = agentrun.last_seq(emu)
         emu.inject("watch-short", count=-1)
         emu.close_connections(watches="clean")

@@ -84,7 +84,7 @@ def rv_reset_relists_consistently(emu):
     emu.seed_node("l2")
     with Agent(emu, "l2") as agent:
         agent.wait_ready()
-        emu.wait_for_watch(timeout=5)
+        agent.wait_watching(timeout=5)
         since = agentrun.last_seq(emu)
         emu.rv_reset(50)
         emu.label_node("l2", {"after": "reset"})
@@ -101,7 +101,7 @@ def rv_jump_relists(emu):
     emu.seed_node("l3")
     with Agent(emu, "l3") as agent:
         agent.wait_ready()
-        emu.wait_for_watch(timeout=5)
+        agent.wait_watching(timeout=5)
         since = agentrun.last_seq(emu)
         emu.rv_jump(100000)
         emu.compact()

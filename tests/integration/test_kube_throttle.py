@@ -102,7 +102,7 @@ def silent_watch_is_replaced(emu):
     emu.seed_node("t4")
     with Agent(emu, "t4", tuning={"watch-timeout": "20s-21s"}) as agent:
         agent.wait_ready()
-        emu.wait_for_watch(timeout=5)
+        agent.wait_watching(timeout=5)
         emu.inject("watch-silent", params={"duration": 30})
         emu.close_connections(watches="clean")
         silent = wait_for(lambda: [w for w in emu.watches() if w.get("fault") == "watch-silent" and w["end"]], 15,
@@ -137,7 +137,7 @@ def refused_then_back(emu):
     emu.seed_node("t6")
     with Agent(emu, "t6") as agent:
         agent.wait_ready()
-        emu.wait_for_watch(timeout=5)
+        agent.wait_watching(timeout=5)
         mark = len(agent.log())
         emu.listen("refuse", seconds=5)
         # The emulator closes the open watch asynchronously: label only once the agent saw it end, so
@@ -158,7 +158,7 @@ def blackholed_then_back(emu):
     emu.seed_node("t7")
     with Agent(emu, "t7", tuning={"request-timeout": "2s"}) as agent:
         agent.wait_ready()
-        emu.wait_for_watch(timeout=5)
+        agent.wait_watching(timeout=5)
         emu.listen("blackhole", seconds=4)
         emu.label_node("t7", {"bh": "1"})
         agent.wait_label("bh", "1", 20)

@@ -55,7 +55,7 @@ def list_then_watch_with_bookmarks(emu):
         agent.wait_settled()
         agent.wait_ready()
         agent.wait_label("role", "a")
-        emu.wait_for_watch(timeout=5)
+        agent.wait_watching(timeout=5)
         reqs = node_requests(emu, "n1")
         first, second = reqs[0], reqs[1]
         eq(first["verb"], "list", "first request")
@@ -180,7 +180,7 @@ def expired_in_stream_relists_then_watches_new_rv(emu):
     with Agent(emu, "n7") as agent:
         agent.wait_settled()
         agent.wait_ready()
-        emu.wait_for_watch(timeout=5)
+        agent.wait_watching(timeout=5)
         since = agentrun.last_seq(emu)
         emu.inject("watch-expired")
         emu.label_node("n7", {"e": "1"})        # also makes the next watch end sooner
@@ -218,7 +218,7 @@ def expired_relist_falls_back_to_consistent_list(emu):
     with Agent(emu, "n9") as agent:
         agent.wait_settled()
         agent.wait_ready()
-        emu.wait_for_watch(timeout=5)
+        agent.wait_watching(timeout=5)
         since = agentrun.last_seq(emu)
         emu.inject("expired", verbs=["list"])
         emu.inject("watch-expired")
@@ -243,7 +243,7 @@ def bookmarks_keep_rv_fresh(emu):
     with Agent(emu, "n10") as agent:
         agent.wait_settled()
         agent.wait_ready()
-        emu.wait_for_watch(timeout=5)
+        agent.wait_watching(timeout=5)
         since = agentrun.last_seq(emu)
         first_watch_rv = int(watches(node_requests(emu, "n10"))[-1]["params"]["resourceVersion"])
         for i in range(5):
@@ -271,7 +271,7 @@ def oversized_event_is_a_warning_once(emu):
     with Agent(emu, "n11") as agent:
         agent.wait_settled()
         agent.wait_ready()
-        emu.wait_for_watch(timeout=5)
+        agent.wait_watching(timeout=5)
         for t in ("BigA", "BigB"):
             emu.set_condition("n11", t, message="x" * (2300 << 10))     # ~4.5 MiB Node: a watch line over 4 MiB
         want = "WATCH /api/v1/nodes/n11: an event is larger than the limit of 4194304 bytes; listing again."

@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.parse
 
 from kubeemu import wait_for
 
@@ -130,6 +131,7 @@ class Agent:
     def start(self):
         log = open(self.log_path, "ab")
         self.started = time.monotonic()
+        self.started_wall = time.time()
         self.proc = subprocess.Popen([AGENT, "run", "--config", self.config_path, "--log-level", "debug"],
                                      stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=self.env)
         log.close()
@@ -198,6 +200,18 @@ class Agent:
 
     def wait_ready(self, timeout=10.0):
         return wait_for(lambda: self.notify.first("READY", "1"), timeout, "READY=1")
+
+    def wait_watching(self, timeout=10.0):
+        """READY=1 and a watch of this agent's Node open since this agent started. Waiting for "any open
+        watch" is a race: a previous test's agent may still hold one the emulator has not noticed closing."""
+        self.wait_ready(timeout)
+        sel = "metadata.name=%s" % self.node
+
+        def mine():
+            return [w for w in self.emu.watches(active=True)
+                    if w["start"] >= self.started_wall and
+                    urllib.parse.parse_qs(w.get("query") or "").get("fieldSelector") == [sel]]
+        return wait_for(mine, timeout, "a watch of node %s" % self.node)
 
     def wait_settled(self, timeout=10.0):
         """READY=1 and the agent's own first writes to its Node (GNA's role label) seen back through
