@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The long fuzzing run (issue "Trust it"): each libFuzzer target (ASan+UBSan) runs until 10 million
+# executions or 30 CPU-minutes, whichever comes first, starting from its checked-in corpus. The corpus
+# grown by the run is minimised (-merge=1) and written back to tests/fuzz/corpus/<target>, and one
+# line per target goes to tests/fuzz/LONG-RUNS.md. A crash stops that target and keeps the reproducer.
+#
+#   bash tests/fuzz/long-run.sh [-j N] [target...]      (default: every target, N=2 in parallel)
+#   FUZZ_RUNS=10000000 FUZZ_SECONDS=1800                 (the limits)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+src=$PWD
+jobs=2
+if [ "${1:-}" = "-j" ]; then jobs=$2; shift 2; fi
+runs=${FUZZ_RUNS:-10000000}
+seconds=${FUZZ_SECONDS:-1800}
+out=${FUZZ_OUT:-/tmp/inplace-agent-fuzz}
+mkdir -p "$out"
+
+if [ ! -x "$out/build/tests/fuzz/fuzz-config" ]; then
+        CC=clang meson setup "$out/build" -Dfuzzing=true -Db_sanitize=address,undefined -Db_lundef=false \
+                -Dtests=disabled -Dintegration-tests=false >/dev/null
+fi
+ninja -C "$out/build" >/dev/null
+
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+        for f in "$out"/build/tests/fuzz/fuzz-*; do
+                [ -x "$f" ] && [ -f "$f" ] && targets+=("${f##*/fuzz-}")
+        done
+fi
+
+run_one() {
+        local name=$1 bin="$out/build/tests/fuzz/fuzz-$1" work="$out/work-$1" log="$out/log-$1"
+        local before after execs secs cpu cov rc=0 t0 t1
+        rm -rf "$work" "$work.min"
+        mkdir -p "$work" "$work.min" "$out/crashes-$name"
+        cp -r "$src/tests/fuzz/corpus/$name/." "$work/"
+        before=$(ls "$work" | wc -l)
+        t0=$(date +%s)
+        /usr/bin/time -f "%U %S" -o "$out/time-$name" "$bin" -runs="$runs" -max_total_time="$seconds" -print_final_stats=1 -timeout=25 \
+                -artifact_prefix="$out/crashes-$name/" "$work" >"$log" 2>&1 || rc=$?
+        t1=$(date +%s)
+        execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+        cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+        secs=$((t1 - t0))
+        cpu=$(awk '{ printf "%d", $1 + $2 }' "$out/time-$name" 2>/dev/null || echo "?")
+        if [ "$rc" -ne 0 ]; then
+                printf '| %s | %s | %s s | %s s | %s | — | **crash (exit %s), see %s** |\n' \
+                        "$name" "${execs:-?}" "$secs" "$cpu" "${cov:-?}" "$rc" "$out/crashes-$name" >"$out/row-$name"
+                return 0
+        fi
+        # The named seeds stay; of the grown corpus only inputs that add coverage to them are kept.
+        cp -r "$src/tests/fuzz/corpus/$name/." "$work.min/"
+        "$bin" -merge=1 "$work.min" "$work" >"$log.merge" 2>&1
+        after=$(ls "$work.min" | wc -l)
+        rm -rf "$src/tests/fuzz/corpus/$name"
+        mkdir -p "$src/tests/fuzz/corpus/$name"
+        cp "$work.min"/. -r "$src/tests/fuzz/corpus/$name/"
+        printf '| %s | %s | %s s | %s s | %s | %s → %s | no crash, no leak |\n' \
+                "$name" "$execs" "$secs" "$cpu" "${cov:-?}" "$before" "$after" >"$out/row-$name"
+}
+export -f run_one
+export out src runs seconds
+
+printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one {}'
+
+{
+        echo "| target | executions | wall time | CPU time | edges covered | corpus files (before → after merge) | result |"
+        echo "|---|---|---|---|---|---|---|"
+        for t in "${targets[@]}"; do cat "$out/row-$t"; done
+} >"$out/table.md"
+cat "$out/table.md"
