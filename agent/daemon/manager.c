@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <systemd/sd-daemon.h>
@@ -33,6 +34,7 @@
 #include "net/http.h"
 #include "systemd/unit-control.h"
 #include "util/error-message.h"
+#include "util/event-util.h"
 #include "util/fileio.h"
 #include "util/log.h"
 #include "util/time-util.h"
@@ -56,6 +58,7 @@ struct Manager {
         Lease *lease;                   /* owned; NULL when lease.enabled=false */
         Reporter *reporter;             /* owned: every write about us (Node, Events, STATUS=) */
         sd_event_source *kubeconfig_timer;      /* owned: retries loading the kubeconfig */
+        sd_event_source *trim_timer;    /* owned: gives freed heap back once things have been quiet */
         char *kubeconfig_error;         /* owned: last load error, to log each distinct one once */
         Identity *identity;             /* owned: our client certificate (bootstrap, renewal); NULL if unused */
 
@@ -86,14 +89,41 @@ struct Manager {
         bool node_view;                 /* debug: mirror the Node view into the state directory */
 };
 
-#define manager_set_status(m, ...) reporter_set_status((m)->reporter, __VA_ARGS__)
 #define manager_emit_event(m, ...) reporter_emit_event((m)->reporter, __VA_ARGS__)
+
+/* The daemon idles for days between updates. Start-up and every transaction free what they used
+ * (lists, manifests, the OSC being applied), and glibc keeps freed pages resident: give them back
+ * once, TRIM_DELAY_USEC after the last status change, not on a timer that would wake the idle daemon. */
+#define TRIM_DELAY_USEC (30 * USEC_PER_SEC)
+
+static int manager_on_trim_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s;
+        (void) usec;
+        (void) userdata;
+        (void) malloc_trim(0);
+        return 0;
+}
+
+static void manager_schedule_trim(Manager *m) {
+        if (m->trim_timer)
+                (void) event_timer_arm(m->trim_timer, TRIM_DELAY_USEC);
+        else
+                (void) sd_event_add_time_relative(m->event, &m->trim_timer, CLOCK_MONOTONIC, TRIM_DELAY_USEC,
+                                                  USEC_PER_SEC, manager_on_trim_timer, m);
+}
+
+#define manager_set_status(m, ...)                                      \
+        do {                                                            \
+                reporter_set_status((m)->reporter, __VA_ARGS__);        \
+                manager_schedule_trim(m);                               \
+        } while (0)
 
 /* CONTRACT §8.14: READY=1 once the first LIST of the Node completed or failed (or could not even be
  * attempted), so neither an unreachable API server nor a missing Node restart-loops us. */
 static void manager_notify_ready(Manager *m) {
         m->synced = true;
         reporter_notify_ready(m->reporter);
+        manager_schedule_trim(m);
 }
 
 static const char *node_string(const json_t *node, const char *field) {
@@ -794,6 +824,7 @@ Manager *manager_free(Manager *m) {
         identity_free(m->identity);
         http_free(m->http);
         sd_event_source_disable_unref(m->kubeconfig_timer);
+        sd_event_source_disable_unref(m->trim_timer);
         json_decref(m->node);
         node_view_free(m->view);
         free(m->view_error);

@@ -6,7 +6,7 @@
 
 typedef struct Entry {
         char *key;              /* owned: uid \x1f type \x1f reason \x1f message; NULL = free slot */
-        char name[EVENT_NAME_MAX + 1];
+        char *name;             /* owned, set with key (a pointer, not an array: the idle cache is 256 slots) */
         unsigned count;
         uint64_t first_usec;    /* realtime */
         uint64_t used_usec;     /* monotonic, for LRU */
@@ -42,8 +42,10 @@ int event_cache_new(EventCache **ret) {
 EventCache *event_cache_free(EventCache *c) {
         if (!c)
                 return NULL;
-        for (size_t i = 0; i < EVENT_CACHE_ENTRIES; i++)
+        for (size_t i = 0; i < EVENT_CACHE_ENTRIES; i++) {
                 free(c->entries[i].key);
+                free(c->entries[i].name);
+        }
         for (size_t i = 0; i < EVENT_CACHE_BUCKETS; i++)
                 free(c->buckets[i].key);
         free(c);
@@ -112,7 +114,7 @@ static Entry *entry_victim(EventCache *c) {
         return victim;
 }
 
-static void make_name(EventCache *c, char *buf, const char *object_name, uint64_t realtime_usec) {
+static char *make_name(EventCache *c, const char *object_name, uint64_t realtime_usec) {
         /* client-go: "<name>.<hex(UnixNano)>"; a name too long for a DNS subdomain gets truncated,
          * keeping the unique suffix. Two events in the same microsecond (one loop iteration) would
          * collide, so the stamp only ever moves forward. */
@@ -120,15 +122,18 @@ static void make_name(EventCache *c, char *buf, const char *object_name, uint64_
         char suffix[32];
         int n = snprintf(suffix, sizeof(suffix), ".%llx", (unsigned long long) nsec);
         size_t keep = MIN(strlen(object_name), (size_t) (EVENT_NAME_MAX - n));
+        char *name;
 
-        snprintf(buf, EVENT_NAME_MAX + 1, "%.*s%s", (int) keep, object_name, suffix);
+        if (asprintf(&name, "%.*s%s", (int) keep, object_name, suffix) < 0)
+                return NULL;
         c->last_name_nsec = nsec;
+        return name;
 }
 
 int event_cache_observe(EventCache *c, const char *object_name, const char *uid, const char *type,
                         const char *reason, const char *message, uint64_t now_usec, uint64_t realtime_usec,
                         EventDecision *ret) {
-        _cleanup_free_ char *spam_key = NULL, *key = NULL;
+        _cleanup_free_ char *spam_key = NULL, *key = NULL, *name = NULL;
         Bucket *b;
         Entry *e;
 
@@ -155,16 +160,20 @@ int event_cache_observe(EventCache *c, const char *object_name, const char *uid,
                 e->count++;
                 e->used_usec = now_usec;
                 *ret = (EventDecision) { .action = EVENT_ACTION_PATCH, .count = e->count, .first_usec = e->first_usec };
-                memcpy(ret->name, e->name, sizeof(e->name));
+                snprintf(ret->name, sizeof(ret->name), "%s", e->name);
                 return 0;
         }
 
+        name = make_name(c, object_name, realtime_usec);
+        if (!name)
+                return -ENOMEM;
         e = entry_victim(c);
         free(e->key);
-        *e = (Entry) { .key = TAKE_PTR(key), .count = 1, .first_usec = realtime_usec, .used_usec = now_usec };
-        make_name(c, e->name, object_name, realtime_usec);
+        free(e->name);
+        *e = (Entry) { .key = TAKE_PTR(key), .name = TAKE_PTR(name), .count = 1, .first_usec = realtime_usec,
+                       .used_usec = now_usec };
         *ret = (EventDecision) { .action = EVENT_ACTION_CREATE, .count = 1, .first_usec = realtime_usec };
-        memcpy(ret->name, e->name, sizeof(e->name));
+        snprintf(ret->name, sizeof(ret->name), "%s", e->name);
         return 0;
 }
 
@@ -173,7 +182,7 @@ void event_cache_forget(EventCache *c, const char *name) {
 
         for (size_t i = 0; name && i < EVENT_CACHE_ENTRIES; i++)
                 if (c->entries[i].key && streq(c->entries[i].name, name)) {
-                        free(c->entries[i].key);
-                        c->entries[i].key = NULL;
+                        c->entries[i].key = mfree(c->entries[i].key);
+                        c->entries[i].name = mfree(c->entries[i].name);
                 }
 }

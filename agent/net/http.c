@@ -3,6 +3,8 @@
 #include <ctype.h>
 #include <stdio.h>
 
+#include <openssl/ssl.h>
+
 #include "build-config.h"
 #include "net/http.h"
 #include "util/event-util.h"
@@ -265,6 +267,15 @@ static size_t http_on_write(char *buf, size_t size, size_t n, void *userdata) {
         return len;
 }
 
+/* A watch connection is idle almost all of its life: let OpenSSL free its 16 KiB read and write
+ * record buffers between records instead of holding them per connection for the daemon's lifetime. */
+static CURLcode http_ssl_ctx_setup(CURL *easy, void *ssl_ctx, void *userdata) {
+        (void) easy;
+        (void) userdata;
+        SSL_CTX_set_mode((SSL_CTX *) ssl_ctx, SSL_MODE_RELEASE_BUFFERS);
+        return CURLE_OK;
+}
+
 int http_request_new(Http *h, const char *method, const char *url, HttpRequest **ret) {
         _cleanup_(http_request_freep) HttpRequest *req = NULL;
 
@@ -302,6 +313,9 @@ int http_request_new(Http *h, const char *method, const char *url, HttpRequest *
             curl_easy_setopt(req->easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK ||
             curl_easy_setopt(req->easy, CURLOPT_USERAGENT, "inplace-agent/" PACKAGE_VERSION " (linux)") != CURLE_OK)
                 return -EIO;
+        /* Only libcurl's OpenSSL backend calls this; another backend returns CURLE_NOT_BUILT_IN and
+         * the buffers simply stay. */
+        (void) curl_easy_setopt(req->easy, CURLOPT_SSL_CTX_FUNCTION, http_ssl_ctx_setup);
 
         if (!streq(method, "GET")) {
                 if (streq(method, "HEAD")) {

@@ -1,6 +1,4 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include <archive.h>
-#include <archive_entry.h>
 #include <assert.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -11,6 +9,7 @@
 
 #include "oci/archive-extract.h"
 #include "oci/gzip-source.h"
+#include "oci/libarchive-dl.h"
 
 #define WHITEOUT_PREFIX ".wh."
 #define WHITEOUT_OPAQUE ".wh..wh..opq"
@@ -27,12 +26,12 @@ DEFINE_STRING_TABLE_LOOKUP_TO_STRING(archive_lookup, ArchiveLookup, lookup_table
 
 static inline void archive_read_freep(struct archive **a) {
         if (*a)
-                (void) archive_read_free(*a);
+                (void) sym_archive_read_free(*a);
 }
 
 static inline void archive_write_freep(struct archive **a) {
         if (*a)
-                (void) archive_write_free(*a);
+                (void) sym_archive_write_free(*a);
 }
 
 int archive_path_normalize(const char *path, bool allow_absolute, size_t max_path, char **ret) {
@@ -234,11 +233,11 @@ static int copy_data(struct archive *in, struct archive *out, uint64_t size, uin
                 size_t n;
                 la_int64_t offset;
 
-                r = archive_read_data_block(in, &buf, &n, &offset);
+                r = sym_archive_read_data_block(in, &buf, &n, &offset);
                 if (r == ARCHIVE_EOF)
                         break;
                 if (r < ARCHIVE_WARN)
-                        return archive_errno(in) > 0 ? -archive_errno(in) : -EBADMSG;
+                        return sym_archive_errno(in) > 0 ? -sym_archive_errno(in) : -EBADMSG;
                 if (offset < 0 || (uint64_t) offset + n > size || (uint64_t) offset < digest_context_size(c))
                         return -EFBIG;
                 r = digest_zeros(c, (uint64_t) offset - digest_context_size(c));
@@ -247,8 +246,8 @@ static int copy_data(struct archive *in, struct archive *out, uint64_t size, uin
                 if (r < 0)
                         return r;
                 total = MAX(total, (uint64_t) offset + n);
-                if (archive_write_data_block(out, buf, n, offset) < ARCHIVE_WARN)
-                        return archive_errno(out) > 0 ? -archive_errno(out) : -EIO;
+                if (sym_archive_write_data_block(out, buf, n, offset) < ARCHIVE_WARN)
+                        return sym_archive_errno(out) > 0 ? -sym_archive_errno(out) : -EIO;
         }
         r = digest_zeros(c, size - digest_context_size(c));
         if (r >= 0)
@@ -272,7 +271,7 @@ static int extract_current(Scan *s, struct archive *a, struct archive_entry *ent
         _cleanup_(archive_write_freep) struct archive *w = NULL;
         _cleanup_free_ char *target = NULL;
         struct archive_entry *out;
-        uint64_t size = (uint64_t) MAX(archive_entry_size(entry), 0), written = 0;
+        uint64_t size = (uint64_t) MAX(sym_archive_entry_size(entry), 0), written = 0;
         int r;
 
         if (size > s->limits->max_file_size)
@@ -285,39 +284,39 @@ static int extract_current(Scan *s, struct archive *a, struct archive_entry *ent
                 return r;
         staging_remove(s);
 
-        w = archive_write_disk_new();
-        out = archive_entry_new();
+        w = sym_archive_write_disk_new();
+        out = sym_archive_entry_new();
         if (!w || !out) {
-                archive_entry_free(out);
+                sym_archive_entry_free(out);
                 return -ENOMEM;
         }
         /* The path is ours, not the archive's; the flags still refuse to follow symlinks or '..'. */
-        (void) archive_write_disk_set_options(w, ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
+        (void) sym_archive_write_disk_set_options(w, ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
                                                  ARCHIVE_EXTRACT_UNLINK | ARCHIVE_EXTRACT_PERM);
-        archive_entry_set_pathname(out, target);
-        archive_entry_set_filetype(out, AE_IFREG);
-        archive_entry_set_perm(out, 0600);
-        archive_entry_set_size(out, (la_int64_t) size);
+        sym_archive_entry_set_pathname(out, target);
+        sym_archive_entry_set_filetype(out, AE_IFREG);
+        sym_archive_entry_set_perm(out, 0600);
+        sym_archive_entry_set_size(out, (la_int64_t) size);
 
-        r = archive_write_header(w, out);
-        archive_entry_free(out);
+        r = sym_archive_write_header(w, out);
+        sym_archive_entry_free(out);
         if (r < ARCHIVE_WARN)
-                return scan_fail(s, archive_errno(w) > 0 ? -archive_errno(w) : -EIO, path,
-                                 "cannot create staging file: ", archive_error_string(w));
+                return scan_fail(s, sym_archive_errno(w) > 0 ? -sym_archive_errno(w) : -EIO, path,
+                                 "cannot create staging file: ", sym_archive_error_string(w));
         s->extracted = true;
         r = copy_data(a, w, size, &written, &s->result.digest);
         if (r < 0)
                 return scan_fail(s, r, path, r == -EFBIG ? "data beyond the entry size" : "cannot extract", NULL);
-        if (archive_write_finish_entry(w) < ARCHIVE_WARN || archive_write_close(w) < ARCHIVE_WARN)
-                return scan_fail(s, archive_errno(w) > 0 ? -archive_errno(w) : -EIO, path,
-                                 "cannot finish staging file: ", archive_error_string(w));
+        if (sym_archive_write_finish_entry(w) < ARCHIVE_WARN || sym_archive_write_close(w) < ARCHIVE_WARN)
+                return scan_fail(s, sym_archive_errno(w) > 0 ? -sym_archive_errno(w) : -EIO, path,
+                                 "cannot finish staging file: ", sym_archive_error_string(w));
         r = fsync_path(target);
         if (r < 0)
                 return r;
 
         s->result.lookup = ARCHIVE_LOOKUP_FOUND;
         s->result.size = size;
-        s->result.mode = archive_entry_perm(entry);
+        s->result.mode = sym_archive_entry_perm(entry);
         return 0;
 }
 
@@ -364,12 +363,12 @@ static int check_entry_safety(Scan *s, struct archive_entry *entry, const char *
         if (path_crosses_symlink(s, path))
                 return scan_fail(s, -EXDEV, raw, "path runs through a symbolic link", NULL);
 
-        switch (archive_entry_filetype(entry)) {
+        switch (sym_archive_entry_filetype(entry)) {
         case AE_IFCHR:
         case AE_IFBLK:
                 return scan_fail(s, -EXDEV, raw, "device node", NULL);
         case AE_IFLNK:
-                link = archive_entry_symlink(entry);
+                link = sym_archive_entry_symlink(entry);
                 if (isempty(link) || strlen(link) > s->limits->max_path)
                         return scan_fail(s, -EXDEV, raw, "invalid symbolic link target", NULL);
                 if (!symlink_target_is_safe(path, link))
@@ -379,7 +378,7 @@ static int check_entry_safety(Scan *s, struct archive_entry *entry, const char *
                 break;
         }
 
-        link = archive_entry_hardlink(entry);
+        link = sym_archive_entry_hardlink(entry);
         if (link) {
                 _cleanup_free_ char *target = NULL;
 
@@ -394,8 +393,8 @@ static int check_entry_safety(Scan *s, struct archive_entry *entry, const char *
 
 static int scan_entry(Scan *s, struct archive *a, struct archive_entry *entry, int64_t index) {
         _cleanup_free_ char *path = NULL;
-        const char *raw = archive_entry_pathname(entry);
-        mode_t type = archive_entry_filetype(entry);
+        const char *raw = sym_archive_entry_pathname(entry);
+        mode_t type = sym_archive_entry_filetype(entry);
         int r;
 
         if (!raw)
@@ -406,7 +405,7 @@ static int scan_entry(Scan *s, struct archive *a, struct archive_entry *entry, i
         if (isempty(path))
                 return 0;               /* the root directory itself */
 
-        if (type == AE_IFLNK && !archive_entry_hardlink(entry)) {
+        if (type == AE_IFLNK && !sym_archive_entry_hardlink(entry)) {
                 r = remember_symlink(s, path);
                 if (r < 0)
                         return r;
@@ -426,8 +425,8 @@ static int scan_entry(Scan *s, struct archive *a, struct archive_entry *entry, i
         /* The wanted path; a later occurrence in the same layer replaces an earlier one. */
         free(s->hardlink_target);
         s->hardlink_target = NULL;
-        if (archive_entry_hardlink(entry)) {
-                r = archive_path_normalize(archive_entry_hardlink(entry), false, s->limits->max_path,
+        if (sym_archive_entry_hardlink(entry)) {
+                r = archive_path_normalize(sym_archive_entry_hardlink(entry), false, s->limits->max_path,
                                            &s->hardlink_target);
                 if (r < 0)
                         return r;
@@ -448,13 +447,13 @@ static int scan_entry(Scan *s, struct archive *a, struct archive_entry *entry, i
 static int scan_check_limits(Scan *s, struct archive *a, struct archive_entry *entry) {
         if (++s->result.n_entries > s->limits->max_entries)
                 return scan_fail(s, -E2BIG, NULL, "more entries than the limit", NULL);
-        if (archive_entry_size_is_set(entry) && archive_entry_size(entry) > 0)
-                s->result.unpacked += (uint64_t) archive_entry_size(entry);
+        if (sym_archive_entry_size_is_set(entry) && sym_archive_entry_size(entry) > 0)
+                s->result.unpacked += (uint64_t) sym_archive_entry_size(entry);
         /* Entry sizes catch a huge file before it is inflated; the decompressor's output count
          * catches everything else (padding, long headers, garbage between entries). */
         if (s->result.unpacked > s->limits->max_unpacked ||
-            (uint64_t) MAX(archive_filter_bytes(a, 0), 0) > s->limits->max_unpacked + 1024 * 1024)
-                return scan_fail(s, -EFBIG, archive_entry_pathname(entry),
+            (uint64_t) MAX(sym_archive_filter_bytes(a, 0), 0) > s->limits->max_unpacked + 1024 * 1024)
+                return scan_fail(s, -EFBIG, sym_archive_entry_pathname(entry),
                                  "layer unpacks to more than the limit (decompression bomb?)", NULL);
         return 0;
 }
@@ -473,7 +472,7 @@ static la_ssize_t feed_source_read(struct archive *a, void *userdata, const void
         *ret = fs->buf;
         n = layer_feed_read(fs->feed, fs->fd, fs->buf, sizeof(fs->buf));
         if (n < 0) {
-                archive_set_error(a, (int) -n, "cannot read the layer");
+                sym_archive_set_error(a, (int) -n, "cannot read the layer");
                 return ARCHIVE_FATAL;
         }
         return n;
@@ -488,17 +487,17 @@ static int feed_source_open(struct archive *a, int fd, LayerFeed *feed) {
         FeedSource *fs = malloc(sizeof(FeedSource));
 
         if (!fs) {
-                archive_set_error(a, ENOMEM, "out of memory");
+                sym_archive_set_error(a, ENOMEM, "out of memory");
                 return ARCHIVE_FATAL;
         }
         fs->fd = fd;
         fs->feed = feed;
-        return archive_read_open(a, fs, NULL, feed_source_read, feed_source_close);
+        return sym_archive_read_open(a, fs, NULL, feed_source_read, feed_source_close);
 }
 
 /* gzip goes through ISA-L when the build has it (libarchive then sees a plain tar and its gzip
  * filter stays idle); everything else, and gzip without ISA-L, through libarchive's filters.
- * -EBADMSG when libarchive refuses the stream (archive_error_string() says why). */
+ * -EBADMSG when libarchive refuses the stream (sym_archive_error_string() says why). */
 static int open_layer(struct archive *a, int fd, LayerFeed *feed) {
         uint8_t magic[2];
         off_t pos;
@@ -524,7 +523,7 @@ static int open_layer(struct archive *a, int fd, LayerFeed *feed) {
         }
         if (feed)
                 return feed_source_open(a, fd, feed) == ARCHIVE_OK ? 0 : -EBADMSG;
-        return archive_read_open_fd(a, fd, 64 * 1024) == ARCHIVE_OK ? 0 : -EBADMSG;
+        return sym_archive_read_open_fd(a, fd, 64 * 1024) == ARCHIVE_OK ? 0 : -EBADMSG;
 }
 
 static int scan_layer(Scan *s, int fd) {
@@ -533,28 +532,28 @@ static int scan_layer(Scan *s, int fd) {
         int64_t index = 0;
         int r;
 
-        a = archive_read_new();
+        a = sym_archive_read_new();
         if (!a)
                 return -ENOMEM;
         /* ARCHIVE_WARN would mean "via an external program": only the linked libraries are used. */
-        if (archive_read_support_filter_gzip(a) != ARCHIVE_OK ||
-            archive_read_support_filter_zstd(a) != ARCHIVE_OK ||
-            archive_read_support_format_tar(a) != ARCHIVE_OK)
+        if (sym_archive_read_support_filter_gzip(a) != ARCHIVE_OK ||
+            sym_archive_read_support_filter_zstd(a) != ARCHIVE_OK ||
+            sym_archive_read_support_format_tar(a) != ARCHIVE_OK)
                 return -EOPNOTSUPP;
         r = open_layer(a, fd, s->feed);
         if (r == -EBADMSG)
-                return scan_fail(s, r, NULL, "not a tar archive: ", archive_error_string(a));
+                return scan_fail(s, r, NULL, "not a tar archive: ", sym_archive_error_string(a));
         if (r < 0)
                 return r;
 
         for (;; index++) {
                 if (s->stop_at >= 0 && index >= s->stop_at)
                         break;
-                r = archive_read_next_header(a, &entry);
+                r = sym_archive_read_next_header(a, &entry);
                 if (r == ARCHIVE_EOF)
                         break;
                 if (r < ARCHIVE_WARN)
-                        return scan_fail(s, -EBADMSG, NULL, "corrupt archive: ", archive_error_string(a));
+                        return scan_fail(s, -EBADMSG, NULL, "corrupt archive: ", sym_archive_error_string(a));
                 r = scan_check_limits(s, a, entry);
                 if (r < 0)
                         return r;
@@ -620,6 +619,9 @@ int archive_extract_layer_fed(int layer_fd, LayerFeed *feed, const char *file_pa
         assert(limits);
         assert(ret);
 
+        r = dlopen_libarchive(ret_message);
+        if (r < 0)
+                return r;
         r = archive_path_normalize(file_path, /* allow_absolute= */ true, limits->max_path, &wanted);
         if (r < 0 || isempty(wanted))
                 return r < 0 ? r : -EINVAL;

@@ -5,6 +5,7 @@
 
 #include "build-config.h"
 #include "oci/gzip-source.h"
+#include "oci/libarchive-dl.h"
 #include "util/macro.h"
 
 /* The tests build this file a second time with GZIP_SOURCE_NO_ISAL to cover the fallback. */
@@ -37,7 +38,7 @@ static int fill(struct archive *a, GzipSource *s) {
                 return 0;
         n = layer_feed_read(s->feed, s->fd, s->in, sizeof(s->in));
         if (n < 0) {
-                archive_set_error(a, (int) -n, "cannot read the layer");
+                sym_archive_set_error(a, (int) -n, "cannot read the layer");
                 return (int) n;
         }
         s->state.next_in = s->in;
@@ -64,7 +65,7 @@ static int next_member(struct archive *a, GzipSource *s) {
                 s->in[0] = s->state.next_in[0];
                 n = layer_feed_read(s->feed, s->fd, s->in + 1, sizeof(s->in) - 1);
                 if (n < 0) {
-                        archive_set_error(a, (int) -n, "cannot read the layer");
+                        sym_archive_set_error(a, (int) -n, "cannot read the layer");
                         return (int) n;
                 }
                 s->state.next_in = s->in;
@@ -94,14 +95,14 @@ static la_ssize_t gzip_read(struct archive *a, void *userdata, const void **ret)
                         return ARCHIVE_FATAL;
                 r = isal_inflate(&s->state);
                 if (r < 0) {
-                        archive_set_error(a, EBADMSG, "corrupt gzip data (ISA-L error %d)", r);
+                        sym_archive_set_error(a, EBADMSG, "corrupt gzip data (ISA-L error %d)", r);
                         return ARCHIVE_FATAL;
                 }
                 if (s->state.block_state == ISAL_BLOCK_FINISH) {
                         if (next_member(a, s) < 0)
                                 return ARCHIVE_FATAL;
                 } else if (s->in_eof && s->state.avail_in == 0 && s->state.avail_out > 0) {
-                        archive_set_error(a, EBADMSG, "truncated gzip data");
+                        sym_archive_set_error(a, EBADMSG, "truncated gzip data");
                         return ARCHIVE_FATAL;
                 }
         }
@@ -118,7 +119,7 @@ int gzip_source_open(struct archive *a, int fd, LayerFeed *feed) {
 
         s = malloc(sizeof(GzipSource));
         if (!s) {
-                archive_set_error(a, ENOMEM, "out of memory");
+                sym_archive_set_error(a, ENOMEM, "out of memory");
                 return ARCHIVE_FATAL;
         }
         s->fd = fd;
@@ -126,7 +127,7 @@ int gzip_source_open(struct archive *a, int fd, LayerFeed *feed) {
         s->in_eof = s->done = false;
         isal_inflate_init(&s->state);
         s->state.crc_flag = ISAL_GZIP;
-        return archive_read_open(a, s, NULL, gzip_read, gzip_close);
+        return sym_archive_read_open(a, s, NULL, gzip_read, gzip_close);
 }
 
 #else

@@ -54,6 +54,13 @@ int read_full_file(const char *path, size_t max_size, char **ret_data, size_t *r
                 buf = malloc(1);
                 if (!buf)
                         return -ENOMEM;
+        } else if (alloc - size > 4096) {
+                /* Callers keep what they read (credentials, CA bundles, the OSC) for the daemon's
+                 * lifetime: hand back the bytes, not the read buffer. */
+                char *nb = realloc(buf, size + 1);
+
+                if (nb)
+                        buf = nb;
         }
         buf[size] = '\0';
         *ret_data = TAKE_PTR(buf);

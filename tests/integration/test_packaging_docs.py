@@ -264,6 +264,7 @@ class TestFailureCodesAndSandbox(unittest.TestCase):
 DEBIAN_DEV_PACKAGE = {
     "libsystemd": "libsystemd-dev", "libcurl": "libcurl4-openssl-dev", "jansson": "libjansson-dev",
     "libarchive": "libarchive-dev", "libisal": "libisal-dev", "yaml-0.1": "libyaml-dev", "libcrypto": "libssl-dev",
+    "libssl": "libssl-dev",
     "cmocka": "libcmocka-dev", "systemd": "systemd",
 }
 
@@ -300,6 +301,18 @@ class TestBuildDependencies(unittest.TestCase):
             self.assertIn(pkg, bd, f"Build-Depends lacks {pkg} (meson: {dep})")
             if version:
                 self.assertEqual(bd[pkg], version, f"Build-Depends {pkg}: meson wants {dep} {version}")
+
+    def test_dlopened_library_is_a_runtime_dependency(self):
+        """libarchive is dlopen()ed (agent/oci/libarchive-dl.c): no automatic shlibs/soname dependency
+        sees it, so both packages must name it, or the first layer extraction fails on a bare image."""
+        with open(os.path.join(SRCDIR, "meson.build")) as f:
+            soname = re.search(r"'LIBARCHIVE_SONAME', '([^']+)'", f.read()).group(1)
+        self.assertEqual(soname, "libarchive.so.13")
+        control = read(os.path.join(SRCDIR, "packaging", "debian", "control"))
+        depends = re.search(r"^Depends:(.*?)^\S", control, re.M | re.S).group(1)
+        self.assertRegex(depends, r"\blibarchive13\b")
+        spec = read(os.path.join(SRCDIR, "packaging", "rpm", "inplace-agent.spec"))
+        self.assertRegex(spec, r"(?m)^Requires:\s+libarchive\b")
 
     def test_rpm_build_requires(self):
         spec = read(os.path.join(SRCDIR, "packaging", "rpm", "inplace-agent.spec"))
