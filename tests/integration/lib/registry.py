@@ -20,6 +20,7 @@ import http.client
 import io
 import json
 import os
+import random
 import shutil
 import socket
 import ssl
@@ -70,9 +71,25 @@ def wait_until(predicate, timeout, what, interval=0.02):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port for a server another process binds later. Not from bind(port 0): that hands out
+    ports of the kernel's ephemeral range, from which every outgoing connection of every concurrent
+    test also takes its local port, so one could own it before the server binds (a sandbox kubelet
+    failing to start with EADDRINUSE). Below that range only servers bind, and only with this."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.SystemRandom()
+    for _ in range(500):
+        port = rng.randrange(10000, max(low, 10001))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port below %d" % low)
 
 
 def sha256(data):

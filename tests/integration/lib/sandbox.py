@@ -168,12 +168,6 @@ def progress_phase(node):
     return p.get("phase") if isinstance(p, dict) else None
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def base64_decode(s):
     return base64.b64decode(s)
 
@@ -442,7 +436,7 @@ class Sandbox:
 
     def start(self):
         self.base = tempfile.mkdtemp(prefix="ipa-sandbox-", dir="/tmp")
-        self.healthz_port = free_port()
+        self.healthz_port = registry.free_port()
         self.narrate("API-server emulator")
         self.emu = self._timed("emulator", lambda: kubeemu.start(state_dir=self.path("emulator")))
         self._pids_seen.add(self.emu.pid)
