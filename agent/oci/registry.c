@@ -433,16 +433,23 @@ static char *describe_http_failure(HttpRequest *req, int error, long status) {
         return m;
 }
 
-static char *describe_stall(const RegistryOp *op, HttpRequest *req) {
+/* A blob transfer that failed after its 2xx headers: a stall (the low-speed limit; blob GETs have
+ * no overall timeout), or a connection that ended early. Either way the bytes so far are kept. */
+static char *describe_blob_cut(const RegistryOp *op, HttpRequest *req, int error) {
         char ds[DIGEST_STRING_MAX];
+        int n;
         char *m;
 
-        if (asprintf(&m, "blob %s from %s stalled: less than %" PRIu64 " bytes/s for %" PRIu64 " s, %" PRIu64
-                     " of %" PRIu64 " bytes on disk, kept to resume", digest_format(&op->blob.digest, ds),
-                     http_request_get_url(req), op->client->stall_bytes, op->client->stall_usec / USEC_PER_SEC,
-                     op->offset, op->blob.size) < 0)
-                return NULL;
-        return m;
+        if (error == -ETIMEDOUT)
+                n = asprintf(&m, "blob %s from %s stalled: less than %" PRIu64 " bytes/s for %" PRIu64 " s, %" PRIu64
+                             " of %" PRIu64 " bytes on disk, kept to resume", digest_format(&op->blob.digest, ds),
+                             http_request_get_url(req), op->client->stall_bytes,
+                             op->client->stall_usec / USEC_PER_SEC, op->offset, op->blob.size);
+        else
+                n = asprintf(&m, "blob %s from %s: transfer cut off (%s), %" PRIu64 " of %" PRIu64
+                             " bytes on disk, kept to resume", digest_format(&op->blob.digest, ds),
+                             http_request_get_url(req), strerror(-error), op->offset, op->blob.size);
+        return n < 0 ? NULL : m;
 }
 
 static bool is_transient(int error, long status) {
@@ -938,9 +945,16 @@ static void op_on_response(HttpRequest *req, int error, long status, void *userd
                 return;
         }
 
-        if (op->kind == OP_BLOB && error == -ETIMEDOUT && status >= 200 && status < 300)
-                /* Blob GETs have no overall timeout: this is the stall detector. */
-                m = describe_stall(op, req);
+        if (op->kind == OP_BLOB && error < 0 && status >= 200 && status < 300 && op->offset == op->blob.size) {
+                /* Every byte the descriptor promised arrived before the transfer failed (a
+                 * Content-Length longer than the body, a reset after the last byte): the digest
+                 * decides, not the framing. Asking again for bytes from the end could only fail. */
+                if (!blob_complete(op))
+                        op_endpoint_failed(op);
+                return;
+        }
+        if (op->kind == OP_BLOB && error < 0 && status >= 200 && status < 300)
+                m = describe_blob_cut(op, req, error);
         else
                 m = describe_http_failure(req, error, status);
         op_set_failure(op, error < 0 ? error : http_error_from_result(CURLE_OK, status), ARTIFACT_FAILURE_UNAVAILABLE,

@@ -17,7 +17,9 @@
  *    (Retry-After honoured), max_attempts per endpoint; a blob arriving slower than the stall floor
  *    (default 1 KiB/s over 30 s) fails the attempt as a stall naming the blob, keeping the .partial;
  *    when every endpoint failed, the message is the last failure plus the first endpoint's;
- *  - blobs stream to <blob_directory>/<hex>.partial and are renamed to <hex> once verified; an
+ *  - blobs stream to <blob_directory>/<hex>.partial and are renamed to <hex> once verified; a transfer
+ *    that fails after the descriptor's last byte arrived (a Content-Length longer than the body) is
+ *    verified as it is, a body shorter than the descriptor is resumed; an
  *    interrupted download (also across restarts) resumes with Range from what is on disk, re-hashing
  *    that prefix in slices on the loop; a server without Range support restarts from 0; a resumed
  *    blob that fails verification is downloaded once more from 0 before DigestMismatch is reported;

@@ -21,6 +21,7 @@ static struct {
         ArchiveLimits limits;
         unsigned max_attempts, keep;
         uint64_t retry_base_usec, health_timeout_usec, health_interval_usec;
+        uint64_t stall_bytes, stall_usec;       /* test-only: a short stall window */
         bool do_switch, progress, adopt;
 } arg = {
         .binary_path = "/opt/bin/kubelet",
@@ -122,7 +123,8 @@ static void on_staged(KubeletStage *st, const KubeletStageResult *res, void *use
 
 static int parse_argv(int argc, char **argv) {
         enum { A_STATE = 0x100, A_IMAGE, A_FILE, A_VERSION, A_BIN, A_CA, A_AUTH, A_MIRROR, A_MAX_UNPACKED,
-               A_MAX_ATTEMPTS, A_RETRY_MS, A_SWITCH, A_KEEP, A_HEALTHZ, A_HEALTH_MS, A_PROGRESS, A_ADOPT };
+               A_MAX_ATTEMPTS, A_RETRY_MS, A_SWITCH, A_KEEP, A_HEALTHZ, A_HEALTH_MS, A_PROGRESS, A_ADOPT,
+               A_STALL_BYTES, A_STALL_SECONDS };
         static const struct option options[] = {
                 { "state-dir", required_argument, NULL, A_STATE },
                 { "image", required_argument, NULL, A_IMAGE },
@@ -141,6 +143,8 @@ static int parse_argv(int argc, char **argv) {
                 { "health-timeout-ms", required_argument, NULL, A_HEALTH_MS },
                 { "progress", no_argument, NULL, A_PROGRESS },
                 { "adopt", no_argument, NULL, A_ADOPT },
+                { "stall-bytes", required_argument, NULL, A_STALL_BYTES },
+                { "stall-seconds", required_argument, NULL, A_STALL_SECONDS },
                 {}
         };
         int c;
@@ -172,6 +176,8 @@ static int parse_argv(int argc, char **argv) {
                 case A_HEALTH_MS: arg.health_timeout_usec = strtoull(optarg, NULL, 10) * USEC_PER_MSEC; break;
                 case A_PROGRESS: arg.progress = true; break;
                 case A_ADOPT: arg.adopt = true; break;
+                case A_STALL_BYTES: arg.stall_bytes = strtoull(optarg, NULL, 10); break;
+                case A_STALL_SECONDS: arg.stall_usec = strtoull(optarg, NULL, 10) * USEC_PER_SEC; break;
                 default: return -EINVAL;
                 }
         if (!arg.state_dir || !arg.image || !arg.file)
@@ -246,6 +252,8 @@ int main(int argc, char **argv) {
                 .blob_directory = blobs,
                 .max_attempts = arg.max_attempts,
                 .retry_base_usec = arg.retry_base_usec,
+                .stall_bytes = arg.stall_bytes,
+                .stall_usec = arg.stall_usec,
         };
         r = registry_client_new(run.event, run.http, &ro, &run.registry);
         if (r < 0)

@@ -4,7 +4,8 @@
 one file, store, switch, health-check, roll back, and every failure with its code (CONTRACT §8.9):
 corrupted blob and manifest (DigestMismatch), 404, registry down, 401 (ArtifactUnavailable), unsafe
 layers and decompression bombs (UnsafeArchive), SIGKILL mid-download then resume, mirrors with
-fallback and blob redirects. Drives tests/helpers/pull.c ($PULL)."""
+fallback and blob redirects, and the registry fault matrix (slow drip, resets, truncation, 5xx storm,
+wrong Content-Length, redirect to another host; test_blob_faults). Drives tests/helpers/pull.c ($PULL)."""
 
 import hashlib
 import json
@@ -385,6 +386,123 @@ def test_mirrors_and_redirects(root, reg):
               "manifest and blob came through the bearer mirror: %s" % proxy.forwarded)
 
 
+def test_blob_faults(root, reg):
+    """The registry fault matrix (issue 16), one case each, through registry.Proxy as the registry
+    itself (no mirror: nothing to fall back to) with a BlobFault on the kubelet layer only."""
+    big = os.urandom(2 << 20)
+    base_ref = reg.push_kubelet_image("1.31.2", big, repo="faults", compression="none")
+    layer = top_layer_digest(reg, "faults", "v1.31.2")
+    size = os.path.getsize(reg.blob_file(layer))
+    partial = layer.split(":")[1] + ".partial"
+
+    def pull(name, fault, extra=(), proxy_args=None):
+        c = Case(root, "fault-" + name, reg)
+        with registry.Proxy(reg, blob_fault=fault, **(proxy_args or {})) as proxy:
+            ref = base_ref.replace(reg.host, proxy.url.split("://")[1])
+            out = c.pull(ref, extra=["--switch"] + [e(c, proxy) if callable(e) else e for e in extra])
+        return c, proxy, out
+
+    def blobs(c):
+        d = os.path.join(c.state, "staging/blobs")
+        return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+    def nothing_installed(c, what):
+        check(c.stored_versions() == [] and not os.path.lexists(c.bin),
+              "%s: nothing installed: %s, binaryPath %s" % (what, c.stored_versions(), os.path.lexists(c.bin)))
+
+    def installed_intact(c, out, what):
+        if check(out.get("ok") is True, "%s: %s" % (what, out)):
+            check(out.get("fileDigest") == sha(big), what + ": verified file digest")
+            with open(c.bin, "rb") as f:
+                check(f.read() == big, what + ": installed file is the pushed one")
+
+    def layer_ranges(proxy):
+        return [r for p, r in proxy.requests if p.endswith("/blobs/" + layer)]
+
+    # Slow drip below the floor rate: the stall detector ends each attempt within seconds.
+    fault = registry.BlobFault("drip", 64, digest=layer)
+    c, _, out = pull("drip", fault, ["--stall-bytes", "1024", "--stall-seconds", "2", "--max-attempts", "2"])
+    expect_failure(out, "ArtifactUnavailable", layer, "stalled", what="slow drip")
+    check(out.get("retriable") is True, "slow drip: retriable")
+    check(fault.hits == 2 and out["_seconds"] < 20, "slow drip: 2 attempts (%d) in %.1fs" % (fault.hits, out["_seconds"]))
+    nothing_installed(c, "slow drip")
+    kept = os.path.join(c.state, "staging/blobs", partial)
+    check(os.path.exists(kept) and 0 < os.path.getsize(kept) < size, "slow drip: the .partial is kept: %s" % blobs(c))
+    if os.path.exists(kept):
+        had = os.path.getsize(kept)
+        out = c.pull(base_ref, extra=["--switch"])
+        installed_intact(c, out, "after a stall, resumed at the registry")
+        check(out.get("bytesDownloaded") == size - had, "the stalled prefix (%d) was reused: %s" % (had, out))
+
+    # Reset mid-blob, or a truncated blob (orderly close), once: the retry resumes with Range and
+    # completes; a body shorter than its Content-Length (header says 1000 bytes less: curl takes
+    # that as the whole answer) once: the same.
+    for name, fault in (("reset", registry.BlobFault("reset", times=1, digest=layer)),
+                        ("truncated", registry.BlobFault("truncate", times=1, digest=layer)),
+                        ("length-short", registry.BlobFault("length", -1000, times=1, digest=layer))):
+        c, proxy, out = pull(name + "-once", fault)
+        installed_intact(c, out, "one " + name)
+        ranges = layer_ranges(proxy)
+        check(len(ranges) == 2 and ranges[0] is None and (ranges[1] or "").startswith("bytes=")
+              and ranges[1] != "bytes=0-", "one %s: the retry asks for the rest: %s" % (name, ranges))
+        check(out.get("bytesDownloaded") == size, "one %s: no byte fetched twice: %s of %d"
+              % (name, out.get("bytesDownloaded"), size))
+    # ... every time: bounded by --max-attempts, retriable, nothing installed, what came is kept.
+    for name, fault, fragment in (("reset", registry.BlobFault("reset", digest=layer), "transfer cut off"),
+                                  ("length-short", registry.BlobFault("length", -1000, digest=layer), "short body")):
+        c, _, out = pull(name + "-always", fault)
+        expect_failure(out, "ArtifactUnavailable", layer, fragment, what="persistent " + name)
+        check(out.get("retriable") is True, "persistent %s: retriable" % name)
+        check(fault.hits == 3, "persistent %s: --max-attempts 3 requests, saw %d" % (name, fault.hits))
+        nothing_installed(c, "persistent " + name)
+        check(blobs(c) == [partial], "persistent %s: only the .partial is left: %s" % (name, blobs(c)))
+
+    # 5xx storm: every blob GET answers 503, the first with Retry-After: 1.
+    fault = registry.BlobFault("status", 503, digest=layer)
+    c, _, out = pull("503", fault, ["--max-attempts", "4"])
+    expect_failure(out, "ArtifactUnavailable", "503", layer, what="503 storm")
+    check(out.get("retriable") is True, "503 storm: retriable")
+    check(fault.hits == 4, "503 storm: --max-attempts 4 requests, saw %d" % fault.hits)
+    check(1.0 <= out["_seconds"] < 10, "503 storm: Retry-After honoured, within budget: %.1fs" % out["_seconds"])
+    nothing_installed(c, "503 storm")
+
+    # Content-Length 4096 bytes longer than the body, every time: the transfer fails after the
+    # last byte of the blob; the bytes are complete and hash to the digest, so they are taken as
+    # they are, without asking again for bytes past the end (which docker-registry answers 416).
+    fault = registry.BlobFault("length", 4096, digest=layer)
+    c, proxy, out = pull("length-long", fault)
+    installed_intact(c, out, "Content-Length too long")
+    check(layer_ranges(proxy) == [None] and out.get("bytesDownloaded") == size,
+          "Content-Length too long: one request, the blob once: %s, %s" % (layer_ranges(proxy), out))
+
+    # Redirect to another host (blob storage): the bytes are verified, and our Authorization (a
+    # Bearer token from the proxy's realm) is not sent there.
+    for corrupt in (False, True):
+        name = "redirect-other-host" + ("-corrupt" if corrupt else "")
+        with registry.BlobHost(reg, corrupt=corrupt) as other:
+            fault = registry.BlobFault("redirect", other.url, digest=layer)
+
+            def auth_file(c, proxy):
+                path = os.path.join(c.dir, "auth.json")
+                with open(path, "w") as f:
+                    json.dump({"auths": {proxy.url.split("://")[1]: {"username": "u", "password": "p"}}}, f)
+                return path
+
+            c, proxy, out = pull(name, fault, ["--auth-file", auth_file], {"bearer": ("u", "p")})
+            check(fault.hits >= 1 and proxy.tokens_issued >= 1,
+                  "%s: the blob GET carried a Bearer token (%d hits, %d tokens)" % (name, fault.hits, proxy.tokens_issued))
+            check(len(other.headers) >= 1, "%s: the other host was asked" % name)
+            check(not any(k.lower() == "authorization" for h in other.headers for k in h),
+                  "%s: no Authorization sent to the other host: %s" % (name, other.headers))
+        if not corrupt:
+            installed_intact(c, out, name)
+            continue
+        expect_failure(out, "DigestMismatch", "expected " + layer, what=name)
+        check(out.get("retriable") is False, name + ": terminal")
+        nothing_installed(c, name)
+        check(blobs(c) == [], "%s: no bad blob kept: %s" % (name, blobs(c)))
+
+
 def main():
     if not PULL or not os.access(PULL, os.X_OK):
         print("SKIP: $PULL (tests/helpers/pull) not built", file=sys.stderr)
@@ -397,7 +515,7 @@ def main():
         with registry.Registry(workdir) as reg:
             for t in (test_happy_paths, test_upgrade_gc_and_health, test_adopt, test_digest_mismatch, test_unavailable,
                       test_unsafe_layers, test_bombs, test_kill_and_resume, test_disk_space,
-                      test_mirrors_and_redirects):
+                      test_mirrors_and_redirects, test_blob_faults):
                 started = time.monotonic()
                 t(root, reg)
                 print("%s: %.1fs" % (t.__name__, time.monotonic() - started), file=sys.stderr)

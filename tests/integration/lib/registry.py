@@ -415,15 +415,17 @@ http:
 class Proxy:
     """An HTTPS front for the registry, usable as a registry.mirrors entry: forwards GETs (Range,
     Accept and Authorization included) at `rate` bytes/s, or answers blob GETs with a 307 to the
-    registry when redirect_blobs is set (blob storage redirects). Runs in a thread of the test."""
+    registry when redirect_blobs is set (blob storage redirects), or does a BlobFault to blob GETs.
+    Runs in a thread of the test."""
 
-    def __init__(self, reg, rate=None, redirect_blobs=False, bearer=None, no_range=False):
+    def __init__(self, reg, rate=None, redirect_blobs=False, bearer=None, no_range=False, blob_fault=None):
         """bearer=(user, password): the proxy demands a Bearer token (distribution token protocol),
-        issued by its own /token endpoint to Basic credentials user:password."""
+        issued by its own /token endpoint to Basic credentials user:password. blob_fault: a BlobFault
+        done to blob GETs (after the bearer gate); everything else is proxied as without it."""
         import http.server
-        import threading
 
         self.reg, self.rate, self.redirect_blobs, self.bearer = reg, rate, redirect_blobs, bearer
+        self.blob_fault = blob_fault
         self.no_range = no_range        # drop Range: a server that always sends the whole blob
         self.requests = []              # (path, Range) of every request
         self.forwarded = []             # paths passed on to the registry
@@ -467,23 +469,18 @@ class Proxy:
                 proxy.requests.append((self.path, self.headers.get("Range")))
                 if proxy.bearer and not self.bearer_gate():
                     return
+                if proxy.blob_fault and proxy.blob_fault.applies(self.path):
+                    proxy.blob_fault.serve(self, proxy)
+                    return
                 if proxy.redirect_blobs and "/blobs/" in self.path:
                     self.send_response(307)
                     self.send_header("Location", "https://%s%s" % (proxy.reg.host, self.path))
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                proxy.forwarded.append(self.path)
-                ctx = ssl.create_default_context(cafile=proxy.reg.ca_file)
-                conn = http.client.HTTPSConnection("127.0.0.1", proxy.reg.port, context=ctx, timeout=30)
-                fwd = {k: v for k, v in self.headers.items() if k.lower() in ("range", "accept", "authorization")}
-                if proxy.bearer:
-                    fwd.pop("Authorization", None)
-                if proxy.no_range:
-                    fwd.pop("Range", None)
+                conn = None
                 try:
-                    conn.request("GET", self.path, headers=fwd)
-                    r = conn.getresponse()
+                    conn, r = self.upstream()
                     self.send_response(r.status)
                     for k, v in r.getheaders():
                         if k.lower() in ("content-type", "content-length", "content-range", "docker-content-digest",
@@ -500,15 +497,23 @@ class Proxy:
                 except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
                     pass
                 finally:
-                    conn.close()
+                    if conn:
+                        conn.close()
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        d = reg.dir
-        sctx.load_cert_chain(os.path.join(d, "srv.crt"), os.path.join(d, "srv.key"))
-        self.server.socket = sctx.wrap_socket(self.server.socket, server_side=True)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+            def upstream(self):
+                """The same GET at the registry: (connection, response), headers passed on."""
+                proxy.forwarded.append(self.path)
+                ctx = ssl.create_default_context(cafile=proxy.reg.ca_file)
+                conn = http.client.HTTPSConnection("127.0.0.1", proxy.reg.port, context=ctx, timeout=30)
+                fwd = {k: v for k, v in self.headers.items() if k.lower() in ("range", "accept", "authorization")}
+                if proxy.bearer:
+                    fwd.pop("Authorization", None)
+                if proxy.no_range:
+                    fwd.pop("Range", None)
+                conn.request("GET", self.path, headers=fwd)
+                return conn, conn.getresponse()
+
+        self.server, self.thread = tls_server(reg, Handler)
 
     @property
     def url(self):
@@ -521,3 +526,130 @@ class Proxy:
     def __exit__(self, *exc):
         self.server.shutdown()
         self.server.server_close()
+
+
+def tls_server(reg, handler, host="127.0.0.1"):
+    """A threading HTTPS server on a free loopback port with the registry's certificate (valid for
+    127.0.0.1 and localhost), and the thread to serve it in (not started)."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer((host, 0), handler)
+    server.daemon_threads = True
+    sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    sctx.load_cert_chain(os.path.join(reg.dir, "srv.crt"), os.path.join(reg.dir, "srv.key"))
+    server.socket = sctx.wrap_socket(server.socket, server_side=True)
+    return server, threading.Thread(target=server.serve_forever, daemon=True)
+
+
+class BlobFault:
+    """A registry fault that Proxy(blob_fault=...) does to blob GETs instead of forwarding them:
+      "drip"     the registry's answer at `arg` bytes/s, in small writes (below the stall floor);
+      "reset"    the true headers and half the body, then a TCP reset (SO_LINGER 0);
+      "truncate" the true headers and half the body, then an orderly close;
+      "length"   a Content-Length `arg` bytes off the body's (+: longer, -: shorter), the whole body,
+                 then the connection closes;
+      "status"   HTTP `arg` (e.g. 503) with an error body; the first one carries Retry-After: 1;
+      "redirect" a 307 to `arg` + the path (blob storage on another host).
+    times: how many blob GETs are hit (None: all); digest: only that blob's GETs. `hits` counts them,
+    `seen` counts every blob GET of that digest (hit or forwarded)."""
+
+    def __init__(self, kind, arg=None, times=None, digest=None):
+        self.kind, self.arg, self.times, self.digest = kind, arg, times, digest
+        self.hits = self.seen = 0
+
+    def applies(self, path):
+        if "/blobs/" not in path or (self.digest and not path.endswith("/" + self.digest)):
+            return False
+        self.seen += 1
+        if self.times is not None and self.hits >= self.times:
+            return False
+        self.hits += 1
+        return True
+
+    def serve(self, h, proxy):
+        h.close_connection = True
+        if self.kind == "redirect":
+            return h.reply(307, [("Location", self.arg + h.path)])
+        if self.kind == "status":
+            retry = [("Retry-After", "1")] if self.hits == 1 else []
+            return h.reply(self.arg, retry, b'{"errors":[{"code":"UNAVAILABLE","message":"injected"}]}')
+        conn, r = h.upstream()
+        try:
+            try:
+                body = r.read()
+            except http.client.IncompleteRead as e:     # docker-registry's 416 claims a blob-sized body
+                body = e.partial
+            length = len(body) + (self.arg if self.kind == "length" else 0)
+            h.send_response(r.status)
+            for k, v in r.getheaders():
+                if k.lower() in ("content-type", "content-range", "docker-content-digest", "accept-ranges"):
+                    h.send_header(k, v)
+            h.send_header("Content-Length", str(max(length, 0)))
+            h.end_headers()
+            if self.kind == "drip":
+                step = max(1, self.arg // 8)
+                for i in range(0, len(body), step):
+                    h.wfile.write(body[i:i + step])
+                    h.wfile.flush()
+                    time.sleep(step / self.arg)
+            elif self.kind in ("reset", "truncate"):
+                h.wfile.write(body[:len(body) // 2])
+                h.wfile.flush()
+                if self.kind == "reset":
+                    import struct
+                    h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    h.connection.close()
+            else:
+                h.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+            pass
+        finally:
+            conn.close()
+
+
+class BlobHost:
+    """Blob storage on another host: https://localhost:<port> serving the registry's blobs by the
+    digest that ends the path (corrupt=True: the same size with one byte flipped), Range ignored.
+    `headers` holds the request headers of every GET, to show what reached the other host."""
+
+    def __init__(self, reg, corrupt=False):
+        import http.server
+
+        self.headers = []
+        host = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                host.headers.append(dict(self.headers.items()))
+                digest = self.path.rsplit("/", 1)[-1]
+                try:
+                    with open(reg.blob_file(digest), "rb") as f:
+                        body = bytearray(f.read())
+                except (OSError, IndexError):
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if corrupt:
+                    body[len(body) // 2] ^= 0xff
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                try:
+                    self.wfile.write(bytes(body))
+                except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+                    pass
+
+        self.server, self.thread = tls_server(reg, Handler)
+
+    @property
+    def url(self):
+        return "https://localhost:%d" % self.server.server_address[1]
+
+    __enter__ = Proxy.__enter__
+    __exit__ = Proxy.__exit__

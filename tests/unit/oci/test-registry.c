@@ -215,6 +215,27 @@ static void test_blob_stall(void **state) {
         assert_int_equal(st.st_size, 2);
 }
 
+/* Issue 16: the connection drops after the blob's last byte (a Content-Length longer than the body
+ * looks the same to the client): the bytes are all there and verified, so they are taken as they
+ * are, with no second request for bytes past the end. */
+static void test_blob_complete_before_error(void **state) {
+        Ctx *c = *state;
+        RegistryOp *op = NULL;
+        OciDescriptor d = { .media_type = (char *) "application/vnd.oci.image.layer.v1.tar+gzip", .size = 5 };
+        struct stat st;
+
+        assert_int_equal(digest_parse(HELLO_DIGEST, &d.digest), 0);
+        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 200, .body = "hello", .chunked = true,
+                                                                   .close_early = true }), 0);
+        assert_int_equal(registry_fetch_blob(c->client, c->ref, &d, NULL, on_done, c, &op), 0);
+        run(c);
+        if (c->error < 0)
+                fail_msg("message: %s", c->message);
+        assert_int_equal(fake_http_requests(c->fake), 1);
+        assert_int_equal(stat(c->blob_path, &st), 0);
+        assert_int_equal(st.st_size, 5);
+}
+
 static void test_free_cancels(void **state) {
         Ctx *c = *state;
         RegistryOp *op = NULL;
@@ -237,6 +258,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_blob_verified_and_oversized, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_free_cancels, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_blob_stall, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_blob_complete_before_error, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
