@@ -13,6 +13,9 @@ jobs=2
 if [ "${1:-}" = "-j" ]; then jobs=$2; shift 2; fi
 runs=${FUZZ_RUNS:-10000000}
 seconds=${FUZZ_SECONDS:-1800}
+# Per input, wall clock: generous, because the run is meant to go niced on a busy machine; a real
+# hang still shows up (the smoke run in CI keeps libFuzzer's default).
+timeout=${FUZZ_TIMEOUT:-300}
 out=${FUZZ_OUT:-/tmp/inplace-agent-fuzz}
 mkdir -p "$out"
 
@@ -37,7 +40,7 @@ run_one() {
         cp -r "$src/tests/fuzz/corpus/$name/." "$work/"
         before=$(ls "$work" | wc -l)
         t0=$(date +%s)
-        /usr/bin/time -f "%U %S" -o "$out/time-$name" "$bin" -runs="$runs" -max_total_time="$seconds" -print_final_stats=1 -timeout=25 \
+        /usr/bin/time -f "%U %S" -o "$out/time-$name" "$bin" -runs="$runs" -max_total_time="$seconds" -print_final_stats=1 -timeout="$timeout" \
                 -artifact_prefix="$out/crashes-$name/" "$work" >"$log" 2>&1 || rc=$?
         t1=$(date +%s)
         execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
@@ -60,7 +63,7 @@ run_one() {
                 "$name" "$execs" "$secs" "$cpu" "${cov:-?}" "$before" "$after" >"$out/row-$name"
 }
 export -f run_one
-export out src runs seconds
+export out src runs seconds timeout
 
 printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one {}'
 
