@@ -200,13 +200,17 @@ class OsUpdate(unittest.TestCase):
 
     def test_01_command_success_without_reboot(self):
         self.sandbox()
-        self.write_command('set_os\necho "updated to $version, no reboot needed"')
+        self.write_command('set_os\necho "updated to $version, no reboot needed"\n'
+                           'echo "gnutls-implicit-init=${GNUTLS_NO_IMPLICIT_INIT:-unset}"')
         self.request_update()
         node = self.wait_result()
         self.assert_success(node)
         self.assertEqual(self.os_version(), NEW)
         self.assertEqual(len(self.runs()), 1)
         self.assertIn("os-update: updated to %s, no reboot needed" % NEW, self.sb.agent_log())
+        # The unit sets GNUTLS_NO_IMPLICIT_INIT=1 for the agent alone; the command must not inherit it.
+        self.assertEqual(self.sb.agent_env.get("GNUTLS_NO_IMPLICIT_INIT"), "1")
+        self.assertIn("os-update: gnutls-implicit-init=unset", self.sb.agent_log())
 
     def test_02_command_reboot_into_target(self):
         self.sandbox()

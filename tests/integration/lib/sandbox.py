@@ -168,6 +168,18 @@ def progress_phase(node):
     return p.get("phase") if isinstance(p, dict) else None
 
 
+def packaged_unit_environment():
+    """Environment= assignments of units/inplace-agent.service."""
+    env = {}
+    with open(os.path.join(SRCDIR, "units", "inplace-agent.service")) as f:
+        for line in f:
+            if line.startswith("Environment="):
+                for item in line.split("=", 1)[1].split():
+                    k, _, v = item.partition("=")
+                    env[k] = v
+    return env
+
+
 def base64_decode(s):
     return base64.b64decode(s)
 
@@ -372,7 +384,9 @@ class Sandbox:
         self.keep = keep if keep is not None else bool(os.environ.get("SANDBOX_KEEP"))
         self.fake_boot_id = fake_boot_id
         self.fake_hostname = fake_hostname
-        self.agent_env = dict(agent_env or {})     # extra Environment= of the agent unit (e.g. timing)
+        # The packaged unit's Environment= first (the sandbox runs the agent as shipped), then the
+        # test's own (e.g. timing).
+        self.agent_env = dict(packaged_unit_environment(), **(agent_env or {}))
         self.base = None
         self.emu = self.reg = self.um = None
         self.images = {}            # (version, broken) -> {"ref", "layer_bytes", "file_bytes"}
