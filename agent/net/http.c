@@ -316,6 +316,10 @@ int http_request_new(Http *h, const char *method, const char *url, HttpRequest *
         /* Only libcurl's OpenSSL backend calls this; another backend returns CURLE_NOT_BUILT_IN and
          * the buffers simply stay. */
         (void) curl_easy_setopt(req->easy, CURLOPT_SSL_CTX_FUNCTION, http_ssl_ctx_setup);
+        /* libcurl's default upload buffer is 64 KiB, allocated for every request (also a GET: the
+         * request head goes through it) and held as long as the handle lives, i.e. for the whole life
+         * of a watch. Our request bodies are JSON patches and Lease updates: the minimum, 16 KiB. */
+        (void) curl_easy_setopt(req->easy, CURLOPT_UPLOAD_BUFFERSIZE, 16384L);
 
         if (!streq(method, "GET")) {
                 if (streq(method, "HEAD")) {
