@@ -18,8 +18,9 @@ Kill points:
     read back from state.json once it is dead, and that is what is counted;
   * inside the OS command: held (blocked on a FIFO nobody writes) before it changes the OS, and after it
     changed the OS but before it exits; the kill comes once the script says it is held;
-  * random: RANDOM_KILLS kills at a seeded random delay (OSCRASH_SEED=<n> reproduces a run) after the
-    transaction's start or the agent's restart, within the undisturbed transaction's duration.
+  * random: RANDOM_KILLS kills at a seeded random delay (OSCRASH_SEED=<n> reproduces the delays) after the
+    transaction's first record or the restarted agent's first record, within the time the undisturbed
+    transaction took from its first record to its last; up to KILLS_PER_RANDOM_RUN per transaction.
 The kill is SIGKILL to the unit's MainPID (the agent alone, at once; `systemctl kill` would add the
 latency of a systemctl process), and systemd does the rest as it would after a crash: the unit's
 remaining processes (the OS command) are stopped, the agent is started again.
@@ -130,13 +131,15 @@ def read_state():
     """state.json as a dict; None if absent. A file that does not parse fails the test right here."""
     try:
         with open(os.path.join(SB.state_dir, "state.json")) as f:
-            text = f.read()
+            text, ino = f.read(), os.fstat(f.fileno()).st_ino
     except FileNotFoundError:
         return None
     try:
-        return json.loads(text)
+        st = json.loads(text)
     except ValueError as e:
         raise AssertionError("state.json does not parse (%s): %r" % (e, text[:300]))
+    st["_ino"] = ino            # every write is a new file renamed into place: a new inode
+    return st
 
 
 def step_of(st):
@@ -168,14 +171,6 @@ def os_version():
             if line.startswith("VERSION_ID="):
                 return line.split("=", 1)[1].strip().strip('"')
     return None
-
-
-def pid_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def temp_files():
@@ -253,7 +248,7 @@ class CrashOsUpdate(unittest.TestCase):
     def kill(self, what, rv, version):
         """SIGKILL the agent now; check what it left behind once it is dead; wait for its restart."""
         os.kill(self.pid, signal.SIGKILL)
-        usermgr.wait_until(lambda: not pid_alive(self.pid), 10, "the agent to die", interval=0.002)
+        usermgr.wait_until(lambda: not S.pid_alive(self.pid), 10, "the agent to die", interval=0.002)
         st = read_state()
         self.assertIsNotNone(st, what + ": no state.json")
         self.assertIn(os_to(st), (version, self.prev_version), what + ": state.json of another transaction")
@@ -264,7 +259,7 @@ class CrashOsUpdate(unittest.TestCase):
         self.assert_kubelet_whole(what)
         step = step_of(st) if os_to(st) == version else None
         self.agent_ready()
-        return step
+        return step, st["_ino"]
 
     def start(self, hold=None):
         """A new desired OS version, published and let through MCM's gate. Returns (rv, version)."""
@@ -329,12 +324,14 @@ class CrashOsUpdate(unittest.TestCase):
         t_begin = time.monotonic()
         usermgr.wait_until(lambda: "Watching OSC Secret" in SB.agent_log(), 30, "the agent watching the OSC")
         # 1. Undisturbed: the steps state.json goes through.
-        steps = []
+        steps, first = [], [0.0]
 
         def track():
             st = read_state()
             if os_to(st) == self.version:
                 s = step_of(st)
+                if not steps:
+                    first[0] = time.monotonic()
                 if not steps or steps[-1] != s:
                     steps.append(s)
                     if os.environ.get("OSCRASH_DEBUG"):
@@ -347,11 +344,11 @@ class CrashOsUpdate(unittest.TestCase):
             t0 = time.monotonic()
             rv, version = self.start()
             self.watch.wait(track, RESULT_WAIT, "the %s update to finish" % what)
-            duration = time.monotonic() - t0
+            duration, span = time.monotonic() - t0, time.monotonic() - first[0]
             result, starts = self.finish(rv, version, what)
             self.assertEqual(result, "successful")
-        print("OSCRASH_SEED=%d; the undisturbed update took %.2fs through %d persisted steps:" % (
-            SEED, duration, len(steps)), file=sys.stderr)
+        print("OSCRASH_SEED=%d; the undisturbed update took %.2fs (%.2fs from its first record) through %d "
+              "persisted steps:" % (SEED, duration, span, len(steps)), file=sys.stderr)
         for s in steps:
             print("    " + step_name(s), file=sys.stderr)
 
@@ -367,7 +364,7 @@ class CrashOsUpdate(unittest.TestCase):
                 return s == target or (s in steps and steps.index(s) > i) or tx_over(st)
             what = "step %d/%d" % (i + 1, len(steps))
             self.watch.wait(reached, RESULT_WAIT, what + " " + step_name(target))
-            step = self.kill(what, rv, version)
+            step, _ = self.kill(what, rv, version)
             result, starts = self.finish(rv, version, what)
             self.record(what, step, result, starts)
 
@@ -376,30 +373,39 @@ class CrashOsUpdate(unittest.TestCase):
             rv, version = self.start(hold=hold)
             what = "OS command held %s the change" % hold
             self.watch.wait(lambda: "held" in self.command_log(version), RESULT_WAIT, what)
-            step = self.kill(what, rv, version)
+            step, _ = self.kill(what, rv, version)
             result, starts = self.finish(rv, version, what)
             self.assertEqual(result, want, what)
             self.record(what, step, result, starts)
 
-        # 4. Random moments: after the transaction's start and after each restart.
+        # 4. Random moments while the transaction runs: a seeded delay within the undisturbed transaction's
+        #    span after its first record, or after the restarted agent's first record (it persists the
+        #    transaction before it acts); a transaction that ends first takes no further kill.
         rng = random.Random(SEED)
         done = 0
-        while done < RANDOM_KILLS:
+        for _ in range(RANDOM_KILLS):           # a transaction may end before its first kill
+            if done == RANDOM_KILLS:
+                break
             rv, version = self.start()
-            killed = []
-            for _ in range(min(KILLS_PER_RANDOM_RUN, RANDOM_KILLS - done)):
-                # After a restart the agent first finds its Node and the OSC again: a little more room.
-                delay = rng.uniform(0, 1.5 * duration + 0.3)
+            killed, ino = [], None
+            while done < RANDOM_KILLS and len(killed) < KILLS_PER_RANDOM_RUN:
+                st = self.watch.wait(lambda: (lambda st: os_to(st) == version and (st["_ino"] != ino or tx_over(st))
+                                              and st)(read_state()), RESULT_WAIT, "the agent at work")
+                if tx_over(st):
+                    break
+                delay = rng.uniform(0, span)
                 time.sleep(delay)       # the random kill point: the thing under test, not synchronisation
                 done += 1
                 what = "random %d (%.3fs)" % (done, delay)
-                killed.append((what, self.kill(what, rv, version)))
-            result, starts = self.finish(rv, version, killed[-1][0])
+                step, ino = self.kill(what, rv, version)
+                killed.append((what, step))
+            result, starts = self.finish(rv, version, "random transaction %s" % version)
             for what, step in killed:
                 self.record(what, step, result, starts)
 
         with open(os.path.join(SB.state_dir, "state.json")) as f:
             json.load(f)
+        self.assertEqual(done, RANDOM_KILLS, "transactions ended before their random kills")
         n = len(self.kill_points)
         hit = {k[1] for k in self.kill_points if k[1]}
         print("OSCRASH_SEED=%d: %d OS-update kill points survived (%d at persisted steps: the agent died at %d of "

@@ -71,14 +71,6 @@ def failure_code(node):
     return f.get("code") if isinstance(f, dict) else None
 
 
-def pid_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 RETRY_TEST = "test_12_command_retriable_then_success"
 
 
@@ -251,7 +243,7 @@ class OsUpdate(unittest.TestCase):
         with open(self.path("child")) as f:
             child = int(f.read())
         pids = self.runs() + [child]
-        usermgr.wait_until(lambda: not any(pid_alive(p) for p in pids), 5, "the command's processes to be gone")
+        usermgr.wait_until(lambda: not any(sandbox.pid_alive(p) for p in pids), 5, "the command's processes to be gone")
         self.assertEqual(sandbox.annotation(node, sandbox.UPDATING_OS), NEW)
 
     def test_07_command_output_flood(self):
@@ -298,7 +290,7 @@ class OsUpdate(unittest.TestCase):
         usermgr.wait_until(lambda: self.runs(), 20, "the command to start")
         cmd_pid = self.runs()[0]
         sb.systemctl("kill", "-s", "KILL", sandbox.AGENT_UNIT, check=True)
-        usermgr.wait_until(lambda: not pid_alive(agent_pid) and not pid_alive(cmd_pid), 10,
+        usermgr.wait_until(lambda: not sandbox.pid_alive(agent_pid) and not sandbox.pid_alive(cmd_pid), 10,
                            "the agent and its command to die")
         usermgr.wait_until(lambda: sb.um.main_pid(sandbox.AGENT_UNIT) not in (0, agent_pid)
                            and sb.um.active_state(sandbox.AGENT_UNIT) == "active", 15, "the agent to restart")

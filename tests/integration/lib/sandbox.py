@@ -168,6 +168,15 @@ def progress_phase(node):
     return p.get("phase") if isinstance(p, dict) else None
 
 
+def pid_alive(pid):
+    """The process exists and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -511,14 +520,7 @@ class Sandbox:
     def leftover_processes(self):
         """PIDs of processes we started that are still alive, plus any process whose command line names
         one of our directories."""
-        alive = set()
-        for pid in self._pids_seen:
-            try:
-                with open("/proc/%d/stat" % pid) as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] != "Z":
-                        alive.add(pid)
-            except (OSError, IndexError):
-                pass
+        alive = {pid for pid in self._pids_seen if pid_alive(pid)}
         marks = [m for m in (self.base, self.um.base if self.um else None) if m]
         for d in os.listdir("/proc"):
             if not d.isdigit() or int(d) == os.getpid():
