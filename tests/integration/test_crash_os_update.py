@@ -322,8 +322,9 @@ class CrashOsUpdate(unittest.TestCase):
 
     def record(self, what, step, result, starts):
         self.kill_points.append((what, step, result, "/".join(starts) or "-"))
-        print("  %-34s died at %-70s -> %s, command %s (transaction %.1fs)" % (
-            what, step_name(step) if step else "(before the transaction)", result, "/".join(starts) or "never ran",
+        print("  %-34s died at %-70s -> %s, %s (transaction %.1fs)" % (
+            what, step_name(step) if step else "(before the transaction)", result,
+            "command " + ("/".join(starts) or "never ran") if "start" in starts or not starts else starts[0],
             self.t_tx), file=sys.stderr)
 
     # ---------------------------------------------------------------- the test

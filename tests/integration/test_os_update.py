@@ -333,26 +333,13 @@ class OsUpdate(unittest.TestCase):
 
     def image_sandbox(self):
         sb = self.sandbox(start_agent=False)
-        efi = sb.path("efi", "EFI", "Linux")
-        os.makedirs(efi)
-        sb.agent_config_extra["osUpdate"] = {
-            "backend": "image", "timeout": "30s", "reboot": "systemd",
-            "image": {"reference": "%s/%s:{version}" % (sb.reg.host, OS_IMAGE_REPO), "installDirectory": efi,
-                      "namePrefix": NAME_PREFIX, "bootTries": 3}}
-        sandbox.write_file(sb.config_path, sb.agent_config_text())
-        sb._check_config()
+        # reboot.target of this manager only starts a service that leaves a marker.
+        self.reboot_marker = sb.path("os-test", "reboot-requested")
+        self.efi = sb.use_os_image_backend(OS_IMAGE_REPO, NAME_PREFIX, self.reboot_marker)
         # The OS image: an OCI artifact whose last layer is the UKI itself.
         self.uki = b"MZ" + os.urandom(256 << 10)
         sb.reg.push_image(OS_IMAGE_REPO, NEW, [(b"metadata layer", "gzip"), (self.uki, "gzip")])
-        # reboot.target of this manager only starts a service that leaves a marker.
-        self.reboot_marker = sb.path("os-test", "reboot-requested")
-        os.makedirs(os.path.dirname(self.reboot_marker), exist_ok=True)
-        sb.um.write_unit("inplace-reboot-marker.service",
-                         sb.um.service("%s %s" % (shutil.which("touch"), self.reboot_marker), type="oneshot"))
-        sb.um.write_unit("reboot.target", "[Unit]\nDescription=Fake reboot\nWants=inplace-reboot-marker.service\n")
-        sb.um.daemon_reload()
         sb.start_agent()
-        self.efi = efi
         return sb
 
     def image_until_reboot(self):
