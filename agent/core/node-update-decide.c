@@ -758,6 +758,11 @@ static int on_applying(Builder *b) {
                  * action runs): either it rebooted the node, or the agent died while it ran. */
                 if (rebooted(b))
                         return transition(b, UPDATE_EVENT_REBOOT);
+                /* It got the OS to the desired version before we died (provider-local's kind changes
+                 * os-release in place): done, as upstream counts a node already on the desired version
+                 * (GNP §2). Failing here would report failed for a node that runs the new OS. */
+                if (os_is_desired(b))
+                        return transition(b, UPDATE_EVENT_APPLIED);
                 return fail(b, UPDATE_EVENT_FAILED, UPDATE_FAILURE_OS_COMMAND_FAILED,
                             "the OS update was interrupted before it finished (the agent restarted while it ran); "
                             "not starting it again", false);

@@ -71,14 +71,6 @@ def failure_code(node):
     return f.get("code") if isinstance(f, dict) else None
 
 
-def pid_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 RETRY_TEST = "test_12_command_retriable_then_success"
 
 
@@ -255,7 +247,7 @@ class OsUpdate(unittest.TestCase):
         with open(self.path("child")) as f:
             child = int(f.read())
         pids = self.runs() + [child]
-        usermgr.wait_until(lambda: not any(pid_alive(p) for p in pids), 5, "the command's processes to be gone")
+        usermgr.wait_until(lambda: not any(sandbox.pid_alive(p) for p in pids), 5, "the command's processes to be gone")
         self.assertEqual(sandbox.annotation(node, sandbox.UPDATING_OS), NEW)
 
     def test_07_command_output_flood(self):
@@ -302,7 +294,7 @@ class OsUpdate(unittest.TestCase):
         usermgr.wait_until(lambda: self.runs(), 20, "the command to start")
         cmd_pid = self.runs()[0]
         sb.systemctl("kill", "-s", "KILL", sandbox.AGENT_UNIT, check=True)
-        usermgr.wait_until(lambda: not pid_alive(agent_pid) and not pid_alive(cmd_pid), 10,
+        usermgr.wait_until(lambda: not sandbox.pid_alive(agent_pid) and not sandbox.pid_alive(cmd_pid), 10,
                            "the agent and its command to die")
         usermgr.wait_until(lambda: sb.um.main_pid(sandbox.AGENT_UNIT) not in (0, agent_pid)
                            and sb.um.active_state(sandbox.AGENT_UNIT) == "active", 15, "the agent to restart")
@@ -345,26 +337,13 @@ class OsUpdate(unittest.TestCase):
 
     def image_sandbox(self):
         sb = self.sandbox(start_agent=False)
-        efi = sb.path("efi", "EFI", "Linux")
-        os.makedirs(efi)
-        sb.agent_config_extra["osUpdate"] = {
-            "backend": "image", "timeout": "30s", "reboot": "systemd",
-            "image": {"reference": "%s/%s:{version}" % (sb.reg.host, OS_IMAGE_REPO), "installDirectory": efi,
-                      "namePrefix": NAME_PREFIX, "bootTries": 3}}
-        sandbox.write_file(sb.config_path, sb.agent_config_text())
-        sb._check_config()
+        # reboot.target of this manager only starts a service that leaves a marker.
+        self.reboot_marker = sb.path("os-test", "reboot-requested")
+        self.efi = sb.use_os_image_backend(OS_IMAGE_REPO, NAME_PREFIX, self.reboot_marker)
         # The OS image: an OCI artifact whose last layer is the UKI itself.
         self.uki = b"MZ" + os.urandom(256 << 10)
         sb.reg.push_image(OS_IMAGE_REPO, NEW, [(b"metadata layer", "gzip"), (self.uki, "gzip")])
-        # reboot.target of this manager only starts a service that leaves a marker.
-        self.reboot_marker = sb.path("os-test", "reboot-requested")
-        os.makedirs(os.path.dirname(self.reboot_marker), exist_ok=True)
-        sb.um.write_unit("inplace-reboot-marker.service",
-                         sb.um.service("%s %s" % (shutil.which("touch"), self.reboot_marker), type="oneshot"))
-        sb.um.write_unit("reboot.target", "[Unit]\nDescription=Fake reboot\nWants=inplace-reboot-marker.service\n")
-        sb.um.daemon_reload()
         sb.start_agent()
-        self.efi = efi
         return sb
 
     def image_until_reboot(self):

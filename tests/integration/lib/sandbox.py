@@ -180,6 +180,15 @@ def packaged_unit_environment():
     return env
 
 
+def pid_alive(pid):
+    """The process exists and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def base64_decode(s):
     return base64.b64decode(s)
 
@@ -519,14 +528,7 @@ class Sandbox:
     def leftover_processes(self):
         """PIDs of processes we started that are still alive, plus any process whose command line names
         one of our directories."""
-        alive = set()
-        for pid in self._pids_seen:
-            try:
-                with open("/proc/%d/stat" % pid) as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] != "Z":
-                        alive.add(pid)
-            except (OSError, IndexError):
-                pass
+        alive = {pid for pid in self._pids_seen if pid_alive(pid)}
         marks = [m for m in (self.base, self.um.base if self.um else None) if m]
         for d in os.listdir("/proc"):
             if not d.isdigit() or int(d) == os.getpid():
@@ -737,6 +739,26 @@ class Sandbox:
         want = 200 if healthy else 500
         return usermgr.wait_until(lambda: http_status(self.healthz_url) == want, timeout,
                                   "kubelet /healthz to answer %d" % want)
+
+    def use_os_image_backend(self, repo, name_prefix, reboot_log):
+        """Before start_agent(): osUpdate.backend image with the OS images <registry>/<repo>:<version>,
+        boot entries <name_prefix>-<version>+3.efi in efi/EFI/Linux below the sandbox (returned), and a
+        reboot.target of the user manager that only starts a oneshot service appending a line to
+        reboot_log (one line a reboot request)."""
+        efi = self.path("efi", "EFI", "Linux")
+        os.makedirs(efi)
+        self.agent_config_extra["osUpdate"] = {
+            "backend": "image", "timeout": "30s", "reboot": "systemd",
+            "image": {"reference": "%s/%s:{version}" % (self.reg.host, repo), "installDirectory": efi,
+                      "namePrefix": name_prefix, "bootTries": 3}}
+        write_file(self.config_path, self.agent_config_text())
+        self._check_config()
+        os.makedirs(os.path.dirname(reboot_log), exist_ok=True)
+        self.um.write_unit("inplace-reboot-marker.service", self.um.service(
+            "%s -c 'echo reboot >> %s'" % (shutil.which("sh"), reboot_log), type="oneshot"))
+        self.um.write_unit("reboot.target", "[Unit]\nDescription=Fake reboot\nWants=inplace-reboot-marker.service\n")
+        self.um.daemon_reload()
+        return efi
 
     # ---------------------------------------------------------------- simulated reboots
 

@@ -809,6 +809,48 @@ static void test_os_command_failures(void **state) {
         world_free(w);
 }
 
+static Outcome command_death;
+
+static Outcome policy_command_dies(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
+        if (a->type != UPDATE_ACTION_RUN_OS_COMMAND)
+                return OUTCOME_OK;
+        w->policy = NULL;       /* once */
+        return command_death;
+}
+
+/* Issue 16: the agent dies while the OS command runs (same boot). Never run it again: still on the
+ * old OS, the update failed ("interrupted"); the command already got the OS to the desired version
+ * (then died, or we did before its exit was recorded), verify and succeed. */
+static void test_os_command_killed(void **state) {
+        static const struct {
+                Outcome death;
+                const char *work;
+                UpdatePhase phase;
+        } cases[] = {
+                { OUTCOME_INTERRUPTED, "PublishPlan SetMarker(1592.7) RunOsCommand ReportResult(failed) ",
+                  UPDATE_PHASE_FAILED },
+                { OUTCOME_DIED_AFTER, "PublishPlan SetMarker(1592.7) RunOsCommand CheckKubeletHealth DeletePods "
+                                      "ReportResult(successful) SetChecksum(c1) ", UPDATE_PHASE_SUCCEEDED },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                World *w = world_new();
+
+                world_osc(w, "c1", "1592.7", "1.31.4");
+                world_applied(w, "c0");
+                world_ready(w, "t1");
+                w->os_effect = OS_EFFECT_IN_PLACE;
+                w->policy = policy_command_dies;
+                command_death = cases[i].death;
+                run(w);
+                assert_log("work", w->work, cases[i].work);
+                assert_int_equal(current_phase(w), cases[i].phase);
+                if (cases[i].phase == UPDATE_PHASE_FAILED)
+                        assert_non_null(strstr(w->node->update_failed_reason, "interrupted"));
+                world_free(w);
+        }
+}
+
 /* GNP scenario 20: after the reboot the OS is still old: RolledBack, update-result=failed with
  * upstream's reason, terminal (no retry even though update-result=failed opens the gate). */
 static void test_os_rollback_after_reboot(void **state) {
@@ -2119,6 +2161,7 @@ int main(void) {
                 cmocka_unit_test(test_gated_os_and_kubelet_minor),
                 cmocka_unit_test(test_command_without_reboot),
                 cmocka_unit_test(test_os_command_failures),
+                cmocka_unit_test(test_os_command_killed),
                 cmocka_unit_test(test_os_rollback_after_reboot),
                 cmocka_unit_test(test_foreign_marker),
                 cmocka_unit_test(test_died_after_marker_patch),
