@@ -3177,10 +3177,15 @@ class TlsConfig:
         self.context()
 
     def context(self):
+        return self.current()[1]
+
+    def current(self):
+        """(mode, client_mode) and its context, taken together: a connection's requests are logged with the
+        configuration its handshake used, so a test can tell a request sent before a switch from one after."""
         with self.lock:
             k = (self.mode, self.client_mode)
             if k in self._contexts:
-                return self._contexts[k]
+                return k, self._contexts[k]
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ctx.minimum_version = ssl.TLSVersion.TLSv1_2
             crt, key = self.certs.server(self.mode)
@@ -3194,7 +3199,7 @@ class TlsConfig:
                 ctx.load_verify_locations(self.certs.ca("wrong")[0])
                 ctx.verify_flags |= 0x200000                 # X509_V_FLAG_NO_CHECK_TIME: expiry checked later
             self._contexts[k] = ctx
-            return ctx
+            return k, ctx
 
 
 def cert_identity(cert):
@@ -3269,6 +3274,7 @@ class ConnState:
         self.close_after = False
         self.requests = 0
         self.opened = time.time()
+        self.tls_mode = None
 
 
 APF_FLOW_SCHEMAS = {"system-node-high": "8d7c5e0a-1a8e-4b46-9a3e-4a4ef7b8c001",
@@ -3325,7 +3331,7 @@ class ApiHandler(http.server.BaseHTTPRequestHandler):
             params=self.params, verb=None, user=None, groups=None, status=None,
             content_type=self.headers.get("Content-Type"), accept=self.headers.get("Accept"),
             user_agent=self.headers.get("User-Agent"), audit_id=self.audit, watch=False, fault=None, body=None,
-            warnings=None, retry_after=None, conn=st.id)
+            warnings=None, retry_after=None, conn=st.id, tls=st.tls_mode)
         try:
             body = self._read_body()
             if body and self.cfg["log_bodies"] and len(body) <= 65536:
@@ -4079,7 +4085,8 @@ class ApiServer:
         # headers and body are separate writes; without NODELAY, Nagle + delayed ACK add ~40 ms per response
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
-            tls = emu.tls.context().wrap_socket(raw, server_side=True)
+            tls_mode, ctx = emu.tls.current()
+            tls = ctx.wrap_socket(raw, server_side=True)
         except (ssl.SSLError, OSError) as e:
             emu.tlslog.new(time=time.time(), peer="%s:%s" % addr[:2], ok=False, error=str(e))
             try:
@@ -4096,6 +4103,7 @@ class ApiServer:
                        version=tls.version(), alpn=tls.selected_alpn_protocol(), client_cn=subj.get("commonName"))
         tls.settimeout(ApiHandler.timeout)
         st = ConnState(tls, addr)
+        st.tls_mode = list(tls_mode)
         with self.lock:
             self.conns[st.id] = st
         try:
