@@ -27,6 +27,8 @@ static int apply_file(Config *c, const char *path, bool optional, char **ret_err
                 return 0;
         if (r == -EFBIG)
                 return config_errorf(ret_error, path, NULL, "file larger than %d bytes", CONFIG_FILE_MAX);
+        if (r == -EBADFD)
+                return config_errorf(ret_error, path, NULL, "not a regular file");
         if (r < 0)
                 return config_errorf(ret_error, path, NULL, "cannot read: %s", strerror(-r));
 

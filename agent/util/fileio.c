@@ -12,13 +12,22 @@ int read_full_file(const char *path, size_t max_size, char **ret_data, size_t *r
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *buf = NULL;
         size_t size = 0, alloc = 0;
+        struct stat st;
 
         assert(path);
         assert(ret_data);
 
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever, on the
+         * event loop. Only regular files are read; /proc and /sys files are regular too. */
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (fd < 0)
                 return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (S_ISDIR(st.st_mode))
+                return -EISDIR;
+        if (!S_ISREG(st.st_mode))
+                return -EBADFD;
 
         for (;;) {
                 ssize_t n;

@@ -8,7 +8,8 @@
 #include <sys/types.h>
 
 /* Reads the whole file; NUL-terminates the buffer (size excludes the NUL).
- * -EFBIG if larger than max_size, -errno otherwise. */
+ * -EFBIG if larger than max_size, -EISDIR for a directory, -EBADFD for anything else that is not a
+ * regular file (a FIFO, socket or device: never waited on), -errno otherwise. */
 int read_full_file(const char *path, size_t max_size, char **ret_data, size_t *ret_size);
 
 /* Atomically replaces `path` with `data`: write to a temporary name in the same directory,

@@ -2,7 +2,7 @@
 # The long fuzzing run (issue "Trust it"): each libFuzzer target (ASan+UBSan) runs until 10 million
 # executions or 30 CPU-minutes (of its own CPU time), whichever comes first, starting from its checked-in corpus. The corpus
 # grown by the run is minimised (-merge=1) and written back to tests/fuzz/corpus/<target>, and one
-# line per target goes to tests/fuzz/LONG-RUNS.md. A crash stops that target and keeps the reproducer.
+# row per target goes to tests/fuzz/LONG-RUNS.md. A crash stops that target and keeps the reproducer.
 #
 #   bash tests/fuzz/long-run.sh [-j N] [target...]      (default: every target, N=2 in parallel)
 #   FUZZ_RUNS=10000000 FUZZ_SECONDS=1800                 (the limits)
@@ -82,9 +82,29 @@ export out src runs seconds timeout hz
 
 printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one {}'
 
+# tests/fuzz/LONG-RUNS.md keeps one row per target: this run's rows replace the same targets' older
+# rows, so targets can be run in separate sessions. Each row carries the date and machine it ran on.
+table=$src/tests/fuzz/LONG-RUNS.md
+machine="$(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), kernel $(uname -r)"
+day=$(date -u +%F)
+rows=$(mktemp)
+trap 'rm -f "$rows"' EXIT
+[ -f "$table" ] && grep '^| [a-z]' "$table" | grep -v '^| target |' >"$rows" || true
+for t in "${targets[@]}"; do
+        grep -v "^| $t |" "$rows" >"$rows.new" || true
+        while IFS= read -r line; do printf '%s %s, %s |\n' "$line" "$day" "$machine"; done <"$out/row-$t" >>"$rows.new"
+        mv "$rows.new" "$rows"
+done
 {
-        echo "| target | executions | wall time | CPU time | edges covered | corpus files (before → after merge) | result |"
-        echo "|---|---|---|---|---|---|---|"
-        for t in "${targets[@]}"; do cat "$out/row-$t"; done
-} >"$out/table.md"
-cat "$out/table.md"
+        echo "# Long fuzzing runs"
+        echo
+        echo "Written by \`tests/fuzz/long-run.sh\` (ASan+UBSan, libFuzzer): each target until 10 million executions"
+        echo "or 30 CPU-minutes of its own, whichever came first, from its checked-in corpus; the grown corpus,"
+        echo "minimised with \`-merge=1\`, is checked in under \`tests/fuzz/corpus/<target>\`. Rerun one target with"
+        echo "\`bash tests/fuzz/long-run.sh <target>\`."
+        echo
+        echo "| target | executions | wall time | CPU time | edges covered | corpus files (before → after merge) | result | when, where |"
+        echo "|---|---|---|---|---|---|---|---|"
+        sort "$rows"
+} >"$table"
+cat "$table"

@@ -145,6 +145,15 @@ class Cli(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn(path, r.stderr)
 
+    def test_fifo_config_is_refused_not_waited_on(self):
+        # A FIFO has no writer: opening it for reading would wait forever (issue 16, config file types).
+        path = os.path.join(self.dropins, "50-fifo.yaml")
+        os.mkfifo(path)
+        r = self.check_config()
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(path, r.stderr)
+        self.assertIn("not a regular file", r.stderr)
+
     def test_unreadable_main_file(self):
         notdir = os.path.join(self.dir, "plainfile")
         self.write(notdir, "")

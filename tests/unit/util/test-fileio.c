@@ -101,11 +101,26 @@ static void test_replace(void **state) {
         assert_int_equal(unlink(path), 0);
 }
 
+/* Only regular files are read: a FIFO would block the event loop until a writer came (a config,
+ * kubeconfig or token path pointed at one by mistake), a directory is named as one. */
+static void test_read_refuses_what_is_not_a_regular_file(void **state) {
+        _cleanup_free_ char *fifo = NULL, *data = NULL;
+        size_t size;
+
+        assert_true(asprintf(&fifo, "%s/fifo", dir) > 0);
+        assert_int_equal(mkfifo(fifo, 0600), 0);
+        assert_int_equal(read_full_file(fifo, 1024, &data, &size), -EBADFD);
+        assert_int_equal(read_full_file(dir, 1024, &data, &size), -EISDIR);
+        assert_int_equal(read_full_file("/dev/null", 1024, &data, &size), -EBADFD);
+        assert_null(data);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_temp_name),
                 cmocka_unit_test_setup_teardown(test_leftover_of_a_killed_write_is_consumed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_replace, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_read_refuses_what_is_not_a_regular_file, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
