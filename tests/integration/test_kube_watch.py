@@ -281,6 +281,13 @@ def oversized_event_is_a_warning_once(emu):
         emu.label_node("n11", {"after": "2"})
         agent.wait_label("after", "2", 15)
         eq(agent.log().count("is larger than the limit"), 1, "warnings")
+        # Memory stays bounded: the 4.5 MiB events are refused as they stream, the LIST's 8 MiB cap bounds
+        # the peak, and nothing of the refused objects is kept.
+        with open("/proc/%d/status" % agent.proc.pid) as f:
+            st = {k: int(v.split()[0]) for k, v in (x.split(":", 1) for x in f) if k in ("VmRSS", "VmHWM")}
+        print("    after two 4.5 MiB Node events: VmRSS %d KiB, peak VmHWM %d KiB" % (st["VmRSS"], st["VmHWM"]))
+        check(st["VmHWM"] < 96 << 10, "peak RSS %d KiB" % st["VmHWM"])
+        check(st["VmRSS"] < 64 << 10, "RSS %d KiB" % st["VmRSS"])
 
 
 if __name__ == "__main__":
