@@ -247,7 +247,8 @@ static int run_item(OscApplier *a, const OscWork *w) {
 
 static bool needs_external(const OscWork *w) {
         return w->kind == OSC_WORK_PULL_FILE || w->kind == OSC_WORK_KUBELET_HEALTH ||
-               (w->kind == OSC_WORK_WRITE_FILE && w->file.source == OSC_FILE_SECRET);
+               (w->kind == OSC_WORK_WRITE_FILE && w->file.source == OSC_FILE_SECRET) ||
+               (w->kind == OSC_WORK_REGISTRY && w->probe);
 }
 
 /* Hands the current item to the owner's `external` hook. */

@@ -372,14 +372,19 @@ static const OscRegistry *find_registry(const OscModel *m, const char *upstream)
         return NULL;
 }
 
-static int add_registry_items(const OscDiffInput *in, OscChanges *c) {
+/* The registries whose hosts are probed first (`probed`), or the others. */
+static int add_registry_items(const OscDiffInput *in, OscChanges *c, bool probed) {
         for (size_t i = 0; in->new->has_containerd && i < in->new->n_registries; i++) {
                 const OscRegistry *g = &in->new->registries[i], *old = find_registry(in->old, g->upstream);
-                OscWork *w = add_item(c, OSC_WORK_REGISTRY);
+                bool probe = g->readiness_probe && (!old || !json_equal(old->canon, g->canon));
+                OscWork *w;
 
+                if (probe != probed)
+                        continue;
+                w = add_item(c, OSC_WORK_REGISTRY);
                 if (!w || osc_registry_copy(g, &w->registry) < 0)
                         return -ENOMEM;
-                w->probe = g->readiness_probe && (!old || !json_equal(old->canon, g->canon));
+                w->probe = probe;
         }
         return 0;
 }
@@ -532,7 +537,7 @@ static int build_items(const OscDiffInput *in, OscChanges *c) {
         }
         r = add_file_items(in, c);
         if (r >= 0)
-                r = add_registry_items(in, c);
+                r = add_registry_items(in, c, false);
         if (r >= 0)
                 r = add_pull_items(in, c);
         units_before = c->n_items;
@@ -561,7 +566,11 @@ static int build_items(const OscDiffInput *in, OscChanges *c) {
         if ((osc_in_place_flags_kubelet(&c->in_place) || has_command_for(c, "kubelet.service")) &&
             !add_item(c, OSC_WORK_KUBELET_HEALTH))
                 return -ENOMEM;
-        r = add_deleted_registry_items(in, c);
+        /* Upstream probes these asynchronously from step 9 and waits for them at step 17: a probe
+         * must not hold the units back (an in-cluster mirror may need this node's kubelet). */
+        r = add_registry_items(in, c, true);
+        if (r >= 0)
+                r = add_deleted_registry_items(in, c);
         if (r >= 0)
                 r = add_deleted_file_items(in, c);
         return r;

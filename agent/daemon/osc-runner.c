@@ -19,6 +19,14 @@
 
 #define LAST_APPLIED_MAX (16 * 1024 * 1024)
 #define SECRET_PATH_MAX 512
+/* A registry's readinessProbe: upstream probes every 2 s until its reconcile ends; we give each host
+ * 5 minutes, then fail the item (FileApplyFailed, retried with back-off), so a mirror that never
+ * comes is visible instead of a silent wait. 5 s per request where upstream allows 1 s: a mirror
+ * starting on a busy node is slow, not absent. */
+#define REGISTRY_PROBE_INTERVAL_USEC (2 * USEC_PER_SEC)
+#define REGISTRY_PROBE_REQUEST_TIMEOUT_USEC (5 * USEC_PER_SEC)
+#define REGISTRY_PROBE_TIMEOUT_USEC (300 * USEC_PER_SEC)
+#define REGISTRY_CA_MAX (1024 * 1024)
 
 struct OscRunner {
         OscRunnerDeps deps;             /* borrowed */
@@ -40,6 +48,8 @@ struct OscRunner {
         OscApplier *applier;            /* owned */
         KubeRequest *secret;            /* owned: GET of a secretRef file's Secret */
         HealthCheck *health;            /* owned: the kubelet health item */
+        HealthCheck *probe;             /* owned: a registry host's readiness probe */
+        size_t probe_host;              /* the host of the current registry item being probed */
         KubeletStage *pull;             /* owned: an imageRef file being pulled */
         KubeletStore *images;           /* owned: verified imageRef files, created at the first pull */
         sd_event_source *answer;        /* owned: an item answered from the loop */
@@ -65,6 +75,7 @@ static void run_clear(OscRunner *r) {
         r->applier = osc_applier_free(r->applier);
         r->secret = kube_request_free(r->secret);
         r->health = health_check_free(r->health);
+        r->probe = health_check_free(r->probe);
         r->pull = kubelet_stage_free(r->pull);
         r->answer = sd_event_source_disable_unref(r->answer);
         r->answer_detail = mfree(r->answer_detail);
@@ -281,6 +292,105 @@ static int start_health(OscRunner *r) {
         return health_check_start(r->deps.event, r->deps.http, &o, on_health, r, &r->health);
 }
 
+/* The PEM of a registry host's `ca` files, concatenated: relative names are below the upstream's
+ * certs.d directory (upstream's baseDir), every path below osc.rootDirectory. */
+static int read_host_cas(OscRunner *r, const OscRegistry *g, const OscRegistryHost *h, char **ret,
+                         size_t *ret_size, char **ret_detail) {
+        _cleanup_free_ char *all = NULL;
+        size_t n = 0;
+
+        for (char **ca = h->ca_certs; ca && *ca; ca++) {
+                _cleanup_free_ char *path = NULL, *full = NULL, *pem = NULL;
+                size_t size;
+                char *grown;
+                int k;
+
+                if ((**ca == '/' ? asprintf(&path, "%s", *ca)
+                                 : asprintf(&path, OSC_CONTAINERD_CERTS_DIR "/%s/%s", g->upstream, *ca)) < 0)
+                        return -ENOMEM;
+                k = path_below_root(r->deps.config->osc.root_directory, path, &full);
+                if (k >= 0)
+                        k = read_full_file(full, REGISTRY_CA_MAX, &pem, &size);
+                if (k < 0)
+                        return error_setf(ret_detail, k, "upstream %s: CA file %s of host %s: %s", g->upstream,
+                                          path, h->url, strerror(-k));
+                grown = realloc(all, n + size + 2);
+                if (!grown)
+                        return -ENOMEM;
+                all = grown;
+                memcpy(all + n, pem, size);
+                n += size;
+                all[n++] = '\n';
+                all[n] = 0;
+        }
+        *ret = TAKE_PTR(all);
+        *ret_size = n;
+        return 0;
+}
+
+static int probe_next_host(OscRunner *r);
+
+static void on_probed(HealthCheck *hc, int error, const char *message, unsigned n_probes, void *userdata) {
+        OscRunner *r = userdata;
+        const OscWork *w = &r->changes->items[osc_applier_current(r->applier)];
+        _cleanup_free_ char *detail = NULL;
+        int k;
+
+        r->probe = health_check_free(r->probe);
+        if (error < 0) {
+                (void) error_setf(&detail, error, "upstream %s: %s", w->registry.upstream, strempty(message));
+                return osc_applier_external_done(r->applier, error, detail);
+        }
+        log_info("Registry host %s of upstream %s answered after %u probe(s).",
+                 w->registry.hosts[r->probe_host].url, w->registry.upstream, n_probes);
+        r->probe_host++;
+        k = probe_next_host(r);
+        if (k < 0)
+                osc_applier_external_done(r->applier, k, "cannot start the next probe");
+}
+
+/* GNP §6.4 step 9: a new or changed registry with readinessProbe gets its hosts.toml only once each
+ * of its hosts answers. Its item comes after the unit commands and the kubelet health check
+ * (core/osc-diff.h), where upstream waits for its asynchronous probes: a mirror running in this
+ * cluster, which may need this very node, never holds the node's own files and units back. */
+static int probe_next_host(OscRunner *r) {
+        const OscWork *w = &r->changes->items[osc_applier_current(r->applier)];
+        const OscRegistry *g = &w->registry;
+        _cleanup_free_ char *pem = NULL, *detail = NULL;
+        size_t size = 0;
+        int k;
+
+        if (r->probe_host >= g->n_hosts) {
+                k = osc_write_registry(r->deps.config->osc.root_directory, g);
+                if (k < 0)
+                        (void) error_setf(&detail, k, "%s", strerror(-k));
+                return answer_later(r, MIN(k, 0), detail);
+        }
+        k = read_host_cas(r, g, &g->hosts[r->probe_host], &pem, &size, &detail);
+        if (k == -ENOMEM)
+                return k;
+        if (k < 0)
+                return answer_later(r, k, detail);
+        return health_check_start(r->deps.event, r->deps.http,
+                                  &(HealthCheckOptions) {
+                                          .url = g->hosts[r->probe_host].url,
+                                          .interval_usec = REGISTRY_PROBE_INTERVAL_USEC,
+                                          .request_timeout_usec = REGISTRY_PROBE_REQUEST_TIMEOUT_USEC,
+                                          .timeout_usec = REGISTRY_PROBE_TIMEOUT_USEC,
+                                          .any_status = true,
+                                          .ca_pem = pem,
+                                          .ca_pem_size = size,
+                                  },
+                                  on_probed, r, &r->probe);
+}
+
+static int start_probe(OscRunner *r, const OscWork *w) {
+        log_info("Probing the %zu host(s) of registry upstream %s before writing its hosts.toml.",
+                 w->registry.n_hosts, w->registry.upstream);
+        r->probe_host = 0;
+        return probe_next_host(r);
+}
+
 /* The kubelet binary is the kubelet store's (staged, switched and rolled back by the transaction);
  * the OSC's imageRef entry for it is satisfied by that. */
 static bool is_kubelet_binary(const OscRunner *r, const char *path) {
@@ -352,6 +462,8 @@ static int on_external(OscApplier *a, const OscWork *w, void *userdata) {
                 return start_secret(r, w);
         case OSC_WORK_KUBELET_HEALTH:
                 return start_health(r);
+        case OSC_WORK_REGISTRY:
+                return start_probe(r, w);
         case OSC_WORK_PULL_FILE:
                 if (is_kubelet_binary(r, w->file.path))
                         return answer_later(r, 0, NULL);

@@ -8,7 +8,8 @@
  * D-Bus through systemd/unit-control (EnableUnitFiles/DisableUnitFiles, Reload, StopUnit,
  * RestartUnit, each confirmed by its reply or JobRemoved; no blind waits). Items the applier cannot
  * do by itself (a secretRef file needs an uncached GET, an imageRef file a registry pull, the
- * kubelet health check an HTTP poll) go to the `external` hook, which answers with
+ * kubelet health check an HTTP poll, a registry with readinessProbe a probe of its hosts before its
+ * hosts.toml) go to the `external` hook, which answers with
  * osc_applier_external_done(); without a hook they fail with UnsupportedChange.
  *
  * After each item the applier marks it done in the OscChanges and calls `item_done`, where the
@@ -45,7 +46,7 @@ typedef struct OscApplierCallbacks {
          * call. The applier may be freed from here. */
         void (*finished)(OscApplier *a, const OscApplyFailure *failure, void *userdata);
         /* Optional: start the external work for item `w` (PULL_FILE, WRITE_FILE from a secretRef,
-         * KUBELET_HEALTH); answer later with osc_applier_external_done(). -errno if it could not
+         * KUBELET_HEALTH, REGISTRY with probe); answer later with osc_applier_external_done(). -errno if it could not
          * start (then the item fails). */
         int (*external)(OscApplier *a, const OscWork *w, void *userdata);
 } OscApplierCallbacks;

@@ -4,8 +4,10 @@
 /* What applying a new OSC means on this node (GNP §2.3, CONTRACT §9.2-§9.4): the diff of the
  * last-applied OscModel against the new one, as an ordered list of work items in the order of
  * GNP §6.4 (containerd config, files, registries, imageRef files, changed units, deleted units,
- * daemon-reload, unit commands, kubelet health, registry cleanup, deleted files), plus the in-place
- * flags that wait for MCM's ReadyForUpdate.
+ * daemon-reload, unit commands, kubelet health, probed registries, registry cleanup, deleted files),
+ * plus the in-place flags that wait for MCM's ReadyForUpdate. A new or changed registry with
+ * readinessProbe is probed before its hosts.toml is written; upstream runs those probes in parallel
+ * with steps 10-16 and waits for them at step 17, so their items stand there.
  *
  * The OscChanges is also the persisted "remaining work" (CONTRACT §9.2, last-computed-osc-changes):
  * the executor marks each item done as soon as it is applied and saves osc_changes_to_json(); after

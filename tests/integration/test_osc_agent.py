@@ -13,16 +13,22 @@ registry): the whole OSC is applied, and checksum/cloud-config-data is a promise
      MCM has not opened the gate, the plan lists the OSC's items, then after ReadyForUpdate the config
      and the drop-in are written, the kubelet restarted once, update-result=successful, the checksum;
   5. handover from gardener-node-agent: only GNA's last-applied-osc.yaml exists; a new OSC applies only
-     its diff (a file deleted by hand that both OSCs list stays deleted)."""
+     its diff (a file deleted by hand that both OSCs list stays deleted);
+  6. containerd registries with readinessProbe (GNP §6.4 steps 9 and 17): a TLS mirror whose CA comes
+     with the OSC is probed against that CA and written; a mirror nobody serves yet holds back only its
+     own hosts.toml and the checksum, not the OSC's files and units; it is written once it answers."""
 
+import http.server
 import json
 import os
 import shutil
 import sys
+import threading
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
+import registry  # noqa: E402
 import sandbox  # noqa: E402
 import usermgr  # noqa: E402
 
@@ -182,6 +188,50 @@ class OscAgent(unittest.TestCase):
         self.assertIn("diffed against gardener-node-agent's last-applied OSC", SB.agent_log())
         self.assertEqual(last_applied(), SB.osc["yaml"])
 
+
+    def test_6_registry_probed_before_its_hosts_toml(self):
+        class NotFound(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):                   # any answer means "reachable", as upstream
+                self.send_error(404)
+
+            def log_message(self, *args):
+                pass
+
+        port = registry.free_port()
+        tls_hosts = rooted("/etc/containerd/certs.d/tls.example/hosts.toml")
+        late_hosts = rooted("/etc/containerd/certs.d/late.example/hosts.toml")
+        cri = ("  criConfig:\n    name: containerd\n    containerd:\n      sandboxImage: registry.k8s.io/pause:3.10\n"
+               "      registries:\n"
+               "      - upstream: tls.example\n        readinessProbe: true\n"
+               "        hosts:\n        - url: https://%s\n          caCerts: [ca.crt]\n"
+               "      - upstream: late.example\n        readinessProbe: true\n"
+               "        hosts:\n        - url: http://127.0.0.1:%d\n" % (SB.reg.host, port))
+        files = (inline_file(HELLO, "hello\n") + inline_file("/etc/ipa-test/probe", "p\n") +
+                 inline_file("/etc/containerd/certs.d/tls.example/ca.crt", read(SB.reg.ca_file)))
+        text = SB.osc_yaml("1.31.4", SB.osc["os_version"], SB.image_ref("1.31.4"),
+                           extra_files=files).replace("  units:\n", cri + "  units:\n", 1)
+        before = S.annotation(SB.node(), S.NODE_CHECKSUM)
+        checksum = SB.publish_text(text)
+
+        # The TLS mirror answers once its CA (an OSC file, relative to its certs.d directory) is used.
+        usermgr.wait_until(lambda: os.path.exists(tls_hosts), 60, "tls.example's hosts.toml")
+        self.assertIn('[host."https://%s"]' % SB.reg.host, read(tls_hosts))
+        usermgr.wait_until(lambda: "Probing the 1 host(s) of registry upstream late.example" in SB.agent_log(), 30,
+                           "the probe of late.example")
+        self.assertEqual(read(rooted("/etc/ipa-test/probe")), "p\n", "the OSC's files wait for a probe")
+        self.assertTrue(os.path.exists(rooted("/etc/containerd/config.toml")))
+        self.assertFalse(os.path.exists(late_hosts))
+        self.assertEqual(S.annotation(SB.node(), S.NODE_CHECKSUM), before, "checksum before every registry")
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), NotFound)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        try:
+            self.wait_checksum(checksum, 30)
+        finally:
+            srv.shutdown()
+            srv.server_close()
+        self.assertIn('[host."http://127.0.0.1:%d"]' % port, read(late_hosts))
+        self.assertIn("Registry host http://127.0.0.1:%d of upstream late.example answered" % port, SB.agent_log())
 
 
 if __name__ == "__main__":

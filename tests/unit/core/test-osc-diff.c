@@ -205,7 +205,13 @@ static void test_replaced_units(void **state) {
 static void test_containerd(void **state) {
         static const Case table[] = {
                 { "first apply with containerd", NULL, CRI("sandboxImage: p1, registries: [" REG("a", ", readinessProbe: true") "]"),
-                  "containerd-config; registry a probe; restart containerd.service", .error = NULL },
+                  "containerd-config; restart containerd.service; registry a probe", .error = NULL },
+                { "a probed registry waits for the units and the kubelet health check, the others do not",
+                  CRI("sandboxImage: p1"),
+                  "spec: {criConfig: {name: containerd, containerd: {sandboxImage: p1, registries: ["
+                  REG("m", ", readinessProbe: true") "," REG("n", "") "]}}, units: [{name: kubelet.service, content: k}]}",
+                  "registry n; write-unit kubelet.service; daemon-reload; restart kubelet.service; kubelet-health; "
+                  "registry m probe", .error = NULL },
                 { "sandbox image change restarts containerd", CRI("sandboxImage: p1"), CRI("sandboxImage: p2"),
                   "containerd-config; restart containerd.service", .error = NULL },
                 { "cgroup driver change", CRI("sandboxImage: p1"),

@@ -100,6 +100,34 @@ static void test_connection_refused(void **state) {
         assert_non_null(strstr(c->message, "refused"));
 }
 
+/* A reachability probe (a registry's readinessProbe): a 404 is an answer, like any status. */
+static void test_any_status_is_an_answer(void **state) {
+        Ctx *c = *state;
+        _cleanup_(health_check_freep) HealthCheck *hc = NULL;
+        HealthCheckOptions o = { .url = c->url, .interval_usec = 20 * USEC_PER_MSEC, .timeout_usec = 10 * USEC_PER_SEC,
+                                 .any_status = true };
+
+        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 404, .body = "not here" }), 0);
+        assert_int_equal(health_check_start(c->event, c->http, &o, on_done, c, &hc), 0);
+        run(c);
+        assert_int_equal(c->error, 0);
+        assert_int_equal(c->n_probes, 1);
+}
+
+/* Unreachable stays unreachable: the message names the URL and the deadline, not "200". */
+static void test_any_status_refused_times_out(void **state) {
+        Ctx *c = *state;
+        _cleanup_(health_check_freep) HealthCheck *hc = NULL;
+        HealthCheckOptions o = { .url = "http://127.0.0.1:1/", .interval_usec = 50 * USEC_PER_MSEC,
+                                 .timeout_usec = USEC_PER_SEC, .any_status = true };
+
+        assert_int_equal(health_check_start(c->event, c->http, &o, on_done, c, &hc), 0);
+        run(c);
+        assert_int_equal(c->error, -ETIMEDOUT);
+        assert_non_null(strstr(c->message, "http://127.0.0.1:1/ did not answer within 1s"));
+        assert_non_null(strstr(c->message, "refused"));
+}
+
 static void test_free_cancels(void **state) {
         Ctx *c = *state;
         HealthCheck *hc = NULL;
@@ -118,6 +146,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_healthy_after_failures, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unhealthy_times_out, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_connection_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_any_status_is_an_answer, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_any_status_refused_times_out, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_free_cancels, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
