@@ -295,19 +295,32 @@ static int unit_job_on_service_result(sd_bus_message *reply, void *userdata, sd_
         return unit_job_judge(j);
 }
 
-static int unit_job_on_after(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
-        UnitJob *j = ASSERT_PTR(userdata);
+/* The head of both GetAll replies (before and after the job): true when the unit's properties
+ * were read into the job; false when the job is finished (and freed) with the error instead. */
+static bool unit_job_take_properties(UnitJob *j, sd_bus_message *reply, bool before) {
         const sd_bus_error *e;
         int r;
 
         j->slot = sd_bus_slot_unref(j->slot);
-
         e = sd_bus_message_get_error(reply);
-        if (e)
-                return unit_job_finish_bus_error(j, e);
-        r = parse_unit_properties(j, reply, /* before= */ false);
-        if (r < 0)
-                return unit_job_finish(j, r, "cannot parse the unit's properties");
+        if (e) {
+                (void) unit_job_finish_bus_error(j, e);
+                return false;
+        }
+        r = parse_unit_properties(j, reply, before);
+        if (r < 0) {
+                (void) unit_job_finish(j, r, "cannot parse the unit's properties");
+                return false;
+        }
+        return true;
+}
+
+static int unit_job_on_after(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        UnitJob *j = ASSERT_PTR(userdata);
+        int r;
+
+        if (!unit_job_take_properties(j, reply, /* before= */ false))
+                return 0;
 
         if (j->action != UNIT_ACTION_START && j->action != UNIT_ACTION_RESTART)
                 return unit_job_finish(j, 0, NULL);
@@ -419,17 +432,10 @@ static int unit_job_send_call(UnitJob *j) {
 
 static int unit_job_on_before(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
         UnitJob *j = ASSERT_PTR(userdata);
-        const sd_bus_error *e;
         int r;
 
-        j->slot = sd_bus_slot_unref(j->slot);
-
-        e = sd_bus_message_get_error(reply);
-        if (e)
-                return unit_job_finish_bus_error(j, e);
-        r = parse_unit_properties(j, reply, /* before= */ true);
-        if (r < 0)
-                return unit_job_finish(j, r, "cannot parse the unit's properties");
+        if (!unit_job_take_properties(j, reply, /* before= */ true))
+                return 0;
 
         r = unit_job_send_call(j);
         if (r < 0)
