@@ -9,6 +9,7 @@
 #include "util/event-util.h"
 #include "util/log.h"
 #include "util/random-util.h"
+#include "util/time-util.h"
 
 /* Returned from the stream callback to stop at an ERROR event; never leaves this file. */
 #define STOP_ERROR_EVENT (-ECANCELED)
@@ -49,7 +50,8 @@ struct KubeWatch {
         int error_code;                 /* Status code of an ERROR event in the current watch */
         bool error_too_large;
         int stream_error;               /* decode error of the current watch */
-        int size_warned;                /* the size-limit error last logged at warning level; 0 none */
+        int warned;                     /* the error last logged at warning level (-EFBIG, -EMSGSIZE,
+                                         * -EPERM); 0 none: each is said once until it clears */
 
         KubeWatchStats stats;
 };
@@ -129,6 +131,23 @@ static json_t *find_item(KubeWatch *w, json_t *list) {
         return NULL;
 }
 
+/* 403: our identity may not read this object. That is RBAC or an authorizer, i.e. configuration,
+ * which a quick retry never fixes (kube-api.md §6.4): say so once with the server's reason, and wait
+ * at least forbidden-backoff (2 min, jittered by up to a quarter) between attempts. */
+static uint64_t forbidden(KubeWatch *w, const json_t *status, uint64_t delay) {
+        uint64_t floor = kube_client_get_tuning(w->client)->forbidden_backoff_usec;
+        const char *msg = json_string_value(json_object_get(status, "message"));
+        char d[DURATION_MAX_STR];
+
+        delay = MAX(delay, floor + random_below(floor / 4 + 1));
+        if (w->warned != -EPERM) {
+                log_warning("LIST %s/%s: forbidden (HTTP 403)%s%.300s; retrying in %s.", w->collection, w->name,
+                            msg ? ": " : "", strempty(msg), format_duration(d, sizeof(d), delay));
+                w->warned = -EPERM;
+        }
+        return delay;
+}
+
 static void kube_watch_on_list(KubeRequest *req, int error, json_t *list, void *userdata) {
         KubeWatch *w = userdata;
         bool expired;
@@ -153,13 +172,15 @@ static void kube_watch_on_list(KubeRequest *req, int error, json_t *list, void *
         if (error < 0) {
                 uint64_t delay = backoff_step(w);
 
+                if (error == -EPERM)
+                        delay = forbidden(w, list, delay);
                 log_debug("LIST %s/%s failed: %s; retrying in %" PRIu64 " ms.", w->collection, w->name,
                           strerror(-error), delay / USEC_PER_MSEC);
                 /* Oversized: no retry fixes it, so say so where an operator looks (once per error). */
-                if (error == -EFBIG && w->size_warned != error) {
+                if (error == -EFBIG && w->warned != error) {
                         log_warning("LIST %s/%s: the object is larger than the limit of %u bytes; ignoring it and "
                                     "retrying with back-off.", w->collection, w->name, KUBE_RESPONSE_MAX);
-                        w->size_warned = error;
+                        w->warned = error;
                 }
                 synced(w, error);
                 (void) kube_watch_schedule(w, STEP_LIST, delay);
@@ -167,8 +188,8 @@ static void kube_watch_on_list(KubeRequest *req, int error, json_t *list, void *
         }
 
         w->rv_unavailable = false;
-        if (w->size_warned == -EFBIG)
-                w->size_warned = 0;
+        if (w->warned == -EFBIG || w->warned == -EPERM)
+                w->warned = 0;
         if (set_rv(w, rv) < 0) {
                 (void) kube_watch_schedule(w, STEP_LIST, backoff_step(w));
                 return;
@@ -211,8 +232,8 @@ static void apply_event(KubeWatch *w, WatchEventType type, json_t *object) {
                 break;
         }
         w->watch_events++;
-        if (type != WATCH_EVENT_BOOKMARK && w->size_warned == -EMSGSIZE)
-                w->size_warned = 0;             /* our object fits again: a new oversized one is news */
+        if (type != WATCH_EVENT_BOOKMARK && w->warned == -EMSGSIZE)
+                w->warned = 0;             /* our object fits again: a new oversized one is news */
         w->stats.events++;
         if (set_rv(w, object_rv(object)) < 0)
                 log_debug("Out of memory recording resourceVersion of %s/%s.", w->collection, w->name);
@@ -333,10 +354,10 @@ static void kube_watch_on_watch_done(HttpRequest *req, int error, long status, v
                   error < 0 && error != STOP_ERROR_EVENT ? strerror(-error) : "", code, watch_next_to_string(next),
                   delay / USEC_PER_MSEC, strempty(w->rv));
 
-        if (w->stream_error == -EMSGSIZE && w->size_warned != -EMSGSIZE) {
+        if (w->stream_error == -EMSGSIZE && w->warned != -EMSGSIZE) {
                 log_warning("WATCH %s/%s: an event is larger than the limit of %u bytes; listing again.",
                             w->collection, w->name, WATCH_STREAM_LINE_MAX);
-                w->size_warned = -EMSGSIZE;
+                w->warned = -EMSGSIZE;
         }
 
         /* The watch said the RV is from the future (server restarted with a reset counter): the

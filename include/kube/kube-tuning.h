@@ -17,6 +17,7 @@
  *   request-timeout=D, patch-timeout=D                per-request timeouts
  *   csr-poll=D, csr-timeout=D        how often a pending CSR is read, and for how long (identity/)
  *   identity-retry-base=D, identity-retry-cap=D       backoff between failed bootstraps/renewals
+ *   forbidden-backoff=D     the least wait after a LIST answered 403 (a configuration error)
  *
  * and of the node duties that report to the API server (GNP §8):
  *   units-check=D, units-stuck=D    SystemdUnitsReady period (1 min) and stuck threshold (5 min)
@@ -50,6 +51,7 @@ typedef struct KubeTuning {
         uint64_t csr_timeout_usec;              /* 15 min, upstream's CSR wait */
         uint64_t identity_retry_base_usec;      /* 10 s */
         uint64_t identity_retry_cap_usec;       /* 5 min */
+        uint64_t forbidden_backoff_usec;        /* 2 min: 403 is RBAC, not load (kube-api.md §6.4) */
         uint64_t units_check_usec;              /* 60 s */
         uint64_t units_stuck_usec;              /* 5 min */
         uint64_t health_check_usec;             /* 30 s */

@@ -3,7 +3,8 @@
 """Throttling, slow and unreachable servers for the Node watch (kube-api.md §7.1, §3.7, §10 faults 7, 9, 10):
 Retry-After is honoured (no request before it) without relisting, a silent watch is detected and replaced,
 slow answers time out, and an unreachable server is retried at a bounded rate and recovered from without a
-restart."""
+restart. Fault 14: a 403 on the OSC Secret is said once and retried minutes apart, not at the load backoff,
+while the Node watch and the Lease go on."""
 
 import os
 import re
@@ -162,6 +163,36 @@ def blackholed_then_back(emu):
         emu.listen("blackhole", seconds=4)
         emu.label_node("t7", {"bh": "1"})
         agent.wait_label("bh", "1", 20)
+        check(agent.alive(), "agent alive")
+
+
+@test
+def forbidden_secret_backs_off_long(emu):
+    """Fault 14 (kube-api.md §6.4): 403 on the OSC Secret is configuration, not load. One warning with the
+    server's reason, attempts at least forbidden-backoff apart (here 3 s; 2 min in production) instead of
+    the 0.2 s → 2 s load backoff, the Node watch and the Lease unaffected, and the Secret read once allowed."""
+    emu.seed_node("t9")
+    emu.seed_secret("osc-t9", namespace="kube-system", data={"osc.yaml": "apiVersion: v1\n"})
+    rule = emu.inject("forbidden", resource="secrets", count=-1)
+    with Agent(emu, "t9", config_extra="osc:\n  secretName: osc-t9\n", lease=True,
+               tuning={"forbidden-backoff": "3s"}) as agent:
+        agent.wait_settled()
+        agent.wait_log("forbidden (HTTP 403): secrets is forbidden", 10)
+        t0 = time.time()
+        emu.label_node("t9", {"during": "403"})
+        agent.wait_label("during", "403", 5)
+        renew = emu.get("leases", "gardener-node-agent-t9", namespace="kube-system")["spec"]["renewTime"]
+        time.sleep(8)
+        reads = [e for e in emu.request_log(path="/secrets") if e["time"] >= t0]
+        print("    %d Secret reads in 8 s while forbidden" % len(reads))
+        check(all(e["status"] == 403 for e in reads), "every read forbidden: %r", [e["status"] for e in reads])
+        check(len(reads) <= 3, "%d Secret reads in 8 s: the load backoff (0.2 s → 2 s), not forbidden-backoff",
+              len(reads))
+        eq(agent.log().count("forbidden (HTTP 403)"), 1, "warnings for one lasting 403")
+        check(emu.get("leases", "gardener-node-agent-t9", namespace="kube-system")["spec"]["renewTime"] != renew,
+              "the Lease was not renewed while the Secret was forbidden")
+        emu.clear_faults(rule)
+        agent.wait_log("LIST /api/v1/namespaces/kube-system/secrets/osc-t9: rv=", 10)
         check(agent.alive(), "agent alive")
 
 
