@@ -50,6 +50,7 @@ struct KubeWatch {
         int error_code;                 /* Status code of an ERROR event in the current watch */
         bool error_too_large;
         int stream_error;               /* decode error of the current watch */
+        uint64_t forbidden_since_usec;  /* the first 403 of the LISTs failing with it; 0 none */
         int warned;                     /* the error last logged at warning level (-EFBIG, -EMSGSIZE,
                                          * -EPERM); 0 none: each is said once until it clears */
 
@@ -131,14 +132,19 @@ static json_t *find_item(KubeWatch *w, json_t *list) {
         return NULL;
 }
 
-/* 403: our identity may not read this object. That is RBAC or an authorizer, i.e. configuration,
- * which a quick retry never fixes (kube-api.md §6.4): say so once with the server's reason, and wait
- * at least forbidden-backoff (2 min, jittered by up to a quarter) between attempts. */
+/* 403: our identity may not read this object. A lasting one is RBAC or an authorizer, i.e.
+ * configuration, which a quick retry never fixes (kube-api.md §6.4): say so once with the server's
+ * reason, and let the wait grow with the time it has been forbidden, up to forbidden-backoff (2 min,
+ * jittered by up to a quarter). A short one is not rare at a node's first boot (GNA's authorizer
+ * looks the machine up through a cache), so the first retries keep the ordinary backoff. */
 static uint64_t forbidden(KubeWatch *w, const json_t *status, uint64_t delay) {
-        uint64_t floor = kube_client_get_tuning(w->client)->forbidden_backoff_usec;
+        uint64_t now = kube_client_now(w->client), floor;
         const char *msg = json_string_value(json_object_get(status, "message"));
         char d[DURATION_MAX_STR];
 
+        if (w->forbidden_since_usec == 0 || w->forbidden_since_usec > now)
+                w->forbidden_since_usec = now;
+        floor = MIN(kube_client_get_tuning(w->client)->forbidden_backoff_usec, now - w->forbidden_since_usec);
         delay = MAX(delay, floor + random_below(floor / 4 + 1));
         if (w->warned != -EPERM) {
                 log_warning("LIST %s/%s: forbidden (HTTP 403)%s%.300s; retrying in %s.", w->collection, w->name,
@@ -188,6 +194,7 @@ static void kube_watch_on_list(KubeRequest *req, int error, json_t *list, void *
         }
 
         w->rv_unavailable = false;
+        w->forbidden_since_usec = 0;
         if (w->warned == -EFBIG || w->warned == -EPERM)
                 w->warned = 0;
         if (set_rv(w, rv) < 0) {

@@ -17,7 +17,7 @@
  *   request-timeout=D, patch-timeout=D                per-request timeouts
  *   csr-poll=D, csr-timeout=D        how often a pending CSR is read, and for how long (identity/)
  *   identity-retry-base=D, identity-retry-cap=D       backoff between failed bootstraps/renewals
- *   forbidden-backoff=D     the least wait after a LIST answered 403 (a configuration error)
+ *   forbidden-backoff=D     the wait between LISTs answered 403 once that lasts (configuration)
  *
  * and of the node duties that report to the API server (GNP §8):
  *   units-check=D, units-stuck=D    SystemdUnitsReady period (1 min) and stuck threshold (5 min)
