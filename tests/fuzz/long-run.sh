@@ -67,8 +67,8 @@ run_one() {
         secs=$((t1 - t0))
         cpu=$((ticks / hz))
         if [ "$rc" -ne 0 ]; then
-                printf '| %s | %s | %s s | %s s | %s | — | **crash (exit %s), see %s** |\n' \
-                        "$name" "${execs:-?}" "$secs" "$cpu" "${cov:-?}" "$rc" "$out/crashes-$name" >"$out/row-$name"
+                record_row "$name" "$(printf '| %s | %s | %s s | %s s | %s | — | **crash (exit %s), see %s** |' \
+                        "$name" "${execs:-?}" "$secs" "$cpu" "${cov:-?}" "$rc" "$out/crashes-$name")"
                 return 0
         fi
         # The named seeds stay; of the grown corpus only inputs that add coverage to them are kept.
@@ -78,38 +78,43 @@ run_one() {
         rm -rf "$src/tests/fuzz/corpus/$name"
         mkdir -p "$src/tests/fuzz/corpus/$name"
         cp "$work.min"/. -r "$src/tests/fuzz/corpus/$name/"
-        printf '| %s | %s | %s s | %s s | %s | %s → %s | no crash, no leak%s |\n' \
-                "$name" "$execs" "$secs" "$cpu" "${cov:-?}" "$before" "$after" "$([ "$limited" -eq 1 ] && echo " (stopped at the CPU limit)")" >"$out/row-$name"
+        record_row "$name" "$(printf '| %s | %s | %s s | %s s | %s | %s → %s | no crash, no leak%s |' \
+                "$name" "$execs" "$secs" "$cpu" "${cov:-?}" "$before" "$after" \
+                "$([ "$limited" -eq 1 ] && echo " (stopped at the CPU limit)")")"
 }
-export -f run_one
+
+# tests/fuzz/LONG-RUNS.md keeps one row per target: a finished target's row replaces its older row at
+# once (under a lock: targets finish in parallel), so an interrupted run keeps what it finished and
+# targets can be run in separate sessions. Each row carries the date and machine it ran on.
+record_row() {
+        local name=$1 row=$2 rows
+        rows=$(mktemp)
+        exec {lock}>"$out/LONG-RUNS.lock"
+        flock "$lock"
+        [ -f "$table" ] && grep '^| [a-z]' "$table" | grep -v '^| target |' | grep -v "^| $name |" >"$rows" || true
+        printf '%s %s, %s |\n' "$row" "$(date -u +%F)" "$machine" >>"$rows"
+        {
+                echo "# Long fuzzing runs"
+                echo
+                echo "Written by \`tests/fuzz/long-run.sh\` (ASan+UBSan, libFuzzer): each target until 10 million executions"
+                echo "or 30 CPU-minutes of its own, whichever came first, from its checked-in corpus; the grown corpus,"
+                echo "minimised with \`-merge=1\`, is checked in under \`tests/fuzz/corpus/<target>\`. Rerun one target with"
+                echo "\`bash tests/fuzz/long-run.sh <target>\`."
+                echo
+                echo "| target | executions | wall time | CPU time | edges covered | corpus files (before → after merge) | result | when, where |"
+                echo "|---|---|---|---|---|---|---|---|"
+                sort "$rows"
+        } >"$table.new"
+        mv "$table.new" "$table"
+        rm -f "$rows"
+        exec {lock}>&-
+}
+export -f run_one record_row
 hz=$(getconf CLK_TCK)
-export out src runs seconds timeout hz
+table=$src/tests/fuzz/LONG-RUNS.md
+machine="$(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), kernel $(uname -r)"
+export out src runs seconds timeout hz table machine
 
 printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one {}'
 
-# tests/fuzz/LONG-RUNS.md keeps one row per target: this run's rows replace the same targets' older
-# rows, so targets can be run in separate sessions. Each row carries the date and machine it ran on.
-table=$src/tests/fuzz/LONG-RUNS.md
-machine="$(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), kernel $(uname -r)"
-day=$(date -u +%F)
-rows=$(mktemp)
-trap 'rm -f "$rows"' EXIT
-[ -f "$table" ] && grep '^| [a-z]' "$table" | grep -v '^| target |' >"$rows" || true
-for t in "${targets[@]}"; do
-        grep -v "^| $t |" "$rows" >"$rows.new" || true
-        while IFS= read -r line; do printf '%s %s, %s |\n' "$line" "$day" "$machine"; done <"$out/row-$t" >>"$rows.new"
-        mv "$rows.new" "$rows"
-done
-{
-        echo "# Long fuzzing runs"
-        echo
-        echo "Written by \`tests/fuzz/long-run.sh\` (ASan+UBSan, libFuzzer): each target until 10 million executions"
-        echo "or 30 CPU-minutes of its own, whichever came first, from its checked-in corpus; the grown corpus,"
-        echo "minimised with \`-merge=1\`, is checked in under \`tests/fuzz/corpus/<target>\`. Rerun one target with"
-        echo "\`bash tests/fuzz/long-run.sh <target>\`."
-        echo
-        echo "| target | executions | wall time | CPU time | edges covered | corpus files (before → after merge) | result | when, where |"
-        echo "|---|---|---|---|---|---|---|---|"
-        sort "$rows"
-} >"$table"
 cat "$table"
