@@ -27,6 +27,7 @@ import ssl
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 
 DOCKER_REGISTRY = "/usr/bin/docker-registry"
@@ -173,7 +174,6 @@ def diff_id(data, compression, cap=512 << 20):
                 pos = min(pos, len(data)) - len(d.unused_data)    # the next member starts there
         elif compression == "zstd":
             p = subprocess.Popen(["zstd", "-q", "-d", "-c"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-            import threading
             threading.Thread(target=lambda: (p.stdin.write(data), p.stdin.close()), daemon=True).start()
             while True:
                 chunk = p.stdout.read(1 << 20)
@@ -248,6 +248,8 @@ class Registry:
         self.htpasswd = htpasswd or {}
         self.proc = None
         self.port = None
+        self._blob_locks = {}                   # digest -> Lock: one upload of a digest at a time
+        self._blob_locks_guard = threading.Lock()
 
     # ---- lifecycle ----
 
@@ -344,7 +346,20 @@ http:
             conn.close()
 
     def push_blob(self, repo, data):
+        # A blob the repository has is not uploaded again, and one digest is uploaded by one thread at
+        # a time, as docker does: docker-registry rewrites the repository's link file of a blob on every
+        # commit, and a manifest PUT that reads it meanwhile fails (DIGEST_INVALID, MANIFEST_BLOB_UNKNOWN:
+        # seen in CI when the sandbox pushed its images, which share a base layer, in parallel).
         digest = sha256(data)
+        with self._blob_locks_guard:
+            lock = self._blob_locks.setdefault(digest, threading.Lock())
+        with lock:
+            status, _, _ = self.request("HEAD", "/v2/%s/blobs/%s" % (repo, digest))
+            if status == 200:
+                return {"digest": digest, "size": len(data)}
+            return self._upload_blob(repo, data, digest)
+
+    def _upload_blob(self, repo, data, digest):
         status, headers, body = self.request("POST", "/v2/%s/blobs/uploads/" % repo, body=b"")
         if status != 202:
             raise RegistryError("upload start: %d %s" % (status, body[:200]))
