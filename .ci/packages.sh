@@ -200,8 +200,8 @@ unit="$unitdir/inplace-agent.service"
 /usr/sbin/inplace-agent check-config >/dev/null || die "the packaged default config does not validate"
 man -w inplace-agent >/dev/null && man -w 5 inplace-agent.yaml >/dev/null || die "man pages not found by man"
 journalctl --update-catalog
-mapfile -t ids < <(sed -n 's/^#define MESSAGE_ID_[A-Z0-9_]*[[:space:]]*"\([0-9a-f]\{32\}\)".*/\1/p' "$srcdir/include/daemon/catalog-ids.h")
-[ ${#ids[@]} -gt 0 ] || die "no MESSAGE_IDs found in include/daemon/catalog-ids.h"
+mapfile -t ids < <(sed -n 's/^#define MESSAGE_ID_[A-Z0-9_]*[[:space:]]*"\([0-9a-f]\{32\}\)".*/\1/p' "$srcdir/include/update/catalog-ids.h")
+[ ${#ids[@]} -gt 0 ] || die "no MESSAGE_IDs found in include/update/catalog-ids.h"
 journalctl --list-catalog "${ids[@]}" >"$work/catalog.log" || die "journal catalog entries missing after install"
 [ "$(grep -c ' inplace-agent: ' "$work/catalog.log")" = ${#ids[@]} ] || die "not every MESSAGE_ID is in the installed catalog"
 echo "installed: binary, enabled unit, man pages, catalog: OK"

@@ -18,7 +18,13 @@ LAYERS = {
     'kubelet': {'kubelet', 'oci', 'net', 'util', 'core'},
     'os':      {'os', 'oci', 'net', 'util', 'core'},
     'apply':   {'apply', 'core', 'util', 'systemd', 'net', 'kube', 'oci'},
-    'daemon':  None,  # the owner: may include every layer
+    # Every write to the Node and the world, for the update run and the duties alike.
+    'report':  {'report', 'core', 'util', 'kube', 'net'},
+    # The periodic duties: each alone on the loop, none knows the update run or the process.
+    'duties':  {'duties', 'report', 'apply', 'core', 'util', 'systemd', 'net', 'kube', 'kubelet'},
+    # The update run: carries out the core's actions through every edge layer; no duty, no process.
+    'update':  {'update', 'report', 'apply', 'core', 'util', 'systemd', 'net', 'kube', 'identity', 'oci', 'kubelet', 'os'},
+    'daemon':  None,  # the process, the owner: may include every layer
 }
 PURE = {'core'}
 PURE_HEADERS = {'util'}   # util/log.c talks to the journal; its header does not

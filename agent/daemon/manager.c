@@ -12,17 +12,17 @@
 #include "core/osc-component-config.h"
 #include "core/osc.h"
 #include "core/restart-request.h"
-#include "daemon/applied-osc.h"
-#include "daemon/catalog-ids.h"
-#include "daemon/executor.h"
-#include "daemon/hostname-check.h"
+#include "duties/applied-osc.h"
+#include "update/catalog-ids.h"
+#include "update/executor.h"
+#include "duties/hostname-check.h"
 #include "daemon/manager.h"
-#include "daemon/node-health.h"
-#include "daemon/node-labeler.h"
-#include "daemon/osc-jitter.h"
-#include "daemon/reporter.h"
-#include "daemon/restart-handler.h"
-#include "daemon/units-check.h"
+#include "duties/node-health.h"
+#include "duties/node-labeler.h"
+#include "duties/osc-jitter.h"
+#include "report/reporter.h"
+#include "duties/restart-handler.h"
+#include "duties/units-check.h"
 #include "kube/kube-client.h"
 #include "kube/kube-events.h"
 #include "kube/kube-tuning.h"
@@ -434,7 +434,7 @@ static char *root_path(const Config *c, const char *path) {
 }
 
 /* SystemdUnitsReady over the kubelet and containerd until there is a last-applied OSC, whose units
- * daemon/applied-osc hands over. */
+ * duties/applied-osc hands over. */
 static int manager_setup_units_check(Manager *m) {
         const char *names[] = { m->config->kubelet.unit, CONTAINERD_UNIT };
         const bool enabled[] = { true, true };

@@ -302,7 +302,7 @@ typedef struct UpdateTransaction {
 } UpdateTransaction;
 
 /* The one list of UpdateTransaction's fields: free, copy (node-update.c) and the state.json
- * encoding (daemon/state-file.c) all walk it, so a new field is added in one place. `key` is the
+ * encoding (core/state-codec.c) all walk it, so a new field is added in one place. `key` is the
  * state.json key, "<object>.<key>" for one level of nesting. A field marked `gate` decides whether
  * its object is written at all: when it is empty (no code, false) the object is null. */
 typedef enum TxFieldType {

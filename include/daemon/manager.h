@@ -3,8 +3,8 @@
 
 /* The Manager owns the one sd_event loop and every long-lived object (bus, HTTP multi handle,
  * Kubernetes client, the watch on our Node, Events, the Lease, the update state machine). It feeds
- * inputs to the pure core, hands the executor its dependencies (daemon/executor.h) and the reporter
- * the Node as watched (daemon/reporter.h). Logs (the daemon layer is where logging happens). */
+ * inputs to the pure core, hands the executor its dependencies (update/executor.h) and the reporter
+ * the Node as watched (report/reporter.h). Logs (the daemon layer is where logging happens). */
 
 #include "core/config.h"
 #include "kube/kube-tuning.h"

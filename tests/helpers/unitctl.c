@@ -26,7 +26,7 @@
 #include <systemd/sd-event.h>
 
 #include "core/restart-request.h"
-#include "daemon/restart-handler.h"
+#include "duties/restart-handler.h"
 #include "systemd/unit-control.h"
 #include "util/fileio.h"
 #include "util/time-util.h"

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Cross-checks the journal message catalog against the code.
 
-* every MESSAGE_ID_* macro in include/daemon/catalog-ids.h has exactly one entry in
+* every MESSAGE_ID_* macro in include/update/catalog-ids.h has exactly one entry in
   units/inplace-agent.catalog, and every entry has a macro;
 * every log_struct_id() call in agent/<layer>/*.c names a macro from catalog-ids.h (or a literal ID
   with an entry);
@@ -24,7 +24,7 @@ import tempfile
 import unittest
 
 SRCDIR = os.environ.get("SRCDIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-HEADER = os.path.join(SRCDIR, "include", "daemon", "catalog-ids.h")
+HEADER = os.path.join(SRCDIR, "include", "update", "catalog-ids.h")
 CATALOG = os.path.join(SRCDIR, "units", "inplace-agent.catalog")
 AGENT_DIR = os.path.join(SRCDIR, "agent")
 

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 
 #include "core/node-update.h"
-#include "daemon/state-file.h"
+#include "core/state-codec.h"
 #include "tests.h"
 
 #define T0 (1740823200ULL * USEC_PER_SEC)      /* 2025-03-01T10:00:00Z */
@@ -154,7 +154,7 @@ static void world_ready(World *w, const char *transition_time) {
 }
 
 /* "Disk" is the state.json encoding kept in memory: every decision goes through exactly what is
- * persisted (daemon/state-file.c), without paying an fsync per step (test-state-file.c covers the
+ * persisted (core/state-codec.c), without paying an fsync per step (test-state-file.c covers the
  * file itself). */
 static UpdateTransaction *load_tx(World *w) {
         UpdateTransaction *tx = NULL;
@@ -163,16 +163,16 @@ static UpdateTransaction *load_tx(World *w) {
 
         if (!w->saved)
                 return NULL;
-        r = state_file_decode(w->saved, strlen(w->saved), &tx, &err);
+        r = state_codec_decode(w->saved, strlen(w->saved), &tx, &err);
         if (r < 0)
-                fail_msg("state_file_decode: %d %s", r, strempty(err));
+                fail_msg("state_codec_decode: %d %s", r, strempty(err));
         return tx;
 }
 
 static void save_tx(World *w, const UpdateTransaction *tx) {
         free(w->saved);
         w->saved = NULL;
-        assert_int_equal(state_file_encode(tx, &w->saved), 0);
+        assert_int_equal(state_codec_encode(tx, &w->saved), 0);
 }
 
 static UpdateTransaction *current_tx(World *w) {

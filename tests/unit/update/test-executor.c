@@ -8,9 +8,9 @@
 #include <sys/stat.h>
 
 #include "core/config.h"
-#include "daemon/executor.h"
-#include "daemon/reporter.h"
-#include "daemon/state-file.h"
+#include "update/executor.h"
+#include "report/reporter.h"
+#include "update/state-file.h"
 #include "net/http.h"
 #include "test-loop.h"
 #include "tests.h"

@@ -20,7 +20,7 @@
 #include "core/osc-component-config.h"
 #include "core/node-view.h"
 #include "core/osc.h"
-#include "daemon/reporter.h"
+#include "report/reporter.h"
 #include "identity/identity.h"
 #include "identity/token-sync.h"
 #include "kube/kube-client.h"

@@ -5,7 +5,7 @@
  * at start) the state of each unit the OSC manages is read over D-Bus (systemd/unit-state.h),
  * judged by core/unit-health.h and handed to the reporter, which writes the condition only when it
  * changed. The list of units is an input: the manager sets the kubelet unit and
- * containerd.service; daemon/applied-osc replaces them with the units of the last-applied OSC
+ * containerd.service; duties/applied-osc replaces them with the units of the last-applied OSC
  * (replaced units, e.g. gardener-node-agent.service, left out) at start and after every apply. An empty list writes nothing (as upstream
  * without a last-applied OSC).
  *
@@ -17,7 +17,7 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
-#include "daemon/reporter.h"
+#include "report/reporter.h"
 #include "util/macro.h"
 
 typedef struct UnitsCheck UnitsCheck;

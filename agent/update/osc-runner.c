@@ -7,7 +7,7 @@
 #include "apply/osc-apply.h"
 #include "apply/osc-files.h"
 #include "apply/osc-state.h"
-#include "daemon/osc-runner.h"
+#include "update/osc-runner.h"
 #include "identity/identity.h"
 #include "kubelet/health-check.h"
 #include "kubelet/kubelet-stage.h"

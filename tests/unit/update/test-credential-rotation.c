@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
-#include "daemon/credential-rotation.h"
+#include "update/credential-rotation.h"
 #include "net/http.h"
 #include "test-loop.h"
 #include "tests.h"

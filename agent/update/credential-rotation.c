@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "daemon/credential-rotation.h"
+#include "update/credential-rotation.h"
 #include "identity/kubelet-rebootstrap.h"
 #include "util/error-message.h"
 #include "util/fileio.h"

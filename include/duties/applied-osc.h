@@ -20,8 +20,8 @@
 
 #include <systemd/sd-event.h>
 
-#include "daemon/reporter.h"
-#include "daemon/units-check.h"
+#include "report/reporter.h"
+#include "duties/units-check.h"
 #include "util/macro.h"
 
 typedef struct AppliedOscOptions {

@@ -8,7 +8,7 @@
 
 #include "core/node-labels.h"
 #include "core/node-view.h"
-#include "daemon/reporter.h"
+#include "report/reporter.h"
 #include "util/macro.h"
 
 typedef struct NodeLabeler NodeLabeler;

@@ -5,7 +5,7 @@
  * action finished, the conditional removal of an annotation, and -ENODEV before a client exists. */
 #include <stdio.h>
 
-#include "daemon/reporter.h"
+#include "report/reporter.h"
 #include "test-kube.h"
 
 typedef struct Ctx {

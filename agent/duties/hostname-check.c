@@ -3,7 +3,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 
-#include "daemon/hostname-check.h"
+#include "duties/hostname-check.h"
 #include "util/fileio.h"
 #include "util/log.h"
 

@@ -11,7 +11,7 @@
 
 #include "core/go-duration.h"
 #include "core/health-tracker.h"
-#include "daemon/node-health.h"
+#include "duties/node-health.h"
 #include "kubelet/health-check.h"
 #include "systemd/unit-state.h"
 #include "util/log.h"

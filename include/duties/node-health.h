@@ -23,7 +23,7 @@
 #include <systemd/sd-event.h>
 
 #include "core/node-view.h"
-#include "daemon/reporter.h"
+#include "report/reporter.h"
 #include "net/http.h"
 #include "systemd/unit-control.h"
 #include "util/macro.h"

@@ -4,7 +4,7 @@
 #include <time.h>
 
 #include "core/node-labels.h"
-#include "daemon/node-labeler.h"
+#include "duties/node-labeler.h"
 #include "util/fileio.h"
 #include "util/log.h"
 #include "util/time-util.h"

@@ -4,7 +4,7 @@
 
 #include "core/unit-health.h"
 #include "core/node-view.h"
-#include "daemon/units-check.h"
+#include "duties/units-check.h"
 #include "systemd/unit-state.h"
 #include "util/log.h"
 

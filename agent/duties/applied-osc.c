@@ -11,7 +11,7 @@
 #include "core/osc-model.h"
 #include "core/osc.h"
 #include "core/unit-health.h"
-#include "daemon/applied-osc.h"
+#include "duties/applied-osc.h"
 #include "util/fileio.h"
 #include "util/log.h"
 

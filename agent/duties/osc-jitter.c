@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "core/go-duration.h"
-#include "daemon/osc-jitter.h"
+#include "duties/osc-jitter.h"
 #include "util/log.h"
 #include "util/time-util.h"
 

@@ -3,7 +3,7 @@
 #include <jansson.h>
 
 #include "core/restart-request.h"
-#include "daemon/restart-handler.h"
+#include "duties/restart-handler.h"
 #include "util/backoff.h"
 #include "util/fileio.h"
 

@@ -3,8 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "daemon/state-file.h"
-#include "util/fileio.h"
+#include "core/state-codec.h"
 
 /* ---- encoding ---- */
 
@@ -121,7 +120,7 @@ static int encode_document(const UpdateTransaction *tx, json_t *doc) {
         return 0;
 }
 
-int state_file_encode(const UpdateTransaction *tx, char **ret) {
+int state_codec_encode(const UpdateTransaction *tx, char **ret) {
         json_t *doc;
         char *s;
         int r;
@@ -351,7 +350,7 @@ static int decode_document(Decoder *d, const json_t *doc, UpdateTransaction *tx)
         return 0;
 }
 
-int state_file_decode(const char *data, size_t size, UpdateTransaction **ret, char **ret_error) {
+int state_codec_decode(const char *data, size_t size, UpdateTransaction **ret, char **ret_error) {
         _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
         Decoder d = { .ret_error = ret_error };
         json_error_t e;
@@ -361,8 +360,8 @@ int state_file_decode(const char *data, size_t size, UpdateTransaction **ret, ch
         assert(data || size == 0);
         assert(ret);
 
-        if (size > STATE_FILE_MAX)
-                return bad(&d, "larger than %d bytes", STATE_FILE_MAX);
+        if (size > STATE_CODEC_MAX)
+                return bad(&d, "larger than %d bytes", STATE_CODEC_MAX);
         doc = json_loadb(data, size, 0, &e);
         if (!doc)
                 return bad(&d, "line %d: %s", e.line, e.text);
@@ -392,69 +391,4 @@ int state_file_decode(const char *data, size_t size, UpdateTransaction **ret, ch
                 return r;
         *ret = TAKE_PTR(tx);
         return 0;
-}
-
-/* ---- files ---- */
-
-int state_file_save(const char *dir, const UpdateTransaction *tx) {
-        _cleanup_free_ char *path = NULL, *data = NULL;
-        int r;
-
-        assert(dir);
-        assert(tx);
-
-        r = state_file_encode(tx, &data);
-        if (r < 0)
-                return r;
-        if (asprintf(&path, "%s/%s", dir, STATE_FILE_NAME) < 0)
-                return -ENOMEM;
-        return write_file_atomic(path, data, strlen(data), 0600);
-}
-
-int state_file_load(const char *dir, UpdateTransaction **ret, char **ret_error) {
-        _cleanup_free_ char *path = NULL, *aside = NULL, *data = NULL, *why = NULL;
-        size_t size;
-        int r;
-
-        assert(dir);
-        assert(ret);
-
-        if (asprintf(&path, "%s/%s", dir, STATE_FILE_NAME) < 0 ||
-            asprintf(&aside, "%s%s", path, STATE_FILE_CORRUPT_SUFFIX) < 0)
-                return -ENOMEM;
-
-        r = read_full_file(path, STATE_FILE_MAX, &data, &size);
-        if (r == -ENOENT)
-                return r;
-        if (r < 0 && r != -EFBIG) {
-                if (ret_error && asprintf(ret_error, "cannot read %s: %s", path, strerror(-r)) < 0)
-                        *ret_error = NULL;
-                return r;
-        }
-        if (r == -EFBIG)
-                why = strdup("larger than the 1 MiB limit");
-        else
-                r = state_file_decode(data, size, ret, &why);
-        if (r >= 0)
-                return 0;
-        if (r == -ENOMEM)
-                return r;
-        if (r == -EPROTONOSUPPORT) {
-                if (ret_error && asprintf(ret_error, "%s: %s; left in place", path, strempty(why)) < 0)
-                        *ret_error = NULL;
-                return r;
-        }
-
-        /* Keep the evidence and start clean: moving it aside is what makes the next start work. */
-        if (rename(path, aside) < 0) {
-                r = -errno;
-                if (ret_error && asprintf(ret_error, "%s is corrupt (%s) and could not be moved aside: %s", path,
-                                          strempty(why), strerror(-r)) < 0)
-                        *ret_error = NULL;
-                return r;
-        }
-        (void) fsync_parent_dir(path);
-        if (ret_error && asprintf(ret_error, "%s is corrupt (%s); moved to %s", path, strempty(why), aside) < 0)
-                *ret_error = NULL;
-        return -EBADMSG;
 }

@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "daemon/state-file.h"
+#include "update/state-file.h"
 #include "tests.h"
 #include "util/fileio.h"
 
@@ -102,9 +102,9 @@ static void test_round_trip(void **state) {
         _cleanup_(update_transaction_freep) UpdateTransaction *a = full_tx("tx-1"), *b = NULL, *e = NULL, *f = NULL;
         _cleanup_free_ char *s1 = NULL, *s2 = NULL, *s3 = NULL, *s4 = NULL, *err = NULL;
 
-        assert_int_equal(state_file_encode(a, &s1), 0);
-        assert_int_equal(state_file_decode(s1, strlen(s1), &b, &err), 0);
-        assert_int_equal(state_file_encode(b, &s2), 0);
+        assert_int_equal(state_codec_encode(a, &s1), 0);
+        assert_int_equal(state_codec_decode(s1, strlen(s1), &b, &err), 0);
+        assert_int_equal(state_codec_encode(b, &s2), 0);
         assert_string_equal(s1, s2);
 
         assert_string_equal(b->id, "tx-1");
@@ -129,8 +129,8 @@ static void test_round_trip(void **state) {
 
         /* an empty record: no transaction yet */
         assert_int_equal(update_transaction_new(&e), 0);
-        assert_int_equal(state_file_encode(e, &s3), 0);
-        assert_int_equal(state_file_decode(s3, strlen(s3), &f, NULL), 0);
+        assert_int_equal(state_codec_encode(e, &s3), 0);
+        assert_int_equal(state_codec_decode(s3, strlen(s3), &f, NULL), 0);
         assert_null(f->id);
         assert_int_equal(f->phase, UPDATE_PHASE_IDLE);
         assert_int_equal(f->blocked, _UPDATE_FAILURE_INVALID);
@@ -138,7 +138,7 @@ static void test_round_trip(void **state) {
         assert_int_equal(f->progress_phase, _UPDATE_PHASE_INVALID);
         assert_false(f->applied.valid);
         assert_null(f->os_args);
-        assert_int_equal(state_file_encode(f, &s4), 0);
+        assert_int_equal(state_codec_encode(f, &s4), 0);
         assert_string_equal(s3, s4);
 }
 
@@ -148,8 +148,8 @@ static void test_copy_matches(void **state) {
 
         assert_int_equal(update_transaction_copy(a, &c), 0);
         assert_ptr_not_equal(a->os_args, c->os_args);
-        assert_int_equal(state_file_encode(a, &s1), 0);
-        assert_int_equal(state_file_encode(c, &s2), 0);
+        assert_int_equal(state_codec_encode(a, &s1), 0);
+        assert_int_equal(state_codec_encode(c, &s2), 0);
         assert_string_equal(s1, s2);
 }
 
@@ -166,8 +166,8 @@ static void test_save_and_load(void **state) {
         assert_int_equal(stat(p, &st), 0);
         assert_int_equal(st.st_mode & 07777, 0600);
         assert_int_equal(state_file_load(dir, &b, NULL), 0);
-        assert_int_equal(state_file_encode(a, &s1), 0);
-        assert_int_equal(state_file_encode(b, &s2), 0);
+        assert_int_equal(state_codec_encode(a, &s1), 0);
+        assert_int_equal(state_codec_encode(b, &s2), 0);
         assert_string_equal(s1, s2);
 
         /* saving again replaces it */
@@ -261,7 +261,7 @@ static void test_crash_between_write_and_rename(void **state) {
         assert_int_equal(state_file_save(dir, old), 0);
         /* what write_file_atomic() leaves behind when killed before rename() */
         assert_int_equal(write_file_atomic_temp_name(p, &tmp), 0);
-        assert_int_equal(state_file_encode(newer, &new_text), 0);
+        assert_int_equal(state_codec_encode(newer, &new_text), 0);
         {
                 FILE *f = fopen(tmp, "we");
                 assert_non_null(f);

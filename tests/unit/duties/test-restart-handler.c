@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
-#include "daemon/restart-handler.h"
+#include "duties/restart-handler.h"
 #include "fake-systemd.h"
 #include "test-loop.h"
 #include "tests.h"

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <systemd/sd-daemon.h>
 
-#include "daemon/reporter.h"
+#include "report/reporter.h"
 #include "util/log.h"
 #include "util/time-util.h"
 
