@@ -477,6 +477,11 @@ static int on_external(OscApplier *a, const OscWork *w, void *userdata) {
 
 /* ---- the run ------------------------------------------------------------------------------------------ */
 
+/* Said once: the item is done all the same (a mask is the admin's decision, not a failure to retry). */
+static void on_masked(OscApplier *a, const char *path, const char *left_out, void *userdata) {
+        log_warning("%s is masked (a symlink to /dev/null): %s; unmask it for the OSC to manage it.", path, left_out);
+}
+
 static int on_item_done(OscApplier *a, size_t index, void *userdata) {
         OscRunner *r = userdata;
 
@@ -571,6 +576,7 @@ int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, voi
                 .item_done = on_item_done,
                 .finished = on_finished,
                 .external = on_external,
+                .masked = on_masked,
         };
         const Config *c = r->deps.config;
         int k;
