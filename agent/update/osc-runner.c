@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
 #include <ctype.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "util/base64.h"
 #include "util/error-message.h"
 #include "util/fileio.h"
+#include "util/in-root.h"
 #include "util/log.h"
 
 #define LAST_APPLIED_MAX (16 * 1024 * 1024)
@@ -32,6 +34,7 @@ struct OscRunner {
         OscRunnerDeps deps;             /* borrowed */
         KubeClient *kube;               /* borrowed; NULL: no API client yet */
         char *host_name;                /* owned: lower-case, for the files' hostName filter */
+        OscProtected own_files;         /* owned: what no OSC file may touch, resolved at start */
 
         /* The prepared OSC. */
         char *checksum;                 /* owned; NULL: nothing prepared */
@@ -157,6 +160,7 @@ static void prepare_now(OscRunner *r, OscDesired *osc, const char *os_version) {
                         .model_options = { .host_name = r->host_name, .containerd_path = getenv("PATH") },
                         .current_os_version = os_version,
                         .replaced_units = c->osc.replaced_units,
+                        .protected = &r->own_files,
                 }, &r->changes, &baseline, &error);
         if (k < 0)
                 return prepare_failed(r, k, TAKE_PTR(error));
@@ -626,8 +630,57 @@ static char *lower_host_name(void) {
         return strdup(buf);
 }
 
+/* `path` as named (its directory resolved, the last component not followed: an OSC file's own
+ * canonical form) and, where it exists, with every symlink resolved (a state directory that is a
+ * symlink is protected where it leads). */
+static int protect(OscProtected *p, const char *path, const char *what) {
+        _cleanup_close_ int root_fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_free_ char *named = NULL, *real = NULL;
+        int k;
+
+        if (root_fd < 0)
+                return -errno;
+        k = path_in_root_canonical(root_fd, path, &named);
+        if (k >= 0)
+                k = osc_protected_add(p, named, what);
+        real = realpath(path, NULL);
+        if (k >= 0 && real)
+                k = osc_protected_add(p, real, what);
+        return k == -ENOMEM ? k : 0;    /* a path that is no path protects nothing */
+}
+
+/* Issue 23: the agent's state and configuration directories, its binary, and its unit files and
+ * drop-in directories where systemd looks for them (systemd.unitDirectory and the vendor directory). */
+static int protect_own_files(OscRunner *r) {
+        const Config *c = r->deps.config;
+        const char *const unit_dirs[] = { c->systemd.unit_directory, "/usr/lib/systemd/system" };
+        _cleanup_free_ char *exe = realpath("/proc/self/exe", NULL);
+        int k;
+
+        k = protect(&r->own_files, c->state_directory, "state directory");
+        if (k >= 0 && c->config_directory)
+                k = protect(&r->own_files, c->config_directory, "configuration directory");
+        if (k >= 0 && exe)
+                k = protect(&r->own_files, exe, "binary");
+        for (size_t i = 0; k >= 0 && i < ELEMENTSOF(unit_dirs); i++) {
+                _cleanup_free_ char *unit = NULL, *drop_ins = NULL;
+
+                if (asprintf(&unit, "%s/%s", unit_dirs[i], c->restart.self_unit) < 0 ||
+                    asprintf(&drop_ins, "%s.d", unit) < 0)
+                        return -ENOMEM;
+                k = protect(&r->own_files, unit, "unit file");
+                if (k >= 0)
+                        k = protect(&r->own_files, drop_ins, "drop-in directory");
+        }
+        for (size_t i = 0; k >= 0 && i < r->own_files.n_items; i++)
+                log_debug("No OSC file may write or remove %s (the agent's %s).", r->own_files.items[i].path,
+                          r->own_files.items[i].what);
+        return k;
+}
+
 int osc_runner_new(const OscRunnerDeps *deps, OscRunner **ret) {
-        OscRunner *r;
+        _cleanup_(osc_runner_freep) OscRunner *r = NULL;
+        int k;
 
         assert(deps && deps->event && deps->config && deps->http && ret);
         r = calloc(1, sizeof(*r));
@@ -636,11 +689,12 @@ int osc_runner_new(const OscRunnerDeps *deps, OscRunner **ret) {
         r->deps = *deps;
         r->error_code = _UPDATE_FAILURE_INVALID;
         r->host_name = lower_host_name();
-        if (!r->host_name) {
-                free(r);
+        if (!r->host_name)
                 return -ENOMEM;
-        }
-        *ret = r;
+        k = protect_own_files(r);
+        if (k < 0)
+                return k;
+        *ret = TAKE_PTR(r);
         return 0;
 }
 
@@ -652,6 +706,7 @@ OscRunner *osc_runner_free(OscRunner *r) {
         free(r->logged_error);
         kubelet_store_free(r->images);
         free(r->host_name);
+        osc_protected_done(&r->own_files);
         free(r);
         return NULL;
 }
