@@ -23,7 +23,7 @@
 #define SECRET_PATH_MAX 512
 /* A registry's readinessProbe: upstream probes every 2 s until its reconcile ends; we give each host
  * 5 minutes, then fail the item (FileApplyFailed, retried with back-off), so a mirror that never
- * comes is visible instead of a silent wait. 5 s per request where upstream allows 1 s: a mirror
+ * comes is visible instead of a silent wait; a newer OSC ends the wait at once (abandon_probe()). 5 s per request where upstream allows 1 s: a mirror
  * starting on a busy node is slow, not absent. */
 #define REGISTRY_PROBE_INTERVAL_USEC (2 * USEC_PER_SEC)
 #define REGISTRY_PROBE_REQUEST_TIMEOUT_USEC (5 * USEC_PER_SEC)
@@ -35,6 +35,7 @@ struct OscRunner {
         KubeClient *kube;               /* borrowed; NULL: no API client yet */
         char *host_name;                /* owned: lower-case, for the files' hostName filter */
         OscProtected own_files;         /* owned: what no OSC file may touch, resolved at start */
+        char *desired;                  /* owned: the checksum of the newest OSC; NULL: none known */
 
         /* The prepared OSC. */
         char *checksum;                 /* owned; NULL: nothing prepared */
@@ -334,6 +335,29 @@ static int read_host_cas(OscRunner *r, const OscRegistry *g, const OscRegistryHo
 
 static int probe_next_host(OscRunner *r);
 
+/* A newer OSC than the one being applied is published. */
+static bool superseded(const OscRunner *r) {
+        return r->desired && r->checksum && !streq(r->desired, r->checksum);
+}
+
+/* Issue 23: a mirror on a dead host held a corrected OSC published after it back for the whole probe
+ * timeout. Once a newer OSC is there the wait helps nobody (the newer one may drop or fix the
+ * mirror): the item fails now (FileApplyFailed, the item stays not done) and the executor's next
+ * decision takes the newer OSC. */
+static int abandon_probe(OscRunner *r) {
+        const OscWork *w = &r->changes->items[osc_applier_current(r->applier)];
+        _cleanup_free_ char *detail = NULL;
+        int k;
+
+        if (asprintf(&detail, "upstream %s: readiness probe of %s abandoned: OSC %s supersedes this one",
+                     w->registry.upstream, w->registry.hosts[r->probe_host].url, r->desired) < 0)
+                return -ENOMEM;
+        k = answer_later(r, -ESTALE, detail);
+        if (k >= 0)
+                r->probe = health_check_free(r->probe);
+        return k;
+}
+
 static void on_probed(HealthCheck *hc, int error, const char *message, unsigned n_probes, void *userdata) {
         OscRunner *r = userdata;
         const OscWork *w = &r->changes->items[osc_applier_current(r->applier)];
@@ -370,6 +394,8 @@ static int probe_next_host(OscRunner *r) {
                         (void) error_setf(&detail, k, "%s", strerror(-k));
                 return answer_later(r, MIN(k, 0), detail);
         }
+        if (superseded(r))
+                return abandon_probe(r);
         k = read_host_cas(r, g, &g->hosts[r->probe_host], &pem, &size, &detail);
         if (k == -ENOMEM)
                 return k;
@@ -707,8 +733,24 @@ OscRunner *osc_runner_free(OscRunner *r) {
         kubelet_store_free(r->images);
         free(r->host_name);
         osc_protected_done(&r->own_files);
+        free(r->desired);
         free(r);
         return NULL;
+}
+
+void osc_runner_set_desired(OscRunner *r, const char *checksum) {
+        int k;
+
+        if (free_and_strdup(&r->desired, checksum) < 0) {
+                log_oom();
+                return;
+        }
+        if (!r->probe || !superseded(r))
+                return;
+        k = abandon_probe(r);
+        if (k < 0)
+                /* The probe keeps its own deadline; the newer OSC comes after it. */
+                log_warning_errno(k, "Cannot end the readiness probe for the newer OSC %s: %m", r->desired);
 }
 
 void osc_runner_set_kube(OscRunner *r, KubeClient *kube) {

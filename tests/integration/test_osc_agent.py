@@ -18,7 +18,8 @@ registry): the whole OSC is applied, and checksum/cloud-config-data is a promise
      with the OSC is probed against that CA and written; a mirror nobody serves yet holds back only its
      own hosts.toml and the checksum, not the OSC's files and units; it is written once it answers;
   7. files inside the agent's state and configuration directories (issue 23): FileApplyFailed naming
-     the path on the Node and in the journal, nothing of that OSC written, the next good OSC applied."""
+     the path on the Node and in the journal, nothing of that OSC written, the next good OSC applied;
+  8. a newer OSC ends the readiness probe of a dead mirror in an older one at once (issue 23)."""
 
 import http.server
 import json
@@ -262,6 +263,27 @@ class OscAgent(unittest.TestCase):
         checksum = SB.publish_osc(extra_files=good)
         self.wait_checksum(checksum)
         self.assertEqual(read(rooted("/etc/ipa-test/own")), "o\n")
+
+
+    def test_8_newer_osc_ends_a_readiness_probe(self):
+        # Issue 23, finding 11: a mirror with readinessProbe on a dead host held a corrected OSC
+        # published after it back for the probe's full 5 minutes.
+        dead = registry.free_port()
+        cri = ("  criConfig:\n    name: containerd\n    containerd:\n      sandboxImage: registry.k8s.io/pause:3.10\n"
+               "      registries:\n      - upstream: dead.example\n        readinessProbe: true\n"
+               "        hosts:\n        - url: http://127.0.0.1:%d\n" % dead)
+        text = SB.osc_yaml("1.31.4", SB.osc["os_version"], SB.image_ref("1.31.4"),
+                           extra_files=inline_file(HELLO, "hello\n")).replace("  units:\n", cri + "  units:\n", 1)
+        SB.publish_text(text)
+        usermgr.wait_until(lambda: "Probing the 1 host(s) of registry upstream dead.example" in SB.agent_log(), 60,
+                           "the probe of dead.example")
+
+        checksum = SB.publish_osc(extra_files=inline_file(HELLO, "hello\n") + inline_file("/etc/ipa-test/fixed", "f\n"))
+        self.wait_checksum(checksum, 30)
+        self.assertEqual(read(rooted("/etc/ipa-test/fixed")), "f\n")
+        self.assertIn("readiness probe of http://127.0.0.1:%d abandoned: OSC %s supersedes this one" % (dead, checksum),
+                      SB.agent_log())
+        self.assertFalse(os.path.exists(rooted("/etc/containerd/certs.d/dead.example/hosts.toml")))
 
 
 if __name__ == "__main__":
