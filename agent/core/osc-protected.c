@@ -30,10 +30,12 @@ int osc_protected_add(OscProtected *p, const char *canonical, const char *what) 
 }
 
 void osc_protected_done(OscProtected *p) {
-        for (size_t i = 0; p && i < p->n_items; i++)
+        if (!p)
+                return;
+        for (size_t i = 0; i < p->n_items; i++)
                 free(p->items[i].path);
-        if (p)
-                *p = (OscProtected) {};
+        free(p->items);
+        *p = (OscProtected) {};
 }
 
 const OscProtectedPath *osc_protected_find(const OscProtected *p, const char *canonical) {
