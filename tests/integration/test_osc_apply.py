@@ -311,6 +311,11 @@ class OscApply(unittest.TestCase):
                          [(unit, "not written"), (unit, "not restarted")])
         self.assertEqual(os.readlink(unit), "/dev/null")
 
+        # deleted from the OSC: disabled and stopped, and the admin's mask stays
+        events = self.apply({"units": [self.unit("m", dropIns=[d(2)])]})
+        self.assertEqual(self.plan(events), ["delete unit " + self.unit_name("n"), "reload systemd"])
+        self.assertEqual(os.readlink(unit), "/dev/null")
+
     def test_secret_ref_without_fetcher_is_unsupported(self):
         events = self.apply({"files": [{"path": "/etc/s", "content": {"secretRef": {"name": "n", "dataKey": "k"}}}]},
                             expect_ok=False)
