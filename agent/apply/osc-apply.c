@@ -150,6 +150,8 @@ static int unit_masked(OscApplier *a, const char *unit, const char *left_out) {
 
 static int run_write_unit(OscApplier *a, const OscWork *w) {
         _cleanup_strv_free_ char **masked = NULL;
+        _cleanup_free_ char *unit_file = NULL;
+        bool enable = w->unit.enable != 0;
         int r;
 
         if (a->step == STEP_ENABLE)
@@ -163,18 +165,18 @@ static int run_write_unit(OscApplier *a, const OscWork *w) {
         r = osc_write_unit_files(a->unit_dir, &w->unit, w->drop_ins_deleted, &masked);
         if (r < 0)
                 return r;
+        if (asprintf(&unit_file, "%s/%s", a->unit_dir, w->unit.name) < 0)
+                return -ENOMEM;
         for (char **m = masked; m && *m && a->cb.masked; m++)
-                a->cb.masked(a, *m, "not written", a->userdata);
-        r = osc_unit_masked(a->unit_dir, w->unit.name);
-        if (r < 0)
+                if (!streq(*m, unit_file))      /* the unit's own: named with its enable below */
+                        a->cb.masked(a, *m, "not written", a->userdata);
+        r = unit_masked(a, w->unit.name,
+                        w->unit.content ? (enable ? "not written or enabled" : "not written or disabled")
+                                        : (enable ? "not enabled" : "not disabled"));
+        if (r != 0)
                 return r;
-        if (r > 0 && !w->unit.content)  /* with content, named above already */
-                r = unit_masked(a, w->unit.name, w->unit.enable == 0 ? "not disabled" : "not enabled");
-        if (r > 0)
-                return 1;
         /* As upstream: enabled unless enable: false, for every changed unit, before the reload. */
-        return start_job(a, w->unit.enable == 0 ? UNIT_ACTION_DISABLE : UNIT_ACTION_ENABLE, w->unit.name,
-                         STEP_ENABLE);
+        return start_job(a, enable ? UNIT_ACTION_ENABLE : UNIT_ACTION_DISABLE, w->unit.name, STEP_ENABLE);
 }
 
 static int run_delete_unit(OscApplier *a, const OscWork *w) {

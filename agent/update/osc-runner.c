@@ -23,8 +23,8 @@
 #define SECRET_PATH_MAX 512
 /* A registry's readinessProbe: upstream probes every 2 s until its reconcile ends; we give each host
  * 5 minutes, then fail the item (FileApplyFailed, retried with back-off), so a mirror that never
- * comes is visible instead of a silent wait; a newer OSC ends the wait at once (abandon_probe()). 5 s per request where upstream allows 1 s: a mirror
- * starting on a busy node is slow, not absent. */
+ * comes is visible instead of a silent wait; a newer OSC ends the wait at once (abandon_probe()).
+ * 5 s per request where upstream allows 1 s: a mirror starting on a busy node is slow, not absent. */
 #define REGISTRY_PROBE_INTERVAL_USEC (2 * USEC_PER_SEC)
 #define REGISTRY_PROBE_REQUEST_TIMEOUT_USEC (5 * USEC_PER_SEC)
 #define REGISTRY_PROBE_TIMEOUT_USEC (300 * USEC_PER_SEC)

@@ -308,7 +308,7 @@ class OscApply(unittest.TestCase):
         events = self.apply({"units": [self.unit("m", dropIns=[d(2)]), self.unit("n", extra="Environment=N=1\n")]})
         self.assertTrue(self.finished(events)["ok"], events)
         self.assertEqual([(e["path"], e["left_out"]) for e in events if e["event"] == "masked"],
-                         [(unit, "not written"), (unit, "not restarted")])
+                         [(unit, "not written or enabled"), (unit, "not restarted")])
         self.assertEqual(os.readlink(unit), "/dev/null")
 
         # deleted from the OSC: disabled and stopped, and the admin's mask stays
