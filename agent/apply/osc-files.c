@@ -15,9 +15,13 @@
 
 #define OSC_FILE_COMPARE_MAX (64 * 1024 * 1024)
 
+/* The root itself is configuration (osc.rootDirectory, systemd.unitDirectory): followed, and made
+ * when missing, as before any file goes below it. */
 static int open_root(const char *root) {
         int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
+        if (fd < 0 && errno == ENOENT && mkdir_parents(root, 0755) >= 0)
+                fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         return fd < 0 ? -errno : fd;
 }
 

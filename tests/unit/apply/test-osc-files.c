@@ -299,13 +299,12 @@ static void test_write_file(void **state) {
 }
 
 static void test_unit_files(void **state) {
-        _cleanup_free_ char *dir = at("/units");
+        _cleanup_free_ char *dir = at("/units");      /* made when missing */
         OscDropIn d[] = { { (char *) "10-a.conf", (char *) "[Service]\nA=1\n" }, { (char *) "20-b.conf", (char *) "B" } };
         OscUnit u = { .name = (char *) "x.service", .content = (char *) "[Service]\nExecStart=/bin/true\n",
                       .drop_ins = d, .n_drop_ins = 2, .enable = -1, .command = _OSC_UNIT_COMMAND_INVALID };
         char *deleted[] = { (char *) "20-b.conf", NULL };
 
-        assert_int_equal(mkdir(dir, 0755), 0);
         assert_int_equal(osc_write_unit_files(dir, &u, NULL, NULL), 1);
         assert_content("/units/x.service", u.content);
         assert_int_equal(mode_of("/units/x.service"), 0600);
