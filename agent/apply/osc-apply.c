@@ -5,6 +5,7 @@
 #include "apply/osc-apply.h"
 #include "apply/osc-files.h"
 #include "core/containerd-config.h"
+#include "util/strv.h"
 
 /* Where a multi-step item is; at most one D-Bus call or external request is in flight. */
 typedef enum Step {
@@ -132,7 +133,25 @@ static int start_job(OscApplier *a, UnitAction action, const char *unit, Step st
 
 /* The run_*() return 1 when the item is done now, 0 when a call is in flight, -errno on failure. */
 
+/* A unit file or drop-in the admin masked (a symlink to /dev/null) stays masked: the applier leaves
+ * it, and what systemd would refuse for the unit for ever (enable, start, restart), and says so once:
+ * the item is then done, never retried. 1 if the unit itself is masked. */
+static int unit_masked(OscApplier *a, const char *unit, const char *left_out) {
+        _cleanup_free_ char *path = NULL;
+        int r = osc_unit_masked(a->unit_dir, unit);
+
+        if (r <= 0 || !a->cb.masked)
+                return r;
+        if (asprintf(&path, "%s/%s", a->unit_dir, unit) < 0)
+                return -ENOMEM;
+        a->cb.masked(a, path, left_out, a->userdata);
+        return 1;
+}
+
 static int run_write_unit(OscApplier *a, const OscWork *w) {
+        _cleanup_strv_free_ char **masked = NULL;
+        _cleanup_free_ char *unit_file = NULL;
+        bool enable = w->unit.enable != 0;
         int r;
 
         if (a->step == STEP_ENABLE)
@@ -143,12 +162,21 @@ static int run_write_unit(OscApplier *a, const OscWork *w) {
                 if (r < 0)
                         return r;
         }
-        r = osc_write_unit_files(a->unit_dir, &w->unit, w->drop_ins_deleted);
+        r = osc_write_unit_files(a->unit_dir, &w->unit, w->drop_ins_deleted, &masked);
         if (r < 0)
                 return r;
+        if (asprintf(&unit_file, "%s/%s", a->unit_dir, w->unit.name) < 0)
+                return -ENOMEM;
+        for (char **m = masked; m && *m && a->cb.masked; m++)
+                if (!streq(*m, unit_file))      /* the unit's own: named with its enable below */
+                        a->cb.masked(a, *m, "not written", a->userdata);
+        r = unit_masked(a, w->unit.name,
+                        w->unit.content ? (enable ? "not written or enabled" : "not written or disabled")
+                                        : (enable ? "not enabled" : "not disabled"));
+        if (r != 0)
+                return r;
         /* As upstream: enabled unless enable: false, for every changed unit, before the reload. */
-        return start_job(a, w->unit.enable == 0 ? UNIT_ACTION_DISABLE : UNIT_ACTION_ENABLE, w->unit.name,
-                         STEP_ENABLE);
+        return start_job(a, enable ? UNIT_ACTION_ENABLE : UNIT_ACTION_DISABLE, w->unit.name, STEP_ENABLE);
 }
 
 static int run_delete_unit(OscApplier *a, const OscWork *w) {
@@ -228,6 +256,8 @@ static int run_file_item(OscApplier *a, const OscWork *w) {
 }
 
 static int run_item(OscApplier *a, const OscWork *w) {
+        int r;
+
         switch (w->kind) {
         case OSC_WORK_WRITE_UNIT:
                 return run_write_unit(a, w);
@@ -238,8 +268,10 @@ static int run_item(OscApplier *a, const OscWork *w) {
         case OSC_WORK_UNIT_COMMAND:
                 if (a->step == STEP_JOB)
                         return 1;
-                return start_job(a, w->command == OSC_UNIT_COMMAND_STOP ? UNIT_ACTION_STOP : UNIT_ACTION_RESTART,
-                                 w->name, STEP_JOB);
+                if (w->command == OSC_UNIT_COMMAND_STOP)
+                        return start_job(a, UNIT_ACTION_STOP, w->name, STEP_JOB);
+                r = unit_masked(a, w->name, "not restarted");
+                return r != 0 ? r : start_job(a, UNIT_ACTION_RESTART, w->name, STEP_JOB);
         default:
                 return run_file_item(a, w);
         }

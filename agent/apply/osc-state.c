@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -7,6 +8,7 @@
 #include "apply/osc-state.h"
 #include "util/error-message.h"
 #include "util/fileio.h"
+#include "util/in-root.h"
 
 #define OSC_STATE_FILE_MAX (16 * 1024 * 1024)
 
@@ -105,6 +107,22 @@ static int load_baseline(const OscPrepareInput *in, OscModel **ret, OscBaseline 
         return 0;
 }
 
+static int canonical_below_root(const char *path, char **ret, void *userdata) {
+        return path_in_root_canonical(*(int *) userdata, path, ret);
+}
+
+/* Issue 23: the refusal is decided before anything of the OSC is written. */
+static int check_protected(const OscPrepareInput *in, const OscChanges *c, char **ret_error) {
+        _cleanup_close_ int root_fd = -EBADF;
+
+        if (!in->protected || in->protected->n_items == 0)
+                return 0;
+        root_fd = open(in->root_directory ?: "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (root_fd < 0)
+                return error_setf(ret_error, -errno, "osc.rootDirectory %s: %s", in->root_directory, strerror(errno));
+        return osc_changes_check_protected(c, in->protected, canonical_below_root, &root_fd, ret_error);
+}
+
 int osc_state_prepare(const OscPrepareInput *in, OscChanges **ret, OscBaseline *ret_baseline, char **ret_error) {
         _cleanup_(osc_model_freep) OscModel *old = NULL, *new = NULL;
         _cleanup_(osc_changes_freep) OscChanges *c = NULL;
@@ -118,6 +136,9 @@ int osc_state_prepare(const OscPrepareInput *in, OscChanges **ret, OscBaseline *
                 return r;
         if (c) {
                 baseline = OSC_BASELINE_RESUMED;
+                r = check_protected(in, c, ret_error);
+                if (r < 0)
+                        return r;
                 goto done;
         }
         r = osc_model_decode_yaml(in->yaml, in->size, &in->model_options, &new, ret_error);
@@ -130,6 +151,8 @@ int osc_state_prepare(const OscPrepareInput *in, OscChanges **ret, OscBaseline *
                                        .current_os_version = in->current_os_version,
                                        .replaced_units = in->replaced_units },
                      &c, ret_error);
+        if (r >= 0)
+                r = check_protected(in, c, ret_error);
         if (r < 0)
                 return r;
         /* Saved before anything is applied (GNP §2.3 step 6): the work list, not the diff, survives. */

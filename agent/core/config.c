@@ -177,6 +177,7 @@ Config *config_free(Config *c) {
                 free(*string_field(c, string_defaults[i].offset));
         mirrors_clear(c);
         strv_freep(&c->osc.replaced_units);
+        free(c->config_directory);
         free(c);
         return NULL;
 }

@@ -182,8 +182,10 @@ static int get_strv(const json_t *obj, const char *key, const char *where, size_
 }
 
 bool osc_path_valid(const char *p) {
-        /* Absolute, no "." or ".." component: the appliers join it below osc.rootDirectory. */
-        if (!p || p[0] != '/')
+        /* Absolute, no "." or ".." component: the appliers join it below osc.rootDirectory. A trailing
+         * slash names a directory: the file would be its own parent (upstream creates the directory,
+         * then fails to write it). */
+        if (!p || p[0] != '/' || p[strlen(p) - 1] == '/')
                 return false;
         for (const char *c = p; *c; ) {
                 const char *next = strchrnul(c + 1, '/');
@@ -329,7 +331,8 @@ int osc_file_from_json(const json_t *j, const char *where, OscFile *ret, char **
         if (r < 0)
                 goto fail;
         if (!osc_path_valid(f.path)) {
-                r = error_setf(ret_error, -EINVAL, "file \"%s\": path must be absolute without . or ..", f.path);
+                r = error_setf(ret_error, -EINVAL, "file \"%s\": path must be absolute without . or .. or a trailing slash",
+                               f.path);
                 goto fail;
         }
         r = get_member(j, "permissions", where, JSON_INTEGER, &perm, ret_error);

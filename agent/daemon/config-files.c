@@ -66,6 +66,11 @@ int config_load_files(Config *c, const char *path, bool optional, char **ret_err
                 if (asprintf(&dir, "%.*s/config.d", slash ? (int) (slash - path) : 1,
                              slash ? path : ".") < 0)
                         return -ENOMEM;
+                /* The directory of the file and its drop-ins: the agent's own, no OSC file goes there. */
+                free(c->config_directory);
+                c->config_directory = strndup(dir, strlen(dir) - strlen("/config.d"));
+                if (!c->config_directory)
+                        return -ENOMEM;
         }
         d = opendir(dir);
         if (!d) {

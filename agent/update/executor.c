@@ -1038,6 +1038,8 @@ void executor_set_restarts_busy(Executor *e, bool busy) {
 void executor_set_osc(Executor *e, OscDesired *osc) {
         osc_desired_free(e->osc);
         e->osc = osc;
+        /* A run in flight learns of it too: it may be waiting for something the newer OSC drops. */
+        osc_runner_set_desired(e->osc_runner, osc ? osc->checksum : NULL);
         executor_kick(e);
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
 #include <ctype.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -15,14 +16,15 @@
 #include "util/base64.h"
 #include "util/error-message.h"
 #include "util/fileio.h"
+#include "util/in-root.h"
 #include "util/log.h"
 
 #define LAST_APPLIED_MAX (16 * 1024 * 1024)
 #define SECRET_PATH_MAX 512
 /* A registry's readinessProbe: upstream probes every 2 s until its reconcile ends; we give each host
  * 5 minutes, then fail the item (FileApplyFailed, retried with back-off), so a mirror that never
- * comes is visible instead of a silent wait. 5 s per request where upstream allows 1 s: a mirror
- * starting on a busy node is slow, not absent. */
+ * comes is visible instead of a silent wait; a newer OSC ends the wait at once (abandon_probe()).
+ * 5 s per request where upstream allows 1 s: a mirror starting on a busy node is slow, not absent. */
 #define REGISTRY_PROBE_INTERVAL_USEC (2 * USEC_PER_SEC)
 #define REGISTRY_PROBE_REQUEST_TIMEOUT_USEC (5 * USEC_PER_SEC)
 #define REGISTRY_PROBE_TIMEOUT_USEC (300 * USEC_PER_SEC)
@@ -32,6 +34,8 @@ struct OscRunner {
         OscRunnerDeps deps;             /* borrowed */
         KubeClient *kube;               /* borrowed; NULL: no API client yet */
         char *host_name;                /* owned: lower-case, for the files' hostName filter */
+        OscProtected own_files;         /* owned: what no OSC file may touch, resolved at start */
+        char *desired;                  /* owned: the checksum of the newest OSC; NULL: none known */
 
         /* The prepared OSC. */
         char *checksum;                 /* owned; NULL: nothing prepared */
@@ -157,6 +161,7 @@ static void prepare_now(OscRunner *r, OscDesired *osc, const char *os_version) {
                         .model_options = { .host_name = r->host_name, .containerd_path = getenv("PATH") },
                         .current_os_version = os_version,
                         .replaced_units = c->osc.replaced_units,
+                        .protected = &r->own_files,
                 }, &r->changes, &baseline, &error);
         if (k < 0)
                 return prepare_failed(r, k, TAKE_PTR(error));
@@ -330,6 +335,29 @@ static int read_host_cas(OscRunner *r, const OscRegistry *g, const OscRegistryHo
 
 static int probe_next_host(OscRunner *r);
 
+/* A newer OSC than the one being applied is published. */
+static bool superseded(const OscRunner *r) {
+        return r->desired && r->checksum && !streq(r->desired, r->checksum);
+}
+
+/* Issue 23: a mirror on a dead host held a corrected OSC published after it back for the whole probe
+ * timeout. Once a newer OSC is there the wait helps nobody (the newer one may drop or fix the
+ * mirror): the item fails now (FileApplyFailed, the item stays not done) and the executor's next
+ * decision takes the newer OSC. */
+static int abandon_probe(OscRunner *r) {
+        const OscWork *w = &r->changes->items[osc_applier_current(r->applier)];
+        _cleanup_free_ char *detail = NULL;
+        int k;
+
+        if (asprintf(&detail, "upstream %s: readiness probe of %s abandoned: OSC %s supersedes this one",
+                     w->registry.upstream, w->registry.hosts[r->probe_host].url, r->desired) < 0)
+                return -ENOMEM;
+        k = answer_later(r, -ESTALE, detail);
+        if (k >= 0)
+                r->probe = health_check_free(r->probe);
+        return k;
+}
+
 static void on_probed(HealthCheck *hc, int error, const char *message, unsigned n_probes, void *userdata) {
         OscRunner *r = userdata;
         const OscWork *w = &r->changes->items[osc_applier_current(r->applier)];
@@ -366,6 +394,8 @@ static int probe_next_host(OscRunner *r) {
                         (void) error_setf(&detail, k, "%s", strerror(-k));
                 return answer_later(r, MIN(k, 0), detail);
         }
+        if (superseded(r))
+                return abandon_probe(r);
         k = read_host_cas(r, g, &g->hosts[r->probe_host], &pem, &size, &detail);
         if (k == -ENOMEM)
                 return k;
@@ -477,6 +507,11 @@ static int on_external(OscApplier *a, const OscWork *w, void *userdata) {
 
 /* ---- the run ------------------------------------------------------------------------------------------ */
 
+/* Said once: the item is done all the same (a mask is the admin's decision, not a failure to retry). */
+static void on_masked(OscApplier *a, const char *path, const char *left_out, void *userdata) {
+        log_warning("%s is masked (a symlink to /dev/null): %s; unmask it for the OSC to manage it.", path, left_out);
+}
+
 static int on_item_done(OscApplier *a, size_t index, void *userdata) {
         OscRunner *r = userdata;
 
@@ -571,6 +606,7 @@ int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, voi
                 .item_done = on_item_done,
                 .finished = on_finished,
                 .external = on_external,
+                .masked = on_masked,
         };
         const Config *c = r->deps.config;
         int k;
@@ -620,8 +656,57 @@ static char *lower_host_name(void) {
         return strdup(buf);
 }
 
+/* `path` as named (its directory resolved, the last component not followed: an OSC file's own
+ * canonical form) and, where it exists, with every symlink resolved (a state directory that is a
+ * symlink is protected where it leads). */
+static int protect(OscProtected *p, const char *path, const char *what) {
+        _cleanup_close_ int root_fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_free_ char *named = NULL, *real = NULL;
+        int k;
+
+        if (root_fd < 0)
+                return -errno;
+        k = path_in_root_canonical(root_fd, path, &named);
+        if (k >= 0)
+                k = osc_protected_add(p, named, what);
+        real = realpath(path, NULL);
+        if (k >= 0 && real)
+                k = osc_protected_add(p, real, what);
+        return k == -ENOMEM ? k : 0;    /* a path that is no path protects nothing */
+}
+
+/* Issue 23: the agent's state and configuration directories, its binary, and its unit files and
+ * drop-in directories where systemd looks for them (systemd.unitDirectory and the vendor directory). */
+static int protect_own_files(OscRunner *r) {
+        const Config *c = r->deps.config;
+        const char *const unit_dirs[] = { c->systemd.unit_directory, "/usr/lib/systemd/system" };
+        _cleanup_free_ char *exe = realpath("/proc/self/exe", NULL);
+        int k;
+
+        k = protect(&r->own_files, c->state_directory, "state directory");
+        if (k >= 0 && c->config_directory)
+                k = protect(&r->own_files, c->config_directory, "configuration directory");
+        if (k >= 0 && exe)
+                k = protect(&r->own_files, exe, "binary");
+        for (size_t i = 0; k >= 0 && i < ELEMENTSOF(unit_dirs); i++) {
+                _cleanup_free_ char *unit = NULL, *drop_ins = NULL;
+
+                if (asprintf(&unit, "%s/%s", unit_dirs[i], c->restart.self_unit) < 0 ||
+                    asprintf(&drop_ins, "%s.d", unit) < 0)
+                        return -ENOMEM;
+                k = protect(&r->own_files, unit, "unit file");
+                if (k >= 0)
+                        k = protect(&r->own_files, drop_ins, "drop-in directory");
+        }
+        for (size_t i = 0; k >= 0 && i < r->own_files.n_items; i++)
+                log_debug("No OSC file may write or remove %s (the agent's %s).", r->own_files.items[i].path,
+                          r->own_files.items[i].what);
+        return k;
+}
+
 int osc_runner_new(const OscRunnerDeps *deps, OscRunner **ret) {
-        OscRunner *r;
+        _cleanup_(osc_runner_freep) OscRunner *r = NULL;
+        int k;
 
         assert(deps && deps->event && deps->config && deps->http && ret);
         r = calloc(1, sizeof(*r));
@@ -630,11 +715,12 @@ int osc_runner_new(const OscRunnerDeps *deps, OscRunner **ret) {
         r->deps = *deps;
         r->error_code = _UPDATE_FAILURE_INVALID;
         r->host_name = lower_host_name();
-        if (!r->host_name) {
-                free(r);
+        if (!r->host_name)
                 return -ENOMEM;
-        }
-        *ret = r;
+        k = protect_own_files(r);
+        if (k < 0)
+                return k;
+        *ret = TAKE_PTR(r);
         return 0;
 }
 
@@ -646,8 +732,25 @@ OscRunner *osc_runner_free(OscRunner *r) {
         free(r->logged_error);
         kubelet_store_free(r->images);
         free(r->host_name);
+        osc_protected_done(&r->own_files);
+        free(r->desired);
         free(r);
         return NULL;
+}
+
+void osc_runner_set_desired(OscRunner *r, const char *checksum) {
+        int k;
+
+        if (free_and_strdup(&r->desired, checksum) < 0) {
+                log_oom();
+                return;
+        }
+        if (!r->probe || !superseded(r))
+                return;
+        k = abandon_probe(r);
+        if (k < 0)
+                /* The probe keeps its own deadline; the newer OSC comes after it. */
+                log_warning_errno(k, "Cannot end the readiness probe for the newer OSC %s: %m", r->desired);
 }
 
 void osc_runner_set_kube(OscRunner *r, KubeClient *kube) {

@@ -10,18 +10,25 @@
 
 int read_full_file(const char *path, size_t max_size, char **ret_data, size_t *ret_size) {
         _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *buf = NULL;
-        size_t size = 0, alloc = 0;
-        struct stat st;
 
         assert(path);
-        assert(ret_data);
 
         /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever, on the
          * event loop. Only regular files are read; /proc and /sys files are regular too. */
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (fd < 0)
                 return -errno;
+        return read_full_fd(fd, max_size, ret_data, ret_size);
+}
+
+int read_full_fd(int fd, size_t max_size, char **ret_data, size_t *ret_size) {
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0, alloc = 0;
+        struct stat st;
+
+        assert(fd >= 0);
+        assert(ret_data);
+
         if (fstat(fd, &st) < 0)
                 return -errno;
         if (S_ISDIR(st.st_mode))
@@ -78,21 +85,29 @@ int read_full_file(const char *path, size_t max_size, char **ret_data, size_t *r
         return 0;
 }
 
-int fsync_parent_dir(const char *path) {
+static int open_parent_dir(const char *path, const char **ret_name) {
         _cleanup_free_ char *dir = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        const char *slash;
+        const char *slash = strrchr(path, '/');
+        int fd;
 
-        slash = strrchr(path, '/');
         dir = slash == path ? strdup("/") : slash ? strndup(path, (size_t) (slash - path)) : strdup(".");
         if (!dir)
                 return -ENOMEM;
         fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        if (fsync(fd) < 0)
-                return -errno;
-        return 0;
+        *ret_name = slash ? slash + 1 : path;
+        return fd;
+}
+
+int fsync_parent_dir(const char *path) {
+        _cleanup_close_ int fd = -EBADF;
+        const char *name;
+
+        fd = open_parent_dir(path, &name);
+        if (fd < 0)
+                return fd;
+        return fsync(fd) < 0 ? -errno : 0;
 }
 
 /* One fixed name per target, hidden: a temp file left by a kill is truncated and renamed away by the
@@ -109,21 +124,43 @@ int write_file_atomic_temp_name(const char *path, char **ret) {
 }
 
 int write_file_atomic(const char *path, const void *data, size_t size, mode_t mode) {
+        _cleanup_close_ int dir_fd = -EBADF;
+        const char *name;
+
+        assert(path);
+        dir_fd = open_parent_dir(path, &name);
+        if (dir_fd < 0)
+                return dir_fd;
+        return write_file_atomic_at(dir_fd, name, data, size, mode);
+}
+
+/* A temp file of a killed earlier write is truncated and reused; a symlink or anything else under
+ * the temp name goes first, so that O_EXCL makes the file ours (never followed, never shared). */
+int create_temp_at(int dir_fd, const char *tmp, mode_t mode) {
+        int fd;
+
+        if (unlinkat(dir_fd, tmp, 0) < 0 && errno != ENOENT)
+                return -errno;
+        fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+        return fd < 0 ? -errno : fd;
+}
+
+int write_file_atomic_at(int dir_fd, const char *name, const void *data, size_t size, mode_t mode) {
         _cleanup_free_ char *tmp = NULL;
         _cleanup_close_ int fd = -EBADF;
         const char *p = data;
         size_t left = size;
         int r;
 
-        assert(path);
+        assert(name);
         assert(data || size == 0);
 
-        r = write_file_atomic_temp_name(path, &tmp);
+        r = write_file_atomic_temp_name(name, &tmp);
         if (r < 0)
                 return r;
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+        fd = create_temp_at(dir_fd, tmp, mode);
         if (fd < 0)
-                return -errno;
+                return fd;
 
         while (left > 0) {
                 ssize_t n = write(fd, p, left);
@@ -140,14 +177,15 @@ int write_file_atomic(const char *path, const void *data, size_t size, mode_t mo
                 r = -errno;
                 goto fail;
         }
-        if (rename(tmp, path) < 0) {
+        /* renameat() replaces whatever `name` is (a symlink too: the link, not its target). */
+        if (renameat(dir_fd, tmp, dir_fd, name) < 0) {
                 r = -errno;
                 goto fail;
         }
-        return fsync_parent_dir(path);
+        return fsync(dir_fd) < 0 ? -errno : 0;
 
 fail:
-        (void) unlink(tmp);
+        (void) unlinkat(dir_fd, tmp, 0);
         return r;
 }
 
@@ -189,7 +227,16 @@ int path_below_root(const char *root, const char *path, char **ret) {
 }
 
 int copy_file(const char *from, const char *to, mode_t mode) {
-        _cleanup_close_ int in = -EBADF, out = -EBADF;
+        _cleanup_close_ int out = -EBADF;
+
+        out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (out < 0)
+                return -errno;
+        return copy_file_to_fd(from, out, mode);
+}
+
+int copy_file_to_fd(const char *from, int out, mode_t mode) {
+        _cleanup_close_ int in = -EBADF;
         struct stat st;
         off_t left;
 
@@ -197,9 +244,6 @@ int copy_file(const char *from, const char *to, mode_t mode) {
         if (in < 0)
                 return -errno;
         if (fstat(in, &st) < 0)
-                return -errno;
-        out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
-        if (out < 0)
                 return -errno;
         for (left = st.st_size; left > 0;) {
                 ssize_t n = sendfile(out, in, NULL, (size_t) MIN(left, (off_t) 1 << 30));

@@ -42,3 +42,20 @@ int strv_copy(char *const *l, char ***ret) {
         *ret = TAKE_PTR(c);
         return 0;
 }
+
+int strv_consume(char ***l, char *s) {
+        size_t n = strv_length(*l);
+        char **grown;
+
+        if (!s)
+                return -ENOMEM;
+        grown = realloc(*l, (n + 2) * sizeof(char *));
+        if (!grown) {
+                free(s);
+                return -ENOMEM;
+        }
+        grown[n] = s;
+        grown[n + 1] = NULL;
+        *l = grown;
+        return 0;
+}

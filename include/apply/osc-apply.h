@@ -49,6 +49,10 @@ typedef struct OscApplierCallbacks {
          * KUBELET_HEALTH, REGISTRY with probe); answer later with osc_applier_external_done(). -errno if it could not
          * start (then the item fails). */
         int (*external)(OscApplier *a, const OscWork *w, void *userdata);
+        /* Optional: `path`, a unit file or drop-in, is masked (a symlink to /dev/null) and stays so;
+         * `left_out` says what the applier did not do for it ("not written", "not written or
+         * enabled", "not restarted"). Once per file and item; the item is done all the same. */
+        void (*masked)(OscApplier *a, const char *path, const char *left_out, void *userdata);
 } OscApplierCallbacks;
 
 typedef struct OscApplierParams {

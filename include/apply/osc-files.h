@@ -6,8 +6,15 @@
  * kubelet's cpu_manager_state. Small blocking operations on local files, like the state file; each
  * is idempotent, so the one that a SIGKILL interrupted can simply run again. Every write is atomic
  * (temporary file in the same directory, fsync, rename, fsync of the directory) with its mode set
- * explicitly, so a reader never sees half a file and the umask does not matter. Does not log:
- * -errno comes back, the caller names the path. Owns nothing between calls. */
+ * explicitly, so a reader never sees half a file and the umask does not matter.
+ *
+ * Symlinks (issue 23): a target's directory is resolved below the root it belongs to (the root
+ * directory, or the unit directory for unit files) as in a chroot (util/in-root.h), so a parent that
+ * is a symlink never leads outside; the target itself is never followed: a symlink there is replaced
+ * by the file (renamed over), a mode is set on the file only, a removal removes the link. A unit
+ * file or drop-in that is masked (a symlink to /dev/null) is the one exception: it is left masked.
+ *
+ * Does not log: -errno comes back, the caller names the path. Owns nothing between calls. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -29,16 +36,21 @@ int osc_write_file(const char *root, const char *path, const void *data, size_t 
  * content; its mode becomes `mode` too when linked. */
 int osc_install_file(const char *root, const char *path, const char *source, mode_t mode);
 
-/* Removes root+path; a missing file is success. */
+/* Removes root+path (a symlink there: the link); a missing file or directory is success. */
 int osc_remove_file(const char *root, const char *path);
 
 /* Unit file (only when the unit has content) and drop-ins, mode 0600, written only when they differ;
  * the drop-ins in `deleted` are removed, and a unit without drop-ins loses its whole <name>.d
- * directory (upstream's RemoveAll). Returns 1 if anything on disk changed. */
-int osc_write_unit_files(const char *unit_dir, const OscUnit *u, char *const *deleted);
+ * directory (upstream's RemoveAll). A masked unit file or drop-in is neither written nor removed:
+ * its path is appended to *masked (if not NULL) for the caller to report. Returns 1 if anything on
+ * disk changed. */
+int osc_write_unit_files(const char *unit_dir, const OscUnit *u, char *const *deleted, char ***masked);
+
+/* Whether the unit file of `name` in unit_dir is masked (0/1). */
+int osc_unit_masked(const char *unit_dir, const char *name);
 
 /* For a deleted unit: whether its unit file exists in unit_dir (0/1), then removing it and its
- * drop-ins (and <name>.d once empty). */
+ * drop-ins (and <name>.d once empty); masked ones stay. */
 int osc_unit_file_exists(const char *unit_dir, const char *name);
 int osc_remove_unit_files(const char *unit_dir, const OscUnit *u);
 
@@ -49,5 +61,5 @@ int osc_remove_registry(const char *root, const char *upstream);
 /* The directories containerd's config lives in (GNP §6.4 step 5). */
 int osc_ensure_containerd_dirs(const char *root);
 
-/* rm -rf of a directory below root, not following symlinks. A missing directory is success. */
+/* rm -rf of `path`, not following symlinks. A missing directory is success. */
 int osc_remove_tree(const char *path);

@@ -8,7 +8,9 @@
  * this agent has applied nothing yet on a node gardener-node-agent ran on.
  *
  * osc_state_prepare() is "compute the changes" of upstream's reconcile: resume the saved work if it
- * is for this checksum, else diff against the baseline and save the new work before returning. The
+ * is for this checksum, else diff against the baseline and save the new work before returning; a work
+ * list with a file among the agent's own (core/osc-protected.h) is refused (-EPERM, *ret_error naming
+ * it) before it is saved, so nothing of that OSC is ever written. The
  * owner then runs it with apply/osc-apply (saving after every item with osc_state_save_changes())
  * and, once every item is done, calls osc_state_commit(). Small blocking reads and atomic writes of
  * local files; does not log (-errno and *ret_error). Owns nothing between calls. */
@@ -17,6 +19,7 @@
 #include <stddef.h>
 
 #include "core/osc-diff.h"
+#include "core/osc-protected.h"
 
 #define OSC_STATE_LAST_APPLIED "last-applied-osc.yaml"
 #define OSC_STATE_CHANGES "last-computed-osc-changes.json"
@@ -31,6 +34,7 @@ typedef struct OscPrepareInput {
         OscModelOptions model_options;          /* hostname, PATH for the containerd drop-in */
         const char *current_os_version;
         char *const *replaced_units;
+        const OscProtected *protected;          /* the agent's own files; NULL: none */
 } OscPrepareInput;
 
 typedef enum OscBaseline {

@@ -41,6 +41,8 @@ typedef struct Config {
         char *bootstrap_kubeconfig;     /* owned; "" until finalized = <stateDirectory>/bootstrap-kubeconfig */
         char *state_directory;          /* owned */
         char *os_release;               /* owned */
+        char *config_directory;         /* owned; where the configuration files were read (not a key:
+                                         * set by daemon/config-files); NULL if none were */
 
         struct {
                 char *namespace;        /* owned */

@@ -138,14 +138,18 @@ int osc_model_decode(const json_t *doc, const OscModelOptions *opts, OscModel **
 const OscFile *osc_model_find_file(const OscModel *m, const char *path);
 const OscUnit *osc_model_find_unit(const OscModel *m, const char *name);
 
-/* An absolute path without "." or ".." components (joined below osc.rootDirectory by the appliers). */
+/* An absolute path without "." or ".." components and without a trailing slash (a file is named, not a
+ * directory), joined below osc.rootDirectory by the appliers. */
 bool osc_path_valid(const char *p);
 /* One path component: a unit, drop-in or registry upstream name. */
 bool osc_name_valid(const char *n);
 
-/* The mode a file is written with: its permissions, else 0600. */
+/* The mode a file is written with: the permission bits (0777) of its permissions, else 0600. As
+ * upstream (Go's os.FileMode(permissions).Perm()): setuid, setgid and sticky bits are never applied,
+ * though the canonical form keeps the value as given (so the diff against GNA's last-applied OSC
+ * stays exact). */
 static inline uint32_t osc_file_mode(const OscFile *f) {
-        return f->has_permissions ? f->permissions : 0600;
+        return f->has_permissions ? f->permissions & 0777 : 0600;
 }
 
 /* The decoded content of an inline file (-EINVAL for a file that is not inline, -EBADMSG bad base64).

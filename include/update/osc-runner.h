@@ -56,6 +56,11 @@ DEFINE_CLEANUP_FUNC(OscRunner, osc_runner_free);
 
 void osc_runner_set_kube(OscRunner *r, KubeClient *kube);
 
+/* The checksum of the newest OSC (NULL: none). While a run of an older one waits for a registry's
+ * readinessProbe, that wait ends at once: the item fails (FileApplyFailed, "... supersedes this one")
+ * and the newer OSC is decided on next, instead of after the probe's 5-minute deadline. */
+void osc_runner_set_desired(OscRunner *r, const char *checksum);
+
 /* Prepares the work of `osc` (NULL: none) if it is not prepared yet and fills *ret (pointers into
  * the runner, valid until the next call). `os_version` is the running OS version for the diff's
  * operatingSystem flag. Nothing is prepared while the Node already carries osc's checksum. */

@@ -17,3 +17,7 @@ char **strv_free(char **l);
 
 /* A deep copy; NULL for NULL. -ENOMEM (*ret NULL then). */
 int strv_copy(char *const *l, char ***ret);
+
+/* Appends `s`, taking it over (freed if it cannot be appended; NULL `s` is -ENOMEM, so that
+ * strv_consume(&l, strdup(x)) needs no check of its own). */
+int strv_consume(char ***l, char *s);

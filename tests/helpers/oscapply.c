@@ -10,7 +10,8 @@
  *      else a first apply; prints {"event":"baseline",...};
  *   2. prints {"event":"plan","items":[...]} (osc_work_describe of the items not done);
  *   3. runs the applier on the "system" bus (DBUS_SYSTEM_BUS_ADDRESS: the test's user manager),
- *      persisting after every item and printing {"event":"item",...}; --kill-after N raises SIGKILL
+ *      persisting after every item and printing {"event":"item",...} (and {"event":"masked",...} for a
+ *      masked unit file or drop-in left alone); --kill-after N raises SIGKILL
  *      right after the N-th item of this run was persisted;
  *      --external ok|fail answers the items the owner does itself (secretRef, imageRef, kubelet
  *      health) from a deferred event: success, or -EIO "simulated failure"; --containerd-path is the
@@ -92,6 +93,10 @@ static int on_answer(sd_event_source *s, void *userdata) {
         else
                 osc_applier_external_done(c->applier, -EIO, "simulated failure");
         return 0;
+}
+
+static void masked(OscApplier *a, const char *path, const char *left_out, void *userdata) {
+        emit(json_pack("{s:s, s:s, s:s}", "event", "masked", "path", path, "left_out", left_out));
 }
 
 static int external(OscApplier *a, const OscWork *w, void *userdata) {
@@ -188,7 +193,8 @@ int main(int argc, char *argv[]) {
                 r = osc_applier_new(c.event, uc, c.changes,
                                     &(OscApplierParams) { .root_directory = root, .unit_directory = unit_dir },
                                     &(OscApplierCallbacks) { .item_done = item_done, .finished = finished,
-                                                             .external = c.external ? external : NULL },
+                                                             .external = c.external ? external : NULL,
+                                                             .masked = masked },
                                     &c, &a);
         c.applier = a;
         if (r >= 0)

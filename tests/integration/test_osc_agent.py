@@ -16,7 +16,10 @@ registry): the whole OSC is applied, and checksum/cloud-config-data is a promise
      its diff (a file deleted by hand that both OSCs list stays deleted);
   6. containerd registries with readinessProbe (GNP §6.4 steps 9 and 17): a TLS mirror whose CA comes
      with the OSC is probed against that CA and written; a mirror nobody serves yet holds back only its
-     own hosts.toml and the checksum, not the OSC's files and units; it is written once it answers."""
+     own hosts.toml and the checksum, not the OSC's files and units; it is written once it answers;
+  7. files inside the agent's state and configuration directories (issue 23): FileApplyFailed naming
+     the path on the Node and in the journal, nothing of that OSC written, the next good OSC applied;
+  8. a newer OSC ends the readiness probe of a dead mirror in an older one at once (issue 23)."""
 
 import http.server
 import json
@@ -232,6 +235,55 @@ class OscAgent(unittest.TestCase):
             srv.server_close()
         self.assertIn('[host."http://127.0.0.1:%d"]' % port, read(late_hosts))
         self.assertIn("Registry host http://127.0.0.1:%d of upstream late.example answered" % port, SB.agent_log())
+
+
+    def test_7_own_files_refused(self):
+        # Issue 23, finding 6: an OSC file in the agent's state directory overwrote the verified kubelet
+        # in the store. Refused before anything of that OSC is written, naming the path.
+        stored = os.path.join(SB.state_dir, "kubelet", "1.31.4", "kubelet")
+        with open(stored, "rb") as f:
+            kubelet = f.read()
+        config = read(SB.config_path)
+        target = "/var/lib/inplace-agent/kubelet/1.31.4/kubelet"
+        before = S.annotation(SB.node(), S.NODE_CHECKSUM)
+        good = inline_file(HELLO, "hello\n") + inline_file("/etc/ipa-test/own", "o\n")
+        SB.publish_osc(extra_files=good + inline_file(target, "evil") + inline_file("/etc/inplace-agent/config.yaml", "x"))
+        n = self.wait_failure("FileApplyFailed")
+        self.assertIn("%s: inside the agent's state directory %s" % (target, SB.state_dir), failure(n).get("message"))
+        self.assertEqual(S.annotation(n, S.NODE_CHECKSUM), before)
+        usermgr.wait_until(lambda: "%s: inside the agent's state directory" % target in SB.agent_log(), 10,
+                           "the refusal in the journal")
+        self.assertFalse(os.path.exists(rooted("/etc/ipa-test/own")), "the refused OSC wrote a file")
+        with open(stored, "rb") as f:
+            self.assertEqual(f.read(), kubelet)
+        self.assertEqual(read(SB.config_path), config)
+        for unit in (S.AGENT_UNIT, S.KUBELET_UNIT, S.CONTAINERD_UNIT):
+            self.assertEqual(SB.um.active_state(unit), "active", unit)
+
+        checksum = SB.publish_osc(extra_files=good)
+        self.wait_checksum(checksum)
+        self.assertEqual(read(rooted("/etc/ipa-test/own")), "o\n")
+
+
+    def test_8_newer_osc_ends_a_readiness_probe(self):
+        # Issue 23, finding 11: a mirror with readinessProbe on a dead host held a corrected OSC
+        # published after it back for the probe's full 5 minutes.
+        dead = registry.free_port()
+        cri = ("  criConfig:\n    name: containerd\n    containerd:\n      sandboxImage: registry.k8s.io/pause:3.10\n"
+               "      registries:\n      - upstream: dead.example\n        readinessProbe: true\n"
+               "        hosts:\n        - url: http://127.0.0.1:%d\n" % dead)
+        text = SB.osc_yaml("1.31.4", SB.osc["os_version"], SB.image_ref("1.31.4"),
+                           extra_files=inline_file(HELLO, "hello\n")).replace("  units:\n", cri + "  units:\n", 1)
+        SB.publish_text(text)
+        usermgr.wait_until(lambda: "Probing the 1 host(s) of registry upstream dead.example" in SB.agent_log(), 60,
+                           "the probe of dead.example")
+
+        checksum = SB.publish_osc(extra_files=inline_file(HELLO, "hello\n") + inline_file("/etc/ipa-test/fixed", "f\n"))
+        self.wait_checksum(checksum, 30)
+        self.assertEqual(read(rooted("/etc/ipa-test/fixed")), "f\n")
+        self.assertIn("readiness probe of http://127.0.0.1:%d abandoned: OSC %s supersedes this one" % (dead, checksum),
+                      SB.agent_log())
+        self.assertFalse(os.path.exists(rooted("/etc/containerd/certs.d/dead.example/hosts.toml")))
 
 
 if __name__ == "__main__":

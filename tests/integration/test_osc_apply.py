@@ -73,6 +73,7 @@ class OscApply(unittest.TestCase):
                             "--checksum", checksum or "sum-%d" % self.n] + list(args) + [path],
                            env=self.um.env, capture_output=True, text=True, timeout=60)
         events = [json.loads(line) for line in r.stdout.splitlines()]
+        self.stderr = r.stderr
         if expect_ok is not None:
             self.assertEqual(r.returncode, 0 if expect_ok else 1, "oscapply: %s\n%s" % (r.stderr, r.stdout))
         self.returncode = r.returncode
@@ -249,6 +250,71 @@ class OscApply(unittest.TestCase):
             self.assertEqual(f.read(), before)
         with open(os.path.join(self.state, "last-computed-osc-changes.json")) as f:
             self.assertFalse(json.load(f)["items"][-1]["done"])
+
+    def test_symlinks_permission_bits_and_trailing_slash(self):
+        # Issue 23, findings 9 and 10. Outside the root: a file and a directory nothing may touch.
+        outside = os.path.join(self.dir, "outside")
+        victim = os.path.join(outside, "victim")
+        os.makedirs(outside)
+        with open(victim, "w") as f:
+            f.write("keep")
+        os.chmod(victim, 0o640)
+        os.makedirs(self.rooted("/etc"))
+        os.symlink(victim, self.rooted("/etc/target"))      # the target itself: replaced, not followed
+        os.symlink(outside, self.rooted("/etc/link"))       # a parent: resolved below the root
+
+        def untouched():
+            self.assertEqual(sorted(os.listdir(outside)), ["victim"])
+            with open(victim) as f:
+                self.assertEqual(f.read(), "keep")
+            self.assertEqual(self.mode(victim), 0o640)
+
+        events = self.apply({"files": [inline("/etc/target", "keep", 2541), inline("/etc/all", "a", 4095)]})
+        self.assertTrue(self.finished(events)["ok"])
+        self.assertEqual(self.plan(events), ["write file /etc/target (0755)", "write file /etc/all (0777)"])
+        self.assertFalse(os.path.islink(self.rooted("/etc/target")))
+        self.assertEqual(self.mode(self.rooted("/etc/target")), 0o755)     # not 04755
+        self.assertEqual(self.mode(self.rooted("/etc/all")), 0o777)        # not 07777
+        untouched()
+
+        events = self.apply({"files": [inline("/etc/link/victim", "evil", 0o777)]}, expect_ok=False)
+        fin = self.finished(events)
+        self.assertEqual((fin["code"], fin["subject"], fin["errno"]), ("FileApplyFailed", "/etc/link/victim", 2))
+        untouched()
+
+        self.apply({"files": [inline("/etc/x/", "x")]}, expect_ok=None)
+        self.assertEqual(self.returncode, 2)
+        self.assertIn('file "/etc/x/": path must be absolute without . or .. or a trailing slash', self.stderr)
+        self.assertFalse(os.path.exists(self.rooted("/etc/x")))
+
+    def test_masked_drop_in_and_unit_stay_masked(self):
+        # Issue 23, finding 10: a masked drop-in was retried for ever ("File descriptor in bad state").
+        d = lambda v: {"name": "10-a.conf", "content": "[Service]\nEnvironment=A=%d\n" % v}
+        self.apply({"units": [self.unit("m", dropIns=[d(1)]), self.unit("n")]})
+        dropin = os.path.join(self.um.unit_dir, self.unit_name("m") + ".d", "10-a.conf")
+        os.unlink(dropin)
+        os.symlink("/dev/null", dropin)
+        events = self.apply({"units": [self.unit("m", dropIns=[d(2)]), self.unit("n")]})
+        self.assertTrue(self.finished(events)["ok"])
+        self.assertEqual([(e["path"], e["left_out"]) for e in events if e["event"] == "masked"],
+                         [(dropin, "not written")])
+        self.assertEqual(os.readlink(dropin), "/dev/null")
+        self.assertEqual(self.um.active_state(self.unit_name("m")), "active")
+
+        unit = os.path.join(self.um.unit_dir, self.unit_name("n"))
+        os.unlink(unit)
+        os.symlink("/dev/null", unit)
+        self.um.daemon_reload()
+        events = self.apply({"units": [self.unit("m", dropIns=[d(2)]), self.unit("n", extra="Environment=N=1\n")]})
+        self.assertTrue(self.finished(events)["ok"], events)
+        self.assertEqual([(e["path"], e["left_out"]) for e in events if e["event"] == "masked"],
+                         [(unit, "not written or enabled"), (unit, "not restarted")])
+        self.assertEqual(os.readlink(unit), "/dev/null")
+
+        # deleted from the OSC: disabled and stopped, and the admin's mask stays
+        events = self.apply({"units": [self.unit("m", dropIns=[d(2)])]})
+        self.assertEqual(self.plan(events), ["delete unit " + self.unit_name("n"), "reload systemd"])
+        self.assertEqual(os.readlink(unit), "/dev/null")
 
     def test_secret_ref_without_fetcher_is_unsupported(self):
         events = self.apply({"files": [{"path": "/etc/s", "content": {"secretRef": {"name": "n", "dataKey": "k"}}}]},

@@ -121,10 +121,63 @@ static void test_handover_and_errors(void **s) {
         assert_null(prepare("spec: {units: [{name: ../x}]}", "y", &b, -EINVAL));
 }
 
+/* A prepare that must be refused with a message containing `expected`; nothing comes back. */
+static void prepare_refused(const char *yaml, const char *checksum, const OscProtected *own, const char *expected) {
+        _cleanup_free_ char *err = NULL;
+        OscChanges *c = NULL;
+        OscBaseline b;
+
+        assert_int_equal(osc_state_prepare(&(OscPrepareInput) { .state_directory = state, .root_directory = root,
+                                                                 .yaml = yaml, .size = strlen(yaml),
+                                                                 .checksum = checksum, .protected = own },
+                                           &c, &b, &err),
+                         -EPERM);
+        assert_null(c);
+        if (!strstr(err, expected))
+                fail_msg("\"%s\" does not contain \"%s\"", err, expected);
+}
+
+/* Issue 23, finding 6: an OSC file inside the agent's state directory overwrote the verified kubelet
+ * in the store. Refused when the work list is prepared, before anything is written or saved; also
+ * when reached through a symlinked directory below the root, and in resumed work. */
+static void test_own_files_refused(void **s) {
+        _cleanup_(osc_protected_done) OscProtected own = {};
+        _cleanup_free_ char *agent_state = NULL, *link = NULL, *changes = NULL, *store = NULL;
+        static const char bad[] = "spec: {files: [{path: /etc/ok, content: {inline: {data: ok}}},\n"
+                                  "  {path: /var/lib/inplace-agent/kubelet/1.31.4/kubelet, content: {inline: {data: x}}}]}";
+        static const char via_link[] = "spec: {files: [{path: /opt/agent/state.json, content: {inline: {data: x}}}]}";
+        static const char resumed[] = "spec: {files: [{path: /opt/agent/x, content: {inline: {data: x}}}]}";
+        OscBaseline b;
+
+        assert_true(asprintf(&agent_state, "%s/var/lib/inplace-agent", root) > 0);
+        assert_true(asprintf(&store, "%s/kubelet/1.31.4", agent_state) > 0);
+        assert_int_equal(mkdir_parents(store, 0700), 0);
+        assert_int_equal(osc_protected_add(&own, agent_state, "state directory"), 0);
+        assert_true(asprintf(&changes, "%s/%s", state, OSC_STATE_CHANGES) > 0);
+        (void) unlink(changes);
+
+        prepare_refused(bad, "bad", &own, "/var/lib/inplace-agent/kubelet/1.31.4/kubelet: inside the agent's state directory");
+        assert_false(state_exists(OSC_STATE_CHANGES));          /* nothing saved, nothing written */
+        assert_int_equal(rmdir(store), 0);                      /* empty: no kubelet written */
+
+        /* a directory below the root that is a symlink into it */
+        assert_true(asprintf(&link, "%s/opt", root) > 0);
+        assert_int_equal(mkdir(link, 0755), 0);
+        free(link);
+        assert_true(asprintf(&link, "%s/opt/agent", root) > 0);
+        assert_int_equal(symlink("../var/lib/inplace-agent", link), 0);
+        prepare_refused(via_link, "link", &own, "/opt/agent/state.json: inside the agent's state directory");
+
+        /* saved work (of an older agent) is checked too */
+        osc_changes_free(prepare(resumed, "resume", &b, 0));
+        prepare_refused(resumed, "resume", &own, "/opt/agent/x: inside");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_first_resume_commit_next),
                 cmocka_unit_test(test_handover_and_errors),
+                cmocka_unit_test(test_own_files_refused),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -198,6 +198,23 @@ static void test_no_injection_without_cri(void **state) {
         assert_null(osc_model_find_unit(m, "containerd.service"));
 }
 
+/* Issue 23: permissions 4095 / 2541 gave files mode 07777 / 04755; upstream applies only the
+ * permission bits. The canonical form keeps the value (the diff compares it with GNA's). */
+static void test_only_permission_bits(void **state) {
+        static const char yaml[] = "spec: {files: [{path: /a, permissions: 4095, content: {inline: {data: x}}},\n"
+                                   "                {path: /b, permissions: 2541, content: {inline: {data: x}}},\n"
+                                   "                {path: /c, permissions: 0, content: {inline: {data: x}}}]}";
+        _cleanup_(osc_model_freep) OscModel *m = decode(yaml, NULL);
+        json_t *j;
+
+        assert_int_equal(osc_file_mode(osc_model_find_file(m, "/a")), 0777);
+        assert_int_equal(osc_file_mode(osc_model_find_file(m, "/b")), 0755);
+        assert_int_equal(osc_file_mode(osc_model_find_file(m, "/c")), 0);
+        j = osc_file_to_json(osc_model_find_file(m, "/b"));
+        assert_int_equal(json_integer_value(json_object_get(j, "permissions")), 2541);
+        json_decref(j);
+}
+
 static void test_errors(void **state) {
         static const struct {
                 const char *yaml;
@@ -209,9 +226,14 @@ static void test_errors(void **state) {
                 { "spec: {files: [{path: /a, content: {inline: {encoding: b64, data: '!!'}}}]}", -EINVAL,
                   "file \"/a\": content is not valid base64" },
                 { "spec: {files: [{path: relative, content: {inline: {data: x}}}]}", -EINVAL,
-                  "file \"relative\": path must be absolute without . or .." },
+                  "file \"relative\": path must be absolute without . or .. or a trailing slash" },
                 { "spec: {files: [{path: /a/../b, content: {inline: {data: x}}}]}", -EINVAL,
-                  "file \"/a/../b\": path must be absolute without . or .." },
+                  "file \"/a/../b\": path must be absolute without . or .. or a trailing slash" },
+                /* issue 23: "/etc/x/" left an empty directory and failed with EISDIR, retried */
+                { "spec: {files: [{path: /etc/x/, content: {inline: {data: x}}}]}", -EINVAL,
+                  "file \"/etc/x/\": path must be absolute without . or .. or a trailing slash" },
+                { "spec: {files: [{path: /, content: {inline: {data: x}}}]}", -EINVAL,
+                  "file \"/\": path must be absolute without . or .. or a trailing slash" },
                 { "spec: {files: [{path: /a, content: {}}]}", -EINVAL,
                   "file \"/a\": content has neither inline, secretRef nor imageRef" },
                 { "spec: {files: [{path: /a, permissions: 99999, content: {inline: {data: x}}}]}", -EINVAL,
@@ -282,6 +304,7 @@ int main(void) {
                 cmocka_unit_test(test_full),
                 cmocka_unit_test(test_round_trip),
                 cmocka_unit_test(test_no_injection_without_cri),
+                cmocka_unit_test(test_only_permission_bits),
                 cmocka_unit_test(test_errors),
                 cmocka_unit_test(test_limits),
                 cmocka_unit_test(test_kubelet_config),

@@ -38,10 +38,22 @@ static void test_copy_free(void **state) {
         assert_null(c);
 }
 
+static void test_consume(void **state) {
+        _cleanup_strv_free_ char **l = NULL;
+
+        assert_int_equal(strv_consume(&l, strdup("a")), 0);
+        assert_int_equal(strv_consume(&l, strdup("b")), 0);
+        assert_int_equal(strv_consume(&l, NULL), -ENOMEM);
+        assert_int_equal(strv_length(l), 2);
+        assert_string_equal(l[1], "b");
+        assert_null(l[2]);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_length_contains),
                 cmocka_unit_test(test_copy_free),
+                cmocka_unit_test(test_consume),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
