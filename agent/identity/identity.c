@@ -141,31 +141,38 @@ int identity_new(sd_event *event, Http *http, const KubeTuning *tuning, const Id
         return 0;
 }
 
-/* apiServer.server of gardener-node-agent's component config as provisioned on the node
- * (<gna>/config-<gardener version>.yaml; the lexically last when there are several): the server its
- * bootstrap token is for. NULL when there is none. */
-static char *gna_provisioned_server(const char *gna_directory) {
-        _cleanup_free_ char *pattern = NULL, *data = NULL;
-        const char *server;
-        char *ret = NULL;
-        json_t *doc = NULL;
-        glob_t g = {};
-        size_t size;
+/* A non-empty string field of `obj`, copied; *ret NULL when absent or empty. */
+static int dup_string_field(const json_t *obj, const char *key, char **ret) {
+        const char *v = json_string_value(json_object_get(obj, key));
 
+        *ret = isempty(v) ? NULL : strdup(v);
+        return !isempty(v) && !*ret ? -ENOMEM : 0;
+}
+
+int identity_gna_api_server(const char *gna_directory, char **ret_server, char **ret_ca_file) {
+        _cleanup_free_ char *pattern = NULL, *data = NULL;
+        _cleanup_(json_decrefp) json_t *doc = NULL;
+        _cleanup_(globfree) glob_t g = {};
+        const json_t *api;
+        size_t size;
+        int r;
+
+        assert(gna_directory && ret_server);
+        *ret_server = NULL;
+        if (ret_ca_file)
+                *ret_ca_file = NULL;
         if (asprintf(&pattern, "%s/config-*.yaml", gna_directory) < 0)
-                return NULL;
+                return -ENOMEM;
         if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0)
-                goto done;
+                return 0;
         if (read_full_file(g.gl_pathv[g.gl_pathc - 1], KUBECONFIG_FILE_MAX, &data, &size) < 0 ||
             yaml_to_json(data, size, &doc, NULL) < 0)
-                goto done;
-        server = json_string_value(json_object_get(json_object_get(doc, "apiServer"), "server"));
-        if (!isempty(server))
-                ret = strdup(server);
-done:
-        json_decref(doc);
-        globfree(&g);
-        return ret;
+                return 0;
+        api = json_object_get(doc, "apiServer");
+        r = dup_string_field(api, "server", ret_server);
+        if (r >= 0 && ret_ca_file)
+                r = dup_string_field(api, "caFile", ret_ca_file);
+        return r;
 }
 
 int identity_new_from_config(sd_event *event, Http *http, const KubeTuning *tuning, const Config *c,
@@ -182,7 +189,8 @@ int identity_new_from_config(sd_event *event, Http *http, const KubeTuning *tuni
                 return -ENOMEM;
         p.gna_directory = gna;
         /* GNA's bootstrap token needs the server it is for: its provisioned component config says. */
-        server = gna_provisioned_server(gna);
+        if (identity_gna_api_server(gna, &server, NULL) < 0)
+                return -ENOMEM;
         p.gna_server = server;
         return identity_new(event, http, tuning, &p, cb, userdata, ret);
 }

@@ -95,6 +95,12 @@ const char *identity_status(const Identity *id);
 /* The code of the last failure, or _UPDATE_FAILURE_INVALID after a success. */
 UpdateFailureCode identity_failure(const Identity *id);
 
+/* apiServer.server and apiServer.caFile (optional) of gardener-node-agent's component config as
+ * provisioned on the node (<gna_directory>/config-<gardener version>.yaml; the lexically last when
+ * there are several): the server its bootstrap token is for. Each NULL when not there (no file, not
+ * readable, not set); -ENOMEM only. */
+int identity_gna_api_server(const char *gna_directory, char **ret_server, char **ret_ca_file);
+
 /* The machine name as upstream derives it: the content of <gna_directory>/machine-name (trimmed) if
  * that file exists, else the node name. -EINVAL if the result is not a valid machine name. */
 int identity_machine_name(const char *gna_directory, const char *node_name, char **ret);
