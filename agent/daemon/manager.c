@@ -524,7 +524,7 @@ static void manager_on_node_object(KubeWatch *w, json_t *node, void *userdata) {
                         log_oom();
         }
         if (m->lease)
-                (void) lease_start(m->lease);   /* first sight of the Node; later a no-op */
+                (void) lease_start(m->lease);   /* first sight of the Node (or back); else a no-op */
         if (m->units_check)
                 (void) units_check_start(m->units_check);
         applied_osc_check_drift(m->applied);    /* once, with the Node known (upstream skips without) */
@@ -538,6 +538,8 @@ static void manager_on_node_deleted(KubeWatch *w, json_t *last, void *userdata) 
         Manager *m = userdata;
 
         log_notice("Node %s was deleted.", m->config->node_name);
+        if (m->lease)
+                lease_stop(m->lease);   /* renewed again when the Node is back */
         json_decref(m->node);
         m->node = NULL;
         manager_set_status(m, "Waiting for node %s to be registered", m->config->node_name);

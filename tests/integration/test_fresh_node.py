@@ -107,6 +107,42 @@ class FreshNode(unittest.TestCase):
         c = SB.wait_node(lambda n: S.condition(n, COND), 20, COND)
         self.assertEqual(S.condition(c, COND)["reason"], "AllUnitsHealthy", S.condition(c, COND))
 
+    def test_3_internal_ip_restored(self):
+        def addresses(n):
+            return {(a["type"], a["address"]) for a in n["status"].get("addresses") or []}
+
+        self.assertIn(("InternalIP", "127.0.0.1"), addresses(SB.node()))
+        # kubelet lost its addresses at a start (cloud provider timeout): only the Hostname is left.
+        SB.emu.patch("nodes", S.NODE, {"status": {"addresses": [{"type": "Hostname", "address": S.NODE}]}},
+                     subresource="status", manager="kubelet")
+        n = SB.wait_node(lambda n: ("InternalIP", "127.0.0.1") in addresses(n), 20, "the InternalIP restored")
+        self.assertEqual(addresses(n), {("InternalIP", "127.0.0.1"), ("Hostname", S.NODE)})
+        want = {("Warning", "Node status does neither have an internal nor an external IP, try to recover from "
+                            "last known internal IP: 127.0.0.1"),
+                ("Normal", "Updated the lost internal IP address of node status to the previous known: 127.0.0.1 ")}
+        sandbox.kubeemu.wait_for(lambda: want <= {(e["type"], e["message"]) for e in SB.events()
+                                                 if e.get("reason") == "kubelet"}, 10, "the kubelet Events")
+
+    def test_5_lease_only_with_the_node(self):
+        path = "^/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+        lease = sandbox.kubeemu.wait_for(lambda: SB.emu.get("leases", LEASE, namespace="kube-system",
+                                                            group="coordination.k8s.io"), 20, "the Lease")
+        self.assertEqual(lease["metadata"]["ownerReferences"][0]["uid"], SB.node()["metadata"]["uid"])
+        SB.emu.delete("nodes", S.NODE)
+        usermgr.wait_until(lambda: "Node %s was deleted." % S.NODE in SB.agent_log(), 10, "the agent seeing it")
+        time.sleep(0.5)         # a renewal already on the wire may still arrive
+        seq = SB.emu.request_log()[-1]["seq"]
+        t0 = time.monotonic()
+        SB.wait_node(lambda n: time.monotonic() - t0 > 5, 10, "two renew periods and more (8 s Lease)")
+        writes = [r for r in SB.emu.request_log(since=seq, path=path) if r["method"] in ("PUT", "POST")]
+        self.assertEqual(writes, [], "the Lease renewed for a Node that does not exist")
+
+        SB.register_node()
+        uid = SB.node()["metadata"]["uid"]
+        sandbox.kubeemu.wait_for(lambda: (SB.emu.get("leases", LEASE, namespace="kube-system",
+                                                     group="coordination.k8s.io")["metadata"]["ownerReferences"]
+                                          [0]["uid"]) == uid, 10, "the Lease renewed for the new Node")
+
 
 if __name__ == "__main__":
     S.skip_if_missing()
