@@ -46,6 +46,7 @@ struct Identity {
         char *gna_directory;            /* owned */
         char *gna_server;               /* owned; may be NULL */
         char *node_name;                /* owned */
+        char *renew_ca_file;            /* owned: the CA bundle a CA rotation renews against; NULL: none */
         unsigned expiration_seconds;
         IdentityCallback cb;
         void *userdata;
@@ -214,6 +215,7 @@ Identity *identity_free(Identity *id) {
         free(id->gna_directory);
         free(id->gna_server);
         free(id->node_name);
+        free(id->renew_ca_file);
         free(id->status);
         free(id);
         return NULL;
@@ -461,11 +463,27 @@ static void on_csr_done(CsrRequest *r, CsrOutcome outcome, int error, const char
         id->state = IDENTITY_IDLE;
         id->credential = CREDENTIAL_OURS;
         id->failure = _UPDATE_FAILURE_INVALID;
+        id->renew_ca_file = mfree(id->renew_ca_file);
         backoff_reset(&id->backoff);
         (void) set_status(id, NULL);
         (void) schedule(id, client_cert_renew_at(&info, ((uint64_t) random_u32() << 32) | random_u32()),
                         CLOCK_REALTIME, on_renew);
         id->cb(id, IDENTITY_CHANGED, id->userdata);
+}
+
+/* A CA rotation's renewal trusts the new bundle, and the kubeconfig it writes names that file: the
+ * rotation rewrites it, so later phases of the rotation (the API server serving with the new CA, the
+ * old one dropped from the bundle) are followed, as upstream's kubeconfig names GNA's caFile. */
+static int use_renew_ca(Identity *id) {
+        KubeConfig *kc = id->attempt_kc;
+
+        if (!id->renew_ca_file)
+                return 0;
+        if (free_and_strdup(&kc->ca_file, id->renew_ca_file) < 0)
+                return -ENOMEM;
+        kc->ca_data = mfree(kc->ca_data);
+        kc->ca_data_size = 0;
+        return 0;
 }
 
 /* One attempt: a fresh key, a CSR through the bootstrap credential or the current certificate. Every
@@ -483,6 +501,8 @@ static void attempt(Identity *id, bool via_bootstrap) {
 
         r = via_bootstrap ? bootstrap_kubeconfig(id, &id->attempt_kc, &error)
                           : current_kubeconfig(id, &id->attempt_kc, &error);
+        if (r >= 0)
+                r = use_renew_ca(id);
         if (r < 0)
                 return fail(id, error ?: strerror(-r));
         r = kube_client_new(id->event, id->http, id->attempt_kc, id->tuning, &id->client);
@@ -567,11 +587,16 @@ void identity_unauthorized(Identity *id) {
         attempt(id, true);
 }
 
-int identity_renew(Identity *id) {
+int identity_renew(Identity *id, const char *ca_file) {
+        int r;
+
         assert(id);
 
-        if (id->state == IDENTITY_REQUESTING)
-                return 0;
+        r = free_and_strdup(&id->renew_ca_file, ca_file);
+        if (r < 0)
+                return r;
+        /* A request in flight (a scheduled renewal, a retry) was made before the call: its certificate
+         * must not stand for this one, so it is dropped and a new one made. */
         attempt(id, id->credential != CREDENTIAL_OURS);
         return 0;
 }

@@ -633,6 +633,7 @@ static int run_rotate_credentials(Executor *e, const UpdateAction *a) {
                 .ca = a->rotate_ca,
                 .sa = a->rotate_sa,
                 .state_directory = e->config->state_directory,
+                .root_directory = e->config->osc.root_directory,
                 .kubelet_unit = e->config->kubelet.unit,
                 .health = {
                         .url = e->config->kubelet.healthz_url,

@@ -18,6 +18,7 @@ from GNA's token; the Node registered after that, the OSC Secret published by th
   5. the Lease gardener-node-agent-<node> is not renewed while the Node is gone, and is again once the
      Node is back (upstream's lease controller reconciles its Node)."""
 
+import base64
 import json
 import os
 import subprocess
@@ -58,10 +59,18 @@ def history_has(pred, since_rv=0):
     return any(pred(e["object"]) for e in SB.node_history(since_rv) if e.get("object"))
 
 
-def cert_serial(path):
-    r = subprocess.run(["openssl", "x509", "-noout", "-serial"], input=read(path).encode(),
-                       stdout=subprocess.PIPE, check=True)
+def cert_serial_of(pem):
+    r = subprocess.run(["openssl", "x509", "-noout", "-serial"], input=pem.encode(), stdout=subprocess.PIPE,
+                       check=True)
     return r.stdout.decode().strip()
+
+
+def new_ca_pem():
+    """A CA certificate of our own: the rotation's new CA in the bundle."""
+    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-keyout", "/dev/null", "-subj", "/CN=rotated-ca", "-days", "1"],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True)
+    return r.stdout.decode()
 
 
 class FreshNode(unittest.TestCase):
@@ -122,6 +131,51 @@ class FreshNode(unittest.TestCase):
                 ("Normal", "Updated the lost internal IP address of node status to the previous known: 127.0.0.1 ")}
         sandbox.kubeemu.wait_for(lambda: want <= {(e["type"], e["message"]) for e in SB.events()
                                                  if e.get("reason") == "kubelet"}, 10, "the kubelet Events")
+
+    def test_4_ca_rotation(self):
+        """The new CA joins the bundle in cluster-ca.crt (GNA's apiServer.caFile); the rotation is gated like
+        upstream's; the agent renews against that bundle, and its kubeconfig names it from then on."""
+        def kubeconfig_cert_serial():
+            kc = json.loads(read(SB.agent_kubeconfig))          # the agent writes JSON, which is YAML
+            user = kc["users"][0]["user"]
+            if "client-certificate-data" in user:
+                pem = base64.b64decode(user["client-certificate-data"]).decode()
+            else:
+                pem = read(user["client-certificate"])
+            return cert_serial_of(pem)
+
+        def kubeconfig_cluster():
+            return json.loads(read(SB.agent_kubeconfig))["clusters"][0]["cluster"]
+
+        before = kubeconfig_cert_serial()
+        bootstraps = SB.unit_log(S.KUBELET_UNIT).count("Bootstrapped the client certificate")
+        # The kubeconfig trusts the CA it was provisioned with as data (as one from a bootstrapKubeconfig
+        # with certificate-authority-data does): the renewal has to trust the new bundle, and name it.
+        kc = json.loads(read(SB.agent_kubeconfig))
+        cluster = kc["clusters"][0]["cluster"]
+        cluster["certificate-authority-data"] = base64.b64encode(read(cluster.pop("certificate-authority"))
+                                                                 .encode()).decode()
+        S.write_file(SB.agent_kubeconfig, json.dumps(kc), 0o600)
+        SB.extra_ca = new_ca_pem()
+        SB.rotation["ca"] = "2026-11-26T10:00:00Z"
+        checksum = SB.publish_osc()
+        SB.mcm_candidate()
+        SB.mcm_select()
+        SB.wait_node(lambda n: "credentialsRotation" in (S.annotation(n, S.PLAN) or ""), 30, "the plan")
+        self.assertEqual(kubeconfig_cert_serial(), before, "rotated before the gate opened")
+        SB.mcm_ready_for_update()
+        n = self.wait_checksum(checksum)
+        self.assertEqual(S.label(n, S.UPDATE_RESULT), "successful")
+        self.assertEqual(read(SB.rooted(S.GNA_DIR + "/cluster-ca.crt")), SB.cluster_ca())
+        # The agent's own kubeconfig names the certificate issued for the rotation, not the old one.
+        self.assertNotEqual(kubeconfig_cert_serial(), before, "the agent's kubeconfig kept its old certificate")
+        self.assertEqual(kubeconfig_cluster(), {"server": SB.emu.server,
+                                                "certificate-authority": SB.rooted(S.GNA_DIR + "/cluster-ca.crt")},
+                         "the agent's kubeconfig does not name the new bundle")
+        # The kubelet bootstrapped again from the kubeconfig-bootstrap the rotation wrote, removed since.
+        self.assertGreater(SB.unit_log(S.KUBELET_UNIT).count("Bootstrapped the client certificate"), bootstraps)
+        self.assertFalse(os.path.exists(kubelet_file("kubeconfig-bootstrap")), "kubeconfig-bootstrap left behind")
+        SB.mcm_observe_result()
 
     def test_5_lease_only_with_the_node(self):
         path = "^/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"

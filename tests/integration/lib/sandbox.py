@@ -1164,6 +1164,7 @@ class FreshNodeSandbox(Sandbox):
         kw["kubelet_bootstrap"] = True
         super().__init__(**kw)
         self.rotation = {}              # spec.inPlaceUpdates.credentialsRotation: "ca"/"sa" -> time
+        self.extra_ca = None            # PEM appended to cluster-ca.crt (a CA rotation's new CA)
 
     # ---------------------------------------------------------------- paths
 
@@ -1181,6 +1182,12 @@ class FreshNodeSandbox(Sandbox):
 
     # ---------------------------------------------------------------- the node's files
 
+    def cluster_ca(self):
+        """The cluster's CA bundle as the OSC carries it: the API server's CA, and during a CA rotation the
+        new CA beside it (extra_ca)."""
+        with open(self.emu.ca) as f:
+            return f.read() + (self.extra_ca or "")
+
     def component_config(self):
         return ("apiVersion: nodeagent.config.gardener.cloud/v1alpha1\nkind: NodeAgentConfiguration\n"
                 "apiServer:\n  server: %s\n  caFile: %s/cluster-ca.crt\n"
@@ -1197,8 +1204,7 @@ class FreshNodeSandbox(Sandbox):
     def _write_node_files(self):
         """gardener-node-init's files, and nothing else."""
         write_file(self.rooted(GNA_BOOTSTRAP_TOKEN), "%s.%s" % (BOOTSTRAP_TOKEN_ID, BOOTSTRAP_TOKEN_SECRET), 0o600)
-        with open(self.emu.ca) as f:
-            write_file(self.rooted(GNA_DIR + "/cluster-ca.crt"), f.read(), 0o644)
+        write_file(self.rooted(GNA_DIR + "/cluster-ca.crt"), self.cluster_ca(), 0o644)
         write_file(self.rooted(GNA_DIR + "/machine-name"), MACHINE + "\n", 0o644)
         write_file(self.rooted(GNA_CONFIG), self.component_config(), 0o600)
 
@@ -1210,6 +1216,8 @@ class FreshNodeSandbox(Sandbox):
     def osc_base_files(self):
         return ("  - path: %s\n    permissions: 384\n    content:\n      inline:\n        encoding: b64\n"
                 "        data: %s\n" % (GNA_CONFIG, base64.b64encode(self.component_config().encode()).decode()) +
+                "  - path: %s/cluster-ca.crt\n    permissions: 420\n    content:\n      inline:\n        encoding: b64\n"
+                "        data: %s\n" % (GNA_DIR, base64.b64encode(self.cluster_ca().encode()).decode()) +
                 "  - path: /opt/bin/gardener-node-agent\n    permissions: 493\n    content:\n      imageRef:\n"
                 "        image: %s/gardener-node-agent:v1.120.0\n        filePathInImage: /gardener-node-agent\n"
                 % self.reg.host)
@@ -1220,7 +1228,8 @@ class FreshNodeSandbox(Sandbox):
                 _indent(hello, 6) +
                 "  - name: %s\n    enable: true\n    command: start\n    content: |\n"
                 "      [Service]\n      ExecStart=/opt/bin/gardener-node-agent --config-dir=%s\n"
-                "    filePaths:\n    - %s\n    - /opt/bin/gardener-node-agent\n" % (GNA_UNIT, GNA_DIR, GNA_CONFIG))
+                "    filePaths:\n    - %s\n    - %s/cluster-ca.crt\n    - /opt/bin/gardener-node-agent\n"
+                % (GNA_UNIT, GNA_DIR, GNA_CONFIG, GNA_DIR))
 
     def osc_rotation(self):
         if not self.rotation:
