@@ -100,14 +100,3 @@ int kubelet_bootstrap_provision(const KubeletBootstrapParams *p, char **ret_erro
         erase_and_free(TAKE_PTR(token), size);
         return r;
 }
-
-int kubelet_bootstrap_remove(const char *kubelet_directory, char **ret_error) {
-        _cleanup_free_ char *path = kubelet_file(kubelet_directory, KUBELET_BOOTSTRAP_KUBECONFIG);
-
-        if (!path)
-                return -ENOMEM;
-        if (unlink(path) < 0)
-                return errno == ENOENT ? 0 : error_setf(ret_error, -errno, "removing %s: %s", path, strerror(errno));
-        (void) fsync_parent_dir(path);
-        return 1;
-}

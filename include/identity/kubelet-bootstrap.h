@@ -9,9 +9,10 @@
  *     pki/kubelet-client-current.pem, <kubelet dir>/kubeconfig-bootstrap is written (0600, atomically)
  *     with that token, apiServer.server and apiServer.caFile of GNA's provisioned component config: the
  *     kubelet's --bootstrap-kubeconfig, without which a new kubelet cannot join.
- *   - kubelet_bootstrap_remove(), at the end of every complete OSC apply (upstream's reconciler, "Deleting
- *     kubelet bootstrap kubeconfig file"): the kubelet has its own certificate by then (it registered its
- *     Node and passed the health check), and the file holds a credential.
+ *   - removed (update/osc-runner.h osc_runner_retire_bootstrap_credentials()) before the checksum of every
+ *     applied OSC (upstream's reconciler, "Deleting kubelet bootstrap kubeconfig file"): the kubelet has
+ *     its own certificate by then (it registered its Node and passed the health check), and the file
+ *     holds a credential.
  *
  * kubelet_bootstrap_token_kubeconfig() is pure; the rest is small blocking local file I/O. Does not log;
  * errors come back as -errno plus a message naming paths only (never the token). */
@@ -35,6 +36,3 @@ json_t *kubelet_bootstrap_token_kubeconfig(const char *server, const char *ca_fi
 /* 1 when kubeconfig-bootstrap was written, 0 when there was nothing to do (no token, or the kubelet has
  * credentials), -errno with *ret_error naming the file or what is missing. */
 int kubelet_bootstrap_provision(const KubeletBootstrapParams *p, char **ret_error);
-
-/* 1 when kubeconfig-bootstrap was removed (directory fsynced), 0 when there was none, -errno. */
-int kubelet_bootstrap_remove(const char *kubelet_directory, char **ret_error);
