@@ -49,6 +49,7 @@ NodeView *node_view_free(NodeView *v) {
         free(v->zone);
         free(v->reconciliation_delay);
         free(v->min_version_for_update);
+        free(v->internal_ip);
         free(v->warning);
         free(v);
         return NULL;
@@ -212,7 +213,7 @@ static int decode_condition(const json_t *c, size_t i, NodeCondition *ret, char 
         return 0;
 }
 
-/* The type of a condition, if it is a clean string (a NUL inside makes it no type of ours). */
+/* The type of a condition or address, if it is a clean string (a NUL inside makes it no type of ours). */
 static const char *condition_type(const json_t *c) {
         const json_t *type = json_object_get(c, "type");
 
@@ -269,6 +270,28 @@ static int decode_conditions(const json_t *node, NodeView *v, char **ret_error) 
         return 0;
 }
 
+/* status.addresses, leniently (kubelet's to write, ours only to remember; GNP §8 item 2): entries
+ * that are not objects with a clean string type and address are skipped. */
+static int decode_addresses(const json_t *node, NodeView *v) {
+        const json_t *addresses = json_object_get(json_object_get(node, "status"), "addresses"), *a;
+        size_t i;
+
+        json_array_foreach(addresses, i, a) {
+                const char *type = json_is_object(a) ? condition_type(a) : NULL;
+                _cleanup_free_ char *address = NULL;
+
+                if (get_informational(a, "address", &address) < 0)
+                        return -ENOMEM;
+                if (!address || strlen(address) > NODE_ADDRESS_MAX)
+                        continue;
+                if (streq_ptr(type, "ExternalIP"))
+                        v->external_ip = true;
+                else if (streq_ptr(type, "InternalIP") && !v->internal_ip)
+                        v->internal_ip = TAKE_PTR(address);
+        }
+        return 0;
+}
+
 int node_view_decode(const json_t *node, NodeView **ret, char **ret_error) {
         _cleanup_(node_view_freep) NodeView *v = NULL;
         const json_t *meta, *labels, *annotations;
@@ -311,6 +334,9 @@ int node_view_decode(const json_t *node, NodeView **ret, char **ret_error) {
         if (r < 0)
                 return r;
         r = decode_conditions(node, v, ret_error);
+        if (r < 0)
+                return r;
+        r = decode_addresses(node, v);
         if (r < 0)
                 return r;
 

@@ -29,6 +29,7 @@
 #include "kube/kube-watch.h"
 #include "kube/kubeconfig.h"
 #include "identity/identity.h"
+#include "identity/kubelet-bootstrap.h"
 #include "identity/token-sync.h"
 #include "kube/lease.h"
 #include "net/http.h"
@@ -433,18 +434,12 @@ static char *root_path(const Config *c, const char *path) {
         return path_below_root(c->osc.root_directory, path, &p) < 0 ? NULL : p;
 }
 
-/* SystemdUnitsReady over the kubelet and containerd until there is a last-applied OSC, whose units
- * duties/applied-osc hands over. */
+/* SystemdUnitsReady over the units of the last-applied OSC, which duties/applied-osc hands over;
+ * without one there is nothing to judge and nothing is written (upstream's readManagedUnits skips
+ * the check until an OSC was applied: a new node's kubelet is "not loaded" before its first OSC). */
 static int manager_setup_units_check(Manager *m) {
-        const char *names[] = { m->config->kubelet.unit, CONTAINERD_UNIT };
-        const bool enabled[] = { true, true };
-        int r;
-
-        r = units_check_new(m->event, m->bus, m->reporter, m->tuning.units_check_usec, m->tuning.units_stuck_usec,
-                            &m->units_check);
-        if (r < 0)
-                return r;
-        return units_check_set_units(m->units_check, names, enabled, ELEMENTSOF(names));
+        return units_check_new(m->event, m->bus, m->reporter, m->tuning.units_check_usec, m->tuning.units_stuck_usec,
+                               &m->units_check);
 }
 
 /* Health checks restart no unit behind the back of an update step that restarts units itself. */
@@ -529,7 +524,7 @@ static void manager_on_node_object(KubeWatch *w, json_t *node, void *userdata) {
                         log_oom();
         }
         if (m->lease)
-                (void) lease_start(m->lease);   /* first sight of the Node; later a no-op */
+                (void) lease_start(m->lease);   /* first sight of the Node (or back); else a no-op */
         if (m->units_check)
                 (void) units_check_start(m->units_check);
         applied_osc_check_drift(m->applied);    /* once, with the Node known (upstream skips without) */
@@ -543,6 +538,8 @@ static void manager_on_node_deleted(KubeWatch *w, json_t *last, void *userdata) 
         Manager *m = userdata;
 
         log_notice("Node %s was deleted.", m->config->node_name);
+        if (m->lease)
+                lease_stop(m->lease);   /* renewed again when the Node is back */
         json_decref(m->node);
         m->node = NULL;
         manager_set_status(m, "Waiting for node %s to be registered", m->config->node_name);
@@ -839,6 +836,29 @@ Manager *manager_free(Manager *m) {
         return NULL;
 }
 
+/* GNA's bootstrapper, at every start (CONTRACT §9.6): a new node's kubelet needs its bootstrap
+ * kubeconfig before the first OSC starts it. Not fatal: the kubelet then says what it misses. */
+static void manager_provision_kubelet_bootstrap(Manager *m) {
+        _cleanup_free_ char *gna = root_path(m->config, IDENTITY_GNA_DIRECTORY),
+                            *kubelet = root_path(m->config, KUBELET_DIRECTORY),
+                            *token = root_path(m->config, IDENTITY_GNA_DIRECTORY "/" GNA_BOOTSTRAP_TOKEN),
+                            *server = NULL, *ca = NULL, *error = NULL;
+        int r;
+
+        if (!gna || !kubelet || !token || identity_gna_api_server(gna, &server, &ca) < 0) {
+                log_oom();
+                return;
+        }
+        r = kubelet_bootstrap_provision(&(KubeletBootstrapParams) { .kubelet_directory = kubelet, .token_file = token,
+                                                                   .server = server, .ca_file = ca },
+                                        &error);
+        if (r < 0)
+                log_warning_errno(r, "Cannot write the kubelet's bootstrap kubeconfig: %s", error ?: strerror(-r));
+        else if (r > 0)
+                log_info("Wrote the kubelet's bootstrap kubeconfig %s/%s from gardener-node-agent's bootstrap token.",
+                         kubelet, KUBELET_BOOTSTRAP_KUBECONFIG);
+}
+
 int manager_run(Manager *m) {
         int r;
 
@@ -846,6 +866,7 @@ int manager_run(Manager *m) {
 
         log_info("Starting inplace-agent %s for node %s.", PACKAGE_VERSION, m->config->node_name);
         manager_set_status(m, "Waiting for node %s", m->config->node_name);
+        manager_provision_kubelet_bootstrap(m);
 
         r = manager_try_kube(m);
         if (r < 0)

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -47,6 +49,11 @@ struct NodeHealth {
         Component kubelet, containerd;
         ToggleTracker toggles;
         sd_event_source *timer;         /* owned */
+
+        const NodeView *node;           /* borrowed: the Node as watched; NULL: absent */
+        char *last_internal_ip;         /* owned: the last InternalIP the Node had */
+        bool address_lost;              /* the Node has no IP; said (and restored, if it could be) */
+        bool address_restoring;         /* the patch putting it back is in flight */
 };
 
 static void component_done(Component *c) {
@@ -63,6 +70,7 @@ NodeHealth *node_health_free(NodeHealth *h) {
         component_done(&h->kubelet);
         component_done(&h->containerd);
         sd_event_source_disable_unref(h->timer);
+        free(h->last_internal_ip);
         free(h->healthz_url);
         free(h->socket);
         free(h);
@@ -132,13 +140,21 @@ static void component_on_restarted(const UnitJobResult *res, void *userdata) {
         health_tracker_restarted(&c->tracker, now);
 }
 
+static void component_restart(Component *c) {
+        NodeHealth *h = c->owner;
+        int r;
+
+        r = unit_control_restart_unit(h->units, c->unit, component_on_restarted, c, &c->restart);
+        if (r < 0)
+                node_health_event(h, c, true, "Restarting %s failed: %s", c->unit, strerror(-r));
+}
+
 /* One probe's outcome: `error` NULL when healthy. */
 static void component_observe(Component *c, const char *error) {
         NodeHealth *h = c->owner;
         char grace[GO_DURATION_STR_MAX];
         uint64_t now = 0;
         bool may_restart;
-        int r;
 
         c->probing = false;
         (void) sd_event_now(h->event, CLOCK_MONOTONIC, &now);
@@ -165,9 +181,7 @@ static void component_observe(Component *c, const char *error) {
                 else
                         node_health_event(h, c, true, "Containerd is unhealthy for more than %s, restarting it: %s",
                                           grace, error);
-                r = unit_control_restart_unit(h->units, c->unit, component_on_restarted, c, &c->restart);
-                if (r < 0)
-                        node_health_event(h, c, true, "Restarting %s failed: %s", c->unit, strerror(-r));
+                component_restart(c);
                 return;
         }
 }
@@ -256,9 +270,90 @@ static void containerd_probe(NodeHealth *h) {
         c->probing = true;
 }
 
+/* ---- the Node's InternalIP (upstream's kubelet health check, ensureNodeInternalIP) ---------------- */
+
+/* `ip` is configured on one of this machine's interfaces. */
+static bool address_is_local(const char *ip) {
+        unsigned char want[sizeof(struct in6_addr)], have[sizeof(struct in6_addr)];
+        struct ifaddrs *list, *i;
+        bool found = false;
+        int family;
+
+        family = inet_pton(AF_INET, ip, want) == 1 ? AF_INET : inet_pton(AF_INET6, ip, want) == 1 ? AF_INET6 : -1;
+        if (family < 0 || getifaddrs(&list) < 0)
+                return false;
+        for (i = list; i && !found; i = i->ifa_next) {
+                if (!i->ifa_addr || i->ifa_addr->sa_family != family)
+                        continue;
+                if (family == AF_INET)
+                        memcpy(have, &((const struct sockaddr_in *) i->ifa_addr)->sin_addr, sizeof(struct in_addr));
+                else
+                        memcpy(have, &((const struct sockaddr_in6 *) i->ifa_addr)->sin6_addr, sizeof(struct in6_addr));
+                found = memcmp(want, have, family == AF_INET ? sizeof(struct in_addr) : sizeof(struct in6_addr)) == 0;
+        }
+        freeifaddrs(list);
+        return found;
+}
+
+static void address_on_restored(int error, void *userdata) {
+        NodeHealth *h = userdata;
+        Component *c = &h->kubelet;
+
+        h->address_restoring = false;
+        if (error >= 0) {
+                node_health_event(h, c, false, "Updated the lost internal IP address of node status to the previous "
+                                  "known: %s ", h->last_internal_ip);
+                return;
+        }
+        /* As upstream: a kubelet that starts again publishes its addresses itself. The next round (or
+         * Node change) tries again. */
+        h->address_lost = false;
+        node_health_event(h, c, true, "Unable to update node status with internal IP: %s", strerror(-error));
+        if (!c->restart && (!h->may_restart || h->may_restart(c->unit, h->userdata)))
+                component_restart(c);
+}
+
+/* A Node that lost both IPs (kubelet timed out on the cloud provider at its start) gets its last
+ * InternalIP back, if this machine still has it; said once per loss, where upstream repeats it every
+ * round. */
+static void check_address(NodeHealth *h) {
+        const NodeView *v = h->node;
+        int r;
+
+        if (!v || h->address_restoring)
+                return;
+        if (v->internal_ip || v->external_ip) {
+                if (v->internal_ip && !streq_ptr(v->internal_ip, h->last_internal_ip) &&
+                    free_and_strdup(&h->last_internal_ip, v->internal_ip) < 0)
+                        log_oom();
+                h->address_lost = false;
+                return;
+        }
+        if (h->address_lost)
+                return;
+        h->address_lost = true;
+        if (!h->last_internal_ip) {
+                node_health_event(h, &h->kubelet, true, "Node status does neither have an internal nor an external IP");
+                return;
+        }
+        node_health_event(h, &h->kubelet, true, "Node status does neither have an internal nor an external IP, try "
+                          "to recover from last known internal IP: %s", h->last_internal_ip);
+        if (!address_is_local(h->last_internal_ip)) {
+                log_info("%s is not an address of this machine any more; the Node's InternalIP is not restored.",
+                         h->last_internal_ip);
+                return;
+        }
+        r = reporter_set_internal_ip(h->reporter, h->last_internal_ip, address_on_restored, h);
+        if (r < 0)
+                address_on_restored(r, h);
+        else
+                h->address_restoring = r == 0;
+}
+
 static int node_health_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         NodeHealth *h = userdata;
 
+        check_address(h);
         if (!h->kubelet.probing)
                 kubelet_probe(h);
         if (!h->containerd.probing)
@@ -286,6 +381,8 @@ void node_health_set_node(NodeHealth *h, const NodeView *v) {
         uint64_t now = 0;
 
         assert(h);
+        h->node = v;
+        check_address(h);
         if (!v || !v->ready.present)
                 return;
         (void) sd_event_now(h->event, CLOCK_MONOTONIC, &now);

@@ -103,9 +103,15 @@ int units_check_set_units(UnitsCheck *c, const char *const *names, const bool *e
                         return -ENOMEM;
                 }
         }
-        units_clear(c);         /* a round in flight is dropped; the next one uses the new list */
+        units_clear(c);         /* a round in flight is dropped */
         c->units = units;
         c->n_units = n;
+        /* A new list (an OSC was applied) is judged at once, as upstream's check runs on the Node
+         * update that the checksum is. */
+        if (c->timer && (sd_event_source_set_time_relative(c->timer, 0) < 0 ||
+                         sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT) < 0))
+                log_warning("Cannot re-arm the %s timer; the new units are judged with the next round.",
+                            NODE_CONDITION_UNITS_READY);
         return 0;
 }
 

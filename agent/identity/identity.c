@@ -46,6 +46,7 @@ struct Identity {
         char *gna_directory;            /* owned */
         char *gna_server;               /* owned; may be NULL */
         char *node_name;                /* owned */
+        char *renew_ca_file;            /* owned: the CA bundle a CA rotation renews against; NULL: none */
         unsigned expiration_seconds;
         IdentityCallback cb;
         void *userdata;
@@ -141,31 +142,38 @@ int identity_new(sd_event *event, Http *http, const KubeTuning *tuning, const Id
         return 0;
 }
 
-/* apiServer.server of gardener-node-agent's component config as provisioned on the node
- * (<gna>/config-<gardener version>.yaml; the lexically last when there are several): the server its
- * bootstrap token is for. NULL when there is none. */
-static char *gna_provisioned_server(const char *gna_directory) {
-        _cleanup_free_ char *pattern = NULL, *data = NULL;
-        const char *server;
-        char *ret = NULL;
-        json_t *doc = NULL;
-        glob_t g = {};
-        size_t size;
+/* A non-empty string field of `obj`, copied; *ret NULL when absent or empty. */
+static int dup_string_field(const json_t *obj, const char *key, char **ret) {
+        const char *v = json_string_value(json_object_get(obj, key));
 
+        *ret = isempty(v) ? NULL : strdup(v);
+        return !isempty(v) && !*ret ? -ENOMEM : 0;
+}
+
+int identity_gna_api_server(const char *gna_directory, char **ret_server, char **ret_ca_file) {
+        _cleanup_free_ char *pattern = NULL, *data = NULL;
+        _cleanup_(json_decrefp) json_t *doc = NULL;
+        _cleanup_(globfree) glob_t g = {};
+        const json_t *api;
+        size_t size;
+        int r;
+
+        assert(gna_directory && ret_server);
+        *ret_server = NULL;
+        if (ret_ca_file)
+                *ret_ca_file = NULL;
         if (asprintf(&pattern, "%s/config-*.yaml", gna_directory) < 0)
-                return NULL;
+                return -ENOMEM;
         if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0)
-                goto done;
+                return 0;
         if (read_full_file(g.gl_pathv[g.gl_pathc - 1], KUBECONFIG_FILE_MAX, &data, &size) < 0 ||
             yaml_to_json(data, size, &doc, NULL) < 0)
-                goto done;
-        server = json_string_value(json_object_get(json_object_get(doc, "apiServer"), "server"));
-        if (!isempty(server))
-                ret = strdup(server);
-done:
-        json_decref(doc);
-        globfree(&g);
-        return ret;
+                return 0;
+        api = json_object_get(doc, "apiServer");
+        r = dup_string_field(api, "server", ret_server);
+        if (r >= 0 && ret_ca_file)
+                r = dup_string_field(api, "caFile", ret_ca_file);
+        return r;
 }
 
 int identity_new_from_config(sd_event *event, Http *http, const KubeTuning *tuning, const Config *c,
@@ -182,7 +190,8 @@ int identity_new_from_config(sd_event *event, Http *http, const KubeTuning *tuni
                 return -ENOMEM;
         p.gna_directory = gna;
         /* GNA's bootstrap token needs the server it is for: its provisioned component config says. */
-        server = gna_provisioned_server(gna);
+        if (identity_gna_api_server(gna, &server, NULL) < 0)
+                return -ENOMEM;
         p.gna_server = server;
         return identity_new(event, http, tuning, &p, cb, userdata, ret);
 }
@@ -206,6 +215,7 @@ Identity *identity_free(Identity *id) {
         free(id->gna_directory);
         free(id->gna_server);
         free(id->node_name);
+        free(id->renew_ca_file);
         free(id->status);
         free(id);
         return NULL;
@@ -453,11 +463,27 @@ static void on_csr_done(CsrRequest *r, CsrOutcome outcome, int error, const char
         id->state = IDENTITY_IDLE;
         id->credential = CREDENTIAL_OURS;
         id->failure = _UPDATE_FAILURE_INVALID;
+        id->renew_ca_file = mfree(id->renew_ca_file);
         backoff_reset(&id->backoff);
         (void) set_status(id, NULL);
         (void) schedule(id, client_cert_renew_at(&info, ((uint64_t) random_u32() << 32) | random_u32()),
                         CLOCK_REALTIME, on_renew);
         id->cb(id, IDENTITY_CHANGED, id->userdata);
+}
+
+/* A CA rotation's renewal trusts the new bundle, and the kubeconfig it writes names that file: the
+ * rotation rewrites it, so later phases of the rotation (the API server serving with the new CA, the
+ * old one dropped from the bundle) are followed, as upstream's kubeconfig names GNA's caFile. */
+static int use_renew_ca(Identity *id) {
+        KubeConfig *kc = id->attempt_kc;
+
+        if (!id->renew_ca_file)
+                return 0;
+        if (free_and_strdup(&kc->ca_file, id->renew_ca_file) < 0)
+                return -ENOMEM;
+        kc->ca_data = mfree(kc->ca_data);
+        kc->ca_data_size = 0;
+        return 0;
 }
 
 /* One attempt: a fresh key, a CSR through the bootstrap credential or the current certificate. Every
@@ -475,6 +501,8 @@ static void attempt(Identity *id, bool via_bootstrap) {
 
         r = via_bootstrap ? bootstrap_kubeconfig(id, &id->attempt_kc, &error)
                           : current_kubeconfig(id, &id->attempt_kc, &error);
+        if (r >= 0)
+                r = use_renew_ca(id);
         if (r < 0)
                 return fail(id, error ?: strerror(-r));
         r = kube_client_new(id->event, id->http, id->attempt_kc, id->tuning, &id->client);
@@ -559,11 +587,16 @@ void identity_unauthorized(Identity *id) {
         attempt(id, true);
 }
 
-int identity_renew(Identity *id) {
+int identity_renew(Identity *id, const char *ca_file) {
+        int r;
+
         assert(id);
 
-        if (id->state == IDENTITY_REQUESTING)
-                return 0;
+        r = free_and_strdup(&id->renew_ca_file, ca_file);
+        if (r < 0)
+                return r;
+        /* A request in flight (a scheduled renewal, a retry) was made before the call: its certificate
+         * must not stand for this one, so it is dropped and a new one made. */
         attempt(id, id->credential != CREDENTIAL_OURS);
         return 0;
 }

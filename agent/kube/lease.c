@@ -106,6 +106,18 @@ int lease_set_owner(Lease *l, const char *node_name, const char *uid) {
         return free_and_strdup(&l->node_uid, uid);
 }
 
+void lease_stop(Lease *l) {
+        assert(l);
+
+        l->request = kube_request_free(l->request);
+        (void) sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
+        /* The next start reads the Lease again: it may be gone with its owner meanwhile. */
+        json_decref(l->object);
+        l->object = NULL;
+        backoff_reset(&l->backoff);
+        l->started = false;
+}
+
 void lease_get_stats(const Lease *l, LeaseStats *ret) {
         assert(l);
         assert(ret);

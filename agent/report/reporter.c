@@ -244,6 +244,23 @@ int reporter_set_condition(Reporter *r, const char *type, bool status, const cha
         return patch_condition(r, type, status, reason, message, now_usec, NULL);
 }
 
+int reporter_set_internal_ip(Reporter *r, const char *address, ReporterDone done, void *userdata) {
+        _cleanup_(json_decrefp) json_t *body = NULL;
+        ReportJob *job;
+
+        assert(r);
+        assert(address);
+        assert(done);
+        if (!r->node)
+                return -ENODEV;
+        /* addresses merge by type (patchMergeKey "type"): Hostname and the others stay. */
+        body = json_pack("{s:{s:[{s:s, s:s}]}}", "status", "addresses", "type", "InternalIP", "address", address);
+        job = body ? job_new(done, userdata) : NULL;
+        if (!job)
+                return -ENOMEM;
+        return job_launched(job, reporter_patch(r, "/status", KUBE_PATCH_STRATEGIC, body, job));
+}
+
 int reporter_emit_event(Reporter *r, const char *type, const char *reason, const char *message) {
         return reporter_emit_event_action(r, type, reason, NULL, message);
 }

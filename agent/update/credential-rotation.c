@@ -20,6 +20,7 @@ struct CredentialRotation {
         char *state_file;               /* owned */
         char *rebootstrap_state;        /* owned */
         char *kubelet_directory;        /* owned */
+        char *root_directory;           /* owned */
         char *kubelet_unit;             /* owned */
         char *ca_file, *server;         /* owned; NULL: unknown */
         HealthCheckOptions health;      /* url owned (health_url) */
@@ -134,20 +135,6 @@ static void step_done(CredentialRotation *cr) {
 
 /* ---- the steps: 1 done, 0 started (a callback follows), <0 failed (already reported) ---- */
 
-static int run_renew_agent(CredentialRotation *cr) {
-        Identity *id = cr->deps.identity ? *cr->deps.identity : NULL;
-
-        if (!id || identity_is_foreign(id)) {
-                log_info("CA rotation: the kubeconfig holds no client certificate of this agent; nothing to renew.");
-                return 1;
-        }
-        log_info("CA rotation: renewing the agent's client certificate against the new CA bundle.");
-        cr->waiting_identity = true;
-        cr->renew_failures = 0;
-        (void) identity_renew(id);
-        return 0;
-}
-
 static KubeletRebootstrapParams rebootstrap_params(const CredentialRotation *cr) {
         return (KubeletRebootstrapParams) {
                 .kubelet_directory = cr->kubelet_directory,
@@ -178,8 +165,9 @@ static int on_config_timeout(sd_event_source *s, uint64_t usec, void *userdata) 
         if (cr->step == CREDENTIAL_ROTATION_RESYNC_TOKENS)
                 fail(cr, -ENODATA, "cannot re-sync the tokens: GNA's component config in the OSC is not known");
         else
-                fail(cr, -ENODATA, "cannot re-bootstrap the kubelet: GNA's component config in the OSC names no "
-                     "apiServer.caFile and apiServer.server");
+                fail(cr, -ENODATA, "cannot %s: GNA's component config in the OSC names no apiServer.caFile and "
+                     "apiServer.server", cr->step == CREDENTIAL_ROTATION_RENEW_AGENT ?
+                     "renew the agent's client certificate" : "re-bootstrap the kubelet");
         return 0;
 }
 
@@ -201,10 +189,9 @@ void credential_rotation_component_changed(CredentialRotation *cr) {
         schedule(cr);           /* the step again: it looks once more */
 }
 
-static int run_kubelet_files(CredentialRotation *cr) {
-        KubeletRebootstrapParams p = rebootstrap_params(cr);
-        _cleanup_free_ char *error = NULL;
-        KubeletRebootstrapStep next;
+/* GNA's apiServer.caFile and server, for the step about to run: 1 known (and persisted: a resumed run
+ * keeps them), 0 waiting for the OSC Secret, <0 failed (reported). */
+static int need_component(CredentialRotation *cr, const char *what) {
         int r;
 
         r = take_component(cr);
@@ -215,11 +202,50 @@ static int run_kubelet_files(CredentialRotation *cr) {
         }
         cr->config_timer = sd_event_source_disable_unref(cr->config_timer);
         if (r >= 0)
-                r = save(cr);           /* the persisted run keeps them */
+                r = save(cr);
         if (r < 0) {
-                fail(cr, r, "cannot re-bootstrap the kubelet: %s", strerror(-r));
+                fail(cr, r, "cannot %s: %s", what, strerror(-r));
                 return r;
         }
+        return 1;
+}
+
+/* Against the new bundle: GNA's caFile (below osc.rootDirectory), which the OSC applied before this
+ * step rewrote, as upstream's kubeconfig names it. */
+static int run_renew_agent(CredentialRotation *cr) {
+        Identity *id = cr->deps.identity ? *cr->deps.identity : NULL;
+        _cleanup_free_ char *ca = NULL;
+        int r;
+
+        if (!id || identity_is_foreign(id)) {
+                log_info("CA rotation: the kubeconfig holds no client certificate of this agent; nothing to renew.");
+                return 1;
+        }
+        r = need_component(cr, "renew the agent's client certificate");
+        if (r <= 0)
+                return r;
+        r = path_below_root(cr->root_directory, cr->ca_file, &ca);
+        if (r >= 0)
+                r = identity_renew(id, ca);
+        if (r < 0) {
+                fail(cr, r, "cannot renew the agent's client certificate against %s: %s", cr->ca_file, strerror(-r));
+                return r;
+        }
+        log_info("CA rotation: renewing the agent's client certificate against the new CA bundle %s.", ca);
+        cr->waiting_identity = true;
+        cr->renew_failures = 0;
+        return 0;
+}
+
+static int run_kubelet_files(CredentialRotation *cr) {
+        KubeletRebootstrapParams p;
+        _cleanup_free_ char *error = NULL;
+        KubeletRebootstrapStep next;
+        int r;
+
+        r = need_component(cr, "re-bootstrap the kubelet");
+        if (r <= 0)
+                return r;
         p = rebootstrap_params(cr);
         r = kubelet_rebootstrap_run(&p, &next, &error);
         if (r < 0) {
@@ -414,9 +440,10 @@ int credential_rotation_start(const CredentialRotationDeps *deps, const Credenti
         cr->rebootstrap_state = state_path(p->state_directory, KUBELET_REBOOTSTRAP_STATE_FILE);
         cr->transaction = strdup(p->transaction);
         cr->kubelet_directory = strdup(p->kubelet_directory);
+        cr->root_directory = strdup(p->root_directory ?: "/");
         cr->kubelet_unit = strdup(p->kubelet_unit);
         if (!cr->state_file || !cr->rebootstrap_state || !cr->transaction || !cr->kubelet_directory ||
-            !cr->kubelet_unit || dup_or_null(p->health.url, &cr->health_url) < 0)
+            !cr->root_directory || !cr->kubelet_unit || dup_or_null(p->health.url, &cr->health_url) < 0)
                 return -ENOMEM;
         cr->health.url = cr->health_url;
 
@@ -454,6 +481,7 @@ CredentialRotation *credential_rotation_free(CredentialRotation *cr) {
         free(cr->state_file);
         free(cr->rebootstrap_state);
         free(cr->kubelet_directory);
+        free(cr->root_directory);
         free(cr->kubelet_unit);
         free(cr->ca_file);
         free(cr->server);

@@ -7,6 +7,7 @@
 #include "core/node-update.h"
 #include "core/node-view.h"
 #include "update/catalog-ids.h"
+#include "identity/kubelet-bootstrap.h"
 #include "update/credential-rotation.h"
 #include "update/executor.h"
 #include "update/osc-runner.h"
@@ -275,6 +276,11 @@ static int run_report(Executor *e, const UpdateAction *a) {
         return r;
 }
 
+static int run_set_checksum(Executor *e, const UpdateAction *a) {
+        osc_runner_retire_bootstrap_credentials(e->osc_runner);
+        return run_report(e, a);
+}
+
 /* ---- kubelet ---------------------------------------------------------------------------------- */
 
 static void executor_on_stage_progress(KubeletStage *st, uint64_t done, uint64_t total, void *userdata) {
@@ -321,7 +327,7 @@ static int run_switch_kubelet(Executor *e, const UpdateAction *a) {
         r = kubelet_store_switch(e->store, a->version, &previous);
         if (r < 0)
                 return r;
-        log_info("Switched %s to kubelet %s (was %s).", e->config->kubelet.binary_path, a->version,
+        log_info("Switched %s to kubelet %s (was %s).", kubelet_store_binary_path(e->store), a->version,
                  strempty(previous));
         return 1;
 }
@@ -627,6 +633,7 @@ static int run_rotate_credentials(Executor *e, const UpdateAction *a) {
                 .ca = a->rotate_ca,
                 .sa = a->rotate_sa,
                 .state_directory = e->config->state_directory,
+                .root_directory = e->config->osc.root_directory,
                 .kubelet_unit = e->config->kubelet.unit,
                 .health = {
                         .url = e->config->kubelet.healthz_url,
@@ -636,7 +643,7 @@ static int run_rotate_credentials(Executor *e, const UpdateAction *a) {
                 },
         };
 
-        if (path_below_root(e->config->osc.root_directory, "/var/lib/kubelet", &kubelet_dir) < 0)
+        if (path_below_root(e->config->osc.root_directory, KUBELET_DIRECTORY, &kubelet_dir) < 0)
                 return -ENOMEM;
         p.kubelet_directory = kubelet_dir;
         log_notice("Rotating credentials in place:%s%s.", a->rotate_ca ? " certificate authorities" : "",
@@ -675,7 +682,7 @@ static const ActionRunner runners[_UPDATE_ACTION_MAX] = {
         [UPDATE_ACTION_ROLLBACK_KUBELET] = run_switch_kubelet,
         [UPDATE_ACTION_DELETE_PODS] = run_delete_pods,
         [UPDATE_ACTION_REPORT_RESULT] = run_report,
-        [UPDATE_ACTION_SET_CHECKSUM] = run_report,
+        [UPDATE_ACTION_SET_CHECKSUM] = run_set_checksum,
         [UPDATE_ACTION_COLLECT_KUBELETS] = run_collect_kubelets,
         [UPDATE_ACTION_APPLY_OSC] = run_apply_osc,
         [UPDATE_ACTION_ROTATE_CREDENTIALS] = run_rotate_credentials,
@@ -895,12 +902,13 @@ static void executor_on_adopt(KubeletVersionProbe *p, int error, const char *ver
         e->adopt = kubelet_version_probe_free(e->adopt);
         if (error < 0)
                 log_warning_errno(error, "Cannot tell the version of %s, adopting it as \"%s\": %m",
-                                  e->config->kubelet.binary_path, KUBELET_ADOPTED_VERSION);
+                                  kubelet_store_binary_path(e->store), KUBELET_ADOPTED_VERSION);
         r = kubelet_store_adopt(e->store, error < 0 ? NULL : version, &stored);
         if (r < 0)
-                log_error_errno(r, "Failed to adopt %s into the kubelet store: %m", e->config->kubelet.binary_path);
+                log_error_errno(r, "Failed to adopt %s into the kubelet store: %m",
+                                kubelet_store_binary_path(e->store));
         else
-                log_info("Adopted %s as kubelet %s; it is now a symlink into %s.", e->config->kubelet.binary_path,
+                log_info("Adopted %s as kubelet %s; it is now a symlink into %s.", kubelet_store_binary_path(e->store),
                          stored, kubelet_store_root(e->store));
         e->state = EXECUTOR_IDLE;
         executor_kick(e);
@@ -913,13 +921,13 @@ int executor_start(Executor *e) {
         if (r > 0) {
                 /* CONTRACT §8.2: a plain kubelet file is moved into the store under the version it
                  * reports, and replaced by a symlink, before any update decision is taken. */
-                r = kubelet_version_probe_start(e->event, e->config->kubelet.binary_path,
+                r = kubelet_version_probe_start(e->event, kubelet_store_binary_path(e->store),
                                                 KUBELET_VERSION_TIMEOUT_DEFAULT_USEC, executor_on_adopt, e, &e->adopt);
                 if (r >= 0) {
                         e->state = EXECUTOR_ADOPTING;
                         return 0;
                 }
-                log_warning_errno(r, "Cannot run %s --version: %m", e->config->kubelet.binary_path);
+                log_warning_errno(r, "Cannot run %s --version: %m", kubelet_store_binary_path(e->store));
         }
         e->state = EXECUTOR_IDLE;
         executor_kick(e);
@@ -928,7 +936,7 @@ int executor_start(Executor *e) {
 
 int executor_new(const ExecutorDeps *deps, Executor **ret, char **ret_error) {
         _cleanup_(executor_freep) Executor *e = NULL;
-        _cleanup_free_ char *error = NULL, *blobs = NULL;
+        _cleanup_free_ char *error = NULL, *blobs = NULL, *binary = NULL;
         const Config *c = deps->config;
         RegistryOptions ro;
         int r;
@@ -965,7 +973,11 @@ int executor_new(const ExecutorDeps *deps, Executor **ret, char **ret_error) {
                 log_info("Resuming from %s/%s: transaction %s in phase %s.", c->state_directory, STATE_FILE_NAME,
                          e->tx->id, update_phase_to_string(e->tx->phase));
 
-        r = kubelet_store_new(c->state_directory, c->kubelet.binary_path, c->kubelet.keep_versions, &e->store);
+        /* kubelet.binaryPath is a path of the OSC's world (CONTRACT §9.5): the kubelet's files[] entry
+         * names it as it is, the disk has it below osc.rootDirectory. */
+        r = path_below_root(c->osc.root_directory, c->kubelet.binary_path, &binary);
+        if (r >= 0)
+                r = kubelet_store_new(c->state_directory, binary, c->kubelet.keep_versions, &e->store);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot open the kubelet store in %s: %s", c->state_directory,
                                   strerror(-r));

@@ -10,6 +10,7 @@
 #include "apply/osc-state.h"
 #include "update/osc-runner.h"
 #include "identity/identity.h"
+#include "identity/kubelet-bootstrap.h"
 #include "kubelet/health-check.h"
 #include "kubelet/kubelet-stage.h"
 #include "oci/digest.h"
@@ -422,14 +423,10 @@ static int start_probe(OscRunner *r, const OscWork *w) {
 }
 
 /* The kubelet binary is the kubelet store's (staged, switched and rolled back by the transaction);
- * the OSC's imageRef entry for it is satisfied by that. */
+ * the OSC's imageRef entry for it is satisfied by that. Both name it as the OSC does (the store
+ * puts it below osc.rootDirectory). */
 static bool is_kubelet_binary(const OscRunner *r, const char *path) {
-        _cleanup_free_ char *rooted = NULL;
-
-        if (streq_ptr(path, r->deps.config->kubelet.binary_path))
-                return true;
-        return path_below_root(r->deps.config->osc.root_directory, path, &rooted) >= 0 &&
-               streq(rooted, r->deps.config->kubelet.binary_path);
+        return streq_ptr(path, r->deps.config->kubelet.binary_path);
 }
 
 static void on_pulled(KubeletStage *st, const KubeletStageResult *res, void *userdata) {
@@ -532,19 +529,26 @@ static UpdateFailureCode failure_code(const char *name) {
         return c >= 0 ? c : UPDATE_FAILURE_FILE_APPLY_FAILED;
 }
 
-/* GNP §6.4 step 22, CONTRACT §9.6: once a whole OSC is applied, GNA's bootstrap token has done its
- * job (our own bootstrapKubeconfig is kept). */
-static void remove_bootstrap_token(OscRunner *r) {
-        _cleanup_free_ char *path = NULL;
+/* A bootstrap credential below osc.rootDirectory that has done its job: removed, said once. */
+static void retire(const char *root, const char *path, const char *what) {
+        _cleanup_free_ char *file = NULL;
 
-        if (path_below_root(r->deps.config->osc.root_directory, IDENTITY_GNA_DIRECTORY "/" GNA_BOOTSTRAP_TOKEN,
-                          &path) < 0)
+        if (path_below_root(root, path, &file) < 0) {
+                log_oom();
                 return;
-        if (unlink(path) >= 0) {
-                (void) fsync_parent_dir(path);
-                log_info("Removed gardener-node-agent's bootstrap token %s: a complete OSC is applied.", path);
+        }
+        if (unlink(file) >= 0) {
+                (void) fsync_parent_dir(file);
+                log_info("Removed %s %s: the OSC is applied and the Node registered.", what, file);
         } else if (errno != ENOENT)
-                log_warning_errno(errno, "Cannot remove the bootstrap token %s: %m", path);
+                log_warning_errno(errno, "Cannot remove %s %s: %m", what, file);
+}
+
+void osc_runner_retire_bootstrap_credentials(OscRunner *r) {
+        const char *root = r->deps.config->osc.root_directory;
+
+        retire(root, KUBELET_DIRECTORY "/" KUBELET_BOOTSTRAP_KUBECONFIG, "the kubelet's bootstrap kubeconfig");
+        retire(root, IDENTITY_GNA_DIRECTORY "/" GNA_BOOTSTRAP_TOKEN, "gardener-node-agent's bootstrap token");
 }
 
 /* Every item is done: the OSC becomes the last-applied one (GNP §6.4 step 19). */
@@ -567,7 +571,6 @@ static void commit(OscRunner *r) {
         json_decref(r->plan);
         r->plan = NULL;
         log_notice("Applied every change of OSC %s (%zu item(s)); it is the last-applied OSC now.", r->checksum, n);
-        remove_bootstrap_token(r);
         finish(r, 0, _UPDATE_FAILURE_INVALID, NULL);
 }
 

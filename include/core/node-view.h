@@ -53,6 +53,7 @@
 #define NODE_LABEL_VALUE_MAX 63
 #define NODE_ANNOTATIONS_MAX (256 * 1024)       /* the API's limit for all annotations together */
 #define NODE_CONDITIONS_MAX 1024
+#define NODE_ADDRESS_MAX 64             /* an IPv6 address with a zone fits; longer ones are not IPs */
 
 typedef enum NodeUpdateResult {
         NODE_UPDATE_RESULT_NONE,        /* label absent */
@@ -104,6 +105,10 @@ typedef struct NodeView {
         char *zone;                     /* owned: label topology.kubernetes.io/zone */
         char *reconciliation_delay;     /* owned: annotation ...reconciliation-delay, raw */
         char *min_version_for_update;   /* owned: annotation inplace-agent/min-version-for-update */
+
+        char *internal_ip;              /* owned: the first status.addresses entry of type InternalIP
+                                         * (a clean string of at most NODE_ADDRESS_MAX bytes); NULL if none */
+        bool external_ip;               /* status.addresses has an entry of type ExternalIP */
 
         char *warning;                  /* owned: what was tolerated but is worth a log line; NULL if none */
 } NodeView;

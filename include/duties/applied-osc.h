@@ -7,7 +7,7 @@
  *   - SystemdUnitsReady: its units (core/unit-health.h unit_health_units_from_osc(), replaced units
  *     left out) are handed to the UnitsCheck at start and whenever the file is replaced: an inotify
  *     watch on the state directory sees osc_state_commit()'s rename, so the applier needs no hook.
- *     Without the file the UnitsCheck keeps the list the manager gave it.
+ *     Without the file the UnitsCheck has no units and writes nothing.
  *   - The drift check (core/osc-drift.h): once per process, at the first sight of the Node (as
  *     upstream's bootstrapper, which skips a node that is not registered yet), each finding becomes
  *     a Warning Event with upstream's reason and message, and a journal line (on a node with many

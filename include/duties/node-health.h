@@ -13,7 +13,11 @@
  * Decisions by core/health-tracker.h; Events with reason "kubelet"/"containerd", action
  * "HealthCheck", and upstream's messages; a unit unhealthy for the grace time (1 min) is restarted
  * over D-Bus — never while `may_restart` says no (an in-place update step restarts it itself). The
- * Node's Ready condition is followed for the toggle warning.
+ * Node's Ready condition is followed for the toggle warning. The Node's InternalIP is remembered;
+ * when status.addresses has neither an InternalIP nor an ExternalIP any more (kubelet lost them at
+ * its start), a Warning says so and, if the last one is still an address of this machine, it is
+ * put back (strategic merge by type, the other addresses kept; upstream rewrites the whole list),
+ * checked on every Node change and every round; a failed write restarts the kubelet, as upstream.
  *
  * Owns its timers, probes and restart jobs; borrows everything it is given. */
 
@@ -51,7 +55,8 @@ int node_health_new(sd_event *event, Http *http, sd_bus *bus, UnitControl *units
 NodeHealth *node_health_free(NodeHealth *h);
 DEFINE_CLEANUP_FUNC(NodeHealth, node_health_free);
 
-/* The Node as watched (NULL: absent), for the Ready toggles. */
+/* The Node as watched (NULL: absent; borrowed until the next call), for the Ready toggles and the
+ * InternalIP. */
 void node_health_set_node(NodeHealth *h, const NodeView *v);
 
 /* First round at once, then every period; a no-op when running. */

@@ -4,10 +4,10 @@
 /* The SystemdUnitsReady condition (GNP §8 item 3, CONTRACT §9.8): every period (1 min; the first
  * at start) the state of each unit the OSC manages is read over D-Bus (systemd/unit-state.h),
  * judged by core/unit-health.h and handed to the reporter, which writes the condition only when it
- * changed. The list of units is an input: the manager sets the kubelet unit and
- * containerd.service; duties/applied-osc replaces them with the units of the last-applied OSC
- * (replaced units, e.g. gardener-node-agent.service, left out) at start and after every apply. An empty list writes nothing (as upstream
- * without a last-applied OSC).
+ * changed. The list of units is an input: duties/applied-osc sets the units of the last-applied OSC
+ * (replaced units, e.g. gardener-node-agent.service, left out) at start and after every apply. Until
+ * it does, the list is empty, and an empty list writes nothing (as upstream without a last-applied
+ * OSC).
  *
  * Owns its unit list, timer and D-Bus calls; borrows the event loop, bus and reporter. */
 
@@ -27,8 +27,8 @@ int units_check_new(sd_event *event, sd_bus *bus, Reporter *reporter, uint64_t p
 UnitsCheck *units_check_free(UnitsCheck *c);
 DEFINE_CLEANUP_FUNC(UnitsCheck, units_check_free);
 
-/* Replaces the list (copied): `names[i]` should be enabled when `enabled[i]`. Takes effect with
- * the next round. */
+/* Replaces the list (copied): `names[i]` should be enabled when `enabled[i]`. Once started, the
+ * next round runs at once. */
 int units_check_set_units(UnitsCheck *c, const char *const *names, const bool *enabled, size_t n);
 
 /* The first round at once, then every period; a no-op when already running. */

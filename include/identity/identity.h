@@ -10,8 +10,8 @@
  * - Bootstrap: credentials from `bootstrapKubeconfig`, else GNA's `credentials/bootstrap-token` +
  *   `cluster-ca.crt` + the server of GNA's component config. A new key is generated for every attempt.
  * - Renewal: with the current certificate, at a random point in 70–90 % of its lifetime, and when asked
- *   (CA rotation: the kubeconfig's CA file holds the new bundle by then). A renewal the server rejects
- *   with 401 falls back to a bootstrap.
+ *   (CA rotation: against the new bundle, GNA's apiServer.caFile, which the new kubeconfig names from
+ *   then on). A renewal the server rejects with 401 falls back to a bootstrap.
  * - 401 from the API server while using our certificate (identity_unauthorized()) → bootstrap.
  * - Failures (denied, failed, not issued in time, API errors, no bootstrap credential) are retried with
  *   jittered backoff; the agent stays up, identity_status() says what is going on for STATUS=, and the
@@ -78,8 +78,11 @@ int identity_start(Identity *id);
 /* The API server answered 401 to a request made with the current kubeconfig. */
 void identity_unauthorized(Identity *id);
 
-/* Renew now with the current certificate (CA rotation); failures carry CredentialsRotationFailed. */
-int identity_renew(Identity *id);
+/* Renew now with the current certificate (CA rotation); failures carry CredentialsRotationFailed. A
+ * request in flight is dropped (it was made before the call) and a new one made. `ca_file` (NULL:
+ * keep the kubeconfig's CA): the CA bundle to renew against, named by the new kubeconfig from then
+ * on. */
+int identity_renew(Identity *id, const char *ca_file);
 
 /* True while the kubeconfig holds a certificate of ours that has not expired (or token credentials). */
 bool identity_usable(const Identity *id);
@@ -94,6 +97,12 @@ const char *identity_status(const Identity *id);
 
 /* The code of the last failure, or _UPDATE_FAILURE_INVALID after a success. */
 UpdateFailureCode identity_failure(const Identity *id);
+
+/* apiServer.server and apiServer.caFile (optional) of gardener-node-agent's component config as
+ * provisioned on the node (<gna_directory>/config-<gardener version>.yaml; the lexically last when
+ * there are several): the server its bootstrap token is for. Each NULL when not there (no file, not
+ * readable, not set); -ENOMEM only. */
+int identity_gna_api_server(const char *gna_directory, char **ret_server, char **ret_ca_file);
 
 /* The machine name as upstream derives it: the content of <gna_directory>/machine-name (trimmed) if
  * that file exists, else the node name. -EINVAL if the result is not a valid machine name. */

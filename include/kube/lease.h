@@ -48,4 +48,10 @@ void lease_set_stopped_callback(Lease *l, LeaseStoppedCallback cb, void *userdat
  * reported like any stop (the callback or the log). */
 int lease_start(Lease *l);
 
+/* Stops renewing (a request in flight is dropped) until lease_start() again, which reads the Lease
+ * anew: its owner Node is gone, and a heartbeat for a Node that does not exist is none (upstream's
+ * lease controller reconciles its Node and renews nothing without one). Not a "stop" of the
+ * callback. */
+void lease_stop(Lease *l);
+
 void lease_get_stats(const Lease *l, LeaseStats *ret);

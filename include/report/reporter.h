@@ -70,6 +70,11 @@ int reporter_remove_annotation(Reporter *r, const char *key, const char *value, 
 int reporter_set_condition(Reporter *r, const char *type, bool status, const char *reason, const char *message,
                            uint64_t now_usec);
 
+/* Puts the InternalIP `address` back into the Node's status.addresses (strategic merge on /status,
+ * by type, so the other addresses stay; GNA's kubelet health check). Returns like reporter_report();
+ * -ENODEV while there is no Node. */
+int reporter_set_internal_ip(Reporter *r, const char *address, ReporterDone done, void *userdata);
+
 /* A core/v1 Event about our Node (deduplicated and rate-limited by kube-events.h). */
 int reporter_emit_event(Reporter *r, const char *type, const char *reason, const char *message);
 /* The same with the Event's `action` (NULL: none). */

@@ -5,9 +5,10 @@
  * executor runs for UPDATE_ACTION_ROTATE_CREDENTIALS. One enum-driven step machine:
  *
  *   CA rotation (rotate_ca):
- *     renew-agent      our client certificate renewed against the new bundle (identity_renew(), wait
- *                      for IDENTITY_CHANGED); skipped when the kubeconfig holds someone else's
- *                      credentials (nothing of ours to renew);
+ *     renew-agent      our client certificate renewed against the new bundle, GNA's apiServer.caFile
+ *                      below osc.rootDirectory (identity_renew(), wait for IDENTITY_CHANGED); the new
+ *                      kubeconfig names that file, as upstream's does; skipped when the kubeconfig
+ *                      holds someone else's credentials (nothing of ours to renew);
  *     kubelet-files    kubelet_rebootstrap_run(): kubeconfig-bootstrap written, kubeconfig-real and
  *                      pki/ removed (its own steps, persisted in its own state file);
  *     restart-kubelet  kubelet.service restarted over D-Bus;
@@ -47,8 +48,8 @@
 #define KUBELET_REBOOTSTRAP_STATE_FILE "kubelet-rebootstrap.json"
 /* IDENTITY_FAILED events (the identity retries with back-off itself) before the rotation gives up. */
 #define CREDENTIAL_ROTATION_RENEW_ATTEMPTS 3
-/* How long the kubelet step waits for GNA's component config (a run resumed after a restart may
- * come before the OSC Secret was read again) before it fails. */
+/* How long the renew-agent and kubelet steps wait for GNA's component config (a run resumed after a
+ * restart may come before the OSC Secret was read again) before they fail. */
 #define CREDENTIAL_ROTATION_CONFIG_WAIT_USEC (60 * USEC_PER_SEC)
 
 typedef enum CredentialRotationStep {
@@ -80,6 +81,7 @@ typedef struct CredentialRotationParams {
         bool ca, sa;
         const char *state_directory;
         const char *kubelet_directory;  /* <osc.rootDirectory>/var/lib/kubelet */
+        const char *root_directory;     /* osc.rootDirectory (NULL: "/"): GNA's caFile is below it */
         const char *kubelet_unit;
         HealthCheckOptions health;
         uint64_t config_wait_usec;      /* 0: CREDENTIAL_ROTATION_CONFIG_WAIT_USEC */

@@ -72,5 +72,12 @@ void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, con
  * flight, -errno when it cannot start. */
 int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, void *userdata);
 
+/* Right before the checksum of an applied OSC is written (GNP §6.4 step 22, upstream's reconcile end
+ * "once the Node exists", CONTRACT §9.6): the kubelet's bootstrap kubeconfig and GNA's bootstrap token
+ * below osc.rootDirectory are removed — by then the kubelet registered with a certificate of its own
+ * (a CA rotation's re-bootstrap included: it passed the health check) and the agent has its own. The
+ * agent's own bootstrapKubeconfig is kept. Best effort: a failure is logged. */
+void osc_runner_retire_bootstrap_credentials(OscRunner *r);
+
 /* Stops a run in flight without callback (the item in flight stays not done). */
 void osc_runner_cancel(OscRunner *r);

@@ -103,7 +103,8 @@ class Agent:
         self.node_name = cfg["nodeName"]
         self.kube = Kube(cfg["kubeconfig"])
         self.state = cfg["stateDirectory"]
-        self.binary = cfg["kubelet.binaryPath"]
+        # binaryPath is an OSC path: on disk below osc.rootDirectory (CONTRACT §9.5).
+        self.binary = cfg.get("osc.rootDirectory", "/").rstrip("/") + cfg.get("kubelet.binaryPath", "/opt/bin/kubelet")
         self.unit = cfg.get("kubelet.unit", "kubelet.service")
         self.healthz = cfg["kubelet.healthzURL"]
         self.health_timeout = int(str(cfg.get("kubelet.healthTimeout", "20s")).rstrip("s"))

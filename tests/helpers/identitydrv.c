@@ -120,7 +120,7 @@ static int on_usr2(sd_event_source *s, const struct signalfd_siginfo *si, void *
 static int on_usr1(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         Ctx *c = userdata;
 
-        return identity_renew(c->identity);
+        return identity_renew(c->identity, NULL);
 }
 
 int main(int argc, char **argv) {

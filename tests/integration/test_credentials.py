@@ -9,8 +9,9 @@ osc.replacedUnits lists /var/lib/gardener-node-agent/config.yaml) with two token
      through the watch (no GET of the Secret: no polling);
   2. CA rotation in place, end to end: gated (nothing before ReadyForUpdate), then the agent's certificate
      renewed (a CSR made with the current certificate), the kubelet re-bootstrapped (kubeconfig-bootstrap
-     with default-cluster/default-auth, kubeconfig-real and pki/ removed, kubelet.service restarted and
-     healthy), update-result=successful, and checksum/cloud-config-data only after all that;
+     with default-cluster/default-auth, kubeconfig-real and pki/ removed, kubelet.service restarted, the
+     stand-in kubelet bootstrapping from it and healthy), update-result=successful, and
+     checksum/cloud-config-data only after all that, kubeconfig-bootstrap removed with it;
   3. service-account-key rotation: every synced token rewritten (the files are made stale first; the
      Secrets do not change, so only the rotation's resync can rewrite them);
   4. SIGKILL of the agent in the middle of a CA rotation (once kubeconfig-bootstrap is on disk): it resumes
@@ -22,6 +23,7 @@ the state files."""
 
 import base64
 import glob
+import hashlib
 import json
 import os
 import secrets
@@ -76,19 +78,13 @@ def kubelet_dir(*parts):
     return SB.path("var", "lib", "kubelet", *parts)
 
 
+KUBELET_PEM = ("-----BEGIN CERTIFICATE-----\n%s\n-----END CERTIFICATE-----\n"
+               "-----BEGIN EC PRIVATE KEY-----\n%s\n-----END EC PRIVATE KEY-----\n" % (PKI_MARKER * 2, PKI_MARKER * 3))
+
+
 def provision_kubelet_credentials():
     """The kubelet as after its own TLS bootstrap: kubeconfig-real + pki/kubelet-client-current.pem."""
-    shutil.rmtree(kubelet_dir(), ignore_errors=True)
-    os.makedirs(kubelet_dir("pki"))
-    pem = ("-----BEGIN CERTIFICATE-----\n%s\n-----END CERTIFICATE-----\n"
-           "-----BEGIN EC PRIVATE KEY-----\n%s\n-----END EC PRIVATE KEY-----\n" % (PKI_MARKER * 2, PKI_MARKER * 3))
-    S.write_file(kubelet_dir("pki", "kubelet-client-current.pem"), pem, 0o600)
-    real = {"apiVersion": "v1", "kind": "Config", "current-context": "kubelet",
-            "clusters": [{"name": "old", "cluster": {"server": "https://old:443", "certificate-authority": "/old"}}],
-            "users": [{"name": "old", "user": {"client-certificate": "/var/lib/kubelet/pki/kubelet-client-current.pem",
-                                               "client-key": "/var/lib/kubelet/pki/kubelet-client-current.pem"}}],
-            "contexts": [{"name": "kubelet", "context": {"cluster": "default-cluster", "user": "default-auth"}}]}
-    S.write_file(kubelet_dir("kubeconfig-real"), json.dumps(real), 0o600)
+    SB.provision_kubelet_credentials(KUBELET_PEM)
 
 
 def seed_tokens(changed=()):
@@ -141,11 +137,7 @@ def token_file(name):
 
 
 def read(path):
-    try:
-        with open(path) as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
+    return S.read_text(path)
 
 
 def tokens_on_disk():
@@ -176,7 +168,7 @@ def setUpModule():
     global SB, WORK
     WORK = tempfile.mkdtemp(prefix="ipa-credentials-")
     SB = S.Sandbox(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10, start_agent=False,
-                   log_level="debug",
+                   log_level="debug", kubelet_bootstrap=True,
                    agent_config={"kubeconfig": kubeconfig_path(),
                                  "bootstrapKubeconfig": os.path.join(WORK, "bootstrap-kubeconfig"),
                                  "osc": {"replacedUnits": [GNA_UNIT]}, "lease": {"enabled": False}},
@@ -262,18 +254,16 @@ class Credentials(unittest.TestCase):
 
     def assert_ca_rotated(self, before, checksum):
         self.assertNotEqual(serial(), before, "the agent's certificate was renewed")
-        text = read(kubelet_dir("kubeconfig-bootstrap"))
-        self.assertIsNotNone(text, "kubeconfig-bootstrap written")
-        self.assertEqual(stat.S_IMODE(os.stat(kubelet_dir("kubeconfig-bootstrap")).st_mode), 0o600)
-        boot = json.loads(text)         # JSON is YAML: what the agent writes
-        self.assertEqual(boot["clusters"], [{"name": "default-cluster", "cluster": {
+        # The kubelet re-bootstrapped from the kubeconfig-bootstrap the agent wrote: its cluster is GNA's
+        # API server and CA file, its credential the kubelet's PEM of before; then, with the checksum,
+        # kubeconfig-bootstrap was removed (upstream's reconcile end).
+        self.assertFalse(os.path.exists(kubelet_dir("kubeconfig-bootstrap")), "kubeconfig-bootstrap left behind")
+        used = "credentialSHA256=\"%s\"" % hashlib.sha256(KUBELET_PEM.encode()).hexdigest()
+        self.assertIn(used, SB.unit_log(S.KUBELET_UNIT), "the kubelet bootstrapped with its previous certificate")
+        real = json.loads(read(kubelet_dir("kubeconfig-real")))
+        self.assertEqual(real["clusters"], [{"name": "default-cluster", "cluster": {
             "certificate-authority": "/var/lib/gardener-node-agent/cluster-ca.crt", "server": SB.emu.server}}])
-        self.assertEqual([u["name"] for u in boot["users"]], ["default-auth"])
-        self.assertEqual(base64.b64decode(boot["users"][0]["user"]["client-key-data"]).decode().count(PKI_MARKER), 5,
-                         "the kubelet's current client PEM")
-        self.assertEqual(boot["contexts"][0]["context"], {"cluster": "default-cluster", "user": "default-auth"})
-        self.assertFalse(os.path.exists(kubelet_dir("kubeconfig-real")), "kubeconfig-real removed")
-        self.assertFalse(os.path.exists(kubelet_dir("pki")), "pki/ removed")
+        self.assertNotIn(PKI_MARKER, read(kubelet_dir("pki", "kubelet-client-current.pem")), "pki/ renewed")
         SB.wait_kubelet_healthy(10)
         # The renewal's CSR was made with the current certificate, and before the checksum was set.
         user = "gardener.cloud:node-agent:machine:" + S.NODE

@@ -12,6 +12,7 @@ i03 renewal before expiry with short-lived certificates: renewed with the curren
 i04 401 -> re-bootstrap: the API server rejects the certificate once, a new one is bootstrapped;
 i05 a denied CSR: BootstrapFailed naming the CSR, retried with backoff, the next CSR approved -> works;
 i06 SIGUSR1 (what a CA rotation does) renews at once;
+i07 a second SIGUSR1 while the first renewal's CSR is pending makes a new CSR, whose certificate is installed;
 and in every test: the token secret, private keys and certificates appear nowhere in what the driver
 printed (stdout, stderr with debug logging).
 """
@@ -293,6 +294,34 @@ def i06_renew_on_request(emu):
     with_driver(emu, "m6", body)
 
 
+def i07_renew_again_while_requesting(emu):
+    """A renewal asked for while one is in flight (a CA rotation during a scheduled renewal) makes a new CSR:
+    the certificate installed is the one requested after the second call, not the earlier one."""
+    def pending(drv_user):
+        return [c for c in csrs(emu) if c["spec"]["username"] == drv_user and not c.get("status")]
+
+    def body(emu, drv):
+        user = "gardener.cloud:node-agent:machine:m7"
+        drv.next(lambda e: e["event"] == "changed", 20, "first certificate")
+        emu.config(csr_auto_approve=False)
+        drv.proc.send_signal(signal.SIGUSR1)
+        first = wait_for(lambda: pending(user), 20, "the first renewal's CSR")[0]["metadata"]["name"]
+        drv.proc.send_signal(signal.SIGUSR1)
+        second = wait_for(lambda: [c for c in pending(user) if c["metadata"]["name"] != first], 20,
+                          "a second CSR for the second renewal")[0]["metadata"]["name"]
+        emu.csr(first, "approve")
+        emu.csr(second, "approve")
+        drv.next(lambda e: e["event"] == "changed", 20, "renewed certificate")
+        issued = wait_for(lambda: (emu.get("certificatesigningrequests", second, group="certificates.k8s.io")
+                                   .get("status") or {}).get("certificate"), 10, "the second certificate")
+        eq(cert_subject_dates(drv.pem())["serial"], cert_subject_dates(base64.b64decode(issued).decode())["serial"],
+           "the certificate of the second request")
+    try:
+        with_driver(emu, "m7", body)
+    finally:
+        emu.config(csr_auto_approve=True)
+
+
 def t01_token_sync(emu):
     tokens = {"gardener-valitail": "valitail-token-AAA", "gardener-opentelemetry-collector": "otel-token-BBB"}
     paths = {"gardener-valitail": "/var/lib/valitail/auth-token", "gardener-opentelemetry-collector": "/var/lib/otel/token"}
@@ -466,7 +495,7 @@ def secrets_of_pem(path):
 
 
 TESTS = [i01_bootstrap_from_nothing, i02_gna_credentials_and_machine_name, i03_renewal_before_expiry,
-         i04_unauthorized_rebootstraps, i05_denied_then_retried, i06_renew_on_request,
+         i04_unauthorized_rebootstraps, i05_denied_then_retried, i06_renew_on_request, i07_renew_again_while_requesting,
          d01_daemon_bootstraps_from_nothing, d02_daemon_401_rebootstraps_without_restart,
          d03_daemon_without_bootstrap_credential_says_so, d04_daemon_renews_before_expiry, t01_token_sync]
 

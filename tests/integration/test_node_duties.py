@@ -40,6 +40,8 @@ def setUpModule():
     SB = sandbox.start_for_module(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10,
                                   agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING,
                                              "INPLACE_AGENT_DEBUG_NODE_VIEW": "1"})
+    # SystemdUnitsReady checks the units of the last-applied OSC (none: no condition, as upstream).
+    SB.write_last_applied(units=[(sandbox.CONTAINERD_UNIT, True, None), (sandbox.KUBELET_UNIT, True, None)])
 
 
 def tearDownModule():
@@ -66,23 +68,6 @@ def gardenlet_node_agent_healthy():
     if c and c["status"] == "False":
         return False, c["message"]
     return True, ""
-
-
-def write_last_applied(units=(), files=()):
-    """<stateDirectory>/last-applied-osc.yaml as osc_state_commit() writes it (atomically, by rename).
-    units: (name, enable, content or None); files: (path, inline data)."""
-    lines = ["apiVersion: extensions.gardener.cloud/v1alpha1", "kind: OperatingSystemConfig", "spec:",
-             "  files:" if files else "  files: []"]
-    for path, data in files:
-        lines += ["  - path: %s" % path, "    content:", "      inline:", "        data: %s" % json.dumps(data)]
-    lines.append("  units:" if units else "  units: []")
-    for name, enable, content in units:
-        lines += ["  - name: %s" % name, "    enable: %s" % ("true" if enable else "false")]
-        if content is not None:
-            lines.append("    content: %s" % json.dumps(content))
-    path = os.path.join(SB.state_dir, "last-applied-osc.yaml")
-    sandbox.write_file(path + ".tmp", "\n".join(lines) + "\n", 0o600)
-    os.rename(path + ".tmp", path)
 
 
 def node_status_writes(since):
@@ -243,11 +228,11 @@ class Duties(unittest.TestCase):
         SB.systemctl("start", FAILING)          # fails, as it should
         self.wait_healthy()                     # not a unit of the OSC yet
         # gardener-node-agent.service is replaced by the agent (CONTRACT §9.4): never "not loaded".
-        write_last_applied(units=[(sandbox.CONTAINERD_UNIT, True, None), (sandbox.KUBELET_UNIT, True, None),
+        SB.write_last_applied(units=[(sandbox.CONTAINERD_UNIT, True, None), (sandbox.KUBELET_UNIT, True, None),
                                   (FAILING, True, None), ("gardener-node-agent.service", True, None)])
         c = self.wait_condition(lambda c: c["status"] == "False", 20, "SystemdUnitsReady False")
         self.assertEqual((c["reason"], c["message"]), ("UnhealthyUnits", "ipa-failing.service: failed"))
-        write_last_applied(units=[(sandbox.CONTAINERD_UNIT, True, None), (sandbox.KUBELET_UNIT, True, None)])
+        SB.write_last_applied(units=[(sandbox.CONTAINERD_UNIT, True, None), (sandbox.KUBELET_UNIT, True, None)])
         self.wait_healthy()
 
     def restart_and_wait_drift_check(self):
@@ -260,12 +245,12 @@ class Duties(unittest.TestCase):
     def test_8_drift_check_at_start(self):
         conf = "/etc/ipa-drift.conf"
         sandbox.write_file(SB.path(conf.lstrip("/")), "v1\n")
-        write_last_applied(files=[(conf, "v1\n")])
+        SB.write_last_applied(files=[(conf, "v1\n")])
         self.restart_and_wait_drift_check()
         self.assertIn("Drift check against %s: 0 findings." % os.path.join(SB.state_dir, "last-applied-osc.yaml"),
                       SB.agent_log())
         sandbox.write_file(SB.path(conf.lstrip("/")), "v2, edited by hand\n")
-        write_last_applied(files=[(conf, "v1\n"), ("/etc/ipa-drift-gone.conf", "x")],
+        SB.write_last_applied(files=[(conf, "v1\n"), ("/etc/ipa-drift-gone.conf", "x")],
                            units=[("ipa-drift-missing.service", True, "[Service]\nExecStart=/bin/true\n")])
         self.restart_and_wait_drift_check()
         want = {
@@ -279,7 +264,7 @@ class Duties(unittest.TestCase):
             SB.events(), 10, "the drift Events")
         drift = [e for e in got if (e["reason"], e["message"]) in want]
         self.assertEqual(len(drift), 3, drift)
-        write_last_applied(units=[(sandbox.CONTAINERD_UNIT, True, None), (sandbox.KUBELET_UNIT, True, None)])
+        SB.write_last_applied(units=[(sandbox.CONTAINERD_UNIT, True, None), (sandbox.KUBELET_UNIT, True, None)])
 
 
 if __name__ == "__main__":

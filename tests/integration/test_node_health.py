@@ -27,6 +27,8 @@ def setUpModule():
     global SB
     SB = sandbox.start_for_module(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10,
                                   agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING}, fake_hostname=True)
+    # SystemdUnitsReady (test_3) checks the units of the last-applied OSC.
+    SB.write_last_applied(units=[(sandbox.CONTAINERD_UNIT, True, None), (sandbox.KUBELET_UNIT, True, None)])
 
 
 def tearDownModule():

@@ -96,7 +96,7 @@ class SandboxTest(unittest.TestCase):
         self.assertEqual(S.label(node, S.SECRET_NAME_LABEL), S.SECRET)
         self.assertEqual(S.label(node, S.K8S_VERSION), "1.31.4")
         text = osc.decode()
-        for needle in ('kubelet: "1.31.4"', 'operatingSystemVersion: "1592.6"', "path: " + sb.binary_path,
+        for needle in ('kubelet: "1.31.4"', 'operatingSystemVersion: "1592.6"', "path: " + S.KUBELET_OSC_PATH,
                        "image: " + sb.image_ref("1.31.4"), "filePathInImage: /kubelet",
                        "command: " + sb.os_update_command):
             self.assertIn(needle, text)
@@ -112,7 +112,7 @@ class SandboxTest(unittest.TestCase):
         # The config is accepted by the agent itself (start() ran check-config) and names our pieces.
         with open(sb.config_path) as f:
             cfg = f.read()
-        for needle in (sb.emu.kubeconfig, sb.reg.ca_file, sb.healthz_url, sb.binary_path, '"8s"'):
+        for needle in (sb.emu.kubeconfig, sb.reg.ca_file, sb.healthz_url, S.KUBELET_OSC_PATH, sb.base, '"8s"'):
             self.assertIn(needle, cfg)
 
     def test_2_registry_serves_images(self):

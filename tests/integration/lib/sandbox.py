@@ -79,6 +79,8 @@ CONTAINERD_UNIT = "containerd.service"
 IMAGE_REPO = "hyperkube"
 BROKEN_REPO = "hyperkube-broken"
 FILE_IN_IMAGE = "/kubelet"
+KUBELET_OSC_PATH = "/opt/bin/kubelet"      # kubelet.binaryPath's default; on disk below osc.rootDirectory
+KUBELET_DIR = "/var/lib/kubelet"           # the kubelet's credentials, below osc.rootDirectory
 
 # Wire names (CONTRACT §4, §6; GNP Appendix A).
 SECRET_NAME_LABEL = "worker.gardener.cloud/gardener-node-agent-secret-name"
@@ -209,6 +211,15 @@ def write_file(path, data, mode=0o644):
     return path
 
 
+def read_text(path):
+    """A file's text, None when it does not exist."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
 def http_status(url, timeout=2.0):
     """HTTP status of a GET (None when nothing answers)."""
     try:
@@ -244,6 +255,42 @@ def klog(sev, src, msg):
 if "--version" in sys.argv[1:]:
     print("Kubernetes " + VERSION)
     sys.exit(0)
+
+def bootstrap(boot, real):
+    """kubelet's TLS bootstrap, as far as the node's files go: without a kubeconfig it needs the bootstrap
+    kubeconfig (or it does not start, like kubelet); from it, it gets a client certificate (pki/) and
+    writes the kubeconfig naming the bootstrap kubeconfig's cluster and that certificate."""
+    import base64, hashlib, json
+    if os.path.exists(real):
+        return
+    try:
+        with open(boot) as f:
+            cfg = json.load(f)              # what the agent writes: JSON, which is YAML
+    except OSError as e:
+        klog("E", "run.go:72", '"command failed" err="failed to run Kubelet: unable to load bootstrap '
+             'kubeconfig: stat %%s: %%s"' %% (boot, e.strerror.lower()))
+        sys.exit(1)
+    user = (cfg.get("users") or [{}])[0].get("user") or {}
+    used = user.get("client-key-data") or user.get("token") or ""
+    if user.get("client-key-data"):
+        used = base64.b64decode(used).decode(errors="replace")
+    pki = os.path.join(os.path.dirname(real), "pki")
+    os.makedirs(pki, exist_ok=True)
+    pem = os.path.join(pki, "kubelet-client-current.pem")
+    with open(pem, "w") as f:
+        f.write("stand-in kubelet client certificate, bootstrapped %%s\n" %% datetime.datetime.now().isoformat())
+    with open(real, "w") as f:
+        json.dump({"apiVersion": "v1", "kind": "Config", "clusters": cfg.get("clusters"),
+                   "users": [{"name": "default-auth", "user": {"client-certificate": pem, "client-key": pem}}],
+                   "contexts": [{"name": "default-context", "context": {"cluster": "default-cluster",
+                                                                      "user": "default-auth"}}],
+                   "current-context": "default-context"}, f)
+    os.chmod(real, 0o600)
+    klog("I", "bootstrap.go:101", '"Bootstrapped the client certificate" bootstrapKubeconfig="%%s" '
+         'credentialSHA256="%%s"' %% (boot, hashlib.sha256(used.encode()).hexdigest()))
+
+if opt("--bootstrap-kubeconfig", None):
+    bootstrap(opt("--bootstrap-kubeconfig", None), opt("--kubeconfig", None))
 
 class Healthz(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
@@ -378,7 +425,7 @@ class Sandbox:
     def __init__(self, agent=None, start_agent=True, versions=DEFAULT_VERSIONS, initial_version=None,
                  broken_versions=("1.32.1",), kubelet_size=8 << 20, os_version=DEFAULT_OS_VERSION,
                  log_level="info", health_timeout="20s", agent_config=None, narrate=None, keep=None,
-                 fake_boot_id=False, agent_env=None, fake_hostname=False):
+                 fake_boot_id=False, agent_env=None, fake_hostname=False, kubelet_bootstrap=False):
         self.agent = os.path.abspath(agent or default_agent())
         self.start_agent_now = start_agent
         self.versions = tuple(versions)
@@ -393,6 +440,9 @@ class Sandbox:
         self.keep = keep if keep is not None else bool(os.environ.get("SANDBOX_KEEP"))
         self.fake_boot_id = fake_boot_id
         self.fake_hostname = fake_hostname
+        # The stand-in kubelet gets --bootstrap-kubeconfig/--kubeconfig below the root and bootstraps like
+        # kubelet (the node starts with its credentials, as after kubelet's own TLS bootstrap).
+        self.kubelet_bootstrap = kubelet_bootstrap
         # The packaged unit's Environment= first (the sandbox runs the agent as shipped), then the
         # test's own (e.g. timing).
         self.agent_env = dict(packaged_unit_environment(), **(agent_env or {}))
@@ -424,7 +474,8 @@ class Sandbox:
 
     @property
     def binary_path(self):
-        return self.path("opt", "bin", "kubelet")
+        """Where the kubelet is on disk: kubelet.binaryPath (an OSC path) below osc.rootDirectory."""
+        return self.base + KUBELET_OSC_PATH
 
     @property
     def os_update_command(self):
@@ -476,8 +527,7 @@ class Sandbox:
         self._timed("check-config", self._check_config)
         self.narrate("OSC Secret %s/%s and Node %s at kubelet %s" % (OSC_NAMESPACE, SECRET, NODE,
                                                                      self.initial_version))
-        self.publish_osc(kubelet_version=self.initial_version, os_version=self.initial_os_version)
-        self._seed_node()
+        self._prepare_cluster()
         self.narrate("systemd user manager on a private bus")
         self._timed("user-manager", self.um.start)
         self._pids_seen.add(self.um.pid)
@@ -587,7 +637,7 @@ class Sandbox:
             "stateDirectory": self.state_dir,
             "osRelease": self.os_release,
             "osc": {"namespace": OSC_NAMESPACE, "rootDirectory": self.base},
-            "kubelet": {"binaryPath": self.binary_path, "unit": KUBELET_UNIT, "healthzURL": self.healthz_url,
+            "kubelet": {"binaryPath": KUBELET_OSC_PATH, "unit": KUBELET_UNIT, "healthzURL": self.healthz_url,
                         "healthTimeout": self.health_timeout, "keepVersions": 2},
             "osUpdate": {"backend": "command", "timeout": "60s", "reboot": "none"},
             "registry": {"caFile": self.reg.ca_file},
@@ -610,9 +660,26 @@ class Sandbox:
         write_file(self.path("bin", "kubelet-report"), KUBELET_REPORT, 0o755)
         write_file(self.path("bin", "containerd"), CONTAINERD_MAIN, 0o755)
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
-        # The node as provisioned: kubelet.binaryPath is a plain file (adopted by the agent, §8.2).
-        write_file(self.binary_path, self.images[(self.initial_version, False)]["kubelet"], 0o755)
+        self._write_node_files()
         write_file(self.config_path, self.agent_config_text())
+
+    def _write_node_files(self):
+        """The node as provisioned: kubelet.binaryPath is a plain file (adopted by the agent, §8.2)."""
+        write_file(self.binary_path, self.images[(self.initial_version, False)]["kubelet"], 0o755)
+        if self.kubelet_bootstrap:
+            self.provision_kubelet_credentials()
+
+    def provision_kubelet_credentials(self, pem="stand-in kubelet client certificate, provisioned\n"):
+        """The kubelet as after its own TLS bootstrap: kubeconfig-real naming pki/kubelet-client-current.pem."""
+        kdir = self.base + KUBELET_DIR
+        shutil.rmtree(kdir + "/pki", ignore_errors=True)
+        write_file(kdir + "/pki/kubelet-client-current.pem", pem, 0o600)
+        real = {"apiVersion": "v1", "kind": "Config", "current-context": "kubelet",
+                "clusters": [{"name": "old", "cluster": {"server": "https://old:443", "certificate-authority": "/old"}}],
+                "users": [{"name": "old", "user": {"client-certificate": KUBELET_DIR + "/pki/kubelet-client-current.pem",
+                                                   "client-key": KUBELET_DIR + "/pki/kubelet-client-current.pem"}}],
+                "contexts": [{"name": "kubelet", "context": {"cluster": "default-cluster", "user": "default-auth"}}]}
+        write_file(kdir + "/kubeconfig-real", json.dumps(real), 0o600)
 
     def _check_config(self):
         r = subprocess.run([self.agent, "check-config", "--config", self.config_path], capture_output=True,
@@ -626,11 +693,31 @@ class Sandbox:
     def osc_yaml(self, kubelet_version, os_version, image, min_version=None, eviction=DEFAULT_EVICTION,
                  dropin=None, extra_files=""):
         return OSC_TEMPLATE % {"secret": SECRET, "os_version": os_version, "kubelet": kubelet_version,
-                               "path": self.binary_path, "image": image, "file": FILE_IN_IMAGE,
+                               "path": self.osc_kubelet_path, "image": image, "file": FILE_IN_IMAGE,
+                               "unit_content": self.osc_kubelet_unit(), "base_files": self.osc_base_files(),
+                               "base_units": self.osc_base_units(), "rotation": self.osc_rotation(),
                                "command": self.os_update_command, "unit": KUBELET_UNIT,
                                "config": KUBELET_CONFIG_PATH, "eviction": eviction, "extra_files": extra_files,
                                "dropins": DROPIN_TEMPLATE % {"content": dropin.replace("\n", "\n        ")} if dropin else "",
                                "min_version": '    minVersionForUpdate: "%s"\n' % min_version if min_version else ""}
+
+    # What the OSC adds for the node it describes (FreshNodeSandbox fills these in): the kubelet file's
+    # path in the OSC, kubelet.service's content, more files and units, spec.inPlaceUpdates extras.
+    @property
+    def osc_kubelet_path(self):
+        return KUBELET_OSC_PATH
+
+    def osc_kubelet_unit(self):
+        return ""
+
+    def osc_base_files(self):
+        return ""
+
+    def osc_base_units(self):
+        return ""
+
+    def osc_rotation(self):
+        return ""
 
     def publish_osc(self, kubelet_version=None, os_version=None, broken=False, image=None, min_version=None,
                     eviction=None, dropin=None, extra_files=""):
@@ -668,11 +755,30 @@ class Sandbox:
                              annotations={SECRET_CHECKSUM: checksum})
         return checksum
 
+    def write_last_applied(self, units=(), files=()):
+        """<stateDirectory>/last-applied-osc.yaml as the agent commits it (atomically, by rename), for the
+        duties that read it. units: (name, enable, content or None); files: (path, inline data)."""
+        lines = ["apiVersion: extensions.gardener.cloud/v1alpha1", "kind: OperatingSystemConfig", "spec:",
+                 "  files:" if files else "  files: []"]
+        for path, data in files:
+            lines += ["  - path: %s" % path, "    content:", "      inline:", "        data: %s" % json.dumps(data)]
+        lines.append("  units:" if units else "  units: []")
+        for name, enable, content in units:
+            lines += ["  - name: %s" % name, "    enable: %s" % ("true" if enable else "false")]
+            if content is not None:
+                lines.append("    content: %s" % json.dumps(content))
+        write_file(os.path.join(self.state_dir, "last-applied-osc.yaml"), "\n".join(lines) + "\n", 0o600)
+
     def secret(self):
         return self.emu.get("secrets", SECRET, namespace=OSC_NAMESPACE)
 
     def secret_checksum(self):
         return annotation(self.secret(), SECRET_CHECKSUM)
+
+    def _prepare_cluster(self):
+        """The API server's side before the node starts: the OSC Secret and the registered Node."""
+        self.publish_osc(kubelet_version=self.initial_version, os_version=self.initial_os_version)
+        self._seed_node()
 
     def _seed_node(self):
         v = self.initial_version
@@ -693,9 +799,12 @@ class Sandbox:
     def kubelet_unit_text(self):
         post = "-%s %s %s %s %s" % (sys.executable, self.path("bin", "kubelet-report"),
                                     "http://127.0.0.1:%d" % self.emu.control_port, NODE, self.binary_path)
+        kdir = self.base + KUBELET_DIR
+        creds = ("--bootstrap-kubeconfig=%s/kubeconfig-bootstrap --kubeconfig=%s/kubeconfig-real " % (kdir, kdir)
+                 if self.kubelet_bootstrap else "")
         return self.um.service(
-            "%s --healthz-bind-address=127.0.0.1 --healthz-port=%d --node-ip=127.0.0.1 --v=2"
-            % (self.binary_path, self.healthz_port),
+            "%s %s--healthz-bind-address=127.0.0.1 --healthz-port=%d --node-ip=127.0.0.1 --v=2"
+            % (self.binary_path, creds, self.healthz_port),
             unit_extra="Description=kubelet daemon (sandbox stand-in)\nAfter=%s\nWants=%s\n"
                        % (CONTAINERD_UNIT, CONTAINERD_UNIT),
             service_extra="ExecStartPost=%s\nRestart=always\nRestartSec=2s\nTimeoutStopSec=5s\n" % post)
@@ -967,7 +1076,7 @@ spec:
   inPlaceUpdates:
     operatingSystemVersion: "%(os_version)s"
     kubelet: "%(kubelet)s"
-%(min_version)s  files:
+%(min_version)s%(rotation)s  files:
   - path: %(path)s
     permissions: 493
     content:
@@ -983,13 +1092,13 @@ spec:
           kind: KubeletConfiguration
           evictionHard:
             memory.available: %(eviction)s
-%(extra_files)s  units:
+%(base_files)s%(extra_files)s  units:
   - name: %(unit)s
     enable: true
-%(dropins)s    filePaths:
+%(unit_content)s%(dropins)s    filePaths:
     - %(path)s
     - %(config)s
-status:
+%(base_units)sstatus:
   inPlaceUpdates:
     osUpdate:
       command: %(command)s
@@ -1011,3 +1120,150 @@ def _yaml(obj, indent=0):
         else:
             out.append("%s%s: %s\n" % (pad, k, json.dumps(v)))
     return "".join(out)
+
+
+# ------------------------------------------------------------------------------------------ a fresh node
+
+GNA_DIR = "/var/lib/gardener-node-agent"
+GNA_UNIT = "gardener-node-agent.service"
+GNA_CONFIG = GNA_DIR + "/config-v1.120.0.yaml"         # what gardener-node-init provisions, and the OSC carries
+GNA_BOOTSTRAP_TOKEN = GNA_DIR + "/credentials/bootstrap-token"
+MACHINE = "demo-machine"
+MACHINE_LABEL = "node.gardener.cloud/machine-name"
+BOOTSTRAP_TOKEN_ID, BOOTSTRAP_TOKEN_SECRET = "fresh1", "fr3shn0d3s3cr3t1"
+
+
+def _indent(text, n):
+    pad = " " * n
+    return "".join(pad + line + "\n" for line in text.rstrip("\n").split("\n"))
+
+
+class FreshNodeSandbox(Sandbox):
+    """A node that has never seen an OSC, under a scratch osc.rootDirectory (Sandbox.base): on disk only
+    what gardener-node-init leaves (GNA's bootstrap token, cluster-ca.crt, machine-name and component
+    config below the root), the OS's containerd.service running, nothing of the kubelet. The agent runs
+    with kubelet.binaryPath's default (/opt/bin/kubelet, an OSC path: the kubelet lands at
+    <root>/opt/bin/kubelet), no kubeconfig (it bootstraps its own certificate from GNA's token) and
+    gardener-node-agent.service as a replaced unit.
+
+    start() ends with the agent running, its client certificate bootstrapped and the Node registered
+    (labels as kubelet's --node-labels would set them; InternalIP 127.0.0.1; no checksum). The Node is
+    registered here, after the bootstrap, because the agent acts only for a registered Node (the kubelet
+    that registers it on a real node comes with the OSC) and the CSR approver refuses a bootstrap token
+    once the machine's Node exists. The OSC Secret is not published: publish_osc() is the first apply.
+
+    The OSC it publishes is a whole one: the kubelet's imageRef at /opt/bin/kubelet, kubelet.service with
+    its content (ExecStart=<root>/opt/bin/kubelet with --bootstrap-kubeconfig/--kubeconfig below the root:
+    the stand-in kubelet bootstraps from kubeconfig-bootstrap like a real one, and does not start without
+    it), a oneshot unit, and GNA's unit with its component config and binary (neither written nor pulled)."""
+
+    def __init__(self, **kw):
+        kw.setdefault("versions", ("1.31.4",))
+        kw.setdefault("broken_versions", ())
+        kw.setdefault("kubelet_size", 256 << 10)
+        kw["kubelet_bootstrap"] = True
+        super().__init__(**kw)
+        self.rotation = {}              # spec.inPlaceUpdates.credentialsRotation: "ca"/"sa" -> time
+        self.extra_ca = None            # PEM appended to cluster-ca.crt (a CA rotation's new CA)
+
+    # ---------------------------------------------------------------- paths
+
+    def rooted(self, path):
+        """An OSC path below the scratch root."""
+        return self.base + path
+
+    @property
+    def agent_kubeconfig(self):
+        return os.path.join(self.state_dir, "kubeconfig")
+
+    @property
+    def agent_pem(self):
+        return os.path.join(self.state_dir, "node-agent-client.pem")
+
+    # ---------------------------------------------------------------- the node's files
+
+    def cluster_ca(self):
+        """The cluster's CA bundle as the OSC carries it: the API server's CA, and during a CA rotation the
+        new CA beside it (extra_ca)."""
+        with open(self.emu.ca) as f:
+            return f.read() + (self.extra_ca or "")
+
+    def component_config(self):
+        return ("apiVersion: nodeagent.config.gardener.cloud/v1alpha1\nkind: NodeAgentConfiguration\n"
+                "apiServer:\n  server: %s\n  caFile: %s/cluster-ca.crt\n"
+                "controllers:\n  operatingSystemConfig:\n    secretName: %s\n    kubernetesVersion: %s\n"
+                % (self.emu.server, GNA_DIR, SECRET, self.initial_version))
+
+    def agent_config_text(self):
+        text = super().agent_config_text()
+        # No kubelet.binaryPath: its default is the OSC's path. Our own kubeconfig does not exist yet.
+        lines = [ln for ln in text.split("\n") if not ln.startswith("  binaryPath:")]
+        return "\n".join(lines).replace('kubeconfig: %s' % json.dumps(self.emu.kubeconfig),
+                                        'kubeconfig: %s' % json.dumps(self.agent_kubeconfig))
+
+    def _write_node_files(self):
+        """gardener-node-init's files, and nothing else."""
+        write_file(self.rooted(GNA_BOOTSTRAP_TOKEN), "%s.%s" % (BOOTSTRAP_TOKEN_ID, BOOTSTRAP_TOKEN_SECRET), 0o600)
+        write_file(self.rooted(GNA_DIR + "/cluster-ca.crt"), self.cluster_ca(), 0o644)
+        write_file(self.rooted(GNA_DIR + "/machine-name"), MACHINE + "\n", 0o644)
+        write_file(self.rooted(GNA_CONFIG), self.component_config(), 0o600)
+
+    # ---------------------------------------------------------------- the OSC
+
+    def osc_kubelet_unit(self):
+        return "    content: |\n" + _indent(self.kubelet_unit_text(), 6)
+
+    def osc_base_files(self):
+        return ("  - path: %s\n    permissions: 384\n    content:\n      inline:\n        encoding: b64\n"
+                "        data: %s\n" % (GNA_CONFIG, base64.b64encode(self.component_config().encode()).decode()) +
+                "  - path: %s/cluster-ca.crt\n    permissions: 420\n    content:\n      inline:\n        encoding: b64\n"
+                "        data: %s\n" % (GNA_DIR, base64.b64encode(self.cluster_ca().encode()).decode()) +
+                "  - path: /opt/bin/gardener-node-agent\n    permissions: 493\n    content:\n      imageRef:\n"
+                "        image: %s/gardener-node-agent:v1.120.0\n        filePathInImage: /gardener-node-agent\n"
+                % self.reg.host)
+
+    def osc_base_units(self):
+        hello = self.um.service("/bin/true", type="oneshot", service_extra="RemainAfterExit=yes\n")
+        return ("  - name: ipa-hello.service\n    enable: true\n    command: start\n    content: |\n" +
+                _indent(hello, 6) +
+                "  - name: %s\n    enable: true\n    command: start\n    content: |\n"
+                "      [Service]\n      ExecStart=/opt/bin/gardener-node-agent --config-dir=%s\n"
+                "    filePaths:\n    - %s\n    - %s/cluster-ca.crt\n    - /opt/bin/gardener-node-agent\n"
+                % (GNA_UNIT, GNA_DIR, GNA_CONFIG, GNA_DIR))
+
+    def osc_rotation(self):
+        if not self.rotation:
+            return ""
+        out = "    credentialsRotation:\n"
+        if self.rotation.get("ca"):
+            out += "      certificateAuthorities:\n        lastInitiationTime: \"%s\"\n" % self.rotation["ca"]
+        if self.rotation.get("sa"):
+            out += "      serviceAccountKey:\n        lastInitiationTime: \"%s\"\n" % self.rotation["sa"]
+        return out
+
+    # ---------------------------------------------------------------- start
+
+    def _prepare_cluster(self):
+        """Nothing registered yet; gardener-node-init's bootstrap token is known to the API server."""
+        self.emu.config(csr_auto_approve=True)
+        self.emu.seed_bootstrap_token(BOOTSTRAP_TOKEN_ID, BOOTSTRAP_TOKEN_SECRET)
+
+    def _start_units(self):
+        """The OS's containerd.service; the kubelet is the OSC's."""
+        self.um.write_unit(CONTAINERD_UNIT, self.containerd_unit_text())
+        self.um.write_unit(AGENT_UNIT, self.agent_unit_text())
+        self.um.daemon_reload()
+        self.um.systemctl("start", CONTAINERD_UNIT)
+
+    def start_agent(self, timeout=30):
+        super().start_agent(timeout)
+        if self.node() is None:
+            usermgr.wait_until(lambda: os.path.exists(self.agent_pem), 30, "the agent's bootstrapped certificate")
+            self.register_node()
+
+    def register_node(self):
+        """The Node as kubelet registers it (its --node-labels), no checksum yet."""
+        self.emu.seed_node(NODE, kubelet_version="v" + self.initial_version, address="127.0.0.1",
+                           os_image="Garden Linux %s" % self.initial_os_version,
+                           labels={SECRET_NAME_LABEL: SECRET, "worker.gardener.cloud/pool": POOL,
+                                   MACHINE_LABEL: MACHINE, "node.kubernetes.io/role": "node"})

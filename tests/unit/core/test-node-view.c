@@ -333,6 +333,26 @@ static void test_duties(void **state) {
         assert_false(plain->units_ready.present);
 }
 
+static void test_addresses(void **state) {
+        _cleanup_(node_view_freep) NodeView *v = decode(
+                "{\"metadata\":{\"name\":\"n\"},\"status\":{\"addresses\":[\"junk\",{\"type\":\"Hostname\","
+                "\"address\":\"n\"},{\"type\":\"InternalIP\",\"address\":7},{\"type\":\"InternalIP\","
+                "\"address\":\"10.0.0.\\u00001\"},{\"type\":\"InternalIP\",\"address\":\"10.0.0.2\"},"
+                "{\"type\":\"InternalIP\",\"address\":\"10.0.0.3\"}]}}");
+        _cleanup_(node_view_freep) NodeView *ext = decode(
+                "{\"metadata\":{\"name\":\"n\"},\"status\":{\"addresses\":[{\"type\":\"ExternalIP\","
+                "\"address\":\"203.0.113.9\"}]}}");
+        _cleanup_(node_view_freep) NodeView *none = decode("{\"metadata\":{\"name\":\"n\"},\"status\":{}}");
+
+        /* Kubelet's to write: what is not a clean address is skipped, the first good InternalIP counts. */
+        assert_string_equal(v->internal_ip, "10.0.0.2");
+        assert_false(v->external_ip);
+        assert_null(ext->internal_ip);
+        assert_true(ext->external_ip);
+        assert_null(none->internal_ip);
+        assert_false(none->external_ip);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_ready_node),
@@ -345,6 +365,7 @@ int main(void) {
                 cmocka_unit_test(test_nul_where_unused),
                 cmocka_unit_test(test_condition_limit),
                 cmocka_unit_test(test_duties),
+                cmocka_unit_test(test_addresses),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

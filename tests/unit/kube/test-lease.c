@@ -179,6 +179,32 @@ static void test_failure_backs_off(void **state) {
         assert_int_equal(stats(c).last_error, 0);
 }
 
+/* The Node is gone: no renewal until it is back, then the Lease is read anew (it may have gone with
+ * its owner). */
+static void test_stopped_while_node_gone(void **state) {
+        Ctx *c = *state;
+        uint64_t t0;
+
+        test_kube_push(&c->k, 200, NULL, LEASE_OBJ("7"));
+        test_kube_push(&c->k, 200, NULL, LEASE_OBJ("8"));
+        assert_int_equal(lease_start(c->lease), 0);
+        TEST_LOOP_UNTIL(c->k.event, stats(c).renewals == 1, TIMEOUT);
+        lease_stop(c->lease);
+        t0 = test_now_usec();
+        TEST_LOOP_UNTIL(c->k.event, test_now_usec() - t0 > 3 * USEC_PER_SEC / 2, TIMEOUT);     /* 3 renew periods */
+        assert_int_equal(fake_http_requests(c->k.fake), 2);
+        assert_false(stats(c).stopped);         /* stopped on purpose: not a failure to report */
+
+        test_kube_push(&c->k, 200, NULL, LEASE_OBJ("20"));
+        test_kube_push(&c->k, 200, NULL, LEASE_OBJ("21"));
+        assert_int_equal(lease_set_owner(c->lease, "n1", "uid-2"), 0);
+        assert_int_equal(lease_start(c->lease), 0);
+        test_kube_assert_request(&c->k, 2, "GET " LEASES "/n1 HTTP/1.1");
+        test_kube_assert_request(&c->k, 3, "PUT " LEASES "/n1 HTTP/1.1");
+        assert_non_null(strstr(test_kube_request(&c->k, 3), "\"uid\":\"uid-2\""));
+        TEST_LOOP_UNTIL(c->k.event, stats(c).renewals == 2, TIMEOUT);
+}
+
 static void test_stop_reported(void **state) {
         Ctx *c = *state;
 
@@ -205,6 +231,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_create_conflict_rereads, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_deleted_recreated, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_failure_backs_off, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stopped_while_node_gone, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stop_reported, setup, teardown),
         };
 

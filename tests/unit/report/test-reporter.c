@@ -137,6 +137,23 @@ static void test_remove_annotation_is_conditional(void **state) {
         assert_non_null(strstr(req, "\"value\":\"a.service\""));
 }
 
+static void test_internal_ip_merged_by_type(void **state) {
+        Ctx *c = *state;
+        NodeView node = { .name = (char *) "node-1" };
+        const char *req;
+
+        assert_int_equal(reporter_set_internal_ip(c->r, "10.0.0.2", on_done, c), -ENODEV);     /* no Node */
+        reporter_set_node(c->r, &node);
+        test_kube_push(&c->k, 200, NULL, "{}");
+        assert_int_equal(reporter_set_internal_ip(c->r, "10.0.0.2", on_done, c), 0);
+        TEST_LOOP_UNTIL(c->k.event, c->done_calls > 0, 10 * USEC_PER_SEC);
+        assert_int_equal(c->done_error, 0);
+        test_kube_assert_request(&c->k, 0, "PATCH /api/v1/nodes/node-1/status");
+        req = fake_http_request(c->k.fake, 0);
+        assert_non_null(strstr(req, "application/strategic-merge-patch+json"));
+        assert_non_null(strstr(req, "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"10.0.0.2\"}]}}"));
+}
+
 static void test_no_client_yet(void **state) {
         Ctx *c = *state;
         _cleanup_(reporter_freep) Reporter *r = NULL;
@@ -162,6 +179,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_condition_only_on_change, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_first_error_of_an_action_is_reported, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_remove_annotation_is_conditional, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_internal_ip_merged_by_type, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_no_client_yet, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_free_drops_writes_in_flight, setup, teardown),
         };

@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Issue 22: the agent against gardener-node-agent's behaviour on a node that has never seen an OSC
+(lib/sandbox.py FreshNodeSandbox: a scratch osc.rootDirectory holding only gardener-node-init's files,
+kubelet.binaryPath at its default /opt/bin/kubelet, no kubeconfig: the agent bootstraps its certificate
+from GNA's token; the Node registered after that, the OSC Secret published by the test). In order:
+  1. before any OSC was applied, SystemdUnitsReady is not written (upstream's readManagedUnits skips
+     without a last-applied OSC);
+  2. the first OSC is applied end to end: files below the root, the OSC's units started by the user
+     manager, the kubelet pulled from the registry to <root>/opt/bin/kubelet, bootstrapped from the
+     kubeconfig-bootstrap the agent wrote from GNA's token (as GNA's bootstrapper does), running and
+     healthy, then the checksum; kubeconfig-bootstrap and GNA's bootstrap token are removed once the
+     OSC is applied (upstream's reconcile end), GNA's unit and binary are neither written nor pulled;
+  3. the Node's InternalIP, dropped from status.addresses, is restored from the last one seen
+     (upstream's ensureNodeInternalIP), Hostname kept;
+  4. a CA rotation in place renews the agent's client certificate (its kubeconfig names the new one)
+     and re-bootstraps the kubelet, whose kubeconfig-bootstrap is removed again at the end;
+  5. the Lease gardener-node-agent-<node> is not renewed while the Node is gone, and is again once the
+     Node is back (upstream's lease controller reconciles its Node)."""
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "lib"))
+import sandbox  # noqa: E402
+import usermgr  # noqa: E402
+
+S = sandbox
+SB = None
+COND = "SystemdUnitsReady"
+LEASE = "gardener-node-agent-" + S.NODE
+TUNING = "units-check=1s,health-check=1s,csr-poll=200ms,identity-retry-base=500ms,identity-retry-cap=2s"
+
+
+def setUpModule():
+    global SB
+    SB = S.start_for_module(S.FreshNodeSandbox, agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING})
+
+
+def tearDownModule():
+    S.stop_for_module(SB)
+
+
+def read(path):
+    return S.read_text(path)
+
+
+def kubelet_file(name):
+    return SB.rooted(S.KUBELET_DIR + "/" + name)
+
+
+def history_has(pred, since_rv=0):
+    return any(pred(e["object"]) for e in SB.node_history(since_rv) if e.get("object"))
+
+
+def cert_serial_of(pem):
+    r = subprocess.run(["openssl", "x509", "-noout", "-serial"], input=pem.encode(), stdout=subprocess.PIPE,
+                       check=True)
+    return r.stdout.decode().strip()
+
+
+def new_ca_pem():
+    """A CA certificate of our own: the rotation's new CA in the bundle."""
+    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-keyout", "/dev/null", "-subj", "/CN=rotated-ca", "-days", "1"],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True)
+    return r.stdout.decode()
+
+
+class FreshNode(unittest.TestCase):
+    def wait_checksum(self, checksum, timeout=90):
+        try:
+            return SB.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == checksum, timeout,
+                                "checksum/cloud-config-data %s" % checksum)
+        except Exception:
+            print("agent log (tail):\n" + SB.agent_log()[-6000:], file=sys.stderr)
+            print("kubelet log (tail):\n" + SB.unit_log(S.KUBELET_UNIT)[-2000:], file=sys.stderr)
+            raise
+
+    def test_1_no_units_check_before_an_osc(self):
+        rv = SB.emu.current_rv()
+        usermgr.wait_until(lambda: "Waiting for the OSC secret" in SB.um.show(S.AGENT_UNIT, "StatusText"), 30,
+                           "the agent seeing its Node and no OSC")
+        t0 = time.monotonic()
+        SB.wait_node(lambda n: time.monotonic() - t0 > 3.5, 10, "three units-check periods")
+        self.assertFalse(history_has(lambda n: S.condition(n, COND), rv),
+                         "SystemdUnitsReady written without a last-applied OSC")
+
+    def test_2_first_apply(self):
+        checksum = SB.publish_osc()
+        n = self.wait_checksum(checksum)
+        self.assertEqual(S.label(n, S.K8S_VERSION), SB.initial_version)
+        # Files below the scratch root; GNA's component config written, its binary not pulled.
+        self.assertIn("memory.available: 100Mi", read(SB.rooted(S.KUBELET_CONFIG_PATH)))
+        self.assertEqual(read(SB.rooted(S.GNA_CONFIG)), SB.component_config())
+        self.assertFalse(os.path.lexists(SB.rooted("/opt/bin/gardener-node-agent")))
+        self.assertFalse(os.path.exists(os.path.join(SB.um.unit_dir, S.GNA_UNIT)))
+        # The kubelet from the registry, at the OSC's path below the root, started by the user manager.
+        self.assertTrue(os.path.islink(SB.binary_path))
+        self.assertEqual(SB.kubelet_version(), "Kubernetes v%s" % SB.initial_version)
+        self.assertEqual(SB.um.active_state(S.KUBELET_UNIT), "active")
+        self.assertEqual(SB.kubelet_healthz(), 200)
+        self.assertEqual(SB.um.active_state("ipa-hello.service"), "active")
+        self.assertIn("Bootstrapped the client certificate", SB.unit_log(S.KUBELET_UNIT))
+        self.assertIsNotNone(read(kubelet_file("kubeconfig-real")))
+        # The bootstrap credentials have done their job (upstream removes both at the reconcile's end).
+        self.assertFalse(os.path.exists(kubelet_file("kubeconfig-bootstrap")), "kubeconfig-bootstrap left behind")
+        self.assertFalse(os.path.exists(SB.rooted(S.GNA_BOOTSTRAP_TOKEN)))
+        # The units check follows the OSC now.
+        c = SB.wait_node(lambda n: S.condition(n, COND), 20, COND)
+        self.assertEqual(S.condition(c, COND)["reason"], "AllUnitsHealthy", S.condition(c, COND))
+
+    def test_3_internal_ip_restored(self):
+        def addresses(n):
+            return {(a["type"], a["address"]) for a in n["status"].get("addresses") or []}
+
+        self.assertIn(("InternalIP", "127.0.0.1"), addresses(SB.node()))
+        # kubelet lost its addresses at a start (cloud provider timeout): only the Hostname is left.
+        SB.emu.patch("nodes", S.NODE, {"status": {"addresses": [{"type": "Hostname", "address": S.NODE}]}},
+                     subresource="status", manager="kubelet")
+        n = SB.wait_node(lambda n: ("InternalIP", "127.0.0.1") in addresses(n), 20, "the InternalIP restored")
+        self.assertEqual(addresses(n), {("InternalIP", "127.0.0.1"), ("Hostname", S.NODE)})
+        want = {("Warning", "Node status does neither have an internal nor an external IP, try to recover from "
+                            "last known internal IP: 127.0.0.1"),
+                ("Normal", "Updated the lost internal IP address of node status to the previous known: 127.0.0.1 ")}
+        sandbox.kubeemu.wait_for(lambda: want <= {(e["type"], e["message"]) for e in SB.events()
+                                                 if e.get("reason") == "kubelet"}, 10, "the kubelet Events")
+
+    def test_4_ca_rotation(self):
+        """The new CA joins the bundle in cluster-ca.crt (GNA's apiServer.caFile); the rotation is gated like
+        upstream's; the agent renews against that bundle, and its kubeconfig names it from then on."""
+        def kubeconfig_cert_serial():
+            kc = json.loads(read(SB.agent_kubeconfig))          # the agent writes JSON, which is YAML
+            user = kc["users"][0]["user"]
+            if "client-certificate-data" in user:
+                pem = base64.b64decode(user["client-certificate-data"]).decode()
+            else:
+                pem = read(user["client-certificate"])
+            return cert_serial_of(pem)
+
+        def kubeconfig_cluster():
+            return json.loads(read(SB.agent_kubeconfig))["clusters"][0]["cluster"]
+
+        before = kubeconfig_cert_serial()
+        bootstraps = SB.unit_log(S.KUBELET_UNIT).count("Bootstrapped the client certificate")
+        # The kubeconfig trusts the CA it was provisioned with as data (as one from a bootstrapKubeconfig
+        # with certificate-authority-data does): the renewal has to trust the new bundle, and name it.
+        kc = json.loads(read(SB.agent_kubeconfig))
+        cluster = kc["clusters"][0]["cluster"]
+        cluster["certificate-authority-data"] = base64.b64encode(read(cluster.pop("certificate-authority"))
+                                                                 .encode()).decode()
+        S.write_file(SB.agent_kubeconfig, json.dumps(kc), 0o600)
+        SB.extra_ca = new_ca_pem()
+        SB.rotation["ca"] = "2026-11-26T10:00:00Z"
+        checksum = SB.publish_osc()
+        SB.mcm_candidate()
+        SB.mcm_select()
+        SB.wait_node(lambda n: "credentialsRotation" in (S.annotation(n, S.PLAN) or ""), 30, "the plan")
+        self.assertEqual(kubeconfig_cert_serial(), before, "rotated before the gate opened")
+        SB.mcm_ready_for_update()
+        n = self.wait_checksum(checksum)
+        self.assertEqual(S.label(n, S.UPDATE_RESULT), "successful")
+        self.assertEqual(read(SB.rooted(S.GNA_DIR + "/cluster-ca.crt")), SB.cluster_ca())
+        # The agent's own kubeconfig names the certificate issued for the rotation, not the old one.
+        self.assertNotEqual(kubeconfig_cert_serial(), before, "the agent's kubeconfig kept its old certificate")
+        self.assertEqual(kubeconfig_cluster(), {"server": SB.emu.server,
+                                                "certificate-authority": SB.rooted(S.GNA_DIR + "/cluster-ca.crt")},
+                         "the agent's kubeconfig does not name the new bundle")
+        # The kubelet bootstrapped again from the kubeconfig-bootstrap the rotation wrote, removed since.
+        self.assertGreater(SB.unit_log(S.KUBELET_UNIT).count("Bootstrapped the client certificate"), bootstraps)
+        self.assertFalse(os.path.exists(kubelet_file("kubeconfig-bootstrap")), "kubeconfig-bootstrap left behind")
+        SB.mcm_observe_result()
+
+    def test_5_lease_only_with_the_node(self):
+        path = "^/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+        lease = sandbox.kubeemu.wait_for(lambda: SB.emu.get("leases", LEASE, namespace="kube-system",
+                                                            group="coordination.k8s.io"), 20, "the Lease")
+        self.assertEqual(lease["metadata"]["ownerReferences"][0]["uid"], SB.node()["metadata"]["uid"])
+        SB.emu.delete("nodes", S.NODE)
+        usermgr.wait_until(lambda: "Node %s was deleted." % S.NODE in SB.agent_log(), 10, "the agent seeing it")
+        time.sleep(0.5)         # a renewal already on the wire may still arrive
+        seq = SB.emu.request_log()[-1]["seq"]
+        t0 = time.monotonic()
+        SB.wait_node(lambda n: time.monotonic() - t0 > 5, 10, "two renew periods and more (8 s Lease)")
+        writes = [r for r in SB.emu.request_log(since=seq, path=path) if r["method"] in ("PUT", "POST")]
+        self.assertEqual(writes, [], "the Lease renewed for a Node that does not exist")
+
+        SB.register_node()
+        uid = SB.node()["metadata"]["uid"]
+        sandbox.kubeemu.wait_for(lambda: (SB.emu.get("leases", LEASE, namespace="kube-system",
+                                                     group="coordination.k8s.io")["metadata"]["ownerReferences"]
+                                          [0]["uid"]) == uid, 10, "the Lease renewed for the new Node")
+
+
+if __name__ == "__main__":
+    S.skip_if_missing()
+    unittest.main(verbosity=2, failfast=True)
