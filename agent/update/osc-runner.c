@@ -7,6 +7,7 @@
 #include "apply/osc-apply.h"
 #include "apply/osc-files.h"
 #include "apply/osc-state.h"
+#include "core/unit-guard.h"
 #include "update/osc-runner.h"
 #include "identity/identity.h"
 #include "kubelet/health-check.h"
@@ -157,6 +158,7 @@ static void prepare_now(OscRunner *r, OscDesired *osc, const char *os_version) {
                         .model_options = { .host_name = r->host_name, .containerd_path = getenv("PATH") },
                         .current_os_version = os_version,
                         .replaced_units = c->osc.replaced_units,
+                        .self_unit = c->restart.self_unit,
                 }, &r->changes, &baseline, &error);
         if (k < 0)
                 return prepare_failed(r, k, TAKE_PTR(error));
@@ -479,8 +481,14 @@ static int on_external(OscApplier *a, const OscWork *w, void *userdata) {
 
 static int on_item_done(OscApplier *a, size_t index, void *userdata) {
         OscRunner *r = userdata;
+        const char *self = r->deps.config->restart.self_unit;
+        int k;
 
-        return osc_state_save_changes(r->deps.config->state_directory, r->changes);
+        k = osc_state_save_changes(r->deps.config->state_directory, r->changes);
+        if (k >= 0 && unit_guard_is_self_restart(self, &r->changes->items[index]))
+                log_notice("OSC %s changed the agent's own unit %s: restarting it now (marked done first, so "
+                           "once); the next process finishes the OSC.", r->checksum, self);
+        return k;
 }
 
 static void finish(OscRunner *r, int error, UpdateFailureCode code, const char *message) {
@@ -566,13 +574,26 @@ static int on_nothing_to_run(sd_event_source *s, void *userdata) {
         return 0;
 }
 
-int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, void *userdata) {
+static int start_applier(OscRunner *r) {
         static const OscApplierCallbacks cb = {
                 .item_done = on_item_done,
                 .finished = on_finished,
                 .external = on_external,
         };
         const Config *c = r->deps.config;
+        int k;
+
+        k = osc_applier_new(r->deps.event, r->deps.units, r->changes,
+                            &(OscApplierParams) { .root_directory = c->osc.root_directory,
+                                                  .unit_directory = c->systemd.unit_directory,
+                                                  .self_unit = c->restart.self_unit },
+                            &cb, r, &r->applier);
+        if (k >= 0)
+                k = osc_applier_start(r->applier);
+        return k;
+}
+
+int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, void *userdata) {
         int k;
 
         assert(r && done);
@@ -592,12 +613,7 @@ int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, voi
                 run_clear(r);
                 return -ENOTCONN;
         }
-        k = osc_applier_new(r->deps.event, r->deps.units, r->changes,
-                            &(OscApplierParams) { .root_directory = c->osc.root_directory,
-                                                  .unit_directory = c->systemd.unit_directory },
-                            &cb, r, &r->applier);
-        if (k >= 0)
-                k = osc_applier_start(r->applier);
+        k = start_applier(r);
         if (k < 0)
                 run_clear(r);
         return k;

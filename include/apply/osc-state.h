@@ -31,6 +31,7 @@ typedef struct OscPrepareInput {
         OscModelOptions model_options;          /* hostname, PATH for the containerd drop-in */
         const char *current_os_version;
         char *const *replaced_units;
+        const char *self_unit;                  /* restart.selfUnit */
 } OscPrepareInput;
 
 typedef enum OscBaseline {
