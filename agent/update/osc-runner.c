@@ -6,6 +6,7 @@
 
 #include "apply/osc-apply.h"
 #include "apply/osc-files.h"
+#include "apply/osc-guard.h"
 #include "apply/osc-state.h"
 #include "core/unit-guard.h"
 #include "update/osc-runner.h"
@@ -46,6 +47,7 @@ struct OscRunner {
         char *logged_error;             /* owned: the last error written to the journal */
 
         /* The run in flight. */
+        OscGuard *guard;                /* owned: judging the unit items before the applier starts */
         OscApplier *applier;            /* owned */
         KubeRequest *secret;            /* owned: GET of a secretRef file's Secret */
         HealthCheck *health;            /* owned: the kubelet health item */
@@ -73,6 +75,7 @@ static void prepared_clear(OscRunner *r) {
 }
 
 static void run_clear(OscRunner *r) {
+        r->guard = osc_guard_free(r->guard);
         r->applier = osc_applier_free(r->applier);
         r->secret = kube_request_free(r->secret);
         r->health = health_check_free(r->health);
@@ -192,7 +195,7 @@ void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, con
         /* The Node already says this OSC is applied (GNP §2.2): the decider does nothing with it. */
         if (streq_ptr(node->applied_checksum, osc->checksum))
                 return;
-        assert(!r->applier);            /* the executor never decides while a run is in flight */
+        assert(!r->applier && !r->guard);     /* the executor never decides while a run is in flight */
         if (!streq_ptr(r->checksum, osc->checksum) || r->error)
                 prepare_now(r, osc, os_version);
 
@@ -593,11 +596,30 @@ static int start_applier(OscRunner *r) {
         return k;
 }
 
+static void on_guarded(OscGuard *g, int error, const char *unit, const char *why, void *userdata) {
+        OscRunner *r = userdata;
+        _cleanup_free_ char *message = NULL;
+        int k;
+
+        if (error >= 0) {
+                r->guard = osc_guard_free(r->guard);
+                k = start_applier(r);
+                if (k >= 0)
+                        return;
+                return finish(r, k, UPDATE_FAILURE_FILE_APPLY_FAILED, "cannot start applying the OSC");
+        }
+        /* Refused, or systemd could not be asked: either way nothing of the OSC ran. */
+        if (asprintf(&message, "%s: %s", strempty(unit), strempty(why)) < 0)
+                message = NULL;
+        finish(r, error, UPDATE_FAILURE_UNIT_APPLY_FAILED, message ?: "an OSC unit is refused");
+}
+
 int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, void *userdata) {
+        const Config *c = r->deps.config;
         int k;
 
         assert(r && done);
-        if (r->applier || r->answer)
+        if (r->applier || r->guard || r->answer)
                 return -EBUSY;
         if (!streq_ptr(r->checksum, checksum) || r->error || (!r->committed && !r->changes))
                 return -ESTALE;
@@ -613,7 +635,15 @@ int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, voi
                 run_clear(r);
                 return -ENOTCONN;
         }
-        k = start_applier(r);
+        if (r->deps.bus && osc_guard_needed(r->changes))
+                k = osc_guard_start(r->deps.bus,
+                                    &(OscGuardParams) { .self_unit = c->restart.self_unit,
+                                                        .replaced_units = c->osc.replaced_units,
+                                                        .kubelet_unit = c->kubelet.unit,
+                                                        .containerd_unit = OSC_CONTAINERD_UNIT },
+                                    r->changes, on_guarded, r, &r->guard);
+        else
+                k = start_applier(r);
         if (k < 0)
                 run_clear(r);
         return k;
