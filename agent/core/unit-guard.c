@@ -156,22 +156,21 @@ static int learn_words(UnitGuard *g, const char *unit, const char *property, con
                 p += n;
                 if (strchr(word, '%'))
                         continue;       /* a specifier: not a unit we can name */
-                if (own >= 0) {
-                        for (size_t i = 0; i < ELEMENTSOF(own_properties) && r >= 0; i++)
-                                if (streq(property, own_properties[i].property))
-                                        r = unit_guard_add_edge(g, own, own_properties[i].kind, word, unit,
-                                                                own_properties[i].property, word);
-                        if (r < 0)
-                                return r;
-                        continue;
-                }
+                /* A protected unit's own dependencies: what reaches it. */
+                for (size_t i = 0; own >= 0 && i < ELEMENTSOF(own_properties) && r >= 0; i++)
+                        if (streq(property, own_properties[i].property))
+                                r = unit_guard_add_edge(g, own, own_properties[i].kind, word, unit,
+                                                        own_properties[i].property, word);
+                if (r < 0)
+                        return r;
+                /* Any unit's, a protected one's too (kubelet.service with RequiredBy=inplace-agent.service). */
                 for (size_t i = 0; i < ELEMENTSOF(foreign_properties); i++) {
                         if (!streq(property, foreign_properties[i].property))
                                 continue;
                         /* Naming a protected unit or a slice it runs in. */
                         for (size_t k = 0; k < _UNIT_GUARD_ROLE_MAX && r >= 0; k++)
-                                if (streq_ptr(word, g->units[k].name) ||
-                                    unit_guard_slice_contains(word, g->units[k].slice))
+                                if ((int) k != own && (streq_ptr(word, g->units[k].name) ||
+                                                       unit_guard_slice_contains(word, g->units[k].slice)))
                                         r = unit_guard_add_edge(g, (UnitGuardRole) k, foreign_properties[i].kind, unit,
                                                                 unit, foreign_properties[i].property, word);
                         if (r < 0)

@@ -154,6 +154,10 @@ static void test_osc_texts(void **state) {
                 /* What a protected unit of the OSC will declare: a new target it is part of, a new slice. */
                 { "{name: kubelet.service, content: \"[Unit]\\nPartOf=k8s.target\"}, {name: k8s.target, content: t}",
                   "k8s.target", "kubelet.service has PartOf=k8s.target" },
+                /* A protected unit naming another: enabled, the agent Requires= the kubelet. */
+                { "{name: kubelet.service, content: \"[Install]\\nRequiredBy=inplace-agent.service\"}", "kubelet.service",
+                  "stopping or restarting it stops or restarts inplace-agent.service (the agent's own unit): "
+                  "kubelet.service has RequiredBy=inplace-agent.service" },
                 { "{name: containerd.service, dropIns: [{name: s.conf, content: \"[Service]\\nSlice=cri.slice\"}]}, "
                   "{name: cri.slice, content: '[Slice]'}", "cri.slice", "contains containerd.service (containerd)" },
         };
