@@ -6,6 +6,7 @@
 #include "apply/osc-files.h"
 #include "core/containerd-config.h"
 #include "util/strv.h"
+#include "core/unit-guard.h"
 
 /* Where a multi-step item is; at most one D-Bus call or external request is in flight. */
 typedef enum Step {
@@ -15,6 +16,7 @@ typedef enum Step {
         STEP_STOP,              /* DELETE_UNIT: stop sent */
         STEP_RESTART,           /* DELETE_UNIT of a unit we did not create: restart sent */
         STEP_JOB,               /* DAEMON_RELOAD, UNIT_COMMAND: the one job sent */
+        STEP_SELF,              /* UNIT_COMMAND restarting the agent itself: done already, job sent */
         STEP_EXTERNAL,          /* waiting for osc_applier_external_done() */
 } Step;
 
@@ -23,6 +25,7 @@ struct OscApplier {
         UnitControl *uc;                /* borrowed */
         OscChanges *changes;            /* borrowed */
         char *root, *unit_dir;          /* owned */
+        char *self_unit;                /* owned; NULL: none */
         OscApplierCallbacks cb;
         void *userdata;                 /* borrowed */
         sd_event_source *defer;         /* owned: the deferred start */
@@ -42,6 +45,7 @@ OscApplier *osc_applier_free(OscApplier *a) {
         free(a->why);
         free(a->root);
         free(a->unit_dir);
+        free(a->self_unit);
         free(a);
         return NULL;
 }
@@ -64,7 +68,7 @@ int osc_applier_new(sd_event *event, UnitControl *uc, OscChanges *changes, const
         a->current = changes->n_items;
         a->root = strdup(p->root_directory ?: "/");
         a->unit_dir = strdup(p->unit_directory ?: "/etc/systemd/system");
-        if (!a->root || !a->unit_dir)
+        if (!a->root || !a->unit_dir || (p->self_unit && !(a->self_unit = strdup(p->self_unit))))
                 return -ENOMEM;
         *ret = TAKE_PTR(a);
         return 0;
@@ -255,6 +259,17 @@ static int run_file_item(OscApplier *a, const OscWork *w) {
         return r < 0 ? r : 1;
 }
 
+/* The agent restarting itself: systemd stops this process while the job runs, so the item is done
+ * and on disk before the job is sent; the next process resumes after it (at most once, never in a
+ * loop). Surviving it (the unit is not the one we run in) goes on with the next item. */
+static int run_self_restart(OscApplier *a, const OscWork *w) {
+        int r = mark_done(a);
+
+        if (r < 0)
+                return r;
+        return start_job(a, UNIT_ACTION_RESTART, w->name, STEP_SELF);
+}
+
 static int run_item(OscApplier *a, const OscWork *w) {
         int r;
 
@@ -270,6 +285,8 @@ static int run_item(OscApplier *a, const OscWork *w) {
                         return 1;
                 if (w->command == OSC_UNIT_COMMAND_STOP)
                         return start_job(a, UNIT_ACTION_STOP, w->name, STEP_JOB);
+                if (unit_guard_is_self_restart(a->self_unit, w))
+                        return run_self_restart(a, w);
                 r = unit_masked(a, w->name, "not restarted");
                 return r != 0 ? r : start_job(a, UNIT_ACTION_RESTART, w->name, STEP_JOB);
         default:
@@ -330,6 +347,8 @@ static void on_job(const UnitJobResult *res, void *userdata) {
                          strempty(res->detail));
                 return fail(a, "UnitApplyFailed", res->error, buf);
         }
+        if (a->step == STEP_SELF)
+                a->step = STEP_FIRST;   /* that item was done before its job: on to the next */
         advance(a);             /* the item's next step, or the next item */
 }
 

@@ -149,7 +149,7 @@ int osc_state_prepare(const OscPrepareInput *in, OscChanges **ret, OscBaseline *
                 return r;
         r = osc_diff(&(OscDiffInput) { .old = old, .new = new, .checksum = in->checksum,
                                        .current_os_version = in->current_os_version,
-                                       .replaced_units = in->replaced_units },
+                                       .replaced_units = in->replaced_units, .self_unit = in->self_unit },
                      &c, ret_error);
         if (r >= 0)
                 r = check_protected(in, c, ret_error);

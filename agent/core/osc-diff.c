@@ -434,8 +434,9 @@ static int deleted_drop_ins(const OscUnit *old, const OscUnit *new, char ***ret)
         return 0;
 }
 
-/* Changed units: their WRITE_UNIT items now, their commands into `cmds` for later. */
-static int add_unit_items(const OscDiffInput *in, OscChanges *c, OscChanges *cmds) {
+/* Changed units: their WRITE_UNIT items now, their commands into `cmds` for later (the agent's
+ * own into `self`, for the very end). */
+static int add_unit_items(const OscDiffInput *in, OscChanges *c, OscChanges *cmds, OscChanges *self) {
         for (size_t i = 0; i < in->new->n_units; i++) {
                 const OscUnit *u = &in->new->units[i], *old = osc_model_find_unit(in->old, u->name);
                 OscWork *w;
@@ -451,7 +452,7 @@ static int add_unit_items(const OscDiffInput *in, OscChanges *c, OscChanges *cmd
                         return -ENOMEM;
                 w->remove_cpu_manager_state = streq(u->name, "kubelet.service") && c->in_place.cpu_manager_policy;
 
-                w = add_item(cmds, OSC_WORK_UNIT_COMMAND);
+                w = add_item(streq_ptr(u->name, in->self_unit) ? self : cmds, OSC_WORK_UNIT_COMMAND);
                 if (!w || !(w->name = strdup(u->name)))
                         return -ENOMEM;
                 w->command = osc_unit_effective_command(u);
@@ -523,11 +524,12 @@ static bool containerd_changed(const OscDiffInput *in) {
 }
 
 static int build_items(const OscDiffInput *in, OscChanges *c) {
-        _cleanup_(osc_changes_freep) OscChanges *cmds = calloc(1, sizeof(OscChanges));
+        _cleanup_(osc_changes_freep) OscChanges *cmds = calloc(1, sizeof(OscChanges)),
+                                             *self = calloc(1, sizeof(OscChanges));
         size_t units_before;
         int r;
 
-        if (!cmds)
+        if (!cmds || !self)
                 return -ENOMEM;
         if (c->containerd_config_changed && in->new->has_containerd) {
                 OscWork *w = add_item(c, OSC_WORK_CONTAINERD_CONFIG);
@@ -542,7 +544,7 @@ static int build_items(const OscDiffInput *in, OscChanges *c) {
                 r = add_pull_items(in, c);
         units_before = c->n_items;
         if (r >= 0)
-                r = add_unit_items(in, c, cmds);
+                r = add_unit_items(in, c, cmds, self);
         if (r >= 0)
                 r = add_deleted_unit_items(in, c);
         if (r < 0)
@@ -573,6 +575,8 @@ static int build_items(const OscDiffInput *in, OscChanges *c) {
                 r = add_deleted_registry_items(in, c);
         if (r >= 0)
                 r = add_deleted_file_items(in, c);
+        if (r >= 0)
+                r = append_items(c, self);
         return r;
 }
 

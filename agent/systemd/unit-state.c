@@ -4,6 +4,21 @@
 
 #include "systemd/unit-state.h"
 #include "util/macro.h"
+#include "util/strv.h"
+
+static const char *const deps_table[_UNIT_DEPS_MAX] = {
+        [UNIT_DEPS_REQUIRES] = "Requires",
+        [UNIT_DEPS_REQUISITE] = "Requisite",
+        [UNIT_DEPS_BINDS_TO] = "BindsTo",
+        [UNIT_DEPS_PART_OF] = "PartOf",
+        [UNIT_DEPS_STOP_PROPAGATED_FROM] = "StopPropagatedFrom",
+        [UNIT_DEPS_CONFLICTS] = "Conflicts",
+        [UNIT_DEPS_CONFLICTED_BY] = "ConflictedBy",
+};
+
+const char *unit_deps_to_string(UnitDeps d) {
+        return d >= 0 && d < _UNIT_DEPS_MAX ? deps_table[d] : NULL;
+}
 
 typedef struct UnitStateCall {
         UnitStateDone done;
@@ -35,6 +50,42 @@ static int read_triggered(sd_bus_message *m, bool *ret) {
         return sd_bus_message_exit_container(m);
 }
 
+static int read_deps(sd_bus_message *m, char ***ret) {
+        int r;
+
+        r = sd_bus_message_enter_container(m, 'v', "as");
+        if (r < 0)
+                return r;
+        strv_freep(ret);                /* a property seen twice (two interfaces): the last wins */
+        r = sd_bus_message_read_strv(m, ret);
+        if (r < 0)
+                return r;
+        return sd_bus_message_exit_container(m);
+}
+
+static int read_property(sd_bus_message *m, const char *name, UnitState *st) {
+        UnitDeps d = (UnitDeps) string_table_lookup(deps_table, _UNIT_DEPS_MAX, name);
+
+        if (d >= 0)
+                return read_deps(m, &st->deps[d]);
+        if (streq(name, "LoadState"))
+                return read_string(m, &st->load_state);
+        if (streq(name, "ActiveState"))
+                return read_string(m, &st->active_state);
+        if (streq(name, "SubState"))
+                return read_string(m, &st->sub_state);
+        if (streq(name, "Type"))        /* only the Service interface has one */
+                return read_string(m, &st->service_type);
+        /* Service, Socket, Scope, Mount, Swap and Slice have one. */
+        if (streq(name, "Slice"))
+                return read_string(m, &st->slice);
+        if (streq(name, "TriggeredBy"))
+                return read_triggered(m, &st->triggered);
+        if (streq(name, "StateChangeTimestampMonotonic"))
+                return sd_bus_message_read(m, "v", "t", &st->state_change_usec);
+        return sd_bus_message_skip(m, "v");
+}
+
 static int parse_properties(sd_bus_message *m, UnitState *st) {
         int r;
 
@@ -45,22 +96,8 @@ static int parse_properties(sd_bus_message *m, UnitState *st) {
                 const char *name;
 
                 r = sd_bus_message_read(m, "s", &name);
-                if (r < 0)
-                        return r;
-                if (streq(name, "LoadState"))
-                        r = read_string(m, &st->load_state);
-                else if (streq(name, "ActiveState"))
-                        r = read_string(m, &st->active_state);
-                else if (streq(name, "SubState"))
-                        r = read_string(m, &st->sub_state);
-                else if (streq(name, "Type"))   /* only the Service interface has one */
-                        r = read_string(m, &st->service_type);
-                else if (streq(name, "TriggeredBy"))
-                        r = read_triggered(m, &st->triggered);
-                else if (streq(name, "StateChangeTimestampMonotonic"))
-                        r = sd_bus_message_read(m, "v", "t", &st->state_change_usec);
-                else
-                        r = sd_bus_message_skip(m, "v");
+                if (r >= 0)
+                        r = read_property(m, name, st);
                 if (r < 0)
                         return r;
                 r = sd_bus_message_exit_container(m);
@@ -84,7 +121,11 @@ static int on_reply(sd_bus_message *reply, void *userdata, sd_bus_error *ret_err
                 return 0;
         }
         r = parse_properties(reply, &st);
+        if (st.slice && !*st.slice)
+                st.slice = NULL;
         c->done(r < 0 ? r : 0, r < 0 ? NULL : &st, c->userdata);
+        for (size_t i = 0; i < _UNIT_DEPS_MAX; i++)
+                strv_freep(&st.deps[i]);
         return 0;
 }
 

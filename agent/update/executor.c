@@ -996,7 +996,8 @@ int executor_new(const ExecutorDeps *deps, Executor **ret, char **ret_error) {
                 return error_setf(ret_error, r, "cannot set up the registry client: %s", strerror(-r));
 
         r = osc_runner_new(&(OscRunnerDeps) { .event = e->event, .config = c, .http = deps->http,
-                                              .registry = e->registry, .units = deps->units }, &e->osc_runner);
+                                              .registry = e->registry, .units = deps->units,
+                                              .bus = deps->bus }, &e->osc_runner);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the OSC applier: %s", strerror(-r));
 

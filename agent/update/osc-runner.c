@@ -7,7 +7,9 @@
 
 #include "apply/osc-apply.h"
 #include "apply/osc-files.h"
+#include "apply/osc-guard.h"
 #include "apply/osc-state.h"
+#include "core/unit-guard.h"
 #include "update/osc-runner.h"
 #include "identity/identity.h"
 #include "identity/kubelet-bootstrap.h"
@@ -50,6 +52,7 @@ struct OscRunner {
         char *logged_error;             /* owned: the last error written to the journal */
 
         /* The run in flight. */
+        OscGuard *guard;                /* owned: judging the unit items before the applier starts */
         OscApplier *applier;            /* owned */
         KubeRequest *secret;            /* owned: GET of a secretRef file's Secret */
         HealthCheck *health;            /* owned: the kubelet health item */
@@ -77,6 +80,7 @@ static void prepared_clear(OscRunner *r) {
 }
 
 static void run_clear(OscRunner *r) {
+        r->guard = osc_guard_free(r->guard);
         r->applier = osc_applier_free(r->applier);
         r->secret = kube_request_free(r->secret);
         r->health = health_check_free(r->health);
@@ -163,6 +167,7 @@ static void prepare_now(OscRunner *r, OscDesired *osc, const char *os_version) {
                         .current_os_version = os_version,
                         .replaced_units = c->osc.replaced_units,
                         .protected = &r->own_files,
+                        .self_unit = c->restart.self_unit,
                 }, &r->changes, &baseline, &error);
         if (k < 0)
                 return prepare_failed(r, k, TAKE_PTR(error));
@@ -196,7 +201,7 @@ void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, con
         /* The Node already says this OSC is applied (GNP §2.2): the decider does nothing with it. */
         if (streq_ptr(node->applied_checksum, osc->checksum))
                 return;
-        assert(!r->applier);            /* the executor never decides while a run is in flight */
+        assert(!r->applier && !r->guard);     /* the executor never decides while a run is in flight */
         if (!streq_ptr(r->checksum, osc->checksum) || r->error)
                 prepare_now(r, osc, os_version);
 
@@ -511,8 +516,14 @@ static void on_masked(OscApplier *a, const char *path, const char *left_out, voi
 
 static int on_item_done(OscApplier *a, size_t index, void *userdata) {
         OscRunner *r = userdata;
+        const char *self = r->deps.config->restart.self_unit;
+        int k;
 
-        return osc_state_save_changes(r->deps.config->state_directory, r->changes);
+        k = osc_state_save_changes(r->deps.config->state_directory, r->changes);
+        if (k >= 0 && unit_guard_is_self_restart(self, &r->changes->items[index]))
+                log_notice("OSC %s changed the agent's own unit %s: restarting it now (marked done first, so "
+                           "once); the next process finishes the OSC.", r->checksum, self);
+        return k;
 }
 
 static void finish(OscRunner *r, int error, UpdateFailureCode code, const char *message) {
@@ -604,7 +615,7 @@ static int on_nothing_to_run(sd_event_source *s, void *userdata) {
         return 0;
 }
 
-int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, void *userdata) {
+static int start_applier(OscRunner *r) {
         static const OscApplierCallbacks cb = {
                 .item_done = on_item_done,
                 .finished = on_finished,
@@ -614,8 +625,40 @@ int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, voi
         const Config *c = r->deps.config;
         int k;
 
+        k = osc_applier_new(r->deps.event, r->deps.units, r->changes,
+                            &(OscApplierParams) { .root_directory = c->osc.root_directory,
+                                                  .unit_directory = c->systemd.unit_directory,
+                                                  .self_unit = c->restart.self_unit },
+                            &cb, r, &r->applier);
+        if (k >= 0)
+                k = osc_applier_start(r->applier);
+        return k;
+}
+
+static void on_guarded(OscGuard *g, int error, const char *unit, const char *why, void *userdata) {
+        OscRunner *r = userdata;
+        _cleanup_free_ char *message = NULL;
+        int k;
+
+        if (error >= 0) {
+                r->guard = osc_guard_free(r->guard);
+                k = start_applier(r);
+                if (k >= 0)
+                        return;
+                return finish(r, k, UPDATE_FAILURE_FILE_APPLY_FAILED, "cannot start applying the OSC");
+        }
+        /* Refused, or systemd could not be asked: either way nothing of the OSC ran. */
+        if (asprintf(&message, "%s: %s", strempty(unit), strempty(why)) < 0)
+                message = NULL;
+        finish(r, error, UPDATE_FAILURE_UNIT_APPLY_FAILED, message ?: "an OSC unit is refused");
+}
+
+int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, void *userdata) {
+        const Config *c = r->deps.config;
+        int k;
+
         assert(r && done);
-        if (r->applier || r->answer)
+        if (r->applier || r->guard || r->answer)
                 return -EBUSY;
         if (!streq_ptr(r->checksum, checksum) || r->error || (!r->committed && !r->changes))
                 return -ESTALE;
@@ -631,12 +674,15 @@ int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, voi
                 run_clear(r);
                 return -ENOTCONN;
         }
-        k = osc_applier_new(r->deps.event, r->deps.units, r->changes,
-                            &(OscApplierParams) { .root_directory = c->osc.root_directory,
-                                                  .unit_directory = c->systemd.unit_directory },
-                            &cb, r, &r->applier);
-        if (k >= 0)
-                k = osc_applier_start(r->applier);
+        if (r->deps.bus && osc_guard_needed(r->changes))
+                k = osc_guard_start(r->deps.bus,
+                                    &(OscGuardParams) { .self_unit = c->restart.self_unit,
+                                                        .replaced_units = c->osc.replaced_units,
+                                                        .kubelet_unit = c->kubelet.unit,
+                                                        .containerd_unit = OSC_CONTAINERD_UNIT },
+                                    r->changes, on_guarded, r, &r->guard);
+        else
+                k = start_applier(r);
         if (k < 0)
                 run_clear(r);
         return k;

@@ -13,7 +13,9 @@
  * osc_applier_external_done(); without a hook they fail with UnsupportedChange.
  *
  * After each item the applier marks it done in the OscChanges and calls `item_done`, where the
- * owner persists the changes (so a SIGKILL resumes exactly after the last persisted item). The first
+ * owner persists the changes (so a SIGKILL resumes exactly after the last persisted item). The one
+ * exception is the agent restarting itself (a restart of `self_unit`): systemd stops us while that
+ * job runs, so it is marked done and persisted first, and happens at most once. The first
  * failing item stops the run: `finished` gets the failure code (FileApplyFailed, UnitApplyFailed,
  * UnsupportedChange), the path or unit, and the errno / D-Bus message; the item stays not done, so
  * the owner's retry (with backoff) starts there again.
@@ -58,6 +60,7 @@ typedef struct OscApplierCallbacks {
 typedef struct OscApplierParams {
         const char *root_directory;     /* osc.rootDirectory */
         const char *unit_directory;     /* systemd.unitDirectory */
+        const char *self_unit;          /* restart.selfUnit: its restart is marked done before it runs */
 } OscApplierParams;
 
 int osc_applier_new(sd_event *event, UnitControl *uc, OscChanges *changes, const OscApplierParams *p,

@@ -35,6 +35,7 @@ typedef struct OscPrepareInput {
         const char *current_os_version;
         char *const *replaced_units;
         const OscProtected *protected;          /* the agent's own files; NULL: none */
+        const char *self_unit;                  /* restart.selfUnit */
 } OscPrepareInput;
 
 typedef enum OscBaseline {

@@ -15,6 +15,11 @@
  * Each item is idempotent on its own (a file write, a unit command), so the one that was running
  * at the kill is the only one that can run twice.
  *
+ * A command for the agent's own unit (restart.selfUnit; the OSC changed it) is the very last item:
+ * the agent restarting itself ends its run, and whatever is left resumes in the next process
+ * (upstream's MustRestartNodeAgent, reconciler.go). The applier marks it done before it runs
+ * (core/unit-guard.h), so it happens once.
+ *
  * Replaced units (osc.replacedUnits, CONTRACT §9.4) are left out of both sides: never written,
  * enabled, started or deleted, and an imageRef file only they list gets no pull item (it still
  * counts as changed and restarts nothing).
@@ -89,6 +94,7 @@ typedef struct OscDiffInput {
         const char *checksum;
         const char *current_os_version; /* from os-release; used only when both OSCs are in-place */
         char *const *replaced_units;    /* NULL-terminated; NULL: none */
+        const char *self_unit;          /* restart.selfUnit: its command comes last (NULL: none) */
 } OscDiffInput;
 
 OscChanges *osc_changes_free(OscChanges *c);

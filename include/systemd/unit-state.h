@@ -4,12 +4,30 @@
 /* Reads what systemd says about one unit, asynchronously: one Properties.GetAll over all of the
  * unit object's interfaces (Unit and, for services, Service), on the object path of the unit's
  * name, so that a unit that is not loaded is loaded for the answer and reports LoadState
- * "not-found" rather than an error. For the SystemdUnitsReady check (core/unit-health.h) and the
- * health checks. Logs nothing. */
+ * "not-found" rather than an error. For the SystemdUnitsReady check (core/unit-health.h), the
+ * health checks, and what the OSC guard asks about the agent, the kubelet and containerd
+ * (apply/osc-guard.h: their slice and dependencies). Logs nothing. */
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <systemd/sd-bus.h>
+
+/* The dependency lists read, by their D-Bus property names. */
+typedef enum UnitDeps {
+        UNIT_DEPS_REQUIRES,
+        UNIT_DEPS_REQUISITE,
+        UNIT_DEPS_BINDS_TO,
+        UNIT_DEPS_PART_OF,
+        UNIT_DEPS_STOP_PROPAGATED_FROM,         /* systemd >= 249; empty before */
+        UNIT_DEPS_CONFLICTS,
+        UNIT_DEPS_CONFLICTED_BY,
+        _UNIT_DEPS_MAX,
+        _UNIT_DEPS_INVALID = -EINVAL,
+} UnitDeps;
+
+/* "Requires", "StopPropagatedFrom", ... (static). */
+const char *unit_deps_to_string(UnitDeps d);
 
 typedef struct UnitState {
         const char *load_state;         /* "loaded", "not-found", "masked", ... */
@@ -18,6 +36,8 @@ typedef struct UnitState {
         const char *service_type;       /* Service.Type; NULL for other unit types */
         bool triggered;                 /* TriggeredBy is not empty */
         uint64_t state_change_usec;     /* StateChangeTimestampMonotonic */
+        const char *slice;              /* Slice= of a service, socket, scope, ...; NULL otherwise */
+        char **deps[_UNIT_DEPS_MAX];    /* NULL-terminated or NULL (empty) */
 } UnitState;
 
 /* `state` and its strings are valid only during the call; NULL when error < 0. Not called after

@@ -18,6 +18,10 @@
  *                         the OSC as last applied once every item is done. Only then does the
  *                         decider get to write checksum/cloud-config-data: the checksum is a promise.
  *
+ * Before the first unit item runs, apply/osc-guard asks systemd what the agent, the kubelet and
+ * containerd hang on: an item that would stop or restart them (core/unit-guard.h) fails the run
+ * with UnitApplyFailed naming the unit and why, before anything of the OSC is written.
+ *
  * A failing item stops the run with FileApplyFailed / UnitApplyFailed / UnsupportedChange and a
  * message naming the path or unit and the errno or D-Bus error; the item stays not done, so the
  * retry (the engine's back-off) starts there again.
@@ -44,6 +48,7 @@ typedef struct OscRunnerDeps {
         Http *http;
         RegistryClient *registry;       /* for imageRef files */
         UnitControl *units;             /* NULL without a bus: every run fails (UnitApplyFailed) */
+        sd_bus *bus;                    /* the bus of `units`: what the guard asks systemd */
 } OscRunnerDeps;
 
 /* error >= 0: every item applied and the OSC committed. Else code and message say why. */

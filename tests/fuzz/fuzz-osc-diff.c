@@ -15,6 +15,7 @@
 #include "core/osc-component-config.h"
 #include "core/osc-diff.h"
 #include "core/osc-drift.h"
+#include "core/unit-guard.h"
 #include "core/unit-health.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -60,9 +61,26 @@ static void check_applied(const OscModel *m) {
         }
 }
 
+/* What the OSC guard makes of the unit items and their texts (core/unit-guard.h). */
+static void guard_one(const OscChanges *c) {
+        char *why = NULL;
+        size_t index;
+        UnitGuard g;
+
+        if (unit_guard_init(&g, "inplace-agent.service", (char *const *) replaced, "kubelet.service",
+                            "containerd.service") < 0)
+                return;
+        (void) unit_guard_set_slice(&g, UNIT_GUARD_AGENT, "system.slice");
+        (void) unit_guard_add_edge(&g, UNIT_GUARD_KUBELET, UNIT_GUARD_REACHES, "basic.target", "kubelet.service",
+                                   "Requires", "basic.target");
+        if (unit_guard_learn_osc(&g, c) >= 0 && unit_guard_check_changes(&g, c, &index, &why) > 0)
+                free(why);
+        unit_guard_done(&g);
+}
+
 static void diff_one(const OscModel *old, const OscModel *new) {
         OscDiffInput in = { .old = old, .new = new, .checksum = "c", .current_os_version = "1.0",
-                            .replaced_units = (char *const *) replaced };
+                            .replaced_units = (char *const *) replaced, .self_unit = "inplace-agent.service" };
         OscChanges *c = NULL, *back = NULL;
         char *err = NULL;
 
@@ -81,6 +99,7 @@ static void diff_one(const OscModel *old, const OscModel *new) {
                             containerd_config_render(c->items[i].containerd, &d, NULL) == 0)
                                 free(d);
                 }
+                guard_one(c);
                 if (j && osc_changes_from_json(j, &back, NULL) == 0)
                         osc_changes_free(back);
                 json_decref(j);

@@ -3,7 +3,7 @@
  * is to do with an OSC, minus the API server:
  *
  *   oscapply --root DIR --unit-dir DIR --state DIR [--checksum S] [--hostname H] [--kill-after N]
- *            [--job-timeout 10s] [--external ok|fail] [--containerd-path PATH] NEW-OSC.yaml
+ *            [--job-timeout 10s] [--external ok|fail] [--containerd-path PATH] [--self-unit UNIT] NEW-OSC.yaml
  *
  *   1. osc_state_prepare(): the saved work for this checksum, else the diff against
  *      <state>/last-applied-osc.yaml, else against <root>/var/lib/gardener-node-agent/ (handover),
@@ -16,6 +16,7 @@
  *      --external ok|fail answers the items the owner does itself (secretRef, imageRef, kubelet
  *      health) from a deferred event: success, or -EIO "simulated failure"; --containerd-path is the
  *      PATH of the injected containerd drop-in (the model option; without it none is injected);
+ *      --self-unit stands for restart.selfUnit (its restart last, saved as done before its job);
  *   4. on success osc_state_commit(); prints
  *      {"event":"finished","ok":...,"code","subject","errno","detail"}; exit 0 / 1. */
 #include <getopt.h>
@@ -117,9 +118,11 @@ int main(int argc, char *argv[]) {
                 { "job-timeout", required_argument, NULL, 't' },
                 { "external", required_argument, NULL, 'e' },
                 { "containerd-path", required_argument, NULL, 'p' },
+                { "self-unit", required_argument, NULL, 'S' },
                 {}
         };
-        const char *root = "/", *unit_dir = NULL, *checksum = "checksum", *hostname = "node", *ctd_path = NULL;
+        const char *root = "/", *unit_dir = NULL, *checksum = "checksum", *hostname = "node", *ctd_path = NULL,
+                   *self_unit = NULL;
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         uint64_t job_timeout_usec = 30 * USEC_PER_SEC;
         UnitControl *uc = NULL;
@@ -137,6 +140,7 @@ int main(int argc, char *argv[]) {
                 case 'h': hostname = optarg; break;
                 case 'e': c.external = optarg; break;
                 case 'p': ctd_path = optarg; break;
+                case 'S': self_unit = optarg; break;
                 case 'k': c.kill_after = (unsigned) strtoul(optarg, NULL, 10); break;
                 case 't':
                         if (parse_duration(optarg, &job_timeout_usec) < 0)
@@ -164,7 +168,7 @@ int main(int argc, char *argv[]) {
                                 .state_directory = c.state, .root_directory = root, .yaml = c.new_yaml,
                                 .size = c.new_size, .checksum = checksum,
                                 .model_options = { .host_name = hostname, .containerd_path = ctd_path }, .current_os_version = "1.0",
-                                .replaced_units = (char *const *) replaced },
+                                .replaced_units = (char *const *) replaced, .self_unit = self_unit },
                         &c.changes, &baseline, &err);
                 if (r < 0) {
                         fprintf(stderr, "oscapply: %s\n", err ?: strerror(-r));
@@ -191,7 +195,8 @@ int main(int argc, char *argv[]) {
                 r = unit_control_new(bus, job_timeout_usec, &uc);
         if (r >= 0)
                 r = osc_applier_new(c.event, uc, c.changes,
-                                    &(OscApplierParams) { .root_directory = root, .unit_directory = unit_dir },
+                                    &(OscApplierParams) { .root_directory = root, .unit_directory = unit_dir,
+                                                          .self_unit = self_unit },
                                     &(OscApplierCallbacks) { .item_done = item_done, .finished = finished,
                                                              .external = c.external ? external : NULL,
                                                              .masked = masked },

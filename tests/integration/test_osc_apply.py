@@ -235,6 +235,28 @@ class OscApply(unittest.TestCase):
         self.assertEqual(self.um.active_state(self.unit_name("k2")), "active")
         self.assertTrue(os.path.exists(os.path.join(self.state, "last-applied-osc.yaml")))
 
+    def test_own_unit_restarted_last_and_at_most_once(self):
+        # restart.selfUnit stands for a unit we do not run in: its restart is the last item, saved as
+        # done before its job is sent; surviving it, the run goes on.
+        spec = {"files": [inline("/etc/s1", "1")], "units": [self.unit("own"), self.unit("other")]}
+        own = self.unit_name("own")
+        events = self.apply(spec, expect_ok=None, checksum="self", args=["--self-unit", own, "--kill-after", "6"])
+        self.assertEqual(self.plan(events)[-1], "restart unit " + own)
+        # Killed right after the 6th item, the own unit's restart, was saved: before its job was sent.
+        self.assertEqual(self.returncode, -9)
+        self.assertEqual(self.started("own"), 0)
+        events = self.apply(spec, checksum="self", args=["--self-unit", own])
+        self.assertEqual([e["baseline"] for e in events if e["event"] == "baseline"], ["resumed"])
+        self.assertEqual(self.plan(events), [])
+        self.assertEqual(self.um.active_state(own), "inactive", "restarted twice")
+
+        spec["units"][0]["content"] += "# changed\n"
+        events = self.apply(spec, checksum="self-2", args=["--self-unit", own])
+        self.assertEqual(self.plan(events), ["write unit %s (with unit file, 0 drop-ins)" % own, "reload systemd",
+                                             "restart unit " + own])
+        usermgr.wait_until(lambda: self.started("own") == 1, 10, "the own unit to have started")
+        self.assertTrue(self.finished(events)["ok"])
+
     def test_failing_unit_keeps_the_last_applied_osc(self):
         self.apply({"units": [self.unit("ok")]})
         with open(os.path.join(self.state, "last-applied-osc.yaml")) as f:

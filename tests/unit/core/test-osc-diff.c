@@ -24,6 +24,8 @@
 #define U_GNA "{name: gardener-node-agent.service, content: g, filePaths: [/opt/bin/gardener-node-agent, /var/lib/gardener-node-agent/config.yaml]}"
 #define U_GNA2 "{name: gardener-node-agent.service, content: g2, filePaths: [/opt/bin/gardener-node-agent, /var/lib/gardener-node-agent/config.yaml]}"
 #define U_K "{name: kubelet.service, content: k, filePaths: [/var/lib/kubelet/config/kubelet]}"
+#define U_SELF "{name: inplace-agent.service, content: s, filePaths: [/etc/a]}"
+#define U_SELF_D "{name: inplace-agent.service, dropIns: [{name: 10.conf, content: d}]}"
 #define OSC(files, units) "spec: {files: [" files "], units: [" units "]}"
 #define IPU(files, units, ipu) "spec: {files: [" files "], units: [" units "], inPlaceUpdates: {" ipu "}}"
 #define IPU_V(os, k) "operatingSystemVersion: '" os "', kubelet: '" k "'"
@@ -110,7 +112,7 @@ static void run(const Case *t) {
         _cleanup_free_ char *err = NULL, *sig = NULL, *flags = NULL, *sig2 = NULL;
         OscDiffInput in = {
                 .old = old, .new = new, .checksum = "sum", .current_os_version = "1592.6.0",
-                .replaced_units = (char *const *) replaced,
+                .replaced_units = (char *const *) replaced, .self_unit = "inplace-agent.service",
         };
         json_t *j;
         int r;
@@ -196,6 +198,23 @@ static void test_replaced_units(void **state) {
                   OSC(F_GNA_BIN2, U_GNA ",{name: z.service, filePaths: [/opt/bin/gardener-node-agent]}"),
                   "pull-file /opt/bin/gardener-node-agent; write-unit z.service; daemon-reload; restart z.service", .error = NULL },
                 { "GNA removed from the OSC: not deleted", OSC(F_A, U_GNA "," U_X), OSC(F_A, U_X), "", .error = NULL },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(table); i++)
+                run(&table[i]);
+}
+
+static void test_self_unit(void **state) {
+        static const Case table[] = {
+                { "the agent's own unit: its restart is the very last item, after the kubelet health check "
+                  "and the deleted files",
+                  OSC(F_A "," F_B, U_X "," U_K), OSC(F_A2 "," KCFG(K_BASE), U_SELF "," U_X "," U_K),
+                  "write-file /etc/a; write-file /var/lib/kubelet/config/kubelet; write-unit inplace-agent.service; "
+                  "write-unit x.service; write-unit kubelet.service; daemon-reload; restart x.service; "
+                  "restart kubelet.service; kubelet-health; delete-file /etc/b; restart inplace-agent.service", .error = NULL },
+                { "a drop-in for it: the same", OSC(F_A, U_X), OSC(F_A, U_X "," U_SELF_D),
+                  "write-unit inplace-agent.service; daemon-reload; restart inplace-agent.service", .error = NULL },
+                { "unchanged: nothing", OSC(F_A, U_SELF), OSC(F_A, U_SELF), "", .error = NULL },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(table); i++)
@@ -423,6 +442,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_files_and_units),
                 cmocka_unit_test(test_replaced_units),
+                cmocka_unit_test(test_self_unit),
                 cmocka_unit_test(test_containerd),
                 cmocka_unit_test(test_in_place),
                 cmocka_unit_test(test_resume),
