@@ -653,3 +653,7 @@ OscRunner *osc_runner_free(OscRunner *r) {
 void osc_runner_set_kube(OscRunner *r, KubeClient *kube) {
         r->kube = kube;
 }
+
+void osc_runner_set_units(OscRunner *r, UnitControl *units) {
+        r->deps.units = units;
+}

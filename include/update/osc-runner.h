@@ -43,7 +43,7 @@ typedef struct OscRunnerDeps {
         const Config *config;
         Http *http;
         RegistryClient *registry;       /* for imageRef files */
-        UnitControl *units;             /* NULL without a bus: every run fails (UnitApplyFailed) */
+        UnitControl *units;             /* NULL until the bus was up: every run fails (UnitApplyFailed) */
 } OscRunnerDeps;
 
 /* error >= 0: every item applied and the OSC committed. Else code and message say why. */
@@ -55,6 +55,8 @@ OscRunner *osc_runner_free(OscRunner *r);
 DEFINE_CLEANUP_FUNC(OscRunner, osc_runner_free);
 
 void osc_runner_set_kube(OscRunner *r, KubeClient *kube);
+/* The UnitControl, once the system bus was first up (after start). */
+void osc_runner_set_units(OscRunner *r, UnitControl *units);
 
 /* Prepares the work of `osc` (NULL: none) if it is not prepared yet and fills *ret (pointers into
  * the runner, valid until the next call). `os_version` is the running OS version for the diff's
