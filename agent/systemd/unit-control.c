@@ -498,6 +498,7 @@ static int unit_job_on_recheck(sd_bus_message *reply, void *userdata, sd_bus_err
 
 static int unit_job_recheck(UnitJob *j) {
         j->step = STEP_RECHECK;
+        j->unit_job = mfree(j->unit_job);       /* only what this read says counts */
         return unit_job_get_all(j, unit_job_on_recheck);
 }
 
@@ -914,7 +915,8 @@ UnitControl *unit_control_free(UnitControl *uc) {
 }
 
 sd_bus *unit_control_get_bus(const UnitControl *uc) {
-        return uc && uc->link == LINK_READY ? uc->bus : NULL;
+        /* Not while the connection is closing either: its calls are being answered "lost" then. */
+        return uc && uc->link == LINK_READY && sd_bus_is_open(uc->bus) > 0 ? uc->bus : NULL;
 }
 
 size_t unit_control_n_jobs(const UnitControl *uc) {
