@@ -16,7 +16,8 @@ so the agent's restart job is in flight (waiting for JobRemoved) when the bus go
   3. `systemctl --user daemon-reload` under the apply: the apply completes;
   4. the bus down for a while (dbus.socket and dbus.service stopped): STATUS= says so, the units check
      and the health checks (every second here) report nothing false on the Node meanwhile, an apply
-     published meanwhile waits and completes once the bus is back, and STATUS= is plain again."""
+     published meanwhile waits and completes once the bus is back, and STATUS= is plain again;
+  5. the agent started while the bus is down: it connects when the bus comes, and applies."""
 
 import os
 import sys
@@ -118,6 +119,21 @@ class BusRestart(unittest.TestCase):
                     self.assertEqual(c.get("status"), "True", c)
         self.assertEqual(len([e for e in SB.events() if e.get("type") == "Warning"]), warnings,
                          [e.get("message") for e in SB.events() if e.get("type") == "Warning"])
+
+    def test_5_no_bus_at_start(self):
+        """The agent starts while the bus is down: once it is up, unit work and the duties start."""
+        SB.stop_agent()
+        log0 = len(SB.agent_log())
+        SB.um.systemctl("stop", "dbus.socket", "dbus.service")
+        try:
+            SB.start_agent()
+            usermgr.wait_until(lambda: "Cannot connect to the system bus" in SB.agent_log()[log0:], 10,
+                               "the agent to say the bus is missing")
+        finally:
+            SB.um.systemctl("start", "dbus.socket", "dbus.service")
+        usermgr.wait_until(lambda: "Connected to the system bus." in SB.agent_log()[log0:], 20,
+                           "the agent to connect")
+        self.apply_under("5", lambda: None)
 
 
 if __name__ == "__main__":
