@@ -69,13 +69,15 @@ typedef struct UnitControl UnitControl;
 typedef struct UnitJob UnitJob;
 
 /* Called exactly once per job that was started successfully, never from inside the call that
- * started it, never after unit_job_cancel() or unit_control_free(). It may start and cancel jobs;
- * it must not free the UnitControl. */
+ * started it, never after unit_job_cancel() or unit_control_free(); it may come from inside
+ * unit_control_set_bus() (a job that cannot go on over the new connection). It may start and cancel
+ * jobs; it must not free the UnitControl. */
 typedef void (*UnitJobDone)(const UnitJobResult *result, void *userdata);
 
 /* `bus` must be connected to systemd (a bus where org.freedesktop.systemd1 is, or a direct connection
  * to it) and attached to an event loop; a reference is taken on both. job_timeout_usec bounds every
- * job from the request to the final result (> 0). Sends AddMatch(JobRemoved) and Subscribe(). */
+ * job from the request to the final result (> 0). Installs the signal matches and subscribes (on a
+ * bus once systemd's name has an owner; requests wait for that). */
 int unit_control_new(sd_bus *bus, uint64_t job_timeout_usec, UnitControl **ret);
 /* The connection to use from now on: NULL when the last one closed, or the next one (attached to the
  * same event loop, else -EXDEV). Jobs in flight carry on over it (see above). */
