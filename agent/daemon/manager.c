@@ -69,7 +69,8 @@ struct Manager {
         UnitsCheck *units_check;        /* owned: SystemdUnitsReady; NULL until the bus was first up */
         NodeHealth *health;             /* owned: kubelet/containerd health checks; NULL likewise */
         HostnameCheck *hostname;        /* owned: restarts us on a hostname change; NULL likewise */
-        char *systemd_error;            /* owned: why the systemd side could not be set up (in manager_new) */
+        int systemd_error;              /* < 0: the systemd side could not be set up in manager_new() */
+        char *systemd_why;              /* owned: and why */
         Executor *executor;             /* owned */
         KubeWatch *secret_watch;        /* owned: the OSC Secret; NULL while its name is unknown */
         OscJitter *jitter;              /* owned: delays OSC updates (reconciliation-delay) */
@@ -545,17 +546,20 @@ static void manager_on_bus(SystemBus *sb, bool up, int error, void *userdata) {
         reporter_set_status_note(m->reporter, NULL);
         if (m->units) {
                 r = unit_control_set_bus(m->units, system_bus_get(sb));
-                if (r < 0)
+                if (r < 0) {
+                        /* Unit jobs could never finish: end the loop, systemd restarts us. */
                         log_error_errno(r, "Cannot use the new system bus connection: %m");
-                else
+                        (void) sd_event_exit(m->event, r);
+                } else
                         log_info("Reconnected to the system bus.");
                 return;
         }
         r = manager_start_systemd(m, system_bus_get(sb), &why);
         if (r < 0) {
                 if (!m->executor) {             /* in manager_new(): it fails with this */
-                        free(m->systemd_error);
-                        m->systemd_error = TAKE_PTR(why);
+                        m->systemd_error = r;
+                        free(m->systemd_why);
+                        m->systemd_why = TAKE_PTR(why);
                         return;
                 }
                 log_error_errno(r, "%s", why ? why : "Cannot set up the systemd client: %m");
@@ -578,10 +582,9 @@ static int manager_setup_systemd(Manager *m, char **ret_error) {
                 r = system_bus_start(m->bus);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the system bus connection: %s", strerror(-r));
-        if (!m->units && system_bus_get(m->bus)) {
-                r = m->systemd_error ? -EIO : -ENOMEM;
-                return error_setf(ret_error, r, "%s", m->systemd_error ?: "cannot set up the systemd client");
-        }
+        if (m->systemd_error < 0)
+                return error_setf(ret_error, m->systemd_error, "%s",
+                                  m->systemd_why ?: "cannot set up the systemd client");
         return 0;
 }
 
@@ -883,7 +886,7 @@ Manager *manager_free(Manager *m) {
         hostname_check_free(m->hostname);
         unit_control_free(m->units);
         system_bus_free(m->bus);
-        free(m->systemd_error);
+        free(m->systemd_why);
         kube_watch_free(m->secret_watch);
         token_sync_free(m->tokens);
         osc_component_config_free(m->component);
