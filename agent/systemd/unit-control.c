@@ -69,7 +69,7 @@ struct UnitJob {
         sd_id128_t invocation_after;
         uint64_t start_usec;            /* CLOCK_MONOTONIC */
         sd_bus_slot *slot;              /* owned: the call in flight */
-        bool sent;                      /* the step's call went out (its answer may have been lost) */
+        bool sent;                      /* the request (StartUnit, ...) went out: its answer may be lost */
         bool parked;                    /* to be resumed (resent or re-read) once systemd is reachable */
         bool vanished;                  /* the job ended unseen: judged by the unit's state alone */
         sd_event_source *timer;         /* owned: the job timeout */
@@ -301,7 +301,6 @@ static int parse_unit_properties(UnitJob *j, sd_bus_message *m, bool before) {
 }
 
 static int unit_job_get_all(UnitJob *j, sd_bus_message_handler_t handler) {
-        j->sent = true;
         return sd_bus_call_method_async(j->uc->bus, &j->slot, SYSTEMD_DEST, j->unit_path,
                                         "org.freedesktop.DBus.Properties", "GetAll", handler, j,
                                         "s", SYSTEMD_UNIT);

@@ -33,6 +33,7 @@ struct FakeSystemd {
         size_t n_units;
         FakeUnit not_found;             /* what systemd shows for a name with no unit file */
         char *subscribe_error;          /* owned */
+        bool swallow_replies;           /* carry out job requests, but never answer them */
         char *calls;                    /* owned */
         uint32_t next_job;
 };
@@ -117,7 +118,7 @@ static int method_job(sd_bus_message *m, void *userdata, sd_bus_error *error) {
 
         id = ++f->next_job;
         snprintf(path, sizeof(path), MANAGER_PATH "/job/%u", id);
-        r = sd_bus_reply_method_return(m, "o", path);
+        r = f->swallow_replies ? 0 : sd_bus_reply_method_return(m, "o", path);
         if (r < 0)
                 return r;
 
@@ -328,6 +329,10 @@ int fake_systemd_add_unit(FakeSystemd *f, const char *name, FakeBehaviour b) {
         set_state(u, "active", "running", "success");
         f->n_units++;
         return 0;
+}
+
+void fake_systemd_set_swallow_replies(FakeSystemd *f, bool b) {
+        f->swallow_replies = b;
 }
 
 void fake_systemd_set_subscribe_error(FakeSystemd *f, const char *error_name) {

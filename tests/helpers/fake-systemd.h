@@ -35,6 +35,8 @@ int fake_systemd_connect(FakeSystemd *f, sd_bus **ret_client);
 DEFINE_CLEANUP_FUNC(FakeSystemd, fake_systemd_free);
 
 int fake_systemd_add_unit(FakeSystemd *f, const char *name, FakeBehaviour b);
+/* Job requests are carried out but never answered (the answer is "lost" when the connection goes). */
+void fake_systemd_set_swallow_replies(FakeSystemd *f, bool b);
 /* Subscribe() answers with this D-Bus error (NULL: success). */
 void fake_systemd_set_subscribe_error(FakeSystemd *f, const char *error_name);
 

@@ -303,6 +303,44 @@ static void test_request_sent_as_the_bus_closes(void **state) {
         assert_string_equal(f->active_state, "active");
 }
 
+/* The restart was carried out, but its answer went down with the connection: not sent again. */
+static void start_restart_answer_lost(Fixture *f) {
+        fake_systemd_set_swallow_replies(f->fake, true);
+        assert_int_equal(unit_control_new(f->client, 5 * USEC_PER_SEC, &f->uc), 0);
+        assert_int_equal(unit_control_restart_unit(f->uc, "held.service", on_done, f, NULL), 0);
+        TEST_LOOP_UNTIL(f->event, strstr(fake_systemd_calls(f->fake), "RestartUnit:held.service"),
+                        5 * USEC_PER_SEC);
+        bus_goes_down(f);
+        fake_systemd_set_swallow_replies(f->fake, false);
+}
+
+static void test_answer_lost_job_still_queued(void **state) {
+        Fixture *f = *state;
+
+        start_restart_answer_lost(f);
+        bus_comes_back(f);
+        TEST_LOOP_NOT(f->event, f->n_done > 0, 100 * USEC_PER_MSEC);    /* adopted from Unit.Job */
+        assert_int_equal(fake_systemd_finish_held(f->fake, "held.service", /* signal= */ true), 0);
+        TEST_LOOP_UNTIL(f->event, f->n_done > 0, 5 * USEC_PER_SEC);
+        assert_int_equal(f->error, 0);
+        assert_string_equal(f->job_result, "done");
+        assert_int_equal(fake_systemd_n_jobs(f->fake, "held.service"), 1);
+}
+
+static void test_answer_lost_job_done(void **state) {
+        Fixture *f = *state;
+
+        start_restart_answer_lost(f);
+        assert_int_equal(fake_systemd_finish_held(f->fake, "held.service", /* signal= */ true), 0);
+        bus_comes_back(f);
+        /* No job left, a new InvocationID: the restart happened, judged by the unit's state. */
+        TEST_LOOP_UNTIL(f->event, f->n_done > 0, 5 * USEC_PER_SEC);
+        assert_int_equal(f->error, 0);
+        assert_string_equal(f->active_state, "active");
+        assert_false(sd_id128_equal(f->before, f->after));
+        assert_int_equal(fake_systemd_n_jobs(f->fake, "held.service"), 1);
+}
+
 static void test_timeout_while_down_says_why(void **state) {
         Fixture *f = *state;
 
@@ -362,6 +400,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_lost_job_removed_is_found_after_reloading, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_request_waits_for_the_bus, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_request_sent_as_the_bus_closes, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_answer_lost_job_still_queued, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_answer_lost_job_done, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_timeout_while_down_says_why, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_invalid_arguments, setup, teardown),
                 cmocka_unit_test(test_tables),
