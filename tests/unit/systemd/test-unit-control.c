@@ -216,6 +216,26 @@ static void bus_comes_back(Fixture *f) {
         assert_ptr_equal(unit_control_get_bus(f->uc), f->client);
 }
 
+/* The held restart ends now, its JobRemoved delivered: the job succeeds by it. */
+static void finish_held_by_signal(Fixture *f) {
+        TEST_LOOP_NOT(f->event, f->n_done > 0, 100 * USEC_PER_MSEC);
+        assert_int_equal(fake_systemd_finish_held(f->fake, "held.service", /* signal= */ true), 0);
+        TEST_LOOP_UNTIL(f->event, f->n_done > 0, 5 * USEC_PER_SEC);
+        assert_int_equal(f->error, 0);
+        assert_string_equal(f->job_result, "done");
+        assert_int_equal(fake_systemd_n_jobs(f->fake, "held.service"), 1);
+}
+
+/* The held restart ended unseen: judged a success by the unit's state, and never sent twice. */
+static void assert_restarted_once(Fixture *f) {
+        TEST_LOOP_UNTIL(f->event, f->n_done > 0, 5 * USEC_PER_SEC);
+        assert_int_equal(f->error, 0);
+        assert_string_equal(f->active_state, "active");
+        assert_false(sd_id128_equal(f->before, f->after));
+        assert_int_equal(fake_systemd_n_jobs(f->fake, "held.service"), 1);
+        assert_int_equal(unit_control_n_jobs(f->uc), 0);
+}
+
 static void start_held_restart(Fixture *f) {
         assert_int_equal(unit_control_new(f->client, 5 * USEC_PER_SEC, &f->uc), 0);
         assert_int_equal(unit_control_restart_unit(f->uc, "held.service", on_done, f, NULL), 0);
@@ -233,14 +253,9 @@ static void test_job_ends_while_bus_is_down(void **state) {
         /* The job ends meanwhile: its JobRemoved goes to nobody. */
         assert_int_equal(fake_systemd_finish_held(f->fake, "held.service", /* signal= */ true), 0);
         bus_comes_back(f);
-        TEST_LOOP_UNTIL(f->event, f->n_done > 0, 5 * USEC_PER_SEC);
-        assert_int_equal(f->error, 0);
-        assert_string_equal(f->active_state, "active");
-        assert_false(sd_id128_equal(f->before, f->after));
-        /* Subscribed again on the new connection; the restart was not sent twice. */
+        assert_restarted_once(f);
+        /* Subscribed again on the new connection. */
         assert_string_equal(fake_systemd_calls(f->fake), "Subscribe RestartUnit:held.service Subscribe");
-        assert_int_equal(fake_systemd_n_jobs(f->fake, "held.service"), 1);
-        assert_int_equal(unit_control_n_jobs(f->uc), 0);
 }
 
 static void test_job_still_queued_after_reconnect(void **state) {
@@ -250,12 +265,7 @@ static void test_job_still_queued_after_reconnect(void **state) {
         bus_goes_down(f);
         bus_comes_back(f);
         /* The re-read finds the job still queued: waited for, through the new subscription. */
-        TEST_LOOP_NOT(f->event, f->n_done > 0, 100 * USEC_PER_MSEC);
-        assert_int_equal(fake_systemd_finish_held(f->fake, "held.service", /* signal= */ true), 0);
-        TEST_LOOP_UNTIL(f->event, f->n_done > 0, 5 * USEC_PER_SEC);
-        assert_int_equal(f->error, 0);
-        assert_string_equal(f->job_result, "done");
-        assert_int_equal(fake_systemd_n_jobs(f->fake, "held.service"), 1);
+        finish_held_by_signal(f);
 }
 
 static void test_lost_job_removed_is_found_after_reloading(void **state) {
@@ -268,11 +278,7 @@ static void test_lost_job_removed_is_found_after_reloading(void **state) {
         assert_int_equal(fake_systemd_emit_reloading(f->fake, true), 0);
         TEST_LOOP_NOT(f->event, f->n_done > 0, 50 * USEC_PER_MSEC);
         assert_int_equal(fake_systemd_emit_reloading(f->fake, false), 0);
-        TEST_LOOP_UNTIL(f->event, f->n_done > 0, 5 * USEC_PER_SEC);
-        assert_int_equal(f->error, 0);
-        assert_string_equal(f->active_state, "active");
-        assert_false(sd_id128_equal(f->before, f->after));
-        assert_int_equal(fake_systemd_n_jobs(f->fake, "held.service"), 1);
+        assert_restarted_once(f);
 }
 
 static void test_request_waits_for_the_bus(void **state) {
@@ -319,12 +325,7 @@ static void test_answer_lost_job_still_queued(void **state) {
 
         start_restart_answer_lost(f);
         bus_comes_back(f);
-        TEST_LOOP_NOT(f->event, f->n_done > 0, 100 * USEC_PER_MSEC);    /* adopted from Unit.Job */
-        assert_int_equal(fake_systemd_finish_held(f->fake, "held.service", /* signal= */ true), 0);
-        TEST_LOOP_UNTIL(f->event, f->n_done > 0, 5 * USEC_PER_SEC);
-        assert_int_equal(f->error, 0);
-        assert_string_equal(f->job_result, "done");
-        assert_int_equal(fake_systemd_n_jobs(f->fake, "held.service"), 1);
+        finish_held_by_signal(f);       /* the job was adopted from Unit.Job */
 }
 
 static void test_answer_lost_job_done(void **state) {
@@ -334,11 +335,7 @@ static void test_answer_lost_job_done(void **state) {
         assert_int_equal(fake_systemd_finish_held(f->fake, "held.service", /* signal= */ true), 0);
         bus_comes_back(f);
         /* No job left, a new InvocationID: the restart happened, judged by the unit's state. */
-        TEST_LOOP_UNTIL(f->event, f->n_done > 0, 5 * USEC_PER_SEC);
-        assert_int_equal(f->error, 0);
-        assert_string_equal(f->active_state, "active");
-        assert_false(sd_id128_equal(f->before, f->after));
-        assert_int_equal(fake_systemd_n_jobs(f->fake, "held.service"), 1);
+        assert_restarted_once(f);
 }
 
 static void test_timeout_while_down_says_why(void **state) {
