@@ -4,6 +4,7 @@
 #include <systemd/sd-event.h>
 
 #include "systemd/unit-control.h"
+#include "util/log.h"
 #include "util/time-util.h"
 
 #define SYSTEMD_DEST "org.freedesktop.systemd1"
@@ -747,6 +748,8 @@ static void unit_control_ready(UnitControl *uc, const char *owner) {
         }
         uc->link = LINK_READY;
         if (!same) {
+                log_debug("systemd is reachable%s%s; subscribing and going on with %zu job(s).",
+                          owner ? " as " : "", strempty(owner), unit_control_n_jobs(uc));
                 uc->slot_subscribe = sd_bus_slot_unref(uc->slot_subscribe);
                 if (sd_bus_call_method_async(uc->bus, &uc->slot_subscribe, SYSTEMD_DEST, SYSTEMD_PATH, SYSTEMD_MANAGER,
                                              "Subscribe", unit_control_on_subscribe, uc, "") < 0) {
@@ -761,6 +764,9 @@ static void unit_control_ready(UnitControl *uc, const char *owner) {
 }
 
 static void unit_control_gone(UnitControl *uc) {
+        if (uc->link == LINK_READY)
+                log_debug("systemd is out of reach (%s); %zu job(s) wait.",
+                          uc->bus ? "it left the bus" : "no bus connection", unit_control_n_jobs(uc));
         uc->link = uc->bus ? LINK_WAITING : LINK_DETACHED;
         uc->owner = mfree(uc->owner);
 }
