@@ -15,7 +15,7 @@ struct SystemBus {
         SystemBusChanged changed;
         void *userdata;                 /* borrowed */
         Backoff backoff;
-        sd_bus *bus;                    /* ref held: the connection, up or still in its handshake */
+        sd_bus *bus;                    /* ref held: the connection while up (its handshake may still run) */
         sd_bus_slot *filter;            /* owned: sees Local.Disconnected of `bus` */
         sd_event_source *retry;         /* owned: the next attempt */
         bool up;
