@@ -33,6 +33,7 @@
 #include "identity/token-sync.h"
 #include "kube/lease.h"
 #include "net/http.h"
+#include "systemd/system-bus.h"
 #include "systemd/unit-control.h"
 #include "util/error-message.h"
 #include "util/event-util.h"
@@ -63,12 +64,14 @@ struct Manager {
         char *kubeconfig_error;         /* owned: last load error, to log each distinct one once */
         Identity *identity;             /* owned: our client certificate (bootstrap, renewal); NULL if unused */
 
-        sd_bus *bus;                    /* ref held: the system bus (DBUS_SYSTEM_BUS_ADDRESS); NULL if down */
-        UnitControl *units;             /* owned; NULL without a bus */
-        RestartHandler *restarts;       /* owned; NULL without a bus */
-        UnitsCheck *units_check;        /* owned: SystemdUnitsReady; NULL without a bus */
-        NodeHealth *health;             /* owned: kubelet/containerd health checks; NULL without a bus */
-        HostnameCheck *hostname;        /* owned: restarts us on a hostname change; NULL without a bus */
+        SystemBus *bus;                 /* owned: the system bus (DBUS_SYSTEM_BUS_ADDRESS), reopened when it closes */
+        UnitControl *units;             /* owned; NULL until the bus was first up, then kept across reconnects */
+        RestartHandler *restarts;       /* owned; NULL until the bus was first up */
+        UnitsCheck *units_check;        /* owned: SystemdUnitsReady; NULL until the bus was first up */
+        NodeHealth *health;             /* owned: kubelet/containerd health checks; NULL likewise */
+        HostnameCheck *hostname;        /* owned: restarts us on a hostname change; NULL likewise */
+        int systemd_error;              /* < 0: the systemd side could not be set up in manager_new() */
+        char *systemd_why;              /* owned: and why */
         Executor *executor;             /* owned */
         KubeWatch *secret_watch;        /* owned: the OSC Secret; NULL while its name is unknown */
         OscJitter *jitter;              /* owned: delays OSC updates (reconciliation-delay) */
@@ -438,7 +441,7 @@ static char *root_path(const Config *c, const char *path) {
  * without one there is nothing to judge and nothing is written (upstream's readManagedUnits skips
  * the check until an OSC was applied: a new node's kubelet is "not loaded" before its first OSC). */
 static int manager_setup_units_check(Manager *m) {
-        return units_check_new(m->event, m->bus, m->reporter, m->tuning.units_check_usec, m->tuning.units_stuck_usec,
+        return units_check_new(m->event, m->units, m->reporter, m->tuning.units_check_usec, m->tuning.units_stuck_usec,
                                &m->units_check);
 }
 
@@ -454,7 +457,7 @@ static int manager_setup_health(Manager *m) {
 
         if (!socket)
                 return -ENOMEM;
-        return node_health_new(m->event, m->http, m->bus, m->units, m->reporter,
+        return node_health_new(m->event, m->http, m->units, m->reporter,
                                &(NodeHealthOptions) {
                                        .kubelet_unit = m->config->kubelet.unit,
                                        .kubelet_healthz_url = m->config->kubelet.healthz_url,
@@ -467,7 +470,9 @@ static int manager_setup_health(Manager *m) {
                                }, &m->health);
 }
 
-static int manager_setup_systemd(Manager *m, char **ret_error) {
+/* Everything that talks to systemd, once the bus is first up; kept across reconnects (the UnitControl
+ * is handed each new connection). */
+static int manager_start_systemd(Manager *m, sd_bus *bus, char **ret_error) {
         static const RestartHandlerCallbacks restart_callbacks = {
                 .on_unit_result = manager_on_restart_result,
                 .on_rejected = manager_on_restart_rejected,
@@ -477,16 +482,7 @@ static int manager_setup_systemd(Manager *m, char **ret_error) {
         _cleanup_free_ char *state = NULL;
         int r;
 
-        r = sd_bus_open_system(&m->bus);
-        if (r >= 0)
-                r = sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
-        if (r < 0) {
-                /* Not fatal: updates that need no unit restart and all reporting still work. */
-                log_warning_errno(r, "Cannot connect to the system bus; unit restarts and reboots are unavailable: %m");
-                m->bus = sd_bus_flush_close_unref(m->bus);
-                return 0;
-        }
-        r = unit_control_new(m->bus, m->config->systemd.job_timeout_usec, &m->units);
+        r = unit_control_new(bus, m->config->systemd.job_timeout_usec, &m->units);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the systemd client: %s", strerror(-r));
         if (asprintf(&state, "%s/%s", m->config->state_directory, RESTART_STATE_FILE) < 0)
@@ -505,6 +501,85 @@ static int manager_setup_systemd(Manager *m, char **ret_error) {
                 log_warning("Cannot read the hostname; the hostname check is off.");
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the unit check: %s", strerror(-r));
+        return 0;
+}
+
+/* The bus came up for the first time only after start: hand the new objects to those who were
+ * created without them, and start the duties the Node's first sight would have started. */
+static void manager_late_systemd(Manager *m) {
+        executor_set_units(m->executor, m->units);
+        applied_osc_set_units_check(m->applied, m->units_check);
+        if (m->node) {
+                (void) units_check_start(m->units_check);
+                (void) node_health_start(m->health);
+                node_health_set_node(m->health, m->view);
+        }
+        manager_submit_restarts(m);
+}
+
+#define BUS_DOWN_NOTE "system bus down, reconnecting"
+
+/* The one place that hears of the bus (systemd/system-bus.h) and logs it: once per loss, once per
+ * return. Unit jobs in flight wait meanwhile (bounded by systemd.jobTimeout), the duties skip their
+ * D-Bus reads, and STATUS= says so. */
+static void manager_on_bus(SystemBus *sb, bool up, int error, void *userdata) {
+        Manager *m = userdata;
+        _cleanup_free_ char *why = NULL;
+        int r;
+
+        if (!up) {
+                if (m->units) {
+                        log_warning_errno(error, "Lost the connection to the system bus (%m); unit jobs wait for it, "
+                                          "reconnecting.");
+                        (void) unit_control_set_bus(m->units, NULL);
+                } else
+                        log_warning_errno(error, "Cannot connect to the system bus, retrying; unit restarts and "
+                                          "reboots wait for it: %m");
+                reporter_set_status_note(m->reporter, BUS_DOWN_NOTE);
+                return;
+        }
+        reporter_set_status_note(m->reporter, NULL);
+        if (m->units) {
+                r = unit_control_set_bus(m->units, system_bus_get(sb));
+                if (r < 0) {
+                        /* Unit jobs could never finish: end the loop, systemd restarts us. */
+                        log_error_errno(r, "Cannot use the new system bus connection: %m");
+                        (void) sd_event_exit(m->event, r);
+                } else
+                        log_info("Reconnected to the system bus.");
+                return;
+        }
+        r = manager_start_systemd(m, system_bus_get(sb), &why);
+        if (r < 0) {
+                if (!m->executor) {             /* in manager_new(): it fails with this */
+                        m->systemd_error = r;
+                        free(m->systemd_why);
+                        m->systemd_why = TAKE_PTR(why);
+                        return;
+                }
+                log_error_errno(r, "%s", why ? why : "Cannot set up the systemd client: %m");
+                (void) sd_event_exit(m->event, r);
+                return;
+        }
+        if (m->executor) {
+                log_info("Connected to the system bus.");
+                manager_late_systemd(m);
+        }
+}
+
+/* Not fatal when the bus is not there: updates that need no unit restart and all reporting work, and
+ * the bus is retried in the background. */
+static int manager_setup_systemd(Manager *m, char **ret_error) {
+        int r;
+
+        r = system_bus_new(m->event, NULL, manager_on_bus, m, &m->bus);
+        if (r >= 0)
+                r = system_bus_start(m->bus);
+        if (r < 0)
+                return error_setf(ret_error, r, "cannot set up the system bus connection: %s", strerror(-r));
+        if (m->systemd_error < 0)
+                return error_setf(ret_error, m->systemd_error, "%s",
+                                  m->systemd_why ?: "cannot set up the systemd client");
         return 0;
 }
 
@@ -807,7 +882,8 @@ Manager *manager_free(Manager *m) {
         node_health_free(m->health);
         hostname_check_free(m->hostname);
         unit_control_free(m->units);
-        sd_bus_flush_close_unref(m->bus);
+        system_bus_free(m->bus);
+        free(m->systemd_why);
         kube_watch_free(m->secret_watch);
         token_sync_free(m->tokens);
         osc_component_config_free(m->component);

@@ -20,8 +20,9 @@
 static const char *const os_unit_dirs[] = { "/usr/lib/systemd/system", "/lib/systemd/system" };
 
 struct AppliedOsc {
+        sd_event *event;                /* borrowed */
         AppliedOscOptions opts;         /* strings borrowed */
-        UnitsCheck *units_check;        /* borrowed; NULL without a bus */
+        UnitsCheck *units_check;        /* borrowed; NULL until the system bus was up */
         Reporter *reporter;             /* borrowed */
         sd_event_source *watch;         /* owned: inotify on the state directory; NULL if unavailable */
         char *error;                    /* owned: the last read/decode error, logged once */
@@ -182,7 +183,6 @@ void applied_osc_check_drift(AppliedOsc *a) {
 int applied_osc_new(sd_event *event, const AppliedOscOptions *opts, UnitsCheck *units_check, Reporter *reporter,
                     AppliedOsc **ret) {
         _cleanup_(applied_osc_freep) AppliedOsc *a = NULL;
-        int r;
 
         assert(event);
         assert(opts && opts->state_directory && opts->unit_directory);
@@ -191,19 +191,27 @@ int applied_osc_new(sd_event *event, const AppliedOscOptions *opts, UnitsCheck *
         a = calloc(1, sizeof(*a));
         if (!a)
                 return -ENOMEM;
+        a->event = event;
         a->opts = *opts;
-        a->units_check = units_check;
         a->reporter = reporter;
-        if (units_check) {
-                r = sd_event_add_inotify(event, &a->watch, opts->state_directory,
+        applied_osc_set_units_check(a, units_check);
+        *ret = TAKE_PTR(a);
+        return 0;
+}
+
+void applied_osc_set_units_check(AppliedOsc *a, UnitsCheck *units_check) {
+        int r;
+
+        assert(a);
+        a->units_check = units_check;
+        if (units_check && !a->watch) {
+                r = sd_event_add_inotify(a->event, &a->watch, a->opts.state_directory,
                                          IN_CLOSE_WRITE | IN_MOVED_TO | IN_ONLYDIR, applied_osc_on_inotify, a);
                 if (r < 0)
                         log_warning_errno(r, "Cannot watch %s; SystemdUnitsReady follows a new last-applied OSC "
-                                          "only after a restart: %m", opts->state_directory);
+                                          "only after a restart: %m", a->opts.state_directory);
         }
         applied_osc_reload(a);
-        *ret = TAKE_PTR(a);
-        return 0;
 }
 
 AppliedOsc *applied_osc_free(AppliedOsc *a) {

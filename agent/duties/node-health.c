@@ -38,8 +38,7 @@ typedef struct Component {
 struct NodeHealth {
         sd_event *event;                /* borrowed */
         Http *http;                     /* borrowed */
-        sd_bus *bus;                    /* borrowed */
-        UnitControl *units;             /* borrowed */
+        UnitControl *units;             /* borrowed: restarts, and the connection to read unit state */
         Reporter *reporter;             /* borrowed */
         char *healthz_url;              /* owned */
         char *socket;                   /* owned */
@@ -77,18 +76,18 @@ NodeHealth *node_health_free(NodeHealth *h) {
         return NULL;
 }
 
-int node_health_new(sd_event *event, Http *http, sd_bus *bus, UnitControl *units, Reporter *reporter,
-                    const NodeHealthOptions *o, NodeHealth **ret) {
+int node_health_new(sd_event *event, Http *http, UnitControl *units, Reporter *reporter, const NodeHealthOptions *o,
+                    NodeHealth **ret) {
         _cleanup_(node_health_freep) NodeHealth *h = NULL;
 
-        assert(event && http && bus && units && reporter && o && ret);
+        assert(event && http && units && reporter && o && ret);
         assert(o->period_usec > 0);
 
         h = calloc(1, sizeof(*h));
         if (!h)
                 return -ENOMEM;
         *h = (NodeHealth) {
-                .event = event, .http = http, .bus = bus, .units = units, .reporter = reporter,
+                .event = event, .http = http, .units = units, .reporter = reporter,
                 .period_usec = o->period_usec, .grace_usec = o->grace_usec, .may_restart = o->may_restart,
                 .userdata = o->userdata,
                 .kubelet = { .owner = h, .name = "kubelet", .title = "Kubelet" },
@@ -250,6 +249,7 @@ static int socket_connect_check(const char *path) {
 static void containerd_probe(NodeHealth *h) {
         Component *c = &h->containerd;
         _cleanup_free_ char *msg = NULL;
+        sd_bus *bus;
         int r;
 
         r = socket_connect_check(h->socket);
@@ -262,7 +262,10 @@ static void containerd_probe(NodeHealth *h) {
                 return;
         }
         c->state_read = sd_bus_slot_unref(c->state_read);
-        r = unit_state_read(h->bus, c->unit, containerd_on_state, c, &c->state_read);
+        bus = unit_control_get_bus(h->units);
+        if (!bus)
+                return;         /* systemd out of reach: not knowing is not "unhealthy" */
+        r = unit_state_read(bus, c->unit, containerd_on_state, c, &c->state_read);
         if (r < 0) {
                 log_debug_errno(r, "Cannot read the state of %s: %m", c->unit);
                 return;

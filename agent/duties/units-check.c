@@ -24,7 +24,7 @@ typedef struct CheckedUnit {
 
 struct UnitsCheck {
         sd_event *event;                /* borrowed */
-        sd_bus *bus;                    /* borrowed */
+        UnitControl *uc;                /* borrowed: the way to systemd */
         Reporter *reporter;             /* borrowed */
         uint64_t period_usec, stuck_usec;
         sd_event_source *timer;         /* owned */
@@ -55,12 +55,12 @@ static void units_clear(UnitsCheck *c) {
         c->n_units = c->pending = 0;
 }
 
-int units_check_new(sd_event *event, sd_bus *bus, Reporter *reporter, uint64_t period_usec, uint64_t stuck_usec,
-                    UnitsCheck **ret) {
+int units_check_new(sd_event *event, UnitControl *units, Reporter *reporter, uint64_t period_usec,
+                    uint64_t stuck_usec, UnitsCheck **ret) {
         UnitsCheck *c;
 
         assert(event);
-        assert(bus);
+        assert(units);
         assert(reporter);
         assert(period_usec > 0);
         assert(ret);
@@ -68,7 +68,7 @@ int units_check_new(sd_event *event, sd_bus *bus, Reporter *reporter, uint64_t p
         c = calloc(1, sizeof(*c));
         if (!c)
                 return -ENOMEM;
-        *c = (UnitsCheck) { .event = event, .bus = bus, .reporter = reporter, .period_usec = period_usec,
+        *c = (UnitsCheck) { .event = event, .uc = units, .reporter = reporter, .period_usec = period_usec,
                             .stuck_usec = stuck_usec };
         *ret = c;
         return 0;
@@ -138,7 +138,12 @@ static void units_check_finish(UnitsCheck *c) {
                 };
         }
         if (r < 0) {
-                /* Not knowing is not a verdict: the condition stays as it is until a round works. */
+                /* Not knowing is not a verdict: the condition stays as it is until a round works. An
+                 * answer lost with the bus or systemd going is not worth a line: the Manager logs that. */
+                if (!unit_control_get_bus(c->uc)) {
+                        log_debug_errno(r, "Lost the state of the OSC's units with the way to systemd: %m");
+                        return;
+                }
                 if (r != c->last_error)
                         log_warning_errno(r, "Cannot read the state of the OSC's units, keeping %s as it is: %m",
                                           NODE_CONDITION_UNITS_READY);
@@ -182,15 +187,19 @@ static void units_check_on_state(int error, const UnitState *st, void *userdata)
 
 /* One round: every unit's state read at once; the verdict when the last answer is in. */
 static void units_check_round(UnitsCheck *c) {
+        sd_bus *bus = unit_control_get_bus(c->uc);
+
         if (c->pending > 0)
                 return;         /* the last round is still waiting for systemd */
+        if (!bus)
+                return;         /* systemd out of reach: nothing to judge, the condition stays */
         for (size_t i = 0; i < c->n_units; i++) {
                 CheckedUnit *u = &c->units[i];
                 int r;
 
                 checked_unit_reset(u);
                 u->owner = c;
-                r = unit_state_read(c->bus, u->name, units_check_on_state, u, &u->slot);
+                r = unit_state_read(bus, u->name, units_check_on_state, u, &u->slot);
                 if (r < 0) {
                         u->answered = true;
                         u->error = r;

@@ -397,10 +397,14 @@ static void executor_on_reboot(RebootRequest *r, int error, void *userdata) {
 }
 
 static int run_reboot(Executor *e, const UpdateAction *a) {
+        sd_bus *bus = system_bus_get(e->deps.bus);
         int r;
 
+        if (!bus && e->config->os_update.reboot != REBOOT_METHOD_NONE)
+                return executor_fail_now(e, -ENOTCONN, _UPDATE_FAILURE_INVALID,
+                                         "no connection to the system bus to request the reboot");
         e->op.kind = OP_REBOOT;
-        r = reboot_request_new(e->deps.bus, e->config->os_update.reboot, &e->op.reboot);
+        r = reboot_request_new(bus, e->config->os_update.reboot, &e->op.reboot);
         if (r < 0)
                 return r;
         r = reboot_request_start(e->op.reboot, executor_on_reboot, e);
@@ -996,8 +1000,8 @@ int executor_new(const ExecutorDeps *deps, Executor **ret, char **ret_error) {
                 return error_setf(ret_error, r, "cannot set up the registry client: %s", strerror(-r));
 
         r = osc_runner_new(&(OscRunnerDeps) { .event = e->event, .config = c, .http = deps->http,
-                                              .registry = e->registry, .units = deps->units,
-                                              .bus = deps->bus }, &e->osc_runner);
+                                              .registry = e->registry, .units = deps->units },
+                            &e->osc_runner);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the OSC applier: %s", strerror(-r));
 
@@ -1038,6 +1042,12 @@ void executor_set_node(Executor *e, const NodeView *node) {
 void executor_set_kube(Executor *e, KubeClient *kube) {
         e->kube = kube;
         osc_runner_set_kube(e->osc_runner, kube);
+}
+
+void executor_set_units(Executor *e, UnitControl *units) {
+        e->deps.units = units;
+        osc_runner_set_units(e->osc_runner, units);
+        executor_kick(e);
 }
 
 void executor_set_restarts_busy(Executor *e, bool busy) {

@@ -53,6 +53,7 @@ struct OscRunner {
 
         /* The run in flight. */
         OscGuard *guard;                /* owned: judging the unit items before the applier starts */
+        UnitJob *reach;                 /* owned: waiting for systemd before the guard can ask it */
         OscApplier *applier;            /* owned */
         KubeRequest *secret;            /* owned: GET of a secretRef file's Secret */
         HealthCheck *health;            /* owned: the kubelet health item */
@@ -81,6 +82,7 @@ static void prepared_clear(OscRunner *r) {
 
 static void run_clear(OscRunner *r) {
         r->guard = osc_guard_free(r->guard);
+        r->reach = unit_job_cancel(r->reach);
         r->applier = osc_applier_free(r->applier);
         r->secret = kube_request_free(r->secret);
         r->health = health_check_free(r->health);
@@ -201,7 +203,7 @@ void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, con
         /* The Node already says this OSC is applied (GNP §2.2): the decider does nothing with it. */
         if (streq_ptr(node->applied_checksum, osc->checksum))
                 return;
-        assert(!r->applier && !r->guard);     /* the executor never decides while a run is in flight */
+        assert(!r->applier && !r->guard && !r->reach);     /* the executor never decides while a run is in flight */
         if (!streq_ptr(r->checksum, osc->checksum) || r->error)
                 prepare_now(r, osc, os_version);
 
@@ -653,12 +655,44 @@ static void on_guarded(OscGuard *g, int error, const char *unit, const char *why
         finish(r, error, UPDATE_FAILURE_UNIT_APPLY_FAILED, message ?: "an OSC unit is refused");
 }
 
-int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, void *userdata) {
+static int start_guard(OscRunner *r) {
         const Config *c = r->deps.config;
+
+        return osc_guard_start(unit_control_get_bus(r->deps.units),
+                               &(OscGuardParams) { .self_unit = c->restart.self_unit,
+                                                   .replaced_units = c->osc.replaced_units,
+                                                   .kubelet_unit = c->kubelet.unit,
+                                                   .containerd_unit = OSC_CONTAINERD_UNIT },
+                               r->changes, on_guarded, r, &r->guard);
+}
+
+static void on_reached(const UnitJobResult *result, void *userdata) {
+        OscRunner *r = userdata;
+        int k;
+
+        r->reach = NULL;
+        k = result->error < 0 ? result->error : start_guard(r);
+        if (k < 0)
+                finish(r, k, UPDATE_FAILURE_UNIT_APPLY_FAILED,
+                       result->detail ?: "cannot ask systemd about the OSC's units");
+}
+
+/* The guard asks systemd over the connection of the moment. While there is none (the bus restarts,
+ * systemd re-executes) the run waits for it like any unit job, rather than apply unit items unjudged. */
+static int start_guard_or_applier(OscRunner *r) {
+        int k;
+
+        if (!osc_guard_needed(r->changes))
+                return start_applier(r);
+        k = unit_control_reach(r->deps.units, on_reached, r, &r->reach);
+        return k > 0 ? start_guard(r) : k;
+}
+
+int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, void *userdata) {
         int k;
 
         assert(r && done);
-        if (r->applier || r->guard || r->answer)
+        if (r->applier || r->guard || r->reach || r->answer)
                 return -EBUSY;
         if (!streq_ptr(r->checksum, checksum) || r->error || (!r->committed && !r->changes))
                 return -ESTALE;
@@ -674,15 +708,7 @@ int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, voi
                 run_clear(r);
                 return -ENOTCONN;
         }
-        if (r->deps.bus && osc_guard_needed(r->changes))
-                k = osc_guard_start(r->deps.bus,
-                                    &(OscGuardParams) { .self_unit = c->restart.self_unit,
-                                                        .replaced_units = c->osc.replaced_units,
-                                                        .kubelet_unit = c->kubelet.unit,
-                                                        .containerd_unit = OSC_CONTAINERD_UNIT },
-                                    r->changes, on_guarded, r, &r->guard);
-        else
-                k = start_applier(r);
+        k = start_guard_or_applier(r);
         if (k < 0)
                 run_clear(r);
         return k;
@@ -804,4 +830,8 @@ void osc_runner_set_desired(OscRunner *r, const char *checksum) {
 
 void osc_runner_set_kube(OscRunner *r, KubeClient *kube) {
         r->kube = kube;
+}
+
+void osc_runner_set_units(OscRunner *r, UnitControl *units) {
+        r->deps.units = units;
 }

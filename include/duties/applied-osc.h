@@ -37,6 +37,9 @@ typedef struct AppliedOsc AppliedOsc;
 int applied_osc_new(sd_event *event, const AppliedOscOptions *opts, UnitsCheck *units_check, Reporter *reporter,
                     AppliedOsc **ret);
 AppliedOsc *applied_osc_free(AppliedOsc *a);
+/* The UnitsCheck, when the system bus was first up only after start (`units_check` was NULL); loads
+ * the units into it. */
+void applied_osc_set_units_check(AppliedOsc *a, UnitsCheck *units_check);
 DEFINE_CLEANUP_FUNC(AppliedOsc, applied_osc_free);
 
 /* Re-reads the file and hands its units to the UnitsCheck (the inotify watch calls it; callable

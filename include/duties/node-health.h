@@ -50,8 +50,8 @@ typedef struct NodeHealthOptions {
 typedef struct NodeHealth NodeHealth;
 
 /* Strings of `o` are copied. */
-int node_health_new(sd_event *event, Http *http, sd_bus *bus, UnitControl *units, Reporter *reporter,
-                    const NodeHealthOptions *o, NodeHealth **ret);
+int node_health_new(sd_event *event, Http *http, UnitControl *units, Reporter *reporter, const NodeHealthOptions *o,
+                    NodeHealth **ret);
 NodeHealth *node_health_free(NodeHealth *h);
 DEFINE_CLEANUP_FUNC(NodeHealth, node_health_free);
 

@@ -9,7 +9,11 @@
  * it does, the list is empty, and an empty list writes nothing (as upstream without a last-applied
  * OSC).
  *
- * Owns its unit list, timer and D-Bus calls; borrows the event loop, bus and reporter. */
+ * While systemd cannot be reached (the bus restarting, systemd re-executing) a round is skipped, and
+ * an answer lost on the way is no verdict: the condition stays as it is, never turned False for it.
+ *
+ * Owns its unit list, timer and D-Bus calls; borrows the event loop, the UnitControl (whose
+ * connection it reads over) and the reporter. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -18,12 +22,13 @@
 #include <systemd/sd-event.h>
 
 #include "report/reporter.h"
+#include "systemd/unit-control.h"
 #include "util/macro.h"
 
 typedef struct UnitsCheck UnitsCheck;
 
-int units_check_new(sd_event *event, sd_bus *bus, Reporter *reporter, uint64_t period_usec, uint64_t stuck_usec,
-                    UnitsCheck **ret);
+int units_check_new(sd_event *event, UnitControl *units, Reporter *reporter, uint64_t period_usec,
+                    uint64_t stuck_usec, UnitsCheck **ret);
 UnitsCheck *units_check_free(UnitsCheck *c);
 DEFINE_CLEANUP_FUNC(UnitsCheck, units_check_free);
 

@@ -8,13 +8,22 @@
  *
  * Why more than "call RestartUnit and wait": upstream waits 10 s for JobRemoved and then assumes
  * success (GNP §6.1). Here
- *  - Subscribe() is called and the JobRemoved match installed once, at construction, so both are on
- *    the wire before any job is queued and no fast job can finish unobserved;
+ *  - the JobRemoved match is installed and Subscribe() called before any job is requested on a
+ *    connection, so no fast job can finish unobserved;
  *  - every job has its own timeout (systemd.jobTimeout); a timeout is a failure, never a success;
  *  - job results map to -errno like systemd's bus-wait-for-jobs.c ("done"/"skipped" are success);
  *  - a restart reads the unit's InvocationID before and after and is confirmed only if it changed
  *    and the unit ended up active (or ran and exited); a unit that is "failed" afterwards is reported
- *    failed with its Service.Result ("exit-code", ...). */
+ *    failed with its Service.Result ("exit-code", ...);
+ *  - the way to systemd may break under a job: the bus connection closes (dbus.service restarted; the
+ *    owner hands over the next connection with unit_control_set_bus()) or systemd leaves the bus and
+ *    comes back (daemon-reexec: NameOwnerChanged). Jobs survive both, bounded by their own timeout:
+ *    a request whose answer was lost is resumed, not blindly repeated (a restart must not run twice);
+ *    on the new connection or instance the JobRemoved match and Subscribe() go out again, and every
+ *    job that waited for a JobRemoved (which may have been sent to nobody meanwhile) re-reads its
+ *    unit: a job still queued is waited for, one that ended is judged by the unit's state. The same
+ *    re-read follows a daemon-reload (Reloading false). New requests while there is no way to
+ *    systemd wait for one. */
 
 #include <stdint.h>
 #include <systemd/sd-bus.h>
@@ -30,6 +39,7 @@ typedef enum UnitAction {
         UNIT_ACTION_DAEMON_RELOAD,
         UNIT_ACTION_ENABLE,             /* EnableUnitFiles([unit], runtime=false, force=true) */
         UNIT_ACTION_DISABLE,            /* DisableUnitFiles([unit], runtime=false) */
+        UNIT_ACTION_REACH,              /* nothing: done once systemd is reachable (unit_control_reach()) */
         _UNIT_ACTION_MAX,
         _UNIT_ACTION_INVALID = -EINVAL,
 } UnitAction;
@@ -60,14 +70,27 @@ typedef struct UnitControl UnitControl;
 typedef struct UnitJob UnitJob;
 
 /* Called exactly once per job that was started successfully, never from inside the call that
- * started it, never after unit_job_cancel() or unit_control_free(). It may start and cancel jobs;
- * it must not free the UnitControl. */
+ * started it, never after unit_job_cancel() or unit_control_free(); it may come from inside
+ * unit_control_set_bus() (a job that cannot go on over the new connection). It may start and cancel
+ * jobs; it must not free the UnitControl. */
 typedef void (*UnitJobDone)(const UnitJobResult *result, void *userdata);
 
-/* `bus` must be connected to systemd (sd_bus_open_system(), which honours DBUS_SYSTEM_BUS_ADDRESS)
- * and attached to an event loop; a reference is taken on both. job_timeout_usec bounds every job from
- * the request to the final result (> 0). Sends Subscribe() and AddMatch(JobRemoved). */
+/* `bus` must be connected to systemd (a bus where org.freedesktop.systemd1 is, or a direct connection
+ * to it) and attached to an event loop; a reference is taken on both. job_timeout_usec bounds every
+ * job from the request to the final result (> 0). Installs the signal matches and subscribes (on a
+ * bus once systemd's name has an owner; requests wait for that). */
 int unit_control_new(sd_bus *bus, uint64_t job_timeout_usec, UnitControl **ret);
+/* The connection to use from now on: NULL when the last one closed, or the next one (attached to the
+ * same event loop, else -EXDEV). Jobs in flight carry on over it (see above). */
+int unit_control_set_bus(UnitControl *uc, sd_bus *bus);
+/* The connection while systemd is reachable over it, else NULL: for reads of unit state (unit-state.h)
+ * that should not wait. Borrowed until the next unit_control_set_bus(). */
+sd_bus *unit_control_get_bus(const UnitControl *uc);
+/* A request that does nothing but wait, within the job timeout, until systemd is reachable: for a
+ * reader of unit state (unit-state.h, apply/osc-guard) that must not run without it. 1 when systemd is
+ * reachable now (no job, no callback); else 0 and `on_done` comes once it is (error 0), or with
+ * -ETIMEDOUT naming what is missing. */
+int unit_control_reach(UnitControl *uc, UnitJobDone on_done, void *userdata, UnitJob **ret_job);
 /* Drops every pending job without calling back. Jobs already queued in systemd keep running. */
 UnitControl *unit_control_free(UnitControl *uc);
 DEFINE_CLEANUP_FUNC(UnitControl, unit_control_free);

@@ -25,18 +25,20 @@
 #include "identity/token-sync.h"
 #include "kube/kube-client.h"
 #include "net/http.h"
+#include "systemd/system-bus.h"
 #include "systemd/unit-control.h"
 #include "util/macro.h"
 
 typedef struct Executor Executor;
 
-/* What the executor works with; all borrowed from the Manager and outliving the executor. `bus` and
- * `units` are NULL without a system bus. */
+/* What the executor works with; all borrowed from the Manager and outliving the executor. `units` is
+ * NULL until the system bus was first up (then executor_set_units()); the connection itself is read
+ * from `bus` when needed (it is replaced when the bus daemon restarts). */
 typedef struct ExecutorDeps {
         sd_event *event;
         const Config *config;
         Http *http;
-        sd_bus *bus;
+        SystemBus *bus;
         UnitControl *units;
         Reporter *reporter;
         /* The Manager's slots, read when a credentials rotation runs (it creates and replaces these). */
@@ -59,6 +61,8 @@ int executor_start(Executor *e);
 void executor_set_node(Executor *e, const NodeView *node);
 void executor_set_osc(Executor *e, OscDesired *osc);
 void executor_set_kube(Executor *e, KubeClient *kube);
+/* The UnitControl, when the system bus was first up only after start (deps.units was NULL). */
+void executor_set_units(Executor *e, UnitControl *units);
 void executor_set_restarts_busy(Executor *e, bool busy);
 
 /* The daemon's one identity callback forwards its events here (a CA rotation waits for them). */

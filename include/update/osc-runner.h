@@ -47,8 +47,7 @@ typedef struct OscRunnerDeps {
         const Config *config;
         Http *http;
         RegistryClient *registry;       /* for imageRef files */
-        UnitControl *units;             /* NULL without a bus: every run fails (UnitApplyFailed) */
-        sd_bus *bus;                    /* the bus of `units`: what the guard asks systemd */
+        UnitControl *units;             /* NULL until the bus was up: every run fails (UnitApplyFailed) */
 } OscRunnerDeps;
 
 /* error >= 0: every item applied and the OSC committed. Else code and message say why. */
@@ -60,6 +59,8 @@ OscRunner *osc_runner_free(OscRunner *r);
 DEFINE_CLEANUP_FUNC(OscRunner, osc_runner_free);
 
 void osc_runner_set_kube(OscRunner *r, KubeClient *kube);
+/* The UnitControl, once the system bus was first up (after start). */
+void osc_runner_set_units(OscRunner *r, UnitControl *units);
 
 /* The checksum of the newest OSC (NULL: none). While a run of an older one waits for a registry's
  * readinessProbe, that wait ends at once: the item fails (FileApplyFailed, "... supersedes this one")

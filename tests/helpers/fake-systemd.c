@@ -19,10 +19,13 @@ typedef struct FakeUnit {
         const char *sub_state;          /* static */
         const char *result;             /* static: Service.Result */
         unsigned n_jobs;
+        uint32_t held_job;              /* FAKE_HELD: the job waiting for fake_systemd_finish_held() */
+        char held_member[32];           /* its method */
 } FakeUnit;
 
 struct FakeSystemd {
-        sd_bus *server;                 /* ref held */
+        sd_event *event;                /* ref held */
+        sd_bus *server;                 /* ref held; NULL while "the bus is down" */
         sd_bus_slot *slot_manager;      /* owned */
         sd_bus_slot *slot_unit;         /* owned */
         sd_bus_slot *slot_service;      /* owned */
@@ -30,6 +33,7 @@ struct FakeSystemd {
         size_t n_units;
         FakeUnit not_found;             /* what systemd shows for a name with no unit file */
         char *subscribe_error;          /* owned */
+        bool swallow_replies;           /* carry out job requests, but never answer them */
         char *calls;                    /* owned */
         uint32_t next_job;
 };
@@ -63,6 +67,8 @@ static const char *apply_job(FakeUnit *u, const char *member) {
 
         if (u->behaviour == FAKE_HANG)
                 return NULL;
+        if (u->behaviour == FAKE_HELD && u->held_job == 0)
+                return NULL;                    /* fake_systemd_finish_held() carries it out */
         if (streq(member, "StopUnit")) {
                 set_state(u, "inactive", "dead", "success");
                 return "done";
@@ -112,7 +118,7 @@ static int method_job(sd_bus_message *m, void *userdata, sd_bus_error *error) {
 
         id = ++f->next_job;
         snprintf(path, sizeof(path), MANAGER_PATH "/job/%u", id);
-        r = sd_bus_reply_method_return(m, "o", path);
+        r = f->swallow_replies ? 0 : sd_bus_reply_method_return(m, "o", path);
         if (r < 0)
                 return r;
 
@@ -120,6 +126,11 @@ static int method_job(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         (void) emit_job_removed(f, id + 1000, name, "canceled");
         (void) sd_bus_emit_signal(f->server, MANAGER_PATH, MANAGER_IFACE, "JobRemoved", "s", "garbage");
 
+        if (u->behaviour == FAKE_HELD) {
+                u->held_job = id;
+                snprintf(u->held_member, sizeof(u->held_member), "%s", member);
+                return 1;
+        }
         result = apply_job(u, member);
         if (result)
                 (void) emit_job_removed(f, id, name, result);
@@ -148,6 +159,15 @@ static int get_invocation(sd_bus *bus, const char *path, const char *interface, 
                                            sd_id128_is_null(u->invocation) ? 0 : sizeof(u->invocation));
 }
 
+static int get_job(sd_bus *bus, const char *path, const char *interface, const char *property,
+                   sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        const FakeUnit *u = userdata;
+        char job[64];
+
+        snprintf(job, sizeof(job), MANAGER_PATH "/job/%u", u->held_job);
+        return sd_bus_message_append(reply, "(uo)", u->held_job, u->held_job ? job : "/");
+}
+
 static int find_unit(sd_bus *bus, const char *path, const char *interface, void *userdata, void **found,
                      sd_bus_error *error) {
         FakeSystemd *f = userdata;
@@ -170,6 +190,7 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_METHOD("ReloadUnit", "ss", "o", method_job, 0),
         SD_BUS_METHOD("Reload", "", "", method_reload, 0),
         SD_BUS_SIGNAL("JobRemoved", "uoss", 0),
+        SD_BUS_SIGNAL("Reloading", "b", 0),
         SD_BUS_VTABLE_END
 };
 
@@ -178,6 +199,7 @@ static const sd_bus_vtable unit_vtable[] = {
         SD_BUS_PROPERTY("InvocationID", "ay", get_invocation, 0, 0),
         SD_BUS_PROPERTY("ActiveState", "s", NULL, offsetof(FakeUnit, active_state), 0),
         SD_BUS_PROPERTY("SubState", "s", NULL, offsetof(FakeUnit, sub_state), 0),
+        SD_BUS_PROPERTY("Job", "(uo)", get_job, 0, 0),
         SD_BUS_VTABLE_END
 };
 
@@ -210,16 +232,19 @@ static int setup_bus(int fd, bool server, sd_bus **ret) {
         return 0;
 }
 
-int fake_systemd_new(sd_event *event, FakeSystemd **ret, sd_bus **ret_client) {
-        _cleanup_(fake_systemd_freep) FakeSystemd *f = NULL;
+static void fake_systemd_close_server(FakeSystemd *f) {
+        f->slot_manager = sd_bus_slot_unref(f->slot_manager);
+        f->slot_unit = sd_bus_slot_unref(f->slot_unit);
+        f->slot_service = sd_bus_slot_unref(f->slot_service);
+        /* No flush: the client is served by the same thread, which is not running its loop now. */
+        f->server = sd_bus_close_unref(f->server);
+}
+
+int fake_systemd_connect(FakeSystemd *f, sd_bus **ret_client) {
         _cleanup_(sd_bus_unrefp) sd_bus *client = NULL;
         int fds[2] = { -EBADF, -EBADF }, r;
 
-        f = calloc(1, sizeof(*f));
-        if (!f)
-                return -ENOMEM;
-        f->not_found = (FakeUnit) { .active_state = "inactive", .sub_state = "dead", .result = "success" };
-
+        assert(!f->server);
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds) < 0)
                 return -errno;
         r = setup_bus(fds[0], /* server= */ true, &f->server);
@@ -248,29 +273,46 @@ int fake_systemd_new(sd_event *event, FakeSystemd **ret, sd_bus **ret_client) {
         if (r >= 0)
                 r = sd_bus_start(client);
         if (r >= 0)
-                r = sd_bus_attach_event(f->server, event, SD_EVENT_PRIORITY_NORMAL);
+                r = sd_bus_attach_event(f->server, f->event, SD_EVENT_PRIORITY_NORMAL);
         if (r >= 0)
-                r = sd_bus_attach_event(client, event, SD_EVENT_PRIORITY_NORMAL);
+                r = sd_bus_attach_event(client, f->event, SD_EVENT_PRIORITY_NORMAL);
+        if (r < 0) {
+                fake_systemd_close_server(f);
+                return r;
+        }
+        *ret_client = TAKE_PTR(client);
+        return 0;
+}
+
+void fake_systemd_disconnect(FakeSystemd *f) {
+        fake_systemd_close_server(f);
+}
+
+int fake_systemd_new(sd_event *event, FakeSystemd **ret, sd_bus **ret_client) {
+        _cleanup_(fake_systemd_freep) FakeSystemd *f = NULL;
+        int r;
+
+        f = calloc(1, sizeof(*f));
+        if (!f)
+                return -ENOMEM;
+        f->event = sd_event_ref(event);
+        f->not_found = (FakeUnit) { .active_state = "inactive", .sub_state = "dead", .result = "success" };
+        r = fake_systemd_connect(f, ret_client);
         if (r < 0)
                 return r;
-
         *ret = TAKE_PTR(f);
-        *ret_client = TAKE_PTR(client);
         return 0;
 }
 
 FakeSystemd *fake_systemd_free(FakeSystemd *f) {
         if (!f)
                 return NULL;
-        sd_bus_slot_unref(f->slot_manager);
-        sd_bus_slot_unref(f->slot_unit);
-        sd_bus_slot_unref(f->slot_service);
-        /* No flush: the client is served by the same thread, which is not running its loop now. */
-        sd_bus_close_unref(f->server);
+        fake_systemd_close_server(f);
         for (size_t i = 0; i < f->n_units; i++)
                 free(f->units[i].name);
         free(f->subscribe_error);
         free(f->calls);
+        sd_event_unref(f->event);
         free(f);
         return NULL;
 }
@@ -289,6 +331,10 @@ int fake_systemd_add_unit(FakeSystemd *f, const char *name, FakeBehaviour b) {
         return 0;
 }
 
+void fake_systemd_set_swallow_replies(FakeSystemd *f, bool b) {
+        f->swallow_replies = b;
+}
+
 void fake_systemd_set_subscribe_error(FakeSystemd *f, const char *error_name) {
         (void) free_and_strdup(&f->subscribe_error, error_name);
 }
@@ -302,4 +348,27 @@ unsigned fake_systemd_n_jobs(const FakeSystemd *f, const char *unit) {
 
 const char *fake_systemd_calls(const FakeSystemd *f) {
         return strempty(f->calls);
+}
+
+int fake_systemd_finish_held(FakeSystemd *f, const char *unit, bool signal) {
+        FakeUnit *u = find(f, unit);
+        const char *result;
+        uint32_t id;
+
+        if (!u || u->held_job == 0)
+                return -ENOENT;
+        id = u->held_job;
+        u->behaviour = FAKE_OK;
+        result = apply_job(u, u->held_member);
+        u->behaviour = FAKE_HELD;
+        u->held_job = 0;
+        if (!signal || !f->server)
+                return 0;               /* sent to nobody, as around a re-exec or a bus restart */
+        return MIN(emit_job_removed(f, id, unit, result), 0);
+}
+
+int fake_systemd_emit_reloading(FakeSystemd *f, bool active) {
+        if (!f->server)
+                return -ENOTCONN;
+        return MIN(sd_bus_emit_signal(f->server, MANAGER_PATH, MANAGER_IFACE, "Reloading", "b", active), 0);
 }
