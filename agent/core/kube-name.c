@@ -28,6 +28,16 @@ const char *kube_name_invalid_reason(const char *name, KubeNameKind kind) {
         if (isempty(name))
                 return "must not be empty";
         n = strlen(name);
+        if (kind == KUBE_NAME_PATH_SEGMENT) {
+                if (n > KUBE_NAME_SUBDOMAIN_MAX)
+                        return "must be no more than 253 characters";
+                if (streq(name, ".") || streq(name, ".."))
+                        return "may not be '.' or '..'";
+                for (const char *p = name; *p; p++)
+                        if (!is_lower_alnum(*p) && !(*p >= 'A' && *p <= 'Z') && !strchr("-._~", *p))
+                                return "must consist of alphanumeric characters, '-', '.', '_' or '~'";
+                return NULL;
+        }
         if (kind == KUBE_NAME_LABEL) {
                 if (n > KUBE_NAME_LABEL_MAX)
                         return "must be no more than 63 characters";
@@ -67,5 +77,8 @@ int kube_name_check(const char *name, KubeNameKind kind, const char *field, char
                 return -ENOMEM;
         return error_setf(ret_error, -EINVAL, "%s: %s%s is not a valid %s: %s", field, quoted,
                           n > KUBE_NAME_DISPLAY_MAX ? "..." : "",
-                          kind == KUBE_NAME_LABEL ? "DNS-1123 label" : "DNS-1123 subdomain", why);
+                          kind == KUBE_NAME_LABEL          ? "DNS-1123 label"
+                          : kind == KUBE_NAME_PATH_SEGMENT ? "name"
+                                                           : "DNS-1123 subdomain",
+                          why);
 }

@@ -337,7 +337,6 @@ static void manager_update_secret_watch(Manager *m) {
                 .on_deleted = manager_on_secret_deleted,
                 .on_stopped = manager_on_watch_stopped,
         };
-        _cleanup_free_ char *collection = NULL;
         const char *name = m->config->osc.secret_name;
         int r;
 
@@ -358,11 +357,8 @@ static void manager_update_secret_watch(Manager *m) {
                 return;
         }
         log_info("Watching OSC Secret %s/%s.", m->config->osc.namespace, m->secret_name);
-        if (asprintf(&collection, "/api/v1/namespaces/%s/secrets", m->config->osc.namespace) < 0) {
-                log_oom();
-                return;
-        }
-        r = kube_watch_new(m->kube, collection, m->secret_name, &secret_callbacks, m, &m->secret_watch);
+        r = kube_watch_new(m->kube, KUBE_RESOURCE_SECRETS, m->config->osc.namespace, m->secret_name, &secret_callbacks,
+                           m, &m->secret_watch);
         if (r >= 0)
                 r = kube_watch_start(m->secret_watch);
         if (r < 0)
@@ -612,7 +608,7 @@ static int manager_start_kube(Manager *m, const KubeConfig *kc) {
                 lease_set_stopped_callback(m->lease, manager_on_lease_stopped, m);
         }
 
-        r = kube_watch_new(m->kube, "/api/v1/nodes", m->config->node_name, &node_callbacks, m, &m->node_watch);
+        r = kube_watch_new(m->kube, KUBE_RESOURCE_NODES, NULL, m->config->node_name, &node_callbacks, m, &m->node_watch);
         if (r < 0)
                 return r;
         return kube_watch_start(m->node_watch);

@@ -9,6 +9,7 @@
 #include "apply/osc-state.h"
 #include "update/osc-runner.h"
 #include "identity/identity.h"
+#include "kube/kube-path.h"
 #include "kubelet/health-check.h"
 #include "kubelet/kubelet-stage.h"
 #include "oci/digest.h"
@@ -18,7 +19,6 @@
 #include "util/log.h"
 
 #define LAST_APPLIED_MAX (16 * 1024 * 1024)
-#define SECRET_PATH_MAX 512
 /* A registry's readinessProbe: upstream probes every 2 s until its reconcile ends; we give each host
  * 5 minutes, then fail the item (FileApplyFailed, retried with back-off), so a mirror that never
  * comes is visible instead of a silent wait. 5 s per request where upstream allows 1 s: a mirror
@@ -261,13 +261,18 @@ static void on_secret(KubeRequest *req, int error, json_t *object, void *userdat
 }
 
 static int start_secret(OscRunner *r, const OscWork *w) {
-        char path[SECRET_PATH_MAX];
+        _cleanup_free_ char *path = NULL;
+        int k;
 
         if (!r->kube)
                 return answer_later(r, -ENOTCONN, "no API server connection to read the Secret");
-        if ((size_t) snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets/%s", r->deps.config->osc.namespace,
-                              w->file.secret_name) >= sizeof(path))
-                return answer_later(r, -ENAMETOOLONG, "Secret name too long");
+        /* The model refused an invalid name already (InvalidDesiredState); a saved work list from an
+         * older version may still hold one. */
+        k = kube_path(KUBE_RESOURCE_SECRETS, r->deps.config->osc.namespace, w->file.secret_name, NULL, &path);
+        if (k == -EINVAL)
+                return answer_later(r, k, "not a valid Secret name");
+        if (k < 0)
+                return k;
         return kube_client_get(r->kube, path, on_secret, r, &r->secret);
 }
 

@@ -54,6 +54,18 @@ static void test_label(void **state) {
         assert_string_equal(kube_name_invalid_reason(name, KUBE_NAME_LABEL), "must be no more than 63 characters");
 }
 
+static void test_path_segment(void **state) {
+        static const char *const good[] = { "node-agent-csr-Ab_9-Zx", "csr-1", "a.b", "~x", "...", ".x" };
+        static const char *const bad[] = { "", ".", "..", "a/b", "a?b", "a%2Fb", "a b", "a#b", "a+b", "a=b", "ä" };
+
+        for (size_t i = 0; i < ELEMENTSOF(good); i++)
+                if (!kube_name_is_valid(good[i], KUBE_NAME_PATH_SEGMENT))
+                        fail_msg("\"%s\" refused", good[i]);
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                if (kube_name_is_valid(bad[i], KUBE_NAME_PATH_SEGMENT))
+                        fail_msg("\"%s\" accepted", bad[i]);
+}
+
 static void test_check_message(void **state) {
         char long_name[400];
 
@@ -89,6 +101,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_subdomain),
                 cmocka_unit_test(test_label),
+                cmocka_unit_test(test_path_segment),
                 cmocka_unit_test(test_check_message),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
