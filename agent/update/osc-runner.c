@@ -185,7 +185,8 @@ void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, con
         assert(r && ret);
 
         *ret = (OscWorkView) { .error_code = _UPDATE_FAILURE_INVALID };
-        if (!osc || isempty(osc->checksum) || !node)
+        /* A refused OSC has nothing to prepare: the decider fails it (osc->refused). */
+        if (!osc || osc->refused || isempty(osc->checksum) || !node)
                 return;
         /* The Node already says this OSC is applied (GNP §2.2): the decider does nothing with it. */
         if (streq_ptr(node->applied_checksum, osc->checksum))
