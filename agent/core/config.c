@@ -7,6 +7,7 @@
 
 #include "build-config.h"
 #include "core/config.h"
+#include "core/kube-name.h"
 #include "core/unit-name.h"
 #include "util/time-util.h"
 
@@ -198,29 +199,6 @@ int config_errorf(char **ret_error, const char *source, const char *key, const c
         return -EINVAL;
 }
 
-static bool dns_label_valid(const char *s, size_t max) {
-        size_t n = strlen(s);
-
-        if (n == 0 || n > max)
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (!(islower((unsigned char) s[i]) || isdigit((unsigned char) s[i]) || s[i] == '-'))
-                        return false;
-        return s[0] != '-' && s[n - 1] != '-';
-}
-
-static bool dns_subdomain_valid(const char *s) {
-        _cleanup_free_ char *copy = strdup(s);
-        char *save = NULL;
-
-        if (!copy || strlen(s) > 253 || s[0] == '.' || s[strlen(s) - 1] == '.' || strstr(s, ".."))
-                return false;
-        for (char *p = strtok_r(copy, ".", &save); p; p = strtok_r(NULL, ".", &save))
-                if (!dns_label_valid(p, 63))
-                        return false;
-        return true;
-}
-
 static int apply_mirrors(Config *c, const json_t *v, const char *source, const char *key,
                          char **ret_error) {
         const char *host;
@@ -353,14 +331,14 @@ static int apply_key(Config *c, const KeyDef *k, const json_t *v, const char *so
                         return config_errorf(ret_error, source, k->path, "\"%s\" is not an http:// or https:// URL", s);
                 break;
         case KEY_DNS_NAME:
-                if (*s && !dns_subdomain_valid(s))
-                        return config_errorf(ret_error, source, k->path,
-                                      "\"%s\" is not a lower-case DNS name (RFC 1123)", s);
+                if (*s && !kube_name_is_valid(s, KUBE_NAME_SUBDOMAIN))
+                        return config_errorf(ret_error, source, k->path, "\"%s\" is not a lower-case DNS name (RFC 1123): %s",
+                                             s, kube_name_invalid_reason(s, KUBE_NAME_SUBDOMAIN));
                 break;
         case KEY_DNS_LABEL:
-                if (!dns_label_valid(s, 63))
-                        return config_errorf(ret_error, source, k->path,
-                                      "\"%s\" is not a lower-case DNS label (RFC 1123)", s);
+                if (!kube_name_is_valid(s, KUBE_NAME_LABEL))
+                        return config_errorf(ret_error, source, k->path, "\"%s\" is not a lower-case DNS label (RFC 1123): %s",
+                                             s, kube_name_invalid_reason(s, KUBE_NAME_LABEL));
                 break;
         case KEY_UNIT: {
                 _cleanup_free_ char *norm = NULL;
@@ -435,9 +413,10 @@ int config_finalize(Config *c, const ConfigOverrides *o, char **ret_error) {
         assert(o);
 
         if (!isempty(o->node_name)) {
-                if (!dns_subdomain_valid(o->node_name))
+                if (!kube_name_is_valid(o->node_name, KUBE_NAME_SUBDOMAIN))
                         return config_errorf(ret_error, o->node_name_source, NULL,
-                                      "\"%s\" is not a lower-case DNS name (RFC 1123)", o->node_name);
+                                             "\"%s\" is not a lower-case DNS name (RFC 1123): %s", o->node_name,
+                                             kube_name_invalid_reason(o->node_name, KUBE_NAME_SUBDOMAIN));
                 r = free_and_strdup(&c->node_name, o->node_name);
                 if (r < 0)
                         return r;
@@ -450,6 +429,12 @@ int config_finalize(Config *c, const ConfigOverrides *o, char **ret_error) {
                         return r;
                 for (char *p = c->node_name; *p; p++)
                         *p = (char) tolower((unsigned char) *p);
+                /* It names the Node in every API path: a hostname like "my_host" must stop us here. */
+                if (!kube_name_is_valid(c->node_name, KUBE_NAME_SUBDOMAIN))
+                        return config_errorf(ret_error, "hostname", "nodeName",
+                                             "the hostname \"%s\" is not a lower-case DNS name (RFC 1123): %s; "
+                                             "set nodeName", c->node_name,
+                                             kube_name_invalid_reason(c->node_name, KUBE_NAME_SUBDOMAIN));
         }
         if (!isempty(o->kubeconfig)) {
                 r = free_and_strdup(&c->kubeconfig, o->kubeconfig);
@@ -476,6 +461,11 @@ int config_finalize(Config *c, const ConfigOverrides *o, char **ret_error) {
                         c->lease.name = NULL;
                         return -ENOMEM;
                 }
+                /* A node name of 234+ characters makes the default longer than a name can be. */
+                if (!kube_name_is_valid(c->lease.name, KUBE_NAME_SUBDOMAIN))
+                        return config_errorf(ret_error, "configuration", "lease.name",
+                                             "the default \"gardener-node-agent-<nodeName>\" is not a valid name: %s; "
+                                             "set lease.name", kube_name_invalid_reason(c->lease.name, KUBE_NAME_SUBDOMAIN));
         }
         if (c->os_update.backend == OS_UPDATE_BACKEND_IMAGE && isempty(c->os_update.image.reference))
                 return config_errorf(ret_error, "configuration", "osUpdate.image.reference",

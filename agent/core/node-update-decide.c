@@ -37,6 +37,7 @@ typedef struct Plan {
         char *os_to;                    /* owned */
         bool rotation;
         bool osc_work;                  /* the OSC's files/units/containerd work is part of it */
+        bool refused;                   /* the OSC itself cannot be used: fails at once, no MCM wait */
         UpdateFailureCode blocked;
         char *blocked_message;          /* owned */
 } Plan;
@@ -486,6 +487,7 @@ static int plan_osc_work(Builder *b, Plan *p, bool in_place) {
 
         if (w->error) {
                 p->gated = p->gated || in_place;
+                p->refused = true;
                 return block(b, p, has_failure_code(w->error_code) ? w->error_code : UPDATE_FAILURE_INVALID_DESIRED_STATE,
                              "%s", w->error);
         }
@@ -503,6 +505,13 @@ static int compute_plan(Builder *b, Plan *p) {
 
         *p = (Plan) { .blocked = _UPDATE_FAILURE_INVALID };
 
+        /* A Secret the agent refuses (osc.h): nothing of it is planned. Gated, because whether it
+         * was meant in place is unknown: the update-result for MCM follows only once MCM acts. */
+        if (osc->refused) {
+                p->refused = p->gated = true;
+                r = block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE, "%s", osc->refused);
+                return r < 0 ? r : 1;
+        }
         r = plan_osc_work(b, p, in_place);
         if (r < 0)
                 return r;
@@ -1016,6 +1025,15 @@ static int start_transaction(Builder *b, Plan *p, unsigned attempt) {
                 tx->ready_since = b_strdup(b, node_view_ready_since(in->node));
         if (b->error)
                 return b->error;
+        if (p->refused) {
+                /* An OSC that cannot be used waits for nothing: it fails now, visible on the Node and in
+                 * STATUS=, instead of "pending" until MCM picks the node (issue 23, finding 7). */
+                r = transition(b, tx->gated ? UPDATE_EVENT_PLAN : UPDATE_EVENT_BEGIN);
+                if (r >= 0)
+                        r = fail(b, UPDATE_EVENT_FAILED, tx->blocked, tx->blocked_message, false);
+                if (r < 0)
+                        return r;
+        }
         return resume(b);
 }
 
@@ -1116,7 +1134,7 @@ static int start(Builder *b) {
                 return set_checksum_only(b, &p);
         }
         /* GNP §9 scenario 7: gated work waits, untouched, until MCM picks the node. */
-        if (p.gated && !node->candidate && !mcm_signal(node))
+        if (p.gated && !p.refused && !node->candidate && !mcm_signal(node))
                 return set_status(b, "In-place update pending; waiting for machine-controller-manager to mark the "
                                   "node %s.", NODE_LABEL_CANDIDATE);
         return start_transaction(b, &p, attempt);
@@ -1126,7 +1144,8 @@ static void adopt_baseline(Builder *b) {
         const OscDesired *osc = b->in->osc;
         UpdateTransaction *tx = b->tx;
 
-        if (tx->applied.valid || !osc || isempty(osc->checksum) ||
+        /* A refused OSC carries no rotation times to take as the baseline. */
+        if (tx->applied.valid || !osc || osc->refused || isempty(osc->checksum) ||
             !streq_ptr(b->in->node->applied_checksum, osc->checksum))
                 return;
         tx->applied.checksum = b_strdup(b, osc->checksum);

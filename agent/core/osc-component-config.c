@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
+#include <stdio.h>
 
+#include "core/kube-name.h"
 #include "core/osc-component-config.h"
 #include "core/osc.h"
 #include "util/error-message.h"
@@ -87,6 +89,14 @@ static int decode_syncs(const json_t *doc, OscComponentConfig *c, char **ret_err
                         return error_setf(ret_error, -EINVAL,
                                           "%s: controllers.token.syncConfigs[%zu]: needs a secretName and an absolute path",
                                           c->file, i);
+                /* Each names a Secret the token sync GETs and watches (issue 23). */
+                if (!kube_name_is_valid(t->secret_name, KUBE_NAME_SUBDOMAIN)) {
+                        _cleanup_free_ char *field = NULL;
+
+                        if (asprintf(&field, "%s: controllers.token.syncConfigs[%zu].secretName", c->file, i) < 0)
+                                return -ENOMEM;
+                        return kube_name_check(t->secret_name, KUBE_NAME_SUBDOMAIN, field, ret_error);
+                }
         }
         return 0;
 }

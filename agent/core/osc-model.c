@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 #include <stdio.h>
 
+#include "core/kube-name.h"
 #include "core/osc-model.h"
 #include "util/error-message.h"
 #include "util/yaml-json.h"
@@ -301,11 +302,19 @@ static int decode_file_content(const json_t *content, const char *where, OscFile
                 return 0;
         }
         if (sec) {
+                _cleanup_free_ char *field = NULL;
+
                 f->source = OSC_FILE_SECRET;
                 r = get_str(sec, "name", where, OSC_MODEL_NAME_MAX, true, &f->secret_name, ret_error);
                 if (r >= 0)
                         r = get_str(sec, "dataKey", where, OSC_MODEL_NAME_MAX, true, &f->secret_key, ret_error);
-                return r;
+                if (r < 0)
+                        return r;
+                /* It names the Secret the agent GETs: "../../default/secrets/other" must not pick
+                 * another one (issue 23). */
+                if (asprintf(&field, "%s.secretRef.name", where) < 0)
+                        return -ENOMEM;
+                return kube_name_check(f->secret_name, KUBE_NAME_SUBDOMAIN, field, ret_error);
         }
         if (img) {
                 f->source = OSC_FILE_IMAGE;

@@ -37,8 +37,22 @@ OscDesired *osc_desired_free(OscDesired *o) {
         free(o->kubelet_file_in_image);
         free(o->kubelet_file_field);
         free(o->yaml);
+        free(o->refused);
         free(o);
         return NULL;
+}
+
+int osc_desired_new_refused(const char *checksum, const char *why, OscDesired **ret) {
+        _cleanup_(osc_desired_freep) OscDesired *o = NULL;
+
+        assert(why);
+        assert(ret);
+
+        o = calloc(1, sizeof(*o));
+        if (!o || !(o->refused = strdup(why)) || (checksum && !(o->checksum = strdup(checksum))))
+                return -ENOMEM;
+        *ret = TAKE_PTR(o);
+        return 0;
 }
 
 static bool string_ok(const char *s, size_t len, StringKind kind) {
@@ -358,6 +372,16 @@ int osc_decode_yaml(const char *data, size_t size, const char *checksum, const c
         }
         *ret = TAKE_PTR(o);
         return 0;
+}
+
+const char *osc_secret_checksum(const json_t *secret) {
+        const json_t *c = json_object_get(json_object_get(json_object_get(secret, "metadata"), "annotations"),
+                                          OSC_CHECKSUM_ANNOTATION);
+
+        return json_is_string(c) && json_string_length(c) > 0 &&
+                               string_ok(json_string_value(c), json_string_length(c), STRING_SHORT)
+                       ? json_string_value(c)
+                       : NULL;
 }
 
 int osc_decode_secret(const json_t *secret, const char *kubelet_path, OscDesired **ret, char **ret_error) {

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "build-config.h"
+#include "core/kube-name.h"
 #include "core/node-view.h"
 #include "core/osc-component-config.h"
 #include "core/osc.h"
@@ -15,6 +16,7 @@
 #include "duties/applied-osc.h"
 #include "update/catalog-ids.h"
 #include "update/executor.h"
+#include "update/osc-intake.h"
 #include "duties/hostname-check.h"
 #include "daemon/manager.h"
 #include "duties/node-health.h"
@@ -78,9 +80,8 @@ struct Manager {
         NodeLabeler *labeler;           /* owned: node-role and zone labels */
         AppliedOsc *applied;            /* owned: the last-applied OSC's units to check, the drift check */
         char *secret_name;              /* owned */
-        char *osc_error;                /* owned: last OSC decode error, reported once */
+        char *osc_error;                /* owned: why the last OSC was refused, logged once */
         OscComponentConfig *component;  /* owned: GNA's component config of the OSC Secret; NULL: none */
-        char *component_error;          /* owned: last error decoding it, logged once */
         TokenSync *tokens;              /* owned: its token syncs (CONTRACT §9.8); NULL: none */
 
         json_t *node;                   /* ref held: the latest Node; NULL while unknown or absent */
@@ -245,26 +246,13 @@ static void manager_start_tokens(Manager *m) {
         log_info("Syncing %zu token(s) named in %s.", cfg.n, m->component->file);
 }
 
-/* GNA's component config (CONTRACT §9.4, §9.8), read at once like GNA's token controller reads its
- * config file; the TokenSync is recreated only when the token syncs changed. An undecodable one
- * keeps the current (logged once). */
-static void manager_update_component(Manager *m, const json_t *secret) {
-        _cleanup_(osc_component_config_freep) OscComponentConfig *cc = NULL;
-        _cleanup_free_ char *error = NULL;
+/* GNA's component config (CONTRACT §9.4, §9.8) of an accepted OSC (NULL: it has none), taken at once
+ * like GNA's token controller reads its config file; the TokenSync is recreated only when the token
+ * syncs changed. A broken one made the OSC refused (osc-intake.h): the current one stays. */
+static void manager_update_component(Manager *m, OscComponentConfig *c) {
+        _cleanup_(osc_component_config_freep) OscComponentConfig *cc = c;
         bool same;
-        int r;
 
-        r = osc_component_config_from_secret(secret, m->config->osc.replaced_units, &cc, &error);
-        if (r < 0 && r != -ENOENT) {
-                if (!streq_ptr(error, m->component_error))
-                        log_warning_errno(r, "Ignoring GNA's component config in the OSC: %s",
-                                          error ? error : strerror(-r));
-                free(m->component_error);
-                m->component_error = TAKE_PTR(error);
-                return;
-        }
-        free(m->component_error);
-        m->component_error = NULL;
         same = osc_component_config_same_token_syncs(cc, m->component);
         osc_component_config_free(m->component);
         m->component = TAKE_PTR(cc);
@@ -273,29 +261,38 @@ static void manager_update_component(Manager *m, const json_t *secret) {
                 manager_start_tokens(m);
 }
 
+/* Journal line for a refused OSC, once per distinct reason; the update engine reports it on the Node
+ * (InvalidDesiredState, a Warning Event) and in STATUS=. */
+static void manager_log_refused(Manager *m, const OscDesired *osc) {
+        if (!osc || !osc->refused) {
+                m->osc_error = mfree(m->osc_error);
+                return;
+        }
+        if (streq_ptr(osc->refused, m->osc_error))
+                return;
+        log_error("Refusing the OSC of Secret %s/%s (checksum %s): %s", m->config->osc.namespace,
+                  strempty(m->secret_name), osc->checksum ?: "none", osc->refused);
+        if (free_and_strdup(&m->osc_error, osc->refused) < 0)
+                log_oom();
+}
+
 static void manager_on_secret_object(KubeWatch *w, json_t *secret, void *userdata) {
         Manager *m = userdata;
-        _cleanup_free_ char *error = NULL;
+        OscComponentConfig *cc = NULL;
         OscDesired *osc = NULL;
         int r;
 
-        r = osc_decode_secret(secret, m->config->kubelet.binary_path, &osc, &error);
+        r = osc_intake(secret, m->config->kubelet.binary_path, m->config->osc.replaced_units, &osc, &cc);
         if (r < 0) {
-                /* A broken desired state is reported once per distinct error and ignored: no action. */
-                if (!streq_ptr(error, m->osc_error)) {
-                        log_error_errno(r, "Ignoring OSC Secret %s/%s: %s", m->config->osc.namespace,
-                                        m->secret_name, error ? error : strerror(-r));
-                        (void) manager_emit_event(m, "Warning", "InvalidOperatingSystemConfig",
-                                                  error ? error : strerror(-r));
-                }
-                free(m->osc_error);
-                m->osc_error = TAKE_PTR(error);
-                osc_jitter_submit(m->jitter, NULL, m->view);
+                log_oom();
                 return;
         }
-        free(m->osc_error);
-        m->osc_error = NULL;
-        manager_update_component(m, secret);
+        manager_log_refused(m, osc);
+        if (osc->refused) {
+                osc_jitter_submit(m->jitter, osc, m->view);
+                return;
+        }
+        manager_update_component(m, cc);
         log_debug("OSC Secret %s/%s: checksum %s, kubelet %s, OS %s.", m->config->osc.namespace, m->secret_name,
                   strempty(osc->checksum), strempty(osc->kubelet_version), strempty(osc->os_version));
         osc_jitter_submit(m->jitter, osc, m->view);
@@ -305,7 +302,7 @@ static void manager_deliver_osc(OscDesired *osc, void *userdata) {
         Manager *m = userdata;
 
         node_labeler_reload(m->labeler);        /* GNA reads the zone file at every OSC reconcile */
-        if (osc)
+        if (osc && !osc->refused)
                 node_labeler_set_control_plane(m->labeler, osc->control_plane);
         node_labeler_sync(m->labeler, m->view);
         executor_set_osc(m->executor, osc);
@@ -341,7 +338,8 @@ static void manager_update_secret_watch(Manager *m) {
                 .on_deleted = manager_on_secret_deleted,
                 .on_stopped = manager_on_watch_stopped,
         };
-        _cleanup_free_ char *collection = NULL;
+        _cleanup_(osc_desired_freep) OscDesired *refused = NULL;
+        _cleanup_free_ char *error = NULL;
         const char *name = m->config->osc.secret_name;
         int r;
 
@@ -361,12 +359,21 @@ static void manager_update_secret_watch(Manager *m) {
                 log_notice("No OSC Secret is named (osc.secretName, label %s); waiting.", NODE_LABEL_SECRET_NAME);
                 return;
         }
-        log_info("Watching OSC Secret %s/%s.", m->config->osc.namespace, m->secret_name);
-        if (asprintf(&collection, "/api/v1/namespaces/%s/secrets", m->config->osc.namespace) < 0) {
-                log_oom();
+        /* osc.secretName was checked with the configuration; the label is anyone's who may patch the
+         * Node: "../../default/secrets/other" must not make us read another Secret (issue 23). */
+        if (kube_name_check(m->secret_name, KUBE_NAME_SUBDOMAIN, "Node label " NODE_LABEL_SECRET_NAME, &error) < 0) {
+                log_error("Not watching an OSC Secret: %s", strempty(error));
+                m->osc_error = mfree(m->osc_error);
+                if (!error || osc_desired_new_refused(NULL, error, &refused) < 0) {
+                        log_oom();
+                        return;
+                }
+                osc_jitter_submit(m->jitter, TAKE_PTR(refused), m->view);
                 return;
         }
-        r = kube_watch_new(m->kube, collection, m->secret_name, &secret_callbacks, m, &m->secret_watch);
+        log_info("Watching OSC Secret %s/%s.", m->config->osc.namespace, m->secret_name);
+        r = kube_watch_new(m->kube, KUBE_RESOURCE_SECRETS, m->config->osc.namespace, m->secret_name, &secret_callbacks,
+                           m, &m->secret_watch);
         if (r >= 0)
                 r = kube_watch_start(m->secret_watch);
         if (r < 0)
@@ -684,7 +691,7 @@ static int manager_start_kube(Manager *m, const KubeConfig *kc) {
                 lease_set_stopped_callback(m->lease, manager_on_lease_stopped, m);
         }
 
-        r = kube_watch_new(m->kube, "/api/v1/nodes", m->config->node_name, &node_callbacks, m, &m->node_watch);
+        r = kube_watch_new(m->kube, KUBE_RESOURCE_NODES, NULL, m->config->node_name, &node_callbacks, m, &m->node_watch);
         if (r < 0)
                 return r;
         return kube_watch_start(m->node_watch);
@@ -887,7 +894,6 @@ Manager *manager_free(Manager *m) {
         kube_watch_free(m->secret_watch);
         token_sync_free(m->tokens);
         osc_component_config_free(m->component);
-        free(m->component_error);
         osc_jitter_free(m->jitter);
         node_labeler_free(m->labeler);
         kube_watch_free(m->node_watch);

@@ -4,16 +4,15 @@
 
 #include "identity/client-csr.h"
 #include "identity/csr-request.h"
+#include "kube/kube-path.h"
 #include "util/base64.h"
 #include "util/macro.h"
-
-#define CSR_COLLECTION "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 
 struct CsrRequest {
         KubeClient *client;             /* borrowed */
         json_t *object;                 /* ref held: what we created */
         char *name;                     /* owned */
-        char *path;                     /* owned: CSR_COLLECTION/<name> */
+        char *path;                     /* owned: the object's path */
         char *uid;                      /* owned: the created object's uid; NULL until known */
         uint64_t poll_usec;
         uint64_t timeout_usec;
@@ -201,6 +200,7 @@ static void on_create(KubeRequest *req, int error, json_t *obj, void *userdata) 
 int csr_request_start(KubeClient *client, json_t *object, uint64_t poll_usec, uint64_t timeout_usec,
                       CsrRequestCallback cb, void *userdata, CsrRequest **ret) {
         _cleanup_(csr_request_freep) CsrRequest *r = NULL;
+        _cleanup_free_ char *collection = NULL;
         const char *name = jstr(object, "metadata", "name");
         int k;
 
@@ -222,9 +222,14 @@ int csr_request_start(KubeClient *client, json_t *object, uint64_t poll_usec, ui
         r->cb = cb;
         r->userdata = userdata;
         r->name = strdup(name);
-        if (!r->name || asprintf(&r->path, CSR_COLLECTION "/%s", name) < 0)
+        if (!r->name)
                 return -ENOMEM;
-        k = kube_client_post(client, CSR_COLLECTION, object, on_create, r, &r->request);
+        k = kube_path(KUBE_RESOURCE_CSRS, NULL, NULL, NULL, &collection);
+        if (k >= 0)
+                k = kube_path(KUBE_RESOURCE_CSRS, NULL, name, NULL, &r->path);
+        if (k < 0)
+                return k;
+        k = kube_client_post(client, collection, object, on_create, r, &r->request);
         if (k < 0)
                 return k;
         *ret = TAKE_PTR(r);

@@ -4,6 +4,7 @@
 
 #include "identity/client-csr.h"
 #include "identity/token-sync.h"
+#include "kube/kube-path.h"
 #include "kube/kube-watch.h"
 #include "util/base64.h"
 #include "util/error-message.h"
@@ -24,7 +25,7 @@ typedef struct TokenTarget {
 
 struct TokenSync {
         KubeClient *client;             /* borrowed */
-        char *collection;               /* owned: /api/v1/namespaces/<ns>/secrets */
+        char *namespace;                /* owned: of the Secrets */
         TokenTarget *targets;           /* owned array */
         size_t n_targets;
         uint64_t period_usec;
@@ -228,7 +229,7 @@ int token_sync_resync(TokenSync *t, TokenSyncDoneCallback cb, void *userdata) {
 
                 if (tt->request)
                         continue;       /* a read is already on its way */
-                if (asprintf(&path, "%s/%s", t->collection, tt->secret_name) < 0 ||
+                if (kube_path(KUBE_RESOURCE_SECRETS, t->namespace, tt->secret_name, NULL, &path) < 0 ||
                     kube_client_get(t->client, path, on_get, tt, &tt->request) < 0)
                         t->failures++;
         }
@@ -272,7 +273,8 @@ int token_sync_new(KubeClient *client, const char *root, const char *namespace, 
                 return -ENOMEM;
         t->client = client;
         t->period_usec = cfg->sync_period_usec ?: TOKEN_SYNC_PERIOD_DEFAULT_USEC;
-        if (asprintf(&t->collection, "/api/v1/namespaces/%s/secrets", namespace) < 0)
+        t->namespace = strdup(namespace);
+        if (!t->namespace)
                 return -ENOMEM;
         t->targets = calloc(cfg->n ?: 1, sizeof(*t->targets));
         if (!t->targets)
@@ -307,7 +309,7 @@ TokenSync *token_sync_free(TokenSync *t) {
         free(t->targets);
         sd_event_source_disable_unref(t->timer);
         sd_event_source_disable_unref(t->done_defer);
-        free(t->collection);
+        free(t->namespace);
         free(t);
         return NULL;
 }
@@ -321,7 +323,8 @@ int token_sync_start(TokenSync *t) {
         for (size_t i = 0; i < t->n_targets; i++) {
                 TokenTarget *tt = &t->targets[i];
 
-                r = kube_watch_new(t->client, t->collection, tt->secret_name, &callbacks, tt, &tt->watch);
+                r = kube_watch_new(t->client, KUBE_RESOURCE_SECRETS, t->namespace, tt->secret_name, &callbacks, tt,
+                                   &tt->watch);
                 if (r < 0)
                         return r;
                 r = kube_watch_start(tt->watch);

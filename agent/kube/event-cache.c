@@ -124,6 +124,10 @@ static char *make_name(EventCache *c, const char *object_name, uint64_t realtime
         size_t keep = MIN(strlen(object_name), (size_t) (EVENT_NAME_MAX - n));
         char *name;
 
+        /* A cut inside the name must not leave "-." or "..": the name would not be valid. */
+        while (keep > 0 && (object_name[keep - 1] == '-' || object_name[keep - 1] == '.'))
+                keep--;
+
         if (asprintf(&name, "%.*s%s", (int) keep, object_name, suffix) < 0)
                 return NULL;
         c->last_name_nsec = nsec;

@@ -6,6 +6,7 @@
 #include "build-config.h"
 #include "kube/kube-client.h"
 #include "kube/kube-credentials.h"
+#include "kube/kube-path.h"
 #include "util/event-util.h"
 #include "util/log.h"
 
@@ -193,7 +194,10 @@ static int prepare(KubeClient *c, const char *method, const char *path, char **r
         HttpTls tls;
         int r;
 
-        assert(path[0] == '/');
+        /* kube-path.h makes every path the agent sends; anything else (a dot segment, a raw name with
+         * '/' or '?') is refused here rather than resolved by libcurl or the server. */
+        if (!kube_path_is_safe(path))
+                return -EINVAL;
 
         r = kube_credentials_refresh(c->creds, kube_client_now(c));
         if (r < 0)

@@ -4,6 +4,7 @@
 
 #include "kube/event-cache.h"
 #include "kube/kube-events.h"
+#include "kube/kube-path.h"
 #include "util/log.h"
 #include "util/time-util.h"
 
@@ -182,19 +183,25 @@ static int send_head(KubeEvents *e) {
         _cleanup_(json_decrefp) json_t *body = NULL;
         _cleanup_free_ char *path = NULL;
         QueuedEvent *q = &e->queue[e->head];
+        int r;
 
         q->attempts++;
         if (q->decision.action == EVENT_ACTION_PATCH && !q->recreate) {
                 body = count_patch(q);
-                if (!body || asprintf(&path, "/api/v1/namespaces/%s/events/%s", KUBE_EVENTS_NAMESPACE,
-                                      q->decision.name) < 0)
+                if (!body)
                         return -ENOMEM;
+                r = kube_path(KUBE_RESOURCE_EVENTS, KUBE_EVENTS_NAMESPACE, q->decision.name, NULL, &path);
+                if (r < 0)
+                        return r;
                 return kube_client_patch(e->client, path, KUBE_PATCH_STRATEGIC, body, kube_events_on_done, e,
                                          &e->inflight);
         }
         body = event_body(e, q);
-        if (!body || asprintf(&path, "/api/v1/namespaces/%s/events", KUBE_EVENTS_NAMESPACE) < 0)
+        if (!body)
                 return -ENOMEM;
+        r = kube_path(KUBE_RESOURCE_EVENTS, KUBE_EVENTS_NAMESPACE, NULL, NULL, &path);
+        if (r < 0)
+                return r;
         return kube_client_post(e->client, path, body, kube_events_on_done, e, &e->inflight);
 }
 

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "kube/kube-path.h"
 #include "kube/kube-watch.h"
 #include "kube/watch-stream.h"
 #include "util/backoff.h"
@@ -27,8 +28,9 @@ typedef enum WatchStep {
 
 struct KubeWatch {
         KubeClient *client;             /* borrowed: outlives us */
-        char *collection;               /* owned: e.g. "/api/v1/nodes" */
-        char *name;                     /* owned */
+        char *collection;               /* owned: e.g. "/api/v1/nodes" (kube_path()) */
+        char *name;                     /* owned: a valid object name */
+        char *selector;                 /* owned: "metadata.name=<name>", escaped into each query */
         KubeWatchCallbacks cb;
         void *userdata;                 /* borrowed */
 
@@ -215,8 +217,9 @@ static int kube_watch_list(KubeWatch *w) {
         _cleanup_free_ char *path = NULL;
         const char *rv = list_rv(w);
 
-        if (asprintf(&path, "%s?fieldSelector=metadata.name%%3D%s%s%s", w->collection, w->name,
-                     isempty(rv) ? "" : "&resourceVersion=", rv) < 0)
+        path = strdup(w->collection);
+        if (!path || kube_path_add_query(&path, "fieldSelector", w->selector) < 0 ||
+            (!isempty(rv) && kube_path_add_query(&path, "resourceVersion", rv) < 0))
                 return -ENOMEM;
         w->stats.lists++;
         return kube_client_get(w->client, path, kube_watch_on_list, w, &w->list);
@@ -378,7 +381,7 @@ static void kube_watch_on_watch_done(HttpRequest *req, int error, long status, v
 static int kube_watch_watch(KubeWatch *w) {
         const KubeTuning *t = kube_client_get_tuning(w->client);
         _cleanup_(http_request_freep) HttpRequest *req = NULL;
-        _cleanup_free_ char *path = NULL;
+        _cleanup_free_ char *path = NULL, *timeout = NULL;
         uint64_t timeout_sec;
         int r;
 
@@ -386,9 +389,12 @@ static int kube_watch_watch(KubeWatch *w) {
 
         timeout_sec = (t->watch_timeout_min_usec +
                        random_below(t->watch_timeout_max_usec - t->watch_timeout_min_usec)) / USEC_PER_SEC;
-        if (asprintf(&path, "%s?watch=1&fieldSelector=metadata.name%%3D%s&resourceVersion=%s"
-                     "&allowWatchBookmarks=true&timeoutSeconds=%" PRIu64, w->collection, w->name, w->rv,
-                     timeout_sec) < 0)
+        path = strdup(w->collection);
+        if (!path || asprintf(&timeout, "%" PRIu64, timeout_sec) < 0 ||
+            kube_path_add_query(&path, "watch", "1") < 0 || kube_path_add_query(&path, "fieldSelector", w->selector) < 0 ||
+            kube_path_add_query(&path, "resourceVersion", w->rv) < 0 ||
+            kube_path_add_query(&path, "allowWatchBookmarks", "true") < 0 ||
+            kube_path_add_query(&path, "timeoutSeconds", timeout) < 0)
                 return -ENOMEM;
 
         r = kube_client_prepare(w->client, "GET", path, &req);
@@ -459,14 +465,13 @@ static int kube_watch_schedule(KubeWatch *w, WatchStep step, uint64_t delay_usec
         return r;
 }
 
-int kube_watch_new(KubeClient *client, const char *collection, const char *name, const KubeWatchCallbacks *cb,
-                   void *userdata, KubeWatch **ret) {
+int kube_watch_new(KubeClient *client, KubeResource resource, const char *namespace, const char *name,
+                   const KubeWatchCallbacks *cb, void *userdata, KubeWatch **ret) {
         _cleanup_(kube_watch_freep) KubeWatch *w = NULL;
         const KubeTuning *t;
         int r;
 
         assert(client);
-        assert(collection);
         assert(name);
         assert(cb);
         assert(ret);
@@ -477,9 +482,15 @@ int kube_watch_new(KubeClient *client, const char *collection, const char *name,
         w->client = client;
         w->cb = *cb;
         w->userdata = userdata;
-        w->collection = strdup(collection);
+        r = kube_path(resource, namespace, name, NULL, &w->collection);       /* checks the name */
+        if (r >= 0) {
+                free(w->collection);
+                r = kube_path(resource, namespace, NULL, NULL, &w->collection);
+        }
+        if (r < 0)
+                return r;
         w->name = strdup(name);
-        if (!w->collection || !w->name)
+        if (!w->name || asprintf(&w->selector, "metadata.name=%s", name) < 0)
                 return -ENOMEM;
 
         t = kube_client_get_tuning(client);
@@ -519,6 +530,7 @@ KubeWatch *kube_watch_free(KubeWatch *w) {
         free(w->rv);
         free(w->collection);
         free(w->name);
+        free(w->selector);
         free(w);
         return NULL;
 }

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "kube/kube-path.h"
 #include "kube/lease.h"
 #include "util/backoff.h"
 #include "util/event-util.h"
@@ -220,9 +221,11 @@ static int lease_send(Lease *l) {
         _cleanup_(json_decrefp) json_t *obj = NULL;
         int r;
 
-        if (asprintf(&collection, "/apis/coordination.k8s.io/v1/namespaces/%s/leases", l->namespace) < 0 ||
-            asprintf(&path, "%s/%s", collection, l->name) < 0)
-                return -ENOMEM;
+        r = kube_path(KUBE_RESOURCE_LEASES, l->namespace, NULL, NULL, &collection);
+        if (r >= 0)
+                r = kube_path(KUBE_RESOURCE_LEASES, l->namespace, l->name, NULL, &path);
+        if (r < 0)
+                return r;
 
         switch (l->step) {
         case LEASE_GET:

@@ -73,6 +73,20 @@ bool oci_tag_is_valid(const char *s) {
         return true;
 }
 
+static bool is_hex(char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* domain-component := [a-zA-Z0-9] | [a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9] */
+static bool domain_component_is_valid(const char *s, size_t n) {
+        if (n == 0 || !is_alnum(s[0]) || !is_alnum(s[n - 1]))
+                return false;
+        for (size_t i = 1; i + 1 < n; i++)
+                if (!is_alnum(s[i]) && s[i] != '-')
+                        return false;
+        return true;
+}
+
 bool oci_registry_host_is_valid(const char *s) {
         const char *colon, *end;
 
@@ -80,24 +94,30 @@ bool oci_registry_host_is_valid(const char *s) {
                 return false;
 
         if (s[0] == '[') {
-                /* IPv6 literal: [hex:...]; only hex digits, ':' and '.' inside. */
+                /* IPv6 literal, as distribution's grammar has it: "[" [a-fA-F0-9:]+ "]". */
                 end = strchr(s, ']');
                 if (!end || end == s + 1)
                         return false;
                 for (const char *p = s + 1; p < end; p++)
-                        if (!(is_alnum(*p) || *p == ':' || *p == '.'))
+                        if (!(is_hex(*p) || *p == ':'))
                                 return false;
                 colon = *(end + 1) == ':' ? end + 1 : NULL;
                 if (!colon && *(end + 1))
                         return false;
         } else {
+                /* domain := domain-component ("." domain-component)*: no "a..b", no "a.-b". */
                 colon = strchr(s, ':');
                 end = colon ? colon : s + strlen(s);
-                if (end == s || s[0] == '-' || s[0] == '.' || end[-1] == '-' || end[-1] == '.')
-                        return false;
-                for (const char *p = s; p < end; p++)
-                        if (!(is_alnum(*p) || *p == '-' || *p == '.'))
+                for (const char *p = s;;) {
+                        const char *dot = memchr(p, '.', (size_t) (end - p));
+                        const char *stop = dot ?: end;
+
+                        if (!domain_component_is_valid(p, (size_t) (stop - p)))
                                 return false;
+                        if (!dot)
+                                break;
+                        p = dot + 1;
+                }
         }
 
         if (colon) {
@@ -139,16 +159,20 @@ static bool first_component_is_host(const char *s, size_t n) {
         return false;
 }
 
-int oci_ref_parse(const char *s, OciRef **ret) {
+static int reject(const char **ret_why, const char *why) {
+        if (ret_why)
+                *ret_why = why;
+        return -EINVAL;
+}
+
+static int parse(const char *s, OciRef **ret, const char **ret_why) {
         _cleanup_(oci_ref_freep) OciRef *r = NULL;
         _cleanup_free_ char *name = NULL;
         const char *at, *slash, *last_slash, *colon;
         Digest d;
 
-        assert(ret);
-
         if (isempty(s) || strlen(s) > OCI_REF_MAX)
-                return -EINVAL;
+                return reject(ret_why, "empty or longer than 1024 bytes");
 
         r = calloc(1, sizeof(*r));
         if (!r)
@@ -157,7 +181,7 @@ int oci_ref_parse(const char *s, OciRef **ret) {
         at = strchr(s, '@');
         if (at) {
                 if (digest_parse(at + 1, &d) < 0)
-                        return -EINVAL;
+                        return reject(ret_why, "the digest is not sha256:<64 lower-case hex digits>");
                 r->digest = strdup(at + 1);
                 name = strndup(s, (size_t) (at - s));
         } else
@@ -177,7 +201,7 @@ int oci_ref_parse(const char *s, OciRef **ret) {
                         return -ENOMEM;
         }
         if (!oci_registry_host_is_valid(r->registry))
-                return -EINVAL;
+                return reject(ret_why, "the registry is not a host name, IPv4 or [IPv6] address with an optional port");
 
         /* A tag is a ':' after the last '/' (a ':' before it would belong to a host:port). */
         last_slash = strrchr(name, '/');
@@ -187,7 +211,7 @@ int oci_ref_parse(const char *s, OciRef **ret) {
                 if (!r->tag)
                         return -ENOMEM;
                 if (!oci_tag_is_valid(r->tag))
-                        return -EINVAL;
+                        return reject(ret_why, "the tag does not match [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}");
                 name[colon - name] = '\0';
         } else if (!r->digest) {
                 r->tag = strdup("latest");
@@ -205,11 +229,26 @@ int oci_ref_parse(const char *s, OciRef **ret) {
                 if (!r->repository)
                         return -ENOMEM;
         }
+        /* Each component goes into /v2/<name>/...: the grammar leaves no "..", '%', '?' or '#'. */
         if (!oci_repository_is_valid(r->repository))
-                return -EINVAL;
+                return reject(ret_why, "the repository is not '/'-separated components of [a-z0-9] joined by "
+                                       "'.', '_', '__' or '-'");
+        /* distribution's NameTotalLengthMax: the name with its registry. */
+        if (strlen(r->registry) + 1 + strlen(r->repository) > OCI_NAME_MAX)
+                return reject(ret_why, "the registry and repository are longer than 255 characters");
 
-        *ret = TAKE_PTR(r);
+        if (ret)
+                *ret = TAKE_PTR(r);
         return 0;
+}
+
+int oci_ref_parse(const char *s, OciRef **ret) {
+        assert(ret);
+        return parse(s, ret, NULL);
+}
+
+int oci_ref_check(const char *s, const char **ret_why) {
+        return parse(s, NULL, ret_why);
 }
 
 const char *oci_ref_api_host(const OciRef *r) {

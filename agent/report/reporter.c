@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <systemd/sd-daemon.h>
 
+#include "kube/kube-path.h"
 #include "report/reporter.h"
 #include "util/log.h"
 #include "util/time-util.h"
@@ -177,8 +178,9 @@ static int reporter_patch(Reporter *r, const char *subresource, KubePatchType ty
 
         if (!r->kube)
                 return -ENODEV;
-        if (asprintf(&path, "/api/v1/nodes/%s%s", r->node_name, strempty(subresource)) < 0)
-                return -ENOMEM;
+        k = kube_path(KUBE_RESOURCE_NODES, NULL, r->node_name, subresource, &path);
+        if (k < 0)
+                return k;
         w = calloc(1, sizeof(*w));
         if (!w)
                 return -ENOMEM;
@@ -255,7 +257,7 @@ static int patch_condition(Reporter *r, const char *type, bool status, const cha
                          "lastTransitionTime", transition ?: now);
         if (!body)
                 return -ENOMEM;
-        return reporter_patch(r, "/status", KUBE_PATCH_STRATEGIC, body, job);
+        return reporter_patch(r, "status", KUBE_PATCH_STRATEGIC, body, job);
 }
 
 int reporter_set_condition(Reporter *r, const char *type, bool status, const char *reason, const char *message,
@@ -281,7 +283,7 @@ int reporter_set_internal_ip(Reporter *r, const char *address, ReporterDone done
         job = body ? job_new(done, userdata) : NULL;
         if (!job)
                 return -ENOMEM;
-        return job_launched(job, reporter_patch(r, "/status", KUBE_PATCH_STRATEGIC, body, job));
+        return job_launched(job, reporter_patch(r, "status", KUBE_PATCH_STRATEGIC, body, job));
 }
 
 int reporter_emit_event(Reporter *r, const char *type, const char *reason, const char *message) {

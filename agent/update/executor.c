@@ -13,6 +13,7 @@
 #include "update/osc-runner.h"
 #include "update/state-file.h"
 #include "kube/kube-client.h"
+#include "kube/kube-path.h"
 #include "kubelet/health-check.h"
 #include "kubelet/kubelet-stage.h"
 #include "kubelet/kubelet-store.h"
@@ -33,7 +34,6 @@
 
 #define OS_RELEASE_MAX (64 * 1024)
 #define FAILURE_OUTPUT_MAX 1024
-#define PODS_PATH_MAX 512
 #define SAVE_RETRY_USEC (5 * USEC_PER_SEC)
 
 typedef enum ExecutorState {
@@ -560,8 +560,11 @@ static void executor_on_pods_listed(KubeRequest *req, int error, json_t *object,
                 const char *name = json_string_value(json_object_get(md, "name"));
                 _cleanup_free_ char *path = NULL;
 
-                if (!ns || !name || asprintf(&path, "/api/v1/namespaces/%s/pods/%s", ns, name) < 0)
+                /* Names the server handed back go through kube_path() like any other. */
+                if (kube_path(KUBE_RESOURCE_PODS, ns, name, NULL, &path) < 0) {
+                        log_warning("Not deleting pod %s/%s: not a valid namespace and name.", strempty(ns), strempty(name));
                         continue;
+                }
                 if (kube_client_delete(e->kube, path, executor_on_pod_deleted, e, NULL) >= 0)
                         e->op.deletes_pending++;
         }
@@ -570,11 +573,18 @@ static void executor_on_pods_listed(KubeRequest *req, int error, json_t *object,
 }
 
 static int run_delete_pods(Executor *e, const UpdateAction *a) {
-        char path[PODS_PATH_MAX];
+        _cleanup_free_ char *path = NULL, *selector = NULL;
+        int r;
 
         if (!e->kube)
                 return -ENODEV;
-        snprintf(path, sizeof(path), "/api/v1/pods?fieldSelector=spec.nodeName%%3D%s", e->config->node_name);
+        if (asprintf(&selector, "spec.nodeName=%s", e->config->node_name) < 0)
+                return -ENOMEM;
+        r = kube_path(KUBE_RESOURCE_PODS, NULL, NULL, NULL, &path);
+        if (r >= 0)
+                r = kube_path_add_query(&path, "fieldSelector", selector);
+        if (r < 0)
+                return r;
         e->op.kind = OP_PODS;
         return kube_client_get(e->kube, path, executor_on_pods_listed, e, &e->op.pods);
 }

@@ -13,6 +13,7 @@
 #include "update/osc-runner.h"
 #include "identity/identity.h"
 #include "identity/kubelet-bootstrap.h"
+#include "kube/kube-path.h"
 #include "kubelet/health-check.h"
 #include "kubelet/kubelet-stage.h"
 #include "oci/digest.h"
@@ -23,7 +24,6 @@
 #include "util/log.h"
 
 #define LAST_APPLIED_MAX (16 * 1024 * 1024)
-#define SECRET_PATH_MAX 512
 /* A registry's readinessProbe: upstream probes every 2 s until its reconcile ends; we give each host
  * 5 minutes, then fail the item (FileApplyFailed, retried with back-off), so a mirror that never
  * comes is visible instead of a silent wait; a newer OSC ends the wait at once (abandon_probe()).
@@ -198,7 +198,8 @@ void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, con
         assert(r && ret);
 
         *ret = (OscWorkView) { .error_code = _UPDATE_FAILURE_INVALID };
-        if (!osc || isempty(osc->checksum) || !node)
+        /* A refused OSC has nothing to prepare: the decider fails it (osc->refused). */
+        if (!osc || osc->refused || isempty(osc->checksum) || !node)
                 return;
         /* The Node already says this OSC is applied (GNP §2.2): the decider does nothing with it. */
         if (streq_ptr(node->applied_checksum, osc->checksum))
@@ -274,13 +275,18 @@ static void on_secret(KubeRequest *req, int error, json_t *object, void *userdat
 }
 
 static int start_secret(OscRunner *r, const OscWork *w) {
-        char path[SECRET_PATH_MAX];
+        _cleanup_free_ char *path = NULL;
+        int k;
 
         if (!r->kube)
                 return answer_later(r, -ENOTCONN, "no API server connection to read the Secret");
-        if ((size_t) snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets/%s", r->deps.config->osc.namespace,
-                              w->file.secret_name) >= sizeof(path))
-                return answer_later(r, -ENAMETOOLONG, "Secret name too long");
+        /* The model refused an invalid name already (InvalidDesiredState); a saved work list from an
+         * older version may still hold one. */
+        k = kube_path(KUBE_RESOURCE_SECRETS, r->deps.config->osc.namespace, w->file.secret_name, NULL, &path);
+        if (k == -EINVAL)
+                return answer_later(r, k, "not a valid Secret name");
+        if (k < 0)
+                return k;
         return kube_client_get(r->kube, path, on_secret, r, &r->secret);
 }
 

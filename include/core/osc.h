@@ -45,6 +45,9 @@ typedef struct OscDesired {
         size_t yaml_size;
         bool control_plane;             /* spec.files has OSC_KUBE_APISERVER_MANIFEST (upstream reads
                                          * spec.files only, not status.extensionFiles) */
+        char *refused;                  /* owned: why the agent refuses this OSC (the field and the
+                                         * reason); then nothing else but `checksum` is set and the update
+                                         * engine fails it with InvalidDesiredState (node-update.h) */
 } OscDesired;
 
 OscDesired *osc_desired_free(OscDesired *o);
@@ -59,6 +62,13 @@ DEFINE_CLEANUP_FUNC(OscDesired, osc_desired_free);
  *   -EFBIG    osc.yaml larger than OSC_YAML_MAX
  *   -ENOMEM */
 int osc_decode_secret(const json_t *secret, const char *kubelet_path, OscDesired **ret, char **ret_error);
+
+/* An OSC the agent refuses (osc_decode_secret() failed, or a check of the whole OSC did):
+ * `checksum` (may be NULL, e.g. osc_secret_checksum() of an unusable Secret) and `why`, copied. */
+int osc_desired_new_refused(const char *checksum, const char *why, OscDesired **ret);
+
+/* The Secret's checksum/data-script annotation when it is a valid one, else NULL (borrowed). */
+const char *osc_secret_checksum(const json_t *secret);
 
 /* The same on osc.yaml bytes that were already extracted; `checksum` may be NULL. */
 int osc_decode_yaml(const char *data, size_t size, const char *checksum, const char *kubelet_path,

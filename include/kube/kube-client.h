@@ -81,7 +81,8 @@ int kube_client_reload_credentials(KubeClient *c);
 const KubeTuning *kube_client_get_tuning(KubeClient *c);
 sd_event *kube_client_get_event(KubeClient *c);
 
-/* `path` is the API path with query, e.g. "/api/v1/nodes/n1" (appended to the server URL).
+/* `path` is the API path with query, e.g. "/api/v1/nodes/n1" (appended to the server URL), as
+ * kube-path.h makes it: a path that is not kube_path_is_safe() fails with -EINVAL, nothing sent.
  * Bodies are serialized compactly; `body` is not stolen. */
 int kube_client_get(KubeClient *c, const char *path, KubeRequestCallback cb, void *userdata, KubeRequest **ret);
 int kube_client_delete(KubeClient *c, const char *path, KubeRequestCallback cb, void *userdata, KubeRequest **ret);

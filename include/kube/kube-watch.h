@@ -27,6 +27,7 @@
 #include <stdbool.h>
 
 #include "kube/kube-client.h"
+#include "kube/kube-path.h"
 #include "util/macro.h"
 
 typedef struct KubeWatch KubeWatch;
@@ -54,10 +55,10 @@ typedef struct KubeWatchStats {
         int stop_error;         /* why the watch stopped (-errno, as given to on_stopped); 0 while it runs */
 } KubeWatchStats;
 
-/* `collection` is the API path of the collection, e.g. "/api/v1/nodes" or
- * "/api/v1/namespaces/kube-system/secrets"; `name` the object's name. `cb` is copied. */
-int kube_watch_new(KubeClient *client, const char *collection, const char *name, const KubeWatchCallbacks *cb,
-                   void *userdata, KubeWatch **ret);
+/* Watches the object `name` of `resource` (in `namespace`, NULL for a cluster-scoped one). -EINVAL
+ * if the name or namespace is not valid (kube-path.h). `cb` is copied. */
+int kube_watch_new(KubeClient *client, KubeResource resource, const char *namespace, const char *name,
+                   const KubeWatchCallbacks *cb, void *userdata, KubeWatch **ret);
 KubeWatch *kube_watch_free(KubeWatch *w);
 DEFINE_CLEANUP_FUNC(KubeWatch, kube_watch_free);
 

@@ -3,7 +3,8 @@
 
 /* Non-blocking HTTP(S) on the sd-event loop: one curl multi handle (HTTP/2 multiplexing,
  * keep-alive) driven by sd-event io/timer sources. This is the one place where CURLcode and
- * HTTP status are translated to -errno (http_error_from_result). Does not log.
+ * HTTP status are translated to -errno (http_error_from_result). Does not log. URLs are sent as
+ * given (CURLOPT_PATH_AS_IS): no dot segment is resolved on the way.
  *
  * Ownership: the Http object is owned by the Manager and must outlive every HttpRequest.
  * An HttpRequest is owned by whoever created it; it may be freed at any time (an active

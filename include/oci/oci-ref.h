@@ -14,6 +14,7 @@
 
 #define OCI_REF_MAX 1024                /* whole reference */
 #define OCI_REPOSITORY_MAX 255          /* distribution: repository name */
+#define OCI_NAME_MAX 255                /* distribution: NameTotalLengthMax, registry "/" repository */
 #define OCI_TAG_MAX 128
 
 #define OCI_DOCKER_HUB "docker.io"
@@ -27,6 +28,9 @@ typedef struct OciRef {
 } OciRef;
 
 int oci_ref_parse(const char *s, OciRef **ret);
+/* Whether `s` parses: 0, or -EINVAL with *ret_why (if not NULL) pointing at a static reason naming
+ * the part that does not match the distribution grammar ("the tag does not match ..."); -ENOMEM. */
+int oci_ref_check(const char *s, const char **ret_why);
 OciRef *oci_ref_free(OciRef *r);
 DEFINE_CLEANUP_FUNC(OciRef, oci_ref_free);
 

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the OSC decoder: the input is tried both as osc.yaml bytes and, when it is
- * JSON, as a whole Secret (base64 data included). */
+ * JSON, as a whole Secret (base64 data included), also through the intake that accepts or refuses
+ * it (update/osc-intake: the model, the component config, the image references). */
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "core/osc.h"
+#include "update/osc-intake.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -29,6 +32,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (j && osc_decode_secret(j, "/opt/bin/kubelet", &o, &err) == 0)
                 o = osc_desired_free(o);
         free(err);
+        if (j) {
+                static char *const replaced[] = { (char *) "gardener-node-agent.service", NULL };
+                OscComponentConfig *cc = NULL;
+
+                if (osc_intake(j, "/opt/bin/kubelet", replaced, &o, &cc) == 0) {
+                        /* Refused: only the reason and maybe the checksum; else never a reason. */
+                        if (o->refused && (o->yaml || cc))
+                                abort();
+                        o = osc_desired_free(o);
+                        osc_component_config_free(cc);
+                }
+        }
         json_decref(j);
         return 0;
 }

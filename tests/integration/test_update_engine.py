@@ -123,13 +123,20 @@ class UpdateEngine(unittest.TestCase):
                                               'operatingSystemVersion: ""'), False),
         ]
         os_release = read_text(SB.os_release)
+        seen = {(S.annotation_json(SB.node(), S.FAILURE) or {}).get("transaction")}
         for what, text, diagnosed in cases:
             self.assertNotEqual(text, good, what)
-            before = SB.agent_log().count("Ignoring OSC Secret")
+            before = SB.agent_log().count("Refusing the OSC of Secret")
             checksum = publish_text(text)
             if diagnosed:
-                usermgr.wait_until(lambda: SB.agent_log().count("Ignoring OSC Secret") > before, 20,
+                usermgr.wait_until(lambda: SB.agent_log().count("Refusing the OSC of Secret") > before, 20,
                                    "a journal diagnostic for the %s" % what)
+                # ... and one on the Node (issue 23): the refused OSC failed at once.
+                n = SB.wait_node(lambda n: (S.annotation_json(n, S.FAILURE) or {}).get("transaction") not in seen, 20,
+                                 "inplace-agent/failure for the %s" % what)
+                failure = S.annotation_json(n, S.FAILURE)
+                self.assertEqual(failure["code"], "InvalidDesiredState", what)
+                seen.add(failure["transaction"])
                 self.assertNotEqual(S.annotation(SB.node(), S.NODE_CHECKSUM), checksum)
             else:
                 time.sleep(2)   # the window in which an (unwanted) OS action would start
@@ -146,7 +153,7 @@ class UpdateEngine(unittest.TestCase):
         self.assertEqual(SB.kubelet_target(), target)
         n = SB.node()
         self.assertEqual(S.label(n, S.UPDATE_RESULT), "weird", "the agent must not touch a label it did not set")
-        self.assertEqual(S.progress_phase(n), "Succeeded")
+        self.assertEqual(S.progress_phase(n), "Failed")     # the last refused OSC's, untouched since
         kinds = [(e["method"], e["path"]) for e in SB.emu.request_log(since=seq)
                  if e.get("method") in ("PATCH", "PUT") and "/nodes/" in e.get("path", "")
                  and "inplace-agent/" in json.dumps(e.get("body") or "")]

@@ -96,6 +96,13 @@ static void test_rejects(void **state) {
                 { "lease: {enabled: yes}\n", "lease.enabled: expected true or false" },
                 { "nodeName: Node_1\n", "nodeName: \"Node_1\" is not a lower-case DNS name" },
                 { "osc: {namespace: \"\"}\n", "osc.namespace" },
+                /* Names that go into API paths (issue 23): a dot segment, a query, a second segment. */
+                { "osc: {secretName: ../../default/secrets/other}\n", "osc.secretName: \"../../default/secrets/other\"" },
+                { "osc: {secretName: \"ipa-good?labelSelector=x\"}\n", "osc.secretName" },
+                { "osc: {namespace: kube-system.x}\n", "osc.namespace: \"kube-system.x\" is not a lower-case DNS label" },
+                { "lease: {name: \"a..b\"}\n", "lease.name: \"a..b\"" },
+                { "lease: {namespace: \"default/leases\"}\n", "lease.namespace" },
+                { "nodeName: \"n1/status\"\n", "nodeName: \"n1/status\"" },
                 { "osc: {rootDirectory: scratch}\n", "osc.rootDirectory: \"scratch\" is not an absolute path" },
                 { "osc: {replacedUnits: gardener-node-agent}\n", "osc.replacedUnits: expected a list of unit names" },
                 { "osc: {replacedUnits: [\"a;b\"]}\n", "osc.replacedUnits: \"a;b\" is not a unit name" },
@@ -141,6 +148,51 @@ static void test_finalize_hostname(void **state) {
         assert_string_equal(c->node_name, "worker-1");
 }
 
+/* The names derived at finalize go into API paths too: checked there, naming where they came from. */
+static void test_finalize_bad_names(void **state) {
+        char long_name[241];
+
+        {
+                _cleanup_(config_freep) Config *c = NULL;
+                _cleanup_free_ char *err = NULL;
+
+                assert_int_equal(config_new(&c), 0);
+                assert_int_equal(config_finalize(c, &(ConfigOverrides) { .hostname = "my_host" }, &err), -EINVAL);
+                assert_non_null(strstr(err, "hostname: nodeName: the hostname \"my_host\""));
+        }
+        {
+                _cleanup_(config_freep) Config *c = NULL;
+                _cleanup_free_ char *err = NULL;
+
+                assert_int_equal(config_new(&c), 0);
+                assert_int_equal(config_finalize(c, &(ConfigOverrides) { .node_name = "../x", .node_name_source = "$NODE_NAME" },
+                                                 &err), -EINVAL);
+                assert_non_null(strstr(err, "$NODE_NAME: \"../x\""));
+        }
+        /* 240 characters are a node name, but "gardener-node-agent-" + 240 is no Lease name. */
+        memset(long_name, 'a', sizeof(long_name) - 1);
+        for (size_t i = 63; i < sizeof(long_name) - 1; i += 64)
+                long_name[i] = '.';
+        long_name[sizeof(long_name) - 1] = '\0';
+        {
+                _cleanup_(config_freep) Config *c = NULL;
+                _cleanup_free_ char *err = NULL;
+
+                assert_int_equal(config_new(&c), 0);
+                assert_int_equal(config_finalize(c, &(ConfigOverrides) { .node_name = long_name }, &err), -EINVAL);
+                assert_non_null(strstr(err, "lease.name: the default"));
+        }
+        {
+                _cleanup_(config_freep) Config *c = NULL;
+                _cleanup_free_ char *err = NULL;
+
+                assert_int_equal(config_new(&c), 0);
+                assert_int_equal(apply_yaml(c, "lease: {name: my-lease}\n", &err), 0);
+                assert_int_equal(config_finalize(c, &(ConfigOverrides) { .node_name = long_name }, &err), 0);
+                assert_string_equal(c->lease.name, "my-lease");
+        }
+}
+
 static void test_finalize_image_needs_reference(void **state) {
         _cleanup_(config_freep) Config *c = NULL;
         _cleanup_free_ char *err = NULL;
@@ -176,6 +228,7 @@ int main(void) {
                 cmocka_unit_test(test_rejects),
                 cmocka_unit_test(test_finalize),
                 cmocka_unit_test(test_finalize_hostname),
+                cmocka_unit_test(test_finalize_bad_names),
                 cmocka_unit_test(test_finalize_image_needs_reference),
                 cmocka_unit_test(test_to_json_roundtrip),
         };

@@ -1604,7 +1604,10 @@ static void test_osc_work_failure_rolls_kubelet_back(void **state) {
 
 /* An OSC whose work cannot even be computed (an unknown file codec): terminal, the field named; on
  * an in-place pool once MCM selects the node, like any other plan that cannot succeed. */
-static void test_osc_work_error_blocks(void **state) {
+/* Issue 23, finding 7: an OSC whose work cannot be computed fails at once, on the Node (failure, a
+ * Warning Event, the condition) and in STATUS=, instead of "pending" until MCM picks the node; MCM
+ * gets update-result=failed once it does; nothing is applied, the checksum stays. */
+static void test_osc_work_error_fails_at_once(void **state) {
         World *w = world_new();
         _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
 
@@ -1614,14 +1617,74 @@ static void test_osc_work_error_blocks(void **state) {
                                       .error = "spec.files[2].content.inline.encoding: invalid file codec id" };
         world_applied(w, "c0");
         run(w);
-        assert_log("work", w->work, "");
-        w->node->selected = true;
-        run(w);
+        assert_log("work", w->work, "ReportResult(none) ");
+        assert_log("events", w->events, "InPlaceUpdateFailed ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_FAILED);
         tx = current_tx(w);
         assert_int_equal(tx->failure.code, UPDATE_FAILURE_INVALID_DESIRED_STATE);
         assert_non_null(strstr(tx->failure.message, "invalid file codec id"));
+        assert_non_null(strstr(w->node->failure, "InvalidDesiredState"));
+        assert_non_null(strstr(w->last.status, "InvalidDesiredState: spec.files[2].content.inline.encoding"));
+        assert_null(w->node->update_result_value);
+        w->node->selected = true;
+        run(w);
+        assert_string_equal(w->node->update_result_value, "failed");
         assert_string_equal(w->node->applied_checksum, "c0");
+        world_free(w);
+}
+
+/* A Secret the agent refuses as a whole (osc.h: only the checksum and why): the same, and nothing
+ * of it is planned; the next good OSC is applied. */
+static void test_refused_osc_fails_then_next_applies(void **state) {
+        World *w = world_new();
+        _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
+
+        world_applied(w, "c0");
+        w->osc = osc_desired_free(w->osc);
+        assert_int_equal(osc_desired_new_refused("c1", "file \"etc/x\": path must be absolute without . or ..",
+                                                 &w->osc), 0);
+        run(w);
+        assert_log("work", w->work, "ReportResult(none) ");
+        assert_log("events", w->events, "InPlaceUpdateFailed ");
+        tx = current_tx(w);
+        assert_int_equal(tx->phase, UPDATE_PHASE_FAILED);
+        assert_int_equal(tx->failure.code, UPDATE_FAILURE_INVALID_DESIRED_STATE);
+        assert_string_equal(tx->failure.message, "file \"etc/x\": path must be absolute without . or ..");
+        assert_non_null(strstr(w->last.status, "failed: InvalidDesiredState: file \"etc/x\""));
+        assert_false(tx->applied.valid);        /* a refused OSC is no baseline */
+        /* Decided again (a Node update): nothing more is written. */
+        run(w);
+        assert_log("work", w->work, "ReportResult(none) ");
+        assert_log("events", w->events, "InPlaceUpdateFailed ");
+
+        /* A refused Secret without a usable checksum (or a bad label): the same. */
+        w->osc = osc_desired_free(w->osc);
+        assert_int_equal(osc_desired_new_refused(NULL, "Node label x: \"../y\" is not a valid DNS-1123 subdomain",
+                                                 &w->osc), 0);
+        run(w);
+        assert_log("events", w->events, "InPlaceUpdateFailed InPlaceUpdateFailed ");
+
+        /* The next good OSC: no in-place changes, its checksum recorded. */
+        w->osc = osc_desired_free(w->osc);
+        w->osc = calloc(1, sizeof(OscDesired));
+        assert_non_null(w->osc);
+        world_osc(w, "c2", "1592.6", "1.31.4");
+        run(w);
+        assert_string_equal(w->node->applied_checksum, "c2");
+        world_free(w);
+}
+
+/* A refused OSC whose checksum the Node already shows is up to date, not a failure. */
+static void test_refused_osc_already_applied(void **state) {
+        World *w = world_new();
+
+        world_applied(w, "c1");
+        w->osc = osc_desired_free(w->osc);
+        assert_int_equal(osc_desired_new_refused("c1", "file \"x\": bad", &w->osc), 0);
+        run(w);
+        assert_log("work", w->work, "");
+        assert_log("events", w->events, "");
+        assert_non_null(strstr(w->last.status, "Up to date"));
         world_free(w);
 }
 
@@ -2200,7 +2263,9 @@ int main(void) {
                 cmocka_unit_test(test_osc_work_with_kubelet_minor),
                 cmocka_unit_test(test_osc_work_failure_rolls_kubelet_back),
                 cmocka_unit_test(test_osc_work_waits_for_the_secret),
-                cmocka_unit_test(test_osc_work_error_blocks),
+                cmocka_unit_test(test_osc_work_error_fails_at_once),
+                cmocka_unit_test(test_refused_osc_fails_then_next_applies),
+                cmocka_unit_test(test_refused_osc_already_applied),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

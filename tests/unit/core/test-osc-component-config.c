@@ -64,6 +64,12 @@ static void test_errors(void **state) {
                   "], files: [{path: /var/lib/gardener-node-agent/config.yaml, content: {inline: {data: "
                   "'controllers: {token: {syncConfigs: [{secretName: a, path: relative}]}}'}}}]}",
                   -EINVAL, "/var/lib/gardener-node-agent/config.yaml: controllers.token.syncConfigs[0]: needs a secretName and an absolute path" },
+                { "spec: {units: [" "{name: gardener-node-agent.service, filePaths: [/var/lib/gardener-node-agent/config.yaml]}"
+                  "], files: [{path: /var/lib/gardener-node-agent/config.yaml, content: {inline: {data: "
+                  "'controllers: {token: {syncConfigs: [{secretName: a, path: /a}, {secretName: ../kube-proxy, path: /b}]}}'}}}]}",
+                  -EINVAL, "/var/lib/gardener-node-agent/config.yaml: controllers.token.syncConfigs[1].secretName: "
+                           "\"../kube-proxy\" is not a valid DNS-1123 subdomain: must consist of lower case alphanumeric "
+                           "characters, '-' or '.', and must start and end with an alphanumeric character" },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(table); i++) {

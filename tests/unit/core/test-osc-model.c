@@ -242,6 +242,17 @@ static void test_errors(void **state) {
                   "spec.files[0].permissions: expected an integer" },
                 { "spec: {files: [{path: /a, content: {secretRef: {name: s}}}]}", -EINVAL,
                   "spec.files[0].content.dataKey: must not be empty" },
+                /* Issue 23: a Secret name that would have selected another object or added a query. */
+                { "spec: {files: [{path: /a, content: {secretRef: {name: ../../default/secrets/other, dataKey: k}}}]}",
+                  -EINVAL, "spec.files[0].content.secretRef.name: \"../../default/secrets/other\" is not a valid DNS-1123 "
+                           "subdomain: must consist of lower case alphanumeric characters, '-' or '.', and must start and "
+                           "end with an alphanumeric character" },
+                { "spec: {files: [{path: /a, content: {inline: {data: x}}}, "
+                  "{path: /b, content: {secretRef: {name: 'ipa-good?labelSelector=x', dataKey: k}}}]}",
+                  -EINVAL, "spec.files[1].content.secretRef.name: \"ipa-good?labelSelector=x\" is not a valid DNS-1123 "
+                           "subdomain: must consist of lower case alphanumeric characters, '-' or '.', and must start and "
+                           "end with an alphanumeric character" },
+                { "status: {extensionFiles: [{path: /a, content: {secretRef: {name: A, dataKey: k}}}]}", -EINVAL, NULL },
                 { "spec: {files: {}}", -EINVAL, "spec.files: expected a list" },
                 { "spec: {units: [{name: ../x}]}", -EINVAL, "spec.units[0]: invalid unit name \"../x\"" },
                 { "spec: {units: [{name: x, command: reload}]}", -EINVAL, "unit \"x\": unknown command \"reload\"" },

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <stdio.h>
 
+#include "core/kube-name.h"
 #include "kube/event-cache.h"
 #include "tests.h"
 
@@ -111,12 +112,40 @@ static void test_bounded(void **state) {
         assert_int_equal(observe(c, "u0", "Normal", "R", "x", 10000).action, EVENT_ACTION_CREATE);
 }
 
+/* A long node name is cut to fit the suffix; the cut must leave a valid name (no "-." or ".."). */
+static void test_long_name_stays_valid(void **state) {
+        _cleanup_(event_cache_freep) EventCache *c = NULL;
+        static const char seps[] = { '-', '.' };
+        char node[253], uid[32];
+        EventDecision d;
+
+        assert_int_equal(event_cache_new(&c), 0);
+        for (size_t k = 0; k < ELEMENTSOF(seps); k++)
+                for (size_t at = 230; at < 240; at++) {
+                        memset(node, 'a', sizeof(node) - 1);
+                        node[sizeof(node) - 1] = '\0';
+                        for (size_t i = 49; i < 230; i += 50)
+                                node[i] = '.';
+                        node[at] = seps[k];     /* the cut lands on it for one of these */
+                        assert_true(kube_name_is_valid(node, KUBE_NAME_SUBDOMAIN));
+                        snprintf(uid, sizeof(uid), "uid-%zu-%zu", k, at);       /* a new Event each */
+                        assert_int_equal(event_cache_observe(c, node, uid, "Normal", "R", "m", at * SEC,
+                                                             REAL0 + at * SEC, &d), 0);
+                        assert_int_equal(d.action, EVENT_ACTION_CREATE);
+                        assert_true(strlen(d.name) <= EVENT_NAME_MAX);
+                        if (!kube_name_is_valid(d.name, KUBE_NAME_SUBDOMAIN))
+                                fail_msg("invalid Event name \"%s\": %s", d.name,
+                                         kube_name_invalid_reason(d.name, KUBE_NAME_SUBDOMAIN));
+                }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_dedup),
                 cmocka_unit_test(test_unique_names_within_one_tick),
                 cmocka_unit_test(test_spam_filter),
                 cmocka_unit_test(test_bounded),
+                cmocka_unit_test(test_long_name_stays_valid),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

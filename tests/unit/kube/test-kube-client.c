@@ -312,6 +312,25 @@ static void test_certificate_change_reconnects(void **state) {
         assert_int_equal(rmdir(dir), 0);
 }
 
+/* Issue 23: a path with a dot segment or a raw name is never sent (kube-path.h), whatever made it. */
+static void test_unsafe_path_refused(void **state) {
+        Ctx *c = *state;
+        static const char *const bad[] = {
+                "/api/v1/namespaces/kube-system/secrets/../../default/secrets/other",
+                "/api/v1/namespaces/kube-system/secrets/ipa-good?labelSelector=x%",
+                "/api/v1/nodes/n1/./status",
+                "api/v1/nodes/n1",
+        };
+        json_auto_t *body = json_object();
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                assert_int_equal(kube_client_get(c->k.client, bad[i], on_done, c, NULL), -EINVAL);
+                assert_int_equal(kube_client_patch(c->k.client, bad[i], KUBE_PATCH_MERGE, body, on_done, c, NULL), -EINVAL);
+        }
+        TEST_LOOP_NOT(c->k.event, c->calls > 0, 100 * USEC_PER_MSEC);
+        assert_int_equal(fake_http_requests(c->k.fake), 0);
+}
+
 static void test_free_cancels_without_callback(void **state) {
         Ctx *c = *state;
         KubeRequest *req = NULL;
@@ -332,6 +351,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_429_retry_after, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_503_not_retried_for_post, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_401_rereads_token, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unsafe_path_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_free_cancels_without_callback, setup, teardown),
                 cmocka_unit_test(test_certificate_change_reconnects),
         };

@@ -72,7 +72,7 @@ static int setup(void **state) {
         c->k.tuning.backoff_reset_usec = 60 * USEC_PER_SEC;
         c->k.tuning.watch_timeout_min_usec = 5 * USEC_PER_SEC;
         c->k.tuning.watch_timeout_max_usec = 6 * USEC_PER_SEC;
-        assert_int_equal(kube_watch_new(c->k.client, "/api/v1/nodes", "n1",
+        assert_int_equal(kube_watch_new(c->k.client, KUBE_RESOURCE_NODES, NULL, "n1",
                                         &(KubeWatchCallbacks) { .on_object = on_object, .on_deleted = on_deleted,
                                                                 .on_synced = on_synced, .on_stopped = on_stopped },
                                         c, &c->watch), 0);

@@ -57,6 +57,61 @@ static void test_parse_rejects(void **state) {
         }
 }
 
+/* Issue 23: nothing in a reference reaches the URL path but grammar-checked parts. Each of these
+ * would have put a dot segment, a query, a fragment or a second host into /v2/<name>/... */
+static void test_no_url_injection(void **state) {
+        static const struct {
+                const char *in, *why;
+        } bad[] = {
+                { "reg.io/a/../b:v1", "repository" },
+                { "reg.io/a/./b:v1", "repository" },
+                { "reg.io/a:v1/../../x", "repository" },
+                { "reg.io/a?x=y:v1", "repository" },
+                { "reg.io/a:v1?x=y", "tag" },
+                { "reg.io/a#frag:v1", "repository" },
+                { "reg.io/a%2F..%2Fb:v1", "repository" },
+                { "reg.io/a:v1%2F", "tag" },
+                { "reg.io/a@sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad/../x", "digest" },
+                { "reg.io/a@sha256:BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD", "digest" },
+                { "user:pw@reg.io/a:v1", "digest" },
+                { "reg.io..evil/a:v1", "registry" },
+                { "reg.io.-x/a:v1", "registry" },
+                { "reg-.io/a:v1", "registry" },
+                { "[::1%eth0]:5000/a:v1", "registry" },
+                { "[fe80::zz]/a:v1", "registry" },
+                { "reg.io:5000:6000/a", "registry" },
+                { "reg.io/a\n:v1", "repository" },
+                { "reg.io/a b:v1", "repository" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                OciRef *r = NULL;
+                const char *why = NULL;
+
+                if (oci_ref_parse(bad[i].in, &r) != -EINVAL)
+                        fail_msg("accepted \"%s\"", bad[i].in);
+                assert_null(r);
+                assert_int_equal(oci_ref_check(bad[i].in, &why), -EINVAL);
+                if (!why || !strstr(why, bad[i].why))
+                        fail_msg("\"%s\": reason \"%s\" does not name the %s", bad[i].in, strempty(why), bad[i].why);
+        }
+        assert_int_equal(oci_ref_check("europe-docker.pkg.dev/gardener-project/releases/hyperkube:v1.31.2", NULL), 0);
+        assert_int_equal(oci_ref_check("Reg.IO:443/a:v1", NULL), 0);
+        assert_int_equal(oci_ref_check("[2001:db8::1]/a:v1", NULL), 0);
+}
+
+static void test_name_total_length(void **state) {
+        char ref[300];
+
+        /* "reg.io/" + 248 characters = 255: the longest name. */
+        strcpy(ref, "reg.io/");
+        memset(ref + 7, 'a', 248);
+        strcpy(ref + 255, ":v1");
+        assert_int_equal(oci_ref_check(ref, NULL), 0);
+        strcpy(ref + 255, "a:v1");
+        assert_int_equal(oci_ref_check(ref, NULL), -EINVAL);
+}
+
 static void test_limits(void **state) {
         char tag[OCI_TAG_MAX + 2], ref[OCI_REF_MAX + 2];
         _cleanup_(oci_ref_freep) OciRef *r = NULL;
@@ -112,6 +167,8 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_parse_table),
                 cmocka_unit_test(test_parse_rejects),
+                cmocka_unit_test(test_no_url_injection),
+                cmocka_unit_test(test_name_total_length),
                 cmocka_unit_test(test_limits),
                 cmocka_unit_test(test_to_string),
                 cmocka_unit_test(test_substitute_version),
