@@ -100,8 +100,9 @@ void reporter_set_node(Reporter *r, const NodeView *node) {
 static void reporter_send_status(Reporter *r) {
         _cleanup_free_ char *s = NULL;
 
-        if (r->status_note ? asprintf(&s, "%s (%s)", strempty(r->status_base), r->status_note) < 0
-                           : !(s = strdup(strempty(r->status_base))))
+        /* A note alone (nothing said yet) is the whole line, not " (note)". */
+        if (r->status_note && !isempty(r->status_base) ? asprintf(&s, "%s (%s)", r->status_base, r->status_note) < 0
+                                                       : !(s = strdup(r->status_note ?: strempty(r->status_base))))
                 return;
         if (streq_ptr(s, r->status))
                 return;
