@@ -701,8 +701,10 @@ static void add_kubelet_and_osc_apply(Builder *b) {
 }
 
 /* GNP §6.4: the rotations happen inside performInPlaceUpdate; here after the kubelet switch and the
- * OSC's files (the new CA bundle among them) and before the OS change, which may end this boot, so
- * that they never wait for a reboot. */
+ * OSC's files (the new CA bundle among them) and before the OS change, as upstream since gardener PR
+ * #15704: the OS change may end this boot in a system whose bookkeeping was wiped (Garden Linux's
+ * wipe-based update), and a rotation still pending then would be lost. Its feedback records it as
+ * carried out (node_update_action_done()) before the OS step starts. */
 static void add_rotation(Builder *b) {
         UpdateTransaction *tx = b->tx;
         UpdateAction *a;

@@ -1219,6 +1219,62 @@ static void test_rotation_resumes_after_kill(void **state) {
         world_free(w);
 }
 
+/* The rotation of world_rotation() plus an OS update 1592.6 -> 1592.7 in the same desired state. */
+static World *world_rotation_and_os(const char *ca) {
+        World *w = world_rotation(ca, NULL);
+
+        set(&w->osc->os_version, "1592.7");
+        set(&w->osc->os_update_args[0], "1592.7");
+        world_ready(w, "t1");
+        return w;
+}
+
+/* gardener PR #15704: the rotations run before the OS update, which may reboot into a system whose
+ * bookkeeping was wiped; killed after every single action, each step still runs exactly once (the
+ * harness fails on a repeat) and in the same order, across the reboot. */
+static void test_rotation_before_os_update(void **state) {
+        World *a = world_rotation_and_os("2025-03-01T11:00:00Z"), *b = world_rotation_and_os("2025-03-01T11:00:00Z");
+
+        a->os_effect = b->os_effect = OS_EFFECT_REBOOT_NEW;
+        b->crash_after_each_action = true;
+        run(a);
+        run(b);
+        assert_log("work", a->work, "PublishPlan RotateCredentials(ca) SetMarker(1592.7) RunOsCommand "
+                                    "CheckKubeletHealth DeletePods ReportResult(successful) SetChecksum(c1) ");
+        assert_log("crashing agent", b->work, a->work);
+        assert_int_equal(current_phase(b), UPDATE_PHASE_SUCCEEDED);
+        assert_string_equal(b->node->applied_checksum, "c1");
+        world_free(a);
+        world_free(b);
+}
+
+/* A rotation done before an OS update that then fails is done on the node: the retry (a new
+ * transaction of the same desired state) updates the OS without rotating a second time. */
+static void test_rotation_not_repeated_by_retry(void **state) {
+        World *w = world_rotation_and_os("2025-03-01T11:00:00Z");
+        _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
+
+        w->os_effect = OS_EFFECT_IN_PLACE;
+        w->policy = policy_command_fails;
+        command_failures = 1;
+        command_message = "retriable error detected: exit status 3, output: network problems";
+        run(w);
+        assert_log("work", w->work, "PublishPlan RotateCredentials(ca) SetMarker(1592.7) RunOsCommand ! "
+                                    "ReportResult(failed) ");
+        tx = current_tx(w);
+        assert_string_equal(tx->applied.checksum, "c0");        /* the OSC is not applied yet ... */
+        assert_true(streq_ptr(tx->applied.ca_rotation, "2025-03-01T11:00:00Z"));       /* ... the rotation is */
+
+        w->now = w->last.wake_usec;
+        clear_logs(w);
+        run(w);
+        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckKubeletHealth DeletePods "
+                                    "ReportResult(successful) SetChecksum(c1) ");
+        assert_null(strstr(w->node->plan, "credentialsRotation"));
+        assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
+        world_free(w);
+}
+
 /* A record of an older version that failed with UnsupportedRotation still decodes, and is retried: the
  * rotation is supported now. */
 static void test_old_unsupported_rotation_retried(void **state) {
@@ -2176,6 +2232,8 @@ int main(void) {
                 cmocka_unit_test(test_rotation_fails),
                 cmocka_unit_test(test_rotation_resumes_after_kill),
                 cmocka_unit_test(test_old_unsupported_rotation_retried),
+                cmocka_unit_test(test_rotation_before_os_update),
+                cmocka_unit_test(test_rotation_not_repeated_by_retry),
                 cmocka_unit_test(test_staging_failure_fails_before_drain),
                 cmocka_unit_test(test_kubelet_unhealthy_rolls_back),
                 cmocka_unit_test(test_retriable_failure_retries),
