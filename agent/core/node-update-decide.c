@@ -499,6 +499,11 @@ static int compute_plan(Builder *b, Plan *p) {
         /* GNP §2.3 step 2: the very first apply on a node is never gated and never updates the OS. */
         bool fresh = !b->tx->applied.valid && isempty(b->in->node->applied_checksum);
         bool in_place = osc->in_place && !fresh;
+        /* Except once MCM has drained the node for an in-place update: the success marking that would
+         * follow says the node runs the desired OS, so the OS is compared with or without history
+         * (upstream marks a node without a last-applied OSC successful unchecked: the report in
+         * fundament-oss/fundament#369). A mismatch plans the OS update, with its marker check. */
+        bool check_os = in_place || (osc->in_place && marking_gate(b->in->node));
         int r;
 
         *p = (Plan) { .blocked = _UPDATE_FAILURE_INVALID };
@@ -509,7 +514,7 @@ static int compute_plan(Builder *b, Plan *p) {
         r = plan_kubelet(b, p, in_place);
         if (r < 0)
                 return r;
-        if (!in_place)
+        if (!check_os)
                 return 1;
         r = plan_os(b, p);
         if (r <= 0)

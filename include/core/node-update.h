@@ -49,7 +49,8 @@
  *     usable) and credentials rotation (against the rotation times last carried out; always gated, carried
  *     out in Applying by ROTATE_CREDENTIALS after the kubelet switch and before the OS change, and
  *     recorded as carried out at once, so that no later attempt repeats it; gardener PR #15704).
- *     The first apply on a node (no checksum ever) is never gated and leaves the OS alone (GNP §2.3).
+ *     The first apply on a node (no checksum ever) is never gated and leaves the OS alone (GNP §2.3),
+ *     unless MCM's gate is open: the success marking then needs the OS compared, history or not.
  *   - The OSC's own work (files, units, drop-ins, containerd; UpdateInput.osc_work, prepared by the
  *     executor) is part of the plan while its OSC is not committed as last applied: ApplyOSC runs in
  *     Applying after the kubelet switch and before the kubelet restart (which the OSC's own restart

@@ -1054,6 +1054,69 @@ static void test_fresh_node(void **state) {
         world_free(w);
 }
 
+/* The no-false-success report against upstream (fundament-oss/fundament#369): a node without any
+ * history (no record, no checksum on the Node: e.g. its disk wiped by a reinstall) that MCM drained
+ * for an in-place update was marked successful without a look at the OS. The success marking states
+ * that the node runs the desired OS, so at ReadyForUpdate the OS is compared with or without history:
+ * a mismatch runs the update, or fails naming both versions; only a match is successful. */
+static void test_fresh_node_ready_for_update_checks_os(void **state) {
+        World *w = world_new();
+
+        /* OS behind: the update runs (the first apply's files and kubelet go with it, gated). */
+        world_osc(w, "c1", "1592.7", "1.31.4");
+        world_ready(w, "t1");
+        w->os_effect = OS_EFFECT_IN_PLACE;
+        run(w);
+        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckKubeletHealth DeletePods "
+                                    "ReportResult(successful) SetChecksum(c1) ");
+        assert_string_equal(w->os_version, "1592.7");
+        world_free(w);
+
+        /* The attempt before the wipe came back on the old OS (its marker is all that is left). */
+        w = world_new();
+        world_osc(w, "c1", "1592.7", "1.31.4");
+        world_ready(w, "t1");
+        set(&w->node->updating_os_version, "1592.7");
+        run(w);
+        assert_log("work", w->work, "PublishPlan ReportResult(failed) ");
+        assert_int_equal(current_phase(w), UPDATE_PHASE_ROLLED_BACK);
+        assert_string_equal(w->node->update_result_value, "failed");
+        assert_string_equal(w->node->update_failed_reason, "OS update might have failed and rolled back to the "
+                                                           "previous version. Desired version: \"1592.7\", Current "
+                                                           "version: \"1592.6\"");
+        assert_null(w->node->applied_checksum);
+        world_free(w);
+
+        /* A downgrade cannot be run: failed, naming both versions. */
+        w = world_new();
+        world_osc(w, "c1", "1592.5", "1.31.4");
+        world_ready(w, "t1");
+        run(w);
+        assert_string_equal(w->node->update_result_value, "failed");
+        assert_string_equal(w->node->update_failed_reason, "OS downgrade from \"1592.6\" to \"1592.5\" is not "
+                                                           "supported");
+        world_free(w);
+
+        /* The OS unknown: no result at all, the status says why. */
+        w = world_new();
+        world_osc(w, "c1", "1592.7", "1.31.4");
+        world_ready(w, "t1");
+        set(&w->os_version, NULL);
+        run(w);
+        assert_log("work", w->work, "");
+        assert_null(w->node->update_result_value);
+        assert_non_null(strstr(w->last.status, "unable to find version"));
+        world_free(w);
+
+        /* Matching: the success marking, as before. */
+        w = world_new();
+        world_osc(w, "c1", "1592.6", "1.31.4");
+        world_ready(w, "t1");
+        run(w);
+        assert_log("work", w->work, "PublishPlan DeletePods ReportResult(successful) SetChecksum(c1) ");
+        world_free(w);
+}
+
 /* CONTRACT §8.5: minVersionForUpdate. Before selection the plan shows the update as blocked; once
  * selected it fails before the drain with the exact reason and code; nothing is staged. */
 static void test_min_version_not_met(void **state) {
@@ -2226,6 +2289,7 @@ int main(void) {
                 cmocka_unit_test(test_already_successful),
                 cmocka_unit_test(test_no_work_marking),
                 cmocka_unit_test(test_fresh_node),
+                cmocka_unit_test(test_fresh_node_ready_for_update_checks_os),
                 cmocka_unit_test(test_min_version_not_met),
                 cmocka_unit_test(test_ca_rotation),
                 cmocka_unit_test(test_sa_rotation),
