@@ -12,6 +12,7 @@
 #include "update/osc-runner.h"
 #include "update/state-file.h"
 #include "kube/kube-client.h"
+#include "kube/pods.h"
 #include "kubelet/health-check.h"
 #include "kubelet/kubelet-stage.h"
 #include "kubelet/kubelet-store.h"
@@ -32,7 +33,6 @@
 
 #define OS_RELEASE_MAX (64 * 1024)
 #define FAILURE_OUTPUT_MAX 1024
-#define PODS_PATH_MAX 512
 #define SAVE_RETRY_USEC (5 * USEC_PER_SEC)
 
 typedef enum ExecutorState {
@@ -68,11 +68,9 @@ typedef struct ExecutorOp {
                 OsImage *image;                 /* owned */
                 RebootRequest *reboot;          /* owned */
                 HealthCheck *health;            /* owned */
-                KubeRequest *pods;              /* owned: LIST of our pods, then DELETEs (floating) */
+                PodCleanup *pods;               /* owned */
                 CredentialRotation *rotation;   /* owned */
         };
-        unsigned deletes_pending;
-        int deletes_error;
 } ExecutorOp;
 
 struct Executor {
@@ -151,7 +149,7 @@ static void executor_op_clear(Executor *e) {
                 health_check_free(e->op.health);
                 break;
         case OP_PODS:
-                kube_request_free(e->op.pods);
+                pod_cleanup_free(e->op.pods);
                 break;
         case OP_APPLY_OSC:
                 osc_runner_cancel(e->osc_runner);
@@ -516,57 +514,32 @@ static int run_stage_os_image(Executor *e, const UpdateAction *a) {
 
 /* ---- pods ------------------------------------------------------------------------------------------ */
 
-static void executor_on_pod_deleted(KubeRequest *req, int error, json_t *object, void *userdata) {
+#define REASON_PODS_DELETED "InPlaceUpdatePodsDeleted"
+
+static void executor_on_pods_done(PodCleanup *pc, int error, const char *message, const PodSelection *selection,
+                                  void *userdata) {
         Executor *e = userdata;
+        _cleanup_free_ char *failure = NULL, *summary = NULL;
 
-        int failed;
-
-        if (error < 0 && error != -ENOENT && e->op.deletes_error == 0)
-                e->op.deletes_error = error;
-        if (--e->op.deletes_pending > 0)
-                return;
-        failed = e->op.deletes_error;
+        /* Both are the PodCleanup's: use them before it goes. */
+        failure = message ? strdup(message) : NULL;
+        if (error >= 0 && selection && selection->n_pods > 0) {
+                summary = pod_selection_message(selection, KUBE_EVENTS_MESSAGE_MAX);
+                if (summary) {
+                        log_info("%s", summary);
+                        (void) reporter_emit_event(e->deps.reporter, "Normal", REASON_PODS_DELETED, summary);
+                }
+        } else if (error >= 0)
+                log_info("No Pods were bound to this node.");
         executor_op_clear(e);
-        executor_action_finished(e, failed, _UPDATE_FAILURE_INVALID,
-                                 failed < 0 ? "deleting the pods on this node failed" : NULL);
-}
-
-static void executor_on_pods_listed(KubeRequest *req, int error, json_t *object, void *userdata) {
-        Executor *e = userdata;
-        json_t *pod;
-        size_t i;
-
-        e->op.pods = kube_request_free(e->op.pods);
-        if (error < 0) {
-                executor_op_clear(e);
-                executor_action_finished(e, error, _UPDATE_FAILURE_INVALID, "listing the pods on this node failed");
-                return;
-        }
-        e->op.deletes_pending = 1;      /* held until every DELETE was sent */
-        e->op.deletes_error = 0;
-        json_array_foreach(json_object_get(object, "items"), i, pod) {
-                json_t *md = json_object_get(pod, "metadata");
-                const char *ns = json_string_value(json_object_get(md, "namespace"));
-                const char *name = json_string_value(json_object_get(md, "name"));
-                _cleanup_free_ char *path = NULL;
-
-                if (!ns || !name || asprintf(&path, "/api/v1/namespaces/%s/pods/%s", ns, name) < 0)
-                        continue;
-                if (kube_client_delete(e->kube, path, executor_on_pod_deleted, e, NULL) >= 0)
-                        e->op.deletes_pending++;
-        }
-        log_info("Deleting %zu pod(s) still bound to this node.", json_array_size(json_object_get(object, "items")));
-        executor_on_pod_deleted(NULL, 0, NULL, e);
+        executor_action_finished(e, error, _UPDATE_FAILURE_INVALID, failure);
 }
 
 static int run_delete_pods(Executor *e, const UpdateAction *a) {
-        char path[PODS_PATH_MAX];
-
         if (!e->kube)
                 return -ENODEV;
-        snprintf(path, sizeof(path), "/api/v1/pods?fieldSelector=spec.nodeName%%3D%s", e->config->node_name);
         e->op.kind = OP_PODS;
-        return kube_client_get(e->kube, path, executor_on_pods_listed, e, &e->op.pods);
+        return pod_cleanup_start(e->kube, e->config->node_name, executor_on_pods_done, e, &e->op.pods);
 }
 
 /* ---- the OSC's own work ------------------------------------------------------------------------------ */
