@@ -1055,12 +1055,9 @@ static int manual_retry(Builder *b) {
 
 static int set_checksum_only(Builder *b, const Plan *p) {
         const OscDesired *osc = b->in->osc;
-        const UpdateTransaction *tx = b->tx;
 
         if (isempty(osc->checksum))
                 return set_status(b, "Nothing to do: the node matches the desired state.");
-        if (tx->applied.valid && streq_ptr(tx->applied.checksum, osc->checksum))
-                return set_status(b, "Up to date; waiting for the Node to show %s.", NODE_ANNOTATION_CHECKSUM);
         add_set_checksum(b, false, osc->checksum, p->kubernetes_version, osc->ca_rotation, osc->sa_rotation);
         return set_status(b, "No in-place changes; recording checksum %s.", osc->checksum);
 }
@@ -1107,6 +1104,11 @@ static int start(Builder *b) {
          * count as equal: a Secret without the annotation must not freeze the node.) */
         if (!isempty(osc->checksum) && streq_ptr(node->applied_checksum, osc->checksum))
                 return set_status(b, "Up to date (%s %s).", NODE_ANNOTATION_CHECKSUM, osc->checksum);
+        /* We wrote that checksum ourselves: a Node without it is older than our own patches (the watch
+         * event is on its way). Taken at its word it would start the success marking again: the
+         * Pods deleted a second time, a second result. */
+        if (!isempty(osc->checksum) && tx->applied.valid && streq_ptr(tx->applied.checksum, osc->checksum))
+                return set_status(b, "Up to date; waiting for the Node to show %s.", NODE_ANNOTATION_CHECKSUM);
 
         r = compute_plan(b, &p);
         if (r <= 0)

@@ -989,6 +989,32 @@ static void test_retry_path_failed_label(void **state) {
         world_free(w);
 }
 
+/* The decision after the final batch may see a Node from before the agent's own result and checksum
+ * patches (their watch events are on the way). It must not take that for a node still waiting for
+ * its success marking: no second Pod deletion, no second result. */
+static void test_stale_node_view_after_success(void **state) {
+        World *w = world_new();
+
+        world_osc(w, "c1", "1592.6", "1.32.1");
+        world_applied(w, "c0");
+        w->node->candidate = w->node->selected = true;
+        world_ready(w, "t1");
+        run(w);
+        assert_log("work", w->work, "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) RestartUnit(kubelet.service) "
+                                    "CheckKubeletHealth DeletePods ReportResult(successful) SetChecksum(c1) ");
+
+        /* The Node as it was before those patches. */
+        world_applied(w, "c0");
+        w->node->update_result = NODE_UPDATE_RESULT_NONE;
+        set(&w->node->update_result_value, NULL);
+        clear_logs(w);
+        run(w);
+        assert_log("work", w->work, "");
+        assert_int_equal(w->pods_deleted, 1);
+        assert_non_null(strstr(w->last.status, "waiting for the Node to show"));
+        world_free(w);
+}
+
 /* GNP scenario 24: ReadyForUpdate and successful, nothing for this agent to do: no Pods deleted, no
  * result patch; the checksum is recorded only once MCM is done with the node. Without ReadyForUpdate
  * and without the failed label: no Pods, no label either. */
@@ -2287,6 +2313,7 @@ int main(void) {
                 cmocka_unit_test(test_node_recreated_during_apply),
                 cmocka_unit_test(test_retry_path_failed_label),
                 cmocka_unit_test(test_already_successful),
+                cmocka_unit_test(test_stale_node_view_after_success),
                 cmocka_unit_test(test_no_work_marking),
                 cmocka_unit_test(test_fresh_node),
                 cmocka_unit_test(test_fresh_node_ready_for_update_checks_os),
