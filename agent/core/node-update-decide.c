@@ -501,6 +501,11 @@ static int compute_plan(Builder *b, Plan *p) {
         /* GNP §2.3 step 2: the very first apply on a node is never gated and never updates the OS. */
         bool fresh = !b->tx->applied.valid && isempty(b->in->node->applied_checksum);
         bool in_place = osc->in_place && !fresh;
+        /* Except once MCM has drained the node for an in-place update: the success marking that would
+         * follow says the node runs the desired OS, so the OS is compared with or without history
+         * (upstream marks a node without a last-applied OSC successful unchecked: the report in
+         * fundament-oss/fundament#369). A mismatch plans the OS update, with its marker check. */
+        bool check_os = in_place || (osc->in_place && marking_gate(b->in->node));
         int r;
 
         *p = (Plan) { .blocked = _UPDATE_FAILURE_INVALID };
@@ -518,7 +523,7 @@ static int compute_plan(Builder *b, Plan *p) {
         r = plan_kubelet(b, p, in_place);
         if (r < 0)
                 return r;
-        if (!in_place)
+        if (!check_os)
                 return 1;
         r = plan_os(b, p);
         if (r <= 0)
@@ -710,8 +715,10 @@ static void add_kubelet_and_osc_apply(Builder *b) {
 }
 
 /* GNP §6.4: the rotations happen inside performInPlaceUpdate; here after the kubelet switch and the
- * OSC's files (the new CA bundle among them) and before the OS change, which may end this boot, so
- * that they never wait for a reboot. */
+ * OSC's files (the new CA bundle among them) and before the OS change, as upstream since gardener PR
+ * #15704: the OS change may end this boot in a system whose bookkeeping was wiped (Garden Linux's
+ * wipe-based update), and a rotation still pending then would be lost. Its feedback records it as
+ * carried out (node_update_action_done()) before the OS step starts. */
 static void add_rotation(Builder *b) {
         UpdateTransaction *tx = b->tx;
         UpdateAction *a;
@@ -1066,12 +1073,9 @@ static int manual_retry(Builder *b) {
 
 static int set_checksum_only(Builder *b, const Plan *p) {
         const OscDesired *osc = b->in->osc;
-        const UpdateTransaction *tx = b->tx;
 
         if (isempty(osc->checksum))
                 return set_status(b, "Nothing to do: the node matches the desired state.");
-        if (tx->applied.valid && streq_ptr(tx->applied.checksum, osc->checksum))
-                return set_status(b, "Up to date; waiting for the Node to show %s.", NODE_ANNOTATION_CHECKSUM);
         add_set_checksum(b, false, osc->checksum, p->kubernetes_version, osc->ca_rotation, osc->sa_rotation);
         return set_status(b, "No in-place changes; recording checksum %s.", osc->checksum);
 }
@@ -1118,6 +1122,11 @@ static int start(Builder *b) {
          * count as equal: a Secret without the annotation must not freeze the node.) */
         if (!isempty(osc->checksum) && streq_ptr(node->applied_checksum, osc->checksum))
                 return set_status(b, "Up to date (%s %s).", NODE_ANNOTATION_CHECKSUM, osc->checksum);
+        /* We wrote that checksum ourselves: a Node without it is older than our own patches (the watch
+         * event is on its way). Taken at its word it would start the success marking again: the
+         * Pods deleted a second time, a second result. */
+        if (!isempty(osc->checksum) && tx->applied.valid && streq_ptr(tx->applied.checksum, osc->checksum))
+                return set_status(b, "Up to date; waiting for the Node to show %s.", NODE_ANNOTATION_CHECKSUM);
 
         r = compute_plan(b, &p);
         if (r <= 0)

@@ -441,6 +441,16 @@ static int record_applied(UpdateTransaction *tx, const UpdateAction *a) {
         return 0;
 }
 
+/* A rotation is recorded in the node-level memory the moment it is done, not with the checksum at
+ * the end: it runs before the OS update (gardener PR #15704), and an OS update that fails or rolls
+ * back after it must not make the next attempt rotate a second time. */
+static int record_rotation(UpdateTransaction *tx, const UpdateAction *a) {
+        if ((a->rotate_ca && free_and_strdup(&tx->applied.ca_rotation, tx->ca_rotation) < 0) ||
+            (a->rotate_sa && free_and_strdup(&tx->applied.sa_rotation, tx->sa_rotation) < 0))
+                return -ENOMEM;
+        return 0;
+}
+
 int node_update_action_done(UpdateTransaction *tx, const UpdateAction *a, uint64_t now_usec) {
         int r;
 
@@ -470,6 +480,12 @@ int node_update_action_done(UpdateTransaction *tx, const UpdateAction *a, uint64
                         free(tx->marker);
                         tx->marker = NULL;
                 }
+                step_mark(tx, a->step);
+                break;
+        case UPDATE_STEP_ROTATE_CREDENTIALS:
+                r = record_rotation(tx, a);
+                if (r < 0)
+                        return r;
                 step_mark(tx, a->step);
                 break;
         case UPDATE_STEP_CHECKSUM:

@@ -13,7 +13,7 @@
 #include "update/osc-runner.h"
 #include "update/state-file.h"
 #include "kube/kube-client.h"
-#include "kube/kube-path.h"
+#include "kube/pods.h"
 #include "kubelet/health-check.h"
 #include "kubelet/kubelet-stage.h"
 #include "kubelet/kubelet-store.h"
@@ -69,11 +69,9 @@ typedef struct ExecutorOp {
                 OsImage *image;                 /* owned */
                 RebootRequest *reboot;          /* owned */
                 HealthCheck *health;            /* owned */
-                KubeRequest *pods;              /* owned: LIST of our pods, then DELETEs (floating) */
+                PodCleanup *pods;               /* owned */
                 CredentialRotation *rotation;   /* owned */
         };
-        unsigned deletes_pending;
-        int deletes_error;
 } ExecutorOp;
 
 struct Executor {
@@ -152,7 +150,7 @@ static void executor_op_clear(Executor *e) {
                 health_check_free(e->op.health);
                 break;
         case OP_PODS:
-                kube_request_free(e->op.pods);
+                pod_cleanup_free(e->op.pods);
                 break;
         case OP_APPLY_OSC:
                 osc_runner_cancel(e->osc_runner);
@@ -526,67 +524,32 @@ static int run_stage_os_image(Executor *e, const UpdateAction *a) {
 
 /* ---- pods ------------------------------------------------------------------------------------------ */
 
-static void executor_on_pod_deleted(KubeRequest *req, int error, json_t *object, void *userdata) {
+#define REASON_PODS_DELETED "InPlaceUpdatePodsDeleted"
+
+static void executor_on_pods_done(PodCleanup *pc, int error, const char *message, const PodSelection *selection,
+                                  void *userdata) {
         Executor *e = userdata;
+        _cleanup_free_ char *failure = NULL, *summary = NULL;
 
-        int failed;
-
-        if (error < 0 && error != -ENOENT && e->op.deletes_error == 0)
-                e->op.deletes_error = error;
-        if (--e->op.deletes_pending > 0)
-                return;
-        failed = e->op.deletes_error;
-        executor_op_clear(e);
-        executor_action_finished(e, failed, _UPDATE_FAILURE_INVALID,
-                                 failed < 0 ? "deleting the pods on this node failed" : NULL);
-}
-
-static void executor_on_pods_listed(KubeRequest *req, int error, json_t *object, void *userdata) {
-        Executor *e = userdata;
-        json_t *pod;
-        size_t i;
-
-        e->op.pods = kube_request_free(e->op.pods);
-        if (error < 0) {
-                executor_op_clear(e);
-                executor_action_finished(e, error, _UPDATE_FAILURE_INVALID, "listing the pods on this node failed");
-                return;
-        }
-        e->op.deletes_pending = 1;      /* held until every DELETE was sent */
-        e->op.deletes_error = 0;
-        json_array_foreach(json_object_get(object, "items"), i, pod) {
-                json_t *md = json_object_get(pod, "metadata");
-                const char *ns = json_string_value(json_object_get(md, "namespace"));
-                const char *name = json_string_value(json_object_get(md, "name"));
-                _cleanup_free_ char *path = NULL;
-
-                /* Names the server handed back go through kube_path() like any other. */
-                if (kube_path(KUBE_RESOURCE_PODS, ns, name, NULL, &path) < 0) {
-                        log_warning("Not deleting pod %s/%s: not a valid namespace and name.", strempty(ns), strempty(name));
-                        continue;
+        /* Both are the PodCleanup's: use them before it goes. */
+        failure = message ? strdup(message) : NULL;
+        if (error >= 0 && selection && selection->n_pods > 0) {
+                summary = pod_selection_message(selection, KUBE_EVENTS_MESSAGE_MAX);
+                if (summary) {
+                        log_info("%s", summary);
+                        (void) reporter_emit_event(e->deps.reporter, "Normal", REASON_PODS_DELETED, summary);
                 }
-                if (kube_client_delete(e->kube, path, executor_on_pod_deleted, e, NULL) >= 0)
-                        e->op.deletes_pending++;
-        }
-        log_info("Deleting %zu pod(s) still bound to this node.", json_array_size(json_object_get(object, "items")));
-        executor_on_pod_deleted(NULL, 0, NULL, e);
+        } else if (error >= 0)
+                log_info("No Pods were bound to this node.");
+        executor_op_clear(e);
+        executor_action_finished(e, error, _UPDATE_FAILURE_INVALID, failure);
 }
 
 static int run_delete_pods(Executor *e, const UpdateAction *a) {
-        _cleanup_free_ char *path = NULL, *selector = NULL;
-        int r;
-
         if (!e->kube)
                 return -ENODEV;
-        if (asprintf(&selector, "spec.nodeName=%s", e->config->node_name) < 0)
-                return -ENOMEM;
-        r = kube_path(KUBE_RESOURCE_PODS, NULL, NULL, NULL, &path);
-        if (r >= 0)
-                r = kube_path_add_query(&path, "fieldSelector", selector);
-        if (r < 0)
-                return r;
         e->op.kind = OP_PODS;
-        return kube_client_get(e->kube, path, executor_on_pods_listed, e, &e->op.pods);
+        return pod_cleanup_start(e->kube, e->config->node_name, executor_on_pods_done, e, &e->op.pods);
 }
 
 /* ---- the OSC's own work ------------------------------------------------------------------------------ */

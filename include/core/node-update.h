@@ -46,9 +46,11 @@
  *     running version: patch = ungated, minor = gated, downgrade/minor skip = InvalidDesiredState),
  *     OS (current os-release version "=" desired with Gardener's rules; downgrade refused;
  *     minVersionForUpdate "current >= min" else MinVersionNotMet; command or image backend must be
- *     usable) and credentials rotation (against the rotation times last applied; always gated, carried
- *     out in Applying by ROTATE_CREDENTIALS after the kubelet switch and before the OS change).
- *     The first apply on a node (no checksum ever) is never gated and leaves the OS alone (GNP §2.3).
+ *     usable) and credentials rotation (against the rotation times last carried out; always gated, carried
+ *     out in Applying by ROTATE_CREDENTIALS after the kubelet switch and before the OS change, and
+ *     recorded as carried out at once, so that no later attempt repeats it; gardener PR #15704).
+ *     The first apply on a node (no checksum ever) is never gated and leaves the OS alone (GNP §2.3),
+ *     unless MCM's gate is open: the success marking then needs the OS compared, history or not.
  *   - The OSC's own work (files, units, drop-ins, containerd; UpdateInput.osc_work, prepared by the
  *     executor) is part of the plan while its OSC is not committed as last applied: ApplyOSC runs in
  *     Applying after the kubelet switch and before the kubelet restart (which the OSC's own restart
@@ -294,7 +296,9 @@ typedef struct UpdateTransaction {
         struct {
                 bool valid;
                 char *checksum;         /* owned: last OSC checksum fully applied */
-                char *ca_rotation;      /* owned: the rotation times it carried */
+                char *ca_rotation;      /* owned: the rotation times carried out on the node: set when
+                                         * the rotation is done (before the OS step), else with the
+                                         * checksum */
                 char *sa_rotation;      /* owned */
         } applied;
         char *marker;                   /* owned: updating-operating-system-version we set (or are setting)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <arpa/inet.h>
 #include <assert.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,11 @@ struct Conn {
         sd_event_source *io;
         char buf[65536];
         size_t len;
+        /* What is still to be sent: the loop also runs the client, so the server never blocks on a
+         * full socket (a response of megabytes) but sends the rest when the socket takes it. */
+        char *out;
+        size_t out_len, out_off;
+        bool close_when_sent;
 };
 
 struct FakeHttp {
@@ -46,17 +52,40 @@ static void conn_free(Conn *c) {
                 c->next->prev = c->prev;
         sd_event_source_disable_unref(c->io);
         close(c->fd);
+        free(c->out);
         free(c);
 }
 
-static void write_all(int fd, const char *p, size_t n) {
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-                if (k <= 0)
-                        return;
-                p += k;
-                n -= (size_t) k;
+static void write_all(Conn *c, const char *p, size_t n) {
+        char *o = realloc(c->out, c->out_len + n);
+
+        assert(o);
+        memcpy(o + c->out_len, p, n);
+        c->out = o;
+        c->out_len += n;
+}
+
+/* Sends what the socket takes now; returns false when the connection is gone. */
+static bool flush_out(Conn *c) {
+        while (c->out_off < c->out_len) {
+                ssize_t k = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
+
+                if (k < 0 && errno == EAGAIN)
+                        break;
+                if (k <= 0) {
+                        conn_free(c);
+                        return false;
+                }
+                c->out_off += (size_t) k;
         }
+        if (c->out_off < c->out_len)
+                return sd_event_source_set_io_events(c->io, EPOLLIN | EPOLLOUT) >= 0;
+        c->out_off = c->out_len = 0;
+        if (c->close_when_sent) {
+                conn_free(c);
+                return false;
+        }
+        return sd_event_source_set_io_events(c->io, EPOLLIN) >= 0;
 }
 
 static void respond(Conn *c, const FakeResponse *r) {
@@ -67,24 +96,24 @@ static void respond(Conn *c, const FakeResponse *r) {
         if (!r || !r->chunked) {
                 snprintf(head, sizeof(head), "HTTP/1.1 %d X\r\nContent-Length: %zu\r\n%s\r\n",
                          r ? r->status : 404, blen, r ? strempty(r->headers) : "");
-                write_all(c->fd, head, strlen(head));
-                write_all(c->fd, body, r && r->stall ? MIN(r->stall_after, blen) : blen);
+                write_all(c, head, strlen(head));
+                write_all(c, body, r && r->stall ? MIN(r->stall_after, blen) : blen);
                 return;
         }
         snprintf(head, sizeof(head), "HTTP/1.1 %d X\r\nTransfer-Encoding: chunked\r\n%s\r\n", r->status,
                  strempty(r->headers));
-        write_all(c->fd, head, strlen(head));
+        write_all(c, head, strlen(head));
         for (size_t off = 0; off < blen;) {
                 size_t n = r->chunk_size ? MIN(r->chunk_size, blen - off) : blen - off;
                 char sz[32];
                 snprintf(sz, sizeof(sz), "%zx\r\n", n);
-                write_all(c->fd, sz, strlen(sz));
-                write_all(c->fd, body + off, n);
-                write_all(c->fd, "\r\n", 2);
+                write_all(c, sz, strlen(sz));
+                write_all(c, body + off, n);
+                write_all(c, "\r\n", 2);
                 off += n;
         }
         if (!r->close_early && !r->hold)
-                write_all(c->fd, "0\r\n\r\n", 5);
+                write_all(c, "0\r\n\r\n", 5);
 }
 
 static int on_conn_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
@@ -95,7 +124,13 @@ static int on_conn_io(sd_event_source *s, int fd, uint32_t revents, void *userda
         ssize_t n;
         size_t need;
 
+        if ((revents & EPOLLOUT) && !flush_out(c))
+                return 0;
+        if (!(revents & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+                return 0;
         n = read(fd, c->buf + c->len, sizeof(c->buf) - c->len - 1);
+        if (n < 0 && errno == EAGAIN)
+                return 0;
         if (n <= 0) {
                 conn_free(c);
                 return 0;
@@ -126,12 +161,10 @@ static int on_conn_io(sd_event_source *s, int fd, uint32_t revents, void *userda
         if (f->head != f->tail)
                 r = &f->queue[f->head++ % MAX_QUEUE];
         respond(c, r);
-        if (r && r->close_early) {
-                conn_free(c);
-                return 0;
-        }
         memmove(c->buf, c->buf + need, c->len - need);
         c->len -= need;
+        c->close_when_sent = r && r->close_early;
+        (void) flush_out(c);
         return 0;
 }
 
@@ -140,7 +173,7 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdat
         Conn *c;
         int cfd;
 
-        cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+        cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (cfd < 0)
                 return 0;
         c = calloc(1, sizeof(*c));

@@ -18,6 +18,10 @@ osc.replacedUnits lists /var/lib/gardener-node-agent/config.yaml) with two token
      at the persisted step and succeeds;
   5. SIGKILL in the middle of a service-account-key rotation (a token Secret's GET held by the emulator):
      it resumes and succeeds;
+  6. a CA rotation together with an OS update (gardener PR #15704): the rotation is done before the OS
+     command runs; the command fails, the operator retries, the second run exits 0 and the node reboots
+     (simulated: new boot id, the new os-release) into the new version: successful, and the rotation ran
+     once across both attempts and the reboot (one renewal CSR, one re-bootstrap);
 and after every test: no token, key or certificate bytes in the agent's output, the Node, the Events or
 the state files."""
 
@@ -168,7 +172,7 @@ def setUpModule():
     global SB, WORK
     WORK = tempfile.mkdtemp(prefix="ipa-credentials-")
     SB = S.Sandbox(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10, start_agent=False,
-                   log_level="debug", kubelet_bootstrap=True,
+                   log_level="debug", kubelet_bootstrap=True, fake_boot_id=True,
                    agent_config={"kubeconfig": kubeconfig_path(),
                                  "bootstrapKubeconfig": os.path.join(WORK, "bootstrap-kubeconfig"),
                                  "osc": {"replacedUnits": [GNA_UNIT]}, "lease": {"enabled": False}},
@@ -344,6 +348,49 @@ class Credentials(unittest.TestCase):
             SB.emu.clear_faults()
         self.assertTrue(tokens_on_disk())
         self.assertGreater(resumes(), resumed, "the restarted agent resumed the persisted rotation")
+
+    def test_6_rotation_before_os_update(self):
+        new_os = "1877.1"
+        runs = SB.path("os-runs")
+        # The OS command notes whether the kubelet was already re-bootstrapped when it ran; the first run
+        # fails for good, the second exits 0 and leaves the reboot to come (the OS is still old).
+        S.write_file(SB.os_update_command, "#!/bin/sh\n"
+                     "if [ -e '%(boot)s' ]; then r=yes; else r=no; fi\n"
+                     "echo \"$1 rotated=$r\" >> '%(runs)s'\n"
+                     "if [ $(wc -l < '%(runs)s') -eq 1 ]; then echo 'system failure'; exit 1; fi\n"
+                     % {"boot": kubelet_dir("kubeconfig-bootstrap"), "runs": runs}, 0o755)
+        provision_kubelet_credentials()
+        user = "gardener.cloud:node-agent:machine:" + S.NODE
+        csrs_before = [c["metadata"]["name"] for c in SB.emu.list("certificatesigningrequests", group="certificates.k8s.io")
+                       if c["spec"]["username"] == user]
+        rotating = SB.agent_log().count("Rotating credentials in place")
+        before = serial()
+        rotation["ca"] = "2026-11-23T14:00:00Z"
+        SB.osc["os_version"] = new_os
+        checksum = publish()
+        mcm_update()
+        SB.wait_node(lambda n: "credentialsRotation" in (S.annotation(n, S.PLAN) or ""), 30, "the plan")
+        SB.mcm_ready_for_update()
+        node = SB.wait_node(lambda n: S.label(n, S.UPDATE_RESULT) == "failed", 60, "the failed OS update")
+        self.assertIn("system failure", S.annotation(node, S.FAILED_REASON))
+        self.assertNotEqual(serial(), before, "the agent's certificate was renewed before the OS update")
+
+        # The operator retries (upstream's procedure: ReadyForUpdate again).
+        SB.mcm_observe_result()
+        SB.mcm_ready_for_update(drain=False)
+        SB.wait_node(lambda n: S.progress_phase(n) == "Rebooting", 60, "the second attempt waiting for the reboot")
+        SB.simulate_reboot(new_os)
+        node = SB.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == checksum, 60, "the update's checksum")
+        self.assertEqual(S.label(node, S.UPDATE_RESULT), "successful")
+        with open(runs) as f:
+            self.assertEqual(f.read().split("\n")[:2], ["%s rotated=yes" % new_os] * 2,
+                             "the OS command ran before the rotation")
+        csrs = [c["metadata"]["name"] for c in SB.emu.list("certificatesigningrequests", group="certificates.k8s.io")
+                if c["spec"]["username"] == user and c["metadata"]["name"] not in csrs_before]
+        self.assertEqual(len(csrs), 1, "renewal CSRs of this rotation: %s" % csrs)
+        self.assertEqual(SB.agent_log().count("Rotating credentials in place") - rotating, 1,
+                         "the rotation ran again for the retry")
+        self.assert_ca_rotated(before, checksum)
 
 
 if __name__ == "__main__":

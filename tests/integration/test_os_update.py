@@ -23,7 +23,13 @@ that appends to a count file on every run):
     its Lease, same PID, bounded memory;
   * minVersionForUpdate above the running OS: failed with the exact reason, the command never ran;
   * agent SIGKILLed while the command runs: after the restart the command is NOT run again, the update is
-    reported failed (interrupted), Node annotations/labels consistent.
+    reported failed (interrupted), Node annotations/labels consistent;
+  * a node without any history (no state.json, no checksum/cloud-config-data on the Node: its disk wiped
+    by a reinstall) drained for an OS update: the OS is compared anyway, the command runs, successful on
+    the new OS (upstream marks such a node successful on the old OS: the report in
+    fundament-oss/fundament#369), also when the OSC's files are applied already (nothing but the OS to do), and
+    checksum/cloud-config-data is never written before the result; the same node whose marker says the attempt before the wipe came back on
+    the old OS: RolledBack with upstream's reason naming both versions, the command never runs.
 Image backend (osUpdate.backend: image, reboot: systemd): the OCI artifact's last layer (the UKI) is pulled,
 verified, installed as <namePrefix>-<version>+3.efi, reboot.target started over D-Bus (a marker service);
 after the simulated reboot into the new version: successful; into the old one: RolledBack.
@@ -332,6 +338,53 @@ class OsUpdate(unittest.TestCase):
         self.assertIn("The OS update command reported network problems (attempt 1); retrying in 30s.",
                       self.sb.agent_log())
         self.assertIn("os-update: updated on run 2", self.sb.agent_log())
+
+    def no_history_sandbox(self, annotations, osc_applied=False):
+        """A node that remembers nothing: no state.json (the sandbox's state directory is new) and no
+        checksum/cloud-config-data on the Node; MCM has drained it for the OS update. osc_applied: the
+        OSC's files and units are applied already (its last-applied copy is the published one), only
+        the update's record is gone."""
+        sb = self.sandbox(start_agent=False)
+        sb.emu.label_node(sandbox.NODE, annotations=dict({sandbox.NODE_CHECKSUM: None}, **annotations))
+        self.write_command('set_os\necho "updated to $version"')
+        self.request_update()
+        if osc_applied:
+            sandbox.write_file(os.path.join(sb.state_dir, "last-applied-osc.yaml"), sb.osc["yaml"], 0o600)
+        sb.start_agent()
+        return sb
+
+    def assert_checksum_only_with_success(self):
+        """The Secret's checksum is never on the Node without update-result=successful and the new OS."""
+        checksum = self.sb.secret_checksum()
+        for e in self.sb.node_history():
+            o = e.get("object")
+            if sandbox.annotation(o, sandbox.NODE_CHECKSUM) == checksum:
+                self.assertEqual(sandbox.label(o, sandbox.UPDATE_RESULT), "successful",
+                                 "checksum/cloud-config-data written without a result (rv %s)" % e["rv"])
+
+    def test_13_no_history_os_compared(self):
+        self.no_history_sandbox({})
+        node = self.wait_result()
+        self.assert_success(node)
+        self.assertEqual(self.os_version(), NEW, "update-result=successful on the old OS")
+        self.assertEqual(len(self.runs()), 1)
+        self.assert_checksum_only_with_success()
+
+    def test_14_no_history_came_back_old(self):
+        self.no_history_sandbox({sandbox.UPDATING_OS: NEW})
+        node = self.wait_result()
+        reason = self.assert_failed(node, "OSRolledBack", phase="RolledBack")
+        self.assertEqual(reason, ROLLED_BACK_REASON)
+        self.assertEqual(self.runs(), [], "the command ran")
+        self.assertEqual(self.os_version(), OLD)
+        self.assert_checksum_only_with_success()
+
+    def test_15_no_history_nothing_else_to_apply(self):
+        self.no_history_sandbox({}, osc_applied=True)
+        node = self.wait_result()
+        self.assert_success(node)
+        self.assertEqual(self.os_version(), NEW, "update-result=successful on the old OS")
+        self.assertEqual(len(self.runs()), 1)
 
     # ------------------------------------------------------------------ image backend
 

@@ -9,7 +9,10 @@
   4. minVersionForUpdate above the OS version with a gated change (1.31.5 -> 1.32.1): blocked in the plan; on
      selected-for-update update-result=failed naming both versions, failure code MinVersionNotMet, nothing run;
   5. GNP scenario 23, the retry path: update-result=failed and no ReadyForUpdate, the OSC fixed -> the Pods on
-     the node deleted, update-result=successful, update-failed-reason removed;
+     the node deleted, update-result=successful, update-failed-reason removed; gardener-resource-manager's
+     Pod (gardener PR #15030), a mirror Pod and a static Pod (owned by the Node) are left alone, a DELETE
+     answered 500 fails the step (retried, the result only after it), and the Event
+     InPlaceUpdatePodsDeleted names what was deleted and what was left alone, with counts;
   6. GNP scenario 24: already successful + ReadyForUpdate -> no pod deletion, no Node patch;
   7. SIGKILL of the agent at phase boundaries (Staging, Applying) of an ungated update -> after the restart the
      transaction finishes exactly once: one InPlaceUpdateSucceeded Event, one final progress patch;
@@ -189,12 +192,21 @@ class UpdateEngine(unittest.TestCase):
     def test_5_retry_path_gnp23(self):
         # MCM reacts to the failure (condition UpdateFailed); gardenlet fixes the OSC; no ReadyForUpdate.
         SB.mcm_observe_result()
-        SB.emu.put({"apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": "workload-1", "namespace": "default"},
-                    "spec": {"nodeName": S.NODE, "containers": [{"name": "c", "image": "busybox"}]}})
-        SB.emu.put({"apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": "elsewhere", "namespace": "default"},
-                    "spec": {"nodeName": "other-node", "containers": [{"name": "c", "image": "busybox"}]}})
+        def pod(ns, name, node=S.NODE, **meta):
+            SB.emu.put({"apiVersion": "v1", "kind": "Pod", "metadata": dict(name=name, namespace=ns, **meta),
+                        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}})
+        node_ref = [{"apiVersion": "v1", "kind": "Node", "name": S.NODE, "uid": SB.node()["metadata"]["uid"],
+                     "controller": True}]
+        pod("default", "workload-1")
+        pod("default", "elsewhere", node="other-node")
+        pod("kube-system", "kube-proxy-x1", ownerReferences=[{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                                                              "name": "kube-proxy", "uid": "ds-1"}])
+        pod("kube-system", "gardener-resource-manager-5f7", labels={"app": "gardener-resource-manager"})
+        pod("kube-system", "etcd-" + S.NODE, annotations={"kubernetes.io/config.mirror": "5d41402a"},
+            ownerReferences=node_ref)
+        pod("kube-system", "kube-apiserver-" + S.NODE, ownerReferences=node_ref)
+        SB.emu.inject("internal-error", verbs=["delete"], path="^/api/v1/namespaces/default/pods/workload-1$",
+                      count=1)
         checksum = SB.publish_osc(kubelet_version="1.32.1")
         # The checksum follows the result in its own patch (as upstream writes it after the result).
         n = SB.wait_node(lambda n: S.label(n, S.UPDATE_RESULT) == "successful"
@@ -203,7 +215,24 @@ class UpdateEngine(unittest.TestCase):
         self.assertIsNone(S.annotation(n, S.FAILED_REASON))
         self.assertEqual(SB.kubelet_version(), "Kubernetes v1.32.1")
         self.assertIsNone(SB.emu.get("pods", "workload-1", namespace="default"), "the node's pod was not deleted")
+        self.assertIsNone(SB.emu.get("pods", "kube-proxy-x1", namespace="kube-system"))
         self.assertIsNotNone(SB.emu.get("pods", "elsewhere", namespace="default"))
+        for left in ("gardener-resource-manager-5f7", "etcd-" + S.NODE, "kube-apiserver-" + S.NODE):
+            self.assertIsNotNone(SB.emu.get("pods", left, namespace="kube-system"), "%s was deleted" % left)
+        deletes = [e["path"] for e in SB.emu.request_log(path="^/api/v1/namespaces/.*/pods/")
+                   if e.get("method") == "DELETE"]
+        self.assertFalse([d for d in deletes if "kube-apiserver-" in d or "etcd-" in d or "resource-manager" in d],
+                         deletes)
+        # The DELETE answered 500 failed the step: it ran again, and the result followed only then.
+        self.assertIn("Action DeletePods failed: deleting Pod default/workload-1 failed:", SB.agent_log())
+        self.assertEqual(deletes.count("/api/v1/namespaces/default/pods/workload-1"), 2, deletes)
+        events = [e["message"] for e in SB.events() if e.get("reason") == "InPlaceUpdatePodsDeleted"]
+        self.assertEqual(len(events), 1, events)
+        self.assertTrue(events[0].startswith("Deleted 1 Pod(s) still bound to the node after the in-place update: "
+                                             "default/workload-1. Left alone 3: "), events[0])
+        for left in ("kube-system/gardener-resource-manager-5f7 (gardener-resource-manager)",
+                     "kube-system/etcd-%s (mirror pod)" % S.NODE, "kube-system/kube-apiserver-%s (static pod)" % S.NODE):
+            self.assertIn(left, events[0])
 
     def test_6_already_successful_gnp24(self):
         SB.mcm_observe_result()

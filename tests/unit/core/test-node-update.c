@@ -989,6 +989,32 @@ static void test_retry_path_failed_label(void **state) {
         world_free(w);
 }
 
+/* The decision after the final batch may see a Node from before the agent's own result and checksum
+ * patches (their watch events are on the way). It must not take that for a node still waiting for
+ * its success marking: no second Pod deletion, no second result. */
+static void test_stale_node_view_after_success(void **state) {
+        World *w = world_new();
+
+        world_osc(w, "c1", "1592.6", "1.32.1");
+        world_applied(w, "c0");
+        w->node->candidate = w->node->selected = true;
+        world_ready(w, "t1");
+        run(w);
+        assert_log("work", w->work, "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) RestartUnit(kubelet.service) "
+                                    "CheckKubeletHealth DeletePods ReportResult(successful) SetChecksum(c1) ");
+
+        /* The Node as it was before those patches. */
+        world_applied(w, "c0");
+        w->node->update_result = NODE_UPDATE_RESULT_NONE;
+        set(&w->node->update_result_value, NULL);
+        clear_logs(w);
+        run(w);
+        assert_log("work", w->work, "");
+        assert_int_equal(w->pods_deleted, 1);
+        assert_non_null(strstr(w->last.status, "waiting for the Node to show"));
+        world_free(w);
+}
+
 /* GNP scenario 24: ReadyForUpdate and successful, nothing for this agent to do: no Pods deleted, no
  * result patch; the checksum is recorded only once MCM is done with the node. Without ReadyForUpdate
  * and without the failed label: no Pods, no label either. */
@@ -1051,6 +1077,69 @@ static void test_fresh_node(void **state) {
         world_osc(w, "c1", "1592.7", "1.31.4");
         run(w);
         assert_log("work", w->work, "SetChecksum(c1) ");
+        world_free(w);
+}
+
+/* The no-false-success report against upstream (fundament-oss/fundament#369): a node without any
+ * history (no record, no checksum on the Node: e.g. its disk wiped by a reinstall) that MCM drained
+ * for an in-place update was marked successful without a look at the OS. The success marking states
+ * that the node runs the desired OS, so at ReadyForUpdate the OS is compared with or without history:
+ * a mismatch runs the update, or fails naming both versions; only a match is successful. */
+static void test_fresh_node_ready_for_update_checks_os(void **state) {
+        World *w = world_new();
+
+        /* OS behind: the update runs (the first apply's files and kubelet go with it, gated). */
+        world_osc(w, "c1", "1592.7", "1.31.4");
+        world_ready(w, "t1");
+        w->os_effect = OS_EFFECT_IN_PLACE;
+        run(w);
+        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckKubeletHealth DeletePods "
+                                    "ReportResult(successful) SetChecksum(c1) ");
+        assert_string_equal(w->os_version, "1592.7");
+        world_free(w);
+
+        /* The attempt before the wipe came back on the old OS (its marker is all that is left). */
+        w = world_new();
+        world_osc(w, "c1", "1592.7", "1.31.4");
+        world_ready(w, "t1");
+        set(&w->node->updating_os_version, "1592.7");
+        run(w);
+        assert_log("work", w->work, "PublishPlan ReportResult(failed) ");
+        assert_int_equal(current_phase(w), UPDATE_PHASE_ROLLED_BACK);
+        assert_string_equal(w->node->update_result_value, "failed");
+        assert_string_equal(w->node->update_failed_reason, "OS update might have failed and rolled back to the "
+                                                           "previous version. Desired version: \"1592.7\", Current "
+                                                           "version: \"1592.6\"");
+        assert_null(w->node->applied_checksum);
+        world_free(w);
+
+        /* A downgrade cannot be run: failed, naming both versions. */
+        w = world_new();
+        world_osc(w, "c1", "1592.5", "1.31.4");
+        world_ready(w, "t1");
+        run(w);
+        assert_string_equal(w->node->update_result_value, "failed");
+        assert_string_equal(w->node->update_failed_reason, "OS downgrade from \"1592.6\" to \"1592.5\" is not "
+                                                           "supported");
+        world_free(w);
+
+        /* The OS unknown: no result at all, the status says why. */
+        w = world_new();
+        world_osc(w, "c1", "1592.7", "1.31.4");
+        world_ready(w, "t1");
+        set(&w->os_version, NULL);
+        run(w);
+        assert_log("work", w->work, "");
+        assert_null(w->node->update_result_value);
+        assert_non_null(strstr(w->last.status, "unable to find version"));
+        world_free(w);
+
+        /* Matching: the success marking, as before. */
+        w = world_new();
+        world_osc(w, "c1", "1592.6", "1.31.4");
+        world_ready(w, "t1");
+        run(w);
+        assert_log("work", w->work, "PublishPlan DeletePods ReportResult(successful) SetChecksum(c1) ");
         world_free(w);
 }
 
@@ -1215,6 +1304,62 @@ static void test_rotation_resumes_after_kill(void **state) {
         run(w);
         assert_log("work", w->work, "PublishPlan RotateCredentials(ca) RotateCredentials(ca) DeletePods "
                                     "ReportResult(successful) SetChecksum(c1) ");
+        assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
+        world_free(w);
+}
+
+/* The rotation of world_rotation() plus an OS update 1592.6 -> 1592.7 in the same desired state. */
+static World *world_rotation_and_os(const char *ca) {
+        World *w = world_rotation(ca, NULL);
+
+        set(&w->osc->os_version, "1592.7");
+        set(&w->osc->os_update_args[0], "1592.7");
+        world_ready(w, "t1");
+        return w;
+}
+
+/* gardener PR #15704: the rotations run before the OS update, which may reboot into a system whose
+ * bookkeeping was wiped; killed after every single action, each step still runs exactly once (the
+ * harness fails on a repeat) and in the same order, across the reboot. */
+static void test_rotation_before_os_update(void **state) {
+        World *a = world_rotation_and_os("2025-03-01T11:00:00Z"), *b = world_rotation_and_os("2025-03-01T11:00:00Z");
+
+        a->os_effect = b->os_effect = OS_EFFECT_REBOOT_NEW;
+        b->crash_after_each_action = true;
+        run(a);
+        run(b);
+        assert_log("work", a->work, "PublishPlan RotateCredentials(ca) SetMarker(1592.7) RunOsCommand "
+                                    "CheckKubeletHealth DeletePods ReportResult(successful) SetChecksum(c1) ");
+        assert_log("crashing agent", b->work, a->work);
+        assert_int_equal(current_phase(b), UPDATE_PHASE_SUCCEEDED);
+        assert_string_equal(b->node->applied_checksum, "c1");
+        world_free(a);
+        world_free(b);
+}
+
+/* A rotation done before an OS update that then fails is done on the node: the retry (a new
+ * transaction of the same desired state) updates the OS without rotating a second time. */
+static void test_rotation_not_repeated_by_retry(void **state) {
+        World *w = world_rotation_and_os("2025-03-01T11:00:00Z");
+        _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
+
+        w->os_effect = OS_EFFECT_IN_PLACE;
+        w->policy = policy_command_fails;
+        command_failures = 1;
+        command_message = "retriable error detected: exit status 3, output: network problems";
+        run(w);
+        assert_log("work", w->work, "PublishPlan RotateCredentials(ca) SetMarker(1592.7) RunOsCommand ! "
+                                    "ReportResult(failed) ");
+        tx = current_tx(w);
+        assert_string_equal(tx->applied.checksum, "c0");        /* the OSC is not applied yet ... */
+        assert_true(streq_ptr(tx->applied.ca_rotation, "2025-03-01T11:00:00Z"));       /* ... the rotation is */
+
+        w->now = w->last.wake_usec;
+        clear_logs(w);
+        run(w);
+        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckKubeletHealth DeletePods "
+                                    "ReportResult(successful) SetChecksum(c1) ");
+        assert_null(strstr(w->node->plan, "credentialsRotation"));
         assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
         world_free(w);
 }
@@ -2231,14 +2376,18 @@ int main(void) {
                 cmocka_unit_test(test_node_recreated_during_apply),
                 cmocka_unit_test(test_retry_path_failed_label),
                 cmocka_unit_test(test_already_successful),
+                cmocka_unit_test(test_stale_node_view_after_success),
                 cmocka_unit_test(test_no_work_marking),
                 cmocka_unit_test(test_fresh_node),
+                cmocka_unit_test(test_fresh_node_ready_for_update_checks_os),
                 cmocka_unit_test(test_min_version_not_met),
                 cmocka_unit_test(test_ca_rotation),
                 cmocka_unit_test(test_sa_rotation),
                 cmocka_unit_test(test_rotation_fails),
                 cmocka_unit_test(test_rotation_resumes_after_kill),
                 cmocka_unit_test(test_old_unsupported_rotation_retried),
+                cmocka_unit_test(test_rotation_before_os_update),
+                cmocka_unit_test(test_rotation_not_repeated_by_retry),
                 cmocka_unit_test(test_staging_failure_fails_before_drain),
                 cmocka_unit_test(test_kubelet_unhealthy_rolls_back),
                 cmocka_unit_test(test_retriable_failure_retries),
