@@ -20,6 +20,7 @@
 #include "duties/node-health.h"
 #include "duties/node-labeler.h"
 #include "duties/osc-jitter.h"
+#include "duties/osc-secret-state.h"
 #include "report/reporter.h"
 #include "duties/restart-handler.h"
 #include "duties/units-check.h"
@@ -71,6 +72,7 @@ struct Manager {
         Executor *executor;             /* owned */
         KubeWatch *secret_watch;        /* owned: the OSC Secret; NULL while its name is unknown */
         OscJitter *jitter;              /* owned: delays OSC updates (reconciliation-delay) */
+        OscSecretState *secret_state;   /* owned: says whether the OSC Secret can be read */
         NodeLabeler *labeler;           /* owned: node-role and zone labels */
         AppliedOsc *applied;            /* owned: the last-applied OSC's units to check, the drift check */
         char *secret_name;              /* owned */
@@ -203,6 +205,7 @@ static void manager_decode_node(Manager *m) {
         m->view_error = NULL;
         /* Readers borrow the view: hand them the new one before the old goes. */
         reporter_set_node(m->reporter, v);
+        osc_secret_state_sync(m->secret_state, v);
         executor_set_node(m->executor, v);
         node_view_free(m->view);
         m->view = v;
@@ -269,11 +272,35 @@ static void manager_update_component(Manager *m, const json_t *secret) {
                 manager_start_tokens(m);
 }
 
+/* gardener#15528: a Secret that cannot be read is said out loud (duties/osc-secret-state.h). */
+static void manager_say_secret(Manager *m, OscAvailability a, const char *detail) {
+        const OscSecretRef ref = {
+                .namespace = m->config->osc.namespace,
+                .name = m->secret_name,
+                .from_label = isempty(m->config->osc.secret_name),
+        };
+
+        osc_secret_state_set(m->secret_state, a, &ref, detail);
+}
+
+/* After each LIST: absent is "not found" (a LIST answers an empty list, never 404, for a missing
+ * Secret), 403 "forbidden"; other errors are transient and change nothing. */
+static void manager_on_secret_synced(KubeWatch *w, int error, void *userdata) {
+        Manager *m = userdata;
+
+        if (error == -EPERM)
+                manager_say_secret(m, OSC_AVAILABILITY_FORBIDDEN, kube_watch_get_list_message(w));
+        else if ((error == 0 && !kube_watch_get_object(w)) || error == -ENOENT)
+                manager_say_secret(m, OSC_AVAILABILITY_NOT_FOUND, NULL);
+}
+
 static void manager_on_secret_object(KubeWatch *w, json_t *secret, void *userdata) {
         Manager *m = userdata;
         _cleanup_free_ char *error = NULL;
         OscDesired *osc = NULL;
         int r;
+
+        manager_say_secret(m, OSC_AVAILABILITY_FOUND, NULL);
 
         r = osc_decode_secret(secret, m->config->kubelet.binary_path, &osc, &error);
         if (r < 0) {
@@ -310,7 +337,7 @@ static void manager_deliver_osc(OscDesired *osc, void *userdata) {
 static void manager_on_secret_deleted(KubeWatch *w, json_t *last, void *userdata) {
         Manager *m = userdata;
 
-        log_notice("OSC Secret %s/%s is gone; nothing to apply.", m->config->osc.namespace, m->secret_name);
+        manager_say_secret(m, OSC_AVAILABILITY_NOT_FOUND, NULL);
         osc_jitter_submit(m->jitter, NULL, m->view);
 }
 
@@ -335,6 +362,7 @@ static void manager_update_secret_watch(Manager *m) {
         static const KubeWatchCallbacks secret_callbacks = {
                 .on_object = manager_on_secret_object,
                 .on_deleted = manager_on_secret_deleted,
+                .on_synced = manager_on_secret_synced,
                 .on_stopped = manager_on_watch_stopped,
         };
         _cleanup_free_ char *collection = NULL;
@@ -343,6 +371,8 @@ static void manager_update_secret_watch(Manager *m) {
 
         if (isempty(name))
                 name = m->view ? m->view->secret_name : NULL;
+        if (isempty(name) && m->view)
+                manager_say_secret(m, OSC_AVAILABILITY_NOT_NAMED, NULL);
         if (streq_ptr(isempty(name) ? NULL : name, m->secret_name) || !m->kube)
                 return;
 
@@ -353,10 +383,8 @@ static void manager_update_secret_watch(Manager *m) {
                 log_oom();
                 return;
         }
-        if (!m->secret_name) {
-                log_notice("No OSC Secret is named (osc.secretName, label %s); waiting.", NODE_LABEL_SECRET_NAME);
-                return;
-        }
+        if (!m->secret_name)
+                return;         /* said above */
         log_info("Watching OSC Secret %s/%s.", m->config->osc.namespace, m->secret_name);
         if (asprintf(&collection, "/api/v1/namespaces/%s/secrets", m->config->osc.namespace) < 0) {
                 log_oom();
@@ -764,6 +792,9 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
         r = osc_jitter_new(m->event, manager_deliver_osc, m, &m->jitter);
         if (r < 0)
                 return r;
+        r = osc_secret_state_new(m->reporter, &m->secret_state);
+        if (r < 0)
+                return r;
         r = manager_new_labeler(m, *config);
         if (r < 0)
                 return r;
@@ -816,6 +847,7 @@ Manager *manager_free(Manager *m) {
         osc_component_config_free(m->component);
         free(m->component_error);
         osc_jitter_free(m->jitter);
+        osc_secret_state_free(m->secret_state);
         node_labeler_free(m->labeler);
         kube_watch_free(m->node_watch);
         lease_free(m->lease);

@@ -31,6 +31,8 @@ struct Reporter {
         const NodeView *node;           /* borrowed: the Manager's */
         PendingWrite *writes;           /* owned: Node patches in flight */
         char *status;                   /* owned: last STATUS= sent */
+        char *status_base;              /* owned: the last reporter_set_status() text */
+        char *status_note;              /* owned: appended while set (reporter_set_status_note()) */
         bool ready;                     /* READY=1 sent */
 
         /* The progress write budget: what was last written, and when. */
@@ -75,6 +77,8 @@ Reporter *reporter_free(Reporter *r) {
         }
         free(r->node_name);
         free(r->status);
+        free(r->status_base);
+        free(r->status_note);
         free(r);
         return NULL;
 }
@@ -92,6 +96,19 @@ void reporter_set_node(Reporter *r, const NodeView *node) {
 
 /* ---- systemd ------------------------------------------------------------------------------------ */
 
+static void reporter_send_status(Reporter *r) {
+        _cleanup_free_ char *s = NULL;
+
+        if (r->status_note ? asprintf(&s, "%s; %s", strempty(r->status_base), r->status_note) < 0
+                           : !(s = strdup(strempty(r->status_base))))
+                return;
+        if (streq_ptr(s, r->status))
+                return;
+        (void) sd_notifyf(false, "STATUS=%s", s);
+        free(r->status);
+        r->status = TAKE_PTR(s);
+}
+
 void reporter_set_status(Reporter *r, const char *fmt, ...) {
         _cleanup_free_ char *s = NULL;
         va_list ap;
@@ -100,11 +117,21 @@ void reporter_set_status(Reporter *r, const char *fmt, ...) {
         va_start(ap, fmt);
         k = vasprintf(&s, fmt, ap);
         va_end(ap);
-        if (k < 0 || streq_ptr(s, r->status))
+        if (k < 0)
                 return;
-        (void) sd_notifyf(false, "STATUS=%s", s);
-        free(r->status);
-        r->status = TAKE_PTR(s);
+        free(r->status_base);
+        r->status_base = TAKE_PTR(s);
+        reporter_send_status(r);
+}
+
+/* What the agent waits for besides its current work (the OSC Secret) stays on the line whatever
+ * the manager or the executor says next. */
+void reporter_set_status_note(Reporter *r, const char *note) {
+        assert(r);
+        if (streq_ptr(note, r->status_note) || free_and_strdup(&r->status_note, note) < 0)
+                return;
+        if (r->status_base)
+                reporter_send_status(r);
 }
 
 void reporter_notify_ready(Reporter *r) {

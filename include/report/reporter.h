@@ -78,5 +78,8 @@ int reporter_emit_event_action(Reporter *r, const char *type, const char *reason
 
 /* STATUS= for systemd, sent only when it changed. */
 void reporter_set_status(Reporter *r, const char *fmt, ...) _printf_(2, 3);
+/* A note appended ("<status>; <note>") to every STATUS= line while set: what the agent waits for
+ * besides its current work (e.g. its OSC Secret). NULL removes it; `note` is copied. */
+void reporter_set_status_note(Reporter *r, const char *note);
 /* READY=1, once (CONTRACT §8.14). */
 void reporter_notify_ready(Reporter *r);
