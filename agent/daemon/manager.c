@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "build-config.h"
+#include "core/contact-blocker.h"
 #include "core/node-view.h"
 #include "core/osc-component-config.h"
 #include "core/osc.h"
@@ -17,10 +18,12 @@
 #include "update/executor.h"
 #include "duties/hostname-check.h"
 #include "daemon/manager.h"
+#include "daemon/status.h"
 #include "duties/node-health.h"
 #include "duties/node-labeler.h"
 #include "duties/osc-jitter.h"
 #include "duties/osc-secret-state.h"
+#include "report/console.h"
 #include "report/reporter.h"
 #include "duties/restart-handler.h"
 #include "duties/units-check.h"
@@ -61,6 +64,9 @@ struct Manager {
         sd_event_source *kubeconfig_timer;      /* owned: retries loading the kubeconfig */
         sd_event_source *trim_timer;    /* owned: gives freed heap back once things have been quiet */
         char *kubeconfig_error;         /* owned: last load error, to log each distinct one once */
+        char *api_server;               /* owned: the kubeconfig's server, for messages; NULL before one */
+        ContactBlocker contact;         /* what keeps us from the API server before the first contact */
+        Console *console;               /* owned: the kernel console; NULL when console.enabled=false */
         Identity *identity;             /* owned: our client certificate (bootstrap, renewal); NULL if unused */
 
         sd_bus *bus;                    /* ref held: the system bus (DBUS_SYSTEM_BUS_ADDRESS); NULL if down */
@@ -577,25 +583,95 @@ static void manager_on_node_deleted(KubeWatch *w, json_t *last, void *userdata) 
         manager_on_node_changed(m);
 }
 
+/* ---- before the first contact (gardener#15707) -------------------------------------------------- */
+
+/* Until the API server answered once, the logs are out of reach from outside: each failed attempt
+ * (the caller logs it once) also goes to the status file `inplace-agent status` reads and, rate-
+ * limited (core/contact-blocker.h), to the kernel console. */
+static void manager_blocked(Manager *m, const char *reason) {
+        uint64_t now = clock_now_usec(CLOCK_MONOTONIC);
+        bool changed;
+        int r, k;
+
+        r = contact_blocker_set(&m->contact, reason, now, clock_now_usec(CLOCK_REALTIME), &changed);
+        if (r < 0) {
+                log_oom();
+                return;
+        }
+        if (changed) {
+                k = status_blocker_save(m->config->state_directory, m->contact.reason, m->contact.first_reason,
+                                        m->contact.since_realtime_usec);
+                if (k < 0)
+                        log_debug_errno(k, "Cannot write %s: %m", STATUS_BLOCKER_FILE);
+        }
+        if (r == 0 || !m->console)
+                return;
+        k = console_write(m->console, m->contact.reason);
+        if (k < 0)
+                log_debug_errno(k, "Cannot write to the console %s: %m", strempty(m->config->console.path));
+        else
+                contact_blocker_console_written(&m->contact, now);
+}
+
+/* The first answer of the API server since start: one Warning says what blocked us and how long. */
+static void manager_contacted(Manager *m) {
+        _cleanup_free_ char *msg = NULL;
+        bool told = contact_blocker_told_console(&m->contact);
+        int r;
+
+        if (m->contact.contacted)
+                return;
+        r = contact_blocker_contact(&m->contact, clock_now_usec(CLOCK_MONOTONIC), m->tuning.contact_event_min_usec,
+                                    &msg);
+        if (r < 0)
+                log_oom();
+        if (r <= 0)
+                return;
+        (void) status_blocker_remove(m->config->state_directory);
+        if (msg) {
+                log_warning("%s.", msg);
+                (void) manager_emit_event(m, "Warning", "NoAPIServerAccess", msg);
+        }
+        if (told && m->console)
+                (void) console_write(m->console, "reached the API server; the reason above no longer holds");
+}
+
+/* "cannot list node n1 at https://…: connection refused", with the server's message of a 401/403. */
+static char *manager_list_failure(Manager *m, KubeWatch *w, int error) {
+        const char *detail = kube_watch_get_list_message(w);
+        char *s;
+
+        if (asprintf(&s, "cannot list node %s at %s: %s%s%.300s", m->config->node_name, strempty(m->api_server),
+                     contact_error_phrase(error), detail ? ": " : "", strempty(detail)) < 0)
+                return NULL;
+        return s;
+}
+
 static void manager_on_node_synced(KubeWatch *w, int error, void *userdata) {
         Manager *m = userdata;
         bool changed = error != m->list_error || !m->synced;
 
         m->list_error = error;
         if (error < 0) {
+                _cleanup_free_ char *failure = manager_list_failure(m, w, error);
+                const char *reason = failure ?: strerror(-error);
+
                 /* Logged once per distinct error: the watch retries with backoff on its own. */
                 if (changed)
-                        log_warning_errno(error, "Cannot list node %s, retrying: %m", m->config->node_name);
-                manager_set_status(m, "Waiting for node %s: cannot list it: %s", m->config->node_name,
-                                   strerror(-error));
+                        log_warning_errno(error, "Cannot list node %s, retrying: %s", m->config->node_name, reason);
+                manager_set_status(m, "Waiting for node %s: %s", m->config->node_name, reason);
+                manager_blocked(m, reason);
         } else if (!m->node) {
+                manager_contacted(m);
                 if (changed)
                         log_notice("Node %s is not registered yet, waiting for it.", m->config->node_name);
                 manager_set_status(m, "Waiting for node %s to be registered", m->config->node_name);
                 if (!m->synced)
                         manager_on_node_changed(m);     /* "absent" is news too: from "unknown" */
-        } else
+        } else {
+                manager_contacted(m);
                 manager_set_status(m, "Watching node %s", m->config->node_name);
+        }
         manager_notify_ready(m);
 }
 
@@ -656,9 +732,11 @@ static void manager_on_identity(Identity *id, IdentityEvent ev, void *userdata) 
         Manager *m = userdata;
 
         if (ev == IDENTITY_FAILED) {
-                if (!m->kube)
+                if (!m->kube) {
                         manager_set_status(m, "Waiting for node %s: %s", m->config->node_name,
                                            strempty(identity_status(id)));
+                        manager_blocked(m, strempty(identity_status(id)));
+                }
         } else if (m->kube)
                 (void) kube_client_reload_credentials(m->kube);
         else {
@@ -697,6 +775,8 @@ static int manager_try_kube(Manager *m) {
         r = kubeconfig_load(m->config->kubeconfig, &kc, &error);
         manager_identity_start(m, r < 0);
         if (r < 0 && m->identity && identity_status(m->identity)) {
+                /* Not a blocker yet: a bootstrap under way is the normal start of a fresh node; a
+                 * failed one comes through manager_on_identity(). */
                 manager_set_status(m, "Waiting for node %s: %s", m->config->node_name,
                                    identity_status(m->identity));
                 manager_notify_ready(m);
@@ -711,12 +791,15 @@ static int manager_try_kube(Manager *m) {
                 m->kubeconfig_error = TAKE_PTR(error);
                 manager_set_status(m, "Waiting for node %s: %s", m->config->node_name,
                                    strempty(m->kubeconfig_error));
+                manager_blocked(m, strempty(m->kubeconfig_error));
                 manager_notify_ready(m);
                 return sd_event_add_time_relative(m->event, &m->kubeconfig_timer, CLOCK_MONOTONIC,
                                                   KUBECONFIG_RETRY_USEC, USEC_PER_SEC, manager_on_kubeconfig_timer, m);
         }
 
         log_info("Using API server %s (%s).", kc->server, kc->source);
+        if (free_and_strdup(&m->api_server, kc->server) < 0)
+                return log_oom();
         manager_set_status(m, "Waiting for node %s: listing it", m->config->node_name);
         r = manager_start_kube(m, kc);
         if (r < 0)
@@ -795,6 +878,11 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
         r = osc_secret_state_new(m->reporter, &m->secret_state);
         if (r < 0)
                 return r;
+        if ((*config)->console.enabled) {
+                r = console_new((*config)->console.path, &m->console);
+                if (r < 0)
+                        return r;
+        }
         r = manager_new_labeler(m, *config);
         if (r < 0)
                 return r;
@@ -865,6 +953,9 @@ Manager *manager_free(Manager *m) {
         free(m->secret_name);
         free(m->osc_error);
         free(m->kubeconfig_error);
+        free(m->api_server);
+        contact_blocker_done(&m->contact);
+        console_free(m->console);
         sd_event_unref(m->event);
         config_free(m->config);
         free(m);
@@ -878,6 +969,7 @@ int manager_run(Manager *m) {
 
         log_info("Starting inplace-agent %s for node %s.", PACKAGE_VERSION, m->config->node_name);
         manager_set_status(m, "Waiting for node %s", m->config->node_name);
+        (void) status_blocker_remove(m->config->state_directory);       /* a previous run's */
 
         r = manager_try_kube(m);
         if (r < 0)
