@@ -8,6 +8,7 @@
 struct OscSecretState {
         Reporter *reporter;             /* borrowed */
         OscAvailability verdict;        /* the last one said; UNKNOWN before the first */
+        bool forbidden_once;            /* one 403 seen, not said yet */
         char *message;                  /* owned: its text */
         const NodeView *node;           /* borrowed: the Node as last watched */
 };
@@ -58,6 +59,13 @@ void osc_secret_state_set(OscSecretState *s, OscAvailability a, const OscSecretR
 
         if (a == OSC_AVAILABILITY_UNKNOWN)
                 return;
+        /* A single 403 is not rare at a node's first boot (the node-agent authorizer looks the machine
+         * up through a cache) and the watch retries it at once: said from the second in a row. */
+        if (a == OSC_AVAILABILITY_FORBIDDEN && s->verdict != a && !s->forbidden_once) {
+                s->forbidden_once = true;
+                return;
+        }
+        s->forbidden_once = false;
         r = osc_availability_message(a, ref, detail, &msg);
         if (r < 0) {
                 log_oom();

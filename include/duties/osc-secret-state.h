@@ -7,6 +7,7 @@
  * same reason and message says so once per new verdict, the journal has it at warning level, and
  * STATUS= carries it as a note. Once the Secret can be read the condition turns True (OSCSecretFound)
  * and a Normal Event says so; on a Node where it was always readable the condition is never written.
+ * A 403 is said from the second LIST in a row that gets one (a single one is common at first boot).
  * The condition is written only when it differs from the watched Node's (reporter_set_condition).
  * Borrows the reporter. */
 
