@@ -658,7 +658,7 @@ static void manager_on_node_synced(KubeWatch *w, int error, void *userdata) {
 
                 /* Logged once per distinct error: the watch retries with backoff on its own. */
                 if (changed)
-                        log_warning_errno(error, "Cannot list node %s, retrying: %s", m->config->node_name, reason);
+                        log_warning_errno(error, "%s; retrying.", reason);
                 manager_set_status(m, "Waiting for node %s: %s", m->config->node_name, reason);
                 manager_blocked(m, reason);
         } else if (!m->node) {

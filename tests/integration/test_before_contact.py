@@ -78,7 +78,7 @@ def c01_refused_then_unauthorized_then_contact(emu):
         blocker = status(agent, json_out=True)["noAPIServerAccess"]
         check(blocker["reason"] == refused and blocker["firstReason"] == refused, "status --json: %r", blocker)
         wait_for(lambda: any(refused in s for s in agent.notify.statuses()), 5, "STATUS= with the reason")
-        check("Cannot list node n1, retrying: " + refused in agent.log(), "the journal line")
+        check("[warning]: %s; retrying." % refused in agent.log(), "the journal line")
         # The agent keeps retrying; the console hears the same reason once.
         n = retries(agent)
         wait_for(lambda: retries(agent) >= n + 3, 15, "three more attempts")
