@@ -83,6 +83,9 @@ static const KeyDef keys[] = {
         { "lease.namespace", KEY_DNS_LABEL, OFF(lease.namespace), 0, 0 },
         { "lease.name", KEY_DNS_NAME, OFF(lease.name), 0, 0 },
         { "lease.duration", KEY_DURATION, OFF(lease.duration_usec), 4 * USEC_PER_SEC, HOUR },
+        SEC("console"),
+        { "console.enabled", KEY_BOOL, OFF(console.enabled), 0, 0 },
+        { "console.path", KEY_PATH_OPT, OFF(console.path), 0, 0 },
 };
 
 static const char *const backend_names[_OS_UPDATE_BACKEND_MAX] = {
@@ -124,6 +127,7 @@ static const struct {
         { OFF(restart.self_unit), "inplace-agent.service" },
         { OFF(lease.namespace), "kube-system" },
         { OFF(lease.name), "" },
+        { OFF(console.path), "" },
 };
 
 static char **string_field(Config *c, size_t offset) {
@@ -156,6 +160,7 @@ int config_new(Config **ret) {
                 return -ENOMEM;
         c->lease.enabled = true;
         c->lease.duration_usec = 40 * USEC_PER_SEC;
+        c->console.enabled = true;
 
         *ret = TAKE_PTR(c);
         return 0;
@@ -495,7 +500,7 @@ json_t *config_to_json(const Config *c) {
         return json_pack(
                 "{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:o}, s:{s:s, s:s, s:s, s:o, s:I},"
                 " s:{s:s, s:o, s:s, s:{s:s, s:s, s:s, s:I}, s:s},"
-                " s:{s:s, s:s, s:o}, s:{s:s}, s:{s:o, s:s}, s:{s:b, s:s, s:s, s:o}}",
+                " s:{s:s, s:s, s:o}, s:{s:s}, s:{s:o, s:s}, s:{s:b, s:s, s:s, s:o}, s:{s:b, s:s}}",
                 "nodeName", strempty(c->node_name),
                 "kubeconfig", c->kubeconfig,
                 "bootstrapKubeconfig", strempty(c->bootstrap_kubeconfig),
@@ -521,5 +526,6 @@ json_t *config_to_json(const Config *c) {
                 "systemd", "jobTimeout", duration_json(c->systemd.job_timeout_usec),
                 "unitDirectory", c->systemd.unit_directory,
                 "lease", "enabled", c->lease.enabled, "namespace", c->lease.namespace,
-                "name", c->lease.name, "duration", duration_json(c->lease.duration_usec));
+                "name", c->lease.name, "duration", duration_json(c->lease.duration_usec),
+                "console", "enabled", c->console.enabled, "path", c->console.path);
 }

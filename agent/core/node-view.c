@@ -33,6 +33,7 @@ NodeView *node_view_free(NodeView *v) {
         free(v->update_result_value);
         condition_done(&v->in_place_update);
         condition_done(&v->agent);
+        condition_done(&v->osc_secret);
         condition_done(&v->units_ready);
         condition_done(&v->ready);
         free(v->restart_services);
@@ -349,6 +350,8 @@ const NodeCondition *node_view_condition(const NodeView *v, const char *type) {
                 return NULL;
         if (streq(type, NODE_CONDITION_AGENT))
                 return &v->agent;
+        if (streq(type, NODE_CONDITION_OSC_SECRET))
+                return &v->osc_secret;
         if (streq(type, NODE_CONDITION_UNITS_READY))
                 return &v->units_ready;
         if (streq(type, NODE_CONDITION_READY))

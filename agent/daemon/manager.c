@@ -9,6 +9,7 @@
 
 #include "build-config.h"
 #include "core/kube-name.h"
+#include "core/contact-blocker.h"
 #include "core/node-view.h"
 #include "core/osc-component-config.h"
 #include "core/osc.h"
@@ -19,9 +20,12 @@
 #include "update/osc-intake.h"
 #include "duties/hostname-check.h"
 #include "daemon/manager.h"
+#include "daemon/status.h"
 #include "duties/node-health.h"
 #include "duties/node-labeler.h"
 #include "duties/osc-jitter.h"
+#include "duties/osc-secret-state.h"
+#include "report/console.h"
 #include "report/reporter.h"
 #include "duties/restart-handler.h"
 #include "duties/units-check.h"
@@ -64,6 +68,9 @@ struct Manager {
         sd_event_source *kubeconfig_timer;      /* owned: retries loading the kubeconfig */
         sd_event_source *trim_timer;    /* owned: gives freed heap back once things have been quiet */
         char *kubeconfig_error;         /* owned: last load error, to log each distinct one once */
+        char *api_server;               /* owned: the kubeconfig's server, for messages; NULL before one */
+        ContactBlocker contact;         /* what keeps us from the API server before the first contact */
+        Console *console;               /* owned: the kernel console; NULL when console.enabled=false */
         Identity *identity;             /* owned: our client certificate (bootstrap, renewal); NULL if unused */
 
         SystemBus *bus;                 /* owned: the system bus (DBUS_SYSTEM_BUS_ADDRESS), reopened when it closes */
@@ -77,6 +84,7 @@ struct Manager {
         Executor *executor;             /* owned */
         KubeWatch *secret_watch;        /* owned: the OSC Secret; NULL while its name is unknown */
         OscJitter *jitter;              /* owned: delays OSC updates (reconciliation-delay) */
+        OscSecretState *secret_state;   /* owned: says whether the OSC Secret can be read */
         NodeLabeler *labeler;           /* owned: node-role and zone labels */
         AppliedOsc *applied;            /* owned: the last-applied OSC's units to check, the drift check */
         char *secret_name;              /* owned */
@@ -208,6 +216,7 @@ static void manager_decode_node(Manager *m) {
         m->view_error = NULL;
         /* Readers borrow the view: hand them the new one before the old goes. */
         reporter_set_node(m->reporter, v);
+        osc_secret_state_sync(m->secret_state, v);
         executor_set_node(m->executor, v);
         node_view_free(m->view);
         m->view = v;
@@ -276,11 +285,35 @@ static void manager_log_refused(Manager *m, const OscDesired *osc) {
                 log_oom();
 }
 
+/* gardener#15528: a Secret that cannot be read is said out loud (duties/osc-secret-state.h). */
+static void manager_say_secret(Manager *m, OscAvailability a, const char *detail) {
+        const OscSecretRef ref = {
+                .namespace = m->config->osc.namespace,
+                .name = m->secret_name,
+                .from_label = isempty(m->config->osc.secret_name),
+        };
+
+        osc_secret_state_set(m->secret_state, a, &ref, detail);
+}
+
+/* After each LIST: absent is "not found" (a LIST answers an empty list, never 404, for a missing
+ * Secret), 403 "forbidden"; other errors are transient and change nothing. */
+static void manager_on_secret_synced(KubeWatch *w, int error, void *userdata) {
+        Manager *m = userdata;
+
+        if (error == -EPERM)
+                manager_say_secret(m, OSC_AVAILABILITY_FORBIDDEN, kube_watch_get_list_message(w));
+        else if ((error == 0 && !kube_watch_get_object(w)) || error == -ENOENT)
+                manager_say_secret(m, OSC_AVAILABILITY_NOT_FOUND, NULL);
+}
+
 static void manager_on_secret_object(KubeWatch *w, json_t *secret, void *userdata) {
         Manager *m = userdata;
         OscComponentConfig *cc = NULL;
         OscDesired *osc = NULL;
         int r;
+
+        manager_say_secret(m, OSC_AVAILABILITY_FOUND, NULL);
 
         r = osc_intake(secret, m->config->kubelet.binary_path, m->config->osc.replaced_units, &osc, &cc);
         if (r < 0) {
@@ -311,7 +344,7 @@ static void manager_deliver_osc(OscDesired *osc, void *userdata) {
 static void manager_on_secret_deleted(KubeWatch *w, json_t *last, void *userdata) {
         Manager *m = userdata;
 
-        log_notice("OSC Secret %s/%s is gone; nothing to apply.", m->config->osc.namespace, m->secret_name);
+        manager_say_secret(m, OSC_AVAILABILITY_NOT_FOUND, NULL);
         osc_jitter_submit(m->jitter, NULL, m->view);
 }
 
@@ -336,6 +369,7 @@ static void manager_update_secret_watch(Manager *m) {
         static const KubeWatchCallbacks secret_callbacks = {
                 .on_object = manager_on_secret_object,
                 .on_deleted = manager_on_secret_deleted,
+                .on_synced = manager_on_secret_synced,
                 .on_stopped = manager_on_watch_stopped,
         };
         _cleanup_(osc_desired_freep) OscDesired *refused = NULL;
@@ -345,6 +379,8 @@ static void manager_update_secret_watch(Manager *m) {
 
         if (isempty(name))
                 name = m->view ? m->view->secret_name : NULL;
+        if (isempty(name) && m->view)
+                manager_say_secret(m, OSC_AVAILABILITY_NOT_NAMED, NULL);
         if (streq_ptr(isempty(name) ? NULL : name, m->secret_name) || !m->kube)
                 return;
 
@@ -355,10 +391,8 @@ static void manager_update_secret_watch(Manager *m) {
                 log_oom();
                 return;
         }
-        if (!m->secret_name) {
-                log_notice("No OSC Secret is named (osc.secretName, label %s); waiting.", NODE_LABEL_SECRET_NAME);
-                return;
-        }
+        if (!m->secret_name)
+                return;         /* said above */
         /* osc.secretName was checked with the configuration; the label is anyone's who may patch the
          * Node: "../../default/secrets/other" must not make us read another Secret (issue 23). */
         if (kube_name_check(m->secret_name, KUBE_NAME_SUBDOMAIN, "Node label " NODE_LABEL_SECRET_NAME, &error) < 0) {
@@ -542,10 +576,10 @@ static void manager_on_bus(SystemBus *sb, bool up, int error, void *userdata) {
                 } else
                         log_warning_errno(error, "Cannot connect to the system bus, retrying; unit restarts and "
                                           "reboots wait for it: %m");
-                reporter_set_status_note(m->reporter, BUS_DOWN_NOTE);
+                reporter_set_status_note(m->reporter, REPORTER_NOTE_BUS, BUS_DOWN_NOTE);
                 return;
         }
-        reporter_set_status_note(m->reporter, NULL);
+        reporter_set_status_note(m->reporter, REPORTER_NOTE_BUS, NULL);
         if (m->units) {
                 r = unit_control_set_bus(m->units, system_bus_get(sb));
                 if (r < 0) {
@@ -628,25 +662,95 @@ static void manager_on_node_deleted(KubeWatch *w, json_t *last, void *userdata) 
         manager_on_node_changed(m);
 }
 
+/* ---- before the first contact (gardener#15707) -------------------------------------------------- */
+
+/* Until the API server answered once, the logs are out of reach from outside: each failed attempt
+ * (the caller logs it once) also goes to the status file `inplace-agent status` reads and, rate-
+ * limited (core/contact-blocker.h), to the kernel console. */
+static void manager_blocked(Manager *m, const char *reason) {
+        uint64_t now = clock_now_usec(CLOCK_MONOTONIC);
+        bool changed;
+        int r, k;
+
+        r = contact_blocker_set(&m->contact, reason, now, clock_now_usec(CLOCK_REALTIME), &changed);
+        if (r < 0) {
+                log_oom();
+                return;
+        }
+        if (changed) {
+                k = status_blocker_save(m->config->state_directory, m->contact.reason, m->contact.first_reason,
+                                        m->contact.since_realtime_usec);
+                if (k < 0)
+                        log_debug_errno(k, "Cannot write %s: %m", STATUS_BLOCKER_FILE);
+        }
+        if (r == 0 || !m->console)
+                return;
+        k = console_write(m->console, m->contact.reason);
+        if (k < 0)
+                log_debug_errno(k, "Cannot write to the console %s: %m", strempty(m->config->console.path));
+        else
+                contact_blocker_console_written(&m->contact, now);
+}
+
+/* The first answer of the API server since start: one Warning says what blocked us and how long. */
+static void manager_contacted(Manager *m) {
+        _cleanup_free_ char *msg = NULL;
+        bool told = contact_blocker_told_console(&m->contact);
+        int r;
+
+        if (m->contact.contacted)
+                return;
+        r = contact_blocker_contact(&m->contact, clock_now_usec(CLOCK_MONOTONIC), m->tuning.contact_event_min_usec,
+                                    &msg);
+        if (r < 0)
+                log_oom();
+        if (r <= 0)
+                return;
+        (void) status_blocker_remove(m->config->state_directory);
+        if (msg) {
+                log_warning("%s.", msg);
+                (void) manager_emit_event(m, "Warning", "NoAPIServerAccess", msg);
+        }
+        if (told && m->console)
+                (void) console_write(m->console, "reached the API server; the reason above no longer holds");
+}
+
+/* "cannot list node n1 at https://…: connection refused", with the server's message of a 401/403. */
+static char *manager_list_failure(Manager *m, KubeWatch *w, int error) {
+        const char *detail = kube_watch_get_list_message(w);
+        char *s;
+
+        if (asprintf(&s, "cannot list node %s at %s: %s%s%.300s", m->config->node_name, strempty(m->api_server),
+                     contact_error_phrase(error), detail ? ": " : "", strempty(detail)) < 0)
+                return NULL;
+        return s;
+}
+
 static void manager_on_node_synced(KubeWatch *w, int error, void *userdata) {
         Manager *m = userdata;
         bool changed = error != m->list_error || !m->synced;
 
         m->list_error = error;
         if (error < 0) {
+                _cleanup_free_ char *failure = manager_list_failure(m, w, error);
+                const char *reason = failure ?: strerror(-error);
+
                 /* Logged once per distinct error: the watch retries with backoff on its own. */
                 if (changed)
-                        log_warning_errno(error, "Cannot list node %s, retrying: %m", m->config->node_name);
-                manager_set_status(m, "Waiting for node %s: cannot list it: %s", m->config->node_name,
-                                   strerror(-error));
+                        log_warning_errno(error, "%s; retrying.", reason);
+                manager_set_status(m, "Waiting for node %s: %s", m->config->node_name, reason);
+                manager_blocked(m, reason);
         } else if (!m->node) {
+                manager_contacted(m);
                 if (changed)
                         log_notice("Node %s is not registered yet, waiting for it.", m->config->node_name);
                 manager_set_status(m, "Waiting for node %s to be registered", m->config->node_name);
                 if (!m->synced)
                         manager_on_node_changed(m);     /* "absent" is news too: from "unknown" */
-        } else
+        } else {
+                manager_contacted(m);
                 manager_set_status(m, "Watching node %s", m->config->node_name);
+        }
         manager_notify_ready(m);
 }
 
@@ -707,9 +811,11 @@ static void manager_on_identity(Identity *id, IdentityEvent ev, void *userdata) 
         Manager *m = userdata;
 
         if (ev == IDENTITY_FAILED) {
-                if (!m->kube)
+                if (!m->kube) {
                         manager_set_status(m, "Waiting for node %s: %s", m->config->node_name,
                                            strempty(identity_status(id)));
+                        manager_blocked(m, strempty(identity_status(id)));
+                }
         } else if (m->kube)
                 (void) kube_client_reload_credentials(m->kube);
         else {
@@ -748,6 +854,8 @@ static int manager_try_kube(Manager *m) {
         r = kubeconfig_load(m->config->kubeconfig, &kc, &error);
         manager_identity_start(m, r < 0);
         if (r < 0 && m->identity && identity_status(m->identity)) {
+                /* Not a blocker yet: a bootstrap under way is the normal start of a fresh node; a
+                 * failed one comes through manager_on_identity(). */
                 manager_set_status(m, "Waiting for node %s: %s", m->config->node_name,
                                    identity_status(m->identity));
                 manager_notify_ready(m);
@@ -762,12 +870,15 @@ static int manager_try_kube(Manager *m) {
                 m->kubeconfig_error = TAKE_PTR(error);
                 manager_set_status(m, "Waiting for node %s: %s", m->config->node_name,
                                    strempty(m->kubeconfig_error));
+                manager_blocked(m, strempty(m->kubeconfig_error));
                 manager_notify_ready(m);
                 return sd_event_add_time_relative(m->event, &m->kubeconfig_timer, CLOCK_MONOTONIC,
                                                   KUBECONFIG_RETRY_USEC, USEC_PER_SEC, manager_on_kubeconfig_timer, m);
         }
 
         log_info("Using API server %s (%s).", kc->server, kc->source);
+        if (free_and_strdup(&m->api_server, kc->server) < 0)
+                return log_oom();
         manager_set_status(m, "Waiting for node %s: listing it", m->config->node_name);
         r = manager_start_kube(m, kc);
         if (r < 0)
@@ -843,6 +954,14 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
         r = osc_jitter_new(m->event, manager_deliver_osc, m, &m->jitter);
         if (r < 0)
                 return r;
+        r = osc_secret_state_new(m->reporter, &m->secret_state);
+        if (r < 0)
+                return r;
+        if ((*config)->console.enabled) {
+                r = console_new((*config)->console.path, &m->console);
+                if (r < 0)
+                        return r;
+        }
         r = manager_new_labeler(m, *config);
         if (r < 0)
                 return r;
@@ -895,6 +1014,7 @@ Manager *manager_free(Manager *m) {
         token_sync_free(m->tokens);
         osc_component_config_free(m->component);
         osc_jitter_free(m->jitter);
+        osc_secret_state_free(m->secret_state);
         node_labeler_free(m->labeler);
         kube_watch_free(m->node_watch);
         lease_free(m->lease);
@@ -912,6 +1032,9 @@ Manager *manager_free(Manager *m) {
         free(m->secret_name);
         free(m->osc_error);
         free(m->kubeconfig_error);
+        free(m->api_server);
+        contact_blocker_done(&m->contact);
+        console_free(m->console);
         sd_event_unref(m->event);
         config_free(m->config);
         free(m);
@@ -949,6 +1072,7 @@ int manager_run(Manager *m) {
         log_info("Starting inplace-agent %s for node %s.", PACKAGE_VERSION, m->config->node_name);
         manager_set_status(m, "Waiting for node %s", m->config->node_name);
         manager_provision_kubelet_bootstrap(m);
+        (void) status_blocker_remove(m->config->state_directory);       /* a previous run's */
 
         r = manager_try_kube(m);
         if (r < 0)

@@ -55,6 +55,7 @@ struct KubeWatch {
         uint64_t forbidden_since_usec;  /* the first 403 of the LISTs failing with it; 0 none */
         int warned;                     /* the error last logged at warning level (-EFBIG, -EMSGSIZE,
                                          * -EPERM); 0 none: each is said once until it clears */
+        char *list_message;             /* owned: the Status message of the last failed LIST; NULL none */
 
         KubeWatchStats stats;
 };
@@ -177,6 +178,9 @@ static void kube_watch_on_list(KubeRequest *req, int error, json_t *list, void *
         rv = json_string_value(json_object_get(json_object_get(list, "metadata"), "resourceVersion"));
         if (error >= 0 && isempty(rv))
                 error = -EBADMSG;
+        /* For the owner's on_synced: a 403's reason is what an operator has to fix. */
+        if (free_and_strdup(&w->list_message, error < 0 ? json_string_value(json_object_get(list, "message")) : NULL) < 0)
+                w->list_message = NULL;
         if (error < 0) {
                 uint64_t delay = backoff_step(w);
 
@@ -528,6 +532,7 @@ KubeWatch *kube_watch_free(KubeWatch *w) {
         watch_stream_free(w->stream);
         json_decref(w->object);
         free(w->rv);
+        free(w->list_message);
         free(w->collection);
         free(w->name);
         free(w->selector);
@@ -562,6 +567,11 @@ json_t *kube_watch_get_object(KubeWatch *w) {
 const char *kube_watch_get_resource_version(KubeWatch *w) {
         assert(w);
         return w->rv;
+}
+
+const char *kube_watch_get_list_message(KubeWatch *w) {
+        assert(w);
+        return w->list_message;
 }
 
 const char *kube_watch_get_name(KubeWatch *w) {

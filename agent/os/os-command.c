@@ -10,6 +10,7 @@
 
 #include "os/os-command.h"
 #include "os/output-capture.h"
+#include "os/output-redact.h"
 #include "util/event-util.h"
 #include "util/strv.h"
 
@@ -47,6 +48,7 @@ struct OsCommand {
         OsUpdateOutcome outcome;        /* of the current/last attempt */
         OsUpdateClass class;            /* of the last finished attempt */
         OsUpdateScan scan;
+        OutputRedact redact;            /* of the current attempt's lines */
         OutputCapture *capture;         /* owned */
         char *summary;                  /* owned: output summary of the last finished attempt */
         uint64_t summary_bytes, summary_dropped;
@@ -283,6 +285,7 @@ static int os_command_on_retry_timer(sd_event_source *s, uint64_t usec, void *us
 
 static void os_command_on_line(const char *line, size_t size, void *userdata) {
         OsCommand *c = userdata;
+        _cleanup_free_ char *clean = NULL;
 
         if (!c->callbacks.on_line)
                 return;
@@ -290,8 +293,12 @@ static void os_command_on_line(const char *line, size_t size, void *userdata) {
                 c->lines_suppressed++;
                 return;
         }
+        /* Lines end up in the journal: no credential goes there (os/output-redact.h). A private key's
+         * lines are left out; out of memory, the line is. */
+        if (output_redact_line(&c->redact, line, size, &clean) < 0 || !clean)
+                return;
         c->lines_forwarded++;
-        c->callbacks.on_line(c, line, size, c->userdata);
+        c->callbacks.on_line(c, clean, strlen(clean), c->userdata);
 }
 
 /* One closing line instead of the ones over the limit, so the journal says what it misses. */
@@ -527,6 +534,7 @@ static int os_command_spawn(OsCommand *c) {
         c->lines_forwarded = c->lines_suppressed = 0;
         c->outcome = (OsUpdateOutcome) {};
         c->scan = (OsUpdateScan) {};
+        c->redact = (OutputRedact) {};
         output_capture_reset(c->capture);
 
         free(c->path);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "os/os-update-classify.h"
+#include "os/output-redact.h"
 #include "util/backoff.h"
 #include "util/time-util.h"
 
@@ -289,10 +290,39 @@ static int sanitize_tail(const char *s, size_t max, char **ret) {
         return 0;
 }
 
+/* The last max_lines lines of s within max bytes, whole lines only (a line the byte limit cuts at
+ * its front is left out), "...\n" in front when lines were left out; when even the last line alone
+ * is longer, the last max bytes of it, as sanitize_tail() cuts them. Then made valid. */
+static int tail_lines(const char *s, size_t max_lines, size_t max, char **ret) {
+        _cleanup_free_ char *t = NULL;
+        size_t n = strlen(s), keep = n, pos = n, lines = 0;
+
+        if (pos > 0 && s[pos - 1] == '\n')
+                pos--;          /* a final newline ends the last line, it starts none */
+        for (;;) {
+                size_t start = pos;
+
+                while (start > 0 && s[start - 1] != '\n')
+                        start--;
+                if (lines == max_lines || n - start > max)
+                        break;
+                keep = start;
+                lines++;
+                if (start == 0)
+                        break;
+                pos = start - 1;
+        }
+        if (lines == 0)
+                return sanitize_tail(s, max, ret);
+        if (asprintf(&t, "%s%s", keep > 0 ? "...\n" : "", s + keep) < 0)
+                return -ENOMEM;
+        return sanitize_tail(t, SIZE_MAX, ret);
+}
+
 int os_update_failure_message(OsUpdateClass c, const OsUpdateOutcome *o, const char *path,
-                              const char *output, size_t max_output, uint64_t budget_usec,
+                              const char *output, size_t max_lines, size_t max_output, uint64_t budget_usec,
                               char **ret) {
-        _cleanup_free_ char *outcome = NULL, *clean = NULL, *head = NULL;
+        _cleanup_free_ char *outcome = NULL, *clean = NULL, *head = NULL, *redacted = NULL;
         char dur[DURATION_MAX_STR];
         int r;
 
@@ -323,7 +353,11 @@ int os_update_failure_message(OsUpdateClass c, const OsUpdateOutcome *o, const c
         r = os_update_outcome_to_string(o, path, &outcome);
         if (r < 0)
                 return r;
-        r = sanitize_tail(output, max_output, &clean);
+        /* Redacted before it is cut, so that no cut leaves half a secret unrecognised. */
+        redacted = output_redact_text(output);
+        if (!redacted)
+                return -ENOMEM;
+        r = tail_lines(redacted, max_lines, max_output, &clean);
         if (r < 0)
                 return r;
 

@@ -32,8 +32,8 @@ struct Reporter {
         const NodeView *node;           /* borrowed: the Manager's */
         PendingWrite *writes;           /* owned: Node patches in flight */
         char *status;                   /* owned: last STATUS= sent */
-        char *status_base;              /* owned: the last reporter_set_status() */
-        char *status_note;              /* owned: reporter_set_status_note(); NULL: none */
+        char *status_base;              /* owned: the last reporter_set_status() text */
+        char *status_notes[_REPORTER_NOTE_MAX]; /* owned: appended while set (reporter_set_status_note()) */
         bool ready;                     /* READY=1 sent */
 
         /* The progress write budget: what was last written, and when. */
@@ -79,7 +79,8 @@ Reporter *reporter_free(Reporter *r) {
         free(r->node_name);
         free(r->status);
         free(r->status_base);
-        free(r->status_note);
+        for (ReporterNote n = 0; n < _REPORTER_NOTE_MAX; n++)
+                free(r->status_notes[n]);
         free(r);
         return NULL;
 }
@@ -100,9 +101,17 @@ void reporter_set_node(Reporter *r, const NodeView *node) {
 static void reporter_send_status(Reporter *r) {
         _cleanup_free_ char *s = NULL;
 
-        /* A note alone (nothing said yet) is the whole line, not " (note)". */
-        if (r->status_note && !isempty(r->status_base) ? asprintf(&s, "%s (%s)", r->status_base, r->status_note) < 0
-                                                       : !(s = strdup(r->status_note ?: strempty(r->status_base))))
+        s = strdup(strempty(r->status_base));
+        for (ReporterNote n = 0; s && n < _REPORTER_NOTE_MAX; n++)
+                if (r->status_notes[n]) {
+                        char *t = NULL;
+
+                        if (asprintf(&t, "%s; %s", s, r->status_notes[n]) < 0)
+                                t = NULL;
+                        free(s);
+                        s = t;
+                }
+        if (!s)
                 return;
         if (streq_ptr(s, r->status))
                 return;
@@ -126,10 +135,16 @@ void reporter_set_status(Reporter *r, const char *fmt, ...) {
         reporter_send_status(r);
 }
 
-void reporter_set_status_note(Reporter *r, const char *note) {
-        if (free_and_strdup(&r->status_note, note) < 0)
+/* What the agent waits for besides its current work (the OSC Secret, the bus) stays on the line
+ * whatever the manager or the executor says next; with nothing said yet there is nothing to append
+ * it to. */
+void reporter_set_status_note(Reporter *r, ReporterNote which, const char *note) {
+        assert(r);
+        assert(which >= 0 && which < _REPORTER_NOTE_MAX);
+        if (streq_ptr(note, r->status_notes[which]) || free_and_strdup(&r->status_notes[which], note) < 0)
                 return;
-        reporter_send_status(r);
+        if (r->status_base)
+                reporter_send_status(r);
 }
 
 void reporter_notify_ready(Reporter *r) {

@@ -33,6 +33,9 @@
 #include "util/log.h"
 
 #define OS_RELEASE_MAX (64 * 1024)
+/* The tail of a failed OS update command's output on the Node (gardener#15707): enough for the
+ * error and what led to it, and small, as MCM copies the reason into its condition. */
+#define FAILURE_OUTPUT_LINES 20
 #define FAILURE_OUTPUT_MAX 1024
 #define SAVE_RETRY_USEC (5 * USEC_PER_SEC)
 
@@ -442,8 +445,8 @@ static void executor_on_os_done(OsCommand *c, const OsCommandResult *res, void *
                 return;
         }
         timeout = res->class == OS_UPDATE_CLASS_TIMEOUT;
-        if (os_update_failure_message(res->class, &res->outcome, res->path, res->output, FAILURE_OUTPUT_MAX,
-                                      e->config->os_update.timeout_usec, &msg) < 0)
+        if (os_update_failure_message(res->class, &res->outcome, res->path, res->output, FAILURE_OUTPUT_LINES,
+                                      FAILURE_OUTPUT_MAX, e->config->os_update.timeout_usec, &msg) < 0)
                 msg = NULL;
         executor_op_clear(e);
         executor_action_finished(e, timeout ? -ETIMEDOUT : -EIO,

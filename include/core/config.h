@@ -94,6 +94,12 @@ typedef struct Config {
                 char *name;             /* owned; "" until finalized = gardener-node-agent-<node> */
                 uint64_t duration_usec;
         } lease;
+
+        struct {
+                bool enabled;           /* say what keeps us from the API server on the kernel console */
+                char *path;             /* owned; "" = standard output (the unit sends it to the kernel
+                                         * log), else a file, FIFO or /dev/kmsg the lines are appended to */
+        } console;
 } Config;
 
 /* A Config holding every default of CONTRACT §3. */

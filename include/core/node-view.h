@@ -48,6 +48,9 @@
 #define NODE_ANNOTATION_PLAN            "inplace-agent/plan"
 #define NODE_ANNOTATION_FAILURE         "inplace-agent/failure"
 #define NODE_CONDITION_AGENT            "InPlaceUpdateAgent"
+/* Whether the OSC Secret can be read (core/osc-availability.h); apart from InPlaceUpdateAgent,
+ * whose reason the update engine owns. */
+#define NODE_CONDITION_OSC_SECRET       "OSCSecretAvailable"
 
 #define NODE_NAME_MAX 253
 #define NODE_LABEL_VALUE_MAX 63
@@ -88,6 +91,7 @@ typedef struct NodeView {
         NodeCondition in_place_update;  /* of type InPlaceUpdate: the last one with reason ReadyForUpdate,
                                          * else the first one */
         NodeCondition agent;            /* the first condition of type InPlaceUpdateAgent */
+        NodeCondition osc_secret;       /* the first condition of type OSCSecretAvailable */
         NodeCondition units_ready;      /* the first condition of type SystemdUnitsReady */
         NodeCondition ready;            /* the first condition of type Ready (kubelet's) */
 
@@ -121,7 +125,7 @@ DEFINE_CLEANUP_FUNC(NodeView, node_view_free);
 int node_view_decode(const json_t *node, NodeView **ret, char **ret_error);
 
 /* The decoded condition of `type` among those the agent writes (InPlaceUpdateAgent,
- * SystemdUnitsReady) or watches (Ready); NULL for other types. */
+ * OSCSecretAvailable, SystemdUnitsReady) or watches (Ready); NULL for other types. */
 const NodeCondition *node_view_condition(const NodeView *v, const char *type);
 
 /* GNP §1.2: any InPlaceUpdate condition with reason ReadyForUpdate; its status is not checked. */

@@ -1,9 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* `inplace-agent status`: what the agent is doing / did last, read from the state directory.
- * Prints to stdout; returns a process exit code (0 ok, 1 unreadable/corrupt state). */
+/* `inplace-agent status`: what the agent is doing / did last, read from the state directory:
+ * state.json (the transaction) and contact-blocker.json (what keeps the daemon from the API server
+ * before its first contact since it started, gardener#15707). Prints to stdout; returns a process
+ * exit code (0 ok, 1 unreadable/corrupt state). The daemon writes contact-blocker.json through
+ * status_blocker_save()/status_blocker_remove(), so its format lives here with its reader. */
 
 #include <stdbool.h>
+#include <stdint.h>
+
+#define STATUS_BLOCKER_FILE "contact-blocker.json"
 
 int status_print(const char *state_dir, bool json);
+
+/* {"reason","firstReason","since"} (since: RFC 3339 of a CLOCK_REALTIME µs value), atomically, 0600. */
+int status_blocker_save(const char *state_dir, const char *reason, const char *first_reason, uint64_t since_usec);
+/* Gone (a missing file is fine). */
+int status_blocker_remove(const char *state_dir);

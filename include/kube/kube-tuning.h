@@ -23,6 +23,8 @@
  *   units-check=D, units-stuck=D    SystemdUnitsReady period (1 min) and stuck threshold (5 min)
  *   health-check=D, health-grace=D  kubelet/containerd check period (30 s), unhealthy time before a
  *                                   restart (1 min)
+ *   contact-event-min=D     how long the API server must have been out of reach before the first
+ *                           contact for the Warning that says so (10 s; 0 = always)
  *
  * It is deliberately not part of the configuration file (CONTRACT §3): production nodes run with
  * the defaults. Pure: parsing only, no I/O, no logging. */
@@ -56,6 +58,7 @@ typedef struct KubeTuning {
         uint64_t units_stuck_usec;              /* 5 min */
         uint64_t health_check_usec;             /* 30 s */
         uint64_t health_grace_usec;             /* 60 s */
+        uint64_t contact_event_min_usec;        /* 10 s (core/contact-blocker.h) */
 } KubeTuning;
 
 void kube_tuning_init(KubeTuning *t);

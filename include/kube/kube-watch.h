@@ -74,4 +74,7 @@ void kube_watch_reconnect(KubeWatch *w);
 json_t *kube_watch_get_object(KubeWatch *w);
 const char *kube_watch_get_resource_version(KubeWatch *w);
 const char *kube_watch_get_name(KubeWatch *w);
+/* The server's message (Status .message) of the last LIST when it failed, e.g. an authorizer's
+ * reason for a 403; NULL after a successful LIST or when the answer had none. For on_synced. */
+const char *kube_watch_get_list_message(KubeWatch *w);
 void kube_watch_get_stats(KubeWatch *w, KubeWatchStats *ret);

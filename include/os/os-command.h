@@ -57,8 +57,9 @@ typedef struct OsCommandCallbacks {
          * May be NULL. Must not free the OsCommand. */
         int (*on_spawn)(OsCommand *c, unsigned attempt, void *userdata);
 
-        /* Each line of output (see output-capture.h), in order, up to options.line_limit per
-         * attempt; then one line "[... N more lines not logged, ...]" when the attempt ends.
+        /* Each line of output (see output-capture.h), in order, with credentials redacted and a
+         * private key's lines left out (output-redact.h), up to options.line_limit per attempt;
+         * then one line "[... N more lines not logged, ...]" when the attempt ends.
          * May be NULL. Must not free. */
         void (*on_line)(OsCommand *c, const char *line, size_t size, void *userdata);
 

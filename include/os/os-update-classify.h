@@ -107,11 +107,13 @@ int os_update_outcome_to_string(const OsUpdateOutcome *o, const char *path, char
  *   "non-retriable error detected: <outcome>, output: <output>"
  *   "no specific error detected: <outcome>, output: <output>"
  *   "timed out after <budget>: <outcome>, output: <output>"
- * Only the last `max_output` bytes of `output` are kept (cut at a UTF-8 boundary, prefixed with
- * "..."); invalid UTF-8 and control characters other than '\n' and '\t' become '?', so the text
- * is always valid for a JSON string. -EINVAL for OS_UPDATE_CLASS_SUCCESS. */
+ * Credentials in `output` are redacted first (os/output-redact.h); then only its last `max_lines`
+ * lines within `max_output` bytes are kept, whole lines, "...\n" in front when lines were left out
+ * (a last line longer than `max_output` alone: its end, cut at a UTF-8 boundary, "..." in front);
+ * invalid UTF-8 and control characters other than '\n' and '\t' become '?', so the text is always
+ * valid for a JSON string. -EINVAL for OS_UPDATE_CLASS_SUCCESS. */
 int os_update_failure_message(OsUpdateClass c, const OsUpdateOutcome *o, const char *path,
-                              const char *output, size_t max_output, uint64_t budget_usec,
+                              const char *output, size_t max_lines, size_t max_output, uint64_t budget_usec,
                               char **ret);
 
 const char *os_update_class_to_string(OsUpdateClass c);

@@ -83,8 +83,14 @@ int reporter_emit_event_action(Reporter *r, const char *type, const char *reason
 
 /* STATUS= for systemd, sent only when it changed. */
 void reporter_set_status(Reporter *r, const char *fmt, ...) _printf_(2, 3);
-/* A condition that holds whatever the agent does, appended to every STATUS= as " (<note>)" until
- * cleared with NULL: e.g. the system bus being down. */
-void reporter_set_status_note(Reporter *r, const char *note);
+/* What the agent waits for besides its current work, appended ("<status>; <note>; ...") to every
+ * STATUS= line while set, each in its own slot so one does not clobber another: the system bus being
+ * down, the OSC Secret missing. NULL removes it; `note` is copied. */
+typedef enum ReporterNote {
+        REPORTER_NOTE_BUS,
+        REPORTER_NOTE_OSC_SECRET,
+        _REPORTER_NOTE_MAX,
+} ReporterNote;
+void reporter_set_status_note(Reporter *r, ReporterNote which, const char *note);
 /* READY=1, once (CONTRACT §8.14). */
 void reporter_notify_ready(Reporter *r);

@@ -35,11 +35,13 @@ verified, installed as <namePrefix>-<version>+3.efi, reboot.target started over 
 after the simulated reboot into the new version: successful; into the old one: RolledBack.
 """
 
+import json
 import os
 import shutil
 import sys
 import time
 import unittest
+import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
@@ -280,6 +282,48 @@ class OsUpdate(unittest.TestCase):
         usermgr.wait_until(lambda: sb.emu.get("leases", lease_name, namespace="kube-system")["spec"]["renewTime"]
                            != renew, 15, "the agent to renew its Lease")
         durations["flood_rss_kib"] = rss_kib
+
+    def test_20_failure_output_tail_on_the_node(self):
+        """gardener#15707: what reaches the Node of a failed command's output is its tail, bounded (20
+        lines, 1 KiB), valid UTF-8, with no credential in it -- nor in the journal's copy of each line."""
+        self.sandbox()
+        secrets = ["ipa-bearer-" + uuid.uuid4().hex, "ipa-urlpw-" + uuid.uuid4().hex,
+                   "ipa-password-" + uuid.uuid4().hex, "ipa-keybody-" + uuid.uuid4().hex]
+        self.write_command(
+            'i=1; while [ $i -le 40 ]; do echo "step $i"; i=$((i+1)); done\n'
+            'echo "Authorization: Bearer %s"\n'
+            'echo "GET https://builder:%s@mirror.example/os.img"\n'
+            'echo "password=%s"\n'
+            'echo "-----BEGIN RSA PRIVATE KEY-----"; echo "%s"; echo "-----END RSA PRIVATE KEY-----"\n'
+            "printf 'bad byte \\377 here\\n'\n"
+            'echo "fatal: system failure while writing the root fs"\nexit 3' % tuple(secrets))
+        self.request_update()
+        node = self.wait_result()
+        reason = self.assert_failed(node, "OSCommandFailed")
+        output = reason.split(", output: ", 1)[1]
+        lines = output.rstrip("\n").split("\n")
+        self.assertEqual(lines[0], "...", output)
+        self.assertLessEqual(len(lines) - 1, 20, output)
+        self.assertLessEqual(len(output.encode()), 1024 + 4, output)
+        self.assertEqual(lines[-1], "fatal: system failure while writing the root fs")
+        self.assertNotIn("step 1\n", output)
+        self.assertIn("step 40", output)
+        self.assertIn("Authorization: Bearer [redacted]", output)
+        self.assertIn("GET https://[redacted]@mirror.example/os.img", output)
+        self.assertIn("password=[redacted]", output)
+        self.assertIn("[redacted private key]", output)
+        self.assertIn("bad byte ? here", output)
+        failure = sandbox.annotation_json(node, sandbox.FAILURE)
+        self.assertIn(output, failure["message"])
+        usermgr.wait_until(lambda: "system failure while writing the root fs" in json.dumps(self.sb.events()), 10,
+                           "the failure's Event")
+        events = json.dumps(self.sb.events())
+        for where, text in (("the Node", json.dumps(self.sb.node())), ("the Node's history",
+                            json.dumps(self.sb.node_history())), ("the Events", events),
+                            ("the journal", self.sb.agent_log())):
+            for secret in secrets:
+                self.assertNotIn(secret, text, "a credential in %s" % where)
+        self.assertIn("os-update: Authorization: Bearer [redacted]", self.sb.agent_log())
 
     def test_08_min_version_not_met(self):
         self.sandbox()

@@ -33,6 +33,8 @@ static void test_defaults(void **state) {
         assert_int_equal(c->systemd.job_timeout_usec, 90 * USEC_PER_SEC);
         assert_true(c->lease.enabled);
         assert_int_equal(c->lease.duration_usec, 40 * USEC_PER_SEC);
+        assert_true(c->console.enabled);
+        assert_string_equal(c->console.path, "");
         assert_string_equal(c->restart.self_unit, "inplace-agent.service");
         assert_string_equal(c->osc.root_directory, "/");
         assert_string_equal(c->systemd.unit_directory, "/etc/systemd/system");
@@ -54,7 +56,8 @@ static void test_apply_all_keys(void **state) {
                 "  image: {reference: 'r.example/os:{version}', bootTries: 5}\n"
                 "registry:\n  mirrors:\n    registry.example.com: https://mirror.local:5000\n"
                 "systemd: {jobTimeout: 30s, unitDirectory: /run/user/1000/systemd/user}\n"
-                "lease: {enabled: false, name: gardener-node-agent-node-1, duration: 1m}\n", &err), 0);
+                "lease: {enabled: false, name: gardener-node-agent-node-1, duration: 1m}\n"
+                "console: {enabled: false, path: /dev/kmsg}\n", &err), 0);
         assert_null(err);
         assert_string_equal(c->node_name, "node-1");
         assert_string_equal(c->osc.namespace, "ns1");
@@ -73,6 +76,8 @@ static void test_apply_all_keys(void **state) {
         assert_string_equal(c->registry.mirrors[0].host, "registry.example.com");
         assert_false(c->lease.enabled);
         assert_int_equal(c->lease.duration_usec, 60 * USEC_PER_SEC);
+        assert_false(c->console.enabled);
+        assert_string_equal(c->console.path, "/dev/kmsg");
 }
 
 static void test_rejects(void **state) {
@@ -94,6 +99,7 @@ static void test_rejects(void **state) {
                 { "osUpdate: {backend: rpm}\n", "osUpdate.backend: \"rpm\" is not one of" },
                 { "osUpdate: {reboot: kexec}\n", "osUpdate.reboot" },
                 { "lease: {enabled: yes}\n", "lease.enabled: expected true or false" },
+                { "console: {path: kmsg}\n", "console.path: \"kmsg\" is not an absolute path" },
                 { "nodeName: Node_1\n", "nodeName: \"Node_1\" is not a lower-case DNS name" },
                 { "osc: {namespace: \"\"}\n", "osc.namespace" },
                 /* Names that go into API paths (issue 23): a dot segment, a query, a second segment. */

@@ -346,7 +346,7 @@ static void test_network_problems_until_budget(void **state) {
         assert_int_equal(r.n_retries, r.result.attempts - 1);
         assert_true(r.result.duration_usec < MS(1000));
         assert_int_equal(os_update_failure_message(r.result.class, &r.result.outcome, r.result.path,
-                                                   r.result.output, 1024, o.timeout_usec, &msg), 0);
+                                                   r.result.output, 20, 1024, o.timeout_usec, &msg), 0);
         assert_string_equal(msg, "retriable error detected: exit status 3, output: network problems\n");
         run_done(&r);
 }

@@ -240,25 +240,25 @@ static void test_failure_message(void **state) {
         char *s = NULL;
 
         assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_RETRIABLE, &o, "/x",
-                                                   "network problems\n", 1024, S(600), &s), 0);
+                                                   "network problems\n", SIZE_MAX, 1024, S(600), &s), 0);
         assert_string_equal(s, "retriable error detected: exit status 3, output: network problems\n");
         free(s);
 
         assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_NON_RETRIABLE, &o, "/x",
-                                                   "system failure", 1024, S(600), &s), 0);
+                                                   "system failure", SIZE_MAX, 1024, S(600), &s), 0);
         assert_string_equal(s, "non-retriable error detected: exit status 3, output: system failure");
         free(s);
 
-        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_UNKNOWN, &o, "/x", NULL, 1024, S(600), &s), 0);
+        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_UNKNOWN, &o, "/x", NULL, SIZE_MAX, 1024, S(600), &s), 0);
         assert_string_equal(s, "no specific error detected: exit status 3, output: ");
         free(s);
 
-        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_TIMEOUT, &t, "/x", "x", 1024, S(90), &s), 0);
+        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_TIMEOUT, &t, "/x", "x", SIZE_MAX, 1024, S(90), &s), 0);
         assert_string_equal(s, "timed out after 1m30s: signal: killed, output: x");
         free(s);
 
         s = NULL;
-        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_SUCCESS, &o, "/x", "", 1024, S(1), &s), -EINVAL);
+        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_SUCCESS, &o, "/x", "", SIZE_MAX, 1024, S(1), &s), -EINVAL);
         assert_null(s);
 }
 
@@ -268,19 +268,47 @@ static void test_failure_message_sanitizes(void **state) {
 
         /* Control characters and invalid UTF-8 become '?'; valid UTF-8, \n and \t stay. */
         assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_UNKNOWN, &o, "/x",
-                                                   "a\x1b[31mb\tc\n\xff\xc3\xa9\xed\xa0\x80\x7f", 1024, 0, &s), 0);
+                                                   "a\x1b[31mb\tc\n\xff\xc3\xa9\xed\xa0\x80\x7f", SIZE_MAX, 1024, 0, &s), 0);
         assert_string_equal(s, "no specific error detected: exit status 1, output: "
                                "a?[31mb\tc\n?\xc3\xa9???" "?");
         free(s);
 
         /* Only the tail is kept, cut at a rune boundary: "é" is two bytes, the cut falls inside. */
         assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_UNKNOWN, &o, "/x",
-                                                   "0123456789\xc3\xa9xyz", 4, 0, &s), 0);
+                                                   "0123456789\xc3\xa9xyz", SIZE_MAX, 4, 0, &s), 0);
         assert_string_equal(s, "no specific error detected: exit status 1, output: ...xyz");
         free(s);
         assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_UNKNOWN, &o, "/x",
-                                                   "0123456789\xc3\xa9xyz", 5, 0, &s), 0);
+                                                   "0123456789\xc3\xa9xyz", SIZE_MAX, 5, 0, &s), 0);
         assert_string_equal(s, "no specific error detected: exit status 1, output: ...\xc3\xa9xyz");
+        free(s);
+}
+
+static void test_failure_message_tail_lines_redacted(void **state) {
+        OsUpdateOutcome o = EXITED(1);
+        char *s = NULL;
+
+        /* The last 3 lines; what was left out is marked. */
+        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_UNKNOWN, &o, "/x", "1\n2\n3\n4\n5\n", 3, 1024, 0,
+                                                   &s), 0);
+        assert_string_equal(s, "no specific error detected: exit status 1, output: ...\n3\n4\n5\n");
+        free(s);
+        /* The byte limit takes whole lines only: "long line" does not fit after the cut. */
+        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_UNKNOWN, &o, "/x", "long line\nab\ncd", 20, 6, 0,
+                                                   &s), 0);
+        assert_string_equal(s, "no specific error detected: exit status 1, output: ...\nab\ncd");
+        free(s);
+        /* Nothing left out: no marker. */
+        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_UNKNOWN, &o, "/x", "ab\ncd", 2, 5, 0, &s), 0);
+        assert_string_equal(s, "no specific error detected: exit status 1, output: ab\ncd");
+        free(s);
+        /* Credentials are gone before the cut, a private key with all its lines. */
+        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_NON_RETRIABLE, &o, "/x",
+                                                   "curl -H 'Authorization: Bearer t0k3n'\n-----BEGIN PRIVATE KEY-----\n"
+                                                   "k1\nk2\n-----END PRIVATE KEY-----\nsystem failure\n", 3, 1024, 0,
+                                                   &s), 0);
+        assert_string_equal(s, "non-retriable error detected: exit status 1, output: curl -H 'Authorization: Bearer "
+                               "[redacted]'\n[redacted private key]\nsystem failure\n");
         free(s);
 }
 
@@ -306,6 +334,7 @@ int main(void) {
                 cmocka_unit_test(test_outcome_strings),
                 cmocka_unit_test(test_failure_message),
                 cmocka_unit_test(test_failure_message_sanitizes),
+                cmocka_unit_test(test_failure_message_tail_lines_redacted),
                 cmocka_unit_test(test_strings),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,6 +4,10 @@
  * write-on-change of the condition against the watched Node, completion once every write of an
  * action finished, the conditional removal of an annotation, and -ENODEV before a client exists. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "report/reporter.h"
 #include "test-kube.h"
@@ -173,6 +177,52 @@ static void test_free_drops_writes_in_flight(void **state) {
         TEST_LOOP_NOT(c->k.event, c->done_calls > 0, 200 * USEC_PER_MSEC);
 }
 
+/* The STATUS= lines a NOTIFY_SOCKET of ours received, "|"-separated. */
+static char *notified(int fd) {
+        char buf[4096], *all = strdup("");
+        ssize_t n;
+
+        while ((n = recv(fd, buf, sizeof(buf) - 1, MSG_DONTWAIT)) > 0) {
+                char *next = NULL;
+
+                buf[n] = 0;
+                assert_true(asprintf(&next, "%s%s|", all, buf) > 0);
+                free(all);
+                all = next;
+        }
+        return all;
+}
+
+static void test_status_note_stays_on_the_line(void **state) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_(reporter_freep) Reporter *r = NULL;
+        _cleanup_free_ char *a = NULL, *b = NULL, *c = NULL;
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+        assert_true(fd >= 0);
+        (void) snprintf(sa.sun_path, sizeof(sa.sun_path), "/tmp/test-reporter-%d.sock", (int) getpid());
+        (void) unlink(sa.sun_path);
+        assert_int_equal(bind(fd, (struct sockaddr *) &sa, sizeof(sa)), 0);
+        assert_int_equal(setenv("NOTIFY_SOCKET", sa.sun_path, 1), 0);
+
+        assert_int_equal(reporter_new("node-1", &r), 0);
+        reporter_set_status_note(r, REPORTER_NOTE_OSC_SECRET, "waiting for the Secret");      /* nothing to append it to yet */
+        reporter_set_status(r, "Watching node %s", "node-1");
+        reporter_set_status(r, "Node node-1: %s", "Idle.");
+        a = notified(fd);
+        assert_string_equal(a, "STATUS=Watching node node-1; waiting for the Secret|"
+                               "STATUS=Node node-1: Idle.; waiting for the Secret|");
+        reporter_set_status_note(r, REPORTER_NOTE_OSC_SECRET, "waiting for the Secret");      /* unchanged: not sent again */
+        reporter_set_status_note(r, REPORTER_NOTE_OSC_SECRET, NULL);
+        b = notified(fd);
+        assert_string_equal(b, "STATUS=Node node-1: Idle.|");
+        reporter_set_status(r, "Node node-1: %s", "Idle.");
+        c = notified(fd);
+        assert_string_equal(c, "");
+        (void) unlink(sa.sun_path);
+        assert_int_equal(unsetenv("NOTIFY_SOCKET"), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_result_is_one_metadata_patch_and_the_condition, setup, teardown),
@@ -182,6 +232,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_internal_ip_merged_by_type, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_no_client_yet, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_free_drops_writes_in_flight, setup, teardown),
+                cmocka_unit_test(test_status_note_stays_on_the_line),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
