@@ -34,6 +34,7 @@ void kube_tuning_init(KubeTuning *t) {
                 .units_stuck_usec = 300 * SEC,
                 .health_check_usec = 30 * SEC,
                 .health_grace_usec = 60 * SEC,
+                .node_registration_usec = 300 * SEC,
         };
 }
 
@@ -61,6 +62,7 @@ static const struct {
         { "units-stuck", offsetof(KubeTuning, units_stuck_usec), false },
         { "health-check", offsetof(KubeTuning, health_check_usec), false },
         { "health-grace", offsetof(KubeTuning, health_grace_usec), false },
+        { "node-registration", offsetof(KubeTuning, node_registration_usec), false },
 };
 
 static int bad(char **ret_error, const char *item, const char *why) {

@@ -191,10 +191,10 @@ void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, con
         assert(r && ret);
 
         *ret = (OscWorkView) { .error_code = _UPDATE_FAILURE_INVALID };
-        if (!osc || isempty(osc->checksum) || !node)
+        if (!osc || isempty(osc->checksum))
                 return;
         /* The Node already says this OSC is applied (GNP §2.2): the decider does nothing with it. */
-        if (streq_ptr(node->applied_checksum, osc->checksum))
+        if (node && streq_ptr(node->applied_checksum, osc->checksum))
                 return;
         assert(!r->applier);            /* the executor never decides while a run is in flight */
         if (!streq_ptr(r->checksum, osc->checksum) || r->error)

@@ -23,6 +23,8 @@
  *   units-check=D, units-stuck=D    SystemdUnitsReady period (1 min) and stuck threshold (5 min)
  *   health-check=D, health-grace=D  kubelet/containerd check period (30 s), unhealthy time before a
  *                                   restart (1 min)
+ *   node-registration=D             how long after a fresh node's first OSC was applied without its
+ *                                   Node the agent waits quietly for the kubelet to register it (5 min)
  *
  * It is deliberately not part of the configuration file (CONTRACT §3): production nodes run with
  * the defaults. Pure: parsing only, no I/O, no logging. */
@@ -56,6 +58,7 @@ typedef struct KubeTuning {
         uint64_t units_stuck_usec;              /* 5 min */
         uint64_t health_check_usec;             /* 30 s */
         uint64_t health_grace_usec;             /* 60 s */
+        uint64_t node_registration_usec;        /* 5 min */
 } KubeTuning;
 
 void kube_tuning_init(KubeTuning *t);
