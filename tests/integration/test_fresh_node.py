@@ -21,7 +21,11 @@ published by the test; the Node registered only by the kubelet the OSC starts). 
   4. a CA rotation in place renews the agent's client certificate (its kubeconfig names the new one)
      and re-bootstraps the kubelet, whose kubeconfig-bootstrap is removed again at the end;
   5. the Lease gardener-node-agent-<node> is not renewed while the Node is gone, and is again once the
-     Node is back (upstream's lease controller reconciles its Node)."""
+     Node is back (upstream's lease controller reconciles its Node);
+  6. when the Node's label and the provisioned component config name different OSC Secrets, the label
+     wins, and the journal says so once.
+And on a fresh node of its own (KubeletCannotRegister), whose kubelet does not register the Node: the
+first OSC is applied, and the agent says in STATUS= and the journal that the Node does not come."""
 
 import base64
 import json
@@ -147,7 +151,9 @@ class FreshNode(unittest.TestCase):
         writes = [o for i, o in enumerate(hist) if S.annotation(o, S.NODE_CHECKSUM) and
                   not S.annotation(hist[i - 1], S.NODE_CHECKSUM)]
         self.assertEqual(len(writes), 1, "checksum/cloud-config-data written %d times" % len(writes))
-        self.assertEqual([e["reason"] for e in SB.events() if e.get("reason") == "OSCApplied"], ["OSCApplied"])
+        applied = sandbox.kubeemu.wait_for(lambda: [e for e in SB.events() if e.get("reason") == "OSCApplied"], 10,
+                                           "the OSCApplied Event")
+        self.assertEqual([e.get("count", 1) for e in applied], [1], "OSCApplied more than once")
         self.assertEqual(S.label(n, S.K8S_VERSION), SB.initial_version)
         # Files below the scratch root; GNA's component config written, its binary not pulled.
         self.assertIn("memory.available: 100Mi", read(SB.rooted(S.KUBELET_CONFIG_PATH)))
@@ -249,6 +255,55 @@ class FreshNode(unittest.TestCase):
         sandbox.kubeemu.wait_for(lambda: (SB.emu.get("leases", LEASE, namespace="kube-system",
                                                      group="coordination.k8s.io")["metadata"]["ownerReferences"]
                                           [0]["uid"]) == uid, 10, "the Lease renewed for the new Node")
+
+    def test_6_label_wins_over_the_provisioned_config(self):
+        """The Node's label and GNA's provisioned component config name different Secrets: the label is
+        followed (gardenlet keeps it current), and the journal says so once."""
+        write = SB.rooted(S.GNA_CONFIG)
+        S.write_file(write, read(write).replace("secretName: %s\n" % S.SECRET, "secretName: another-secret\n"), 0o600)
+        self.assertIn("another-secret", read(write))
+        SB.um.systemctl("restart", S.AGENT_UNIT)
+        usermgr.wait_until(lambda: SB.agent_log().count("Watching OSC Secret kube-system/%s." % S.SECRET) >= 2, 30,
+                           "the agent watching the label's Secret again")
+        log = SB.agent_log()
+        self.assertEqual(log.count("Node label %s names OSC Secret %s, gardener-node-agent's component config "
+                                   "another-secret; following the label." % (S.SECRET_NAME_LABEL, S.SECRET)), 1)
+        self.assertNotIn("Watching OSC Secret kube-system/another-secret", log)
+        usermgr.wait_until(lambda: "Up to date" in status(), 30, "the agent up to date")
+
+
+class KubeletCannotRegister(unittest.TestCase):
+    """A fresh node whose kubelet cannot register its Node (its registration is missing): the first OSC is
+    applied, and the agent says that the Node does not come (STATUS=, journal) instead of waiting in
+    silence; once the kubelet registers it after all, the checksum follows."""
+
+    class Sandbox(S.FreshNodeSandbox):
+        @property
+        def kubelet_registration(self):
+            return self.path("bin", "no-registration.json")      # absent: kubelet-report registers nothing
+
+    @classmethod
+    def setUpClass(cls):
+        cls.sb = S.start_for_module(cls.Sandbox, agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING +
+                                                            ",node-registration=3s"})
+
+    @classmethod
+    def tearDownClass(cls):
+        S.stop_for_module(cls.sb)
+
+    def test_the_agent_says_so(self):
+        sb = self.sb
+        checksum = sb.publish_osc()
+        said = "The first OSC %s is applied, but the Node is still not registered 3s later: the kubelet does not " \
+               "register it (see %s: its bootstrap kubeconfig, the API server)." % (checksum, S.KUBELET_UNIT)
+        usermgr.wait_until(lambda: "The first OSC %s is applied; waiting for the kubelet to register the Node"
+                           % checksum in sb.um.show(S.AGENT_UNIT, "StatusText"), 60, "the agent waiting for the Node")
+        usermgr.wait_until(lambda: said in sb.um.show(S.AGENT_UNIT, "StatusText"), 30, "the agent saying so")
+        self.assertEqual(sb.agent_log().count(said), 1)
+        self.assertEqual(sb.um.active_state(S.KUBELET_UNIT), "active")
+        self.assertIsNone(sb.node())
+        sb.register_node()              # the kubelet after all
+        sb.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == checksum, 30, "the checksum")
 
 
 if __name__ == "__main__":

@@ -1234,7 +1234,7 @@ class FreshNodeSandbox(Sandbox):
 
     def _write_node_files(self):
         """gardener-node-init's files, and nothing else (and the stand-in kubelet's registration)."""
-        write_file(self.kubelet_registration, json.dumps(self.registration()), 0o644)
+        write_file(self.path("bin", "kubelet-registration.json"), json.dumps(self.registration()), 0o644)
         write_file(self.rooted(GNA_BOOTSTRAP_TOKEN), "%s.%s" % (BOOTSTRAP_TOKEN_ID, BOOTSTRAP_TOKEN_SECRET), 0o600)
         write_file(self.rooted(GNA_DIR + "/cluster-ca.crt"), self.cluster_ca(), 0o644)
         write_file(self.rooted(GNA_DIR + "/machine-name"), MACHINE + "\n", 0o644)
