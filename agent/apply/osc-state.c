@@ -166,6 +166,20 @@ done:
         return 0;
 }
 
+static bool exists(const char *path) {
+        return !path || access(path, F_OK) >= 0 || errno != ENOENT;
+}
+
+bool osc_state_any_applied(const char *state_directory, const char *root_directory) {
+        _cleanup_free_ char *ours = NULL, *gna = NULL;
+
+        if (state_file(state_directory, OSC_STATE_LAST_APPLIED, &ours) < 0)
+                ours = NULL;
+        if (path_below_root(root_directory, OSC_STATE_GNA_LAST_APPLIED, &gna) < 0)
+                gna = NULL;
+        return exists(ours) || exists(gna);
+}
+
 int osc_state_commit(const char *state_directory, const char *yaml, size_t size) {
         _cleanup_free_ char *last = NULL, *changes = NULL;
         int r;

@@ -10,10 +10,12 @@
 #include "core/version.h"
 #include "node-update-internal.h"
 #include "util/strv.h"
+#include "util/time-util.h"
 
 #define RETRY_BACKOFF_FIRST_USEC (30 * USEC_PER_SEC)
 #define RETRY_BACKOFF_MAX_USEC (10 * 60 * USEC_PER_SEC)
 #define DECIDE_TRANSITIONS_MAX 16
+#define NODE_REGISTRATION_TIMEOUT_USEC (5 * 60 * USEC_PER_SEC)
 
 typedef struct Builder {
         const UpdateInput *in;          /* borrowed */
@@ -22,6 +24,8 @@ typedef struct Builder {
         size_t n_actions;
         size_t n_alloc;
         bool deferred;                  /* an API write waits for its back-off: emit nothing after it */
+        bool no_node;                   /* the Node does not exist: in->node is an empty view, and nothing
+                                         * is written to it or about it */
         uint64_t wake_usec;
         char *status;                   /* owned */
         char *notice;                   /* owned: UpdateDecision.notice */
@@ -123,6 +127,9 @@ static const char *tx_id(const Builder *b) {
 static UpdateAction *add(Builder *b, UpdateActionType type, UpdateStep step, bool in_transaction) {
         UpdateAction *a;
 
+        /* Nothing to write to: the phase reached is reported once the Node exists. */
+        if (b->no_node && update_action_needs_node(type))
+                return NULL;
         if (b->n_actions == b->n_alloc) {
                 size_t n = b->n_alloc ? b->n_alloc * 2 : 8;
                 UpdateAction *na = reallocarray(b->actions, n, sizeof(UpdateAction));
@@ -148,7 +155,7 @@ static UpdateAction *add(Builder *b, UpdateActionType type, UpdateStep step, boo
 
 /* API writes respect the back-off after a failed write, and nothing follows a deferred one. */
 static UpdateAction *add_api(Builder *b, UpdateActionType type, UpdateStep step, bool in_transaction) {
-        if (b->deferred)
+        if (b->deferred || b->no_node)
                 return NULL;
         if (b->in->now_usec < b->tx->retry_usec) {
                 b->deferred = true;
@@ -1006,6 +1013,7 @@ static int start_transaction(Builder *b, Plan *p, unsigned attempt) {
 
         tx->id = b_strdup(b, in->new_transaction_id);
         tx->node_uid = b_strdup(b, in->node->uid);
+        tx->before_node = b->no_node;
         tx->checksum = b_strdup(b, osc->checksum);
         tx->gated = p->gated;
         tx->os_from = TAKE_PTR(p->os_from);
@@ -1193,6 +1201,73 @@ static int drop_if_node_replaced(Builder *b) {
         return 0;
 }
 
+/* A transaction of a fresh node's first OSC started before its Node: the Node that appeared is its
+ * Node from now on (its results go there, and a re-creation of it drops the transaction). */
+static int adopt_node(Builder *b) {
+        UpdateTransaction *tx = b->tx;
+
+        if (!tx->before_node || tx->node_uid || b->no_node || !b->in->node->uid)
+                return 0;
+        return free_and_strdup(&tx->node_uid, b->in->node->uid) < 0 ? -ENOMEM : 0;
+}
+
+/* Upstream applies a fresh node's first OSC before the Node exists: the kubelet that registers it
+ * comes with that OSC (GNP §2.3, issue 22). So without a Node only that goes on: the transaction it
+ * started until applied (retried while it fails), or a new one while nothing was ever applied here.
+ * Anything else (a Node deleted, a later OSC) waits for the Node. */
+static bool acts_without_node(const Builder *b) {
+        const UpdateTransaction *tx = b->tx;
+
+        if (tx_active(tx))
+                return tx->before_node;
+        if (tx->id && tx->before_node && tx->phase == UPDATE_PHASE_SUCCEEDED)
+                return false;           /* applied: what is left is for the Node */
+        return b->in->osc && b->in->first_osc && !tx->applied.valid;
+}
+
+/* The first OSC ran without the Node: its result, checksum and Event wait for the Node, which the
+ * OSC's kubelet registers. One that does not come is said, not waited for in silence. */
+static int first_osc_waits(Builder *b) {
+        const UpdateTransaction *tx = b->tx;
+        uint64_t timeout = b->in->settings.node_registration_timeout_usec ?: NODE_REGISTRATION_TIMEOUT_USEC;
+        _cleanup_free_ char *what = NULL;
+        char d[DURATION_MAX_STR];
+
+        if (tx->phase == UPDATE_PHASE_SUCCEEDED)
+                what = b_printf(b, "The first OSC %s is applied", strempty(tx->checksum));
+        else
+                what = b_printf(b, "The first OSC %s %s (%s: %s)", strempty(tx->checksum),
+                                tx->phase == UPDATE_PHASE_ROLLED_BACK ? "was rolled back" : "failed",
+                                strempty(update_failure_code_to_string(tx->failure.code)),
+                                strempty(tx->failure.message));
+        if (!what)
+                return -ENOMEM;
+        if (b->in->now_usec < tx->updated_usec + timeout) {
+                wake_at(b, tx->updated_usec + timeout);
+                return set_status(b, "%s; waiting for the kubelet to register the Node (%s and the result are "
+                                  "written to it then).", what, NODE_ANNOTATION_CHECKSUM);
+        }
+        free(b->notice);
+        b->notice = b_printf(b, "%s, but the Node is still not registered %s later: the kubelet does not "
+                             "register it (see %s: its bootstrap kubeconfig, the API server).", what,
+                             format_duration(d, sizeof(d), timeout), strempty(b->in->settings.kubelet_unit));
+        return b->notice ? set_status(b, "%s", b->notice) : -ENOMEM;
+}
+
+static int wait_for_node(Builder *b) {
+        const UpdateTransaction *tx = b->tx;
+
+        if (tx->id && tx->before_node && update_phase_is_terminal(tx->phase) && !done(b, UPDATE_STEP_RESULT))
+                return first_osc_waits(b);
+        if (tx_active(tx))
+                return set_status(b, "In-place update %s (%s) waits for the Node, which does not exist.", tx_id(b),
+                                  update_phase_to_string(tx->phase));
+        if (!b->in->osc)
+                return set_status(b, "Waiting for the OSC secret; the Node is not registered yet.");
+        return set_status(b, "Waiting for the Node to be registered (without it, only a fresh node's first OSC "
+                          "is applied).");
+}
+
 static int decide(Builder *b) {
         const UpdateInput *in = b->in;
         UpdateTransaction *tx = b->tx;
@@ -1200,7 +1275,11 @@ static int decide(Builder *b) {
 
         if (!in->node)
                 return set_status(b, "Waiting for the Node object.");
+        if (b->no_node && !acts_without_node(b))
+                return wait_for_node(b);
         r = drop_if_node_replaced(b);
+        if (r >= 0)
+                r = adopt_node(b);
         if (r < 0)
                 return r;
         adopt_baseline(b);
@@ -1246,11 +1325,21 @@ static int default_status(Builder *b) {
 }
 
 int node_update_decide(const UpdateInput *in, UpdateDecision *ret) {
+        static const NodeView no_node = {};
         _cleanup_(builder_done) Builder b = { .in = in, .wake_usec = USEC_INFINITY };
+        UpdateInput without_node;
         int r;
 
         assert(in);
         assert(ret);
+
+        /* No Node: every reader sees an empty one (no labels, no gate, no checksum), nothing writes. */
+        if (!in->node && in->node_absent) {
+                without_node = *in;
+                without_node.node = &no_node;
+                b.in = &without_node;
+                b.no_node = true;
+        }
 
         r = in->tx ? update_transaction_copy(in->tx, &b.tx) : update_transaction_new(&b.tx);
         if (r < 0)

@@ -10,6 +10,10 @@
 int update_transaction_set_failure(UpdateTransaction *tx, UpdateFailureCode code, const char *prefix,
                                    const char *message, const char *step, uint64_t now_usec);
 
+/* The action writes to the Node or about it (its annotations, labels, condition, Pods, an Event with
+ * the Node as involvedObject): without a Node there is nothing to write to. */
+bool update_action_needs_node(UpdateActionType t);
+
 /* Name of the first planned step not done yet, or NULL when all are done. */
 const char *update_transaction_current_step(const UpdateTransaction *tx);
 

@@ -279,6 +279,7 @@ const TxField update_transaction_fields[] = {
         TX("rotation.serviceAccountKey", STRING, sa_rotation),
         TX("osc.apply", BOOL, osc_apply),
         TX("osc.restartsKubelet", BOOL, osc_restarts_kubelet),
+        TX("beforeNode", BOOL, before_node),
         TX_GATE("blocked.code", CODE, blocked),
         TX("blocked.message", STRING, blocked_message),
         TX("done", STEPS, done),
@@ -424,6 +425,10 @@ static bool is_api_write(UpdateActionType t) {
         default:
                 return false;
         }
+}
+
+bool update_action_needs_node(UpdateActionType t) {
+        return is_api_write(t) || t == UPDATE_ACTION_REPORT_PROGRESS || t == UPDATE_ACTION_EMIT_EVENT;
 }
 
 static int record_applied(UpdateTransaction *tx, const UpdateAction *a) {

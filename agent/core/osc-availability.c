@@ -24,6 +24,16 @@ bool osc_availability_is_problem(OscAvailability a) {
         return a == OSC_AVAILABILITY_NOT_NAMED || a == OSC_AVAILABILITY_NOT_FOUND || a == OSC_AVAILABILITY_FORBIDDEN;
 }
 
+static const char *const osc_secret_source_table[_OSC_SECRET_SOURCE_MAX] = {
+        [OSC_SECRET_FROM_CONFIG] = "osc.secretName",
+        [OSC_SECRET_FROM_LABEL] = "the Node label " NODE_LABEL_SECRET_NAME,
+        [OSC_SECRET_FROM_GNA_CONFIG] = "gardener-node-agent's component config",
+};
+
+const char *osc_secret_source_to_string(OscSecretSource s) {
+        return s >= 0 && s < _OSC_SECRET_SOURCE_MAX ? osc_secret_source_table[s] : NULL;
+}
+
 int osc_availability_message(OscAvailability a, const OscSecretRef *ref, const char *detail, char **ret) {
         _cleanup_free_ char *clean = NULL;
         const char *source;
@@ -39,7 +49,7 @@ int osc_availability_message(OscAvailability a, const OscSecretRef *ref, const c
         }
         if (!ref->name || (a != OSC_AVAILABILITY_FOUND && !osc_availability_is_problem(a)))
                 return -EINVAL;
-        source = ref->from_label ? "the Node label " NODE_LABEL_SECRET_NAME : "osc.secretName";
+        source = osc_secret_source_to_string(ref->source);
         switch (a) {
         case OSC_AVAILABILITY_FOUND:
                 k = asprintf(ret, "OSC Secret %s/%s (named by %s) is readable", ref->namespace, ref->name, source);

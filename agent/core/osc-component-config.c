@@ -122,12 +122,35 @@ static int decode(const json_t *doc, OscComponentConfig *c, char **ret_error) {
         return r;
 }
 
+int osc_component_config_from_yaml(const char *file, const char *data, size_t size, OscComponentConfig **ret,
+                                   char **ret_error) {
+        _cleanup_(osc_component_config_freep) OscComponentConfig *c = NULL;
+        _cleanup_free_ char *yerr = NULL;
+        json_t *doc = NULL;
+        int r;
+
+        assert(file && ret);
+
+        c = calloc(1, sizeof(*c));
+        if (!c || !(c->file = strdup(file)))
+                return -ENOMEM;
+        r = yaml_to_json(data, size, &doc, &yerr);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return error_setf(ret_error, -EINVAL, "%s: %s", file, yerr ?: "cannot decode");
+        r = decode(doc, c, ret_error);
+        json_decref(doc);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
 int osc_component_config_from_model(const OscModel *m, char *const *replaced_units, OscComponentConfig **ret,
                                     char **ret_error) {
-        _cleanup_(osc_component_config_freep) OscComponentConfig *c = NULL;
-        _cleanup_free_ char *content = NULL, *yerr = NULL;
+        _cleanup_free_ char *content = NULL;
         const OscFile *f;
-        json_t *doc = NULL;
         size_t size;
         int r;
 
@@ -136,24 +159,12 @@ int osc_component_config_from_model(const OscModel *m, char *const *replaced_uni
         f = find_file(m, replaced_units);
         if (!f)
                 return -ENOENT;
-        c = calloc(1, sizeof(*c));
-        if (!c || !(c->file = strdup(f->path)))
-                return -ENOMEM;
         if (f->source != OSC_FILE_INLINE)
                 return error_setf(ret_error, -EINVAL, "%s: the component config must be inline", f->path);
         r = osc_file_inline_content(f, &content, &size);
-        if (r >= 0)
-                r = yaml_to_json(content, size, &doc, &yerr);
-        if (r == -ENOMEM)
-                return r;
         if (r < 0)
-                return error_setf(ret_error, -EINVAL, "%s: %s", f->path, yerr ?: "cannot decode");
-        r = decode(doc, c, ret_error);
-        json_decref(doc);
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(c);
-        return 0;
+                return r == -ENOMEM ? r : error_setf(ret_error, -EINVAL, "%s: cannot decode", f->path);
+        return osc_component_config_from_yaml(f->path, content, size, ret, ret_error);
 }
 
 int osc_component_config_from_secret(const json_t *secret, char *const *replaced_units, OscComponentConfig **ret,

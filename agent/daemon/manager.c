@@ -34,6 +34,7 @@
 #include "kube/kube-tuning.h"
 #include "kube/kube-watch.h"
 #include "kube/kubeconfig.h"
+#include "identity/gna-config.h"
 #include "identity/identity.h"
 #include "identity/kubelet-bootstrap.h"
 #include "identity/token-sync.h"
@@ -88,6 +89,9 @@ struct Manager {
         NodeLabeler *labeler;           /* owned: node-role and zone labels */
         AppliedOsc *applied;            /* owned: the last-applied OSC's units to check, the drift check */
         char *secret_name;              /* owned */
+        OscSecretSource secret_source;  /* where secret_name came from */
+        char *gna_secret_name;          /* owned: the OSC Secret GNA's provisioned component config names
+                                         * (read at start); NULL: none */
         char *osc_error;                /* owned: why the last OSC was refused, logged once */
         OscComponentConfig *component;  /* owned: GNA's component config of the OSC Secret; NULL: none */
         TokenSync *tokens;              /* owned: its token syncs (CONTRACT §9.8); NULL: none */
@@ -98,7 +102,8 @@ struct Manager {
         char *view_warning;             /* owned: last decode warning, logged once */
         char *node_uid;                 /* owned */
         int list_error;                 /* outcome of the last LIST of the Node (0 or -errno) */
-        bool synced;                    /* the first LIST completed or failed */
+        bool listed;                    /* a LIST of the Node completed or failed (READY=1 may come before:
+                                         * while there is no kubeconfig yet) */
         bool node_view;                 /* debug: mirror the Node view into the state directory */
 };
 
@@ -134,7 +139,6 @@ static void manager_schedule_trim(Manager *m) {
 /* CONTRACT §8.14: READY=1 once the first LIST of the Node completed or failed (or could not even be
  * attempted), so neither an unreachable API server nor a missing Node restart-loops us. */
 static void manager_notify_ready(Manager *m) {
-        m->synced = true;
         reporter_notify_ready(m->reporter);
         manager_schedule_trim(m);
 }
@@ -290,7 +294,7 @@ static void manager_say_secret(Manager *m, OscAvailability a, const char *detail
         const OscSecretRef ref = {
                 .namespace = m->config->osc.namespace,
                 .name = m->secret_name,
-                .from_label = isempty(m->config->osc.secret_name),
+                .source = m->secret_source,
         };
 
         osc_secret_state_set(m->secret_state, a, &ref, detail);
@@ -364,7 +368,27 @@ static void manager_on_lease_stopped(Lease *l, int error, void *userdata) {
         (void) sd_event_exit(m->event, error);
 }
 
-/* The OSC Secret is named by osc.secretName, else by our Node's label (GNP §2.1). */
+/* The OSC Secret's name, the first found (GNP §2.1): osc.secretName; the Node's label; GNA's
+ * provisioned component config, all a fresh node has before its kubelet registers the Node.
+ * Upstream's GNA reads only its component config. When the label names another Secret, the label
+ * wins: gardenlet keeps it current (the MachineClass's node template, and it corrects the label of
+ * nodes whose pool's Secret changed), while the provisioned config is what the machine was created
+ * with. Said once, when the label takes over. */
+static const char *manager_secret_name(Manager *m, OscSecretSource *ret_source) {
+        const char *label = m->view ? m->view->secret_name : NULL;
+
+        *ret_source = OSC_SECRET_FROM_CONFIG;
+        if (!isempty(m->config->osc.secret_name))
+                return m->config->osc.secret_name;
+        *ret_source = isempty(label) ? OSC_SECRET_FROM_GNA_CONFIG : OSC_SECRET_FROM_LABEL;
+        if (isempty(label))
+                return m->gna_secret_name;
+        if (m->gna_secret_name && !streq(label, m->gna_secret_name) && !streq_ptr(label, m->secret_name))
+                log_notice("Node label %s names OSC Secret %s, gardener-node-agent's component config %s; "
+                           "following the label.", NODE_LABEL_SECRET_NAME, label, m->gna_secret_name);
+        return label;
+}
+
 static void manager_update_secret_watch(Manager *m) {
         static const KubeWatchCallbacks secret_callbacks = {
                 .on_object = manager_on_secret_object,
@@ -374,11 +398,10 @@ static void manager_update_secret_watch(Manager *m) {
         };
         _cleanup_(osc_desired_freep) OscDesired *refused = NULL;
         _cleanup_free_ char *error = NULL;
-        const char *name = m->config->osc.secret_name;
+        OscSecretSource source;
+        const char *name = manager_secret_name(m, &source);
         int r;
 
-        if (isempty(name))
-                name = m->view ? m->view->secret_name : NULL;
         if (isempty(name) && m->view)
                 manager_say_secret(m, OSC_AVAILABILITY_NOT_NAMED, NULL);
         if (streq_ptr(isempty(name) ? NULL : name, m->secret_name) || !m->kube)
@@ -391,11 +414,15 @@ static void manager_update_secret_watch(Manager *m) {
                 log_oom();
                 return;
         }
-        if (!m->secret_name)
-                return;         /* said above */
+        if (!m->secret_name) {
+                log_notice("No OSC Secret is named (osc.secretName, label %s, gardener-node-agent's component "
+                           "config); waiting.", NODE_LABEL_SECRET_NAME);
+                return;
+        }
         /* osc.secretName was checked with the configuration; the label is anyone's who may patch the
          * Node: "../../default/secrets/other" must not make us read another Secret (issue 23). */
-        if (kube_name_check(m->secret_name, KUBE_NAME_SUBDOMAIN, "Node label " NODE_LABEL_SECRET_NAME, &error) < 0) {
+        m->secret_source = source;
+        if (kube_name_check(m->secret_name, KUBE_NAME_SUBDOMAIN, osc_secret_source_to_string(source), &error) < 0) {
                 log_error("Not watching an OSC Secret: %s", strempty(error));
                 m->osc_error = mfree(m->osc_error);
                 if (!error || osc_desired_new_refused(NULL, error, &refused) < 0) {
@@ -728,9 +755,10 @@ static char *manager_list_failure(Manager *m, KubeWatch *w, int error) {
 
 static void manager_on_node_synced(KubeWatch *w, int error, void *userdata) {
         Manager *m = userdata;
-        bool changed = error != m->list_error || !m->synced;
+        bool changed = error != m->list_error || !m->listed;
 
         m->list_error = error;
+        m->listed = true;
         if (error < 0) {
                 _cleanup_free_ char *failure = manager_list_failure(m, w, error);
                 const char *reason = failure ?: strerror(-error);
@@ -745,8 +773,8 @@ static void manager_on_node_synced(KubeWatch *w, int error, void *userdata) {
                 if (changed)
                         log_notice("Node %s is not registered yet, waiting for it.", m->config->node_name);
                 manager_set_status(m, "Waiting for node %s to be registered", m->config->node_name);
-                if (!m->synced)
-                        manager_on_node_changed(m);     /* "absent" is news too: from "unknown" */
+                if (changed)
+                        manager_on_node_changed(m);     /* "absent" is news too, and the executor's to say */
         } else {
                 manager_contacted(m);
                 manager_set_status(m, "Watching node %s", m->config->node_name);
@@ -981,6 +1009,7 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
                         .identity = &m->identity,
                         .tokens = &m->tokens,
                         .component = &m->component,
+                        .node_registration_usec = m->tuning.node_registration_usec,
                 };
                 r = executor_new(&deps, &m->executor, ret_error);
         }
@@ -1030,6 +1059,7 @@ Manager *manager_free(Manager *m) {
         free(m->view_warning);
         free(m->node_uid);
         free(m->secret_name);
+        free(m->gna_secret_name);
         free(m->osc_error);
         free(m->kubeconfig_error);
         free(m->api_server);
@@ -1064,6 +1094,28 @@ static void manager_provision_kubelet_bootstrap(Manager *m) {
                          kubelet, KUBELET_BOOTSTRAP_KUBECONFIG);
 }
 
+/* GNA's component config as gardener-node-init provisioned it (CONTRACT §9.6): the name of the OSC
+ * Secret when neither osc.secretName nor the Node (not registered yet on a fresh node) names it. Read
+ * once, at start, as GNA reads its config at its start. */
+static void manager_read_gna_secret_name(Manager *m) {
+        _cleanup_(osc_component_config_freep) OscComponentConfig *cc = NULL;
+        _cleanup_free_ char *gna = root_path(m->config, IDENTITY_GNA_DIRECTORY), *error = NULL;
+        int r;
+
+        if (!gna) {
+                log_oom();
+                return;
+        }
+        r = gna_config_read(gna, &cc, &error);
+        if (r < 0 && r != -ENOENT)
+                log_warning_errno(r, "Ignoring gardener-node-agent's provisioned component config: %s",
+                                  error ?: strerror(-r));
+        if (r < 0 || !cc->secret_name)
+                return;
+        log_info("gardener-node-agent's component config %s names OSC Secret %s.", cc->file, cc->secret_name);
+        m->gna_secret_name = TAKE_PTR(cc->secret_name);
+}
+
 int manager_run(Manager *m) {
         int r;
 
@@ -1072,6 +1124,7 @@ int manager_run(Manager *m) {
         log_info("Starting inplace-agent %s for node %s.", PACKAGE_VERSION, m->config->node_name);
         manager_set_status(m, "Waiting for node %s", m->config->node_name);
         manager_provision_kubelet_bootstrap(m);
+        manager_read_gna_secret_name(m);
         (void) status_blocker_remove(m->config->state_directory);       /* a previous run's */
 
         r = manager_try_kube(m);

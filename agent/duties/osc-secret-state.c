@@ -11,6 +11,8 @@ struct OscSecretState {
         bool forbidden_once;            /* one 403 seen, not said yet */
         char *message;                  /* owned: its text */
         const NodeView *node;           /* borrowed: the Node as last watched */
+        bool event_pending;             /* the verdict's Event waits for the Node (a fresh node's) */
+        bool warned;                    /* a Warning went out: its clearing is said too */
 };
 
 int osc_secret_state_new(Reporter *reporter, OscSecretState **ret) {
@@ -49,6 +51,17 @@ static void write_condition(OscSecretState *s) {
                 log_debug_errno(r, "Cannot write %s: %m", NODE_CONDITION_OSC_SECRET);
 }
 
+/* The Event is about the Node: on a fresh node (no Node before its kubelet, which the first OSC
+ * brings) it waits for the Node, then says the verdict of that moment once. */
+static void emit_event(OscSecretState *s) {
+        if (!s->event_pending || !s->node)
+                return;
+        s->event_pending = false;
+        s->warned = osc_availability_is_problem(s->verdict);
+        (void) reporter_emit_event(s->reporter, osc_availability_is_problem(s->verdict) ? "Warning" : "Normal",
+                                   osc_availability_reason(s->verdict), s->message);
+}
+
 void osc_secret_state_set(OscSecretState *s, OscAvailability a, const OscSecretRef *ref, const char *detail) {
         _cleanup_free_ char *msg = NULL;
         bool was_problem;
@@ -80,20 +93,21 @@ void osc_secret_state_set(OscSecretState *s, OscAvailability a, const OscSecretR
 
         if (osc_availability_is_problem(a)) {
                 log_warning("%s.", s->message);
-                (void) reporter_emit_event(s->reporter, "Warning", osc_availability_reason(a), s->message);
                 reporter_set_status_note(s->reporter, REPORTER_NOTE_OSC_SECRET, s->message);
         } else {
-                if (was_problem) {
+                if (was_problem)
                         log_info("%s.", s->message);
-                        (void) reporter_emit_event(s->reporter, "Normal", osc_availability_reason(a), s->message);
-                }
                 reporter_set_status_note(s->reporter, REPORTER_NOTE_OSC_SECRET, NULL);
         }
+        /* A problem that cleared before anyone was told (no Node yet) is not news. */
+        s->event_pending = osc_availability_is_problem(a) || (was_problem && s->warned);
+        emit_event(s);
         write_condition(s);
 }
 
 void osc_secret_state_sync(OscSecretState *s, const NodeView *v) {
         assert(s);
         s->node = v;
+        emit_event(s);
         write_condition(s);
 }

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
-#include <glob.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <time.h>
 
 #include "identity/client-csr.h"
 #include "identity/csr-request.h"
+#include "identity/gna-config.h"
 #include "identity/identity.h"
 #include "kube/kube-client.h"
 #include "kube/kubeconfig.h"
@@ -17,7 +17,6 @@
 #include "util/log.h"
 #include "util/random-util.h"
 #include "util/time-util.h"
-#include "util/yaml-json.h"
 
 #define GNA_CLUSTER_CA "cluster-ca.crt"
 #define GNA_MACHINE_NAME "machine-name"
@@ -142,38 +141,23 @@ int identity_new(sd_event *event, Http *http, const KubeTuning *tuning, const Id
         return 0;
 }
 
-/* A non-empty string field of `obj`, copied; *ret NULL when absent or empty. */
-static int dup_string_field(const json_t *obj, const char *key, char **ret) {
-        const char *v = json_string_value(json_object_get(obj, key));
-
-        *ret = isempty(v) ? NULL : strdup(v);
-        return !isempty(v) && !*ret ? -ENOMEM : 0;
-}
-
 int identity_gna_api_server(const char *gna_directory, char **ret_server, char **ret_ca_file) {
-        _cleanup_free_ char *pattern = NULL, *data = NULL;
-        _cleanup_(json_decrefp) json_t *doc = NULL;
-        _cleanup_(globfree) glob_t g = {};
-        const json_t *api;
-        size_t size;
+        _cleanup_(osc_component_config_freep) OscComponentConfig *cc = NULL;
         int r;
 
         assert(gna_directory && ret_server);
         *ret_server = NULL;
         if (ret_ca_file)
                 *ret_ca_file = NULL;
-        if (asprintf(&pattern, "%s/config-*.yaml", gna_directory) < 0)
-                return -ENOMEM;
-        if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0)
+        r = gna_config_read(gna_directory, &cc, NULL);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
                 return 0;
-        if (read_full_file(g.gl_pathv[g.gl_pathc - 1], KUBECONFIG_FILE_MAX, &data, &size) < 0 ||
-            yaml_to_json(data, size, &doc, NULL) < 0)
-                return 0;
-        api = json_object_get(doc, "apiServer");
-        r = dup_string_field(api, "server", ret_server);
-        if (r >= 0 && ret_ca_file)
-                r = dup_string_field(api, "caFile", ret_ca_file);
-        return r;
+        *ret_server = TAKE_PTR(cc->api_server);
+        if (ret_ca_file)
+                *ret_ca_file = TAKE_PTR(cc->ca_file);
+        return 0;
 }
 
 int identity_new_from_config(sd_event *event, Http *http, const KubeTuning *tuning, const Config *c,

@@ -35,6 +35,7 @@ void kube_tuning_init(KubeTuning *t) {
                 .health_check_usec = 30 * SEC,
                 .health_grace_usec = 60 * SEC,
                 .contact_event_min_usec = 10 * SEC,
+                .node_registration_usec = 300 * SEC,
         };
 }
 
@@ -63,6 +64,7 @@ static const struct {
         { "health-check", offsetof(KubeTuning, health_check_usec), false },
         { "health-grace", offsetof(KubeTuning, health_grace_usec), false },
         { "contact-event-min", offsetof(KubeTuning, contact_event_min_usec), true },
+        { "node-registration", offsetof(KubeTuning, node_registration_usec), false },
 };
 
 static int bad(char **ret_error, const char *item, const char *why) {

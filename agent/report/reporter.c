@@ -452,8 +452,10 @@ void reporter_progress(Reporter *r, const UpdateTransaction *tx, const UpdateAct
         reporter_mark_progress(r, a->phase, percent, now_usec);
         if (status)
                 reporter_set_status(r, "%s: %u%%", status, percent);
-        /* Fire and forget: an intermediate figure that does not arrive is replaced by the next. */
-        (void) patch_metadata(r, md, NULL);
+        /* Fire and forget: an intermediate figure that does not arrive is replaced by the next. No
+         * Node (a fresh node's first OSC): STATUS= only. */
+        if (r->node)
+                (void) patch_metadata(r, md, NULL);
 }
 
 /* RFC 6901: "~" -> "~0", "/" -> "~1". */

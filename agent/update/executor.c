@@ -4,6 +4,7 @@
 #include <systemd/sd-id128.h>
 #include <time.h>
 
+#include "apply/osc-state.h"
 #include "core/node-update.h"
 #include "core/node-view.h"
 #include "update/catalog-ids.h"
@@ -92,6 +93,7 @@ struct Executor {
         ExecutorOp op;                  /* owned: the action in flight */
 
         const NodeView *node;           /* borrowed: the Manager's; NULL: absent or unknown */
+        bool node_known;                /* executor_set_node() was called: `node` NULL means absent */
         OscDesired *osc;                /* owned */
 
         KubeletStore *store;            /* owned */
@@ -101,6 +103,7 @@ struct Executor {
 
         UpdatePhase logged_phase;       /* phase whose journal line was written */
         char *logged_tx;                /* owned */
+        char *logged_notice;            /* owned: the decision's last notice, written to the journal once */
 
         UpdateFailureCode sync_code;    /* a runner's synchronous failure: its code and message */
         char *sync_message;             /* owned */
@@ -230,6 +233,18 @@ static void executor_log_phase(Executor *e) {
                 log_oom();
                 return;
         }
+        /* A fresh node's first OSC runs before its Node exists: say where the reports went. */
+        if (tx->before_node && e->node_known && !e->node) {
+                char *m;
+
+                if (asprintf(&m, "%s The Node %s does not exist yet: what is reported to it waits until the "
+                             "kubelet registers it.", msg, e->config->node_name) < 0) {
+                        log_oom();
+                        return;
+                }
+                free(msg);
+                msg = m;
+        }
         log_phase_line(tx->phase, level, msg);
 }
 
@@ -329,7 +344,7 @@ static int run_switch_kubelet(Executor *e, const UpdateAction *a) {
         if (r < 0)
                 return r;
         log_info("Switched %s to kubelet %s (was %s).", kubelet_store_binary_path(e->store), a->version,
-                 strempty(previous));
+                 previous ?: "none");
         return 1;
 }
 
@@ -804,10 +819,16 @@ static void executor_decide(Executor *e) {
                 return;
         }
 
-        osc_runner_prepare(e->osc_runner, e->osc, e->node, os_version, &osc_work);
+        /* Once the Node is known, present or not: a fresh node's first OSC goes on without it. */
+        if (e->node_known)
+                osc_runner_prepare(e->osc_runner, e->osc, e->node, os_version, &osc_work);
+        else
+                osc_work = (OscWorkView) { .error_code = _UPDATE_FAILURE_INVALID };
         in = (UpdateInput) {
                 .tx = e->tx,
                 .node = e->node,
+                .node_absent = e->node_known && !e->node,
+                .first_osc = !osc_state_any_applied(e->config->state_directory, e->config->osc.root_directory),
                 .osc = e->osc,
                 .os_version = os_version,
                 .os_version_error = os_error,
@@ -818,6 +839,7 @@ static void executor_decide(Executor *e) {
                 .now_usec = executor_now(e),
         };
         update_settings_from_config(e->config, &in.settings);
+        in.settings.node_registration_timeout_usec = e->deps.node_registration_usec;
 
         r = node_update_decide(&in, &e->batch);
         if (r < 0) {
@@ -827,8 +849,10 @@ static void executor_decide(Executor *e) {
         /* The decision's record replaces ours and is persisted before any side effect. */
         update_transaction_free(e->tx);
         e->tx = TAKE_PTR(e->batch.tx);
-        if (e->batch.notice)
+        if (e->batch.notice && !streq_ptr(e->batch.notice, e->logged_notice)) {
                 log_notice("%s", e->batch.notice);
+                (void) free_and_strdup(&e->logged_notice, e->batch.notice);
+        }
         if (e->batch.status)
                 reporter_set_status(e->deps.reporter, "Node %s: %s", e->config->node_name, e->batch.status);
         if (executor_save(e) < 0) {
@@ -1003,6 +1027,7 @@ Executor *executor_free(Executor *e) {
         update_transaction_free(e->tx);
         osc_desired_free(e->osc);
         free(e->logged_tx);
+        free(e->logged_notice);
         free(e->sync_message);
         sd_event_source_disable_unref(e->defer);
         sd_event_source_disable_unref(e->wake);
@@ -1012,6 +1037,7 @@ Executor *executor_free(Executor *e) {
 
 void executor_set_node(Executor *e, const NodeView *node) {
         e->node = node;
+        e->node_known = true;
         executor_kick(e);
 }
 

@@ -198,11 +198,12 @@ void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, con
         assert(r && ret);
 
         *ret = (OscWorkView) { .error_code = _UPDATE_FAILURE_INVALID };
-        /* A refused OSC has nothing to prepare: the decider fails it (osc->refused). */
-        if (!osc || osc->refused || isempty(osc->checksum) || !node)
+        /* A refused OSC has nothing to prepare: the decider fails it (osc->refused). Without a Node
+         * (a fresh node's first OSC) there is no checksum on it to compare. */
+        if (!osc || osc->refused || isempty(osc->checksum))
                 return;
         /* The Node already says this OSC is applied (GNP §2.2): the decider does nothing with it. */
-        if (streq_ptr(node->applied_checksum, osc->checksum))
+        if (node && streq_ptr(node->applied_checksum, osc->checksum))
                 return;
         assert(!r->applier && !r->guard && !r->reach);     /* the executor never decides while a run is in flight */
         if (!streq_ptr(r->checksum, osc->checksum) || r->error)

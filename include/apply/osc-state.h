@@ -47,5 +47,9 @@ typedef enum OscBaseline {
 
 int osc_state_prepare(const OscPrepareInput *in, OscChanges **ret, OscBaseline *ret_baseline, char **ret_error);
 int osc_state_save_changes(const char *state_directory, const OscChanges *c);
+/* Whether an OSC was ever applied on this node: a last-applied OSC exists, ours or (below
+ * `root_directory`) gardener-node-agent's. False on a fresh node, until its first OSC is committed;
+ * an error reading counts as "applied" (the cautious answer: the first-OSC rules do not apply). */
+bool osc_state_any_applied(const char *state_directory, const char *root_directory);
 /* Every item is done: the new OSC becomes the last-applied one and the saved work goes away. */
 int osc_state_commit(const char *state_directory, const char *yaml, size_t size);

@@ -40,8 +40,16 @@
  *     decision sees the new boot id / OS version and continues.
  *
  * What the decider does (CONTRACT §5, §8; GNP §1-§4, §7):
- *   - Nothing without a Node or an OSC; nothing while checksum/cloud-config-data already equals the
- *     Secret's checksum (two empty checksums do not count as equal).
+ *   - Nothing without an OSC; nothing while checksum/cloud-config-data already equals the Secret's
+ *     checksum (two empty checksums do not count as equal). Nothing while the Node is not known yet.
+ *   - No Node (UpdateInput.node_absent: it does not exist): only a fresh node's first OSC goes on
+ *     (nothing ever applied: UpdateInput.first_osc, no applied checksum), as upstream applies it before
+ *     the kubelet that registers the Node is even there: ungated, files, units, the kubelet staged and
+ *     switched, health-checked. Every write to the Node (plan, progress, condition, Events, result,
+ *     checksum) waits until the Node exists and is then made once, from the phase reached; the
+ *     transaction is marked before_node. While the Node does not come, the status says so, and once
+ *     settings.node_registration_timeout_usec passed after the apply, the decision's notice too.
+ *     Anything else waits for the Node.
  *   - Plan = kubelet (desired from spec.inPlaceUpdates.kubelet, else the image tag; compared with the
  *     running version: patch = ungated, minor = gated, downgrade/minor skip = InvalidDesiredState),
  *     OS (current os-release version "=" desired with Gardener's rules; downgrade refused;
@@ -277,6 +285,8 @@ typedef struct UpdateTransaction {
         bool osc_apply;                 /* the OSC's files/units/containerd work is applied in Applying */
         bool osc_restarts_kubelet;      /* that work restarts the kubelet unit: no separate restart */
         bool rotation;                  /* a credentials rotation was requested (done in Applying) */
+        bool before_node;               /* started before its Node existed (a fresh node's first OSC): it
+                                         * runs without the Node, its reports wait for it */
         UpdateFailureCode blocked;      /* why the plan cannot proceed; _INVALID: it can */
         char *blocked_message;          /* owned */
         unsigned attempt;               /* 1 for the first attempt at a checksum */
@@ -339,6 +349,8 @@ typedef struct UpdateSettings {
         const char *kubelet_unit;       /* borrowed */
         bool os_image_configured;       /* osUpdate.image.reference is set */
         const char *min_version_for_update;     /* borrowed: osUpdate.minVersionForUpdate; NULL if none */
+        uint64_t node_registration_timeout_usec;  /* a fresh node's first OSC was applied this long ago
+                                                   * and its Node is still not there: say so; 0: 5 min */
 } UpdateSettings;
 
 /* What applying the OSC itself means, from the executor's prepared work list (apply/osc-state):
@@ -354,7 +366,12 @@ typedef struct OscWorkView {
 
 typedef struct UpdateInput {
         const UpdateTransaction *tx;    /* borrowed: as loaded; NULL: nothing persisted */
-        const NodeView *node;           /* borrowed; NULL: Node not seen yet -> nothing to do */
+        const NodeView *node;           /* borrowed; NULL: no Node (see node_absent) */
+        bool node_absent;               /* with node NULL: the Node does not exist (its LIST answered
+                                         * without it, or it was deleted); false: not known yet -> nothing
+                                         * to do */
+        bool first_osc;                 /* no OSC was ever applied on this node: no last-applied OSC,
+                                         * ours or gardener-node-agent's (a fresh node) */
         const OscDesired *osc;          /* borrowed; NULL: no OSC Secret -> nothing to do */
         const char *os_version;         /* borrowed: from osRelease (os-release.h); NULL: unknown */
         const char *os_version_error;   /* borrowed: why it is unknown (for the status line) */

@@ -22,10 +22,21 @@ typedef enum OscAvailability {
         _OSC_AVAILABILITY_INVALID = -EINVAL,
 } OscAvailability;
 
+/* Where the OSC Secret's name came from, first found wins (daemon/manager). */
+typedef enum OscSecretSource {
+        OSC_SECRET_FROM_CONFIG,         /* osc.secretName */
+        OSC_SECRET_FROM_LABEL,          /* the Node label */
+        OSC_SECRET_FROM_GNA_CONFIG,     /* gardener-node-agent's provisioned component config */
+        _OSC_SECRET_SOURCE_MAX,
+} OscSecretSource;
+
+/* "osc.secretName", "the Node label worker.gardener.cloud/...", "gardener-node-agent's component config". */
+const char *osc_secret_source_to_string(OscSecretSource s);
+
 typedef struct OscSecretRef {
         const char *namespace;
         const char *name;               /* NULL when none is named */
-        bool from_label;                /* named by the Node label, not by osc.secretName */
+        OscSecretSource source;
 } OscSecretRef;
 
 /* The condition's and the Event's reason: OSCSecretFound, OSCSecretNotNamed, OSCSecretNotFound,

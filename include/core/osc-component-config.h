@@ -40,6 +40,11 @@ DEFINE_CLEANUP_FUNC(OscComponentConfig, osc_component_config_free);
 int osc_component_config_from_model(const OscModel *m, char *const *replaced_units, OscComponentConfig **ret,
                                     char **ret_error);
 
+/* The same from a component config file's content, e.g. the one gardener-node-init provisioned on
+ * the node: -EINVAL with *ret_error naming `file` (and the field) when it does not decode. */
+int osc_component_config_from_yaml(const char *file, const char *data, size_t size, OscComponentConfig **ret,
+                                   char **ret_error);
+
 /* The same from the OSC Secret itself (data["osc.yaml"], base64 YAML), for readers that need only
  * the component config (the token sync, the credentials rotation): -ENODATA without that key, the
  * errors of osc_model_decode_yaml(), then those above. */

@@ -99,9 +99,8 @@ const char *identity_status(const Identity *id);
 UpdateFailureCode identity_failure(const Identity *id);
 
 /* apiServer.server and apiServer.caFile (optional) of gardener-node-agent's component config as
- * provisioned on the node (<gna_directory>/config-<gardener version>.yaml; the lexically last when
- * there are several): the server its bootstrap token is for. Each NULL when not there (no file, not
- * readable, not set); -ENOMEM only. */
+ * provisioned on the node (gna-config.h): the server its bootstrap token is for. Each NULL when not
+ * there (no file, not readable or decodable, not set); -ENOMEM only. */
 int identity_gna_api_server(const char *gna_directory, char **ret_server, char **ret_ca_file);
 
 /* The machine name as upstream derives it: the content of <gna_directory>/machine-name (trimmed) if

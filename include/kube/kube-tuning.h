@@ -25,6 +25,8 @@
  *                                   restart (1 min)
  *   contact-event-min=D     how long the API server must have been out of reach before the first
  *                           contact for the Warning that says so (10 s; 0 = always)
+ *   node-registration=D             how long after a fresh node's first OSC was applied without its
+ *                                   Node the agent waits quietly for the kubelet to register it (5 min)
  *
  * It is deliberately not part of the configuration file (CONTRACT §3): production nodes run with
  * the defaults. Pure: parsing only, no I/O, no logging. */
@@ -59,6 +61,7 @@ typedef struct KubeTuning {
         uint64_t health_check_usec;             /* 30 s */
         uint64_t health_grace_usec;             /* 60 s */
         uint64_t contact_event_min_usec;        /* 10 s (core/contact-blocker.h) */
+        uint64_t node_registration_usec;        /* 5 min */
 } KubeTuning;
 
 void kube_tuning_init(KubeTuning *t);

@@ -45,6 +45,8 @@ typedef struct ExecutorDeps {
         Identity *const *identity;              /* our client certificate; *identity NULL: not managed */
         TokenSync *const *tokens;               /* *tokens NULL: no token sync configured */
         OscComponentConfig *const *component;   /* GNA's component config of the OSC; may be NULL */
+        uint64_t node_registration_usec;        /* a fresh node's first OSC was applied this long ago
+                                                 * and still no Node: say so (0: the engine's default) */
 } ExecutorDeps;
 
 /* Loads <stateDirectory>/state.json. Does not log: -errno and *ret_error (may be NULL) say why. */
@@ -55,7 +57,8 @@ DEFINE_CLEANUP_FUNC(Executor, executor_free);
 /* Starts deciding (after the kubelet binary was adopted if needed). */
 int executor_start(Executor *e);
 
-/* New input. `node` is borrowed until the next call (NULL: absent); `osc` is taken (NULL: no usable
+/* New input. `node` is borrowed until the next call (NULL: absent; before the first call the Node is
+ * not known, and only a known one is decided on); `osc` is taken (NULL: no usable
  * OSC Secret); `kube` is borrowed (NULL: no API client yet); `busy`: the restart annotation is being
  * carried out, so no batch starts meanwhile. */
 void executor_set_node(Executor *e, const NodeView *node);

@@ -69,7 +69,8 @@ void osc_runner_set_desired(OscRunner *r, const char *checksum);
 
 /* Prepares the work of `osc` (NULL: none) if it is not prepared yet and fills *ret (pointers into
  * the runner, valid until the next call). `os_version` is the running OS version for the diff's
- * operatingSystem flag. Nothing is prepared while the Node already carries osc's checksum. */
+ * operatingSystem flag. Nothing is prepared while the Node already carries osc's checksum; `node`
+ * NULL: the Node does not exist (a fresh node's first OSC is applied before it). */
 void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, const char *os_version,
                         OscWorkView *ret);
 

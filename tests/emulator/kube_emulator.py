@@ -48,7 +48,9 @@ Authentication and authorization
   references them; leases only kube-node-lease/<n>; events create/update/patch; pods list/watch need
   spec.nodeName=<n>) and NodeRestriction (§6.2: other node, taints, forbidden label keys -> 403).
   Group gardener.cloud:node-agents: the gardener node-agent authorizer table (§6.3; machine name = node name or
-  the node labelled node.gardener.cloud/machine-name=<machine>); CSRs: create, get own (spec.username) only.
+  the node labelled node.gardener.cloud/machine-name=<machine>; the OSC Secret is the one the machine's node
+  template names when POST /machine declared it, Node or not, else the Node's label); CSRs: create, get own
+  (spec.username) only.
   Any other authenticated user: allowed.
 
 Resources (one global resourceVersion counter, history window for watches)
@@ -79,6 +81,8 @@ PUT|POST /object[?manager=M&status_manager=M2]  body: object or list -> create/r
 DELETE /object?resource=R&name=N[&namespace=NS]           -> DELETED event
 POST /node {name, labels, annotations, kubelet_version, os_image, address, unschedulable, taints, uid,
             conditions:[...], manager="kubelet", status_manager="kubelet"}  -> kubelet-registered-looking Node
+POST /machine {name, node_template_labels}        -> the seed's Machine <name> (not an API object) for the
+                                                     node-agent authorizer: its OSC Secret, Node or not
 POST /secret {name, namespace="kube-system", data:{k: raw string}, labels, annotations, type, manager}
 POST /patch {resource="nodes", name, namespace, subresource, type=merge|strategic|json|apply, patch,
              manager="emulator-control", force, field_validation, group} -> {"code","object","warnings"}
@@ -2268,7 +2272,12 @@ def authorize_node_agent(emu, ident, ri, freqs):
     elif res == "secrets" and ri.namespace == "kube-system" and verb in ("get", "list", "watch"):
         name = ri.name if verb == "get" else selector_value(freqs, "metadata.name")
         allowed = {"gardener-valitail", "gardener-opentelemetry-collector"}
-        if node:
+        machine = emu.machines.get(ident.user.rsplit(":", 1)[-1])
+        if machine is not None:
+            # The seed's Machine names the OSC Secret in its node template, Node or not: a fresh node's agent
+            # reads it before its kubelet registers the Node.
+            allowed.add(machine.get("worker.gardener.cloud/gardener-node-agent-secret-name"))
+        elif node:
             allowed.add((node["metadata"].get("labels") or {}).get(
                 "worker.gardener.cloud/gardener-node-agent-secret-name"))
         if name in allowed:
@@ -4338,6 +4347,7 @@ class Emulator:
         self.api = Api(self)
         self.tokens = Tokens()
         self.faults = Faults()
+        self.machines = {}      # the seed's Machines, as the node-agent authorizer reads them: name -> labels
         self.reqlog, self.watchlog, self.tlslog = Log(), Log(), Log()
         self.debug_log = debug_log
         self.ready_file = ready_file or os.path.join(self.state_dir, "ready")
@@ -4660,6 +4670,11 @@ def _c_node(emu, params, body):
     return 200, emu.seed(obj, body.get("manager", "kubelet"), body.get("status_manager", "kubelet"))
 
 
+def _c_machine(emu, params, body):
+    emu.machines[body["name"]] = dict(body.get("node_template_labels") or {})
+    return 200, {"name": body["name"], "node_template_labels": emu.machines[body["name"]]}
+
+
 def _c_secret(emu, params, body):
     data = {k: base64.b64encode(v.encode() if isinstance(v, str) else bytes(v)).decode()
             for k, v in (body.get("data") or {}).items()}
@@ -4848,7 +4863,7 @@ CONTROL_ROUTES = {
     ("GET", "/config"): _c_config, ("POST", "/config"): _c_config,
     ("GET", "/object"): _c_object, ("PUT", "/object"): _c_put_object, ("POST", "/object"): _c_put_object,
     ("DELETE", "/object"): _c_delete_object, ("GET", "/objects"): _c_objects,
-    ("POST", "/node"): _c_node, ("POST", "/secret"): _c_secret, ("POST", "/patch"): _c_patch,
+    ("POST", "/node"): _c_node, ("POST", "/machine"): _c_machine, ("POST", "/secret"): _c_secret, ("POST", "/patch"): _c_patch,
     ("POST", "/node-condition"): _c_node_condition, ("POST", "/node-labels"): _c_node_labels,
     ("POST", "/batch"): _c_batch,
     ("GET", "/faults"): lambda emu, p, b: (200, emu.faults.dump()), ("POST", "/faults"): _c_faults_add,

@@ -1,26 +1,37 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Issue 22: the agent against gardener-node-agent's behaviour on a node that has never seen an OSC
-(lib/sandbox.py FreshNodeSandbox: a scratch osc.rootDirectory holding only gardener-node-init's files,
-kubelet.binaryPath at its default /opt/bin/kubelet, no kubeconfig: the agent bootstraps its certificate
-from GNA's token; the Node registered after that, the OSC Secret published by the test). In order:
-  1. before any OSC was applied, SystemdUnitsReady is not written (upstream's readManagedUnits skips
-     without a last-applied OSC);
-  2. the first OSC is applied end to end: files below the root, the OSC's units started by the user
-     manager, the kubelet pulled from the registry to <root>/opt/bin/kubelet, bootstrapped from the
-     kubeconfig-bootstrap the agent wrote from GNA's token (as GNA's bootstrapper does), running and
-     healthy, then the checksum; kubeconfig-bootstrap and GNA's bootstrap token are removed once the
-     OSC is applied (upstream's reconcile end), GNA's unit and binary are neither written nor pulled;
+"""Issue 22: the agent against gardener-node-agent's behaviour on a real fresh node, one that has never
+seen an OSC and whose Node does not exist yet (lib/sandbox.py FreshNodeSandbox: a scratch
+osc.rootDirectory holding only gardener-node-init's files, kubelet.binaryPath at its default
+/opt/bin/kubelet, no kubeconfig: the agent bootstraps its certificate from GNA's token; the OSC Secret
+published by the test; the Node registered only by the kubelet the OSC starts). In order:
+  1. before any OSC and any Node, the agent watches the OSC Secret its provisioned component config
+     names (controllers.operatingSystemConfig.secretName), says that it waits for it, and writes nothing
+     (no SystemdUnitsReady: upstream's readManagedUnits skips without a last-applied OSC);
+  2. the first OSC is applied end to end before the Node exists, as upstream does: files below the
+     root, the OSC's units started by the user manager, the kubelet pulled from the registry to
+     <root>/opt/bin/kubelet, bootstrapped from the kubeconfig-bootstrap the agent wrote from GNA's token
+     (as GNA's bootstrapper does), running and healthy; the agent, SIGKILLed in the middle of the apply,
+     resumes that one transaction; the kubelet registers the Node (kubelet.service's ExecStartPost=),
+     and then the checksum is written, once; kubeconfig-bootstrap and GNA's bootstrap token are removed
+     once the OSC is applied and the Node exists (upstream's reconcile end), GNA's unit and binary are
+     neither written nor pulled;
   3. the Node's InternalIP, dropped from status.addresses, is restored from the last one seen
      (upstream's ensureNodeInternalIP), Hostname kept;
   4. a CA rotation in place renews the agent's client certificate (its kubeconfig names the new one)
      and re-bootstraps the kubelet, whose kubeconfig-bootstrap is removed again at the end;
   5. the Lease gardener-node-agent-<node> is not renewed while the Node is gone, and is again once the
-     Node is back (upstream's lease controller reconciles its Node)."""
+     Node is back (upstream's lease controller reconciles its Node);
+  6. when the Node's label and the provisioned component config name different OSC Secrets, the label
+     wins, and the journal says so once.
+And on a fresh node of its own (KubeletCannotRegister), whose kubelet does not register the Node: the
+first OSC is applied, and the agent says in STATUS= and the journal that the Node does not come."""
 
 import base64
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -59,6 +70,29 @@ def history_has(pred, since_rv=0):
     return any(pred(e["object"]) for e in SB.node_history(since_rv) if e.get("object"))
 
 
+def read_state():
+    try:
+        with open(os.path.join(SB.state_dir, "state.json")) as f:
+            return json.load(f)
+    except (FileNotFoundError, ValueError):
+        return None         # not written yet, or caught between write and rename: ask again
+
+
+def status():
+    return SB.um.show(S.AGENT_UNIT, "StatusText")
+
+
+def kill_agent_when(pred, what):
+    """SIGKILL the agent the moment its state.json satisfies pred (polled); systemd restarts it."""
+    st = usermgr.wait_until(lambda: (lambda st: st if st and pred(st) else None)(read_state()), 60, what,
+                            interval=0.005)
+    pid = SB.um.main_pid(S.AGENT_UNIT)
+    os.kill(pid, signal.SIGKILL)
+    usermgr.wait_until(lambda: SB.um.main_pid(S.AGENT_UNIT) not in (0, pid), 20, "the agent restarted")
+    SB._pids_seen.add(SB.um.main_pid(S.AGENT_UNIT))
+    return st
+
+
 def cert_serial_of(pem):
     r = subprocess.run(["openssl", "x509", "-noout", "-serial"], input=pem.encode(), stdout=subprocess.PIPE,
                        check=True)
@@ -83,18 +117,43 @@ class FreshNode(unittest.TestCase):
             print("kubelet log (tail):\n" + SB.unit_log(S.KUBELET_UNIT)[-2000:], file=sys.stderr)
             raise
 
-    def test_1_no_units_check_before_an_osc(self):
-        rv = SB.emu.current_rv()
-        usermgr.wait_until(lambda: "Waiting for the OSC secret" in SB.um.show(S.AGENT_UNIT, "StatusText"), 30,
-                           "the agent seeing its Node and no OSC")
-        t0 = time.monotonic()
-        SB.wait_node(lambda n: time.monotonic() - t0 > 3.5, 10, "three units-check periods")
-        self.assertFalse(history_has(lambda n: S.condition(n, COND), rv),
-                         "SystemdUnitsReady written without a last-applied OSC")
+    def test_1_nothing_before_an_osc(self):
+        usermgr.wait_until(lambda: "Waiting for the OSC secret; the Node is not registered yet" in status(), 30,
+                           "the agent seeing no Node and no OSC")
+        self.assertIn("gardener-node-agent's component config %s names OSC Secret %s." %
+                      (SB.rooted(S.GNA_CONFIG), S.SECRET), SB.agent_log())
+        self.assertIn("Watching OSC Secret kube-system/%s." % S.SECRET, SB.agent_log())
+        time.sleep(3.5)         # three units-check periods
+        self.assertIsNone(SB.node(), "a Node before the kubelet")
+        self.assertEqual(SB.node_history(), [], "the Node written before the kubelet registered it")
+        self.assertEqual(SB.events(), [])
 
     def test_2_first_apply(self):
+        rv = SB.emu.current_rv()
         checksum = SB.publish_osc()
+        # Killed while the OSC's files and units are being applied (the kubelet staged and switched): the
+        # restarted agent resumes that transaction, from its saved remaining work.
+        st = kill_agent_when(lambda st: st.get("checksum") == checksum and st.get("phase") == "Applying" and
+                             "switch-kubelet" in (st.get("done") or ()), "the first OSC's apply under way")
         n = self.wait_checksum(checksum)
+        log = SB.agent_log()
+        self.assertEqual(set(re.findall(r"Update ([0-9a-f]+): ", log)), {st["transaction"]}, "another transaction")
+        self.assertIn("Resuming from %s/state.json: transaction %s in phase Applying." % (SB.state_dir,
+                                                                                          st["transaction"]), log)
+        self.assertIn("The Node %s does not exist yet: what is reported to it waits until the kubelet registers it."
+                      % S.NODE, log)
+        # The Node came from the kubelet (kubelet.service's ExecStartPost=), not before its unit started;
+        # the agent wrote the checksum once, after it.
+        self.assertIn("kubelet-report: registered node %s" % S.NODE, SB.unit_log(S.KUBELET_UNIT))
+        hist = [e["object"] for e in SB.node_history(rv) if e.get("object")]
+        self.assertEqual(hist[0]["metadata"]["managedFields"][0]["manager"], "kubelet")
+        self.assertIsNone(S.annotation(hist[0], S.NODE_CHECKSUM))
+        writes = [o for i, o in enumerate(hist) if S.annotation(o, S.NODE_CHECKSUM) and
+                  not S.annotation(hist[i - 1], S.NODE_CHECKSUM)]
+        self.assertEqual(len(writes), 1, "checksum/cloud-config-data written %d times" % len(writes))
+        applied = sandbox.kubeemu.wait_for(lambda: [e for e in SB.events() if e.get("reason") == "OSCApplied"], 10,
+                                           "the OSCApplied Event")
+        self.assertEqual([e.get("count", 1) for e in applied], [1], "OSCApplied more than once")
         self.assertEqual(S.label(n, S.K8S_VERSION), SB.initial_version)
         # Files below the scratch root; GNA's component config written, its binary not pulled.
         self.assertIn("memory.available: 100Mi", read(SB.rooted(S.KUBELET_CONFIG_PATH)))
@@ -107,7 +166,7 @@ class FreshNode(unittest.TestCase):
         self.assertEqual(SB.um.active_state(S.KUBELET_UNIT), "active")
         self.assertEqual(SB.kubelet_healthz(), 200)
         self.assertEqual(SB.um.active_state("ipa-hello.service"), "active")
-        self.assertIn("Bootstrapped the client certificate", SB.unit_log(S.KUBELET_UNIT))
+        self.assertEqual(SB.unit_log(S.KUBELET_UNIT).count("Bootstrapped the client certificate"), 1)
         self.assertIsNotNone(read(kubelet_file("kubeconfig-real")))
         # The bootstrap credentials have done their job (upstream removes both at the reconcile's end).
         self.assertFalse(os.path.exists(kubelet_file("kubeconfig-bootstrap")), "kubeconfig-bootstrap left behind")
@@ -196,6 +255,55 @@ class FreshNode(unittest.TestCase):
         sandbox.kubeemu.wait_for(lambda: (SB.emu.get("leases", LEASE, namespace="kube-system",
                                                      group="coordination.k8s.io")["metadata"]["ownerReferences"]
                                           [0]["uid"]) == uid, 10, "the Lease renewed for the new Node")
+
+    def test_6_label_wins_over_the_provisioned_config(self):
+        """The Node's label and GNA's provisioned component config name different Secrets: the label is
+        followed (gardenlet keeps it current), and the journal says so once."""
+        write = SB.rooted(S.GNA_CONFIG)
+        S.write_file(write, read(write).replace("secretName: %s\n" % S.SECRET, "secretName: another-secret\n"), 0o600)
+        self.assertIn("another-secret", read(write))
+        SB.um.systemctl("restart", S.AGENT_UNIT)
+        usermgr.wait_until(lambda: SB.agent_log().count("Watching OSC Secret kube-system/%s." % S.SECRET) >= 2, 30,
+                           "the agent watching the label's Secret again")
+        log = SB.agent_log()
+        self.assertEqual(log.count("Node label %s names OSC Secret %s, gardener-node-agent's component config "
+                                   "another-secret; following the label." % (S.SECRET_NAME_LABEL, S.SECRET)), 1)
+        self.assertNotIn("Watching OSC Secret kube-system/another-secret", log)
+        usermgr.wait_until(lambda: "Up to date" in status(), 30, "the agent up to date")
+
+
+class KubeletCannotRegister(unittest.TestCase):
+    """A fresh node whose kubelet cannot register its Node (its registration is missing): the first OSC is
+    applied, and the agent says that the Node does not come (STATUS=, journal) instead of waiting in
+    silence; once the kubelet registers it after all, the checksum follows."""
+
+    class Sandbox(S.FreshNodeSandbox):
+        @property
+        def kubelet_registration(self):
+            return self.path("bin", "no-registration.json")      # absent: kubelet-report registers nothing
+
+    @classmethod
+    def setUpClass(cls):
+        cls.sb = S.start_for_module(cls.Sandbox, agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING +
+                                                            ",node-registration=3s"})
+
+    @classmethod
+    def tearDownClass(cls):
+        S.stop_for_module(cls.sb)
+
+    def test_the_agent_says_so(self):
+        sb = self.sb
+        checksum = sb.publish_osc()
+        said = "The first OSC %s is applied, but the Node is still not registered 3s later: the kubelet does not " \
+               "register it (see %s: its bootstrap kubeconfig, the API server)." % (checksum, S.KUBELET_UNIT)
+        usermgr.wait_until(lambda: "The first OSC %s is applied; waiting for the kubelet to register the Node"
+                           % checksum in sb.um.show(S.AGENT_UNIT, "StatusText"), 60, "the agent waiting for the Node")
+        usermgr.wait_until(lambda: said in sb.um.show(S.AGENT_UNIT, "StatusText"), 30, "the agent saying so")
+        self.assertEqual(sb.agent_log().count(said), 1)
+        self.assertEqual(sb.um.active_state(S.KUBELET_UNIT), "active")
+        self.assertIsNone(sb.node())
+        sb.register_node()              # the kubelet after all
+        sb.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == checksum, 30, "the checksum")
 
 
 if __name__ == "__main__":

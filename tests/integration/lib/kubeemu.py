@@ -134,6 +134,11 @@ class KubeEmulator:
         body = dict(kw, name=name, labels=labels or {}, annotations=annotations or {})
         return self._call("POST", "/node", body)
 
+    def seed_machine(self, name, node_template_labels):
+        """The seed's Machine `name` (not an API object here): the node-agent authorizer reads the OSC Secret's
+        name from its node template labels."""
+        return self._call("POST", "/machine", {"name": name, "node_template_labels": node_template_labels})
+
     def seed_secret(self, name, namespace="kube-system", data=None, labels=None, annotations=None,
                     type="Opaque"):
         """data values are raw strings; the emulator base64-encodes them."""

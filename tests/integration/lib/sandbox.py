@@ -345,16 +345,31 @@ while True:
 
 KUBELET_REPORT = r'''#!/usr/bin/env python3
 # ExecStartPost= of the sandbox's kubelet.service: post the started kubelet's version into the Node's
-# .status.nodeInfo, which a real kubelet does itself (the stand-in cannot reach the API server).
-import json, subprocess, sys, urllib.request
+# .status.nodeInfo, which a real kubelet does itself (the stand-in cannot reach the API server). With a
+# fourth argument (a JSON file: the Node's labels, address, osImage), register the Node first when it
+# does not exist, as a kubelet with --register-node does at its start.
+import json, subprocess, sys, urllib.error, urllib.parse, urllib.request
 control_url, node, binary = sys.argv[1:4]
 out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout.split()
 version = out[-1] if out else "unknown"
-body = {"resource": "nodes", "name": node, "subresource": "status", "type": "strategic", "manager": "kubelet",
-        "patch": {"status": {"nodeInfo": {"kubeletVersion": version}}}}
-req = urllib.request.Request(control_url + "/patch", data=json.dumps(body).encode(), method="POST",
-                             headers={"Content-Type": "application/json"})
-urllib.request.urlopen(req, timeout=10).read()
+
+def call(method, path, body=None):
+    req = urllib.request.Request(control_url + path, data=json.dumps(body).encode() if body else None,
+                                 method=method, headers={"Content-Type": "application/json"})
+    return urllib.request.urlopen(req, timeout=10).read()
+
+if len(sys.argv) > 4:
+    try:
+        call("GET", "/object?" + urllib.parse.urlencode({"resource": "nodes", "name": node}))
+    except urllib.error.HTTPError as e:
+        if e.code != 404:
+            raise
+        with open(sys.argv[4]) as f:
+            spec = json.load(f)
+        call("POST", "/node", dict(spec, name=node, kubelet_version=version, manager="kubelet"))
+        print("kubelet-report: registered node %s" % node)
+call("POST", "/patch", {"resource": "nodes", "name": node, "subresource": "status", "type": "strategic",
+                        "manager": "kubelet", "patch": {"status": {"nodeInfo": {"kubeletVersion": version}}}})
 print("kubelet-report: node %s runs kubelet %s" % (node, version))
 '''
 
@@ -796,9 +811,15 @@ class Sandbox:
 
     # ---------------------------------------------------------------- units
 
+    # The kubelet's registration of the Node (a JSON file for bin/kubelet-report); None: the Node is
+    # registered by the sandbox.
+    kubelet_registration = None
+
     def kubelet_unit_text(self):
         post = "-%s %s %s %s %s" % (sys.executable, self.path("bin", "kubelet-report"),
                                     "http://127.0.0.1:%d" % self.emu.control_port, NODE, self.binary_path)
+        if self.kubelet_registration:
+            post += " " + self.kubelet_registration
         kdir = self.base + KUBELET_DIR
         creds = ("--bootstrap-kubeconfig=%s/kubeconfig-bootstrap --kubeconfig=%s/kubeconfig-real " % (kdir, kdir)
                  if self.kubelet_bootstrap else "")
@@ -1146,11 +1167,11 @@ class FreshNodeSandbox(Sandbox):
     <root>/opt/bin/kubelet), no kubeconfig (it bootstraps its own certificate from GNA's token) and
     gardener-node-agent.service as a replaced unit.
 
-    start() ends with the agent running, its client certificate bootstrapped and the Node registered
-    (labels as kubelet's --node-labels would set them; InternalIP 127.0.0.1; no checksum). The Node is
-    registered here, after the bootstrap, because the agent acts only for a registered Node (the kubelet
-    that registers it on a real node comes with the OSC) and the CSR approver refuses a bootstrap token
-    once the machine's Node exists. The OSC Secret is not published: publish_osc() is the first apply.
+    start() ends with the agent running and its client certificate bootstrapped; no Node exists. The
+    OSC Secret is not published: publish_osc() is the first apply. The Node appears only when the OSC's
+    kubelet.service starts the kubelet: its ExecStartPost= (bin/kubelet-report) registers it as the
+    kubelet's --register-node would (labels as kubelet's --node-labels would set them; InternalIP
+    127.0.0.1; no checksum), from bin/kubelet-registration.json. register_node() does the same by hand.
 
     The OSC it publishes is a whole one: the kubelet's imageRef at /opt/bin/kubelet, kubelet.service with
     its content (ExecStart=<root>/opt/bin/kubelet with --bootstrap-kubeconfig/--kubeconfig below the root:
@@ -1201,8 +1222,19 @@ class FreshNodeSandbox(Sandbox):
         return "\n".join(lines).replace('kubeconfig: %s' % json.dumps(self.emu.kubeconfig),
                                         'kubeconfig: %s' % json.dumps(self.agent_kubeconfig))
 
+    @property
+    def kubelet_registration(self):
+        return self.path("bin", "kubelet-registration.json")
+
+    def registration(self):
+        """The Node as kubelet registers it (its --node-labels), no checksum yet."""
+        return {"address": "127.0.0.1", "os_image": "Garden Linux %s" % self.initial_os_version,
+                "labels": {SECRET_NAME_LABEL: SECRET, "worker.gardener.cloud/pool": POOL, MACHINE_LABEL: MACHINE,
+                           "node.kubernetes.io/role": "node"}}
+
     def _write_node_files(self):
-        """gardener-node-init's files, and nothing else."""
+        """gardener-node-init's files, and nothing else (and the stand-in kubelet's registration)."""
+        write_file(self.path("bin", "kubelet-registration.json"), json.dumps(self.registration()), 0o644)
         write_file(self.rooted(GNA_BOOTSTRAP_TOKEN), "%s.%s" % (BOOTSTRAP_TOKEN_ID, BOOTSTRAP_TOKEN_SECRET), 0o600)
         write_file(self.rooted(GNA_DIR + "/cluster-ca.crt"), self.cluster_ca(), 0o644)
         write_file(self.rooted(GNA_DIR + "/machine-name"), MACHINE + "\n", 0o644)
@@ -1244,8 +1276,10 @@ class FreshNodeSandbox(Sandbox):
     # ---------------------------------------------------------------- start
 
     def _prepare_cluster(self):
-        """Nothing registered yet; gardener-node-init's bootstrap token is known to the API server."""
+        """Nothing registered yet; gardener-node-init's bootstrap token is known to the API server, the
+        machine (the seed's Machine, with the node template's labels) to the node-agent authorizer."""
         self.emu.config(csr_auto_approve=True)
+        self.emu.seed_machine(MACHINE, self.registration()["labels"])
         self.emu.seed_bootstrap_token(BOOTSTRAP_TOKEN_ID, BOOTSTRAP_TOKEN_SECRET)
 
     def _start_units(self):
@@ -1257,13 +1291,8 @@ class FreshNodeSandbox(Sandbox):
 
     def start_agent(self, timeout=30):
         super().start_agent(timeout)
-        if self.node() is None:
-            usermgr.wait_until(lambda: os.path.exists(self.agent_pem), 30, "the agent's bootstrapped certificate")
-            self.register_node()
+        usermgr.wait_until(lambda: os.path.exists(self.agent_pem), 30, "the agent's bootstrapped certificate")
 
     def register_node(self):
-        """The Node as kubelet registers it (its --node-labels), no checksum yet."""
-        self.emu.seed_node(NODE, kubelet_version="v" + self.initial_version, address="127.0.0.1",
-                           os_image="Garden Linux %s" % self.initial_os_version,
-                           labels={SECRET_NAME_LABEL: SECRET, "worker.gardener.cloud/pool": POOL,
-                                   MACHINE_LABEL: MACHINE, "node.kubernetes.io/role": "node"})
+        """The Node as the kubelet registers it (see registration()), by hand."""
+        self.emu.seed_node(NODE, kubelet_version="v" + self.initial_version, **self.registration())

@@ -46,6 +46,9 @@ struct World {
         Policy policy;
         OsEffect os_effect;
         bool crash_after_each_action;   /* "kill the agent" after every single action */
+        bool no_node;                   /* the Node does not exist (node_absent; w->node is not shown) */
+        bool registers_at_apply;        /* the OSC's kubelet registers the Node when ApplyOSC starts it */
+        bool osc_committed;             /* an OSC was committed as last applied: no first OSC any more */
         bool reboot_rolls_back;
         unsigned pods_deleted;
         char work[LOG_MAX];             /* actions other than reports, in order */
@@ -219,7 +222,9 @@ static void decide(World *w, UpdateDecision *d) {
         snprintf(id, sizeof(id), "tx-%u", w->ids + 1);
         in = (UpdateInput) {
                 .tx = tx,
-                .node = w->node,
+                .node = w->no_node ? NULL : w->node,
+                .node_absent = w->no_node,
+                .first_osc = !w->osc_committed,
                 .osc = w->osc,
                 .os_version = w->os_version,
                 .os_version_error = "unable to find version",
@@ -254,9 +259,17 @@ static const char *version_of(const UpdateAction *a) {
 }
 
 /* Applies what a successful action does to the world. Returns OUTCOME_CRASH when it kills us. */
+static bool writes_node(UpdateActionType t) {
+        return t == UPDATE_ACTION_PUBLISH_PLAN || t == UPDATE_ACTION_REPORT_PROGRESS || t == UPDATE_ACTION_EMIT_EVENT ||
+               t == UPDATE_ACTION_SET_MARKER || t == UPDATE_ACTION_DELETE_PODS || t == UPDATE_ACTION_REPORT_RESULT ||
+               t == UPDATE_ACTION_SET_CHECKSUM;
+}
+
 static Outcome effects(World *w, const UpdateAction *a) {
         NodeView *n = w->node;
 
+        if (w->no_node && writes_node(a->type))
+                fail_msg("%s without a Node (work log: %s)", update_action_type_to_string(a->type), w->work);
         switch (a->type) {
         case UPDATE_ACTION_PUBLISH_PLAN: {
                 char *s = json_dumps(a->json, JSON_COMPACT);
@@ -330,6 +343,9 @@ static Outcome effects(World *w, const UpdateAction *a) {
         case UPDATE_ACTION_APPLY_OSC:
                 assert_string_equal(a->checksum, w->osc_work_checksum);
                 w->osc_work.pending = false;    /* committed as last applied */
+                w->osc_committed = true;
+                if (w->registers_at_apply)
+                        w->no_node = false;     /* its kubelet.service started the kubelet */
                 break;
         case UPDATE_ACTION_SET_CHECKSUM:
                 /* The promise: never a checksum whose files and units are not applied. */
@@ -1140,6 +1156,215 @@ static void test_fresh_node_ready_for_update_checks_os(void **state) {
         world_ready(w, "t1");
         run(w);
         assert_log("work", w->work, "PublishPlan DeletePods ReportResult(successful) SetChecksum(c1) ");
+        world_free(w);
+}
+
+/* ---- a fresh node's first OSC before its Node exists (issue 22) ---------------------------------- */
+
+/* A real fresh node: no kubelet, no Node; the OSC brings kubelet.service (its start is the OSC's
+ * work) and the kubelet, which registers the Node. */
+static World *world_fresh_without_node(void) {
+        World *w = world_new();
+
+        set(&w->kubelet_version, NULL);
+        world_osc(w, "c1", "1592.7", "1.31.4");
+        world_osc_work(w, false, true);
+        w->no_node = true;
+        return w;
+}
+
+static void assert_status_has(const World *w, const char *what) {
+        if (!strstr(w->last.status, what))
+                fail_msg("status \"%s\" does not say \"%s\"", w->last.status, what);
+}
+
+/* Applied whole without the Node, ungated (no MCM gate on a node without workloads), the OS left
+ * alone; nothing written until the Node exists, then the result, the checksum and the Event once. */
+static void test_first_osc_before_node(void **state) {
+        World *w = world_fresh_without_node();
+        _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
+        uint64_t applied;
+
+        run(w);
+        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckKubeletHealth ");
+        assert_log("phases", w->phases, "");
+        assert_log("events", w->events, "");
+        assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
+        assert_string_equal(w->kubelet_version, "1.31.4");
+        assert_string_equal(w->os_version, "1592.6");
+        assert_status_has(w, "The first OSC c1 is applied; waiting for the kubelet to register the Node");
+        assert_null(w->last.notice);
+        tx = current_tx(w);
+        assert_true(tx->before_node);
+        assert_false(tx->gated);
+        assert_null(tx->node_uid);
+        applied = tx->updated_usec;
+        assert_int_equal(w->last.wake_usec, applied + 5 * 60 * USEC_PER_SEC);
+
+        /* The same again (another Node-less input): nothing new. */
+        clear_logs(w);
+        run(w);
+        assert_log("work", w->work, "");
+
+        /* The kubelet registers it: written once, from the phase reached. */
+        w->no_node = false;
+        run(w);
+        assert_log("work", w->work, "ReportResult(none) SetChecksum(c1) ");
+        assert_log("phases", w->phases, "Succeeded ");
+        assert_log("events", w->events, "InPlaceUpdateSucceeded ");
+        assert_string_equal(w->node->applied_checksum, "c1");
+        assert_string_equal(w->node->kubernetes_version, "1.31.4");
+        assert_null(w->node->update_result_value);
+        update_transaction_free(tx);
+        tx = current_tx(w);
+        assert_string_equal(tx->node_uid, "uid-1");     /* its Node from now on */
+        clear_logs(w);
+        run(w);
+        assert_log("work", w->work, "");
+        assert_status_has(w, "Up to date");
+        world_free(w);
+}
+
+/* The usual order on a real node: the kubelet the OSC starts registers the Node while the
+ * transaction still runs (here: during Applying); from then on it reports as always. Killed after
+ * every action, the same. */
+static void test_first_osc_node_registers_midway(void **state) {
+        World *a = world_fresh_without_node(), *b = world_fresh_without_node();
+
+        a->registers_at_apply = b->registers_at_apply = true;
+        b->crash_after_each_action = true;
+        run(a);
+        run(b);
+        assert_log("work", a->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckKubeletHealth "
+                                    "ReportResult(none) SetChecksum(c1) ");
+        assert_log("phases", a->phases, "Applying Verifying Succeeded ");
+        assert_log("events", a->events, "InPlaceUpdateSucceeded ");
+        assert_log("crashing agent", b->work, a->work);
+        assert_log("phases", b->phases, a->phases);
+        assert_log("events", b->events, a->events);
+        assert_string_equal(b->node->applied_checksum, "c1");
+        world_free(a);
+        world_free(b);
+}
+
+/* Killed after every action with the Node appearing only at the end: resumes exactly once. */
+static void test_first_osc_killed_before_node(void **state) {
+        World *w = world_fresh_without_node();
+
+        w->crash_after_each_action = true;
+        run(w);
+        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckKubeletHealth ");
+        assert_int_equal(w->ids, 1);
+        w->no_node = false;
+        run(w);
+        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckKubeletHealth "
+                                    "ReportResult(none) SetChecksum(c1) ");
+        assert_int_equal(w->ids, 1);
+        world_free(w);
+}
+
+/* The kubelet never registers the Node: said (status, and a notice for the journal) once the
+ * registration timeout passed, instead of a silent wait. */
+static void test_first_osc_node_never_registers(void **state) {
+        World *w = world_fresh_without_node();
+
+        w->settings.node_registration_timeout_usec = 60 * USEC_PER_SEC;
+        run(w);
+        assert_null(w->last.notice);
+        w->now = w->last.wake_usec;
+        clear_logs(w);
+        run(w);
+        assert_log("work", w->work, "");
+        assert_non_null(w->last.notice);
+        assert_status_has(w, "The first OSC c1 is applied, but the Node is still not registered 1m later");
+        assert_status_has(w, "kubelet.service");
+        assert_int_equal(w->last.wake_usec, USEC_INFINITY);
+        world_free(w);
+}
+
+static unsigned stage_failures;
+static Outcome policy_flaky_registry(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg);
+
+/* A first OSC that fails without the Node is retried without it (nothing was applied yet). */
+static void test_first_osc_retried_before_node(void **state) {
+        World *w = world_fresh_without_node();
+
+        w->policy = policy_flaky_registry;
+        stage_failures = 1;
+        run(w);
+        assert_int_equal(current_phase(w), UPDATE_PHASE_FAILED);
+        assert_status_has(w, "retrying with back-off");
+        assert_log("phases", w->phases, "");
+        w->now = w->last.wake_usec;
+        run(w);
+        assert_log("work", w->work, "StageKubelet(1.31.4) ! StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC "
+                                    "CheckKubeletHealth ");
+        assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
+        assert_int_equal(w->ids, 2);
+        world_free(w);
+}
+
+/* Without a Node nothing else goes on: a node that applied an OSC before (a Node deleted, or taken
+ * over from gardener-node-agent), a second OSC after the first, a transaction of a Node that is gone,
+ * and a Node not known yet. */
+static void test_no_node_waits(void **state) {
+        World *w = world_fresh_without_node();
+
+        /* not known yet (no LIST answered) */
+        w->no_node = false;
+        {
+                UpdateDecision d = {};
+                UpdateInput in = { .osc = w->osc, .first_osc = true, .new_transaction_id = "x",
+                                   .settings = w->settings, .now_usec = w->now };
+
+                assert_int_equal(node_update_decide(&in, &d), 0);
+                assert_int_equal(d.n_actions, 0);
+                assert_string_equal(d.status, "Waiting for the Node object.");
+                update_decision_done(&d);
+        }
+
+        /* an OSC was applied here before */
+        w->no_node = true;
+        w->osc_committed = true;
+        run(w);
+        assert_log("work", w->work, "");
+        assert_status_has(w, "Waiting for the Node to be registered");
+
+        /* no OSC Secret yet */
+        osc_desired_free(w->osc);
+        w->osc = NULL;
+        run(w);
+        assert_status_has(w, "Waiting for the OSC secret; the Node is not registered yet");
+        world_free(w);
+
+        /* the first OSC applied, a second one comes before the Node: it waits for the Node */
+        w = world_fresh_without_node();
+        run(w);
+        world_osc(w, "c2", "1592.6", "1.31.4");
+        world_osc_work(w, false, false);
+        clear_logs(w);
+        run(w);
+        assert_log("work", w->work, "");
+        assert_status_has(w, "The first OSC c1 is applied");
+        w->no_node = false;
+        run(w);
+        assert_log("work", w->work, "ReportResult(none) SetChecksum(c1) PublishPlan ApplyOSC ReportResult(none) "
+                                    "SetChecksum(c2) ");
+        world_free(w);
+
+        /* a gated transaction of a Node that was deleted meanwhile */
+        w = world_new();
+        world_osc(w, "c1", "1592.7", "1.32.1");
+        world_applied(w, "c0");
+        w->node->candidate = w->node->selected = true;
+        run(w);
+        assert_int_equal(current_phase(w), UPDATE_PHASE_WAITING_FOR_DRAIN);
+        w->no_node = true;
+        w->osc_committed = true;
+        clear_logs(w);
+        run(w);
+        assert_log("work", w->work, "");
+        assert_status_has(w, "waits for the Node, which does not exist");
         world_free(w);
 }
 
@@ -2380,6 +2605,12 @@ int main(void) {
                 cmocka_unit_test(test_no_work_marking),
                 cmocka_unit_test(test_fresh_node),
                 cmocka_unit_test(test_fresh_node_ready_for_update_checks_os),
+                cmocka_unit_test(test_first_osc_before_node),
+                cmocka_unit_test(test_first_osc_node_registers_midway),
+                cmocka_unit_test(test_first_osc_killed_before_node),
+                cmocka_unit_test(test_first_osc_node_never_registers),
+                cmocka_unit_test(test_first_osc_retried_before_node),
+                cmocka_unit_test(test_no_node_waits),
                 cmocka_unit_test(test_min_version_not_met),
                 cmocka_unit_test(test_ca_rotation),
                 cmocka_unit_test(test_sa_rotation),

@@ -19,7 +19,7 @@ static void test_reasons(void **state) {
 }
 
 static void test_messages(void **state) {
-        OscSecretRef label = { .namespace = "kube-system", .name = "gardener-node-agent-a", .from_label = true };
+        OscSecretRef label = { .namespace = "kube-system", .name = "gardener-node-agent-a", .source = OSC_SECRET_FROM_LABEL };
         OscSecretRef config = { .namespace = "kube-system", .name = "osc-b" };
         _cleanup_free_ char *found = NULL, *missing = NULL, *forbidden = NULL, *bare = NULL, *unnamed = NULL;
         char *m = NULL;
@@ -50,7 +50,7 @@ static void test_messages(void **state) {
 }
 
 static void test_long_detail_is_cut(void **state) {
-        OscSecretRef ref = { .namespace = "kube-system", .name = "x", .from_label = true };
+        OscSecretRef ref = { .namespace = "kube-system", .name = "x", .source = OSC_SECRET_FROM_LABEL };
         _cleanup_free_ char *detail = malloc(5001), *msg = NULL;
 
         assert_non_null(detail);

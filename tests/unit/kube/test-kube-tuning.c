@@ -53,6 +53,9 @@ static void test_parse(void **state) {
         assert_int_equal(t.health_check_usec, 500 * USEC_PER_MSEC);
         assert_int_equal(t.health_grace_usec, 3 * SEC);
         assert_int_equal(kube_tuning_parse(&t, "health-check=0s", NULL), -EINVAL);
+        assert_int_equal(t.node_registration_usec, 300 * SEC);
+        assert_int_equal(kube_tuning_parse(&t, "node-registration=2s", NULL), 0);
+        assert_int_equal(t.node_registration_usec, 2 * SEC);
         assert_int_equal(kube_tuning_parse(&t, "reconnect-spread=0s", NULL), 0);
         assert_int_equal(t.reconnect_spread_usec, 0);
 }
