@@ -8,6 +8,7 @@
 #include "core/osc-diff.h"
 #include "core/version.h"
 #include "util/error-message.h"
+#include "util/utf8.h"
 
 static const char *const work_kind_table[_OSC_WORK_KIND_MAX] = {
         [OSC_WORK_CONTAINERD_CONFIG] = "containerd-config",
@@ -313,10 +314,17 @@ static bool units_equal(const OscUnit *a, const OscUnit *b) {
         return eq;
 }
 
-static bool file_changed(const OscDiffInput *in, const char *path) {
-        const OscFile *nf = osc_model_find_file(in->new, path), *of = osc_model_find_file(in->old, path);
+/* `nf`, a file of the new OSC, is new or differs from the old OSC's. */
+static bool new_file_changed(const OscDiffInput *in, const OscFile *nf) {
+        const OscFile *of = osc_model_find_file(in->old, nf->path);
 
-        return nf && (!of || !files_equal(of, nf));
+        return !of || !files_equal(of, nf);
+}
+
+static bool file_changed(const OscDiffInput *in, const char *path) {
+        const OscFile *nf = osc_model_find_file(in->new, path);
+
+        return nf && new_file_changed(in, nf);
 }
 
 /* An imageRef file listed only by replaced units is not pulled (CONTRACT §9.4). */
@@ -340,7 +348,7 @@ static int add_file_items(const OscDiffInput *in, OscChanges *c) {
                 const OscFile *f = &in->new->files[i];
                 OscWork *w;
 
-                if (!file_changed(in, f->path))
+                if (!new_file_changed(in, f))
                         continue;
                 if (f->source == OSC_FILE_IMAGE)
                         continue;       /* pulled after the registries (GNP §6.4 step 10) */
@@ -356,7 +364,7 @@ static int add_pull_items(const OscDiffInput *in, OscChanges *c) {
                 const OscFile *f = &in->new->files[i];
                 OscWork *w;
 
-                if (f->source != OSC_FILE_IMAGE || !file_changed(in, f->path) || only_replaced_units_list(in, f->path))
+                if (f->source != OSC_FILE_IMAGE || !new_file_changed(in, f) || only_replaced_units_list(in, f->path))
                         continue;
                 w = add_item(c, OSC_WORK_PULL_FILE);
                 if (!w || osc_file_copy(f, &w->file) < 0)
@@ -889,7 +897,7 @@ const char *osc_work_target(const OscWork *w) {
         }
 }
 
-json_t *osc_changes_plan_json(const OscChanges *c) {
+static int plan_in_place(const OscInPlaceFlags *f, json_t *in_place) {
         static const struct {
                 size_t offset;
                 const char *name;
@@ -901,27 +909,96 @@ json_t *osc_changes_plan_json(const OscChanges *c) {
                 { offsetof(OscInPlaceFlags, ca_rotation_kubelet), "certificateAuthoritiesRotation" },
                 { offsetof(OscInPlaceFlags, sa_key_rotation), "serviceAccountKeyRotation" },
         };
-        json_t *j = json_pack("{s:[], s:[]}", "inPlace", "items"), *in_place, *items;
 
+        for (size_t i = 0; i < ELEMENTSOF(flags); i++)
+                if (*(const bool *) ((const uint8_t *) f + flags[i].offset) &&
+                    json_array_append_new(in_place, json_string(flags[i].name)) < 0)
+                        return -ENOMEM;
+        return 0;
+}
+
+/* `s` cut to `max` bytes on a character boundary, "..." marking the cut. */
+static json_t *plan_string(const char *s, size_t max) {
+        _cleanup_free_ char *cut = NULL;
+
+        if (!s || strlen(s) <= max)
+                return s ? json_string(s) : NULL;
+        cut = utf8_sanitize(s, strlen(s), max);
+        return cut ? json_string(cut) : NULL;
+}
+
+static json_t *plan_item(const OscWork *w, size_t string_max) {
+        _cleanup_free_ char *d = NULL;
+        json_t *j;
+
+        if (osc_work_describe(w, &d) < 0)
+                return NULL;
+        j = json_pack("{s:s, s:o*, s:o}", "action", osc_work_kind_to_string(w->kind), "target",
+                      plan_string(osc_work_target(w), string_max), "description", plan_string(d, string_max));
+        return j;
+}
+
+static size_t json_length(const json_t *j) {
+        _cleanup_free_ char *s = json_dumps(j, JSON_COMPACT);
+
+        return s ? strlen(s) : SIZE_MAX;
+}
+
+/* Counts of the remaining items per action, in the order of the kinds. */
+static json_t *plan_counts(const OscChanges *c, size_t *ret_remaining) {
+        size_t counts[_OSC_WORK_KIND_MAX] = {}, remaining = 0;
+        json_t *j = json_object();
+
+        for (size_t i = 0; i < c->n_items; i++)
+                if (!c->items[i].done) {
+                        counts[c->items[i].kind]++;
+                        remaining++;
+                }
+        for (size_t k = 0; j && k < _OSC_WORK_KIND_MAX; k++)
+                if (counts[k] > 0 && json_object_set_new(j, work_kind_table[k], json_integer((json_int_t) counts[k])) < 0) {
+                        json_decref(j);
+                        return NULL;
+                }
+        *ret_remaining = remaining;
+        return j;
+}
+
+json_t *osc_changes_plan_json(const OscChanges *c, size_t budget) {
+        bool whole = budget == SIZE_MAX;
+        size_t string_max = whole ? SIZE_MAX : OSC_PLAN_STRING_MAX, remaining = 0, listed = 0, used;
+        json_t *counts = plan_counts(c, &remaining), *j, *items;
+
+        j = json_pack("{s:[], s:I, s:o, s:[], s:I}", "inPlace", "remaining", (json_int_t) remaining, "counts", counts,
+                      "items", "more", (json_int_t) remaining);
         if (!j)
                 return NULL;
-        in_place = json_object_get(j, "inPlace");
         items = json_object_get(j, "items");
-        for (size_t i = 0; i < ELEMENTSOF(flags); i++)
-                if (*(const bool *) ((const uint8_t *) &c->in_place + flags[i].offset) &&
-                    json_array_append_new(in_place, json_string(flags[i].name)) < 0)
-                        goto fail;
+        if (plan_in_place(&c->in_place, json_object_get(j, "inPlace")) < 0)
+                goto fail;
+        /* "more" is there at its widest already: the items fill what the budget leaves. */
+        used = whole ? 0 : json_length(j);
         for (size_t i = 0; i < c->n_items; i++) {
-                _cleanup_free_ char *d = NULL;
                 const OscWork *w = &c->items[i];
+                json_t *item;
+                size_t n;
 
                 if (w->done)
                         continue;
-                if (osc_work_describe(w, &d) < 0 ||
-                    json_array_append_new(items, json_pack("{s:s, s:s*, s:s}", "action", osc_work_kind_to_string(w->kind),
-                                                           "target", osc_work_target(w), "description", d)) < 0)
+                item = plan_item(w, string_max);
+                if (!item)
                         goto fail;
+                n = whole ? 0 : json_length(item) + 1;
+                if (!whole && (n > budget || used + n > budget)) {
+                        json_decref(item);
+                        break;
+                }
+                if (json_array_append_new(items, item) < 0)
+                        goto fail;
+                used += n;
+                listed++;
         }
+        if (json_object_set_new(j, "more", json_integer((json_int_t) (remaining - listed))) < 0)
+                goto fail;
         return j;
 fail:
         json_decref(j);

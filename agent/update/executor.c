@@ -817,7 +817,7 @@ static void executor_decide(Executor *e) {
                 return;
         }
 
-        osc_runner_prepare(e->osc_runner, e->osc, e->node, os_version, &osc_work);
+        osc_runner_prepare(e->osc_runner, e->osc, e->node, os_version, executor_now(e), &osc_work);
         in = (UpdateInput) {
                 .tx = e->tx,
                 .node = e->node,
@@ -984,7 +984,8 @@ int executor_new(const ExecutorDeps *deps, Executor **ret, char **ret_error) {
                 return error_setf(ret_error, r, "cannot set up the registry client: %s", strerror(-r));
 
         r = osc_runner_new(&(OscRunnerDeps) { .event = e->event, .config = c, .http = deps->http,
-                                              .registry = e->registry, .units = deps->units }, &e->osc_runner);
+                                              .registry = e->registry, .units = deps->units,
+                                              .reporter = deps->reporter }, &e->osc_runner);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the OSC applier: %s", strerror(-r));
 

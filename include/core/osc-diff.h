@@ -10,10 +10,11 @@
  * with steps 10-16 and waits for them at step 17, so their items stand there.
  *
  * The OscChanges is also the persisted "remaining work" (CONTRACT §9.2, last-computed-osc-changes):
- * the executor marks each item done as soon as it is applied and saves osc_changes_to_json(); after
- * a SIGKILL it loads the saved changes (same checksum) and continues at the first item not done.
- * Each item is idempotent on its own (a file write, a unit command), so the one that was running
- * at the kill is the only one that can run twice.
+ * osc_changes_to_json() is saved once, and the items done since are recorded by index
+ * (apply/osc-state.h); after a SIGKILL the saved changes (same checksum) are loaded, the recorded
+ * items marked done, and the work continues at the first item not done. Each item is idempotent on
+ * its own (a file write, a unit command): only the one running at the kill, and file writes not
+ * recorded yet (apply/osc-apply.h), can run twice; a unit command is recorded the moment it is done.
  *
  * Replaced units (osc.replacedUnits, CONTRACT §9.4) are left out of both sides: never written,
  * enabled, started or deleted, and an imageRef file only they list gets no pull item (it still
@@ -124,10 +125,16 @@ int osc_work_describe(const OscWork *w, char **ret);
 /* What the item acts on: the path, unit, upstream; NULL for daemon-reload and kubelet-health. */
 const char *osc_work_target(const OscWork *w);
 
-/* The remaining work for the plan annotation (inplace-agent/plan), so an operator sees before the
- * drain what will change: {"inPlace": [flags set], "items": [{"action", "target", "description"}]}
- * with the items not done yet, in order. */
-json_t *osc_changes_plan_json(const OscChanges *c);
+/* The remaining work as a plan, so an operator sees before the drain what will change:
+ *   {"inPlace": [flags set], "counts": {"write-file": 2500, ...}, "remaining": n,
+ *    "items": [{"action", "target", "description"}, ...], "more": n - listed}
+ * with the items not done yet, in order. With a `budget` (bytes of its compact JSON) the items
+ * listed are the first that fit, their strings cut at OSC_PLAN_STRING_MAX: the summary for the plan
+ * annotation (inplace-agent/plan, which shares the Node's 256 KiB of annotations with everyone).
+ * budget SIZE_MAX lists every item whole: the plan for the state directory and the journal. */
+#define OSC_PLAN_SUMMARY_BUDGET (16 * 1024)
+#define OSC_PLAN_STRING_MAX 256
+json_t *osc_changes_plan_json(const OscChanges *c, size_t budget);
 
 /* RFC 3339 timestamp -> seconds since the epoch (metav1.Time precision). -EINVAL if not one. */
 int osc_parse_rfc3339(const char *s, int64_t *ret);

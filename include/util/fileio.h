@@ -12,6 +12,9 @@
  * regular file (a FIFO, socket or device: never waited on), -errno otherwise. */
 int read_full_file(const char *path, size_t max_size, char **ret_data, size_t *ret_size);
 
+/* write() until all of `data` is written (EINTR retried); -errno. */
+int write_full(int fd, const void *data, size_t size);
+
 /* Atomically replaces `path` with `data`: write to a temporary name in the same directory,
  * fsync, rename over the target, fsync the directory (CONTRACT §7). */
 int write_file_atomic(const char *path, const void *data, size_t size, mode_t mode);
