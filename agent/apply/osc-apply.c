@@ -31,6 +31,13 @@ struct OscApplier {
         sd_event_source *defer;         /* owned: the deferred start */
         UnitJob *job;                   /* the job in flight (owned by uc; cancelled with us) */
         size_t current;
+        size_t cursor;                  /* the next item is the first not done from here */
+        struct {                        /* the first unit command that failed in this run */
+                bool set;
+                size_t index;
+                int error;
+                char *detail;           /* owned */
+        } command_failure;
         size_t *pending;                /* owned: items done since the last items_done() */
         size_t n_pending;
         Step step;
@@ -45,6 +52,7 @@ OscApplier *osc_applier_free(OscApplier *a) {
         sd_event_source_disable_unref(a->defer);
         sd_event_unref(a->event);
         free(a->why);
+        free(a->command_failure.detail);
         free(a->pending);
         free(a->root);
         free(a->unit_dir);
@@ -152,6 +160,31 @@ static void fail(OscApplier *a, const char *code, int error, const char *detail)
         a->step = STEP_FIRST;
         a->why_code = NULL;
         a->cb.finished(a, &f, a->userdata);
+}
+
+/* A unit command that failed: the other commands still run (upstream runs them all at once and
+ * keeps only the failed ones for the retry), and the run fails with the first failure once the last
+ * of them is done. The failed item stays not done: the retry runs it, and only it, again. */
+static int command_failed(OscApplier *a, int error, const char *detail) {
+        if (!a->command_failure.set) {
+                a->command_failure.detail = strdup(strempty(detail));
+                if (!a->command_failure.detail)
+                        return -ENOMEM;
+                a->command_failure.set = true;
+                a->command_failure.index = a->current;
+                a->command_failure.error = error;
+        }
+        a->cursor = a->current + 1;
+        a->step = STEP_FIRST;
+        return 0;
+}
+
+static void fail_command(OscApplier *a) {
+        _cleanup_free_ char *detail = TAKE_PTR(a->command_failure.detail);
+
+        a->command_failure.set = false;
+        a->current = a->command_failure.index;
+        fail(a, "UnitApplyFailed", a->command_failure.error, detail);
 }
 
 /* Marks the current item done; the owner persists it now, or with the next batch (batchable()). */
@@ -324,7 +357,7 @@ static void advance(OscApplier *a) {
                 bool now_batchable, late;
                 int r;
 
-                a->current = osc_changes_next(a->changes);
+                a->current = osc_changes_next_from(a->changes, a->cursor);
                 if (a->current < a->changes->n_items)
                         w = &a->changes->items[a->current];
                 now_batchable = w && batchable(w);
@@ -334,6 +367,8 @@ static void advance(OscApplier *a) {
                         if (r < 0)
                                 return fail(a, "FileApplyFailed", r, "cannot persist the remaining work");
                 }
+                if (a->command_failure.set && (!w || w->kind != OSC_WORK_UNIT_COMMAND))
+                        return fail_command(a);
                 if (!w)
                         return a->cb.finished(a, NULL, a->userdata);
                 if (late)
@@ -341,6 +376,12 @@ static void advance(OscApplier *a) {
                 if (needs_external(w))
                         return run_external(a, w);
                 r = run_item(a, w);
+                if (r < 0 && w->kind == OSC_WORK_UNIT_COMMAND) {
+                        r = command_failed(a, r, strerror(-r));
+                        if (r < 0)
+                                return fail(a, NULL, r, NULL);
+                        continue;
+                }
                 if (r < 0)
                         return fail(a, NULL, r, NULL);
                 if (r == 0)
@@ -357,9 +398,15 @@ static void on_job(const UnitJobResult *res, void *userdata) {
 
         a->job = NULL;
         if (res->error < 0) {
+                int r;
+
                 snprintf(buf, sizeof(buf), "%s %s: %s", unit_action_to_string(res->action), strempty(res->unit),
                          strempty(res->detail));
-                return fail(a, "UnitApplyFailed", res->error, buf);
+                if (a->changes->items[a->current].kind != OSC_WORK_UNIT_COMMAND)
+                        return fail(a, "UnitApplyFailed", res->error, buf);
+                r = command_failed(a, res->error, buf);
+                if (r < 0)
+                        return fail(a, NULL, r, NULL);
         }
         advance(a);             /* the item's next step, or the next item */
 }
@@ -389,6 +436,9 @@ int osc_applier_start(OscApplier *a) {
 
         assert(!a->defer && !a->job);
         a->step = STEP_FIRST;
+        a->cursor = 0;
+        a->command_failure.set = false;
+        a->command_failure.detail = mfree(a->command_failure.detail);
         r = sd_event_add_defer(a->event, &a->defer, on_defer, a);
         if (r < 0)
                 return r;

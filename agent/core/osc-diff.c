@@ -612,12 +612,20 @@ int osc_diff(const OscDiffInput *in, OscChanges **ret, char **ret_error) {
         return 0;
 }
 
-size_t osc_changes_next(const OscChanges *c) {
-        size_t i = 0;
+size_t osc_changes_next_from(const OscChanges *c, size_t from) {
+        size_t i = from;
 
         while (i < c->n_items && c->items[i].done)
                 i++;
-        return i;
+        return MIN(i, c->n_items);
+}
+
+size_t osc_changes_remaining(const OscChanges *c) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < c->n_items; i++)
+                n += !c->items[i].done;
+        return n;
 }
 
 void osc_changes_mark_done(OscChanges *c, size_t i) {

@@ -149,7 +149,7 @@ static void prepare_failed(OscRunner *r, int error, char *message, uint64_t now_
  * lines of about PLAN_LOG_LINE_MAX bytes. */
 static void log_plan(const OscRunner *r) {
         const OscChanges *c = r->changes;
-        size_t total = c->n_items - osc_changes_next(c), first = 0, n = 0, len = 0;
+        size_t total = osc_changes_remaining(c), first = 0, n = 0, len = 0;
         _cleanup_free_ char *line = NULL;
 
         for (size_t i = 0; i < c->n_items; i++) {
@@ -222,7 +222,7 @@ static void prepare_now(OscRunner *r, OscDesired *osc, const char *os_version, u
         r->failures = 0;
         r->retry_usec = 0;
         log_info("OSC %s: %zu change(s) to apply (%s)%s; the whole plan is in %s/%s.", r->checksum,
-                 r->changes->n_items - osc_changes_next(r->changes), baseline_to_string(baseline),
+                 osc_changes_remaining(r->changes), baseline_to_string(baseline),
                  osc_in_place_flags_any(&r->changes->in_place) ? "; in-place changes wait for ReadyForUpdate" : "",
                  c->state_directory, OSC_STATE_PLAN);
         log_plan(r);

@@ -19,7 +19,9 @@
  * 10,000-file OSC never blocks the loop, and costs one fdatasync per batch, not per file). The first
  * failing item stops the run: `finished` gets the failure code (FileApplyFailed, UnitApplyFailed,
  * UnsupportedChange), the path or unit, and the errno / D-Bus message; the item stays not done, so
- * the owner's retry (with backoff) starts there again.
+ * the owner's retry (with backoff) starts there again. Unit commands are the exception, as upstream
+ * runs them all at once: a failed restart or stop does not hold back the other units' commands; the
+ * run fails with the first failed one after the last command, and only the failed ones are left.
  *
  * Ownership: the OscApplier borrows the UnitControl and the OscChanges (both must outlive it) and
  * owns its copies of the paths. Callbacks never run from inside the call that started the work. */

@@ -105,8 +105,14 @@ int osc_diff(const OscDiffInput *in, OscChanges **ret, char **ret_error);
 bool osc_in_place_flags_any(const OscInPlaceFlags *f);
 bool osc_in_place_flags_kubelet(const OscInPlaceFlags *f);
 
+/* Index of the first item not done at or after `from`, or n_items when there is none. */
+size_t osc_changes_next_from(const OscChanges *c, size_t from);
 /* Index of the first item not done, or n_items when everything is applied. */
-size_t osc_changes_next(const OscChanges *c);
+static inline size_t osc_changes_next(const OscChanges *c) {
+        return osc_changes_next_from(c, 0);
+}
+/* How many items are not done (with gaps: a failed unit command stays while later ones are done). */
+size_t osc_changes_remaining(const OscChanges *c);
 /* Marks item `i` done. */
 void osc_changes_mark_done(OscChanges *c, size_t i);
 static inline bool osc_changes_complete(const OscChanges *c) {

@@ -14,7 +14,8 @@
      Before: every new OSC was blocked (journal only);
   4. a full state directory (a small tmpfs in the manager's namespace, filled up): the work list
      cannot be saved, a Warning Event says so, and once space is free again the OSC is applied with
-     no other input. Before: nothing was retried after the cause was gone."""
+     no other input. Before: nothing was retried after the cause was gone.
+Test 4 is issue 22 item 8, the partial resume of upstream's integration test (its docstring)."""
 
 import json
 import os
@@ -168,6 +169,64 @@ class OscBookkeeping(unittest.TestCase):
                                          if "last-applied-osc.yaml" in e.get("message", "")], 10,
                                 "the Warning Event")
         self.assertIn("unable to decode the old OSC", ev[-1]["message"])
+
+    def test_4_partial_resume(self):
+        """Issue 22 item 8, upstream's "should reconcile only parts of the configuration that were not
+        applied yet": three units whose filePaths change, A failing to start, B restarted because its
+        file changed, C slow; the agent is SIGKILLed while C's restart runs (after B's is recorded).
+        Afterwards B was restarted exactly once across the kill, and the resumed work is A (the failed
+        one) and C (the one in flight), nothing else: no file written again, no other unit touched."""
+        self.ensure_last_applied()
+        d = SB.path("pr")
+        os.makedirs(d, exist_ok=True)
+        marker = os.path.join(d, "a-may-start")
+
+        def unit(name, script, conf):
+            return ("  - name: ipa-pr-%s.service\n    enable: true\n    filePaths:\n    - %s\n    content: |\n"
+                    "      [Service]\n      Type=oneshot\n      RemainAfterExit=yes\n      ExecStart=/bin/sh -c '%s'\n"
+                    % (name, conf, script))
+
+        def osc(version):
+            confs = {n: "/etc/ipa-pr/%s.conf" % n for n in "abc"}
+            units = (unit("a", "echo x >> %s/a.starts; test -e %s" % (d, marker), confs["a"]) +
+                     unit("b", "echo x >> %s/b.starts" % d, confs["b"]) +
+                     unit("c", "echo x >> %s/c.starts; sleep 4" % d, confs["c"]))
+            files = "".join(inline_file(p, "%s %s" % (n, version)) for n, p in sorted(confs.items()))
+            text = SB.osc_yaml("1.31.4", SB.osc["os_version"], SB.image_ref("1.31.4"), extra_files=files)
+            return text.replace("  units:\n", "  units:\n" + units, 1)
+
+        def starts(name):
+            try:
+                with open(os.path.join(d, "%s.starts" % name)) as f:
+                    return len(f.read().split())
+            except FileNotFoundError:
+                return 0
+
+        with open(marker, "w"):
+            pass
+        self.wait_checksum(SB.publish_text(osc(1)))
+        self.assertEqual([starts(n) for n in "abc"], [1, 1, 1])
+        log_before = len(SB.agent_log())
+        os.unlink(marker)
+        checksum = SB.publish_text(osc(2))
+        usermgr.wait_until(lambda: starts("c") == 2, 60, "C's restart running (A failed, B restarted)")
+        self.assertEqual(starts("a"), 2)
+        self.assertEqual(SB.um.active_state("ipa-pr-a.service"), "failed")
+        self.assertEqual(starts("b"), 2)
+        pid = SB.um.main_pid(S.AGENT_UNIT)
+        with open(marker, "w"):                         # A may start now: its retry will succeed
+            pass
+        os.kill(pid, 9)                                 # while C's restart job is in flight
+
+        self.wait_checksum(checksum, 60)
+        log = SB.agent_log()[log_before:]
+        self.assertIn("OSC %s: 2 change(s) to apply (resuming the saved remaining work)" % checksum, log)
+        self.assertIn("OSC %s plan, items 1-2 of 2: restart unit ipa-pr-a.service; restart unit "
+                      "ipa-pr-c.service" % checksum, log)
+        self.assertEqual(starts("b"), 2, "B was restarted again after the kill")
+        self.assertEqual(starts("a"), 3, "A: once failed before the kill, once after")
+        self.assertEqual(starts("c"), 3, "C: in flight at the kill, so once more")
+        self.assertEqual([SB.um.active_state("ipa-pr-%s.service" % n) for n in "abc"], ["active"] * 3)
 
     def test_9_full_state_directory_retried(self):
         self.ensure_last_applied()

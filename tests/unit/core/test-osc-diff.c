@@ -309,9 +309,17 @@ static void test_resume(void **state) {
         json_decref(j);
         assert_int_equal(osc_changes_next(back), 2);
         assert_int_equal(back->items[2].kind, OSC_WORK_WRITE_UNIT);
+        assert_int_equal(osc_changes_remaining(back), back->n_items - 2);
+        /* A gap (a failed unit command left, a later one done): counted, and skipped from after it. */
+        osc_changes_mark_done(back, 3);
+        assert_int_equal(osc_changes_next(back), 2);
+        assert_int_equal(osc_changes_next_from(back, 3), 4);
+        assert_int_equal(osc_changes_next_from(back, back->n_items + 5), back->n_items);
+        assert_int_equal(osc_changes_remaining(back), back->n_items - 3);
         for (size_t i = 2; i < back->n_items; i++)
                 osc_changes_mark_done(back, i);
         assert_true(osc_changes_complete(back));
+        assert_int_equal(osc_changes_remaining(back), 0);
 }
 
 static void test_persisted_garbage(void **state) {
