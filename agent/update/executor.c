@@ -586,6 +586,13 @@ static int run_apply_osc(Executor *e, const UpdateAction *a) {
         int r;
 
         r = osc_runner_apply(e->osc_runner, a->checksum, executor_on_osc_applied, e);
+        if (r == -ENODATA) {
+                /* Resumed after a restart, and the work list cannot be read or computed now. */
+                UpdateFailureCode code;
+                const char *why = osc_runner_error(e->osc_runner, &code);
+
+                return executor_fail_now(e, r, code, why);
+        }
         if (r == -ESTALE)
                 /* The OSC moved on while this transaction was applying: it fails (FileApplyFailed is
                  * retried), and the next transaction applies the new OSC against the last-applied one. */

@@ -638,7 +638,9 @@ int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, voi
         assert(r && done);
         if (r->applier || r->answer)
                 return -EBUSY;
-        if (!streq_ptr(r->checksum, checksum) || r->error || (!r->committed && !r->changes))
+        if (streq_ptr(r->checksum, checksum) && r->error)
+                return -ENODATA;
+        if (!streq_ptr(r->checksum, checksum) || (!r->committed && !r->changes))
                 return -ESTALE;
         r->done = done;
         r->userdata = userdata;
@@ -661,6 +663,12 @@ int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, voi
         if (k < 0)
                 run_clear(r);
         return k;
+}
+
+const char *osc_runner_error(const OscRunner *r, UpdateFailureCode *ret_code) {
+        if (ret_code)
+                *ret_code = r->error_code;
+        return r->error;
 }
 
 void osc_runner_cancel(OscRunner *r) {

@@ -71,9 +71,13 @@ void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, con
                         uint64_t now_usec, OscWorkView *ret);
 
 /* Applies the prepared work of `checksum`; `done` is called from the loop, never from inside. 0, or
- * -ESTALE when the prepared work is for another checksum (the OSC moved on), -EBUSY while a run is in
- * flight, -errno when it cannot start. */
+ * -ESTALE when the prepared work is for another checksum (the OSC moved on), -ENODATA when its work
+ * list could not be computed (osc_runner_error() says why), -EBUSY while a run is in flight, -errno
+ * when it cannot start. */
 int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, void *userdata);
+
+/* Why the prepared OSC has no work list (NULL: it has one), and its failure code. */
+const char *osc_runner_error(const OscRunner *r, UpdateFailureCode *ret_code);
 
 /* Stops a run in flight without callback (the item in flight stays not done). */
 void osc_runner_cancel(OscRunner *r);

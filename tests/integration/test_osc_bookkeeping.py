@@ -15,7 +15,8 @@
   4. a full state directory (a small tmpfs in the manager's namespace, filled up): the work list
      cannot be saved, a Warning Event says so, and once space is free again the OSC is applied with
      no other input. Before: nothing was retried after the cause was gone.
-Test 4 is issue 22 item 8, the partial resume of upstream's integration test (its docstring)."""
+Test 4 is issue 22 item 8, the partial resume of upstream's integration test; test 5 a resumed
+transaction whose work list cannot be read (each in its docstring)."""
 
 import json
 import os
@@ -227,6 +228,33 @@ class OscBookkeeping(unittest.TestCase):
         self.assertEqual(starts("a"), 3, "A: once failed before the kill, once after")
         self.assertEqual(starts("c"), 3, "C: in flight at the kill, so once more")
         self.assertEqual([SB.um.active_state("ipa-pr-%s.service" % n) for n in "abc"], ["active"] * 3)
+
+    def test_5_unreadable_work_list_named(self):
+        """A transaction resumed after a restart whose work list cannot be read fails naming the file,
+        not as "the OSC changed while it was being applied" (which it did not)."""
+        self.ensure_last_applied()
+        os.makedirs(SB.path("pr"), exist_ok=True)
+        started = SB.path("pr", "slow.started")
+        unit = ("  - name: ipa-slow.service\n    filePaths:\n    - /etc/ipa-bk/slow.conf\n    content: |\n"
+                "      [Service]\n      Type=oneshot\n      RemainAfterExit=yes\n"
+                "      ExecStart=/bin/sh -c 'touch %s; sleep 5'\n" % started)
+        text = SB.osc_yaml("1.31.4", SB.osc["os_version"], SB.image_ref("1.31.4"),
+                           extra_files=inline_file("/etc/ipa-bk/slow.conf", "s"))
+        checksum = SB.publish_text(text.replace("  units:\n", "  units:\n" + unit, 1))
+        usermgr.wait_until(lambda: os.path.exists(started), 60, "the slow unit's restart running")
+        SB.stop_agent()
+        os.unlink(state("last-computed-osc-changes.json"))
+        os.mkdir(state("last-computed-osc-changes.json"))
+        try:
+            SB.start_agent()
+            node = SB.wait_node(lambda n: "last-computed-osc-changes.json" in
+                                (S.annotation_json(n, S.FAILURE) or {}).get("message", ""), 30, "the failure")
+            failure = S.annotation_json(node, S.FAILURE)
+            self.assertEqual(failure["code"], "FileApplyFailed")
+            self.assertIn("Is a directory", failure["message"])
+            self.assertNotEqual(S.annotation(node, S.NODE_CHECKSUM), checksum)
+        finally:
+            os.rmdir(state("last-computed-osc-changes.json"))
 
     def test_9_full_state_directory_retried(self):
         self.ensure_last_applied()
