@@ -52,16 +52,29 @@ OscChanges *osc_changes_free(OscChanges *c) {
         return NULL;
 }
 
+/* Room for `n` items, grown by doubling: a realloc per item copies the whole list each time where
+ * realloc cannot grow in place (ASan's always copies: 20 GB for 10,000 items). */
+static int reserve_items(OscChanges *c, size_t n) {
+        OscWork *items;
+        size_t alloc;
+
+        if (n <= c->n_alloc)
+                return 0;
+        alloc = MAX(n, MAX(c->n_alloc * 2, (size_t) 16));
+        items = reallocarray(c->items, alloc, sizeof(OscWork));
+        if (!items)
+                return -ENOMEM;
+        c->items = items;
+        c->n_alloc = alloc;
+        return 0;
+}
+
 /* Appends an empty item of `kind`; the caller fills it in. */
 static OscWork *add_item(OscChanges *c, OscWorkKind kind) {
-        OscWork *items, *w;
+        OscWork *w;
 
-        if (c->n_items >= OSC_CHANGES_ITEMS_MAX)
+        if (c->n_items >= OSC_CHANGES_ITEMS_MAX || reserve_items(c, c->n_items + 1) < 0)
                 return NULL;
-        items = reallocarray(c->items, c->n_items + 1, sizeof(OscWork));
-        if (!items)
-                return NULL;
-        c->items = items;
         w = &c->items[c->n_items++];
         *w = (OscWork) { .kind = kind, .command = _OSC_UNIT_COMMAND_INVALID };
         osc_unit_done(&w->unit);
@@ -490,16 +503,10 @@ static bool has_command_for(const OscChanges *c, const char *unit) {
 
 /* Moves the command items collected in `cmds` to the end of `c`. */
 static int append_items(OscChanges *c, OscChanges *cmds) {
-        OscWork *items;
-
         if (cmds->n_items == 0)
                 return 0;
-        if (c->n_items + cmds->n_items > OSC_CHANGES_ITEMS_MAX)
+        if (c->n_items + cmds->n_items > OSC_CHANGES_ITEMS_MAX || reserve_items(c, c->n_items + cmds->n_items) < 0)
                 return -ENOMEM;
-        items = reallocarray(c->items, c->n_items + cmds->n_items, sizeof(OscWork));
-        if (!items)
-                return -ENOMEM;
-        c->items = items;
         memcpy(c->items + c->n_items, cmds->items, cmds->n_items * sizeof(OscWork));
         c->n_items += cmds->n_items;
         cmds->n_items = 0;

@@ -81,7 +81,7 @@ typedef struct OscChanges {
         bool containerd_config_changed;
         OscInPlaceFlags in_place;
         OscWork *items;
-        size_t n_items;
+        size_t n_items, n_alloc;
 } OscChanges;
 
 typedef struct OscDiffInput {
