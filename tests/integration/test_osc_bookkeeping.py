@@ -50,7 +50,12 @@ def setUpModule():
 
 
 def tearDownModule():
+    log = SB.agent_log() if SB else ""
     S.stop_for_module(SB)
+    # Under ASan+UBSan (tests/run-tests --sanitize) a report would only restart the agent: say it.
+    for needle in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
+        if needle in log:
+            raise AssertionError("the agent's log has a sanitizer report (%s)" % needle)
 
 
 def ns(*argv):
