@@ -144,11 +144,12 @@ static int flush(OscApplier *a) {
 /* Ends the run with a failure. Callers return at once: `finished` may free us. */
 static void fail(OscApplier *a, const char *code, int error, const char *detail) {
         _cleanup_free_ char *why = TAKE_PTR(a->why);
-        const OscWork *w = &a->changes->items[a->current];
+        /* No current item: the last items' done marks could not be persisted. */
+        const OscWork *w = a->current < a->changes->n_items ? &a->changes->items[a->current] : NULL;
         OscApplyFailure f = {
                 /* An owner's hook answering -EOPNOTSUPP cannot apply that change at all. */
-                .code = code ?: error == -EOPNOTSUPP ? "UnsupportedChange" : failure_code(w->kind),
-                .subject = subject(w),
+                .code = code ?: error == -EOPNOTSUPP ? "UnsupportedChange" : w ? failure_code(w->kind) : "FileApplyFailed",
+                .subject = w ? subject(w) : "the work list",
                 .error = error,
                 .detail = detail ?: why ?: strerror(-error),
         };

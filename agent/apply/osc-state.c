@@ -203,7 +203,7 @@ static int load_saved(const char *dir, const char *checksum, OscChanges **ret, c
         r = decode_changes(data, size, &c, &reason);
         if (r == -ENOMEM)
                 return r;
-        if (r < 0)
+        if (r < 0 || !c)
                 return saved_corrupt(changes, done, false, reason, warning);
         if (!streq_ptr(c->checksum, checksum))
                 return 0;
