@@ -7,6 +7,10 @@
 #include "core/containerd-config.h"
 #include "util/strv.h"
 #include "core/unit-guard.h"
+#include "util/time-util.h"
+
+/* How long the applier runs file items back to back before it returns to the event loop once. */
+#define OSC_APPLIER_SLICE_USEC (50 * USEC_PER_MSEC)
 
 /* Where a multi-step item is; at most one D-Bus call or external request is in flight. */
 typedef enum Step {
@@ -31,6 +35,15 @@ struct OscApplier {
         sd_event_source *defer;         /* owned: the deferred start */
         UnitJob *job;                   /* the job in flight (owned by uc; cancelled with us) */
         size_t current;
+        size_t cursor;                  /* the next item is the first not done from here */
+        struct {                        /* the first unit command that failed in this run */
+                bool set;
+                size_t index;
+                int error;
+                char *detail;           /* owned */
+        } command_failure;
+        size_t *pending;                /* owned: items done since the last items_done() */
+        size_t n_pending;
         Step step;
         const char *why_code;           /* the current item's own failure code and message, when it */
         char *why;                      /* knows more than errno (owned; consumed by fail()) */
@@ -43,6 +56,8 @@ OscApplier *osc_applier_free(OscApplier *a) {
         sd_event_source_disable_unref(a->defer);
         sd_event_unref(a->event);
         free(a->why);
+        free(a->command_failure.detail);
+        free(a->pending);
         free(a->root);
         free(a->unit_dir);
         free(a->self_unit);
@@ -55,7 +70,7 @@ int osc_applier_new(sd_event *event, UnitControl *uc, OscChanges *changes, const
         _cleanup_(osc_applier_freep) OscApplier *a = NULL;
 
         assert(event && uc && changes && p && cb && ret);
-        assert(cb->item_done && cb->finished);
+        assert(cb->items_done && cb->finished);
 
         a = calloc(1, sizeof(*a));
         if (!a)
@@ -68,7 +83,8 @@ int osc_applier_new(sd_event *event, UnitControl *uc, OscChanges *changes, const
         a->current = changes->n_items;
         a->root = strdup(p->root_directory ?: "/");
         a->unit_dir = strdup(p->unit_directory ?: "/etc/systemd/system");
-        if (!a->root || !a->unit_dir || (p->self_unit && !(a->self_unit = strdup(p->self_unit))))
+        a->pending = calloc(MAX(changes->n_items, 1u), sizeof(size_t));
+        if (!a->root || !a->unit_dir || !a->pending || (p->self_unit && !(a->self_unit = strdup(p->self_unit))))
                 return -ENOMEM;
         *ret = TAKE_PTR(a);
         return 0;
@@ -98,30 +114,91 @@ static const char *subject(const OscWork *w) {
         return w->kind == OSC_WORK_KUBELET_HEALTH ? "kubelet.service" : osc_work_kind_to_string(w->kind);
 }
 
+static bool needs_external(const OscWork *w) {
+        return w->kind == OSC_WORK_PULL_FILE || w->kind == OSC_WORK_KUBELET_HEALTH ||
+               (w->kind == OSC_WORK_WRITE_FILE && w->file.source == OSC_FILE_SECRET) ||
+               (w->kind == OSC_WORK_REGISTRY && w->probe);
+}
+
+/* A write or removal of a file of ours, done at once and idempotent: its done mark may wait for the
+ * next items_done() (a kill before it only writes the same file again). Everything else (units,
+ * jobs, external work) is persisted the moment it is done: a unit is restarted exactly once. */
+static bool batchable(const OscWork *w) {
+        switch (w->kind) {
+        case OSC_WORK_CONTAINERD_CONFIG:
+        case OSC_WORK_WRITE_FILE:
+        case OSC_WORK_REGISTRY:
+        case OSC_WORK_DELETE_REGISTRY:
+        case OSC_WORK_DELETE_FILE:
+                return !needs_external(w);
+        default:
+                return false;
+        }
+}
+
+/* Lets the owner persist the items done since the last time. */
+static int flush(OscApplier *a) {
+        size_t n = a->n_pending;
+
+        if (n == 0)
+                return 0;
+        a->n_pending = 0;
+        return a->cb.items_done(a, a->pending, n, a->userdata);
+}
+
 /* Ends the run with a failure. Callers return at once: `finished` may free us. */
 static void fail(OscApplier *a, const char *code, int error, const char *detail) {
         _cleanup_free_ char *why = TAKE_PTR(a->why);
-        const OscWork *w = &a->changes->items[a->current];
+        /* No current item: the last items' done marks could not be persisted. */
+        const OscWork *w = a->current < a->changes->n_items ? &a->changes->items[a->current] : NULL;
         OscApplyFailure f = {
                 /* An owner's hook answering -EOPNOTSUPP cannot apply that change at all. */
-                .code = code ?: error == -EOPNOTSUPP ? "UnsupportedChange" : failure_code(w->kind),
-                .subject = subject(w),
+                .code = code ?: error == -EOPNOTSUPP ? "UnsupportedChange" : w ? failure_code(w->kind) : "FileApplyFailed",
+                .subject = w ? subject(w) : "the work list",
                 .error = error,
                 .detail = detail ?: why ?: strerror(-error),
         };
 
         if (!code && a->why_code)
                 f.code = a->why_code;
+        /* The items done before this one stay done (a failure to persist them is this failure). */
+        (void) flush(a);
         a->step = STEP_FIRST;
         a->why_code = NULL;
         a->cb.finished(a, &f, a->userdata);
 }
 
-/* Marks the current item done and lets the owner persist that. */
+/* A unit command that failed: the other commands still run (upstream runs them all at once and
+ * keeps only the failed ones for the retry), and the run fails with the first failure once the last
+ * of them is done. The failed item stays not done: the retry runs it, and only it, again. */
+static int command_failed(OscApplier *a, int error, const char *detail) {
+        if (!a->command_failure.set) {
+                a->command_failure.detail = strdup(strempty(detail));
+                if (!a->command_failure.detail)
+                        return -ENOMEM;
+                a->command_failure.set = true;
+                a->command_failure.index = a->current;
+                a->command_failure.error = error;
+        }
+        a->cursor = a->current + 1;
+        a->step = STEP_FIRST;
+        return 0;
+}
+
+static void fail_command(OscApplier *a) {
+        _cleanup_free_ char *detail = TAKE_PTR(a->command_failure.detail);
+
+        a->command_failure.set = false;
+        a->current = a->command_failure.index;
+        fail(a, "UnitApplyFailed", a->command_failure.error, detail);
+}
+
+/* Marks the current item done; the owner persists it now, or with the next batch (batchable()). */
 static int mark_done(OscApplier *a) {
         osc_changes_mark_done(a->changes, a->current);
         a->step = STEP_FIRST;
-        return a->cb.item_done(a, a->current, a->userdata);
+        a->pending[a->n_pending++] = a->current;
+        return batchable(&a->changes->items[a->current]) ? 0 : flush(a);
 }
 
 static void on_job(const UnitJobResult *res, void *userdata);
@@ -294,12 +371,6 @@ static int run_item(OscApplier *a, const OscWork *w) {
         }
 }
 
-static bool needs_external(const OscWork *w) {
-        return w->kind == OSC_WORK_PULL_FILE || w->kind == OSC_WORK_KUBELET_HEALTH ||
-               (w->kind == OSC_WORK_WRITE_FILE && w->file.source == OSC_FILE_SECRET) ||
-               (w->kind == OSC_WORK_REGISTRY && w->probe);
-}
-
 /* Hands the current item to the owner's `external` hook. */
 static void run_external(OscApplier *a, const OscWork *w) {
         _cleanup_free_ char *d = NULL;
@@ -315,18 +386,52 @@ static void run_external(OscApplier *a, const OscWork *w) {
                 return fail(a, NULL, r, "cannot start");
 }
 
+static int on_defer(sd_event_source *s, void *userdata);
+
+/* Back to the loop for a moment (the watchdog, the watches), then on from here. */
+static void yield(OscApplier *a) {
+        int r = sd_event_add_defer(a->event, &a->defer, on_defer, a);
+
+        if (r < 0)
+                return fail(a, "FileApplyFailed", r, "cannot continue on the event loop");
+        (void) sd_event_source_set_description(a->defer, "osc-applier-continue");
+}
+
+/* Runs items until one waits for a reply or the time slice is used up; the batchable items done
+ * meanwhile are persisted together before anything else starts, and before returning to the loop. */
 static void advance(OscApplier *a) {
+        uint64_t deadline = clock_now_usec(CLOCK_MONOTONIC) + OSC_APPLIER_SLICE_USEC;
+
         for (;;) {
-                const OscWork *w;
+                const OscWork *w = NULL;
+                bool now_batchable, late;
                 int r;
 
-                a->current = osc_changes_next(a->changes);
-                if (a->current >= a->changes->n_items)
+                a->current = osc_changes_next_from(a->changes, a->cursor);
+                if (a->current < a->changes->n_items)
+                        w = &a->changes->items[a->current];
+                now_batchable = w && batchable(w);
+                late = now_batchable && clock_now_usec(CLOCK_MONOTONIC) >= deadline;
+                if (!now_batchable || late) {
+                        r = flush(a);
+                        if (r < 0)
+                                return fail(a, "FileApplyFailed", r, "cannot persist the remaining work");
+                }
+                if (a->command_failure.set && (!w || w->kind != OSC_WORK_UNIT_COMMAND))
+                        return fail_command(a);
+                if (!w)
                         return a->cb.finished(a, NULL, a->userdata);
-                w = &a->changes->items[a->current];
+                if (late)
+                        return yield(a);
                 if (needs_external(w))
                         return run_external(a, w);
                 r = run_item(a, w);
+                if (r < 0 && w->kind == OSC_WORK_UNIT_COMMAND) {
+                        r = command_failed(a, r, strerror(-r));
+                        if (r < 0)
+                                return fail(a, NULL, r, NULL);
+                        continue;
+                }
                 if (r < 0)
                         return fail(a, NULL, r, NULL);
                 if (r == 0)
@@ -343,9 +448,15 @@ static void on_job(const UnitJobResult *res, void *userdata) {
 
         a->job = NULL;
         if (res->error < 0) {
+                int r;
+
                 snprintf(buf, sizeof(buf), "%s %s: %s", unit_action_to_string(res->action), strempty(res->unit),
                          strempty(res->detail));
-                return fail(a, "UnitApplyFailed", res->error, buf);
+                if (a->changes->items[a->current].kind != OSC_WORK_UNIT_COMMAND)
+                        return fail(a, "UnitApplyFailed", res->error, buf);
+                r = command_failed(a, res->error, buf);
+                if (r < 0)
+                        return fail(a, NULL, r, NULL);
         }
         if (a->step == STEP_SELF)
                 a->step = STEP_FIRST;   /* that item was done before its job: on to the next */
@@ -377,6 +488,9 @@ int osc_applier_start(OscApplier *a) {
 
         assert(!a->defer && !a->job);
         a->step = STEP_FIRST;
+        a->cursor = 0;
+        a->command_failure.set = false;
+        a->command_failure.detail = mfree(a->command_failure.detail);
         r = sd_event_add_defer(a->event, &a->defer, on_defer, a);
         if (r < 0)
                 return r;

@@ -491,16 +491,26 @@ static void plan_rotation(Builder *b, Plan *p) {
  * it behind ReadyForUpdate, as upstream gates its whole reconcile (GNP §1.2). */
 static int plan_osc_work(Builder *b, Plan *p, bool in_place) {
         const OscWorkView *w = &b->in->osc_work;
+        int r;
 
+        if (w->error && w->retry_usec > 0) {
+                /* Not the desired state's fault (a full or unreadable state directory): nothing can be
+                 * planned without the work list, and the runner computes it again then. */
+                wake_at(b, w->retry_usec);
+                r = set_status(b, "Cannot compute the changes of OSC %s yet, retrying with back-off: %s",
+                               b->in->osc->checksum, w->error);
+                return r < 0 ? r : 0;
+        }
         if (w->error) {
                 p->gated = p->gated || in_place;
                 p->refused = true;
-                return block(b, p, has_failure_code(w->error_code) ? w->error_code : UPDATE_FAILURE_INVALID_DESIRED_STATE,
-                             "%s", w->error);
+                r = block(b, p, has_failure_code(w->error_code) ? w->error_code : UPDATE_FAILURE_INVALID_DESIRED_STATE,
+                          "%s", w->error);
+                return r < 0 ? r : 1;
         }
         p->osc_work = w->pending;
         p->gated = p->gated || (w->pending && w->gated && in_place);
-        return 0;
+        return 1;
 }
 
 static int compute_plan(Builder *b, Plan *p) {
@@ -525,7 +535,7 @@ static int compute_plan(Builder *b, Plan *p) {
                 return r < 0 ? r : 1;
         }
         r = plan_osc_work(b, p, in_place);
-        if (r < 0)
+        if (r <= 0)
                 return r;
         r = plan_kubelet(b, p, in_place);
         if (r < 0)

@@ -8,6 +8,7 @@
 #include "core/osc-diff.h"
 #include "core/version.h"
 #include "util/error-message.h"
+#include "util/utf8.h"
 
 static const char *const work_kind_table[_OSC_WORK_KIND_MAX] = {
         [OSC_WORK_CONTAINERD_CONFIG] = "containerd-config",
@@ -51,16 +52,29 @@ OscChanges *osc_changes_free(OscChanges *c) {
         return NULL;
 }
 
+/* Room for `n` items, grown by doubling: a realloc per item copies the whole list each time where
+ * realloc cannot grow in place (ASan's always copies: 20 GB for 10,000 items). */
+static int reserve_items(OscChanges *c, size_t n) {
+        OscWork *items;
+        size_t alloc;
+
+        if (n <= c->n_alloc)
+                return 0;
+        alloc = MAX(n, MAX(c->n_alloc * 2, (size_t) 16));
+        items = reallocarray(c->items, alloc, sizeof(OscWork));
+        if (!items)
+                return -ENOMEM;
+        c->items = items;
+        c->n_alloc = alloc;
+        return 0;
+}
+
 /* Appends an empty item of `kind`; the caller fills it in. */
 static OscWork *add_item(OscChanges *c, OscWorkKind kind) {
-        OscWork *items, *w;
+        OscWork *w;
 
-        if (c->n_items >= OSC_CHANGES_ITEMS_MAX)
+        if (c->n_items >= OSC_CHANGES_ITEMS_MAX || reserve_items(c, c->n_items + 1) < 0)
                 return NULL;
-        items = reallocarray(c->items, c->n_items + 1, sizeof(OscWork));
-        if (!items)
-                return NULL;
-        c->items = items;
         w = &c->items[c->n_items++];
         *w = (OscWork) { .kind = kind, .command = _OSC_UNIT_COMMAND_INVALID };
         osc_unit_done(&w->unit);
@@ -313,10 +327,17 @@ static bool units_equal(const OscUnit *a, const OscUnit *b) {
         return eq;
 }
 
-static bool file_changed(const OscDiffInput *in, const char *path) {
-        const OscFile *nf = osc_model_find_file(in->new, path), *of = osc_model_find_file(in->old, path);
+/* `nf`, a file of the new OSC, is new or differs from the old OSC's. */
+static bool new_file_changed(const OscDiffInput *in, const OscFile *nf) {
+        const OscFile *of = osc_model_find_file(in->old, nf->path);
 
-        return nf && (!of || !files_equal(of, nf));
+        return !of || !files_equal(of, nf);
+}
+
+static bool file_changed(const OscDiffInput *in, const char *path) {
+        const OscFile *nf = osc_model_find_file(in->new, path);
+
+        return nf && new_file_changed(in, nf);
 }
 
 /* An imageRef file listed only by replaced units is not pulled (CONTRACT §9.4). */
@@ -340,7 +361,7 @@ static int add_file_items(const OscDiffInput *in, OscChanges *c) {
                 const OscFile *f = &in->new->files[i];
                 OscWork *w;
 
-                if (!file_changed(in, f->path))
+                if (!new_file_changed(in, f))
                         continue;
                 if (f->source == OSC_FILE_IMAGE)
                         continue;       /* pulled after the registries (GNP §6.4 step 10) */
@@ -356,7 +377,7 @@ static int add_pull_items(const OscDiffInput *in, OscChanges *c) {
                 const OscFile *f = &in->new->files[i];
                 OscWork *w;
 
-                if (f->source != OSC_FILE_IMAGE || !file_changed(in, f->path) || only_replaced_units_list(in, f->path))
+                if (f->source != OSC_FILE_IMAGE || !new_file_changed(in, f) || only_replaced_units_list(in, f->path))
                         continue;
                 w = add_item(c, OSC_WORK_PULL_FILE);
                 if (!w || osc_file_copy(f, &w->file) < 0)
@@ -483,16 +504,10 @@ static bool has_command_for(const OscChanges *c, const char *unit) {
 
 /* Moves the command items collected in `cmds` to the end of `c`. */
 static int append_items(OscChanges *c, OscChanges *cmds) {
-        OscWork *items;
-
         if (cmds->n_items == 0)
                 return 0;
-        if (c->n_items + cmds->n_items > OSC_CHANGES_ITEMS_MAX)
+        if (c->n_items + cmds->n_items > OSC_CHANGES_ITEMS_MAX || reserve_items(c, c->n_items + cmds->n_items) < 0)
                 return -ENOMEM;
-        items = reallocarray(c->items, c->n_items + cmds->n_items, sizeof(OscWork));
-        if (!items)
-                return -ENOMEM;
-        c->items = items;
         memcpy(c->items + c->n_items, cmds->items, cmds->n_items * sizeof(OscWork));
         c->n_items += cmds->n_items;
         cmds->n_items = 0;
@@ -608,12 +623,20 @@ int osc_diff(const OscDiffInput *in, OscChanges **ret, char **ret_error) {
         return 0;
 }
 
-size_t osc_changes_next(const OscChanges *c) {
-        size_t i = 0;
+size_t osc_changes_next_from(const OscChanges *c, size_t from) {
+        size_t i = from;
 
         while (i < c->n_items && c->items[i].done)
                 i++;
-        return i;
+        return MIN(i, c->n_items);
+}
+
+size_t osc_changes_remaining(const OscChanges *c) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < c->n_items; i++)
+                n += !c->items[i].done;
+        return n;
 }
 
 void osc_changes_mark_done(OscChanges *c, size_t i) {
@@ -893,7 +916,7 @@ const char *osc_work_target(const OscWork *w) {
         }
 }
 
-json_t *osc_changes_plan_json(const OscChanges *c) {
+static int plan_in_place(const OscInPlaceFlags *f, json_t *in_place) {
         static const struct {
                 size_t offset;
                 const char *name;
@@ -905,27 +928,96 @@ json_t *osc_changes_plan_json(const OscChanges *c) {
                 { offsetof(OscInPlaceFlags, ca_rotation_kubelet), "certificateAuthoritiesRotation" },
                 { offsetof(OscInPlaceFlags, sa_key_rotation), "serviceAccountKeyRotation" },
         };
-        json_t *j = json_pack("{s:[], s:[]}", "inPlace", "items"), *in_place, *items;
 
+        for (size_t i = 0; i < ELEMENTSOF(flags); i++)
+                if (*(const bool *) ((const uint8_t *) f + flags[i].offset) &&
+                    json_array_append_new(in_place, json_string(flags[i].name)) < 0)
+                        return -ENOMEM;
+        return 0;
+}
+
+/* `s` cut to `max` bytes on a character boundary, "..." marking the cut. */
+static json_t *plan_string(const char *s, size_t max) {
+        _cleanup_free_ char *cut = NULL;
+
+        if (!s || strlen(s) <= max)
+                return s ? json_string(s) : NULL;
+        cut = utf8_sanitize(s, strlen(s), max);
+        return cut ? json_string(cut) : NULL;
+}
+
+static json_t *plan_item(const OscWork *w, size_t string_max) {
+        _cleanup_free_ char *d = NULL;
+        json_t *j;
+
+        if (osc_work_describe(w, &d) < 0)
+                return NULL;
+        j = json_pack("{s:s, s:o*, s:o}", "action", osc_work_kind_to_string(w->kind), "target",
+                      plan_string(osc_work_target(w), string_max), "description", plan_string(d, string_max));
+        return j;
+}
+
+static size_t json_length(const json_t *j) {
+        _cleanup_free_ char *s = json_dumps(j, JSON_COMPACT);
+
+        return s ? strlen(s) : SIZE_MAX;
+}
+
+/* Counts of the remaining items per action, in the order of the kinds. */
+static json_t *plan_counts(const OscChanges *c, size_t *ret_remaining) {
+        size_t counts[_OSC_WORK_KIND_MAX] = {}, remaining = 0;
+        json_t *j = json_object();
+
+        for (size_t i = 0; i < c->n_items; i++)
+                if (!c->items[i].done) {
+                        counts[c->items[i].kind]++;
+                        remaining++;
+                }
+        for (size_t k = 0; j && k < _OSC_WORK_KIND_MAX; k++)
+                if (counts[k] > 0 && json_object_set_new(j, work_kind_table[k], json_integer((json_int_t) counts[k])) < 0) {
+                        json_decref(j);
+                        return NULL;
+                }
+        *ret_remaining = remaining;
+        return j;
+}
+
+json_t *osc_changes_plan_json(const OscChanges *c, size_t budget) {
+        bool whole = budget == SIZE_MAX;
+        size_t string_max = whole ? SIZE_MAX : OSC_PLAN_STRING_MAX, remaining = 0, listed = 0, used;
+        json_t *counts = plan_counts(c, &remaining), *j, *items;
+
+        j = json_pack("{s:[], s:I, s:o, s:[], s:I}", "inPlace", "remaining", (json_int_t) remaining, "counts", counts,
+                      "items", "more", (json_int_t) remaining);
         if (!j)
                 return NULL;
-        in_place = json_object_get(j, "inPlace");
         items = json_object_get(j, "items");
-        for (size_t i = 0; i < ELEMENTSOF(flags); i++)
-                if (*(const bool *) ((const uint8_t *) &c->in_place + flags[i].offset) &&
-                    json_array_append_new(in_place, json_string(flags[i].name)) < 0)
-                        goto fail;
+        if (plan_in_place(&c->in_place, json_object_get(j, "inPlace")) < 0)
+                goto fail;
+        /* "more" is there at its widest already: the items fill what the budget leaves. */
+        used = whole ? 0 : json_length(j);
         for (size_t i = 0; i < c->n_items; i++) {
-                _cleanup_free_ char *d = NULL;
                 const OscWork *w = &c->items[i];
+                json_t *item;
+                size_t n;
 
                 if (w->done)
                         continue;
-                if (osc_work_describe(w, &d) < 0 ||
-                    json_array_append_new(items, json_pack("{s:s, s:s*, s:s}", "action", osc_work_kind_to_string(w->kind),
-                                                           "target", osc_work_target(w), "description", d)) < 0)
+                item = plan_item(w, string_max);
+                if (!item)
                         goto fail;
+                n = whole ? 0 : json_length(item) + 1;
+                if (!whole && (n > budget || used + n > budget)) {
+                        json_decref(item);
+                        break;
+                }
+                if (json_array_append_new(items, item) < 0)
+                        goto fail;
+                used += n;
+                listed++;
         }
+        if (json_object_set_new(j, "more", json_integer((json_int_t) (remaining - listed))) < 0)
+                goto fail;
         return j;
 fail:
         json_decref(j);

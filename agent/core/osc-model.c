@@ -74,6 +74,7 @@ OscModel *osc_model_free(OscModel *m) {
         for (size_t i = 0; i < m->n_files; i++)
                 osc_file_done(&m->files[i]);
         free(m->files);
+        free(m->files_by_path);
         for (size_t i = 0; i < m->n_units; i++)
                 osc_unit_done(&m->units[i]);
         free(m->units);
@@ -619,10 +620,62 @@ const OscUnit *osc_model_find_unit(const OscModel *m, const char *name) {
 }
 
 const OscFile *osc_model_find_file(const OscModel *m, const char *path) {
-        for (size_t i = 0; m && i < m->n_files; i++)
-                if (streq_ptr(m->files[i].path, path))
-                        return &m->files[i];
+        size_t lo = 0, hi = m && path ? m->n_files : 0;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                const OscFile *f = &m->files[m->files_by_path[mid]];
+                int c = strcmp(f->path, path);
+
+                if (c == 0)
+                        return f;
+                if (c < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
         return NULL;
+}
+
+/* By path, then by position: the first of equal paths sorts first. */
+static int compare_files(const void *a, const void *b, void *userdata) {
+        const OscFile *files = userdata;
+        size_t x = *(const size_t *) a, y = *(const size_t *) b;
+        int c = strcmp(files[x].path, files[y].path);
+
+        return c != 0 ? c : (x > y) - (x < y);
+}
+
+/* CollectAllFiles keeps one entry per path, the first (spec before status): the later ones are
+ * dropped here, in one sort rather than a lookup per entry, and the sorted order is kept for
+ * osc_model_find_file(). */
+static int index_files(OscModel *m) {
+        _cleanup_free_ size_t *order = calloc(m->n_files + 1, sizeof(size_t)), *position = NULL;
+        _cleanup_free_ bool *dropped = calloc(m->n_files + 1, sizeof(bool));
+        size_t kept = 0, j = 0;
+
+        position = calloc(m->n_files + 1, sizeof(size_t));
+        if (!order || !dropped || !position)
+                return -ENOMEM;
+        for (size_t i = 0; i < m->n_files; i++)
+                order[i] = i;
+        qsort_r(order, m->n_files, sizeof(size_t), compare_files, m->files);
+        for (size_t k = 1; k < m->n_files; k++)
+                dropped[order[k]] = streq(m->files[order[k]].path, m->files[order[k - 1]].path);
+        for (size_t i = 0; i < m->n_files; i++) {
+                if (dropped[i]) {
+                        osc_file_done(&m->files[i]);
+                        continue;
+                }
+                position[i] = kept;
+                m->files[kept++] = m->files[i];
+        }
+        for (size_t k = 0; k < m->n_files; k++)
+                if (!dropped[order[k]])
+                        order[j++] = position[order[k]];
+        m->n_files = kept;
+        m->files_by_path = TAKE_PTR(order);
+        return 0;
 }
 
 static int decode_units(const json_t *list, const char *where, OscModel *m, char **ret_error) {
@@ -675,17 +728,13 @@ static int decode_files(const json_t *list, const char *where, bool in_status, c
                 if (r < 0)
                         return r;
                 f.in_status = in_status;
-                /* CollectAllFiles' host filter; a second entry for the same path is dropped (the
-                 * first, spec before status, is the one the diff would see). */
-                if ((f.host_name && !streq_ptr(f.host_name, opts->host_name)) || osc_model_find_file(m, f.path)) {
+                /* CollectAllFiles' host filter; a second entry for the same path is dropped by
+                 * index_files() (the first, spec before status, is the one the diff would see). */
+                if (f.host_name && !streq_ptr(f.host_name, opts->host_name)) {
                         osc_file_done(&f);
                         continue;
                 }
-                if (m->n_files >= OSC_MODEL_FILES_MAX) {
-                        osc_file_done(&f);
-                        return error_setf(ret_error, -EINVAL, "%s: more than %d files", where, OSC_MODEL_FILES_MAX);
-                }
-                m->files[m->n_files++] = f;
+                m->files[m->n_files++] = f;     /* room for all: decode_lists() checked the count */
         }
         return 0;
 }
@@ -906,6 +955,8 @@ static int decode_lists(const json_t *spec, const json_t *status, const OscModel
                 r = decode_files(sf, "spec.files", false, opts, m, ret_error);
         if (r >= 0)
                 r = decode_files(xf, "status.extensionFiles", true, opts, m, ret_error);
+        if (r >= 0)
+                r = index_files(m);
         return r;
 }
 

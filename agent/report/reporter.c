@@ -5,9 +5,13 @@
 #include <systemd/sd-daemon.h>
 
 #include "kube/kube-path.h"
+#include "core/annotation-budget.h"
 #include "report/reporter.h"
 #include "util/log.h"
+#include "util/utf8.h"
 #include "util/time-util.h"
+
+#define CONDITION_MESSAGE_MAX 8192U
 
 /* One report action's writes: `done` runs when the last of them finished. */
 typedef struct ReportJob {
@@ -259,9 +263,17 @@ static int patch_condition(Reporter *r, const char *type, bool status, const cha
         const NodeCondition *old = node_view_condition(r->node, type);
         const char *s = status ? "True" : "False";
         _cleanup_(json_decrefp) json_t *body = NULL;
+        _cleanup_free_ char *cut = NULL;
         char now[RFC3339_MAX];
         const char *transition;
 
+        /* Bounded like the annotations: the Node's size is shared with kubelet's status. */
+        if (message && strlen(message) > CONDITION_MESSAGE_MAX) {
+                cut = utf8_sanitize(message, strlen(message), CONDITION_MESSAGE_MAX);
+                if (!cut)
+                        return -ENOMEM;
+                message = cut;
+        }
         if (old && old->present && streq_ptr(old->status, s) && streq_ptr(strempty(old->reason), strempty(reason)) &&
             streq_ptr(strempty(old->message), strempty(message)))
                 return 0;
@@ -317,20 +329,24 @@ int reporter_emit_event_action(Reporter *r, const char *type, const char *reason
 
 /* ---- the core's report actions --------------------------------------------------------------------- */
 
-/* Our JSON annotations hold the compact encoding; null removes the annotation. */
-static int set_json_annotation(json_t *obj, const char *key, const json_t *value) {
-        _cleanup_free_ char *s = NULL;
+/* A label's value (validated where it is made); null removes it. */
+static int set_label(json_t *obj, const char *key, const char *value) {
+        return json_object_set_new(obj, key, value ? json_string(value) : json_null()) < 0 ? -ENOMEM : 0;
+}
 
-        if (!value)
-                return json_object_set_new(obj, key, json_null()) < 0 ? -ENOMEM : 0;
-        s = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
-        if (!s || json_object_set_new(obj, key, json_string(s)) < 0)
-                return -ENOMEM;
-        return 0;
+/* Every annotation value stays within the key's share of the Node's annotation space
+ * (core/annotation-budget.h); null removes the annotation. Our JSON annotations hold the compact
+ * encoding. */
+static int set_json_annotation(json_t *obj, const char *key, const json_t *value) {
+        _cleanup_free_ char *s = value ? annotation_fit_json(key, value) : NULL;
+
+        return value && !s ? -ENOMEM : set_label(obj, key, s);
 }
 
 static int set_string(json_t *obj, const char *key, const char *value) {
-        return json_object_set_new(obj, key, value ? json_string(value) : json_null()) < 0 ? -ENOMEM : 0;
+        _cleanup_free_ char *s = value ? annotation_fit_string(key, value) : NULL;
+
+        return value && !s ? -ENOMEM : set_label(obj, key, s);
 }
 
 /* The labels and annotations one report action writes (CONTRACT §6, §8.12; GNP §6.4 step 25). */
@@ -348,7 +364,7 @@ static int build_metadata(const UpdateAction *a, json_t *labels, json_t *ann) {
                 if (a->checksum)
                         k = set_string(ann, NODE_ANNOTATION_CHECKSUM, a->checksum);
                 if (k >= 0 && a->version)
-                        k = set_string(labels, NODE_LABEL_KUBERNETES_VERSION, a->version);
+                        k = set_label(labels, NODE_LABEL_KUBERNETES_VERSION, a->version);
                 return k;
         case UPDATE_ACTION_REPORT_RESULT:
                 /* The final progress and update-result travel in one patch (CONTRACT §8.12). */
@@ -357,7 +373,7 @@ static int build_metadata(const UpdateAction *a, json_t *labels, json_t *ann) {
                 if (k >= 0)
                         k = set_json_annotation(ann, NODE_ANNOTATION_FAILURE, a->failure);
                 if (k >= 0 && a->result != NODE_UPDATE_RESULT_NONE)
-                        k = set_string(labels, NODE_LABEL_UPDATE_RESULT, node_update_result_to_string(a->result));
+                        k = set_label(labels, NODE_LABEL_UPDATE_RESULT, node_update_result_to_string(a->result));
                 if (k >= 0 && a->clear_marker) {
                         k = set_string(ann, NODE_ANNOTATION_UPDATING_OS, NULL);
                         if (k >= 0)

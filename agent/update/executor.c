@@ -587,6 +587,13 @@ static int run_apply_osc(Executor *e, const UpdateAction *a) {
         int r;
 
         r = osc_runner_apply(e->osc_runner, a->checksum, executor_on_osc_applied, e);
+        if (r == -ENODATA) {
+                /* Resumed after a restart, and the work list cannot be read or computed now. */
+                UpdateFailureCode code;
+                const char *why = osc_runner_error(e->osc_runner, &code);
+
+                return executor_fail_now(e, r, code, why);
+        }
         if (r == -ESTALE)
                 /* The OSC moved on while this transaction was applying: it fails (FileApplyFailed is
                  * retried), and the next transaction applies the new OSC against the last-applied one. */
@@ -821,7 +828,7 @@ static void executor_decide(Executor *e) {
 
         /* Once the Node is known, present or not: a fresh node's first OSC goes on without it. */
         if (e->node_known)
-                osc_runner_prepare(e->osc_runner, e->osc, e->node, os_version, &osc_work);
+                osc_runner_prepare(e->osc_runner, e->osc, e->node, os_version, executor_now(e), &osc_work);
         else
                 osc_work = (OscWorkView) { .error_code = _UPDATE_FAILURE_INVALID };
         in = (UpdateInput) {
@@ -1000,7 +1007,8 @@ int executor_new(const ExecutorDeps *deps, Executor **ret, char **ret_error) {
                 return error_setf(ret_error, r, "cannot set up the registry client: %s", strerror(-r));
 
         r = osc_runner_new(&(OscRunnerDeps) { .event = e->event, .config = c, .http = deps->http,
-                                              .registry = e->registry, .units = deps->units },
+                                              .registry = e->registry, .units = deps->units,
+                                              .reporter = deps->reporter },
                             &e->osc_runner);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the OSC applier: %s", strerror(-r));

@@ -32,6 +32,12 @@
 #define REGISTRY_PROBE_REQUEST_TIMEOUT_USEC (5 * USEC_PER_SEC)
 #define REGISTRY_PROBE_TIMEOUT_USEC (300 * USEC_PER_SEC)
 #define REGISTRY_CA_MAX (1024 * 1024)
+/* A work list that cannot be computed for a reason that can go away (a full or unreadable state
+ * directory) is computed again after 1 s, doubling up to 5 min. */
+#define PREPARE_RETRY_FIRST_USEC USEC_PER_SEC
+#define PREPARE_RETRY_MAX_USEC (300 * USEC_PER_SEC)
+/* The whole plan goes to the journal in lines of about this many bytes. */
+#define PLAN_LOG_LINE_MAX 4000
 
 struct OscRunner {
         OscRunnerDeps deps;             /* borrowed */
@@ -46,9 +52,11 @@ struct OscRunner {
         size_t yaml_size;
         bool committed;                 /* it is the last-applied OSC */
         OscChanges *changes;            /* owned: the remaining work; NULL when committed or on error */
-        json_t *plan;                   /* owned: osc_changes_plan_json(changes) */
+        json_t *plan;                   /* owned: osc_changes_plan_json(changes), the summary */
         char *error;                    /* owned: why no work list could be computed */
         UpdateFailureCode error_code;
+        uint64_t retry_usec;            /* a retriable error: compute again at this time */
+        unsigned failures;              /* retriable errors in a row, for the back-off */
         char *logged_error;             /* owned: the last error written to the journal */
 
         /* The run in flight. */
@@ -78,6 +86,8 @@ static void prepared_clear(OscRunner *r) {
         r->plan = NULL;
         r->error = mfree(r->error);
         r->error_code = _UPDATE_FAILURE_INVALID;
+        r->retry_usec = 0;
+        r->failures = 0;
 }
 
 static void run_clear(OscRunner *r) {
@@ -121,23 +131,65 @@ static const char *baseline_to_string(OscBaseline b) {
         }
 }
 
-static void prepare_failed(OscRunner *r, int error, char *message) {
-        /* A bad desired state (undecodable, an unknown codec, a bad path) cannot be fixed by retrying;
-         * a state directory we cannot write can. */
-        r->error_code = (error == -EINVAL || error == -EBADMSG || error == -EFBIG || error == -ENODATA) ? UPDATE_FAILURE_INVALID_DESIRED_STATE
-                                                                            : UPDATE_FAILURE_FILE_APPLY_FAILED;
+static void warning_event(OscRunner *r, const char *reason, const char *message) {
+        if (r->deps.reporter)
+                (void) reporter_emit_event(r->deps.reporter, "Warning", reason, message);
+}
+
+static void prepare_failed(OscRunner *r, int error, char *message, uint64_t now_usec) {
+        /* A bad desired state (undecodable, an unknown codec, a bad path) cannot be fixed by retrying,
+         * nor can a file among the agent's own (-EPERM, core/osc-protected: FileApplyFailed naming it);
+         * a state directory we cannot write can: computed again with back-off. */
+        bool invalid = error == -EINVAL || error == -EBADMSG || error == -EFBIG || error == -ENODATA;
+        bool final = invalid || error == -EPERM;
+
+        r->error_code = invalid ? UPDATE_FAILURE_INVALID_DESIRED_STATE : UPDATE_FAILURE_FILE_APPLY_FAILED;
+        r->retry_usec = final ? 0
+                                : now_usec + MIN(PREPARE_RETRY_FIRST_USEC << MIN(r->failures, 16u), PREPARE_RETRY_MAX_USEC);
+        r->failures = final ? 0 : r->failures + 1;
         r->error = message;
         if (!r->error && asprintf(&r->error, "cannot compute the changes of the OSC: %s", strerror(-error)) < 0)
                 r->error = NULL;
         if (r->error && !streq_ptr(r->error, r->logged_error)) {
-                log_error("OSC %s: %s", strempty(r->checksum), r->error);
+                log_error("OSC %s: %s%s", strempty(r->checksum), r->error, final ? "" : " (retrying with back-off)");
+                if (!final)
+                        warning_event(r, "OSCChangesNotComputed", r->error);
                 (void) free_and_strdup(&r->logged_error, r->error);
         }
 }
 
-static void prepare_now(OscRunner *r, OscDesired *osc, const char *os_version) {
+/* The whole plan in the journal (the Node gets a summary): the remaining items, "; "-separated, in
+ * lines of about PLAN_LOG_LINE_MAX bytes. */
+static void log_plan(const OscRunner *r) {
+        const OscChanges *c = r->changes;
+        size_t total = osc_changes_remaining(c), first = 0, n = 0, len = 0;
+        _cleanup_free_ char *line = NULL;
+
+        for (size_t i = 0; i < c->n_items; i++) {
+                _cleanup_free_ char *d = NULL;
+                char *grown;
+
+                if (c->items[i].done || osc_work_describe(&c->items[i], &d) < 0)
+                        continue;
+                grown = realloc(line, len + strlen(d) + 3);
+                if (!grown)
+                        return;
+                line = grown;
+                len += (size_t) sprintf(line + len, "%s%s", n > 0 ? "; " : "", d);
+                n++;
+                if (len < PLAN_LOG_LINE_MAX)
+                        continue;
+                log_info("OSC %s plan, items %zu-%zu of %zu: %s", r->checksum, first + 1, first + n, total, line);
+                first += n;
+                n = len = 0;
+        }
+        if (n > 0)
+                log_info("OSC %s plan, items %zu-%zu of %zu: %s", r->checksum, first + 1, first + n, total, line);
+}
+
+static void prepare_now(OscRunner *r, OscDesired *osc, const char *os_version, uint64_t now_usec) {
         const Config *c = r->deps.config;
-        _cleanup_free_ char *error = NULL;
+        _cleanup_free_ char *error = NULL, *warning = NULL;
         OscBaseline baseline = OSC_BASELINE_NONE;
         int k;
 
@@ -150,7 +202,7 @@ static void prepare_now(OscRunner *r, OscDesired *osc, const char *os_version) {
                 r->yaml_size = size;
                 r->checksum = strdup(osc->checksum);
                 if (!r->checksum || !r->yaml)
-                        return prepare_failed(r, -ENOMEM, NULL);
+                        return prepare_failed(r, -ENOMEM, NULL, now_usec);
         } else
                 r->error = mfree(r->error);     /* a retry of the same OSC */
 
@@ -170,16 +222,25 @@ static void prepare_now(OscRunner *r, OscDesired *osc, const char *os_version) {
                         .replaced_units = c->osc.replaced_units,
                         .protected = &r->own_files,
                         .self_unit = c->restart.self_unit,
-                }, &r->changes, &baseline, &error);
+                }, &r->changes, &baseline, &warning, &error);
+        if (warning) {
+                /* A corrupt bookkeeping file was moved aside: the work starts over, and says so. */
+                log_warning("OSC %s: %s.", r->checksum, warning);
+                warning_event(r, "CorruptStateFile", warning);
+        }
         if (k < 0)
-                return prepare_failed(r, k, TAKE_PTR(error));
-        r->plan = osc_changes_plan_json(r->changes);
+                return prepare_failed(r, k, TAKE_PTR(error), now_usec);
+        r->plan = osc_changes_plan_json(r->changes, OSC_PLAN_SUMMARY_BUDGET);
         if (!r->plan)
-                return prepare_failed(r, -ENOMEM, NULL);
+                return prepare_failed(r, -ENOMEM, NULL, now_usec);
         r->logged_error = mfree(r->logged_error);
-        log_info("OSC %s: %zu change(s) to apply (%s)%s.", r->checksum,
-                 r->changes->n_items - osc_changes_next(r->changes), baseline_to_string(baseline),
-                 osc_in_place_flags_any(&r->changes->in_place) ? "; in-place changes wait for ReadyForUpdate" : "");
+        r->failures = 0;
+        r->retry_usec = 0;
+        log_info("OSC %s: %zu change(s) to apply (%s)%s; the whole plan is in %s/%s.", r->checksum,
+                 osc_changes_remaining(r->changes), baseline_to_string(baseline),
+                 osc_in_place_flags_any(&r->changes->in_place) ? "; in-place changes wait for ReadyForUpdate" : "",
+                 c->state_directory, OSC_STATE_PLAN);
+        log_plan(r);
 }
 
 static bool restarts_unit(const OscChanges *c, const char *unit) {
@@ -194,7 +255,7 @@ static bool restarts_unit(const OscChanges *c, const char *unit) {
 }
 
 void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, const char *os_version,
-                        OscWorkView *ret) {
+                        uint64_t now_usec, OscWorkView *ret) {
         assert(r && ret);
 
         *ret = (OscWorkView) { .error_code = _UPDATE_FAILURE_INVALID };
@@ -206,12 +267,13 @@ void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, con
         if (node && streq_ptr(node->applied_checksum, osc->checksum))
                 return;
         assert(!r->applier && !r->guard && !r->reach);     /* the executor never decides while a run is in flight */
-        if (!streq_ptr(r->checksum, osc->checksum) || r->error)
-                prepare_now(r, osc, os_version);
+        if (!streq_ptr(r->checksum, osc->checksum) || (r->error && now_usec >= r->retry_usec))
+                prepare_now(r, osc, os_version, now_usec);
 
         if (r->error) {
                 ret->error = r->error;
                 ret->error_code = r->error_code;
+                ret->retry_usec = r->retry_usec;
                 return;
         }
         if (r->committed || !r->changes)
@@ -523,15 +585,16 @@ static void on_masked(OscApplier *a, const char *path, const char *left_out, voi
         log_warning("%s is masked (a symlink to /dev/null): %s; unmask it for the OSC to manage it.", path, left_out);
 }
 
-static int on_item_done(OscApplier *a, size_t index, void *userdata) {
+static int on_items_done(OscApplier *a, const size_t *indices, size_t n, void *userdata) {
         OscRunner *r = userdata;
         const char *self = r->deps.config->restart.self_unit;
         int k;
 
-        k = osc_state_save_changes(r->deps.config->state_directory, r->changes);
-        if (k >= 0 && unit_guard_is_self_restart(self, &r->changes->items[index]))
-                log_notice("OSC %s changed the agent's own unit %s: restarting it now (marked done first, so "
-                           "once); the next process finishes the OSC.", r->checksum, self);
+        k = osc_state_save_done(r->deps.config->state_directory, r->changes, indices, n);
+        for (size_t i = 0; k >= 0 && i < n; i++)
+                if (unit_guard_is_self_restart(self, &r->changes->items[indices[i]]))
+                        log_notice("OSC %s changed the agent's own unit %s: restarting it now (marked done first, "
+                                   "so once); the next process finishes the OSC.", r->checksum, self);
         return k;
 }
 
@@ -626,7 +689,7 @@ static int on_nothing_to_run(sd_event_source *s, void *userdata) {
 
 static int start_applier(OscRunner *r) {
         static const OscApplierCallbacks cb = {
-                .item_done = on_item_done,
+                .items_done = on_items_done,
                 .finished = on_finished,
                 .external = on_external,
                 .masked = on_masked,
@@ -701,7 +764,9 @@ int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, voi
         assert(r && done);
         if (r->applier || r->guard || r->reach || r->answer)
                 return -EBUSY;
-        if (!streq_ptr(r->checksum, checksum) || r->error || (!r->committed && !r->changes))
+        if (streq_ptr(r->checksum, checksum) && r->error)
+                return -ENODATA;
+        if (!streq_ptr(r->checksum, checksum) || (!r->committed && !r->changes))
                 return -ESTALE;
         r->done = done;
         r->userdata = userdata;
@@ -719,6 +784,12 @@ int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, voi
         if (k < 0)
                 run_clear(r);
         return k;
+}
+
+const char *osc_runner_error(const OscRunner *r, UpdateFailureCode *ret_code) {
+        if (ret_code)
+                *ret_code = r->error_code;
+        return r->error;
 }
 
 void osc_runner_cancel(OscRunner *r) {

@@ -123,6 +123,23 @@ int write_file_atomic_temp_name(const char *path, char **ret) {
         return 0;
 }
 
+int write_full(int fd, const void *data, size_t size) {
+        const char *p = data;
+
+        while (size > 0) {
+                ssize_t n = write(fd, p, size);
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += n;
+                size -= (size_t) n;
+        }
+        return 0;
+}
+
 int write_file_atomic(const char *path, const void *data, size_t size, mode_t mode) {
         _cleanup_close_ int dir_fd = -EBADF;
         const char *name;
@@ -148,8 +165,6 @@ int create_temp_at(int dir_fd, const char *tmp, mode_t mode) {
 int write_file_atomic_at(int dir_fd, const char *name, const void *data, size_t size, mode_t mode) {
         _cleanup_free_ char *tmp = NULL;
         _cleanup_close_ int fd = -EBADF;
-        const char *p = data;
-        size_t left = size;
         int r;
 
         assert(name);
@@ -162,17 +177,9 @@ int write_file_atomic_at(int dir_fd, const char *name, const void *data, size_t 
         if (fd < 0)
                 return fd;
 
-        while (left > 0) {
-                ssize_t n = write(fd, p, left);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        r = -errno;
-                        goto fail;
-                }
-                p += n;
-                left -= (size_t) n;
-        }
+        r = write_full(fd, data, size);
+        if (r < 0)
+                goto fail;
         if (fchmod(fd, mode) < 0 || fsync(fd) < 0) {
                 r = -errno;
                 goto fail;

@@ -12,13 +12,18 @@
  * hosts.toml) go to the `external` hook, which answers with
  * osc_applier_external_done(); without a hook they fail with UnsupportedChange.
  *
- * After each item the applier marks it done in the OscChanges and calls `item_done`, where the
- * owner persists the changes (so a SIGKILL resumes exactly after the last persisted item). The one
- * exception is the agent restarting itself (a restart of `self_unit`): systemd stops us while that
- * job runs, so it is marked done and persisted first, and happens at most once. The first
+ * After each item the applier marks it done in the OscChanges and hands it to `items_done`, where
+ * the owner persists it (so a SIGKILL resumes exactly after the last persisted item): a unit item,
+ * a job or external work at once; writes and removals of files, which are idempotent, together with
+ * the ones before them once the applier returns to the event loop (at the latest every 50 ms, so a
+ * 10,000-file OSC never blocks the loop, and costs one fdatasync per batch, not per file). The one exception
+ * is the agent restarting itself (a restart of `self_unit`): systemd stops us while that job runs, so
+ * it is marked done and persisted first, and happens at most once. The first
  * failing item stops the run: `finished` gets the failure code (FileApplyFailed, UnitApplyFailed,
  * UnsupportedChange), the path or unit, and the errno / D-Bus message; the item stays not done, so
- * the owner's retry (with backoff) starts there again.
+ * the owner's retry (with backoff) starts there again. Unit commands are the exception, as upstream
+ * runs them all at once: a failed restart or stop does not hold back the other units' commands; the
+ * run fails with the first failed one after the last command, and only the failed ones are left.
  *
  * Ownership: the OscApplier borrows the UnitControl and the OscChanges (both must outlive it) and
  * owns its copies of the paths. Callbacks never run from inside the call that started the work. */
@@ -41,9 +46,9 @@ typedef struct OscApplyFailure {
 } OscApplyFailure;
 
 typedef struct OscApplierCallbacks {
-        /* Item `index` is done; persist the changes now. A negative return stops the run (the item
-         * stays done in memory but the owner knows it is not persisted). */
-        int (*item_done)(OscApplier *a, size_t index, void *userdata);
+        /* Items `indices[0..n)` are done (in order); persist that now. A negative return stops the
+         * run (the items stay done in memory but the owner knows they are not persisted). */
+        int (*items_done)(OscApplier *a, const size_t *indices, size_t n, void *userdata);
         /* The run is over: failure NULL when every item is done. Borrowed pointers, valid during the
          * call. The applier may be freed from here. */
         void (*finished)(OscApplier *a, const OscApplyFailure *failure, void *userdata);

@@ -362,6 +362,8 @@ typedef struct OscWorkView {
         const json_t *plan;             /* borrowed: osc_changes_plan_json(); NULL: none */
         UpdateFailureCode error_code;   /* the work could not be computed: why (blocks the update) */
         const char *error;              /* borrowed: names the field or file; NULL: no error */
+        uint64_t retry_usec;            /* error is retriable (not the desired state's fault): the
+                                         * work list is computed again at this time; 0: not retried */
 } OscWorkView;
 
 typedef struct UpdateInput {

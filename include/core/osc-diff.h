@@ -10,10 +10,11 @@
  * with steps 10-16 and waits for them at step 17, so their items stand there.
  *
  * The OscChanges is also the persisted "remaining work" (CONTRACT §9.2, last-computed-osc-changes):
- * the executor marks each item done as soon as it is applied and saves osc_changes_to_json(); after
- * a SIGKILL it loads the saved changes (same checksum) and continues at the first item not done.
- * Each item is idempotent on its own (a file write, a unit command), so the one that was running
- * at the kill is the only one that can run twice.
+ * osc_changes_to_json() is saved once, and the items done since are recorded by index
+ * (apply/osc-state.h); after a SIGKILL the saved changes (same checksum) are loaded, the recorded
+ * items marked done, and the work continues at the first item not done. Each item is idempotent on
+ * its own (a file write, a unit command): only the one running at the kill, and file writes not
+ * recorded yet (apply/osc-apply.h), can run twice; a unit command is recorded the moment it is done.
  *
  * A command for the agent's own unit (restart.selfUnit; the OSC changed it) is the very last item:
  * the agent restarting itself ends its run, and whatever is left resumes in the next process
@@ -85,7 +86,7 @@ typedef struct OscChanges {
         bool containerd_config_changed;
         OscInPlaceFlags in_place;
         OscWork *items;
-        size_t n_items;
+        size_t n_items, n_alloc;
 } OscChanges;
 
 typedef struct OscDiffInput {
@@ -110,8 +111,14 @@ int osc_diff(const OscDiffInput *in, OscChanges **ret, char **ret_error);
 bool osc_in_place_flags_any(const OscInPlaceFlags *f);
 bool osc_in_place_flags_kubelet(const OscInPlaceFlags *f);
 
+/* Index of the first item not done at or after `from`, or n_items when there is none. */
+size_t osc_changes_next_from(const OscChanges *c, size_t from);
 /* Index of the first item not done, or n_items when everything is applied. */
-size_t osc_changes_next(const OscChanges *c);
+static inline size_t osc_changes_next(const OscChanges *c) {
+        return osc_changes_next_from(c, 0);
+}
+/* How many items are not done (with gaps: a failed unit command stays while later ones are done). */
+size_t osc_changes_remaining(const OscChanges *c);
 /* Marks item `i` done. */
 void osc_changes_mark_done(OscChanges *c, size_t i);
 static inline bool osc_changes_complete(const OscChanges *c) {
@@ -130,10 +137,16 @@ int osc_work_describe(const OscWork *w, char **ret);
 /* What the item acts on: the path, unit, upstream; NULL for daemon-reload and kubelet-health. */
 const char *osc_work_target(const OscWork *w);
 
-/* The remaining work for the plan annotation (inplace-agent/plan), so an operator sees before the
- * drain what will change: {"inPlace": [flags set], "items": [{"action", "target", "description"}]}
- * with the items not done yet, in order. */
-json_t *osc_changes_plan_json(const OscChanges *c);
+/* The remaining work as a plan, so an operator sees before the drain what will change:
+ *   {"inPlace": [flags set], "counts": {"write-file": 2500, ...}, "remaining": n,
+ *    "items": [{"action", "target", "description"}, ...], "more": n - listed}
+ * with the items not done yet, in order. With a `budget` (bytes of its compact JSON) the items
+ * listed are the first that fit, their strings cut at OSC_PLAN_STRING_MAX: the summary for the plan
+ * annotation (inplace-agent/plan, which shares the Node's 256 KiB of annotations with everyone).
+ * budget SIZE_MAX lists every item whole: the plan for the state directory and the journal. */
+#define OSC_PLAN_SUMMARY_BUDGET (16 * 1024)
+#define OSC_PLAN_STRING_MAX 256
+json_t *osc_changes_plan_json(const OscChanges *c, size_t budget);
 
 /* RFC 3339 timestamp -> seconds since the epoch (metav1.Time precision). -EINVAL if not one. */
 int osc_parse_rfc3339(const char *s, int64_t *ret);

@@ -102,8 +102,9 @@ typedef struct OscRegistry {
 } OscRegistry;
 
 typedef struct OscModel {
-        OscFile *files;
+        OscFile *files;                 /* in the OSC's order, one per path */
         size_t n_files;
+        size_t *files_by_path;          /* indices into files, sorted by path (osc_model_find_file) */
         OscUnit *units;
         size_t n_units;
 
@@ -135,6 +136,7 @@ int osc_model_decode_yaml(const char *data, size_t size, const OscModelOptions *
                           char **ret_error);
 int osc_model_decode(const json_t *doc, const OscModelOptions *opts, OscModel **ret, char **ret_error);
 
+/* The file at `path`: a binary search, so diffing two 10,000-file OSCs stays O(n log n). */
 const OscFile *osc_model_find_file(const OscModel *m, const char *path);
 const OscUnit *osc_model_find_unit(const OscModel *m, const char *name);
 

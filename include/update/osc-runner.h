@@ -8,9 +8,12 @@
  *   osc_runner_prepare()  before every decision: for the current OSC, either "committed" (its osc.yaml
  *                         is the last-applied one), or the work list (apply/osc-state: the saved
  *                         remaining work of this checksum, else the diff against the baseline, saved
- *                         before anything runs). Fills the decider's OscWorkView.
+ *                         before anything runs; a corrupt bookkeeping file is moved aside with a
+ *                         Warning Event and the work starts over). Fills the decider's OscWorkView;
+ *                         its plan is a summary within a byte budget, the whole plan goes to the
+ *                         journal and <stateDirectory>/last-computed-osc-plan.json.
  *   osc_runner_apply()    the APPLY_OSC action: runs the remaining items with apply/osc-apply,
- *                         persisting after each one, answers the items the applier cannot do itself
+ *                         persisting after each one (a line in the done-log), answers the items the applier cannot do itself
  *                         (secretRef files: an uncached GET of the Secret; the kubelet's imageRef:
  *                         the kubelet store owns that binary; any other imageRef file: pulled and
  *                         verified by the same registry code into <stateDirectory>/osc-images,
@@ -37,6 +40,7 @@
 #include "kube/kube-client.h"
 #include "net/http.h"
 #include "oci/registry.h"
+#include "report/reporter.h"
 #include "systemd/unit-control.h"
 #include "util/macro.h"
 
@@ -48,6 +52,7 @@ typedef struct OscRunnerDeps {
         Http *http;
         RegistryClient *registry;       /* for imageRef files */
         UnitControl *units;             /* NULL until the bus was up: every run fails (UnitApplyFailed) */
+        Reporter *reporter;             /* Warning Events (a corrupt state file moved aside); NULL: none */
 } OscRunnerDeps;
 
 /* error >= 0: every item applied and the OSC committed. Else code and message say why. */
@@ -70,14 +75,21 @@ void osc_runner_set_desired(OscRunner *r, const char *checksum);
 /* Prepares the work of `osc` (NULL: none) if it is not prepared yet and fills *ret (pointers into
  * the runner, valid until the next call). `os_version` is the running OS version for the diff's
  * operatingSystem flag. Nothing is prepared while the Node already carries osc's checksum; `node`
- * NULL: the Node does not exist (a fresh node's first OSC is applied before it). */
+ * NULL: the Node does not exist (a fresh node's first OSC is applied before it). A work
+ * list that could not be computed for a reason that can go away (the state directory full or
+ * unreadable) is computed again from `now_usec` >= ret->retry_usec (back-off 1 s doubling to 5 min;
+ * a Warning Event per distinct error); one the desired state is at fault for, at every call. */
 void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, const char *os_version,
-                        OscWorkView *ret);
+                        uint64_t now_usec, OscWorkView *ret);
 
 /* Applies the prepared work of `checksum`; `done` is called from the loop, never from inside. 0, or
- * -ESTALE when the prepared work is for another checksum (the OSC moved on), -EBUSY while a run is in
- * flight, -errno when it cannot start. */
+ * -ESTALE when the prepared work is for another checksum (the OSC moved on), -ENODATA when its work
+ * list could not be computed (osc_runner_error() says why), -EBUSY while a run is in flight, -errno
+ * when it cannot start. */
 int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, void *userdata);
+
+/* Why the prepared OSC has no work list (NULL: it has one), and its failure code. */
+const char *osc_runner_error(const OscRunner *r, UpdateFailureCode *ret_code);
 
 /* Right before the checksum of an applied OSC is written (GNP §6.4 step 22, upstream's reconcile end
  * "once the Node exists", CONTRACT §9.6): the kubelet's bootstrap kubeconfig and GNA's bootstrap token

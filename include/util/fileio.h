@@ -14,6 +14,9 @@ int read_full_file(const char *path, size_t max_size, char **ret_data, size_t *r
 /* The same for an open file (read from its current offset; the caller keeps the fd). */
 int read_full_fd(int fd, size_t max_size, char **ret_data, size_t *ret_size);
 
+/* write() until all of `data` is written (EINTR retried); -errno. */
+int write_full(int fd, const void *data, size_t size);
+
 /* Atomically replaces `path` with `data`: write to a temporary name in the same directory,
  * fsync, rename over the target, fsync the directory (CONTRACT §7). */
 int write_file_atomic(const char *path, const void *data, size_t size, mode_t mode);

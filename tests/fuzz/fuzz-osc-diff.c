@@ -85,7 +85,7 @@ static void diff_one(const OscModel *old, const OscModel *new) {
         char *err = NULL;
 
         if (osc_diff(&in, &c, &err) == 0) {
-                json_t *j = osc_changes_to_json(c), *plan = osc_changes_plan_json(c);
+                json_t *j = osc_changes_to_json(c), *plan = osc_changes_plan_json(c, OSC_PLAN_SUMMARY_BUDGET);
 
                 json_decref(plan);
 

@@ -7,12 +7,13 @@
  *
  *   1. osc_state_prepare(): the saved work for this checksum, else the diff against
  *      <state>/last-applied-osc.yaml, else against <root>/var/lib/gardener-node-agent/ (handover),
- *      else a first apply; prints {"event":"baseline",...};
+ *      else a first apply; prints {"event":"warning","message"} when a corrupt file was moved aside,
+ *      then {"event":"baseline",...};
  *   2. prints {"event":"plan","items":[...]} (osc_work_describe of the items not done);
  *   3. runs the applier on the "system" bus (DBUS_SYSTEM_BUS_ADDRESS: the test's user manager),
- *      persisting after every item and printing {"event":"item",...} (and {"event":"masked",...} for a
- *      masked unit file or drop-in left alone); --kill-after N raises SIGKILL
- *      right after the N-th item of this run was persisted;
+  *      persisting the items it hands over and printing {"event":"item",...} for each (and
+  *      {"event":"masked",...} for a masked unit file or drop-in left alone); --kill-after N raises
+  *      SIGKILL right after the persisted items of this run reached N;
  *      --external ok|fail answers the items the owner does itself (secretRef, imageRef, kubelet
  *      health) from a deferred event: success, or -EIO "simulated failure"; --containerd-path is the
  *      PATH of the injected containerd drop-in (the model option; without it none is injected);
@@ -55,16 +56,20 @@ static void emit(json_t *j) {
         json_decref(j);
 }
 
-static int item_done(OscApplier *a, size_t index, void *userdata) {
+static int items_done(OscApplier *a, const size_t *indices, size_t n, void *userdata) {
         Ctx *c = userdata;
-        _cleanup_free_ char *d = NULL;
-        int r = osc_state_save_changes(c->state, c->changes);
+        int r = osc_state_save_done(c->state, c->changes, indices, n);
 
         if (r < 0)
                 return r;
-        (void) osc_work_describe(&c->changes->items[index], &d);
-        emit(json_pack("{s:s, s:I, s:s}", "event", "item", "index", (json_int_t) index, "describe", d ?: ""));
-        if (c->kill_after > 0 && ++c->n_done == c->kill_after)
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *d = NULL;
+
+                (void) osc_work_describe(&c->changes->items[indices[i]], &d);
+                emit(json_pack("{s:s, s:I, s:s}", "event", "item", "index", (json_int_t) indices[i], "describe", d ?: ""));
+        }
+        c->n_done += (unsigned) n;
+        if (c->kill_after > 0 && c->n_done >= c->kill_after)
                 raise(SIGKILL);
         return 0;
 }
@@ -161,7 +166,7 @@ int main(int argc, char *argv[]) {
         {
                 static const char *const replaced[] = { "gardener-node-agent.service", NULL };
                 static const char *const baselines[] = { "resumed", "last-applied", "handover", "none" };
-                _cleanup_free_ char *err = NULL;
+                _cleanup_free_ char *err = NULL, *warning = NULL;
                 OscBaseline baseline;
 
                 r = osc_state_prepare(&(OscPrepareInput) {
@@ -169,11 +174,13 @@ int main(int argc, char *argv[]) {
                                 .size = c.new_size, .checksum = checksum,
                                 .model_options = { .host_name = hostname, .containerd_path = ctd_path }, .current_os_version = "1.0",
                                 .replaced_units = (char *const *) replaced, .self_unit = self_unit },
-                        &c.changes, &baseline, &err);
+                        &c.changes, &baseline, &warning, &err);
                 if (r < 0) {
                         fprintf(stderr, "oscapply: %s\n", err ?: strerror(-r));
                         return 2;
                 }
+                if (warning)
+                        emit(json_pack("{s:s, s:s}", "event", "warning", "message", warning));
                 emit(json_pack("{s:s, s:s}", "event", "baseline", "baseline", baselines[baseline]));
         }
 
@@ -197,7 +204,7 @@ int main(int argc, char *argv[]) {
                 r = osc_applier_new(c.event, uc, c.changes,
                                     &(OscApplierParams) { .root_directory = root, .unit_directory = unit_dir,
                                                           .self_unit = self_unit },
-                                    &(OscApplierCallbacks) { .item_done = item_done, .finished = finished,
+                                    &(OscApplierCallbacks) { .items_done = items_done, .finished = finished,
                                                              .external = c.external ? external : NULL,
                                                              .masked = masked },
                                     &c, &a);

@@ -2058,6 +2058,35 @@ static void test_refused_osc_already_applied(void **state) {
         world_free(w);
 }
 
+/* A work list that cannot be computed for a reason that can go away (the state directory full):
+ * nothing starts, the decision wakes when the runner computes again, and once it can the OSC
+ * applies without any other input. */
+static void test_osc_work_retriable_error_retried(void **state) {
+        World *w = world_new();
+        _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
+        uint64_t retry = w->now + 4 * USEC_PER_SEC;
+
+        world_osc(w, "c1", "1592.6", "1.31.4");
+        world_osc_work(w, false, false);
+        w->osc_work = (OscWorkView) { .error_code = UPDATE_FAILURE_FILE_APPLY_FAILED,
+                                      .error = "cannot save the work list in /var/lib/inplace-agent: No space left on device",
+                                      .retry_usec = retry };
+        world_applied(w, "c0");
+        run(w);
+        assert_log("work", w->work, "");
+        tx = load_tx(w);
+        assert_true(!tx || !tx->id);
+        assert_int_equal(w->last.wake_usec, retry);
+        assert_non_null(strstr(w->last.status, "No space left on device"));
+
+        /* The space is back: the runner's next computation succeeds. */
+        w->now = w->last.wake_usec;
+        world_osc_work(w, false, false);
+        run(w);
+        assert_string_equal(w->node->applied_checksum, "c1");
+        world_free(w);
+}
+
 static unsigned result_failures;
 
 static Outcome policy_api_down(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
@@ -2646,6 +2675,7 @@ int main(void) {
                 cmocka_unit_test(test_osc_work_error_fails_at_once),
                 cmocka_unit_test(test_refused_osc_fails_then_next_applies),
                 cmocka_unit_test(test_refused_osc_already_applied),
+                cmocka_unit_test(test_osc_work_retriable_error_retried),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

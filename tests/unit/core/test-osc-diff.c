@@ -328,9 +328,17 @@ static void test_resume(void **state) {
         json_decref(j);
         assert_int_equal(osc_changes_next(back), 2);
         assert_int_equal(back->items[2].kind, OSC_WORK_WRITE_UNIT);
+        assert_int_equal(osc_changes_remaining(back), back->n_items - 2);
+        /* A gap (a failed unit command left, a later one done): counted, and skipped from after it. */
+        osc_changes_mark_done(back, 3);
+        assert_int_equal(osc_changes_next(back), 2);
+        assert_int_equal(osc_changes_next_from(back, 3), 4);
+        assert_int_equal(osc_changes_next_from(back, back->n_items + 5), back->n_items);
+        assert_int_equal(osc_changes_remaining(back), back->n_items - 3);
         for (size_t i = 2; i < back->n_items; i++)
                 osc_changes_mark_done(back, i);
         assert_true(osc_changes_complete(back));
+        assert_int_equal(osc_changes_remaining(back), 0);
 }
 
 static void test_persisted_garbage(void **state) {
@@ -390,17 +398,67 @@ static void test_plan_json(void **state) {
 
         assert_int_equal(osc_diff(&(OscDiffInput) { .old = old, .new = new, .current_os_version = "1592.6.0" }, &c, NULL), 0);
         osc_changes_mark_done(c, 0);
-        j = osc_changes_plan_json(c);
+        j = osc_changes_plan_json(c, SIZE_MAX);
         s = json_dumps(j, JSON_COMPACT);
         json_decref(j);
         assert_string_equal(s,
-                "{\"inPlace\":[\"kubeletMinorVersion\",\"kubeletConfig\",\"cpuManagerPolicy\"],\"items\":["
+                "{\"inPlace\":[\"kubeletMinorVersion\",\"kubeletConfig\",\"cpuManagerPolicy\"],\"remaining\":5,"
+                "\"counts\":{\"write-unit\":1,\"daemon-reload\":1,\"unit-command\":1,\"kubelet-health\":1,\"delete-file\":1},"
+                "\"items\":["
                 "{\"action\":\"write-unit\",\"target\":\"kubelet.service\",\"description\":"
                 "\"write unit kubelet.service (with unit file, 0 drop-ins), remove cpu_manager_state\"},"
                 "{\"action\":\"daemon-reload\",\"description\":\"reload systemd\"},"
                 "{\"action\":\"unit-command\",\"target\":\"kubelet.service\",\"description\":\"restart unit kubelet.service\"},"
                 "{\"action\":\"kubelet-health\",\"description\":\"check kubelet health\"},"
-                "{\"action\":\"delete-file\",\"target\":\"/etc/b\",\"description\":\"remove file /etc/b\"}]}");
+                "{\"action\":\"delete-file\",\"target\":\"/etc/b\",\"description\":\"remove file /etc/b\"}],"
+                "\"more\":0}");
+}
+
+/* The plan of a 3,000-file OSC for the Node (300 KB listed whole): counts per action and the first
+ * items within the budget, a 4 KiB path cut; the whole plan lists every item. */
+static void test_plan_summary_bounded(void **state) {
+        _cleanup_(osc_model_freep) OscModel *new = NULL;
+        _cleanup_(osc_changes_freep) OscChanges *c = NULL;
+        _cleanup_free_ char *yaml = NULL, *s = NULL, *long_path = malloc(4001);
+        json_t *j, *items;
+        size_t size = 0, listed;
+        FILE *f = open_memstream(&yaml, &size);
+
+        assert_non_null(f);
+        assert_non_null(long_path);
+        memset(long_path, 'p', 4000);
+        long_path[0] = '/';
+        long_path[4000] = 0;
+        fprintf(f, "spec: {files: [{path: %s, content: {inline: {data: x}}}", long_path);
+        for (int i = 1; i < 3000; i++)
+                fprintf(f, ", {path: /etc/many/file-%05d, content: {inline: {data: x}}}", i);
+        fprintf(f, "], units: [" U_Y "]}");
+        assert_int_equal(fclose(f), 0);
+        new = decode(yaml);
+        assert_int_equal(osc_diff(&(OscDiffInput) { .new = new, .checksum = "c" }, &c, NULL), 0);
+
+        j = osc_changes_plan_json(c, OSC_PLAN_SUMMARY_BUDGET);
+        s = json_dumps(j, JSON_COMPACT);
+        assert_non_null(s);
+        assert_true(strlen(s) <= OSC_PLAN_SUMMARY_BUDGET);
+        assert_true(strlen(s) > OSC_PLAN_SUMMARY_BUDGET / 2);   /* the budget is used, not wasted */
+        assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "counts"), "write-file")), 3000);
+        assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "counts"), "write-unit")), 1);
+        assert_int_equal(json_integer_value(json_object_get(j, "remaining")), c->n_items);
+        items = json_object_get(j, "items");
+        listed = json_array_size(items);
+        assert_true(listed > 10);
+        assert_int_equal(json_integer_value(json_object_get(j, "more")), c->n_items - listed);
+        assert_int_equal(json_string_length(json_object_get(json_array_get(items, 0), "target")), OSC_PLAN_STRING_MAX);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(items, 1), "target")), "/etc/many/file-00001");
+        json_decref(j);
+
+        j = osc_changes_plan_json(c, SIZE_MAX);
+        assert_int_equal(json_array_size(json_object_get(j, "items")), c->n_items);
+        assert_int_equal(json_integer_value(json_object_get(j, "more")), 0);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(j, "items"), 0), "target")),
+                            long_path);
+        json_decref(j);
 }
 
 static void test_parsers(void **state) {
@@ -449,6 +507,7 @@ int main(void) {
                 cmocka_unit_test(test_persisted_garbage),
                 cmocka_unit_test(test_describe),
                 cmocka_unit_test(test_plan_json),
+                cmocka_unit_test(test_plan_summary_bounded),
                 cmocka_unit_test(test_parsers),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -117,6 +117,13 @@ static void test_full(void **state) {
         assert_null(osc_model_find_file(m, "/etc/other-host"));
         assert_non_null(osc_model_find_file(m, "/etc/my-host"));
         assert_true(osc_model_find_file(m, "/etc/ext")->in_status);
+        /* ... in the OSC's order (the duplicate after /etc/ext is gone), found through a sorted index */
+        assert_string_equal(m->files[0].path, "/etc/plain");
+        assert_string_equal(m->files[m->n_files - 1].path, "/etc/ext");
+        for (size_t i = 1; i < m->n_files; i++)
+                assert_true(strcmp(m->files[m->files_by_path[i - 1]].path, m->files[m->files_by_path[i]].path) < 0);
+        assert_null(osc_model_find_file(m, "/etc/zzz"));
+        assert_null(osc_model_find_file(m, "/"));
 
         /* units merged: later entries override command, append drop-ins and filePaths */
         assert_int_equal(m->n_units, 3);

@@ -2,13 +2,15 @@
 /* The reporter against the canned-response server: what each of the core's report actions puts on
  * the wire (patch type, path, labels and annotations in one merge patch, the condition on /status),
  * write-on-change of the condition against the watched Node, completion once every write of an
- * action finished, the conditional removal of an annotation, and -ENODEV before a client exists. */
+ * action finished, the conditional removal of an annotation, -ENODEV before a client exists, and
+ * the bound on the agent's annotations together for huge inputs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "core/annotation-budget.h"
 #include "report/reporter.h"
 #include "test-kube.h"
 
@@ -83,6 +85,76 @@ static void test_result_is_one_metadata_patch_and_the_condition(void **state) {
         assert_non_null(strstr(req, "application/strategic-merge-patch+json"));
         assert_non_null(strstr(req, "\"type\":\"InPlaceUpdateAgent\""));
         assert_non_null(strstr(req, "\"lastTransitionTime\":\"2023-11-14T22:13:20Z\""));
+}
+
+/* A string of `n` bytes that JSON escapes at length. */
+static char *huge_string(size_t n) {
+        char *s = malloc(n + 1);
+
+        assert_non_null(s);
+        for (size_t i = 0; i < n; i++)
+                s[i] = "\"\\x\n"[i % 4];
+        s[n] = 0;
+        return s;
+}
+
+/* Every annotation the reporter can write, each from a huge input: what the Node holds of ours
+ * afterwards (the last value of each key, key and value) stays within ANNOTATION_BUDGET_TOTAL. */
+static void test_annotations_bounded_for_huge_inputs(void **state) {
+        Ctx *c = *state;
+        _cleanup_free_ char *big = huge_string(4 * 1024 * 1024);
+        _cleanup_(json_decrefp) json_t *plan = json_array(), *failure = NULL, *progress = NULL, *held = json_object();
+        UpdateAction actions[] = {
+                { .type = UPDATE_ACTION_PUBLISH_PLAN },
+                { .type = UPDATE_ACTION_SET_MARKER, .version = big },
+                { .type = UPDATE_ACTION_SET_CHECKSUM, .checksum = big },
+                { .type = UPDATE_ACTION_REPORT_RESULT, .phase = UPDATE_PHASE_FAILED,
+                  .result = NODE_UPDATE_RESULT_FAILED, .reason = big, .message = big },
+        };
+        const char *key;
+        json_t *value;
+        size_t total = 0;
+        unsigned n = 0;
+
+        for (int i = 0; i < 50000; i++)
+                assert_int_equal(json_array_append_new(plan, json_pack("{s:s, s:s}", "action", "write-file", "target",
+                                                                       "/etc/some/file/of/the/osc")), 0);
+        failure = json_pack("{s:s, s:s}", "code", "FileApplyFailed", "message", big);
+        progress = json_pack("{s:s, s:s}", "phase", "Failed", "step", big);
+        actions[0].json = plan;
+        actions[3].json = progress;
+        actions[3].failure = failure;
+        for (size_t i = 0; i < ELEMENTSOF(actions); i++) {
+                unsigned before = c->done_calls;
+
+                test_kube_push(&c->k, 200, NULL, "{}");
+                test_kube_push(&c->k, 200, NULL, "{}");
+                assert_int_equal(reporter_report(c->r, c->tx, &actions[i], 1700000000 * USEC_PER_SEC, on_done, c), 0);
+                TEST_LOOP_UNTIL(c->k.event, c->done_calls > before, 10 * USEC_PER_SEC);
+                assert_int_equal(c->done_error, 0);
+        }
+        for (unsigned i = 0; i < fake_http_requests(c->k.fake); i++) {
+                const char *body = strstr(fake_http_request(c->k.fake, i), "\r\n\r\n");
+                _cleanup_(json_decrefp) json_t *j = NULL;
+
+                assert_non_null(body);
+                j = json_loads(body + 4, 0, NULL);
+                assert_non_null(j);
+                json_object_foreach(json_object_get(json_object_get(j, "metadata"), "annotations"), key, value) {
+                        assert_int_equal(json_object_set(held, key, value), 0);
+                        n++;
+                }
+        }
+        assert_int_equal(n, 6);
+        assert_int_equal(json_object_size(held), 6);
+        json_object_foreach(held, key, value) {
+                size_t len = json_is_string(value) ? json_string_length(value) : 0;
+
+                assert_true(len <= annotation_budget(key));
+                total += strlen(key) + len;
+        }
+        assert_true(total > 8 * 1024);          /* the huge inputs did arrive, cut */
+        assert_true(total <= ANNOTATION_BUDGET_TOTAL);
 }
 
 static void test_condition_only_on_change(void **state) {
@@ -227,6 +299,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_result_is_one_metadata_patch_and_the_condition, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_condition_only_on_change, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_annotations_bounded_for_huge_inputs, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_first_error_of_an_action_is_reported, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_remove_annotation_is_conditional, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_internal_ip_merged_by_type, setup, teardown),
