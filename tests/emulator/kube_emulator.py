@@ -186,14 +186,15 @@ import urllib.parse
 import uuid
 
 from kube_emulator.auth import ANONYMOUS, Identity, Tokens, bootstrap_token_identity, cert_identity
-from kube_emulator.authz import RI, authorize, deny, node_agent_node, node_restriction
+from kube_emulator.authz import RI, authorize, node_agent_node, node_restriction
 from kube_emulator.config import Config, DEFAULT_CONFIG, SERVER_VERSION
 from kube_emulator.csr import csr_subject, csr_update_strategy
 from kube_emulator.discovery import discovery_groups, discovery_resources, make_table, openapi_doc, openapi_gv_paths
 from kube_emulator.errors import (ApiError, ControlError, FieldError, details, err_already_exists, err_bad_request,
-                                  err_conflict, err_expired, err_generic_422, err_internal, err_invalid,
-                                  err_method_not_allowed, err_no_route, err_not_found, err_timeout, err_too_large_rv,
-                                  err_unauthorized, err_unsupported_media, status_obj)
+                                  err_conflict, err_generic_422, err_internal, err_invalid, err_method_not_allowed,
+                                  err_no_route, err_not_found, err_too_large_rv, err_unauthorized,
+                                  err_unsupported_media, status_obj)
+from kube_emulator.faults import ClientGone, FaultInjection, Faults, REQUEST_FAULTS
 from kube_emulator.kinds import KINDS, KIND_BY_GVR, KIND_BY_STORAGE, KNOWN_NAMESPACES, node_template
 from kube_emulator.patch import (JsonPatchError, MAX_JSON_PATCH_OPS, PATCH_TYPES, json_patch, merge_patch,
                                  strategic_merge_patch)
@@ -205,8 +206,8 @@ from kube_emulator.store import Store
 from kube_emulator.tls import CertFactory, TlsConfig
 from kube_emulator.util import (Log, deep, go_quote, is_true, jbytes, jdump, json_equal, now_micro, now_time, utcnow,
                                 write_atomic)
-from kube_emulator.validation import validate_kind, validate_list_options
-from kube_emulator.watch import WatchEnd, Watcher
+from kube_emulator.validation import parse_rv, validate_kind, validate_list_options
+from kube_emulator.watch import WatchStream, Watcher
 
 
 MAX_BODY = 3 * 1024 * 1024          # kube-apiserver's default request body limit is ~3 MiB
@@ -242,108 +243,6 @@ def node_agent_csr_decision(emu, csr):
 
 
 # ---------------------------------------------------------------------------------------------
-# Fault injection rules
-# ---------------------------------------------------------------------------------------------
-
-REQUEST_FAULTS = {"status", "too-many-requests", "service-unavailable", "internal-error", "forbidden", "unauthorized",
-                  "conflict", "expired", "not-found", "timeout", "shutdown", "close", "slow-headers", "slow-drip"}
-WATCH_FAULTS = {"watch-drop", "watch-truncate", "watch-garbage", "watch-expired", "watch-error", "watch-silent",
-                "watch-short", "watch-end"}
-RULE_KEYS = {"fault", "verbs", "path", "resource", "subresource", "name", "namespace", "user", "count", "after",
-             "duration", "params"}
-
-
-class FaultRule:
-    _ids = iter(range(1, 1 << 62))
-
-    def __init__(self, spec):
-        unknown = set(spec) - RULE_KEYS
-        if unknown:
-            raise ValueError("unknown fault rule keys: %s" % ", ".join(sorted(unknown)))
-        self.fault = spec.get("fault")
-        if self.fault not in REQUEST_FAULTS | WATCH_FAULTS:
-            raise ValueError("unknown fault %r" % self.fault)
-        self.id = next(FaultRule._ids)
-        verbs = spec.get("verbs")
-        if isinstance(verbs, str):
-            verbs = [verbs]
-        self.verbs = set(v.lower() for v in verbs) if verbs else None
-        if self.fault in WATCH_FAULTS:
-            self.verbs = {"watch"}
-        self.path = re.compile(spec["path"]) if spec.get("path") else None
-        self.resource, self.subresource = spec.get("resource"), spec.get("subresource")
-        self.name, self.namespace, self.user = spec.get("name"), spec.get("namespace"), spec.get("user")
-        self.count = int(spec.get("count", 1))
-        self.after = int(spec.get("after", 0))
-        self.expires = time.monotonic() + float(spec["duration"]) if spec.get("duration") else None
-        self.params = dict(spec.get("params") or {})
-        self.fired = 0
-        self.spec = spec
-
-    def matches(self, ri, ident):
-        if self.expires and time.monotonic() > self.expires:
-            return False
-        if self.verbs is not None and ri.verb not in self.verbs:
-            return False
-        if self.path is not None and not self.path.search(ri.path):
-            return False
-        if self.resource is not None and self.resource != ri.resource:
-            return False
-        if self.subresource is not None and self.subresource != ri.subresource:
-            return False
-        if self.name is not None and self.name != ri.name:
-            return False
-        if self.namespace is not None and self.namespace != ri.namespace:
-            return False
-        if self.user is not None and (ident is None or self.user != ident.user):
-            return False
-        return True
-
-    def describe(self):
-        return {"id": self.id, "fault": self.fault, "remaining": self.count, "fired": self.fired,
-                "pending_skips": self.after, "spec": self.spec}
-
-
-class Faults:
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.rules = []
-
-    def add(self, spec):
-        r = FaultRule(spec)
-        with self.lock:
-            self.rules.append(r)
-        return r
-
-    def clear(self, rid=None):
-        with self.lock:
-            self.rules = [r for r in self.rules if rid is not None and r.id != rid]
-
-    def take(self, ri, ident):
-        with self.lock:
-            for r in list(self.rules):
-                if r.expires and time.monotonic() > r.expires:
-                    self.rules.remove(r)
-                    continue
-                if not r.matches(ri, ident):
-                    continue
-                if r.after > 0:
-                    r.after -= 1
-                    continue
-                r.fired += 1
-                if r.count > 0:
-                    r.count -= 1
-                    if r.count == 0:
-                        self.rules.remove(r)
-                return r
-            return None
-
-    def dump(self):
-        with self.lock:
-            return [r.describe() for r in self.rules]
-
-
-# ---------------------------------------------------------------------------------------------
 # API semantics (independent of HTTP; also used by the control API)
 # ---------------------------------------------------------------------------------------------
 
@@ -362,16 +261,6 @@ class WriteCtx:
         ua = (self.user_agent or "").split("/")[0]
         ua = "".join(c for c in ua if c.isprintable())[:128]
         return ua or default
-
-
-def parse_rv(s):
-    try:
-        n = int(s)
-        if n < 0:
-            raise ValueError
-        return n
-    except ValueError:
-        raise err_bad_request("invalid resource version: %s" % go_quote(s)) from None
 
 
 class Api:
@@ -719,10 +608,6 @@ class Api:
 # ---------------------------------------------------------------------------------------------
 
 
-class ClientGone(Exception):
-    pass
-
-
 class ConnState:
     _ids = iter(range(1, 1 << 62))
 
@@ -747,7 +632,7 @@ APF_LEVELS = {"system-node-high": "5b0e3c1d-7a6f-4f0e-8f5e-2b9d6c1e0001",
               "exempt": "5b0e3c1d-7a6f-4f0e-8f5e-2b9d6c1e0004"}
 
 
-class ApiHandler(http.server.BaseHTTPRequestHandler):
+class ApiHandler(FaultInjection, WatchStream, http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = 300
     conn_state = None
@@ -1083,91 +968,6 @@ class ApiHandler(http.server.BaseHTTPRequestHandler):
             return self._send_object(200, kind, res)
         raise err_method_not_allowed()
 
-    def _request_fault(self, rule, ri):
-        """Apply a request fault: either raise the injected answer or change how the request is served."""
-        p = rule.params
-        extra = []
-        if p.get("retry_after") is not None and rule.fault not in ("too-many-requests", "shutdown"):
-            extra.append(("Retry-After", str(p["retry_after"])))
-        if p.get("close"):
-            extra.append(("Connection", "close"))
-            self.conn_state.close_after = True
-        try:
-            self._request_fault_inner(rule, ri)
-        except ApiError as e:
-            have = {k.lower() for k, _ in e.headers}
-            e.headers += [(k, v) for k, v in extra if k.lower() not in have]
-            raise
-        if p.get("close"):
-            self.extra_headers = [("Connection", "close")]
-
-    def _request_fault_inner(self, rule, ri):
-        p, f = rule.params, rule.fault
-        extra = []
-        det_retry = p.get("retry_after") if isinstance(p.get("retry_after"), int) else None
-        if f == "slow-headers":
-            delay = float(p.get("delay", 5))
-            if ri.verb != "watch" and delay >= self.cfg["request_timeout"]:
-                time.sleep(self.cfg["request_timeout"])
-                raise err_timeout("request did not complete within requested timeout - context deadline exceeded")
-            time.sleep(delay)
-            return
-        if f == "slow-drip":
-            self.drip = (max(1, int(p.get("bytes", 16))), float(p.get("interval", 0.2)))
-            return
-        if f == "close":
-            time.sleep(float(p.get("delay", 0)))
-            self._abort(bool(p.get("rst")))
-            raise ClientGone()
-        if f == "too-many-requests":
-            ra = p.get("retry_after", 7)
-            hdrs = ([("Retry-After", str(ra))] if ra is not None else []) + extra
-            if p.get("json"):
-                raise ApiError(429, "TooManyRequests", p.get("message", "Too many requests, please try again later."),
-                               details(retry=ra) if ra else details(), headers=hdrs)
-            raise ApiError(429, "TooManyRequests", "", headers=hdrs,
-                           plain=p.get("message", "Too many requests, please try again later.") + "\n")
-        if f == "shutdown":
-            self.conn_state.close_after = True
-            raise ApiError(429, "TooManyRequests", "", headers=[("Retry-After", str(p.get("retry_after", 5))),
-                                                                 ("Connection", "close")],
-                           plain="The apiserver is shutting down, please try again later.\n")
-        if f == "service-unavailable":
-            raise ApiError(503, "ServiceUnavailable", p.get("message", "service unavailable"),
-                           details(retry=det_retry), headers=extra)
-        if f == "internal-error":
-            e = err_internal(p.get("message", "injected fault"))
-            e.headers = extra
-            raise e
-        if f == "forbidden":
-            ident = self.ident or ANONYMOUS
-            e = deny(ident, ri, p.get("reason", "injected by the emulator"))
-            if p.get("message"):
-                e.message = p["message"]
-            e.headers = extra
-            raise e
-        if f == "unauthorized":
-            raise err_unauthorized()
-        if f == "conflict":
-            e = err_conflict(ri.resource, ri.group, ri.name or p.get("name", ""))
-            e.headers = extra
-            raise e
-        if f == "expired":
-            rv = self.params.get("resourceVersion") or "0"
-            raise err_expired(p.get("message", "too old resource version: %s (%d)" % (rv, self.emu.store.rv)))
-        if f == "not-found":
-            raise err_not_found(ri.resource, ri.group, ri.name)
-        if f == "timeout":
-            time.sleep(float(p.get("delay", 0)))
-            raise err_timeout(p.get("message", "request did not complete within requested timeout - context "
-                                               "deadline exceeded"))
-        if f == "status":
-            code = int(p.get("code", 500))
-            plain = p.get("body") if p.get("plain") else None
-            hdrs = extra + [tuple(h) for h in p.get("headers", [])]
-            raise ApiError(code, p.get("reason", ""), p.get("message", "injected status %d" % code),
-                           details(retry=det_retry), headers=hdrs, plain=plain)
-
     def _nonresource(self):
         path = self.req_path.rstrip("/") or "/"
         if path in ("/healthz", "/livez", "/readyz"):
@@ -1234,245 +1034,6 @@ class ApiHandler(http.server.BaseHTTPRequestHandler):
             e.pop("apiVersion", None)
         self._send_json(200, {"kind": kind.list_kind, "apiVersion": kind.api_version,
                               "metadata": {"resourceVersion": str(rv)}, "items": exts})
-
-    # -- watch -------------------------------------------------------------------------------------
-
-    def _bookmark(self, kind, rv, annotations=None):
-        md = {"resourceVersion": str(rv), "creationTimestamp": None}
-        if annotations:
-            md["annotations"] = annotations
-        o = {"kind": kind.kind, "apiVersion": kind.api_version, "metadata": md}
-        if kind.kind == "Node":
-            o["spec"] = {}
-            o["status"] = {"daemonEndpoints": {"kubeletEndpoint": {"Port": 0}}, "nodeInfo": {
-                f: "" for f in ("machineID", "systemUUID", "bootID", "kernelVersion", "osImage",
-                                "containerRuntimeVersion", "kubeletVersion", "kubeProxyVersion", "operatingSystem",
-                                "architecture")}}
-        return o
-
-    def _event_bytes(self, kind, item):
-        typ, obj = item[0], item[1]
-        if typ in ("ADDED", "MODIFIED", "DELETED"):
-            ext = kind.to_ext(deep(obj))
-            if self._wants_table():
-                ext = make_table(kind, [ext], obj["metadata"].get("resourceVersion", ""),
-                                 self.params.get("includeObject", "Metadata"))
-            obj = ext
-        return jbytes({"type": typ, "object": obj})
-
-    def _chunk(self, data):
-        n = self.cfg["split_bytes"]
-        pieces = [data] if n <= 0 else [data[i:i + n] for i in range(0, len(data), n)]
-        for i, p in enumerate(pieces):
-            if i and self.cfg["split_delay"] > 0:
-                time.sleep(self.cfg["split_delay"])
-            self._raw(b"%x\r\n" % len(p) + p + b"\r\n")
-
-    def _watch(self, kind, ns):
-        emu, cfg, store, params = self.emu, self.cfg, self.emu.store, self.params
-        validate_list_options(params, True)
-        freqs, lreqs = selectors_for(kind, params)
-        rvp = params.get("resourceVersion", "")
-        allow_bm = is_true(params.get("allowWatchBookmarks")) if "allowWatchBookmarks" in params else False
-        sie = is_true(params["sendInitialEvents"]) if "sendInitialEvents" in params else None
-        try:
-            ts = int(params.get("timeoutSeconds") or 0)
-        except ValueError:
-            raise err_bad_request("invalid timeoutSeconds") from None
-        dur = ts if ts > 0 else random.uniform(cfg["watch_timeout_min"], 2 * cfg["watch_timeout_min"])
-        w = Watcher(kind, ns, freqs, lreqs)
-        if rvp in ("", "0"):
-            n, initial = None, sie is not False
-        else:
-            n, initial = parse_rv(rvp), sie is True
-        err = None
-        if n is not None and n > store.rv and not store.wait_for_rv(n, cfg["too_large_wait"]):
-            err = err_too_large_rv(n, store.rv)
-        with store.lock:
-            if err is None:
-                err = store.subscribe(w, n if n is not None else store.rv, initial)
-            if err is None and sie is True and allow_bm:
-                w.q.append(("BOOKMARK", self._bookmark(kind, store.rv, {"k8s.io/initial-events-end": "true"})))
-        start = time.monotonic()
-        deadline = start + dur
-        self.entry["watch"] = True
-        wlog = emu.watchlog.new(request_seq=self.entry["seq"], path=self.req_path, query=self.entry["query"],
-                                user=self.ident.user, start=time.time(), end=None, end_reason=None,
-                                timeout=dur, bookmarks=allow_bm, fault=self.wfault.fault if self.wfault else None,
-                                events=[])
-        self.conn_state.watcher = w
-        self.wlog, self.wkind, self.sent = wlog, kind, 0
-        reason = "deadline"
-        try:
-            self._head(200, self._std_headers("application/json") + [("Transfer-Encoding", "chunked")])
-            if err is not None:
-                self._emit([("ERROR", err.status())])
-                raise WatchEnd("error-%d" % err.code)
-            self._immediate_watch_fault(w, deadline)
-            next_bm = start + cfg["bookmark_interval"]
-            pre_bm = deadline - cfg["bookmark_before_deadline"]
-            pre_done = pre_bm <= start
-            while True:
-                now = time.monotonic()
-                if now >= deadline:
-                    break
-                due = None
-                if allow_bm:
-                    due = next_bm if pre_done else min(next_bm, pre_bm)
-                wait = min(0.25, deadline - now, max(0.0, due - now) if due is not None else 1e9)
-                with w.cv:
-                    if not w.q and w.stop_mode is None and wait > 0:
-                        w.cv.wait(wait)
-                    have = bool(w.q)
-                    stop = w.stop_mode
-                items = []
-                if have:
-                    if cfg["coalesce_window"] > 0:
-                        time.sleep(cfg["coalesce_window"])
-                    # Drain under the store lock: events committed together (one batch) arrive together.
-                    # Only then: a fleet's idle watches wake every 0.25 s, and taking the one store lock
-                    # on each wake-up made them contend with every request.
-                    with store.lock, w.cv:
-                        if w.q:
-                            items = list(w.q) if cfg["coalesce"] else [w.q[0]]
-                        for _ in items:
-                            w.q.popleft()
-                        stop = w.stop_mode
-                if stop:
-                    if stop == "abrupt":
-                        self._abort(False)
-                        raise WatchEnd("closed-by-emulator", clean=False)
-                    raise WatchEnd("closed-by-emulator")
-                if items:
-                    self._deliver(items)
-                elif due is not None and time.monotonic() >= due:
-                    with store.lock:
-                        bm = None if w.q else self._bookmark(kind, store.rv)
-                    if bm is not None:
-                        self._emit([("BOOKMARK", bm)])
-                        if not pre_done and pre_bm <= next_bm:
-                            pre_done = True
-                        else:
-                            next_bm = time.monotonic() + cfg["bookmark_interval"]
-                elif self._client_gone():
-                    raise WatchEnd("client-closed", clean=False)
-            self._raw(b"0\r\n\r\n")
-        except WatchEnd as e:
-            reason = e.reason
-            if e.clean:
-                try:
-                    self._raw(b"0\r\n\r\n")
-                except OSError:
-                    self.close_connection = True
-        except (OSError, ssl.SSLError):
-            reason = "client-closed"
-            self.close_connection = True
-        finally:
-            store.unsubscribe(w)
-            self.conn_state.watcher = None
-            wlog["end"], wlog["end_reason"] = time.time(), reason
-
-    def _emit(self, items):
-        data = b""
-        for it in items:
-            data += self._event_bytes(self.wkind, it)
-            obj = it[1]
-            rv = (obj.get("metadata") or {}).get("resourceVersion") if isinstance(obj, dict) else None
-            self.wlog["events"].append([it[0], rv, time.time()])
-        if data:
-            self._chunk(data)
-        self.sent += sum(1 for it in items if it[0] in ("ADDED", "MODIFIED", "DELETED"))
-
-    def _deliver(self, items):
-        f = self.wfault
-        if f is None or f.fault not in ("watch-drop", "watch-truncate", "watch-garbage", "watch-end"):
-            return self._emit(items)
-        n = int(f.params.get("after_events", 1 if f.fault == "watch-drop" else 0))
-        room = n - self.sent
-        if room > 0:
-            self._emit(items[:room])
-            items = items[room:]
-        if self.sent >= n:
-            self._fire_stream_fault(items)
-        elif items:
-            self._emit(items)
-
-    def _immediate_watch_fault(self, w, deadline):
-        f = self.wfault
-        if f is None:
-            return
-        p = f.params
-        if f.fault == "watch-expired":
-            rv = self.params.get("resourceVersion") or "0"
-            self._emit([("ERROR", err_expired(p.get("message", "too old resource version: %s (%d)" % (
-                rv, self.emu.store.rv))).status())])
-            raise WatchEnd("fault-expired")
-        if f.fault == "watch-error":
-            code = int(p.get("code", 500))
-            e = ApiError(code, p.get("reason", "InternalError"), p.get("message", "Internal error occurred: injected "
-                                                                                  "watch error"))
-            self._emit([("ERROR", e.status())])
-            raise WatchEnd("fault-error")
-        if f.fault == "watch-short":
-            raise WatchEnd("fault-short")
-        if f.fault == "watch-silent":
-            until = min(deadline, time.monotonic() + float(p.get("duration", 1e9)))
-            while time.monotonic() < until:
-                if self._client_gone():
-                    raise WatchEnd("client-closed", clean=False)
-                with w.cv:
-                    w.q.clear()
-                    if w.stop_mode:
-                        break
-                time.sleep(0.1)
-            if p.get("then", "clean") == "drop":
-                self._abort(bool(p.get("rst")))
-                raise WatchEnd("fault-silent-drop", clean=False)
-            raise WatchEnd("fault-silent")
-        if f.fault in ("watch-truncate", "watch-garbage", "watch-end", "watch-drop"):
-            n = int(p.get("after_events", 1 if f.fault == "watch-drop" else 0))
-            if n <= 0:
-                with w.cv:
-                    pending = list(w.q)
-                    w.q.clear()
-                self._fire_stream_fault(pending)
-
-    def _fire_stream_fault(self, rest):
-        f = self.wfault
-        p = f.params
-        self.wfault = None
-        if f.fault == "watch-drop":
-            self._abort(bool(p.get("rst")))
-            raise WatchEnd("fault-drop", clean=False)
-        if f.fault == "watch-end":
-            raise WatchEnd("fault-end")
-        if f.fault == "watch-truncate":
-            if rest:
-                line = self._event_bytes(self.wkind, rest[0])
-            else:
-                objs = self.emu.store.list(self.wkind.storage)
-                line = self._event_bytes(self.wkind, ("MODIFIED", objs[0]) if objs else
-                                         ("BOOKMARK", self._bookmark(self.wkind, self.emu.store.rv)))
-            self._chunk(line[:max(1, len(line) // 2)])
-            self.wlog["events"].append(["TRUNCATED", None, time.time()])
-            self._abort(bool(p.get("rst")))
-            raise WatchEnd("fault-truncate", clean=False)
-        if f.fault == "watch-garbage":
-            if p.get("unknown_type"):
-                line = jbytes({"type": p.get("type", "UNKNOWN"), "object": self._bookmark(self.wkind,
-                                                                                          self.emu.store.rv)})
-            else:
-                line = (p.get("line", "this is not json") + "\n").encode()
-            self._chunk(line)
-            self.wlog["events"].append(["GARBAGE", None, time.time()])
-            then = p.get("then", "keep")
-            if then == "close":
-                raise WatchEnd("fault-garbage")
-            if then == "drop":
-                self._abort(bool(p.get("rst")))
-                raise WatchEnd("fault-garbage-drop", clean=False)
-            if rest:
-                self._emit(rest)
 
 
 class ApiServer:

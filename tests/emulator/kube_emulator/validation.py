@@ -3,14 +3,16 @@
 Owns: apimachinery's name and label rules (qualified names, label values, DNS-1123 subdomains, path segment
 names) with their exact messages, ObjectMeta validation (names, labels, annotations and their size limit),
 the Event rules of core/v1 and events.k8s.io/v1, the Lease and Node taint rules, the dispatch per kind
-(``validate_kind``; CSRs in csr.py), and ListOptions validation (resourceVersionMatch, sendInitialEvents).
+(``validate_kind``; CSRs in csr.py), and the query's resourceVersion and ListOptions (resourceVersionMatch,
+sendInitialEvents).
 Implements docs/kube-api.md §4.5, §5.1, §5.4 and §9 items 21, 32, 37, 40 and 42.
 """
 
 import re
 
 from .csr import validate_csr
-from .errors import FieldError, err_invalid
+from .errors import FieldError, err_bad_request, err_invalid
+from .util import go_quote
 
 
 _QNAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
@@ -104,6 +106,16 @@ def validate_object_meta(obj, namespaced, create, name_rule=None):
     if total > 256 * 1024:
         errs.append(FieldError("TooLong", "metadata.annotations", "", 256 * 1024))
     return errs
+
+
+def parse_rv(s):
+    try:
+        n = int(s)
+        if n < 0:
+            raise ValueError
+        return n
+    except ValueError:
+        raise err_bad_request("invalid resource version: %s" % go_quote(s)) from None
 
 
 def validate_list_options(params, watch):
