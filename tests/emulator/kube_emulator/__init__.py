@@ -36,3 +36,8 @@ Modules, each owning one concern (a module uses only those above it):
   emulator     Emulator: everything put together, the state directory
   cli          the command line
 """
+
+from .cli import main
+from .emulator import Emulator
+
+__all__ = ["Emulator", "main"]
