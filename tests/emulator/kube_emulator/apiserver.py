@@ -17,7 +17,6 @@ Implements docs/kube-api.md §1, §3.7, §7.1-§7.2 and §9 items 1-2, 7, 12 and
 
 import gzip
 import hashlib
-import http.server
 import json
 import select
 import socket
@@ -40,7 +39,7 @@ from .kinds import KINDS, KIND_BY_GVR
 from .patch import PATCH_TYPES
 from .protobuf import decode_protobuf_body, pb_field
 from .selectors import selectors_for
-from .util import deep, is_true, jbytes
+from .util import QuietHandler, deep, is_true, jbytes
 from .watch import WatchStream
 
 
@@ -71,13 +70,9 @@ APF_LEVELS = {"system-node-high": "5b0e3c1d-7a6f-4f0e-8f5e-2b9d6c1e0001",
               "exempt": "5b0e3c1d-7a6f-4f0e-8f5e-2b9d6c1e0004"}
 
 
-class ApiHandler(FaultInjection, WatchStream, http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class ApiHandler(FaultInjection, WatchStream, QuietHandler):
     timeout = 300
     conn_state = None
-
-    def log_message(self, fmt, *args):
-        pass
 
     def send_response(self, code, message=None):
         self.send_response_only(code, message)
@@ -88,11 +83,6 @@ class ApiHandler(FaultInjection, WatchStream, http.server.BaseHTTPRequestHandler
             super().finish()
         except (OSError, ValueError):
             pass
-
-    def do_GET(self):
-        self._serve()
-
-    do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
 
     # -- plumbing -------------------------------------------------------------------------------
 

@@ -62,20 +62,10 @@ from .api import WriteCtx
 from .controllers import csr_action
 from .errors import ApiError, ControlError
 from .kinds import node_template
-from .util import deep, write_atomic
+from .util import QuietHandler, deep, write_atomic
 
 
-class ControlHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, fmt, *args):
-        pass
-
-    def do_GET(self):
-        self._serve()
-
-    do_POST = do_PUT = do_DELETE = do_PATCH = do_GET
-
+class ControlHandler(QuietHandler):
     def _serve(self):
         emu = self.server.emu
         split = urllib.parse.urlsplit(self.path)

@@ -3,13 +3,15 @@
 Owns: JSON encoded as Go's encoding/json does it (compact, HTML characters escaped, "\n" after every
 object), Kubernetes time formats (metav1.Time, MicroTime with exactly 6 fractional digits) and kubectl's
 short ages, semantic JSON equality, Go's string quoting in messages, query-flag parsing, atomic file writes,
-and the sequence-numbered logs (requests, watches, TLS handshakes) the control API reads.
+the sequence-numbered logs (requests, watches, TLS handshakes) the control API reads, and QuietHandler, the
+base of both servers' request handlers.
 Implements the JSON facts of docs/kube-api.md §1 (and §9 items 13, 42: the encoding and MicroTime).
 """
 
 import collections
 import copy
 import datetime
+import http.server
 import json
 import os
 import re
@@ -170,3 +172,17 @@ class Log:
     def clear(self):
         with self.lock:
             self.entries.clear()
+
+
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    """The base of the API and control handlers: HTTP/1.1 (keep-alive), no access log on stderr, every method
+    handled by the subclass's _serve()."""
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def do_GET(self):
+        self._serve()
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
