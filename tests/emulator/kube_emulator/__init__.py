@@ -6,12 +6,12 @@ JSON that is printed on stdout) or is imported (``Emulator(...).start()``). Pyth
 are made with the ``openssl`` CLI. Behaviour follows docs/kube-api.md (section numbers in the modules refer to
 it: §9 is the emulator's checklist, §10 the faults the tests inject).
 
-
 Transport limitation: the stdlib cannot speak HTTP/2, so the API port serves **HTTP/1.1 only** (ALPN selects
 "http/1.1"), with keep-alive and ``Transfer-Encoding: chunked`` watch streams. HTTP/2-only behaviour (GOAWAY
+frames, multiplexing, PING) is approximated by connection closes; see the ``close-connections`` route.
 
 Modules, each owning one concern (a module uses only those above it):
-  util         JSON as Go encodes it, Kubernetes times, the request/watch/TLS logs
+  util         JSON as Go encodes it, Kubernetes times, the request/watch/TLS logs, the handlers' base
   errors       Status errors (apimachinery shapes), FieldError, ControlError
   config       runtime configuration (DEFAULT_CONFIG: every knob and its default)
   schema       the kinds' schemas; unknown fields, JSON types, time normalisation
