@@ -1,4 +1,4 @@
-"""Start and drive the Kubernetes API-server emulator (tests/emulator/kube_emulator.py) from integration tests.
+"""Start and drive the Kubernetes API-server emulator (tests/emulator/kube_emulator/) from integration tests.
 
     import sys, os
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
@@ -10,8 +10,8 @@
         emu.inject("too-many-requests", verbs=["patch"], params={"retry_after": 7})
         log = emu.request_log(verb="patch")
 
-Everything talks to the emulator's control API (plain HTTP on 127.0.0.1, see the module docstring of
-kube_emulator.py for the full list of routes and fault names). `stop()` kills only the emulator's own PID and
+Everything talks to the emulator's control API (plain HTTP on 127.0.0.1; the docstrings of
+tests/emulator/kube_emulator/control.py and faults.py list every route and fault name). `stop()` kills only the emulator's own PID and
 removes the temporary state directory (set KUBEEMU_KEEP=1 to keep it; emulator.log is in there).
 `RawStream` gives tests the raw chunked framing of a watch (chunk sizes, clean end vs. dropped connection).
 Python 3 stdlib only.
@@ -32,7 +32,7 @@ import urllib.parse
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-EMULATOR = os.path.normpath(os.path.join(HERE, "..", "..", "emulator", "kube_emulator.py"))
+EMULATOR = os.path.normpath(os.path.join(HERE, "..", "..", "emulator", "kube_emulator.py"))  # runs the package
 
 
 def wait_for(predicate, timeout=10.0, what=None, interval=0.05):
@@ -414,7 +414,7 @@ def start(state_dir=None, nodes=(), tokens=(), client_certs=(), config=None, ext
 
     tokens: iterable of "TOKEN[=USER[,GROUP...]]"; the first one goes into the kubeconfigs (default: a random
     admin token). client_certs: iterable of "CN[,ORG...]" (first one -> kubeconfig_cert).
-    config: dict of runtime config keys (see DEFAULT_CONFIG in kube_emulator.py)."""
+    config: dict of runtime config keys (see DEFAULT_CONFIG in kube_emulator/config.py)."""
     owns = state_dir is None
     state_dir = state_dir or tempfile.mkdtemp(prefix="kubeemu-")
     os.makedirs(state_dir, exist_ok=True)
