@@ -17,13 +17,7 @@ static const char *const unit_command_table[_OSC_UNIT_COMMAND_MAX] = {
         [OSC_UNIT_COMMAND_STOP] = "stop",
 };
 
-const char *osc_unit_command_to_string(OscUnitCommand c) {
-        return c >= 0 && c < _OSC_UNIT_COMMAND_MAX ? unit_command_table[c] : NULL;
-}
-
-OscUnitCommand osc_unit_command_from_string(const char *s) {
-        return (OscUnitCommand) string_table_lookup(unit_command_table, _OSC_UNIT_COMMAND_MAX, s);
-}
+DEFINE_STRING_TABLE_LOOKUP(osc_unit_command, OscUnitCommand, unit_command_table);
 
 /* ---- freeing ---- */
 

@@ -16,6 +16,7 @@
 #include "duties/node-health.h"
 #include "kubelet/health-check.h"
 #include "systemd/unit-state.h"
+#include "util/event-util.h"
 #include "util/log.h"
 
 #define KUBELET_PROBE_TIMEOUT_USEC (10 * USEC_PER_SEC)
@@ -361,8 +362,7 @@ static int node_health_on_timer(sd_event_source *s, uint64_t usec, void *userdat
                 kubelet_probe(h);
         if (!h->containerd.probing)
                 containerd_probe(h);
-        if (sd_event_source_set_time_relative(s, h->period_usec) < 0 ||
-            sd_event_source_set_enabled(s, SD_EVENT_ONESHOT) < 0)
+        if (event_timer_arm(s, h->period_usec) < 0)
                 log_warning("Cannot re-arm the health check timer; kubelet and containerd are no longer checked.");
         return 0;
 }

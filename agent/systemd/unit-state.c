@@ -16,9 +16,7 @@ static const char *const deps_table[_UNIT_DEPS_MAX] = {
         [UNIT_DEPS_CONFLICTED_BY] = "ConflictedBy",
 };
 
-const char *unit_deps_to_string(UnitDeps d) {
-        return d >= 0 && d < _UNIT_DEPS_MAX ? deps_table[d] : NULL;
-}
+DEFINE_STRING_TABLE_LOOKUP(unit_deps, UnitDeps, deps_table);
 
 typedef struct UnitStateCall {
         UnitStateDone done;
@@ -64,7 +62,7 @@ static int read_deps(sd_bus_message *m, char ***ret) {
 }
 
 static int read_property(sd_bus_message *m, const char *name, UnitState *st) {
-        UnitDeps d = (UnitDeps) string_table_lookup(deps_table, _UNIT_DEPS_MAX, name);
+        UnitDeps d = unit_deps_from_string(name);
 
         if (d >= 0)
                 return read_deps(m, &st->deps[d]);

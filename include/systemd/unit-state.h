@@ -28,6 +28,7 @@ typedef enum UnitDeps {
 
 /* "Requires", "StopPropagatedFrom", ... (static). */
 const char *unit_deps_to_string(UnitDeps d);
+UnitDeps unit_deps_from_string(const char *s);
 
 typedef struct UnitState {
         const char *load_state;         /* "loaded", "not-found", "masked", ... */
