@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 
 #include "core/kube-name.h"
 #include "core/osc-model.h"
+#include "util/base64.h"
 #include "util/error-message.h"
 #include "util/yaml-json.h"
 
@@ -200,39 +200,6 @@ bool osc_name_valid(const char *n) {
 
 /* ---- files ---- */
 
-int osc_base64_decode(const char *in, size_t n, char **ret, size_t *ret_size) {
-        _cleanup_free_ char *out = NULL;
-        size_t pad = 0;
-        int r;
-
-        /* Go's base64.StdEncoding: padded, no whitespace. */
-        if (n % 4 != 0 || n > (size_t) INT_MAX)
-                return -EBADMSG;
-        for (size_t i = 0; i < n; i++) {
-                char c = in[i];
-                bool b = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
-                         c == '/';
-
-                if (b && pad == 0)
-                        continue;
-                if (c == '=' && i + 2 >= n) {
-                        pad++;
-                        continue;
-                }
-                return -EBADMSG;
-        }
-        out = malloc(n / 4 * 3 + 1);
-        if (!out)
-                return -ENOMEM;
-        r = EVP_DecodeBlock((unsigned char *) out, (const unsigned char *) in, (int) n);
-        if (r < 0 || (size_t) r < pad)
-                return -EBADMSG;
-        out[r - (int) pad] = '\0';
-        *ret_size = (size_t) r - pad;
-        *ret = TAKE_PTR(out);
-        return 0;
-}
-
 int osc_file_inline_content(const OscFile *f, char **ret, size_t *ret_size) {
         assert(f);
         assert(ret);
@@ -241,7 +208,7 @@ int osc_file_inline_content(const OscFile *f, char **ret, size_t *ret_size) {
                 return -EINVAL;
         if (f->b64) {
                 size_t size;
-                int r = osc_base64_decode(strempty(f->data), strlen(strempty(f->data)), ret, &size);
+                int r = base64_decode(strempty(f->data), SIZE_MAX, ret, &size);
 
                 if (r >= 0 && ret_size)
                         *ret_size = size;
@@ -286,7 +253,7 @@ static int decode_file_content(const json_t *content, const char *where, OscFile
                         _cleanup_free_ char *plain = NULL;
                         size_t size;
 
-                        r = osc_base64_decode(strempty(f->data), strlen(strempty(f->data)), &plain, &size);
+                        r = base64_decode(strempty(f->data), SIZE_MAX, &plain, &size);
                         if (r == -ENOMEM)
                                 return r;
                         if (r < 0)

@@ -7,6 +7,7 @@
 #include "core/osc-model.h"
 #include "core/osc.h"
 #include "core/version.h"
+#include "util/base64.h"
 #include "util/error-message.h"
 #include "util/yaml-json.h"
 
@@ -411,7 +412,7 @@ int osc_decode_secret(const json_t *secret, const char *kubelet_path, OscDesired
         if (json_string_length(value) > (size_t) OSC_YAML_MAX / 3 * 4 + 4)
                 return error_setf(ret_error, -EFBIG, "osc.yaml is larger than %d bytes", OSC_YAML_MAX);
 
-        r = osc_base64_decode(json_string_value(value), json_string_length(value), &yaml, &size);
+        r = base64_decode_full(json_string_value(value), json_string_length(value), true, SIZE_MAX, &yaml, &size);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
