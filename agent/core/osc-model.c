@@ -7,6 +7,7 @@
 #include "core/osc-model.h"
 #include "util/base64.h"
 #include "util/error-message.h"
+#include "util/json-util.h"
 #include "util/yaml-json.h"
 
 #define OSC_MODEL_YAML_MAX (3 * 1024 * 1024)
@@ -83,99 +84,6 @@ OscModel *osc_model_free(OscModel *m) {
         return NULL;
 }
 
-/* ---- field helpers: absent and null are "unset", a wrong type is an error naming `where.key` ---- */
-
-static int get_member(const json_t *obj, const char *key, const char *where, json_type type, const json_t **ret,
-                      char **ret_error) {
-        const json_t *v = obj ? json_object_get(obj, key) : NULL;
-        static const char *const names[] = {
-                [JSON_OBJECT] = "an object", [JSON_ARRAY] = "a list", [JSON_STRING] = "a string",
-                [JSON_INTEGER] = "an integer", [JSON_TRUE] = "a boolean",
-        };
-
-        *ret = NULL;    /* also on error: callers chain these calls */
-        if (v && json_is_null(v))
-                v = NULL;
-        if (v) {
-                json_type t = json_typeof(v);
-                bool ok = t == type || (type == JSON_TRUE && t == JSON_FALSE);
-
-                if (!ok)
-                        return error_setf(ret_error, -EINVAL, "%s.%s: expected %s", where, key, names[type]);
-        }
-        *ret = v;
-        return 0;
-}
-
-/* A string member; with `required`, absent or "" is an error. Strings hold no NUL and at most `max`
- * bytes. */
-static int get_str(const json_t *obj, const char *key, const char *where, size_t max, bool required, char **ret,
-                   char **ret_error) {
-        const json_t *v;
-        char *s;
-        int r;
-
-        r = get_member(obj, key, where, JSON_STRING, &v, ret_error);
-        if (r < 0)
-                return r;
-        if (!v || json_string_length(v) == 0) {
-                if (required)
-                        return error_setf(ret_error, -EINVAL, "%s.%s: must not be empty", where, key);
-                *ret = NULL;
-                return 0;
-        }
-        if (json_string_length(v) > max || strlen(json_string_value(v)) != json_string_length(v))
-                return error_setf(ret_error, -EINVAL, "%s.%s: invalid or longer than %zu bytes", where, key, max);
-        s = strdup(json_string_value(v));
-        if (!s)
-                return -ENOMEM;
-        *ret = s;
-        return 0;
-}
-
-static int get_bool(const json_t *obj, const char *key, const char *where, int *ret, char **ret_error) {
-        const json_t *v;
-        int r;
-
-        r = get_member(obj, key, where, JSON_TRUE, &v, ret_error);
-        if (r < 0)
-                return r;
-        *ret = v ? json_is_true(v) : -1;
-        return 0;
-}
-
-/* A list of strings into a NULL-terminated strv (NULL when absent or empty). */
-static int get_strv(const json_t *obj, const char *key, const char *where, size_t max_n, size_t max_len,
-                    char ***ret, char **ret_error) {
-        _cleanup_strv_free_ char **l = NULL;
-        const json_t *v, *e;
-        size_t i;
-        int r;
-
-        r = get_member(obj, key, where, JSON_ARRAY, &v, ret_error);
-        if (r < 0)
-                return r;
-        *ret = NULL;
-        if (!v || json_array_size(v) == 0)
-                return 0;
-        if (json_array_size(v) > max_n)
-                return error_setf(ret_error, -EINVAL, "%s.%s: more than %zu entries", where, key, max_n);
-        l = calloc(json_array_size(v) + 1, sizeof(char *));
-        if (!l)
-                return -ENOMEM;
-        json_array_foreach(v, i, e) {
-                if (!json_is_string(e) || json_string_length(e) > max_len ||
-                    strlen(json_string_value(e)) != json_string_length(e))
-                        return error_setf(ret_error, -EINVAL, "%s.%s[%zu]: expected a string of at most %zu bytes",
-                                          where, key, i, max_len);
-                l[i] = strdup(json_string_value(e));
-                if (!l[i])
-                        return -ENOMEM;
-        }
-        *ret = TAKE_PTR(l);
-        return 0;
-}
-
 bool osc_path_valid(const char *p) {
         /* Absolute, no "." or ".." component: the appliers join it below osc.rootDirectory. A trailing
          * slash names a directory: the file would be its own parent (upstream creates the directory,
@@ -227,26 +135,26 @@ static int decode_file_content(const json_t *content, const char *where, OscFile
         _cleanup_free_ char *enc = NULL;
         int r;
 
-        r = get_member(content, "inline", where, JSON_OBJECT, &inl, ret_error);
+        r = json_field_object(content, where, "inline", &inl, ret_error);
         if (r >= 0)
-                r = get_member(content, "secretRef", where, JSON_OBJECT, &sec, ret_error);
+                r = json_field_object(content, where, "secretRef", &sec, ret_error);
         if (r >= 0)
-                r = get_member(content, "imageRef", where, JSON_OBJECT, &img, ret_error);
+                r = json_field_object(content, where, "imageRef", &img, ret_error);
         if (r >= 0)
-                r = get_bool(content, "transmitUnencoded", where, &f->transmit_unencoded, ret_error);
+                r = json_field_bool(content, where, "transmitUnencoded", &f->transmit_unencoded, ret_error);
         if (r < 0)
                 return r;
 
         if (inl) {
                 f->source = OSC_FILE_INLINE;
-                r = get_str(inl, "encoding", where, OSC_MODEL_NAME_MAX, false, &enc, ret_error);
+                r = json_field_string(inl, where, "encoding", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &enc, ret_error);
                 if (r < 0)
                         return r;
                 if (enc && !streq(enc, "b64"))
                         /* filecodec.go's message, naming the file */
                         return error_setf(ret_error, -EINVAL, "file \"%s\": invalid file codec id \"%s\"", f->path, enc);
                 f->b64 = enc != NULL;
-                r = get_str(inl, "data", where, OSC_MODEL_YAML_MAX, false, &f->data, ret_error);
+                r = json_field_string(inl, where, "data", OSC_MODEL_YAML_MAX, JSON_FIELD_EMPTY_IS_UNSET, &f->data, ret_error);
                 if (r < 0)
                         return r;
                 if (f->b64) {
@@ -266,9 +174,9 @@ static int decode_file_content(const json_t *content, const char *where, OscFile
                 _cleanup_free_ char *field = NULL;
 
                 f->source = OSC_FILE_SECRET;
-                r = get_str(sec, "name", where, OSC_MODEL_NAME_MAX, true, &f->secret_name, ret_error);
+                r = json_field_string(sec, where, "name", OSC_MODEL_NAME_MAX, JSON_FIELD_REQUIRED, &f->secret_name, ret_error);
                 if (r >= 0)
-                        r = get_str(sec, "dataKey", where, OSC_MODEL_NAME_MAX, true, &f->secret_key, ret_error);
+                        r = json_field_string(sec, where, "dataKey", OSC_MODEL_NAME_MAX, JSON_FIELD_REQUIRED, &f->secret_key, ret_error);
                 if (r < 0)
                         return r;
                 /* It names the Secret the agent GETs: "../../default/secrets/other" must not pick
@@ -279,10 +187,9 @@ static int decode_file_content(const json_t *content, const char *where, OscFile
         }
         if (img) {
                 f->source = OSC_FILE_IMAGE;
-                r = get_str(img, "image", where, OSC_MODEL_PATH_MAX, true, &f->image, ret_error);
+                r = json_field_string(img, where, "image", OSC_MODEL_PATH_MAX, JSON_FIELD_REQUIRED, &f->image, ret_error);
                 if (r >= 0)
-                        r = get_str(img, "filePathInImage", where, OSC_MODEL_PATH_MAX, true, &f->file_in_image,
-                                    ret_error);
+                        r = json_field_string(img, where, "filePathInImage", OSC_MODEL_PATH_MAX, JSON_FIELD_REQUIRED, &f->file_in_image, ret_error);
                 return r;
         }
         return error_setf(ret_error, -EINVAL, "file \"%s\": content has neither inline, secretRef nor imageRef",
@@ -292,12 +199,13 @@ static int decode_file_content(const json_t *content, const char *where, OscFile
 int osc_file_from_json(const json_t *j, const char *where, OscFile *ret, char **ret_error) {
         _cleanup_free_ char *cw = NULL;
         OscFile f = { .transmit_unencoded = -1 };
-        const json_t *perm, *content;
+        const json_t *content;
+        json_int_t perm;
         int r;
 
         if (!json_is_object(j))
                 return error_setf(ret_error, -EINVAL, "%s: expected an object", where);
-        r = get_str(j, "path", where, OSC_MODEL_PATH_MAX, true, &f.path, ret_error);
+        r = json_field_string(j, where, "path", OSC_MODEL_PATH_MAX, JSON_FIELD_REQUIRED, &f.path, ret_error);
         if (r < 0)
                 goto fail;
         if (!osc_path_valid(f.path)) {
@@ -305,21 +213,21 @@ int osc_file_from_json(const json_t *j, const char *where, OscFile *ret, char **
                                f.path);
                 goto fail;
         }
-        r = get_member(j, "permissions", where, JSON_INTEGER, &perm, ret_error);
+        r = json_field_integer(j, where, "permissions", &perm, ret_error);
         if (r < 0)
                 goto fail;
-        if (perm) {
-                if (json_integer_value(perm) < 0 || json_integer_value(perm) > 07777) {
+        if (r > 0) {
+                if (perm < 0 || perm > 07777) {
                         r = error_setf(ret_error, -EINVAL, "file \"%s\": permissions out of range", f.path);
                         goto fail;
                 }
                 f.has_permissions = true;
-                f.permissions = (uint32_t) json_integer_value(perm);
+                f.permissions = (uint32_t) perm;
         }
-        r = get_str(j, "hostName", where, OSC_MODEL_NAME_MAX, false, &f.host_name, ret_error);
+        r = json_field_string(j, where, "hostName", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &f.host_name, ret_error);
         if (r < 0)
                 goto fail;
-        r = get_member(j, "content", where, JSON_OBJECT, &content, ret_error);
+        r = json_field_object(j, where, "content", &content, ret_error);
         if (r < 0)
                 goto fail;
         if (asprintf(&cw, "%s.content", where) < 0) {
@@ -410,9 +318,9 @@ static int decode_drop_ins(const json_t *list, const char *where, OscUnit *u, ch
                         return -ENOMEM;
                 if (!json_is_object(d))
                         return error_setf(ret_error, -EINVAL, "%s: expected an object", dw);
-                r = get_str(d, "name", dw, OSC_MODEL_NAME_MAX, true, &di->name, ret_error);
+                r = json_field_string(d, dw, "name", OSC_MODEL_NAME_MAX, JSON_FIELD_REQUIRED, &di->name, ret_error);
                 if (r >= 0)
-                        r = get_str(d, "content", dw, OSC_MODEL_YAML_MAX, false, &di->content, ret_error);
+                        r = json_field_string(d, dw, "content", OSC_MODEL_YAML_MAX, JSON_FIELD_EMPTY_IS_UNSET, &di->content, ret_error);
                 u->n_drop_ins++;
                 if (r < 0)
                         return r;
@@ -428,18 +336,19 @@ int osc_unit_from_json(const json_t *j, const char *where, OscUnit *ret, char **
         _cleanup_strv_free_ char **paths = NULL;
         OscUnit u = { .command = _OSC_UNIT_COMMAND_INVALID, .enable = -1 };
         const json_t *drop_ins;
+        const char *content;
         int r;
 
         if (!json_is_object(j))
                 return error_setf(ret_error, -EINVAL, "%s: expected an object", where);
-        r = get_str(j, "name", where, OSC_MODEL_NAME_MAX, true, &u.name, ret_error);
+        r = json_field_string(j, where, "name", OSC_MODEL_NAME_MAX, JSON_FIELD_REQUIRED, &u.name, ret_error);
         if (r < 0)
                 goto fail;
         if (!osc_name_valid(u.name)) {
                 r = error_setf(ret_error, -EINVAL, "%s: invalid unit name \"%s\"", where, u.name);
                 goto fail;
         }
-        r = get_str(j, "command", where, OSC_MODEL_NAME_MAX, false, &cmd, ret_error);
+        r = json_field_string(j, where, "command", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &cmd, ret_error);
         if (r < 0)
                 goto fail;
         if (cmd) {
@@ -449,23 +358,23 @@ int osc_unit_from_json(const json_t *j, const char *where, OscUnit *ret, char **
                         goto fail;
                 }
         }
-        r = get_bool(j, "enable", where, &u.enable, ret_error);
+        r = json_field_bool(j, where, "enable", &u.enable, ret_error);
         if (r >= 0)
-                r = get_member(j, "content", where, JSON_STRING, &drop_ins, ret_error);
+                r = json_field_string_ref(j, where, "content", &content, ret_error);
         if (r < 0)
                 goto fail;
-        if (drop_ins) {         /* "content: ''" is content, unlike other empty strings */
-                u.content = strndup(json_string_value(drop_ins), json_string_length(drop_ins));
+        if (content) {          /* "content: ''" is content, unlike other empty strings */
+                u.content = strdup(content);
                 if (!u.content) {
                         r = -ENOMEM;
                         goto fail;
                 }
         }
-        r = get_member(j, "dropIns", where, JSON_ARRAY, &drop_ins, ret_error);
+        r = json_field_array(j, where, "dropIns", &drop_ins, ret_error);
         if (r >= 0 && drop_ins)
                 r = decode_drop_ins(drop_ins, where, &u, ret_error);
         if (r >= 0)
-                r = get_strv(j, "filePaths", where, OSC_MODEL_FILE_PATHS_MAX, OSC_MODEL_PATH_MAX, &paths, ret_error);
+                r = json_field_strv(j, where, "filePaths", OSC_MODEL_FILE_PATHS_MAX, OSC_MODEL_PATH_MAX, JSON_FIELD_EMPTY_IS_UNSET, &paths, ret_error);
         if (r < 0)
                 goto fail;
         for (char **p = paths; p && *p; p++)
@@ -661,15 +570,15 @@ int osc_registry_from_json(const json_t *j, const char *where, OscRegistry *ret,
 
         if (!json_is_object(j))
                 return error_setf(ret_error, -EINVAL, "%s: expected an object", where);
-        r = get_str(j, "upstream", where, OSC_MODEL_NAME_MAX, true, &g.upstream, ret_error);
+        r = json_field_string(j, where, "upstream", OSC_MODEL_NAME_MAX, JSON_FIELD_REQUIRED, &g.upstream, ret_error);
         if (r >= 0 && !osc_name_valid(g.upstream))
                 r = error_setf(ret_error, -EINVAL, "%s: invalid upstream \"%s\"", where, g.upstream);
         if (r >= 0)
-                r = get_str(j, "server", where, OSC_MODEL_PATH_MAX, false, &g.server, ret_error);
+                r = json_field_string(j, where, "server", OSC_MODEL_PATH_MAX, JSON_FIELD_EMPTY_IS_UNSET, &g.server, ret_error);
         if (r >= 0)
-                r = get_bool(j, "readinessProbe", where, &probe, ret_error);
+                r = json_field_bool(j, where, "readinessProbe", &probe, ret_error);
         if (r >= 0)
-                r = get_member(j, "hosts", where, JSON_ARRAY, &hosts, ret_error);
+                r = json_field_array(j, where, "hosts", &hosts, ret_error);
         if (r >= 0 && json_array_size(hosts) > OSC_MODEL_HOSTS_MAX)
                 r = error_setf(ret_error, -EINVAL, "%s.hosts: more than %d entries", where, OSC_MODEL_HOSTS_MAX);
         if (r < 0)
@@ -693,13 +602,13 @@ int osc_registry_from_json(const json_t *j, const char *where, OscRegistry *ret,
                         r = error_setf(ret_error, -EINVAL, "%s: expected an object", hw);
                         goto fail;
                 }
-                r = get_str(h, "url", hw, OSC_MODEL_PATH_MAX, true, &x->url, ret_error);
+                r = json_field_string(h, hw, "url", OSC_MODEL_PATH_MAX, JSON_FIELD_REQUIRED, &x->url, ret_error);
                 if (r >= 0)
-                        r = get_strv(h, "capabilities", hw, 8, OSC_MODEL_NAME_MAX, &x->capabilities, ret_error);
+                        r = json_field_strv(h, hw, "capabilities", 8, OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &x->capabilities, ret_error);
                 if (r >= 0)
-                        r = get_strv(h, "caCerts", hw, 64, OSC_MODEL_PATH_MAX, &x->ca_certs, ret_error);
+                        r = json_field_strv(h, hw, "caCerts", 64, OSC_MODEL_PATH_MAX, JSON_FIELD_EMPTY_IS_UNSET, &x->ca_certs, ret_error);
                 if (r >= 0)
-                        r = get_bool(h, "overridePath", hw, &x->override_path, ret_error);
+                        r = json_field_bool(h, hw, "overridePath", &x->override_path, ret_error);
                 if (r < 0)
                         goto fail;
         }
@@ -727,7 +636,7 @@ static int decode_cri(const json_t *cri, OscModel *m, char **ret_error) {
         int r;
 
         m->has_cri = true;
-        r = get_member(cri, "containerd", "spec.criConfig", JSON_OBJECT, &ctd, ret_error);
+        r = json_field_object(cri, "spec.criConfig", "containerd", &ctd, ret_error);
         if (r < 0 || !ctd)
                 return r;
         m->has_containerd = true;
@@ -746,7 +655,7 @@ static int decode_cri(const json_t *cri, OscModel *m, char **ret_error) {
         if (v && !json_is_null(v) && json_object_set(m->containerd_config, "cgroupDriver", (json_t *) v) < 0)
                 return -ENOMEM;
 
-        r = get_member(ctd, "registries", "spec.criConfig.containerd", JSON_ARRAY, &regs, ret_error);
+        r = json_field_array(ctd, "spec.criConfig.containerd", "registries", &regs, ret_error);
         if (r < 0 || !regs)
                 return r;
         if (json_array_size(regs) > OSC_MODEL_REGISTRIES_MAX)
@@ -809,29 +718,25 @@ static int decode_in_place(const json_t *ipu, OscModel *m, char **ret_error) {
         int r;
 
         m->in_place = true;
-        r = get_str(ipu, "operatingSystemVersion", w, OSC_MODEL_NAME_MAX, false, &m->os_version, ret_error);
+        r = json_field_string(ipu, w, "operatingSystemVersion", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &m->os_version, ret_error);
         if (r >= 0)
-                r = get_str(ipu, "kubelet", w, OSC_MODEL_NAME_MAX, false, &m->kubelet_version, ret_error);
+                r = json_field_string(ipu, w, "kubelet", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &m->kubelet_version, ret_error);
         if (r >= 0)
-                r = get_member(ipu, "credentialsRotation", w, JSON_OBJECT, &rot, ret_error);
+                r = json_field_object(ipu, w, "credentialsRotation", &rot, ret_error);
         if (r < 0 || !rot)
                 return r;
         m->has_rotation = true;
-        r = get_member(rot, "certificateAuthorities", "spec.inPlaceUpdates.credentialsRotation", JSON_OBJECT, &ca,
-                       ret_error);
+        r = json_field_object(rot, "spec.inPlaceUpdates.credentialsRotation", "certificateAuthorities", &ca, ret_error);
         if (r >= 0)
-                r = get_member(rot, "serviceAccountKey", "spec.inPlaceUpdates.credentialsRotation", JSON_OBJECT, &sa,
-                               ret_error);
+                r = json_field_object(rot, "spec.inPlaceUpdates.credentialsRotation", "serviceAccountKey", &sa, ret_error);
         if (r < 0)
                 return r;
         m->has_ca_rotation = ca;
         m->has_sa_rotation = sa;
         if (ca)
-                r = get_str(ca, "lastInitiationTime", "spec.inPlaceUpdates.credentialsRotation.certificateAuthorities",
-                            OSC_MODEL_NAME_MAX, false, &m->ca_rotation, ret_error);
+                r = json_field_string(ca, "spec.inPlaceUpdates.credentialsRotation.certificateAuthorities", "lastInitiationTime", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &m->ca_rotation, ret_error);
         if (r >= 0 && sa)
-                r = get_str(sa, "lastInitiationTime", "spec.inPlaceUpdates.credentialsRotation.serviceAccountKey",
-                            OSC_MODEL_NAME_MAX, false, &m->sa_rotation, ret_error);
+                r = json_field_string(sa, "spec.inPlaceUpdates.credentialsRotation.serviceAccountKey", "lastInitiationTime", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &m->sa_rotation, ret_error);
         return r;
 }
 
@@ -842,13 +747,13 @@ static int decode_lists(const json_t *spec, const json_t *status, const OscModel
         const json_t *su, *xu, *sf, *xf;
         int r;
 
-        r = get_member(spec, "units", "spec", JSON_ARRAY, &su, ret_error);
+        r = json_field_array(spec, "spec", "units", &su, ret_error);
         if (r >= 0)
-                r = get_member(status, "extensionUnits", "status", JSON_ARRAY, &xu, ret_error);
+                r = json_field_array(status, "status", "extensionUnits", &xu, ret_error);
         if (r >= 0)
-                r = get_member(spec, "files", "spec", JSON_ARRAY, &sf, ret_error);
+                r = json_field_array(spec, "spec", "files", &sf, ret_error);
         if (r >= 0)
-                r = get_member(status, "extensionFiles", "status", JSON_ARRAY, &xf, ret_error);
+                r = json_field_array(status, "status", "extensionFiles", &xf, ret_error);
         if (r < 0)
                 return r;
         if (json_array_size(su) + json_array_size(xu) > OSC_MODEL_UNITS_MAX)
@@ -887,17 +792,17 @@ int osc_model_decode(const json_t *doc, const OscModelOptions *opts, OscModel **
         m = calloc(1, sizeof(*m));
         if (!m)
                 return -ENOMEM;
-        r = get_member(doc, "spec", "osc", JSON_OBJECT, &spec, ret_error);
+        r = json_field_object(doc, "osc", "spec", &spec, ret_error);
         if (r >= 0)
-                r = get_member(doc, "status", "osc", JSON_OBJECT, &status, ret_error);
+                r = json_field_object(doc, "osc", "status", &status, ret_error);
         if (r >= 0)
                 r = decode_lists(spec, status, opts, m, ret_error);
         if (r >= 0)
-                r = get_member(spec, "inPlaceUpdates", "spec", JSON_OBJECT, &ipu, ret_error);
+                r = json_field_object(spec, "spec", "inPlaceUpdates", &ipu, ret_error);
         if (r >= 0 && ipu)
                 r = decode_in_place(ipu, m, ret_error);
         if (r >= 0)
-                r = get_member(spec, "criConfig", "spec", JSON_OBJECT, &cri, ret_error);
+                r = json_field_object(spec, "spec", "criConfig", &cri, ret_error);
         if (r >= 0 && cri)
                 r = decode_cri(cri, m, ret_error);
         if (r >= 0 && cri && opts->containerd_path) {

@@ -9,6 +9,7 @@
 #include "kube/kubeconfig.h"
 #include "util/base64.h"
 #include "util/fileio.h"
+#include "util/json-util.h"
 #include "util/yaml-json.h"
 
 #define SERVICE_ACCOUNT_NAMESPACE_MAX 253
@@ -73,14 +74,12 @@ typedef struct Ctx {
 
 /* Optional string field: 0 and *ret = NULL when absent, -EINVAL when present but not a string. */
 static int get_string(Ctx *x, const json_t *obj, const char *field, const char *where, const char **ret) {
-        json_t *v = json_object_get(obj, field);
+        _cleanup_free_ char *why = NULL;
+        int r;
 
-        *ret = NULL;
-        if (!v || json_is_null(v))
-                return 0;
-        if (!json_is_string(v))
-                return fail(x->error, -EINVAL, x->source, "%s.%s: expected a string", where, field);
-        *ret = json_string_value(v);
+        r = json_field_string_ref(obj, where, field, ret, x->error ? &why : NULL);
+        if (r < 0)
+                return fail(x->error, r, x->source, "%s", strempty(why));
         return 0;
 }
 
