@@ -8,6 +8,7 @@
 #include "util/base64.h"
 #include "util/error-message.h"
 #include "util/json-util.h"
+#include "util/strv.h"
 #include "util/yaml-json.h"
 
 #define OSC_MODEL_YAML_MAX (3 * 1024 * 1024)
@@ -197,8 +198,8 @@ static int decode_file_content(const json_t *content, const char *where, OscFile
 }
 
 int osc_file_from_json(const json_t *j, const char *where, OscFile *ret, char **ret_error) {
+        _cleanup_(osc_file_done) OscFile f = { .transmit_unencoded = -1 };
         _cleanup_free_ char *cw = NULL;
-        OscFile f = { .transmit_unencoded = -1 };
         const json_t *content;
         json_int_t perm;
         int r;
@@ -207,51 +208,42 @@ int osc_file_from_json(const json_t *j, const char *where, OscFile *ret, char **
                 return error_setf(ret_error, -EINVAL, "%s: expected an object", where);
         r = json_field_string(j, where, "path", OSC_MODEL_PATH_MAX, JSON_FIELD_REQUIRED, &f.path, ret_error);
         if (r < 0)
-                goto fail;
-        if (!osc_path_valid(f.path)) {
-                r = error_setf(ret_error, -EINVAL, "file \"%s\": path must be absolute without . or .. or a trailing slash",
-                               f.path);
-                goto fail;
-        }
+                return r;
+        if (!osc_path_valid(f.path))
+                return error_setf(ret_error, -EINVAL,
+                                  "file \"%s\": path must be absolute without . or .. or a trailing slash", f.path);
         r = json_field_integer(j, where, "permissions", &perm, ret_error);
         if (r < 0)
-                goto fail;
+                return r;
         if (r > 0) {
-                if (perm < 0 || perm > 07777) {
-                        r = error_setf(ret_error, -EINVAL, "file \"%s\": permissions out of range", f.path);
-                        goto fail;
-                }
+                if (perm < 0 || perm > 07777)
+                        return error_setf(ret_error, -EINVAL, "file \"%s\": permissions out of range", f.path);
                 f.has_permissions = true;
                 f.permissions = (uint32_t) perm;
         }
-        r = json_field_string(j, where, "hostName", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &f.host_name, ret_error);
+        r = json_field_string(j, where, "hostName", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &f.host_name,
+                              ret_error);
+        if (r >= 0)
+                r = json_field_object(j, where, "content", &content, ret_error);
         if (r < 0)
-                goto fail;
-        r = json_field_object(j, where, "content", &content, ret_error);
-        if (r < 0)
-                goto fail;
-        if (asprintf(&cw, "%s.content", where) < 0) {
-                r = -ENOMEM;
-                goto fail;
-        }
+                return r;
+        if (asprintf(&cw, "%s.content", where) < 0)
+                return -ENOMEM;
         r = decode_file_content(content, cw, &f, ret_error);
         if (r < 0)
-                goto fail;
-        *ret = f;
+                return r;
+        *ret = TAKE_STRUCT(f);
         return 0;
-fail:
-        osc_file_done(&f);
-        return r;
 }
 
 json_t *osc_file_to_json(const OscFile *f) {
-        json_t *j, *c;
+        _cleanup_(json_decrefp) json_t *j = NULL, *c = NULL;
         int r = 0;
 
         j = json_pack("{s:s}", "path", f->path);
         c = json_object();
         if (!j || !c)
-                goto fail;
+                return NULL;
         if (f->has_permissions)
                 r |= json_object_set_new(j, "permissions", json_integer(f->permissions));
         if (f->host_name)
@@ -272,16 +264,8 @@ json_t *osc_file_to_json(const OscFile *f) {
         }
         if (f->transmit_unencoded >= 0)
                 r |= json_object_set_new(c, "transmitUnencoded", json_boolean(f->transmit_unencoded));
-        r |= json_object_set_new(j, "content", c);
-        if (r != 0) {
-                json_decref(j);
-                return NULL;
-        }
-        return j;
-fail:
-        json_decref(j);
-        json_decref(c);
-        return NULL;
+        r |= json_object_set_new(j, "content", TAKE_PTR(c));
+        return r == 0 ? TAKE_PTR(j) : NULL;
 }
 
 int osc_file_copy(const OscFile *f, OscFile *ret) {
@@ -332,9 +316,9 @@ static int decode_drop_ins(const json_t *list, const char *where, OscUnit *u, ch
 }
 
 int osc_unit_from_json(const json_t *j, const char *where, OscUnit *ret, char **ret_error) {
+        _cleanup_(osc_unit_done) OscUnit u = { .command = _OSC_UNIT_COMMAND_INVALID, .enable = -1 };
         _cleanup_free_ char *cmd = NULL;
         _cleanup_strv_free_ char **paths = NULL;
-        OscUnit u = { .command = _OSC_UNIT_COMMAND_INVALID, .enable = -1 };
         const json_t *drop_ins;
         const char *content;
         int r;
@@ -343,48 +327,37 @@ int osc_unit_from_json(const json_t *j, const char *where, OscUnit *ret, char **
                 return error_setf(ret_error, -EINVAL, "%s: expected an object", where);
         r = json_field_string(j, where, "name", OSC_MODEL_NAME_MAX, JSON_FIELD_REQUIRED, &u.name, ret_error);
         if (r < 0)
-                goto fail;
-        if (!osc_name_valid(u.name)) {
-                r = error_setf(ret_error, -EINVAL, "%s: invalid unit name \"%s\"", where, u.name);
-                goto fail;
-        }
+                return r;
+        if (!osc_name_valid(u.name))
+                return error_setf(ret_error, -EINVAL, "%s: invalid unit name \"%s\"", where, u.name);
         r = json_field_string(j, where, "command", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &cmd, ret_error);
         if (r < 0)
-                goto fail;
+                return r;
         if (cmd) {
                 u.command = osc_unit_command_from_string(cmd);
-                if (u.command < 0) {
-                        r = error_setf(ret_error, -EINVAL, "unit \"%s\": unknown command \"%s\"", u.name, cmd);
-                        goto fail;
-                }
+                if (u.command < 0)
+                        return error_setf(ret_error, -EINVAL, "unit \"%s\": unknown command \"%s\"", u.name, cmd);
         }
         r = json_field_bool(j, where, "enable", &u.enable, ret_error);
         if (r >= 0)
                 r = json_field_string_ref(j, where, "content", &content, ret_error);
         if (r < 0)
-                goto fail;
-        if (content) {          /* "content: ''" is content, unlike other empty strings */
-                u.content = strdup(content);
-                if (!u.content) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
-        }
+                return r;
+        /* "content: ''" is content, unlike other empty strings */
+        if (content && !(u.content = strdup(content)))
+                return -ENOMEM;
         r = json_field_array(j, where, "dropIns", &drop_ins, ret_error);
         if (r >= 0 && drop_ins)
                 r = decode_drop_ins(drop_ins, where, &u, ret_error);
         if (r >= 0)
-                r = json_field_strv(j, where, "filePaths", OSC_MODEL_FILE_PATHS_MAX, OSC_MODEL_PATH_MAX, JSON_FIELD_EMPTY_IS_UNSET, &paths, ret_error);
+                r = json_field_strv(j, where, "filePaths", OSC_MODEL_FILE_PATHS_MAX, OSC_MODEL_PATH_MAX,
+                                    JSON_FIELD_EMPTY_IS_UNSET, &paths, ret_error);
         if (r < 0)
-                goto fail;
-        for (char **p = paths; p && *p; p++)
-                u.n_file_paths++;
+                return r;
+        u.n_file_paths = strv_length(paths);
         u.file_paths = TAKE_PTR(paths);
-        *ret = u;
+        *ret = TAKE_STRUCT(u);
         return 0;
-fail:
-        osc_unit_done(&u);
-        return r;
 }
 
 json_t *osc_unit_to_json(const OscUnit *u) {
@@ -500,8 +473,9 @@ static int decode_units(const json_t *list, const char *where, OscModel *m, char
         size_t i;
 
         json_array_foreach(list, i, e) {
+                _cleanup_(osc_unit_done) OscUnit u = {};
                 _cleanup_free_ char *uw = NULL;
-                OscUnit u = {}, *existing;
+                OscUnit *existing;
                 int r;
 
                 if (asprintf(&uw, "%s[%zu]", where, i) < 0)
@@ -512,19 +486,16 @@ static int decode_units(const json_t *list, const char *where, OscModel *m, char
                 existing = (OscUnit *) osc_model_find_unit(m, u.name);
                 if (existing) {
                         r = merge_unit(existing, &u);
-                        if (r < 0) {
-                                r = r == -E2BIG ? error_setf(ret_error, -EINVAL, "unit \"%s\": too many drop-ins or filePaths",
-                                                             existing->name) : r;
-                                osc_unit_done(&u);
+                        if (r == -E2BIG)
+                                return error_setf(ret_error, -EINVAL, "unit \"%s\": too many drop-ins or filePaths",
+                                                  existing->name);
+                        if (r < 0)
                                 return r;
-                        }
                         continue;
                 }
-                if (m->n_units >= OSC_MODEL_UNITS_MAX) {
-                        osc_unit_done(&u);
+                if (m->n_units >= OSC_MODEL_UNITS_MAX)
                         return error_setf(ret_error, -EINVAL, "%s: more than %d units", where, OSC_MODEL_UNITS_MAX);
-                }
-                m->units[m->n_units++] = u;
+                m->units[m->n_units++] = TAKE_STRUCT(u);
         }
         return 0;
 }
@@ -535,8 +506,8 @@ static int decode_files(const json_t *list, const char *where, bool in_status, c
         size_t i;
 
         json_array_foreach(list, i, e) {
+                _cleanup_(osc_file_done) OscFile f = {};
                 _cleanup_free_ char *fw = NULL;
-                OscFile f = {};
                 int r;
 
                 if (asprintf(&fw, "%s[%zu]", where, i) < 0)
@@ -547,23 +518,40 @@ static int decode_files(const json_t *list, const char *where, bool in_status, c
                 f.in_status = in_status;
                 /* CollectAllFiles' host filter; a second entry for the same path is dropped (the
                  * first, spec before status, is the one the diff would see). */
-                if ((f.host_name && !streq_ptr(f.host_name, opts->host_name)) || osc_model_find_file(m, f.path)) {
-                        osc_file_done(&f);
+                if ((f.host_name && !streq_ptr(f.host_name, opts->host_name)) || osc_model_find_file(m, f.path))
                         continue;
-                }
-                if (m->n_files >= OSC_MODEL_FILES_MAX) {
-                        osc_file_done(&f);
+                if (m->n_files >= OSC_MODEL_FILES_MAX)
                         return error_setf(ret_error, -EINVAL, "%s: more than %d files", where, OSC_MODEL_FILES_MAX);
-                }
-                m->files[m->n_files++] = f;
+                m->files[m->n_files++] = TAKE_STRUCT(f);
         }
         return 0;
 }
 
 /* ---- containerd ---- */
 
+/* One entry of a registry's hosts list. */
+static int decode_registry_host(const json_t *h, const char *where, size_t i, OscRegistryHost *x, char **ret_error) {
+        _cleanup_free_ char *hw = NULL;
+        int r;
+
+        if (asprintf(&hw, "%s.hosts[%zu]", where, i) < 0)
+                return -ENOMEM;
+        if (!json_is_object(h))
+                return error_setf(ret_error, -EINVAL, "%s: expected an object", hw);
+        r = json_field_string(h, hw, "url", OSC_MODEL_PATH_MAX, JSON_FIELD_REQUIRED, &x->url, ret_error);
+        if (r >= 0)
+                r = json_field_strv(h, hw, "capabilities", 8, OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET,
+                                    &x->capabilities, ret_error);
+        if (r >= 0)
+                r = json_field_strv(h, hw, "caCerts", 64, OSC_MODEL_PATH_MAX, JSON_FIELD_EMPTY_IS_UNSET, &x->ca_certs,
+                                    ret_error);
+        if (r >= 0)
+                r = json_field_bool(h, hw, "overridePath", &x->override_path, ret_error);
+        return r;
+}
+
 int osc_registry_from_json(const json_t *j, const char *where, OscRegistry *ret, char **ret_error) {
-        OscRegistry g = {};
+        _cleanup_(osc_registry_done) OscRegistry g = {};
         const json_t *hosts, *h;
         int probe, r;
         size_t i;
@@ -574,7 +562,8 @@ int osc_registry_from_json(const json_t *j, const char *where, OscRegistry *ret,
         if (r >= 0 && !osc_name_valid(g.upstream))
                 r = error_setf(ret_error, -EINVAL, "%s: invalid upstream \"%s\"", where, g.upstream);
         if (r >= 0)
-                r = json_field_string(j, where, "server", OSC_MODEL_PATH_MAX, JSON_FIELD_EMPTY_IS_UNSET, &g.server, ret_error);
+                r = json_field_string(j, where, "server", OSC_MODEL_PATH_MAX, JSON_FIELD_EMPTY_IS_UNSET, &g.server,
+                                      ret_error);
         if (r >= 0)
                 r = json_field_bool(j, where, "readinessProbe", &probe, ret_error);
         if (r >= 0)
@@ -582,48 +571,24 @@ int osc_registry_from_json(const json_t *j, const char *where, OscRegistry *ret,
         if (r >= 0 && json_array_size(hosts) > OSC_MODEL_HOSTS_MAX)
                 r = error_setf(ret_error, -EINVAL, "%s.hosts: more than %d entries", where, OSC_MODEL_HOSTS_MAX);
         if (r < 0)
-                goto fail;
+                return r;
         g.readiness_probe = probe == 1;
         g.hosts = calloc(json_array_size(hosts) + 1, sizeof(OscRegistryHost));
         g.canon = json_pack("{s:s}", "upstream", g.upstream);
-        if (!g.hosts || !g.canon) {
-                r = -ENOMEM;
-                goto fail;
-        }
+        if (!g.hosts || !g.canon)
+                return -ENOMEM;
         json_array_foreach(hosts, i, h) {
-                _cleanup_free_ char *hw = NULL;
-                OscRegistryHost *x = &g.hosts[g.n_hosts++];
-
-                if (asprintf(&hw, "%s.hosts[%zu]", where, i) < 0) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
-                if (!json_is_object(h)) {
-                        r = error_setf(ret_error, -EINVAL, "%s: expected an object", hw);
-                        goto fail;
-                }
-                r = json_field_string(h, hw, "url", OSC_MODEL_PATH_MAX, JSON_FIELD_REQUIRED, &x->url, ret_error);
-                if (r >= 0)
-                        r = json_field_strv(h, hw, "capabilities", 8, OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &x->capabilities, ret_error);
-                if (r >= 0)
-                        r = json_field_strv(h, hw, "caCerts", 64, OSC_MODEL_PATH_MAX, JSON_FIELD_EMPTY_IS_UNSET, &x->ca_certs, ret_error);
-                if (r >= 0)
-                        r = json_field_bool(h, hw, "overridePath", &x->override_path, ret_error);
+                r = decode_registry_host(h, where, i, &g.hosts[g.n_hosts++], ret_error);
                 if (r < 0)
-                        goto fail;
+                        return r;
         }
         /* Equality and persistence use the decoded top-level fields; hosts are kept as given. */
         if ((g.server && json_object_set_new(g.canon, "server", json_string(g.server)) < 0) ||
             (probe >= 0 && json_object_set_new(g.canon, "readinessProbe", json_boolean(probe)) < 0) ||
-            (hosts && json_array_size(hosts) > 0 && json_object_set(g.canon, "hosts", (json_t *) hosts) < 0)) {
-                r = -ENOMEM;
-                goto fail;
-        }
-        *ret = g;
+            (hosts && json_array_size(hosts) > 0 && json_object_set(g.canon, "hosts", (json_t *) hosts) < 0))
+                return -ENOMEM;
+        *ret = TAKE_STRUCT(g);
         return 0;
-fail:
-        osc_registry_done(&g);
-        return r;
 }
 
 int osc_registry_copy(const OscRegistry *g, OscRegistry *ret) {
@@ -679,35 +644,29 @@ static int decode_cri(const json_t *cri, OscModel *m, char **ret_error) {
 
 /* upstream's addContainerdEnvironmentDropIn, byte for byte (GNP Appendix B). */
 static int inject_containerd_drop_in(OscModel *m, const char *path) {
-        OscUnit u = { .command = _OSC_UNIT_COMMAND_INVALID, .enable = -1 }, *existing;
+        _cleanup_(osc_unit_done) OscUnit u = { .command = _OSC_UNIT_COMMAND_INVALID, .enable = -1 };
+        OscUnit *existing;
         OscDropIn *d;
         int r;
 
         u.name = strdup(OSC_CONTAINERD_UNIT);
         u.drop_ins = calloc(2, sizeof(OscDropIn));
         if (!u.name || !u.drop_ins)
-                goto nomem;
+                return -ENOMEM;
         d = &u.drop_ins[u.n_drop_ins++];
         d->name = strdup(OSC_CONTAINERD_DROPIN);
         if (!d->name || asprintf(&d->content, "[Service]\nEnvironment=\"PATH=" OSC_CONTAINERD_BIN_DIR ":%s\"\n", path) < 0)
-                goto nomem;
+                return -ENOMEM;
 
         existing = (OscUnit *) osc_model_find_unit(m, OSC_CONTAINERD_UNIT);
         if (existing) {
                 r = merge_unit(existing, &u);
-                if (r < 0)
-                        osc_unit_done(&u);
                 return r == -E2BIG ? -EINVAL : r;
         }
-        if (m->n_units >= OSC_MODEL_UNITS_MAX) {
-                osc_unit_done(&u);
+        if (m->n_units >= OSC_MODEL_UNITS_MAX)
                 return -EINVAL;
-        }
-        m->units[m->n_units++] = u;
+        m->units[m->n_units++] = TAKE_STRUCT(u);
         return 0;
-nomem:
-        osc_unit_done(&u);
-        return -ENOMEM;
 }
 
 /* ---- in-place ---- */
