@@ -7,6 +7,8 @@
 #include <sys/eventfd.h>
 
 #include "kubelet/kubelet-stage.h"
+#include "oci/registry-blob.h"
+#include "oci/registry-manifest.h"
 
 /* One extraction on the worker thread. The thread reads only this struct, the files it names and
  * the feed. */
