@@ -7,6 +7,7 @@
 #include "core/node-view.h"
 #include "util/error-message.h"
 #include "util/json-util.h"
+#include "util/string-util.h"
 
 static const char *const result_names[_NODE_UPDATE_RESULT_MAX] = {
         [NODE_UPDATE_RESULT_NONE] = "none",
@@ -59,25 +60,13 @@ NodeView *node_view_free(NodeView *v) {
 /* Adds to the warning, "; " between parts. */
 static int add_warning(NodeView *v, const char *format, ...) _printf_(2, 3);
 static int add_warning(NodeView *v, const char *format, ...) {
-        _cleanup_free_ char *w = NULL;
-        char *joined;
         va_list ap;
         int r;
 
         va_start(ap, format);
-        r = vasprintf(&w, format, ap);
+        r = strextendv_with_separator(&v->warning, "; ", format, ap);
         va_end(ap);
-        if (r < 0)
-                return -ENOMEM;
-        if (!v->warning) {
-                v->warning = TAKE_PTR(w);
-                return 0;
-        }
-        if (asprintf(&joined, "%s; %s", v->warning, w) < 0)
-                return -ENOMEM;
-        free(v->warning);
-        v->warning = joined;
-        return 0;
+        return r;
 }
 
 static int decode_labels(const json_t *labels, NodeView *v, char **ret_error) {
@@ -284,18 +273,14 @@ int node_view_decode(const json_t *node, NodeView **ret, char **ret_error) {
                 r = json_field_object(meta, "metadata", "labels", &labels, ret_error);
         if (r >= 0)
                 r = json_field_object(meta, "metadata", "annotations", &annotations, ret_error);
-        if (r < 0)
-                return r;
-        r = decode_labels(labels, v, ret_error);
-        if (r < 0)
-                return r;
-        r = decode_annotations(annotations, v, ret_error);
-        if (r < 0)
-                return r;
-        r = decode_conditions(node, v, ret_error);
-        if (r < 0)
-                return r;
-        r = decode_addresses(node, v);
+        if (r >= 0)
+                r = decode_labels(labels, v, ret_error);
+        if (r >= 0)
+                r = decode_annotations(annotations, v, ret_error);
+        if (r >= 0)
+                r = decode_conditions(node, v, ret_error);
+        if (r >= 0)
+                r = decode_addresses(node, v);
         if (r < 0)
                 return r;
 

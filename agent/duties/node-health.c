@@ -18,6 +18,7 @@
 #include "systemd/unit-state.h"
 #include "util/event-util.h"
 #include "util/log.h"
+#include "util/string-util.h"
 
 #define KUBELET_PROBE_TIMEOUT_USEC (10 * USEC_PER_SEC)
 
@@ -108,12 +109,11 @@ static void node_health_event(NodeHealth *h, const Component *c, bool warning, c
 static void node_health_event(NodeHealth *h, const Component *c, bool warning, const char *fmt, ...) {
         _cleanup_free_ char *msg = NULL;
         va_list ap;
-        int k;
 
         va_start(ap, fmt);
-        k = vasprintf(&msg, fmt, ap);
+        msg = strdup_vprintf(fmt, ap);
         va_end(ap);
-        if (k < 0) {
+        if (!msg) {
                 log_oom();
                 return;
         }

@@ -10,6 +10,7 @@
 #include "util/backoff.h"
 #include "util/event-util.h"
 #include "util/fileio.h"
+#include "util/string-util.h"
 
 #define RETRY_MAX_USEC (30 * USEC_PER_SEC)
 #define TOKEN_TIMEOUT_USEC (30 * USEC_PER_SEC)
@@ -169,14 +170,11 @@ int registry_op_new(RegistryClient *c, OpKind kind, const OciRef *ref, RegistryD
 
 void registry_op_set_failure(RegistryOp *op, int error, ArtifactFailure failure, const char *fmt, ...) {
         va_list ap;
-        char *m = NULL;
 
         va_start(ap, fmt);
-        if (vasprintf(&m, fmt, ap) < 0)
-                m = NULL;
-        va_end(ap);
         free(op->message);
-        op->message = m;
+        op->message = strdup_vprintf(fmt, ap);
+        va_end(ap);
         op->error = error < 0 ? error : -EIO;
         op->failure = failure;
 }
