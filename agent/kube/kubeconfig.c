@@ -72,7 +72,8 @@ typedef struct Ctx {
         char **error;           /* borrowed */
 } Ctx;
 
-/* Optional string field: 0 and *ret = NULL when absent, -EINVAL when present but not a string. */
+/* Optional string field: 0 and *ret = NULL when absent, null or "" (unset, as in client-go), -EINVAL
+ * when present but not a string. */
 static int get_string(Ctx *x, const json_t *obj, const char *field, const char *where, const char **ret) {
         _cleanup_free_ char *why = NULL;
         int r;
@@ -80,6 +81,8 @@ static int get_string(Ctx *x, const json_t *obj, const char *field, const char *
         r = json_field_string_ref(obj, where, field, ret, x->error ? &why : NULL);
         if (r < 0)
                 return fail(x->error, r, x->source, "%s", strempty(why));
+        if (isempty(*ret))
+                *ret = NULL;
         return 0;
 }
 
@@ -88,10 +91,8 @@ static int get_path(Ctx *x, const json_t *obj, const char *field, const char *wh
         int r;
 
         r = get_string(x, obj, field, where, &v);
-        if (r < 0)
+        if (r < 0 || !v)
                 return r;
-        if (isempty(v))
-                return 0;
         if (v[0] == '/')
                 *ret = strdup(v);
         else if (asprintf(ret, "%s%s%s", x->dir, streq(x->dir, "/") ? "" : "/", v) < 0)
@@ -107,10 +108,8 @@ static int get_base64(Ctx *x, const json_t *obj, const char *field, const char *
         int r;
 
         r = get_string(x, obj, field, where, &v);
-        if (r < 0)
+        if (r < 0 || !v)
                 return r;
-        if (isempty(v))
-                return 0;
         len = strlen(v);
         if (len > KUBECONFIG_FILE_MAX)
                 return fail(x->error, -EINVAL, x->source, "%s.%s: too long", where, field);
