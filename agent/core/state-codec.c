@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "core/state-codec.h"
+#include "util/error-message.h"
 #include "util/json-util.h"
 #include "util/strv.h"
 
@@ -305,11 +306,11 @@ int state_codec_decode(const char *data, size_t size, UpdateTransaction **ret, c
                 return bad(&d, "version: missing or invalid");
         }
         if (json_integer_value(version) > STATE_FILE_VERSION) {
+                /* `version` lives in `doc`: format the message before letting go of it. */
+                r = error_setf(ret_error, -EPROTONOSUPPORT, "written by a newer format (version %lld)",
+                               (long long) json_integer_value(version));
                 json_decref(doc);
-                if (ret_error && asprintf(ret_error, "written by a newer format (version %lld)",
-                                          (long long) json_integer_value(version)) < 0)
-                        *ret_error = NULL;
-                return -EPROTONOSUPPORT;
+                return r;
         }
 
         r = update_transaction_new(&tx);

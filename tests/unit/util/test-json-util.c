@@ -51,7 +51,10 @@ static void test_unset(void **state) {
                 assert_int_equal(u, 0);
         }
         assert_null(json_field(NULL, "n"));
-        assert_null(json_field(json_array(), "n"));
+        assert_null(json_field(j, "n"));                /* null */
+        json_decref(j);
+        j = json_array();
+        assert_null(json_field(j, "n"));
         assert_int_equal(json_field_object(NULL, "w", "n", &o, NULL), 0);
         json_decref(j);
 }
