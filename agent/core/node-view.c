@@ -6,6 +6,8 @@
 
 #include "core/node-view.h"
 #include "util/error-message.h"
+#include "util/json-util.h"
+#include "util/string-util.h"
 
 static const char *const result_names[_NODE_UPDATE_RESULT_MAX] = {
         [NODE_UPDATE_RESULT_NONE] = "none",
@@ -56,63 +58,16 @@ NodeView *node_view_free(NodeView *v) {
         return NULL;
 }
 
-/* A string member of `obj` (absent or null: NULL). `where` and `key` name it in errors. */
-static int get_string(const json_t *obj, const char *key, const char *where, size_t max, char **ret,
-                      char **ret_error) {
-        const json_t *v = obj ? json_object_get(obj, key) : NULL;
-        char *s;
-
-        if (!v || json_is_null(v)) {
-                *ret = NULL;
-                return 0;
-        }
-        if (!json_is_string(v))
-                return error_setf(ret_error, -EINVAL, "%s[\"%s\"]: expected a string", where, key);
-        if (json_string_length(v) > max)
-                return error_setf(ret_error, -EINVAL, "%s[\"%s\"]: longer than %zu bytes", where, key, max);
-        if (strlen(json_string_value(v)) != json_string_length(v))
-                return error_setf(ret_error, -EINVAL, "%s[\"%s\"]: contains a NUL character (\\u0000)", where, key);
-        s = strdup(json_string_value(v));
-        if (!s)
-                return -ENOMEM;
-        *ret = s;
-        return 0;
-}
-
 /* Adds to the warning, "; " between parts. */
 static int add_warning(NodeView *v, const char *format, ...) _printf_(2, 3);
 static int add_warning(NodeView *v, const char *format, ...) {
-        _cleanup_free_ char *w = NULL;
-        char *joined;
         va_list ap;
         int r;
 
         va_start(ap, format);
-        r = vasprintf(&w, format, ap);
+        r = strextendv_with_separator(&v->warning, "; ", format, ap);
         va_end(ap);
-        if (r < 0)
-                return -ENOMEM;
-        if (!v->warning) {
-                v->warning = TAKE_PTR(w);
-                return 0;
-        }
-        if (asprintf(&joined, "%s; %s", v->warning, w) < 0)
-                return -ENOMEM;
-        free(v->warning);
-        v->warning = joined;
-        return 0;
-}
-
-static int get_map(const json_t *meta, const char *key, const json_t **ret, char **ret_error) {
-        const json_t *m = json_object_get(meta, key);
-
-        *ret = NULL;    /* also on error */
-        if (m && json_is_null(m))
-                m = NULL;
-        if (m && !json_is_object(m))
-                return error_setf(ret_error, -EINVAL, "metadata.%s: expected an object", key);
-        *ret = m;
-        return 0;
+        return r;
 }
 
 static int decode_labels(const json_t *labels, NodeView *v, char **ret_error) {
@@ -132,8 +87,8 @@ static int decode_labels(const json_t *labels, NodeView *v, char **ret_error) {
         };
 
         for (size_t i = 0; i < ELEMENTSOF(table); i++) {
-                int r = get_string(labels, table[i].key, "metadata.labels", NODE_LABEL_VALUE_MAX, table[i].field,
-                                   ret_error);
+                int r = json_field_string(labels, "metadata.labels", table[i].key, NODE_LABEL_VALUE_MAX, 0,
+                                          table[i].field, ret_error);
                 if (r < 0)
                         return r;
         }
@@ -171,8 +126,8 @@ static int decode_annotations(const json_t *annotations, NodeView *v, char **ret
         };
 
         for (size_t i = 0; i < ELEMENTSOF(table); i++) {
-                int r = get_string(annotations, table[i].key, "metadata.annotations", NODE_ANNOTATIONS_MAX,
-                                   table[i].field, ret_error);
+                int r = json_field_string(annotations, "metadata.annotations", table[i].key, NODE_ANNOTATIONS_MAX,
+                                          0, table[i].field, ret_error);
                 if (r < 0)
                         return r;
         }
@@ -197,10 +152,10 @@ static int decode_condition(const json_t *c, size_t i, NodeCondition *ret, char 
         int r;
 
         (void) snprintf(n.position, sizeof(n.position), "status.conditions[%zu]", i);
-        r = get_string(c, "reason", where, NODE_ANNOTATIONS_MAX, &n.reason, ret_error);
+        r = json_field_string(c, where, "reason", NODE_ANNOTATIONS_MAX, 0, &n.reason, ret_error);
         if (r >= 0)
-                r = get_string(c, "lastTransitionTime", where, NODE_ANNOTATIONS_MAX, &n.last_transition_time,
-                               ret_error);
+                r = json_field_string(c, where, "lastTransitionTime", NODE_ANNOTATIONS_MAX, 0, &n.last_transition_time,
+                                      ret_error);
         if (r >= 0)
                 r = get_informational(c, "status", &n.status);
         if (r >= 0)
@@ -224,20 +179,17 @@ static const char *condition_type(const json_t *c) {
 }
 
 static int decode_conditions(const json_t *node, NodeView *v, char **ret_error) {
-        const json_t *status = json_object_get(node, "status"), *conditions, *c;
+        const json_t *status, *conditions, *c;
         size_t i;
+        int r;
 
-        if (!status || json_is_null(status))
-                return 0;
-        if (!json_is_object(status))
-                return error_setf(ret_error, -EINVAL, "status: expected an object");
-        conditions = json_object_get(status, "conditions");
-        if (!conditions || json_is_null(conditions))
-                return 0;
-        if (!json_is_array(conditions))
-                return error_setf(ret_error, -EINVAL, "status.conditions: expected a list");
+        r = json_field_object(node, NULL, "status", &status, ret_error);
+        if (r >= 0)
+                r = json_field_array(status, "status", "conditions", &conditions, ret_error);
+        if (r < 0 || !conditions)
+                return r;
         if (json_array_size(conditions) > NODE_CONDITIONS_MAX) {
-                int r = add_warning(v, "status.conditions has %zu entries; only the first %d are looked at",
+                r = add_warning(v, "status.conditions has %zu entries; only the first %d are looked at",
                                     json_array_size(conditions), NODE_CONDITIONS_MAX);
                 if (r < 0)
                         return r;
@@ -246,7 +198,6 @@ static int decode_conditions(const json_t *node, NodeView *v, char **ret_error) 
         json_array_foreach(conditions, i, c) {
                 NodeCondition *target;
                 const char *type;
-                int r;
 
                 if (i >= NODE_CONDITIONS_MAX)
                         break;
@@ -310,34 +261,27 @@ int node_view_decode(const json_t *node, NodeView **ret, char **ret_error) {
         if (!v)
                 return -ENOMEM;
 
-        r = get_string(meta, "name", "metadata", NODE_NAME_MAX, &v->name, ret_error);
+        r = json_field_string(meta, "metadata", "name", NODE_NAME_MAX, 0, &v->name, ret_error);
         if (r < 0)
                 return r;
         if (isempty(v->name))
                 return error_setf(ret_error, -EINVAL, "metadata.name: missing");
-        r = get_string(meta, "uid", "metadata", NODE_NAME_MAX, &v->uid, ret_error);
-        if (r < 0)
-                return r;
-        r = get_string(meta, "resourceVersion", "metadata", NODE_NAME_MAX, &v->resource_version, ret_error);
-        if (r < 0)
-                return r;
-
-        r = get_map(meta, "labels", &labels, ret_error);
-        if (r < 0)
-                return r;
-        r = get_map(meta, "annotations", &annotations, ret_error);
-        if (r < 0)
-                return r;
-        r = decode_labels(labels, v, ret_error);
-        if (r < 0)
-                return r;
-        r = decode_annotations(annotations, v, ret_error);
-        if (r < 0)
-                return r;
-        r = decode_conditions(node, v, ret_error);
-        if (r < 0)
-                return r;
-        r = decode_addresses(node, v);
+        r = json_field_string(meta, "metadata", "uid", NODE_NAME_MAX, 0, &v->uid, ret_error);
+        if (r >= 0)
+                r = json_field_string(meta, "metadata", "resourceVersion", NODE_NAME_MAX, 0, &v->resource_version,
+                                      ret_error);
+        if (r >= 0)
+                r = json_field_object(meta, "metadata", "labels", &labels, ret_error);
+        if (r >= 0)
+                r = json_field_object(meta, "metadata", "annotations", &annotations, ret_error);
+        if (r >= 0)
+                r = decode_labels(labels, v, ret_error);
+        if (r >= 0)
+                r = decode_annotations(annotations, v, ret_error);
+        if (r >= 0)
+                r = decode_conditions(node, v, ret_error);
+        if (r >= 0)
+                r = decode_addresses(node, v);
         if (r < 0)
                 return r;
 

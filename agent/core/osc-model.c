@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 
 #include "core/kube-name.h"
 #include "core/osc-model.h"
+#include "util/base64.h"
 #include "util/error-message.h"
+#include "util/json-util.h"
+#include "util/strv.h"
 #include "util/yaml-json.h"
 
 #define OSC_MODEL_YAML_MAX (3 * 1024 * 1024)
@@ -17,13 +19,7 @@ static const char *const unit_command_table[_OSC_UNIT_COMMAND_MAX] = {
         [OSC_UNIT_COMMAND_STOP] = "stop",
 };
 
-const char *osc_unit_command_to_string(OscUnitCommand c) {
-        return c >= 0 && c < _OSC_UNIT_COMMAND_MAX ? unit_command_table[c] : NULL;
-}
-
-OscUnitCommand osc_unit_command_from_string(const char *s) {
-        return (OscUnitCommand) string_table_lookup(unit_command_table, _OSC_UNIT_COMMAND_MAX, s);
-}
+DEFINE_STRING_TABLE_LOOKUP(osc_unit_command, OscUnitCommand, unit_command_table);
 
 /* ---- freeing ---- */
 
@@ -90,99 +86,6 @@ OscModel *osc_model_free(OscModel *m) {
         return NULL;
 }
 
-/* ---- field helpers: absent and null are "unset", a wrong type is an error naming `where.key` ---- */
-
-static int get_member(const json_t *obj, const char *key, const char *where, json_type type, const json_t **ret,
-                      char **ret_error) {
-        const json_t *v = obj ? json_object_get(obj, key) : NULL;
-        static const char *const names[] = {
-                [JSON_OBJECT] = "an object", [JSON_ARRAY] = "a list", [JSON_STRING] = "a string",
-                [JSON_INTEGER] = "an integer", [JSON_TRUE] = "a boolean",
-        };
-
-        *ret = NULL;    /* also on error: callers chain these calls */
-        if (v && json_is_null(v))
-                v = NULL;
-        if (v) {
-                json_type t = json_typeof(v);
-                bool ok = t == type || (type == JSON_TRUE && t == JSON_FALSE);
-
-                if (!ok)
-                        return error_setf(ret_error, -EINVAL, "%s.%s: expected %s", where, key, names[type]);
-        }
-        *ret = v;
-        return 0;
-}
-
-/* A string member; with `required`, absent or "" is an error. Strings hold no NUL and at most `max`
- * bytes. */
-static int get_str(const json_t *obj, const char *key, const char *where, size_t max, bool required, char **ret,
-                   char **ret_error) {
-        const json_t *v;
-        char *s;
-        int r;
-
-        r = get_member(obj, key, where, JSON_STRING, &v, ret_error);
-        if (r < 0)
-                return r;
-        if (!v || json_string_length(v) == 0) {
-                if (required)
-                        return error_setf(ret_error, -EINVAL, "%s.%s: must not be empty", where, key);
-                *ret = NULL;
-                return 0;
-        }
-        if (json_string_length(v) > max || strlen(json_string_value(v)) != json_string_length(v))
-                return error_setf(ret_error, -EINVAL, "%s.%s: invalid or longer than %zu bytes", where, key, max);
-        s = strdup(json_string_value(v));
-        if (!s)
-                return -ENOMEM;
-        *ret = s;
-        return 0;
-}
-
-static int get_bool(const json_t *obj, const char *key, const char *where, int *ret, char **ret_error) {
-        const json_t *v;
-        int r;
-
-        r = get_member(obj, key, where, JSON_TRUE, &v, ret_error);
-        if (r < 0)
-                return r;
-        *ret = v ? json_is_true(v) : -1;
-        return 0;
-}
-
-/* A list of strings into a NULL-terminated strv (NULL when absent or empty). */
-static int get_strv(const json_t *obj, const char *key, const char *where, size_t max_n, size_t max_len,
-                    char ***ret, char **ret_error) {
-        _cleanup_strv_free_ char **l = NULL;
-        const json_t *v, *e;
-        size_t i;
-        int r;
-
-        r = get_member(obj, key, where, JSON_ARRAY, &v, ret_error);
-        if (r < 0)
-                return r;
-        *ret = NULL;
-        if (!v || json_array_size(v) == 0)
-                return 0;
-        if (json_array_size(v) > max_n)
-                return error_setf(ret_error, -EINVAL, "%s.%s: more than %zu entries", where, key, max_n);
-        l = calloc(json_array_size(v) + 1, sizeof(char *));
-        if (!l)
-                return -ENOMEM;
-        json_array_foreach(v, i, e) {
-                if (!json_is_string(e) || json_string_length(e) > max_len ||
-                    strlen(json_string_value(e)) != json_string_length(e))
-                        return error_setf(ret_error, -EINVAL, "%s.%s[%zu]: expected a string of at most %zu bytes",
-                                          where, key, i, max_len);
-                l[i] = strdup(json_string_value(e));
-                if (!l[i])
-                        return -ENOMEM;
-        }
-        *ret = TAKE_PTR(l);
-        return 0;
-}
-
 bool osc_path_valid(const char *p) {
         /* Absolute, no "." or ".." component: the appliers join it below osc.rootDirectory. A trailing
          * slash names a directory: the file would be its own parent (upstream creates the directory,
@@ -207,39 +110,6 @@ bool osc_name_valid(const char *n) {
 
 /* ---- files ---- */
 
-int osc_base64_decode(const char *in, size_t n, char **ret, size_t *ret_size) {
-        _cleanup_free_ char *out = NULL;
-        size_t pad = 0;
-        int r;
-
-        /* Go's base64.StdEncoding: padded, no whitespace. */
-        if (n % 4 != 0 || n > (size_t) INT_MAX)
-                return -EBADMSG;
-        for (size_t i = 0; i < n; i++) {
-                char c = in[i];
-                bool b = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
-                         c == '/';
-
-                if (b && pad == 0)
-                        continue;
-                if (c == '=' && i + 2 >= n) {
-                        pad++;
-                        continue;
-                }
-                return -EBADMSG;
-        }
-        out = malloc(n / 4 * 3 + 1);
-        if (!out)
-                return -ENOMEM;
-        r = EVP_DecodeBlock((unsigned char *) out, (const unsigned char *) in, (int) n);
-        if (r < 0 || (size_t) r < pad)
-                return -EBADMSG;
-        out[r - (int) pad] = '\0';
-        *ret_size = (size_t) r - pad;
-        *ret = TAKE_PTR(out);
-        return 0;
-}
-
 int osc_file_inline_content(const OscFile *f, char **ret, size_t *ret_size) {
         assert(f);
         assert(ret);
@@ -248,7 +118,7 @@ int osc_file_inline_content(const OscFile *f, char **ret, size_t *ret_size) {
                 return -EINVAL;
         if (f->b64) {
                 size_t size;
-                int r = osc_base64_decode(strempty(f->data), strlen(strempty(f->data)), ret, &size);
+                int r = base64_decode(strempty(f->data), SIZE_MAX, ret, &size);
 
                 if (r >= 0 && ret_size)
                         *ret_size = size;
@@ -267,33 +137,33 @@ static int decode_file_content(const json_t *content, const char *where, OscFile
         _cleanup_free_ char *enc = NULL;
         int r;
 
-        r = get_member(content, "inline", where, JSON_OBJECT, &inl, ret_error);
+        r = json_field_object(content, where, "inline", &inl, ret_error);
         if (r >= 0)
-                r = get_member(content, "secretRef", where, JSON_OBJECT, &sec, ret_error);
+                r = json_field_object(content, where, "secretRef", &sec, ret_error);
         if (r >= 0)
-                r = get_member(content, "imageRef", where, JSON_OBJECT, &img, ret_error);
+                r = json_field_object(content, where, "imageRef", &img, ret_error);
         if (r >= 0)
-                r = get_bool(content, "transmitUnencoded", where, &f->transmit_unencoded, ret_error);
+                r = json_field_bool(content, where, "transmitUnencoded", &f->transmit_unencoded, ret_error);
         if (r < 0)
                 return r;
 
         if (inl) {
                 f->source = OSC_FILE_INLINE;
-                r = get_str(inl, "encoding", where, OSC_MODEL_NAME_MAX, false, &enc, ret_error);
+                r = json_field_string(inl, where, "encoding", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &enc, ret_error);
                 if (r < 0)
                         return r;
                 if (enc && !streq(enc, "b64"))
                         /* filecodec.go's message, naming the file */
                         return error_setf(ret_error, -EINVAL, "file \"%s\": invalid file codec id \"%s\"", f->path, enc);
                 f->b64 = enc != NULL;
-                r = get_str(inl, "data", where, OSC_MODEL_YAML_MAX, false, &f->data, ret_error);
+                r = json_field_string(inl, where, "data", OSC_MODEL_YAML_MAX, JSON_FIELD_EMPTY_IS_UNSET, &f->data, ret_error);
                 if (r < 0)
                         return r;
                 if (f->b64) {
                         _cleanup_free_ char *plain = NULL;
                         size_t size;
 
-                        r = osc_base64_decode(strempty(f->data), strlen(strempty(f->data)), &plain, &size);
+                        r = base64_decode(strempty(f->data), SIZE_MAX, &plain, &size);
                         if (r == -ENOMEM)
                                 return r;
                         if (r < 0)
@@ -306,9 +176,9 @@ static int decode_file_content(const json_t *content, const char *where, OscFile
                 _cleanup_free_ char *field = NULL;
 
                 f->source = OSC_FILE_SECRET;
-                r = get_str(sec, "name", where, OSC_MODEL_NAME_MAX, true, &f->secret_name, ret_error);
+                r = json_field_string(sec, where, "name", OSC_MODEL_NAME_MAX, JSON_FIELD_REQUIRED, &f->secret_name, ret_error);
                 if (r >= 0)
-                        r = get_str(sec, "dataKey", where, OSC_MODEL_NAME_MAX, true, &f->secret_key, ret_error);
+                        r = json_field_string(sec, where, "dataKey", OSC_MODEL_NAME_MAX, JSON_FIELD_REQUIRED, &f->secret_key, ret_error);
                 if (r < 0)
                         return r;
                 /* It names the Secret the agent GETs: "../../default/secrets/other" must not pick
@@ -319,10 +189,9 @@ static int decode_file_content(const json_t *content, const char *where, OscFile
         }
         if (img) {
                 f->source = OSC_FILE_IMAGE;
-                r = get_str(img, "image", where, OSC_MODEL_PATH_MAX, true, &f->image, ret_error);
+                r = json_field_string(img, where, "image", OSC_MODEL_PATH_MAX, JSON_FIELD_REQUIRED, &f->image, ret_error);
                 if (r >= 0)
-                        r = get_str(img, "filePathInImage", where, OSC_MODEL_PATH_MAX, true, &f->file_in_image,
-                                    ret_error);
+                        r = json_field_string(img, where, "filePathInImage", OSC_MODEL_PATH_MAX, JSON_FIELD_REQUIRED, &f->file_in_image, ret_error);
                 return r;
         }
         return error_setf(ret_error, -EINVAL, "file \"%s\": content has neither inline, secretRef nor imageRef",
@@ -330,60 +199,52 @@ static int decode_file_content(const json_t *content, const char *where, OscFile
 }
 
 int osc_file_from_json(const json_t *j, const char *where, OscFile *ret, char **ret_error) {
+        _cleanup_(osc_file_done) OscFile f = { .transmit_unencoded = -1 };
         _cleanup_free_ char *cw = NULL;
-        OscFile f = { .transmit_unencoded = -1 };
-        const json_t *perm, *content;
+        const json_t *content;
+        json_int_t perm;
         int r;
 
         if (!json_is_object(j))
                 return error_setf(ret_error, -EINVAL, "%s: expected an object", where);
-        r = get_str(j, "path", where, OSC_MODEL_PATH_MAX, true, &f.path, ret_error);
+        r = json_field_string(j, where, "path", OSC_MODEL_PATH_MAX, JSON_FIELD_REQUIRED, &f.path, ret_error);
         if (r < 0)
-                goto fail;
-        if (!osc_path_valid(f.path)) {
-                r = error_setf(ret_error, -EINVAL, "file \"%s\": path must be absolute without . or .. or a trailing slash",
-                               f.path);
-                goto fail;
-        }
-        r = get_member(j, "permissions", where, JSON_INTEGER, &perm, ret_error);
+                return r;
+        if (!osc_path_valid(f.path))
+                return error_setf(ret_error, -EINVAL,
+                                  "file \"%s\": path must be absolute without . or .. or a trailing slash", f.path);
+        r = json_field_integer(j, where, "permissions", &perm, ret_error);
         if (r < 0)
-                goto fail;
-        if (perm) {
-                if (json_integer_value(perm) < 0 || json_integer_value(perm) > 07777) {
-                        r = error_setf(ret_error, -EINVAL, "file \"%s\": permissions out of range", f.path);
-                        goto fail;
-                }
+                return r;
+        if (r > 0) {
+                if (perm < 0 || perm > 07777)
+                        return error_setf(ret_error, -EINVAL, "file \"%s\": permissions out of range", f.path);
                 f.has_permissions = true;
-                f.permissions = (uint32_t) json_integer_value(perm);
+                f.permissions = (uint32_t) perm;
         }
-        r = get_str(j, "hostName", where, OSC_MODEL_NAME_MAX, false, &f.host_name, ret_error);
+        r = json_field_string(j, where, "hostName", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &f.host_name,
+                              ret_error);
+        if (r >= 0)
+                r = json_field_object(j, where, "content", &content, ret_error);
         if (r < 0)
-                goto fail;
-        r = get_member(j, "content", where, JSON_OBJECT, &content, ret_error);
-        if (r < 0)
-                goto fail;
-        if (asprintf(&cw, "%s.content", where) < 0) {
-                r = -ENOMEM;
-                goto fail;
-        }
+                return r;
+        if (asprintf(&cw, "%s.content", where) < 0)
+                return -ENOMEM;
         r = decode_file_content(content, cw, &f, ret_error);
         if (r < 0)
-                goto fail;
-        *ret = f;
+                return r;
+        *ret = TAKE_STRUCT(f);
         return 0;
-fail:
-        osc_file_done(&f);
-        return r;
 }
 
 json_t *osc_file_to_json(const OscFile *f) {
-        json_t *j, *c;
+        _cleanup_(json_decrefp) json_t *j = NULL, *c = NULL;
         int r = 0;
 
         j = json_pack("{s:s}", "path", f->path);
         c = json_object();
         if (!j || !c)
-                goto fail;
+                return NULL;
         if (f->has_permissions)
                 r |= json_object_set_new(j, "permissions", json_integer(f->permissions));
         if (f->host_name)
@@ -404,16 +265,8 @@ json_t *osc_file_to_json(const OscFile *f) {
         }
         if (f->transmit_unencoded >= 0)
                 r |= json_object_set_new(c, "transmitUnencoded", json_boolean(f->transmit_unencoded));
-        r |= json_object_set_new(j, "content", c);
-        if (r != 0) {
-                json_decref(j);
-                return NULL;
-        }
-        return j;
-fail:
-        json_decref(j);
-        json_decref(c);
-        return NULL;
+        r |= json_object_set_new(j, "content", TAKE_PTR(c));
+        return r == 0 ? TAKE_PTR(j) : NULL;
 }
 
 int osc_file_copy(const OscFile *f, OscFile *ret) {
@@ -450,9 +303,9 @@ static int decode_drop_ins(const json_t *list, const char *where, OscUnit *u, ch
                         return -ENOMEM;
                 if (!json_is_object(d))
                         return error_setf(ret_error, -EINVAL, "%s: expected an object", dw);
-                r = get_str(d, "name", dw, OSC_MODEL_NAME_MAX, true, &di->name, ret_error);
+                r = json_field_string(d, dw, "name", OSC_MODEL_NAME_MAX, JSON_FIELD_REQUIRED, &di->name, ret_error);
                 if (r >= 0)
-                        r = get_str(d, "content", dw, OSC_MODEL_YAML_MAX, false, &di->content, ret_error);
+                        r = json_field_string(d, dw, "content", OSC_MODEL_YAML_MAX, JSON_FIELD_EMPTY_IS_UNSET, &di->content, ret_error);
                 u->n_drop_ins++;
                 if (r < 0)
                         return r;
@@ -464,58 +317,48 @@ static int decode_drop_ins(const json_t *list, const char *where, OscUnit *u, ch
 }
 
 int osc_unit_from_json(const json_t *j, const char *where, OscUnit *ret, char **ret_error) {
+        _cleanup_(osc_unit_done) OscUnit u = { .command = _OSC_UNIT_COMMAND_INVALID, .enable = -1 };
         _cleanup_free_ char *cmd = NULL;
         _cleanup_strv_free_ char **paths = NULL;
-        OscUnit u = { .command = _OSC_UNIT_COMMAND_INVALID, .enable = -1 };
         const json_t *drop_ins;
+        const char *content;
         int r;
 
         if (!json_is_object(j))
                 return error_setf(ret_error, -EINVAL, "%s: expected an object", where);
-        r = get_str(j, "name", where, OSC_MODEL_NAME_MAX, true, &u.name, ret_error);
+        r = json_field_string(j, where, "name", OSC_MODEL_NAME_MAX, JSON_FIELD_REQUIRED, &u.name, ret_error);
         if (r < 0)
-                goto fail;
-        if (!osc_name_valid(u.name)) {
-                r = error_setf(ret_error, -EINVAL, "%s: invalid unit name \"%s\"", where, u.name);
-                goto fail;
-        }
-        r = get_str(j, "command", where, OSC_MODEL_NAME_MAX, false, &cmd, ret_error);
+                return r;
+        if (!osc_name_valid(u.name))
+                return error_setf(ret_error, -EINVAL, "%s: invalid unit name \"%s\"", where, u.name);
+        r = json_field_string(j, where, "command", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &cmd, ret_error);
         if (r < 0)
-                goto fail;
+                return r;
         if (cmd) {
                 u.command = osc_unit_command_from_string(cmd);
-                if (u.command < 0) {
-                        r = error_setf(ret_error, -EINVAL, "unit \"%s\": unknown command \"%s\"", u.name, cmd);
-                        goto fail;
-                }
+                if (u.command < 0)
+                        return error_setf(ret_error, -EINVAL, "unit \"%s\": unknown command \"%s\"", u.name, cmd);
         }
-        r = get_bool(j, "enable", where, &u.enable, ret_error);
+        r = json_field_bool(j, where, "enable", &u.enable, ret_error);
         if (r >= 0)
-                r = get_member(j, "content", where, JSON_STRING, &drop_ins, ret_error);
+                r = json_field_string_ref(j, where, "content", &content, ret_error);
         if (r < 0)
-                goto fail;
-        if (drop_ins) {         /* "content: ''" is content, unlike other empty strings */
-                u.content = strndup(json_string_value(drop_ins), json_string_length(drop_ins));
-                if (!u.content) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
-        }
-        r = get_member(j, "dropIns", where, JSON_ARRAY, &drop_ins, ret_error);
+                return r;
+        /* "content: ''" is content, unlike other empty strings */
+        if (content && !(u.content = strdup(content)))
+                return -ENOMEM;
+        r = json_field_array(j, where, "dropIns", &drop_ins, ret_error);
         if (r >= 0 && drop_ins)
                 r = decode_drop_ins(drop_ins, where, &u, ret_error);
         if (r >= 0)
-                r = get_strv(j, "filePaths", where, OSC_MODEL_FILE_PATHS_MAX, OSC_MODEL_PATH_MAX, &paths, ret_error);
+                r = json_field_strv(j, where, "filePaths", OSC_MODEL_FILE_PATHS_MAX, OSC_MODEL_PATH_MAX,
+                                    JSON_FIELD_EMPTY_IS_UNSET, &paths, ret_error);
         if (r < 0)
-                goto fail;
-        for (char **p = paths; p && *p; p++)
-                u.n_file_paths++;
+                return r;
+        u.n_file_paths = strv_length(paths);
         u.file_paths = TAKE_PTR(paths);
-        *ret = u;
+        *ret = TAKE_STRUCT(u);
         return 0;
-fail:
-        osc_unit_done(&u);
-        return r;
 }
 
 json_t *osc_unit_to_json(const OscUnit *u) {
@@ -683,8 +526,9 @@ static int decode_units(const json_t *list, const char *where, OscModel *m, char
         size_t i;
 
         json_array_foreach(list, i, e) {
+                _cleanup_(osc_unit_done) OscUnit u = {};
                 _cleanup_free_ char *uw = NULL;
-                OscUnit u = {}, *existing;
+                OscUnit *existing;
                 int r;
 
                 if (asprintf(&uw, "%s[%zu]", where, i) < 0)
@@ -695,19 +539,16 @@ static int decode_units(const json_t *list, const char *where, OscModel *m, char
                 existing = (OscUnit *) osc_model_find_unit(m, u.name);
                 if (existing) {
                         r = merge_unit(existing, &u);
-                        if (r < 0) {
-                                r = r == -E2BIG ? error_setf(ret_error, -EINVAL, "unit \"%s\": too many drop-ins or filePaths",
-                                                             existing->name) : r;
-                                osc_unit_done(&u);
+                        if (r == -E2BIG)
+                                return error_setf(ret_error, -EINVAL, "unit \"%s\": too many drop-ins or filePaths",
+                                                  existing->name);
+                        if (r < 0)
                                 return r;
-                        }
                         continue;
                 }
-                if (m->n_units >= OSC_MODEL_UNITS_MAX) {
-                        osc_unit_done(&u);
+                if (m->n_units >= OSC_MODEL_UNITS_MAX)
                         return error_setf(ret_error, -EINVAL, "%s: more than %d units", where, OSC_MODEL_UNITS_MAX);
-                }
-                m->units[m->n_units++] = u;
+                m->units[m->n_units++] = TAKE_STRUCT(u);
         }
         return 0;
 }
@@ -718,8 +559,8 @@ static int decode_files(const json_t *list, const char *where, bool in_status, c
         size_t i;
 
         json_array_foreach(list, i, e) {
+                _cleanup_(osc_file_done) OscFile f = {};
                 _cleanup_free_ char *fw = NULL;
-                OscFile f = {};
                 int r;
 
                 if (asprintf(&fw, "%s[%zu]", where, i) < 0)
@@ -730,79 +571,75 @@ static int decode_files(const json_t *list, const char *where, bool in_status, c
                 f.in_status = in_status;
                 /* CollectAllFiles' host filter; a second entry for the same path is dropped by
                  * index_files() (the first, spec before status, is the one the diff would see). */
-                if (f.host_name && !streq_ptr(f.host_name, opts->host_name)) {
-                        osc_file_done(&f);
+                if (f.host_name && !streq_ptr(f.host_name, opts->host_name))
                         continue;
-                }
-                m->files[m->n_files++] = f;     /* room for all: decode_lists() checked the count */
+                m->files[m->n_files++] = TAKE_STRUCT(f);       /* room for all: decode_lists() checked the count */
         }
         return 0;
 }
 
 /* ---- containerd ---- */
 
+/* One entry of a registry's hosts list. */
+static int decode_registry_host(const json_t *h, const char *where, size_t i, OscRegistryHost *x, char **ret_error) {
+        _cleanup_free_ char *hw = NULL;
+        int r;
+
+        if (asprintf(&hw, "%s.hosts[%zu]", where, i) < 0)
+                return -ENOMEM;
+        if (!json_is_object(h))
+                return error_setf(ret_error, -EINVAL, "%s: expected an object", hw);
+        r = json_field_string(h, hw, "url", OSC_MODEL_PATH_MAX, JSON_FIELD_REQUIRED, &x->url, ret_error);
+        if (r >= 0)
+                r = json_field_strv(h, hw, "capabilities", 8, OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET,
+                                    &x->capabilities, ret_error);
+        if (r >= 0)
+                r = json_field_strv(h, hw, "caCerts", 64, OSC_MODEL_PATH_MAX, JSON_FIELD_EMPTY_IS_UNSET, &x->ca_certs,
+                                    ret_error);
+        if (r >= 0)
+                r = json_field_bool(h, hw, "overridePath", &x->override_path, ret_error);
+        return r;
+}
+
 int osc_registry_from_json(const json_t *j, const char *where, OscRegistry *ret, char **ret_error) {
-        OscRegistry g = {};
+        _cleanup_(osc_registry_done) OscRegistry g = {};
         const json_t *hosts, *h;
         int probe, r;
         size_t i;
 
         if (!json_is_object(j))
                 return error_setf(ret_error, -EINVAL, "%s: expected an object", where);
-        r = get_str(j, "upstream", where, OSC_MODEL_NAME_MAX, true, &g.upstream, ret_error);
+        r = json_field_string(j, where, "upstream", OSC_MODEL_NAME_MAX, JSON_FIELD_REQUIRED, &g.upstream, ret_error);
         if (r >= 0 && !osc_name_valid(g.upstream))
                 r = error_setf(ret_error, -EINVAL, "%s: invalid upstream \"%s\"", where, g.upstream);
         if (r >= 0)
-                r = get_str(j, "server", where, OSC_MODEL_PATH_MAX, false, &g.server, ret_error);
+                r = json_field_string(j, where, "server", OSC_MODEL_PATH_MAX, JSON_FIELD_EMPTY_IS_UNSET, &g.server,
+                                      ret_error);
         if (r >= 0)
-                r = get_bool(j, "readinessProbe", where, &probe, ret_error);
+                r = json_field_bool(j, where, "readinessProbe", &probe, ret_error);
         if (r >= 0)
-                r = get_member(j, "hosts", where, JSON_ARRAY, &hosts, ret_error);
+                r = json_field_array(j, where, "hosts", &hosts, ret_error);
         if (r >= 0 && json_array_size(hosts) > OSC_MODEL_HOSTS_MAX)
                 r = error_setf(ret_error, -EINVAL, "%s.hosts: more than %d entries", where, OSC_MODEL_HOSTS_MAX);
         if (r < 0)
-                goto fail;
+                return r;
         g.readiness_probe = probe == 1;
         g.hosts = calloc(json_array_size(hosts) + 1, sizeof(OscRegistryHost));
         g.canon = json_pack("{s:s}", "upstream", g.upstream);
-        if (!g.hosts || !g.canon) {
-                r = -ENOMEM;
-                goto fail;
-        }
+        if (!g.hosts || !g.canon)
+                return -ENOMEM;
         json_array_foreach(hosts, i, h) {
-                _cleanup_free_ char *hw = NULL;
-                OscRegistryHost *x = &g.hosts[g.n_hosts++];
-
-                if (asprintf(&hw, "%s.hosts[%zu]", where, i) < 0) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
-                if (!json_is_object(h)) {
-                        r = error_setf(ret_error, -EINVAL, "%s: expected an object", hw);
-                        goto fail;
-                }
-                r = get_str(h, "url", hw, OSC_MODEL_PATH_MAX, true, &x->url, ret_error);
-                if (r >= 0)
-                        r = get_strv(h, "capabilities", hw, 8, OSC_MODEL_NAME_MAX, &x->capabilities, ret_error);
-                if (r >= 0)
-                        r = get_strv(h, "caCerts", hw, 64, OSC_MODEL_PATH_MAX, &x->ca_certs, ret_error);
-                if (r >= 0)
-                        r = get_bool(h, "overridePath", hw, &x->override_path, ret_error);
+                r = decode_registry_host(h, where, i, &g.hosts[g.n_hosts++], ret_error);
                 if (r < 0)
-                        goto fail;
+                        return r;
         }
         /* Equality and persistence use the decoded top-level fields; hosts are kept as given. */
         if ((g.server && json_object_set_new(g.canon, "server", json_string(g.server)) < 0) ||
             (probe >= 0 && json_object_set_new(g.canon, "readinessProbe", json_boolean(probe)) < 0) ||
-            (hosts && json_array_size(hosts) > 0 && json_object_set(g.canon, "hosts", (json_t *) hosts) < 0)) {
-                r = -ENOMEM;
-                goto fail;
-        }
-        *ret = g;
+            (hosts && json_array_size(hosts) > 0 && json_object_set(g.canon, "hosts", (json_t *) hosts) < 0))
+                return -ENOMEM;
+        *ret = TAKE_STRUCT(g);
         return 0;
-fail:
-        osc_registry_done(&g);
-        return r;
 }
 
 int osc_registry_copy(const OscRegistry *g, OscRegistry *ret) {
@@ -815,7 +652,7 @@ static int decode_cri(const json_t *cri, OscModel *m, char **ret_error) {
         int r;
 
         m->has_cri = true;
-        r = get_member(cri, "containerd", "spec.criConfig", JSON_OBJECT, &ctd, ret_error);
+        r = json_field_object(cri, "spec.criConfig", "containerd", &ctd, ret_error);
         if (r < 0 || !ctd)
                 return r;
         m->has_containerd = true;
@@ -834,7 +671,7 @@ static int decode_cri(const json_t *cri, OscModel *m, char **ret_error) {
         if (v && !json_is_null(v) && json_object_set(m->containerd_config, "cgroupDriver", (json_t *) v) < 0)
                 return -ENOMEM;
 
-        r = get_member(ctd, "registries", "spec.criConfig.containerd", JSON_ARRAY, &regs, ret_error);
+        r = json_field_array(ctd, "spec.criConfig.containerd", "registries", &regs, ret_error);
         if (r < 0 || !regs)
                 return r;
         if (json_array_size(regs) > OSC_MODEL_REGISTRIES_MAX)
@@ -858,35 +695,29 @@ static int decode_cri(const json_t *cri, OscModel *m, char **ret_error) {
 
 /* upstream's addContainerdEnvironmentDropIn, byte for byte (GNP Appendix B). */
 static int inject_containerd_drop_in(OscModel *m, const char *path) {
-        OscUnit u = { .command = _OSC_UNIT_COMMAND_INVALID, .enable = -1 }, *existing;
+        _cleanup_(osc_unit_done) OscUnit u = { .command = _OSC_UNIT_COMMAND_INVALID, .enable = -1 };
+        OscUnit *existing;
         OscDropIn *d;
         int r;
 
         u.name = strdup(OSC_CONTAINERD_UNIT);
         u.drop_ins = calloc(2, sizeof(OscDropIn));
         if (!u.name || !u.drop_ins)
-                goto nomem;
+                return -ENOMEM;
         d = &u.drop_ins[u.n_drop_ins++];
         d->name = strdup(OSC_CONTAINERD_DROPIN);
         if (!d->name || asprintf(&d->content, "[Service]\nEnvironment=\"PATH=" OSC_CONTAINERD_BIN_DIR ":%s\"\n", path) < 0)
-                goto nomem;
+                return -ENOMEM;
 
         existing = (OscUnit *) osc_model_find_unit(m, OSC_CONTAINERD_UNIT);
         if (existing) {
                 r = merge_unit(existing, &u);
-                if (r < 0)
-                        osc_unit_done(&u);
                 return r == -E2BIG ? -EINVAL : r;
         }
-        if (m->n_units >= OSC_MODEL_UNITS_MAX) {
-                osc_unit_done(&u);
+        if (m->n_units >= OSC_MODEL_UNITS_MAX)
                 return -EINVAL;
-        }
-        m->units[m->n_units++] = u;
+        m->units[m->n_units++] = TAKE_STRUCT(u);
         return 0;
-nomem:
-        osc_unit_done(&u);
-        return -ENOMEM;
 }
 
 /* ---- in-place ---- */
@@ -897,29 +728,25 @@ static int decode_in_place(const json_t *ipu, OscModel *m, char **ret_error) {
         int r;
 
         m->in_place = true;
-        r = get_str(ipu, "operatingSystemVersion", w, OSC_MODEL_NAME_MAX, false, &m->os_version, ret_error);
+        r = json_field_string(ipu, w, "operatingSystemVersion", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &m->os_version, ret_error);
         if (r >= 0)
-                r = get_str(ipu, "kubelet", w, OSC_MODEL_NAME_MAX, false, &m->kubelet_version, ret_error);
+                r = json_field_string(ipu, w, "kubelet", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &m->kubelet_version, ret_error);
         if (r >= 0)
-                r = get_member(ipu, "credentialsRotation", w, JSON_OBJECT, &rot, ret_error);
+                r = json_field_object(ipu, w, "credentialsRotation", &rot, ret_error);
         if (r < 0 || !rot)
                 return r;
         m->has_rotation = true;
-        r = get_member(rot, "certificateAuthorities", "spec.inPlaceUpdates.credentialsRotation", JSON_OBJECT, &ca,
-                       ret_error);
+        r = json_field_object(rot, "spec.inPlaceUpdates.credentialsRotation", "certificateAuthorities", &ca, ret_error);
         if (r >= 0)
-                r = get_member(rot, "serviceAccountKey", "spec.inPlaceUpdates.credentialsRotation", JSON_OBJECT, &sa,
-                               ret_error);
+                r = json_field_object(rot, "spec.inPlaceUpdates.credentialsRotation", "serviceAccountKey", &sa, ret_error);
         if (r < 0)
                 return r;
         m->has_ca_rotation = ca;
         m->has_sa_rotation = sa;
         if (ca)
-                r = get_str(ca, "lastInitiationTime", "spec.inPlaceUpdates.credentialsRotation.certificateAuthorities",
-                            OSC_MODEL_NAME_MAX, false, &m->ca_rotation, ret_error);
+                r = json_field_string(ca, "spec.inPlaceUpdates.credentialsRotation.certificateAuthorities", "lastInitiationTime", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &m->ca_rotation, ret_error);
         if (r >= 0 && sa)
-                r = get_str(sa, "lastInitiationTime", "spec.inPlaceUpdates.credentialsRotation.serviceAccountKey",
-                            OSC_MODEL_NAME_MAX, false, &m->sa_rotation, ret_error);
+                r = json_field_string(sa, "spec.inPlaceUpdates.credentialsRotation.serviceAccountKey", "lastInitiationTime", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &m->sa_rotation, ret_error);
         return r;
 }
 
@@ -930,13 +757,13 @@ static int decode_lists(const json_t *spec, const json_t *status, const OscModel
         const json_t *su, *xu, *sf, *xf;
         int r;
 
-        r = get_member(spec, "units", "spec", JSON_ARRAY, &su, ret_error);
+        r = json_field_array(spec, "spec", "units", &su, ret_error);
         if (r >= 0)
-                r = get_member(status, "extensionUnits", "status", JSON_ARRAY, &xu, ret_error);
+                r = json_field_array(status, "status", "extensionUnits", &xu, ret_error);
         if (r >= 0)
-                r = get_member(spec, "files", "spec", JSON_ARRAY, &sf, ret_error);
+                r = json_field_array(spec, "spec", "files", &sf, ret_error);
         if (r >= 0)
-                r = get_member(status, "extensionFiles", "status", JSON_ARRAY, &xf, ret_error);
+                r = json_field_array(status, "status", "extensionFiles", &xf, ret_error);
         if (r < 0)
                 return r;
         if (json_array_size(su) + json_array_size(xu) > OSC_MODEL_UNITS_MAX)
@@ -977,17 +804,17 @@ int osc_model_decode(const json_t *doc, const OscModelOptions *opts, OscModel **
         m = calloc(1, sizeof(*m));
         if (!m)
                 return -ENOMEM;
-        r = get_member(doc, "spec", "osc", JSON_OBJECT, &spec, ret_error);
+        r = json_field_object(doc, "osc", "spec", &spec, ret_error);
         if (r >= 0)
-                r = get_member(doc, "status", "osc", JSON_OBJECT, &status, ret_error);
+                r = json_field_object(doc, "osc", "status", &status, ret_error);
         if (r >= 0)
                 r = decode_lists(spec, status, opts, m, ret_error);
         if (r >= 0)
-                r = get_member(spec, "inPlaceUpdates", "spec", JSON_OBJECT, &ipu, ret_error);
+                r = json_field_object(spec, "spec", "inPlaceUpdates", &ipu, ret_error);
         if (r >= 0 && ipu)
                 r = decode_in_place(ipu, m, ret_error);
         if (r >= 0)
-                r = get_member(spec, "criConfig", "spec", JSON_OBJECT, &cri, ret_error);
+                r = json_field_object(spec, "spec", "criConfig", &cri, ret_error);
         if (r >= 0 && cri)
                 r = decode_cri(cri, m, ret_error);
         if (r >= 0 && cri && opts->containerd_path) {

@@ -7,7 +7,9 @@
 #include "core/osc-model.h"
 #include "core/osc.h"
 #include "core/version.h"
+#include "util/base64.h"
 #include "util/error-message.h"
+#include "util/json-util.h"
 #include "util/yaml-json.h"
 
 typedef enum StringKind {
@@ -74,164 +76,87 @@ static bool string_ok(const char *s, size_t len, StringKind kind) {
         return true;
 }
 
-/* A string field of `obj`: absent, null and "" all yield NULL (Go's zero value), anything but a
- * string is an error naming `path`. */
-static int get_string(const json_t *obj, const char *key, const char *path, StringKind kind, char **ret,
-                      char **ret_error) {
-        const json_t *v = json_object_get(obj, key);
-        char *s;
+/* A string field of `obj` checked for its kind: absent, null and "" all yield NULL (Go's zero
+ * value), anything but a string is an error naming the field. */
+static int get_string(const json_t *obj, const char *where, const char *key, StringKind kind, JsonFieldFlags flags,
+                      char **ret, char **ret_error) {
+        int r;
 
-        if (!v || json_is_null(v)) {
-                *ret = NULL;
-                return 0;
-        }
-        if (!json_is_string(v))
-                return error_setf(ret_error, -EINVAL, "%s: expected a string", path);
-        if (!string_ok(json_string_value(v), json_string_length(v), kind))
-                return error_setf(ret_error, -EINVAL, "%s: invalid or longer than %zu bytes", path, kind_max[kind]);
-        if (json_string_length(v) == 0) {
-                *ret = NULL;
-                return 0;
-        }
-        s = strdup(json_string_value(v));
-        if (!s)
-                return -ENOMEM;
-        *ret = s;
-        return 0;
-}
-
-/* An optional object member: absent or null gives NULL, anything but an object is an error. */
-static int get_object(const json_t *obj, const char *key, const char *path, const json_t **ret,
-                      char **ret_error) {
-        const json_t *v = obj ? json_object_get(obj, key) : NULL;
-
-        *ret = NULL;    /* also on error: callers chain these calls */
-        if (v && json_is_null(v))
-                v = NULL;
-        if (v && !json_is_object(v))
-                return error_setf(ret_error, -EINVAL, "%s: expected an object", path);
-        *ret = v;
-        return 0;
+        r = json_field_string(obj, where, key, kind_max[kind], flags | JSON_FIELD_EMPTY_IS_UNSET, ret, ret_error);
+        if (r < 0 || !*ret || string_ok(*ret, strlen(*ret), kind))
+                return r;
+        *ret = mfree(*ret);
+        return json_field_error(ret_error, where, key, "invalid or longer than %zu bytes", kind_max[kind]);
 }
 
 static int decode_rotation(const json_t *rot, OscDesired *o, char **ret_error) {
+        static const char w[] = "spec.inPlaceUpdates.credentialsRotation";
         const json_t *ca, *sa;
         int r;
 
         o->has_rotation = true;
-        r = get_object(rot, "certificateAuthorities",
-                       "spec.inPlaceUpdates.credentialsRotation.certificateAuthorities", &ca, ret_error);
-        if (r < 0)
-                return r;
-        r = get_object(rot, "serviceAccountKey",
-                       "spec.inPlaceUpdates.credentialsRotation.serviceAccountKey", &sa, ret_error);
-        if (r < 0)
-                return r;
-        if (ca) {
-                r = get_string(ca, "lastInitiationTime",
-                               "spec.inPlaceUpdates.credentialsRotation.certificateAuthorities.lastInitiationTime",
-                               STRING_SHORT, &o->ca_rotation, ret_error);
-                if (r < 0)
-                        return r;
-        }
-        if (sa) {
-                r = get_string(sa, "lastInitiationTime",
-                               "spec.inPlaceUpdates.credentialsRotation.serviceAccountKey.lastInitiationTime",
-                               STRING_SHORT, &o->sa_rotation, ret_error);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
+        r = json_field_object(rot, w, "certificateAuthorities", &ca, ret_error);
+        if (r >= 0)
+                r = json_field_object(rot, w, "serviceAccountKey", &sa, ret_error);
+        if (r >= 0)
+                r = get_string(ca, "spec.inPlaceUpdates.credentialsRotation.certificateAuthorities", "lastInitiationTime",
+                               STRING_SHORT, 0, &o->ca_rotation, ret_error);
+        if (r >= 0)
+                r = get_string(sa, "spec.inPlaceUpdates.credentialsRotation.serviceAccountKey", "lastInitiationTime",
+                               STRING_SHORT, 0, &o->sa_rotation, ret_error);
+        return r;
 }
 
 static int decode_in_place(const json_t *ipu, OscDesired *o, char **ret_error) {
         const json_t *rot;
         int r;
 
+        static const char w[] = "spec.inPlaceUpdates";
+
         o->in_place = true;
-        r = get_string(ipu, "operatingSystemVersion", "spec.inPlaceUpdates.operatingSystemVersion", STRING_SHORT,
-                       &o->os_version, ret_error);
-        if (r < 0)
+        r = get_string(ipu, w, "operatingSystemVersion", STRING_SHORT, 0, &o->os_version, ret_error);
+        if (r >= 0)
+                r = get_string(ipu, w, "kubelet", STRING_SHORT, 0, &o->kubelet_version, ret_error);
+        if (r >= 0)
+                r = get_string(ipu, w, "minVersionForUpdate", STRING_SHORT, 0, &o->min_version_for_update, ret_error);
+        if (r >= 0)
+                r = json_field_object(ipu, w, "credentialsRotation", &rot, ret_error);
+        if (r < 0 || !rot)
                 return r;
-        r = get_string(ipu, "kubelet", "spec.inPlaceUpdates.kubelet", STRING_SHORT, &o->kubelet_version,
-                       ret_error);
-        if (r < 0)
-                return r;
-        r = get_string(ipu, "minVersionForUpdate", "spec.inPlaceUpdates.minVersionForUpdate", STRING_SHORT,
-                       &o->min_version_for_update, ret_error);
-        if (r < 0)
-                return r;
-        r = get_object(ipu, "credentialsRotation", "spec.inPlaceUpdates.credentialsRotation", &rot, ret_error);
-        if (r < 0)
-                return r;
-        return rot ? decode_rotation(rot, o, ret_error) : 0;
+        return decode_rotation(rot, o, ret_error);
 }
 
 static int decode_os_update(const json_t *osu, OscDesired *o, char **ret_error) {
-        const json_t *args = json_object_get(osu, "args");
-        size_t n, i;
-        const json_t *a;
+        static const char w[] = "status.inPlaceUpdates.osUpdate";
         int r;
 
-        r = get_string(osu, "command", "status.inPlaceUpdates.osUpdate.command", STRING_ARG,
-                       &o->os_update_command, ret_error);
-        if (r < 0)
-                return r;
-        if (!args || json_is_null(args))
-                return 0;
-        if (!json_is_array(args))
-                return error_setf(ret_error, -EINVAL, "status.inPlaceUpdates.osUpdate.args: expected a list of strings");
-        n = json_array_size(args);
-        if (n > OSC_ARGS_MAX)
-                return error_setf(ret_error, -EINVAL, "status.inPlaceUpdates.osUpdate.args: more than %d entries",
-                            OSC_ARGS_MAX);
-
-        strv_freep(&o->os_update_args);
-        o->os_update_args = calloc(n + 1, sizeof(char *));
-        if (!o->os_update_args)
-                return -ENOMEM;
-        json_array_foreach(args, i, a) {
-                if (!json_is_string(a))
-                        return error_setf(ret_error, -EINVAL, "status.inPlaceUpdates.osUpdate.args[%zu]: expected a string", i);
-                if (!string_ok(json_string_value(a), json_string_length(a), STRING_ARG))
-                        return error_setf(ret_error, -EINVAL,
-                                    "status.inPlaceUpdates.osUpdate.args[%zu]: invalid or longer than %d bytes", i,
-                                    OSC_ARG_MAX);
-                o->os_update_args[i] = strdup(json_string_value(a));
-                if (!o->os_update_args[i])
-                        return -ENOMEM;
-        }
-        return 0;
+        r = get_string(osu, w, "command", STRING_ARG, 0, &o->os_update_command, ret_error);
+        if (r >= 0)
+                r = json_field_strv(osu, w, "args", OSC_ARGS_MAX, OSC_ARG_MAX, 0, &o->os_update_args, ret_error);
+        return r;
 }
 
 static int decode_kubelet_file(const json_t *file, const char *path, OscDesired *o, char **ret_error) {
-        _cleanup_free_ char *p_content = NULL, *p_ref = NULL, *p_image = NULL, *p_in = NULL;
+        _cleanup_free_ char *p_content = NULL, *p_ref = NULL;
         const json_t *content, *ref;
         int r;
 
         o->kubelet_file_found = true;
-        if (asprintf(&p_content, "%s.content", path) < 0 || asprintf(&p_ref, "%s.content.imageRef", path) < 0 ||
-            asprintf(&p_image, "%s.content.imageRef.image", path) < 0 ||
-            asprintf(&p_in, "%s.content.imageRef.filePathInImage", path) < 0)
+        if (asprintf(&p_content, "%s.content", path) < 0 || asprintf(&p_ref, "%s.content.imageRef", path) < 0)
                 return -ENOMEM;
 
-        r = get_object(file, "content", p_content, &content, ret_error);
-        if (r < 0)
-                return r;
-        r = get_object(content, "imageRef", p_ref, &ref, ret_error);
+        r = json_field_object(file, path, "content", &content, ret_error);
+        if (r >= 0)
+                r = json_field_object(content, p_content, "imageRef", &ref, ret_error);
         if (r < 0 || !ref)
                 return r;               /* inline content: no image to stage; the plan says so */
 
-        r = get_string(ref, "image", p_image, STRING_IMAGE, &o->kubelet_image, ret_error);
+        r = get_string(ref, p_ref, "image", STRING_IMAGE, JSON_FIELD_REQUIRED, &o->kubelet_image, ret_error);
+        if (r >= 0)
+                r = get_string(ref, p_ref, "filePathInImage", STRING_ARG, JSON_FIELD_REQUIRED,
+                               &o->kubelet_file_in_image, ret_error);
         if (r < 0)
                 return r;
-        r = get_string(ref, "filePathInImage", p_in, STRING_ARG, &o->kubelet_file_in_image, ret_error);
-        if (r < 0)
-                return r;
-        if (!o->kubelet_image)
-                return error_setf(ret_error, -EINVAL, "%s: must not be empty", p_image);
-        if (!o->kubelet_file_in_image)
-                return error_setf(ret_error, -EINVAL, "%s: must not be empty", p_in);
         return free_and_strdup(&o->kubelet_file_field, path);
 }
 
@@ -241,11 +166,6 @@ static int scan_files(const json_t *files, const char *list, const char *kubelet
                       OscDesired *o, char **ret_error) {
         const json_t *f;
         size_t i;
-
-        if (!files || json_is_null(files))
-                return 0;
-        if (!json_is_array(files))
-                return error_setf(ret_error, -EINVAL, "%s: expected a list", list);
 
         json_array_foreach(files, i, f) {
                 const json_t *path;
@@ -274,7 +194,7 @@ static int scan_files(const json_t *files, const char *list, const char *kubelet
 }
 
 static int decode_document(const json_t *doc, const char *kubelet_path, OscDesired *o, char **ret_error) {
-        const json_t *kind, *spec, *status, *ipu, *sipu, *osu;
+        const json_t *kind, *spec, *status, *ipu, *sipu, *osu, *files;
         size_t n_files = 0;
         int r;
 
@@ -284,41 +204,29 @@ static int decode_document(const json_t *doc, const char *kubelet_path, OscDesir
         if (kind && !(json_is_string(kind) && streq(json_string_value(kind), "OperatingSystemConfig")))
                 return error_setf(ret_error, -EINVAL, "kind: expected OperatingSystemConfig");
 
-        r = get_object(doc, "spec", "spec", &spec, ret_error);
-        if (r < 0)
-                return r;
-        r = get_object(doc, "status", "status", &status, ret_error);
-        if (r < 0)
-                return r;
-
-        r = get_object(spec, "inPlaceUpdates", "spec.inPlaceUpdates", &ipu, ret_error);
-        if (r < 0)
-                return r;
-        if (ipu) {
+        r = json_field_object(doc, NULL, "spec", &spec, ret_error);
+        if (r >= 0)
+                r = json_field_object(doc, NULL, "status", &status, ret_error);
+        if (r >= 0)
+                r = json_field_object(spec, "spec", "inPlaceUpdates", &ipu, ret_error);
+        if (r >= 0 && ipu)
                 r = decode_in_place(ipu, o, ret_error);
-                if (r < 0)
-                        return r;
-        }
-
-        r = get_object(status, "inPlaceUpdates", "status.inPlaceUpdates", &sipu, ret_error);
-        if (r < 0)
-                return r;
-        r = get_object(sipu, "osUpdate", "status.inPlaceUpdates.osUpdate", &osu, ret_error);
-        if (r < 0)
-                return r;
-        if (osu) {
+        if (r >= 0)
+                r = json_field_object(status, "status", "inPlaceUpdates", &sipu, ret_error);
+        if (r >= 0)
+                r = json_field_object(sipu, "status.inPlaceUpdates", "osUpdate", &osu, ret_error);
+        if (r >= 0 && osu)
                 r = decode_os_update(osu, o, ret_error);
-                if (r < 0)
-                        return r;
-        }
-
         /* Upstream merges spec.files and status.extensionFiles (CollectAllFiles); spec wins here. */
-        r = scan_files(spec ? json_object_get(spec, "files") : NULL, "spec.files", kubelet_path, &n_files, o,
-                       ret_error);
-        if (r < 0)
-                return r;
-        return scan_files(status ? json_object_get(status, "extensionFiles") : NULL, "status.extensionFiles",
-                          kubelet_path, &n_files, o, ret_error);
+        if (r >= 0)
+                r = json_field_array(spec, "spec", "files", &files, ret_error);
+        if (r >= 0)
+                r = scan_files(files, "spec.files", kubelet_path, &n_files, o, ret_error);
+        if (r >= 0)
+                r = json_field_array(status, "status", "extensionFiles", &files, ret_error);
+        if (r >= 0)
+                r = scan_files(files, "status.extensionFiles", kubelet_path, &n_files, o, ret_error);
+        return r;
 }
 
 int osc_decode_yaml(const char *data, size_t size, const char *checksum, const char *kubelet_path,
@@ -411,7 +319,7 @@ int osc_decode_secret(const json_t *secret, const char *kubelet_path, OscDesired
         if (json_string_length(value) > (size_t) OSC_YAML_MAX / 3 * 4 + 4)
                 return error_setf(ret_error, -EFBIG, "osc.yaml is larger than %d bytes", OSC_YAML_MAX);
 
-        r = osc_base64_decode(json_string_value(value), json_string_length(value), &yaml, &size);
+        r = base64_decode_full(json_string_value(value), json_string_length(value), true, SIZE_MAX, &yaml, &size);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)

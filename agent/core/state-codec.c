@@ -4,6 +4,9 @@
 #include <stdio.h>
 
 #include "core/state-codec.h"
+#include "util/error-message.h"
+#include "util/json-util.h"
+#include "util/strv.h"
 
 /* ---- encoding ---- */
 
@@ -171,74 +174,25 @@ static int bad(Decoder *d, const char *format, ...) {
         return -EBADMSG;
 }
 
-static int get_str(Decoder *d, const json_t *o, const char *key, const char *path, char **ret) {
-        const json_t *v = o ? json_object_get(o, key) : NULL;
-
-        *ret = NULL;
-        if (!v || json_is_null(v))
-                return 0;
-        if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-                return bad(d, "%s%s: expected a string", path, key);
-        *ret = strdup(json_string_value(v));
-        return *ret ? 0 : -ENOMEM;
+/* The shared getters say -EINVAL; a state file that does not decode is -EBADMSG. */
+static int badmsg(int r) {
+        return r == -EINVAL ? -EBADMSG : r;
 }
 
-static int get_u64(Decoder *d, const json_t *o, const char *key, const char *path, uint64_t *ret) {
-        const json_t *v = o ? json_object_get(o, key) : NULL;
+static int get_u64(Decoder *d, const json_t *o, const char *where, const char *key, uint64_t max, uint64_t *ret) {
+        int r = json_field_u64(o, where, key, max, ret, d->ret_error);
 
-        *ret = 0;
-        if (!v || json_is_null(v))
-                return 0;
-        if (!json_is_integer(v) || json_integer_value(v) < 0)
-                return bad(d, "%s%s: expected a non-negative integer", path, key);
-        *ret = (uint64_t) json_integer_value(v);
-        return 0;
-}
-
-static int get_unsigned(Decoder *d, const json_t *o, const char *key, const char *path, unsigned *ret) {
-        uint64_t v;
-        int r = get_u64(d, o, key, path, &v);
-
-        if (r < 0)
-                return r;
-        if (v > UINT32_MAX)
-                return bad(d, "%s%s: out of range", path, key);
-        *ret = (unsigned) v;
-        return 0;
-}
-
-static int get_bool(Decoder *d, const json_t *o, const char *key, const char *path, bool *ret) {
-        const json_t *v = o ? json_object_get(o, key) : NULL;
-
-        *ret = false;
-        if (!v || json_is_null(v))
-                return 0;
-        if (!json_is_boolean(v))
-                return bad(d, "%s%s: expected true or false", path, key);
-        *ret = json_is_true(v);
-        return 0;
-}
-
-static int get_obj(Decoder *d, const json_t *o, const char *key, const json_t **ret) {
-        const json_t *v = json_object_get(o, key);
-
-        *ret = NULL;
-        if (!v || json_is_null(v))
-                return 0;
-        if (!json_is_object(v))
-                return bad(d, "%s: expected an object", key);
-        *ret = v;
-        return 0;
+        return r < 0 ? badmsg(r) : 0;
 }
 
 /* An enum field stored by name (phase, failure code, OS backend); null/absent is `absent`. */
-static int get_named(Decoder *d, const json_t *o, const char *key, const char *path, TxFieldType type, int absent,
+static int get_named(Decoder *d, const json_t *o, const char *where, const char *key, TxFieldType type, int absent,
                      int *ret) {
         _cleanup_free_ char *s = NULL;
-        int r = get_str(d, o, key, path, &s);
+        int r = json_field_string(o, where, key, SIZE_MAX, 0, &s, d->ret_error);
 
         if (r < 0)
-                return r;
+                return badmsg(r);
         if (!s) {
                 *ret = absent;
                 return 0;
@@ -247,93 +201,69 @@ static int get_named(Decoder *d, const json_t *o, const char *key, const char *p
                type == TX_FIELD_CODE ? (int) update_failure_code_from_string(s) :
                                        (int) os_update_backend_from_string(s);
         if (*ret < 0)
-                return bad(d, "%s%s: unknown %s \"%s\"", path, key,
-                           type == TX_FIELD_PHASE ? "phase" : type == TX_FIELD_CODE ? "failure code" : "backend", s);
+                return badmsg(json_field_error(d->ret_error, where, key, "unknown %s \"%s\"",
+                                               type == TX_FIELD_PHASE ? "phase" :
+                                               type == TX_FIELD_CODE ? "failure code" : "backend", s));
         return 0;
 }
 
-static int get_strv(Decoder *d, const json_t *o, const char *key, const char *path, char ***ret) {
-        const json_t *v = o ? json_object_get(o, key) : NULL, *e;
-        char **l;
-        size_t i;
-
-        *ret = NULL;
-        if (!v || json_is_null(v))
-                return 0;
-        if (!json_is_array(v) || json_array_size(v) > OSC_ARGS_MAX)
-                return bad(d, "%s%s: expected a list of at most %d strings", path, key, OSC_ARGS_MAX);
-        l = calloc(json_array_size(v) + 1, sizeof(char *));
-        if (!l)
-                return -ENOMEM;
-        json_array_foreach(v, i, e) {
-                if (!json_is_string(e)) {
-                        strv_freep(&l);
-                        return bad(d, "%s%s[%zu]: expected a string", path, key, i);
-                }
-                l[i] = strdup(json_string_value(e));
-                if (!l[i]) {
-                        strv_freep(&l);
-                        return -ENOMEM;
-                }
-        }
-        *ret = l;
-        return 0;
-}
-
-static int decode_steps(Decoder *d, const json_t *o, const char *key, const char *path, uint64_t *ret) {
-        const json_t *v = o ? json_object_get(o, key) : NULL, *e;
-        size_t i;
+static int decode_steps(Decoder *d, const json_t *o, const char *where, const char *key, uint64_t *ret) {
+        _cleanup_strv_free_ char **l = NULL;
+        int r;
 
         *ret = 0;
-        if (!v || json_is_null(v))
-                return 0;
-        if (!json_is_array(v))
-                return bad(d, "%s%s: expected a list", path, key);
-        json_array_foreach(v, i, e) {
-                UpdateStep s = json_is_string(e) ? update_step_from_string(json_string_value(e)) : -EINVAL;
+        r = json_field_strv(o, where, key, SIZE_MAX, SIZE_MAX, 0, &l, d->ret_error);
+        if (r < 0)
+                return badmsg(r);
+        for (size_t i = 0; l && l[i]; i++) {
+                UpdateStep s = update_step_from_string(l[i]);
                 if (s < 0)
-                        return bad(d, "%s%s[%zu]: unknown step", path, key, i);
+                        return badmsg(json_field_entry_error(d->ret_error, where, key, i, "unknown step"));
                 *ret |= UINT64_C(1) << s;
         }
         return 0;
 }
 
 static int decode_field(Decoder *d, const json_t *doc, UpdateTransaction *tx, const TxField *f) {
-        char object[64], path[66] = "";
-        const char *leaf = field_leaf(f, object, sizeof(object));
+        char object[64];
+        const char *leaf = field_leaf(f, object, sizeof(object)), *where = object[0] ? object : NULL;
         const json_t *o = doc;
-        int r;
+        uint64_t u;
+        int b, r = 0;
 
-        if (object[0]) {
-                snprintf(path, sizeof(path), "%s.", object);
-                r = get_obj(d, doc, object, &o);
-                if (r < 0)
-                        return r;
-        }
+        if (where)
+                r = json_field_object(doc, NULL, object, &o, d->ret_error);
+        if (r < 0)
+                return badmsg(r);
         switch (f->type) {
         case TX_FIELD_STRING:
-                return get_str(d, o, leaf, path, FIELD(tx, f, char *));
+                return badmsg(json_field_string(o, where, leaf, SIZE_MAX, 0, FIELD(tx, f, char *), d->ret_error));
         case TX_FIELD_STRV:
-                return get_strv(d, o, leaf, path, FIELD(tx, f, char **));
+                return badmsg(json_field_strv(o, where, leaf, OSC_ARGS_MAX, SIZE_MAX, 0, FIELD(tx, f, char **),
+                                              d->ret_error));
         case TX_FIELD_BOOL:
-                return get_bool(d, o, leaf, path, FIELD(tx, f, bool));
+                r = json_field_bool(o, where, leaf, &b, d->ret_error);
+                *FIELD(tx, f, bool) = b > 0;
+                return badmsg(r);
         case TX_FIELD_UINT:
-                return get_unsigned(d, o, leaf, path, FIELD(tx, f, unsigned));
+                r = get_u64(d, o, where, leaf, UINT32_MAX, &u);
+                *FIELD(tx, f, unsigned) = (unsigned) u;
+                return r;
         case TX_FIELD_U64:
-                return get_u64(d, o, leaf, path, FIELD(tx, f, uint64_t));
+                return get_u64(d, o, where, leaf, UINT64_MAX, FIELD(tx, f, uint64_t));
         /* Enums are int-sized (their _INVALID = -EINVAL members make them signed). */
         case TX_FIELD_PHASE:
-                return get_named(d, o, leaf, path, f->type, _UPDATE_PHASE_INVALID, FIELD(tx, f, int));
+                return get_named(d, o, where, leaf, f->type, _UPDATE_PHASE_INVALID, FIELD(tx, f, int));
         case TX_FIELD_CODE:
-                return get_named(d, o, leaf, path, f->type, _UPDATE_FAILURE_INVALID, FIELD(tx, f, int));
+                return get_named(d, o, where, leaf, f->type, _UPDATE_FAILURE_INVALID, FIELD(tx, f, int));
         case TX_FIELD_BACKEND:
-                return get_named(d, o, leaf, path, f->type, OS_UPDATE_BACKEND_COMMAND, FIELD(tx, f, int));
+                return get_named(d, o, where, leaf, f->type, OS_UPDATE_BACKEND_COMMAND, FIELD(tx, f, int));
         case TX_FIELD_STEPS:
-                return decode_steps(d, o, leaf, path, FIELD(tx, f, uint64_t));
+                return decode_steps(d, o, where, leaf, FIELD(tx, f, uint64_t));
         case TX_FIELD_PRESENT:
-                r = get_obj(d, doc, f->key, &o);
+                r = json_field_object(doc, NULL, f->key, &o, d->ret_error);
                 *FIELD(tx, f, bool) = r >= 0 && o;
-                return r;
+                return badmsg(r);
         }
         return -EINVAL;
 }
@@ -376,11 +306,11 @@ int state_codec_decode(const char *data, size_t size, UpdateTransaction **ret, c
                 return bad(&d, "version: missing or invalid");
         }
         if (json_integer_value(version) > STATE_FILE_VERSION) {
+                /* `version` lives in `doc`: format the message before letting go of it. */
+                r = error_setf(ret_error, -EPROTONOSUPPORT, "written by a newer format (version %lld)",
+                               (long long) json_integer_value(version));
                 json_decref(doc);
-                if (ret_error && asprintf(ret_error, "written by a newer format (version %lld)",
-                                          (long long) json_integer_value(version)) < 0)
-                        *ret_error = NULL;
-                return -EPROTONOSUPPORT;
+                return r;
         }
 
         r = update_transaction_new(&tx);

@@ -7,6 +7,7 @@
 
 #include "core/go-duration.h"
 #include "core/unit-health.h"
+#include "util/string-util.h"
 #include "util/strv.h"
 
 void unit_health_verdict_done(UnitHealthVerdict *v) {
@@ -16,42 +17,21 @@ void unit_health_verdict_done(UnitHealthVerdict *v) {
         v->message = NULL;
 }
 
-/* A growing "; "-joined message. */
-typedef struct Joined {
-        char *s;
-        size_t len;
-} Joined;
-
-static int joined_add(Joined *j, const char *fmt, ...) _printf_(2, 3);
-static int joined_add(Joined *j, const char *fmt, ...) {
-        _cleanup_free_ char *item = NULL;
+/* Adds an item to a growing "; "-joined message. */
+static int joined_add(char **j, const char *fmt, ...) _printf_(2, 3);
+static int joined_add(char **j, const char *fmt, ...) {
         va_list ap;
-        size_t l;
-        char *n;
-        int k;
+        int r;
 
         va_start(ap, fmt);
-        k = vasprintf(&item, fmt, ap);
+        r = strextendv_with_separator(j, "; ", fmt, ap);
         va_end(ap);
-        if (k < 0)
-                return -ENOMEM;
-        l = strlen(item);
-        n = realloc(j->s, j->len + 2 + l + 1);
-        if (!n)
-                return -ENOMEM;
-        if (j->len > 0) {
-                n[j->len++] = ';';
-                n[j->len++] = ' ';
-        }
-        memcpy(n + j->len, item, l + 1);
-        j->len += l;
-        j->s = n;
-        return 0;
+        return r;
 }
 
 /* 1: the unit is fine as it is; otherwise adds it to `unhealthy` or `progressing`. */
-static int judge(const UnitHealthState *u, uint64_t now_usec, uint64_t stuck_usec, Joined *unhealthy,
-                 Joined *progressing) {
+static int judge(const UnitHealthState *u, uint64_t now_usec, uint64_t stuck_usec, char **unhealthy,
+                 char **progressing) {
         const char *a = strempty(u->active_state);
         char d[GO_DURATION_STR_MAX];
 
@@ -84,16 +64,13 @@ static int judge(const UnitHealthState *u, uint64_t now_usec, uint64_t stuck_use
 int unit_health_evaluate(const UnitHealthState *units, size_t n, uint64_t now_usec, uint64_t stuck_usec,
                          UnitHealthVerdict *ret) {
         _cleanup_free_ char *unhealthy_s = NULL, *progressing_s = NULL;
-        Joined unhealthy = {}, progressing = {};
         int r = 0;
 
         assert(units || n == 0);
         assert(ret);
 
         for (size_t i = 0; i < n && r >= 0; i++)
-                r = judge(&units[i], now_usec, stuck_usec, &unhealthy, &progressing);
-        unhealthy_s = unhealthy.s;
-        progressing_s = progressing.s;
+                r = judge(&units[i], now_usec, stuck_usec, &unhealthy_s, &progressing_s);
         if (r < 0)
                 return r;
 

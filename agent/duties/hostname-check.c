@@ -5,6 +5,7 @@
 
 #include "duties/hostname-check.h"
 #include "util/fileio.h"
+#include "util/event-util.h"
 #include "util/log.h"
 
 struct HostnameCheck {
@@ -45,8 +46,7 @@ static int hostname_check_on_timer(sd_event_source *s, uint64_t usec, void *user
         _cleanup_free_ char *now = NULL;
         int r;
 
-        if (sd_event_source_set_time_relative(s, h->period_usec) < 0 ||
-            sd_event_source_set_enabled(s, SD_EVENT_ONESHOT) < 0)
+        if (event_timer_arm(s, h->period_usec) < 0)
                 log_warning("Cannot re-arm the hostname check.");
         if (read_hostname(&now) < 0 || streq(now, h->hostname) || h->restart)
                 return 0;

@@ -16,7 +16,9 @@
 #include "duties/node-health.h"
 #include "kubelet/health-check.h"
 #include "systemd/unit-state.h"
+#include "util/event-util.h"
 #include "util/log.h"
+#include "util/string-util.h"
 
 #define KUBELET_PROBE_TIMEOUT_USEC (10 * USEC_PER_SEC)
 
@@ -107,12 +109,11 @@ static void node_health_event(NodeHealth *h, const Component *c, bool warning, c
 static void node_health_event(NodeHealth *h, const Component *c, bool warning, const char *fmt, ...) {
         _cleanup_free_ char *msg = NULL;
         va_list ap;
-        int k;
 
         va_start(ap, fmt);
-        k = vasprintf(&msg, fmt, ap);
+        msg = strdup_vprintf(fmt, ap);
         va_end(ap);
-        if (k < 0) {
+        if (!msg) {
                 log_oom();
                 return;
         }
@@ -361,8 +362,7 @@ static int node_health_on_timer(sd_event_source *s, uint64_t usec, void *userdat
                 kubelet_probe(h);
         if (!h->containerd.probing)
                 containerd_probe(h);
-        if (sd_event_source_set_time_relative(s, h->period_usec) < 0 ||
-            sd_event_source_set_enabled(s, SD_EVENT_ONESHOT) < 0)
+        if (event_timer_arm(s, h->period_usec) < 0)
                 log_warning("Cannot re-arm the health check timer; kubelet and containerd are no longer checked.");
         return 0;
 }

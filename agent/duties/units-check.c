@@ -6,6 +6,7 @@
 #include "core/node-view.h"
 #include "duties/units-check.h"
 #include "systemd/unit-state.h"
+#include "util/event-util.h"
 #include "util/log.h"
 
 /* One unit of the list and, during a round, what systemd said about it (copies). */
@@ -108,8 +109,7 @@ int units_check_set_units(UnitsCheck *c, const char *const *names, const bool *e
         c->n_units = n;
         /* A new list (an OSC was applied) is judged at once, as upstream's check runs on the Node
          * update that the checksum is. */
-        if (c->timer && (sd_event_source_set_time_relative(c->timer, 0) < 0 ||
-                         sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT) < 0))
+        if (c->timer && event_timer_arm(c->timer, 0) < 0)
                 log_warning("Cannot re-arm the %s timer; the new units are judged with the next round.",
                             NODE_CONDITION_UNITS_READY);
         return 0;
@@ -215,8 +215,7 @@ static int units_check_on_timer(sd_event_source *s, uint64_t usec, void *userdat
         UnitsCheck *c = userdata;
 
         units_check_round(c);
-        if (sd_event_source_set_time_relative(s, c->period_usec) < 0 ||
-            sd_event_source_set_enabled(s, SD_EVENT_ONESHOT) < 0)
+        if (event_timer_arm(s, c->period_usec) < 0)
                 log_warning("Cannot re-arm the %s timer; the condition is no longer refreshed.",
                             NODE_CONDITION_UNITS_READY);
         return 0;

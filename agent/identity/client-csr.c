@@ -54,28 +54,42 @@ int client_key_generate(ClientKey **ret) {
         return key_wrap(pkey, ret);
 }
 
-/* A read-only memory BIO over a bounded PEM buffer. */
-static int pem_bio(const char *pem, size_t size, BIO **ret) {
-        if (size > CLIENT_PEM_MAX)
-                return -EFBIG;
-        *ret = BIO_new_mem_buf(pem, (int) size);
-        return *ret ? 0 : -ENOMEM;
-}
+typedef enum PemObject {
+        PEM_PRIVATE_KEY,        /* EVP_PKEY */
+        PEM_CERTIFICATE,        /* X509 */
+} PemObject;
 
-int client_key_from_pem(const char *pem, size_t size, ClientKey **ret) {
+/* The first object of that kind in a bounded PEM buffer, owned by the caller: -EFBIG, -ENOMEM, or
+ * -EINVAL when there is none. */
+static int pem_read(const char *pem, size_t size, PemObject kind, void **ret) {
         _cleanup_(bio_freep) BIO *b = NULL;
-        EVP_PKEY *pkey;
-        int r;
+        void *o;
 
         assert(pem);
         assert(ret);
 
-        r = pem_bio(pem, size, &b);
+        if (size > CLIENT_PEM_MAX)
+                return -EFBIG;
+        b = BIO_new_mem_buf(pem, (int) size);
+        if (!b)
+                return -ENOMEM;
+        o = kind == PEM_PRIVATE_KEY ? (void *) PEM_read_bio_PrivateKey(b, NULL, NULL, NULL)
+                                    : (void *) PEM_read_bio_X509(b, NULL, NULL, NULL);
+        if (!o)
+                return -EINVAL;
+        *ret = o;
+        return 0;
+}
+
+int client_key_from_pem(const char *pem, size_t size, ClientKey **ret) {
+        void *pkey;
+        int r;
+
+        assert(ret);
+
+        r = pem_read(pem, size, PEM_PRIVATE_KEY, &pkey);
         if (r < 0)
                 return r;
-        pkey = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
-        if (!pkey)
-                return -EINVAL;
         return key_wrap(pkey, ret);
 }
 
@@ -283,21 +297,18 @@ static int asn1_time_to_usec(const ASN1_TIME *t, uint64_t *ret) {
 }
 
 int client_cert_info(const char *pem, size_t size, const ClientKey *k, ClientCertInfo *ret) {
-        _cleanup_(bio_freep) BIO *b = NULL;
         _cleanup_(x509_freep) X509 *x = NULL;
         ClientCertInfo info = {};
         EXTENDED_KEY_USAGE *eku;
+        void *o;
         int r;
 
-        assert(pem);
         assert(ret);
 
-        r = pem_bio(pem, size, &b);
+        r = pem_read(pem, size, PEM_CERTIFICATE, &o);
         if (r < 0)
                 return r;
-        x = PEM_read_bio_X509(b, NULL, NULL, NULL);
-        if (!x)
-                return -EINVAL;
+        x = o;
         if (asn1_time_to_usec(X509_get0_notBefore(x), &info.not_before_usec) < 0 ||
             asn1_time_to_usec(X509_get0_notAfter(x), &info.not_after_usec) < 0 ||
             info.not_after_usec <= info.not_before_usec)

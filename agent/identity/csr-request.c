@@ -31,9 +31,7 @@ static const char *const outcome_table[] = {
         [CSR_ERROR] = "error",
 };
 
-const char *csr_outcome_to_string(CsrOutcome o) {
-        return o >= 0 && (size_t) o < ELEMENTSOF(outcome_table) ? outcome_table[o] : NULL;
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(csr_outcome, CsrOutcome, outcome_table);
 
 const char *csr_request_name(const CsrRequest *r) {
         return r->name;

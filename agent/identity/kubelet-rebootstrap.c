@@ -26,13 +26,7 @@ static const char *const step_names[_KUBELET_REBOOTSTRAP_STEP_MAX] = {
         [KUBELET_REBOOTSTRAP_DONE] = "done",
 };
 
-const char *kubelet_rebootstrap_step_to_string(KubeletRebootstrapStep s) {
-        return s >= 0 && s < _KUBELET_REBOOTSTRAP_STEP_MAX ? step_names[s] : NULL;
-}
-
-KubeletRebootstrapStep kubelet_rebootstrap_step_from_string(const char *s) {
-        return string_table_lookup(step_names, ELEMENTSOF(step_names), s);
-}
+DEFINE_STRING_TABLE_LOOKUP(kubelet_rebootstrap_step, KubeletRebootstrapStep, step_names);
 
 json_t *kubelet_bootstrap_kubeconfig(const json_t *real, const char *ca_file, const char *server, const char *pem,
                                      size_t pem_size) {

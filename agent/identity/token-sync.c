@@ -8,6 +8,7 @@
 #include "kube/kube-watch.h"
 #include "util/base64.h"
 #include "util/error-message.h"
+#include "util/event-util.h"
 #include "util/fileio.h"
 #include "util/log.h"
 #include "util/time-util.h"
@@ -253,8 +254,7 @@ static int on_period(sd_event_source *s, uint64_t usec, void *userdata) {
         TokenSync *t = userdata;
 
         (void) token_sync_resync(t, NULL, NULL);
-        (void) sd_event_source_set_time_relative(s, t->period_usec);
-        return sd_event_source_set_enabled(s, SD_EVENT_ON);
+        return event_timer_arm(s, t->period_usec);
 }
 
 int token_sync_new(KubeClient *client, const char *root, const char *namespace, const TokenSyncConfigs *cfg,

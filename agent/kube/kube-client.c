@@ -107,8 +107,7 @@ static int kube_client_on_cert_timer(sd_event_source *s, uint64_t usec, void *us
         KubeClient *c = userdata;
 
         (void) kube_client_reload_credentials(c);
-        (void) sd_event_source_set_time_relative(s, c->tuning->cert_check_usec);
-        (void) sd_event_source_set_enabled(s, SD_EVENT_ON);
+        (void) event_timer_arm(s, c->tuning->cert_check_usec);
         return 0;
 }
 

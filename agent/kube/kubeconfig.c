@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <unistd.h>
 
 #include "kube/kubeconfig.h"
+#include "util/base64.h"
 #include "util/fileio.h"
+#include "util/json-util.h"
 #include "util/yaml-json.h"
 
 #define SERVICE_ACCOUNT_NAMESPACE_MAX 253
@@ -70,16 +72,17 @@ typedef struct Ctx {
         char **error;           /* borrowed */
 } Ctx;
 
-/* Optional string field: 0 and *ret = NULL when absent, -EINVAL when present but not a string. */
+/* Optional string field: 0 and *ret = NULL when absent, null or "" (unset, as in client-go), -EINVAL
+ * when present but not a string. */
 static int get_string(Ctx *x, const json_t *obj, const char *field, const char *where, const char **ret) {
-        json_t *v = json_object_get(obj, field);
+        _cleanup_free_ char *why = NULL;
+        int r;
 
-        *ret = NULL;
-        if (!v || json_is_null(v))
-                return 0;
-        if (!json_is_string(v))
-                return fail(x->error, -EINVAL, x->source, "%s.%s: expected a string", where, field);
-        *ret = json_string_value(v);
+        r = json_field_string_ref(obj, where, field, ret, x->error ? &why : NULL);
+        if (r < 0)
+                return fail(x->error, r, x->source, "%s", strempty(why));
+        if (isempty(*ret))
+                *ret = NULL;
         return 0;
 }
 
@@ -88,10 +91,8 @@ static int get_path(Ctx *x, const json_t *obj, const char *field, const char *wh
         int r;
 
         r = get_string(x, obj, field, where, &v);
-        if (r < 0)
+        if (r < 0 || !v)
                 return r;
-        if (isempty(v))
-                return 0;
         if (v[0] == '/')
                 *ret = strdup(v);
         else if (asprintf(ret, "%s%s%s", x->dir, streq(x->dir, "/") ? "" : "/", v) < 0)
@@ -101,38 +102,25 @@ static int get_path(Ctx *x, const json_t *obj, const char *field, const char *wh
 
 static int get_base64(Ctx *x, const json_t *obj, const char *field, const char *where, char **ret,
                       size_t *ret_size) {
-        _cleanup_free_ unsigned char *out = NULL;
-        EVP_ENCODE_CTX *ctx;
+        _cleanup_free_ char *out = NULL;
         const char *v;
-        int n = 0, m = 0, r;
-        size_t len;
+        size_t len, size;
+        int r;
 
         r = get_string(x, obj, field, where, &v);
-        if (r < 0)
+        if (r < 0 || !v)
                 return r;
-        if (isempty(v))
-                return 0;
         len = strlen(v);
         if (len > KUBECONFIG_FILE_MAX)
                 return fail(x->error, -EINVAL, x->source, "%s.%s: too long", where, field);
-
-        out = malloc(len / 4 * 3 + 4);
-        ctx = EVP_ENCODE_CTX_new();
-        if (!out || !ctx) {
-                EVP_ENCODE_CTX_free(ctx);
-                return -ENOMEM;
-        }
-        EVP_DecodeInit(ctx);
-        /* EVP_Decode* skip whitespace and newlines, which YAML block scalars may leave in. */
-        r = EVP_DecodeUpdate(ctx, out, &n, (const unsigned char *) v, (int) len);
-        if (r >= 0)
-                r = EVP_DecodeFinal(ctx, out + n, &m);
-        EVP_ENCODE_CTX_free(ctx);
-        if (r < 0 || n + m == 0)
+        /* Not strict: YAML block scalars may leave whitespace and newlines in. */
+        r = base64_decode_full(v, len, false, SIZE_MAX, &out, &size);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0 || size == 0)
                 return fail(x->error, -EINVAL, x->source, "%s.%s: not valid base64", where, field);
-        out[n + m] = '\0';
-        *ret_size = (size_t) n + (size_t) m;
-        *ret = (char *) TAKE_PTR(out);
+        *ret = TAKE_PTR(out);
+        *ret_size = size;
         return 0;
 }
 

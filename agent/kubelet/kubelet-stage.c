@@ -7,6 +7,9 @@
 #include <sys/eventfd.h>
 
 #include "kubelet/kubelet-stage.h"
+#include "oci/registry-blob.h"
+#include "oci/registry-manifest.h"
+#include "util/string-util.h"
 
 /* One extraction on the worker thread. The thread reads only this struct, the files it names and
  * the feed. */
@@ -175,8 +178,7 @@ static void stage_failf(KubeletStage *st, int error, ArtifactFailure failure, co
         va_list ap;
 
         va_start(ap, fmt);
-        if (vasprintf(&m, fmt, ap) < 0)
-                m = NULL;
+        m = strdup_vprintf(fmt, ap);
         va_end(ap);
         stage_finish(st, error < 0 ? error : -EIO, failure, m, NULL, false);
 }

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <strings.h>
 
 #include "oci/registry-auth.h"
+#include "util/base64.h"
 
 RegistryChallenge *registry_challenge_free(RegistryChallenge *c) {
         if (!c)
@@ -316,27 +316,23 @@ static ssize_t key_specificity(const char *key, const char *registry, const char
         return (ssize_t) n;
 }
 
-static int base64_decode(const char *in, char **ret) {
-        size_t n = strlen(in), pad = 0;
-        _cleanup_free_ unsigned char *out = NULL;
-        int len;
+/* An entry's "auth": base64 of "user:password" (docker's config.json, Go's StdEncoding), as a C
+ * string: one with a NUL inside is refused. */
+static int decode_auth(const char *in, char **ret) {
+        _cleanup_free_ char *out = NULL;
+        size_t n = strlen(in), size;
+        int r;
 
-        if (n == 0 || n % 4 != 0 || n > 8192)
+        if (n == 0 || n > 8192)
                 return -EBADMSG;
-        out = malloc(n / 4 * 3 + 1);
-        if (!out)
-                return -ENOMEM;
-        len = EVP_DecodeBlock(out, (const unsigned char *) in, (int) n);
-        if (len < 0)
+        r = base64_decode_full(in, n, true, SIZE_MAX, &out, &size);
+        if (r < 0)
+                return r;
+        if (memchr(out, '\0', size)) {
+                explicit_bzero(out, size);
                 return -EBADMSG;
-        /* EVP_DecodeBlock counts the padding as zero bytes. */
-        while (pad < 2 && n > pad && in[n - 1 - pad] == '=')
-                pad++;
-        len -= (int) pad;
-        if (len < 0 || memchr(out, '\0', (size_t) len))
-                return -EBADMSG;
-        out[len] = '\0';
-        *ret = (char *) TAKE_PTR(out);
+        }
+        *ret = TAKE_PTR(out);
         return 0;
 }
 
@@ -358,7 +354,7 @@ static int credentials_from_entry(json_t *entry, RegistryCredentials **ret) {
                 _cleanup_free_ char *decoded = NULL;
                 char *colon;
 
-                r = base64_decode(json_string_value(auth), &decoded);
+                r = decode_auth(json_string_value(auth), &decoded);
                 if (r < 0)
                         return r;
                 colon = strchr(decoded, ':');
@@ -423,9 +419,8 @@ int registry_auth_file_lookup(const void *data, size_t size, const char *registr
 }
 
 int registry_credentials_basic_header(const RegistryCredentials *c, char **ret) {
-        _cleanup_free_ char *plain = NULL;
-        _cleanup_free_ char *out = NULL;
-        int n, len;
+        _cleanup_free_ char *plain = NULL, *encoded = NULL;
+        int n, r;
 
         assert(c);
         assert(ret);
@@ -433,16 +428,12 @@ int registry_credentials_basic_header(const RegistryCredentials *c, char **ret) 
         n = asprintf(&plain, "%s:%s", c->username, c->password);
         if (n < 0)
                 return -ENOMEM;
-        out = malloc(6 + 4 * ((size_t) n / 3 + 1) + 1);
-        if (!out) {
-                explicit_bzero(plain, (size_t) n);
-                return -ENOMEM;
-        }
-        memcpy(out, "Basic ", 6);
-        len = EVP_EncodeBlock((unsigned char *) out + 6, (const unsigned char *) plain, n);
+        r = base64_encode(plain, (size_t) n, false, &encoded);
         explicit_bzero(plain, (size_t) n);
-        if (len < 0)
-                return -EIO;
-        *ret = TAKE_PTR(out);
-        return 0;
+        if (r < 0)
+                return r;
+        if (asprintf(ret, "Basic %s", encoded) < 0)
+                r = -ENOMEM;
+        explicit_bzero(encoded, strlen(encoded));
+        return r;
 }

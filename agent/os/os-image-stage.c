@@ -3,6 +3,8 @@
 #include <stdio.h>
 
 #include "oci/oci-ref.h"
+#include "oci/registry-blob.h"
+#include "oci/registry-manifest.h"
 #include "os/os-image-stage.h"
 #include "os/os-image.h"
 #include "util/fileio.h"

@@ -4,6 +4,7 @@
 #include <systemd/sd-event.h>
 
 #include "systemd/unit-control.h"
+#include "systemd/unit-state.h"
 #include "util/log.h"
 #include "util/time-util.h"
 
@@ -262,45 +263,36 @@ static int read_unit_job(sd_bus_message *m, char **ret) {
         return free_and_strdup(ret, id > 0 ? path : NULL);
 }
 
-/* Reads the a{sv} of Properties.GetAll(Unit) and keeps what we judge a restart by. */
-static int parse_unit_properties(UnitJob *j, sd_bus_message *m, bool before) {
+typedef struct JobProperties {
+        UnitJob *job;
+        bool before;                    /* the snapshot before the job: only the invocation ID */
+} JobProperties;
+
+/* One property of Properties.GetAll(Unit): keeps what we judge a restart by. */
+static int read_job_property(sd_bus_message *m, const char *name, void *userdata) {
+        JobProperties *p = userdata;
+        UnitJob *j = p->job;
+        const char *s;
         int r;
 
-        r = sd_bus_message_enter_container(m, 'a', "{sv}");
-        if (r < 0)
-                return r;
-        while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
-                const char *name, *s;
-
-                r = sd_bus_message_read(m, "s", &name);
+        if (streq(name, "InvocationID")) {
+                r = sd_bus_message_enter_container(m, 'v', "ay");
                 if (r < 0)
                         return r;
-                if (streq(name, "InvocationID")) {
-                        r = sd_bus_message_enter_container(m, 'v', "ay");
-                        if (r < 0)
-                                return r;
-                        r = read_invocation_id(m, before ? &j->invocation_before : &j->invocation_after);
-                        if (r < 0)
-                                return r;
-                        r = sd_bus_message_exit_container(m);
-                } else if (!before && (streq(name, "ActiveState") || streq(name, "SubState"))) {
-                        r = sd_bus_message_read(m, "v", "s", &s);
-                        if (r < 0)
-                                return r;
-                        r = free_and_strdup(streq(name, "ActiveState") ? &j->active_state : &j->sub_state, s);
-                } else if (!before && streq(name, "Job"))
-                        r = read_unit_job(m, &j->unit_job);
-                else
-                        r = sd_bus_message_skip(m, "v");
+                r = read_invocation_id(m, p->before ? &j->invocation_before : &j->invocation_after);
                 if (r < 0)
                         return r;
-                r = sd_bus_message_exit_container(m);
-                if (r < 0)
-                        return r;
+                return sd_bus_message_exit_container(m);
         }
-        if (r < 0)
-                return r;
-        return sd_bus_message_exit_container(m);
+        if (!p->before && (streq(name, "ActiveState") || streq(name, "SubState"))) {
+                r = sd_bus_message_read(m, "v", "s", &s);
+                if (r < 0)
+                        return r;
+                return free_and_strdup(streq(name, "ActiveState") ? &j->active_state : &j->sub_state, s);
+        }
+        if (!p->before && streq(name, "Job"))
+                return read_unit_job(m, &j->unit_job);
+        return sd_bus_message_skip(m, "v");
 }
 
 static int unit_job_get_all(UnitJob *j, sd_bus_message_handler_t handler) {
@@ -379,7 +371,7 @@ static bool unit_job_take_properties(UnitJob *j, sd_bus_message *reply, bool bef
                 (void) unit_job_finish_bus_error(j, e);
                 return false;
         }
-        r = parse_unit_properties(j, reply, before);
+        r = unit_properties_parse(reply, read_job_property, &(JobProperties) { .job = j, .before = before });
         if (r < 0) {
                 (void) unit_job_finish(j, r, "cannot parse the unit's properties");
                 return false;

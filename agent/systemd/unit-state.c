@@ -16,9 +16,7 @@ static const char *const deps_table[_UNIT_DEPS_MAX] = {
         [UNIT_DEPS_CONFLICTED_BY] = "ConflictedBy",
 };
 
-const char *unit_deps_to_string(UnitDeps d) {
-        return d >= 0 && d < _UNIT_DEPS_MAX ? deps_table[d] : NULL;
-}
+DEFINE_STRING_TABLE_LOOKUP(unit_deps, UnitDeps, deps_table);
 
 typedef struct UnitStateCall {
         UnitStateDone done;
@@ -64,7 +62,7 @@ static int read_deps(sd_bus_message *m, char ***ret) {
 }
 
 static int read_property(sd_bus_message *m, const char *name, UnitState *st) {
-        UnitDeps d = (UnitDeps) string_table_lookup(deps_table, _UNIT_DEPS_MAX, name);
+        UnitDeps d = unit_deps_from_string(name);
 
         if (d >= 0)
                 return read_deps(m, &st->deps[d]);
@@ -86,7 +84,11 @@ static int read_property(sd_bus_message *m, const char *name, UnitState *st) {
         return sd_bus_message_skip(m, "v");
 }
 
-static int parse_properties(sd_bus_message *m, UnitState *st) {
+static int read_property_cb(sd_bus_message *m, const char *name, void *userdata) {
+        return read_property(m, name, userdata);
+}
+
+int unit_properties_parse(sd_bus_message *m, UnitPropertyReader reader, void *userdata) {
         int r;
 
         r = sd_bus_message_enter_container(m, 'a', "{sv}");
@@ -97,7 +99,7 @@ static int parse_properties(sd_bus_message *m, UnitState *st) {
 
                 r = sd_bus_message_read(m, "s", &name);
                 if (r >= 0)
-                        r = read_property(m, name, st);
+                        r = reader(m, name, userdata);
                 if (r < 0)
                         return r;
                 r = sd_bus_message_exit_container(m);
@@ -120,7 +122,7 @@ static int on_reply(sd_bus_message *reply, void *userdata, sd_bus_error *ret_err
                 c->done(r > 0 ? -r : -EIO, NULL, c->userdata);
                 return 0;
         }
-        r = parse_properties(reply, &st);
+        r = unit_properties_parse(reply, read_property_cb, &st);
         if (st.slice && !*st.slice)
                 st.slice = NULL;
         c->done(r < 0 ? r : 0, r < 0 ? NULL : &st, c->userdata);

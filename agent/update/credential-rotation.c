@@ -10,6 +10,7 @@
 #include "util/error-message.h"
 #include "util/fileio.h"
 #include "util/log.h"
+#include "util/string-util.h"
 
 #define STATE_MAX 4096
 
@@ -110,8 +111,7 @@ static void fail(CredentialRotation *cr, int error, const char *format, ...) {
         va_list ap;
 
         va_start(ap, format);
-        if (vasprintf(&m, format, ap) < 0)
-                m = NULL;
+        m = strdup_vprintf(format, ap);
         va_end(ap);
         finish(cr, error, UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED, m ?: "credentials rotation failed");
 }

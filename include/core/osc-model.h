@@ -158,10 +158,6 @@ static inline uint32_t osc_file_mode(const OscFile *f) {
  * The result is NUL-terminated; *ret_size excludes the NUL. */
 int osc_file_inline_content(const OscFile *f, char **ret, size_t *ret_size);
 
-/* Strict standard base64 with padding (Go's StdEncoding, the API server's Secret data): no
- * whitespace. NUL-terminates; -EBADMSG if malformed. */
-int osc_base64_decode(const char *in, size_t n, char **ret, size_t *ret_size);
-
 /* "stop" if enable is false or command is stop, else "restart" (getCommandToExecute). */
 OscUnitCommand osc_unit_effective_command(const OscUnit *u);
 /* Whether the unit lists `path` in filePaths. */

@@ -2,29 +2,26 @@
 #pragma once
 
 /* OCI distribution client on the sd-event loop (through http.c; nothing blocks but short local
- * writes and fsyncs): resolves a reference to an image manifest (following an index to the platform
- * manifest) and downloads blobs into a blob directory, verifying every manifest and blob against its
- * digest while it streams (CONTRACT §7: nothing is used before it is verified).
+ * writes and fsyncs): the client and the life of one operation, which registry_resolve()
+ * (oci/registry-manifest.h) and registry_fetch_blob() (oci/registry-blob.h) start. Every manifest and
+ * blob is verified against its digest while it streams (CONTRACT §7: nothing is used before it is
+ * verified).
  *
- *  - endpoints: registry.mirrors[<host>] first, then https://<host>; any failure at a mirror falls back
- *    to the next endpoint, a digest mismatch included;
+ *  - endpoints: registry.mirrors[<host>] first, then https://<host> (oci/registry-mirror.h); any
+ *    failure at a mirror falls back to the next endpoint, a digest mismatch included; when every
+ *    endpoint failed, the message is the last failure plus the first endpoint's;
  *  - auth: on 401 the WWW-Authenticate challenge is answered once per endpoint: Bearer → token from the
  *    realm (with Basic credentials from registry.authFile when it has any), Basic → credentials from
- *    registry.authFile; tokens are cached per endpoint and scope until they expire;
+ *    registry.authFile; tokens are cached per endpoint and scope until they expire
+ *    (oci/registry-token-cache.h);
  *  - TLS verification always on, registry.caFile added as trust anchor; redirects (blob storage) are
  *    followed, and curl never forwards our Authorization header to another host;
  *  - transient failures (connect/timeout/reset, 408, 429, 5xx) are retried with exponential backoff
  *    (Retry-After honoured), max_attempts per endpoint; a blob arriving slower than the stall floor
- *    (default 1 KiB/s over 30 s) fails the attempt as a stall naming the blob, keeping the .partial;
- *    when every endpoint failed, the message is the last failure plus the first endpoint's;
- *  - blobs stream to <blob_directory>/<hex>.partial and are renamed to <hex> once verified; a transfer
- *    that fails after the descriptor's last byte arrived (a Content-Length longer than the body) is
- *    verified as it is, a body shorter than the descriptor is resumed; an
- *    interrupted download (also across restarts) resumes with Range from what is on disk, re-hashing
- *    that prefix in slices on the loop; a server without Range support restarts from 0; a resumed
- *    blob that fails verification is downloaded once more from 0 before DigestMismatch is reported;
- *  - free space is checked before a blob is requested (DiskSpace).
+ *    (default 1 KiB/s over 30 s) fails the attempt as a stall naming the blob, keeping the .partial.
  *
+ * The client owns its options' copies, the token cache and counts its ops; each op is owned by whoever
+ * started it (registry_op_free() cancels it).
  * Does not log: every outcome comes back through the done callback as -errno, an ArtifactFailure
  * and a one-line message naming the URL and the reason. */
 
@@ -86,24 +83,6 @@ typedef void (*RegistryDone)(RegistryOp *op, const RegistryResult *result, void 
 /* Progress of a blob download (bytes of this blob, the resumed prefix included). */
 typedef void (*RegistryProgress)(RegistryOp *op, uint64_t done, uint64_t total, void *userdata);
 
-/* Resolves `ref` to the image manifest for os/architecture/variant. NULL os means "linux"; NULL
- * architecture means this machine's (uname, oci_platform_from_machine()), and then a NULL variant means
- * this machine's too; otherwise a NULL variant matches any. */
-int registry_resolve(RegistryClient *c, const OciRef *ref, const char *os, const char *architecture,
-                     const char *variant, RegistryDone done, void *userdata, RegistryOp **ret);
-
-/* Downloads and verifies one blob of `ref`'s repository. */
-int registry_fetch_blob(RegistryClient *c, const OciRef *ref, const OciDescriptor *blob,
-                        RegistryProgress progress, RegistryDone done, void *userdata, RegistryOp **ret);
-
 /* Cancels (no callback) and frees. A partial blob stays on disk for a later resume. */
 RegistryOp *registry_op_free(RegistryOp *op);
 DEFINE_CLEANUP_FUNC(RegistryOp, registry_op_free);
-
-/* <blob_directory>/<hex> for a digest (the file may not exist). */
-int registry_blob_path(RegistryClient *c, const Digest *d, char **ret);
-/* <blob_directory>/<hex>.partial: where registry_fetch_blob() writes the blob while it downloads (it
- * exists once that call returned, unless the verified blob was already there). The bytes up to the
- * count its progress callback last reported are final; a count of 0 after a larger one means the
- * download started over. */
-int registry_blob_partial_path(RegistryClient *c, const Digest *d, char **ret);

@@ -28,6 +28,11 @@ typedef enum UnitDeps {
 
 /* "Requires", "StopPropagatedFrom", ... (static). */
 const char *unit_deps_to_string(UnitDeps d);
+/* Reads the a{sv} of Properties.GetAll(): `reader` is called for each property with `m` at its
+ * variant, which it must consume (sd_bus_message_skip(m, "v") for the ones it does not want). */
+typedef int (*UnitPropertyReader)(sd_bus_message *m, const char *name, void *userdata);
+int unit_properties_parse(sd_bus_message *m, UnitPropertyReader reader, void *userdata);
+UnitDeps unit_deps_from_string(const char *s);
 
 typedef struct UnitState {
         const char *load_state;         /* "loaded", "not-found", "masked", ... */

@@ -28,6 +28,14 @@
                 (p) = NULL;                        \
                 _ptr_;                             \
         })
+/* The same for a struct whose cleanup frees its members (an OscFile under _cleanup_(osc_file_done)):
+ * the variable is left zeroed, so the cleanup frees nothing. */
+#define TAKE_STRUCT(s)                             \
+        ({                                         \
+                __typeof__(s) _s_ = (s);           \
+                (s) = (__typeof__(s)) {};          \
+                _s_;                               \
+        })
 #define TAKE_FD(fd)                                \
         ({                                         \
                 int _fd_ = (fd);                   \

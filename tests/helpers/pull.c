@@ -12,6 +12,8 @@
 #include "kubelet/kubelet-store.h"
 #include "kubelet/kubelet-version.h"
 #include "net/http.h"
+#include "oci/registry-blob.h"
+#include "oci/registry-manifest.h"
 #include "oci/registry.h"
 
 static struct {

@@ -206,7 +206,7 @@ static void test_errors(void **state) {
                 { "{}", "metadata: expected an object" },
                 { "{\"metadata\":{}}", "metadata.name: missing" },
                 { "{\"metadata\":{\"name\":\"\"}}", "metadata.name: missing" },
-                { "{\"metadata\":{\"name\":5}}", "metadata[\"name\"]: expected a string" },
+                { "{\"metadata\":{\"name\":5}}", "metadata.name: expected a string" },
                 { "{\"metadata\":{\"name\":\"n\",\"labels\":[]}}", "metadata.labels: expected an object" },
                 { "{\"metadata\":{\"name\":\"n\",\"annotations\":\"x\"}}", "metadata.annotations: expected an object" },
                 { "{\"metadata\":{\"name\":\"n\",\"labels\":{\"node.machine.sapcloud.io/update-result\":true}}}",
@@ -220,14 +220,14 @@ static void test_errors(void **state) {
                 { "{\"metadata\":{\"name\":\"n\",\"annotations\":{\"worker.gardener.cloud/restart-systemd-services\":"
                   "\"kubelet\\u0000,system.slice\"}}}",
                   "metadata.annotations[\"worker.gardener.cloud/restart-systemd-services\"]: contains a NUL character (\\u0000)" },
-                { "{\"metadata\":{\"name\":\"n\\u0000\"}}", "metadata[\"name\"]: contains a NUL character (\\u0000)" },
+                { "{\"metadata\":{\"name\":\"n\\u0000\"}}", "metadata.name: contains a NUL character (\\u0000)" },
                 { "{\"metadata\":{\"name\":\"n\"},\"status\":{\"conditions\":[{\"type\":\"InPlaceUpdate\","
                   "\"reason\":\"ReadyForUpdate\\u0000\"}]}}",
-                  "status.conditions[0][\"reason\"]: contains a NUL character (\\u0000)" },
+                  "status.conditions[0].reason: contains a NUL character (\\u0000)" },
                 { "{\"metadata\":{\"name\":\"n\"},\"status\":[]}", "status: expected an object" },
                 { "{\"metadata\":{\"name\":\"n\"},\"status\":{\"conditions\":{}}}", "status.conditions: expected a list" },
                 { "{\"metadata\":{\"name\":\"n\"},\"status\":{\"conditions\":[{\"type\":\"InPlaceUpdate\",\"reason\":1}]}}",
-                  "status.conditions[0][\"reason\"]: expected a string" },
+                  "status.conditions[0].reason: expected a string" },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(table); i++) {

@@ -263,7 +263,7 @@ static void test_errors(void **state) {
                 { "spec: {files: {}}", -EINVAL, "spec.files: expected a list" },
                 { "spec: {units: [{name: ../x}]}", -EINVAL, "spec.units[0]: invalid unit name \"../x\"" },
                 { "spec: {units: [{name: x, command: reload}]}", -EINVAL, "unit \"x\": unknown command \"reload\"" },
-                { "spec: {units: [{name: x, enable: 'yes'}]}", -EINVAL, "spec.units[0].enable: expected a boolean" },
+                { "spec: {units: [{name: x, enable: 'yes'}]}", -EINVAL, "spec.units[0].enable: expected true or false" },
                 { "spec: {units: [{name: x, dropIns: [{name: a/b}]}]}", -EINVAL,
                   "unit \"x\": invalid drop-in name \"a/b\"" },
                 { "status: {extensionUnits: [{content: x}]}", -EINVAL, "status.extensionUnits[0].name: must not be empty" },
