@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What every machine-tier test does around its scenarios: skip when the tier cannot run here,
+prepare the cached image and the .deb, bring up the world, provision and boot a node, and print
+the transcript. The scenarios themselves are in tests/machine/test_*.py.
+
+    H = harness.Harness("node-fresh")          # in setUpModule(); exit 77 when nspawn etc. are missing
+    H.boot()                                   # provisioned like gardener-node-init left it, booted
+    ...
+    H.stop()                                   # in tearDownModule(): machine off, world down
+"""
+
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import machine  # noqa: E402
+import transcript  # noqa: E402
+import world  # noqa: E402
+from gardener import (AGENT_CONDITION, NODE_CHECKSUM, UNITS_CONDITION, annotation, annotation_json,  # noqa: E402,F401
+                      condition, label)
+
+AGENT_UNIT = "inplace-agent.service"
+KUBELET_UNIT = "kubelet.service"
+STATE = "/var/lib/inplace-agent"
+
+
+class Harness:
+    def __init__(self, node, versions=("1.31.4", "1.32.1"), broken_versions=(), config_extra=None, tuning=None):
+        machine.skip_if_missing()
+        self.t = transcript.Transcript()
+        self.t.step("prepare: the cached Debian 12 image, the .deb of this tree, apt-get install")
+        self.layers = machine.prepare(log=self.t.say)
+        self.t.say("image %s, .deb %s (prepare: %s)" % (
+            os.path.basename(os.path.dirname(self.layers.image_root)), os.path.basename(self.layers.deb),
+            ", ".join("%s %.1fs" % kv for kv in self.layers.timings.items())))
+        self.config_extra, self.tuning = config_extra, tuning
+        self.w = world.World(node, versions=versions, broken_versions=broken_versions, log=self.t.say)
+        self.w.start()
+        self.g = self.w.g
+        self.m = None
+
+    def new_machine(self):
+        self.m = machine.Machine(self.layers, self.w.node)
+        self.w.provision(self.m, self.config_extra, self.tuning)
+        return self.m
+
+    def boot(self):
+        if self.m is None:
+            self.new_machine()
+        t0 = self.t.mark("boot")
+        boot_id = self.m.boot()
+        self.t.ok("booted %s (nspawn, systemd as PID 1) in %.1fs, boot id %s" % (
+            self.w.node, self.t.mark("booted") - t0, boot_id))
+        return boot_id
+
+    def stop(self):
+        try:
+            if self.m:
+                self.m.stop()
+        finally:
+            self.w.stop()
+
+    # ---------------------------------------------------------------- queries
+
+    def node(self):
+        return self.g.node()
+
+    def wait_checksum(self, checksum, timeout=120):
+        return self.g.wait_node(lambda n: annotation(n, NODE_CHECKSUM) == checksum, timeout,
+                                "checksum/cloud-config-data %s on the Node" % checksum[:12])
+
+    def kubelet_healthz(self):
+        return world.sandbox.http_status("http://127.0.0.1:%d/healthz" % self.w.healthz_port)
+
+    def agent_journal(self, *args):
+        return self.m.journal("-u", AGENT_UNIT, *args)
+
+    def diagnostics(self):
+        """What to look at when a scenario failed: the agent's journal tail and its status line."""
+        if not self.m or not self.m.running():
+            return
+        try:
+            self.t.block("journalctl -u inplace-agent -n 60", self.agent_journal("-n", "60"))
+            self.t.block("systemctl status inplace-agent kubelet",
+                         self.m.run("systemctl", "status", "--no-pager", "--lines=0", AGENT_UNIT, KUBELET_UNIT,
+                                    check=False).stdout)
+            n = self.node() or {}
+            self.t.block("the Node's agent annotations", "\n".join(
+                "%s=%s" % kv for kv in sorted((n.get("metadata", {}).get("annotations") or {}).items())
+                if kv[0].startswith(("inplace-agent/", "checksum/", "node.machine", "node-agent"))))
+        except Exception as e:          # diagnostics never hide the failure itself
+            self.t.bad("diagnostics failed: %s" % e)
