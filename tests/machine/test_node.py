@@ -11,7 +11,6 @@ order, each step starting where the last one left the node:
      the Lease and SystemdUnitsReady.
 """
 
-import functools
 import os
 import sys
 import unittest
@@ -36,20 +35,8 @@ def tearDownModule():
         H.stop()
 
 
-def scenario(fn):
-    """Prints the diagnostics when the scenario fails (the machine is stopped afterwards)."""
-    @functools.wraps(fn)
-    def wrapper(self):
-        try:
-            return fn(self)
-        except BaseException:
-            H.diagnostics()
-            raise
-    return wrapper
-
-
 class Node(unittest.TestCase):
-    @scenario
+    @harness.scenario
     def test_0_bootstrap_without_node(self):
         """A new machine has no Node yet: the bootstrap token is good only until the Node exists
         (gardener-resource-manager's approver denies it afterwards)."""
@@ -78,7 +65,7 @@ class Node(unittest.TestCase):
                                    for e in H.w.emu.request_log(path=r"/secrets")),
                        10, "a read of the OSC Secret before the Node exists")
 
-    @scenario
+    @harness.scenario
     def test_1_fresh_node(self):
         t, w = H.t, H.w
         m = H.m
@@ -107,6 +94,10 @@ class Node(unittest.TestCase):
         target = m.run("readlink", world.KUBELET_PATH).stdout.strip()
         self.assertTrue(target.startswith(harness.STATE + "/kubelet/1.31.4/"), target)
         self.assertEqual(m.run(world.KUBELET_PATH, "--version").stdout.strip(), "Kubernetes v1.31.4")
+        # Directories the agent made on the way (the unit's UMask=0077 must not reach them).
+        dirs = ("/opt/bin", "/etc/containerd", "/etc/containerd/certs.d", "/var/bin/containerruntimes",
+                "/var/lib/kubelet/config", "/etc/systemd/system/containerd.service.d")
+        self.assertEqual(m.run("stat", "-c", "%a", *dirs).stdout.split(), ["755"] * len(dirs))
         t.command(m, "ls", "-l", world.KUBELET_PATH, "/etc/systemd/system/kubelet.service",
                   "/etc/containerd/config.toml", "/etc/sysctl.d/99-k8s-general.conf")
 

@@ -9,6 +9,7 @@ the transcript. The scenarios themselves are in tests/machine/test_*.py.
     H.stop()                                   # in tearDownModule(): machine off, world down
 """
 
+import functools
 import os
 import sys
 
@@ -23,6 +24,21 @@ from gardener import (AGENT_CONDITION, NODE_CHECKSUM, UNITS_CONDITION, annotatio
 AGENT_UNIT = "inplace-agent.service"
 KUBELET_UNIT = "kubelet.service"
 STATE = "/var/lib/inplace-agent"
+
+
+def scenario(fn):
+    """A scenario (test method) that prints the machine's diagnostics when it fails; the harness is
+    the test module's global H."""
+    @functools.wraps(fn)
+    def wrapper(self):
+        try:
+            return fn(self)
+        except BaseException:
+            h = getattr(sys.modules[type(self).__module__], "H", None)
+            if h:
+                h.diagnostics()
+            raise
+    return wrapper
 
 
 class Harness:

@@ -169,14 +169,18 @@ class World:
 
     # ---------------------------------------------------------------- the node before its first boot
 
-    def component_config(self):
-        """gardener-node-agent's component config (nodeagent.ComponentConfig upstream), as JSON (YAML)."""
+    def component_config(self, token_syncs=()):
+        """gardener-node-agent's component config (nodeagent.ComponentConfig upstream), as JSON (YAML).
+        token_syncs: [(secret name, path)] for controllers.token.syncConfigs."""
+        token = {"syncPeriod": "12h0m0s"}
+        if token_syncs:
+            token["syncConfigs"] = [{"secretName": n, "path": p} for n, p in token_syncs]
         return json.dumps({
             "apiVersion": "nodeagent.config.gardener.cloud/v1alpha1",
             "kind": "NodeAgentConfiguration",
             "apiServer": {"server": self.emu.server, "caFile": GNA_DIR + "/cluster-ca.crt"},
             "controllers": {"operatingSystemConfig": {"secretName": SECRET, "kubernetesVersion": self.versions[0]},
-                            "token": {"syncPeriod": "12h0m0s"}},
+                            "token": token},
         }, indent=1) + "\n"
 
     def cluster_ca(self):
@@ -219,13 +223,13 @@ class World:
     # ---------------------------------------------------------------- the OSC
 
     def osc(self, kubelet="1.31.4", eviction="100Mi", dropin=None, files=(), units=(), extension_files=(),
-            extension_units=(), os_version=None, os_command=None, broken=False):
+            extension_units=(), os_version=None, os_command=None, broken=False, token_syncs=()):
         """A Gardener-shaped OSC (gardenlet's original components, Garden Linux's extension units),
         as JSON (which is YAML): the kubelet from the registry with its config, CA and unit,
         gardener-node-agent's component config, cluster CA and (replaced) unit, kernel settings,
         the CA bundle, containerd's config with a registry mirror, containerd's drop-in. `dropin`:
         the content of kubelet.service.d/50-machine-test.conf. `os_command`: [command, args...] of
-        status.inPlaceUpdates.osUpdate."""
+        status.inPlaceUpdates.osUpdate. `token_syncs`: [(Secret, path)] for the token sync."""
         self.last = dict(kubelet=kubelet, eviction=eviction, dropin=dropin, os_version=os_version)
         ca = self.cluster_ca()
         spec_files = [
@@ -233,7 +237,7 @@ class World:
              "content": {"imageRef": {"image": self.images[(kubelet, broken)], "filePathInImage": FILE_IN_IMAGE}}},
             inline(KUBELET_CONFIG, KUBELET_CONFIGURATION % {"port": self.healthz_port, "eviction": eviction}, 0o600),
             inline("/var/lib/kubelet/ca.crt", ca, 0o644, "b64"),
-            inline(GNA_CONFIG, self.component_config(), 0o600, "b64"),
+            inline(GNA_CONFIG, self.component_config(token_syncs), 0o600, "b64"),
             inline(GNA_DIR + "/cluster-ca.crt", ca, 0o640, "b64"),
             inline("/etc/sysctl.d/99-k8s-general.conf", SYSCTL, 0o644, "b64"),
             inline("/var/lib/ca-certificates-local/ROOTcerts.crt", ca, 0o644, "b64"),
