@@ -9,8 +9,18 @@ order, each step starting where the last one left the node:
      in /etc/systemd/system, files in /etc, /var/lib, /opt, containerd's config, the kubelet from the
      registry), the kubelet runs under the real systemd, and the Node gets checksum/cloud-config-data,
      the Lease and SystemdUnitsReady.
+  2. gated in-place update: kubelet 1.31.4 -> 1.32.1 with a kubelet config value and a drop-in,
+     nothing touched until MCM's labels and ReadyForUpdate, then update-result=successful and the
+     kubelet really restarted, once, by the real systemd.
+  4. the restart annotation on real system services (containerd, kubelet restarted, new
+     invocations); system.slice refused with a Warning, the agent and the kubelet untouched.
+  5. an operator's view: `systemctl status inplace-agent` with its Status: line, `journalctl -u
+     inplace-agent -o verbose` with MESSAGE_ID and INPLACE_TRANSACTION on each phase, `journalctl
+     -x` with the installed catalog's text, `inplace-agent status`; a configuration error, as an
+     operator meets it (exit 2, the journal names file and key, -x explains it), and fixed.
 """
 
+import json
 import os
 import sys
 import unittest
@@ -19,10 +29,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
 import harness  # noqa: E402
 import world  # noqa: E402
-from gardener import NODE_CHECKSUM, UNITS_CONDITION, annotation, condition  # noqa: E402
+from gardener import (FAILED_REASON, K8S_VERSION, NODE_CHECKSUM, PLAN, RESTART_ANNOTATION,  # noqa: E402
+                      UNITS_CONDITION, UPDATE_RESULT, annotation, condition, label)
 
 H = None
 NODE = "node-story"
+DROPIN = "[Service]\nEnvironment=MACHINE_TEST_DROPIN=1"
+IDS = harness.message_ids()
+STORY = {}                  # what one scenario leaves for the next: the update's transaction id
 
 
 def setUpModule():
@@ -122,6 +136,135 @@ class Node(unittest.TestCase):
         t.ok("Lease %s held by %s; %s" % (lease["metadata"]["name"], lease["spec"]["holderIdentity"],
                                           condition(n, UNITS_CONDITION)))
         self.assertEqual(annotation(n, NODE_CHECKSUM), checksum)
+
+    @harness.scenario
+    def test_2_gated_update(self):
+        t, w, g, m = H.t, H.w, H.g, H.m
+        t.step("scenario 2: a gated in-place update: kubelet 1.32.1, a kubelet config value and a drop-in")
+        before, c0 = m.invocation(harness.KUBELET_UNIT), m.cursor()
+        checksum = w.publish(w.osc("1.32.1", eviction="150Mi", dropin=DROPIN))
+        t.say("gardenlet published OSC %s…: kubelet 1.32.1, evictionHard memory.available 150Mi, drop-in "
+              "kubelet.service.d/50-machine-test.conf" % checksum[:12])
+        seen = world.wait_for(lambda: [ln for ln in H.agent_journal("-o", "cat").splitlines()
+                                       if checksum in ln and "wait for ReadyForUpdate" in ln], 60,
+                              "the agent to see the OSC and hold it")
+        t.ok("the agent holds it: %s" % seen[-1])
+        self.assertIn("memory.available: 100Mi", m.read(world.KUBELET_CONFIG))
+        self.assertEqual(m.run(world.KUBELET_PATH, "--version").stdout.strip(), "Kubernetes v1.31.4")
+        self.assertEqual(m.invocation(harness.KUBELET_UNIT), before)
+        g.mcm_candidate()
+        n = H.wait_phase("Staged")
+        t.ok("MCM: candidate-for-update -> the agent staged kubelet 1.32.1 (store: %s); plan: %s" % (
+            ", ".join(m.run("ls", harness.STATE + "/kubelet").stdout.split()), annotation(n, PLAN)[:120]))
+        self.assertIn("1.32.1", annotation(n, PLAN))
+        g.mcm_select()
+        H.wait_phase("WaitingForDrain")
+        t.ok("MCM: selected-for-update -> WaitingForDrain")
+        g.mcm_drain()
+        g.mcm_ready_for_update(drain=False)
+        t0 = t.mark("ready")
+        n = g.wait_node(lambda n: label(n, UPDATE_RESULT), 120, "update-result")
+        self.assertEqual(label(n, UPDATE_RESULT), "successful", annotation(n, FAILED_REASON))
+        n = H.wait_checksum(checksum, 30)
+        t.ok("MCM: ReadyForUpdate -> update-result=successful after %.1fs; %s=%s" % (
+            t.mark("result") - t0, K8S_VERSION, label(n, K8S_VERSION)))
+        self.assertEqual(label(n, K8S_VERSION), "1.32.1")
+        STORY["tx"] = (harness.annotation_json(n, harness.PROGRESS) or {}).get("transaction")
+
+        self.assertEqual(m.run(world.KUBELET_PATH, "--version").stdout.strip(), "Kubernetes v1.32.1")
+        self.assertIn("memory.available: 150Mi", m.read(world.KUBELET_CONFIG))
+        self.assertIn("MACHINE_TEST_DROPIN=1", m.unit_property(harness.KUBELET_UNIT, "Environment"))
+        self.assertNotEqual(m.invocation(harness.KUBELET_UNIT), before)
+        starts = m.journal("-u", harness.KUBELET_UNIT, "--after-cursor", c0, "-o", "cat").count("Kubelet version")
+        self.assertEqual(starts, 1, "the kubelet started %d times for one update" % starts)
+        world.wait_for(lambda: H.kubelet_healthz() == 200, 30, "the kubelet's /healthz")
+        t.command(m, "systemctl", "status", "--no-pager", "--lines=4", harness.KUBELET_UNIT)
+        g.mcm_observe_result()
+        g.mcm_finish()
+
+    @harness.scenario
+    def test_4_restart_annotation(self):
+        t, g, m = H.t, H.g, H.m
+        t.step("scenario 4: the restart annotation on real system services; system.slice refused")
+        units = ("containerd.service", harness.KUBELET_UNIT)
+        before = {u: m.invocation(u) for u in units + (harness.AGENT_UNIT,)}
+        agent_pid = m.unit_property(harness.AGENT_UNIT, "MainPID")
+        H.w.emu.label_node(NODE, annotations={RESTART_ANNOTATION: "containerd,kubelet"}, manager="operator")
+        g.wait_node(lambda n: annotation(n, RESTART_ANNOTATION) is None, 60, "the annotation to be taken")
+        world.wait_for(lambda: all(m.invocation(u) != before[u] for u in units), 60, "new invocations")
+        m.wait_active(harness.KUBELET_UNIT, 30)
+        m.wait_active("containerd.service", 30)
+        t.ok("%s=containerd,kubelet: both restarted by systemd (new invocation IDs), the annotation removed"
+             % RESTART_ANNOTATION)
+        t.block("journalctl -u inplace-agent MESSAGE_ID=%s" % IDS["UNIT_RESTARTED"],
+                m.journal("-u", harness.AGENT_UNIT, "MESSAGE_ID=" + IDS["UNIT_RESTARTED"], "-n", "4"))
+        restarted = {u: m.invocation(u) for u in units}
+
+        H.w.emu.label_node(NODE, annotations={RESTART_ANNOTATION: "system.slice"}, manager="operator")
+        g.wait_node(lambda n: annotation(n, RESTART_ANNOTATION) is None, 60, "the annotation to be taken")
+        ev = world.wait_for(lambda: [e for e in g.events() if "system.slice" in (e.get("message") or "")
+                                     and e.get("type") == "Warning"], 30, "a Warning naming system.slice")
+        t.ok("system.slice refused: %s %s: %s" % (ev[-1]["type"], ev[-1]["reason"], ev[-1]["message"]))
+        self.assertEqual(m.invocation(harness.AGENT_UNIT), before[harness.AGENT_UNIT])
+        self.assertEqual(m.unit_property(harness.AGENT_UNIT, "MainPID"), agent_pid)
+        self.assertEqual({u: m.invocation(u) for u in units}, restarted)
+        self.assertEqual(m.active_state("system.slice"), "active")
+
+    @harness.scenario
+    def test_5_operator_view(self):
+        t, m = H.t, H.m
+        tx = STORY.get("tx")
+        self.assertTrue(tx, "scenario 2 left no transaction to look at")
+        t.step("scenario 5: an operator's view of update %s" % tx)
+        status = t.command(m, "systemctl", "status", "--no-pager", "--lines=0", harness.AGENT_UNIT)
+        self.assertRegex(status, r"Status: \"Node %s: " % NODE)
+        entries = m.journal_json("-u", harness.AGENT_UNIT, "INPLACE_TRANSACTION=" + tx)
+        phases = {e.get("MESSAGE_ID"): e.get("INPLACE_PHASE") for e in entries if e.get("MESSAGE_ID")}
+        for key in ("UPDATE_PLANNED", "UPDATE_STAGED", "UPDATE_APPLIED", "UPDATE_SUCCEEDED"):
+            self.assertIn(IDS[key], phases, "no %s line (MESSAGE_ID=%s) for %s" % (key, IDS[key], tx))
+        # One location per entry, the caller's (sd-journal.h's sendv macro used to add log.c's too).
+        done = [e for e in entries if e.get("MESSAGE_ID") == IDS["UPDATE_SUCCEEDED"]][-1]
+        self.assertEqual((done.get("CODE_FILE"), done.get("CODE_FUNC")), ("agent/update/executor.c", "log_phase_line"))
+        t.ok("each phase's line carries MESSAGE_ID and INPLACE_TRANSACTION=%s: %s" % (
+            tx, ", ".join("%s (%s)" % (p, mid[:8]) for mid, p in phases.items())))
+        succeeded = m.journal("-u", harness.AGENT_UNIT, "-o", "verbose", "MESSAGE_ID=" + IDS["UPDATE_SUCCEEDED"],
+                              "INPLACE_TRANSACTION=" + tx)
+        t.block("journalctl -u inplace-agent -o verbose MESSAGE_ID=%s INPLACE_TRANSACTION=%s"
+                % (IDS["UPDATE_SUCCEEDED"], tx), succeeded)
+        self.assertIn("INPLACE_TRANSACTION=" + tx, succeeded)
+        explained = t.command(m, "journalctl", "--no-pager", "-x", "-u", harness.AGENT_UNIT,
+                              "INPLACE_TRANSACTION=" + tx, "MESSAGE_ID=" + IDS["UPDATE_SUCCEEDED"])
+        self.assertIn("Subject: In-place update %s has succeeded" % tx, explained)
+        self.assertIn("Defined-By: inplace-agent", explained)
+        story = t.command(m, "inplace-agent", "status")
+        self.assertIn(tx, story)
+        self.assertIn("Succeeded", story)
+        self.assertIn("1.32.1", story)
+        as_json = json.loads(m.run("inplace-agent", "status", "--json").stdout)
+        self.assertIn(tx, json.dumps(as_json))
+
+        # A configuration error as an operator meets it, then fixed.
+        broken = "/etc/inplace-agent/config.d/95-operator.yaml"
+        m.write(broken, "kubelet:\n  healthTimeout: soon\n")
+        c0 = m.cursor()
+        r = m.run("systemctl", "restart", harness.AGENT_UNIT, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        line = world.wait_for(lambda: m.journal("-u", harness.AGENT_UNIT, "--after-cursor", c0, "-o", "cat",
+                                                "MESSAGE_ID=" + IDS["CONFIG_ERROR"]).strip(), 30,
+                              "the configuration error in the journal")
+        self.assertIn(broken, line)
+        self.assertIn("healthTimeout", line)
+        t.command(m, "journalctl", "--no-pager", "-x", "-n", "12", "-u", harness.AGENT_UNIT,
+                  "MESSAGE_ID=" + IDS["CONFIG_ERROR"])
+        t.command(m, "systemctl", "status", "--no-pager", "--lines=0", harness.AGENT_UNIT)
+        m.run("rm", broken)
+        m.run("systemctl", "restart", harness.AGENT_UNIT)
+        m.wait_active(harness.AGENT_UNIT, 30)
+        lifecycle = m.journal("-u", harness.AGENT_UNIT, "--after-cursor", c0, "-o", "json")
+        ids = [json.loads(x).get("MESSAGE_ID") for x in lifecycle.splitlines() if x.startswith("{")]
+        self.assertIn(IDS["AGENT_STOPPED"], ids)
+        self.assertIn(IDS["AGENT_STARTED"], ids)
+        t.ok("fixed: the agent stopped and started again, each with its catalog entry")
 
 
 if __name__ == "__main__":

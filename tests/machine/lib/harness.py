@@ -11,6 +11,7 @@ the transcript. The scenarios themselves are in tests/machine/test_*.py.
 
 import functools
 import os
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -18,12 +19,19 @@ sys.path.insert(0, HERE)
 import machine  # noqa: E402
 import transcript  # noqa: E402
 import world  # noqa: E402
-from gardener import (AGENT_CONDITION, NODE_CHECKSUM, UNITS_CONDITION, annotation, annotation_json,  # noqa: E402,F401
-                      condition, label)
+from gardener import (AGENT_CONDITION, NODE_CHECKSUM, PROGRESS, UNITS_CONDITION, annotation,  # noqa: E402,F401
+                      annotation_json, condition, label)
 
 AGENT_UNIT = "inplace-agent.service"
 KUBELET_UNIT = "kubelet.service"
 STATE = "/var/lib/inplace-agent"
+CATALOG_IDS = os.path.join(machine.SRCDIR, "include", "update", "catalog-ids.h")
+
+
+def message_ids():
+    """{"UPDATE_PLANNED": "97e6...", ...} from include/update/catalog-ids.h."""
+    with open(CATALOG_IDS) as f:
+        return dict(re.findall(r'#define MESSAGE_ID_([A-Z0-9_]+)\s+"([0-9a-f]{32})"', f.read()))
 
 
 def scenario(fn):
@@ -85,6 +93,10 @@ class Harness:
     def wait_checksum(self, checksum, timeout=120):
         return self.g.wait_node(lambda n: annotation(n, NODE_CHECKSUM) == checksum, timeout,
                                 "checksum/cloud-config-data %s on the Node" % checksum[:12])
+
+    def wait_phase(self, phase, timeout=60):
+        return self.g.wait_node(lambda n: (annotation_json(n, PROGRESS) or {}).get("phase") == phase, timeout,
+                                "the agent's phase %s" % phase)
 
     def kubelet_healthz(self):
         return world.sandbox.http_status("http://127.0.0.1:%d/healthz" % self.w.healthz_port)

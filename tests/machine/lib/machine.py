@@ -631,6 +631,14 @@ class Machine:
         """journalctl output (no pager, no hostname width tricks)."""
         return self.run("journalctl", "--no-pager", *args, check=False, timeout=60).stdout
 
+    def cursor(self):
+        """The journal's position now, for journal("--after-cursor", c)."""
+        out = self.journal("-n", "0", "--show-cursor")
+        return out.rsplit("-- cursor: ", 1)[-1].strip() if "-- cursor: " in out else None
+
+    def invocation(self, unit):
+        return self.unit_property(unit, "InvocationID")
+
     def journal_json(self, *args):
         out = self.journal("-o", "json", *args)
         return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
