@@ -39,14 +39,7 @@ IDS = harness.message_ids()
 STORY = {}                  # what one scenario leaves for the next: the update's transaction id
 
 
-def setUpModule():
-    global H
-    H = harness.Harness(NODE)
-
-
-def tearDownModule():
-    if H:
-        H.stop()
+setUpModule, tearDownModule = harness.module_fixture(globals(), NODE)
 
 
 class Node(unittest.TestCase):

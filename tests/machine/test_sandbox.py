@@ -37,15 +37,9 @@ FORBIDDEN = "/usr/local/lib/inplace-agent-machine/forbidden.conf"
 MAX_EXPOSURE = 3.5      # as .ci/packages.sh's offline check
 
 
-def setUpModule():
-    global H
-    # The health check's grace time short enough to see it meet the missing kubelet unit.
-    H = harness.Harness(NODE, tuning={"health-check": "2s", "health-grace": "4s"})
-
-
-def tearDownModule():
-    if H:
-        H.stop()
+# The health check's grace time short enough to see it meet the missing kubelet unit.
+setUpModule, tearDownModule = harness.module_fixture(globals(), NODE,
+                                                     tuning={"health-check": "2s", "health-grace": "4s"})
 
 
 def concrete(path):

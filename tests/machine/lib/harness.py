@@ -49,6 +49,19 @@ def scenario(fn):
     return wrapper
 
 
+def module_fixture(module_globals, node, **kw):
+    """setUpModule and tearDownModule for a test module whose scenarios share one Harness, kept in
+    the module's global H: `setUpModule, tearDownModule = harness.module_fixture(globals(), NODE)`."""
+    def set_up():
+        module_globals["H"] = Harness(node, **kw)
+
+    def tear_down():
+        h = module_globals.get("H")
+        if h:
+            h.stop()
+    return set_up, tear_down
+
+
 class Harness:
     def __init__(self, node, versions=("1.31.4", "1.32.1"), broken_versions=(), config_extra=None, tuning=None):
         machine.skip_if_missing()
