@@ -51,9 +51,7 @@ class Node(unittest.TestCase):
         t.step("scenario 1: a fresh node bootstraps, applies the whole OSC, runs the kubelet")
         H.new_machine()
         H.boot()
-        m = H.m
-        kubeconfig = world.wait_for(lambda: "client-certificate" in m.read(harness.STATE + "/kubeconfig", ""), 60,
-                                    "the agent's kubeconfig with its certificate")
+        kubeconfig = H.wait_certificate()
         csrs = [c for c in w.emu.list("certificatesigningrequests", group="certificates.k8s.io")
                 if c["spec"]["username"] == "system:bootstrap:" + world.BOOTSTRAP_TOKEN_ID]
         self.assertTrue(kubeconfig and csrs, "no CSR was made with the bootstrap token")

@@ -47,12 +47,7 @@ class OsReboot(unittest.TestCase):
     def test_3_os_update_with_reboot(self):
         t, w, g = H.t, H.w, H.g
         t.step("scenario 3: an OS update whose command reboots the machine")
-        m = H.new_machine()
-        H.boot()
-        world.wait_for(lambda: "client-certificate" in m.read(harness.STATE + "/kubeconfig", ""), 60,
-                       "the agent's certificate")
-        w.seed_node()
-        H.wait_checksum(w.publish(osc(FROM)), 120)
+        m = H.node_up(osc(FROM))
         m.wait_active(harness.KUBELET_UNIT, 30)
         t.ok("node up at OS %s (%s)" % (FROM, m.run("sh", "-c", ". /etc/os-release; echo $PRETTY_NAME").stdout.strip()))
 

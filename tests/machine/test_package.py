@@ -25,7 +25,6 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
 import harness  # noqa: E402
-import machine  # noqa: E402
 import world  # noqa: E402
 from gardener import FAILED_REASON, NODE_CHECKSUM, PROGRESS, UPDATE_RESULT, annotation, annotation_json, label  # noqa: E402
 
@@ -84,14 +83,10 @@ class Package(unittest.TestCase):
 
     @harness.scenario
     def test_1_upgrade_while_idle(self):
-        t, w, m = H.t, H.w, H.new_machine()
+        t, w = H.t, H.w
         t.step("scenario 7: the package's lifecycle: upgrade while idle")
-        H.boot()
-        world.wait_for(lambda: "client-certificate" in m.read(harness.STATE + "/kubeconfig", ""), 60,
-                       "the agent's certificate")
-        w.seed_node()
-        checksum = w.publish(w.osc("1.31.4"))
-        H.wait_checksum(checksum, 120)
+        m = H.node_up(w.osc("1.31.4"))
+        checksum = annotation(H.node(), NODE_CHECKSUM)
         csrs = len(w.emu.list("certificatesigningrequests", group="certificates.k8s.io"))
         before = (m.read(harness.STATE + "/last-applied-osc.yaml"), m.read(harness.STATE + "/kubeconfig"),
                   m.invocation(harness.KUBELET_UNIT))

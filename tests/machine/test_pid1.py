@@ -58,12 +58,7 @@ class Pid1(unittest.TestCase):
     def test_1_daemon_reexec_during_an_apply(self):
         t, w = H.t, H.w
         t.step("scenario 8: PID 1 re-executes and reloads while the agent applies")
-        m = H.new_machine()
-        H.boot()
-        world.wait_for(lambda: "client-certificate" in m.read(harness.STATE + "/kubeconfig", ""), 60,
-                       "the agent's certificate")
-        w.seed_node()
-        H.wait_checksum(w.publish(w.osc("1.31.4")), 120)
+        H.node_up(w.osc("1.31.4"))
         self.apply_during(1, "daemon-reexec")
 
     @harness.scenario

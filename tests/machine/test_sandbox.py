@@ -104,8 +104,7 @@ class Sandbox(unittest.TestCase):
         m = H.new_machine()
         m.write(world.KUBELET_PATH, world.sandbox.stand_in_kubelet("1.31.4", size=4096), 0o755)
         H.boot()
-        world.wait_for(lambda: "client-certificate" in m.read(harness.STATE + "/kubeconfig", ""), 60,
-                       "the agent's certificate")
+        H.wait_certificate()
         world.wait_for(lambda: m.run("readlink", world.KUBELET_PATH, check=False).stdout.strip(), 30,
                        "the agent to adopt the image's kubelet")
         checksum = w.publish(osc([world.inline(FORBIDDEN, "no producer writes /usr\n")], kubelet="1.32.1"))

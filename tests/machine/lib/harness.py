@@ -91,6 +91,22 @@ class Harness:
             self.w.node, self.t.mark("booted") - t0, boot_id))
         return boot_id
 
+    def wait_certificate(self, timeout=60):
+        """Until the agent holds its client certificate (bootstrapped by CSR)."""
+        return world.wait_for(lambda: "client-certificate" in self.m.read(STATE + "/kubeconfig", ""), timeout,
+                              "the agent's certificate")
+
+    def node_up(self, osc_text):
+        """A fresh machine booted, bootstrapped, its Node there (once the agent has its certificate:
+        the bootstrap token is refused once the Node exists) and `osc_text` applied. Returns the
+        machine."""
+        m = self.new_machine()
+        self.boot()
+        self.wait_certificate()
+        self.w.seed_node()
+        self.wait_checksum(self.w.publish(osc_text), 120)
+        return m
+
     def stop(self):
         try:
             if self.m:
