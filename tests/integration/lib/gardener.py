@@ -170,6 +170,10 @@ class Actors:
         kubeemu.wait_for(check, timeout, what or getattr(predicate, "__name__", "the Node"), interval=0.05)
         return box["node"]
 
+    def wait_phase(self, phase, timeout=60):
+        """Until the agent's progress annotation shows `phase`; returns the Node."""
+        return self.wait_node(lambda n: progress_phase(n) == phase, timeout, "the agent's phase %s" % phase)
+
     def node_history(self, since_rv=0):
         """Every stored version of the Node since since_rv: [{"rv", "type", "time", "object"}]."""
         h = self.emu.history(since_rv=since_rv, resource="nodes", objects=True)

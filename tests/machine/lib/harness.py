@@ -13,6 +13,7 @@ import functools
 import os
 import re
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -108,11 +109,15 @@ class Harness:
         return m
 
     def stop(self):
+        t0 = time.monotonic()
         try:
             if self.m:
                 self.m.stop()
         finally:
+            t1 = time.monotonic()
             self.w.stop()
+            self.t.say("stopped: the machine in %.1fs, the emulator and registry in %.1fs" % (
+                t1 - t0, time.monotonic() - t1))
 
     # ---------------------------------------------------------------- queries
 
@@ -124,8 +129,7 @@ class Harness:
                                 "checksum/cloud-config-data %s on the Node" % checksum[:12])
 
     def wait_phase(self, phase, timeout=60):
-        return self.g.wait_node(lambda n: (annotation_json(n, PROGRESS) or {}).get("phase") == phase, timeout,
-                                "the agent's phase %s" % phase)
+        return self.g.wait_phase(phase, timeout)
 
     def kubelet_healthz(self):
         return world.sandbox.http_status("http://127.0.0.1:%d/healthz" % self.w.healthz_port)
