@@ -26,7 +26,8 @@ Each machine is an overlay (lower: installed layer + image, upper: a temporary d
 
 The Debian mirror is the one this host's apt uses (/etc/apt/sources.list*), read at run time.
 
-nspawn here: the host has no systemd PID 1, so --register=no --keep-unit; no --private-network,
+nspawn here: never registered with machined (--register=no); on a host without systemd as PID 1
+(a CI container) also --keep-unit, as there is no manager to make a scope; no --private-network,
 so the container shares the host's network namespace and reaches the emulator and registry on
 127.0.0.1 (and anything it listens on is on the host's loopback: tests pick free ports). The
 container's PID 1 is found as nspawn's child; commands run in it with nsenter. `systemctl reboot`
@@ -324,9 +325,15 @@ def unmount(path):
             subprocess.run(["umount", "-l", path], capture_output=True)
 
 
+def keep_unit():
+    """nspawn's --keep-unit where no systemd runs the host (it cannot ask PID 1 for a scope); with
+    systemd as PID 1 nspawn gets its own transient scope."""
+    return [] if os.path.isdir("/run/systemd/system") else ["--keep-unit"]
+
+
 def nspawn_run(root, argv, logfile, what, binds=(), timeout=600):
     """A command in the tree under systemd-nspawn without booting it (no systemd inside)."""
-    cmd = ["systemd-nspawn", "--quiet", "--register=no", "--keep-unit", "--as-pid2", "-D", root,
+    cmd = ["systemd-nspawn", "--quiet", "--register=no"] + keep_unit() + ["--as-pid2", "-D", root,
            "--machine=ipa-setup-%s" % uuid.uuid4().hex[:8], "--link-journal=no", "--timezone=off"]
     cmd += ["--bind=%s:%s" % b for b in binds]
     cmd += ["--setenv=%s=%s" % kv for kv in sorted(dict(COMMAND_ENV, DEBIAN_FRONTEND="noninteractive").items())]
@@ -499,7 +506,7 @@ class Machine:
         (running or degraded). Returns the boot id."""
         if self.running():
             raise MachineError("machine %s is already running" % self.name)
-        cmd = ["systemd-nspawn", "--boot", "--register=no", "--keep-unit", "-D", self.root,
+        cmd = ["systemd-nspawn", "--boot", "--register=no"] + keep_unit() + ["-D", self.root,
                "--machine=" + self.name, "--console=passive", "--link-journal=no", "--timezone=off",
                "--resolv-conf=off"]
         for host, container, ro in self.binds:
