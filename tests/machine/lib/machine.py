@@ -407,14 +407,14 @@ def prepare(log=log_nothing, srcdir=SRCDIR):
 
 def reap_stale():
     """Overlays of earlier runs whose nspawn is gone (a killed test): unmounted and removed. A
-    machine of a run still going (its nspawn PID alive) is never touched."""
+    machine of a run still going (its nspawn PID alive) or kept (MACHINE_KEEP) is never touched."""
     for d in glob.glob(WORK_PREFIX + "*"):
         try:
             with open(os.path.join(d, "nspawn.pid")) as f:
                 pid = int(f.read())
         except (OSError, ValueError):
             pid = None
-        if pid and os.path.exists("/proc/%d" % pid):
+        if (pid and os.path.exists("/proc/%d" % pid)) or os.path.exists(os.path.join(d, "kept")):
             continue
         if pid is None and time.time() - os.path.getmtime(d) < 3600:
             continue            # being set up right now
@@ -452,8 +452,6 @@ class Machine:
         self.root = os.path.join(self.dir, "merged")
         self.proc = None
         self.pid1 = None
-        self.boots = 0
-        self.binds = []             # (host path, container path, read_only)
         mount_overlay(layers.lowers, os.path.join(self.dir, "upper"), os.path.join(self.dir, "work"), self.root)
         _LIVE.add(self)
         # Its identity, as a cloud image's first boot would get it.
@@ -491,10 +489,6 @@ class Machine:
         except OSError:
             return default
 
-    def bind(self, host, container, read_only=True):
-        """A host directory visible in the machine from its next boot on."""
-        self.binds.append((host, container, read_only))
-
     # ---------------------------------------------------------------- lifecycle
 
     @property
@@ -509,14 +503,11 @@ class Machine:
         cmd = ["systemd-nspawn", "--boot", "--register=no"] + keep_unit() + ["-D", self.root,
                "--machine=" + self.name, "--console=passive", "--link-journal=no", "--timezone=off",
                "--resolv-conf=off"]
-        for host, container, ro in self.binds:
-            cmd.append("--bind%s=%s:%s" % ("-ro" if ro else "", host, container))
         log = open(self.console_log, "ab")
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
         with open(os.path.join(self.dir, "nspawn.pid"), "w") as f:
             f.write(str(self.proc.pid))
-        self.boots += 1
         self.pid1 = wait_until(self._find_pid1, 30, "the container's PID 1 (nspawn %d)" % self.proc.pid, 0.05)
         state = wait_until(self._system_state, timeout, "the machine to boot (systemctl is-system-running)", 0.2)
         if state not in ("running", "degraded"):
@@ -597,6 +588,7 @@ class Machine:
             unmount(self.root)
             _LIVE.discard(self)
             if self.keep:
+                open(os.path.join(self.dir, "kept"), "w").close()      # reap_stale() leaves it
                 print("machine %s kept: %s (upper layer: %s/upper)" % (self.name, self.dir, self.dir), file=sys.stderr)
             else:
                 shutil.rmtree(self.dir, ignore_errors=True)
