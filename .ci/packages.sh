@@ -67,19 +67,9 @@ rpm_version=$(sed -n 's/^Version:[[:space:]]*//p' "$srcdir/packaging/rpm/inplace
 [ "$rpm_version" = "$version" ] || die "inplace-agent.spec Version $rpm_version does not match meson $version"
 echo "version $version (deb $deb_version)"
 
-# --- A clean copy of the tree: tracked and untracked (not ignored) files as they are in the work
-# tree, without meson build directories (build*/ by convention) ------------------------------
+# --- A clean copy of the tree (for the .rpm's source tarball; build-deb.sh makes its own) ------
 tree="$work/src/inplace-agent-$version"
-mkdir -p "$tree"
-if git -C "$srcdir" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-        (cd "$srcdir" && git ls-files -z --cached --others --exclude-standard |
-                while IFS= read -r -d '' f; do
-                        case "$f" in build*/*) continue ;; esac
-                        [ -e "$f" ] && printf '%s\0' "$f"
-                done | tar --null -T - -cf -) | tar -xf - -C "$tree"
-else
-        tar -C "$srcdir" --exclude='./build*' --exclude=./.git -cf - . | tar -xf - -C "$tree"
-fi
+bash "$srcdir/.ci/copy-tree.sh" "$srcdir" "$tree"
 
 unitdir=$(pkg-config --variable=systemdsystemunitdir systemd 2>/dev/null || true)
 unitdir=${unitdir:-/usr/lib/systemd/system}
@@ -93,13 +83,7 @@ compare_list() {        # name expected-file actual-file
 
 # --- .deb --------------------------------------------------------------------------------------
 say "dpkg-buildpackage -us -uc -b"
-debtree="$work/deb/inplace-agent-$version"
-mkdir -p "$work/deb"
-cp -a "$tree" "$debtree"
-cp -a "$srcdir/packaging/debian" "$debtree/debian"
-(cd "$debtree" && dpkg-buildpackage -us -uc -b) >"$work/deb-build.log" 2>&1 ||
-        { tail -n 60 "$work/deb-build.log"; die "dpkg-buildpackage"; }
-deb=$(ls "$work"/deb/inplace-agent_*.deb)
+deb=$(bash "$srcdir/.ci/build-deb.sh" "$work/deb" | tail -n 1) || die "dpkg-buildpackage"
 echo "built $(basename "$deb")"
 
 sort >"$work/deb-expected" <<EOF

@@ -10,6 +10,7 @@
 #include "daemon/manager.h"
 #include "kube/kube-tuning.h"
 #include "daemon/status.h"
+#include "update/catalog-ids.h"
 #include "util/log.h"
 
 #define EXIT_USAGE 2
@@ -130,15 +131,15 @@ static int parse_argv(int argc, char *argv[], Verb *ret_verb) {
         return 1;
 }
 
-/* Loads and validates the configuration; prints the reason and returns NULL on error. */
-static Config *load_config(void) {
+/* Loads and validates the configuration; NULL and the reason (*ret_error) on error. */
+static Config *load_config(char **ret_error) {
         _cleanup_(config_freep) Config *c = NULL;
         _cleanup_free_ char *error = NULL;
         int r;
 
         r = config_new(&c);
         if (r < 0) {
-                log_oom();
+                *ret_error = strdup(strerror(-r));
                 return NULL;
         }
         /* The default file may be absent (every key is optional); an explicit --config must exist. */
@@ -147,22 +148,30 @@ static Config *load_config(void) {
         if (r >= 0)
                 r = config_load_environment(c, arg_node_name, arg_kubeconfig, arg_state_dir, &error);
         if (r < 0) {
-                if (error)
-                        fprintf(stderr, "inplace-agent: configuration error: %s\n", error);
-                else
-                        fprintf(stderr, "inplace-agent: configuration error: %s\n", strerror(-r));
+                *ret_error = error ? TAKE_PTR(error) : strdup(strerror(-r));
                 return NULL;
         }
         return TAKE_PTR(c);
 }
 
+/* The daemon's configuration errors go to the journal with their catalog entry (journalctl -x
+ * explains them); check-config prints to stderr like any command. */
+static int config_error(const char *error) {
+        (void) log_struct_id(LOG_ERR, 0, MESSAGE_ID_CONFIG_ERROR, "Configuration error: %s",
+                             error ? error : strerror(ENOMEM));
+        return EXIT_USAGE;
+}
+
 static int verb_check_config(void) {
-        _cleanup_(config_freep) Config *c = load_config();
+        _cleanup_free_ char *error = NULL;
+        _cleanup_(config_freep) Config *c = load_config(&error);
         json_t *j;
         char *s;
 
-        if (!c)
+        if (!c) {
+                fprintf(stderr, "inplace-agent: configuration error: %s\n", error ? error : strerror(ENOMEM));
                 return EXIT_USAGE;
+        }
         j = config_to_json(c);
         s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
         json_decref(j);
@@ -183,16 +192,13 @@ static int verb_run(void) {
         sigset_t ss;
         int r;
 
-        c = load_config();
+        c = load_config(&error);
         if (!c)
-                return EXIT_USAGE;
+                return config_error(error);
         kube_tuning_init(&tuning);
         r = kube_tuning_parse(&tuning, getenv(KUBE_TUNING_ENV), &error);
-        if (r < 0) {
-                fprintf(stderr, "inplace-agent: configuration error: %s\n",
-                        error ? error : strerror(-r));
-                return EXIT_USAGE;
-        }
+        if (r < 0)
+                return config_error(error ? error : strerror(-r));
 
         /* sd-event delivers SIGTERM/SIGINT through a signalfd; they must be blocked first. */
         sigemptyset(&ss);
@@ -202,11 +208,12 @@ static int verb_run(void) {
         (void) sigprocmask(SIG_BLOCK, &ss, NULL);
 
         r = manager_new(&c, &tuning, &m, &error);
-        if (r < 0) {
-                /* Logged here only, once. An unusable state directory is a configuration error too. */
-                log_error_errno(r, "Failed to set up: %s", error ? error : strerror(-r));
-                return r == -ENOMEM ? EXIT_FAILURE : EXIT_USAGE;
+        if (r == -ENOMEM) {
+                log_oom();
+                return EXIT_FAILURE;
         }
+        if (r < 0)      /* logged here only, once: an unusable state directory is a configuration error too */
+                return config_error(error ? error : strerror(-r));
         r = manager_run(m);
         return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }

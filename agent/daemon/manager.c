@@ -1121,7 +1121,8 @@ int manager_run(Manager *m) {
 
         assert(m);
 
-        log_info("Starting inplace-agent %s for node %s.", PACKAGE_VERSION, m->config->node_name);
+        (void) log_struct_id(LOG_INFO, 0, MESSAGE_ID_AGENT_STARTED, "Starting inplace-agent %s for node %s.",
+                             PACKAGE_VERSION, m->config->node_name);
         manager_set_status(m, "Waiting for node %s", m->config->node_name);
         manager_provision_kubelet_bootstrap(m);
         manager_read_gna_secret_name(m);
@@ -1140,6 +1141,6 @@ int manager_run(Manager *m) {
         (void) sd_notify(false, "STOPPING=1\nSTATUS=Shutting down");
         if (r < 0)
                 return log_error_errno(r, "Event loop failed: %m");
-        log_info("Stopped.");
+        (void) log_struct_id(LOG_INFO, 0, MESSAGE_ID_AGENT_STOPPED, "Stopped.");
         return 0;
 }

@@ -35,6 +35,7 @@ typedef struct Component {
         HealthCheck *http_probe;        /* owned: kubelet */
         sd_bus_slot *state_read;        /* owned: containerd's unit state */
         UnitJob *restart;               /* borrowed handle: the restart job in flight */
+        bool not_installed;             /* the last restart found no unit file (said once) */
 } Component;
 
 struct NodeHealth {
@@ -131,12 +132,24 @@ static void component_on_restarted(const UnitJobResult *res, void *userdata) {
         uint64_t now = 0;
 
         c->restart = NULL;
+        (void) sd_event_now(h->event, CLOCK_MONOTONIC, &now);
+        if (res->error == -ENOENT) {
+                /* No unit file: nothing runs it yet (a node whose first OSC is not applied, or
+                 * failed before its units were written). Said once; tried again quietly after the
+                 * next grace time, until the unit exists. */
+                if (!c->not_installed)
+                        node_health_event(h, c, true, "%s is not installed (%s); not restarting it", c->unit,
+                                          strempty(res->detail));
+                c->not_installed = true;
+                health_tracker_restarted(&c->tracker, now);
+                return;
+        }
+        c->not_installed = false;
         if (res->error < 0) {
                 node_health_event(h, c, true, "Restarting %s failed: %s", c->unit, strempty(res->detail));
                 return;
         }
         log_info("Restarted %s (health check).", c->unit);
-        (void) sd_event_now(h->event, CLOCK_MONOTONIC, &now);
         health_tracker_restarted(&c->tracker, now);
 }
 
@@ -166,6 +179,7 @@ static void component_observe(Component *c, const char *error) {
         case HEALTH_FAILING:
                 return;
         case HEALTH_RECOVERED:
+                c->not_installed = false;
                 node_health_event(h, c, false, "%s is healthy", c->title);
                 return;
         case HEALTH_FIRST_FAILURE:
@@ -175,10 +189,11 @@ static void component_observe(Component *c, const char *error) {
                         node_health_event(h, c, true, "Containerd is unhealthy: %s", error);
                 return;
         case HEALTH_RESTART:
-                if (c == &h->kubelet)
+                /* A unit found missing is retried quietly: component_on_restarted() said it once. */
+                if (!c->not_installed && c == &h->kubelet)
                         node_health_event(h, c, true, "Kubelet is unhealthy for more than %s, restarting it. "
                                           "Health check error: %s", grace, error);
-                else
+                else if (!c->not_installed)
                         node_health_event(h, c, true, "Containerd is unhealthy for more than %s, restarting it: %s",
                                           grace, error);
                 component_restart(c);

@@ -385,8 +385,18 @@ static int run_collect_kubelets(Executor *e, const UpdateAction *a) {
 
 static void executor_on_unit_job(const UnitJobResult *res, void *userdata) {
         Executor *e = userdata;
+        const UpdateAction *a = current_action(e);
 
         e->op = (ExecutorOp) { .kind = OP_NONE };   /* the UnitControl frees the job */
+        if (res->error == -ENOENT && a && a->step == UPDATE_STEP_ROLLBACK_RESTART) {
+                /* Rolled back before the OSC's units were written (a first apply on an image that
+                 * brought the kubelet binary): no unit runs the kubelet, so no process of the new
+                 * one ever ran and the old binary is back: nothing to restart. */
+                log_notice("Kubelet %s is back at %s; %s is not installed, so nothing runs it to restart.",
+                           strempty(e->tx->kubelet_from), e->config->kubelet.binary_path, res->unit);
+                executor_action_finished(e, 0, _UPDATE_FAILURE_INVALID, NULL);
+                return;
+        }
         if (res->error >= 0)
                 (void) log_struct_id(LOG_INFO, 0, MESSAGE_ID_UNIT_RESTARTED, "Restarted %s.", res->unit);
         else

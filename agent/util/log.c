@@ -2,8 +2,12 @@
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+/* Without this, sd-journal.h turns sd_journal_sendv() into a macro that adds log.c's own CODE_FILE=,
+ * CODE_LINE= and CODE_FUNC=: every entry had both locations, the caller's and this file's. */
+#define SD_JOURNAL_SUPPRESS_LOCATION
 #include <systemd/sd-journal.h>
 #include <time.h>
 
@@ -100,6 +104,9 @@ static void log_to_journal(int level, int error, const char *message_id, const c
         snprintf(f_prio, sizeof(f_prio), "PRIORITY=%i", level);
         IOV_STR(f_prio);
         IOV_STR("SYSLOG_IDENTIFIER=inplace-agent");
+        /* meson compiles from the build directory: __FILE__ is "../agent/...". */
+        while (strncmp(file, "../", 3) == 0)
+                file += 3;
         if (asprintf(&f_file, "CODE_FILE=%s", file) >= 0)
                 IOV_STR(f_file);
         snprintf(f_line, sizeof(f_line), "CODE_LINE=%i", line);

@@ -626,13 +626,18 @@ class Demo:
                 mib(s["image_bytes"]), s.get("bytes_source") or "agent: not reported"))
         self.con.line("summary", "kubelet before: %s; desired: %s%s; after: %s" % (
             s.get("kubelet_before"), TO, " (broken build)" if self.failure else "", s.get("kubelet_after")))
-        if s["error"]:
-            self.con.line("summary", "error: " + s["error"], "31")
-        if self.args.summary_json:
-            with open(self.args.summary_json, "w") as f:
-                json.dump(s, f, indent=2, default=str)
-                f.write("\n")
-        return 0 if s["ok"] else 1
+        return end_summary(self.con, s, self.args.summary_json)
+
+
+def end_summary(con, summary, path):
+    """The error line, the --summary-json file, and the exit status (0 only when all is right)."""
+    if summary["error"]:
+        con.line("summary", "error: " + summary["error"], "31")
+    if path:
+        with open(path, "w") as f:
+            json.dump(summary, f, indent=2, default=str)
+            f.write("\n")
+    return 0 if summary["ok"] else 1
 
 
 class DemoError(Exception):
@@ -640,6 +645,9 @@ class DemoError(Exception):
 
 
 def main():
+    if "--machine" in sys.argv[1:]:
+        import machine_demo     # the same story inside a booted Debian 12 machine
+        return machine_demo.main()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--failure", action="store_true",
@@ -649,6 +657,8 @@ def main():
     ap.add_argument("--agent", metavar="PATH", help="the inplace-agent binary (default $AGENT or build/inplace-agent)")
     ap.add_argument("--log-level", default="info", help="the agent's --log-level (default info)")
     ap.add_argument("--keep", action="store_true", help="keep the sandbox directories (for debugging)")
+    ap.add_argument("--machine", action="store_true", help="the same story in a booted Debian 12 machine "
+                    "(tests/demo/machine_demo.py): the .deb installed by apt, systemd as PID 1, real journalctl")
     args = ap.parse_args()
     missing = sandbox.missing_prerequisites(args.agent)
     if missing:

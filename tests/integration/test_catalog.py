@@ -5,7 +5,7 @@
 * every MESSAGE_ID_* macro in include/update/catalog-ids.h has exactly one entry in
   units/inplace-agent.catalog, and every entry has a macro;
 * every log_struct_id() call in agent/<layer>/*.c names a macro from catalog-ids.h (or a literal ID
-  with an entry);
+  with an entry), and every entry is used by one;
 * the catalog parses under a strict reading of the systemd catalog format (header line,
   Subject/Defined-By/Support/Documentation, one blank line, body, no stray text), uses only
   @FIELD@ substitutions the agent attaches, and lifecycle entries do not refer to the
@@ -206,6 +206,14 @@ class TestCatalog(unittest.TestCase):
         for path, text in agent_sources():
             for macro in set(re.findall(r"\bMESSAGE_ID_[A-Z0-9_]+\b", text)):
                 self.assertTrue(macro in self.ids, f"{path}: {macro} is not defined in catalog-ids.h")
+
+    def test_every_cataloged_id_is_logged(self):
+        """An entry nobody logs is a promise the journal does not keep: `journalctl -x` never shows
+        it (found on a booted node: agent started, stopped and configuration error had none)."""
+        used = {self.ids.get(expr, expr) for _, _, expr in log_struct_id_uses(agent_sources())}
+        by_id = {v: k for k, v in self.ids.items()}
+        self.assertEqual(sorted(by_id[mid] for mid in set(self.entries) - used), [],
+                         "catalog entries no log_struct_id() call uses")
 
     def test_journalctl_compiles_catalog(self):
         journalctl = shutil.which("journalctl")

@@ -63,6 +63,7 @@ import zipfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
+import gardener  # noqa: E402
 import kubeemu  # noqa: E402
 import registry  # noqa: E402
 import usermgr  # noqa: E402
@@ -82,31 +83,11 @@ FILE_IN_IMAGE = "/kubelet"
 KUBELET_OSC_PATH = "/opt/bin/kubelet"      # kubelet.binaryPath's default; on disk below osc.rootDirectory
 KUBELET_DIR = "/var/lib/kubelet"           # the kubelet's credentials, below osc.rootDirectory
 
-# Wire names (CONTRACT §4, §6; GNP Appendix A).
-SECRET_NAME_LABEL = "worker.gardener.cloud/gardener-node-agent-secret-name"
-CANDIDATE = "node.machine.sapcloud.io/candidate-for-update"
-SELECTED = "node.machine.sapcloud.io/selected-for-update"
-UPDATE_RESULT = "node.machine.sapcloud.io/update-result"
-FAILED_REASON = "node.machine.sapcloud.io/update-failed-reason"
-UPDATING_OS = "node-agent.gardener.cloud/updating-operating-system-version"
-NODE_CHECKSUM = "checksum/cloud-config-data"
-SECRET_CHECKSUM = "checksum/data-script"
-K8S_VERSION = "worker.gardener.cloud/kubernetes-version"
-PROGRESS = "inplace-agent/progress"
-PLAN = "inplace-agent/plan"
-FAILURE = "inplace-agent/failure"
-MCM_CONDITION = "InPlaceUpdate"
-AGENT_CONDITION = "InPlaceUpdateAgent"
-PREFER_NO_SCHEDULE = {"key": "deployment.machine.sapcloud.io/prefer-no-schedule", "value": "True",
-                      "effect": "PreferNoSchedule"}
-MCM_MESSAGES = {
-    "CandidateForUpdate": "Node is a candidate for in-place update",
-    "SelectedForUpdate": "Node is selected for in-place update",
-    "DrainSuccessful": "Node draining successful",
-    "ReadyForUpdate": "Node is ready for in-place update",
-    "UpdateSuccessful": "Node in-place update successful",
-    "UpdateFailed": "Node in-place update failed: ",         # + the update-failed-reason annotation
-}
+# Wire names (CONTRACT §4, §6; GNP Appendix A) and what gardenlet and MCM do: lib/gardener.py.
+from gardener import (AGENT_CONDITION, CANDIDATE, FAILED_REASON, FAILURE, K8S_VERSION, MCM_CONDITION,  # noqa: E402,F401
+                      MCM_MESSAGES, NODE_CHECKSUM, PLAN, PREFER_NO_SCHEDULE, PROGRESS, SECRET_CHECKSUM,
+                      SECRET_NAME_LABEL, SELECTED, UPDATE_RESULT, UPDATING_OS, annotation, annotation_json,
+                      condition, label, progress_phase, sha256_hex)
 
 DEFAULT_VERSIONS = ("1.31.4", "1.32.1")
 DEFAULT_OS_VERSION = "1592.6"
@@ -139,37 +120,6 @@ def skip_if_missing(agent=None):
         sys.exit(77)
 
 
-def label(node, key, default=None):
-    return ((node or {}).get("metadata", {}).get("labels") or {}).get(key, default)
-
-
-def annotation(node, key, default=None):
-    return ((node or {}).get("metadata", {}).get("annotations") or {}).get(key, default)
-
-
-def annotation_json(node, key):
-    """A JSON annotation decoded, or None when absent or not JSON."""
-    v = annotation(node, key)
-    if v is None:
-        return None
-    try:
-        return json.loads(v)
-    except ValueError:
-        return None
-
-
-def condition(node, ctype):
-    for c in ((node or {}).get("status", {}).get("conditions") or []):
-        if c.get("type") == ctype:
-            return c
-    return None
-
-
-def progress_phase(node):
-    p = annotation_json(node, PROGRESS)
-    return p.get("phase") if isinstance(p, dict) else None
-
-
 def packaged_unit_environment():
     """Environment= assignments of units/inplace-agent.service."""
     env = {}
@@ -193,10 +143,6 @@ def pid_alive(pid):
 
 def base64_decode(s):
     return base64.b64decode(s)
-
-
-def sha256_hex(data):
-    return hashlib.sha256(data).hexdigest()
 
 
 def write_file(path, data, mode=0o644):
@@ -399,6 +345,18 @@ def stand_in_kubelet(version, healthy=True, size=8 << 20):
     return b"#!/usr/bin/env python3\n" + buf.getvalue()
 
 
+def kubelet_image_layers(data):
+    """The layers of a kubelet image like Gardener's hyperkube: a distroless-like base, the binary at
+    FILE_IN_IMAGE in the top layer (gzip)."""
+    base = registry.compress(registry.tar_bytes([
+        {"name": "etc/", "type": "dir"},
+        {"name": "etc/os-release", "data": b"ID=distroless\nPRETTY_NAME=\"Distroless\"\n", "mode": 0o644}]),
+        "gzip")
+    top = registry.compress(registry.tar_bytes([{"name": FILE_IN_IMAGE.lstrip("/"), "data": data,
+                                                 "mode": 0o755}]), "gzip")
+    return [(base, "gzip"), (top, "gzip")]
+
+
 # ------------------------------------------------------------------------------------------ test modules
 
 def start_for_module(factory=None, **kw):
@@ -462,7 +420,7 @@ class Sandbox:
         # test's own (e.g. timing).
         self.agent_env = dict(packaged_unit_environment(), **(agent_env or {}))
         self.base = None
-        self.emu = self.reg = self.um = None
+        self.emu = self.reg = self.um = self.gardener = None
         self.images = {}            # (version, broken) -> {"ref", "layer_bytes", "file_bytes"}
         self.timings = {}           # component -> seconds to start
         self.osc = None             # what publish_osc() published last
@@ -528,6 +486,7 @@ class Sandbox:
         self.healthz_port = registry.free_port()
         self.narrate("API-server emulator")
         self.emu = self._timed("emulator", lambda: kubeemu.start(state_dir=self.path("emulator")))
+        self.gardener = gardener.Actors(self.emu, NODE, SECRET, POOL, OSC_NAMESPACE)
         self._pids_seen.add(self.emu.pid)
         self.narrate("docker-registry with TLS on 127.0.0.1")
         self.reg = registry.Registry(self.base)
@@ -614,16 +573,11 @@ class Sandbox:
 
     def _push_image(self, version, broken):
         data = stand_in_kubelet(version, healthy=not broken, size=self.kubelet_size)
-        base = registry.compress(registry.tar_bytes([
-            {"name": "etc/", "type": "dir"},
-            {"name": "etc/os-release", "data": b"ID=distroless\nPRETTY_NAME=\"Distroless\"\n", "mode": 0o644}]),
-            "gzip")
-        top = registry.compress(registry.tar_bytes([{"name": FILE_IN_IMAGE.lstrip("/"), "data": data,
-                                                     "mode": 0o755}]), "gzip")
+        layers = kubelet_image_layers(data)
         repo = BROKEN_REPO if broken else IMAGE_REPO
-        self.reg.push_image(repo, "v" + version, [(base, "gzip"), (top, "gzip")])
+        self.reg.push_image(repo, "v" + version, layers)
         self.images[(version, broken)] = {"ref": self.image_ref(version, broken), "file_bytes": len(data),
-                                          "layer_bytes": len(base) + len(top), "kubelet": data}
+                                          "layer_bytes": sum(len(d) for d, _ in layers), "kubelet": data}
 
     def _push_images(self):
         # In parallel: compressing and uploading release the GIL, and the images are independent.
@@ -752,22 +706,14 @@ class Sandbox:
                 raise SandboxError("no %simage for kubelet %s" % ("broken " if broken else "", kubelet_version))
             image = self.images[(kubelet_version, bool(broken))]["ref"]
         text = self.osc_yaml(kubelet_version, os_version, image, min_version, eviction, dropin, extra_files)
-        checksum = sha256_hex(text.encode())
-        self.emu.seed_secret(SECRET, namespace=OSC_NAMESPACE, data={"osc.yaml": text},
-                             labels={"gardener.cloud/role": "operating-system-config",
-                                     "worker.gardener.cloud/pool": POOL},
-                             annotations={SECRET_CHECKSUM: checksum})
+        checksum = self.gardener.publish_osc_text(text)
         self.osc = {"kubelet": kubelet_version, "os_version": os_version, "image": image, "broken": bool(broken),
                     "checksum": checksum, "yaml": text, "eviction": eviction, "dropin": dropin}
         return checksum
 
     def publish_text(self, text):
         """Publish an arbitrary osc.yaml (as gardenlet would) with its checksum; returns the checksum."""
-        checksum = sha256_hex(text.encode())
-        self.emu.seed_secret(SECRET, namespace=OSC_NAMESPACE, data={"osc.yaml": text},
-                             labels={"gardener.cloud/role": "operating-system-config",
-                                     "worker.gardener.cloud/pool": POOL},
-                             annotations={SECRET_CHECKSUM: checksum})
+        checksum = self.gardener.publish_osc_text(text)
         return checksum
 
     def write_last_applied(self, units=(), files=()):
@@ -785,7 +731,7 @@ class Sandbox:
         write_file(os.path.join(self.state_dir, "last-applied-osc.yaml"), "\n".join(lines) + "\n", 0o600)
 
     def secret(self):
-        return self.emu.get("secrets", SECRET, namespace=OSC_NAMESPACE)
+        return self.gardener.secret()
 
     def secret_checksum(self):
         return annotation(self.secret(), SECRET_CHECKSUM)
@@ -946,79 +892,39 @@ class Sandbox:
         self.write_os_release(os_version)
         self.start_agent()
 
-    # ---------------------------------------------------------------- "MCM" (GNP §1.1 rows 5-12)
-
-    def _mcm_condition(self, reason, message=None):
-        return self.emu.set_condition(NODE, MCM_CONDITION, "True", reason,
-                                      message if message is not None else MCM_MESSAGES[reason])
+    # ---------------------------------------------------------------- "MCM" (GNP §1.1 rows 5-12): lib/gardener.py
 
     def mcm_candidate(self):
-        """Row 5+6: candidate label, prefer-no-schedule taint, scale-down annotations; CandidateForUpdate."""
-        node = self.node()
-        taints = [t for t in (node.get("spec", {}).get("taints") or []) if t.get("key") != PREFER_NO_SCHEDULE["key"]]
-        self.emu.label_node(NODE, labels={CANDIDATE: "true"},
-                            annotations={"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true",
-                                         "cluster-autoscaler.kubernetes.io/scale-down-disabled-by-mcm": "true"},
-                            taints=taints + [PREFER_NO_SCHEDULE])
-        return self._mcm_condition("CandidateForUpdate")
+        return self.gardener.mcm_candidate()
 
     def mcm_select(self):
-        """Row 8+9 (first half): selected-for-update; SelectedForUpdate."""
-        self.emu.label_node(NODE, labels={SELECTED: "true"})
-        return self._mcm_condition("SelectedForUpdate")
+        return self.gardener.mcm_select()
 
     def mcm_drain(self):
-        """Row 9: cordon, (no Pods to evict in the sandbox), DrainSuccessful."""
-        self.emu.label_node(NODE, unschedulable=True)
-        return self._mcm_condition("DrainSuccessful")
+        return self.gardener.mcm_drain()
 
     def mcm_ready_for_update(self, drain=True):
-        """Row 9 (end): drain when not done yet, then ReadyForUpdate, the agent's gate."""
-        c = condition(self.node(), MCM_CONDITION)
-        if drain and (c or {}).get("reason") not in ("DrainSuccessful", "ReadyForUpdate"):
-            self.mcm_drain()
-        return self._mcm_condition("ReadyForUpdate")
+        return self.gardener.mcm_ready_for_update(drain)
 
     def mcm_observe_result(self):
-        """Row 12: the condition follows the update-result label. Returns the reason set (None: no label)."""
-        node = self.node()
-        result = label(node, UPDATE_RESULT)
-        if result == "successful":
-            self._mcm_condition("UpdateSuccessful")
-            return "UpdateSuccessful"
-        if result == "failed":
-            self._mcm_condition("UpdateFailed", MCM_MESSAGES["UpdateFailed"] + (annotation(node, FAILED_REASON) or ""))
-            return "UpdateFailed"
-        return None
+        return self.gardener.mcm_observe_result()
 
     # ---------------------------------------------------------------- queries
 
     def node(self):
-        return self.emu.get_node(NODE)
+        return self.gardener.node()
 
     def wait_node(self, predicate, timeout, what=None):
         """Poll the Node until predicate(node) is truthy; returns the Node. TimeoutError names `what`."""
-        box = {}
-
-        def check():
-            box["node"] = self.node()
-            return bool(predicate(box["node"]))
-        kubeemu.wait_for(check, timeout, what or getattr(predicate, "__name__", "the Node"), interval=0.05)
-        return box["node"]
+        return self.gardener.wait_node(predicate, timeout, what)
 
     def node_history(self, since_rv=0):
         """Every stored version of the Node since since_rv: [{"rv", "type", "time", "object"}]."""
-        h = self.emu.history(since_rv=since_rv, resource="nodes", objects=True)
-        return [e for e in h["events"] if e.get("name") == NODE]
+        return self.gardener.node_history(since_rv)
 
     def events(self):
         """core/v1 Events about the Node (any namespace)."""
-        out = []
-        for e in self.emu.list("events") or []:
-            io_ = e.get("involvedObject") or e.get("regarding") or {}
-            if io_.get("kind") == "Node" and io_.get("name") == NODE:
-                out.append(e)
-        return out
+        return self.gardener.events()
 
     def agent_log(self):
         """The agent's output (stderr lines, journal-like: '<time> inplace-agent[pid]: message [tx=..]')."""

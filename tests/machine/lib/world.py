@@ -1,0 +1,288 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The cluster around a machine-tier node, all on the host's 127.0.0.1 (the booted machine shares
+the host's network namespace): the API-server emulator (CSRs auto-approved, as
+gardener-resource-manager's approver does), Debian's docker-registry with TLS serving stand-in
+kubelet images, gardenlet and MCM (tests/integration/lib/gardener.py), what gardener-node-init
+leaves on a new node, and Gardener-shaped OSCs with osc.rootDirectory `/`.
+
+    with world.World("node-a") as w:
+        with machine.Machine(layers, w.node) as m:
+            w.provision(m)                        # gardener-node-init's files + the test's config drop-in
+            w.seed_node()
+            checksum = w.publish(w.osc("1.31.4"))
+            m.boot()
+            w.g.wait_node(lambda n: annotation(n, NODE_CHECKSUM) == checksum, 120, "the checksum")
+
+Stdlib only.
+"""
+
+import base64
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "..", "integration", "lib")))
+import gardener  # noqa: E402
+import kubeemu  # noqa: E402
+import registry  # noqa: E402
+import sandbox  # noqa: E402
+from gardener import SECRET_NAME_LABEL  # noqa: E402
+
+POOL = "machine"
+SECRET = "gardener-node-agent-" + POOL
+IMAGE_REPO = "hyperkube"
+FILE_IN_IMAGE = sandbox.FILE_IN_IMAGE
+BOOTSTRAP_TOKEN_ID, BOOTSTRAP_TOKEN_SECRET = "mch0ne", "0123456789abcdef"
+GNA_DIR = "/var/lib/gardener-node-agent"
+GNA_CONFIG = GNA_DIR + "/config-v1.120.0.yaml"       # config-<gardener version>.yaml, as provisioned
+KUBELET_CONFIG = "/var/lib/kubelet/config/kubelet"
+KUBELET_PATH = "/opt/bin/kubelet"
+TEST_CONFIG = "/etc/inplace-agent/config.d/90-machine-test.yaml"
+TEST_DROPIN = "/etc/systemd/system/inplace-agent.service.d/90-machine-test.conf"
+TUNING = {"units-check": "5s"}
+REGISTRY_CA = "/etc/inplace-agent/machine-test-registry-ca.crt"
+OS_UPDATE_SCRIPT = "/opt/gardener/bin/inplace-update.sh"
+
+
+def b64(data):
+    return base64.b64encode(data if isinstance(data, bytes) else data.encode()).decode()
+
+
+def inline(path, data, mode=0o644, encoding=None):
+    """An OSC file with inline content (base64 when encoding="b64")."""
+    content = {"data": b64(data) if encoding == "b64" else data}
+    if encoding:
+        content["encoding"] = encoding
+    return {"path": path, "permissions": mode, "content": {"inline": content}}
+
+
+KUBELET_UNIT = """[Unit]
+Description=kubelet daemon
+Documentation=https://kubernetes.io/docs/admin/kubelet
+After=containerd.service
+[Install]
+WantedBy=multi-user.target
+[Service]
+Restart=always
+RestartSec=5
+EnvironmentFile=-/etc/environment
+EnvironmentFile=-/var/lib/kubelet/extra_args
+ExecStart=/opt/bin/kubelet --config=/var/lib/kubelet/config/kubelet --healthz-bind-address=127.0.0.1 --healthz-port=%(port)d $KUBELET_EXTRA_ARGS
+"""
+
+KUBELET_CONFIGURATION = """apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: systemd
+healthzBindAddress: 127.0.0.1
+healthzPort: %(port)d
+evictionHard:
+  memory.available: %(eviction)s
+kubeReserved:
+  cpu: 80m
+  memory: 1Gi
+"""
+
+GNA_UNIT = """[Unit]
+Description=Gardener Node Agent
+After=network-online.target
+
+[Service]
+LimitMEMLOCK=infinity
+ExecStart=/opt/bin/gardener-node-agent --config-dir=/var/lib/gardener-node-agent
+Restart=always
+RestartSec=5
+
+[Install]
+WantedBy=multi-user.target"""
+
+# Gardener's kernel settings (original/components/kernelconfig), abridged.
+SYSCTL = """# Gardener: kernel settings for Kubernetes nodes
+fs.inotify.max_user_instances = 8192
+fs.inotify.max_user_watches = 524288
+net.ipv4.ip_forward = 1
+vm.max_map_count = 135217728
+"""
+
+
+class World:
+    """Emulator + registry + kubelet images + gardenlet/MCM for one node. A context manager."""
+
+    def __init__(self, node, versions=("1.31.4", "1.32.1"), broken_versions=(), kubelet_size=1 << 20, log=None):
+        self.node = node
+        self.versions = tuple(versions)
+        self.broken_versions = tuple(broken_versions)
+        self.kubelet_size = kubelet_size
+        self.log = log or (lambda msg: None)
+        self.dir = None
+        self.emu = self.reg = self.g = None
+        self.images = {}                # (version, broken) -> reference
+        self.healthz_port = None
+        self.last = {}                  # the arguments of the last osc()
+
+    def __enter__(self):
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def start(self):
+        self.dir = tempfile.mkdtemp(prefix="ipa-machine-world-", dir="/tmp")
+        self.healthz_port = registry.free_port()
+        self.emu = kubeemu.start(state_dir=os.path.join(self.dir, "emulator"),
+                                 config={"csr_auto_approve": True})
+        self.g = gardener.Actors(self.emu, self.node, SECRET, POOL)
+        self.emu.seed_bootstrap_token(BOOTSTRAP_TOKEN_ID, BOOTSTRAP_TOKEN_SECRET)
+        self.reg = registry.Registry(self.dir)
+        self.reg.start()
+        for v in self.versions:
+            self.push_kubelet(v)
+        for v in self.broken_versions:
+            self.push_kubelet(v, broken=True)
+        self.log("API-server emulator %s, registry %s, kubelet images %s" % (
+            self.emu.server, self.reg.host, ", ".join(sorted("%s%s" % (v, " (broken)" if b else "")
+                                                              for v, b in self.images))))
+        return self
+
+    def stop(self):
+        if self.reg:
+            self.reg.stop()
+        if self.emu:
+            self.emu.stop()
+        if self.dir and not os.environ.get("MACHINE_KEEP"):
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def push_kubelet(self, version, broken=False):
+        data = sandbox.stand_in_kubelet(version, healthy=not broken, size=self.kubelet_size)
+        repo = IMAGE_REPO + ("-broken" if broken else "")
+        self.reg.push_image(repo, "v" + version, sandbox.kubelet_image_layers(data))
+        self.images[(version, broken)] = "%s/%s:v%s" % (self.reg.host, repo, version)
+        return self.images[(version, broken)]
+
+    # ---------------------------------------------------------------- the node before its first boot
+
+    def component_config(self, token_syncs=()):
+        """gardener-node-agent's component config (nodeagent.ComponentConfig upstream), as JSON (YAML).
+        token_syncs: [(secret name, path)] for controllers.token.syncConfigs."""
+        token = {"syncPeriod": "12h0m0s"}
+        if token_syncs:
+            token["syncConfigs"] = [{"secretName": n, "path": p} for n, p in token_syncs]
+        return json.dumps({
+            "apiVersion": "nodeagent.config.gardener.cloud/v1alpha1",
+            "kind": "NodeAgentConfiguration",
+            "apiServer": {"server": self.emu.server, "caFile": GNA_DIR + "/cluster-ca.crt"},
+            "controllers": {"operatingSystemConfig": {"secretName": SECRET, "kubernetesVersion": self.versions[0]},
+                            "token": token},
+        }, indent=1) + "\n"
+
+    def cluster_ca(self):
+        with open(self.emu.ca) as f:
+            return f.read()
+
+    def provision(self, m, config_extra=None, tuning=None):
+        """What gardener-node-init leaves on a new machine (nodeinit.Config upstream: the bootstrap
+        token, cluster-ca.crt, machine-name, the component config), and the test's agent config
+        drop-in: the registry's CA (a real registry has a public one) and the stand-in kubelet's
+        healthz port (the host's loopback is shared); a unit drop-in with INPLACE_AGENT_KUBE_TUNING."""
+        m.write(GNA_DIR + "/credentials/bootstrap-token", "%s.%s" % (BOOTSTRAP_TOKEN_ID, BOOTSTRAP_TOKEN_SECRET),
+                0o640)
+        m.write(GNA_DIR + "/cluster-ca.crt", self.cluster_ca(), 0o640)
+        m.write(GNA_DIR + "/machine-name", self.node, 0o640)
+        m.write(GNA_CONFIG, self.component_config(), 0o600)
+        with open(self.reg.ca_file) as f:
+            m.write(REGISTRY_CA, f.read())
+        config = {"registry": {"caFile": REGISTRY_CA},
+                  "kubelet": {"healthzURL": "http://127.0.0.1:%d/healthz" % self.healthz_port}}
+        for k, v in (config_extra or {}).items():
+            if isinstance(v, dict) and isinstance(config.get(k), dict):
+                config[k].update(v)
+            else:
+                config[k] = v
+        m.write(TEST_CONFIG, "# The machine tier's settings (tests/machine/lib/world.py)\n" + json.dumps(config, indent=1)
+                + "\n")
+        # The one timing a test cannot wait for: SystemdUnitsReady once a minute (the story's Node
+        # exists before the first apply, see test_node.py). Everything else runs as shipped.
+        m.write(TEST_DROPIN, "# tests/machine/lib/world.py\n[Service]\nEnvironment=INPLACE_AGENT_KUBE_TUNING=%s\n"
+                % ",".join("%s=%s" % kv for kv in sorted(dict(TUNING, **(tuning or {})).items())))
+
+    def seed_node(self, **kw):
+        """The Node as the kubelet registered it, labelled with the OSC Secret's name. (On a real new
+        node it appears only once the kubelet runs; the agent finds the Secret from this label.)"""
+        labels = {SECRET_NAME_LABEL: SECRET, "worker.gardener.cloud/pool": POOL, "node-role.kubernetes.io/worker": ""}
+        labels.update(kw.pop("labels", {}))
+        return self.emu.seed_node(self.node, labels=labels, os_image="Debian GNU/Linux 12 (bookworm)", **kw)
+
+    # ---------------------------------------------------------------- the OSC
+
+    def osc(self, kubelet="1.31.4", eviction="100Mi", dropin=None, files=(), units=(), extension_files=(),
+            extension_units=(), os_version=None, os_command=None, broken=False, token_syncs=()):
+        """A Gardener-shaped OSC (gardenlet's original components, Garden Linux's extension units),
+        as JSON (which is YAML): the kubelet from the registry with its config, CA and unit,
+        gardener-node-agent's component config, cluster CA and (replaced) unit, kernel settings,
+        the CA bundle, containerd's config with a registry mirror, containerd's drop-in. `dropin`:
+        the content of kubelet.service.d/50-machine-test.conf. `os_command`: [command, args...] of
+        status.inPlaceUpdates.osUpdate. `token_syncs`: [(Secret, path)] for the token sync."""
+        self.last = dict(kubelet=kubelet, eviction=eviction, dropin=dropin, os_version=os_version)
+        ca = self.cluster_ca()
+        spec_files = [
+            {"path": KUBELET_PATH, "permissions": 0o755,
+             "content": {"imageRef": {"image": self.images[(kubelet, broken)], "filePathInImage": FILE_IN_IMAGE}}},
+            inline(KUBELET_CONFIG, KUBELET_CONFIGURATION % {"port": self.healthz_port, "eviction": eviction}, 0o600),
+            inline("/var/lib/kubelet/ca.crt", ca, 0o644, "b64"),
+            inline(GNA_CONFIG, self.component_config(token_syncs), 0o600, "b64"),
+            inline(GNA_DIR + "/cluster-ca.crt", ca, 0o640, "b64"),
+            inline("/etc/sysctl.d/99-k8s-general.conf", SYSCTL, 0o644, "b64"),
+            inline("/var/lib/ca-certificates-local/ROOTcerts.crt", ca, 0o644, "b64"),
+        ] + list(files)
+        kubelet_unit = {"name": "kubelet.service", "enable": True, "command": "start",
+                        "content": KUBELET_UNIT % {"port": self.healthz_port},
+                        "filePaths": [KUBELET_PATH, KUBELET_CONFIG, "/var/lib/kubelet/ca.crt"]}
+        if dropin:
+            kubelet_unit["dropIns"] = [{"name": "50-machine-test.conf", "content": dropin}]
+        spec_units = [
+            kubelet_unit,
+            {"name": "gardener-node-agent.service", "enable": True, "content": GNA_UNIT,
+             "filePaths": [GNA_CONFIG, GNA_DIR + "/cluster-ca.crt", "/opt/bin/gardener-node-agent"]},
+        ] + list(units)
+        spec = {
+            "type": "debian", "purpose": "reconcile",
+            "inPlaceUpdates": {"operatingSystemVersion": os_version or "12", "kubelet": kubelet},
+            "criConfig": {"name": "containerd", "cgroupDriver": "systemd", "containerd": {
+                "sandboxImage": "registry.k8s.io/pause:3.10",
+                "registries": [{"upstream": "docker.io", "server": "https://registry-1.docker.io",
+                                "hosts": [{"url": "https://mirror.gcr.io"}]}]}},
+            "files": spec_files,
+            "units": spec_units,
+        }
+        status = {
+            # Garden Linux's extension (os-gardenlinux actuator.go): containerd's limits.
+            "extensionUnits": [{"name": "containerd.service", "dropIns": [{
+                "name": "override.conf", "content": "[Service]\nLimitMEMLOCK=67108864\nLimitNOFILE=1048576"}]}]
+            + list(extension_units),
+            "extensionFiles": list(extension_files),
+        }
+        if os_command:
+            status["inPlaceUpdates"] = {"osUpdate": {"command": os_command[0], "args": list(os_command[1:])}}
+        osc = {"apiVersion": "extensions.gardener.cloud/v1alpha1", "kind": "OperatingSystemConfig",
+               "metadata": {"name": SECRET, "namespace": "kube-system"}, "spec": spec, "status": status}
+        return json.dumps(osc, indent=1) + "\n"
+
+    def publish(self, text):
+        """gardenlet writes the OSC Secret; returns its checksum."""
+        return self.g.publish_osc_text(text)
+
+
+def wait_for(predicate, timeout, what, interval=0.2):
+    return kubeemu.wait_for(predicate, timeout, what, interval)
+
+
+def now():
+    return time.monotonic()
