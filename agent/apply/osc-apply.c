@@ -26,6 +26,7 @@ struct OscApplier {
         OscChanges *changes;            /* borrowed */
         char *root, *unit_dir;          /* owned */
         char *self_unit;                /* owned; NULL: none */
+        bool restore;                   /* a drift repair (OscApplierParams.restore) */
         OscApplierCallbacks cb;
         void *userdata;                 /* borrowed */
         sd_event_source *defer;         /* owned: the deferred start */
@@ -66,6 +67,7 @@ int osc_applier_new(sd_event *event, UnitControl *uc, OscChanges *changes, const
         a->cb = *cb;
         a->userdata = userdata;
         a->current = changes->n_items;
+        a->restore = p->restore;
         a->root = strdup(p->root_directory ?: "/");
         a->unit_dir = strdup(p->unit_directory ?: "/etc/systemd/system");
         if (!a->root || !a->unit_dir || (p->self_unit && !(a->self_unit = strdup(p->self_unit))))
@@ -166,7 +168,8 @@ static int run_write_unit(OscApplier *a, const OscWork *w) {
                 if (r < 0)
                         return r;
         }
-        r = osc_write_unit_files(a->unit_dir, &w->unit, w->drop_ins_deleted, &masked);
+        r = a->restore ? osc_restore_unit_files(a->unit_dir, &w->unit, &masked)
+                       : osc_write_unit_files(a->unit_dir, &w->unit, w->drop_ins_deleted, &masked);
         if (r < 0)
                 return r;
         if (asprintf(&unit_file, "%s/%s", a->unit_dir, w->unit.name) < 0)

@@ -602,7 +602,6 @@ static void manager_on_node_object(KubeWatch *w, json_t *node, void *userdata) {
                 (void) lease_start(m->lease);   /* first sight of the Node (or back); else a no-op */
         if (m->units_check)
                 (void) units_check_start(m->units_check);
-        applied_osc_check_drift(m->applied);    /* once, with the Node known (upstream skips without) */
         if (m->health)
                 (void) node_health_start(m->health);
         manager_set_status(m, "Watching node %s", m->config->node_name);
@@ -784,11 +783,10 @@ static int manager_setup_applied_osc(Manager *m) {
         const AppliedOscOptions opts = {
                 .state_directory = m->config->state_directory,
                 .root_directory = m->config->osc.root_directory,
-                .unit_directory = m->config->systemd.unit_directory,
                 .replaced_units = m->config->osc.replaced_units,
         };
 
-        return applied_osc_new(m->event, &opts, m->units_check, m->reporter, &m->applied);
+        return applied_osc_new(m->event, &opts, m->units_check, &m->applied);
 }
 
 static int manager_new_labeler(Manager *m, const Config *c) {
