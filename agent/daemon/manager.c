@@ -13,6 +13,7 @@
 #include "core/osc.h"
 #include "core/restart-request.h"
 #include "duties/applied-osc.h"
+#include "duties/drift-repair.h"
 #include "update/catalog-ids.h"
 #include "update/executor.h"
 #include "duties/hostname-check.h"
@@ -76,7 +77,8 @@ struct Manager {
         KubeWatch *secret_watch;        /* owned: the OSC Secret; NULL while its name is unknown */
         OscJitter *jitter;              /* owned: delays OSC updates (reconciliation-delay) */
         NodeLabeler *labeler;           /* owned: node-role and zone labels */
-        AppliedOsc *applied;            /* owned: the last-applied OSC's units to check, the drift check */
+        AppliedOsc *applied;            /* owned: the last-applied OSC, for the units check and the drift repair */
+        DriftRepair *drift;             /* owned: the drift check and repair */
         char *secret_name;              /* owned */
         char *osc_error;                /* owned: last OSC decode error, reported once */
         OscComponentConfig *component;  /* owned: GNA's component config of the OSC Secret; NULL: none */
@@ -509,6 +511,7 @@ static int manager_start_systemd(Manager *m, sd_bus *bus, char **ret_error) {
 static void manager_late_systemd(Manager *m) {
         executor_set_units(m->executor, m->units);
         applied_osc_set_units_check(m->applied, m->units_check);
+        drift_repair_set_units(m->drift, m->units);
         if (m->node) {
                 (void) units_check_start(m->units_check);
                 (void) node_health_start(m->health);
@@ -789,6 +792,56 @@ static int manager_setup_applied_osc(Manager *m) {
         return applied_osc_new(m->event, &opts, m->units_check, &m->applied);
 }
 
+/* ---- the drift repair: the executor's side ------------------------------------------------------ */
+
+static int manager_drift_claim(const char **ret_why, void *userdata) {
+        Manager *m = userdata;
+
+        return executor_drift_claim(m->executor, ret_why);
+}
+
+static void manager_drift_release(void *userdata) {
+        Manager *m = userdata;
+
+        executor_drift_release(m->executor);
+        manager_submit_restarts(m);     /* a restart request that waited for the round */
+}
+
+static int manager_drift_run(OscChanges *changes, DriftRepairRunDone done, void *done_userdata, void *userdata) {
+        Manager *m = userdata;
+
+        return executor_drift_repair(m->executor, changes, done, done_userdata);
+}
+
+/* After the executor and the AppliedOsc: it plans on the OSC runner's terms, reads through the other. */
+static int manager_setup_drift(Manager *m) {
+        static const DriftRepairHooks hooks = {
+                .claim = manager_drift_claim,
+                .release = manager_drift_release,
+                .run = manager_drift_run,
+        };
+        const Config *c = m->config;
+        DriftRepairHooks h = hooks;
+        const DriftRepairOptions opts = {
+                .root_directory = c->osc.root_directory,
+                .unit_directory = c->systemd.unit_directory,
+                .replaced_units = c->osc.replaced_units,
+                .self_unit = c->restart.self_unit,
+                .kubelet_binary = c->kubelet.binary_path,
+                .mode = c->osc.drift_repair,
+                .interval_usec = c->osc.drift_interval_usec,
+                .model_options = executor_osc_model_options(m->executor),
+                .own_files = executor_own_files(m->executor),
+        };
+        int r;
+
+        h.userdata = m;
+        r = drift_repair_new(m->event, &opts, m->applied, m->reporter, &h, &m->drift);
+        if (r >= 0)
+                drift_repair_set_units(m->drift, m->units);
+        return r;
+}
+
 static int manager_new_labeler(Manager *m, const Config *c) {
         _cleanup_free_ char *zone = root_path(c, NODE_ZONE_FILE);
 
@@ -858,6 +911,8 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
         }
         if (r >= 0)
                 r = manager_setup_applied_osc(m);
+        if (r >= 0)
+                r = manager_setup_drift(m);
         if (r < 0) {
                 m->config = NULL;
                 return r;
@@ -873,6 +928,7 @@ Manager *manager_free(Manager *m) {
         /* Everything holding HTTP requests goes before the client, the client before Http; the
          * reporter's writes go before the executor that waits for them (no callback follows). */
         reporter_free(m->reporter);
+        drift_repair_free(m->drift);    /* borrows the executor's and the AppliedOsc's */
         executor_free(m->executor);
         restart_handler_free(m->restarts);
         applied_osc_free(m->applied);   /* borrows the units check */
@@ -946,7 +1002,11 @@ int manager_run(Manager *m) {
         if (r < 0)
                 return r;
 
-        r = executor_start(m->executor);
+        /* The drift check goes first: after a boot that wiped /etc, the node is restored before the
+         * update engine verifies anything on it (issue 26 item 2). */
+        r = drift_repair_start(m->drift);
+        if (r >= 0)
+                r = executor_start(m->executor);
         if (r < 0)
                 return r;
 
