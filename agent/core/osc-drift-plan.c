@@ -19,16 +19,41 @@
 typedef struct Plan {
         const OscDriftPlanParams *p;
         const OscDrift *d;
+        const OscDriftFinding **index;  /* the findings by kind and subject, for drifted() */
         OscChanges *c;
         char **skipped;
-        char **restored_files;          /* paths that got an item: their units restart */
+        const char **restored;          /* sorted paths (the model's) that got an item: their units restart */
+        size_t n_restored;
 } Plan;
 
-static bool drifted(const OscDrift *d, OscDriftKind kind, const char *subject) {
-        for (size_t i = 0; i < d->n_items; i++)
-                if (d->items[i].kind == kind && streq(d->items[i].subject, subject))
-                        return true;
-        return false;
+static int finding_compare(const void *a, const void *b) {
+        const OscDriftFinding *x = *(const OscDriftFinding *const *) a, *y = *(const OscDriftFinding *const *) b;
+
+        if (x->kind != y->kind)
+                return x->kind < y->kind ? -1 : 1;
+        return strcmp(x->subject, y->subject);
+}
+
+static int string_compare(const void *a, const void *b) {
+        return strcmp(*(const char *const *) a, *(const char *const *) b);
+}
+
+/* A wiped /etc under a large OSC has tens of thousands of findings: looked up, not scanned. */
+static bool drifted(const Plan *pl, OscDriftKind kind, const char *subject) {
+        const OscDriftFinding key = { .kind = kind, .subject = (char *) subject }, *k = &key;
+
+        return pl->d->n_items > 0 &&
+               bsearch(&k, pl->index, pl->d->n_items, sizeof(*pl->index), finding_compare) != NULL;
+}
+
+static int index_findings(Plan *pl) {
+        pl->index = calloc(pl->d->n_items + 1, sizeof(*pl->index));
+        if (!pl->index)
+                return -ENOMEM;
+        for (size_t i = 0; i < pl->d->n_items; i++)
+                pl->index[i] = &pl->d->items[i];
+        qsort(pl->index, pl->d->n_items, sizeof(*pl->index), finding_compare);
+        return 0;
 }
 
 static int skip(Plan *pl, const char *subject, const char *why) {
@@ -63,7 +88,7 @@ static int add_files(Plan *pl, bool image) {
                 const OscFile *f = &m->files[i];
                 OscWork *w;
 
-                if ((f->source == OSC_FILE_IMAGE) != image || !drifted(pl->d, OSC_DRIFT_FILE, f->path))
+                if ((f->source == OSC_FILE_IMAGE) != image || !drifted(pl, OSC_DRIFT_FILE, f->path))
                         continue;
                 if (agent_owns(pl, f->path)) {
                         if (skip(pl, f->path, "the agent's own file") < 0)
@@ -71,8 +96,9 @@ static int add_files(Plan *pl, bool image) {
                         continue;
                 }
                 w = osc_changes_add_item(pl->c, image ? OSC_WORK_PULL_FILE : OSC_WORK_WRITE_FILE);
-                if (!w || osc_file_copy(f, &w->file) < 0 || strv_consume(&pl->restored_files, strdup(f->path)) < 0)
+                if (!w || osc_file_copy(f, &w->file) < 0)
                         return -ENOMEM;
+                pl->restored[pl->n_restored++] = f->path;
         }
         return 0;
 }
@@ -84,7 +110,7 @@ static int add_registries(Plan *pl) {
                 const OscRegistry *g = &m->registries[i];
                 OscWork *w;
 
-                if (!drifted(pl->d, OSC_DRIFT_REGISTRY, g->upstream))
+                if (!drifted(pl, OSC_DRIFT_REGISTRY, g->upstream))
                         continue;
                 /* Probed when it was first applied; restoring its hosts.toml waits for nothing. */
                 w = osc_changes_add_item(pl->c, OSC_WORK_REGISTRY);
@@ -95,8 +121,8 @@ static int add_registries(Plan *pl) {
 }
 
 static bool lists_restored_file(const Plan *pl, const OscUnit *u) {
-        for (size_t i = 0; i < u->n_file_paths; i++)
-                if (strv_contains(pl->restored_files, u->file_paths[i]))
+        for (size_t i = 0; pl->n_restored > 0 && i < u->n_file_paths; i++)
+                if (bsearch(&u->file_paths[i], pl->restored, pl->n_restored, sizeof(*pl->restored), string_compare))
                         return true;
         return false;
 }
@@ -116,9 +142,9 @@ static int add_units(Plan *pl, OscChanges *cmds) {
 
         for (size_t i = 0; i < m->n_units; i++) {
                 const OscUnit *u = &m->units[i];
-                bool files = drifted(pl->d, OSC_DRIFT_UNIT_FILES, u->name),
-                     enablement = drifted(pl->d, OSC_DRIFT_UNIT_ENABLEMENT, u->name),
-                     restart = files || drifted(pl->d, OSC_DRIFT_UNIT_INACTIVE, u->name) || lists_restored_file(pl, u);
+                bool files = drifted(pl, OSC_DRIFT_UNIT_FILES, u->name),
+                     enablement = drifted(pl, OSC_DRIFT_UNIT_ENABLEMENT, u->name),
+                     restart = files || drifted(pl, OSC_DRIFT_UNIT_INACTIVE, u->name) || lists_restored_file(pl, u);
                 OscWork *w;
 
                 if (!files && !enablement && !restart)
@@ -161,18 +187,22 @@ static int build(Plan *pl) {
 
         if (!cmds)
                 return -ENOMEM;
-        containerd = m->has_containerd && drifted(pl->d, OSC_DRIFT_CONTAINERD_CONFIG, CONTAINERD_CONFIG_FILE);
+        containerd = m->has_containerd && drifted(pl, OSC_DRIFT_CONTAINERD_CONFIG, CONTAINERD_CONFIG_FILE);
         if (containerd) {
                 OscWork *w = osc_changes_add_item(pl->c, OSC_WORK_CONTAINERD_CONFIG);
 
                 if (!w || !(w->containerd = json_deep_copy(m->containerd_config)))
                         return -ENOMEM;
         }
+        pl->restored = calloc(m->n_files + 1, sizeof(*pl->restored));
+        if (!pl->restored)
+                return -ENOMEM;
         r = add_files(pl, false);
         if (r >= 0)
                 r = add_registries(pl);
         if (r >= 0)
                 r = add_files(pl, true);
+        qsort(pl->restored, pl->n_restored, sizeof(*pl->restored), string_compare);
         units_before = pl->c->n_items;
         if (r >= 0)
                 r = add_units(pl, cmds);
@@ -202,8 +232,11 @@ int osc_drift_plan(const OscDriftPlanParams *p, const OscDrift *d, OscChanges **
         assert(p && p->model && d && ret && ret_skipped);
         if (!c)
                 return -ENOMEM;
-        r = build(&pl);
-        strv_free(pl.restored_files);
+        r = index_findings(&pl);
+        if (r >= 0)
+                r = build(&pl);
+        free(pl.index);
+        free(pl.restored);
         if (r < 0) {
                 strv_free(pl.skipped);
                 return r;
@@ -276,33 +309,36 @@ static int text_add_list(Text *t, char *const *items, size_t budget) {
         return r;
 }
 
-static int add_unique(char ***l, char *s) {
-        if (s && strv_contains(*l, s)) {
-                free(s);
-                return 0;
-        }
-        return strv_consume(l, s);
-}
-
 static int findings_list(const OscDrift *d, char ***ret) {
-        for (size_t i = 0; i < d->n_items; i++) {
-                char *s;
+        _cleanup_strv_free_ char **l = calloc(d->n_items + 1, sizeof(char *));
 
-                if (asprintf(&s, "%s %s", d->items[i].reason, d->items[i].subject) < 0 || add_unique(ret, s) < 0)
+        if (!l)
+                return -ENOMEM;
+        for (size_t i = 0; i < d->n_items; i++)
+                if (asprintf(&l[i], "%s %s", d->items[i].reason, d->items[i].subject) < 0) {
+                        l[i] = NULL;
                         return -ENOMEM;
-        }
+                }
+        if (strv_uniq(l) < 0)
+                return -ENOMEM;
+        *ret = TAKE_PTR(l);
         return 0;
 }
 
 static int done_list(const OscChanges *plan, char ***ret) {
-        for (size_t i = 0; plan && i < plan->n_items; i++) {
-                char *s = NULL;
+        _cleanup_strv_free_ char **l = calloc((plan ? plan->n_items : 0) + 1, sizeof(char *));
+        size_t n = 0;
 
-                if (!plan->items[i].done)
-                        continue;
-                if (osc_work_describe(&plan->items[i], &s) < 0 || add_unique(ret, s) < 0)
+        if (!l)
+                return -ENOMEM;
+        for (size_t i = 0; plan && i < plan->n_items; i++)
+                if (plan->items[i].done && osc_work_describe(&plan->items[i], &l[n++]) < 0) {
+                        l[--n] = NULL;
                         return -ENOMEM;
-        }
+                }
+        if (strv_uniq(l) < 0)
+                return -ENOMEM;
+        *ret = n > 0 ? TAKE_PTR(l) : NULL;
         return 0;
 }
 

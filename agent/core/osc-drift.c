@@ -169,11 +169,30 @@ static int check_drop_in(OscDrift *d, const OscUnit *u, const OscDropIn *di, Osc
         return 0;
 }
 
-static bool is_osc_file(const OscDriftParams *p, const char *path) {
-        return osc_model_find_file(p->model, path) && !streq_ptr(path, p->skip_file);
+static int path_compare(const void *a, const void *b) {
+        return strcmp(*(const char *const *) a, *(const char *const *) b);
 }
 
-static int check_unit(OscDrift *d, const OscDriftParams *p, const OscUnit *u, OscDriftRead read, void *userdata) {
+/* The OSC's file paths, sorted: a wiped node has a missing dependency for every unit. */
+static int sorted_paths(const OscModel *m, const char ***ret) {
+        const char **l = calloc(m->n_files + 1, sizeof(char *));
+
+        if (!l)
+                return -ENOMEM;
+        for (size_t i = 0; i < m->n_files; i++)
+                l[i] = m->files[i].path;
+        qsort(l, m->n_files, sizeof(char *), path_compare);
+        *ret = l;
+        return 0;
+}
+
+static bool is_osc_file(const OscDriftParams *p, const char *const *paths, const char *path) {
+        return p->model->n_files > 0 && !streq_ptr(path, p->skip_file) &&
+               bsearch(&path, paths, p->model->n_files, sizeof(char *), path_compare);
+}
+
+static int check_unit(OscDrift *d, const OscDriftParams *p, const char *const *paths, const OscUnit *u,
+                      OscDriftRead read, void *userdata) {
         _cleanup_free_ char *have = NULL;
         size_t nhave;
         int r;
@@ -207,7 +226,7 @@ static int check_unit(OscDrift *d, const OscDriftParams *p, const OscUnit *u, Os
                 if (r == -ENOMEM)
                         return r;
                 /* An OSC file is restored as a file (its FileMissing), and restarts this unit then. */
-                if (r < 0 && add(d, is_osc_file(p, path) ? OSC_DRIFT_FILE : OSC_DRIFT_REPORT_ONLY, path,
+                if (r < 0 && add(d, is_osc_file(p, paths, path) ? OSC_DRIFT_FILE : OSC_DRIFT_REPORT_ONLY, path,
                                  "DependencyMissing", "Dependency file %s for unit %s is missing", path, u->name) < 0)
                         return -ENOMEM;
         }
@@ -215,20 +234,22 @@ static int check_unit(OscDrift *d, const OscDriftParams *p, const OscUnit *u, Os
 }
 
 int osc_drift_check_disk(const OscDriftParams *p, OscDriftRead read, void *userdata, OscDrift *d) {
+        _cleanup_free_ const char **paths = NULL;
         const OscModel *m;
-        int r = 0;
+        int r;
 
         assert(p && p->model);
         assert(read);
         assert(d);
         m = p->model;
+        r = sorted_paths(m, &paths);
         for (size_t i = 0; r >= 0 && i < m->n_files; i++)
                 r = check_file(d, p, &m->files[i], read, userdata);
         if (r >= 0)
                 r = check_containerd(d, m, read, userdata);
         for (size_t i = 0; r >= 0 && i < m->n_units; i++)
                 if (!osc_drift_skips_unit(p, m->units[i].name))
-                        r = check_unit(d, p, &m->units[i], read, userdata);
+                        r = check_unit(d, p, paths, &m->units[i], read, userdata);
         return r;
 }
 
