@@ -751,8 +751,11 @@ int osc_runner_repair(OscRunner *r, OscChanges *c, OscRunnerDone done, void *use
 bool osc_runner_work_pending(const OscRunner *r) {
         _cleanup_free_ char *path = NULL;
 
-        if (r->changes && !r->committed)
-                return true;
+        /* Once the current OSC is prepared, that says it: a saved list of another checksum is never
+         * resumed (an OSC whose work could not be computed wrote nothing, and its diff starts from
+         * the last-applied OSC a repair restores). Before (at start), a saved list may be resumed. */
+        if (r->checksum)
+                return r->changes && !r->committed;
         if (asprintf(&path, "%s/%s", r->deps.config->state_directory, OSC_STATE_CHANGES) < 0)
                 return true;    /* not knowing is not "nothing pending" */
         return access(path, F_OK) >= 0;

@@ -95,8 +95,9 @@ void osc_runner_retire_bootstrap_credentials(OscRunner *r);
  * without systemd, -errno when it cannot start. */
 int osc_runner_repair(OscRunner *r, OscChanges *c, OscRunnerDone done, void *userdata);
 
-/* Whether an OSC's work is prepared or saved (<stateDirectory>/last-computed-osc-changes.json) and
- * not committed: its items may be half applied, so nothing may be restored to the last-applied OSC. */
+/* Whether an OSC's work is prepared and not committed, or, before anything was prepared (at start),
+ * saved (<stateDirectory>/last-computed-osc-changes.json): its items may be half applied, so nothing
+ * may be restored to the last-applied OSC meanwhile. */
 bool osc_runner_work_pending(const OscRunner *r);
 
 /* How this runner decodes an OSC (the lower-case host name for files with a hostName, the agent's
