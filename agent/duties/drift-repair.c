@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <systemd/sd-id128.h>
 #include <unistd.h>
 
 #include "core/osc-drift-plan.h"
@@ -17,6 +18,7 @@
 #include "util/log.h"
 #include "util/random-util.h"
 #include "util/strv.h"
+#include "util/time-util.h"
 
 /* A postponed round asks again after this at most (or after the interval, when shorter). */
 #define DRIFT_RETRY_MAX_USEC (30 * USEC_PER_SEC)
@@ -391,6 +393,8 @@ int drift_repair_new(sd_event *event, const DriftRepairOptions *opts, AppliedOsc
 DriftRepair *drift_repair_free(DriftRepair *d) {
         if (!d)
                 return NULL;
+        /* A repair in flight is the executor's to cancel (it is freed right after us, with nothing
+         * dispatched in between); its runner never reads the freed work list again. */
         round_clear(d);
         sd_event_source_disable_unref(d->timer);
         free(d->last_report);
@@ -403,7 +407,16 @@ void drift_repair_set_units(DriftRepair *d, UnitControl *uc) {
 }
 
 int drift_repair_start(DriftRepair *d) {
+        char boot[SD_ID128_STRING_MAX] = "", interval[DURATION_MAX_STR];
+        sd_id128_t id;
+
         assert(d);
+        /* The round at start is the one after a boot: say which, for who checks a reboot repaired. */
+        if (sd_id128_get_boot(&id) >= 0)
+                sd_id128_to_string(id, boot);
+        log_info("Checking the node against the last-applied OSC at start (boot %s), then every %s (%s).",
+                 boot[0] ? boot : "unknown", format_duration(interval, sizeof(interval), d->opts.interval_usec),
+                 drift_repair_mode_to_string(d->opts.mode));
         if (d->state == ROUND_IDLE)
                 round_begin(d);
         return 0;
