@@ -6,7 +6,8 @@ emulator, a real `systemd --user`, registry) with osc.driftInterval 2s applies a
 appends a line to its own file at every start, so restarts are counted. Then, in order:
   1. the file and ipa-drift-app.service's unit file deleted by hand: both restored within the interval,
      the unit restarted exactly once, the bystander not at all, one Warning Event OSCDriftRepaired naming
-     both and what was done, nothing more in the rounds after;
+     both and what was done, nothing more in the rounds after; a secretRef file and an imageRef file
+     deleted: fetched and linked again with their modes, the Secret's value nowhere else;
   2. the bystander disabled and stopped by hand: enabled and started again, once;
   3. osc.driftRepair: warn: the file deleted again is reported (OSCDriftDetected, "Nothing was touched")
      and stays deleted, no unit restarted; switched back to repair, the check at the agent's start
@@ -31,6 +32,10 @@ INTERVAL = 2.0
 APP_CONF = "/etc/ipa-drift/app.conf"
 APP = "ipa-drift-app.service"
 BYSTANDER = "ipa-drift-bystander.service"
+TOKEN = "/etc/ipa-drift/token"             # a secretRef file
+TOKEN_SECRET = "ipa-drift-token"
+TOKEN_VALUE = "ipa-drift-secret-value-7f3a"
+TOOL = "/opt/bin/ipa-drift-tool"            # an imageRef file (not the kubelet)
 REPAIRED = "OSCDriftRepaired"
 DETECTED = "OSCDriftDetected"
 
@@ -71,8 +76,13 @@ def unit_text(unit):
 
 
 def osc_text(eviction=S.DEFAULT_EVICTION):
-    files = "  - path: %s\n    permissions: 420\n    content:\n      inline:\n        data: %s\n" % (
-        APP_CONF, json.dumps("setting = 1\n"))
+    files = ("  - path: %s\n    permissions: 420\n    content:\n      inline:\n        data: %s\n"
+             "  - path: %s\n    permissions: 384\n    content:\n      secretRef:\n        name: %s\n"
+             "        dataKey: token\n"
+             "  - path: %s\n    permissions: 493\n    content:\n      imageRef:\n        image: %s\n"
+             "        filePathInImage: %s\n"
+             % (APP_CONF, json.dumps("setting = 1\n"), TOKEN, TOKEN_SECRET, TOOL, SB.image_ref("1.31.4"),
+                S.FILE_IN_IMAGE))
     units = ("  units:\n"
              "  - name: %s\n    enable: true\n    content: %s\n    filePaths:\n    - %s\n"
              "  - name: %s\n    enable: true\n    content: %s\n"
@@ -106,6 +116,7 @@ def set_mode(mode):
 class DriftRepair(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        SB.emu.seed_secret(TOKEN_SECRET, namespace=S.OSC_NAMESPACE, data={"token": TOKEN_VALUE})
         checksum = SB.publish_text(osc_text())
         SB.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == checksum, 60, "the OSC applied")
         usermgr.wait_until(lambda: starts(APP) == 1 and starts(BYSTANDER) == 1, 20, "both units started")
@@ -142,6 +153,28 @@ class DriftRepair(unittest.TestCase):
         self.assertEqual(SB.um.active_state(APP), "active")
         self.assertIn("Drift from %s: FileMissing: File %s is missing" % (
             os.path.join(SB.state_dir, "last-applied-osc.yaml"), APP_CONF), SB.agent_log())
+
+    def test_1b_secret_and_image_files_restored(self):
+        """A secretRef file is fetched from its Secret again, an imageRef file linked again from the
+        agent's image store, each with its mode; the Secret's value appears nowhere but in its file."""
+        before = len(drift_events(REPAIRED))
+        os.unlink(rooted(TOKEN))
+        os.unlink(rooted(TOOL))
+        usermgr.wait_until(lambda: os.path.exists(rooted(TOKEN)) and os.path.exists(rooted(TOOL)), 20,
+                           "the secretRef and imageRef files restored")
+        self.assertEqual(read(rooted(TOKEN)), TOKEN_VALUE)
+        self.assertEqual(os.stat(rooted(TOKEN)).st_mode & 0o7777, 0o600)
+        with open(rooted(TOOL), "rb") as f:
+            self.assertEqual(f.read(), SB.images[("1.31.4", False)]["kubelet"])
+        self.assertEqual(os.stat(rooted(TOOL)).st_mode & 0o7777, 0o755)
+        events = usermgr.wait_until(lambda: drift_events(REPAIRED)[before:], 20, "the Event")
+        msg = events[0]["message"]
+        self.assertIn("FileMissing %s" % TOKEN, msg)
+        self.assertIn("FileMissing %s" % TOOL, msg)
+        self.assertIn("pull file %s" % TOOL, msg)
+        self.assertNotIn(APP, msg, "no unit lists them: nothing restarted")
+        for where, text in (("the journal", SB.agent_log()), ("the Events", json.dumps(SB.events()))):
+            self.assertNotIn(TOKEN_VALUE, text, "the Secret's value in %s" % where)
 
     def test_2_enablement_and_a_stopped_unit(self):
         before = starts(BYSTANDER)
