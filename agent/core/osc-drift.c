@@ -80,6 +80,13 @@ static int check_content(OscDrift *d, OscDriftKind kind, const char *subject, co
                 return r;
         if (r == -ENOENT)
                 return add(d, kind, subject, "FileMissing", "File %s is missing", path);
+        /* Larger than any content an OSC can carry: other content, whatever it is. */
+        if (r == -EFBIG && want) {
+                if (sha256_hex(want, nwant, want_hex) < 0)
+                        return -ENOMEM;
+                return add(d, kind, subject, "FileMismatch", "File %s mismatch: expected %s, actual larger than %d bytes",
+                           path, want_hex, OSC_DRIFT_READ_MAX);
+        }
         if (r < 0)
                 return add(d, OSC_DRIFT_REPORT_ONLY, subject, "FileReadError", "Failed to read file %s", path);
         if (want && !same(want, nwant, have, nhave)) {

@@ -9,7 +9,6 @@
 
 #include "core/osc-drift-plan.h"
 #include "core/osc-drift.h"
-#include "core/osc.h"
 #include "duties/drift-repair.h"
 #include "systemd/unit-state.h"
 #include "util/event-util.h"
@@ -85,7 +84,7 @@ static int read_path(const char *path, bool unit, char **ret, size_t *ret_size, 
                 return -EISDIR;
         if (ret_mode)
                 *ret_mode = st.st_mode & 07777;
-        return ret ? read_full_file(path, OSC_YAML_MAX, ret, ret_size) : 0;
+        return ret ? read_full_file(path, OSC_DRIFT_READ_MAX, ret, ret_size) : 0;
 }
 
 static char *below_root(const DriftRepair *d, const char *path) {

@@ -57,10 +57,13 @@ typedef enum OscDriftPlace {
 
 /* A read's answer besides 0 and -errno: the unit file or drop-in is masked. */
 #define OSC_DRIFT_MASKED 1
+/* The most a read returns (-EFBIG beyond): more than any content an OSC carries (core/osc.h). */
+#define OSC_DRIFT_READ_MAX (4 * 1024 * 1024)
 
 /* Reads one place: 0 with its permission bits in *ret_mode (if not NULL) and, when ret is not NULL,
  * its content in *ret (NUL-terminated, size in *ret_size); OSC_DRIFT_MASKED for a unit file or
- * drop-in that is a symlink to /dev/null; -ENOENT when absent; another -errno when it cannot be read.
+ * drop-in that is a symlink to /dev/null; -ENOENT when absent; -EFBIG when larger than
+ * OSC_DRIFT_READ_MAX; another -errno when it cannot be read.
  * For a unit file `fallback` says whether the OS's unit directories count too. */
 typedef int (*OscDriftRead)(OscDriftPlace place, const char *name, bool fallback, char **ret, size_t *ret_size,
                             uint32_t *ret_mode, void *userdata);

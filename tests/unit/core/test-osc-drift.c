@@ -13,6 +13,7 @@ typedef struct Entry {
         bool only_in_os_dir;    /* a unit file found only in /usr/lib/systemd/system */
         uint32_t mode;          /* 0: 0600 */
         bool masked;
+        bool huge;              /* larger than OSC_DRIFT_READ_MAX */
 } Entry;
 
 #define E(p, n, c, ...) { .place = p, .name = n, .content = c, __VA_ARGS__ }
@@ -26,6 +27,8 @@ static int fake_read(OscDriftPlace place, const char *name, bool fallback, char 
                         continue;
                 if (node[i].masked)
                         return OSC_DRIFT_MASKED;
+                if (node[i].huge && ret)
+                        return -EFBIG;
                 if (!node[i].content)
                         return -EACCES;
                 if (ret) {
@@ -169,6 +172,22 @@ static void test_everything_drifted(void **state) {
         check(e, ELEMENTSOF(e), want);
 }
 
+/* A log appended to a configuration file until it is larger than any OSC content: other content. */
+static void test_huge_file(void **state) {
+        Entry e[ELEMENTSOF(healthy)];
+        static const char *const want[] = {
+                "FileMismatch: File /etc/changed mismatch: expected "
+                "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824, actual larger than 4194304 "
+                "bytes [0 /etc/changed]",
+                NULL,
+        };
+
+        memcpy(e, healthy, sizeof(e));
+        e[1].huge = true;
+        assert_string_equal(e[1].name, "/etc/changed");
+        check(e, ELEMENTSOF(e), want);
+}
+
 static void test_dependency_not_an_osc_file(void **state) {
         Entry e[ELEMENTSOF(healthy)];
         size_t n = 0;
@@ -271,6 +290,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_nothing_drifted),
                 cmocka_unit_test(test_everything_drifted),
+                cmocka_unit_test(test_huge_file),
                 cmocka_unit_test(test_dependency_not_an_osc_file),
                 cmocka_unit_test(test_containerd),
                 cmocka_unit_test(test_units),
