@@ -16,10 +16,15 @@
 #define SUMMARY_SKIPPED_MAX 110
 #define SUMMARY_DETAIL_MAX 100
 
+/* One finding in the index (a struct, so sizeof() names what is sorted). */
+typedef struct FindingRef {
+        const OscDriftFinding *f;
+} FindingRef;
+
 typedef struct Plan {
         const OscDriftPlanParams *p;
         const OscDrift *d;
-        const OscDriftFinding **index;  /* the findings by kind and subject, for drifted() */
+        FindingRef *index;              /* the findings by kind and subject, for drifted() */
         OscChanges *c;
         char **skipped;
         const char **restored;          /* sorted paths (the model's) that got an item: their units restart */
@@ -27,7 +32,7 @@ typedef struct Plan {
 } Plan;
 
 static int finding_compare(const void *a, const void *b) {
-        const OscDriftFinding *x = *(const OscDriftFinding *const *) a, *y = *(const OscDriftFinding *const *) b;
+        const OscDriftFinding *x = ((const FindingRef *) a)->f, *y = ((const FindingRef *) b)->f;
 
         if (x->kind != y->kind)
                 return x->kind < y->kind ? -1 : 1;
@@ -40,19 +45,19 @@ static int string_compare(const void *a, const void *b) {
 
 /* A wiped /etc under a large OSC has tens of thousands of findings: looked up, not scanned. */
 static bool drifted(const Plan *pl, OscDriftKind kind, const char *subject) {
-        const OscDriftFinding key = { .kind = kind, .subject = (char *) subject }, *k = &key;
+        const OscDriftFinding key = { .kind = kind, .subject = (char *) subject };
+        const FindingRef k = { &key };
 
-        return pl->d->n_items > 0 &&
-               bsearch(&k, pl->index, pl->d->n_items, sizeof(*pl->index), finding_compare) != NULL;
+        return pl->d->n_items > 0 && bsearch(&k, pl->index, pl->d->n_items, sizeof(FindingRef), finding_compare);
 }
 
 static int index_findings(Plan *pl) {
-        pl->index = calloc(pl->d->n_items + 1, sizeof(*pl->index));
+        pl->index = calloc(pl->d->n_items + 1, sizeof(FindingRef));
         if (!pl->index)
                 return -ENOMEM;
         for (size_t i = 0; i < pl->d->n_items; i++)
-                pl->index[i] = &pl->d->items[i];
-        qsort(pl->index, pl->d->n_items, sizeof(*pl->index), finding_compare);
+                pl->index[i].f = &pl->d->items[i];
+        qsort(pl->index, pl->d->n_items, sizeof(FindingRef), finding_compare);
         return 0;
 }
 
