@@ -30,6 +30,7 @@ struct OscApplier {
         OscChanges *changes;            /* borrowed */
         char *root, *unit_dir;          /* owned */
         char *self_unit;                /* owned; NULL: none */
+        bool restore;                   /* a drift repair (OscApplierParams.restore) */
         OscApplierCallbacks cb;
         void *userdata;                 /* borrowed */
         sd_event_source *defer;         /* owned: the deferred start */
@@ -81,6 +82,7 @@ int osc_applier_new(sd_event *event, UnitControl *uc, OscChanges *changes, const
         a->cb = *cb;
         a->userdata = userdata;
         a->current = changes->n_items;
+        a->restore = p->restore;
         a->root = strdup(p->root_directory ?: "/");
         a->unit_dir = strdup(p->unit_directory ?: "/etc/systemd/system");
         a->pending = calloc(MAX(changes->n_items, 1u), sizeof(size_t));
@@ -243,7 +245,8 @@ static int run_write_unit(OscApplier *a, const OscWork *w) {
                 if (r < 0)
                         return r;
         }
-        r = osc_write_unit_files(a->unit_dir, &w->unit, w->drop_ins_deleted, &masked);
+        r = a->restore ? osc_restore_unit_files(a->unit_dir, &w->unit, &masked)
+                       : osc_write_unit_files(a->unit_dir, &w->unit, w->drop_ins_deleted, &masked);
         if (r < 0)
                 return r;
         if (asprintf(&unit_file, "%s/%s", a->unit_dir, w->unit.name) < 0)

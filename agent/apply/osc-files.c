@@ -296,7 +296,7 @@ static int remove_drop_in_dir(const char *unit_dir, const char *name, bool tree)
         return 0;
 }
 
-int osc_write_unit_files(const char *unit_dir, const OscUnit *u, char *const *deleted, char ***masked) {
+int osc_restore_unit_files(const char *unit_dir, const OscUnit *u, char ***masked) {
         bool changed = false;
         int r;
 
@@ -312,6 +312,17 @@ int osc_write_unit_files(const char *unit_dir, const OscUnit *u, char *const *de
                         return r;
                 changed |= r > 0;
         }
+        return changed;
+}
+
+int osc_write_unit_files(const char *unit_dir, const OscUnit *u, char *const *deleted, char ***masked) {
+        bool changed;
+        int r;
+
+        r = osc_restore_unit_files(unit_dir, u, masked);
+        if (r < 0)
+                return r;
+        changed = r > 0;
         for (char *const *d = deleted; d && *d; d++) {
                 r = remove_unit_file(unit_dir, u->name, *d);
                 if (r < 0)

@@ -26,6 +26,7 @@ typedef enum KeyType {
         KEY_BOOL,
         KEY_BACKEND,
         KEY_REBOOT,
+        KEY_DRIFT_REPAIR,
         KEY_MIRRORS,
         KEY_UNIT_LIST,  /* list of systemd unit names, normalized */
 } KeyType;
@@ -53,6 +54,8 @@ static const KeyDef keys[] = {
         { "osc.secretName", KEY_DNS_NAME, OFF(osc.secret_name), 0, 0 },
         { "osc.rootDirectory", KEY_PATH, OFF(osc.root_directory), 0, 0 },
         { "osc.replacedUnits", KEY_UNIT_LIST, OFF(osc.replaced_units), 0, 64 },
+        { "osc.driftRepair", KEY_DRIFT_REPAIR, OFF(osc.drift_repair), 0, 0 },
+        { "osc.driftInterval", KEY_DURATION, OFF(osc.drift_interval_usec), USEC_PER_SEC, 24 * HOUR },
         SEC("kubelet"),
         { "kubelet.binaryPath", KEY_PATH, OFF(kubelet.binary_path), 0, 0 },
         { "kubelet.unit", KEY_UNIT, OFF(kubelet.unit), 0, 0 },
@@ -100,7 +103,13 @@ static const char *const reboot_names[_REBOOT_METHOD_MAX] = {
 };
 
 DEFINE_STRING_TABLE_LOOKUP(os_update_backend, OsUpdateBackend, backend_names);
+static const char *const drift_repair_names[_DRIFT_REPAIR_MAX] = {
+        [DRIFT_REPAIR_REPAIR] = "repair",
+        [DRIFT_REPAIR_WARN] = "warn",
+};
+
 DEFINE_STRING_TABLE_LOOKUP(reboot_method, RebootMethod, reboot_names);
+DEFINE_STRING_TABLE_LOOKUP(drift_repair_mode, DriftRepairMode, drift_repair_names);
 
 static const struct {
         size_t offset;
@@ -158,6 +167,8 @@ int config_new(Config **ret) {
         c->osc.replaced_units = calloc(2, sizeof(char *));
         if (!c->osc.replaced_units || !(c->osc.replaced_units[0] = strdup("gardener-node-agent.service")))
                 return -ENOMEM;
+        c->osc.drift_repair = DRIFT_REPAIR_REPAIR;
+        c->osc.drift_interval_usec = 10 * MINUTE;
         c->lease.enabled = true;
         c->lease.duration_usec = 40 * USEC_PER_SEC;
         c->console.enabled = true;
@@ -323,6 +334,12 @@ static int apply_key(Config *c, const KeyDef *k, const json_t *v, const char *so
                 if (r < 0)
                         return config_errorf(ret_error, source, k->path, "\"%s\" is not one of login1, systemd, none", s);
                 *(RebootMethod *) field = r;
+                return 0;
+        case KEY_DRIFT_REPAIR:
+                r = drift_repair_mode_from_string(s);
+                if (r < 0)
+                        return config_errorf(ret_error, source, k->path, "\"%s\" is not one of repair, warn", s);
+                *(DriftRepairMode *) field = r;
                 return 0;
         case KEY_PATH:
         case KEY_PATH_OPT:
@@ -498,7 +515,7 @@ json_t *config_to_json(const Config *c) {
                                     json_string(c->registry.mirrors[i].url));
 
         return json_pack(
-                "{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:o}, s:{s:s, s:s, s:s, s:o, s:I},"
+                "{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:o, s:s, s:o}, s:{s:s, s:s, s:s, s:o, s:I},"
                 " s:{s:s, s:o, s:s, s:{s:s, s:s, s:s, s:I}, s:s},"
                 " s:{s:s, s:s, s:o}, s:{s:s}, s:{s:o, s:s}, s:{s:b, s:s, s:s, s:o}, s:{s:b, s:s}}",
                 "nodeName", strempty(c->node_name),
@@ -508,6 +525,8 @@ json_t *config_to_json(const Config *c) {
                 "osRelease", c->os_release,
                 "osc", "namespace", c->osc.namespace, "secretName", c->osc.secret_name,
                 "rootDirectory", c->osc.root_directory, "replacedUnits", replaced,
+                "driftRepair", drift_repair_mode_to_string(c->osc.drift_repair),
+                "driftInterval", duration_json(c->osc.drift_interval_usec),
                 "kubelet", "binaryPath", c->kubelet.binary_path, "unit", c->kubelet.unit,
                 "healthzURL", c->kubelet.healthz_url,
                 "healthTimeout", duration_json(c->kubelet.health_timeout_usec),

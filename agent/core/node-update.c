@@ -139,6 +139,10 @@ bool node_update_blocks_unit_restarts(const UpdateTransaction *tx) {
         return tx && tx->id && tx->phase >= UPDATE_PHASE_APPLYING && !update_phase_is_terminal(tx->phase);
 }
 
+bool node_update_holds_drift_repair(const UpdateTransaction *tx) {
+        return tx && tx->id && tx->phase >= UPDATE_PHASE_PLANNED && tx->phase <= UPDATE_PHASE_APPLYING;
+}
+
 bool update_action_is_best_effort(UpdateActionType t) {
         return t == UPDATE_ACTION_REPORT_PROGRESS || t == UPDATE_ACTION_EMIT_EVENT ||
                 t == UPDATE_ACTION_COLLECT_KUBELETS;

@@ -81,6 +81,10 @@ static OscWork *add_item(OscChanges *c, OscWorkKind kind) {
         return w;
 }
 
+OscWork *osc_changes_add_item(OscChanges *c, OscWorkKind kind) {
+        return add_item(c, kind);
+}
+
 bool osc_in_place_flags_kubelet(const OscInPlaceFlags *f) {
         return f->kubelet_minor_version || f->kubelet_config || f->cpu_manager_policy;
 }
@@ -495,7 +499,7 @@ static int add_deleted_unit_items(const OscDiffInput *in, OscChanges *c) {
         return 0;
 }
 
-static bool has_command_for(const OscChanges *c, const char *unit) {
+bool osc_changes_has_command_for(const OscChanges *c, const char *unit) {
         for (size_t i = 0; i < c->n_items; i++)
                 if (c->items[i].kind == OSC_WORK_UNIT_COMMAND && streq(c->items[i].name, unit))
                         return true;
@@ -569,7 +573,8 @@ static int build_items(const OscDiffInput *in, OscChanges *c) {
 
         /* executeUnitCommands: a containerd config change restarts containerd unless a command for it
          * is already there. */
-        if (c->containerd_config_changed && in->new->has_containerd && !has_command_for(cmds, OSC_CONTAINERD_UNIT) &&
+        if (c->containerd_config_changed && in->new->has_containerd &&
+            !osc_changes_has_command_for(cmds, OSC_CONTAINERD_UNIT) &&
             !replaced(in, OSC_CONTAINERD_UNIT)) {
                 OscWork *w = add_item(cmds, OSC_WORK_UNIT_COMMAND);
 
@@ -580,7 +585,7 @@ static int build_items(const OscDiffInput *in, OscChanges *c) {
         r = append_items(c, cmds);
         if (r < 0)
                 return r;
-        if ((osc_in_place_flags_kubelet(&c->in_place) || has_command_for(c, "kubelet.service")) &&
+        if ((osc_in_place_flags_kubelet(&c->in_place) || osc_changes_has_command_for(c, "kubelet.service")) &&
             !add_item(c, OSC_WORK_KUBELET_HEALTH))
                 return -ENOMEM;
         /* Upstream probes these asynchronously from step 9 and waits for them at step 17: a probe

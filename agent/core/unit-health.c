@@ -29,6 +29,13 @@ static int joined_add(char **j, const char *fmt, ...) {
         return r;
 }
 
+bool unit_health_inactive_unexpected(const UnitHealthState *u) {
+        if (!streq_ptr(u->active_state, "inactive"))
+                return false;
+        /* Oneshot services and timer/path-triggered ones rest "inactive (dead)" between runs. */
+        return !(streq_ptr(u->sub_state, "dead") && (streq_ptr(u->service_type, "oneshot") || u->triggered));
+}
+
 /* 1: the unit is fine as it is; otherwise adds it to `unhealthy` or `progressing`. */
 static int judge(const UnitHealthState *u, uint64_t now_usec, uint64_t stuck_usec, char **unhealthy,
                  char **progressing) {
@@ -52,12 +59,8 @@ static int judge(const UnitHealthState *u, uint64_t now_usec, uint64_t stuck_use
                         return joined_add(unhealthy, "%s: stuck in %s for %s", u->name, a, d);
                 return joined_add(progressing, "%s: %s for %s", u->name, a, d);
         }
-        if (streq(a, "inactive") && u->enabled) {
-                /* Oneshot services and timer/path-triggered ones rest "inactive (dead)" between runs. */
-                if (streq_ptr(u->sub_state, "dead") && (streq_ptr(u->service_type, "oneshot") || u->triggered))
-                        return 1;
+        if (u->enabled && unit_health_inactive_unexpected(u))
                 return joined_add(unhealthy, "%s: inactive but should be enabled", u->name);
-        }
         return 1;
 }
 

@@ -15,6 +15,7 @@
 #include "core/osc.h"
 #include "core/restart-request.h"
 #include "duties/applied-osc.h"
+#include "duties/drift-repair.h"
 #include "update/catalog-ids.h"
 #include "update/executor.h"
 #include "update/osc-intake.h"
@@ -87,7 +88,8 @@ struct Manager {
         OscJitter *jitter;              /* owned: delays OSC updates (reconciliation-delay) */
         OscSecretState *secret_state;   /* owned: says whether the OSC Secret can be read */
         NodeLabeler *labeler;           /* owned: node-role and zone labels */
-        AppliedOsc *applied;            /* owned: the last-applied OSC's units to check, the drift check */
+        AppliedOsc *applied;            /* owned: the last-applied OSC, for the units check and the drift repair */
+        DriftRepair *drift;             /* owned: the drift check and repair */
         char *secret_name;              /* owned */
         OscSecretSource secret_source;  /* where secret_name came from */
         char *gna_secret_name;          /* owned: the OSC Secret GNA's provisioned component config names
@@ -577,6 +579,7 @@ static int manager_start_systemd(Manager *m, sd_bus *bus, char **ret_error) {
 static void manager_late_systemd(Manager *m) {
         executor_set_units(m->executor, m->units);
         applied_osc_set_units_check(m->applied, m->units_check);
+        drift_repair_set_units(m->drift, m->units);
         if (m->node) {
                 (void) units_check_start(m->units_check);
                 (void) node_health_start(m->health);
@@ -670,7 +673,6 @@ static void manager_on_node_object(KubeWatch *w, json_t *node, void *userdata) {
                 (void) lease_start(m->lease);   /* first sight of the Node (or back); else a no-op */
         if (m->units_check)
                 (void) units_check_start(m->units_check);
-        applied_osc_check_drift(m->applied);    /* once, with the Node known (upstream skips without) */
         if (m->health)
                 (void) node_health_start(m->health);
         manager_set_status(m, "Watching node %s", m->config->node_name);
@@ -930,11 +932,60 @@ static int manager_setup_applied_osc(Manager *m) {
         const AppliedOscOptions opts = {
                 .state_directory = m->config->state_directory,
                 .root_directory = m->config->osc.root_directory,
-                .unit_directory = m->config->systemd.unit_directory,
                 .replaced_units = m->config->osc.replaced_units,
         };
 
-        return applied_osc_new(m->event, &opts, m->units_check, m->reporter, &m->applied);
+        return applied_osc_new(m->event, &opts, m->units_check, &m->applied);
+}
+
+/* ---- the drift repair: the executor's side ------------------------------------------------------ */
+
+static int manager_drift_claim(const char **ret_why, void *userdata) {
+        Manager *m = userdata;
+
+        return executor_drift_claim(m->executor, ret_why);
+}
+
+static void manager_drift_release(void *userdata) {
+        Manager *m = userdata;
+
+        executor_drift_release(m->executor);
+        manager_submit_restarts(m);     /* a restart request that waited for the round */
+}
+
+static int manager_drift_run(OscChanges *changes, DriftRepairRunDone done, void *done_userdata, void *userdata) {
+        Manager *m = userdata;
+
+        return executor_drift_repair(m->executor, changes, done, done_userdata);
+}
+
+/* After the executor and the AppliedOsc: it plans on the OSC runner's terms, reads through the other. */
+static int manager_setup_drift(Manager *m) {
+        static const DriftRepairHooks hooks = {
+                .claim = manager_drift_claim,
+                .release = manager_drift_release,
+                .run = manager_drift_run,
+        };
+        const Config *c = m->config;
+        DriftRepairHooks h = hooks;
+        const DriftRepairOptions opts = {
+                .root_directory = c->osc.root_directory,
+                .unit_directory = c->systemd.unit_directory,
+                .replaced_units = c->osc.replaced_units,
+                .self_unit = c->restart.self_unit,
+                .kubelet_binary = c->kubelet.binary_path,
+                .mode = c->osc.drift_repair,
+                .interval_usec = c->osc.drift_interval_usec,
+                .model_options = executor_osc_model_options(m->executor),
+                .own_files = executor_own_files(m->executor),
+        };
+        int r;
+
+        h.userdata = m;
+        r = drift_repair_new(m->event, &opts, m->applied, m->reporter, &h, &m->drift);
+        if (r >= 0)
+                drift_repair_set_units(m->drift, m->units);
+        return r;
 }
 
 static int manager_new_labeler(Manager *m, const Config *c) {
@@ -1015,6 +1066,8 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
         }
         if (r >= 0)
                 r = manager_setup_applied_osc(m);
+        if (r >= 0)
+                r = manager_setup_drift(m);
         if (r < 0) {
                 m->config = NULL;
                 return r;
@@ -1030,6 +1083,7 @@ Manager *manager_free(Manager *m) {
         /* Everything holding HTTP requests goes before the client, the client before Http; the
          * reporter's writes go before the executor that waits for them (no callback follows). */
         reporter_free(m->reporter);
+        drift_repair_free(m->drift);    /* borrows the executor's and the AppliedOsc's */
         executor_free(m->executor);
         restart_handler_free(m->restarts);
         applied_osc_free(m->applied);   /* borrows the units check */
@@ -1132,7 +1186,11 @@ int manager_run(Manager *m) {
         if (r < 0)
                 return r;
 
-        r = executor_start(m->executor);
+        /* The drift check goes first: after a boot that wiped /etc, the node is restored before the
+         * update engine verifies anything on it (issue 26 item 2). */
+        r = drift_repair_start(m->drift);
+        if (r >= 0)
+                r = executor_start(m->executor);
         if (r < 0)
                 return r;
 

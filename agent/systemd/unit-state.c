@@ -72,6 +72,8 @@ static int read_property(sd_bus_message *m, const char *name, UnitState *st) {
                 return read_string(m, &st->active_state);
         if (streq(name, "SubState"))
                 return read_string(m, &st->sub_state);
+        if (streq(name, "UnitFileState"))
+                return read_string(m, &st->unit_file_state);
         if (streq(name, "Type"))        /* only the Service interface has one */
                 return read_string(m, &st->service_type);
         /* Service, Socket, Scope, Mount, Swap and Slice have one. */

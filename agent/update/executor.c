@@ -84,6 +84,9 @@ struct Executor {
         sd_event *event;                /* == deps.event */
         KubeClient *kube;               /* borrowed; NULL: no API client yet */
         bool restarts_busy;             /* the restart annotation is being carried out */
+        bool drift_busy;                /* a drift round holds decisions (executor_drift_claim()) */
+        ExecutorDriftDone drift_done;   /* the drift repair in flight */
+        void *drift_userdata;
 
         ExecutorState state;
         bool dirty;                     /* new input while busy: decide again afterwards */
@@ -893,8 +896,8 @@ static int executor_on_defer(sd_event_source *s, void *userdata) {
         (void) sd_event_source_set_enabled(e->defer, SD_EVENT_OFF);
         if (e->state != EXECUTOR_IDLE || !e->dirty)
                 return 0;
-        if (e->restarts_busy)
-                return 0;       /* executor_set_restarts_busy(false) kicks us again */
+        if (e->restarts_busy || e->drift_busy)
+                return 0;       /* executor_set_restarts_busy(false), executor_drift_release() kick us again */
         executor_decide(e);
         return 0;
 }
@@ -1087,7 +1090,68 @@ void executor_set_osc(Executor *e, OscDesired *osc) {
 }
 
 bool executor_blocks_unit_restarts(const Executor *e) {
-        return e && node_update_blocks_unit_restarts(e->tx);
+        return e && (node_update_blocks_unit_restarts(e->tx) || e->drift_busy);
+}
+
+int executor_drift_claim(Executor *e, const char **ret_why) {
+        const char *why = NULL;
+
+        assert(e && ret_why);
+        assert(!e->drift_busy);
+        if (e->state == EXECUTOR_RUNNING)
+                why = "an update step runs";
+        else if (e->restarts_busy)
+                why = "the restart annotation is being carried out";
+        else if (node_update_holds_drift_repair(e->tx))
+                why = e->tx->phase == UPDATE_PHASE_WAITING_FOR_DRAIN ? "an in-place update waits for the drain"
+                                                                      : "an OSC change is on its way";
+        else if (osc_runner_work_pending(e->osc_runner))
+                why = "an OSC change is prepared and not applied yet";
+        *ret_why = why;
+        if (why)
+                return -EBUSY;
+        e->drift_busy = true;
+        return 0;
+}
+
+void executor_drift_release(Executor *e) {
+        if (!e || !e->drift_busy)
+                return;
+        e->drift_busy = false;
+        e->drift_done = NULL;
+        e->drift_userdata = NULL;
+        osc_runner_cancel(e->osc_runner);
+        executor_schedule(e);   /* input that came meanwhile is decided on now */
+}
+
+static void executor_on_drift_repaired(OscRunner *r, int error, UpdateFailureCode code, const char *message,
+                                       void *userdata) {
+        Executor *e = userdata;
+        ExecutorDriftDone done = e->drift_done;
+
+        e->drift_done = NULL;
+        done(error, message, e->drift_userdata);
+}
+
+int executor_drift_repair(Executor *e, OscChanges *changes, ExecutorDriftDone done, void *userdata) {
+        int r;
+
+        assert(e && changes && done);
+        assert(e->drift_busy && !e->drift_done);
+        e->drift_done = done;
+        e->drift_userdata = userdata;
+        r = osc_runner_repair(e->osc_runner, changes, executor_on_drift_repaired, e);
+        if (r < 0)
+                e->drift_done = NULL;
+        return r;
+}
+
+const OscModelOptions *executor_osc_model_options(const Executor *e) {
+        return osc_runner_model_options(e->osc_runner);
+}
+
+const OscProtected *executor_own_files(const Executor *e) {
+        return osc_runner_own_files(e->osc_runner);
 }
 
 bool executor_is_busy(const Executor *e) {

@@ -45,6 +45,7 @@ struct OscRunner {
         char *host_name;                /* owned: lower-case, for the files' hostName filter */
         OscProtected own_files;         /* owned: what no OSC file may touch, resolved at start */
         char *desired;                  /* owned: the checksum of the newest OSC; NULL: none known */
+        OscModelOptions model_options;  /* how an OSC is decoded here: host_name, the agent's PATH */
 
         /* The prepared OSC. */
         char *checksum;                 /* owned; NULL: nothing prepared */
@@ -59,7 +60,9 @@ struct OscRunner {
         unsigned failures;              /* retriable errors in a row, for the back-off */
         char *logged_error;             /* owned: the last error written to the journal */
 
-        /* The run in flight. */
+        /* The run in flight: the prepared work, or a drift repair's (osc_runner_repair()). */
+        OscChanges *running;            /* borrowed: `changes`, or the repair's list */
+        bool repairing;                 /* nothing persisted, nothing committed */
         OscGuard *guard;                /* owned: judging the unit items before the applier starts */
         UnitJob *reach;                 /* owned: waiting for systemd before the guard can ask it */
         OscApplier *applier;            /* owned */
@@ -91,6 +94,8 @@ static void prepared_clear(OscRunner *r) {
 }
 
 static void run_clear(OscRunner *r) {
+        r->running = NULL;
+        r->repairing = false;
         r->guard = osc_guard_free(r->guard);
         r->reach = unit_job_cancel(r->reach);
         r->applier = osc_applier_free(r->applier);
@@ -217,7 +222,7 @@ static void prepare_now(OscRunner *r, OscDesired *osc, const char *os_version, u
                         .yaml = r->yaml,
                         .size = r->yaml_size,
                         .checksum = r->checksum,
-                        .model_options = { .host_name = r->host_name, .containerd_path = getenv("PATH") },
+                        .model_options = r->model_options,
                         .current_os_version = os_version,
                         .replaced_units = c->osc.replaced_units,
                         .protected = &r->own_files,
@@ -286,6 +291,11 @@ void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, con
 
 /* ---- the items the applier hands back to us ---------------------------------------------------- */
 
+/* The item the applier is at. */
+static const OscWork *current_work(const OscRunner *r) {
+        return &r->running->items[osc_applier_current(r->applier)];
+}
+
 static int on_answer(sd_event_source *s, void *userdata) {
         OscRunner *r = userdata;
         _cleanup_free_ char *detail = TAKE_PTR(r->answer_detail);
@@ -310,7 +320,7 @@ static int answer_later(OscRunner *r, int error, const char *detail) {
 
 static void on_secret(KubeRequest *req, int error, json_t *object, void *userdata) {
         OscRunner *r = userdata;
-        const OscWork *w = &r->changes->items[osc_applier_current(r->applier)];
+        const OscWork *w = current_work(r);
         const char *value = json_string_value(json_object_get(json_object_get(object, "data"), w->file.secret_key));
         _cleanup_free_ char *data = NULL, *detail = NULL;
         size_t size = 0;
@@ -422,7 +432,7 @@ static bool superseded(const OscRunner *r) {
  * mirror): the item fails now (FileApplyFailed, the item stays not done) and the executor's next
  * decision takes the newer OSC. */
 static int abandon_probe(OscRunner *r) {
-        const OscWork *w = &r->changes->items[osc_applier_current(r->applier)];
+        const OscWork *w = current_work(r);
         _cleanup_free_ char *detail = NULL;
         int k;
 
@@ -437,7 +447,7 @@ static int abandon_probe(OscRunner *r) {
 
 static void on_probed(HealthCheck *hc, int error, const char *message, unsigned n_probes, void *userdata) {
         OscRunner *r = userdata;
-        const OscWork *w = &r->changes->items[osc_applier_current(r->applier)];
+        const OscWork *w = current_work(r);
         _cleanup_free_ char *detail = NULL;
         int k;
 
@@ -459,7 +469,7 @@ static void on_probed(HealthCheck *hc, int error, const char *message, unsigned 
  * (core/osc-diff.h), where upstream waits for its asynchronous probes: a mirror running in this
  * cluster, which may need this very node, never holds the node's own files and units back. */
 static int probe_next_host(OscRunner *r) {
-        const OscWork *w = &r->changes->items[osc_applier_current(r->applier)];
+        const OscWork *w = current_work(r);
         const OscRegistry *g = &w->registry;
         _cleanup_free_ char *pem = NULL, *detail = NULL;
         size_t size = 0;
@@ -507,7 +517,7 @@ static bool is_kubelet_binary(const OscRunner *r, const char *path) {
 
 static void on_pulled(KubeletStage *st, const KubeletStageResult *res, void *userdata) {
         OscRunner *r = userdata;
-        const OscWork *w = &r->changes->items[osc_applier_current(r->applier)];
+        const OscWork *w = current_work(r);
         _cleanup_free_ char *detail = NULL;
         int k = res->error;
 
@@ -590,6 +600,8 @@ static int on_items_done(OscApplier *a, const size_t *indices, size_t n, void *u
         const char *self = r->deps.config->restart.self_unit;
         int k;
 
+        if (r->repairing)
+                return 0;       /* nothing to resume: the next drift round sees what is left */
         k = osc_state_save_done(r->deps.config->state_directory, r->changes, indices, n);
         for (size_t i = 0; k >= 0 && i < n; i++)
                 if (unit_guard_is_self_restart(self, &r->changes->items[indices[i]]))
@@ -663,6 +675,8 @@ static void on_finished(OscApplier *a, const OscApplyFailure *f, void *userdata)
         UpdateFailureCode code;
         int k;
 
+        if (!f && r->repairing)
+                return finish(r, 0, _UPDATE_FAILURE_INVALID, NULL);
         if (!f)
                 return commit(r);
         code = failure_code(f->code);
@@ -697,10 +711,11 @@ static int start_applier(OscRunner *r) {
         const Config *c = r->deps.config;
         int k;
 
-        k = osc_applier_new(r->deps.event, r->deps.units, r->changes,
+        k = osc_applier_new(r->deps.event, r->deps.units, r->running,
                             &(OscApplierParams) { .root_directory = c->osc.root_directory,
                                                   .unit_directory = c->systemd.unit_directory,
-                                                  .self_unit = c->restart.self_unit },
+                                                  .self_unit = c->restart.self_unit,
+                                                  .restore = r->repairing },
                             &cb, r, &r->applier);
         if (k >= 0)
                 k = osc_applier_start(r->applier);
@@ -733,7 +748,7 @@ static int start_guard(OscRunner *r) {
                                                    .replaced_units = c->osc.replaced_units,
                                                    .kubelet_unit = c->kubelet.unit,
                                                    .containerd_unit = OSC_CONTAINERD_UNIT },
-                               r->changes, on_guarded, r, &r->guard);
+                               r->running, on_guarded, r, &r->guard);
 }
 
 static void on_reached(const UnitJobResult *result, void *userdata) {
@@ -752,7 +767,7 @@ static void on_reached(const UnitJobResult *result, void *userdata) {
 static int start_guard_or_applier(OscRunner *r) {
         int k;
 
-        if (!osc_guard_needed(r->changes))
+        if (!osc_guard_needed(r->running))
                 return start_applier(r);
         k = unit_control_reach(r->deps.units, on_reached, r, &r->reach);
         return k > 0 ? start_guard(r) : k;
@@ -770,6 +785,7 @@ int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, voi
                 return -ESTALE;
         r->done = done;
         r->userdata = userdata;
+        r->running = r->changes;
         if (r->committed || osc_changes_next(r->changes) >= r->changes->n_items) {
                 k = sd_event_add_defer(r->deps.event, &r->answer, on_nothing_to_run, r);
                 if (k < 0)
@@ -790,6 +806,45 @@ const char *osc_runner_error(const OscRunner *r, UpdateFailureCode *ret_code) {
         if (ret_code)
                 *ret_code = r->error_code;
         return r->error;
+}
+
+int osc_runner_repair(OscRunner *r, OscChanges *c, OscRunnerDone done, void *userdata) {
+        int k;
+
+        assert(r && c && done);
+        if (r->applier || r->guard || r->reach || r->answer)
+                return -EBUSY;
+        if (!r->deps.units)
+                return -ENOTCONN;
+        r->done = done;
+        r->userdata = userdata;
+        r->running = c;
+        r->repairing = true;
+        k = start_guard_or_applier(r);
+        if (k < 0)
+                run_clear(r);
+        return k;
+}
+
+bool osc_runner_work_pending(const OscRunner *r) {
+        _cleanup_free_ char *path = NULL;
+
+        /* Once the current OSC is prepared, that says it: a saved list of another checksum is never
+         * resumed (an OSC whose work could not be computed wrote nothing, and its diff starts from
+         * the last-applied OSC a repair restores). Before (at start), a saved list may be resumed. */
+        if (r->checksum)
+                return r->changes && !r->committed;
+        if (asprintf(&path, "%s/%s", r->deps.config->state_directory, OSC_STATE_CHANGES) < 0)
+                return true;    /* not knowing is not "nothing pending" */
+        return access(path, F_OK) >= 0;
+}
+
+const OscModelOptions *osc_runner_model_options(const OscRunner *r) {
+        return &r->model_options;
+}
+
+const OscProtected *osc_runner_own_files(const OscRunner *r) {
+        return &r->own_files;
 }
 
 void osc_runner_cancel(OscRunner *r) {
@@ -870,6 +925,7 @@ int osc_runner_new(const OscRunnerDeps *deps, OscRunner **ret) {
         r->host_name = lower_host_name();
         if (!r->host_name)
                 return -ENOMEM;
+        r->model_options = (OscModelOptions) { .host_name = r->host_name, .containerd_path = getenv("PATH") };
         k = protect_own_files(r);
         if (k < 0)
                 return k;

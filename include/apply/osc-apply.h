@@ -66,6 +66,8 @@ typedef struct OscApplierParams {
         const char *root_directory;     /* osc.rootDirectory */
         const char *unit_directory;     /* systemd.unitDirectory */
         const char *self_unit;          /* restart.selfUnit: its restart is marked done before it runs */
+        bool restore;                   /* a drift repair: a unit's files are restored, nothing else in
+                                         * its <name>.d removed (osc_restore_unit_files()) */
 } OscApplierParams;
 
 int osc_applier_new(sd_event *event, UnitControl *uc, OscChanges *changes, const OscApplierParams *p,

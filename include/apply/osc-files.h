@@ -46,6 +46,10 @@ int osc_remove_file(const char *root, const char *path);
  * disk changed. */
 int osc_write_unit_files(const char *unit_dir, const OscUnit *u, char *const *deleted, char ***masked);
 
+/* A drift repair's: the unit file and drop-ins written where they differ, nothing removed (another
+ * file in <name>.d is not the OSC's to take). Masked ones as above. 1 if anything changed. */
+int osc_restore_unit_files(const char *unit_dir, const OscUnit *u, char ***masked);
+
 /* Whether the unit file of `name` in unit_dir is masked (0/1). */
 int osc_unit_masked(const char *unit_dir, const char *name);
 

@@ -30,6 +30,14 @@ typedef enum RebootMethod {
         _REBOOT_METHOD_INVALID = -EINVAL,
 } RebootMethod;
 
+/* osc.driftRepair: what the drift check does about what it finds (duties/drift-repair.h). */
+typedef enum DriftRepairMode {
+        DRIFT_REPAIR_REPAIR,            /* restore it as an apply would, then one Warning Event */
+        DRIFT_REPAIR_WARN,              /* one Warning Event, nothing touched */
+        _DRIFT_REPAIR_MAX,
+        _DRIFT_REPAIR_INVALID = -EINVAL,
+} DriftRepairMode;
+
 typedef struct RegistryMirror {
         char *host;     /* owned: upstream registry host, e.g. "registry.example.com" */
         char *url;      /* owned: mirror base URL, e.g. "https://mirror.local:5000" */
@@ -49,6 +57,8 @@ typedef struct Config {
                 char *secret_name;      /* owned; "" = from the Node label */
                 char *root_directory;   /* owned; OSC paths are resolved below it (CONTRACT §9.5) */
                 char **replaced_units;  /* owned strv; never written or started (CONTRACT §9.4) */
+                DriftRepairMode drift_repair;
+                uint64_t drift_interval_usec;   /* between drift checks (jittered); the first at start */
         } osc;
 
         struct {
@@ -135,3 +145,5 @@ const char *os_update_backend_to_string(OsUpdateBackend b);
 OsUpdateBackend os_update_backend_from_string(const char *s);
 const char *reboot_method_to_string(RebootMethod m);
 RebootMethod reboot_method_from_string(const char *s);
+const char *drift_repair_mode_to_string(DriftRepairMode m);
+DriftRepairMode drift_repair_mode_from_string(const char *s);

@@ -417,6 +417,11 @@ bool update_phase_is_terminal(UpdatePhase p);   /* Succeeded, Failed, RolledBack
  * Verifying) those restarts must wait: the manager holds restart_handler_submit() back while this
  * returns true, and does not start a decided batch while restart_handler_is_busy(). */
 bool node_update_blocks_unit_restarts(const UpdateTransaction *tx);
+/* The drift repair (duties/drift-repair.h) compares the node with the last-applied OSC and restores
+ * it: not while a transaction is between its plan and its applied OSC (Planned up to Applying: an
+ * in-place update waiting for the drain included), where the OSC on the way may already have written
+ * part of itself. From Rebooting on the OSC is committed, and a repair after the reboot is welcome. */
+bool node_update_holds_drift_repair(const UpdateTransaction *tx);
 bool update_action_is_best_effort(UpdateActionType t);
 
 /* CONTRACT §8.9: ArtifactUnavailable, DiskSpace, FileApplyFailed, UnitApplyFailed, and

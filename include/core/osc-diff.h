@@ -113,6 +113,12 @@ bool osc_in_place_flags_kubelet(const OscInPlaceFlags *f);
 
 /* Index of the first item not done at or after `from`, or n_items when there is none. */
 size_t osc_changes_next_from(const OscChanges *c, size_t from);
+/* Appends an empty item of `kind` for the caller to fill in (a work list built elsewhere than by
+ * osc_diff(): the drift repair, core/osc-drift-plan.h); NULL on -ENOMEM or past OSC_CHANGES_ITEMS_MAX. */
+OscWork *osc_changes_add_item(OscChanges *c, OscWorkKind kind);
+/* Whether `c` has a command item for `unit`. */
+bool osc_changes_has_command_for(const OscChanges *c, const char *unit);
+
 /* Index of the first item not done, or n_items when everything is applied. */
 static inline size_t osc_changes_next(const OscChanges *c) {
         return osc_changes_next_from(c, 0);

@@ -41,6 +41,8 @@ typedef struct UnitHealthState {
         const char *service_type;       /* Service.Type; NULL for other unit types */
         bool triggered;                 /* TriggeredBy is not empty */
         uint64_t state_change_usec;     /* StateChangeTimestampMonotonic (CLOCK_MONOTONIC) */
+        const char *unit_file_state;    /* UnitFileState ("enabled", "disabled", "static", ...); only the
+                                         * drift check (core/osc-drift.h) reads it */
 } UnitHealthState;
 
 typedef struct UnitHealthVerdict {
@@ -50,6 +52,10 @@ typedef struct UnitHealthVerdict {
 } UnitHealthVerdict;
 
 void unit_health_verdict_done(UnitHealthVerdict *v);
+
+/* "inactive" while it should run: not resting "inactive (dead)" between runs as a oneshot service
+ * or a timer-, path- or socket-triggered unit does. */
+bool unit_health_inactive_unexpected(const UnitHealthState *u);
 
 /* `now_usec` on CLOCK_MONOTONIC; `stuck_usec` is the stuck threshold (UNIT_HEALTH_STUCK_USEC). */
 int unit_health_evaluate(const UnitHealthState *units, size_t n, uint64_t now_usec, uint64_t stuck_usec,

@@ -8,33 +8,27 @@
  *     left out) are handed to the UnitsCheck at start and whenever the file is replaced: an inotify
  *     watch on the state directory sees osc_state_commit()'s rename, so the applier needs no hook.
  *     Without the file the UnitsCheck has no units and writes nothing.
- *   - The drift check (core/osc-drift.h): once per process, at the first sight of the Node (as
- *     upstream's bootstrapper, which skips a node that is not registered yet), each finding becomes
- *     a Warning Event with upstream's reason and message, and a journal line (on a node with many
- *     findings, Events beyond the queue and spam filter of kube/kube-events are dropped, as
- *     client-go's recorder drops them; the journal keeps all). Nothing is restored (upstream
- *     neither). The OSC is decoded without a host name, so files with a hostName are not compared.
+ *   - The drift repair (duties/drift-repair.h) reads it with applied_osc_load().
  * Reads are small and blocking (local files, at start and once per apply). Owns its inotify source;
- * borrows the event loop, the UnitsCheck (may be NULL), the reporter and the option strings (the
+ * borrows the event loop, the UnitsCheck (may be NULL) and the option strings (the
  * configuration outlives it). */
 
 #include <systemd/sd-event.h>
 
-#include "report/reporter.h"
+#include "core/osc-model.h"
 #include "duties/units-check.h"
 #include "util/macro.h"
 
 typedef struct AppliedOscOptions {
         const char *state_directory;
-        const char *root_directory;     /* osc.rootDirectory: OSC paths and the OS's unit directories */
-        const char *unit_directory;     /* systemd.unitDirectory: unit files and drop-ins */
+        const char *root_directory;     /* osc.rootDirectory: where GNA's last-applied OSC is */
         char *const *replaced_units;    /* osc.replacedUnits (NULL: none) */
 } AppliedOscOptions;
 
 typedef struct AppliedOsc AppliedOsc;
 
 /* Loads the units at once (see above). */
-int applied_osc_new(sd_event *event, const AppliedOscOptions *opts, UnitsCheck *units_check, Reporter *reporter,
+int applied_osc_new(sd_event *event, const AppliedOscOptions *opts, UnitsCheck *units_check,
                     AppliedOsc **ret);
 AppliedOsc *applied_osc_free(AppliedOsc *a);
 /* The UnitsCheck, when the system bus was first up only after start (`units_check` was NULL); loads
@@ -47,5 +41,7 @@ DEFINE_CLEANUP_FUNC(AppliedOsc, applied_osc_free);
  * once per distinct error and leaves the list as it was. */
 void applied_osc_reload(AppliedOsc *a);
 
-/* The drift check, the first time only; later calls do nothing. */
-void applied_osc_check_drift(AppliedOsc *a);
+/* The last-applied OSC decoded with `opts` (NULL: no host name, nothing injected) and the path it
+ * was read from: 0, -ENOENT when there is none, another -errno when it cannot be read or decoded
+ * (logged once per distinct error, as for the units check). */
+int applied_osc_load(AppliedOsc *a, const OscModelOptions *opts, OscModel **ret, char **ret_path);

@@ -5,8 +5,9 @@
  * unit object's interfaces (Unit and, for services, Service), on the object path of the unit's
  * name, so that a unit that is not loaded is loaded for the answer and reports LoadState
  * "not-found" rather than an error. For the SystemdUnitsReady check (core/unit-health.h), the
- * health checks, and what the OSC guard asks about the agent, the kubelet and containerd
- * (apply/osc-guard.h: their slice and dependencies). Logs nothing. */
+ * health checks, the drift check (enablement, units that should run: core/osc-drift.h), and what
+ * the OSC guard asks about the agent, the kubelet and containerd (apply/osc-guard.h: their slice and
+ * dependencies). Logs nothing. */
 
 #include <errno.h>
 #include <stdbool.h>
@@ -39,6 +40,7 @@ typedef struct UnitState {
         const char *active_state;
         const char *sub_state;
         const char *service_type;       /* Service.Type; NULL for other unit types */
+        const char *unit_file_state;    /* "enabled", "disabled", "static", ...; "" when not loaded */
         bool triggered;                 /* TriggeredBy is not empty */
         uint64_t state_change_usec;     /* StateChangeTimestampMonotonic */
         const char *slice;              /* Slice= of a service, socket, scope, ...; NULL otherwise */

@@ -20,6 +20,8 @@
 #include "core/osc-component-config.h"
 #include "core/node-view.h"
 #include "core/osc.h"
+#include "core/osc-diff.h"
+#include "core/osc-protected.h"
 #include "report/reporter.h"
 #include "identity/identity.h"
 #include "identity/token-sync.h"
@@ -73,7 +75,29 @@ void executor_identity_event(Executor *e, IdentityEvent ev);
 /* The Manager's component config (deps.component) was replaced: a rotation waiting for it goes on. */
 void executor_component_changed(Executor *e);
 
-/* The restart annotation must wait while the transaction is in a phase that restarts units itself. */
+/* The restart annotation and the health checks' restarts must wait while the transaction is in a
+ * phase that restarts units itself, or while a drift round holds the executor. */
 bool executor_blocks_unit_restarts(const Executor *e);
+
+/* The drift repair (duties/drift-repair.h) runs alone: one owner of the applier. A round starts with
+ * executor_drift_claim(): 0 when it may go now — no action runs, no restart request is being carried
+ * out, no transaction is between its plan and its applied OSC (an in-place update waiting for the
+ * drain included: node_update_holds_drift_repair()), no OSC work is prepared or saved — and from then
+ * on no decision starts until executor_drift_release(); else -EBUSY with *ret_why saying what the
+ * round waits for (ask again later). Claiming before executor_start() puts the check at start ahead
+ * of the first decision. */
+int executor_drift_claim(Executor *e, const char **ret_why);
+/* Ends the round: a repair still running is cancelled (no callback), decisions go on. */
+void executor_drift_release(Executor *e);
+
+/* error >= 0: every item of the repair done; else `message` names the path or unit and why. */
+typedef void (*ExecutorDriftDone)(int error, const char *message, void *userdata);
+/* Runs the repair work list `changes` (borrowed until `done`; items done are marked in it) through
+ * the OSC runner (osc_runner_repair()) while claimed. `done` comes from the loop, never from inside.
+ * -ENOTCONN without systemd, -errno when it cannot start. */
+int executor_drift_repair(Executor *e, OscChanges *changes, ExecutorDriftDone done, void *userdata);
+/* What the drift repair plans with, as the OSC runner applies: valid while the executor lives. */
+const OscModelOptions *executor_osc_model_options(const Executor *e);
+const OscProtected *executor_own_files(const Executor *e);
 /* An action is running. */
 bool executor_is_busy(const Executor *e);

@@ -37,6 +37,7 @@
 #include "core/config.h"
 #include "core/node-update.h"
 #include "core/osc.h"
+#include "core/osc-protected.h"
 #include "kube/kube-client.h"
 #include "net/http.h"
 #include "oci/registry.h"
@@ -97,6 +98,26 @@ const char *osc_runner_error(const OscRunner *r, UpdateFailureCode *ret_code);
  * (a CA rotation's re-bootstrap included: it passed the health check) and the agent has its own. The
  * agent's own bootstrapKubeconfig is kept. Best effort: a failure is logged. */
 void osc_runner_retire_bootstrap_credentials(OscRunner *r);
+
+/* A drift repair (duties/drift-repair.h, core/osc-drift-plan.h): `c` (borrowed until `done`) runs
+ * like the prepared work does — the OSC guard first, then the applier with the same answers to what
+ * it cannot do itself (a secretRef file's Secret fetched, an imageRef file pulled or linked again
+ * from the image store, the kubelet health check) — but in restore mode (a unit's <name>.d keeps what
+ * the OSC does not name), with nothing persisted and nothing committed: the next drift round sees
+ * whatever is left. Items done are marked in `c`. 0, -EBUSY while a run is in flight, -ENOTCONN
+ * without systemd, -errno when it cannot start. */
+int osc_runner_repair(OscRunner *r, OscChanges *c, OscRunnerDone done, void *userdata);
+
+/* Whether an OSC's work is prepared and not committed, or, before anything was prepared (at start),
+ * saved (<stateDirectory>/last-computed-osc-changes.json): its items may be half applied, so nothing
+ * may be restored to the last-applied OSC meanwhile. */
+bool osc_runner_work_pending(const OscRunner *r);
+
+/* How this runner decodes an OSC (the lower-case host name for files with a hostName, the agent's
+ * PATH for containerd's injected drop-in) and the agent's own files no OSC file may write: for the
+ * drift repair, which must read the last-applied OSC as it was applied. Valid while `r` lives. */
+const OscModelOptions *osc_runner_model_options(const OscRunner *r);
+const OscProtected *osc_runner_own_files(const OscRunner *r);
 
 /* Stops a run in flight without callback (the item in flight stays not done). */
 void osc_runner_cancel(OscRunner *r);

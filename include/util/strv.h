@@ -21,3 +21,7 @@ int strv_copy(char *const *l, char ***ret);
 /* Appends `s`, taking it over (freed if it cannot be appended; NULL `s` is -ENOMEM, so that
  * strv_consume(&l, strdup(x)) needs no check of its own). */
 int strv_consume(char ***l, char *s);
+
+/* Removes (and frees) every entry equal to an earlier one, keeping the order of the rest; O(n log n).
+ * -ENOMEM (then `l` is unchanged). */
+int strv_uniq(char **l);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for the OSC model decoder, the replaced unit's component config, the checked
- * units, the drift check (against a made-up disk) and the diff engine: the input is decoded as osc.yaml,
+ * units, the drift check (against a made-up disk and systemd) with its repair plan and Event, and the
+ * diff engine: the input is decoded as osc.yaml,
  * diffed against nothing (first apply), against itself and against a small fixed OSC in both
  * directions, every result goes through the persisted form and back, and containerd items are
  * rendered. JSON input is also tried as a persisted work list. */
@@ -14,9 +15,11 @@
 #include "core/containerd-config.h"
 #include "core/osc-component-config.h"
 #include "core/osc-diff.h"
+#include "core/osc-drift-plan.h"
 #include "core/osc-drift.h"
 #include "core/unit-guard.h"
 #include "core/unit-health.h"
+#include "util/strv.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -29,14 +32,15 @@ static const char base[] =
 
 static const char *const replaced[] = { "gardener-node-agent.service", NULL };
 
-/* A disk where a third of the paths are absent, a third unreadable and the rest hold "x". */
+/* A disk where a third of the paths are absent, a third unreadable and the rest hold "x" (mode
+ * 0644; unit files ending in "m" are masked). */
 static int fake_read(OscDriftPlace place, const char *name, bool fallback, char **ret, size_t *ret_size,
-                     void *userdata) {
+                     uint32_t *ret_mode, void *userdata) {
         switch (strlen(name) % 3) {
         case 0:
                 return -ENOENT;
         case 1:
-                return -EACCES;
+                return place != OSC_DRIFT_NODE_FILE && name[strlen(name) - 1] == 'm' ? OSC_DRIFT_MASKED : -EACCES;
         }
         if (ret) {
                 *ret = strdup("x");
@@ -44,17 +48,64 @@ static int fake_read(OscDriftPlace place, const char *name, bool fallback, char 
                         return -ENOMEM;
                 *ret_size = 1;
         }
+        if (ret_mode)
+                *ret_mode = 0644;
         return 0;
 }
 
+static int canonical(const char *path, char **ret, void *userdata) {
+        *ret = strdup(path);
+        return *ret ? 0 : -ENOMEM;
+}
+
+/* The drift of `m` on that disk, with systemd saying a unit is in one of a few states, planned as
+ * a repair and summarized for each outcome. */
+static void drift_one(const OscModel *m) {
+        static const char *const actives[] = { "inactive", "active", "failed" };
+        static const char *const files[] = { "enabled", "disabled", "static" };
+        OscDriftParams p = { .model = m, .skip_units = (char *const *) replaced, .skip_file = "/opt/bin/kubelet" };
+        UnitHealthState *states = calloc(m->n_units + 1, sizeof(UnitHealthState));
+        OscProtected own = {};
+        OscChanges *plan = NULL;
+        char **skipped = NULL;
+        OscDrift d = {};
+
+        if (!states || osc_protected_add(&own, "/var/lib/inplace-agent", "state directory") < 0)
+                goto finish;
+        for (size_t i = 0; i < m->n_units; i++)
+                states[i] = (UnitHealthState) { .name = m->units[i].name, .load_state = "loaded",
+                                                .active_state = actives[i % 3], .sub_state = "dead",
+                                                .unit_file_state = files[(i / 3) % 3] };
+        if (osc_drift_check_disk(&p, fake_read, NULL, &d) < 0 || osc_drift_check_units(&p, states, m->n_units, &d) < 0)
+                goto finish;
+        if (osc_drift_plan(&(OscDriftPlanParams) { .model = m, .self_unit = "inplace-agent.service",
+                                                   .replaced_units = (char *const *) replaced, .protected = &own,
+                                                   .canonicalize = canonical },
+                           &d, &plan, &skipped) < 0)
+                goto finish;
+        for (size_t i = 0; plan && i < plan->n_items; i += 2)
+                osc_changes_mark_done(plan, i);
+        for (OscDriftOutcome o = 0; o < _OSC_DRIFT_OUTCOME_MAX; o++) {
+                char *s = NULL;
+
+                if (osc_drift_summary(&d, plan, skipped, o, "detail", &s) == 0 && strlen(s) > OSC_DRIFT_SUMMARY_MAX)
+                        abort();
+                free(s);
+        }
+finish:
+        strv_free(skipped);
+        osc_changes_free(plan);
+        osc_drift_done(&d);
+        osc_protected_done(&own);
+        free(states);
+}
+
 static void check_applied(const OscModel *m) {
-        OscDriftFinding *f = NULL;
         const char **names = NULL;
         bool *enabled = NULL;
         size_t n = 0;
 
-        if (osc_drift_check(m, (char *const *) replaced, fake_read, NULL, &f, &n) == 0)
-                osc_drift_findings_free(f, n);
+        drift_one(m);
         if (unit_health_units_from_osc(m, (char *const *) replaced, &names, &enabled, &n) == 0) {
                 free(names);
                 free(enabled);

@@ -12,8 +12,9 @@ periods (INPLACE_AGENT_KUBE_TUNING units-check/units-stuck):
   * an OSC with the kube-apiserver static pod manifest labels the node control-plane (GNP §2.2 step 3);
   * the units checked are those of <stateDirectory>/last-applied-osc.yaml, followed when the file is
     replaced (a failing unit listed there turns the condition False; replaced units are left out);
-  * the start-up drift check (GNP §8 item 7): after a restart, a file edited on disk and a missing file
-    and unit file are reported as Warning Events with upstream's reasons and messages."""
+  * the drift check at start (GNP §8 item 7, issue 26 item 2): after a restart, a file edited on disk
+    and a missing file and unit file are journaled with upstream's reasons and messages, restored, and
+    named in one Warning Event OSCDriftRepaired."""
 
 import calendar
 import hashlib
@@ -235,36 +236,38 @@ class Duties(unittest.TestCase):
         SB.write_last_applied(units=[(sandbox.CONTAINERD_UNIT, True, None), (sandbox.KUBELET_UNIT, True, None)])
         self.wait_healthy()
 
-    def restart_and_wait_drift_check(self):
-        before = SB.agent_log().count("Drift check against")
+    def test_8_drift_repaired_at_start(self):
+        conf = "/etc/ipa-drift.conf"
+        last = os.path.join(SB.state_dir, "last-applied-osc.yaml")
+        units = [(sandbox.CONTAINERD_UNIT, True, None), (sandbox.KUBELET_UNIT, True, None)]
+        missing = ("ipa-drift-missing.service", True, "[Service]\nType=oneshot\nExecStart=/bin/true\n")
+        sandbox.write_file(SB.path(conf.lstrip("/")), "v1\n", 0o600)
+        SB.write_last_applied(files=[(conf, "v1\n")], units=units)
         SB.stop_agent()
         SB.start_agent()
-        sandbox.kubeemu.wait_for(lambda: SB.agent_log().count("Drift check against") > before, 20,
-                                 "the drift check after the restart")
-
-    def test_8_drift_check_at_start(self):
-        conf = "/etc/ipa-drift.conf"
-        sandbox.write_file(SB.path(conf.lstrip("/")), "v1\n")
-        SB.write_last_applied(files=[(conf, "v1\n")])
-        self.restart_and_wait_drift_check()
-        self.assertIn("Drift check against %s: 0 findings." % os.path.join(SB.state_dir, "last-applied-osc.yaml"),
-                      SB.agent_log())
-        sandbox.write_file(SB.path(conf.lstrip("/")), "v2, edited by hand\n")
-        SB.write_last_applied(files=[(conf, "v1\n"), ("/etc/ipa-drift-gone.conf", "x")],
-                           units=[("ipa-drift-missing.service", True, "[Service]\nExecStart=/bin/true\n")])
-        self.restart_and_wait_drift_check()
-        want = {
-            ("FileMismatch", "File %s mismatch: expected %s, actual %s" % (
-                conf, hashlib.sha256(b"v1\n").hexdigest(), hashlib.sha256(b"v2, edited by hand\n").hexdigest())),
-            ("FileMissing", "File /etc/ipa-drift-gone.conf is missing"),
-            ("UnitFileMissing", "Unit file ipa-drift-missing.service is missing"),
-        }
-        got = sandbox.kubeemu.wait_for(
-            lambda: want <= {(e["reason"], e["message"]) for e in SB.events() if e.get("type") == "Warning"} and
-            SB.events(), 10, "the drift Events")
-        drift = [e for e in got if (e["reason"], e["message"]) in want]
-        self.assertEqual(len(drift), 3, drift)
-        SB.write_last_applied(units=[(sandbox.CONTAINERD_UNIT, True, None), (sandbox.KUBELET_UNIT, True, None)])
+        sandbox.write_file(SB.path(conf.lstrip("/")), "v2, edited by hand\n", 0o600)
+        SB.write_last_applied(files=[(conf, "v1\n"), ("/etc/ipa-drift-gone.conf", "x")], units=units + [missing])
+        SB.stop_agent()
+        SB.start_agent()
+        repaired = sandbox.kubeemu.wait_for(
+            lambda: [e for e in SB.events() if e.get("reason") == "OSCDriftRepaired"], 20, "the drift Event")
+        self.assertEqual(len(repaired), 1, repaired)
+        msg = repaired[0]["message"]
+        for what in ("FileMismatch %s" % conf, "FileMissing /etc/ipa-drift-gone.conf",
+                     "UnitFileMissing ipa-drift-missing.service", "restart unit ipa-drift-missing.service"):
+            self.assertIn(what, msg)
+        self.assertEqual(sandbox.read_text(SB.path(conf.lstrip("/"))), "v1\n")
+        self.assertEqual(sandbox.read_text(SB.path("etc", "ipa-drift-gone.conf")), "x")
+        self.assertTrue(os.path.exists(os.path.join(SB.um.unit_dir, "ipa-drift-missing.service")))
+        # Each finding in the journal with upstream's reason and message.
+        log = SB.agent_log()
+        for reason, message in (
+                ("FileMismatch", "File %s mismatch: expected %s, actual %s" % (
+                    conf, hashlib.sha256(b"v1\n").hexdigest(), hashlib.sha256(b"v2, edited by hand\n").hexdigest())),
+                ("FileMissing", "File /etc/ipa-drift-gone.conf is missing"),
+                ("UnitFileMissing", "Unit file ipa-drift-missing.service is missing")):
+            self.assertIn("Drift from %s: %s: %s" % (last, reason, message), log)
+        SB.write_last_applied(units=units)
 
 
 if __name__ == "__main__":

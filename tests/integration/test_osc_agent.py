@@ -13,7 +13,8 @@ registry): the whole OSC is applied, and checksum/cloud-config-data is a promise
      MCM has not opened the gate, the plan lists the OSC's items, then after ReadyForUpdate the config
      and the drop-in are written, the kubelet restarted once, update-result=successful, the checksum;
   5. handover from gardener-node-agent: only GNA's last-applied-osc.yaml exists; a new OSC applies only
-     its diff (a file deleted by hand that both OSCs list stays deleted);
+     its diff (a file deleted by hand that both OSCs list is no part of it: the drift check at start
+     restores it against GNA's last-applied OSC);
   6. containerd registries with readinessProbe (GNP §6.4 steps 9 and 17): a TLS mirror whose CA comes
      with the OSC is probed against that CA and written; a mirror nobody serves yet holds back only its
      own hosts.toml and the checksum, not the OSC's files and units; it is written once it answers;
@@ -187,8 +188,14 @@ class OscAgent(unittest.TestCase):
         SB.start_agent()
         self.wait_checksum(checksum)
         self.assertEqual(read(rooted("/etc/ipa-test/new")), "x")
-        self.assertFalse(os.path.exists(rooted(HELLO)), "the handover applied more than the diff")
-        self.assertIn("diffed against gardener-node-agent's last-applied OSC", SB.agent_log())
+        # The diff is the new file alone...
+        self.assertIn("OSC %s: 1 change(s) to apply (diffed against gardener-node-agent's last-applied OSC)"
+                      % checksum, SB.agent_log())
+        # ...and the file deleted by hand is drift from GNA's last-applied OSC: restored by the check at
+        # start (issue 26 item 2), which runs before the first decision.
+        self.assertEqual(read(rooted(HELLO)), "hello\n")
+        repaired = [e["message"] for e in SB.events() if e.get("reason") == "OSCDriftRepaired"]
+        self.assertTrue(any("FileMissing %s" % HELLO in m for m in repaired), repaired)
         self.assertEqual(last_applied(), SB.osc["yaml"])
 
 

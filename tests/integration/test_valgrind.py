@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Issue 2: a start/stop cycle of the real daemon under valgrind frees everything. The agent talks to
 the API-server emulator (Node watch, Lease, OSC Secret watch, the update engine's first decision) and
-runs the drift check of a last-applied OSC, then gets SIGTERM; valgrind must report no definite or
+runs the drift check of a last-applied OSC (its repair fails: there is no systemd), then gets SIGTERM; valgrind must report no definite or
 indirect leaks and no memory errors, and the agent must exit 0."""
 
 import os
@@ -31,7 +31,8 @@ class Valgrind(unittest.TestCase):
             emu.label_node("vg-node", labels={"worker.gardener.cloud/gardener-node-agent-secret-name": "osc"})
             emu.seed_secret("osc", data={"osc.yaml": "spec: {}\n"}, annotations={"checksum/data-script": "abc"})
             state = os.path.join(work, "state")
-            # A last-applied OSC whose file is missing: the drift check runs and emits an Event.
+            # A last-applied OSC whose file is missing: the drift check runs, its repair fails without
+            # systemd, and it emits an Event.
             os.makedirs(state)
             with open(os.path.join(state, "last-applied-osc.yaml"), "w") as f:
                 f.write("spec:\n  files:\n  - path: /nonexistent-ipa-drift\n    content:\n      inline:\n"
@@ -58,7 +59,7 @@ class Valgrind(unittest.TestCase):
                     paths = [r["path"] for r in reqs]
                     return (any("/leases/" in p for p in paths) and any("/secrets" in p for p in paths)
                             and os.path.exists(os.path.join(state, "node-view.json"))
-                            and any(e.get("reason") == "FileMissing" for e in emu.list("events") or []))
+                            and any(e.get("reason") == "OSCDriftRepairFailed" for e in emu.list("events") or []))
                 kubeemu.wait_for(busy, timeout=60, what="agent talking to the emulator under valgrind")
                 proc.send_signal(signal.SIGTERM)
                 _, err = proc.communicate(timeout=60)

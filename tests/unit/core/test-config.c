@@ -40,6 +40,8 @@ static void test_defaults(void **state) {
         assert_string_equal(c->systemd.unit_directory, "/etc/systemd/system");
         assert_string_equal(c->osc.replaced_units[0], "gardener-node-agent.service");
         assert_null(c->osc.replaced_units[1]);
+        assert_int_equal(c->osc.drift_repair, DRIFT_REPAIR_REPAIR);
+        assert_int_equal(c->osc.drift_interval_usec, 600 * USEC_PER_SEC);
 }
 
 static void test_apply_all_keys(void **state) {
@@ -50,7 +52,7 @@ static void test_apply_all_keys(void **state) {
         assert_int_equal(apply_yaml(c,
                 "nodeName: node-1\n"
                 "osc: {namespace: ns1, secretName: gardener-node-agent-pool, rootDirectory: /scratch,\n"
-                "      replacedUnits: [gardener-node-agent, other.service]}\n"
+                "      replacedUnits: [gardener-node-agent, other.service], driftRepair: warn, driftInterval: 30s}\n"
                 "kubelet:\n  unit: kube\n  healthTimeout: 1h30m\n  keepVersions: 3\n"
                 "osUpdate:\n  backend: image\n  timeout: 20m\n  reboot: systemd\n"
                 "  image: {reference: 'r.example/os:{version}', bootTries: 5}\n"
@@ -65,6 +67,8 @@ static void test_apply_all_keys(void **state) {
         assert_string_equal(c->osc.replaced_units[0], "gardener-node-agent.service");
         assert_string_equal(c->osc.replaced_units[1], "other.service");
         assert_null(c->osc.replaced_units[2]);
+        assert_int_equal(c->osc.drift_repair, DRIFT_REPAIR_WARN);
+        assert_int_equal(c->osc.drift_interval_usec, 30 * USEC_PER_SEC);
         assert_string_equal(c->systemd.unit_directory, "/run/user/1000/systemd/user");
         assert_string_equal(c->kubelet.unit, "kube.service");
         assert_int_equal(c->kubelet.health_timeout_usec, 5400 * USEC_PER_SEC);
@@ -113,6 +117,8 @@ static void test_rejects(void **state) {
                 { "osc: {replacedUnits: gardener-node-agent}\n", "osc.replacedUnits: expected a list of unit names" },
                 { "osc: {replacedUnits: [\"a;b\"]}\n", "osc.replacedUnits: \"a;b\" is not a unit name" },
                 { "osc: {replacedUnits: [1]}\n", "osc.replacedUnits: entry 0: expected a string" },
+                { "osc: {driftRepair: fix}\n", "osc.driftRepair: \"fix\" is not one of repair, warn" },
+                { "osc: {driftInterval: 0s}\n", "osc.driftInterval: \"0s\" is out of range" },
                 { "systemd: {unitDirectory: \"\"}\n", "systemd.unitDirectory: \"\" is not an absolute path" },
                 { "registry: {mirrors: [a]}\n", "registry.mirrors: expected a map" },
                 { "registry: {mirrors: {a: ftp://x}}\n", "registry.mirrors: mirror for \"a\"" },

@@ -2465,6 +2465,22 @@ static void test_blocks_unit_restarts(void **state) {
         }
 }
 
+/* The drift repair waits while an OSC is on its way (planned, staged, waiting for the drain, applied). */
+static void test_holds_drift_repair(void **state) {
+        _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
+
+        assert_false(node_update_holds_drift_repair(NULL));
+        assert_int_equal(update_transaction_new(&tx), 0);
+        assert_false(node_update_holds_drift_repair(tx));
+        tx->id = strdup("tx-1");
+        for (UpdatePhase p = 0; p < _UPDATE_PHASE_MAX; p++) {
+                tx->phase = p;
+                assert_int_equal(node_update_holds_drift_repair(tx),
+                                 p == UPDATE_PHASE_PLANNED || p == UPDATE_PHASE_STAGING || p == UPDATE_PHASE_STAGED ||
+                                 p == UPDATE_PHASE_WAITING_FOR_DRAIN || p == UPDATE_PHASE_APPLYING);
+        }
+}
+
 /* Decisions without a Node, and without a transaction id when one would start. */
 static void test_input_edges(void **state) {
         UpdateDecision d = {};
@@ -2662,6 +2678,7 @@ int main(void) {
                 cmocka_unit_test(test_manual_retry),
                 cmocka_unit_test(test_hostile_kubelet_fields_fail_terminally),
                 cmocka_unit_test(test_blocks_unit_restarts),
+                cmocka_unit_test(test_holds_drift_repair),
                 cmocka_unit_test(test_input_edges),
                 cmocka_unit_test(test_random_walks),
                 cmocka_unit_test(test_min_version_sources),

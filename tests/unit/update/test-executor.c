@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The executor against its explicit dependencies (ExecutorDeps): a real sd_event loop, a real Http,
  * a reporter without an API client. What it decides is the core's business (test-node-update.c);
- * here: set-up errors come back instead of being logged, the restart annotation holds decisions
- * back as an input, and a state file that cannot be written is retried rather than dropped. */
+ * here: set-up errors come back instead of being logged, the restart annotation and a drift round
+ * hold decisions back as an input, and a state file that cannot be written is retried rather than
+ * dropped. */
 #include <ftw.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -77,6 +78,10 @@ static int teardown(void **state) {
         return 0;
 }
 
+static void null_drift_done(int error, const char *message, void *userdata) {
+        fail_msg("no repair ran, yet it was called back");
+}
+
 static bool exists(const char *path) {
         return access(path, F_OK) == 0;
 }
@@ -113,6 +118,62 @@ static void test_restart_annotation_holds_decisions(void **state) {
         TEST_LOOP_UNTIL(env->event, exists(env->state_file), 5 * USEC_PER_SEC);
 }
 
+/* The drift repair holds decisions for its round, and is refused while something else owns the
+ * units or the OSC applier. */
+static void test_drift_round_holds_decisions(void **state) {
+        Env *env = *state;
+        _cleanup_(executor_freep) Executor *e = NULL;
+        OscChanges c = {};
+        const char *why = NULL;
+
+        assert_int_equal(executor_new(&env->deps, &e, NULL), 0);
+        assert_non_null(executor_osc_model_options(e));
+        assert_non_null(executor_own_files(e));
+        /* Claimed before the start (the round at start goes first)... */
+        assert_int_equal(executor_drift_claim(e, &why), 0);
+        assert_null(why);
+        assert_true(executor_blocks_unit_restarts(e));
+        /* ...without systemd there is nothing to repair with... */
+        assert_int_equal(executor_drift_repair(e, &c, null_drift_done, NULL), -ENOTCONN);
+        assert_int_equal(executor_start(e), 0);
+        executor_set_node(e, NULL);
+        /* ...nothing is decided during the round... */
+        TEST_LOOP_NOT(env->event, exists(env->state_file), 300 * USEC_PER_MSEC);
+        /* ...and the decision follows its release. */
+        executor_drift_release(e);
+        assert_false(executor_blocks_unit_restarts(e));
+        TEST_LOOP_UNTIL(env->event, exists(env->state_file), 5 * USEC_PER_SEC);
+
+        executor_set_restarts_busy(e, true);
+        assert_int_equal(executor_drift_claim(e, &why), -EBUSY);
+        assert_string_equal(why, "the restart annotation is being carried out");
+        executor_set_restarts_busy(e, false);
+        TEST_LOOP_NOT(env->event, false, 100 * USEC_PER_MSEC);
+        assert_int_equal(executor_drift_claim(e, &why), 0);
+        executor_drift_release(e);
+}
+
+/* Saved OSC work that the first decision would resume: no round before it is prepared. */
+static void test_drift_waits_for_saved_work(void **state) {
+        Env *env = *state;
+        _cleanup_(executor_freep) Executor *e = NULL;
+        _cleanup_free_ char *saved = NULL;
+        const char *why = NULL;
+        FILE *f;
+
+        assert_int_equal(executor_new(&env->deps, &e, NULL), 0);
+        assert_true(asprintf(&saved, "%s/last-computed-osc-changes.json", env->state_dir) > 0);
+        f = fopen(saved, "w");
+        assert_non_null(f);
+        fclose(f);
+        assert_int_equal(executor_drift_claim(e, &why), -EBUSY);
+        assert_string_equal(why, "an OSC change is prepared and not applied yet");
+        assert_false(executor_blocks_unit_restarts(e));
+        assert_int_equal(unlink(saved), 0);
+        assert_int_equal(executor_drift_claim(e, &why), 0);
+        executor_drift_release(e);
+}
+
 static void test_failed_save_is_retried(void **state) {
         Env *env = *state;
         _cleanup_(executor_freep) Executor *e = NULL;
@@ -132,6 +193,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_new_error_names_the_state_directory, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart_annotation_holds_decisions, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_failed_save_is_retried, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_drift_round_holds_decisions, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_drift_waits_for_saved_work, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

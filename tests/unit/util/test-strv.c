@@ -49,11 +49,27 @@ static void test_consume(void **state) {
         assert_null(l[2]);
 }
 
+static void test_uniq(void **state) {
+        _cleanup_strv_free_ char **l = NULL;
+        static const char *const in[] = { "b", "a", "b", "c", "a", "b", NULL };
+
+        assert_int_equal(strv_uniq(NULL), 0);
+        for (size_t i = 0; in[i]; i++)
+                assert_int_equal(strv_consume(&l, strdup(in[i])), 0);
+        assert_int_equal(strv_uniq(l), 0);
+        assert_int_equal(strv_length(l), 3);
+        assert_string_equal(l[0], "b");
+        assert_string_equal(l[1], "a");
+        assert_string_equal(l[2], "c");
+        assert_null(l[3]);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_length_contains),
                 cmocka_unit_test(test_copy_free),
                 cmocka_unit_test(test_consume),
+                cmocka_unit_test(test_uniq),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
