@@ -10,6 +10,7 @@
 #   - `systemd-analyze security --offline=true` exposure of the installed unit, fails above 3.5
 #
 # Usage: .ci/packages.sh [OUTDIR]      (OUTDIR receives the .deb and .rpm; default: none kept)
+#        .ci/packages.sh --deps-only  (installs what the checks need, then stops: CI's set-up stage)
 # Needs root (apt-get, dpkg -i). KEEP_WORKDIR=1 keeps the temporary build directory;
 # MAX_EXPOSURE overrides the 3.5 limit (e.g. to see the check fail).
 set -euo pipefail
@@ -38,6 +39,7 @@ if [ ${#missing[@]} -gt 0 ]; then
         apt-get install -y --no-install-recommends "${missing[@]}" ||
                 { apt-get update && apt-get install -y --no-install-recommends "${missing[@]}"; }
 fi
+[ "$outdir" != --deps-only ] || exit 0
 
 work=$(mktemp -d /tmp/inplace-agent-packages.XXXXXX)
 installed=0

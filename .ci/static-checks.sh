@@ -18,6 +18,7 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
         apt-get install -y --no-install-recommends "${missing[@]}"
 fi
+[ "${1:-}" != --deps-only ] || exit 0   # CI's set-up stage: install only
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
