@@ -15,8 +15,8 @@
 #include "update/state-file.h"
 #include "kube/kube-client.h"
 #include "kube/pods.h"
-#include "kubelet/health-check.h"
-#include "kubelet/kubelet-stage.h"
+#include "kubelet/kubelet-health.h"
+#include "oci/file-stage.h"
 #include "kubelet/kubelet-store.h"
 #include "kubelet/kubelet-version.h"
 #include "oci/oci-manifest.h"
@@ -66,13 +66,13 @@ typedef enum ExecutorOpKind {
 typedef struct ExecutorOp {
         ExecutorOpKind kind;
         union {
-                KubeletStage *stage;            /* owned */
+                FileStage *stage;               /* owned */
                 OsImageStage *os_stage;         /* owned */
                 UnitJob *job;                   /* borrowed handle: owned by the UnitControl */
                 OsCommand *command;             /* owned */
                 OsImage *image;                 /* owned */
                 RebootRequest *reboot;          /* owned */
-                HealthCheck *health;            /* owned */
+                HttpProbe *health;            /* owned */
                 PodCleanup *pods;               /* owned */
                 CredentialRotation *rotation;   /* owned */
         };
@@ -137,7 +137,7 @@ static uint64_t executor_now(Executor *e) {
 static void executor_op_clear(Executor *e) {
         switch (e->op.kind) {
         case OP_STAGE_KUBELET:
-                kubelet_stage_free(e->op.stage);
+                file_stage_free(e->op.stage);
                 break;
         case OP_STAGE_OS_IMAGE:
                 os_image_stage_free(e->op.os_stage);
@@ -156,7 +156,7 @@ static void executor_op_clear(Executor *e) {
                 reboot_request_free(e->op.reboot);
                 break;
         case OP_HEALTH:
-                health_check_free(e->op.health);
+                http_probe_free(e->op.health);
                 break;
         case OP_PODS:
                 pod_cleanup_free(e->op.pods);
@@ -302,7 +302,7 @@ static int run_set_checksum(Executor *e, const UpdateAction *a) {
 
 /* ---- kubelet ---------------------------------------------------------------------------------- */
 
-static void executor_on_stage_progress(KubeletStage *st, uint64_t done, uint64_t total, void *userdata) {
+static void executor_on_stage_progress(FileStage *st, uint64_t done, uint64_t total, void *userdata) {
         Executor *e = userdata;
         const UpdateAction *a = current_action(e);
         _cleanup_free_ char *status = NULL;
@@ -312,7 +312,7 @@ static void executor_on_stage_progress(KubeletStage *st, uint64_t done, uint64_t
         reporter_progress(e->deps.reporter, e->tx, a, done, total, executor_now(e), status);
 }
 
-static void executor_on_staged(KubeletStage *st, const KubeletStageResult *res, void *userdata) {
+static void executor_on_staged(FileStage *st, const FileStageResult *res, void *userdata) {
         Executor *e = userdata;
         _cleanup_free_ char *message = res->message ? strdup(res->message) : NULL;
         ArtifactFailure failure = res->failure;
@@ -328,14 +328,14 @@ static void executor_on_staged(KubeletStage *st, const KubeletStageResult *res, 
 }
 
 static int run_stage_kubelet(Executor *e, const UpdateAction *a) {
-        KubeletStageRequest req = {
+        FileStageRequest req = {
                 .image = a->image,
                 .file_path = a->path_in_image,
                 .version = a->version,
         };
 
         e->op.kind = OP_STAGE_KUBELET;
-        return kubelet_stage_start(e->event, e->registry, e->store, &req, executor_on_stage_progress,
+        return file_stage_start(e->event, e->registry, kubelet_store_files(e->store), &req, executor_on_stage_progress,
                                    executor_on_staged, e, &e->op.stage);
 }
 
@@ -351,7 +351,7 @@ static int run_switch_kubelet(Executor *e, const UpdateAction *a) {
         return 1;
 }
 
-static void executor_on_health(HealthCheck *hc, int error, const char *message, unsigned n_probes, void *userdata) {
+static void executor_on_health(HttpProbe *hc, int error, const char *message, unsigned n_probes, void *userdata) {
         Executor *e = userdata;
 
         executor_op_clear(e);
@@ -362,14 +362,10 @@ static void executor_on_health(HealthCheck *hc, int error, const char *message, 
 }
 
 static int run_check_health(Executor *e, const UpdateAction *a) {
-        HealthCheckOptions o = {
-                .url = e->config->kubelet.healthz_url,
-                .timeout_usec = e->config->kubelet.health_timeout_usec,
-                .interval_usec = MIN(HEALTH_CHECK_INTERVAL_DEFAULT_USEC, e->config->kubelet.health_timeout_usec / 4),
-        };
+        HttpProbeOptions o = kubelet_health_probe(e->config);
 
         e->op.kind = OP_HEALTH;
-        return health_check_start(e->event, e->deps.http, &o, executor_on_health, e, &e->op.health);
+        return http_probe_start(e->event, e->deps.http, &o, executor_on_health, e, &e->op.health);
 }
 
 /* keepVersions: older kubelets go, never the running one or the one it replaced (the rollback
@@ -650,12 +646,7 @@ static int run_rotate_credentials(Executor *e, const UpdateAction *a) {
                 .state_directory = e->config->state_directory,
                 .root_directory = e->config->osc.root_directory,
                 .kubelet_unit = e->config->kubelet.unit,
-                .health = {
-                        .url = e->config->kubelet.healthz_url,
-                        .timeout_usec = e->config->kubelet.health_timeout_usec,
-                        .interval_usec = MIN(HEALTH_CHECK_INTERVAL_DEFAULT_USEC,
-                                             e->config->kubelet.health_timeout_usec / 4),
-                },
+                .health = kubelet_health_probe(e->config),
         };
 
         if (path_below_root(e->config->osc.root_directory, KUBELET_DIRECTORY, &kubelet_dir) < 0)

@@ -14,8 +14,8 @@
 #include "identity/identity.h"
 #include "identity/kubelet-bootstrap.h"
 #include "kube/kube-path.h"
-#include "kubelet/health-check.h"
-#include "kubelet/kubelet-stage.h"
+#include "kubelet/kubelet-health.h"
+#include "oci/file-stage.h"
 #include "oci/digest.h"
 #include "util/base64.h"
 #include "util/error-message.h"
@@ -24,6 +24,9 @@
 #include "util/log.h"
 
 #define LAST_APPLIED_MAX (16 * 1024 * 1024)
+/* The imageRef files other than the kubelet: <stateDirectory>/osc-images/<key>/file, the key a hash
+ * of image and path (oci/file-store.h). */
+#define OSC_IMAGE_STORE "osc-images"
 /* A registry's readinessProbe: upstream probes every 2 s until its reconcile ends; we give each host
  * 5 minutes, then fail the item (FileApplyFailed, retried with back-off), so a mirror that never
  * comes is visible instead of a silent wait; a newer OSC ends the wait at once (abandon_probe()).
@@ -67,11 +70,11 @@ struct OscRunner {
         UnitJob *reach;                 /* owned: waiting for systemd before the guard can ask it */
         OscApplier *applier;            /* owned */
         KubeRequest *secret;            /* owned: GET of a secretRef file's Secret */
-        HealthCheck *health;            /* owned: the kubelet health item */
-        HealthCheck *probe;             /* owned: a registry host's readiness probe */
+        HttpProbe *health;            /* owned: the kubelet health item */
+        HttpProbe *probe;             /* owned: a registry host's readiness probe */
         size_t probe_host;              /* the host of the current registry item being probed */
-        KubeletStage *pull;             /* owned: an imageRef file being pulled */
-        KubeletStore *images;           /* owned: verified imageRef files, created at the first pull */
+        FileStage *pull;                /* owned: an imageRef file being pulled */
+        FileStore *images;              /* owned: verified imageRef files, created at the first pull */
         sd_event_source *answer;        /* owned: an item answered from the loop */
         int answer_error;
         char *answer_detail;            /* owned */
@@ -100,9 +103,9 @@ static void run_clear(OscRunner *r) {
         r->reach = unit_job_cancel(r->reach);
         r->applier = osc_applier_free(r->applier);
         r->secret = kube_request_free(r->secret);
-        r->health = health_check_free(r->health);
-        r->probe = health_check_free(r->probe);
-        r->pull = kubelet_stage_free(r->pull);
+        r->health = http_probe_free(r->health);
+        r->probe = http_probe_free(r->probe);
+        r->pull = file_stage_free(r->pull);
         r->answer = sd_event_source_disable_unref(r->answer);
         r->answer_detail = mfree(r->answer_detail);
         r->done = NULL;
@@ -363,25 +366,20 @@ static int start_secret(OscRunner *r, const OscWork *w) {
         return kube_client_get(r->kube, path, on_secret, r, &r->secret);
 }
 
-static void on_health(HealthCheck *hc, int error, const char *message, unsigned n_probes, void *userdata) {
+static void on_health(HttpProbe *hc, int error, const char *message, unsigned n_probes, void *userdata) {
         OscRunner *r = userdata;
         _cleanup_free_ char *detail = NULL;
 
-        r->health = health_check_free(r->health);
+        r->health = http_probe_free(r->health);
         if (error < 0)
                 detail = strdup(strempty(message));
         osc_applier_external_done(r->applier, error < 0 ? error : 0, detail);
 }
 
 static int start_health(OscRunner *r) {
-        const Config *c = r->deps.config;
-        HealthCheckOptions o = {
-                .url = c->kubelet.healthz_url,
-                .timeout_usec = c->kubelet.health_timeout_usec,
-                .interval_usec = MIN(HEALTH_CHECK_INTERVAL_DEFAULT_USEC, c->kubelet.health_timeout_usec / 4),
-        };
+        HttpProbeOptions o = kubelet_health_probe(r->deps.config);
 
-        return health_check_start(r->deps.event, r->deps.http, &o, on_health, r, &r->health);
+        return http_probe_start(r->deps.event, r->deps.http, &o, on_health, r, &r->health);
 }
 
 /* The PEM of a registry host's `ca` files, concatenated: relative names are below the upstream's
@@ -441,17 +439,17 @@ static int abandon_probe(OscRunner *r) {
                 return -ENOMEM;
         k = answer_later(r, -ESTALE, detail);
         if (k >= 0)
-                r->probe = health_check_free(r->probe);
+                r->probe = http_probe_free(r->probe);
         return k;
 }
 
-static void on_probed(HealthCheck *hc, int error, const char *message, unsigned n_probes, void *userdata) {
+static void on_probed(HttpProbe *hc, int error, const char *message, unsigned n_probes, void *userdata) {
         OscRunner *r = userdata;
         const OscWork *w = current_work(r);
         _cleanup_free_ char *detail = NULL;
         int k;
 
-        r->probe = health_check_free(r->probe);
+        r->probe = http_probe_free(r->probe);
         if (error < 0) {
                 (void) error_setf(&detail, error, "upstream %s: %s", w->registry.upstream, strempty(message));
                 return osc_applier_external_done(r->applier, error, detail);
@@ -488,8 +486,8 @@ static int probe_next_host(OscRunner *r) {
                 return k;
         if (k < 0)
                 return answer_later(r, k, detail);
-        return health_check_start(r->deps.event, r->deps.http,
-                                  &(HealthCheckOptions) {
+        return http_probe_start(r->deps.event, r->deps.http,
+                                  &(HttpProbeOptions) {
                                           .url = g->hosts[r->probe_host].url,
                                           .interval_usec = REGISTRY_PROBE_INTERVAL_USEC,
                                           .request_timeout_usec = REGISTRY_PROBE_REQUEST_TIMEOUT_USEC,
@@ -515,7 +513,7 @@ static bool is_kubelet_binary(const OscRunner *r, const char *path) {
         return streq_ptr(path, r->deps.config->kubelet.binary_path);
 }
 
-static void on_pulled(KubeletStage *st, const KubeletStageResult *res, void *userdata) {
+static void on_pulled(FileStage *st, const FileStageResult *res, void *userdata) {
         OscRunner *r = userdata;
         const OscWork *w = current_work(r);
         _cleanup_free_ char *detail = NULL;
@@ -532,7 +530,7 @@ static void on_pulled(KubeletStage *st, const KubeletStageResult *res, void *use
                         log_info("Installed %s from %s (%s).", w->file.path, w->file.image,
                                  res->reused ? "already pulled" : strempty(res->file_digest));
         }
-        r->pull = kubelet_stage_free(r->pull);  /* `res` is not used below */
+        r->pull = file_stage_free(r->pull);  /* `res` is not used below */
         osc_applier_external_done(r->applier, k < 0 ? k : 0, detail);
 }
 
@@ -540,16 +538,16 @@ static void on_pulled(KubeletStage *st, const KubeletStageResult *res, void *use
  * against its digest, the file extracted safely, kept in a store of its own under a key of image
  * and path (a second apply of the same image does not download again). */
 static int start_pull(OscRunner *r, const OscWork *w) {
-        _cleanup_free_ char *dir = NULL, *key = NULL;
+        _cleanup_free_ char *dir = NULL, *staging = NULL, *key = NULL;
         char hex[DIGEST_STRING_MAX];
         Digest d;
         int k;
 
         if (!r->images) {
-                if (asprintf(&dir, "%s/osc-images", r->deps.config->state_directory) < 0)
+                if (asprintf(&dir, "%s/" OSC_IMAGE_STORE, r->deps.config->state_directory) < 0 ||
+                    asprintf(&staging, "%s/staging", r->deps.config->state_directory) < 0)
                         return -ENOMEM;
-                /* The store's "binary path" is never switched: it only names a file inside it. */
-                k = kubelet_store_new(dir, "/nonexistent/osc-image", 1, &r->images);
+                k = file_store_new(dir, staging, "file", &r->images);
                 if (k < 0)
                         return answer_later(r, k, "cannot create the image file store");
         }
@@ -557,8 +555,8 @@ static int start_pull(OscRunner *r, const OscWork *w) {
                 return -ENOMEM;
         digest_format_hex(&d, hex);
         hex[32] = 0;
-        k = kubelet_stage_start(r->deps.event, r->deps.registry, r->images,
-                                &(KubeletStageRequest) { .image = w->file.image, .file_path = w->file.file_in_image,
+        k = file_stage_start(r->deps.event, r->deps.registry, r->images,
+                                &(FileStageRequest) { .image = w->file.image, .file_path = w->file.file_in_image,
                                                          .version = hex },
                                 NULL, on_pulled, r, &r->pull);
         if (k == -EINVAL)
@@ -939,7 +937,7 @@ OscRunner *osc_runner_free(OscRunner *r) {
         run_clear(r);
         prepared_clear(r);
         free(r->logged_error);
-        kubelet_store_free(r->images);
+        file_store_free(r->images);
         free(r->host_name);
         osc_protected_done(&r->own_files);
         free(r->desired);
