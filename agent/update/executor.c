@@ -110,6 +110,7 @@ struct Executor {
 
         UpdateFailureCode sync_code;    /* a runner's synchronous failure: its code and message */
         char *sync_message;             /* owned */
+        bool failure_logged;            /* the action's callback logged its failure (with its catalog ID) */
 
         sd_event_source *defer;         /* owned: deferred decide */
         sd_event_source *wake;          /* owned: decide again at batch.wake_usec (or to retry a save) */
@@ -398,9 +399,11 @@ static void executor_on_unit_job(const UnitJobResult *res, void *userdata) {
         }
         if (res->error >= 0)
                 (void) log_struct_id(LOG_INFO, 0, MESSAGE_ID_UNIT_RESTARTED, "Restarted %s.", res->unit);
-        else
+        else {
                 (void) log_struct_id(LOG_WARNING, res->error, MESSAGE_ID_UNIT_RESTART_FAILED, "Restart of %s failed: %s",
                                      res->unit, strempty(res->detail));
+                e->failure_logged = true;
+        }
         executor_action_finished(e, res->error, UPDATE_FAILURE_UNIT_RESTART_FAILED, res->detail);
 }
 
@@ -586,10 +589,7 @@ static void executor_on_osc_applied(OscRunner *r, int error, UpdateFailureCode c
         Executor *e = userdata;
 
         e->op.kind = OP_NONE;
-        if (error < 0)
-                log_warning_errno(error, "Applying the OSC failed: %s: %s", strempty(update_failure_code_to_string(code)),
-                                  strempty(message));
-        executor_action_finished(e, error, code, message);
+        executor_action_finished(e, error, code, message);      /* a failure is logged there, once */
 }
 
 static int run_apply_osc(Executor *e, const UpdateAction *a) {
@@ -759,11 +759,15 @@ static void executor_record(Executor *e, int error, UpdateFailureCode code, cons
         if (error >= 0)
                 r = node_update_action_done(e->tx, a, now);
         else {
-                log_full_errno(update_action_is_best_effort(a->type) ? LOG_DEBUG : LOG_WARNING, error,
-                               "Action %s failed: %s", update_action_type_to_string(a->type),
-                               message ? message : strerror(-error));
+                /* The one line about a failed action (unless its callback said it with a catalog ID). */
+                if (!e->failure_logged)
+                        log_full_errno(update_action_is_best_effort(a->type) ? LOG_DEBUG : LOG_WARNING, error,
+                                       "Action %s failed: %s%s%s%s", update_action_type_to_string(a->type),
+                                       message ? message : strerror(-error), code >= 0 ? " (" : "",
+                                       code >= 0 ? update_failure_code_to_string(code) : "", code >= 0 ? ")" : "");
                 r = node_update_action_failed(e->tx, a, code, message ? message : strerror(-error), now);
         }
+        e->failure_logged = false;
         if (r < 0)
                 log_warning_errno(r, "Result of %s not recorded: %m", update_action_type_to_string(a->type));
         if (executor_save(e) < 0) {
