@@ -5,103 +5,24 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "apply/osc-apply.h"
-#include "apply/osc-files.h"
-#include "apply/osc-guard.h"
 #include "apply/osc-state.h"
 #include "core/unit-guard.h"
-#include "update/osc-runner.h"
 #include "identity/identity.h"
 #include "identity/kubelet-bootstrap.h"
-#include "kube/kube-path.h"
 #include "kubelet/kubelet-health.h"
-#include "oci/file-stage.h"
-#include "oci/digest.h"
-#include "util/base64.h"
-#include "util/error-message.h"
+#include "osc-runner-internal.h"
 #include "util/fileio.h"
 #include "util/in-root.h"
 #include "util/log.h"
 
 #define LAST_APPLIED_MAX (16 * 1024 * 1024)
-#define PERSIST_FAILED "cannot persist the remaining work"
-/* The imageRef files other than the kubelet: <stateDirectory>/osc-images/<key>/file, the key a hash
- * of image and path (oci/file-store.h). */
-#define OSC_IMAGE_STORE "osc-images"
-/* A registry's readinessProbe: upstream probes every 2 s until its reconcile ends; we give each host
- * 5 minutes, then fail the item (FileApplyFailed, retried with back-off), so a mirror that never
- * comes is visible instead of a silent wait; a newer OSC ends the wait at once (osc_runner_set_desired()).
- * 5 s per request where upstream allows 1 s: a mirror starting on a busy node is slow, not absent. */
-#define REGISTRY_PROBE_INTERVAL_USEC (2 * USEC_PER_SEC)
-#define REGISTRY_PROBE_REQUEST_TIMEOUT_USEC (5 * USEC_PER_SEC)
-#define REGISTRY_PROBE_TIMEOUT_USEC (300 * USEC_PER_SEC)
-#define REGISTRY_CA_MAX (1024 * 1024)
 /* A work list that cannot be computed for a reason that can go away (a full or unreadable state
  * directory) is computed again after 1 s, doubling up to 5 min. */
 #define PREPARE_RETRY_FIRST_USEC USEC_PER_SEC
 #define PREPARE_RETRY_MAX_USEC (300 * USEC_PER_SEC)
 /* The whole plan goes to the journal in lines of about this many bytes. */
 #define PLAN_LOG_LINE_MAX 4000
-
-/* The one operation of a run in flight: at most one thing happens at a time. */
-typedef enum OscOpKind {
-        OSC_OP_NONE,
-        OSC_OP_STEP,                    /* the next step from the loop: the run's start, an item ended early */
-        OSC_OP_REACH,                   /* waiting for systemd before the guard can ask it */
-        OSC_OP_GUARD,                   /* judging the unit items before any of them runs */
-        OSC_OP_APPLY,                   /* the applier runs its items, up to the next of ours */
-        OSC_OP_SECRET,                  /* a secretRef file: GET of its Secret */
-        OSC_OP_KUBELET_HEALTH,          /* the kubelet health item */
-        OSC_OP_REGISTRY_PROBE,          /* a registry with readinessProbe: one host's probe */
-        OSC_OP_PULL,                    /* an imageRef file being pulled */
-} OscOpKind;
-
-typedef struct OscOp {
-        OscOpKind kind;
-        union {
-                sd_event_source *step;          /* owned */
-                UnitJob *reach;                 /* borrowed handle: owned by the UnitControl */
-                OscGuard *guard;                /* owned */
-                OscApplier *applier;            /* owned */
-                KubeRequest *secret;            /* owned */
-                HttpProbe *probe;               /* owned: OSC_OP_KUBELET_HEALTH, OSC_OP_REGISTRY_PROBE */
-                FileStage *pull;                /* owned */
-        };
-} OscOp;
-
-struct OscRunner {
-        OscRunnerDeps deps;             /* borrowed */
-        KubeClient *kube;               /* borrowed; NULL: no API client yet */
-        char *host_name;                /* owned: lower-case, for the files' hostName filter */
-        OscProtected own_files;         /* owned: what no OSC file may touch, resolved at start */
-        char *desired;                  /* owned: the checksum of the newest OSC; NULL: none known */
-        OscModelOptions model_options;  /* how an OSC is decoded here: host_name, the agent's PATH */
-        FileStore *images;              /* owned: verified imageRef files, created at the first pull */
-
-        /* The prepared OSC. */
-        char *checksum;                 /* owned; NULL: nothing prepared */
-        char *yaml;                     /* owned: its osc.yaml (taken from the OscDesired) until committed */
-        size_t yaml_size;
-        bool committed;                 /* it is the last-applied OSC */
-        OscChanges *changes;            /* owned: the remaining work; NULL when committed or on error */
-        json_t *plan;                   /* owned: osc_changes_plan_json(changes), the summary */
-        char *error;                    /* owned: why no work list could be computed */
-        UpdateFailureCode error_code;
-        uint64_t retry_usec;            /* a retriable error: compute again at this time */
-        unsigned failures;              /* retriable errors in a row, for the back-off */
-        char *logged_error;             /* owned: the last error written to the journal */
-
-        /* The run in flight (`done` set): the prepared work, or a drift repair's (osc_runner_repair()). */
-        OscChanges *running;            /* borrowed: `changes`, or the repair's list; NULL: committed */
-        bool repairing;                 /* nothing persisted, nothing committed */
-        OscOp op;                       /* owned */
-        size_t item;                    /* our item in flight (OSC_OP_SECRET ... OSC_OP_PULL) */
-        size_t probe_host;              /* OSC_OP_REGISTRY_PROBE: the host being probed */
-        int step_error;                 /* OSC_OP_STEP: < 0, item `item` failed (a probe abandoned) */
-        char *step_detail;              /* owned: and why */
-        OscRunnerDone done;
-        void *userdata;
-};
+#define PERSIST_FAILED "cannot persist the remaining work"
 
 static void prepared_clear(OscRunner *r) {
         r->checksum = mfree(r->checksum);
@@ -117,8 +38,7 @@ static void prepared_clear(OscRunner *r) {
         r->failures = 0;
 }
 
-/* Cancels and frees the operation in flight, if any (no callback follows). */
-static void op_clear(OscRunner *r) {
+void osc_runner_op_clear(OscRunner *r) {
         switch (r->op.kind) {
         case OSC_OP_STEP:
                 sd_event_source_disable_unref(r->op.step);
@@ -149,7 +69,7 @@ static void op_clear(OscRunner *r) {
 }
 
 static void run_clear(OscRunner *r) {
-        op_clear(r);
+        osc_runner_op_clear(r);
         r->running = NULL;
         r->repairing = false;
         r->item = r->probe_host = 0;
@@ -373,15 +293,11 @@ static int persist_done(OscRunner *r, const size_t *indices, size_t n) {
         return k;
 }
 
-static const OscWork *current_work(const OscRunner *r) {
-        return &r->running->items[r->item];
-}
-
 /* Our item failed: the run fails with `code` (_UPDATE_FAILURE_INVALID: the item's own) naming it
  * (upstream's reason for the kubelet health check, for MCM: GNP scenario 25); the item stays not
  * done. */
 static void item_failed(OscRunner *r, UpdateFailureCode code, int error, const char *detail) {
-        const OscWork *w = current_work(r);
+        const OscWork *w = osc_runner_current(r);
         _cleanup_free_ char *message = NULL;
         int k;
 
@@ -406,8 +322,7 @@ static int item_done(OscRunner *r) {
         return persist_done(r, &r->item, 1);
 }
 
-/* Our item ended (from the loop): failed, or done and persisted, and on to the next. */
-static void item_ended(OscRunner *r, int error, const char *detail) {
+void osc_runner_item_ended(OscRunner *r, int error, const char *detail) {
         int k;
 
         if (error < 0)
@@ -423,7 +338,7 @@ static int on_step(sd_event_source *s, void *userdata) {
         _cleanup_free_ char *detail = TAKE_PTR(r->step_detail);
         int error = r->step_error;
 
-        op_clear(r);
+        osc_runner_op_clear(r);
         r->step_error = 0;
         if (error < 0)
                 item_failed(r, _UPDATE_FAILURE_INVALID, error, detail);
@@ -432,9 +347,7 @@ static int on_step(sd_event_source *s, void *userdata) {
         return 0;
 }
 
-/* The next step from the loop: the run's first, or the failure of item `item` decided where the run's
- * owner is on the stack (a newer OSC ends a probe). Replaces the operation in flight. */
-static int op_step(OscRunner *r, int error, const char *detail) {
+int osc_runner_op_step(OscRunner *r, int error, const char *detail) {
         _cleanup_(sd_event_source_disable_unrefp) sd_event_source *s = NULL;
         int k;
 
@@ -444,292 +357,10 @@ static int op_step(OscRunner *r, int error, const char *detail) {
         (void) sd_event_source_set_description(s, "osc-runner-step");
         if (free_and_strdup(&r->step_detail, detail) < 0)
                 return -ENOMEM;
-        op_clear(r);
+        osc_runner_op_clear(r);
         r->op = (OscOp) { .kind = OSC_OP_STEP, .step = TAKE_PTR(s) };
         r->step_error = error;
         return 0;
-}
-
-/* ---- our items: a secretRef file ---------------------------------------------------------------- */
-
-static void on_secret(KubeRequest *req, int error, json_t *object, void *userdata) {
-        OscRunner *r = userdata;
-        const OscWork *w = current_work(r);
-        const char *value = json_string_value(json_object_get(json_object_get(object, "data"), w->file.secret_key));
-        _cleanup_free_ char *data = NULL, *detail = NULL;
-        size_t size = 0;
-        int k;
-
-        if (error < 0)
-                k = error_setf(&detail, error, "reading Secret %s: %s", w->file.secret_name, strerror(-error));
-        else if (!value)
-                k = error_setf(&detail, -ENOENT, "Secret %s has no data key %s", w->file.secret_name,
-                               w->file.secret_key);
-        else if (base64_decode(value, SIZE_MAX, &data, &size) < 0)
-                k = error_setf(&detail, -EBADMSG, "Secret %s: data key %s is not base64", w->file.secret_name,
-                               w->file.secret_key);
-        else {
-                /* The content is a secret: only the path and the errno ever reach a message. */
-                k = osc_write_file(r->deps.config->osc.root_directory, w->file.path, data, size,
-                                   osc_file_mode(&w->file), true);
-                if (k < 0)
-                        (void) error_setf(&detail, k, "%s", strerror(-k));
-        }
-        if (data)
-                explicit_bzero(data, size);
-        op_clear(r);    /* `object` is not used below */
-        item_ended(r, MIN(k, 0), detail);
-}
-
-/* 0: the GET is in flight; -errno (and maybe *ret_detail) when it cannot start. */
-static int start_secret(OscRunner *r, const OscWork *w, char **ret_detail) {
-        _cleanup_free_ char *path = NULL;
-        KubeRequest *req = NULL;
-        int k;
-
-        if (!r->kube)
-                return error_setf(ret_detail, -ENOTCONN, "no API server connection to read the Secret");
-        /* The model refused an invalid name already (InvalidDesiredState); a saved work list from an
-         * older version may still hold one. */
-        k = kube_path(KUBE_RESOURCE_SECRETS, r->deps.config->osc.namespace, w->file.secret_name, NULL, &path);
-        if (k == -EINVAL)
-                return error_setf(ret_detail, k, "not a valid Secret name");
-        if (k >= 0)
-                k = kube_client_get(r->kube, path, on_secret, r, &req);
-        if (k < 0)
-                return k;
-        r->op = (OscOp) { .kind = OSC_OP_SECRET, .secret = req };
-        return 0;
-}
-
-/* ---- our items: the kubelet health check -------------------------------------------------------- */
-
-static void on_health(HttpProbe *p, int error, const char *message, unsigned n_probes, void *userdata) {
-        OscRunner *r = userdata;
-        _cleanup_free_ char *detail = error < 0 ? strdup(strempty(message)) : NULL;
-
-        op_clear(r);
-        item_ended(r, MIN(error, 0), detail);
-}
-
-static int start_health(OscRunner *r) {
-        HttpProbeOptions o = kubelet_health_probe(r->deps.config);
-        HttpProbe *p = NULL;
-        int k;
-
-        k = http_probe_start(r->deps.event, r->deps.http, &o, on_health, r, &p);
-        if (k < 0)
-                return k;
-        r->op = (OscOp) { .kind = OSC_OP_KUBELET_HEALTH, .probe = p };
-        return 0;
-}
-
-/* ---- our items: a registry's readiness probe ---------------------------------------------------- */
-
-/* The PEM of a registry host's `ca` files, concatenated: relative names are below the upstream's
- * certs.d directory (upstream's baseDir), every path below osc.rootDirectory. */
-static int read_host_cas(OscRunner *r, const OscRegistry *g, const OscRegistryHost *h, char **ret,
-                         size_t *ret_size, char **ret_detail) {
-        _cleanup_free_ char *all = NULL;
-        size_t n = 0;
-
-        for (char **ca = h->ca_certs; ca && *ca; ca++) {
-                _cleanup_free_ char *path = NULL, *full = NULL, *pem = NULL;
-                size_t size;
-                char *grown;
-                int k;
-
-                if ((**ca == '/' ? asprintf(&path, "%s", *ca)
-                                 : asprintf(&path, OSC_CONTAINERD_CERTS_DIR "/%s/%s", g->upstream, *ca)) < 0)
-                        return -ENOMEM;
-                k = path_below_root(r->deps.config->osc.root_directory, path, &full);
-                if (k >= 0)
-                        k = read_full_file(full, REGISTRY_CA_MAX, &pem, &size);
-                if (k < 0)
-                        return error_setf(ret_detail, k, "upstream %s: CA file %s of host %s: %s", g->upstream,
-                                          path, h->url, strerror(-k));
-                grown = realloc(all, n + size + 2);
-                if (!grown)
-                        return -ENOMEM;
-                all = grown;
-                memcpy(all + n, pem, size);
-                n += size;
-                all[n++] = '\n';
-                all[n] = 0;
-        }
-        *ret = TAKE_PTR(all);
-        *ret_size = n;
-        return 0;
-}
-
-/* A newer OSC than the one being applied is published. */
-static bool superseded(const OscRunner *r) {
-        return r->desired && r->checksum && !streq(r->desired, r->checksum);
-}
-
-/* -ESTALE and why the probe of the current host ends: a newer OSC is there. */
-static int abandoned(const OscRunner *r, char **ret_detail) {
-        const OscRegistry *g = &current_work(r)->registry;
-
-        return error_setf(ret_detail, -ESTALE,
-                          "upstream %s: readiness probe of %s abandoned: OSC %s supersedes this one", g->upstream,
-                          g->hosts[r->probe_host].url, r->desired);
-}
-
-static void on_probed(HttpProbe *p, int error, const char *message, unsigned n_probes, void *userdata);
-
-/* GNP §6.4 step 9: a new or changed registry with readinessProbe gets its hosts.toml only once each
- * of its hosts answers. Its item comes after the unit commands and the kubelet health check
- * (core/osc-diff.h), where upstream waits for its asynchronous probes: a mirror running in this
- * cluster, which may need this very node, never holds the node's own files and units back. 1: every
- * host answered and hosts.toml is written; 0: a probe is in flight; -errno (and *ret_detail). */
-static int probe_next_host(OscRunner *r, char **ret_detail) {
-        const OscRegistry *g = &current_work(r)->registry;
-        _cleanup_free_ char *pem = NULL;
-        HttpProbe *p = NULL;
-        size_t size = 0;
-        int k;
-
-        if (r->probe_host >= g->n_hosts) {
-                k = osc_write_registry(r->deps.config->osc.root_directory, g);
-                return k < 0 ? error_setf(ret_detail, k, "%s", strerror(-k)) : 1;
-        }
-        /* Issue 23: once a newer OSC is there the wait helps nobody (it may drop or fix the mirror). */
-        if (superseded(r))
-                return abandoned(r, ret_detail);
-        k = read_host_cas(r, g, &g->hosts[r->probe_host], &pem, &size, ret_detail);
-        if (k >= 0)
-                k = http_probe_start(r->deps.event, r->deps.http,
-                                     &(HttpProbeOptions) {
-                                             .url = g->hosts[r->probe_host].url,
-                                             .interval_usec = REGISTRY_PROBE_INTERVAL_USEC,
-                                             .request_timeout_usec = REGISTRY_PROBE_REQUEST_TIMEOUT_USEC,
-                                             .timeout_usec = REGISTRY_PROBE_TIMEOUT_USEC,
-                                             .any_status = true,
-                                             .ca_pem = pem,
-                                             .ca_pem_size = size,
-                                     },
-                                     on_probed, r, &p);
-        if (k < 0)
-                return k;
-        r->op = (OscOp) { .kind = OSC_OP_REGISTRY_PROBE, .probe = p };
-        return 0;
-}
-
-static void on_probed(HttpProbe *p, int error, const char *message, unsigned n_probes, void *userdata) {
-        OscRunner *r = userdata;
-        const OscRegistry *g = &current_work(r)->registry;
-        _cleanup_free_ char *detail = NULL;
-        int k;
-
-        if (error < 0)
-                k = error_setf(&detail, error, "upstream %s: %s", g->upstream, strempty(message));
-        else {
-                log_info("Registry host %s of upstream %s answered after %u probe(s).", g->hosts[r->probe_host].url,
-                         g->upstream, n_probes);
-                r->probe_host++;
-        }
-        op_clear(r);    /* `message` is not used below */
-        if (error >= 0) {
-                k = probe_next_host(r, &detail);
-                if (k == 0)
-                        return;
-        }
-        item_ended(r, MIN(k, 0), detail ?: "cannot start the next probe");
-}
-
-static int start_probe(OscRunner *r, const OscWork *w, char **ret_detail) {
-        log_info("Probing the %zu host(s) of registry upstream %s before writing its hosts.toml.",
-                 w->registry.n_hosts, w->registry.upstream);
-        r->probe_host = 0;
-        return probe_next_host(r, ret_detail);
-}
-
-/* ---- our items: an imageRef file ---------------------------------------------------------------- */
-
-/* The kubelet binary is the kubelet store's (staged, switched and rolled back by the transaction);
- * the OSC's imageRef entry for it is satisfied by that. Both name it as the OSC does (the store
- * puts it below osc.rootDirectory). */
-static bool is_kubelet_binary(const OscRunner *r, const char *path) {
-        return streq_ptr(path, r->deps.config->kubelet.binary_path);
-}
-
-static void on_pulled(FileStage *st, const FileStageResult *res, void *userdata) {
-        OscRunner *r = userdata;
-        const OscWork *w = current_work(r);
-        _cleanup_free_ char *detail = NULL;
-        int k = res->error;
-
-        if (k < 0)
-                (void) error_setf(&detail, k, "%s: %s", w->file.image, strempty(res->message));
-        else {
-                k = osc_install_file(r->deps.config->osc.root_directory, w->file.path, res->path,
-                                     osc_file_mode(&w->file));
-                if (k < 0)
-                        (void) error_setf(&detail, k, "%s", strerror(-k));
-                else
-                        log_info("Installed %s from %s (%s).", w->file.path, w->file.image,
-                                 res->reused ? "already pulled" : strempty(res->file_digest));
-        }
-        op_clear(r);    /* `res` is not used below */
-        item_ended(r, MIN(k, 0), detail);
-}
-
-/* An imageRef file (GNP §6.4 step 10) through the same staging as the kubelet's: resolved, every
- * layer verified against its digest, the file extracted safely, kept in a store of its own under a
- * key of image and path (a second apply of the same image does not download again). 1: nothing to
- * pull (the kubelet's), 0: pulling, -errno (and *ret_detail). */
-static int start_pull(OscRunner *r, const OscWork *w, char **ret_detail) {
-        _cleanup_free_ char *dir = NULL, *staging = NULL, *key = NULL;
-        char hex[DIGEST_STRING_MAX];
-        FileStage *st = NULL;
-        Digest d;
-        int k;
-
-        if (is_kubelet_binary(r, w->file.path))
-                return 1;
-        if (!r->images) {
-                if (asprintf(&dir, "%s/" OSC_IMAGE_STORE, r->deps.config->state_directory) < 0 ||
-                    asprintf(&staging, "%s/staging", r->deps.config->state_directory) < 0)
-                        return -ENOMEM;
-                k = file_store_new(dir, staging, "file", &r->images);
-                if (k < 0)
-                        return error_setf(ret_detail, k, "cannot create the image file store");
-        }
-        if (asprintf(&key, "%s\n%s", w->file.image, w->file.file_in_image) < 0 || digest_buffer(key, strlen(key), &d) < 0)
-                return -ENOMEM;
-        digest_format_hex(&d, hex);
-        hex[32] = 0;
-        k = file_stage_start(r->deps.event, r->deps.registry, r->images,
-                             &(FileStageRequest) { .image = w->file.image, .file_path = w->file.file_in_image,
-                                                   .version = hex },
-                             NULL, on_pulled, r, &st);
-        if (k == -EINVAL)
-                return error_setf(ret_detail, k, "not a valid image reference or file path");
-        if (k < 0)
-                return k;
-        r->op = (OscOp) { .kind = OSC_OP_PULL, .pull = st };
-        return 0;
-}
-
-/* Starts item `r->item`, one the applier does not do (osc_applier_handles()): 1 done already, 0 in
- * flight, -errno (and maybe *ret_detail) failed. */
-static int start_item(OscRunner *r, const OscWork *w, char **ret_detail) {
-        _cleanup_free_ char *d = NULL;
-
-        switch (w->kind) {
-        case OSC_WORK_WRITE_FILE:
-                return start_secret(r, w, ret_detail);
-        case OSC_WORK_KUBELET_HEALTH:
-                return start_health(r);
-        case OSC_WORK_REGISTRY:
-                return start_probe(r, w, ret_detail);
-        case OSC_WORK_PULL_FILE:
-                return start_pull(r, w, ret_detail);
-        default:
-                (void) osc_work_describe(w, &d);
-                return error_setf(ret_detail, -EOPNOTSUPP, "%s", strempty(d));
-        }
 }
 
 /* ---- the applier's stretches ------------------------------------------------------------------- */
@@ -748,7 +379,7 @@ static void on_stopped(OscApplier *a, size_t at, const OscApplyFailure *f, void 
         _cleanup_free_ char *message = NULL;
 
         if (!f) {
-                op_clear(r);
+                osc_runner_op_clear(r);
                 return run_next(r);     /* item `at`, ours, or the end */
         }
         if (asprintf(&message, "%s: %s", strempty(f->subject), strempty(f->detail)) < 0)
@@ -844,14 +475,14 @@ static void run_next(OscRunner *r) {
                                 return finish(r, 0, _UPDATE_FAILURE_INVALID, NULL);
                         return commit(r);
                 }
-                w = current_work(r);
+                w = osc_runner_current(r);
                 if (osc_applier_handles(w)) {
                         k = start_applier(r);
                         if (k < 0)
                                 finish(r, k, UPDATE_FAILURE_FILE_APPLY_FAILED, "cannot start applying the OSC");
                         return;
                 }
-                k = start_item(r, w, &detail);
+                k = osc_runner_start_item(r, w, &detail);
                 if (k == 0)
                         return;
                 if (k < 0)
@@ -867,7 +498,7 @@ static void on_guarded(OscGuard *g, int error, const char *unit, const char *why
         _cleanup_free_ char *message = NULL;
 
         if (error >= 0) {
-                op_clear(r);
+                osc_runner_op_clear(r);
                 return run_next(r);
         }
         /* Refused, or systemd could not be asked: either way nothing of the OSC ran. */
@@ -913,7 +544,7 @@ static int run_start(OscRunner *r) {
         int k;
 
         if (!r->running || !osc_guard_needed(r->running))
-                return op_step(r, 0, NULL);
+                return osc_runner_op_step(r, 0, NULL);
         k = unit_control_reach(r->deps.units, on_reached, r, &job);
         if (k > 0)
                 return start_guard(r);
@@ -1089,24 +720,6 @@ OscRunner *osc_runner_free(OscRunner *r) {
         free(r->desired);
         free(r);
         return NULL;
-}
-
-void osc_runner_set_desired(OscRunner *r, const char *checksum) {
-        _cleanup_free_ char *detail = NULL;
-        int k;
-
-        if (free_and_strdup(&r->desired, checksum) < 0) {
-                log_oom();
-                return;
-        }
-        if (r->op.kind != OSC_OP_REGISTRY_PROBE || !superseded(r))
-                return;
-        /* The item fails from the loop: our caller (the executor taking the newer OSC) is on the stack. */
-        k = abandoned(r, &detail);
-        k = detail ? op_step(r, k, detail) : -ENOMEM;
-        if (k < 0)
-                /* The probe keeps its own deadline; the newer OSC comes after it. */
-                log_warning_errno(k, "Cannot end the readiness probe for the newer OSC %s: %m", r->desired);
 }
 
 void osc_runner_set_kube(OscRunner *r, KubeClient *kube) {
