@@ -11,8 +11,9 @@
 
 /* How long the applier runs file items back to back before it returns to the event loop once. */
 #define OSC_APPLIER_SLICE_USEC (50 * USEC_PER_MSEC)
+#define PERSIST_FAILED "cannot persist the remaining work"
 
-/* Where a multi-step item is; at most one D-Bus call or external request is in flight. */
+/* Where a multi-step item is; at most one D-Bus call is in flight. */
 typedef enum Step {
         STEP_FIRST,
         STEP_ENABLE,            /* WRITE_UNIT: enable/disable sent */
@@ -21,7 +22,6 @@ typedef enum Step {
         STEP_RESTART,           /* DELETE_UNIT of a unit we did not create: restart sent */
         STEP_JOB,               /* DAEMON_RELOAD, UNIT_COMMAND: the one job sent */
         STEP_SELF,              /* UNIT_COMMAND restarting the agent itself: done already, job sent */
-        STEP_EXTERNAL,          /* waiting for osc_applier_external_done() */
 } Step;
 
 struct OscApplier {
@@ -46,7 +46,7 @@ struct OscApplier {
         size_t *pending;                /* owned: items done since the last items_done() */
         size_t n_pending;
         Step step;
-        const char *why_code;           /* the current item's own failure code and message, when it */
+        UpdateFailureCode why_code;     /* the current item's own failure code and message, when it */
         char *why;                      /* knows more than errno (owned; consumed by fail()) */
 };
 
@@ -71,7 +71,7 @@ int osc_applier_new(sd_event *event, UnitControl *uc, OscChanges *changes, const
         _cleanup_(osc_applier_freep) OscApplier *a = NULL;
 
         assert(event && uc && changes && p && cb && ret);
-        assert(cb->items_done && cb->finished);
+        assert(cb->items_done && cb->stopped);
 
         a = calloc(1, sizeof(*a));
         if (!a)
@@ -82,6 +82,7 @@ int osc_applier_new(sd_event *event, UnitControl *uc, OscChanges *changes, const
         a->cb = *cb;
         a->userdata = userdata;
         a->current = changes->n_items;
+        a->why_code = _UPDATE_FAILURE_INVALID;
         a->restore = p->restore;
         a->root = strdup(p->root_directory ?: "/");
         a->unit_dir = strdup(p->unit_directory ?: "/etc/systemd/system");
@@ -92,39 +93,39 @@ int osc_applier_new(sd_event *event, UnitControl *uc, OscChanges *changes, const
         return 0;
 }
 
-size_t osc_applier_current(const OscApplier *a) {
-        return a->current;
-}
-
-static const char *failure_code(OscWorkKind k) {
+static UpdateFailureCode failure_code(OscWorkKind k) {
         switch (k) {
         case OSC_WORK_WRITE_UNIT:
         case OSC_WORK_DELETE_UNIT:
         case OSC_WORK_DAEMON_RELOAD:
         case OSC_WORK_UNIT_COMMAND:
-                return "UnitApplyFailed";
-        case OSC_WORK_KUBELET_HEALTH:
-                return "KubeletUnhealthy";
+                return UPDATE_FAILURE_UNIT_APPLY_FAILED;
         default:
-                return "FileApplyFailed";
+                return UPDATE_FAILURE_FILE_APPLY_FAILED;
         }
 }
 
 static const char *subject(const OscWork *w) {
-        if (osc_work_target(w))
-                return osc_work_target(w);
-        return w->kind == OSC_WORK_KUBELET_HEALTH ? "kubelet.service" : osc_work_kind_to_string(w->kind);
+        return osc_work_target(w) ?: osc_work_kind_to_string(w->kind);
 }
 
-static bool needs_external(const OscWork *w) {
-        return w->kind == OSC_WORK_PULL_FILE || w->kind == OSC_WORK_KUBELET_HEALTH ||
-               (w->kind == OSC_WORK_WRITE_FILE && w->file.source == OSC_FILE_SECRET) ||
-               (w->kind == OSC_WORK_REGISTRY && w->probe);
+bool osc_applier_handles(const OscWork *w) {
+        switch (w->kind) {
+        case OSC_WORK_PULL_FILE:
+        case OSC_WORK_KUBELET_HEALTH:
+                return false;
+        case OSC_WORK_WRITE_FILE:
+                return w->file.source != OSC_FILE_SECRET;
+        case OSC_WORK_REGISTRY:
+                return !w->probe;
+        default:
+                return true;
+        }
 }
 
 /* A write or removal of a file of ours, done at once and idempotent: its done mark may wait for the
  * next items_done() (a kill before it only writes the same file again). Everything else (units,
- * jobs, external work) is persisted the moment it is done: a unit is restarted exactly once. */
+ * jobs, the owner's items) is persisted the moment it is done: a unit is restarted exactly once. */
 static bool batchable(const OscWork *w) {
         switch (w->kind) {
         case OSC_WORK_CONTAINERD_CONFIG:
@@ -132,7 +133,7 @@ static bool batchable(const OscWork *w) {
         case OSC_WORK_REGISTRY:
         case OSC_WORK_DELETE_REGISTRY:
         case OSC_WORK_DELETE_FILE:
-                return !needs_external(w);
+                return osc_applier_handles(w);
         default:
                 return false;
         }
@@ -148,26 +149,35 @@ static int flush(OscApplier *a) {
         return a->cb.items_done(a, a->pending, n, a->userdata);
 }
 
-/* Ends the run with a failure. Callers return at once: `finished` may free us. */
-static void fail(OscApplier *a, const char *code, int error, const char *detail) {
+/* The failure code of the current item: `code`, else the item's own (why_code), else -EOPNOTSUPP's
+ * (what cannot be done at all), else its kind's. */
+static UpdateFailureCode fail_code(const OscApplier *a, const OscWork *w, UpdateFailureCode code, int error) {
+        if (code >= 0)
+                return code;
+        if (a->why_code >= 0)
+                return a->why_code;
+        if (error == -EOPNOTSUPP)
+                return UPDATE_FAILURE_UNSUPPORTED_CHANGE;
+        return w ? failure_code(w->kind) : UPDATE_FAILURE_FILE_APPLY_FAILED;
+}
+
+/* Ends the run with a failure. Callers return at once: `stopped` may free us. */
+static void fail(OscApplier *a, UpdateFailureCode code, int error, const char *detail) {
         _cleanup_free_ char *why = TAKE_PTR(a->why);
         /* No current item: the last items' done marks could not be persisted. */
         const OscWork *w = a->current < a->changes->n_items ? &a->changes->items[a->current] : NULL;
         OscApplyFailure f = {
-                /* An owner's hook answering -EOPNOTSUPP cannot apply that change at all. */
-                .code = code ?: error == -EOPNOTSUPP ? "UnsupportedChange" : w ? failure_code(w->kind) : "FileApplyFailed",
+                .code = fail_code(a, w, code, error),
                 .subject = w ? subject(w) : "the work list",
                 .error = error,
                 .detail = detail ?: why ?: strerror(-error),
         };
 
-        if (!code && a->why_code)
-                f.code = a->why_code;
         /* The items done before this one stay done (a failure to persist them is this failure). */
         (void) flush(a);
         a->step = STEP_FIRST;
-        a->why_code = NULL;
-        a->cb.finished(a, &f, a->userdata);
+        a->why_code = _UPDATE_FAILURE_INVALID;
+        a->cb.stopped(a, a->current, &f, a->userdata);
 }
 
 /* A unit command that failed: the other commands still run (upstream runs them all at once and
@@ -192,7 +202,7 @@ static void fail_command(OscApplier *a) {
 
         a->command_failure.set = false;
         a->current = a->command_failure.index;
-        fail(a, "UnitApplyFailed", a->command_failure.error, detail);
+        fail(a, UPDATE_FAILURE_UNIT_APPLY_FAILED, a->command_failure.error, detail);
 }
 
 /* Marks the current item done; the owner persists it now, or with the next batch (batchable()). */
@@ -304,7 +314,7 @@ static int run_containerd_config(OscApplier *a, const OscWork *w) {
         a->why = NULL;
         r = containerd_config_render(w->containerd, &toml, &a->why);
         if (r == -EINVAL)
-                a->why_code = "UnsupportedChange";
+                a->why_code = UPDATE_FAILURE_UNSUPPORTED_CHANGE;
         if (r < 0)
                 return r;
         return osc_write_file(a->root, CONTAINERD_CONFIG_FILE, toml, strlen(toml), 0644, true);
@@ -374,21 +384,6 @@ static int run_item(OscApplier *a, const OscWork *w) {
         }
 }
 
-/* Hands the current item to the owner's `external` hook. */
-static void run_external(OscApplier *a, const OscWork *w) {
-        _cleanup_free_ char *d = NULL;
-        int r;
-
-        if (!a->cb.external) {
-                (void) osc_work_describe(w, &d);
-                return fail(a, "UnsupportedChange", -EOPNOTSUPP, d);
-        }
-        a->step = STEP_EXTERNAL;
-        r = a->cb.external(a, w, a->userdata);
-        if (r < 0)
-                return fail(a, NULL, r, "cannot start");
-}
-
 static int on_defer(sd_event_source *s, void *userdata);
 
 /* Back to the loop for a moment (the watchdog, the watches), then on from here. */
@@ -396,12 +391,13 @@ static void yield(OscApplier *a) {
         int r = sd_event_add_defer(a->event, &a->defer, on_defer, a);
 
         if (r < 0)
-                return fail(a, "FileApplyFailed", r, "cannot continue on the event loop");
+                return fail(a, UPDATE_FAILURE_FILE_APPLY_FAILED, r, "cannot continue on the event loop");
         (void) sd_event_source_set_description(a->defer, "osc-applier-continue");
 }
 
-/* Runs items until one waits for a reply or the time slice is used up; the batchable items done
- * meanwhile are persisted together before anything else starts, and before returning to the loop. */
+/* Runs items until one waits for a reply, the time slice is used up or the next item is the owner's;
+ * the batchable items done meanwhile are persisted together before anything else starts, and before
+ * returning to the loop or the owner. */
 static void advance(OscApplier *a) {
         uint64_t deadline = clock_now_usec(CLOCK_MONOTONIC) + OSC_APPLIER_SLICE_USEC;
 
@@ -418,30 +414,30 @@ static void advance(OscApplier *a) {
                 if (!now_batchable || late) {
                         r = flush(a);
                         if (r < 0)
-                                return fail(a, "FileApplyFailed", r, "cannot persist the remaining work");
+                                return fail(a, UPDATE_FAILURE_FILE_APPLY_FAILED, r, PERSIST_FAILED);
                 }
                 if (a->command_failure.set && (!w || w->kind != OSC_WORK_UNIT_COMMAND))
                         return fail_command(a);
                 if (!w)
-                        return a->cb.finished(a, NULL, a->userdata);
+                        return a->cb.stopped(a, a->changes->n_items, NULL, a->userdata);
                 if (late)
                         return yield(a);
-                if (needs_external(w))
-                        return run_external(a, w);
+                if (!osc_applier_handles(w))
+                        return a->cb.stopped(a, a->current, NULL, a->userdata);
                 r = run_item(a, w);
                 if (r < 0 && w->kind == OSC_WORK_UNIT_COMMAND) {
                         r = command_failed(a, r, strerror(-r));
                         if (r < 0)
-                                return fail(a, NULL, r, NULL);
+                                return fail(a, _UPDATE_FAILURE_INVALID, r, NULL);
                         continue;
                 }
                 if (r < 0)
-                        return fail(a, NULL, r, NULL);
+                        return fail(a, _UPDATE_FAILURE_INVALID, r, NULL);
                 if (r == 0)
                         return;         /* a D-Bus call is in flight; on_job() continues */
                 r = mark_done(a);
                 if (r < 0)
-                        return fail(a, "FileApplyFailed", r, "cannot persist the remaining work");
+                        return fail(a, UPDATE_FAILURE_FILE_APPLY_FAILED, r, PERSIST_FAILED);
         }
 }
 
@@ -456,26 +452,14 @@ static void on_job(const UnitJobResult *res, void *userdata) {
                 snprintf(buf, sizeof(buf), "%s %s: %s", unit_action_to_string(res->action), strempty(res->unit),
                          strempty(res->detail));
                 if (a->changes->items[a->current].kind != OSC_WORK_UNIT_COMMAND)
-                        return fail(a, "UnitApplyFailed", res->error, buf);
+                        return fail(a, UPDATE_FAILURE_UNIT_APPLY_FAILED, res->error, buf);
                 r = command_failed(a, res->error, buf);
                 if (r < 0)
-                        return fail(a, NULL, r, NULL);
+                        return fail(a, _UPDATE_FAILURE_INVALID, r, NULL);
         }
         if (a->step == STEP_SELF)
                 a->step = STEP_FIRST;   /* that item was done before its job: on to the next */
         advance(a);             /* the item's next step, or the next item */
-}
-
-void osc_applier_external_done(OscApplier *a, int error, const char *detail) {
-        int r;
-
-        assert(a->step == STEP_EXTERNAL);
-        if (error < 0)
-                return fail(a, NULL, error, detail);
-        r = mark_done(a);
-        if (r < 0)
-                return fail(a, "FileApplyFailed", r, "cannot persist the remaining work");
-        advance(a);
 }
 
 static int on_defer(sd_event_source *s, void *userdata) {

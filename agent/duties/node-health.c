@@ -14,7 +14,7 @@
 #include "core/go-duration.h"
 #include "core/health-tracker.h"
 #include "duties/node-health.h"
-#include "kubelet/health-check.h"
+#include "kubelet/kubelet-health.h"
 #include "systemd/unit-state.h"
 #include "util/event-util.h"
 #include "util/log.h"
@@ -32,7 +32,7 @@ typedef struct Component {
         char *unit;                     /* owned */
         HealthTracker tracker;
         bool probing;                   /* a probe is in flight */
-        HealthCheck *http_probe;        /* owned: kubelet */
+        HttpProbe *http_probe;          /* owned: kubelet */
         sd_bus_slot *state_read;        /* owned: containerd's unit state */
         UnitJob *restart;               /* borrowed handle: the restart job in flight */
         bool not_installed;             /* the last restart found no unit file (said once) */
@@ -59,7 +59,7 @@ struct NodeHealth {
 };
 
 static void component_done(Component *c) {
-        c->http_probe = health_check_free(c->http_probe);
+        c->http_probe = http_probe_free(c->http_probe);
         c->state_read = sd_bus_slot_unref(c->state_read);
         c->restart = unit_job_cancel(c->restart);
         free(c->unit);
@@ -201,24 +201,18 @@ static void component_observe(Component *c, const char *error) {
         }
 }
 
-static void kubelet_on_probe(HealthCheck *hc, int error, const char *message, unsigned n_probes, void *userdata) {
+static void kubelet_on_probe(HttpProbe *p, int error, const char *message, unsigned n_probes, void *userdata) {
         Component *c = userdata;
 
-        c->http_probe = health_check_free(c->http_probe);
+        c->http_probe = http_probe_free(c->http_probe);
         component_observe(c, error < 0 ? strempty(message) : NULL);
 }
 
 static void kubelet_probe(NodeHealth *h) {
-        uint64_t timeout = MIN(KUBELET_PROBE_TIMEOUT_USEC, h->period_usec);
-        HealthCheckOptions o = {
-                .url = h->healthz_url,
-                .request_timeout_usec = timeout,
-                .timeout_usec = timeout,
-                .interval_usec = timeout + USEC_PER_SEC,   /* one probe: the next would be past the deadline */
-        };
+        HttpProbeOptions o = kubelet_health_probe_once(h->healthz_url, MIN(KUBELET_PROBE_TIMEOUT_USEC, h->period_usec));
         int r;
 
-        r = health_check_start(h->event, h->http, &o, kubelet_on_probe, &h->kubelet, &h->kubelet.http_probe);
+        r = http_probe_start(h->event, h->http, &o, kubelet_on_probe, &h->kubelet, &h->kubelet.http_probe);
         if (r < 0) {
                 log_debug_errno(r, "Cannot probe the kubelet: %m");
                 return;

@@ -5,8 +5,8 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
-#include "kubelet/kubelet-store.h"
 #include "kubelet/kubelet-version.h"
+#include "oci/file-store.h"
 
 #define OUTPUT_MAX 4096
 
@@ -18,6 +18,30 @@ struct KubeletVersionProbe {
         KubeletVersionDone done;
         void *userdata;                 /* borrowed */
 };
+
+int kubelet_version_from_output(const char *output, char **ret) {
+        const char *p;
+        size_t n;
+        char *v;
+
+        assert(ret);
+
+        if (!output || strncmp(output, "Kubernetes ", 11) != 0)
+                return -EBADMSG;
+        p = output + 11;
+        if (*p == 'v')
+                p++;
+        n = strcspn(p, " \t\r\n");
+        v = strndup(p, n);
+        if (!v)
+                return -ENOMEM;
+        if (!file_store_version_is_valid(v) || v[0] < '0' || v[0] > '9') {
+                free(v);
+                return -EBADMSG;
+        }
+        *ret = v;
+        return 0;
+}
 
 KubeletVersionProbe *kubelet_version_probe_free(KubeletVersionProbe *p) {
         if (!p)

@@ -7,6 +7,7 @@
 
 #include "update/credential-rotation.h"
 #include "identity/kubelet-rebootstrap.h"
+#include "kubelet/kubelet-health.h"
 #include "util/error-message.h"
 #include "util/fileio.h"
 #include "util/log.h"
@@ -24,7 +25,7 @@ struct CredentialRotation {
         char *root_directory;           /* owned */
         char *kubelet_unit;             /* owned */
         char *ca_file, *server;         /* owned; NULL: unknown */
-        HealthCheckOptions health;      /* url owned (health_url) */
+        HttpProbeOptions health;      /* url owned (health_url) */
         char *health_url;
 
         CredentialRotationStep step;    /* the step running or next */
@@ -35,7 +36,7 @@ struct CredentialRotation {
         uint64_t config_wait_usec;
         sd_event_source *config_timer;  /* owned: the wait for the component config */
         UnitJob *job;                   /* borrowed handle: the UnitControl owns it */
-        HealthCheck *hc;                /* owned */
+        HttpProbe *hc;                /* owned */
         sd_event_source *defer;         /* owned: runs the machine from the loop */
 
         CredentialRotationDone done;
@@ -284,15 +285,15 @@ static int run_restart_kubelet(CredentialRotation *cr) {
         return 0;
 }
 
-static void on_health(HealthCheck *hc, int error, const char *message, unsigned n_probes, void *userdata) {
+static void on_health(HttpProbe *hc, int error, const char *message, unsigned n_probes, void *userdata) {
         CredentialRotation *cr = userdata;
         KubeletRebootstrapParams p = rebootstrap_params(cr);
         _cleanup_free_ char *reason = NULL, *err = NULL;
         int r;
 
-        cr->hc = health_check_free(cr->hc);
+        cr->hc = http_probe_free(cr->hc);
         if (error < 0) {
-                (void) health_check_failure_reason(message, &reason);
+                (void) kubelet_health_failure_reason(message, &reason);
                 finish(cr, error, UPDATE_FAILURE_KUBELET_UNHEALTHY, reason ?: message);
                 return;
         }
@@ -308,7 +309,7 @@ static void on_health(HealthCheck *hc, int error, const char *message, unsigned 
 static int run_kubelet_health(CredentialRotation *cr) {
         int r;
 
-        r = health_check_start(cr->deps.event, cr->deps.http, &cr->health, on_health, cr, &cr->hc);
+        r = http_probe_start(cr->deps.event, cr->deps.http, &cr->health, on_health, cr, &cr->hc);
         if (r < 0) {
                 fail(cr, r, "cannot check the kubelet's health: %s", strerror(-r));
                 return r;
@@ -474,7 +475,7 @@ CredentialRotation *credential_rotation_free(CredentialRotation *cr) {
                 unit_job_cancel(cr->job);
         if (cr->waiting_tokens && cr->deps.tokens)
                 token_sync_forget_waiter(*cr->deps.tokens);
-        health_check_free(cr->hc);
+        http_probe_free(cr->hc);
         sd_event_source_disable_unref(cr->defer);
         sd_event_source_disable_unref(cr->config_timer);
         free(cr->transaction);

@@ -15,8 +15,8 @@
 #include "update/state-file.h"
 #include "kube/kube-client.h"
 #include "kube/pods.h"
-#include "kubelet/health-check.h"
-#include "kubelet/kubelet-stage.h"
+#include "kubelet/kubelet-health.h"
+#include "oci/file-stage.h"
 #include "kubelet/kubelet-store.h"
 #include "kubelet/kubelet-version.h"
 #include "oci/oci-manifest.h"
@@ -66,13 +66,13 @@ typedef enum ExecutorOpKind {
 typedef struct ExecutorOp {
         ExecutorOpKind kind;
         union {
-                KubeletStage *stage;            /* owned */
+                FileStage *stage;               /* owned */
                 OsImageStage *os_stage;         /* owned */
                 UnitJob *job;                   /* borrowed handle: owned by the UnitControl */
                 OsCommand *command;             /* owned */
                 OsImage *image;                 /* owned */
                 RebootRequest *reboot;          /* owned */
-                HealthCheck *health;            /* owned */
+                HttpProbe *health;            /* owned */
                 PodCleanup *pods;               /* owned */
                 CredentialRotation *rotation;   /* owned */
         };
@@ -110,6 +110,7 @@ struct Executor {
 
         UpdateFailureCode sync_code;    /* a runner's synchronous failure: its code and message */
         char *sync_message;             /* owned */
+        bool failure_logged;            /* the action's callback logged its failure (with its catalog ID) */
 
         sd_event_source *defer;         /* owned: deferred decide */
         sd_event_source *wake;          /* owned: decide again at batch.wake_usec (or to retry a save) */
@@ -137,7 +138,7 @@ static uint64_t executor_now(Executor *e) {
 static void executor_op_clear(Executor *e) {
         switch (e->op.kind) {
         case OP_STAGE_KUBELET:
-                kubelet_stage_free(e->op.stage);
+                file_stage_free(e->op.stage);
                 break;
         case OP_STAGE_OS_IMAGE:
                 os_image_stage_free(e->op.os_stage);
@@ -156,7 +157,7 @@ static void executor_op_clear(Executor *e) {
                 reboot_request_free(e->op.reboot);
                 break;
         case OP_HEALTH:
-                health_check_free(e->op.health);
+                http_probe_free(e->op.health);
                 break;
         case OP_PODS:
                 pod_cleanup_free(e->op.pods);
@@ -302,7 +303,7 @@ static int run_set_checksum(Executor *e, const UpdateAction *a) {
 
 /* ---- kubelet ---------------------------------------------------------------------------------- */
 
-static void executor_on_stage_progress(KubeletStage *st, uint64_t done, uint64_t total, void *userdata) {
+static void executor_on_stage_progress(FileStage *st, uint64_t done, uint64_t total, void *userdata) {
         Executor *e = userdata;
         const UpdateAction *a = current_action(e);
         _cleanup_free_ char *status = NULL;
@@ -312,7 +313,7 @@ static void executor_on_stage_progress(KubeletStage *st, uint64_t done, uint64_t
         reporter_progress(e->deps.reporter, e->tx, a, done, total, executor_now(e), status);
 }
 
-static void executor_on_staged(KubeletStage *st, const KubeletStageResult *res, void *userdata) {
+static void executor_on_staged(FileStage *st, const FileStageResult *res, void *userdata) {
         Executor *e = userdata;
         _cleanup_free_ char *message = res->message ? strdup(res->message) : NULL;
         ArtifactFailure failure = res->failure;
@@ -328,14 +329,14 @@ static void executor_on_staged(KubeletStage *st, const KubeletStageResult *res, 
 }
 
 static int run_stage_kubelet(Executor *e, const UpdateAction *a) {
-        KubeletStageRequest req = {
+        FileStageRequest req = {
                 .image = a->image,
                 .file_path = a->path_in_image,
                 .version = a->version,
         };
 
         e->op.kind = OP_STAGE_KUBELET;
-        return kubelet_stage_start(e->event, e->registry, e->store, &req, executor_on_stage_progress,
+        return file_stage_start(e->event, e->registry, kubelet_store_files(e->store), &req, executor_on_stage_progress,
                                    executor_on_staged, e, &e->op.stage);
 }
 
@@ -351,7 +352,7 @@ static int run_switch_kubelet(Executor *e, const UpdateAction *a) {
         return 1;
 }
 
-static void executor_on_health(HealthCheck *hc, int error, const char *message, unsigned n_probes, void *userdata) {
+static void executor_on_health(HttpProbe *hc, int error, const char *message, unsigned n_probes, void *userdata) {
         Executor *e = userdata;
 
         executor_op_clear(e);
@@ -362,14 +363,10 @@ static void executor_on_health(HealthCheck *hc, int error, const char *message, 
 }
 
 static int run_check_health(Executor *e, const UpdateAction *a) {
-        HealthCheckOptions o = {
-                .url = e->config->kubelet.healthz_url,
-                .timeout_usec = e->config->kubelet.health_timeout_usec,
-                .interval_usec = MIN(HEALTH_CHECK_INTERVAL_DEFAULT_USEC, e->config->kubelet.health_timeout_usec / 4),
-        };
+        HttpProbeOptions o = kubelet_health_probe(e->config);
 
         e->op.kind = OP_HEALTH;
-        return health_check_start(e->event, e->deps.http, &o, executor_on_health, e, &e->op.health);
+        return http_probe_start(e->event, e->deps.http, &o, executor_on_health, e, &e->op.health);
 }
 
 /* keepVersions: older kubelets go, never the running one or the one it replaced (the rollback
@@ -402,9 +399,11 @@ static void executor_on_unit_job(const UnitJobResult *res, void *userdata) {
         }
         if (res->error >= 0)
                 (void) log_struct_id(LOG_INFO, 0, MESSAGE_ID_UNIT_RESTARTED, "Restarted %s.", res->unit);
-        else
+        else {
                 (void) log_struct_id(LOG_WARNING, res->error, MESSAGE_ID_UNIT_RESTART_FAILED, "Restart of %s failed: %s",
                                      res->unit, strempty(res->detail));
+                e->failure_logged = true;
+        }
         executor_action_finished(e, res->error, UPDATE_FAILURE_UNIT_RESTART_FAILED, res->detail);
 }
 
@@ -590,10 +589,7 @@ static void executor_on_osc_applied(OscRunner *r, int error, UpdateFailureCode c
         Executor *e = userdata;
 
         e->op.kind = OP_NONE;
-        if (error < 0)
-                log_warning_errno(error, "Applying the OSC failed: %s: %s", strempty(update_failure_code_to_string(code)),
-                                  strempty(message));
-        executor_action_finished(e, error, code, message);
+        executor_action_finished(e, error, code, message);      /* a failure is logged there, once */
 }
 
 static int run_apply_osc(Executor *e, const UpdateAction *a) {
@@ -650,12 +646,7 @@ static int run_rotate_credentials(Executor *e, const UpdateAction *a) {
                 .state_directory = e->config->state_directory,
                 .root_directory = e->config->osc.root_directory,
                 .kubelet_unit = e->config->kubelet.unit,
-                .health = {
-                        .url = e->config->kubelet.healthz_url,
-                        .timeout_usec = e->config->kubelet.health_timeout_usec,
-                        .interval_usec = MIN(HEALTH_CHECK_INTERVAL_DEFAULT_USEC,
-                                             e->config->kubelet.health_timeout_usec / 4),
-                },
+                .health = kubelet_health_probe(e->config),
         };
 
         if (path_below_root(e->config->osc.root_directory, KUBELET_DIRECTORY, &kubelet_dir) < 0)
@@ -768,11 +759,15 @@ static void executor_record(Executor *e, int error, UpdateFailureCode code, cons
         if (error >= 0)
                 r = node_update_action_done(e->tx, a, now);
         else {
-                log_full_errno(update_action_is_best_effort(a->type) ? LOG_DEBUG : LOG_WARNING, error,
-                               "Action %s failed: %s", update_action_type_to_string(a->type),
-                               message ? message : strerror(-error));
+                /* The one line about a failed action (unless its callback said it with a catalog ID). */
+                if (!e->failure_logged)
+                        log_full_errno(update_action_is_best_effort(a->type) ? LOG_DEBUG : LOG_WARNING, error,
+                                       "Action %s failed: %s%s%s%s", update_action_type_to_string(a->type),
+                                       message ? message : strerror(-error), code >= 0 ? " (" : "",
+                                       code >= 0 ? update_failure_code_to_string(code) : "", code >= 0 ? ")" : "");
                 r = node_update_action_failed(e->tx, a, code, message ? message : strerror(-error), now);
         }
+        e->failure_logged = false;
         if (r < 0)
                 log_warning_errno(r, "Result of %s not recorded: %m", update_action_type_to_string(a->type));
         if (executor_save(e) < 0) {

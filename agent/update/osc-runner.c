@@ -5,79 +5,24 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "apply/osc-apply.h"
-#include "apply/osc-files.h"
-#include "apply/osc-guard.h"
 #include "apply/osc-state.h"
 #include "core/unit-guard.h"
-#include "update/osc-runner.h"
 #include "identity/identity.h"
 #include "identity/kubelet-bootstrap.h"
-#include "kube/kube-path.h"
-#include "kubelet/health-check.h"
-#include "kubelet/kubelet-stage.h"
-#include "oci/digest.h"
-#include "util/base64.h"
-#include "util/error-message.h"
+#include "kubelet/kubelet-health.h"
+#include "osc-runner-internal.h"
 #include "util/fileio.h"
 #include "util/in-root.h"
 #include "util/log.h"
 
 #define LAST_APPLIED_MAX (16 * 1024 * 1024)
-/* A registry's readinessProbe: upstream probes every 2 s until its reconcile ends; we give each host
- * 5 minutes, then fail the item (FileApplyFailed, retried with back-off), so a mirror that never
- * comes is visible instead of a silent wait; a newer OSC ends the wait at once (abandon_probe()).
- * 5 s per request where upstream allows 1 s: a mirror starting on a busy node is slow, not absent. */
-#define REGISTRY_PROBE_INTERVAL_USEC (2 * USEC_PER_SEC)
-#define REGISTRY_PROBE_REQUEST_TIMEOUT_USEC (5 * USEC_PER_SEC)
-#define REGISTRY_PROBE_TIMEOUT_USEC (300 * USEC_PER_SEC)
-#define REGISTRY_CA_MAX (1024 * 1024)
 /* A work list that cannot be computed for a reason that can go away (a full or unreadable state
  * directory) is computed again after 1 s, doubling up to 5 min. */
 #define PREPARE_RETRY_FIRST_USEC USEC_PER_SEC
 #define PREPARE_RETRY_MAX_USEC (300 * USEC_PER_SEC)
 /* The whole plan goes to the journal in lines of about this many bytes. */
 #define PLAN_LOG_LINE_MAX 4000
-
-struct OscRunner {
-        OscRunnerDeps deps;             /* borrowed */
-        KubeClient *kube;               /* borrowed; NULL: no API client yet */
-        char *host_name;                /* owned: lower-case, for the files' hostName filter */
-        OscProtected own_files;         /* owned: what no OSC file may touch, resolved at start */
-        char *desired;                  /* owned: the checksum of the newest OSC; NULL: none known */
-        OscModelOptions model_options;  /* how an OSC is decoded here: host_name, the agent's PATH */
-
-        /* The prepared OSC. */
-        char *checksum;                 /* owned; NULL: nothing prepared */
-        char *yaml;                     /* owned: its osc.yaml (taken from the OscDesired) until committed */
-        size_t yaml_size;
-        bool committed;                 /* it is the last-applied OSC */
-        OscChanges *changes;            /* owned: the remaining work; NULL when committed or on error */
-        json_t *plan;                   /* owned: osc_changes_plan_json(changes), the summary */
-        char *error;                    /* owned: why no work list could be computed */
-        UpdateFailureCode error_code;
-        uint64_t retry_usec;            /* a retriable error: compute again at this time */
-        unsigned failures;              /* retriable errors in a row, for the back-off */
-        char *logged_error;             /* owned: the last error written to the journal */
-
-        /* The run in flight: the prepared work, or a drift repair's (osc_runner_repair()). */
-        OscChanges *running;            /* borrowed: `changes`, or the repair's list */
-        bool repairing;                 /* nothing persisted, nothing committed */
-        OscGuard *guard;                /* owned: judging the unit items before the applier starts */
-        UnitJob *reach;                 /* owned: waiting for systemd before the guard can ask it */
-        OscApplier *applier;            /* owned */
-        KubeRequest *secret;            /* owned: GET of a secretRef file's Secret */
-        HealthCheck *health;            /* owned: the kubelet health item */
-        HealthCheck *probe;             /* owned: a registry host's readiness probe */
-        size_t probe_host;              /* the host of the current registry item being probed */
-        KubeletStage *pull;             /* owned: an imageRef file being pulled */
-        KubeletStore *images;           /* owned: verified imageRef files, created at the first pull */
-        sd_event_source *answer;        /* owned: an item answered from the loop */
-        int answer_error;
-        char *answer_detail;            /* owned */
-        OscRunnerDone done;
-        void *userdata;
-};
+#define PERSIST_FAILED "cannot persist the remaining work"
 
 static void prepared_clear(OscRunner *r) {
         r->checksum = mfree(r->checksum);
@@ -93,18 +38,43 @@ static void prepared_clear(OscRunner *r) {
         r->failures = 0;
 }
 
+void osc_runner_op_clear(OscRunner *r) {
+        switch (r->op.kind) {
+        case OSC_OP_STEP:
+                sd_event_source_disable_unref(r->op.step);
+                break;
+        case OSC_OP_REACH:
+                unit_job_cancel(r->op.reach);
+                break;
+        case OSC_OP_GUARD:
+                osc_guard_free(r->op.guard);
+                break;
+        case OSC_OP_APPLY:
+                osc_applier_free(r->op.applier);
+                break;
+        case OSC_OP_SECRET:
+                kube_request_free(r->op.secret);
+                break;
+        case OSC_OP_KUBELET_HEALTH:
+        case OSC_OP_REGISTRY_PROBE:
+                http_probe_free(r->op.probe);
+                break;
+        case OSC_OP_PULL:
+                file_stage_free(r->op.pull);
+                break;
+        case OSC_OP_NONE:
+                break;
+        }
+        r->op = (OscOp) { .kind = OSC_OP_NONE };
+}
+
 static void run_clear(OscRunner *r) {
+        osc_runner_op_clear(r);
         r->running = NULL;
         r->repairing = false;
-        r->guard = osc_guard_free(r->guard);
-        r->reach = unit_job_cancel(r->reach);
-        r->applier = osc_applier_free(r->applier);
-        r->secret = kube_request_free(r->secret);
-        r->health = health_check_free(r->health);
-        r->probe = health_check_free(r->probe);
-        r->pull = kubelet_stage_free(r->pull);
-        r->answer = sd_event_source_disable_unref(r->answer);
-        r->answer_detail = mfree(r->answer_detail);
+        r->item = r->probe_host = 0;
+        r->step_error = 0;
+        r->step_detail = mfree(r->step_detail);
         r->done = NULL;
         r->userdata = NULL;
 }
@@ -271,7 +241,7 @@ void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, con
         /* The Node already says this OSC is applied (GNP §2.2): the decider does nothing with it. */
         if (node && streq_ptr(node->applied_checksum, osc->checksum))
                 return;
-        assert(!r->applier && !r->guard && !r->reach);     /* the executor never decides while a run is in flight */
+        assert(!r->done);       /* the executor never decides while a run is in flight */
         if (!streq_ptr(r->checksum, osc->checksum) || (r->error && now_usec >= r->retry_usec))
                 prepare_now(r, osc, os_version, now_usec);
 
@@ -289,326 +259,15 @@ void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, con
         ret->plan = r->plan;
 }
 
-/* ---- the items the applier hands back to us ---------------------------------------------------- */
+/* ---- the run ------------------------------------------------------------------------------------------
+ *
+ * The runner walks the work list: a stretch of items the applier does itself (files, units over
+ * D-Bus) runs as one OscApplier, which stops at the next item that needs the world outside the node;
+ * that one the runner does itself as its operation in flight, marks done and persists like any item,
+ * and goes on. Every step after the start comes from the loop (a callback of the operation that
+ * ended), so `done` never runs inside osc_runner_apply()/osc_runner_repair(). */
 
-/* The item the applier is at. */
-static const OscWork *current_work(const OscRunner *r) {
-        return &r->running->items[osc_applier_current(r->applier)];
-}
-
-static int on_answer(sd_event_source *s, void *userdata) {
-        OscRunner *r = userdata;
-        _cleanup_free_ char *detail = TAKE_PTR(r->answer_detail);
-
-        r->answer = sd_event_source_disable_unref(r->answer);
-        osc_applier_external_done(r->applier, r->answer_error, detail);
-        return 0;
-}
-
-/* Answers the current item from the loop (the applier must not be re-entered from its own hook). */
-static int answer_later(OscRunner *r, int error, const char *detail) {
-        int k;
-
-        r->answer_error = error;
-        if (free_and_strdup(&r->answer_detail, detail) < 0)
-                return -ENOMEM;
-        k = sd_event_add_defer(r->deps.event, &r->answer, on_answer, r);
-        if (k >= 0)
-                (void) sd_event_source_set_description(r->answer, "osc-runner-answer");
-        return k;
-}
-
-static void on_secret(KubeRequest *req, int error, json_t *object, void *userdata) {
-        OscRunner *r = userdata;
-        const OscWork *w = current_work(r);
-        const char *value = json_string_value(json_object_get(json_object_get(object, "data"), w->file.secret_key));
-        _cleanup_free_ char *data = NULL, *detail = NULL;
-        size_t size = 0;
-        int k;
-
-        r->secret = kube_request_free(r->secret);
-        if (error < 0)
-                k = error_setf(&detail, error, "reading Secret %s: %s", w->file.secret_name, strerror(-error));
-        else if (!value)
-                k = error_setf(&detail, -ENOENT, "Secret %s has no data key %s", w->file.secret_name,
-                               w->file.secret_key);
-        else if (base64_decode(value, SIZE_MAX, &data, &size) < 0)
-                k = error_setf(&detail, -EBADMSG, "Secret %s: data key %s is not base64", w->file.secret_name,
-                               w->file.secret_key);
-        else {
-                /* The content is a secret: only the path and the errno ever reach a message. */
-                k = osc_write_file(r->deps.config->osc.root_directory, w->file.path, data, size,
-                                   osc_file_mode(&w->file), true);
-                if (k < 0)
-                        (void) error_setf(&detail, k, "%s", strerror(-k));
-        }
-        if (data)
-                explicit_bzero(data, size);
-        osc_applier_external_done(r->applier, k < 0 ? k : 0, detail);
-}
-
-static int start_secret(OscRunner *r, const OscWork *w) {
-        _cleanup_free_ char *path = NULL;
-        int k;
-
-        if (!r->kube)
-                return answer_later(r, -ENOTCONN, "no API server connection to read the Secret");
-        /* The model refused an invalid name already (InvalidDesiredState); a saved work list from an
-         * older version may still hold one. */
-        k = kube_path(KUBE_RESOURCE_SECRETS, r->deps.config->osc.namespace, w->file.secret_name, NULL, &path);
-        if (k == -EINVAL)
-                return answer_later(r, k, "not a valid Secret name");
-        if (k < 0)
-                return k;
-        return kube_client_get(r->kube, path, on_secret, r, &r->secret);
-}
-
-static void on_health(HealthCheck *hc, int error, const char *message, unsigned n_probes, void *userdata) {
-        OscRunner *r = userdata;
-        _cleanup_free_ char *detail = NULL;
-
-        r->health = health_check_free(r->health);
-        if (error < 0)
-                detail = strdup(strempty(message));
-        osc_applier_external_done(r->applier, error < 0 ? error : 0, detail);
-}
-
-static int start_health(OscRunner *r) {
-        const Config *c = r->deps.config;
-        HealthCheckOptions o = {
-                .url = c->kubelet.healthz_url,
-                .timeout_usec = c->kubelet.health_timeout_usec,
-                .interval_usec = MIN(HEALTH_CHECK_INTERVAL_DEFAULT_USEC, c->kubelet.health_timeout_usec / 4),
-        };
-
-        return health_check_start(r->deps.event, r->deps.http, &o, on_health, r, &r->health);
-}
-
-/* The PEM of a registry host's `ca` files, concatenated: relative names are below the upstream's
- * certs.d directory (upstream's baseDir), every path below osc.rootDirectory. */
-static int read_host_cas(OscRunner *r, const OscRegistry *g, const OscRegistryHost *h, char **ret,
-                         size_t *ret_size, char **ret_detail) {
-        _cleanup_free_ char *all = NULL;
-        size_t n = 0;
-
-        for (char **ca = h->ca_certs; ca && *ca; ca++) {
-                _cleanup_free_ char *path = NULL, *full = NULL, *pem = NULL;
-                size_t size;
-                char *grown;
-                int k;
-
-                if ((**ca == '/' ? asprintf(&path, "%s", *ca)
-                                 : asprintf(&path, OSC_CONTAINERD_CERTS_DIR "/%s/%s", g->upstream, *ca)) < 0)
-                        return -ENOMEM;
-                k = path_below_root(r->deps.config->osc.root_directory, path, &full);
-                if (k >= 0)
-                        k = read_full_file(full, REGISTRY_CA_MAX, &pem, &size);
-                if (k < 0)
-                        return error_setf(ret_detail, k, "upstream %s: CA file %s of host %s: %s", g->upstream,
-                                          path, h->url, strerror(-k));
-                grown = realloc(all, n + size + 2);
-                if (!grown)
-                        return -ENOMEM;
-                all = grown;
-                memcpy(all + n, pem, size);
-                n += size;
-                all[n++] = '\n';
-                all[n] = 0;
-        }
-        *ret = TAKE_PTR(all);
-        *ret_size = n;
-        return 0;
-}
-
-static int probe_next_host(OscRunner *r);
-
-/* A newer OSC than the one being applied is published. */
-static bool superseded(const OscRunner *r) {
-        return r->desired && r->checksum && !streq(r->desired, r->checksum);
-}
-
-/* Issue 23: a mirror on a dead host held a corrected OSC published after it back for the whole probe
- * timeout. Once a newer OSC is there the wait helps nobody (the newer one may drop or fix the
- * mirror): the item fails now (FileApplyFailed, the item stays not done) and the executor's next
- * decision takes the newer OSC. */
-static int abandon_probe(OscRunner *r) {
-        const OscWork *w = current_work(r);
-        _cleanup_free_ char *detail = NULL;
-        int k;
-
-        if (asprintf(&detail, "upstream %s: readiness probe of %s abandoned: OSC %s supersedes this one",
-                     w->registry.upstream, w->registry.hosts[r->probe_host].url, r->desired) < 0)
-                return -ENOMEM;
-        k = answer_later(r, -ESTALE, detail);
-        if (k >= 0)
-                r->probe = health_check_free(r->probe);
-        return k;
-}
-
-static void on_probed(HealthCheck *hc, int error, const char *message, unsigned n_probes, void *userdata) {
-        OscRunner *r = userdata;
-        const OscWork *w = current_work(r);
-        _cleanup_free_ char *detail = NULL;
-        int k;
-
-        r->probe = health_check_free(r->probe);
-        if (error < 0) {
-                (void) error_setf(&detail, error, "upstream %s: %s", w->registry.upstream, strempty(message));
-                return osc_applier_external_done(r->applier, error, detail);
-        }
-        log_info("Registry host %s of upstream %s answered after %u probe(s).",
-                 w->registry.hosts[r->probe_host].url, w->registry.upstream, n_probes);
-        r->probe_host++;
-        k = probe_next_host(r);
-        if (k < 0)
-                osc_applier_external_done(r->applier, k, "cannot start the next probe");
-}
-
-/* GNP §6.4 step 9: a new or changed registry with readinessProbe gets its hosts.toml only once each
- * of its hosts answers. Its item comes after the unit commands and the kubelet health check
- * (core/osc-diff.h), where upstream waits for its asynchronous probes: a mirror running in this
- * cluster, which may need this very node, never holds the node's own files and units back. */
-static int probe_next_host(OscRunner *r) {
-        const OscWork *w = current_work(r);
-        const OscRegistry *g = &w->registry;
-        _cleanup_free_ char *pem = NULL, *detail = NULL;
-        size_t size = 0;
-        int k;
-
-        if (r->probe_host >= g->n_hosts) {
-                k = osc_write_registry(r->deps.config->osc.root_directory, g);
-                if (k < 0)
-                        (void) error_setf(&detail, k, "%s", strerror(-k));
-                return answer_later(r, MIN(k, 0), detail);
-        }
-        if (superseded(r))
-                return abandon_probe(r);
-        k = read_host_cas(r, g, &g->hosts[r->probe_host], &pem, &size, &detail);
-        if (k == -ENOMEM)
-                return k;
-        if (k < 0)
-                return answer_later(r, k, detail);
-        return health_check_start(r->deps.event, r->deps.http,
-                                  &(HealthCheckOptions) {
-                                          .url = g->hosts[r->probe_host].url,
-                                          .interval_usec = REGISTRY_PROBE_INTERVAL_USEC,
-                                          .request_timeout_usec = REGISTRY_PROBE_REQUEST_TIMEOUT_USEC,
-                                          .timeout_usec = REGISTRY_PROBE_TIMEOUT_USEC,
-                                          .any_status = true,
-                                          .ca_pem = pem,
-                                          .ca_pem_size = size,
-                                  },
-                                  on_probed, r, &r->probe);
-}
-
-static int start_probe(OscRunner *r, const OscWork *w) {
-        log_info("Probing the %zu host(s) of registry upstream %s before writing its hosts.toml.",
-                 w->registry.n_hosts, w->registry.upstream);
-        r->probe_host = 0;
-        return probe_next_host(r);
-}
-
-/* The kubelet binary is the kubelet store's (staged, switched and rolled back by the transaction);
- * the OSC's imageRef entry for it is satisfied by that. Both name it as the OSC does (the store
- * puts it below osc.rootDirectory). */
-static bool is_kubelet_binary(const OscRunner *r, const char *path) {
-        return streq_ptr(path, r->deps.config->kubelet.binary_path);
-}
-
-static void on_pulled(KubeletStage *st, const KubeletStageResult *res, void *userdata) {
-        OscRunner *r = userdata;
-        const OscWork *w = current_work(r);
-        _cleanup_free_ char *detail = NULL;
-        int k = res->error;
-
-        if (k < 0)
-                (void) error_setf(&detail, k, "%s: %s", w->file.image, strempty(res->message));
-        else {
-                k = osc_install_file(r->deps.config->osc.root_directory, w->file.path, res->path,
-                                     osc_file_mode(&w->file));
-                if (k < 0)
-                        (void) error_setf(&detail, k, "%s", strerror(-k));
-                else
-                        log_info("Installed %s from %s (%s).", w->file.path, w->file.image,
-                                 res->reused ? "already pulled" : strempty(res->file_digest));
-        }
-        r->pull = kubelet_stage_free(r->pull);  /* `res` is not used below */
-        osc_applier_external_done(r->applier, k < 0 ? k : 0, detail);
-}
-
-/* An imageRef file (GNP §6.4 step 10) through the kubelet's staging: resolved, every layer verified
- * against its digest, the file extracted safely, kept in a store of its own under a key of image
- * and path (a second apply of the same image does not download again). */
-static int start_pull(OscRunner *r, const OscWork *w) {
-        _cleanup_free_ char *dir = NULL, *key = NULL;
-        char hex[DIGEST_STRING_MAX];
-        Digest d;
-        int k;
-
-        if (!r->images) {
-                if (asprintf(&dir, "%s/osc-images", r->deps.config->state_directory) < 0)
-                        return -ENOMEM;
-                /* The store's "binary path" is never switched: it only names a file inside it. */
-                k = kubelet_store_new(dir, "/nonexistent/osc-image", 1, &r->images);
-                if (k < 0)
-                        return answer_later(r, k, "cannot create the image file store");
-        }
-        if (asprintf(&key, "%s\n%s", w->file.image, w->file.file_in_image) < 0 || digest_buffer(key, strlen(key), &d) < 0)
-                return -ENOMEM;
-        digest_format_hex(&d, hex);
-        hex[32] = 0;
-        k = kubelet_stage_start(r->deps.event, r->deps.registry, r->images,
-                                &(KubeletStageRequest) { .image = w->file.image, .file_path = w->file.file_in_image,
-                                                         .version = hex },
-                                NULL, on_pulled, r, &r->pull);
-        if (k == -EINVAL)
-                return answer_later(r, k, "not a valid image reference or file path");
-        return k;
-}
-
-static int on_external(OscApplier *a, const OscWork *w, void *userdata) {
-        OscRunner *r = userdata;
-        _cleanup_free_ char *detail = NULL;
-
-        switch (w->kind) {
-        case OSC_WORK_WRITE_FILE:
-                return start_secret(r, w);
-        case OSC_WORK_KUBELET_HEALTH:
-                return start_health(r);
-        case OSC_WORK_REGISTRY:
-                return start_probe(r, w);
-        case OSC_WORK_PULL_FILE:
-                if (is_kubelet_binary(r, w->file.path))
-                        return answer_later(r, 0, NULL);
-                return start_pull(r, w);
-        default:
-                if (osc_work_describe(w, &detail) < 0)
-                        return -ENOMEM;
-                return answer_later(r, -EOPNOTSUPP, detail);
-        }
-}
-
-/* ---- the run ------------------------------------------------------------------------------------------ */
-
-/* Said once: the item is done all the same (a mask is the admin's decision, not a failure to retry). */
-static void on_masked(OscApplier *a, const char *path, const char *left_out, void *userdata) {
-        log_warning("%s is masked (a symlink to /dev/null): %s; unmask it for the OSC to manage it.", path, left_out);
-}
-
-static int on_items_done(OscApplier *a, const size_t *indices, size_t n, void *userdata) {
-        OscRunner *r = userdata;
-        const char *self = r->deps.config->restart.self_unit;
-        int k;
-
-        if (r->repairing)
-                return 0;       /* nothing to resume: the next drift round sees what is left */
-        k = osc_state_save_done(r->deps.config->state_directory, r->changes, indices, n);
-        for (size_t i = 0; k >= 0 && i < n; i++)
-                if (unit_guard_is_self_restart(self, &r->changes->items[indices[i]]))
-                        log_notice("OSC %s changed the agent's own unit %s: restarting it now (marked done first, "
-                                   "so once); the next process finishes the OSC.", r->checksum, self);
-        return k;
-}
+static void run_next(OscRunner *r);
 
 static void finish(OscRunner *r, int error, UpdateFailureCode code, const char *message) {
         OscRunnerDone done = r->done;
@@ -618,11 +277,141 @@ static void finish(OscRunner *r, int error, UpdateFailureCode code, const char *
         done(r, error, code, message, userdata);
 }
 
-static UpdateFailureCode failure_code(const char *name) {
-        UpdateFailureCode c = update_failure_code_from_string(name);
+/* Items `indices[0..n)` are done: persisted now (a drift repair persists nothing; the next round sees
+ * what is left). */
+static int persist_done(OscRunner *r, const size_t *indices, size_t n) {
+        const char *self = r->deps.config->restart.self_unit;
+        int k;
 
-        return c >= 0 ? c : UPDATE_FAILURE_FILE_APPLY_FAILED;
+        if (r->repairing)
+                return 0;
+        k = osc_state_save_done(r->deps.config->state_directory, r->changes, indices, n);
+        for (size_t i = 0; k >= 0 && i < n; i++)
+                if (unit_guard_is_self_restart(self, &r->changes->items[indices[i]]))
+                        log_notice("OSC %s changed the agent's own unit %s: restarting it now (marked done first, "
+                                   "so once); the next process finishes the OSC.", r->checksum, self);
+        return k;
 }
+
+/* Our item failed: the run fails with `code` (_UPDATE_FAILURE_INVALID: the item's own) naming it
+ * (upstream's reason for the kubelet health check, for MCM: GNP scenario 25); the item stays not
+ * done. */
+static void item_failed(OscRunner *r, UpdateFailureCode code, int error, const char *detail) {
+        const OscWork *w = osc_runner_current(r);
+        _cleanup_free_ char *message = NULL;
+        int k;
+
+        detail = detail ?: strerror(-error);
+        if (code < 0)
+                code = error == -EOPNOTSUPP                   ? UPDATE_FAILURE_UNSUPPORTED_CHANGE
+                       : w->kind == OSC_WORK_KUBELET_HEALTH ? UPDATE_FAILURE_KUBELET_UNHEALTHY
+                                                              : UPDATE_FAILURE_FILE_APPLY_FAILED;
+        if (code == UPDATE_FAILURE_KUBELET_UNHEALTHY)
+                k = kubelet_health_failure_reason(detail, &message);
+        else
+                k = asprintf(&message, "%s: %s", osc_work_target(w) ?: osc_work_kind_to_string(w->kind), detail) < 0
+                            ? -ENOMEM : 0;
+        if (k < 0)
+                message = NULL;
+        finish(r, error < 0 ? error : -EIO, code, message ?: "applying the OSC failed");
+}
+
+/* Our item is done: marked and persisted like the applier's. */
+static int item_done(OscRunner *r) {
+        osc_changes_mark_done(r->running, r->item);
+        return persist_done(r, &r->item, 1);
+}
+
+void osc_runner_item_ended(OscRunner *r, int error, const char *detail) {
+        int k;
+
+        if (error < 0)
+                return item_failed(r, _UPDATE_FAILURE_INVALID, error, detail);
+        k = item_done(r);
+        if (k < 0)
+                return item_failed(r, UPDATE_FAILURE_FILE_APPLY_FAILED, k, PERSIST_FAILED);
+        run_next(r);
+}
+
+static int on_step(sd_event_source *s, void *userdata) {
+        OscRunner *r = userdata;
+        _cleanup_free_ char *detail = TAKE_PTR(r->step_detail);
+        int error = r->step_error;
+
+        osc_runner_op_clear(r);
+        r->step_error = 0;
+        if (error < 0)
+                item_failed(r, _UPDATE_FAILURE_INVALID, error, detail);
+        else
+                run_next(r);
+        return 0;
+}
+
+int osc_runner_op_step(OscRunner *r, int error, const char *detail) {
+        _cleanup_(sd_event_source_disable_unrefp) sd_event_source *s = NULL;
+        int k;
+
+        k = sd_event_add_defer(r->deps.event, &s, on_step, r);
+        if (k < 0)
+                return k;
+        (void) sd_event_source_set_description(s, "osc-runner-step");
+        if (free_and_strdup(&r->step_detail, detail) < 0)
+                return -ENOMEM;
+        osc_runner_op_clear(r);
+        r->op = (OscOp) { .kind = OSC_OP_STEP, .step = TAKE_PTR(s) };
+        r->step_error = error;
+        return 0;
+}
+
+/* ---- the applier's stretches ------------------------------------------------------------------- */
+
+/* Said once: the item is done all the same (a mask is the admin's decision, not a failure to retry). */
+static void on_masked(OscApplier *a, const char *path, const char *left_out, void *userdata) {
+        log_warning("%s is masked (a symlink to /dev/null): %s; unmask it for the OSC to manage it.", path, left_out);
+}
+
+static int on_items_done(OscApplier *a, const size_t *indices, size_t n, void *userdata) {
+        return persist_done(userdata, indices, n);
+}
+
+static void on_stopped(OscApplier *a, size_t at, const OscApplyFailure *f, void *userdata) {
+        OscRunner *r = userdata;
+        _cleanup_free_ char *message = NULL;
+
+        if (!f) {
+                osc_runner_op_clear(r);
+                return run_next(r);     /* item `at`, ours, or the end */
+        }
+        if (asprintf(&message, "%s: %s", strempty(f->subject), strempty(f->detail)) < 0)
+                message = NULL;
+        finish(r, f->error < 0 ? f->error : -EIO, f->code, message ?: "applying the OSC failed");
+}
+
+static int start_applier(OscRunner *r) {
+        static const OscApplierCallbacks cb = {
+                .items_done = on_items_done,
+                .stopped = on_stopped,
+                .masked = on_masked,
+        };
+        _cleanup_(osc_applier_freep) OscApplier *a = NULL;
+        const Config *c = r->deps.config;
+        int k;
+
+        k = osc_applier_new(r->deps.event, r->deps.units, r->running,
+                            &(OscApplierParams) { .root_directory = c->osc.root_directory,
+                                                  .unit_directory = c->systemd.unit_directory,
+                                                  .self_unit = c->restart.self_unit,
+                                                  .restore = r->repairing },
+                            &cb, r, &a);
+        if (k >= 0)
+                k = osc_applier_start(a);
+        if (k < 0)
+                return k;
+        r->op = (OscOp) { .kind = OSC_OP_APPLY, .applier = TAKE_PTR(a) };
+        return 0;
+}
+
+/* ---- committing --------------------------------------------------------------------------------- */
 
 /* A bootstrap credential below osc.rootDirectory that has done its job: removed, said once. */
 static void retire(const char *root, const char *path, const char *what) {
@@ -660,6 +449,7 @@ static void commit(OscRunner *r) {
                 return finish(r, k, UPDATE_FAILURE_FILE_APPLY_FAILED, message ?: "cannot record the last-applied OSC");
         }
         n = r->changes ? r->changes->n_items : 0;
+        r->running = NULL;
         r->committed = true;
         r->yaml = mfree(r->yaml);
         r->changes = osc_changes_free(r->changes);
@@ -669,70 +459,47 @@ static void commit(OscRunner *r) {
         finish(r, 0, _UPDATE_FAILURE_INVALID, NULL);
 }
 
-static void on_finished(OscApplier *a, const OscApplyFailure *f, void *userdata) {
-        OscRunner *r = userdata;
-        _cleanup_free_ char *message = NULL;
-        UpdateFailureCode code;
-        int k;
+/* ---- the walk ----------------------------------------------------------------------------------- */
 
-        if (!f && r->repairing)
-                return finish(r, 0, _UPDATE_FAILURE_INVALID, NULL);
-        if (!f)
-                return commit(r);
-        code = failure_code(f->code);
-        /* Upstream's reason for MCM (GNP scenario 25); everything else names its path or unit. */
-        if (code == UPDATE_FAILURE_KUBELET_UNHEALTHY)
-                k = asprintf(&message, "kubelet is not healthy after in-place update: %s", strempty(f->detail));
-        else
-                k = asprintf(&message, "%s: %s", strempty(f->subject), strempty(f->detail));
-        if (k < 0)
-                message = NULL;
-        finish(r, f->error < 0 ? f->error : -EIO, code, message ?: "applying the OSC failed");
-}
+/* Runs the work from the first item not done: the applier's stretch, or our items one after the
+ * other, until something is in flight or the run ends. Only from the loop. */
+static void run_next(OscRunner *r) {
+        for (;;) {
+                _cleanup_free_ char *detail = NULL;
+                const OscWork *w;
+                int k;
 
-/* Nothing left to run (committed before a restart, or an OSC without file or unit changes). */
-static int on_nothing_to_run(sd_event_source *s, void *userdata) {
-        OscRunner *r = userdata;
-
-        if (r->committed)
-                finish(r, 0, _UPDATE_FAILURE_INVALID, NULL);
-        else
-                commit(r);
-        return 0;
-}
-
-static int start_applier(OscRunner *r) {
-        static const OscApplierCallbacks cb = {
-                .items_done = on_items_done,
-                .finished = on_finished,
-                .external = on_external,
-                .masked = on_masked,
-        };
-        const Config *c = r->deps.config;
-        int k;
-
-        k = osc_applier_new(r->deps.event, r->deps.units, r->running,
-                            &(OscApplierParams) { .root_directory = c->osc.root_directory,
-                                                  .unit_directory = c->systemd.unit_directory,
-                                                  .self_unit = c->restart.self_unit,
-                                                  .restore = r->repairing },
-                            &cb, r, &r->applier);
-        if (k >= 0)
-                k = osc_applier_start(r->applier);
-        return k;
+                r->item = r->running ? osc_changes_next(r->running) : 0;
+                if (!r->running || r->item >= r->running->n_items) {
+                        if (r->repairing || r->committed)
+                                return finish(r, 0, _UPDATE_FAILURE_INVALID, NULL);
+                        return commit(r);
+                }
+                w = osc_runner_current(r);
+                if (osc_applier_handles(w)) {
+                        k = start_applier(r);
+                        if (k < 0)
+                                finish(r, k, UPDATE_FAILURE_FILE_APPLY_FAILED, "cannot start applying the OSC");
+                        return;
+                }
+                k = osc_runner_start_item(r, w, &detail);
+                if (k == 0)
+                        return;
+                if (k < 0)
+                        return item_failed(r, _UPDATE_FAILURE_INVALID, k, detail ?: "cannot start");
+                k = item_done(r);
+                if (k < 0)
+                        return item_failed(r, UPDATE_FAILURE_FILE_APPLY_FAILED, k, PERSIST_FAILED);
+        }
 }
 
 static void on_guarded(OscGuard *g, int error, const char *unit, const char *why, void *userdata) {
         OscRunner *r = userdata;
         _cleanup_free_ char *message = NULL;
-        int k;
 
         if (error >= 0) {
-                r->guard = osc_guard_free(r->guard);
-                k = start_applier(r);
-                if (k >= 0)
-                        return;
-                return finish(r, k, UPDATE_FAILURE_FILE_APPLY_FAILED, "cannot start applying the OSC");
+                osc_runner_op_clear(r);
+                return run_next(r);
         }
         /* Refused, or systemd could not be asked: either way nothing of the OSC ran. */
         if (asprintf(&message, "%s: %s", strempty(unit), strempty(why)) < 0)
@@ -742,61 +509,69 @@ static void on_guarded(OscGuard *g, int error, const char *unit, const char *why
 
 static int start_guard(OscRunner *r) {
         const Config *c = r->deps.config;
+        OscGuard *g = NULL;
+        int k;
 
-        return osc_guard_start(unit_control_get_bus(r->deps.units),
-                               &(OscGuardParams) { .self_unit = c->restart.self_unit,
-                                                   .replaced_units = c->osc.replaced_units,
-                                                   .kubelet_unit = c->kubelet.unit,
-                                                   .containerd_unit = OSC_CONTAINERD_UNIT },
-                               r->running, on_guarded, r, &r->guard);
+        k = osc_guard_start(unit_control_get_bus(r->deps.units),
+                            &(OscGuardParams) { .self_unit = c->restart.self_unit,
+                                                .replaced_units = c->osc.replaced_units,
+                                                .kubelet_unit = c->kubelet.unit,
+                                                .containerd_unit = OSC_CONTAINERD_UNIT },
+                            r->running, on_guarded, r, &g);
+        if (k < 0)
+                return k;
+        r->op = (OscOp) { .kind = OSC_OP_GUARD, .guard = g };
+        return 0;
 }
 
 static void on_reached(const UnitJobResult *result, void *userdata) {
         OscRunner *r = userdata;
         int k;
 
-        r->reach = NULL;
+        r->op = (OscOp) { .kind = OSC_OP_NONE };        /* the UnitControl frees the job */
         k = result->error < 0 ? result->error : start_guard(r);
         if (k < 0)
                 finish(r, k, UPDATE_FAILURE_UNIT_APPLY_FAILED,
                        result->detail ?: "cannot ask systemd about the OSC's units");
 }
 
-/* The guard asks systemd over the connection of the moment. While there is none (the bus restarts,
- * systemd re-executes) the run waits for it like any unit job, rather than apply unit items unjudged. */
-static int start_guard_or_applier(OscRunner *r) {
+/* Before the first unit item runs, the guard judges them all (the OSC is held whole). It asks systemd
+ * over the connection of the moment; while there is none (the bus restarts, systemd re-executes) the
+ * run waits for it like any unit job, rather than apply unit items unjudged. Without unit items the
+ * run starts from the loop. */
+static int run_start(OscRunner *r) {
+        UnitJob *job = NULL;
         int k;
 
-        if (!osc_guard_needed(r->running))
-                return start_applier(r);
-        k = unit_control_reach(r->deps.units, on_reached, r, &r->reach);
-        return k > 0 ? start_guard(r) : k;
+        if (!r->running || !osc_guard_needed(r->running))
+                return osc_runner_op_step(r, 0, NULL);
+        k = unit_control_reach(r->deps.units, on_reached, r, &job);
+        if (k > 0)
+                return start_guard(r);
+        if (k == 0)
+                r->op = (OscOp) { .kind = OSC_OP_REACH, .reach = job };
+        return k;
 }
 
 int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, void *userdata) {
+        bool nothing;
         int k;
 
         assert(r && done);
-        if (r->applier || r->guard || r->reach || r->answer)
+        if (r->done)
                 return -EBUSY;
         if (streq_ptr(r->checksum, checksum) && r->error)
                 return -ENODATA;
         if (!streq_ptr(r->checksum, checksum) || (!r->committed && !r->changes))
                 return -ESTALE;
+        /* Committed before a restart, or an OSC without file or unit changes: only the commit. */
+        nothing = r->committed || osc_changes_complete(r->changes);
+        if (!nothing && !r->deps.units)
+                return -ENOTCONN;
         r->done = done;
         r->userdata = userdata;
         r->running = r->changes;
-        if (r->committed || osc_changes_next(r->changes) >= r->changes->n_items) {
-                k = sd_event_add_defer(r->deps.event, &r->answer, on_nothing_to_run, r);
-                if (k < 0)
-                        run_clear(r);
-                return k;
-        }
-        if (!r->deps.units) {
-                run_clear(r);
-                return -ENOTCONN;
-        }
-        k = start_guard_or_applier(r);
+        k = run_start(r);
         if (k < 0)
                 run_clear(r);
         return k;
@@ -812,7 +587,7 @@ int osc_runner_repair(OscRunner *r, OscChanges *c, OscRunnerDone done, void *use
         int k;
 
         assert(r && c && done);
-        if (r->applier || r->guard || r->reach || r->answer)
+        if (r->done)
                 return -EBUSY;
         if (!r->deps.units)
                 return -ENOTCONN;
@@ -820,7 +595,7 @@ int osc_runner_repair(OscRunner *r, OscChanges *c, OscRunnerDone done, void *use
         r->userdata = userdata;
         r->running = c;
         r->repairing = true;
-        k = start_guard_or_applier(r);
+        k = run_start(r);
         if (k < 0)
                 run_clear(r);
         return k;
@@ -939,27 +714,12 @@ OscRunner *osc_runner_free(OscRunner *r) {
         run_clear(r);
         prepared_clear(r);
         free(r->logged_error);
-        kubelet_store_free(r->images);
+        file_store_free(r->images);
         free(r->host_name);
         osc_protected_done(&r->own_files);
         free(r->desired);
         free(r);
         return NULL;
-}
-
-void osc_runner_set_desired(OscRunner *r, const char *checksum) {
-        int k;
-
-        if (free_and_strdup(&r->desired, checksum) < 0) {
-                log_oom();
-                return;
-        }
-        if (!r->probe || !superseded(r))
-                return;
-        k = abandon_probe(r);
-        if (k < 0)
-                /* The probe keeps its own deadline; the newer OSC comes after it. */
-                log_warning_errno(k, "Cannot end the readiness probe for the newer OSC %s: %m", r->desired);
 }
 
 void osc_runner_set_kube(OscRunner *r, KubeClient *kube) {

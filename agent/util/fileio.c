@@ -110,6 +110,14 @@ int fsync_parent_dir(const char *path) {
         return fsync(fd) < 0 ? -errno : 0;
 }
 
+int fsync_directory(const char *dir) {
+        _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+        if (fd < 0)
+                return -errno;
+        return fsync(fd) < 0 ? -errno : 0;
+}
+
 /* One fixed name per target, hidden: a temp file left by a kill is truncated and renamed away by the
  * next write of the same target (a resumed write always comes), and readers of the directory that skip
  * dot files (kubelet's static pod directory, systemd's drop-in directories read only *.conf) never see

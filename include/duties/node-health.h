@@ -3,7 +3,7 @@
 
 /* GNA's kubelet and containerd health checks (GNP §8 item 2, CONTRACT §9.8): every period (30 s;
  * the first at start) one probe each —
- *   kubelet:    GET kubelet.healthzURL (kubelet/health-check.h, one probe, 10 s at most);
+ *   kubelet:    GET kubelet.healthzURL (net/http-probe.h, one probe, 10 s at most);
  *   containerd: connect() on <osc.rootDirectory>/run/containerd/containerd.sock and the unit's
  *               ActiveState "active" over D-Bus. Upstream asks containerd for its Version() over
  *               gRPC; a connect that is accepted proves the daemon listens, and the unit's state

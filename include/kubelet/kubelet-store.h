@@ -1,19 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The versioned kubelet store on the node (CONTRACT §7, §8.1–8.3):
+/* The versioned kubelet store on the node (CONTRACT §7, §8.1–8.3), an oci/file-store.h of the
+ * kubelet's binaries with the kubelet.binaryPath symlink on top:
  *   <stateDirectory>/kubelet/<version>/kubelet       0755, fsynced; <version> without a leading "v"
  *   <stateDirectory>/kubelet/<version>/source.json   where it came from (image, digests)
  *   kubelet.binaryPath -> <stateDirectory>/kubelet/<version>/kubelet   switched atomically
  *   <stateDirectory>/staging/                        scratch space on the same filesystem
- * Owns nothing but paths. Blocking local file I/O (renames, fsyncs, small files; adoption may copy one
- * binary once); no event loop, does not log. */
+ * Owns its FileStore and paths. Blocking local file I/O (renames, fsyncs, small files; adoption may
+ * copy one binary once); no event loop, does not log. */
 
 #include <stdbool.h>
 
+#include "oci/file-store.h"
 #include "util/macro.h"
 
-#define KUBELET_VERSION_MAX 128
 #define KUBELET_ADOPTED_VERSION "adopted"
 
 typedef struct KubeletStore KubeletStore;
@@ -24,28 +25,10 @@ int kubelet_store_new(const char *state_directory, const char *binary_path, unsi
 KubeletStore *kubelet_store_free(KubeletStore *s);
 DEFINE_CLEANUP_FUNC(KubeletStore, kubelet_store_free);
 
+/* The store of the binaries (where oci/file-stage.h stages a version), borrowed while `s` lives. */
+FileStore *kubelet_store_files(const KubeletStore *s);
 const char *kubelet_store_root(const KubeletStore *s);          /* <stateDirectory>/kubelet */
-const char *kubelet_store_staging(const KubeletStore *s);       /* <stateDirectory>/staging */
 const char *kubelet_store_binary_path(const KubeletStore *s);
-
-/* A version usable as a directory name: [A-Za-z0-9][A-Za-z0-9._+-]*, at most KUBELET_VERSION_MAX. */
-bool kubelet_version_is_valid(const char *v);
-/* "Kubernetes v1.31.2\n" (kubelet --version) → "1.31.2". -EBADMSG if the output is not like that. */
-int kubelet_version_from_output(const char *output, char **ret);
-
-/* <root>/<version>/kubelet. */
-int kubelet_store_path(const KubeletStore *s, const char *version, char **ret);
-/* 1 if <root>/<version>/kubelet is a regular executable file, 0 if not. */
-int kubelet_store_has(const KubeletStore *s, const char *version);
-
-/* Moves `staged_path` (a verified file on the store's filesystem, e.g. under staging/) to
- * <root>/<version>/kubelet with mode 0755, replacing an older copy; fsyncs file and directories.
- * `source_json` (may be NULL) is written next to it as source.json. -EXDEV if staged_path lives on
- * another filesystem. */
-int kubelet_store_install(const KubeletStore *s, const char *version, const char *staged_path,
-                          const char *source_json);
-/* source.json of a stored version (-ENOENT if none). */
-int kubelet_store_read_source(const KubeletStore *s, const char *version, char **ret);
 
 /* The version binaryPath points at. -ENOENT if binaryPath does not exist, -EMEDIUMTYPE if it is a
  * regular file (not yet adopted), -EXDEV if it is a symlink that does not point into the store. */

@@ -14,6 +14,10 @@
 
 #define KUBELET_VERSION_TIMEOUT_DEFAULT_USEC (10 * USEC_PER_SEC)
 
+/* "Kubernetes v1.31.2\n" (kubelet --version) → "1.31.2" (a valid store version, starting with a digit).
+ * -EBADMSG if the output is not like that. */
+int kubelet_version_from_output(const char *output, char **ret);
+
 typedef struct KubeletVersionProbe KubeletVersionProbe;
 
 /* Exactly once unless freed before; never inside the start call. version is NULL on error (the binary

@@ -39,7 +39,7 @@
 #include "core/osc-component-config.h"
 #include "identity/identity.h"
 #include "identity/token-sync.h"
-#include "kubelet/health-check.h"
+#include "net/http-probe.h"
 #include "net/http.h"
 #include "systemd/unit-control.h"
 #include "util/macro.h"
@@ -83,7 +83,7 @@ typedef struct CredentialRotationParams {
         const char *kubelet_directory;  /* <osc.rootDirectory>/var/lib/kubelet */
         const char *root_directory;     /* osc.rootDirectory (NULL: "/"): GNA's caFile is below it */
         const char *kubelet_unit;
-        HealthCheckOptions health;
+        HttpProbeOptions health;
         uint64_t config_wait_usec;      /* 0: CREDENTIAL_ROTATION_CONFIG_WAIT_USEC */
 } CredentialRotationParams;
 

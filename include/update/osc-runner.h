@@ -12,14 +12,17 @@
  *                         Warning Event and the work starts over). Fills the decider's OscWorkView;
  *                         its plan is a summary within a byte budget, the whole plan goes to the
  *                         journal and <stateDirectory>/last-computed-osc-plan.json.
- *   osc_runner_apply()    the APPLY_OSC action: runs the remaining items with apply/osc-apply,
- *                         persisting after each one (a line in the done-log), answers the items the applier cannot do itself
+ *   osc_runner_apply()    the APPLY_OSC action: walks the remaining items, persisting after each one
+ *                         (a line in the done-log). A stretch of items apply/osc-apply does itself
+ *                         (files, units over D-Bus) runs as one OscApplier, which stops at the next
+ *                         item that needs the world outside the node; the runner does that one itself
  *                         (secretRef files: an uncached GET of the Secret; the kubelet's imageRef:
  *                         the kubelet store owns that binary; any other imageRef file: pulled and
- *                         verified by the same registry code into <stateDirectory>/osc-images,
- *                         then linked into place; the kubelet health check), and commits
- *                         the OSC as last applied once every item is done. Only then does the
- *                         decider get to write checksum/cloud-config-data: the checksum is a promise.
+ *                         verified by oci/file-stage into <stateDirectory>/osc-images, then linked
+ *                         into place; the kubelet health check; a registry's readinessProbe), marks
+ *                         it done like any item and goes on. Once every item is done it commits the
+ *                         OSC as last applied. Only then does the decider get to write
+ *                         checksum/cloud-config-data: the checksum is a promise.
  *
  * Before the first unit item runs, apply/osc-guard asks systemd what the agent, the kubelet and
  * containerd hang on: an item that would stop or restart them (core/unit-guard.h) fails the run
@@ -29,10 +32,12 @@
  * message naming the path or unit and the errno or D-Bus error; the item stays not done, so the
  * retry (the engine's back-off) starts there again.
  *
- * Ownership: the executor owns the OscRunner; the runner owns the work list, its plan JSON, the
- * applier and the request or check of the item in flight. Everything in OscRunnerDeps is borrowed
- * and outlives the runner; the KubeClient comes later (osc_runner_set_kube()). Logs: one journal line
- * per prepared work list and per applied OSC (daemon layer). */
+ * Ownership: the executor owns the OscRunner; the runner owns the work list, its plan JSON, the store
+ * of imageRef files and the one operation of a run in flight (the guard, an applier's stretch, or the
+ * request, probe or pull of one of its own items). Everything in OscRunnerDeps is borrowed and
+ * outlives the runner; the KubeClient comes later (osc_runner_set_kube()). Logs what it decides: one
+ * journal line per prepared work list, per applied OSC, per item of its own done; a failed run is
+ * the executor's to log (the `done` callback's code and message). */
 
 #include "core/config.h"
 #include "core/node-update.h"
@@ -100,9 +105,9 @@ const char *osc_runner_error(const OscRunner *r, UpdateFailureCode *ret_code);
 void osc_runner_retire_bootstrap_credentials(OscRunner *r);
 
 /* A drift repair (duties/drift-repair.h, core/osc-drift-plan.h): `c` (borrowed until `done`) runs
- * like the prepared work does — the OSC guard first, then the applier with the same answers to what
- * it cannot do itself (a secretRef file's Secret fetched, an imageRef file pulled or linked again
- * from the image store, the kubelet health check) — but in restore mode (a unit's <name>.d keeps what
+ * like the prepared work does — the OSC guard first, then the applier and the runner's own items (a
+ * secretRef file's Secret fetched, an imageRef file pulled or linked again from the image store, the
+ * kubelet health check) — but in restore mode (a unit's <name>.d keeps what
  * the OSC does not name), with nothing persisted and nothing committed: the next drift round sees
  * whatever is left. Items done are marked in `c`. 0, -EBUSY while a run is in flight, -ENOTCONN
  * without systemd, -errno when it cannot start. */

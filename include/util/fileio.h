@@ -33,6 +33,8 @@ int write_file_atomic_temp_name(const char *path, char **ret);
 
 /* fsync() the directory that contains `path`. */
 int fsync_parent_dir(const char *path);
+/* fsync() the directory `dir` itself. */
+int fsync_directory(const char *dir);
 
 /* `path` (absolute) below `root` (osc.rootDirectory, CONTRACT §9.5); "/" leaves it as it is. -EINVAL
  * for a relative path. */

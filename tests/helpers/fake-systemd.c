@@ -151,6 +151,25 @@ static int method_reload(sd_bus_message *m, void *userdata, sd_bus_error *error)
         return sd_bus_reply_method_return(m, "");
 }
 
+/* EnableUnitFiles(as, runtime, force) / DisableUnitFiles(as, runtime): logged per unit, nothing
+ * changed is reported (the caller only waits for the reply). */
+static int method_unit_files(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        FakeSystemd *f = userdata;
+        const char *member = sd_bus_message_get_member(m), *name;
+        bool enable = streq(member, "EnableUnitFiles");
+        int r;
+
+        r = sd_bus_message_enter_container(m, 'a', "s");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_read(m, "s", &name)) > 0)
+                log_call(f, member, name);
+        if (r < 0)
+                return r;
+        return enable ? sd_bus_reply_method_return(m, "ba(sss)", false, 0)
+                      : sd_bus_reply_method_return(m, "a(sss)", 0);
+}
+
 static int get_invocation(sd_bus *bus, const char *path, const char *interface, const char *property,
                           sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         const FakeUnit *u = userdata;
@@ -189,6 +208,8 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_METHOD("RestartUnit", "ss", "o", method_job, 0),
         SD_BUS_METHOD("ReloadUnit", "ss", "o", method_job, 0),
         SD_BUS_METHOD("Reload", "", "", method_reload, 0),
+        SD_BUS_METHOD("EnableUnitFiles", "asbb", "ba(sss)", method_unit_files, 0),
+        SD_BUS_METHOD("DisableUnitFiles", "asb", "a(sss)", method_unit_files, 0),
         SD_BUS_SIGNAL("JobRemoved", "uoss", 0),
         SD_BUS_SIGNAL("Reloading", "b", 0),
         SD_BUS_VTABLE_END

@@ -11,11 +11,13 @@
  *      then {"event":"baseline",...};
  *   2. prints {"event":"plan","items":[...]} (osc_work_describe of the items not done);
  *   3. runs the applier on the "system" bus (DBUS_SYSTEM_BUS_ADDRESS: the test's user manager),
-  *      persisting the items it hands over and printing {"event":"item",...} for each (and
-  *      {"event":"masked",...} for a masked unit file or drop-in left alone); --kill-after N raises
-  *      SIGKILL right after the persisted items of this run reached N;
- *      --external ok|fail answers the items the owner does itself (secretRef, imageRef, kubelet
- *      health) from a deferred event: success, or -EIO "simulated failure"; --containerd-path is the
+ *      persisting the items it hands over and printing {"event":"item",...} for each (and
+ *      {"event":"masked",...} for a masked unit file or drop-in left alone); --kill-after N raises
+ *      SIGKILL right after the persisted items of this run reached N;
+ *      --external ok|fail stands for the owner at the items the applier stops at (secretRef,
+ *      imageRef, kubelet health, a probed registry; {"event":"external","kind"}): done (persisted
+ *      like any item, and a new applier for the rest), or failed with -EIO "simulated failure";
+ *      without it they fail as UnsupportedChange; --containerd-path is the
  *      PATH of the injected containerd drop-in (the model option; without it none is injected);
  *      --self-unit stands for restart.selfUnit (its restart last, saved as done before its job);
  *   4. on success osc_state_commit(); prints
@@ -42,8 +44,9 @@ typedef struct Ctx {
         unsigned kill_after, n_done;
         int exit_code;
         const char *external;           /* NULL, "ok" or "fail" */
-        OscApplier *applier;
-        sd_event_source *answer;
+        UnitControl *uc;
+        OscApplierParams params;
+        OscApplier *applier;            /* owned: the stretch running */
 } Ctx;
 
 static void emit(json_t *j) {
@@ -74,12 +77,11 @@ static int items_done(OscApplier *a, const size_t *indices, size_t n, void *user
         return 0;
 }
 
-static void finished(OscApplier *a, const OscApplyFailure *f, void *userdata) {
-        Ctx *c = userdata;
-
+static void finish(Ctx *c, const OscApplyFailure *f) {
         if (f) {
-                emit(json_pack("{s:s, s:b, s:s, s:s, s:i, s:s}", "event", "finished", "ok", 0, "code", f->code,
-                               "subject", strempty(f->subject), "errno", -f->error, "detail", strempty(f->detail)));
+                emit(json_pack("{s:s, s:b, s:s, s:s, s:i, s:s}", "event", "finished", "ok", 0, "code",
+                               update_failure_code_to_string(f->code), "subject", strempty(f->subject), "errno",
+                               -f->error, "detail", strempty(f->detail)));
                 c->exit_code = 1;
         } else {
                 int r = osc_state_commit(c->state, c->new_yaml, c->new_size);
@@ -90,26 +92,61 @@ static void finished(OscApplier *a, const OscApplyFailure *f, void *userdata) {
         (void) sd_event_exit(c->event, 0);
 }
 
-static int on_answer(sd_event_source *s, void *userdata) {
-        Ctx *c = userdata;
-
-        c->answer = sd_event_source_disable_unref(c->answer);
-        if (streq(c->external, "ok"))
-                osc_applier_external_done(c->applier, 0, NULL);
-        else
-                osc_applier_external_done(c->applier, -EIO, "simulated failure");
-        return 0;
-}
-
 static void masked(OscApplier *a, const char *path, const char *left_out, void *userdata) {
         emit(json_pack("{s:s, s:s, s:s}", "event", "masked", "path", path, "left_out", left_out));
 }
 
-static int external(OscApplier *a, const OscWork *w, void *userdata) {
+static int start_applier(Ctx *c);
+
+/* The owner's item `at`: done or failed as --external says. */
+static void run_external(Ctx *c, size_t at) {
+        const OscWork *w = &c->changes->items[at];
+        _cleanup_free_ char *d = NULL;
+        OscApplyFailure f = { .subject = osc_work_target(w) ?: osc_work_kind_to_string(w->kind) };
+        int r;
+
+        if (!c->external) {
+                (void) osc_work_describe(w, &d);
+                f = (OscApplyFailure) { UPDATE_FAILURE_UNSUPPORTED_CHANGE, f.subject, -EOPNOTSUPP, strempty(d) };
+                return finish(c, &f);
+        }
+        emit(json_pack("{s:s, s:s}", "event", "external", "kind", osc_work_kind_to_string(w->kind)));
+        if (!streq(c->external, "ok")) {
+                f.code = w->kind == OSC_WORK_KUBELET_HEALTH ? UPDATE_FAILURE_KUBELET_UNHEALTHY
+                                                            : UPDATE_FAILURE_FILE_APPLY_FAILED;
+                f.error = -EIO;
+                f.detail = "simulated failure";
+                return finish(c, &f);
+        }
+        osc_changes_mark_done(c->changes, at);
+        r = items_done(NULL, &at, 1, c);
+        if (r >= 0)
+                r = start_applier(c);
+        if (r < 0) {
+                fprintf(stderr, "oscapply: %s\n", strerror(-r));
+                c->exit_code = 2;
+                (void) sd_event_exit(c->event, 0);
+        }
+}
+
+static void stopped(OscApplier *a, size_t at, const OscApplyFailure *f, void *userdata) {
         Ctx *c = userdata;
 
-        emit(json_pack("{s:s, s:s}", "event", "external", "kind", osc_work_kind_to_string(w->kind)));
-        return sd_event_add_defer(c->event, &c->answer, on_answer, c);
+        if (f || at >= c->changes->n_items)
+                finish(c, f);           /* `f` is the applier's: before it goes */
+        c->applier = osc_applier_free(c->applier);
+        if (!f && at < c->changes->n_items)
+                run_external(c, at);
+}
+
+static int start_applier(Ctx *c) {
+        static const OscApplierCallbacks cb = { .items_done = items_done, .stopped = stopped, .masked = masked };
+        int r;
+
+        r = osc_applier_new(c->event, c->uc, c->changes, &c->params, &cb, c, &c->applier);
+        if (r >= 0)
+                r = osc_applier_start(c->applier);
+        return r;
 }
 
 int main(int argc, char *argv[]) {
@@ -130,8 +167,6 @@ int main(int argc, char *argv[]) {
                    *self_unit = NULL;
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         uint64_t job_timeout_usec = 30 * USEC_PER_SEC;
-        UnitControl *uc = NULL;
-        OscApplier *a = NULL;
         Ctx c = {};
         json_t *plan;
         int opt, r;
@@ -199,27 +234,18 @@ int main(int argc, char *argv[]) {
         if (r >= 0)
                 r = sd_bus_attach_event(bus, c.event, SD_EVENT_PRIORITY_NORMAL);
         if (r >= 0)
-                r = unit_control_new(bus, job_timeout_usec, &uc);
+                r = unit_control_new(bus, job_timeout_usec, &c.uc);
+        c.params = (OscApplierParams) { .root_directory = root, .unit_directory = unit_dir, .self_unit = self_unit };
         if (r >= 0)
-                r = osc_applier_new(c.event, uc, c.changes,
-                                    &(OscApplierParams) { .root_directory = root, .unit_directory = unit_dir,
-                                                          .self_unit = self_unit },
-                                    &(OscApplierCallbacks) { .items_done = items_done, .finished = finished,
-                                                             .external = c.external ? external : NULL,
-                                                             .masked = masked },
-                                    &c, &a);
-        c.applier = a;
-        if (r >= 0)
-                r = osc_applier_start(a);
+                r = start_applier(&c);
         if (r >= 0)
                 r = sd_event_loop(c.event);
         if (r < 0) {
                 fprintf(stderr, "oscapply: %s\n", strerror(-r));
                 c.exit_code = 2;
         }
-        sd_event_source_disable_unref(c.answer);
-        osc_applier_free(a);
-        unit_control_free(uc);
+        osc_applier_free(c.applier);
+        unit_control_free(c.uc);
         osc_changes_free(c.changes);
         sd_event_unref(c.event);
         free(c.new_yaml);

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Test driver for the kubelet staging path: on one sd_event loop, pull + verify + extract + store
- * (kubelet-stage), optionally switch kubelet.binaryPath, health-check and switch back, exactly as the
- * manager would minus the unit restart. Prints one JSON object on stdout. Never installed. */
+ * (oci/file-stage into the kubelet store), optionally switch kubelet.binaryPath, health-check and
+ * switch back, exactly as the manager would minus the unit restart. Prints one JSON object on stdout. Never installed. */
 #include <getopt.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 
-#include "kubelet/health-check.h"
-#include "kubelet/kubelet-stage.h"
+#include "kubelet/kubelet-health.h"
+#include "oci/file-stage.h"
 #include "kubelet/kubelet-store.h"
 #include "kubelet/kubelet-version.h"
 #include "net/http.h"
@@ -35,13 +35,13 @@ static struct {
 typedef struct Run {
         sd_event *event;
         RegistryClient *registry;
-        KubeletStage *stage;
+        FileStage *stage;
         KubeletVersionProbe *probe;
         Http *http;
         KubeletStore *store;
         json_t *out;
         char *previous;
-        HealthCheck *hc;
+        HttpProbe *hc;
         int exit_code;
 } Run;
 
@@ -59,12 +59,12 @@ static void fail(Run *run, int error, ArtifactFailure f, const char *message) {
         finish(run, 1);
 }
 
-static void on_health(HealthCheck *hc, int error, const char *message, unsigned n_probes, void *userdata) {
+static void on_health(HttpProbe *hc, int error, const char *message, unsigned n_probes, void *userdata) {
         Run *run = userdata;
         _cleanup_free_ char *reason = NULL;
         int r;
 
-        run->hc = health_check_free(run->hc);
+        run->hc = http_probe_free(run->hc);
         json_object_set_new(run->out, "healthProbes", json_integer(n_probes));
         if (error >= 0) {
                 json_object_set_new(run->out, "ok", json_true());
@@ -74,16 +74,16 @@ static void on_health(HealthCheck *hc, int error, const char *message, unsigned 
         /* Unhealthy: switch back to the previous version (the manager would restart the unit now). */
         r = run->previous ? kubelet_store_switch(run->store, run->previous, NULL) : 0;
         json_object_set_new(run->out, "rolledBack", json_boolean(run->previous && r >= 0));
-        (void) health_check_failure_reason(message, &reason);
+        (void) kubelet_health_failure_reason(message, &reason);
         fail(run, error, ARTIFACT_FAILURE_KUBELET_UNHEALTHY, reason);
 }
 
-static void on_progress(KubeletStage *st, uint64_t done, uint64_t total, void *userdata) {
+static void on_progress(FileStage *st, uint64_t done, uint64_t total, void *userdata) {
         if (arg.progress)
                 fprintf(stderr, "progress %llu %llu\n", (unsigned long long) done, (unsigned long long) total);
 }
 
-static void on_staged(KubeletStage *st, const KubeletStageResult *res, void *userdata) {
+static void on_staged(FileStage *st, const FileStageResult *res, void *userdata) {
         Run *run = userdata;
         int r;
 
@@ -111,10 +111,10 @@ static void on_staged(KubeletStage *st, const KubeletStageResult *res, void *use
                 json_object_set_new(run->out, "gcRemoved", json_integer(r));
         }
         if (arg.healthz) {
-                HealthCheckOptions o = { .url = arg.healthz, .interval_usec = arg.health_interval_usec,
+                HttpProbeOptions o = { .url = arg.healthz, .interval_usec = arg.health_interval_usec,
                                          .timeout_usec = arg.health_timeout_usec };
 
-                r = health_check_start(run->event, run->http, &o, on_health, run, &run->hc);
+                r = http_probe_start(run->event, run->http, &o, on_health, run, &run->hc);
                 if (r < 0)
                         fail(run, r, ARTIFACT_FAILURE_KUBELET_UNHEALTHY, "cannot start health check");
                 return;
@@ -188,7 +188,7 @@ static int parse_argv(int argc, char **argv) {
 }
 
 static int start_stage(Run *run) {
-        KubeletStageRequest req = {
+        FileStageRequest req = {
                 .image = arg.image,
                 .file_path = arg.file,
                 .version = arg.version,
@@ -196,7 +196,7 @@ static int start_stage(Run *run) {
         };
         int r;
 
-        r = kubelet_stage_start(run->event, run->registry, run->store, &req, on_progress, on_staged, run, &run->stage);
+        r = file_stage_start(run->event, run->registry, kubelet_store_files(run->store), &req, on_progress, on_staged, run, &run->stage);
         if (r < 0) {
                 json_object_set_new(run->out, "ok", json_false());
                 json_object_set_new(run->out, "code", json_string("InvalidDesiredState"));
@@ -271,8 +271,8 @@ int main(int argc, char **argv) {
         json_dumpf(run.out, stdout, JSON_SORT_KEYS);
         fputc('\n', stdout);
         kubelet_version_probe_free(run.probe);
-        kubelet_stage_free(run.stage);
-        health_check_free(run.hc);
+        file_stage_free(run.stage);
+        http_probe_free(run.hc);
         registry_client_free(run.registry);
         kubelet_store_free(run.store);
         http_free(run.http);

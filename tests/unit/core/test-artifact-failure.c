@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "core/artifact-failure.h"
-#include "kubelet/kubelet-stage.h"
+#include "oci/file-stage.h"
 #include "tests.h"
 
 static void test_codes_match_contract(void **state) {
@@ -30,9 +30,9 @@ static void test_extract_errors(void **state) {
         static const int unsafe[] = { -EXDEV, -E2BIG, -ENAMETOOLONG, -EFBIG, -EMEDIUMTYPE, -EBADMSG };
 
         for (size_t i = 0; i < ELEMENTSOF(unsafe); i++)
-                assert_int_equal(kubelet_stage_failure_from_extract_error(unsafe[i]), ARTIFACT_FAILURE_UNSAFE_ARCHIVE);
-        assert_int_equal(kubelet_stage_failure_from_extract_error(-ENOSPC), ARTIFACT_FAILURE_DISK_SPACE);
-        assert_int_equal(kubelet_stage_failure_from_extract_error(-EIO), ARTIFACT_FAILURE_UNAVAILABLE);
+                assert_int_equal(file_stage_failure_from_extract_error(unsafe[i]), ARTIFACT_FAILURE_UNSAFE_ARCHIVE);
+        assert_int_equal(file_stage_failure_from_extract_error(-ENOSPC), ARTIFACT_FAILURE_DISK_SPACE);
+        assert_int_equal(file_stage_failure_from_extract_error(-EIO), ARTIFACT_FAILURE_UNAVAILABLE);
 }
 
 int main(void) {

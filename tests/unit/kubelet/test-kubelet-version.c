@@ -101,8 +101,22 @@ static void test_free_kills(void **state) {
         assert_false(c->done);
 }
 
+/* The output of --version, parsed into a store version. */
+static void test_version_from_output(void **state) {
+        _cleanup_free_ char *v = NULL;
+        char *x = NULL;
+
+        assert_int_equal(kubelet_version_from_output("Kubernetes v1.31.2\n", &v), 0);
+        assert_string_equal(v, "1.31.2");
+        assert_int_equal(kubelet_version_from_output("kubelet version 1", &x), -EBADMSG);
+        assert_int_equal(kubelet_version_from_output("Kubernetes v../../x", &x), -EBADMSG);
+        assert_int_equal(kubelet_version_from_output("Kubernetes vrc1", &x), -EBADMSG);
+        assert_null(x);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_version_from_output),
                 cmocka_unit_test_setup_teardown(test_probe, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_missing_binary, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_free_kills, setup, teardown),

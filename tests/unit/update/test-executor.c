@@ -1,20 +1,25 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The executor against its explicit dependencies (ExecutorDeps): a real sd_event loop, a real Http,
- * a reporter without an API client. What it decides is the core's business (test-node-update.c);
- * here: set-up errors come back instead of being logged, the restart annotation and a drift round
- * hold decisions back as an input, and a state file that cannot be written is retried rather than
- * dropped. */
+ * a reporter without an API client, a fake systemd. What it decides is the core's business
+ * (test-node-update.c); here: set-up errors come back instead of being logged, the restart
+ * annotation and a drift round hold decisions back as an input, a state file that cannot be written
+ * is retried rather than dropped, a fresh node's first OSC is applied through the OSC runner before
+ * its Node exists, and a failed OSC is recorded with its failure code and logged once. */
+#include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
 #include "core/config.h"
+#include "fake-systemd.h"
 #include "update/executor.h"
 #include "report/reporter.h"
 #include "update/state-file.h"
 #include "net/http.h"
 #include "test-loop.h"
 #include "tests.h"
+#include "util/fileio.h"
+#include "util/log.h"
 
 typedef struct Env {
         char dir[64];
@@ -24,6 +29,9 @@ typedef struct Env {
         Http *http;
         Reporter *reporter;
         Config *config;
+        FakeSystemd *systemd;
+        sd_bus *bus;
+        UnitControl *units;
         ExecutorDeps deps;
 } Env;
 
@@ -50,6 +58,9 @@ static int setup(void **state) {
         env->config->kubelet.binary_path = kubelet;
         free(env->config->os_release);
         assert_true(asprintf(&env->config->os_release, "%s/os-release", env->dir) > 0);
+        free(env->config->osc.root_directory);
+        assert_true(asprintf(&env->config->osc.root_directory, "%s/root", env->dir) > 0);
+        assert_int_equal(mkdir(env->config->osc.root_directory, 0755), 0);
 
         assert_int_equal(sd_event_new(&env->event), 0);
         assert_int_equal(http_new(env->event, &env->http), 0);
@@ -67,6 +78,9 @@ static int setup(void **state) {
 static int teardown(void **state) {
         Env *env = *state;
 
+        unit_control_free(env->units);
+        sd_bus_flush_close_unref(env->bus);
+        fake_systemd_free(env->systemd);
         reporter_free(env->reporter);
         http_free(env->http);
         sd_event_unref(env->event);
@@ -188,6 +202,90 @@ static void test_failed_save_is_retried(void **state) {
         TEST_LOOP_UNTIL(env->event, exists(env->state_file), 15 * USEC_PER_SEC);
 }
 
+/* With systemd (the fake) for the OSC's units. */
+static void with_systemd(Env *env) {
+        assert_int_equal(fake_systemd_new(env->event, &env->systemd, &env->bus), 0);
+        assert_int_equal(unit_control_new(env->bus, 5 * USEC_PER_SEC, &env->units), 0);
+        env->deps.units = env->units;
+}
+
+static OscDesired *desired(const char *checksum, const char *yaml) {
+        OscDesired *osc = calloc(1, sizeof(OscDesired));
+
+        assert_non_null(osc);
+        assert_non_null(osc->checksum = strdup(checksum));
+        assert_non_null(osc->yaml = strdup(yaml));
+        osc->yaml_size = strlen(yaml);
+        return osc;
+}
+
+static bool file_contains(const char *path, const char *what) {
+        _cleanup_free_ char *data = NULL;
+
+        return read_full_file(path, 1 << 20, &data, NULL) >= 0 && strstr(data, what);
+}
+
+static unsigned count(const char *haystack, const char *needle) {
+        unsigned n = 0;
+
+        for (const char *p = haystack; (p = strstr(p, needle)); p++)
+                n++;
+        return n;
+}
+
+/* A fresh node (no Node yet): its first OSC is applied through the OSC runner and committed. */
+static void test_first_osc_before_the_node(void **state) {
+        Env *env = *state;
+        _cleanup_(executor_freep) Executor *e = NULL;
+        _cleanup_free_ char *file = NULL, *last = NULL;
+
+        with_systemd(env);
+        assert_true(asprintf(&file, "%s/etc/a", env->config->osc.root_directory) > 0);
+        assert_true(asprintf(&last, "%s/last-applied-osc.yaml", env->state_dir) > 0);
+        assert_int_equal(executor_new(&env->deps, &e, NULL), 0);
+        executor_set_osc(e, desired("c1", "spec: {files: [{path: /etc/a, content: {inline: {data: a}}}]}"));
+        executor_set_node(e, NULL);
+        assert_int_equal(executor_start(e), 0);
+        TEST_LOOP_UNTIL(env->event, access(last, F_OK) == 0 && !executor_is_busy(e), 10 * USEC_PER_SEC);
+        assert_true(file_contains(file, "a"));
+        assert_true(file_contains(env->state_file, "\"c1\""));
+}
+
+/* An OSC item that fails: the transaction records the failure code and the item's message, and the
+ * journal says it once (the runner returns it, the executor logs it). */
+static void test_osc_failure_recorded_and_logged_once(void **state) {
+        Env *env = *state;
+        _cleanup_(executor_freep) Executor *e = NULL;
+        _cleanup_free_ char *log = NULL, *logged = NULL;
+        int saved = dup(STDERR_FILENO), fd;
+
+        with_systemd(env);
+        assert_true(asprintf(&log, "%s/log", env->dir) > 0);
+        fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        assert_true(fd >= 0 && saved >= 0);
+        log_set_target(LOG_TARGET_STDERR);
+        assert_int_equal(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+        close(fd);
+
+        assert_int_equal(executor_new(&env->deps, &e, NULL), 0);
+        /* No API client: the secretRef file's Secret cannot be read. */
+        executor_set_osc(e, desired("c1", "spec: {files: [{path: /etc/s,"
+                                          " content: {secretRef: {name: s, dataKey: k}}}]}"));
+        executor_set_node(e, NULL);
+        assert_int_equal(executor_start(e), 0);
+        TEST_LOOP_UNTIL(env->event, file_contains(env->state_file, "FileApplyFailed"), 10 * USEC_PER_SEC);
+        TEST_LOOP_NOT(env->event, false, 200 * USEC_PER_MSEC);
+        e = executor_free(e);
+
+        assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+        close(saved);
+        assert_true(file_contains(env->state_file, "/etc/s: no API server connection to read the Secret"));
+        assert_int_equal(read_full_file(log, 1 << 20, &logged, NULL), 0);
+        fprintf(stderr, "%s", logged);
+        assert_int_equal(count(logged, "/etc/s: no API server connection to read the Secret (FileApplyFailed)"), 1);
+        assert_int_equal(count(logged, "Applying the OSC failed"), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_new_error_names_the_state_directory, setup, teardown),
@@ -195,6 +293,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_failed_save_is_retried, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_drift_round_holds_decisions, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_drift_waits_for_saved_work, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_first_osc_before_the_node, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_osc_failure_recorded_and_logged_once, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <sys/eventfd.h>
 
-#include "kubelet/kubelet-stage.h"
+#include "oci/file-stage.h"
 #include "oci/registry-blob.h"
 #include "oci/registry-manifest.h"
 #include "util/string-util.h"
@@ -27,10 +27,10 @@ typedef struct ExtractJob {
         char *message;                  /* owned */
 } ExtractJob;
 
-struct KubeletStage {
+struct FileStage {
         sd_event *event;                /* ref held */
         RegistryClient *registry;       /* borrowed */
-        KubeletStore *store;            /* borrowed */
+        FileStore *store;            /* borrowed */
         OciRef *ref;                    /* owned */
         char *image;                    /* owned */
         char *file_path;                /* owned */
@@ -64,8 +64,8 @@ struct KubeletStage {
         sd_event_source *efd_source;    /* owned */
         sd_event_source *defer;         /* owned: reuse without requests */
 
-        KubeletStageProgress on_progress;
-        KubeletStageDone on_done;
+        FileStageProgress on_progress;
+        FileStageDone on_done;
         void *userdata;                 /* borrowed */
 };
 
@@ -81,14 +81,14 @@ static void extract_job_free(ExtractJob *j) {
         free(j);
 }
 
-static void stage_join(KubeletStage *st) {
+static void stage_join(FileStage *st) {
         if (st->thread_running) {
                 (void) pthread_join(st->thread, NULL);
                 st->thread_running = false;
         }
 }
 
-KubeletStage *kubelet_stage_free(KubeletStage *st) {
+FileStage *file_stage_free(FileStage *st) {
         if (!st)
                 return NULL;
         /* A reader waiting for bytes that will never come must be let go before the join. */
@@ -121,7 +121,7 @@ KubeletStage *kubelet_stage_free(KubeletStage *st) {
         return NULL;
 }
 
-ArtifactFailure kubelet_stage_failure_from_extract_error(int error) {
+ArtifactFailure file_stage_failure_from_extract_error(int error) {
         switch (error) {
         case -EXDEV:
         case -E2BIG:
@@ -140,7 +140,7 @@ ArtifactFailure kubelet_stage_failure_from_extract_error(int error) {
 
 /* Removes the fetched layer blobs: they are large and, once the file is in the store, useless. A
  * retriable failure keeps them for the next attempt. */
-static void stage_drop_blobs(KubeletStage *st) {
+static void stage_drop_blobs(FileStage *st) {
         if (!st->manifest || !st->blobs)
                 return;
         for (size_t i = 0; i < st->manifest->n_layers; i++)
@@ -148,12 +148,12 @@ static void stage_drop_blobs(KubeletStage *st) {
                         (void) unlink(st->blobs[i]);
 }
 
-static void stage_finish(KubeletStage *st, int error, ArtifactFailure failure, const char *message,
+static void stage_finish(FileStage *st, int error, ArtifactFailure failure, const char *message,
                          const char *file_digest, bool reused) {
         /* Copies: the callback may free st and still read the result. */
         _cleanup_free_ char *path = NULL, *version = strdup(st->version),
                             *manifest_digest = st->manifest_digest ? strdup(st->manifest_digest) : NULL;
-        KubeletStageResult res = {
+        FileStageResult res = {
                 .error = error,
                 .failure = error < 0 ? failure : ARTIFACT_FAILURE_NONE,
                 .message = error < 0 ? (message ? message : strerror(-error)) : NULL,
@@ -166,14 +166,14 @@ static void stage_finish(KubeletStage *st, int error, ArtifactFailure failure, c
 
         if (error >= 0 || failure != ARTIFACT_FAILURE_UNAVAILABLE)
                 stage_drop_blobs(st);
-        if (error >= 0 && kubelet_store_path(st->store, st->version, &path) >= 0)
+        if (error >= 0 && file_store_path(st->store, st->version, &path) >= 0)
                 res.path = path;
         st->op = registry_op_free(st->op);
         st->on_done(st, &res, st->userdata);    /* may free st */
 }
 
-static void stage_failf(KubeletStage *st, int error, ArtifactFailure failure, const char *fmt, ...) _printf_(4, 5);
-static void stage_failf(KubeletStage *st, int error, ArtifactFailure failure, const char *fmt, ...) {
+static void stage_failf(FileStage *st, int error, ArtifactFailure failure, const char *fmt, ...) _printf_(4, 5);
+static void stage_failf(FileStage *st, int error, ArtifactFailure failure, const char *fmt, ...) {
         _cleanup_free_ char *m = NULL;
         va_list ap;
 
@@ -195,9 +195,9 @@ static void *extract_thread(void *userdata) {
         return NULL;
 }
 
-static void stage_fetch_layer(KubeletStage *st);
+static void stage_fetch_layer(FileStage *st);
 
-static int stage_install(KubeletStage *st, ExtractJob *j) {
+static int stage_install(FileStage *st, ExtractJob *j) {
         _cleanup_free_ char *staged = NULL, *json = NULL;
         json_auto_t *src = NULL;
         char layer_digest[DIGEST_STRING_MAX], file_digest[DIGEST_STRING_MAX];
@@ -213,13 +213,13 @@ static int stage_install(KubeletStage *st, ExtractJob *j) {
         json = json_dumps(src, JSON_SORT_KEYS);
         if (!json)
                 return -ENOMEM;
-        return kubelet_store_install(st->store, st->version, staged, json);
+        return file_store_install(st->store, st->version, staged, json);
 }
 
-static int stage_start_extract(KubeletStage *st, int layer_fd);
+static int stage_start_extract(FileStage *st, int layer_fd);
 
 /* Throws away what an extraction produced (a streamed one whose bytes turned out not to be final). */
-static void stage_discard_job(KubeletStage *st) {
+static void stage_discard_job(FileStage *st) {
         ExtractJob *j = TAKE_PTR(st->job);
         _cleanup_free_ char *staged = NULL;
 
@@ -229,7 +229,7 @@ static void stage_discard_job(KubeletStage *st) {
         extract_job_free(j);
 }
 
-static void stage_handle_job(KubeletStage *st, ExtractJob *j) {
+static void stage_handle_job(FileStage *st, ExtractJob *j) {
         _cleanup_free_ char *staged = NULL;
         char digest_s[DIGEST_STRING_MAX];
         int r;
@@ -240,7 +240,7 @@ static void stage_handle_job(KubeletStage *st, ExtractJob *j) {
 
                 r = j->r;
                 extract_job_free(j);
-                stage_failf(st, r, kubelet_stage_failure_from_extract_error(r), "layer %zu of %s: %s", layer,
+                stage_failf(st, r, file_stage_failure_from_extract_error(r), "layer %zu of %s: %s", layer,
                             st->image, m ? m : strerror(-r));
                 return;
         }
@@ -254,7 +254,8 @@ static void stage_handle_job(KubeletStage *st, ExtractJob *j) {
                 extract_job_free(j);
                 if (r < 0) {
                         stage_failf(st, r, r == -ENOSPC ? ARTIFACT_FAILURE_DISK_SPACE : ARTIFACT_FAILURE_UNAVAILABLE,
-                                    "cannot install kubelet %s into the store: %s", st->version, strerror(-r));
+                                    "cannot install %s of %s into the store: %s", st->file_path, st->image,
+                                    strerror(-r));
                         return;
                 }
                 stage_finish(st, 0, ARTIFACT_FAILURE_NONE, NULL, digest_s, false);
@@ -280,7 +281,7 @@ static void stage_handle_job(KubeletStage *st, ExtractJob *j) {
 }
 
 /* Both halves of a layer are in when the blob op finished and no extraction runs: then decide. */
-static void stage_continue(KubeletStage *st) {
+static void stage_continue(FileStage *st) {
         _cleanup_(layer_feed_freep) LayerFeed *feed = NULL;
         int r;
 
@@ -309,7 +310,7 @@ static void stage_continue(KubeletStage *st) {
 }
 
 static int stage_on_extracted(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        KubeletStage *st = userdata;
+        FileStage *st = userdata;
         uint64_t v;
 
         if (read(st->efd, &v, sizeof(v)) != sizeof(v))
@@ -321,7 +322,7 @@ static int stage_on_extracted(sd_event_source *s, int fd, uint32_t revents, void
 }
 
 /* Starts the thread on `layer_fd` (consumed), through st->feed when it is set. */
-static int stage_start_extract(KubeletStage *st, int layer_fd) {
+static int stage_start_extract(FileStage *st, int layer_fd) {
         ExtractJob *j;
         int r;
 
@@ -336,14 +337,14 @@ static int stage_start_extract(KubeletStage *st, int layer_fd) {
         j->layer_fd = layer_fd;
         j->feed = st->feed;
         j->file_path = strdup(st->file_path);
-        j->staging = strdup(kubelet_store_staging(st->store));
-        if (!j->file_path || !j->staging || asprintf(&j->out_name, "kubelet-%s.new", st->version) < 0)
+        j->staging = strdup(file_store_staging(st->store));
+        if (!j->file_path || !j->staging || asprintf(&j->out_name, "%s-%s.new", file_store_file_name(st->store), st->version) < 0)
                 return -ENOMEM;
 
         r = sd_event_add_io(st->event, &st->efd_source, st->efd, EPOLLIN, stage_on_extracted, st);
         if (r < 0)
                 return r;
-        (void) sd_event_source_set_description(st->efd_source, "kubelet-stage-extract");
+        (void) sd_event_source_set_description(st->efd_source, "file-stage-extract");
         r = -pthread_create(&st->thread, NULL, extract_thread, j);
         if (r < 0)
                 return r;
@@ -352,7 +353,7 @@ static int stage_start_extract(KubeletStage *st, int layer_fd) {
 }
 
 static void stage_on_blob(RegistryOp *op, const RegistryResult *res, void *userdata) {
-        KubeletStage *st = userdata;
+        FileStage *st = userdata;
         int r;
 
         st->downloaded += res->bytes_downloaded;
@@ -391,7 +392,7 @@ static void stage_on_blob(RegistryOp *op, const RegistryResult *res, void *userd
 }
 
 static void stage_on_blob_progress(RegistryOp *op, uint64_t done, uint64_t total, void *userdata) {
-        KubeletStage *st = userdata;
+        FileStage *st = userdata;
 
         if (st->feed) {
                 layer_feed_advance(st->feed, done);
@@ -404,7 +405,7 @@ static void stage_on_blob_progress(RegistryOp *op, uint64_t done, uint64_t total
 
 /* Follows the blob's .partial file while it downloads. Best effort: without it (the blob was already
  * there, no memory) the layer is extracted after the download, as before. */
-static void stage_start_streaming(KubeletStage *st) {
+static void stage_start_streaming(FileStage *st) {
         _cleanup_free_ char *partial = NULL;
         int fd, r;
 
@@ -425,7 +426,7 @@ static void stage_start_streaming(KubeletStage *st) {
         }
 }
 
-static void stage_fetch_layer(KubeletStage *st) {
+static void stage_fetch_layer(FileStage *st) {
         int r;
 
         st->blob_done = false;
@@ -470,7 +471,7 @@ static int copy_layers(const OciManifest *m, OciManifest **ret) {
 }
 
 static void stage_on_manifest(RegistryOp *op, const RegistryResult *res, void *userdata) {
-        KubeletStage *st = userdata;
+        FileStage *st = userdata;
         int r;
 
         if (res->error < 0) {
@@ -494,12 +495,12 @@ static void stage_on_manifest(RegistryOp *op, const RegistryResult *res, void *u
 }
 
 /* Stored before from the same image and path? Then nothing needs to be fetched. */
-static bool stage_can_reuse(KubeletStage *st) {
+static bool stage_can_reuse(FileStage *st) {
         _cleanup_free_ char *data = NULL;
         json_auto_t *src = NULL;
 
-        if (kubelet_store_has(st->store, st->version) <= 0 ||
-            kubelet_store_read_source(st->store, st->version, &data) < 0)
+        if (file_store_has(st->store, st->version) <= 0 ||
+            file_store_read_source(st->store, st->version, &data) < 0)
                 return false;
         src = json_loads(data, 0, NULL);
         return streq_ptr(json_string_value(json_object_get(src, "image")), st->image) &&
@@ -507,14 +508,14 @@ static bool stage_can_reuse(KubeletStage *st) {
 }
 
 static int stage_on_reuse(sd_event_source *s, void *userdata) {
-        KubeletStage *st = userdata;
+        FileStage *st = userdata;
 
         st->defer = sd_event_source_disable_unref(st->defer);
         stage_finish(st, 0, ARTIFACT_FAILURE_NONE, NULL, NULL, true);
         return 0;
 }
 
-static int stage_init_request(KubeletStage *st, const KubeletStageRequest *req) {
+static int stage_init_request(FileStage *st, const FileStageRequest *req) {
         _cleanup_free_ char *normalized = NULL;
         int r;
 
@@ -535,7 +536,7 @@ static int stage_init_request(KubeletStage *st, const KubeletStageRequest *req) 
         }
         if (!st->version)
                 return -ENOMEM;
-        if (!kubelet_version_is_valid(st->version))
+        if (!file_store_version_is_valid(st->version))
                 return -EINVAL;
 
         /* NULL architecture: registry_resolve() picks this machine's platform. */
@@ -548,10 +549,9 @@ static int stage_init_request(KubeletStage *st, const KubeletStageRequest *req) 
         return 0;
 }
 
-int kubelet_stage_start(sd_event *event, RegistryClient *registry, KubeletStore *store,
-                        const KubeletStageRequest *req, KubeletStageProgress progress, KubeletStageDone done,
-                        void *userdata, KubeletStage **ret) {
-        _cleanup_(kubelet_stage_freep) KubeletStage *st = NULL;
+int file_stage_start(sd_event *event, RegistryClient *registry, FileStore *store, const FileStageRequest *req,
+                     FileStageProgress progress, FileStageDone done, void *userdata, FileStage **ret) {
+        _cleanup_(file_stage_freep) FileStage *st = NULL;
         int r;
 
         assert(event);

@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Staging a kubelet from an image served by the canned-response server (as a registry mirror):
- * the layer walk from the top down (found, absent → next layer, whiteout → failure), installation
- * into the store with its source.json, reuse without requests, and the argument checks. The real
- * registry, TLS and gzip layers are the kubelet-pull integration test's part. */
+/* Staging a file (a kubelet) from an image served by the canned-response server (as a registry
+ * mirror): the layer walk from the top down (found, absent → next layer, whiteout → failure),
+ * installation into the store with its source.json, reuse without requests, and the argument checks.
+ * The real registry, TLS and gzip layers are the kubelet-pull integration test's part. */
 #include <archive.h>
 #include <archive_entry.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
 #include "fake-http.h"
-#include "kubelet/kubelet-stage.h"
 #include "oci/digest.h"
+#include "oci/file-stage.h"
 #include "test-loop.h"
 #include "tests.h"
 
@@ -29,13 +29,13 @@ typedef struct Ctx {
         FakeHttp *fake;
         Http *http;
         RegistryClient *registry;
-        KubeletStore *store;
-        KubeletStage *stage;
+        FileStore *store;
+        FileStage *stage;
         char dir[64];
         char mirror_url[64];
 
         bool done;
-        KubeletStageResult res;
+        FileStageResult res;
         char message[512], path[256], file_digest[DIGEST_STRING_MAX];
         uint64_t progress_done, progress_total;
 } Ctx;
@@ -43,16 +43,17 @@ typedef struct Ctx {
 static int setup(void **state) {
         Ctx *c = calloc(1, sizeof(Ctx));
         RegistryMirror mirror = { .host = (char *) "reg.test", .url = c->mirror_url };
-        char blobs[128], bin[128];
+        char blobs[128], root[128], staging[128];
 
         assert_non_null(c);
         assert_int_equal(sd_event_new(&c->event), 0);
         assert_int_equal(fake_http_new(c->event, &c->fake), 0);
         assert_int_equal(http_new(c->event, &c->http), 0);
-        strcpy(c->dir, "/tmp/test-kubelet-stage-XXXXXX");
+        strcpy(c->dir, "/tmp/test-file-stage-XXXXXX");
         assert_non_null(mkdtemp(c->dir));
         snprintf(blobs, sizeof(blobs), "%s/blobs", c->dir);
-        snprintf(bin, sizeof(bin), "%s/kubelet", c->dir);
+        snprintf(root, sizeof(root), "%s/kubelet", c->dir);
+        snprintf(staging, sizeof(staging), "%s/staging", c->dir);
         snprintf(c->mirror_url, sizeof(c->mirror_url), "http://127.0.0.1:%u/", fake_http_port(c->fake));
         assert_int_equal(registry_client_new(c->event, c->http,
                                              &(RegistryOptions) { .mirrors = &mirror, .n_mirrors = 1,
@@ -60,7 +61,7 @@ static int setup(void **state) {
                                                                   .retry_base_usec = 10 * USEC_PER_MSEC,
                                                                   .min_free_bytes = 1 },
                                              &c->registry), 0);
-        assert_int_equal(kubelet_store_new(c->dir, bin, 2, &c->store), 0);
+        assert_int_equal(file_store_new(root, staging, "kubelet", &c->store), 0);
         *state = c;
         return 0;
 }
@@ -69,8 +70,8 @@ static int teardown(void **state) {
         Ctx *c = *state;
         char cmd[128];
 
-        kubelet_stage_free(c->stage);
-        kubelet_store_free(c->store);
+        file_stage_free(c->stage);
+        file_store_free(c->store);
         registry_client_free(c->registry);
         http_free(c->http);
         fake_http_free(c->fake);
@@ -132,7 +133,7 @@ static void push_blob(Ctx *c, const Layer *l) {
                                                                   .body_size = l->size }), 0);
 }
 
-static void on_done(KubeletStage *st, const KubeletStageResult *res, void *userdata) {
+static void on_done(FileStage *st, const FileStageResult *res, void *userdata) {
         Ctx *c = userdata;
 
         assert_false(c->done);
@@ -142,10 +143,10 @@ static void on_done(KubeletStage *st, const KubeletStageResult *res, void *userd
         snprintf(c->path, sizeof(c->path), "%s", strempty(res->path));
         snprintf(c->file_digest, sizeof(c->file_digest), "%s", strempty(res->file_digest));
         c->res.message = c->res.path = c->res.file_digest = c->res.version = c->res.manifest_digest = NULL;
-        c->stage = kubelet_stage_free(st);      /* allowed from the callback */
+        c->stage = file_stage_free(st);      /* allowed from the callback */
 }
 
-static void on_progress(KubeletStage *st, uint64_t done, uint64_t total, void *userdata) {
+static void on_progress(FileStage *st, uint64_t done, uint64_t total, void *userdata) {
         Ctx *c = userdata;
 
         c->progress_done = done;
@@ -154,8 +155,8 @@ static void on_progress(KubeletStage *st, uint64_t done, uint64_t total, void *u
 
 static void stage(Ctx *c) {
         c->done = false;
-        assert_int_equal(kubelet_stage_start(c->event, c->registry, c->store,
-                                             &(KubeletStageRequest) { .image = IMAGE, .file_path = "/kubelet" },
+        assert_int_equal(file_stage_start(c->event, c->registry, c->store,
+                                             &(FileStageRequest) { .image = IMAGE, .file_path = "/kubelet" },
                                              on_progress, on_done, c, &c->stage), 0);
         assert_false(c->done);  /* never from inside start */
         TEST_LOOP_UNTIL(c->event, c->done, 20 * USEC_PER_SEC);
@@ -201,7 +202,7 @@ static void test_found_in_top_layer(void **state) {
         assert_int_equal(c->res.bytes_downloaded, top.size);
         assert_int_equal(c->progress_total, top.size + bottom.size);
 
-        assert_int_equal(kubelet_store_read_source(c->store, "1.31.2", &source), 0);
+        assert_int_equal(file_store_read_source(c->store, "1.31.2", &source), 0);
         assert_non_null(strstr(source, "\"image\": \"" IMAGE "\""));
         assert_non_null(strstr(source, top.digest));
 
@@ -276,12 +277,12 @@ static void test_blob_digest_mismatch(void **state) {
         stage(c);
         assert_true(c->res.error < 0);
         assert_int_not_equal(c->res.failure, ARTIFACT_FAILURE_NONE);
-        assert_int_equal(kubelet_store_has(c->store, "1.31.2"), 0);
+        assert_int_equal(file_store_has(c->store, "1.31.2"), 0);
 }
 
 static void test_invalid_request(void **state) {
         Ctx *c = *state;
-        static const KubeletStageRequest bad[] = {
+        static const FileStageRequest bad[] = {
                 { .image = "", .file_path = "/kubelet" },
                 { .image = IMAGE, .file_path = "" },
                 /* no tag to take the version from */
@@ -292,7 +293,7 @@ static void test_invalid_request(void **state) {
         };
 
         for (size_t i = 0; i < ELEMENTSOF(bad); i++)
-                assert_int_equal(kubelet_stage_start(c->event, c->registry, c->store, &bad[i], NULL, on_done, c,
+                assert_int_equal(file_stage_start(c->event, c->registry, c->store, &bad[i], NULL, on_done, c,
                                                      &c->stage), -EINVAL);
         assert_null(c->stage);
         TEST_LOOP_NOT(c->event, c->done, 100 * USEC_PER_MSEC);
@@ -300,12 +301,12 @@ static void test_invalid_request(void **state) {
 }
 
 static void test_failure_from_extract_error(void **state) {
-        assert_int_equal(kubelet_stage_failure_from_extract_error(-EXDEV), ARTIFACT_FAILURE_UNSAFE_ARCHIVE);
-        assert_int_equal(kubelet_stage_failure_from_extract_error(-EBADMSG), ARTIFACT_FAILURE_UNSAFE_ARCHIVE);
-        assert_int_equal(kubelet_stage_failure_from_extract_error(-EFBIG), ARTIFACT_FAILURE_UNSAFE_ARCHIVE);
-        assert_int_equal(kubelet_stage_failure_from_extract_error(-ENOSPC), ARTIFACT_FAILURE_DISK_SPACE);
-        assert_int_equal(kubelet_stage_failure_from_extract_error(-EDQUOT), ARTIFACT_FAILURE_DISK_SPACE);
-        assert_int_equal(kubelet_stage_failure_from_extract_error(-EIO), ARTIFACT_FAILURE_UNAVAILABLE);
+        assert_int_equal(file_stage_failure_from_extract_error(-EXDEV), ARTIFACT_FAILURE_UNSAFE_ARCHIVE);
+        assert_int_equal(file_stage_failure_from_extract_error(-EBADMSG), ARTIFACT_FAILURE_UNSAFE_ARCHIVE);
+        assert_int_equal(file_stage_failure_from_extract_error(-EFBIG), ARTIFACT_FAILURE_UNSAFE_ARCHIVE);
+        assert_int_equal(file_stage_failure_from_extract_error(-ENOSPC), ARTIFACT_FAILURE_DISK_SPACE);
+        assert_int_equal(file_stage_failure_from_extract_error(-EDQUOT), ARTIFACT_FAILURE_DISK_SPACE);
+        assert_int_equal(file_stage_failure_from_extract_error(-EIO), ARTIFACT_FAILURE_UNAVAILABLE);
 }
 
 int main(void) {

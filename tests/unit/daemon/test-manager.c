@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The Manager as the daemon runs it, against what a unit test can give it: no system bus (an
+ * address nobody listens on), no kubeconfig, a notification socket of the test's. It is built,
+ * runs, says what it waits for (READY=1, STATUS=: a bootstrap credential), stops on SIGTERM
+ * (STOPPING=1) and frees everything; a set-up error names its cause and leaves the configuration
+ * the caller's. With an API server it is the integration suite's (the kubeconfig must name an
+ * https:// server, which the canned-response server does not speak). */
+#include <signal.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-event.h>
+#include <time.h>
+
+#include "apply/osc-files.h"
+#include "core/config.h"
+#include "daemon/manager.h"
+#include "tests.h"
+#include "util/fileio.h"
+
+typedef struct Env {
+        char dir[64];
+        char *state;
+        Config *config;
+        KubeTuning tuning;
+        int notify_fd;
+} Env;
+
+static int setup(void **state) {
+        Env *env = calloc(1, sizeof(Env));
+        _cleanup_free_ char *kubeconfig = NULL, *bus = NULL, *root = NULL;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        sigset_t ss;
+
+        assert_non_null(env);
+        strcpy(env->dir, "/tmp/test-manager-XXXXXX");
+        assert_non_null(mkdtemp(env->dir));
+        assert_true(asprintf(&env->state, "%s/state", env->dir) > 0);
+        assert_true(asprintf(&kubeconfig, "%s/kubeconfig", env->dir) > 0);
+        assert_true(asprintf(&root, "%s/root", env->dir) > 0);
+        assert_int_equal(mkdir(root, 0755), 0);
+
+        assert_int_equal(config_new(&env->config), 0);
+        assert_int_equal(config_finalize(env->config, &(ConfigOverrides) { .node_name = "node-1",
+                                                                            .state_dir = env->state,
+                                                                            .kubeconfig = kubeconfig },
+                                         NULL), 0);
+        assert_int_equal(free_and_strdup(&env->config->osc.root_directory, root), 0);
+        free(env->config->os_release);
+        assert_true(asprintf(&env->config->os_release, "%s/os-release", env->dir) > 0);
+        kube_tuning_init(&env->tuning);
+
+        /* No system bus: the manager retries it in the background. */
+        assert_true(asprintf(&bus, "unix:path=%s/no-bus", env->dir) > 0);
+        assert_int_equal(setenv("DBUS_SYSTEM_BUS_ADDRESS", bus, 1), 0);
+        /* The notifications come to us. */
+        env->notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        assert_true(env->notify_fd >= 0);
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/notify", env->dir);
+        assert_int_equal(bind(env->notify_fd, (struct sockaddr *) &sa, sizeof(sa)), 0);
+        assert_int_equal(setenv("NOTIFY_SOCKET", sa.sun_path, 1), 0);
+        /* As main.c does before manager_new(). */
+        sigemptyset(&ss);
+        sigaddset(&ss, SIGTERM);
+        sigaddset(&ss, SIGINT);
+        sigaddset(&ss, SIGCHLD);
+        assert_int_equal(sigprocmask(SIG_BLOCK, &ss, NULL), 0);
+        *state = env;
+        return 0;
+}
+
+static int teardown(void **state) {
+        Env *env = *state;
+
+        (void) unsetenv("NOTIFY_SOCKET");
+        (void) unsetenv("DBUS_SYSTEM_BUS_ADDRESS");
+        close(env->notify_fd);
+        config_free(env->config);
+        assert_int_equal(osc_remove_tree(env->dir), 0);
+        free(env->state);
+        free(env);
+        return 0;
+}
+
+/* Every notification so far, one per line. */
+static char *notifications(Env *env) {
+        char *all = strdup(""), buf[4096];
+        ssize_t n;
+
+        assert_non_null(all);
+        while ((n = recv(env->notify_fd, buf, sizeof(buf) - 1, 0)) > 0) {
+                char *grown;
+
+                buf[n] = 0;
+                assert_true(asprintf(&grown, "%s%s\n", all, buf) > 0);
+                free(all);
+                all = grown;
+        }
+        return all;
+}
+
+static void assert_contains(const char *haystack, const char *needle) {
+        if (!strstr(haystack, needle))
+                fail_msg("\"%s\" lacks \"%s\"", haystack, needle);
+}
+
+static void test_new_error_leaves_the_config(void **state) {
+        Env *env = *state;
+        _cleanup_(manager_freep) Manager *m = NULL;
+        _cleanup_free_ char *error = NULL;
+        Config *config = env->config;
+
+        /* A state directory that is a file: the executor cannot load its state. */
+        assert_int_equal(write_file_atomic(env->state, "x", 1, 0600), 0);
+        assert_true(manager_new(&env->config, &env->tuning, &m, &error) < 0);
+        assert_null(m);
+        assert_ptr_equal(env->config, config);          /* still the caller's, freed by teardown */
+        assert_non_null(error);
+        assert_contains(error, env->state);
+}
+
+static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) raise(SIGTERM);
+        return 0;
+}
+
+static void test_runs_without_api_server_and_stops(void **state) {
+        Env *env = *state;
+        _cleanup_(manager_freep) Manager *m = NULL;
+        _cleanup_free_ char *error = NULL, *said = NULL;
+        _cleanup_(sd_event_unrefp) sd_event *event = NULL;
+        _cleanup_(sd_event_source_unrefp) sd_event_source *timer = NULL;       /* before the manager and loop */
+
+        assert_int_equal(manager_new(&env->config, &env->tuning, &m, &error), 0);
+        assert_null(env->config);                       /* the manager's now */
+        /* The manager's loop is this thread's default one: SIGTERM after a while. */
+        assert_int_equal(sd_event_default(&event), 0);
+        assert_int_equal(sd_event_add_time_relative(event, &timer, CLOCK_MONOTONIC, 500 * USEC_PER_MSEC, 0,
+                                                    on_timer, NULL), 0);
+        assert_int_equal(manager_run(m), 0);
+
+        said = notifications(env);
+        assert_contains(said, "READY=1");
+        assert_contains(said, "STATUS=Waiting for node node-1");
+        assert_contains(said, "STOPPING=1");
+        /* What it waits for: a credential to bootstrap its client certificate with. */
+        assert_contains(said, "no bootstrap credential");
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_new_error_leaves_the_config, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_runs_without_api_server_and_stops, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
