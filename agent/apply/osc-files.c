@@ -105,16 +105,23 @@ static int sync_at(int dir_fd, const char *name, mode_t mode) {
         return 0;
 }
 
-/* `source` under the name `tmp` in `dir_fd`: hard-linked, or copied across filesystems. */
+/* `source` under the name `tmp` in `dir_fd`: hard-linked when it has the mode already, else (another
+ * mode: a link shares the inode, so setting the mode would change the store's copy too) or across
+ * filesystems copied. */
 static int place_temp(const char *source, int dir_fd, const char *tmp, mode_t mode) {
         _cleanup_close_ int fd = -EBADF;
+        struct stat st;
 
         if (unlinkat(dir_fd, tmp, 0) < 0 && errno != ENOENT)
                 return -errno;          /* a leftover of a killed earlier attempt */
-        if (linkat(AT_FDCWD, source, dir_fd, tmp, 0) >= 0)
-                return sync_at(dir_fd, tmp, mode);
-        if (errno != EXDEV)
+        if (stat(source, &st) < 0)
                 return -errno;
+        if ((st.st_mode & 07777) == mode) {
+                if (linkat(AT_FDCWD, source, dir_fd, tmp, 0) >= 0)
+                        return sync_at(dir_fd, tmp, mode);
+                if (errno != EXDEV)
+                        return -errno;
+        }
         fd = create_temp_at(dir_fd, tmp, mode);
         return fd < 0 ? fd : copy_file_to_fd(source, fd, mode);
 }

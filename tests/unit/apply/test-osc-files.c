@@ -171,6 +171,23 @@ static void hostile_symlinks(bool walk) {
         in_root_force_walk = false;
 }
 
+/* An imageRef file is placed from the image store: its permissions are the OSC's, the store's copy
+ * keeps its own (a hard link shares the inode: changing the placed file's mode changed the store's,
+ * which then no longer held an executable and pulled the image again on every apply). */
+static void test_install_keeps_the_source(void **state) {
+        _cleanup_free_ char *source = NULL;
+
+        assert_int_equal(osc_write_file(root, "/store/file", "bin", 3, 0755, false), 1);
+        source = at("/store/file");
+        assert_int_equal(osc_install_file(root, "/etc/installed-0644", source, 0644), 0);
+        assert_int_equal(mode_of("/etc/installed-0644"), 0644);
+        assert_int_equal(mode_of("/store/file"), 0755);
+        assert_content("/etc/installed-0644", "bin");
+        assert_int_equal(osc_install_file(root, "/etc/installed-0755", source, 0755), 0);
+        assert_int_equal(mode_of("/etc/installed-0755"), 0755);
+        assert_int_equal(mode_of("/store/file"), 0755);
+}
+
 static void test_hostile_symlinks(void **state) {
         hostile_symlinks(false);
 }
@@ -376,6 +393,7 @@ int main(void) {
                 cmocka_unit_test(test_root_path),
                 cmocka_unit_test(test_write_file),
                 cmocka_unit_test(test_unit_files),
+                cmocka_unit_test(test_install_keeps_the_source),
                 cmocka_unit_test(test_registry),
                 cmocka_unit_test(test_remove_tree_keeps_symlink_targets),
                 cmocka_unit_test(test_masked_unit_files),
