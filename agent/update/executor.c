@@ -227,12 +227,14 @@ static void executor_log_phase(Executor *e) {
         if (tx->failure.code >= 0 && tx->failure.message)
                 r = asprintf(&msg, "Update %s: %s (%s: %s).", tx->id, phase,
                              strempty(update_failure_code_to_string(tx->failure.code)), tx->failure.message);
-        else
+        else if (tx->kubelet_to || tx->os_to)
                 r = asprintf(&msg, "Update %s: %s (%s%s%s%s%s%s%s%s).", tx->id, phase,
                              tx->kubelet_to ? "kubelet " : "", tx->kubelet_to ? tx->kubelet_from ?: "?" : "",
                              tx->kubelet_to ? " -> " : "", strempty(tx->kubelet_to),
                              tx->kubelet_to && tx->os_to ? ", OS " : tx->os_to ? "OS " : "",
                              tx->os_to ? tx->os_from ?: "?" : "", tx->os_to ? " -> " : "", strempty(tx->os_to));
+        else    /* the OSC's files and units only: no versions to name */
+                r = asprintf(&msg, "Update %s: %s.", tx->id, phase);
         if (r < 0) {
                 log_oom();
                 return;
