@@ -84,13 +84,20 @@ def sandbox_fixture(module_globals, factory=None, setup=None, **kw):
     """For a module whose tests share one Sandbox (lib/sandbox.py; `factory`, a subclass, makes it), kept
     in the module's global SB: `setUpModule, tearDownModule = itest.sandbox_fixture(globals(),
     setup=prepare, versions=("1.31.4",))`. prepare(sb) runs once it is up, with SB already set."""
-    import sandbox
+    return _module_fixture(module_globals, "SB", lambda: start_sandbox(factory, **kw), setup or (lambda sb: None),
+                           stop_sandbox)
 
-    def start(sb):
+
+def start_sandbox(factory=None, **kw):
+    """A started Sandbox (made by `factory`, a subclass, if given); stopped again when it cannot start."""
+    import sandbox
+    sb = (factory or sandbox.Sandbox)(**kw)
+    try:
         sb.start()
-        if setup:
-            setup(sb)
-    return _module_fixture(module_globals, "SB", lambda: (factory or sandbox.Sandbox)(**kw), start, stop_sandbox)
+    except BaseException:
+        stop_sandbox(sb, failed=True)
+        raise
+    return sb
 
 
 def stop_sandbox(sb, failed=False):
