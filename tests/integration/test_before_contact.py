@@ -20,7 +20,6 @@ import re
 import subprocess
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 from lib import itest
 from lib.itest import check
 import agentrun

@@ -31,6 +31,7 @@ from unittest.case import _SubTest
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
+SRCDIR = os.environ.get("SRCDIR") or os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 
 
 # ------------------------------------------------------------------------------------------ prerequisites

@@ -112,13 +112,6 @@ def missing_prerequisites(agent=None):
     return missing
 
 
-def skip_if_missing(agent=None):
-    missing = missing_prerequisites(agent)
-    if missing:
-        print("SKIP: missing prerequisites: " + ", ".join(missing), file=sys.stderr)
-        sys.exit(77)
-
-
 def packaged_unit_environment():
     """Environment= assignments of units/inplace-agent.service."""
     env = {}
