@@ -1,7 +1,6 @@
 """Start and drive the Kubernetes API-server emulator (tests/emulator/kube_emulator/) from integration tests.
 
-    import sys, os
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
+    from lib import itest        # a test in tests/integration: lib/ on sys.path
     import kubeemu
 
     with kubeemu.start(nodes=["n1"]) as emu:
