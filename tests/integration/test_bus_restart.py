@@ -19,15 +19,12 @@ so the agent's restart job is in flight (waiting for JobRemoved) when the bus go
      published meanwhile waits and completes once the bus is back, and STATUS= is plain again;
   5. the agent started while the bus is down: it connects when the bus comes, and applies."""
 
-import os
-import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import sandbox  # noqa: E402
-import usermgr  # noqa: E402
+from lib import itest
+import sandbox
+import usermgr
 
 S = sandbox
 SB = None
@@ -37,14 +34,9 @@ LOST = "Lost the connection to the system bus"
 BACK = "Reconnected to the system bus."
 
 
-def setUpModule():
-    global SB
-    SB = S.start_for_module(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10,
-                            agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING})
-
-
-def tearDownModule():
-    S.stop_for_module(SB)
+setUpModule, tearDownModule = itest.sandbox_fixture(
+    globals(), versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10,
+    agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING})
 
 
 def slow_unit_osc(round_):
@@ -143,5 +135,4 @@ class BusRestart(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    sandbox.skip_if_missing()
-    unittest.main(verbosity=2)
+    itest.main(missing=sandbox.missing_prerequisites())

@@ -23,7 +23,9 @@ import subprocess
 import tempfile
 import unittest
 
-SRCDIR = os.environ.get("SRCDIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+from lib import itest
+
+SRCDIR = itest.SRCDIR
 HEADER = os.path.join(SRCDIR, "include", "update", "catalog-ids.h")
 CATALOG = os.path.join(SRCDIR, "units", "inplace-agent.catalog")
 AGENT_DIR = os.path.join(SRCDIR, "agent")
@@ -318,4 +320,4 @@ class TestParserIsStrict(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    itest.main()

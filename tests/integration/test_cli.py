@@ -7,9 +7,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
+
+from lib import itest
 
 AGENT = os.environ.get("AGENT", "")
 
@@ -233,8 +234,4 @@ class Cli(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    if not AGENT or not os.access(AGENT, os.X_OK):
-        print("SKIP: $AGENT not set or not executable", file=sys.stderr)
-        sys.exit(77)
-    prog = unittest.main(exit=False, verbosity=2)
-    sys.exit(0 if prog.result.wasSuccessful() else 1)
+    itest.main(missing=itest.unbuilt("AGENT"))

@@ -31,10 +31,9 @@ import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import sandbox  # noqa: E402
-import usermgr  # noqa: E402
+from lib import itest
+import sandbox
+import usermgr
 
 S = sandbox
 SB = None
@@ -62,13 +61,8 @@ class CrashSandbox(S.Sandbox):
                    .replace("RestartSec=1s\n", "RestartSec=200ms\n", 1)
 
 
-def setUpModule():
-    global SB
-    SB = S.start_for_module(CrashSandbox, versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10)
-
-
-def tearDownModule():
-    S.stop_for_module(SB)
+setUpModule, tearDownModule = itest.sandbox_fixture(
+    globals(), CrashSandbox, versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10)
 
 
 def file_content(round_no, path):
@@ -310,5 +304,4 @@ def prev_eviction(prev):
 
 
 if __name__ == "__main__":
-    S.skip_if_missing()
-    unittest.main(verbosity=2)
+    itest.main(missing=sandbox.missing_prerequisites())

@@ -24,17 +24,13 @@ per kill more (a request whose record did not survive the kill is made again: th
 idempotent)."""
 
 import os
-import shutil
 import sys
 import time
-import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-sys.path.insert(0, HERE)
-import sandbox  # noqa: E402
-import test_crash_os_update as T  # noqa: E402
-import usermgr  # noqa: E402
+from lib import itest
+import sandbox
+import test_crash_os_update as T
+import usermgr
 
 S = sandbox
 SB = None
@@ -42,22 +38,16 @@ REPO = "gardenlinux-uki"
 PREFIX = "gardenlinux"
 
 
-def setUpModule():
-    global SB
-    SB = S.start_for_module(T.CrashSandbox, versions=("1.31.4",), broken_versions=(), kubelet_size=4096,
-                            fake_boot_id=True, start_agent=False)
-    try:
-        SB.reboots = SB.path("os-test", "reboots")
-        SB.efi = SB.use_os_image_backend(REPO, PREFIX, SB.reboots)
-        SB.start_agent()
-    except BaseException:
-        S.stop_for_module(SB)
-        raise
-    T.SB = SB
+def prepare(sb):
+    sb.reboots = sb.path("os-test", "reboots")
+    sb.efi = sb.use_os_image_backend(REPO, PREFIX, sb.reboots)
+    sb.start_agent()
+    T.SB = sb
 
 
-def tearDownModule():
-    S.stop_for_module(SB)
+setUpModule, tearDownModule = itest.sandbox_fixture(globals(), T.CrashSandbox, setup=prepare, versions=("1.31.4",),
+                                                    broken_versions=(), kubelet_size=4096, fake_boot_id=True,
+                                                    start_agent=False)
 
 
 def reboots():
@@ -175,8 +165,4 @@ class CrashOsImage(T.CrashOsUpdate):
 
 
 if __name__ == "__main__":
-    S.skip_if_missing()
-    if os.geteuid() != 0 or not shutil.which("nsenter"):
-        print("SKIP: simulated reboots need root and nsenter (a fake boot id)", file=sys.stderr)
-        sys.exit(77)
-    unittest.main(verbosity=2)
+    itest.main(missing=sandbox.missing_prerequisites() + itest.programs("nsenter"))    # nsenter: a fake boot id

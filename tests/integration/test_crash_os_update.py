@@ -52,10 +52,9 @@ import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import sandbox  # noqa: E402
-import usermgr  # noqa: E402
+from lib import itest
+import sandbox
+import usermgr
 
 S = sandbox
 SB = None
@@ -180,14 +179,9 @@ def temp_files():
     return left
 
 
-def setUpModule():
-    global SB
-    SB = S.start_for_module(CrashSandbox, versions=("1.31.4",), broken_versions=(), kubelet_size=4096,
-                            agent_config={"osUpdate": {"backend": "command", "timeout": "20s", "reboot": "none"}})
-
-
-def tearDownModule():
-    S.stop_for_module(SB)
+setUpModule, tearDownModule = itest.sandbox_fixture(
+    globals(), CrashSandbox, versions=("1.31.4",), broken_versions=(), kubelet_size=4096,
+    agent_config={"osUpdate": {"backend": "command", "timeout": "20s", "reboot": "none"}})
 
 
 class CrashOsUpdate(unittest.TestCase):
@@ -426,5 +420,4 @@ class CrashOsUpdate(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    S.skip_if_missing()
-    unittest.main(verbosity=2)
+    itest.main(missing=sandbox.missing_prerequisites())

@@ -33,15 +33,12 @@ import os
 import secrets
 import shutil
 import stat
-import sys
 import tempfile
-import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import sandbox  # noqa: E402
-import usermgr  # noqa: E402
+from lib import itest
+import sandbox
+import usermgr
 
 S = sandbox
 SB = None
@@ -168,57 +165,47 @@ def assert_no_leak(tc):
         tc.assertNotIn("PRIVATE KEY", text, "a private key in %s" % what)
 
 
+def provision(sb):
+    sb.emu.config(csr_auto_approve=True)
+    sb.emu.seed_bootstrap_token(TOKEN_ID, TOKEN_SECRET)
+    # Only what Gardener provisions for gardener-node-agent (CONTRACT §9.6), below the OSC root: the
+    # bootstrap token, the cluster CA and GNA's component config naming the server. No
+    # bootstrapKubeconfig exists.
+    gna = sb.base + "/var/lib/gardener-node-agent"
+    os.makedirs(os.path.join(gna, "credentials"), exist_ok=True)
+    with open(os.path.join(gna, "credentials", "bootstrap-token"), "w") as f:
+        f.write("%s.%s" % (TOKEN_ID, TOKEN_SECRET))
+    shutil.copyfile(sb.emu.ca, os.path.join(gna, "cluster-ca.crt"))
+    with open(os.path.join(gna, "config-v1.120.0.yaml"), "w") as f:
+        f.write("apiVersion: nodeagent.config.gardener.cloud/v1alpha1\nkind: NodeAgentConfiguration\n"
+                "apiServer:\n  server: %s\n" % sb.emu.server)
+    provision_kubelet_credentials()
+    seed_tokens()
+    # As on a new machine: the agent bootstraps before the kubelet registered the Node (the CSR
+    # approver denies a bootstrap token once the machine's Node exists).
+    sb.emu.delete("nodes", S.NODE)
+    sb.start_agent()
+    usermgr.wait_until(lambda: os.path.exists(os.path.join(WORK, "node-agent-client.pem")), 30,
+                       "the agent's own client certificate")
+    # The node was set up with this OSC already (checksum on the Node): the baseline, no rotation.
+    checksum = publish()
+    sb._seed_node()
+    sb.emu.label_node(S.NODE, annotations={S.NODE_CHECKSUM: checksum})
+
+
 def setUpModule():
-    global SB, WORK
-    WORK = tempfile.mkdtemp(prefix="ipa-credentials-")
-    SB = S.Sandbox(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10, start_agent=False,
-                   log_level="debug", kubelet_bootstrap=True, fake_boot_id=True,
-                   agent_config={"kubeconfig": kubeconfig_path(),
-                                 "bootstrapKubeconfig": os.path.join(WORK, "bootstrap-kubeconfig"),
-                                 "osc": {"replacedUnits": [GNA_UNIT]}, "lease": {"enabled": False}},
-                   agent_env={"INPLACE_AGENT_KUBE_TUNING": "csr-poll=200ms,identity-retry-base=500ms,"
-                                                           "identity-retry-cap=2s"})
-    try:
-        SB.start()
-        SB.emu.config(csr_auto_approve=True)
-        SB.emu.seed_bootstrap_token(TOKEN_ID, TOKEN_SECRET)
-        # Only what Gardener provisions for gardener-node-agent (CONTRACT §9.6), below the OSC root: the
-        # bootstrap token, the cluster CA and GNA's component config naming the server. No
-        # bootstrapKubeconfig exists.
-        gna = SB.base + "/var/lib/gardener-node-agent"
-        os.makedirs(os.path.join(gna, "credentials"), exist_ok=True)
-        with open(os.path.join(gna, "credentials", "bootstrap-token"), "w") as f:
-            f.write("%s.%s" % (TOKEN_ID, TOKEN_SECRET))
-        shutil.copyfile(SB.emu.ca, os.path.join(gna, "cluster-ca.crt"))
-        with open(os.path.join(gna, "config-v1.120.0.yaml"), "w") as f:
-            f.write("apiVersion: nodeagent.config.gardener.cloud/v1alpha1\nkind: NodeAgentConfiguration\n"
-                    "apiServer:\n  server: %s\n" % SB.emu.server)
-        provision_kubelet_credentials()
-        seed_tokens()
-        # As on a new machine: the agent bootstraps before the kubelet registered the Node (the CSR
-        # approver denies a bootstrap token once the machine's Node exists).
-        SB.emu.delete("nodes", S.NODE)
-        SB.start_agent()
-        usermgr.wait_until(lambda: os.path.exists(os.path.join(WORK, "node-agent-client.pem")), 30,
-                           "the agent's own client certificate")
-        # The node was set up with this OSC already (checksum on the Node): the baseline, no rotation.
-        checksum = publish()
-        SB._seed_node()
-        SB.emu.label_node(S.NODE, annotations={S.NODE_CHECKSUM: checksum})
-    except BaseException:
-        if SB:
-            print(SB.agent_log()[-4000:], file=sys.stderr)
-            SB.stop()
-        shutil.rmtree(WORK, ignore_errors=True)
-        raise
-
-
-def tearDownModule():
-    if SB:
-        left = SB.stop()
-        if left:
-            print("leftover processes: %s" % left, file=sys.stderr)
-    shutil.rmtree(WORK, ignore_errors=True)
+    global WORK
+    WORK = tempfile.mkdtemp(prefix="ipa-credentials-")      # the agent's own credentials, outside the OSC root
+    unittest.addModuleCleanup(shutil.rmtree, WORK, ignore_errors=True)
+    set_up, tear_down = itest.sandbox_fixture(
+        globals(), setup=provision, versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10,
+        start_agent=False, log_level="debug", kubelet_bootstrap=True, fake_boot_id=True,
+        agent_config={"kubeconfig": kubeconfig_path(),
+                      "bootstrapKubeconfig": os.path.join(WORK, "bootstrap-kubeconfig"),
+                      "osc": {"replacedUnits": [GNA_UNIT]}, "lease": {"enabled": False}},
+        agent_env={"INPLACE_AGENT_KUBE_TUNING": "csr-poll=200ms,identity-retry-base=500ms,identity-retry-cap=2s"})
+    unittest.addModuleCleanup(tear_down)
+    set_up()
 
 
 class Credentials(unittest.TestCase):
@@ -243,11 +230,7 @@ class Credentials(unittest.TestCase):
         SB.mcm_ready_for_update()
         if during:
             during()
-        try:
-            node = SB.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == checksum, 90, "the rotation's checksum")
-        except Exception:
-            print("agent log (tail):\n" + SB.agent_log()[-8000:], file=sys.stderr)
-            raise
+        node = SB.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == checksum, 90, "the rotation's checksum")
         self.assertEqual(S.label(node, S.UPDATE_RESULT), "successful")
         self.assertEqual(S.progress_phase(node), "Succeeded")
         self.assertIsNone(S.annotation(node, S.FAILURE))
@@ -394,8 +377,4 @@ class Credentials(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    S.skip_if_missing()
-    t0 = time.monotonic()
-    prog = unittest.main(exit=False, verbosity=2, failfast=True)
-    print("credentials: %.1fs wall" % (time.monotonic() - t0), file=sys.stderr)
-    sys.exit(0 if prog.result.wasSuccessful() else 1)
+    itest.main(missing=sandbox.missing_prerequisites(), failfast=True)

@@ -10,8 +10,8 @@ import sys
 import time
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-import usermgr  # noqa: E402
+from lib import itest
+import usermgr
 
 AGENT = os.environ.get("AGENT", "")
 UNIT = "inplace-agent-test.service"
@@ -105,9 +105,4 @@ class DaemonNotify(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    usermgr.skip_if_missing()
-    if not AGENT or not os.access(AGENT, os.X_OK):
-        print("SKIP: $AGENT not set or not executable", file=sys.stderr)
-        sys.exit(77)
-    prog = unittest.main(exit=False, verbosity=2)
-    sys.exit(0 if prog.result.wasSuccessful() else 1)
+    itest.main(missing=usermgr.missing_prerequisites() + itest.unbuilt("AGENT"))

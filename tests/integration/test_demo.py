@@ -17,16 +17,19 @@ import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import sandbox  # noqa: E402
+from lib import itest
+import sandbox
 
-DEMO = os.path.normpath(os.path.join(HERE, "..", "demo", "demo.py"))
+DEMO = os.path.join(itest.SRCDIR, "tests", "demo", "demo.py")
 AGENT = sandbox.default_agent()
 BUDGET_S = 180
 
 
 class Demo(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        assert os.access(DEMO, os.X_OK), "%s missing" % DEMO
+
     def run_demo(self, *args):
         with tempfile.NamedTemporaryFile(prefix="demo-summary-", suffix=".json") as f:
             r = subprocess.run([sys.executable, DEMO, "--non-interactive", "--summary-json", f.name,
@@ -79,9 +82,4 @@ class Demo(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    sandbox.skip_if_missing(AGENT)
-    if not os.access(DEMO, os.X_OK):
-        print("FAIL: %s missing" % DEMO, file=sys.stderr)
-        sys.exit(1)
-    prog = unittest.main(exit=False, verbosity=2)
-    sys.exit(0 if prog.result.wasSuccessful() else 1)
+    itest.main(missing=sandbox.missing_prerequisites(AGENT))

@@ -17,14 +17,12 @@ appends a line to its own file at every start, so restarts are counted. Then, in
 
 import json
 import os
-import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import sandbox  # noqa: E402
-import usermgr  # noqa: E402
+from lib import itest
+import sandbox
+import usermgr
 
 S = sandbox
 SB = None
@@ -40,14 +38,9 @@ REPAIRED = "OSCDriftRepaired"
 DETECTED = "OSCDriftDetected"
 
 
-def setUpModule():
-    global SB
-    SB = S.start_for_module(versions=("1.31.4",), broken_versions=(), kubelet_size=1 << 20, health_timeout="20s",
-                            log_level="debug", agent_config={"osc": {"driftInterval": "%ds" % INTERVAL}})
-
-
-def tearDownModule():
-    S.stop_for_module(SB)
+setUpModule, tearDownModule = itest.sandbox_fixture(
+    globals(), versions=("1.31.4",), broken_versions=(), kubelet_size=1 << 20, health_timeout="20s",
+    log_level="debug", agent_config={"osc": {"driftInterval": "%ds" % INTERVAL}})
 
 
 def rooted(path):
@@ -234,5 +227,4 @@ class DriftRepair(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    sandbox.skip_if_missing()
-    unittest.main(verbosity=2)
+    itest.main(missing=sandbox.missing_prerequisites())

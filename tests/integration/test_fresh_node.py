@@ -33,14 +33,12 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import sandbox  # noqa: E402
-import usermgr  # noqa: E402
+from lib import itest
+import sandbox
+import usermgr
 
 S = sandbox
 SB = None
@@ -49,13 +47,8 @@ LEASE = "gardener-node-agent-" + S.NODE
 TUNING = "units-check=1s,health-check=1s,csr-poll=200ms,identity-retry-base=500ms,identity-retry-cap=2s"
 
 
-def setUpModule():
-    global SB
-    SB = S.start_for_module(S.FreshNodeSandbox, agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING})
-
-
-def tearDownModule():
-    S.stop_for_module(SB)
+setUpModule, tearDownModule = itest.sandbox_fixture(
+    globals(), S.FreshNodeSandbox, agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING})
 
 
 def read(path):
@@ -109,13 +102,8 @@ def new_ca_pem():
 
 class FreshNode(unittest.TestCase):
     def wait_checksum(self, checksum, timeout=90):
-        try:
-            return SB.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == checksum, timeout,
-                                "checksum/cloud-config-data %s" % checksum)
-        except Exception:
-            print("agent log (tail):\n" + SB.agent_log()[-6000:], file=sys.stderr)
-            print("kubelet log (tail):\n" + SB.unit_log(S.KUBELET_UNIT)[-2000:], file=sys.stderr)
-            raise
+        return SB.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == checksum, timeout,
+                            "checksum/cloud-config-data %s" % checksum)
 
     def test_1_nothing_before_an_osc(self):
         usermgr.wait_until(lambda: "Waiting for the OSC secret; the Node is not registered yet" in status(), 30,
@@ -284,12 +272,12 @@ class KubeletCannotRegister(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.sb = S.start_for_module(cls.Sandbox, agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING +
-                                                            ",node-registration=3s"})
+        cls.sb = itest.start_sandbox(cls.Sandbox, agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING +
+                                                             ",node-registration=3s"})
 
     @classmethod
     def tearDownClass(cls):
-        S.stop_for_module(cls.sb)
+        itest.stop_sandbox(cls.sb)
 
     def test_the_agent_says_so(self):
         sb = self.sb
@@ -307,5 +295,4 @@ class KubeletCannotRegister(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    S.skip_if_missing()
-    unittest.main(verbosity=2, failfast=True)
+    itest.main(missing=sandbox.missing_prerequisites(), failfast=True)

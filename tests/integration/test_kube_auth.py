@@ -6,30 +6,13 @@ it is fixed; a rotated token file and rotated client certificate files are picke
 
 import os
 import shutil
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-import agentrun  # noqa: E402
-from agentrun import Agent, node_requests  # noqa: E402
-from kubeemu import wait_for  # noqa: E402
-
-TESTS = []
-
-
-def test(fn):
-    TESTS.append(fn)
-    return fn
-
-
-def check(cond, msg, *args):
-    if not cond:
-        raise AssertionError(msg % args if args else msg)
-
-
-def eq(got, want, what):
-    if got != want:
-        raise AssertionError("%s: got %r, want %r" % (what, got, want))
+from lib import itest
+from lib.itest import check, eq
+import agentrun
+from agentrun import Agent, node_requests
+from kubeemu import wait_for
 
 
 def tls_log(emu, since_time):
@@ -67,100 +50,6 @@ def check_tls_refused(emu, mode, node):
         agent.wait_label("during", mode, 15)
 
 
-@test
-def wrong_ca_is_refused(emu):
-    emu.seed_node("a1")
-    check_tls_refused(emu, "wrong-ca", "a1")
-
-
-@test
-def wrong_san_is_refused(emu):
-    emu.seed_node("a2")
-    check_tls_refused(emu, "wrong-san", "a2")
-
-
-@test
-def expired_server_cert_is_refused(emu):
-    emu.seed_node("a3")
-    check_tls_refused(emu, "expired", "a3")
-
-
-@test
-def server_demanding_client_cert(emu):
-    """Fault 11: the server starts requiring a client certificate the agent (token auth) does not have:
-    handshakes fail, retried with backoff, no request; recovers when the server relents."""
-    emu.seed_node("a7")
-    with Agent(emu, "a7") as agent:
-        agent.wait_settled()
-        agent.wait_watching(timeout=5)
-        since = agentrun.last_seq(emu)
-        t0 = time.time()
-        emu.tls(client_auth="required")
-        emu.label_node("a7", {"mtls": "1"})
-        time.sleep(3)
-        attempts = [e for e in tls_log(emu, t0) if not e["ok"]]
-        print("    client certificate required: %d failed handshakes in 3 s" % len(attempts))
-        check(1 <= len(attempts) <= 7, "%d handshakes in 3 s", len(attempts))
-        eq(requests_on(emu, since, client_auth="required"), [], "requests without the required client certificate")
-        emu.tls(client_auth="optional")
-        agent.wait_label("mtls", "1", 15)
-
-
-@test
-def token_file_rotated_mid_watch(emu):
-    """Fault 12: the token in tokenFile is replaced and the old one revoked while a watch runs. The running
-    watch keeps streaming (authentication is per request); the next request fails 401 once at most, the file
-    is re-read, and everything continues as the new identity — without a restart."""
-    emu.seed_node("a4")
-    old = "old-token-a4"
-    new = "new-token-a4"
-    emu.add_token(old, "old-user", ["system:masters"])
-    emu.add_token(new, "rotated-user", ["system:masters"])
-    emu.write_token_file(old)
-    with Agent(emu, "a4", tuning={"token-refresh": "50s"}) as agent:
-        agent.wait_settled()
-        agent.wait_watching(timeout=5)
-        check(all(e["user"] == "old-user" for e in node_requests(emu, "a4")), "started as old-user")
-        since = agentrun.last_seq(emu)
-        emu.write_token_file(new)
-        emu.revoke_token(old)
-        emu.label_node("a4", {"mid": "1"})       # still delivered on the running watch
-        agent.wait_label("mid", "1", 5)
-        reqs = wait_for(lambda: [e for e in node_requests(emu, "a4", since) if e["user"] == "rotated-user"], 15,
-                        "a request as the rotated identity")
-        unauthorized = [e for e in emu.request_log(since=since) if e["status"] == 401]
-        check(len(unauthorized) <= 1, "%d requests failed with 401 after the rotation", len(unauthorized))
-        emu.label_node("a4", {"after": "1"})
-        agent.wait_label("after", "1", 10)
-        check(reqs[0]["user"] == "rotated-user", "new identity")
-        check(agent.alive(), "no restart")
-
-
-@test
-def expired_token_until_file_rewritten(emu):
-    """Fault 12: the token becomes invalid and the file still holds it → 401s with backoff, no crash; once
-    the file is rewritten, the agent recovers at its next attempt."""
-    emu.seed_node("a5")
-    tok = "short-token-a5"
-    emu.add_token(tok, "short-user", ["system:masters"])
-    emu.write_token_file(tok)
-    with Agent(emu, "a5") as agent:
-        agent.wait_settled()
-        agent.wait_watching(timeout=5)
-        since = agentrun.last_seq(emu)
-        emu.revoke_token(tok)
-        emu.close_connections(watches="clean")
-        wait_for(lambda: [e for e in emu.request_log(since=since) if e["status"] == 401], 10, "a 401")
-        time.sleep(3)
-        n401 = len([e for e in emu.request_log(since=since) if e["status"] == 401])
-        check(n401 <= 10, "%d requests with a revoked token in ~3 s", n401)
-        good = "fresh-token-a5"
-        emu.add_token(good, "fresh-user", ["system:masters"])
-        emu.write_token_file(good)
-        emu.label_node("a5", {"fresh": "1"})
-        agent.wait_label("fresh", "1", 15)
-
-
 def write_cert_kubeconfig(emu, path, cert, key):
     with open(path, "w") as f:
         f.write("apiVersion: v1\nkind: Config\ncurrent-context: c\n"
@@ -175,37 +64,129 @@ def replace(src, dst):
     os.rename(tmp, dst)
 
 
-@test
-def client_certificate_rotated(emu):
-    """Fault 12: kubelet-style rotation of the client certificate files: picked up within the check period
-    (1 s here), the watch moves to a connection with the new certificate, no restart."""
-    emu.seed_node("a6")
-    first = emu.make_client_cert("a6-first", "cert-user-1", ["system:masters"])
-    second = emu.make_client_cert("a6-second", "cert-user-2", ["system:masters"])
-    with Agent(emu, "a6", start=False) as agent:
-        kc = os.path.join(agent.dir, "kubeconfig")
-        replace(first["cert"], os.path.join(agent.dir, "client.crt"))
-        replace(first["key"], os.path.join(agent.dir, "client.key"))
-        write_cert_kubeconfig(emu, kc, "client.crt", "client.key")   # relative paths, resolved by the agent
-        with open(agent.config_path) as f:
-            cfg = f.read().replace(agent.kubeconfig, kc)
-        with open(agent.config_path, "w") as f:
-            f.write(cfg)
-        agent.start()
-        agent.wait_settled()
-        agent.wait_watching(timeout=5)
-        check(all(e["user"] == "cert-user-1" for e in node_requests(emu, "a6")), "started as cert-user-1")
-        since = agentrun.last_seq(emu)
-        replace(second["key"], os.path.join(agent.dir, "client.key"))
-        replace(second["cert"], os.path.join(agent.dir, "client.crt"))
-        watch = wait_for(lambda: [e for e in node_requests(emu, "a6", since)
-                                  if e["verb"] == "watch" and e["user"] == "cert-user-2"], 10,
-                         "a watch with the new certificate")[0]
-        check(watch["time"] - time.time() < 10, "picked up")
-        emu.label_node("a6", {"rotated": "1"})
-        agent.wait_label("rotated", "1", 10)
-        check("credentials changed" in agent.log(), "the agent noticed the rotation")
+setUpModule, tearDownModule = itest.emulator_fixture(globals(), config=agentrun.FAST_EMULATOR)
+
+
+class KubeAuth(itest.EmulatorTest):
+    def test_1_wrong_ca_is_refused(self):
+        emu = self.emu
+        emu.seed_node("a1")
+        check_tls_refused(emu, "wrong-ca", "a1")
+
+    def test_2_wrong_san_is_refused(self):
+        emu = self.emu
+        emu.seed_node("a2")
+        check_tls_refused(emu, "wrong-san", "a2")
+
+    def test_3_expired_server_cert_is_refused(self):
+        emu = self.emu
+        emu.seed_node("a3")
+        check_tls_refused(emu, "expired", "a3")
+
+    def test_4_server_demanding_client_cert(self):
+        """Fault 11: the server starts requiring a client certificate the agent (token auth) does not have:
+        handshakes fail, retried with backoff, no request; recovers when the server relents."""
+        emu = self.emu
+        emu.seed_node("a7")
+        with Agent(emu, "a7") as agent:
+            agent.wait_settled()
+            agent.wait_watching(timeout=5)
+            since = agentrun.last_seq(emu)
+            t0 = time.time()
+            emu.tls(client_auth="required")
+            emu.label_node("a7", {"mtls": "1"})
+            time.sleep(3)
+            attempts = [e for e in tls_log(emu, t0) if not e["ok"]]
+            print("    client certificate required: %d failed handshakes in 3 s" % len(attempts))
+            check(1 <= len(attempts) <= 7, "%d handshakes in 3 s", len(attempts))
+            eq(requests_on(emu, since, client_auth="required"), [], "requests without the required client certificate")
+            emu.tls(client_auth="optional")
+            agent.wait_label("mtls", "1", 15)
+
+    def test_5_token_file_rotated_mid_watch(self):
+        """Fault 12: the token in tokenFile is replaced and the old one revoked while a watch runs. The running
+        watch keeps streaming (authentication is per request); the next request fails 401 once at most, the file
+        is re-read, and everything continues as the new identity — without a restart."""
+        emu = self.emu
+        emu.seed_node("a4")
+        old = "old-token-a4"
+        new = "new-token-a4"
+        emu.add_token(old, "old-user", ["system:masters"])
+        emu.add_token(new, "rotated-user", ["system:masters"])
+        emu.write_token_file(old)
+        with Agent(emu, "a4", tuning={"token-refresh": "50s"}) as agent:
+            agent.wait_settled()
+            agent.wait_watching(timeout=5)
+            check(all(e["user"] == "old-user" for e in node_requests(emu, "a4")), "started as old-user")
+            since = agentrun.last_seq(emu)
+            emu.write_token_file(new)
+            emu.revoke_token(old)
+            emu.label_node("a4", {"mid": "1"})       # still delivered on the running watch
+            agent.wait_label("mid", "1", 5)
+            reqs = wait_for(lambda: [e for e in node_requests(emu, "a4", since) if e["user"] == "rotated-user"], 15,
+                            "a request as the rotated identity")
+            unauthorized = [e for e in emu.request_log(since=since) if e["status"] == 401]
+            check(len(unauthorized) <= 1, "%d requests failed with 401 after the rotation", len(unauthorized))
+            emu.label_node("a4", {"after": "1"})
+            agent.wait_label("after", "1", 10)
+            check(reqs[0]["user"] == "rotated-user", "new identity")
+            check(agent.alive(), "no restart")
+
+    def test_6_expired_token_until_file_rewritten(self):
+        """Fault 12: the token becomes invalid and the file still holds it → 401s with backoff, no crash; once
+        the file is rewritten, the agent recovers at its next attempt."""
+        emu = self.emu
+        emu.seed_node("a5")
+        tok = "short-token-a5"
+        emu.add_token(tok, "short-user", ["system:masters"])
+        emu.write_token_file(tok)
+        with Agent(emu, "a5") as agent:
+            agent.wait_settled()
+            agent.wait_watching(timeout=5)
+            since = agentrun.last_seq(emu)
+            emu.revoke_token(tok)
+            emu.close_connections(watches="clean")
+            wait_for(lambda: [e for e in emu.request_log(since=since) if e["status"] == 401], 10, "a 401")
+            time.sleep(3)
+            n401 = len([e for e in emu.request_log(since=since) if e["status"] == 401])
+            check(n401 <= 10, "%d requests with a revoked token in ~3 s", n401)
+            good = "fresh-token-a5"
+            emu.add_token(good, "fresh-user", ["system:masters"])
+            emu.write_token_file(good)
+            emu.label_node("a5", {"fresh": "1"})
+            agent.wait_label("fresh", "1", 15)
+
+    def test_7_client_certificate_rotated(self):
+        """Fault 12: kubelet-style rotation of the client certificate files: picked up within the check period
+        (1 s here), the watch moves to a connection with the new certificate, no restart."""
+        emu = self.emu
+        emu.seed_node("a6")
+        first = emu.make_client_cert("a6-first", "cert-user-1", ["system:masters"])
+        second = emu.make_client_cert("a6-second", "cert-user-2", ["system:masters"])
+        with Agent(emu, "a6", start=False) as agent:
+            kc = os.path.join(agent.dir, "kubeconfig")
+            replace(first["cert"], os.path.join(agent.dir, "client.crt"))
+            replace(first["key"], os.path.join(agent.dir, "client.key"))
+            write_cert_kubeconfig(emu, kc, "client.crt", "client.key")   # relative paths, resolved by the agent
+            with open(agent.config_path) as f:
+                cfg = f.read().replace(agent.kubeconfig, kc)
+            with open(agent.config_path, "w") as f:
+                f.write(cfg)
+            agent.start()
+            agent.wait_settled()
+            agent.wait_watching(timeout=5)
+            check(all(e["user"] == "cert-user-1" for e in node_requests(emu, "a6")), "started as cert-user-1")
+            since = agentrun.last_seq(emu)
+            replace(second["key"], os.path.join(agent.dir, "client.key"))
+            replace(second["cert"], os.path.join(agent.dir, "client.crt"))
+            watch = wait_for(lambda: [e for e in node_requests(emu, "a6", since)
+                                      if e["verb"] == "watch" and e["user"] == "cert-user-2"], 10,
+                             "a watch with the new certificate")[0]
+            check(watch["time"] - time.time() < 10, "picked up")
+            emu.label_node("a6", {"rotated": "1"})
+            agent.wait_label("rotated", "1", 10)
+            check("credentials changed" in agent.log(), "the agent noticed the rotation")
 
 
 if __name__ == "__main__":
-    agentrun.run(TESTS)
+    itest.main(missing=itest.unbuilt("AGENT"))

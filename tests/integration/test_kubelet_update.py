@@ -15,24 +15,18 @@ import threading
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import registry  # noqa: E402
-import sandbox  # noqa: E402
-import usermgr  # noqa: E402
+from lib import itest
+import registry
+import sandbox
+import usermgr
 
 S = sandbox
 SB = None
 BIG = 192 << 20
 
 
-def setUpModule():
-    global SB
-    SB = S.start_for_module(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10)
-
-
-def tearDownModule():
-    S.stop_for_module(SB)
+setUpModule, tearDownModule = itest.sandbox_fixture(
+    globals(), versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10)
 
 
 def push_kubelet(version, size):
@@ -141,8 +135,4 @@ class KubeletUpdate(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    sandbox.skip_if_missing()
-    t0 = time.monotonic()
-    prog = unittest.main(exit=False, verbosity=2, failfast=True)
-    print("kubelet-update: %.1fs wall" % (time.monotonic() - t0), file=sys.stderr)
-    sys.exit(0 if prog.result.wasSuccessful() else 1)
+    itest.main(missing=sandbox.missing_prerequisites(), failfast=True)

@@ -20,13 +20,11 @@ import calendar
 import hashlib
 import json
 import os
-import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import sandbox  # noqa: E402
+from lib import itest
+import sandbox
 
 COND = "SystemdUnitsReady"
 LEASE = "gardener-node-agent-" + sandbox.NODE
@@ -36,17 +34,14 @@ ROLE_CP = "node-role.kubernetes.io/control-plane"
 SB = None
 
 
-def setUpModule():
-    global SB
-    SB = sandbox.start_for_module(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10,
-                                  agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING,
-                                             "INPLACE_AGENT_DEBUG_NODE_VIEW": "1"})
+def prepare(sb):
     # SystemdUnitsReady checks the units of the last-applied OSC (none: no condition, as upstream).
-    SB.write_last_applied(units=[(sandbox.CONTAINERD_UNIT, True, None), (sandbox.KUBELET_UNIT, True, None)])
+    sb.write_last_applied(units=[(sandbox.CONTAINERD_UNIT, True, None), (sandbox.KUBELET_UNIT, True, None)])
 
 
-def tearDownModule():
-    sandbox.stop_for_module(SB)
+setUpModule, tearDownModule = itest.sandbox_fixture(
+    globals(), setup=prepare, versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10,
+    agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING, "INPLACE_AGENT_DEBUG_NODE_VIEW": "1"})
 
 
 def units_ready(node):
@@ -271,5 +266,4 @@ class Duties(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    sandbox.skip_if_missing()
-    unittest.main(verbosity=2)
+    itest.main(missing=sandbox.missing_prerequisites())

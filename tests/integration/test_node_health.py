@@ -11,28 +11,24 @@ and shortened periods (health-check=1s, health-grace=3s instead of 30 s / 1 min)
 import os
 import shutil
 import socket
-import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import sandbox  # noqa: E402
+from lib import itest
+import sandbox
 
 TUNING = "health-check=1s,health-grace=3s,units-check=1s"
 SB = None
 
 
-def setUpModule():
-    global SB
-    SB = sandbox.start_for_module(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10,
-                                  agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING}, fake_hostname=True)
+def prepare(sb):
     # SystemdUnitsReady (test_3) checks the units of the last-applied OSC.
-    SB.write_last_applied(units=[(sandbox.CONTAINERD_UNIT, True, None), (sandbox.KUBELET_UNIT, True, None)])
+    sb.write_last_applied(units=[(sandbox.CONTAINERD_UNIT, True, None), (sandbox.KUBELET_UNIT, True, None)])
 
 
-def tearDownModule():
-    sandbox.stop_for_module(SB)
+setUpModule, tearDownModule = itest.sandbox_fixture(
+    globals(), setup=prepare, versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10,
+    agent_env={"INPLACE_AGENT_KUBE_TUNING": TUNING}, fake_hostname=True)
 
 
 def health_events(reason):
@@ -109,5 +105,4 @@ class Health(unittest.TestCase):
         self.assertEqual(SB.um.invocation_id(sandbox.AGENT_UNIT), after)
 
 if __name__ == "__main__":
-    sandbox.skip_if_missing()
-    unittest.main(verbosity=2)
+    itest.main(missing=sandbox.missing_prerequisites())

@@ -37,16 +37,14 @@ after the simulated reboot into the new version: successful; into the old one: R
 
 import json
 import os
-import shutil
 import sys
 import time
 import unittest
 import uuid
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import sandbox  # noqa: E402
-import usermgr  # noqa: E402
+from lib import itest
+import sandbox
+import usermgr
 
 AGENT = sandbox.default_agent()
 OLD = sandbox.DEFAULT_OS_VERSION            # 1592.6
@@ -71,7 +69,7 @@ runs=$(wc -l < '%(count)s')
 %(body)s
 """
 
-durations = {}
+measured = {}
 
 
 def failure_code(node):
@@ -98,35 +96,22 @@ class OsUpdate(unittest.TestCase):
     def tearDownClass(cls):
         if cls.retry:
             cls.retry[0].stop()
+        print("measured: " + ", ".join("%s=%.1f" % kv for kv in sorted(measured.items())), file=sys.stderr)
 
     # ------------------------------------------------------------------ helpers
 
     def setUp(self):
-        self.t0 = time.monotonic()
         self.sb = None
-        self.problems = self.n_problems()
-
-    def n_problems(self):
-        result = getattr(self._outcome, "result", None)
-        return len(result.failures) + len(result.errors) if result else 0
 
     def tearDown(self):
         if self.sb:
-            if not self._outcome.success or self.n_problems() != self.problems:
-                sys.stderr.write("---- agent log tail ----\n%s\n" % self.sb.agent_log()[-6000:])
             left = self.sb.stop()
             self.assertEqual(left, [], "processes left behind")
-        durations[self._testMethodName] = time.monotonic() - self.t0
 
     def sandbox(self, os_update=None, start_agent=True):
         cfg = {"osUpdate": dict({"backend": "command", "timeout": TIMEOUT, "reboot": "none"}, **(os_update or {}))}
-        self.sb = sandbox.Sandbox(agent=AGENT, versions=("1.31.4",), broken_versions=(), kubelet_size=4096,
-                                  fake_boot_id=True, start_agent=start_agent, agent_config=cfg)
-        try:
-            self.sb.start()
-        except BaseException:
-            self.sb.stop()
-            raise
+        self.sb = itest.start_sandbox(agent=AGENT, versions=("1.31.4",), broken_versions=(), kubelet_size=4096,
+                                      fake_boot_id=True, start_agent=start_agent, agent_config=cfg)
         return self.sb
 
     def path(self, name):
@@ -281,7 +266,7 @@ class OsUpdate(unittest.TestCase):
         renew = sb.emu.get("leases", lease_name, namespace="kube-system")["spec"]["renewTime"]
         usermgr.wait_until(lambda: sb.emu.get("leases", lease_name, namespace="kube-system")["spec"]["renewTime"]
                            != renew, 15, "the agent to renew its Lease")
-        durations["flood_rss_kib"] = rss_kib
+        measured["flood_rss_kib"] = rss_kib
 
     def test_20_failure_output_tail_on_the_node(self):
         """gardener#15707: what reaches the Node of a failed command's output is its tail, bounded (20
@@ -374,7 +359,7 @@ class OsUpdate(unittest.TestCase):
         self.sb, t = self.retry
         OsUpdate.retry = None
         node = self.wait_result(timeout=60)
-        durations["retry_case_since_request"] = time.monotonic() - t
+        measured["retry_case_since_request"] = time.monotonic() - t
         self.assertGreaterEqual(time.monotonic() - t, 29, "retried before upstream's 30 s interval")
         self.assert_success(node)
         runs = self.runs()
@@ -473,12 +458,4 @@ class OsUpdate(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    sandbox.skip_if_missing(AGENT)
-    if os.geteuid() != 0 or not shutil.which("nsenter"):
-        print("SKIP: simulated reboots need root and nsenter (a fake boot id)", file=sys.stderr)
-        sys.exit(77)
-    t0 = time.monotonic()
-    prog = unittest.main(exit=False, verbosity=2)
-    durations["total"] = time.monotonic() - t0
-    print("durations: " + ", ".join("%s=%.1f" % kv for kv in sorted(durations.items())), file=sys.stderr)
-    sys.exit(0 if prog.result.wasSuccessful() else 1)
+    itest.main(missing=sandbox.missing_prerequisites(AGENT) + itest.programs("nsenter"))    # nsenter: a fake boot id

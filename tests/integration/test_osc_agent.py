@@ -26,28 +26,21 @@ import http.server
 import json
 import os
 import shutil
-import sys
 import threading
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import registry  # noqa: E402
-import sandbox  # noqa: E402
-import usermgr  # noqa: E402
+from lib import itest
+import registry
+import sandbox
+import usermgr
 
 S = sandbox
 SB = None
 HELLO = "/etc/ipa-test/hello"
 
 
-def setUpModule():
-    global SB
-    SB = S.start_for_module(versions=("1.31.4",), broken_versions=(), kubelet_size=1 << 20, health_timeout="20s")
-
-
-def tearDownModule():
-    S.stop_for_module(SB)
+setUpModule, tearDownModule = itest.sandbox_fixture(
+    globals(), versions=("1.31.4",), broken_versions=(), kubelet_size=1 << 20, health_timeout="20s")
 
 
 def inline_file(path, data, mode=0o644):
@@ -294,4 +287,4 @@ class OscAgent(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    itest.main(missing=sandbox.missing_prerequisites())

@@ -12,12 +12,11 @@ import json
 import os
 import stat
 import subprocess
-import sys
 import tomllib
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-import usermgr  # noqa: E402
+from lib import itest
+import usermgr
 
 OSCAPPLY = os.environ.get("OSCAPPLY", "")
 RUNNING = "/bin/sh -c 'echo started; exec sleep infinity'"
@@ -35,7 +34,6 @@ def inline(path, data, permissions=None):
 class OscApply(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        usermgr.skip_if_missing([OSCAPPLY])
         cls.um = usermgr.UserManager(prefix="oscapply-").start()
 
     @classmethod
@@ -490,4 +488,4 @@ class OscApply(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    itest.main(missing=usermgr.missing_prerequisites() + itest.unbuilt("OSCAPPLY"))

@@ -25,10 +25,9 @@ import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import sandbox  # noqa: E402
-import usermgr  # noqa: E402
+from lib import itest
+import sandbox
+import usermgr
 
 S = sandbox
 SB = None
@@ -39,19 +38,21 @@ ANNOTATIONS_MAX = 256 * 1024
 AGENT_SHARE = 64 * 1024                 # include/core/annotation-budget.h
 
 
-def setUpModule():
-    global SB
-    SB = S.start_for_module(versions=("1.31.4",), broken_versions=(), kubelet_size=64 << 10, start_agent=False)
+def prepare(sb):
     # Before the agent: it then writes the big OSC's files into the tmpfs from the start.
-    ns("mkdir", "-p", SB.path(BIG_DIR.lstrip("/")))
-    ns("mount", "-t", "tmpfs", "-o", "size=64m,mode=0755", "tmpfs", SB.path(BIG_DIR.lstrip("/")))
-    SB.start_agent()
-    usermgr.wait_until(lambda: SB.kubelet_target(), 30, "the adoption of the provisioned kubelet")
+    ns("mkdir", "-p", sb.path(BIG_DIR.lstrip("/")))
+    ns("mount", "-t", "tmpfs", "-o", "size=64m,mode=0755", "tmpfs", sb.path(BIG_DIR.lstrip("/")))
+    sb.start_agent()
+    usermgr.wait_until(lambda: sb.kubelet_target(), 30, "the adoption of the provisioned kubelet")
+
+
+setUpModule, stop_sandbox = itest.sandbox_fixture(globals(), setup=prepare, versions=("1.31.4",), broken_versions=(),
+                                                  kubelet_size=64 << 10, start_agent=False)
 
 
 def tearDownModule():
     log = SB.agent_log() if SB else ""
-    S.stop_for_module(SB)
+    stop_sandbox()
     # Under ASan+UBSan (tests/run-tests --sanitize) a report would only restart the agent: say it.
     for needle in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
         if needle in log:
@@ -287,5 +288,4 @@ class OscBookkeeping(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    S.skip_if_missing()
-    unittest.main(verbosity=2)
+    itest.main(missing=sandbox.missing_prerequisites())

@@ -25,13 +25,11 @@ good OSC applied."""
 import base64
 import json
 import os
-import sys
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import sandbox  # noqa: E402
-import usermgr  # noqa: E402
+from lib import itest
+import sandbox
+import usermgr
 
 S = sandbox
 SB = None
@@ -45,15 +43,11 @@ KUBELET = "1.32.1"
 rounds = [0]                            # makes each good OSC differ from the one before
 
 
-def setUpModule():
-    global SB
-    SB = S.start_for_module(versions=("1.31.4", KUBELET), broken_versions=(), kubelet_size=256 << 10,
-                            health_timeout="20s", agent_config={"osc": {"replacedUnits": [GNA_UNIT]}})
-    SB.emu.seed_secret("gardener-valitail", namespace="kube-system", data={"token": "valitail-token"})
-
-
-def tearDownModule():
-    S.stop_for_module(SB)
+setUpModule, tearDownModule = itest.sandbox_fixture(
+    globals(), setup=lambda sb: sb.emu.seed_secret("gardener-valitail", namespace="kube-system",
+                                                   data={"token": "valitail-token"}),
+    versions=("1.31.4", KUBELET), broken_versions=(), kubelet_size=256 << 10, health_timeout="20s",
+    agent_config={"osc": {"replacedUnits": [GNA_UNIT]}})
 
 
 def indent(text, n):
@@ -132,12 +126,8 @@ def rooted(path):
 
 class NodeSafety(unittest.TestCase):
     def wait_checksum(self, checksum, timeout=60):
-        try:
-            return SB.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == checksum, timeout,
-                                "checksum/cloud-config-data %s" % checksum)
-        except TimeoutError:
-            print("agent log (tail):\n" + SB.agent_log()[-6000:], file=sys.stderr)
-            raise
+        return SB.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == checksum, timeout,
+                            "checksum/cloud-config-data %s" % checksum)
 
     def apply_good(self):
         """The next good OSC (a file more than the last) is applied; the failure goes away."""
@@ -156,12 +146,8 @@ class NodeSafety(unittest.TestCase):
         before_pids, before_checksum = pids(), S.annotation(SB.node(), S.NODE_CHECKSUM)
         marker = "/etc/ipa-test/held-%d" % (rounds[0] + 1)
         checksum = SB.publish_text(realistic_osc(extra_units, inline_file(marker, "no\n"), kubelet_dropin))
-        try:
-            node = SB.wait_node(lambda n: refused in failure(n).get("message", ""), 30,
-                                "UnitApplyFailed naming %s" % refused)
-        except TimeoutError:
-            print("agent log (tail):\n" + SB.agent_log()[-6000:], file=sys.stderr)
-            raise
+        node = SB.wait_node(lambda n: refused in failure(n).get("message", ""), 30,
+                            "UnitApplyFailed naming %s" % refused)
         f = failure(node)
         self.assertEqual(f.get("code"), "UnitApplyFailed", f)
         self.assertIn(why, f.get("message", ""))
@@ -235,4 +221,4 @@ class NodeSafety(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    itest.main(missing=sandbox.missing_prerequisites())

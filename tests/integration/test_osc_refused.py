@@ -20,10 +20,9 @@ import os
 import sys
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import sandbox  # noqa: E402
-import usermgr  # noqa: E402
+from lib import itest
+import sandbox
+import usermgr
 
 S = sandbox
 SB = None
@@ -34,17 +33,16 @@ MARKER = "ipa-refused-marker"
 HELLO = "/etc/ipa-refused/hello"
 
 
-def setUpModule():
-    global SB, PID, GOOD
-    SB = S.start_for_module(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10)
-    SB.emu.seed_secret(OTHER[1], namespace=OTHER[0], data={"token": MARKER})
-    GOOD = SB.publish_osc(extra_files=inline_file(HELLO, "hello\n"))
-    SB.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == GOOD, 60, "the first good OSC applied")
-    PID = SB.um.main_pid(S.AGENT_UNIT)
+def prepare(sb):
+    global PID, GOOD
+    sb.emu.seed_secret(OTHER[1], namespace=OTHER[0], data={"token": MARKER})
+    GOOD = sb.publish_osc(extra_files=inline_file(HELLO, "hello\n"))
+    sb.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == GOOD, 60, "the first good OSC applied")
+    PID = sb.um.main_pid(S.AGENT_UNIT)
 
 
-def tearDownModule():
-    S.stop_for_module(SB)
+setUpModule, tearDownModule = itest.sandbox_fixture(globals(), setup=prepare, versions=("1.31.4",),
+                                                    broken_versions=(), kubelet_size=256 << 10)
 
 
 def inline_file(path, data, mode=0o644):
@@ -192,5 +190,4 @@ class OscRefused(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    S.skip_if_missing()
-    unittest.main(verbosity=2)
+    itest.main(missing=sandbox.missing_prerequisites())

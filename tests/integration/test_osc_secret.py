@@ -15,15 +15,13 @@ in the sandbox (lib/sandbox.py), in order:
 """
 
 import json
-import os
 import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import sandbox  # noqa: E402
-import usermgr  # noqa: E402
+from lib import itest
+import sandbox
+import usermgr
 
 S = sandbox
 SB = None
@@ -33,14 +31,9 @@ FORBIDDEN = "gardener-node-agent-forbidden"
 MARKER = "/etc/ipa-osc-secret/marker"
 
 
-def setUpModule():
-    global SB
-    SB = S.start_for_module(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10,
-                            agent_env={"INPLACE_AGENT_KUBE_TUNING": "forbidden-backoff=2s,backoff-cap=2s"})
-
-
-def tearDownModule():
-    S.stop_for_module(SB)
+setUpModule, tearDownModule = itest.sandbox_fixture(
+    globals(), versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10,
+    agent_env={"INPLACE_AGENT_KUBE_TUNING": "forbidden-backoff=2s,backoff-cap=2s"})
 
 
 def cond(node):
@@ -126,5 +119,4 @@ class OscSecret(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    S.skip_if_missing()
-    unittest.main(verbosity=2)
+    itest.main(missing=sandbox.missing_prerequisites())

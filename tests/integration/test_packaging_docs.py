@@ -20,7 +20,9 @@ import subprocess
 import tempfile
 import unittest
 
-SRCDIR = os.environ.get("SRCDIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+from lib import itest
+
+SRCDIR = itest.SRCDIR
 AGENT = os.environ.get("AGENT", "")
 CONFIG_YAML = os.path.join(SRCDIR, "packaging", "config.yaml")
 MAN5 = os.path.join(SRCDIR, "packaging", "man", "inplace-agent.yaml.5")
@@ -343,4 +345,4 @@ class TestHelpers(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    itest.main()

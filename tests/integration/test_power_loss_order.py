@@ -15,10 +15,9 @@ import shutil
 import sys
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import sandbox  # noqa: E402
-import usermgr  # noqa: E402
+from lib import itest
+import sandbox
+import usermgr
 
 S = sandbox
 SB = None
@@ -44,17 +43,8 @@ class StraceSandbox(S.Sandbox):
                                                                               "[Service]\nNotifyAccess=all\n", 1)
 
 
-def setUpModule():
-    global SB
-    if not STRACE:
-        print("SKIP: strace is not installed", file=sys.stderr)
-        sys.exit(77)
-    SB = S.start_for_module(StraceSandbox, versions=("1.31.4", "1.31.5"), broken_versions=(),
-                            kubelet_size=256 << 10)
-
-
-def tearDownModule():
-    S.stop_for_module(SB)
+setUpModule, tearDownModule = itest.sandbox_fixture(globals(), StraceSandbox, versions=("1.31.4", "1.31.5"),
+                                                    broken_versions=(), kubelet_size=256 << 10)
 
 
 LINE = re.compile(r"^(\d+) +(\w+)\((.*)\)\s+= (-?\d+)(?:<(.*)>)?")
@@ -188,5 +178,4 @@ class PowerLossOrder(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    S.skip_if_missing()
-    unittest.main(verbosity=2)
+    itest.main(missing=sandbox.missing_prerequisites() + itest.programs("strace"))

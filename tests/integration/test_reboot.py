@@ -12,19 +12,19 @@ bus.
   records Reboot() calls; also a denying fake and no fake at all.
 - osUpdate.reboot=none: no bus traffic, "reboot required but disabled".
 
-Skips (77) when usermgr cannot run a user manager here (usermgr.skip_if_missing()).
+Skips (77) when usermgr cannot run a user manager here (usermgr.missing_prerequisites()).
 """
 
 import os
 import selectors
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
+import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-import usermgr  # noqa: E402
+from lib import itest
+import usermgr
 
 
 class FakeLogin1:
@@ -58,68 +58,65 @@ def run_client(client, method, env):
     return p.returncode, p.stdout.strip(), p.stderr.strip()
 
 
-def main():
-    client = os.environ.get("REBOOT_CLIENT")
-    fake = os.environ.get("FAKE_LOGIN1")
-    if not client or not fake:
-        print("REBOOT_CLIENT and FAKE_LOGIN1 must point at the built helpers", file=sys.stderr)
-        return 1
-    usermgr.skip_if_missing(extra_paths=[shutil.which("touch") or "/usr/bin/touch"])
+class Reboot(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.client, cls.fake = os.environ["REBOOT_CLIENT"], os.environ["FAKE_LOGIN1"]
+        cls.root = tempfile.mkdtemp(prefix="test-reboot-")
+        cls.addClassCleanup(shutil.rmtree, cls.root, ignore_errors=True)
+        cls.um = usermgr.UserManager(prefix="reboot-")
+        cls.addClassCleanup(cls.um.stop)
+        cls.um.start()
+        cls.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DBUS_SYSTEM_BUS_ADDRESS": cls.um.bus_address}
 
-    with tempfile.TemporaryDirectory(prefix="test-reboot-") as root, \
-            usermgr.UserManager(prefix="reboot-") as um:
-        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DBUS_SYSTEM_BUS_ADDRESS": um.bus_address}
-        fakes = []
-        try:
-            # none: no bus traffic at all.
-            rc, out, err = run_client(client, "none", {"PATH": env["PATH"]})
-            assert (rc, out) == (0, "disabled: reboot required but disabled"), (rc, out, err)
-            print("none: reboot required but disabled")
+    def login1(self, record, deny=False):
+        """A fake logind on the bus for this test, recording calls in `record`."""
+        fake = FakeLogin1(self.fake, os.path.join(self.root, record), self.env, deny=deny)
+        self.addCleanup(fake.stop)
+        return fake
 
-            # systemd: this manager's reboot.target only pulls in a service leaving a marker.
-            marker = os.path.join(root, "reboot-target-started")
-            um.write_unit("inplace-reboot-marker.service",
-                          um.service(f"{shutil.which('touch')} {marker}", type="oneshot"))
-            um.write_unit("reboot.target", "[Unit]\nDescription=Fake reboot\n"
-                                           "Wants=inplace-reboot-marker.service\n")
-            um.daemon_reload()
-            rc, out, err = run_client(client, "systemd", env)
-            assert (rc, out) == (0, "accepted"), (rc, out, err)
-            usermgr.wait_until(lambda: os.path.exists(marker), 15,
-                               "reboot.target to pull in the marker service")
-            assert um.active_state("reboot.target") == "active"
-            print("systemd: StartUnit(reboot.target, replace-irreversibly) accepted, target reached")
+    def test_1_none(self):
+        """none: no bus traffic at all."""
+        rc, out, err = run_client(self.client, "none", {"PATH": self.env["PATH"]})
+        assert (rc, out) == (0, "disabled: reboot required but disabled"), (rc, out, err)
 
-            # login1: a fake logind records the call.
-            record = os.path.join(root, "login1-calls")
-            fakes.append(FakeLogin1(fake, record, env))
-            rc, out, err = run_client(client, "login1", env)
-            assert (rc, out) == (0, "accepted"), (rc, out, err)
-            with open(record) as f:
-                assert f.read() == "Reboot interactive=false\n"
-            fakes.pop().stop()
-            print("login1: Reboot(false) recorded")
+    def test_2_systemd(self):
+        """systemd: this manager's reboot.target only pulls in a service leaving a marker."""
+        um = self.um
+        marker = os.path.join(self.root, "reboot-target-started")
+        um.write_unit("inplace-reboot-marker.service",
+                      um.service(f"{shutil.which('touch')} {marker}", type="oneshot"))
+        um.write_unit("reboot.target", "[Unit]\nDescription=Fake reboot\n"
+                                       "Wants=inplace-reboot-marker.service\n")
+        um.daemon_reload()
+        rc, out, err = run_client(self.client, "systemd", self.env)
+        assert (rc, out) == (0, "accepted"), (rc, out, err)
+        usermgr.wait_until(lambda: os.path.exists(marker), 15,
+                           "reboot.target to pull in the marker service")
+        assert um.active_state("reboot.target") == "active"
 
-            # login1 refusing: the error reaches the caller with its D-Bus name.
-            record = os.path.join(root, "login1-denied-calls")
-            fakes.append(FakeLogin1(fake, record, env, deny=True))
-            rc, out, err = run_client(client, "login1", env)
-            assert rc == 1 and "EACCES" in out and "AccessDenied" in out, (rc, out, err)
-            with open(record) as f:
-                assert f.read() == "Reboot interactive=false\n"
-            fakes.pop().stop()
-            print("login1: AccessDenied reported as EACCES")
+    def test_3_login1(self):
+        """login1: a fake logind records the call."""
+        self.login1("login1-calls")
+        rc, out, err = run_client(self.client, "login1", self.env)
+        assert (rc, out) == (0, "accepted"), (rc, out, err)
+        with open(os.path.join(self.root, "login1-calls")) as f:
+            assert f.read() == "Reboot interactive=false\n"
 
-            # login1 absent: a failure, not a hang.
-            rc, out, err = run_client(client, "login1", env)
-            assert rc == 1 and out.startswith("failed:"), (rc, out, err)
-            print("login1 absent: reported as failure (%s)" % out)
-        finally:
-            for f in fakes:
-                f.stop()
-    print("OK")
-    return 0
+    def test_4_login1_refusing(self):
+        """login1 refusing: the error reaches the caller with its D-Bus name."""
+        self.login1("login1-denied-calls", deny=True)
+        rc, out, err = run_client(self.client, "login1", self.env)
+        assert rc == 1 and "EACCES" in out and "AccessDenied" in out, (rc, out, err)
+        with open(os.path.join(self.root, "login1-denied-calls")) as f:
+            assert f.read() == "Reboot interactive=false\n"
+
+    def test_5_login1_absent(self):
+        """login1 absent: a failure, not a hang."""
+        rc, out, err = run_client(self.client, "login1", self.env)
+        assert rc == 1 and out.startswith("failed:"), (rc, out, err)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    itest.main(missing=itest.unbuilt("REBOOT_CLIENT", "FAKE_LOGIN1") + usermgr.missing_prerequisites() +
+               itest.programs("touch"))

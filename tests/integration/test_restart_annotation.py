@@ -14,34 +14,25 @@ worker.gardener.cloud/restart-systemd-services (CONTRACT §5, §8.7, GNP §5).
     of hostile length is quoted cut to 253 bytes + "…" in Events and journal lines."""
 
 import os
-import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import sandbox  # noqa: E402
-import usermgr  # noqa: E402
+from lib import itest
+import sandbox
+import usermgr
 
 RESTART = "worker.gardener.cloud/restart-systemd-services"
 FAILING_UNIT = "broken-thing.service"
 SB = None
 
 
-def setUpModule():
-    global SB
-    SB = sandbox.Sandbox(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10)
-    try:
-        SB.start()
-        SB.um.write_unit(FAILING_UNIT, SB.um.service("/bin/false", type="oneshot"))
-        SB.um.daemon_reload()
-    except BaseException:
-        SB.stop()
-        raise
+def prepare(sb):
+    sb.um.write_unit(FAILING_UNIT, sb.um.service("/bin/false", type="oneshot"))
+    sb.um.daemon_reload()
 
 
-def tearDownModule():
-    sandbox.stop_for_module(SB)
+setUpModule, tearDownModule = itest.sandbox_fixture(globals(), setup=prepare, versions=("1.31.4",),
+                                                    broken_versions=(), kubelet_size=256 << 10)
 
 
 def restart_events(seen):
@@ -256,8 +247,4 @@ class RestartAnnotation(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    sandbox.skip_if_missing()
-    t0 = time.monotonic()
-    prog = unittest.main(exit=False, verbosity=2)
-    print("restart-annotation: %.1fs wall" % (time.monotonic() - t0), file=sys.stderr)
-    sys.exit(0 if prog.result.wasSuccessful() else 1)
+    itest.main(missing=sandbox.missing_prerequisites())

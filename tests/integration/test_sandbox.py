@@ -17,9 +17,9 @@ import tarfile
 import time
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-import sandbox  # noqa: E402
-import usermgr  # noqa: E402
+from lib import itest
+import sandbox
+import usermgr
 
 PULL = os.environ.get("PULL", "")
 S = sandbox
@@ -29,12 +29,7 @@ class SandboxTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         t0 = time.monotonic()
-        cls.sb = sandbox.Sandbox(start_agent=False, kubelet_size=1 << 20)
-        try:
-            cls.sb.start()
-        except BaseException:
-            cls.sb.stop()
-            raise
+        cls.sb = itest.start_sandbox(start_agent=False, kubelet_size=1 << 20)
         print("sandbox up in %.2fs %s" % (time.monotonic() - t0,
                                           {k: round(v, 2) for k, v in cls.sb.timings.items()}), file=sys.stderr)
 
@@ -249,6 +244,4 @@ class SandboxTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    sandbox.skip_if_missing()
-    prog = unittest.main(exit=False, verbosity=2)
-    sys.exit(0 if prog.result.wasSuccessful() else 1)
+    itest.main(missing=sandbox.missing_prerequisites())

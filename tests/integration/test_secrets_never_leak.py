@@ -15,10 +15,9 @@ import sys
 import unittest
 import uuid
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import sandbox  # noqa: E402
-import usermgr  # noqa: E402
+from lib import itest
+import sandbox
+import usermgr
 
 S = sandbox
 SB = None
@@ -28,13 +27,8 @@ MARKER = "ipa-marker-" + uuid.uuid4().hex
 NEEDLES = (MARKER, base64.b64encode(MARKER.encode()).decode())
 
 
-def setUpModule():
-    global SB
-    SB = S.start_for_module(versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10, log_level="debug")
-
-
-def tearDownModule():
-    S.stop_for_module(SB)
+setUpModule, tearDownModule = itest.sandbox_fixture(
+    globals(), versions=("1.31.4",), broken_versions=(), kubelet_size=256 << 10, log_level="debug")
 
 
 def secret_ref_file(key):
@@ -92,5 +86,4 @@ class SecretsNeverLeak(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    S.skip_if_missing()
-    unittest.main(verbosity=2)
+    itest.main(missing=sandbox.missing_prerequisites())

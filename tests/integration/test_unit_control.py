@@ -15,8 +15,8 @@ import sys
 import time
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-import usermgr  # noqa: E402
+from lib import itest
+import usermgr
 
 UNITCTL = os.environ.get("UNITCTL", "")
 LONG_RUNNING = "/bin/sh -c 'echo started; exec sleep infinity'"
@@ -282,9 +282,4 @@ class UnitControl(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    usermgr.skip_if_missing()
-    if not UNITCTL or not os.access(UNITCTL, os.X_OK):
-        print("SKIP: $UNITCTL not set or not executable", file=sys.stderr)
-        sys.exit(77)
-    prog = unittest.main(exit=False, verbosity=2)
-    sys.exit(0 if prog.result.wasSuccessful() else 1)
+    itest.main(missing=usermgr.missing_prerequisites() + itest.unbuilt("UNITCTL"))

@@ -8,12 +8,10 @@ renamed in the same directory (an OS update command's `sed -i` too), so the dire
 the file, must be writable. No root needed: the unit file is parsed, not run (the machine tier
 applies the same paths in a booted image: tests/machine/test_sandbox.py)."""
 
-import os
-import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from producers import directory_written, producer_paths, unit_settings, writable  # noqa: E402
+from lib import itest
+from producers import directory_written, producer_paths, unit_settings, writable
 
 
 class UnitSandbox(unittest.TestCase):
@@ -41,4 +39,4 @@ class UnitSandbox(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    itest.main()

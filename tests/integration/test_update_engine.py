@@ -26,23 +26,17 @@ import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "lib"))
-import sandbox  # noqa: E402
-import usermgr  # noqa: E402
+from lib import itest
+import sandbox
+import usermgr
 
 S = sandbox
 SB = None
 
 
-def setUpModule():
-    global SB
-    SB = S.start_for_module(versions=("1.31.4", "1.31.5", "1.32.1", "1.32.2", "1.32.3", "1.33.0"), broken_versions=(),
-                         kubelet_size=4 << 20, health_timeout="20s")
-
-
-def tearDownModule():
-    S.stop_for_module(SB)
+setUpModule, tearDownModule = itest.sandbox_fixture(
+    globals(), versions=("1.31.4", "1.31.5", "1.32.1", "1.32.2", "1.32.3", "1.33.0"), broken_versions=(),
+    kubelet_size=4 << 20, health_timeout="20s")
 
 
 def publish_text(text):
@@ -317,8 +311,4 @@ class UpdateEngine(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    sandbox.skip_if_missing()
-    t0 = time.monotonic()
-    prog = unittest.main(exit=False, verbosity=2, failfast=True)
-    print("update-engine: %.1fs wall" % (time.monotonic() - t0), file=sys.stderr)
-    sys.exit(0 if prog.result.wasSuccessful() else 1)
+    itest.main(missing=sandbox.missing_prerequisites(), failfast=True)

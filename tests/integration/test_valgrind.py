@@ -9,13 +9,11 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
-import time
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-import kubeemu  # noqa: E402
+from lib import itest
+import kubeemu
 
 AGENT = os.environ.get("AGENT", "")
 
@@ -80,4 +78,4 @@ class Valgrind(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    itest.main(missing=itest.unbuilt("AGENT"))

@@ -38,14 +38,8 @@ FAST_TUNING = {
     "cert-check": "1s",
 }
 
-# Emulator settings that go with FAST_TUNING: a bookmark every second.
+# Emulator settings that go with FAST_TUNING (itest.emulator_fixture(config=...)): a bookmark every second.
 FAST_EMULATOR = {"bookmark_interval": 1.0, "bookmark_before_deadline": 0.5}
-
-
-def skip_unless_agent():
-    if not AGENT or not os.access(AGENT, os.X_OK):
-        print("SKIP: $AGENT not set or not executable")
-        raise SystemExit(77)
 
 
 class Notify:
@@ -241,30 +235,3 @@ def last_seq(emu):
     log = emu.request_log()
     return log[-1]["seq"] if log else 0
 
-
-def run(tests, **emu_kwargs):
-    """Run test functions test(emu) sequentially against one emulator; exit 0 / 1 / 77 (no agent)."""
-    import kubeemu
-    import sys
-    import traceback
-
-    skip_unless_agent()
-    cfg = dict(FAST_EMULATOR)
-    cfg.update(emu_kwargs.pop("config", {}) or {})
-    failed = 0
-    with kubeemu.start(config=cfg, **emu_kwargs) as emu:
-        for t in tests:
-            emu.clear_faults()
-            emu.config(**cfg)
-            emu.listen("normal", close_existing=False)
-            emu.tls(cert="good", client_auth="optional", close_existing=False)
-            t0 = time.monotonic()
-            try:
-                t(emu)
-                print("ok   %-45s %5.1fs" % (t.__name__, time.monotonic() - t0), flush=True)
-            except Exception:  # noqa: BLE001 - report every failure, keep going
-                failed += 1
-                print("FAIL %-45s %5.1fs" % (t.__name__, time.monotonic() - t0), flush=True)
-                traceback.print_exc()
-                sys.stdout.flush()
-    sys.exit(1 if failed else 0)

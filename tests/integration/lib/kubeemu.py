@@ -1,7 +1,6 @@
 """Start and drive the Kubernetes API-server emulator (tests/emulator/kube_emulator/) from integration tests.
 
-    import sys, os
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
+    from lib import itest        # a test in tests/integration: lib/ on sys.path
     import kubeemu
 
     with kubeemu.start(nodes=["n1"]) as emu:
@@ -183,6 +182,14 @@ class KubeEmulator:
         """Add a fault rule; returns its id. rule: verbs, path, resource, subresource, name, namespace, user,
         count (default 1, -1 = forever), after, duration, params={...}."""
         return self._call("POST", "/faults", dict(rule, fault=fault))["id"]
+
+    def reset(self):
+        """Back to how it started, between tests sharing it: no faults, the start configuration, serving
+        normally with the good certificate (open connections are kept)."""
+        self.clear_faults()
+        self.config(**self.start_config)
+        self.listen("normal", close_existing=False)
+        self.tls(cert="good", client_auth="optional", close_existing=False)
 
     def clear_faults(self, rule_id=None):
         self._call("DELETE", "/faults", params={"id": rule_id})
@@ -448,4 +455,6 @@ def start(state_dir=None, nodes=(), tokens=(), client_certs=(), config=None, ext
         time.sleep(0.02)
     with open(ready) as f:
         info = json.load(f)
-    return KubeEmulator(info, proc, owns)
+    emu = KubeEmulator(info, proc, owns)
+    emu.start_config = dict(config or {})
+    return emu

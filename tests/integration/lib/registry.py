@@ -3,7 +3,7 @@
 that speaks the plain distribution API from the Python standard library.
 
     import registry
-    registry.skip_if_missing()
+    registry.missing_prerequisites()                              # what is missing here, if anything
     with registry.Registry(workdir) as reg:                       # or htpasswd={"user": "pw"}
         ref = reg.push_kubelet_image("1.31.2", registry.fake_kubelet("v1.31.2"))
         ...  reg.ca_file, reg.host ("127.0.0.1:<port>"), reg.blob_file(digest) to tamper with storage
@@ -25,7 +25,6 @@ import shutil
 import socket
 import ssl
 import subprocess
-import sys
 import tarfile
 import threading
 import time
@@ -51,13 +50,6 @@ def missing_prerequisites():
         if shutil.which(tool) is None:
             missing.append(tool)
     return missing
-
-
-def skip_if_missing():
-    missing = missing_prerequisites()
-    if missing:
-        print("SKIP: missing prerequisites: " + ", ".join(missing), file=sys.stderr)
-        sys.exit(77)
 
 
 def wait_until(predicate, timeout, what, interval=0.02):

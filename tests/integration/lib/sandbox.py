@@ -2,7 +2,6 @@
 """A local in-place-update sandbox made of real parts, for the demo (tests/demo/demo.py) and its tests.
 
     import sandbox
-    sandbox.skip_if_missing()                     # exit 77 when a prerequisite is missing
     with sandbox.Sandbox(narrate=print) as sb:    # everything up, the agent running
         sb.publish_osc(kubelet_version="1.32.1")  # "gardenlet": new OSC Secret + checksum
         sb.mcm_candidate(); sb.mcm_select(); sb.mcm_ready_for_update()     # "MCM"
@@ -111,13 +110,6 @@ def missing_prerequisites(agent=None):
     if not os.access(agent, os.X_OK):
         missing.append("the agent binary %s (build it: meson setup build && ninja -C build)" % agent)
     return missing
-
-
-def skip_if_missing(agent=None):
-    missing = missing_prerequisites(agent)
-    if missing:
-        print("SKIP: missing prerequisites: " + ", ".join(missing), file=sys.stderr)
-        sys.exit(77)
 
 
 def packaged_unit_environment():
@@ -355,28 +347,6 @@ def kubelet_image_layers(data):
     top = registry.compress(registry.tar_bytes([{"name": FILE_IN_IMAGE.lstrip("/"), "data": data,
                                                  "mode": 0o755}]), "gzip")
     return [(base, "gzip"), (top, "gzip")]
-
-
-# ------------------------------------------------------------------------------------------ test modules
-
-def start_for_module(factory=None, **kw):
-    """A started Sandbox (or `factory`'s, a subclass) for a test module's setUpModule() (stopped again if
-    the start fails)."""
-    sb = (factory or Sandbox)(**kw)
-    try:
-        sb.start()
-    except BaseException:
-        sb.stop()
-        raise
-    return sb
-
-
-def stop_for_module(sb):
-    """tearDownModule(): stop the Sandbox and name what it left behind."""
-    if sb:
-        left = sb.stop()
-        if left:
-            print("leftover processes: %s" % left, file=sys.stderr)
 
 
 # ------------------------------------------------------------------------------------------ the sandbox

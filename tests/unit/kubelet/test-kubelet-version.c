@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include "kubelet/kubelet-version.h"
+#include "test-loop.h"
 #include "tests.h"
 #include "util/fileio.h"
 
@@ -63,9 +64,7 @@ static int probe(Ctx *c, const char *script, uint64_t timeout_usec) {
         if (r < 0)
                 return r;
         assert_false(c->done);
-        for (unsigned i = 0; i < 500 && !c->done; i++)
-                assert_true(sd_event_run(c->event, 100 * USEC_PER_MSEC) >= 0);
-        assert_true(c->done);
+        TEST_LOOP_UNTIL(c->event, c->done, 50 * USEC_PER_SEC);
         return c->error;
 }
 
@@ -96,9 +95,7 @@ static void test_free_kills(void **state) {
         assert_int_equal(write_file_atomic(path, "#!/bin/sh\nexec sleep 30\n", 24, 0755), 0);
         assert_int_equal(kubelet_version_probe_start(c->event, path, 0, on_done, c, &p), 0);
         assert_null(kubelet_version_probe_free(p));
-        for (int i = 0; i < 3; i++)
-                assert_true(sd_event_run(c->event, 10 * USEC_PER_MSEC) >= 0);
-        assert_false(c->done);
+        TEST_LOOP_NOT(c->event, c->done, 30 * USEC_PER_MSEC);
 }
 
 /* The output of --version, parsed into a store version. */

@@ -6,6 +6,7 @@
 
 #include "fake-http.h"
 #include "net/http.h"
+#include "test-loop.h"
 #include "tests.h"
 
 typedef struct Ctx {
@@ -51,9 +52,7 @@ static void on_done(HttpRequest *req, int error, long status, void *userdata) {
 }
 
 static void run_until_done(Ctx *c) {
-        for (unsigned i = 0; i < 1000 && !c->done; i++)
-                assert_true(sd_event_run(c->event, 100 * USEC_PER_MSEC) >= 0);
-        assert_true(c->done);
+        TEST_LOOP_UNTIL(c->event, c->done, 100 * USEC_PER_SEC);
 }
 
 static void test_get_buffered(void **state) {

@@ -6,9 +6,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "os/os-command.h"
+#include "test-loop.h"
 #include "tests.h"
 #include "util/fileio.h"
 
@@ -35,13 +35,6 @@ typedef struct Run {
         unsigned n_ticks;
         uint64_t last_tick, max_gap;
 } Run;
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-
-        assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &ts), 0);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
-}
 
 static int on_spawn(OsCommand *c, unsigned attempt, void *userdata) {
         Run *r = userdata;
@@ -93,7 +86,7 @@ static const OsCommandCallbacks callbacks = {
 
 static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         Run *r = userdata;
-        uint64_t now = now_usec();
+        uint64_t now = test_now_usec();
 
         if (r->last_tick > 0)
                 r->max_gap = MAX(r->max_gap, now - r->last_tick);
@@ -124,12 +117,7 @@ static void run_start(Run *r, const char *command, char *const *args, const OsCo
 }
 
 static void run_until_done(Run *r, uint64_t max_usec) {
-        uint64_t deadline = now_usec() + max_usec;
-
-        while (!r->done) {
-                assert_true(now_usec() < deadline);
-                assert_true(sd_event_run(r->event, MS(100)) >= 0);
-        }
+        TEST_LOOP_UNTIL(r->event, r->done, max_usec);
 }
 
 static char *write_script(const char *name, const char *body) {
@@ -170,24 +158,24 @@ static bool pid_gone(pid_t pid) {
 }
 
 static void assert_gone_within(pid_t pid, uint64_t max_usec) {
-        uint64_t deadline = now_usec() + max_usec;
+        uint64_t deadline = test_now_usec() + max_usec;
 
         while (!pid_gone(pid)) {
-                if (now_usec() > deadline)
+                if (test_now_usec() > deadline)
                         fail_msg("process %d still running", (int) pid);
                 (void) usleep(10000);
         }
 }
 
 static pid_t read_pid_file(const char *path, uint64_t max_usec) {
-        uint64_t deadline = now_usec() + max_usec;
+        uint64_t deadline = test_now_usec() + max_usec;
 
         for (;;) {
                 _cleanup_free_ char *s = NULL;
 
                 if (read_full_file(path, 64, &s, NULL) == 0 && strchr(s, '\n'))
                         return (pid_t) atoi(s);
-                assert_true(now_usec() < deadline);
+                assert_true(test_now_usec() < deadline);
                 (void) usleep(10000);
         }
 }
@@ -411,7 +399,7 @@ static void test_timeout_kills_process_group(void **state) {
         _cleanup_free_ char *script = write_script(
                 "hang.sh", "echo $$ > \"$1\"\nsleep 1000 &\necho $! > \"$2\"\necho waiting\nwait");
         OsCommandOptions o = { .timeout_usec = MS(1000), .kill_grace_usec = MS(500) };
-        uint64_t t0 = now_usec();
+        uint64_t t0 = test_now_usec();
         pid_t p1, p2;
         Run r;
 
@@ -425,8 +413,8 @@ static void test_timeout_kills_process_group(void **state) {
         assert_int_equal(r.result.outcome.code, SIGTERM);
         assert_string_equal(os_update_class_failure_code(r.result.class), "OSCommandTimeout");
         assert_string_equal(r.result.output, "waiting\n");
-        assert_true(now_usec() - t0 >= MS(1000));
-        assert_true(now_usec() - t0 < MS(3000));
+        assert_true(test_now_usec() - t0 >= MS(1000));
+        assert_true(test_now_usec() - t0 < MS(3000));
 
         p1 = read_pid_file(main_pid, USEC_PER_SEC);
         p2 = read_pid_file(bg_pid, USEC_PER_SEC);

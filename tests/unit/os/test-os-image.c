@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "os/os-image.h"
+#include "test-loop.h"
 #include "tests.h"
 #include "util/fileio.h"
 
@@ -30,13 +30,6 @@ typedef struct Job {
         uint64_t last_tick, max_gap, last_progress;
         bool progress_went_back;
 } Job;
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-
-        assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &ts), 0);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
-}
 
 /* A fresh directory per test under tmpdir. */
 static char *new_dir(const char *name) {
@@ -124,7 +117,7 @@ static void on_done(OsImage *image, int error, void *userdata) {
 
 static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         Job *j = userdata;
-        uint64_t now = now_usec(), done = 0, total = 0;
+        uint64_t now = test_now_usec(), done = 0, total = 0;
 
         if (j->last_tick > 0)
                 j->max_gap = MAX(j->max_gap, now - j->last_tick);
@@ -158,12 +151,7 @@ static int job_start(Job *j, const OsImageInstallOptions *o) {
 }
 
 static void job_wait(Job *j, uint64_t max_usec) {
-        uint64_t deadline = now_usec() + max_usec;
-
-        while (!j->done) {
-                assert_true(now_usec() < deadline);
-                assert_true(sd_event_run(j->event, MS(100)) >= 0);
-        }
+        TEST_LOOP_UNTIL(j->event, j->done, max_usec);
 }
 
 static OsImageInstallOptions options(const char *src, const char *dir, const char *version,
@@ -440,10 +428,10 @@ static void test_large_copy_loop_responsive(void **state) {
         job_init(&j);
         assert_true(sd_event_add_time_relative(j.event, &j.tick, CLOCK_MONOTONIC, MS(20), MS(1), on_tick, &j) >= 0);
         assert_true(sd_event_source_set_enabled(j.tick, SD_EVENT_ON) >= 0);
-        t0 = now_usec();
+        t0 = test_now_usec();
         assert_int_equal(job_start(&j, &o), 0);
         job_wait(&j, 120 * USEC_PER_SEC);
-        elapsed = now_usec() - t0;
+        elapsed = test_now_usec() - t0;
         assert_int_equal(j.error, 0);
         assert_true(files_equal(src, dst));
         assert_false(j.progress_went_back);

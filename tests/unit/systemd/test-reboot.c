@@ -4,9 +4,9 @@
 #include <sys/socket.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
-#include <time.h>
 
 #include "systemd/reboot.h"
+#include "test-loop.h"
 #include "tests.h"
 
 typedef struct Fake {
@@ -120,20 +120,8 @@ static void on_done(RebootRequest *r, int error, void *userdata) {
                 p->request = reboot_request_free(p->request);
 }
 
-static uint64_t now_usec(void) {
-        struct timespec ts;
-
-        assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &ts), 0);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
-}
-
 static void peer_wait(Peer *p) {
-        uint64_t deadline = now_usec() + 10 * USEC_PER_SEC;
-
-        while (!p->done) {
-                assert_true(now_usec() < deadline);
-                assert_true(sd_event_run(p->event, 100 * USEC_PER_MSEC) >= 0);
-        }
+        TEST_LOOP_UNTIL(p->event, p->done, 10 * USEC_PER_SEC);
 }
 
 static void test_login1(void **state) {
@@ -216,11 +204,9 @@ static void test_free_while_pending(void **state) {
         assert_int_equal(reboot_request_start(p.request, on_done, &p), 0);
         p.request = reboot_request_free(p.request);
         /* The fake still receives the call, but nobody is called back. */
-        for (int i = 0; i < 50 && p.fake.n_start_unit == 0; i++)
-                assert_true(sd_event_run(p.event, 20 * USEC_PER_MSEC) >= 0);
+        TEST_LOOP_UNTIL(p.event, p.fake.n_start_unit > 0, USEC_PER_SEC);
         assert_int_equal(p.fake.n_start_unit, 1);
-        assert_true(sd_event_run(p.event, 20 * USEC_PER_MSEC) >= 0);
-        assert_false(p.done);
+        TEST_LOOP_NOT(p.event, p.done, 20 * USEC_PER_MSEC);
         peer_done(&p);
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <systemd/sd-event.h>
 
+#include "test-loop.h"
 #include "tests.h"
 #include "util/event-util.h"
 #include "util/time-util.h"
@@ -39,8 +40,7 @@ static void test_timer_arm(void **state) {
 
         t0 = clock_now_usec(CLOCK_MONOTONIC);
         assert_int_equal(event_timer_arm(s, 50 * USEC_PER_MSEC), 0);
-        while (fired == 0)
-                assert_true(sd_event_run(e, USEC_PER_SEC) >= 0);
+        TEST_LOOP_UNTIL(e, fired > 0, 5 * USEC_PER_SEC);
         assert_true(clock_now_usec(CLOCK_MONOTONIC) - t0 >= 50 * USEC_PER_MSEC);
         /* One shot. */
         assert_int_equal(sd_event_run(e, 100 * USEC_PER_MSEC), 0);
@@ -48,8 +48,7 @@ static void test_timer_arm(void **state) {
 
         /* A finishing loop cannot take timers any more. */
         assert_int_equal(sd_event_exit(e, 0), 0);
-        while (sd_event_get_state(e) != SD_EVENT_FINISHED)
-                assert_true(sd_event_run(e, 0) >= 0);
+        TEST_LOOP_UNTIL(e, sd_event_get_state(e) == SD_EVENT_FINISHED, USEC_PER_SEC);
         assert_int_equal(event_timer_arm(s, 0), -ESTALE);
 }
 
