@@ -208,8 +208,12 @@ class Duties(unittest.TestCase):
         SB.emu.set_condition(sandbox.NODE, "InPlaceUpdate", remove=True)
 
     def test_6_control_plane_role(self):
+        # test_5 left a delay of 1h: the agent itself must have read the 0s before the OSC comes (the
+        # emulator's Node alone is no proof; a waiting OSC keeps the delay it was given, as upstream).
+        seen = SB.agent_log().count("Reconciliation delay for OSC updates: 0s")
         SB.emu.label_node(sandbox.NODE, annotations={DELAY: "0s"}, manager="gardener-resource-manager")
-        SB.wait_node(lambda n: sandbox.annotation(n, DELAY) == "0s", 5, "the annotation")
+        sandbox.kubeemu.wait_for(lambda: SB.agent_log().count("Reconciliation delay for OSC updates: 0s") > seen, 10,
+                                 "the agent reading the zero delay")
         self.assertNotIn(ROLE_CP, SB.node()["metadata"]["labels"])
         SB.publish_osc(min_version="1.0.6", extra_files=(
             "  - path: /etc/kubernetes/manifests/kube-apiserver.yaml\n    permissions: 384\n"

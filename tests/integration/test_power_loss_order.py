@@ -60,10 +60,30 @@ class Ev:
         return "%s(%s%s)" % (self.name, self.path, " -> %s" % self.dst if self.dst else "")
 
 
+UNFINISHED = re.compile(r"^(\d+) +(.*) <unfinished \.\.\.>$")
+RESUMED = re.compile(r"^(\d+) +<\.\.\. \w+ resumed>(.*)$")
+
+
+def stitched(text):
+    """strace -f splits a call that another thread interrupts into "<unfinished ...>" and "<... resumed>"
+    lines (the extraction runs on a worker thread): joined again, at the place the call returned."""
+    pending = {}
+    for line in text.splitlines():
+        m = UNFINISHED.match(line)
+        if m:
+            pending[m.group(1)] = m.group(2)
+            continue
+        m = RESUMED.match(line)
+        if m and m.group(1) in pending:
+            yield "%s %s%s" % (m.group(1), pending.pop(m.group(1)), m.group(2))
+            continue
+        yield line
+
+
 def parse(text):
     """Successful calls, in order, with the path each one acts on (strace -y resolves descriptors)."""
     out = []
-    for line in text.splitlines():
+    for line in stitched(text):
         m = LINE.match(line)
         if not m or int(m.group(4)) < 0:
             continue
