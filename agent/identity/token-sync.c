@@ -11,6 +11,7 @@
 #include "util/event-util.h"
 #include "util/fileio.h"
 #include "util/log.h"
+#include "util/log-once.h"
 #include "util/time-util.h"
 #include "util/yaml-json.h"
 
@@ -22,6 +23,7 @@ typedef struct TokenTarget {
         char *path;                     /* owned: root + configured path */
         KubeWatch *watch;               /* owned */
         KubeRequest *request;           /* owned: a resync GET in flight */
+        LogOnce list_error;             /* a LIST no retry fixes (403, too large), said once */
 } TokenTarget;
 
 struct TokenSync {
@@ -180,6 +182,19 @@ static void on_secret(KubeWatch *w, json_t *object, void *userdata) {
         sync_secret(userdata, object);
 }
 
+/* The watch tells us, not the journal, why its LIST fails: a 403 (RBAC) or a Secret over the size
+ * limit is configuration, said once until a LIST works; anything else is transient (debug there). */
+static void on_synced(KubeWatch *w, int error, void *userdata) {
+        TokenTarget *tt = userdata;
+        const char *detail = kube_watch_get_list_message(w);
+
+        if (error >= 0)
+                log_once_clear(&tt->list_error);
+        else if ((error == -EPERM || error == -EFBIG) && log_once_check(&tt->list_error, error, detail))
+                log_warning_errno(error, "Cannot list Secret %s for %s: %m%s%.300s; retrying with back-off.",
+                                  tt->secret_name, tt->path, detail ? ": " : "", strempty(detail));
+}
+
 /* The waited-for resync is over once no read is in flight. */
 static void resync_check_done(TokenSync *t) {
         TokenSyncDoneCallback cb = t->done_cb;
@@ -303,6 +318,7 @@ TokenSync *token_sync_free(TokenSync *t) {
         for (size_t i = 0; i < t->n_targets; i++) {
                 kube_watch_free(t->targets[i].watch);
                 kube_request_free(t->targets[i].request);
+                log_once_done(&t->targets[i].list_error);
                 free(t->targets[i].secret_name);
                 free(t->targets[i].path);
         }
@@ -315,7 +331,7 @@ TokenSync *token_sync_free(TokenSync *t) {
 }
 
 int token_sync_start(TokenSync *t) {
-        static const KubeWatchCallbacks callbacks = { .on_object = on_secret };
+        static const KubeWatchCallbacks callbacks = { .on_object = on_secret, .on_synced = on_synced };
         int r;
 
         assert(t);

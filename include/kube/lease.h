@@ -44,8 +44,8 @@ int lease_set_owner(Lease *l, const char *node_name, const char *uid);
 /* Optional: without it, a stop is logged at error level. */
 void lease_set_stopped_callback(Lease *l, LeaseStoppedCallback cb, void *userdata);
 
-/* Starts acquiring and renewing at once; a no-op when already running. A failure has already been
- * reported like any stop (the callback or the log). */
+/* Starts acquiring and renewing at once; a no-op when already running. A failure is the caller's to
+ * handle (it is not a stop: the callback is not called, nothing is logged). */
 int lease_start(Lease *l);
 
 /* Stops renewing (a request in flight is dropped) until lease_start() again, which reads the Lease
