@@ -398,6 +398,18 @@ static int schedule(Identity *id, uint64_t at_usec, clockid_t clock, sd_event_ti
 static int on_retry(sd_event_source *s, uint64_t usec, void *userdata);
 static int on_renew(sd_event_source *s, uint64_t usec, void *userdata);
 
+/* At a random point in 70-90 % of the certificate's lifetime. The timer cannot be added only when the
+ * loop is finishing or out of memory: said, since then only a 401 or a restart renews it. */
+static void schedule_renewal(Identity *id, const ClientCertInfo *info) {
+        int r;
+
+        r = schedule(id, client_cert_renew_at(info, ((uint64_t) random_u32() << 32) | random_u32()), CLOCK_REALTIME,
+                     on_renew);
+        if (r < 0)
+                log_error_errno(r, "Cannot schedule the client certificate's renewal; the next 401 or restart "
+                                "renews it: %m");
+}
+
 static void fail(Identity *id, const char *message) {
         uint64_t now = 0, delay;
         char buf[32];
@@ -450,8 +462,7 @@ static void on_csr_done(CsrRequest *r, CsrOutcome outcome, int error, const char
         id->renew_ca_file = mfree(id->renew_ca_file);
         backoff_reset(&id->backoff);
         (void) set_status(id, NULL);
-        (void) schedule(id, client_cert_renew_at(&info, ((uint64_t) random_u32() << 32) | random_u32()),
-                        CLOCK_REALTIME, on_renew);
+        schedule_renewal(id, &info);
         id->cb(id, IDENTITY_CHANGED, id->userdata);
 }
 
@@ -550,8 +561,7 @@ int identity_start(Identity *id) {
                 log_debug("Kubeconfig %s holds credentials this agent did not issue; no renewal.", id->kubeconfig);
                 return 1;
         case CREDENTIAL_OURS:
-                (void) schedule(id, client_cert_renew_at(&info, ((uint64_t) random_u32() << 32) | random_u32()),
-                                CLOCK_REALTIME, on_renew);
+                schedule_renewal(id, &info);
                 return 1;
         case CREDENTIAL_NONE:
         default:

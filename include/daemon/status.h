@@ -5,7 +5,8 @@
  * state.json (the transaction) and contact-blocker.json (what keeps the daemon from the API server
  * before its first contact since it started, gardener#15707). Prints to stdout; returns a process
  * exit code (0 ok, 1 unreadable/corrupt state). The daemon writes contact-blocker.json through
- * status_blocker_save()/status_blocker_remove(), so its format lives here with its reader. */
+ * status_blocker_save()/status_blocker_remove(), so its format lives here with its reader. Does not
+ * log: the command prints, the daemon's calls return -errno for the daemon to judge. */
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -11,7 +11,8 @@
  *   - The drift repair (duties/drift-repair.h) reads it with applied_osc_load().
  * Reads are small and blocking (local files, at start and once per apply). Owns its inotify source;
  * borrows the event loop, the UnitsCheck (may be NULL) and the option strings (the
- * configuration outlives it). */
+ * configuration outlives it). Logs a file it cannot read or decode, once per distinct message
+ * (warning): its callers do not say it again. */
 
 #include <systemd/sd-event.h>
 

@@ -20,7 +20,8 @@
  * put back (strategic merge by type, the other addresses kept; upstream rewrites the whole list),
  * checked on every Node change and every round; a failed write restarts the kubelet, as upstream.
  *
- * Owns its timers, probes and restart jobs; borrows everything it is given. */
+ * Owns its timers, probes and restart jobs; borrows everything it is given. Logs what its Events say
+ * and each restart (a duty logs what it finds and does). */
 
 #include <stdbool.h>
 #include <stdint.h>

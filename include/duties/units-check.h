@@ -13,7 +13,8 @@
  * an answer lost on the way is no verdict: the condition stays as it is, never turned False for it.
  *
  * Owns its unit list, timer and D-Bus calls; borrows the event loop, the UnitControl (whose
- * connection it reads over) and the reporter. */
+ * connection it reads over) and the reporter. Logs a round it cannot read, once per distinct error
+ * (a bus that went away only at debug: the Manager says that). */
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -8,8 +8,9 @@
  * `controllers.token.syncPeriod` (default 12 h) and on token_sync_resync() (service-account-key rotation).
  *
  * The configuration part is pure (token_sync_configs_from_json()). TokenSync runs on the client's
- * sd_event loop; writes are small local files. Never logs or reports a token: messages name the Secret
- * and the path only. Ownership: the caller owns the TokenSync; it owns its watches and timer and borrows
+ * sd_event loop; writes are small local files. Logs (a long-running owner, like the identity): each
+ * token written, a Secret it cannot read or write (warning), a LIST no retry fixes (403, too large)
+ * once. Never logs or reports a token: messages name the Secret and the path only. Ownership: the caller owns the TokenSync; it owns its watches and timer and borrows
  * the KubeClient, which must outlive it. */
 
 #include <jansson.h>

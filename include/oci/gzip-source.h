@@ -12,7 +12,7 @@
  * member end the stream. A corrupt or truncated member is a fatal read error (archive_errno()
  * EBADMSG). Blocking reads: for the extraction thread, not the event loop. With a `feed` (the layer is
  * still being downloaded) reads go through layer_feed_read() and wait for the bytes; NULL = plain
- * reads of a complete file. */
+ * reads of a complete file. Does not log. */
 
 #include <archive.h>
 #include <stdbool.h>

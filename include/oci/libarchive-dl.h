@@ -7,7 +7,8 @@
  * used only while staging. Once loaded it stays loaded (no dlclose: libstdc++ could not be unloaded
  * anyway). The functions are called through sym_* pointers, as systemd does for its optional libraries.
  *
- * Thread-safe: the extraction thread may be the first caller. */
+ * Thread-safe: the extraction thread may be the first caller. Does not log: a failed load comes back
+ * as -errno and dlerror()'s message. */
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -12,7 +12,7 @@
  *   tests), each line "<3>inplace-agent: <text>" in one write(), so /dev/kmsg takes it as one record.
  * Never blocks the loop: a socket is written with MSG_DONTWAIT, a path opened O_NONBLOCK (a FIFO
  * without a reader or a full pipe loses the line and says so with -errno). The caller rate-limits
- * (core/contact-blocker.h). */
+ * (core/contact-blocker.h). Does not log: a lost line is the caller's to judge. */
 
 #include "util/macro.h"
 
