@@ -630,7 +630,7 @@ static void manager_on_bus(SystemBus *sb, bool up, int error, void *userdata) {
                 if (m->units) {
                         log_warning_errno(error, "Lost the connection to the system bus (%m); unit jobs wait for it, "
                                           "reconnecting.");
-                        (void) unit_control_set_bus(m->units, NULL);
+                        IGNORE_RESULT(unit_control_set_bus(m->units, NULL));  /* NULL cannot fail */
                 } else
                         log_warning_errno(error, "Cannot connect to the system bus, retrying; unit restarts and "
                                           "reboots wait for it: %m");
@@ -744,6 +744,16 @@ static void manager_blocked(Manager *m, const char *reason) {
                 contact_blocker_console_written(&m->contact, now);
 }
 
+/* Best effort, like writing it: `inplace-agent status` then shows a stale blocker, which says when it
+ * was written. */
+static void manager_remove_blocker(Manager *m) {
+        int r;
+
+        r = status_blocker_remove(m->config->state_directory);
+        if (r < 0)
+                log_debug_errno(r, "Cannot remove %s: %m", STATUS_BLOCKER_FILE);
+}
+
 /* The first answer of the API server since start: one Warning says what blocked us and how long. */
 static void manager_contacted(Manager *m) {
         _cleanup_free_ char *msg = NULL;
@@ -758,13 +768,16 @@ static void manager_contacted(Manager *m) {
                 log_oom();
         if (r <= 0)
                 return;
-        (void) status_blocker_remove(m->config->state_directory);
+        manager_remove_blocker(m);
         if (msg) {
                 log_warning("%s.", msg);
                 (void) manager_emit_event(m, "Warning", "NoAPIServerAccess", msg);
         }
-        if (told && m->console)
-                (void) console_write(m->console, "reached the API server; the reason above no longer holds");
+        if (told && m->console) {
+                r = console_write(m->console, "reached the API server; the reason above no longer holds");
+                if (r < 0)
+                        log_debug_errno(r, "Cannot write to the console %s: %m", strempty(m->config->console.path));
+        }
 }
 
 /* "cannot list node n1 at https://…: connection refused", with the server's message of a 401/403. */
@@ -1205,7 +1218,7 @@ int manager_run(Manager *m) {
         manager_set_status(m, "Waiting for node %s", m->config->node_name);
         manager_provision_kubelet_bootstrap(m);
         manager_read_gna_secret_name(m);
-        (void) status_blocker_remove(m->config->state_directory);       /* a previous run's */
+        manager_remove_blocker(m);      /* a previous run's */
 
         r = manager_try_kube(m);
         if (r < 0)

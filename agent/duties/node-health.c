@@ -119,8 +119,9 @@ static void node_health_say(NodeHealth *h, const Component *c, bool warning, boo
         }
         if (journal)
                 log_full(warning ? LOG_WARNING : LOG_INFO, "%s", msg);
-        (void) reporter_emit_event_action(h->reporter, warning ? "Warning" : "Normal", c->name,
-                                          NODE_HEALTH_EVENT_ACTION, msg);
+        /* Best effort, like every Event: the journal line (or the failure it follows) stays. */
+        IGNORE_RESULT(reporter_emit_event_action(h->reporter, warning ? "Warning" : "Normal", c->name,
+                                                 NODE_HEALTH_EVENT_ACTION, msg));
 }
 
 static void node_health_event(NodeHealth *h, const Component *c, bool warning, const char *fmt, ...) _printf_(4, 5);

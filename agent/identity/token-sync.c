@@ -267,8 +267,12 @@ void token_sync_forget_waiter(TokenSync *t) {
 
 static int on_period(sd_event_source *s, uint64_t usec, void *userdata) {
         TokenSync *t = userdata;
+        int r;
 
-        (void) token_sync_resync(t, NULL, NULL);
+        r = token_sync_resync(t, NULL, NULL);
+        if (r < 0)
+                log_warning_errno(r, "Cannot resync the tokens now; the watches keep them current, the next "
+                                  "period tries again: %m");
         return event_timer_arm(s, t->period_usec);
 }
 

@@ -427,10 +427,11 @@ int reporter_report(Reporter *r, const UpdateTransaction *tx, const UpdateAction
                 return -ENOMEM;
         if (a->type == UPDATE_ACTION_REPORT_PROGRESS)
                 reporter_mark_progress(r, a->phase, update_transaction_percent(tx), now_usec);
-        /* GNA's Event right before the checksum that says so (GNP §1.3). */
+        /* GNA's Event right before the checksum that says so (GNP §1.3); best effort, like every Event:
+         * the checksum is what counts. */
         if (a->type == UPDATE_ACTION_SET_CHECKSUM && a->checksum)
-                (void) reporter_emit_event_action(r, "Normal", REPORTER_REASON_OSC_APPLIED, "Reconcile",
-                                                  REPORTER_MESSAGE_OSC_APPLIED);
+                IGNORE_RESULT(reporter_emit_event_action(r, "Normal", REPORTER_REASON_OSC_APPLIED, "Reconcile",
+                                                         REPORTER_MESSAGE_OSC_APPLIED));
 
         job = job_new(done, userdata);
         if (!job)

@@ -20,6 +20,6 @@ typedef struct HostnameCheck HostnameCheck;
 
 /* Reads the hostname at start; `self_unit` is copied. */
 int hostname_check_new(sd_event *event, UnitControl *units, const char *self_unit, uint64_t period_usec,
-                       HostnameCheck **ret);
+                       HostnameCheck **ret) _warn_unused_result_;
 HostnameCheck *hostname_check_free(HostnameCheck *h);
 DEFINE_CLEANUP_FUNC(HostnameCheck, hostname_check_free);

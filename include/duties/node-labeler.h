@@ -16,7 +16,7 @@
 typedef struct NodeLabeler NodeLabeler;
 
 /* `zone_path` is copied. */
-int node_labeler_new(Reporter *reporter, const char *zone_path, NodeLabeler **ret);
+int node_labeler_new(Reporter *reporter, const char *zone_path, NodeLabeler **ret) _warn_unused_result_;
 NodeLabeler *node_labeler_free(NodeLabeler *l);
 DEFINE_CLEANUP_FUNC(NodeLabeler, node_labeler_free);
 

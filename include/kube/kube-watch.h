@@ -60,13 +60,13 @@ typedef struct KubeWatchStats {
 /* Watches the object `name` of `resource` (in `namespace`, NULL for a cluster-scoped one). -EINVAL
  * if the name or namespace is not valid (kube-path.h). `cb` is copied. */
 int kube_watch_new(KubeClient *client, KubeResource resource, const char *namespace, const char *name,
-                   const KubeWatchCallbacks *cb, void *userdata, KubeWatch **ret);
+                   const KubeWatchCallbacks *cb, void *userdata, KubeWatch **ret) _warn_unused_result_;
 KubeWatch *kube_watch_free(KubeWatch *w);
 DEFINE_CLEANUP_FUNC(KubeWatch, kube_watch_free);
 
 /* Starts the first LIST after the start-up delay. A failure is the caller's to handle (it is not a
  * stop: on_stopped is not called, nothing is logged). */
-int kube_watch_start(KubeWatch *w);
+int kube_watch_start(KubeWatch *w) _warn_unused_result_;
 
 /* Drops the current watch and re-watches at once from the last resourceVersion, e.g. because the
  * client certificate changed. No-op while a LIST or a backoff is pending. */

@@ -24,4 +24,4 @@ bool gzip_source_is_isal(void);
 
 /* Opens `a` (format handlers set, no filter needed) on the inflated contents of the gzip stream at
  * `fd`: ARCHIVE_OK, ARCHIVE_FATAL (see archive_error_string()), or -EOPNOTSUPP without ISA-L. */
-int gzip_source_open(struct archive *a, int fd, LayerFeed *feed);
+int gzip_source_open(struct archive *a, int fd, LayerFeed *feed) _warn_unused_result_;

@@ -25,7 +25,7 @@
 
 typedef struct LayerFeed LayerFeed;
 
-int layer_feed_new(LayerFeed **ret);
+int layer_feed_new(LayerFeed **ret) _warn_unused_result_;
 LayerFeed *layer_feed_free(LayerFeed *f);
 DEFINE_CLEANUP_FUNC(LayerFeed, layer_feed_free);
 

@@ -14,6 +14,8 @@
 #include <archive_entry.h>
 #include <stdbool.h>
 
+#include "util/macro.h"
+
 #define LIBARCHIVE_DLSYM(f) extern typeof(f) *sym_##f
 
 LIBARCHIVE_DLSYM(archive_entry_filetype);
@@ -52,4 +54,4 @@ LIBARCHIVE_DLSYM(archive_write_header);
 
 /* Loads libarchive and resolves every symbol above, once. 0, or -EOPNOTSUPP when the library or a
  * symbol is missing; *ret_message (optional, owned by the caller) then says which (dlerror()). */
-int dlopen_libarchive(char **ret_message);
+int dlopen_libarchive(char **ret_message) _warn_unused_result_;

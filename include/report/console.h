@@ -21,9 +21,9 @@
 typedef struct Console Console;
 
 /* `path` NULL or "": standard output. Copied. */
-int console_new(const char *path, Console **ret);
+int console_new(const char *path, Console **ret) _warn_unused_result_;
 Console *console_free(Console *c);
 DEFINE_CLEANUP_FUNC(Console, console_free);
 
 /* One line (no newline in `text`; one is added, embedded ones become spaces). 0 or -errno. */
-int console_write(Console *c, const char *text);
+int console_write(Console *c, const char *text) _warn_unused_result_;
