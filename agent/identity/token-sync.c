@@ -52,42 +52,22 @@ void token_sync_configs_clear(TokenSyncConfigs *c) {
 }
 
 int token_sync_configs_from_json(const json_t *doc, TokenSyncConfigs *ret, char **ret_error) {
-        _cleanup_(token_sync_configs_clear) TokenSyncConfigs c = { .sync_period_usec = TOKEN_SYNC_PERIOD_DEFAULT_USEC };
-        const json_t *token = json_object_get(json_object_get(doc, "controllers"), "token");
-        const json_t *list = json_object_get(token, "syncConfigs"), *period = json_object_get(token, "syncPeriod"), *e;
-        size_t i;
+        _cleanup_(osc_component_config_freep) OscComponentConfig *cc = calloc(1, sizeof(*cc));
+        int r;
 
-        if (period && (!json_is_string(period) || parse_duration(json_string_value(period), &c.sync_period_usec) < 0 ||
-                       c.sync_period_usec == 0))
-                return error_setf(ret_error, -EINVAL, "controllers.token.syncPeriod: not a positive duration");
-        if (list && !json_is_array(list))
-                return error_setf(ret_error, -EINVAL, "controllers.token.syncConfigs: not a list");
-        c.items = calloc(json_array_size(list) ?: 1, sizeof(*c.items));
-        if (!c.items)
+        if (!cc)
                 return -ENOMEM;
-        json_array_foreach(list, i, e) {
-                const char *name = json_string_value(json_object_get(e, "secretName"));
-                const char *path = json_string_value(json_object_get(e, "path"));
-
-                if (!client_machine_name_valid(name))
-                        return error_setf(ret_error, -EINVAL, "controllers.token.syncConfigs[%zu].secretName: "
-                                          "not a valid Secret name", i);
-                if (!path || path[0] != '/' || strstr(path, "/../") || strlen(path) > 4096)
-                        return error_setf(ret_error, -EINVAL, "controllers.token.syncConfigs[%zu].path: "
-                                          "not an absolute path", i);
-                c.items[c.n].secret_name = strdup(name);
-                c.items[c.n].path = strdup(path);
-                c.n++;
-                if (!c.items[c.n - 1].secret_name || !c.items[c.n - 1].path)
-                        return -ENOMEM;
-        }
-        *ret = c;
-        c = (TokenSyncConfigs) {};
-        return 0;
+        r = osc_component_config_decode_token(doc, cc, ret_error);
+        if (r < 0)
+                return r;
+        return token_sync_configs_from_component(cc, ret);
 }
 
 int token_sync_configs_from_component(const OscComponentConfig *cc, TokenSyncConfigs *ret) {
-        _cleanup_(token_sync_configs_clear) TokenSyncConfigs c = { .sync_period_usec = TOKEN_SYNC_PERIOD_DEFAULT_USEC };
+        _cleanup_(token_sync_configs_clear) TokenSyncConfigs c = {
+                .sync_period_usec = cc && cc->token_sync_period_usec ? cc->token_sync_period_usec
+                                                                     : TOKEN_SYNC_PERIOD_DEFAULT_USEC,
+        };
 
         assert(ret);
 

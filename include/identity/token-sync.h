@@ -36,12 +36,13 @@ typedef struct TokenSyncConfigs {
         uint64_t sync_period_usec;
 } TokenSyncConfigs;
 
-/* From a decoded NodeAgentConfiguration document. No `controllers.token` → zero entries. -EINVAL with
- * a message naming the field for wrong types, empty or relative paths, or bad secret names. */
+/* From a decoded NodeAgentConfiguration document, with the one parser the OSC's component config goes
+ * through too (osc_component_config_decode_token(): its checks). No `controllers.token` → zero
+ * entries, the default period. -EINVAL with a message naming the field. */
 int token_sync_configs_from_json(const json_t *doc, TokenSyncConfigs *ret, char **ret_error) _warn_unused_result_;
 void token_sync_configs_clear(TokenSyncConfigs *c);
 
-/* The token syncs of the component config the OSC carries (no syncPeriod there: the default). */
+/* The token syncs of a component config (the one the OSC carries), its syncPeriod or the default. */
 int token_sync_configs_from_component(const OscComponentConfig *cc, TokenSyncConfigs *ret) _warn_unused_result_;
 
 /* Reads and decodes the component config file (YAML or JSON). */
