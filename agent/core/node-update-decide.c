@@ -9,6 +9,7 @@
 
 #include "core/version.h"
 #include "node-update-internal.h"
+#include "util/string-util.h"
 #include "util/strv.h"
 #include "util/time-util.h"
 
@@ -83,28 +84,22 @@ static char *b_printf(Builder *b, const char *format, ...) {
         char *s;
 
         va_start(ap, format);
-        if (vasprintf(&s, format, ap) < 0) {
-                s = NULL;
-                b->error = -ENOMEM;
-        }
+        s = strdup_vprintf(format, ap);
         va_end(ap);
+        if (!s)
+                b->error = -ENOMEM;
         return s;
 }
 
 _printf_(2, 3)
 static int set_status(Builder *b, const char *format, ...) {
         va_list ap;
-        char *s;
+        int r;
 
         va_start(ap, format);
-        if (vasprintf(&s, format, ap) < 0) {
-                va_end(ap);
-                return -ENOMEM;
-        }
+        r = free_and_vprintf(&b->status, format, ap);
         va_end(ap);
-        free(b->status);
-        b->status = s;
-        return 0;
+        return r;
 }
 
 static void wake_at(Builder *b, uint64_t usec) {
@@ -247,17 +242,24 @@ static const char *phase_event_reason(UpdatePhase p, const char **ret_type) {
 /* "kubelet 1.31.4 -> 1.32.1, os 1592.6 -> 1592.7" */
 static char *summary(Builder *b) {
         const UpdateTransaction *tx = b->tx;
-        _cleanup_free_ char *k = NULL, *o = NULL;
+        _cleanup_free_ char *s = NULL;
+        int r = 0;
 
         if (tx->kubelet_to)
-                k = b_printf(b, "kubelet %s -> %s", tx->kubelet_from ?: "unknown", tx->kubelet_to);
-        if (tx->os_to)
-                o = b_printf(b, "os %s -> %s", strempty(tx->os_from), tx->os_to);
-        if (!k && !o)
+                r = strextendf_with_separator(&s, ", ", "kubelet %s -> %s", tx->kubelet_from ?: "unknown",
+                                              tx->kubelet_to);
+        if (r >= 0 && tx->os_to)
+                r = strextendf_with_separator(&s, ", ", "os %s -> %s", strempty(tx->os_from), tx->os_to);
+        if (r >= 0 && s && tx->osc_apply)
+                r = strextendf_with_separator(&s, ", ", "files and units of the OSC");
+        if (r < 0) {
+                b->error = r;
+                return NULL;
+        }
+        if (!s)
                 return b_strdup(b, tx->rotation ? "credentials rotation" :
                                    tx->osc_apply ? "files and units of the OSC" : "no in-place changes for this agent");
-        return b_printf(b, "%s%s%s%s", strempty(k), k && o ? ", " : "", strempty(o),
-                        tx->osc_apply ? ", files and units of the OSC" : "");
+        return TAKE_PTR(s);
 }
 
 static char *phase_message(Builder *b) {
@@ -349,12 +351,10 @@ static int block(Builder *b, Plan *p, UpdateFailureCode code, const char *format
         if (has_failure_code(p->blocked))
                 return 0;               /* the first reason is the one reported */
         va_start(ap, format);
-        if (vasprintf(&p->blocked_message, format, ap) < 0) {
-                va_end(ap);
-                p->blocked_message = NULL;
-                return -ENOMEM;
-        }
+        p->blocked_message = strdup_vprintf(format, ap);
         va_end(ap);
+        if (!p->blocked_message)
+                return -ENOMEM;
         p->blocked = code;
         return 0;
 }
@@ -949,40 +949,33 @@ static void terminal_chores(Builder *b) {
 
 /* ---- the main loop ---- */
 
+static int on_idle(Builder *b) {
+        return transition(b, b->tx->gated ? UPDATE_EVENT_PLAN : UPDATE_EVENT_BEGIN);
+}
+
+/* What each phase that is not over does: > 0 it moved on (look again), 0 it waits, -errno. The
+ * terminal phases have none: their chores end the decision. */
+static int (*const phase_handlers[_UPDATE_PHASE_MAX])(Builder *b) = {
+        [UPDATE_PHASE_IDLE] = on_idle,
+        [UPDATE_PHASE_PLANNED] = on_planned,
+        [UPDATE_PHASE_STAGING] = on_staging,
+        [UPDATE_PHASE_STAGED] = on_staged,
+        [UPDATE_PHASE_WAITING_FOR_DRAIN] = on_waiting_for_drain,
+        [UPDATE_PHASE_APPLYING] = on_applying,
+        [UPDATE_PHASE_REBOOTING] = on_rebooting,
+        [UPDATE_PHASE_VERIFYING] = on_verifying,
+};
+
 static int resume(Builder *b) {
         for (unsigned i = 0; i < DECIDE_TRANSITIONS_MAX; i++) {
-                UpdateTransaction *tx = b->tx;
+                UpdatePhase phase = b->tx->phase;
                 int r;
 
-                switch (tx->phase) {
-                case UPDATE_PHASE_IDLE:
-                        r = transition(b, tx->gated ? UPDATE_EVENT_PLAN : UPDATE_EVENT_BEGIN);
-                        break;
-                case UPDATE_PHASE_PLANNED:
-                        r = on_planned(b);
-                        break;
-                case UPDATE_PHASE_STAGING:
-                        r = on_staging(b);
-                        break;
-                case UPDATE_PHASE_STAGED:
-                        r = on_staged(b);
-                        break;
-                case UPDATE_PHASE_WAITING_FOR_DRAIN:
-                        r = on_waiting_for_drain(b);
-                        break;
-                case UPDATE_PHASE_APPLYING:
-                        r = on_applying(b);
-                        break;
-                case UPDATE_PHASE_REBOOTING:
-                        r = on_rebooting(b);
-                        break;
-                case UPDATE_PHASE_VERIFYING:
-                        r = on_verifying(b);
-                        break;
-                default:
+                if (phase < 0 || phase >= _UPDATE_PHASE_MAX || !phase_handlers[phase]) {
                         terminal_chores(b);
                         return 0;
                 }
+                r = phase_handlers[phase](b);
                 if (r <= 0)
                         return r;
         }

@@ -7,6 +7,7 @@
 #include "core/osc.h"
 #include "util/base64.h"
 #include "util/error-message.h"
+#include "util/time-util.h"
 #include "util/yaml-json.h"
 
 OscComponentConfig *osc_component_config_free(OscComponentConfig *c) {
@@ -45,6 +46,9 @@ static const OscFile *find_file(const OscModel *m, char *const *replaced) {
         return NULL;
 }
 
+/* "<file>: " before a message, or nothing for a document without a file (a test's JSON). */
+#define FILE_PREFIX(file) strempty(file), (file) ? ": " : ""
+
 /* A string at a dotted path of `doc`; absent or null gives NULL, another type is an error. */
 static int get(const json_t *doc, const char *const *keys, const char *name, const char *file, char **ret,
                char **ret_error) {
@@ -57,47 +61,75 @@ static int get(const json_t *doc, const char *const *keys, const char *name, con
                 return 0;
         if (!json_is_string(v) || json_string_length(v) > OSC_MODEL_PATH_MAX ||
             strlen(json_string_value(v)) != json_string_length(v))
-                return error_setf(ret_error, -EINVAL, "%s: %s: expected a string", file, name);
+                return error_setf(ret_error, -EINVAL, "%s%s%s: expected a string", FILE_PREFIX(file), name);
         if (json_string_length(v) == 0)
                 return 0;
         *ret = strdup(json_string_value(v));
         return *ret ? 0 : -ENOMEM;
 }
 
-static int decode_syncs(const json_t *doc, OscComponentConfig *c, char **ret_error) {
-        const json_t *l = json_object_get(json_object_get(json_object_get(doc, "controllers"), "token"), "syncConfigs"), *e;
-        size_t i;
+/* controllers.token.syncPeriod: a positive duration; absent or null leaves it unset (0). */
+static int decode_sync_period(const json_t *token, OscComponentConfig *c, char **ret_error) {
+        static const char *const key[] = { "syncPeriod", NULL };
+        _cleanup_free_ char *period = NULL;
+        int r;
 
-        if (!l || json_is_null(l))
+        r = get(token, key, "controllers.token.syncPeriod", c->file, &period, ret_error);
+        if (r < 0 || !period)
+                return r;
+        if (parse_duration(period, &c->token_sync_period_usec) < 0 || c->token_sync_period_usec == 0)
+                return error_setf(ret_error, -EINVAL, "%s%scontrollers.token.syncPeriod: not a positive duration",
+                                  FILE_PREFIX(c->file));
+        return 0;
+}
+
+static int decode_sync(const json_t *e, size_t i, OscComponentConfig *c, char **ret_error) {
+        static const char *const name[] = { "secretName", NULL }, *const path[] = { "path", NULL };
+        OscTokenSync *t = &c->token_syncs[c->n_token_syncs++];
+        _cleanup_free_ char *field = NULL;
+        int r;
+
+        r = get(e, name, "controllers.token.syncConfigs[].secretName", c->file, &t->secret_name, ret_error);
+        if (r >= 0)
+                r = get(e, path, "controllers.token.syncConfigs[].path", c->file, &t->path, ret_error);
+        if (r < 0)
+                return r;
+        /* Absolute, no "." or ".." component, at most OSC_MODEL_PATH_MAX (get()): the file is written
+         * below osc.rootDirectory. */
+        if (!t->secret_name || !osc_path_valid(t->path))
+                return error_setf(ret_error, -EINVAL,
+                                  "%s%scontrollers.token.syncConfigs[%zu]: needs a secretName and an absolute path",
+                                  FILE_PREFIX(c->file), i);
+        /* Each names a Secret the token sync GETs and watches (issue 23). */
+        if (kube_name_is_valid(t->secret_name, KUBE_NAME_SUBDOMAIN))
                 return 0;
+        if (asprintf(&field, "%s%scontrollers.token.syncConfigs[%zu].secretName", FILE_PREFIX(c->file), i) < 0)
+                return -ENOMEM;
+        return kube_name_check(t->secret_name, KUBE_NAME_SUBDOMAIN, field, ret_error);
+}
+
+int osc_component_config_decode_token(const json_t *doc, OscComponentConfig *c, char **ret_error) {
+        const json_t *token = json_object_get(json_object_get(doc, "controllers"), "token");
+        const json_t *l = json_object_get(token, "syncConfigs"), *e;
+        size_t i;
+        int r;
+
+        assert(c);
+        assert(!c->token_syncs);
+
+        r = decode_sync_period(token, c, ret_error);
+        if (r < 0 || !l || json_is_null(l))
+                return r;
         if (!json_is_array(l) || json_array_size(l) > OSC_TOKEN_SYNCS_MAX)
-                return error_setf(ret_error, -EINVAL, "%s: controllers.token.syncConfigs: expected a list of at most %d",
-                                  c->file, OSC_TOKEN_SYNCS_MAX);
+                return error_setf(ret_error, -EINVAL, "%s%scontrollers.token.syncConfigs: expected a list of at most %d",
+                                  FILE_PREFIX(c->file), OSC_TOKEN_SYNCS_MAX);
         c->token_syncs = calloc(json_array_size(l) + 1, sizeof(OscTokenSync));
         if (!c->token_syncs)
                 return -ENOMEM;
         json_array_foreach(l, i, e) {
-                static const char *const name[] = { "secretName", NULL }, *const path[] = { "path", NULL };
-                OscTokenSync *t = &c->token_syncs[c->n_token_syncs++];
-                int r;
-
-                r = get(e, name, "controllers.token.syncConfigs[].secretName", c->file, &t->secret_name, ret_error);
-                if (r >= 0)
-                        r = get(e, path, "controllers.token.syncConfigs[].path", c->file, &t->path, ret_error);
+                r = decode_sync(e, i, c, ret_error);
                 if (r < 0)
                         return r;
-                if (!t->secret_name || !osc_path_valid(t->path))
-                        return error_setf(ret_error, -EINVAL,
-                                          "%s: controllers.token.syncConfigs[%zu]: needs a secretName and an absolute path",
-                                          c->file, i);
-                /* Each names a Secret the token sync GETs and watches (issue 23). */
-                if (!kube_name_is_valid(t->secret_name, KUBE_NAME_SUBDOMAIN)) {
-                        _cleanup_free_ char *field = NULL;
-
-                        if (asprintf(&field, "%s: controllers.token.syncConfigs[%zu].secretName", c->file, i) < 0)
-                                return -ENOMEM;
-                        return kube_name_check(t->secret_name, KUBE_NAME_SUBDOMAIN, field, ret_error);
-                }
         }
         return 0;
 }
@@ -119,7 +151,7 @@ static int decode(const json_t *doc, OscComponentConfig *c, char **ret_error) {
                 r = get(doc, version, "controllers.operatingSystemConfig.kubernetesVersion", c->file,
                         &c->kubernetes_version, ret_error);
         if (r >= 0)
-                r = decode_syncs(doc, c, ret_error);
+                r = osc_component_config_decode_token(doc, c, ret_error);
         return r;
 }
 
@@ -194,7 +226,8 @@ int osc_component_config_from_secret(const json_t *secret, char *const *replaced
 bool osc_component_config_same_token_syncs(const OscComponentConfig *a, const OscComponentConfig *b) {
         size_t n = a ? a->n_token_syncs : 0;
 
-        if (n != (b ? b->n_token_syncs : 0))
+        if (n != (b ? b->n_token_syncs : 0) ||
+            (n > 0 && a->token_sync_period_usec != b->token_sync_period_usec))
                 return false;
         for (size_t i = 0; i < n; i++)
                 if (!streq(a->token_syncs[i].secret_name, b->token_syncs[i].secret_name) ||

@@ -24,13 +24,7 @@ static const char *const work_kind_table[_OSC_WORK_KIND_MAX] = {
         [OSC_WORK_DELETE_FILE] = "delete-file",
 };
 
-const char *osc_work_kind_to_string(OscWorkKind k) {
-        return k >= 0 && k < _OSC_WORK_KIND_MAX ? work_kind_table[k] : NULL;
-}
-
-OscWorkKind osc_work_kind_from_string(const char *s) {
-        return (OscWorkKind) string_table_lookup(work_kind_table, _OSC_WORK_KIND_MAX, s);
-}
+DEFINE_STRING_TABLE_LOOKUP(osc_work_kind, OscWorkKind, work_kind_table);
 
 static void work_done(OscWork *w) {
         osc_file_done(&w->file);

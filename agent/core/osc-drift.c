@@ -8,6 +8,7 @@
 
 #include "core/containerd-config.h"
 #include "core/osc-drift.h"
+#include "util/string-util.h"
 #include "util/strv.h"
 
 #define CERTS_DIR "/etc/containerd/certs.d"
@@ -29,12 +30,11 @@ static int add(OscDrift *d, OscDriftKind kind, const char *subject, const char *
         _cleanup_free_ char *msg = NULL, *s = strdup(subject);
         OscDriftFinding *l;
         va_list ap;
-        int r;
 
         va_start(ap, fmt);
-        r = vasprintf(&msg, fmt, ap);
+        msg = strdup_vprintf(fmt, ap);
         va_end(ap);
-        if (r < 0 || !s)
+        if (!msg || !s)
                 return -ENOMEM;
         l = reallocarray(d->items, d->n_items + 1, sizeof(*l));
         if (!l)

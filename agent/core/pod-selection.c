@@ -7,6 +7,7 @@
 
 #include "core/pod-selection.h"
 #include "util/macro.h"
+#include "util/string-util.h"
 
 #define TAIL_MAX (sizeof(" and 18446744073709551615 more") - 1)
 
@@ -111,25 +112,6 @@ int pod_selection_from_list(const json_t *list, PodSelection *ret, char **ret_er
 
 /* ---- the Event ---- */
 
-_printf_(2, 3)
-static int append(char **buf, const char *format, ...) {
-        _cleanup_free_ char *piece = NULL;
-        char *joined;
-        va_list ap;
-        int r;
-
-        va_start(ap, format);
-        r = vasprintf(&piece, format, ap);
-        va_end(ap);
-        if (r < 0)
-                return -ENOMEM;
-        if (asprintf(&joined, "%s%s", strempty(*buf), piece) < 0)
-                return -ENOMEM;
-        free(*buf);
-        *buf = joined;
-        return 0;
-}
-
 static size_t entry_length(const PodEntry *e, bool with_reason) {
         size_t n = strlen(e->namespace) + 1 + strlen(e->name);
 
@@ -150,16 +132,17 @@ static int append_names(char **buf, const PodSelection *s, bool deleted, size_t 
                 len = (shown > 0 ? 2 : 0) + entry_length(e, !deleted);
                 if (used + len + (shown + 1 < n ? TAIL_MAX : 0) > budget)
                         break;
-                r = deleted ? append(buf, "%s%s/%s", shown > 0 ? ", " : "", e->namespace, e->name)
-                            : append(buf, "%s%s/%s (%s)", shown > 0 ? ", " : "", e->namespace, e->name,
-                                     pod_verdict_to_string(e->verdict));
+                r = deleted ? strextendf_with_separator(buf, ", ", "%s/%s", e->namespace, e->name)
+                            : strextendf_with_separator(buf, ", ", "%s/%s (%s)", e->namespace, e->name,
+                                                        pod_verdict_to_string(e->verdict));
                 if (r < 0)
                         return r;
                 used += len;
                 shown++;
         }
         if (shown < n)
-                return append(buf, shown > 0 ? " and %zu more" : "%zu not named here", n - shown);
+                return strextendf_with_separator(buf, NULL, shown > 0 ? " and %zu more" : "%zu not named here",
+                                                 n - shown);
         return 0;
 }
 

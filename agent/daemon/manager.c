@@ -47,6 +47,7 @@
 #include "util/event-util.h"
 #include "util/fileio.h"
 #include "util/log.h"
+#include "util/log-once.h"
 #include "util/time-util.h"
 
 #define AGENT_COMPONENT "inplace-agent"
@@ -69,7 +70,7 @@ struct Manager {
         Reporter *reporter;             /* owned: every write about us (Node, Events, STATUS=) */
         sd_event_source *kubeconfig_timer;      /* owned: retries loading the kubeconfig */
         sd_event_source *trim_timer;    /* owned: gives freed heap back once things have been quiet */
-        char *kubeconfig_error;         /* owned: last load error, to log each distinct one once */
+        LogOnce kubeconfig_error;       /* the last load error, to log each distinct one once */
         char *api_server;               /* owned: the kubeconfig's server, for messages; NULL before one */
         ContactBlocker contact;         /* what keeps us from the API server before the first contact */
         Console *console;               /* owned: the kernel console; NULL when console.enabled=false */
@@ -94,18 +95,20 @@ struct Manager {
         OscSecretSource secret_source;  /* where secret_name came from */
         char *gna_secret_name;          /* owned: the OSC Secret GNA's provisioned component config names
                                          * (read at start); NULL: none */
-        char *osc_error;                /* owned: why the last OSC was refused, logged once */
+        LogOnce osc_refused;            /* why the last OSC was refused, logged once */
+        LogOnce secret_too_large;       /* the OSC Secret is over the size limit, said once */
+        LogOnce duties_error;           /* the Node's duties could not start, said once */
         OscComponentConfig *component;  /* owned: GNA's component config of the OSC Secret; NULL: none */
         TokenSync *tokens;              /* owned: its token syncs (CONTRACT §9.8); NULL: none */
 
         json_t *node;                   /* ref held: the latest Node; NULL while unknown or absent */
         NodeView *view;                 /* owned: `node` decoded once, for every reader; NULL likewise */
-        char *view_error;               /* owned: last decode error, logged once */
-        char *view_warning;             /* owned: last decode warning, logged once */
+        LogOnce view_error;             /* the last decode error, logged once */
+        LogOnce view_warning;           /* the last decode warning, logged once */
         char *node_uid;                 /* owned */
-        int list_error;                 /* outcome of the last LIST of the Node (0 or -errno) */
-        bool listed;                    /* a LIST of the Node completed or failed (READY=1 may come before:
-                                         * while there is no kubeconfig yet) */
+        LogOnce list_outcome;           /* of the last LIST of the Node (0 or -errno), said once; unset
+                                         * before the first LIST completed or failed (READY=1 may come
+                                         * before: while there is no kubeconfig yet) */
         bool node_view;                 /* debug: mirror the Node view into the state directory */
 };
 
@@ -205,21 +208,15 @@ static void manager_decode_node(Manager *m) {
         if (m->node) {
                 r = node_view_decode(m->node, &v, &error);
                 if (r < 0) {
-                        if (!streq_ptr(error, m->view_error))
-                                log_warning_errno(r, "Ignoring an undecodable Node: %s", strempty(error));
-                        free(m->view_error);
-                        m->view_error = TAKE_PTR(error);
+                        if (log_once_check(&m->view_error, r, error))
+                                log_warning_errno(r, "Ignoring an undecodable Node: %s", error ?: strerror(-r));
                         return;
                 }
                 /* Tolerated oddities (e.g. too many conditions) repeat with every Node update: once. */
-                if (v->warning && !streq_ptr(v->warning, m->view_warning)) {
+                if (v->warning && log_once_check(&m->view_warning, 0, v->warning))
                         log_warning("Node %s: %s", strempty(v->name), v->warning);
-                        if (free_and_strdup(&m->view_warning, v->warning) < 0)
-                                log_oom();
-                }
         }
-        free(m->view_error);
-        m->view_error = NULL;
+        log_once_clear(&m->view_error);
         /* Readers borrow the view: hand them the new one before the old goes. */
         reporter_set_node(m->reporter, v);
         osc_secret_state_sync(m->secret_state, v);
@@ -279,16 +276,11 @@ static void manager_update_component(Manager *m, OscComponentConfig *c) {
 /* Journal line for a refused OSC, once per distinct reason; the update engine reports it on the Node
  * (InvalidDesiredState, a Warning Event) and in STATUS=. */
 static void manager_log_refused(Manager *m, const OscDesired *osc) {
-        if (!osc || !osc->refused) {
-                m->osc_error = mfree(m->osc_error);
-                return;
-        }
-        if (streq_ptr(osc->refused, m->osc_error))
-                return;
-        log_error("Refusing the OSC of Secret %s/%s (checksum %s): %s", m->config->osc.namespace,
-                  strempty(m->secret_name), osc->checksum ?: "none", osc->refused);
-        if (free_and_strdup(&m->osc_error, osc->refused) < 0)
-                log_oom();
+        if (!osc || !osc->refused)
+                log_once_clear(&m->osc_refused);
+        else if (log_once_check(&m->osc_refused, 0, osc->refused))
+                log_error("Refusing the OSC of Secret %s/%s (checksum %s): %s", m->config->osc.namespace,
+                          strempty(m->secret_name), osc->checksum ?: "none", osc->refused);
 }
 
 /* gardener#15528: a Secret that cannot be read is said out loud (duties/osc-secret-state.h). */
@@ -303,14 +295,20 @@ static void manager_say_secret(Manager *m, OscAvailability a, const char *detail
 }
 
 /* After each LIST: absent is "not found" (a LIST answers an empty list, never 404, for a missing
- * Secret), 403 "forbidden"; other errors are transient and change nothing. */
+ * Secret), 403 "forbidden"; a Secret over the size limit is said once (no retry fixes it); other
+ * errors are transient and change nothing. */
 static void manager_on_secret_synced(KubeWatch *w, int error, void *userdata) {
         Manager *m = userdata;
 
+        if (error >= 0)
+                log_once_clear(&m->secret_too_large);
         if (error == -EPERM)
                 manager_say_secret(m, OSC_AVAILABILITY_FORBIDDEN, kube_watch_get_list_message(w));
         else if ((error == 0 && !kube_watch_get_object(w)) || error == -ENOENT)
                 manager_say_secret(m, OSC_AVAILABILITY_NOT_FOUND, NULL);
+        else if (error == -EFBIG && log_once_check(&m->secret_too_large, error, NULL))
+                log_warning("Cannot list OSC Secret %s/%s: %s; ignoring it and retrying with back-off.",
+                            m->config->osc.namespace, m->secret_name, strempty(kube_watch_get_list_message(w)));
 }
 
 static void manager_on_secret_object(KubeWatch *w, json_t *secret, void *userdata) {
@@ -426,7 +424,7 @@ static void manager_update_secret_watch(Manager *m) {
         m->secret_source = source;
         if (kube_name_check(m->secret_name, KUBE_NAME_SUBDOMAIN, osc_secret_source_to_string(source), &error) < 0) {
                 log_error("Not watching an OSC Secret: %s", strempty(error));
-                m->osc_error = mfree(m->osc_error);
+                log_once_clear(&m->osc_refused);
                 if (!error || osc_desired_new_refused(NULL, error, &refused) < 0) {
                         log_oom();
                         return;
@@ -439,8 +437,11 @@ static void manager_update_secret_watch(Manager *m) {
                            m, &m->secret_watch);
         if (r >= 0)
                 r = kube_watch_start(m->secret_watch);
-        if (r < 0)
+        if (r < 0) {
+                /* Out of memory, or the loop is finishing: blind to the OSC, like a stopped watch. */
                 log_error_errno(r, "Failed to watch OSC Secret %s: %m", m->secret_name);
+                (void) sd_event_exit(m->event, r);
+        }
 }
 
 /* ---- the restart annotation ---------------------------------------------------------------------- */
@@ -540,6 +541,34 @@ static int manager_setup_health(Manager *m) {
                                }, &m->health);
 }
 
+/* What runs while there is a Node, started at its first sight (or when it is back, or when the bus
+ * came up only later); each a no-op when running. The Lease's timer cannot be armed only when the
+ * loop is finishing (or in a forked child): like a stopped Lease, that ends us. A duty that cannot
+ * start (out of memory) is said once and tried again with the next Node event. */
+static void manager_start_node_duties(Manager *m) {
+        int r = 0, k;
+
+        if (m->lease) {
+                r = lease_start(m->lease);
+                if (r < 0) {
+                        log_error_errno(r, "Cannot start renewing the Lease: %m");
+                        (void) sd_event_exit(m->event, r);
+                        return;
+                }
+        }
+        if (m->units_check)
+                r = units_check_start(m->units_check);
+        if (m->health) {
+                k = node_health_start(m->health);
+                r = r < 0 ? r : k;
+        }
+        if (r >= 0)
+                log_once_clear(&m->duties_error);
+        else if (log_once_check(&m->duties_error, r, NULL))
+                log_warning_errno(r, "Cannot start the units check or the health checks, trying again with the "
+                                  "next Node event: %m");
+}
+
 /* Everything that talks to systemd, once the bus is first up; kept across reconnects (the UnitControl
  * is handed each new connection). */
 static int manager_start_systemd(Manager *m, sd_bus *bus, char **ret_error) {
@@ -581,8 +610,7 @@ static void manager_late_systemd(Manager *m) {
         applied_osc_set_units_check(m->applied, m->units_check);
         drift_repair_set_units(m->drift, m->units);
         if (m->node) {
-                (void) units_check_start(m->units_check);
-                (void) node_health_start(m->health);
+                manager_start_node_duties(m);
                 node_health_set_node(m->health, m->view);
         }
         manager_submit_restarts(m);
@@ -602,7 +630,7 @@ static void manager_on_bus(SystemBus *sb, bool up, int error, void *userdata) {
                 if (m->units) {
                         log_warning_errno(error, "Lost the connection to the system bus (%m); unit jobs wait for it, "
                                           "reconnecting.");
-                        (void) unit_control_set_bus(m->units, NULL);
+                        IGNORE_RESULT(unit_control_set_bus(m->units, NULL));  /* NULL cannot fail */
                 } else
                         log_warning_errno(error, "Cannot connect to the system bus, retrying; unit restarts and "
                                           "reboots wait for it: %m");
@@ -669,12 +697,7 @@ static void manager_on_node_object(KubeWatch *w, json_t *node, void *userdata) {
                     (m->lease && lease_set_owner(m->lease, m->config->node_name, uid) < 0))
                         log_oom();
         }
-        if (m->lease)
-                (void) lease_start(m->lease);   /* first sight of the Node (or back); else a no-op */
-        if (m->units_check)
-                (void) units_check_start(m->units_check);
-        if (m->health)
-                (void) node_health_start(m->health);
+        manager_start_node_duties(m);   /* first sight of the Node (or back); else a no-op */
         manager_set_status(m, "Watching node %s", m->config->node_name);
         manager_on_node_changed(m);
 }
@@ -721,6 +744,16 @@ static void manager_blocked(Manager *m, const char *reason) {
                 contact_blocker_console_written(&m->contact, now);
 }
 
+/* Best effort, like writing it: `inplace-agent status` then shows a stale blocker, which says when it
+ * was written. */
+static void manager_remove_blocker(Manager *m) {
+        int r;
+
+        r = status_blocker_remove(m->config->state_directory);
+        if (r < 0)
+                log_debug_errno(r, "Cannot remove %s: %m", STATUS_BLOCKER_FILE);
+}
+
 /* The first answer of the API server since start: one Warning says what blocked us and how long. */
 static void manager_contacted(Manager *m) {
         _cleanup_free_ char *msg = NULL;
@@ -735,13 +768,16 @@ static void manager_contacted(Manager *m) {
                 log_oom();
         if (r <= 0)
                 return;
-        (void) status_blocker_remove(m->config->state_directory);
+        manager_remove_blocker(m);
         if (msg) {
                 log_warning("%s.", msg);
                 (void) manager_emit_event(m, "Warning", "NoAPIServerAccess", msg);
         }
-        if (told && m->console)
-                (void) console_write(m->console, "reached the API server; the reason above no longer holds");
+        if (told && m->console) {
+                r = console_write(m->console, "reached the API server; the reason above no longer holds");
+                if (r < 0)
+                        log_debug_errno(r, "Cannot write to the console %s: %m", strempty(m->config->console.path));
+        }
 }
 
 /* "cannot list node n1 at https://…: connection refused", with the server's message of a 401/403. */
@@ -757,10 +793,8 @@ static char *manager_list_failure(Manager *m, KubeWatch *w, int error) {
 
 static void manager_on_node_synced(KubeWatch *w, int error, void *userdata) {
         Manager *m = userdata;
-        bool changed = error != m->list_error || !m->listed;
+        bool changed = log_once_check(&m->list_outcome, error, NULL);
 
-        m->list_error = error;
-        m->listed = true;
         if (error < 0) {
                 _cleanup_free_ char *failure = manager_list_failure(m, w, error);
                 const char *reason = failure ?: strerror(-error);
@@ -892,18 +926,19 @@ static int manager_try_kube(Manager *m) {
                 return 0;       /* manager_on_identity() goes on */
         }
         if (r < 0) {
-                if (!streq_ptr(error, m->kubeconfig_error))
+                const char *why = error ?: strerror(-r);
+
+                if (log_once_check(&m->kubeconfig_error, r, error))
                         log_warning_errno(r, "Cannot use kubeconfig, retrying every %us: %s",
-                                          (unsigned) (KUBECONFIG_RETRY_USEC / USEC_PER_SEC),
-                                          error ? error : strerror(-r));
-                free(m->kubeconfig_error);
-                m->kubeconfig_error = TAKE_PTR(error);
-                manager_set_status(m, "Waiting for node %s: %s", m->config->node_name,
-                                   strempty(m->kubeconfig_error));
-                manager_blocked(m, strempty(m->kubeconfig_error));
+                                          (unsigned) (KUBECONFIG_RETRY_USEC / USEC_PER_SEC), why);
+                manager_set_status(m, "Waiting for node %s: %s", m->config->node_name, why);
+                manager_blocked(m, why);
                 manager_notify_ready(m);
-                return sd_event_add_time_relative(m->event, &m->kubeconfig_timer, CLOCK_MONOTONIC,
-                                                  KUBECONFIG_RETRY_USEC, USEC_PER_SEC, manager_on_kubeconfig_timer, m);
+                r = sd_event_add_time_relative(m->event, &m->kubeconfig_timer, CLOCK_MONOTONIC, KUBECONFIG_RETRY_USEC,
+                                               USEC_PER_SEC, manager_on_kubeconfig_timer, m);
+                if (r < 0)
+                        return log_error_errno(r, "Cannot schedule loading the kubeconfig again: %m");
+                return 0;
         }
 
         log_info("Using API server %s (%s).", kc->server, kc->source);
@@ -1109,13 +1144,16 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->trim_timer);
         json_decref(m->node);
         node_view_free(m->view);
-        free(m->view_error);
-        free(m->view_warning);
+        log_once_done(&m->view_error);
+        log_once_done(&m->view_warning);
+        log_once_done(&m->list_outcome);
         free(m->node_uid);
         free(m->secret_name);
         free(m->gna_secret_name);
-        free(m->osc_error);
-        free(m->kubeconfig_error);
+        log_once_done(&m->osc_refused);
+        log_once_done(&m->secret_too_large);
+        log_once_done(&m->duties_error);
+        log_once_done(&m->kubeconfig_error);
         free(m->api_server);
         contact_blocker_done(&m->contact);
         console_free(m->console);
@@ -1180,7 +1218,7 @@ int manager_run(Manager *m) {
         manager_set_status(m, "Waiting for node %s", m->config->node_name);
         manager_provision_kubelet_bootstrap(m);
         manager_read_gna_secret_name(m);
-        (void) status_blocker_remove(m->config->state_directory);       /* a previous run's */
+        manager_remove_blocker(m);      /* a previous run's */
 
         r = manager_try_kube(m);
         if (r < 0)

@@ -13,13 +13,14 @@
 #include "duties/applied-osc.h"
 #include "util/fileio.h"
 #include "util/log.h"
+#include "util/log-once.h"
 
 struct AppliedOsc {
         sd_event *event;                /* borrowed */
         AppliedOscOptions opts;         /* strings borrowed */
         UnitsCheck *units_check;        /* borrowed; NULL until the system bus was up */
         sd_event_source *watch;         /* owned: inotify on the state directory; NULL if unavailable */
-        char *error;                    /* owned: the last read/decode error, logged once */
+        LogOnce error;                  /* the last read/decode error, logged once */
 };
 
 /* A path the OSC names, below osc.rootDirectory (NULL on -ENOMEM; OSC paths are absolute). */
@@ -57,31 +58,20 @@ static int applied_osc_read(AppliedOsc *a, const OscModelOptions *opts, OscModel
         return 0;
 }
 
-/* Logs a read problem once per distinct message. */
-static void applied_osc_note_error(AppliedOsc *a, int r, char *error) {
-        if (r == -ENOMEM) {
-                log_oom();
-                return;
-        }
-        if (!error)
-                return;
-        if (!streq_ptr(error, a->error))
-                log_warning_errno(r, "Ignoring the last-applied OSC: %s", error);
-        free(a->error);
-        a->error = error;
-}
-
 int applied_osc_load(AppliedOsc *a, const OscModelOptions *opts, OscModel **ret, char **ret_path) {
-        char *error = NULL;
+        _cleanup_free_ char *error = NULL;
         int r;
 
         assert(a && ret && ret_path);
         r = applied_osc_read(a, opts, ret, ret_path, &error);
-        if (r < 0) {
-                applied_osc_note_error(a, r, error);
+        if (r == -ENOMEM)
+                return log_oom();
+        /* A read problem once per distinct message; none (ENOENT) is no news. */
+        if (r < 0 && error && log_once_check(&a->error, r, error))
+                log_warning_errno(r, "Ignoring the last-applied OSC: %s", error);
+        if (r < 0)
                 return r;
-        }
-        a->error = mfree(a->error);
+        log_once_clear(&a->error);
         return 0;
 }
 
@@ -154,7 +144,7 @@ AppliedOsc *applied_osc_free(AppliedOsc *a) {
         if (!a)
                 return NULL;
         sd_event_source_disable_unref(a->watch);
-        free(a->error);
+        log_once_done(&a->error);
         free(a);
         return NULL;
 }

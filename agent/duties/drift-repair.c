@@ -15,6 +15,7 @@
 #include "util/fileio.h"
 #include "util/in-root.h"
 #include "util/log.h"
+#include "util/log-once.h"
 #include "util/random-util.h"
 #include "util/strv.h"
 #include "util/time-util.h"
@@ -50,7 +51,7 @@ struct DriftRepair {
         UnitControl *uc;                /* borrowed; NULL until the bus was up */
         DriftRepairHooks hooks;
         sd_event_source *timer;         /* owned */
-        char *last_report;              /* owned: the last Event text that was no repair, not repeated */
+        LogOnce last_report;            /* the last Event text that was no repair, not repeated */
 
         /* The round in flight (ROUND_IDLE: none). */
         RoundState state;
@@ -192,14 +193,12 @@ static void report(DriftRepair *d, OscDriftOutcome o, const char *detail) {
                 log_oom();
                 return;
         }
-        if (o != OSC_DRIFT_REPAIRED && streq_ptr(msg, d->last_report)) {
+        if (o == OSC_DRIFT_REPAIRED)
+                log_once_clear(&d->last_report);
+        else if (!log_once_check(&d->last_report, 0, msg)) {
                 log_debug("Drift as before: %s", msg);
                 return;
         }
-        if (o == OSC_DRIFT_REPAIRED)
-                d->last_report = mfree(d->last_report);
-        else
-                (void) free_and_strdup(&d->last_report, msg);
         if (o != OSC_DRIFT_REPAIRED && o != OSC_DRIFT_REPAIR_FAILED)
                 log_findings(d);        /* a repair's were logged before it ran */
         log_full(o == OSC_DRIFT_REPAIRED ? LOG_NOTICE : LOG_WARNING, "%s", msg);
@@ -275,7 +274,7 @@ static void units_read(DriftRepair *d) {
                 return round_end(d, next_delay(d));
         }
         if (d->drift.n_items == 0) {
-                d->last_report = mfree(d->last_report);
+                log_once_clear(&d->last_report);
                 return round_end(d, next_delay(d));
         }
         if (d->opts.mode == DRIFT_REPAIR_WARN) {
@@ -396,7 +395,7 @@ DriftRepair *drift_repair_free(DriftRepair *d) {
          * dispatched in between); its runner never reads the freed work list again. */
         round_clear(d);
         sd_event_source_disable_unref(d->timer);
-        free(d->last_report);
+        log_once_done(&d->last_report);
         free(d);
         return NULL;
 }

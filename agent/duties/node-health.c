@@ -106,24 +106,41 @@ int node_health_new(sd_event *event, Http *http, UnitControl *units, Reporter *r
         return 0;
 }
 
-static void node_health_event(NodeHealth *h, const Component *c, bool warning, const char *fmt, ...) _printf_(4, 5);
-static void node_health_event(NodeHealth *h, const Component *c, bool warning, const char *fmt, ...) {
-        _cleanup_free_ char *msg = NULL;
-        va_list ap;
+/* An Event with upstream's text, and the same line in the journal unless someone already said it. */
+static void node_health_say(NodeHealth *h, const Component *c, bool warning, bool journal, const char *fmt,
+                            va_list ap) _printf_(5, 0);
+static void node_health_say(NodeHealth *h, const Component *c, bool warning, bool journal, const char *fmt,
+                            va_list ap) {
+        _cleanup_free_ char *msg = strdup_vprintf(fmt, ap);
 
-        va_start(ap, fmt);
-        msg = strdup_vprintf(fmt, ap);
-        va_end(ap);
         if (!msg) {
                 log_oom();
                 return;
         }
-        if (warning)
-                log_warning("%s", msg);
-        else
-                log_info("%s", msg);
-        (void) reporter_emit_event_action(h->reporter, warning ? "Warning" : "Normal", c->name,
-                                          NODE_HEALTH_EVENT_ACTION, msg);
+        if (journal)
+                log_full(warning ? LOG_WARNING : LOG_INFO, "%s", msg);
+        /* Best effort, like every Event: the journal line (or the failure it follows) stays. */
+        IGNORE_RESULT(reporter_emit_event_action(h->reporter, warning ? "Warning" : "Normal", c->name,
+                                                 NODE_HEALTH_EVENT_ACTION, msg));
+}
+
+static void node_health_event(NodeHealth *h, const Component *c, bool warning, const char *fmt, ...) _printf_(4, 5);
+static void node_health_event(NodeHealth *h, const Component *c, bool warning, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        node_health_say(h, c, warning, /* journal= */ true, fmt, ap);
+        va_end(ap);
+}
+
+/* The Event alone: the journal has the failure already (the reporter logs a failed write). */
+static void node_health_event_only(NodeHealth *h, const Component *c, const char *fmt, ...) _printf_(3, 4);
+static void node_health_event_only(NodeHealth *h, const Component *c, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        node_health_say(h, c, /* warning= */ true, /* journal= */ false, fmt, ap);
+        va_end(ap);
 }
 
 static void component_on_restarted(const UnitJobResult *res, void *userdata) {
@@ -321,7 +338,7 @@ static void address_on_restored(int error, void *userdata) {
         /* As upstream: a kubelet that starts again publishes its addresses itself. The next round (or
          * Node change) tries again. */
         h->address_lost = false;
-        node_health_event(h, c, true, "Unable to update node status with internal IP: %s", strerror(-error));
+        node_health_event_only(h, c, "Unable to update node status with internal IP: %s", strerror(-error));
         if (!c->restart && (!h->may_restart || h->may_restart(c->unit, h->userdata)))
                 component_restart(c);
 }
@@ -357,9 +374,11 @@ static void check_address(NodeHealth *h) {
                 return;
         }
         r = reporter_set_internal_ip(h->reporter, h->last_internal_ip, address_on_restored, h);
-        if (r < 0)
+        if (r < 0) {
+                /* Not even sent: the reporter said nothing, so it is said here. */
+                log_warning_errno(r, "Cannot restore the Node's InternalIP %s: %m", h->last_internal_ip);
                 address_on_restored(r, h);
-        else
+        } else
                 h->address_restoring = r == 0;
 }
 

@@ -7,13 +7,14 @@
 #include "duties/node-labeler.h"
 #include "util/fileio.h"
 #include "util/log.h"
+#include "util/log-once.h"
 #include "util/time-util.h"
 
 struct NodeLabeler {
         Reporter *reporter;             /* borrowed */
         char *zone_path;                /* owned */
         char *zone;                     /* owned; NULL: no zone file */
-        int zone_error;                 /* last read error, logged once */
+        LogOnce zone_error;             /* the last read error, logged once */
         bool control_plane;             /* the last OSC handed over has the kube-apiserver manifest */
         bool writing;                   /* a label patch is in flight */
         uint64_t failed_usec;           /* CLOCK_MONOTONIC of the last failed patch; 0: none */
@@ -45,6 +46,7 @@ NodeLabeler *node_labeler_free(NodeLabeler *l) {
                 return NULL;
         free(l->zone_path);
         free(l->zone);
+        log_once_done(&l->zone_error);
         free(l);
         return NULL;
 }
@@ -57,9 +59,11 @@ void node_labeler_reload(NodeLabeler *l) {
         r = read_full_file(l->zone_path, 4096, &data, NULL);
         if (r >= 0)
                 r = node_zone_from_file(data, &zone);
-        if (r < 0 && r != -ENOENT && r != l->zone_error)
-                log_warning_errno(r, "Ignoring the zone file %s: %m", l->zone_path);
-        l->zone_error = r < 0 ? r : 0;
+        if (r < 0 && r != -ENOENT) {
+                if (log_once_check(&l->zone_error, r, NULL))
+                        log_warning_errno(r, "Ignoring the zone file %s: %m", l->zone_path);
+        } else
+                log_once_clear(&l->zone_error);
         free(l->zone);
         l->zone = TAKE_PTR(zone);
 }

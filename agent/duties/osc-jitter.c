@@ -5,6 +5,7 @@
 #include "core/go-duration.h"
 #include "duties/osc-jitter.h"
 #include "util/log.h"
+#include "util/log-once.h"
 #include "util/time-util.h"
 
 struct OscJitter {
@@ -14,7 +15,7 @@ struct OscJitter {
         bool seen;                      /* an OSC was handed over since the (re)start */
         char *checksum;                 /* owned: of the last OSC handed over or waiting */
         uint64_t delay_usec;            /* the last valid annotation value */
-        char *delay_value;              /* owned: its raw value, to log a change once */
+        LogOnce delay_value;            /* its raw value, to log a change once */
         OscDesired *waiting;            /* owned */
         sd_event_source *timer;         /* owned: while an OSC waits */
 };
@@ -29,6 +30,7 @@ int osc_jitter_new(sd_event *event, OscJitterDeliver deliver, void *userdata, Os
         if (!j)
                 return -ENOMEM;
         *j = (OscJitter) { .event = event, .deliver = deliver, .userdata = userdata };
+        (void) log_once_check(&j->delay_value, 0, NULL);       /* no annotation, the start: no news */
         *ret = j;
         return 0;
 }
@@ -43,7 +45,7 @@ OscJitter *osc_jitter_free(OscJitter *j) {
                 return NULL;
         osc_jitter_drop_waiting(j);
         free(j->checksum);
-        free(j->delay_value);
+        log_once_done(&j->delay_value);
         free(j);
         return NULL;
 }
@@ -66,20 +68,20 @@ static int osc_jitter_on_timer(sd_event_source *s, uint64_t usec, void *userdata
 /* The delay as the Node says now; an unusable annotation keeps the previous one (logged once). */
 static uint64_t osc_jitter_delay(OscJitter *j, const NodeView *node) {
         const char *value = node ? node->reconciliation_delay : NULL;
+        bool changed;
         int r;
 
         r = reconciliation_delay_update(value, &j->delay_usec);
-        if (r == -EINVAL && !streq_ptr(value, j->delay_value))
+        changed = log_once_check(&j->delay_value, 0, value);
+        if (changed && r == -EINVAL)
                 log_warning("Annotation %s=\"%s\" is not a duration; keeping the previous reconciliation delay.",
                             NODE_ANNOTATION_RECONCILE_DELAY, value);
-        else if (r >= 0 && !streq_ptr(value, j->delay_value)) {
+        else if (changed && r >= 0) {
                 char d[DURATION_MAX_STR];
 
                 log_info("Reconciliation delay for OSC updates: %s (annotation %s).",
                          format_duration(d, sizeof(d), j->delay_usec), NODE_ANNOTATION_RECONCILE_DELAY);
         }
-        if (free_and_strdup(&j->delay_value, value) < 0)
-                log_oom();
         return j->delay_usec;
 }
 

@@ -159,8 +159,10 @@ static void handler_finish(RestartHandler *h) {
         if (h->cb.on_finished && value)
                 h->cb.on_finished(value, h->userdata);
 
+        /* A value it cannot take now (out of memory) is not lost: the Manager submits the Node's value
+         * again with every Node update. */
         if (has_pending)
-                (void) restart_handler_submit(h, pending);
+                IGNORE_RESULT(restart_handler_submit(h, pending));
 }
 
 static void handler_report(RestartHandler *h, const char *unit, bool ok, const char *detail) {

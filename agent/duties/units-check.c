@@ -8,6 +8,7 @@
 #include "systemd/unit-state.h"
 #include "util/event-util.h"
 #include "util/log.h"
+#include "util/log-once.h"
 
 /* One unit of the list and, during a round, what systemd said about it (copies). */
 typedef struct UnitsCheck UnitsCheck;
@@ -32,7 +33,7 @@ struct UnitsCheck {
         CheckedUnit *units;             /* owned */
         size_t n_units;
         size_t pending;                 /* reads of this round still in flight */
-        int last_error;                 /* of the last round, to log each distinct failure once */
+        LogOnce read_error;             /* of the last round, to log each distinct failure once */
 };
 
 static void checked_unit_reset(CheckedUnit *u) {
@@ -80,6 +81,7 @@ UnitsCheck *units_check_free(UnitsCheck *c) {
                 return NULL;
         units_clear(c);
         sd_event_source_disable_unref(c->timer);
+        log_once_done(&c->read_error);
         free(c);
         return NULL;
 }
@@ -144,13 +146,12 @@ static void units_check_finish(UnitsCheck *c) {
                         log_debug_errno(r, "Lost the state of the OSC's units with the way to systemd: %m");
                         return;
                 }
-                if (r != c->last_error)
+                if (log_once_check(&c->read_error, r, NULL))
                         log_warning_errno(r, "Cannot read the state of the OSC's units, keeping %s as it is: %m",
                                           NODE_CONDITION_UNITS_READY);
-                c->last_error = r;
                 return;
         }
-        c->last_error = 0;
+        log_once_clear(&c->read_error);
         (void) sd_event_now(c->event, CLOCK_MONOTONIC, &mono);
         (void) sd_event_now(c->event, CLOCK_REALTIME, &real);
         r = unit_health_evaluate(states, c->n_units, mono, c->stuck_usec, &v);

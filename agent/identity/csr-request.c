@@ -7,6 +7,7 @@
 #include "kube/kube-path.h"
 #include "util/base64.h"
 #include "util/macro.h"
+#include "util/string-util.h"
 
 struct CsrRequest {
         KubeClient *client;             /* borrowed */
@@ -67,8 +68,7 @@ static void finish(CsrRequest *r, CsrOutcome outcome, int error, const char *cer
         r->request = kube_request_free(r->request);
         r->timer = sd_event_source_disable_unref(r->timer);
         va_start(ap, fmt);
-        if (vasprintf(&msg, fmt, ap) < 0)
-                msg = NULL;
+        msg = strdup_vprintf(fmt, ap);
         va_end(ap);
         r->cb(r, outcome, error, cert, cert_size, msg ?: "out of memory", r->userdata);
 }

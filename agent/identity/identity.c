@@ -16,6 +16,7 @@
 #include "util/fileio.h"
 #include "util/log.h"
 #include "util/random-util.h"
+#include "util/string-util.h"
 #include "util/time-util.h"
 
 #define GNA_CLUSTER_CA "cluster-ca.crt"
@@ -65,20 +66,17 @@ struct Identity {
 
 static int set_status(Identity *id, const char *fmt, ...) _printf_(2, 3);
 static int set_status(Identity *id, const char *fmt, ...) {
-        char *s = NULL;
         va_list ap;
+        int r;
 
-        if (fmt) {
-                va_start(ap, fmt);
-                if (vasprintf(&s, fmt, ap) < 0)
-                        s = NULL;
-                va_end(ap);
-                if (!s)
-                        return -ENOMEM;
+        if (!fmt) {
+                id->status = mfree(id->status);
+                return 0;
         }
-        free(id->status);
-        id->status = s;
-        return 0;
+        va_start(ap, fmt);
+        r = free_and_vprintf(&id->status, fmt, ap);
+        va_end(ap);
+        return r;
 }
 
 const char *identity_status(const Identity *id) {
@@ -117,21 +115,23 @@ int identity_new(sd_event *event, Http *http, const KubeTuning *tuning, const Id
         assert(cb);
         assert(ret);
 
-        id = calloc(1, sizeof(*id));
+        id = malloc(sizeof(*id));
         if (!id)
                 return -ENOMEM;
-        id->event = sd_event_ref(event);
-        id->http = http;
-        id->tuning = tuning;
-        id->cb = cb;
-        id->userdata = userdata;
-        id->failure = _UPDATE_FAILURE_INVALID;
-        id->expiration_seconds = p->expiration_seconds ?: CLIENT_CERT_EXPIRATION_SECONDS;
-        id->kubeconfig = strdup(p->kubeconfig);
-        id->pem_path = path_beside(p->kubeconfig, IDENTITY_PEM_NAME);
-        id->bootstrap_kubeconfig = strdup(p->bootstrap_kubeconfig);
-        id->gna_directory = strdup(p->gna_directory);
-        id->node_name = strdup(p->node_name);
+        *id = (Identity) {
+                .event = sd_event_ref(event),
+                .http = http,
+                .tuning = tuning,
+                .cb = cb,
+                .userdata = userdata,
+                .failure = _UPDATE_FAILURE_INVALID,
+                .expiration_seconds = p->expiration_seconds ?: CLIENT_CERT_EXPIRATION_SECONDS,
+                .kubeconfig = strdup(p->kubeconfig),
+                .pem_path = path_beside(p->kubeconfig, IDENTITY_PEM_NAME),
+                .bootstrap_kubeconfig = strdup(p->bootstrap_kubeconfig),
+                .gna_directory = strdup(p->gna_directory),
+                .node_name = strdup(p->node_name),
+        };
         if (!id->kubeconfig || !id->pem_path || !id->bootstrap_kubeconfig || !id->gna_directory ||
             !id->node_name || (p->gna_server && !(id->gna_server = strdup(p->gna_server))))
                 return -ENOMEM;
@@ -398,6 +398,18 @@ static int schedule(Identity *id, uint64_t at_usec, clockid_t clock, sd_event_ti
 static int on_retry(sd_event_source *s, uint64_t usec, void *userdata);
 static int on_renew(sd_event_source *s, uint64_t usec, void *userdata);
 
+/* At a random point in 70-90 % of the certificate's lifetime. The timer cannot be added only when the
+ * loop is finishing or out of memory: said, since then only a 401 or a restart renews it. */
+static void schedule_renewal(Identity *id, const ClientCertInfo *info) {
+        int r;
+
+        r = schedule(id, client_cert_renew_at(info, ((uint64_t) random_u32() << 32) | random_u32()), CLOCK_REALTIME,
+                     on_renew);
+        if (r < 0)
+                log_error_errno(r, "Cannot schedule the client certificate's renewal; the next 401 or restart "
+                                "renews it: %m");
+}
+
 static void fail(Identity *id, const char *message) {
         uint64_t now = 0, delay;
         char buf[32];
@@ -450,8 +462,7 @@ static void on_csr_done(CsrRequest *r, CsrOutcome outcome, int error, const char
         id->renew_ca_file = mfree(id->renew_ca_file);
         backoff_reset(&id->backoff);
         (void) set_status(id, NULL);
-        (void) schedule(id, client_cert_renew_at(&info, ((uint64_t) random_u32() << 32) | random_u32()),
-                        CLOCK_REALTIME, on_renew);
+        schedule_renewal(id, &info);
         id->cb(id, IDENTITY_CHANGED, id->userdata);
 }
 
@@ -550,8 +561,7 @@ int identity_start(Identity *id) {
                 log_debug("Kubeconfig %s holds credentials this agent did not issue; no renewal.", id->kubeconfig);
                 return 1;
         case CREDENTIAL_OURS:
-                (void) schedule(id, client_cert_renew_at(&info, ((uint64_t) random_u32() << 32) | random_u32()),
-                                CLOCK_REALTIME, on_renew);
+                schedule_renewal(id, &info);
                 return 1;
         case CREDENTIAL_NONE:
         default:

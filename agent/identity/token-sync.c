@@ -11,6 +11,7 @@
 #include "util/event-util.h"
 #include "util/fileio.h"
 #include "util/log.h"
+#include "util/log-once.h"
 #include "util/time-util.h"
 #include "util/yaml-json.h"
 
@@ -22,6 +23,7 @@ typedef struct TokenTarget {
         char *path;                     /* owned: root + configured path */
         KubeWatch *watch;               /* owned */
         KubeRequest *request;           /* owned: a resync GET in flight */
+        LogOnce list_error;             /* a LIST no retry fixes (403, too large), said once */
 } TokenTarget;
 
 struct TokenSync {
@@ -50,42 +52,22 @@ void token_sync_configs_clear(TokenSyncConfigs *c) {
 }
 
 int token_sync_configs_from_json(const json_t *doc, TokenSyncConfigs *ret, char **ret_error) {
-        _cleanup_(token_sync_configs_clear) TokenSyncConfigs c = { .sync_period_usec = TOKEN_SYNC_PERIOD_DEFAULT_USEC };
-        const json_t *token = json_object_get(json_object_get(doc, "controllers"), "token");
-        const json_t *list = json_object_get(token, "syncConfigs"), *period = json_object_get(token, "syncPeriod"), *e;
-        size_t i;
+        _cleanup_(osc_component_config_freep) OscComponentConfig *cc = calloc(1, sizeof(*cc));
+        int r;
 
-        if (period && (!json_is_string(period) || parse_duration(json_string_value(period), &c.sync_period_usec) < 0 ||
-                       c.sync_period_usec == 0))
-                return error_setf(ret_error, -EINVAL, "controllers.token.syncPeriod: not a positive duration");
-        if (list && !json_is_array(list))
-                return error_setf(ret_error, -EINVAL, "controllers.token.syncConfigs: not a list");
-        c.items = calloc(json_array_size(list) ?: 1, sizeof(*c.items));
-        if (!c.items)
+        if (!cc)
                 return -ENOMEM;
-        json_array_foreach(list, i, e) {
-                const char *name = json_string_value(json_object_get(e, "secretName"));
-                const char *path = json_string_value(json_object_get(e, "path"));
-
-                if (!client_machine_name_valid(name))
-                        return error_setf(ret_error, -EINVAL, "controllers.token.syncConfigs[%zu].secretName: "
-                                          "not a valid Secret name", i);
-                if (!path || path[0] != '/' || strstr(path, "/../") || strlen(path) > 4096)
-                        return error_setf(ret_error, -EINVAL, "controllers.token.syncConfigs[%zu].path: "
-                                          "not an absolute path", i);
-                c.items[c.n].secret_name = strdup(name);
-                c.items[c.n].path = strdup(path);
-                c.n++;
-                if (!c.items[c.n - 1].secret_name || !c.items[c.n - 1].path)
-                        return -ENOMEM;
-        }
-        *ret = c;
-        c = (TokenSyncConfigs) {};
-        return 0;
+        r = osc_component_config_decode_token(doc, cc, ret_error);
+        if (r < 0)
+                return r;
+        return token_sync_configs_from_component(cc, ret);
 }
 
 int token_sync_configs_from_component(const OscComponentConfig *cc, TokenSyncConfigs *ret) {
-        _cleanup_(token_sync_configs_clear) TokenSyncConfigs c = { .sync_period_usec = TOKEN_SYNC_PERIOD_DEFAULT_USEC };
+        _cleanup_(token_sync_configs_clear) TokenSyncConfigs c = {
+                .sync_period_usec = cc && cc->token_sync_period_usec ? cc->token_sync_period_usec
+                                                                     : TOKEN_SYNC_PERIOD_DEFAULT_USEC,
+        };
 
         assert(ret);
 
@@ -180,6 +162,19 @@ static void on_secret(KubeWatch *w, json_t *object, void *userdata) {
         sync_secret(userdata, object);
 }
 
+/* The watch tells us, not the journal, why its LIST fails: a 403 (RBAC) or a Secret over the size
+ * limit is configuration, said once until a LIST works; anything else is transient (debug there). */
+static void on_synced(KubeWatch *w, int error, void *userdata) {
+        TokenTarget *tt = userdata;
+        const char *detail = kube_watch_get_list_message(w);
+
+        if (error >= 0)
+                log_once_clear(&tt->list_error);
+        else if ((error == -EPERM || error == -EFBIG) && log_once_check(&tt->list_error, error, detail))
+                log_warning_errno(error, "Cannot list Secret %s for %s: %m%s%.300s; retrying with back-off.",
+                                  tt->secret_name, tt->path, detail ? ": " : "", strempty(detail));
+}
+
 /* The waited-for resync is over once no read is in flight. */
 static void resync_check_done(TokenSync *t) {
         TokenSyncDoneCallback cb = t->done_cb;
@@ -252,8 +247,12 @@ void token_sync_forget_waiter(TokenSync *t) {
 
 static int on_period(sd_event_source *s, uint64_t usec, void *userdata) {
         TokenSync *t = userdata;
+        int r;
 
-        (void) token_sync_resync(t, NULL, NULL);
+        r = token_sync_resync(t, NULL, NULL);
+        if (r < 0)
+                log_warning_errno(r, "Cannot resync the tokens now; the watches keep them current, the next "
+                                  "period tries again: %m");
         return event_timer_arm(s, t->period_usec);
 }
 
@@ -303,6 +302,7 @@ TokenSync *token_sync_free(TokenSync *t) {
         for (size_t i = 0; i < t->n_targets; i++) {
                 kube_watch_free(t->targets[i].watch);
                 kube_request_free(t->targets[i].request);
+                log_once_done(&t->targets[i].list_error);
                 free(t->targets[i].secret_name);
                 free(t->targets[i].path);
         }
@@ -315,7 +315,7 @@ TokenSync *token_sync_free(TokenSync *t) {
 }
 
 int token_sync_start(TokenSync *t) {
-        static const KubeWatchCallbacks callbacks = { .on_object = on_secret };
+        static const KubeWatchCallbacks callbacks = { .on_object = on_secret, .on_synced = on_synced };
         int r;
 
         assert(t);

@@ -122,13 +122,10 @@ int kube_client_new(sd_event *event, Http *http, const KubeConfig *kc, const Kub
         assert(tuning);
         assert(ret);
 
-        c = calloc(1, sizeof(*c));
+        c = malloc(sizeof(*c));
         if (!c)
                 return -ENOMEM;
-        c->event = sd_event_ref(event);
-        c->http = http;
-        c->tuning = tuning;
-        c->server = strdup(kc->server);
+        *c = (KubeClient) { .event = sd_event_ref(event), .http = http, .tuning = tuning, .server = strdup(kc->server) };
         if (!c->server)
                 return -ENOMEM;
 

@@ -165,8 +165,9 @@ int kube_credentials_new(const KubeConfig *kc, uint64_t token_refresh_usec, uint
             (r = dup_blob(kc->key_data, kc->key_data_size, &c->key_data, &c->key_data_size)) < 0)
                 return r;
 
-        /* Failures here are not fatal: the files may appear later; refresh() reports them. */
-        (void) kube_credentials_refresh(c, now_usec);
+        /* Failures here are not fatal: the files may appear later, and every request refreshes again
+         * and fails with the error then. */
+        IGNORE_RESULT(kube_credentials_refresh(c, now_usec));
 
         *ret = TAKE_PTR(c);
         return 0;

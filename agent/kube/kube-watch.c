@@ -9,6 +9,7 @@
 #include "util/backoff.h"
 #include "util/event-util.h"
 #include "util/log.h"
+#include "util/log-once.h"
 #include "util/random-util.h"
 #include "util/time-util.h"
 
@@ -53,9 +54,9 @@ struct KubeWatch {
         bool error_too_large;
         int stream_error;               /* decode error of the current watch */
         uint64_t forbidden_since_usec;  /* the first 403 of the LISTs failing with it; 0 none */
-        int warned;                     /* the error last logged at warning level (-EFBIG, -EMSGSIZE,
-                                         * -EPERM); 0 none: each is said once until it clears */
-        char *list_message;             /* owned: the Status message of the last failed LIST; NULL none */
+        LogOnce event_too_large;        /* a WATCH event over the line limit, said once until one fits */
+        char *list_message;             /* owned: why the last LIST failed (the Status message, or the
+                                         * size limit); NULL none */
 
         KubeWatchStats stats;
 };
@@ -136,25 +137,30 @@ static json_t *find_item(KubeWatch *w, json_t *list) {
 }
 
 /* 403: our identity may not read this object. A lasting one is RBAC or an authorizer, i.e.
- * configuration, which a quick retry never fixes (kube-api.md §6.4): say so once with the server's
- * reason, and let the wait grow with the time it has been forbidden, up to forbidden-backoff (2 min,
- * jittered by up to a quarter). A short one is not rare at a node's first boot (GNA's authorizer
- * looks the machine up through a cache), so the first retries keep the ordinary backoff. */
-static uint64_t forbidden(KubeWatch *w, const json_t *status, uint64_t delay) {
+ * configuration, which a quick retry never fixes (kube-api.md §6.4): the owner hears it with the
+ * server's reason (on_synced), and the wait grows with the time it has been forbidden, up to
+ * forbidden-backoff (2 min, jittered by up to a quarter). A short one is not rare at a node's first
+ * boot (GNA's authorizer looks the machine up through a cache), so the first retries keep the
+ * ordinary backoff. */
+static uint64_t forbidden(KubeWatch *w, uint64_t delay) {
         uint64_t now = kube_client_now(w->client), floor;
-        const char *msg = json_string_value(json_object_get(status, "message"));
-        char d[DURATION_MAX_STR];
 
         if (w->forbidden_since_usec == 0 || w->forbidden_since_usec > now)
                 w->forbidden_since_usec = now;
         floor = MIN(kube_client_get_tuning(w->client)->forbidden_backoff_usec, now - w->forbidden_since_usec);
-        delay = MAX(delay, floor + random_below(floor / 4 + 1));
-        if (w->warned != -EPERM) {
-                log_warning("LIST %s/%s: forbidden (HTTP 403)%s%.300s; retrying in %s.", w->collection, w->name,
-                            msg ? ": " : "", strempty(msg), format_duration(d, sizeof(d), delay));
-                w->warned = -EPERM;
-        }
-        return delay;
+        return MAX(delay, floor + random_below(floor / 4 + 1));
+}
+
+/* Why a LIST failed, for the owner's on_synced: a 403's reason is what an operator has to fix; an
+ * oversized object, the limit, which no retry changes. */
+static int set_list_message(KubeWatch *w, int error, const json_t *status) {
+        const char *msg = error < 0 ? json_string_value(json_object_get(status, "message")) : NULL;
+
+        w->list_message = mfree(w->list_message);
+        if (error == -EFBIG && !msg)
+                return asprintf(&w->list_message, "the object is larger than the limit of %u bytes",
+                                KUBE_RESPONSE_MAX) < 0 ? -ENOMEM : 0;
+        return free_and_strdup(&w->list_message, msg);
 }
 
 static void kube_watch_on_list(KubeRequest *req, int error, json_t *list, void *userdata) {
@@ -178,22 +184,15 @@ static void kube_watch_on_list(KubeRequest *req, int error, json_t *list, void *
         rv = json_string_value(json_object_get(json_object_get(list, "metadata"), "resourceVersion"));
         if (error >= 0 && isempty(rv))
                 error = -EBADMSG;
-        /* For the owner's on_synced: a 403's reason is what an operator has to fix. */
-        if (free_and_strdup(&w->list_message, error < 0 ? json_string_value(json_object_get(list, "message")) : NULL) < 0)
-                w->list_message = NULL;
+        (void) set_list_message(w, error, list);        /* OOM: the owner hears the error alone */
         if (error < 0) {
                 uint64_t delay = backoff_step(w);
 
                 if (error == -EPERM)
-                        delay = forbidden(w, list, delay);
-                log_debug("LIST %s/%s failed: %s; retrying in %" PRIu64 " ms.", w->collection, w->name,
-                          strerror(-error), delay / USEC_PER_MSEC);
-                /* Oversized: no retry fixes it, so say so where an operator looks (once per error). */
-                if (error == -EFBIG && w->warned != error) {
-                        log_warning("LIST %s/%s: the object is larger than the limit of %u bytes; ignoring it and "
-                                    "retrying with back-off.", w->collection, w->name, KUBE_RESPONSE_MAX);
-                        w->warned = error;
-                }
+                        delay = forbidden(w, delay);
+                log_debug("LIST %s/%s failed: %s%s%s; retrying in %" PRIu64 " ms.", w->collection, w->name,
+                          strerror(-error), w->list_message ? ": " : "", strempty(w->list_message),
+                          delay / USEC_PER_MSEC);
                 synced(w, error);
                 (void) kube_watch_schedule(w, STEP_LIST, delay);
                 return;
@@ -201,8 +200,6 @@ static void kube_watch_on_list(KubeRequest *req, int error, json_t *list, void *
 
         w->rv_unavailable = false;
         w->forbidden_since_usec = 0;
-        if (w->warned == -EFBIG || w->warned == -EPERM)
-                w->warned = 0;
         if (set_rv(w, rv) < 0) {
                 (void) kube_watch_schedule(w, STEP_LIST, backoff_step(w));
                 return;
@@ -246,8 +243,8 @@ static void apply_event(KubeWatch *w, WatchEventType type, json_t *object) {
                 break;
         }
         w->watch_events++;
-        if (type != WATCH_EVENT_BOOKMARK && w->warned == -EMSGSIZE)
-                w->warned = 0;             /* our object fits again: a new oversized one is news */
+        if (type != WATCH_EVENT_BOOKMARK)
+                log_once_clear(&w->event_too_large);    /* our object fits again: a new oversized one is news */
         w->stats.events++;
         if (set_rv(w, object_rv(object)) < 0)
                 log_debug("Out of memory recording resourceVersion of %s/%s.", w->collection, w->name);
@@ -368,11 +365,10 @@ static void kube_watch_on_watch_done(HttpRequest *req, int error, long status, v
                   error < 0 && error != STOP_ERROR_EVENT ? strerror(-error) : "", code, watch_next_to_string(next),
                   delay / USEC_PER_MSEC, strempty(w->rv));
 
-        if (w->stream_error == -EMSGSIZE && w->warned != -EMSGSIZE) {
+        /* Only the watch knows: no owner callback carries a watch's end. */
+        if (w->stream_error == -EMSGSIZE && log_once_check(&w->event_too_large, -EMSGSIZE, NULL))
                 log_warning("WATCH %s/%s: an event is larger than the limit of %u bytes; listing again.",
                             w->collection, w->name, WATCH_STREAM_LINE_MAX);
-                w->warned = -EMSGSIZE;
-        }
 
         /* The watch said the RV is from the future (server restarted with a reset counter): the
          * relist with it would wait and fail the same way, so go straight to a consistent LIST. */
@@ -450,17 +446,26 @@ static int kube_watch_on_timer(sd_event_source *s, uint64_t usec, void *userdata
 
 /* Every step goes through the timer, even with no delay: callers sit inside HTTP callbacks. Arming
  * fails only when the loop is finishing or this is a forked child, so retrying cannot help: the
- * watch stops here, and the owner hears of it (or, without on_stopped, the log does). */
-static int kube_watch_schedule(KubeWatch *w, WatchStep step, uint64_t delay_usec) {
+ * watch stops. */
+static int kube_watch_arm(KubeWatch *w, WatchStep step, uint64_t delay_usec) {
         int r;
 
         w->next_step = step;
         r = event_timer_arm(w->timer, delay_usec);
+        if (r < 0) {
+                w->next_step = STEP_NONE;
+                w->stats.stop_error = r;
+        }
+        return r;
+}
+
+/* A step from the loop: a stop is the owner's to hear (or, without on_stopped, the log's). */
+static int kube_watch_schedule(KubeWatch *w, WatchStep step, uint64_t delay_usec) {
+        int r;
+
+        r = kube_watch_arm(w, step, delay_usec);
         if (r >= 0)
                 return 0;
-
-        w->next_step = STEP_NONE;
-        w->stats.stop_error = r;
         if (w->cb.on_stopped)
                 w->cb.on_stopped(w, r, w->userdata);
         else
@@ -533,6 +538,7 @@ KubeWatch *kube_watch_free(KubeWatch *w) {
         json_decref(w->object);
         free(w->rv);
         free(w->list_message);
+        log_once_done(&w->event_too_large);
         free(w->collection);
         free(w->name);
         free(w->selector);
@@ -546,7 +552,7 @@ int kube_watch_start(KubeWatch *w) {
         assert(w);
 
         t = kube_client_get_tuning(w->client);
-        return kube_watch_schedule(w, STEP_LIST, random_below(t->startup_delay_usec));
+        return kube_watch_arm(w, STEP_LIST, random_below(t->startup_delay_usec));
 }
 
 void kube_watch_reconnect(KubeWatch *w) {

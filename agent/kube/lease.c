@@ -265,19 +265,28 @@ static int lease_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 }
 
 /* Arming fails only when the loop is finishing or this is a forked child, so retrying cannot help:
- * the heartbeat stops here, and the owner hears of it (or, without a callback, the log does) —
- * a Lease that silently stops being renewed would look like a dead node. */
-static int lease_schedule(Lease *l, LeaseStep step, uint64_t delay_usec) {
+ * the heartbeat stops. */
+static int lease_arm(Lease *l, LeaseStep step, uint64_t delay_usec) {
         int r;
 
         l->step = step;
         r = event_timer_arm(l->timer, delay_usec);
+        if (r < 0) {
+                l->started = false;
+                l->stats.stopped = true;
+                l->stats.last_error = r;
+        }
+        return r;
+}
+
+/* A step from the loop: the owner hears of a stop (or, without a callback, the log does) — a Lease
+ * that silently stops being renewed would look like a dead node. */
+static int lease_schedule(Lease *l, LeaseStep step, uint64_t delay_usec) {
+        int r;
+
+        r = lease_arm(l, step, delay_usec);
         if (r >= 0)
                 return 0;
-
-        l->started = false;
-        l->stats.stopped = true;
-        l->stats.last_error = r;
         if (l->on_stopped)
                 l->on_stopped(l, r, l->stopped_userdata);
         else
@@ -292,7 +301,7 @@ int lease_start(Lease *l) {
 
         if (l->started)
                 return 0;
-        r = lease_schedule(l, LEASE_GET, 0);
+        r = lease_arm(l, LEASE_GET, 0);
         if (r < 0)
                 return r;
         l->started = true;

@@ -211,6 +211,10 @@ int http_new(sd_event *event, Http **ret) {
         return 0;
 }
 
+unsigned http_active(Http *h) {
+        return h ? h->n_active : 0;
+}
+
 Http *http_free(Http *h) {
         if (!h)
                 return NULL;
@@ -221,10 +225,6 @@ Http *http_free(Http *h) {
         sd_event_unref(h->event);
         free(h);
         return NULL;
-}
-
-unsigned http_active(Http *h) {
-        return h ? h->n_active : 0;
 }
 
 static int buffer_append(HttpRequest *req, const char *data, size_t len) {

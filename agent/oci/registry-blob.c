@@ -84,7 +84,9 @@ static int blob_on_data(HttpRequest *req, const void *data, size_t size, void *u
 void registry_blob_restart_from_zero(RegistryOp *op) {
         op->offset = 0;
         op->resumed_from = 0;
-        (void) digest_context_reset(op->hash);
+        /* A hash that cannot be reset cannot match either: the blob then fails its verification, and
+         * nothing unverified is installed. */
+        IGNORE_RESULT(digest_context_reset(op->hash));
         /* Whoever reads the file while it grows must know that its bytes are no longer final. */
         if (op->on_progress)
                 op->on_progress(op, 0, op->blob.size, op->userdata);

@@ -47,7 +47,13 @@ bool registry_manifest_handle(RegistryOp *op, HttpRequest *req) {
         int r;
 
         body = http_request_get_body(req, &size);
-        (void) digest_buffer(body, size, &actual);
+        r = digest_buffer(body, size, &actual);
+        if (r < 0) {
+                /* Unhashed is unverified: never used (it read an uninitialised digest before). */
+                registry_op_set_failure(op, r, ARTIFACT_FAILURE_UNAVAILABLE, "manifest %s: cannot compute its digest: %s",
+                                        http_request_get_url(req), strerror(-r));
+                return false;
+        }
         digest_format(&actual, actual_s);
 
         header = http_request_get_header(req, "Docker-Content-Digest");

@@ -8,6 +8,7 @@
 #include "core/annotation-budget.h"
 #include "report/reporter.h"
 #include "util/log.h"
+#include "util/string-util.h"
 #include "util/utf8.h"
 #include "util/time-util.h"
 
@@ -107,16 +108,8 @@ static void reporter_send_status(Reporter *r) {
 
         s = strdup(strempty(r->status_base));
         for (ReporterNote n = 0; s && n < _REPORTER_NOTE_MAX; n++)
-                if (r->status_notes[n]) {
-                        char *t = NULL;
-
-                        if (asprintf(&t, "%s; %s", s, r->status_notes[n]) < 0)
-                                t = NULL;
-                        free(s);
-                        s = t;
-                }
-        if (!s)
-                return;
+                if (r->status_notes[n] && strextendf_with_separator(&s, "; ", "%s", r->status_notes[n]) < 0)
+                        return;
         if (streq_ptr(s, r->status))
                 return;
         (void) sd_notifyf(false, "STATUS=%s", s);
@@ -125,18 +118,14 @@ static void reporter_send_status(Reporter *r) {
 }
 
 void reporter_set_status(Reporter *r, const char *fmt, ...) {
-        _cleanup_free_ char *s = NULL;
         va_list ap;
         int k;
 
         va_start(ap, fmt);
-        k = vasprintf(&s, fmt, ap);
+        k = free_and_vprintf(&r->status_base, fmt, ap);
         va_end(ap);
-        if (k < 0)
-                return;
-        free(r->status_base);
-        r->status_base = TAKE_PTR(s);
-        reporter_send_status(r);
+        if (k >= 0)
+                reporter_send_status(r);
 }
 
 /* What the agent waits for besides its current work (the OSC Secret, the bus) stays on the line
@@ -427,10 +416,11 @@ int reporter_report(Reporter *r, const UpdateTransaction *tx, const UpdateAction
                 return -ENOMEM;
         if (a->type == UPDATE_ACTION_REPORT_PROGRESS)
                 reporter_mark_progress(r, a->phase, update_transaction_percent(tx), now_usec);
-        /* GNA's Event right before the checksum that says so (GNP §1.3). */
+        /* GNA's Event right before the checksum that says so (GNP §1.3); best effort, like every Event:
+         * the checksum is what counts. */
         if (a->type == UPDATE_ACTION_SET_CHECKSUM && a->checksum)
-                (void) reporter_emit_event_action(r, "Normal", REPORTER_REASON_OSC_APPLIED, "Reconcile",
-                                                  REPORTER_MESSAGE_OSC_APPLIED);
+                IGNORE_RESULT(reporter_emit_event_action(r, "Normal", REPORTER_REASON_OSC_APPLIED, "Reconcile",
+                                                         REPORTER_MESSAGE_OSC_APPLIED));
 
         job = job_new(done, userdata);
         if (!job)

@@ -10,6 +10,16 @@ char *strdup_vprintf(const char *format, va_list ap) {
         return vasprintf(&s, format, ap) < 0 ? NULL : s;
 }
 
+int free_and_vprintf(char **s, const char *format, va_list ap) {
+        char *t = strdup_vprintf(format, ap);
+
+        if (!t)
+                return -ENOMEM;
+        free(*s);
+        *s = t;
+        return 0;
+}
+
 int strextendv_with_separator(char **s, const char *separator, const char *format, va_list ap) {
         _cleanup_free_ char *item = strdup_vprintf(format, ap);
         char *joined;

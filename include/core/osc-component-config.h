@@ -30,6 +30,7 @@ typedef struct OscComponentConfig {
         char *kubernetes_version;       /* controllers.operatingSystemConfig.kubernetesVersion */
         OscTokenSync *token_syncs;      /* controllers.token.syncConfigs */
         size_t n_token_syncs;
+        uint64_t token_sync_period_usec; /* controllers.token.syncPeriod; 0: unset */
 } OscComponentConfig;
 
 OscComponentConfig *osc_component_config_free(OscComponentConfig *c);
@@ -51,5 +52,15 @@ int osc_component_config_from_yaml(const char *file, const char *data, size_t si
 int osc_component_config_from_secret(const json_t *secret, char *const *replaced_units, OscComponentConfig **ret,
                                      char **ret_error);
 
-/* Whether two configs name the same token syncs, in the same order (NULL: none). */
+/* controllers.token of a NodeAgentConfiguration `doc` into `c` (whose token fields are unset): the one
+ * parser of the token sync configs, for the OSC's component config and identity/token-sync's
+ * configuration alike (there were two, with different checks; these are the stricter union):
+ * syncPeriod a positive duration ("1h30m", util/time-util.h); syncConfigs a list of at most
+ * OSC_TOKEN_SYNCS_MAX entries, each with a secretName that is a DNS-1123 subdomain and a path that is
+ * absolute without "." or ".." components or a trailing slash, at most OSC_MODEL_PATH_MAX bytes.
+ * -EINVAL with *ret_error naming the field (after "<c->file>: " when c->file is set). */
+int osc_component_config_decode_token(const json_t *doc, OscComponentConfig *c, char **ret_error);
+
+/* Whether two configs name the same token syncs, in the same order, with the same period (NULL:
+ * none). */
 bool osc_component_config_same_token_syncs(const OscComponentConfig *a, const OscComponentConfig *b);

@@ -10,8 +10,8 @@
 
 /* Reads `path` (must exist unless `optional`) and then <dirname(path)>/config.d/<name>.yaml in
  * lexical order. Unreadable files and YAML errors also fail with -EINVAL/-errno + message. */
-int config_load_files(Config *c, const char *path, bool optional, char **ret_error);
+int config_load_files(Config *c, const char *path, bool optional, char **ret_error) _warn_unused_result_;
 
 /* Command line (NULL = not given), then $NODE_NAME / $KUBECONFIG, then the hostname; finalizes. */
 int config_load_environment(Config *c, const char *node_name, const char *kubeconfig,
-                            const char *state_dir, char **ret_error);
+                            const char *state_dir, char **ret_error) _warn_unused_result_;

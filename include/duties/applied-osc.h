@@ -11,7 +11,8 @@
  *   - The drift repair (duties/drift-repair.h) reads it with applied_osc_load().
  * Reads are small and blocking (local files, at start and once per apply). Owns its inotify source;
  * borrows the event loop, the UnitsCheck (may be NULL) and the option strings (the
- * configuration outlives it). */
+ * configuration outlives it). Logs a file it cannot read or decode, once per distinct message
+ * (warning): its callers do not say it again. */
 
 #include <systemd/sd-event.h>
 
@@ -29,7 +30,7 @@ typedef struct AppliedOsc AppliedOsc;
 
 /* Loads the units at once (see above). */
 int applied_osc_new(sd_event *event, const AppliedOscOptions *opts, UnitsCheck *units_check,
-                    AppliedOsc **ret);
+                    AppliedOsc **ret) _warn_unused_result_;
 AppliedOsc *applied_osc_free(AppliedOsc *a);
 /* The UnitsCheck, when the system bus was first up only after start (`units_check` was NULL); loads
  * the units into it. */
@@ -44,4 +45,4 @@ void applied_osc_reload(AppliedOsc *a);
 /* The last-applied OSC decoded with `opts` (NULL: no host name, nothing injected) and the path it
  * was read from: 0, -ENOENT when there is none, another -errno when it cannot be read or decoded
  * (logged once per distinct error, as for the units check). */
-int applied_osc_load(AppliedOsc *a, const OscModelOptions *opts, OscModel **ret, char **ret_path);
+int applied_osc_load(AppliedOsc *a, const OscModelOptions *opts, OscModel **ret, char **ret_path) _warn_unused_result_;

@@ -69,7 +69,7 @@ typedef struct DriftRepairOptions {
 } DriftRepairOptions;
 
 int drift_repair_new(sd_event *event, const DriftRepairOptions *opts, AppliedOsc *applied, Reporter *reporter,
-                     const DriftRepairHooks *hooks, DriftRepair **ret);
+                     const DriftRepairHooks *hooks, DriftRepair **ret) _warn_unused_result_;
 DriftRepair *drift_repair_free(DriftRepair *d);
 DEFINE_CLEANUP_FUNC(DriftRepair, drift_repair_free);
 
@@ -77,4 +77,4 @@ DEFINE_CLEANUP_FUNC(DriftRepair, drift_repair_free);
 void drift_repair_set_units(DriftRepair *d, UnitControl *uc);
 
 /* The first round now, then every interval. -errno when the timer cannot be set up. */
-int drift_repair_start(DriftRepair *d);
+int drift_repair_start(DriftRepair *d) _warn_unused_result_;

@@ -5,7 +5,8 @@
  * with the one at start; when it changed, the agent's own unit is restarted through systemd, so
  * that it starts over with the new name (upstream: the process ends and systemd restarts it). The
  * hostname is read from /proc/sys/kernel/hostname (what gethostname() returns; a file, so tests can
- * bind-mount another one over it in a private mount namespace). Owns its timer; borrows the rest. */
+ * bind-mount another one over it in a private mount namespace). Owns its timer; borrows the rest.
+ * Logs the change (notice) and a restart that failed (warning). */
 
 #include <stdint.h>
 #include <systemd/sd-event.h>
@@ -19,6 +20,6 @@ typedef struct HostnameCheck HostnameCheck;
 
 /* Reads the hostname at start; `self_unit` is copied. */
 int hostname_check_new(sd_event *event, UnitControl *units, const char *self_unit, uint64_t period_usec,
-                       HostnameCheck **ret);
+                       HostnameCheck **ret) _warn_unused_result_;
 HostnameCheck *hostname_check_free(HostnameCheck *h);
 DEFINE_CLEANUP_FUNC(HostnameCheck, hostname_check_free);

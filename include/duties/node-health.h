@@ -20,7 +20,8 @@
  * put back (strategic merge by type, the other addresses kept; upstream rewrites the whole list),
  * checked on every Node change and every round; a failed write restarts the kubelet, as upstream.
  *
- * Owns its timers, probes and restart jobs; borrows everything it is given. */
+ * Owns its timers, probes and restart jobs; borrows everything it is given. Logs what its Events say
+ * and each restart (a duty logs what it finds and does). */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -52,7 +53,7 @@ typedef struct NodeHealth NodeHealth;
 
 /* Strings of `o` are copied. */
 int node_health_new(sd_event *event, Http *http, UnitControl *units, Reporter *reporter, const NodeHealthOptions *o,
-                    NodeHealth **ret);
+                    NodeHealth **ret) _warn_unused_result_;
 NodeHealth *node_health_free(NodeHealth *h);
 DEFINE_CLEANUP_FUNC(NodeHealth, node_health_free);
 
@@ -61,4 +62,4 @@ DEFINE_CLEANUP_FUNC(NodeHealth, node_health_free);
 void node_health_set_node(NodeHealth *h, const NodeView *v);
 
 /* First round at once, then every period; a no-op when running. */
-int node_health_start(NodeHealth *h);
+int node_health_start(NodeHealth *h) _warn_unused_result_;

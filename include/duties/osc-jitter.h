@@ -10,7 +10,8 @@
  * while the MCM gate is open (the node is already drained for it), and a waiting one is handed over
  * as soon as the gate opens. A newer OSC replaces a waiting one without moving its deadline.
  *
- * Owns the waiting OSC and its timer; hands OSCs to `deliver`, which takes them. */
+ * Owns the waiting OSC and its timer; hands OSCs to `deliver`, which takes them. Logs each wait and
+ * hand-over, and the annotation's value once per value (a value that is no duration as a warning). */
 
 #include <systemd/sd-event.h>
 
@@ -22,7 +23,7 @@ typedef void (*OscJitterDeliver)(OscDesired *osc, void *userdata);
 
 typedef struct OscJitter OscJitter;
 
-int osc_jitter_new(sd_event *event, OscJitterDeliver deliver, void *userdata, OscJitter **ret);
+int osc_jitter_new(sd_event *event, OscJitterDeliver deliver, void *userdata, OscJitter **ret) _warn_unused_result_;
 OscJitter *osc_jitter_free(OscJitter *j);
 DEFINE_CLEANUP_FUNC(OscJitter, osc_jitter_free);
 

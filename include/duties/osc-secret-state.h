@@ -18,7 +18,7 @@
 
 typedef struct OscSecretState OscSecretState;
 
-int osc_secret_state_new(Reporter *reporter, OscSecretState **ret);
+int osc_secret_state_new(Reporter *reporter, OscSecretState **ret) _warn_unused_result_;
 OscSecretState *osc_secret_state_free(OscSecretState *s);
 DEFINE_CLEANUP_FUNC(OscSecretState, osc_secret_state_free);
 

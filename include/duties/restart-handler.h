@@ -55,7 +55,7 @@ typedef struct RestartHandler RestartHandler;
  * be NULL) is restarted last; `state_path` (may be NULL: memory only) is the record file, e.g.
  * "<stateDirectory>/restart-request.json"; an existing record is loaded. `cb` is copied. */
 int restart_handler_new(sd_event *event, UnitControl *uc, const char *self_unit, const char *state_path,
-                        const RestartHandlerCallbacks *cb, void *userdata, RestartHandler **ret);
+                        const RestartHandlerCallbacks *cb, void *userdata, RestartHandler **ret) _warn_unused_result_;
 /* Cancels what is in flight without calling back. */
 RestartHandler *restart_handler_free(RestartHandler *h);
 DEFINE_CLEANUP_FUNC(RestartHandler, restart_handler_free);
@@ -63,7 +63,7 @@ DEFINE_CLEANUP_FUNC(RestartHandler, restart_handler_free);
 /* The annotation's value as currently seen on the Node: NULL or blank when absent. Call it on every
  * Node update; repeated values are cheap no-ops. A new value arriving while another is processed is
  * kept (latest wins) and handled afterwards. Returns 0, or -ENOMEM. */
-int restart_handler_submit(RestartHandler *h, const char *value);
+int restart_handler_submit(RestartHandler *h, const char *value) _warn_unused_result_;
 
 /* Completion of RestartHandlerCallbacks.remove_annotation(). */
 void restart_handler_annotation_removed(RestartHandler *h, int error);

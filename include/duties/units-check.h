@@ -13,7 +13,8 @@
  * an answer lost on the way is no verdict: the condition stays as it is, never turned False for it.
  *
  * Owns its unit list, timer and D-Bus calls; borrows the event loop, the UnitControl (whose
- * connection it reads over) and the reporter. */
+ * connection it reads over) and the reporter. Logs a round it cannot read, once per distinct error
+ * (a bus that went away only at debug: the Manager says that). */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -28,13 +29,13 @@
 typedef struct UnitsCheck UnitsCheck;
 
 int units_check_new(sd_event *event, UnitControl *units, Reporter *reporter, uint64_t period_usec,
-                    uint64_t stuck_usec, UnitsCheck **ret);
+                    uint64_t stuck_usec, UnitsCheck **ret) _warn_unused_result_;
 UnitsCheck *units_check_free(UnitsCheck *c);
 DEFINE_CLEANUP_FUNC(UnitsCheck, units_check_free);
 
 /* Replaces the list (copied): `names[i]` should be enabled when `enabled[i]`. Once started, the
  * next round runs at once. */
-int units_check_set_units(UnitsCheck *c, const char *const *names, const bool *enabled, size_t n);
+int units_check_set_units(UnitsCheck *c, const char *const *names, const bool *enabled, size_t n) _warn_unused_result_;
 
 /* The first round at once, then every period; a no-op when already running. */
-int units_check_start(UnitsCheck *c);
+int units_check_start(UnitsCheck *c) _warn_unused_result_;

@@ -32,14 +32,14 @@
 
 typedef struct ClientKey ClientKey;
 
-int client_key_generate(ClientKey **ret);
+int client_key_generate(ClientKey **ret) _warn_unused_result_;
 /* -EINVAL if `pem` holds no private key (OpenSSL's reason is not passed on: it could quote bytes). */
-int client_key_from_pem(const char *pem, size_t size, ClientKey **ret);
+int client_key_from_pem(const char *pem, size_t size, ClientKey **ret) _warn_unused_result_;
 ClientKey *client_key_free(ClientKey *k);
 DEFINE_CLEANUP_FUNC(ClientKey, client_key_free);
 
 /* PKCS#8 PEM of the private key; free with erase_and_free(). */
-int client_key_to_pem(const ClientKey *k, char **ret, size_t *ret_size);
+int client_key_to_pem(const ClientKey *k, char **ret, size_t *ret_size) _warn_unused_result_;
 
 /* Overwrites `size` bytes, then frees. For buffers that held key material. */
 void erase_and_free(void *p, size_t size);
@@ -52,12 +52,12 @@ bool client_machine_name_valid(const char *name);
 char *client_common_name(const char *machine);
 
 /* The PEM PKCS#10 request, signed with the key (SHA-256). -EINVAL for an invalid machine name. */
-int client_csr_build(const ClientKey *k, const char *machine, char **ret_pem, size_t *ret_size);
+int client_csr_build(const ClientKey *k, const char *machine, char **ret_pem, size_t *ret_size) _warn_unused_result_;
 
 /* The CSR object's name as upstream computes it (certificatesigningrequest.ComputeDigestedName):
  * prefix + base64url(SHA-512/256 over the '|'-terminated base64url of the public key DER, the CN, the
  * O and each usage). Deterministic for one key, so a retried create meets its own CSR (409). */
-int client_csr_name(const ClientKey *k, const char *machine, char **ret);
+int client_csr_name(const ClientKey *k, const char *machine, char **ret) _warn_unused_result_;
 
 /* The certificates.k8s.io/v1 CertificateSigningRequest to POST: name, request, signer, usages
  * (digital signature, key encipherment, client auth — upstream's set), expirationSeconds. */
@@ -71,7 +71,7 @@ typedef struct ClientCertInfo {
 
 /* Decodes the first certificate of a PEM buffer. With `k`, -EKEYREJECTED unless the certificate's public
  * key is k's. -EINVAL if there is no parseable certificate. */
-int client_cert_info(const char *pem, size_t size, const ClientKey *k, ClientCertInfo *ret);
+int client_cert_info(const char *pem, size_t size, const ClientKey *k, ClientCertInfo *ret) _warn_unused_result_;
 
 /* When to renew: not_before + (70 % + random 0–20 %) of the lifetime (CONTRACT §9.6); `random` is any
  * uniformly distributed 64-bit value (passed in so the choice is testable). */

@@ -38,7 +38,7 @@ typedef void (*CsrRequestCallback)(CsrRequest *r, CsrOutcome outcome, int error,
 
 /* `object` is the CSR to create (client_csr_object()); a reference is taken. Starts at once. */
 int csr_request_start(KubeClient *client, json_t *object, uint64_t poll_usec, uint64_t timeout_usec,
-                      CsrRequestCallback cb, void *userdata, CsrRequest **ret);
+                      CsrRequestCallback cb, void *userdata, CsrRequest **ret) _warn_unused_result_;
 CsrRequest *csr_request_free(CsrRequest *r);
 DEFINE_CLEANUP_FUNC(CsrRequest, csr_request_free);
 

@@ -63,11 +63,11 @@ typedef enum IdentityEvent {
 typedef void (*IdentityCallback)(Identity *id, IdentityEvent event, void *userdata);
 
 int identity_new(sd_event *event, Http *http, const KubeTuning *tuning, const IdentityParams *p,
-                 IdentityCallback cb, void *userdata, Identity **ret);
+                 IdentityCallback cb, void *userdata, Identity **ret) _warn_unused_result_;
 /* The daemon's Identity: kubeconfig and bootstrapKubeconfig of the configuration, GNA's files below
  * <osc.rootDirectory>IDENTITY_GNA_DIRECTORY, the node name as the machine name fallback. */
 int identity_new_from_config(sd_event *event, Http *http, const KubeTuning *tuning, const Config *c,
-                             IdentityCallback cb, void *userdata, Identity **ret);
+                             IdentityCallback cb, void *userdata, Identity **ret) _warn_unused_result_;
 Identity *identity_free(Identity *id);
 DEFINE_CLEANUP_FUNC(Identity, identity_free);
 
@@ -82,7 +82,7 @@ void identity_unauthorized(Identity *id);
  * request in flight is dropped (it was made before the call) and a new one made. `ca_file` (NULL:
  * keep the kubeconfig's CA): the CA bundle to renew against, named by the new kubeconfig from then
  * on. */
-int identity_renew(Identity *id, const char *ca_file);
+int identity_renew(Identity *id, const char *ca_file) _warn_unused_result_;
 
 /* True while the kubeconfig holds a certificate of ours that has not expired (or token credentials). */
 bool identity_usable(const Identity *id);
@@ -101,8 +101,8 @@ UpdateFailureCode identity_failure(const Identity *id);
 /* apiServer.server and apiServer.caFile (optional) of gardener-node-agent's component config as
  * provisioned on the node (gna-config.h): the server its bootstrap token is for. Each NULL when not
  * there (no file, not readable or decodable, not set); -ENOMEM only. */
-int identity_gna_api_server(const char *gna_directory, char **ret_server, char **ret_ca_file);
+int identity_gna_api_server(const char *gna_directory, char **ret_server, char **ret_ca_file) _warn_unused_result_;
 
 /* The machine name as upstream derives it: the content of <gna_directory>/machine-name (trimmed) if
  * that file exists, else the node name. -EINVAL if the result is not a valid machine name. */
-int identity_machine_name(const char *gna_directory, const char *node_name, char **ret);
+int identity_machine_name(const char *gna_directory, const char *node_name, char **ret) _warn_unused_result_;

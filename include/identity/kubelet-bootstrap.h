@@ -19,6 +19,8 @@
 
 #include <jansson.h>
 
+#include "util/macro.h"
+
 #define KUBELET_DIRECTORY "/var/lib/kubelet"     /* below osc.rootDirectory */
 #define KUBELET_BOOTSTRAP_KUBECONFIG "kubeconfig-bootstrap"
 
@@ -35,4 +37,4 @@ json_t *kubelet_bootstrap_token_kubeconfig(const char *server, const char *ca_fi
 
 /* 1 when kubeconfig-bootstrap was written, 0 when there was nothing to do (no token, or the kubelet has
  * credentials), -errno with *ret_error naming the file or what is missing. */
-int kubelet_bootstrap_provision(const KubeletBootstrapParams *p, char **ret_error);
+int kubelet_bootstrap_provision(const KubeletBootstrapParams *p, char **ret_error) _warn_unused_result_;

@@ -54,7 +54,8 @@ json_t *kubelet_bootstrap_kubeconfig(const json_t *real, const char *ca_file, co
 
 /* Runs the file steps from the persisted one on; returns the step the caller has to do next
  * (KUBELET_REBOOTSTRAP_RESTART_KUBELET, or DONE when a finished run is found). */
-int kubelet_rebootstrap_run(const KubeletRebootstrapParams *p, KubeletRebootstrapStep *ret_next, char **ret_error);
+int kubelet_rebootstrap_run(const KubeletRebootstrapParams *p, KubeletRebootstrapStep *ret_next,
+                            char **ret_error) _warn_unused_result_;
 
 /* After the kubelet restarted and is healthy: the run is over (the state file is removed). */
-int kubelet_rebootstrap_finish(const KubeletRebootstrapParams *p, char **ret_error);
+int kubelet_rebootstrap_finish(const KubeletRebootstrapParams *p, char **ret_error) _warn_unused_result_;

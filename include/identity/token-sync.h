@@ -8,8 +8,9 @@
  * `controllers.token.syncPeriod` (default 12 h) and on token_sync_resync() (service-account-key rotation).
  *
  * The configuration part is pure (token_sync_configs_from_json()). TokenSync runs on the client's
- * sd_event loop; writes are small local files. Never logs or reports a token: messages name the Secret
- * and the path only. Ownership: the caller owns the TokenSync; it owns its watches and timer and borrows
+ * sd_event loop; writes are small local files. Logs (a long-running owner, like the identity): each
+ * token written, a Secret it cannot read or write (warning), a LIST no retry fixes (403, too large)
+ * once. Never logs or reports a token: messages name the Secret and the path only. Ownership: the caller owns the TokenSync; it owns its watches and timer and borrows
  * the KubeClient, which must outlive it. */
 
 #include <jansson.h>
@@ -35,27 +36,28 @@ typedef struct TokenSyncConfigs {
         uint64_t sync_period_usec;
 } TokenSyncConfigs;
 
-/* From a decoded NodeAgentConfiguration document. No `controllers.token` → zero entries. -EINVAL with
- * a message naming the field for wrong types, empty or relative paths, or bad secret names. */
-int token_sync_configs_from_json(const json_t *doc, TokenSyncConfigs *ret, char **ret_error);
+/* From a decoded NodeAgentConfiguration document, with the one parser the OSC's component config goes
+ * through too (osc_component_config_decode_token(): its checks). No `controllers.token` → zero
+ * entries, the default period. -EINVAL with a message naming the field. */
+int token_sync_configs_from_json(const json_t *doc, TokenSyncConfigs *ret, char **ret_error) _warn_unused_result_;
 void token_sync_configs_clear(TokenSyncConfigs *c);
 
-/* The token syncs of the component config the OSC carries (no syncPeriod there: the default). */
-int token_sync_configs_from_component(const OscComponentConfig *cc, TokenSyncConfigs *ret);
+/* The token syncs of a component config (the one the OSC carries), its syncPeriod or the default. */
+int token_sync_configs_from_component(const OscComponentConfig *cc, TokenSyncConfigs *ret) _warn_unused_result_;
 
 /* Reads and decodes the component config file (YAML or JSON). */
-int token_sync_configs_load(const char *path, TokenSyncConfigs *ret, char **ret_error);
+int token_sync_configs_load(const char *path, TokenSyncConfigs *ret, char **ret_error) _warn_unused_result_;
 
 typedef struct TokenSync TokenSync;
 
 /* `root` is prefixed to every path ("" or "/" for none); `cfg` is copied. */
 int token_sync_new(KubeClient *client, const char *root, const char *namespace, const TokenSyncConfigs *cfg,
-                   TokenSync **ret);
+                   TokenSync **ret) _warn_unused_result_;
 /* A resync waiter still registered is called with -ECANCELED first. */
 TokenSync *token_sync_free(TokenSync *t);
 DEFINE_CLEANUP_FUNC(TokenSync, token_sync_free);
 
-int token_sync_start(TokenSync *t);
+int token_sync_start(TokenSync *t) _warn_unused_result_;
 
 /* Called once every read of a resync is over: 0 when every file now holds its Secret's token, else
  * -EIO (a Secret could not be read, had no token, or its file could not be written: logged). */
@@ -64,7 +66,7 @@ typedef void (*TokenSyncDoneCallback)(TokenSync *t, int error, void *userdata);
 /* Re-reads every Secret now and rewrites the files that differ (service-account-key rotation). `cb`
  * (may be NULL) is called from the event loop, never from inside this call; there is one waiter: a
  * second call replaces the first one's callback. -errno (no callback will come) if it cannot be armed. */
-int token_sync_resync(TokenSync *t, TokenSyncDoneCallback cb, void *userdata);
+int token_sync_resync(TokenSync *t, TokenSyncDoneCallback cb, void *userdata) _warn_unused_result_;
 /* Drops the waiter (its owner goes away); the reads go on. */
 void token_sync_forget_waiter(TokenSync *t);
 

@@ -39,7 +39,7 @@ typedef struct EventDecision {
 
 typedef struct EventCache EventCache;
 
-int event_cache_new(EventCache **ret);
+int event_cache_new(EventCache **ret) _warn_unused_result_;
 EventCache *event_cache_free(EventCache *c);
 DEFINE_CLEANUP_FUNC(EventCache, event_cache_free);
 
@@ -48,7 +48,7 @@ DEFINE_CLEANUP_FUNC(EventCache, event_cache_free);
  * monotonic (spam filter, LRU), `realtime_usec` wall-clock (names, timestamps). */
 int event_cache_observe(EventCache *c, const char *object_name, const char *uid, const char *type,
                         const char *reason, const char *message, uint64_t now_usec, uint64_t realtime_usec,
-                        EventDecision *ret);
+                        EventDecision *ret) _warn_unused_result_;
 
 /* Forgets the Event of an identical occurrence, e.g. after creating it failed for good, so the next
  * occurrence creates a new one instead of patching one that does not exist. */

@@ -63,7 +63,7 @@ typedef void (*KubeClientReconnectCallback)(KubeClient *c, void *userdata);
 
 /* `event`, `http` and `tuning` are borrowed and must outlive the client; `kc` is copied. */
 int kube_client_new(sd_event *event, Http *http, const KubeConfig *kc, const KubeTuning *tuning,
-                    KubeClient **ret);
+                    KubeClient **ret) _warn_unused_result_;
 KubeClient *kube_client_free(KubeClient *c);
 DEFINE_CLEANUP_FUNC(KubeClient, kube_client_free);
 
@@ -84,14 +84,16 @@ sd_event *kube_client_get_event(KubeClient *c);
 /* `path` is the API path with query, e.g. "/api/v1/nodes/n1" (appended to the server URL), as
  * kube-path.h makes it: a path that is not kube_path_is_safe() fails with -EINVAL, nothing sent.
  * Bodies are serialized compactly; `body` is not stolen. */
-int kube_client_get(KubeClient *c, const char *path, KubeRequestCallback cb, void *userdata, KubeRequest **ret);
-int kube_client_delete(KubeClient *c, const char *path, KubeRequestCallback cb, void *userdata, KubeRequest **ret);
+int kube_client_get(KubeClient *c, const char *path, KubeRequestCallback cb, void *userdata,
+                    KubeRequest **ret) _warn_unused_result_;
+int kube_client_delete(KubeClient *c, const char *path, KubeRequestCallback cb, void *userdata,
+                       KubeRequest **ret) _warn_unused_result_;
 int kube_client_post(KubeClient *c, const char *path, const json_t *body, KubeRequestCallback cb, void *userdata,
-                     KubeRequest **ret);
+                     KubeRequest **ret) _warn_unused_result_;
 int kube_client_put(KubeClient *c, const char *path, const json_t *body, KubeRequestCallback cb, void *userdata,
-                    KubeRequest **ret);
+                    KubeRequest **ret) _warn_unused_result_;
 int kube_client_patch(KubeClient *c, const char *path, KubePatchType type, const json_t *body,
-                      KubeRequestCallback cb, void *userdata, KubeRequest **ret);
+                      KubeRequestCallback cb, void *userdata, KubeRequest **ret) _warn_unused_result_;
 
 KubeRequest *kube_request_free(KubeRequest *r);
 DEFINE_CLEANUP_FUNC(KubeRequest, kube_request_free);
@@ -110,7 +112,7 @@ const char *kube_request_get_path(const KubeRequest *r);
 /* For streaming requests (watches), which drive the HttpRequest themselves: an HttpRequest for
  * `path` with credentials, Accept and User-Agent set, not started. Fails with the credentials'
  * error if a configured credential was never readable. */
-int kube_client_prepare(KubeClient *c, const char *method, const char *path, HttpRequest **ret);
+int kube_client_prepare(KubeClient *c, const char *method, const char *path, HttpRequest **ret) _warn_unused_result_;
 /* Feed back the HTTP status of a request made with kube_client_prepare() (401 → token re-read). */
 void kube_client_observe_status(KubeClient *c, long status);
 

@@ -30,14 +30,14 @@ typedef struct KubeCredentials KubeCredentials;
 /* Copies what it needs from `kc` and reads the files once; files that cannot be read yet are
  * retried on every refresh. `token_refresh_usec` is the token re-read period. */
 int kube_credentials_new(const KubeConfig *kc, uint64_t token_refresh_usec, uint64_t now_usec,
-                         KubeCredentials **ret);
+                         KubeCredentials **ret) _warn_unused_result_;
 KubeCredentials *kube_credentials_free(KubeCredentials *c);
 DEFINE_CLEANUP_FUNC(KubeCredentials, kube_credentials_free);
 
 /* Before each request: re-reads the token file if due (or invalidated), and retries TLS files that
  * were never read. Returns 0 when everything configured is available, -errno of the failed read
  * (e.g. -ENOENT) when a configured credential has never been read successfully. */
-int kube_credentials_refresh(KubeCredentials *c, uint64_t now_usec);
+int kube_credentials_refresh(KubeCredentials *c, uint64_t now_usec) _warn_unused_result_;
 
 /* stat()s the certificate, key and CA files and re-reads changed ones. Returns 1 if the client
  * certificate, key or CA content changed, 0 if not. A file that vanished or became unreadable keeps

@@ -25,20 +25,21 @@ typedef struct KubeEvents KubeEvents;
 
 /* `component` is source.component/reportingComponent (e.g. "inplace-agent"); `node_name` is the
  * involved object and source.host/reportingInstance. */
-int kube_events_new(KubeClient *client, const char *component, const char *node_name, KubeEvents **ret);
+int kube_events_new(KubeClient *client, const char *component, const char *node_name,
+                    KubeEvents **ret) _warn_unused_result_;
 KubeEvents *kube_events_free(KubeEvents *e);
 DEFINE_CLEANUP_FUNC(KubeEvents, kube_events_free);
 
 /* The Node's uid (NULL: unknown, the name is used). */
-int kube_events_set_node_uid(KubeEvents *e, const char *uid);
+int kube_events_set_node_uid(KubeEvents *e, const char *uid) _warn_unused_result_;
 
 /* Queues an Event. `type` is "Normal" or "Warning"; `reason` a CamelCase word; `message` is cut at
  * KUBE_EVENTS_MESSAGE_MAX bytes. Returns 0 when queued, 0 as well when the spam filter dropped it
  * (that is the filter's purpose), -ENOBUFS when the queue is full, -EINVAL for a bad type. */
-int kube_events_emit(KubeEvents *e, const char *type, const char *reason, const char *message);
+int kube_events_emit(KubeEvents *e, const char *type, const char *reason, const char *message) _warn_unused_result_;
 /* The same with the Event's `action` (e.g. "HealthCheck", as GNA's health checks; NULL: none). */
 int kube_events_emit_action(KubeEvents *e, const char *type, const char *reason, const char *action,
-                            const char *message);
+                            const char *message) _warn_unused_result_;
 
 /* Events queued or in flight (for tests and idle checks). */
 unsigned kube_events_pending(const KubeEvents *e);

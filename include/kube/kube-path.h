@@ -33,11 +33,11 @@ const char *kube_resource_to_string(KubeResource r);
  * (except a collection: NULL lists every namespace) and must be NULL for a cluster-scoped one.
  * -EINVAL if a segment is not valid; -ENOMEM. */
 int kube_path(KubeResource resource, const char *namespace, const char *name, const char *subresource,
-              char **ret);
+              char **ret) _warn_unused_result_;
 
 /* Appends "?key=value" (or "&key=value" if *path has a query already) to *path, reallocated; the
  * value is percent-encoded, the key must be a plain word ([A-Za-z]). -EINVAL, -ENOMEM. */
-int kube_path_add_query(char **path, const char *key, const char *value);
+int kube_path_add_query(char **path, const char *key, const char *value) _warn_unused_result_;
 
 /* `s` percent-encoded: every byte but RFC 3986's unreserved characters (A-Z a-z 0-9 - . _ ~) becomes
  * %XX. NULL on OOM. */

@@ -69,4 +69,4 @@ void kube_tuning_init(KubeTuning *t);
 /* Applies `spec` (NULL or empty: nothing) on top of *t. -EINVAL with a message naming the key
  * for unknown keys, bad durations, zero where a positive value is needed, or MIN ≥ MAX. *t is
  * unchanged on failure. */
-int kube_tuning_parse(KubeTuning *t, const char *spec, char **ret_error);
+int kube_tuning_parse(KubeTuning *t, const char *spec, char **ret_error) _warn_unused_result_;

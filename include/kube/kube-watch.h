@@ -18,10 +18,12 @@
  * Backoff: backoff.h (0.8 s doubling to 30 s, +100 % jitter, reset after 2 min without failures).
  * Timings come from the client's KubeTuning.
  *
- * Runs on the KubeClient's sd_event loop. Logs at debug level only, except that a watch that has
- * to stop (its timer cannot be armed: the loop is finishing, or in a forked child) says so through
- * on_stopped, or at error level when there is none, instead of going quiet. The KubeWatch borrows
- * the KubeClient, which must outlive it. */
+ * Runs on the KubeClient's sd_event loop. Logs at debug level only: a failed LIST is the owner's to
+ * say (on_synced, with kube_watch_get_list_message()), and a watch that has to stop (its timer cannot
+ * be armed: the loop is finishing, or in a forked child) tells on_stopped. Two exceptions, where no
+ * owner hears of it: a WATCH event over the line limit (the watch relists by itself) is a warning,
+ * once until an event fits again; a stop without on_stopped is an error line instead of going quiet.
+ * The KubeWatch borrows the KubeClient, which must outlive it. */
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -58,13 +60,13 @@ typedef struct KubeWatchStats {
 /* Watches the object `name` of `resource` (in `namespace`, NULL for a cluster-scoped one). -EINVAL
  * if the name or namespace is not valid (kube-path.h). `cb` is copied. */
 int kube_watch_new(KubeClient *client, KubeResource resource, const char *namespace, const char *name,
-                   const KubeWatchCallbacks *cb, void *userdata, KubeWatch **ret);
+                   const KubeWatchCallbacks *cb, void *userdata, KubeWatch **ret) _warn_unused_result_;
 KubeWatch *kube_watch_free(KubeWatch *w);
 DEFINE_CLEANUP_FUNC(KubeWatch, kube_watch_free);
 
-/* Starts the first LIST after the start-up delay. A failure has already been reported like any
- * stop (on_stopped or the log). */
-int kube_watch_start(KubeWatch *w);
+/* Starts the first LIST after the start-up delay. A failure is the caller's to handle (it is not a
+ * stop: on_stopped is not called, nothing is logged). */
+int kube_watch_start(KubeWatch *w) _warn_unused_result_;
 
 /* Drops the current watch and re-watches at once from the last resourceVersion, e.g. because the
  * client certificate changed. No-op while a LIST or a backoff is pending. */
@@ -74,7 +76,8 @@ void kube_watch_reconnect(KubeWatch *w);
 json_t *kube_watch_get_object(KubeWatch *w);
 const char *kube_watch_get_resource_version(KubeWatch *w);
 const char *kube_watch_get_name(KubeWatch *w);
-/* The server's message (Status .message) of the last LIST when it failed, e.g. an authorizer's
- * reason for a 403; NULL after a successful LIST or when the answer had none. For on_synced. */
+/* Why the last LIST failed: the server's message (Status .message), e.g. an authorizer's reason for a
+ * 403, or for -EFBIG the size limit the object is over; NULL after a successful LIST or when there is
+ * nothing to add to the error. For on_synced. */
 const char *kube_watch_get_list_message(KubeWatch *w);
 void kube_watch_get_stats(KubeWatch *w, KubeWatchStats *ret);

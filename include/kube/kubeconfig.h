@@ -44,15 +44,16 @@ DEFINE_CLEANUP_FUNC(KubeConfig, kubeconfig_free);
 /* Parses kubeconfig text. `path` names the file in messages and anchors relative paths (its
  * directory); it need not exist. -EINVAL with *ret_error ("<path>: <field>: <reason>") for invalid
  * or unsupported content, -EBADMSG for YAML syntax errors, -ENOMEM. */
-int kubeconfig_parse(const char *text, size_t size, const char *path, KubeConfig **ret, char **ret_error);
+int kubeconfig_parse(const char *text, size_t size, const char *path, KubeConfig **ret,
+                     char **ret_error) _warn_unused_result_;
 
 /* In-cluster configuration: server https://<host>:<port> (IPv6 hosts bracketed), tokenFile
  * <sa_dir>/token, CA file <sa_dir>/ca.crt, namespace from <sa_dir>/namespace if readable. -ENOENT
  * with a message when host/port are unset or the token or CA file is missing. */
 int kubeconfig_in_cluster(const char *host, const char *port, const char *sa_dir, KubeConfig **ret,
-                          char **ret_error);
+                          char **ret_error) _warn_unused_result_;
 
 /* Reads `path`; if it does not exist, falls back to the in-cluster configuration from
  * $KUBERNETES_SERVICE_HOST/$KUBERNETES_SERVICE_PORT and KUBECONFIG_SERVICE_ACCOUNT_DIR. -ENOENT
  * (with a message naming both) when neither is available. */
-int kubeconfig_load(const char *path, KubeConfig **ret, char **ret_error);
+int kubeconfig_load(const char *path, KubeConfig **ret, char **ret_error) _warn_unused_result_;

@@ -33,20 +33,20 @@ typedef struct LeaseStats {
 typedef void (*LeaseStoppedCallback)(Lease *l, int error, void *userdata);
 
 int lease_new(KubeClient *client, const char *namespace, const char *name, const char *holder,
-              uint64_t duration_usec, Lease **ret);
+              uint64_t duration_usec, Lease **ret) _warn_unused_result_;
 Lease *lease_free(Lease *l);
 DEFINE_CLEANUP_FUNC(Lease, lease_free);
 
 /* The Node that owns the Lease; a changed uid (Node re-created) updates the ownerReference with the
  * next renewal. `uid` NULL: no owner yet. */
-int lease_set_owner(Lease *l, const char *node_name, const char *uid);
+int lease_set_owner(Lease *l, const char *node_name, const char *uid) _warn_unused_result_;
 
 /* Optional: without it, a stop is logged at error level. */
 void lease_set_stopped_callback(Lease *l, LeaseStoppedCallback cb, void *userdata);
 
-/* Starts acquiring and renewing at once; a no-op when already running. A failure has already been
- * reported like any stop (the callback or the log). */
-int lease_start(Lease *l);
+/* Starts acquiring and renewing at once; a no-op when already running. A failure is the caller's to
+ * handle (it is not a stop: the callback is not called, nothing is logged). */
+int lease_start(Lease *l) _warn_unused_result_;
 
 /* Stops renewing (a request in flight is dropped) until lease_start() again, which reads the Lease
  * anew: its owner Node is gone, and a heartbeat for a Node that does not exist is none (upstream's

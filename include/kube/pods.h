@@ -26,6 +26,6 @@ typedef void (*PodCleanupDone)(PodCleanup *pc, int error, const char *message, c
 
 /* Sends the LIST; -errno when it cannot be sent (no callback then). */
 int pod_cleanup_start(KubeClient *client, const char *node_name, PodCleanupDone done, void *userdata,
-                      PodCleanup **ret);
+                      PodCleanup **ret) _warn_unused_result_;
 PodCleanup *pod_cleanup_free(PodCleanup *pc);
 DEFINE_CLEANUP_FUNC(PodCleanup, pod_cleanup_free);

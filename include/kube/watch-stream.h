@@ -39,7 +39,7 @@ typedef int (*WatchStreamCallback)(WatchEventType type, json_t *object, void *us
 typedef struct WatchStream WatchStream;
 
 /* max_line 0 = WATCH_STREAM_LINE_MAX. */
-int watch_stream_new(size_t max_line, WatchStreamCallback cb, void *userdata, WatchStream **ret);
+int watch_stream_new(size_t max_line, WatchStreamCallback cb, void *userdata, WatchStream **ret) _warn_unused_result_;
 WatchStream *watch_stream_free(WatchStream *s);
 DEFINE_CLEANUP_FUNC(WatchStream, watch_stream_free);
 
@@ -47,7 +47,7 @@ DEFINE_CLEANUP_FUNC(WatchStream, watch_stream_free);
  * -EMSGSIZE when a line exceeds the limit, -EBADMSG for a line that is not a JSON object with a
  * string "type" and an object "object", or whose type is unknown; or the callback's error. After an
  * error the stream is unusable until watch_stream_reset(). */
-int watch_stream_feed(WatchStream *s, const void *data, size_t size);
+int watch_stream_feed(WatchStream *s, const void *data, size_t size) _warn_unused_result_;
 
 /* Drops buffered bytes (a new watch response starts). */
 void watch_stream_reset(WatchStream *s);

@@ -45,21 +45,21 @@ typedef struct HttpTls {
 
 #define HTTP_BODY_MAX_DEFAULT (16U * 1024U * 1024U)
 
-int http_new(sd_event *event, Http **ret);
+int http_new(sd_event *event, Http **ret) _warn_unused_result_;
 Http *http_free(Http *h);
 DEFINE_CLEANUP_FUNC(Http, http_free);
 
 /* Number of transfers in flight (for tests and idle checks). */
 unsigned http_active(Http *h);
 
-int http_request_new(Http *h, const char *method, const char *url, HttpRequest **ret);
+int http_request_new(Http *h, const char *method, const char *url, HttpRequest **ret) _warn_unused_result_;
 HttpRequest *http_request_free(HttpRequest *req);
 DEFINE_CLEANUP_FUNC(HttpRequest, http_request_free);
 
 /* "Name: value". May be called repeatedly. */
-int http_request_add_header(HttpRequest *req, const char *header);
+int http_request_add_header(HttpRequest *req, const char *header) _warn_unused_result_;
 /* Copies the body. */
-int http_request_set_body(HttpRequest *req, const void *data, size_t size);
+int http_request_set_body(HttpRequest *req, const void *data, size_t size) _warn_unused_result_;
 /* Total transfer timeout (0 = none) and connect timeout. */
 void http_request_set_timeout(HttpRequest *req, uint64_t total_usec, uint64_t connect_usec);
 /* Abort when fewer than `bytes` arrive within `usec` (a stalled download). curl checks every second. */
@@ -71,7 +71,7 @@ void http_request_set_silence(HttpRequest *req, uint64_t usec);
 void http_request_set_max_body(HttpRequest *req, size_t max);
 /* Stream the body to `cb` instead of buffering it (non-2xx bodies are still buffered, capped). */
 void http_request_set_stream(HttpRequest *req, HttpDataCallback cb);
-int http_request_set_tls(HttpRequest *req, const HttpTls *tls);
+int http_request_set_tls(HttpRequest *req, const HttpTls *tls) _warn_unused_result_;
 /* Follow redirects (registries redirect blobs to storage). Off by default. */
 void http_request_set_follow(HttpRequest *req, bool follow);
 /* Range request starting at `offset` (resume). */
@@ -81,7 +81,7 @@ void http_request_set_resume_from(HttpRequest *req, uint64_t offset);
  * may have executed. On a fresh connection it never does that. */
 void http_request_set_fresh_connect(HttpRequest *req, bool fresh);
 
-int http_request_start(HttpRequest *req, HttpDoneCallback done, void *userdata);
+int http_request_start(HttpRequest *req, HttpDoneCallback done, void *userdata) _warn_unused_result_;
 void http_request_cancel(HttpRequest *req);
 bool http_request_is_active(HttpRequest *req);
 

@@ -76,25 +76,26 @@ typedef struct ArchiveExtractResult {
  * exists). On failure nothing is left at that name, and *ret_message (optional, owned by the caller)
  * says which entry and why. */
 int archive_extract_layer(int layer_fd, const char *file_path, const char *staging_dir, const char *out_name,
-                          const ArchiveLimits *limits, ArchiveExtractResult *ret, char **ret_message);
+                          const ArchiveLimits *limits, ArchiveExtractResult *ret,
+                          char **ret_message) _warn_unused_result_;
 
 /* The same on a layer that is still being downloaded: reads wait on `feed` for bytes that are not
  * final yet (oci/layer-feed.h). A feed that is ended with an error or started over makes this fail
  * (its result is never to be installed). feed = NULL is archive_extract_layer(). */
 int archive_extract_layer_fed(int layer_fd, LayerFeed *feed, const char *file_path, const char *staging_dir,
                               const char *out_name, const ArchiveLimits *limits, ArchiveExtractResult *ret,
-                              char **ret_message);
+                              char **ret_message) _warn_unused_result_;
 
 /* Convenience over a whole stack of local layer files (base first): asks the top layer first and goes
  * down while ABSENT. *ret_layer is the index of the layer that decided (-1 if none had the path). */
 int archive_extract_from_layers(const char *const *layer_paths, size_t n_layers, const char *file_path,
                                 const char *staging_dir, const char *out_name, const ArchiveLimits *limits,
-                                ArchiveExtractResult *ret, ssize_t *ret_layer, char **ret_message);
+                                ArchiveExtractResult *ret, ssize_t *ret_layer, char **ret_message) _warn_unused_result_;
 
 /* Normalizes an entry or image path: strips "./" and leading "/" (if allow_absolute), collapses "//"
  * and "." components. -EXDEV for ".." or (without allow_absolute) a leading "/", -ENAMETOOLONG
  * beyond max_path or NAME_MAX per component, -EINVAL for an empty string. The root ("." or "./")
  * normalizes to "". */
-int archive_path_normalize(const char *path, bool allow_absolute, size_t max_path, char **ret);
+int archive_path_normalize(const char *path, bool allow_absolute, size_t max_path, char **ret) _warn_unused_result_;
 
 const char *archive_lookup_to_string(ArchiveLookup l);

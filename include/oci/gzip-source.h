@@ -12,7 +12,7 @@
  * member end the stream. A corrupt or truncated member is a fatal read error (archive_errno()
  * EBADMSG). Blocking reads: for the extraction thread, not the event loop. With a `feed` (the layer is
  * still being downloaded) reads go through layer_feed_read() and wait for the bytes; NULL = plain
- * reads of a complete file. */
+ * reads of a complete file. Does not log. */
 
 #include <archive.h>
 #include <stdbool.h>
@@ -24,4 +24,4 @@ bool gzip_source_is_isal(void);
 
 /* Opens `a` (format handlers set, no filter needed) on the inflated contents of the gzip stream at
  * `fd`: ARCHIVE_OK, ARCHIVE_FATAL (see archive_error_string()), or -EOPNOTSUPP without ISA-L. */
-int gzip_source_open(struct archive *a, int fd, LayerFeed *feed);
+int gzip_source_open(struct archive *a, int fd, LayerFeed *feed) _warn_unused_result_;

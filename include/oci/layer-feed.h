@@ -14,7 +14,8 @@
  *
  * This is only about overlapping: nothing here verifies anything. The owner installs what the reader
  * produced only after the blob's digest matched and the feed stayed valid (verify-before-install).
- * The owner must end the feed before it joins the reader, or the reader may wait for ever. */
+ * The owner must end the feed before it joins the reader, or the reader may wait for ever. Does not
+ * log. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,7 +25,7 @@
 
 typedef struct LayerFeed LayerFeed;
 
-int layer_feed_new(LayerFeed **ret);
+int layer_feed_new(LayerFeed **ret) _warn_unused_result_;
 LayerFeed *layer_feed_free(LayerFeed *f);
 DEFINE_CLEANUP_FUNC(LayerFeed, layer_feed_free);
 

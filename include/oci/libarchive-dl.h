@@ -7,11 +7,14 @@
  * used only while staging. Once loaded it stays loaded (no dlclose: libstdc++ could not be unloaded
  * anyway). The functions are called through sym_* pointers, as systemd does for its optional libraries.
  *
- * Thread-safe: the extraction thread may be the first caller. */
+ * Thread-safe: the extraction thread may be the first caller. Does not log: a failed load comes back
+ * as -errno and dlerror()'s message. */
 
 #include <archive.h>
 #include <archive_entry.h>
 #include <stdbool.h>
+
+#include "util/macro.h"
 
 #define LIBARCHIVE_DLSYM(f) extern typeof(f) *sym_##f
 
@@ -51,4 +54,4 @@ LIBARCHIVE_DLSYM(archive_write_header);
 
 /* Loads libarchive and resolves every symbol above, once. 0, or -EOPNOTSUPP when the library or a
  * symbol is missing; *ret_message (optional, owned by the caller) then says which (dlerror()). */
-int dlopen_libarchive(char **ret_message);
+int dlopen_libarchive(char **ret_message) _warn_unused_result_;

@@ -67,7 +67,7 @@ typedef struct OciManifest {
 
 /* `content_type` is the HTTP Content-Type (may be NULL); the document's own "mediaType" wins when
  * present, and a disagreement between the two is -EBADMSG. */
-int oci_manifest_parse(const void *data, size_t size, const char *content_type, OciManifest **ret);
+int oci_manifest_parse(const void *data, size_t size, const char *content_type, OciManifest **ret) _warn_unused_result_;
 OciManifest *oci_manifest_free(OciManifest *m);
 DEFINE_CLEANUP_FUNC(OciManifest, oci_manifest_free);
 
@@ -75,11 +75,12 @@ DEFINE_CLEANUP_FUNC(OciManifest, oci_manifest_free);
  * variant matches any requested variant). Entries with an unknown media type are skipped. -ENOENT
  * when no entry fits, -EINVAL when `index` is not an index. Returns a borrowed pointer. */
 int oci_manifest_select_platform(const OciManifest *index, const char *os, const char *architecture,
-                                 const char *variant, const OciDescriptor **ret);
+                                 const char *variant, const OciDescriptor **ret) _warn_unused_result_;
 
 /* The OCI platform of this machine from uname's machine string: x86_64 → amd64, aarch64 → arm64
  * (variant v8), armv7l → arm/v7, ... -EOPNOTSUPP for an unknown machine. Borrowed strings. */
-int oci_platform_from_machine(const char *machine, const char **ret_architecture, const char **ret_variant);
+int oci_platform_from_machine(const char *machine, const char **ret_architecture,
+                              const char **ret_variant) _warn_unused_result_;
 
 const char *oci_manifest_kind_to_string(OciManifestKind k);
 OciManifestKind oci_manifest_kind_from_media_type(const char *media_type);

@@ -27,10 +27,10 @@ typedef struct OciRef {
         char *digest;           /* owned: "sha256:..." or NULL */
 } OciRef;
 
-int oci_ref_parse(const char *s, OciRef **ret);
+int oci_ref_parse(const char *s, OciRef **ret) _warn_unused_result_;
 /* Whether `s` parses: 0, or -EINVAL with *ret_why (if not NULL) pointing at a static reason naming
  * the part that does not match the distribution grammar ("the tag does not match ..."); -ENOMEM. */
-int oci_ref_check(const char *s, const char **ret_why);
+int oci_ref_check(const char *s, const char **ret_why) _warn_unused_result_;
 OciRef *oci_ref_free(OciRef *r);
 DEFINE_CLEANUP_FUNC(OciRef, oci_ref_free);
 
@@ -40,14 +40,14 @@ const char *oci_ref_api_host(const OciRef *r);
  * tag. */
 const char *oci_ref_manifest_reference(const OciRef *r);
 /* "registry/repository[:tag][@digest]". */
-int oci_ref_to_string(const OciRef *r, char **ret);
+int oci_ref_to_string(const OciRef *r, char **ret) _warn_unused_result_;
 
 /* Replaces every "{version}" in `template` with `version`. -EINVAL if `version` has characters
  * that cannot appear in a tag. */
-int oci_ref_substitute_version(const char *template, const char *version, char **ret);
+int oci_ref_substitute_version(const char *template, const char *version, char **ret) _warn_unused_result_;
 
 /* The version a tag names, without a leading "v" ("v1.31.2" → "1.31.2"). -ENODATA without tag. */
-int oci_ref_tag_version(const OciRef *r, char **ret);
+int oci_ref_tag_version(const OciRef *r, char **ret) _warn_unused_result_;
 
 bool oci_tag_is_valid(const char *s);
 bool oci_repository_is_valid(const char *s);

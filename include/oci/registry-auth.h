@@ -34,17 +34,19 @@ typedef struct RegistryChallenge {
 /* Parses a WWW-Authenticate value. With several challenges in one header, Bearer is preferred.
  * -EPROTONOSUPPORT when only unknown schemes are offered, -EBADMSG when malformed (also a Bearer
  * challenge without realm). */
-int registry_challenge_parse(const char *header, RegistryChallenge **ret);
+int registry_challenge_parse(const char *header, RegistryChallenge **ret) _warn_unused_result_;
 RegistryChallenge *registry_challenge_free(RegistryChallenge *c);
 DEFINE_CLEANUP_FUNC(RegistryChallenge, registry_challenge_free);
 
 /* "<realm>?service=...&scope=..." with every value percent-encoded. `default_scope` is used when the
  * challenge names none ("repository:<repo>:pull"). -EINVAL if the realm is not an http(s) URL. */
-int registry_challenge_token_url(const RegistryChallenge *c, const char *default_scope, char **ret);
+int registry_challenge_token_url(const RegistryChallenge *c, const char *default_scope,
+                                 char **ret) _warn_unused_result_;
 
 /* Decodes the token service's JSON answer: "token" (or "access_token"), "expires_in" seconds
  * (default 60, as the distribution spec says). The token must be printable ASCII without spaces. */
-int registry_token_parse(const void *data, size_t size, char **ret_token, uint64_t *ret_expires_in_usec);
+int registry_token_parse(const void *data, size_t size, char **ret_token,
+                         uint64_t *ret_expires_in_usec) _warn_unused_result_;
 
 typedef struct RegistryCredentials {
         char *username;         /* owned */
@@ -60,7 +62,7 @@ DEFINE_CLEANUP_FUNC(RegistryCredentials, registry_credentials_free);
  * "auth" (base64 of "user:password") or "username" + "password". -ENOENT when nothing matches,
  * -EBADMSG when the file or the matching entry is malformed. */
 int registry_auth_file_lookup(const void *data, size_t size, const char *registry, const char *repository,
-                              RegistryCredentials **ret);
+                              RegistryCredentials **ret) _warn_unused_result_;
 
 /* "Basic <base64(user:password)>" value for an Authorization header. */
-int registry_credentials_basic_header(const RegistryCredentials *c, char **ret);
+int registry_credentials_basic_header(const RegistryCredentials *c, char **ret) _warn_unused_result_;

@@ -20,12 +20,13 @@
 /* Downloads and verifies one blob of `ref`'s repository; the result's blob_path, bytes_downloaded and
  * resumed_from are set on success. */
 int registry_fetch_blob(RegistryClient *c, const OciRef *ref, const OciDescriptor *blob,
-                        RegistryProgress progress, RegistryDone done, void *userdata, RegistryOp **ret);
+                        RegistryProgress progress, RegistryDone done, void *userdata,
+                        RegistryOp **ret) _warn_unused_result_;
 
 /* <blob_directory>/<hex> for a digest (the file may not exist). */
-int registry_blob_path(RegistryClient *c, const Digest *d, char **ret);
+int registry_blob_path(RegistryClient *c, const Digest *d, char **ret) _warn_unused_result_;
 /* <blob_directory>/<hex>.partial: where registry_fetch_blob() writes the blob while it downloads (it
  * exists once that call returned, unless the verified blob was already there). The bytes up to the
  * count its progress callback last reported are final; a count of 0 after a larger one means the
  * download started over. */
-int registry_blob_partial_path(RegistryClient *c, const Digest *d, char **ret);
+int registry_blob_partial_path(RegistryClient *c, const Digest *d, char **ret) _warn_unused_result_;

@@ -17,7 +17,7 @@
  * registry first ("https://" added to a URL without a scheme, trailing slashes dropped), then
  * https://<the registry's API host>. -ENOMEM. */
 int registry_mirror_endpoints(const RegistryMirror *mirrors, size_t n_mirrors, const OciRef *ref, char ***ret,
-                              size_t *ret_n);
+                              size_t *ret_n) _warn_unused_result_;
 
 /* "host[:port]" of a base URL, or NULL on OOM. */
 char *registry_mirror_endpoint_host(const char *base);
@@ -25,7 +25,7 @@ char *registry_mirror_endpoint_host(const char *base);
 /* Credentials for `endpoint` from an auth.json's content: a mirror (`is_mirror`) has its own when the
  * file names its host; otherwise the upstream registry's apply. -ENOENT when there are none. */
 int registry_mirror_credentials(const char *data, size_t size, const char *endpoint, bool is_mirror,
-                                const OciRef *ref, RegistryCredentials **ret);
+                                const OciRef *ref, RegistryCredentials **ret) _warn_unused_result_;
 
 /* The last endpoint failed with *message: a mirror's earlier failure `first` (a stall, a digest
  * mismatch) says more than the upstream's after it, so both go into *message when they differ. Best

@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "util/macro.h"
+
 typedef struct RegistryToken RegistryToken;
 
 typedef struct RegistryTokenCache {
@@ -21,6 +23,7 @@ const char *registry_token_cache_lookup(const RegistryTokenCache *c, const char 
 /* Stores or replaces it. It counts as expired early, so that it never expires in the middle of a
  * request: 10 s before lifetime_usec is over, or at half of it when that is 20 s or less. -ENOMEM. */
 int registry_token_cache_store(RegistryTokenCache *c, const char *endpoint, const char *scope,
-                               const char *authorization, uint64_t lifetime_usec, uint64_t now_usec);
+                               const char *authorization, uint64_t lifetime_usec,
+                               uint64_t now_usec) _warn_unused_result_;
 
 void registry_token_cache_clear(RegistryTokenCache *c);

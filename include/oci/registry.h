@@ -57,7 +57,8 @@ typedef struct RegistryClient RegistryClient;
 typedef struct RegistryOp RegistryOp;
 
 /* Strings in `o` are copied. `http` and `event` must outlive the client. */
-int registry_client_new(sd_event *event, Http *http, const RegistryOptions *o, RegistryClient **ret);
+int registry_client_new(sd_event *event, Http *http, const RegistryOptions *o,
+                        RegistryClient **ret) _warn_unused_result_;
 /* Every op must have been freed first. */
 RegistryClient *registry_client_free(RegistryClient *c);
 DEFINE_CLEANUP_FUNC(RegistryClient, registry_client_free);

@@ -12,7 +12,7 @@
  *   tests), each line "<3>inplace-agent: <text>" in one write(), so /dev/kmsg takes it as one record.
  * Never blocks the loop: a socket is written with MSG_DONTWAIT, a path opened O_NONBLOCK (a FIFO
  * without a reader or a full pipe loses the line and says so with -errno). The caller rate-limits
- * (core/contact-blocker.h). */
+ * (core/contact-blocker.h). Does not log: a lost line is the caller's to judge. */
 
 #include "util/macro.h"
 
@@ -21,9 +21,9 @@
 typedef struct Console Console;
 
 /* `path` NULL or "": standard output. Copied. */
-int console_new(const char *path, Console **ret);
+int console_new(const char *path, Console **ret) _warn_unused_result_;
 Console *console_free(Console *c);
 DEFINE_CLEANUP_FUNC(Console, console_free);
 
 /* One line (no newline in `text`; one is added, embedded ones become spaces). 0 or -errno. */
-int console_write(Console *c, const char *text);
+int console_write(Console *c, const char *text) _warn_unused_result_;

@@ -29,7 +29,7 @@ typedef struct Reporter Reporter;
 typedef void (*ReporterDone)(int error, void *userdata);
 
 /* `node_name` is copied. */
-int reporter_new(const char *node_name, Reporter **ret);
+int reporter_new(const char *node_name, Reporter **ret) _warn_unused_result_;
 /* Drops the writes in flight without calling their callbacks. */
 Reporter *reporter_free(Reporter *r);
 DEFINE_CLEANUP_FUNC(Reporter, reporter_free);
@@ -49,7 +49,7 @@ bool reporter_handles(UpdateActionType t);
  * 1 when there was nothing to write (done at once, `done` is not called), -errno when nothing could
  * be started. */
 int reporter_report(Reporter *r, const UpdateTransaction *tx, const UpdateAction *a, uint64_t now_usec,
-                    ReporterDone done, void *userdata);
+                    ReporterDone done, void *userdata) _warn_unused_result_;
 
 /* Byte progress of the running step: written fire-and-forget when the budget allows
  * (progress_should_write()), with STATUS= `status` (may be NULL). */
@@ -57,29 +57,31 @@ void reporter_progress(Reporter *r, const UpdateTransaction *tx, const UpdateAct
                        uint64_t total, uint64_t now_usec, const char *status);
 
 /* Merge patch of the Node's metadata, e.g. {"labels":{"a":"x","b":null}}; `done` may be NULL. */
-int reporter_patch_metadata(Reporter *r, const json_t *metadata_patch, ReporterDone done, void *userdata);
+int reporter_patch_metadata(Reporter *r, const json_t *metadata_patch, ReporterDone done,
+                            void *userdata) _warn_unused_result_;
 
 /* Removes annotation `key` only while it still holds `value` (JSON patch test + remove); a value
  * changed meanwhile fails with -EINVAL (422). Returns like reporter_report(). */
-int reporter_remove_annotation(Reporter *r, const char *key, const char *value, ReporterDone done, void *userdata);
+int reporter_remove_annotation(Reporter *r, const char *key, const char *value, ReporterDone done,
+                               void *userdata) _warn_unused_result_;
 
 /* Condition `type` of our Node (one node_view_condition() knows, so that its current value is
  * watched), fire and forget: written (strategic merge on /status, by type) only when status, reason
  * or message differ from the watched Node's; -ENODEV while there is no Node. `now_usec` on
  * CLOCK_REALTIME. */
 int reporter_set_condition(Reporter *r, const char *type, bool status, const char *reason, const char *message,
-                           uint64_t now_usec);
+                           uint64_t now_usec) _warn_unused_result_;
 
 /* Puts the InternalIP `address` back into the Node's status.addresses (strategic merge on /status,
  * by type, so the other addresses stay; GNA's kubelet health check). Returns like reporter_report();
  * -ENODEV while there is no Node. */
-int reporter_set_internal_ip(Reporter *r, const char *address, ReporterDone done, void *userdata);
+int reporter_set_internal_ip(Reporter *r, const char *address, ReporterDone done, void *userdata) _warn_unused_result_;
 
 /* A core/v1 Event about our Node (deduplicated and rate-limited by kube-events.h). */
 int reporter_emit_event(Reporter *r, const char *type, const char *reason, const char *message);
 /* The same with the Event's `action` (NULL: none). */
 int reporter_emit_event_action(Reporter *r, const char *type, const char *reason, const char *action,
-                               const char *message);
+                               const char *message) _warn_unused_result_;
 
 /* STATUS= for systemd, sent only when it changed. */
 void reporter_set_status(Reporter *r, const char *fmt, ...) _printf_(2, 3);

@@ -29,7 +29,7 @@ typedef struct RebootRequest RebootRequest;
  * inside the callback. */
 typedef void (*RebootRequestDone)(RebootRequest *r, int error, void *userdata);
 
-int reboot_request_new(sd_bus *bus, RebootMethod method, RebootRequest **ret);
+int reboot_request_new(sd_bus *bus, RebootMethod method, RebootRequest **ret) _warn_unused_result_;
 /* Drops a pending call (its reply is then ignored; the reboot may still happen). */
 RebootRequest *reboot_request_free(RebootRequest *r);
 DEFINE_CLEANUP_FUNC(RebootRequest, reboot_request_free);
@@ -37,7 +37,7 @@ DEFINE_CLEANUP_FUNC(RebootRequest, reboot_request_free);
 /* 0: the call is on its way and `done` follows from the loop; REBOOT_DISABLED (1) for
  * REBOOT_METHOD_NONE: nothing was done and `done` is not called; -EALREADY if already started;
  * -errno if the call could not be queued (then `done` is not called). */
-int reboot_request_start(RebootRequest *r, RebootRequestDone done, void *userdata);
+int reboot_request_start(RebootRequest *r, RebootRequestDone done, void *userdata) _warn_unused_result_;
 
 /* The D-Bus error name and message of a failed call ("org.freedesktop.DBus.Error.AccessDenied:
  * ..."), NULL if none. Borrowed. */

@@ -40,13 +40,13 @@ typedef struct SystemBusOptions {
 
 /* `o` may be NULL (the system bus, default backoff). Does not connect yet. */
 int system_bus_new(sd_event *event, const SystemBusOptions *o, SystemBusChanged changed, void *userdata,
-                   SystemBus **ret);
+                   SystemBus **ret) _warn_unused_result_;
 SystemBus *system_bus_free(SystemBus *sb);
 DEFINE_CLEANUP_FUNC(SystemBus, system_bus_free);
 
 /* The first attempt, now: its outcome is reported from inside this call. Later attempts run on the
  * loop. */
-int system_bus_start(SystemBus *sb);
+int system_bus_start(SystemBus *sb) _warn_unused_result_;
 
 /* The connection while up, else NULL. Borrowed: valid until the next change is reported. */
 sd_bus *system_bus_get(const SystemBus *sb);

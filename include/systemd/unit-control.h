@@ -79,10 +79,10 @@ typedef void (*UnitJobDone)(const UnitJobResult *result, void *userdata);
  * to it) and attached to an event loop; a reference is taken on both. job_timeout_usec bounds every
  * job from the request to the final result (> 0). Installs the signal matches and subscribes (on a
  * bus once systemd's name has an owner; requests wait for that). */
-int unit_control_new(sd_bus *bus, uint64_t job_timeout_usec, UnitControl **ret);
+int unit_control_new(sd_bus *bus, uint64_t job_timeout_usec, UnitControl **ret) _warn_unused_result_;
 /* The connection to use from now on: NULL when the last one closed, or the next one (attached to the
  * same event loop, else -EXDEV). Jobs in flight carry on over it (see above). */
-int unit_control_set_bus(UnitControl *uc, sd_bus *bus);
+int unit_control_set_bus(UnitControl *uc, sd_bus *bus) _warn_unused_result_;
 /* The connection while systemd is reachable over it, else NULL: for reads of unit state (unit-state.h)
  * that should not wait. Borrowed until the next unit_control_set_bus(). */
 sd_bus *unit_control_get_bus(const UnitControl *uc);
@@ -90,7 +90,7 @@ sd_bus *unit_control_get_bus(const UnitControl *uc);
  * reader of unit state (unit-state.h, apply/osc-guard) that must not run without it. 1 when systemd is
  * reachable now (no job, no callback); else 0 and `on_done` comes once it is (error 0), or with
  * -ETIMEDOUT naming what is missing. */
-int unit_control_reach(UnitControl *uc, UnitJobDone on_done, void *userdata, UnitJob **ret_job);
+int unit_control_reach(UnitControl *uc, UnitJobDone on_done, void *userdata, UnitJob **ret_job) _warn_unused_result_;
 /* Drops every pending job without calling back. Jobs already queued in systemd keep running. */
 UnitControl *unit_control_free(UnitControl *uc);
 DEFINE_CLEANUP_FUNC(UnitControl, unit_control_free);
@@ -100,7 +100,7 @@ DEFINE_CLEANUP_FUNC(UnitControl, unit_control_free);
  * borrowed handle, valid until the callback runs or unit_job_cancel(). Returns -errno without
  * calling back if the request could not be sent. */
 int unit_control_run(UnitControl *uc, UnitAction action, const char *unit, const char *mode,
-                     UnitJobDone on_done, void *userdata, UnitJob **ret_job);
+                     UnitJobDone on_done, void *userdata, UnitJob **ret_job) _warn_unused_result_;
 
 static inline int unit_control_start_unit(UnitControl *uc, const char *unit, UnitJobDone on_done,
                                           void *userdata, UnitJob **ret_job) {

@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <systemd/sd-bus.h>
 
+#include "util/macro.h"
+
 /* The dependency lists read, by their D-Bus property names. */
 typedef enum UnitDeps {
         UNIT_DEPS_REQUIRES,
@@ -32,7 +34,7 @@ const char *unit_deps_to_string(UnitDeps d);
 /* Reads the a{sv} of Properties.GetAll(): `reader` is called for each property with `m` at its
  * variant, which it must consume (sd_bus_message_skip(m, "v") for the ones it does not want). */
 typedef int (*UnitPropertyReader)(sd_bus_message *m, const char *name, void *userdata);
-int unit_properties_parse(sd_bus_message *m, UnitPropertyReader reader, void *userdata);
+int unit_properties_parse(sd_bus_message *m, UnitPropertyReader reader, void *userdata) _warn_unused_result_;
 UnitDeps unit_deps_from_string(const char *s);
 
 typedef struct UnitState {
@@ -52,4 +54,5 @@ typedef struct UnitState {
 typedef void (*UnitStateDone)(int error, const UnitState *state, void *userdata);
 
 /* `*ret_slot` is the caller's: unreferencing it cancels the read. */
-int unit_state_read(sd_bus *bus, const char *unit, UnitStateDone done, void *userdata, sd_bus_slot **ret_slot);
+int unit_state_read(sd_bus *bus, const char *unit, UnitStateDone done, void *userdata,
+                    sd_bus_slot **ret_slot) _warn_unused_result_;

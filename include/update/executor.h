@@ -51,7 +51,9 @@ typedef struct ExecutorDeps {
                                                  * and still no Node: say so (0: the engine's default) */
 } ExecutorDeps;
 
-/* Loads <stateDirectory>/state.json. Does not log: -errno and *ret_error (may be NULL) say why. */
+/* Loads <stateDirectory>/state.json. Logs what it resumes (info) and a corrupt record it starts afresh
+ * from (error); any failure it returns is not logged: -errno and *ret_error (may be NULL) say why,
+ * for the caller to log once. */
 int executor_new(const ExecutorDeps *deps, Executor **ret, char **ret_error);
 Executor *executor_free(Executor *e);
 DEFINE_CLEANUP_FUNC(Executor, executor_free);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Decoders report failures as -errno plus a human message naming the field. Pure. */
+/* Decoders report failures as -errno plus a human message naming the field. Pure; does not log: the
+ * layer that decides logs the message, once. */
 
 #include "util/macro.h"
 

@@ -3,7 +3,7 @@
 
 /* Small sd-event helpers shared by every layer that runs on the loop: the loop's clock and arming a
  * one-shot timer. The types are declared, not included, so util/ headers stay free of sd-* headers
- * (check-layers.py); the callers include <systemd/sd-event.h> themselves. */
+ * (check-layers.py); the callers include <systemd/sd-event.h> themselves. Does not log. */
 
 #include <stdint.h>
 

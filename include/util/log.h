@@ -3,7 +3,9 @@
 
 /* Logging to journald with structured fields, or to stderr when there is no journal.
  * Owns process-wide log settings (target, max level, current transaction/phase context).
- * Only main.c and manager.c log above LOG_DEBUG; other modules return -errno and stay quiet.
+ * The layer that decides logs, once; the layers below return -errno and a message and stay quiet (at
+ * most debug): docs/architecture.md "Logging" says which. util/log-once.h tells a repeated failure
+ * from a new one.
  * log_*_errno() return -abs(error) so callers can `return log_error_errno(r, "...: %m");`. */
 
 #include <stdarg.h>

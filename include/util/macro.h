@@ -21,6 +21,10 @@
 
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
 
+/* Drops the result of a _warn_unused_result_ function on purpose; a comment at the call says why that
+ * is right. (GCC, unlike clang, still warns about a plain (void) cast of such a result.) */
+#define IGNORE_RESULT(expr) ((void) !(expr))
+
 /* Take ownership out of a variable that has a cleanup attached. */
 #define TAKE_PTR(p)                                \
         ({                                         \

@@ -2,7 +2,8 @@
 #pragma once
 
 /* NULL-terminated string arrays (argv, envp, name lists). A NULL strv is the empty list for every
- * function here. Freeing: strv_free(), or _cleanup_strv_free_ from macro.h. Pure. */
+ * function here. Freeing: strv_free(), or _cleanup_strv_free_ from macro.h. Pure; does
+ * not log. */
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -3,7 +3,7 @@
 
 /* Time: durations as the configuration writes them ("90s", "5m", "1h30m", "250ms"), RFC 3339
  * timestamps as the Kubernetes API writes them, and the one way to read a clock outside the event
- * loop (inside it, event-util.h's event_now_usec()). Pure but for clock_now_usec(). */
+ * loop (inside it, event-util.h's event_now_usec()). Pure but for clock_now_usec(); does not log. */
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -5,7 +5,7 @@
  * Plain scalars become null/bool/integer/real/string by YAML 1.2 core-schema rules; quoted
  * scalars are always strings. Aliases are refused (no billion-laughs), as are duplicate keys,
  * non-scalar keys and nesting deeper than YAML_JSON_MAX_DEPTH. Only the first document is read;
- * an empty stream yields JSON null. */
+ * an empty stream yields JSON null. Does not log: errors come back as -errno plus a message. */
 
 #include <jansson.h>
 #include <stddef.h>

@@ -13,6 +13,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (oci_manifest_parse(data, size, size % 2 ? OCI_MT_INDEX : NULL, &m) < 0)
                 return 0;
         if (m->kind == OCI_MANIFEST_INDEX)
-                (void) oci_manifest_select_platform(m, "linux", "arm", "v7", &d);
+                IGNORE_RESULT(oci_manifest_select_platform(m, "linux", "arm", "v7", &d));
         return 0;
 }

@@ -21,14 +21,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         switch (data[0] % 3) {
         case 0:
                 if (registry_challenge_parse(s, &ch) >= 0)
-                        (void) registry_challenge_token_url(ch, "repository:a/b:pull", &url);
+                        IGNORE_RESULT(registry_challenge_token_url(ch, "repository:a/b:pull", &url));
                 break;
         case 1:
-                (void) registry_token_parse(data + 1, size - 1, &token, &exp);
+                IGNORE_RESULT(registry_token_parse(data + 1, size - 1, &token, &exp));
                 break;
         default:
                 if (registry_auth_file_lookup(data + 1, size - 1, "reg.io:5000", "team/app", &cr) >= 0)
-                        (void) registry_credentials_basic_header(cr, &basic);
+                        IGNORE_RESULT(registry_credentials_basic_header(cr, &basic));
                 break;
         }
         return 0;

@@ -29,6 +29,7 @@ static void test_decode(void **state) {
                 "          controllers:\n"
                 "            operatingSystemConfig: {secretName: gardener-node-agent-pool, kubernetesVersion: 1.31.4}\n"
                 "            token:\n"
+                "              syncPeriod: 1h30m\n"
                 "              syncConfigs:\n"
                 "              - {secretName: kube-proxy, path: /var/lib/kube-proxy/kubeconfig}\n"
                 "              - {secretName: gardener-valitail, path: /var/lib/valitail/auth-token}\n";
@@ -41,6 +42,7 @@ static void test_decode(void **state) {
         assert_string_equal(c->secret_name, "gardener-node-agent-pool");
         assert_string_equal(c->kubernetes_version, "1.31.4");
         assert_int_equal(c->n_token_syncs, 2);
+        assert_int_equal(c->token_sync_period_usec, 90 * 60 * USEC_PER_SEC);
         assert_string_equal(c->token_syncs[1].secret_name, "gardener-valitail");
         assert_string_equal(c->token_syncs[1].path, "/var/lib/valitail/auth-token");
 }
@@ -70,6 +72,11 @@ static void test_errors(void **state) {
                   -EINVAL, "/var/lib/gardener-node-agent/config.yaml: controllers.token.syncConfigs[1].secretName: "
                            "\"../kube-proxy\" is not a valid DNS-1123 subdomain: must consist of lower case alphanumeric "
                            "characters, '-' or '.', and must start and end with an alphanumeric character" },
+                /* identity/token-sync's check, now the one parser's: it was not looked at here. */
+                { "spec: {units: [" "{name: gardener-node-agent.service, filePaths: [/var/lib/gardener-node-agent/config.yaml]}"
+                  "], files: [{path: /var/lib/gardener-node-agent/config.yaml, content: {inline: {data: "
+                  "'controllers: {token: {syncPeriod: soon, syncConfigs: [{secretName: a, path: /a}]}}'}}}]}",
+                  -EINVAL, "/var/lib/gardener-node-agent/config.yaml: controllers.token.syncPeriod: not a positive duration" },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(table); i++) {

@@ -20,6 +20,26 @@ static void test_strdup_vprintf(void **state) {
         assert_string_equal(b, "");
 }
 
+static int replace(char **s, const char *format, ...) _printf_(2, 3);
+static int replace(char **s, const char *format, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, format);
+        r = free_and_vprintf(s, format, ap);
+        va_end(ap);
+        return r;
+}
+
+static void test_free_and_vprintf(void **state) {
+        _cleanup_free_ char *s = NULL;
+
+        assert_int_equal(replace(&s, "waiting for %s", "n1"), 0);
+        assert_string_equal(s, "waiting for n1");
+        assert_int_equal(replace(&s, "%s: %d%%", s, 40), 0);    /* the old text may be an argument */
+        assert_string_equal(s, "waiting for n1: 40%");
+}
+
 static void test_extend(void **state) {
         _cleanup_free_ char *s = NULL, *e = strdup("");
 
@@ -37,6 +57,7 @@ static void test_extend(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_strdup_vprintf),
+                cmocka_unit_test(test_free_and_vprintf),
                 cmocka_unit_test(test_extend),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
