@@ -286,6 +286,8 @@ static void executor_on_reported(int error, void *userdata) {
         Executor *e = userdata;
 
         e->op.kind = OP_NONE;
+        /* The reporter said the failed write once, with the API server's reason: not again here. */
+        e->failure_logged = error < 0;
         executor_action_finished(e, error, _UPDATE_FAILURE_INVALID, error < 0 ? "writing the Node failed" : NULL);
 }
 
