@@ -299,7 +299,7 @@ static int run_delete_unit(OscApplier *a, const OscWork *w) {
         return 1;
 }
 
-/* GNP §6.4 step 5: containerd's directories and the config.toml the agent owns entirely
+/* docs/node-protocol.md §6.4 step 5: containerd's directories and the config.toml the agent owns entirely
  * (core/containerd-config.h), written only when it differs, 0644 as upstream. The drop-in with the
  * PATH is the model's containerd.service drop-in (a write-unit item), the restart a unit command. A
  * criConfig we cannot render is a change we cannot apply: UnsupportedChange naming the field. */

@@ -70,7 +70,7 @@ static int same_content(int dir_fd, const char *name, const void *data, size_t s
                 return r;
         if (old_size != size || memcmp(old, data, size) != 0)
                 return 0;
-        /* the mode is enforced on every apply (GNP §6.2), on the file itself */
+        /* the mode is enforced on every apply (docs/node-protocol.md §6.2), on the file itself */
         return fchmod(fd, mode) < 0 ? -errno : 1;
 }
 

@@ -346,7 +346,8 @@ int osc_state_prepare(const OscPrepareInput *in, OscChanges **ret, OscBaseline *
                 r = check_protected(in, c, ret_error);
         if (r < 0)
                 return r;
-        /* Saved before anything is applied (GNP §2.3 step 6): the work list, not the diff, survives. */
+        /* Saved before anything is applied (docs/node-protocol.md §2.3 step 6): the work list, not the diff,
+         * survives. */
         r = save_plan(in->state_directory, c);
         if (r >= 0)
                 r = osc_state_save_changes(in->state_directory, c);

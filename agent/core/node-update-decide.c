@@ -188,12 +188,12 @@ static int fail(Builder *b, UpdateEvent e, UpdateFailureCode code, const char *m
         return transition(b, e);
 }
 
-/* Signals from MCM that make a doomed plan fail now, before the drain (CONTRACT §5). */
+/* Signals from MCM that make a doomed plan fail now, before the drain (docs/contract.md §5). */
 static bool mcm_signal(const NodeView *n) {
         return n->selected || node_view_gate_open(n);
 }
 
-/* Upstream's success-marking condition (GNP §6.4, performInPlaceUpdate). */
+/* Upstream's success-marking condition (docs/node-protocol.md §6.4, performInPlaceUpdate). */
 static bool marking_gate(const NodeView *n) {
         return (node_view_ready_for_update(n) && n->update_result != NODE_UPDATE_RESULT_SUCCESSFUL) ||
                n->update_result == NODE_UPDATE_RESULT_FAILED;
@@ -402,7 +402,7 @@ static int plan_kubelet(Builder *b, Plan *p, bool in_place) {
                 p->gated = p->gated || in_place;
                 break;
         default:
-                break;                  /* a patch update: never gated (GNP §2.3) */
+                break;                  /* a patch update: never gated (docs/node-protocol.md §2.3) */
         }
 
         if (!osc->kubelet_image) {
@@ -449,7 +449,7 @@ static int plan_os(Builder *b, Plan *p) {
                 p->os_to = strdup(want);
                 if (!p->os_from || !p->os_to)
                         return -ENOMEM;
-                /* CONTRACT §8.5; a comparison error counts as "not met", as in upstream's admission. */
+                /* docs/contract.md §8.5; a comparison error counts as "not met", as in upstream's admission. */
                 const char *min = update_min_version_for_update(osc, b->in->node, &b->in->settings);
 
                 if (min && version_compare(cur, VERSION_OP_GE, min, NULL) != 1)
@@ -472,7 +472,7 @@ static int plan_os(Builder *b, Plan *p) {
 }
 
 /* Rotations are detected against what was applied last; without that record (a node this agent
- * took over) there is nothing to compare with, like upstream's first apply (GNP §2.3 step 2). A
+ * took over) there is nothing to compare with, like upstream's first apply (docs/node-protocol.md §2.3 step 2). A
  * rotation is in-place work: gated, carried out in Applying (on_applying()). */
 static void plan_rotation(Builder *b, Plan *p) {
         const OscDesired *osc = b->in->osc;
@@ -486,9 +486,9 @@ static void plan_rotation(Builder *b, Plan *p) {
 }
 
 /* Returns 1 with *p filled, 0 if nothing can be planned right now (status set). */
-/* The OSC's own work (CONTRACT §9.2): files, units and containerd change with every checksum that is
+/* The OSC's own work (docs/contract.md §9.2): files, units and containerd change with every checksum that is
  * not committed yet; an in-place flag of its diff (kubelet config, cpuManagerPolicy, rotations) gates
- * it behind ReadyForUpdate, as upstream gates its whole reconcile (GNP §1.2). */
+ * it behind ReadyForUpdate, as upstream gates its whole reconcile (docs/node-protocol.md §1.2). */
 static int plan_osc_work(Builder *b, Plan *p, bool in_place) {
         const OscWorkView *w = &b->in->osc_work;
         int r;
@@ -515,7 +515,7 @@ static int plan_osc_work(Builder *b, Plan *p, bool in_place) {
 
 static int compute_plan(Builder *b, Plan *p) {
         const OscDesired *osc = b->in->osc;
-        /* GNP §2.3 step 2: the very first apply on a node is never gated and never updates the OS. */
+        /* docs/node-protocol.md §2.3 step 2: the very first apply on a node is never gated and never updates the OS. */
         bool fresh = !b->tx->applied.valid && isempty(b->in->node->applied_checksum);
         bool in_place = osc->in_place && !fresh;
         /* Except once MCM has drained the node for an in-place update: the success marking that would
@@ -653,7 +653,7 @@ static int rolled_back_os(Builder *b) {
         return fail(b, UPDATE_EVENT_ROLLED_BACK, UPDATE_FAILURE_OS_ROLLED_BACK, m, false);
 }
 
-/* GNP §4.2 step 1: a marker we did not set that names the desired version means an earlier attempt
+/* docs/node-protocol.md §4.2 step 1: a marker we did not set that names the desired version means an earlier attempt
  * (another agent's, or ours before its state was lost) already ran and the OS is still old. */
 static int check_foreign_marker(Builder *b) {
         const NodeView *n = b->in->node;
@@ -731,7 +731,7 @@ static void add_kubelet_and_osc_apply(Builder *b) {
         }
 }
 
-/* GNP §6.4: the rotations happen inside performInPlaceUpdate; here after the kubelet switch and the
+/* docs/node-protocol.md §6.4: the rotations happen inside performInPlaceUpdate; here after the kubelet switch and the
  * OSC's files (the new CA bundle among them) and before the OS change, as upstream since gardener PR
  * #15704: the OS change may end this boot in a system whose bookkeeping was wiped (Garden Linux's
  * wipe-based update), and a rotation still pending then would be lost. Its feedback records it as
@@ -793,7 +793,7 @@ static int on_applying(Builder *b) {
                         return transition(b, UPDATE_EVENT_REBOOT);
                 /* It got the OS to the desired version before we died (provider-local's kind changes
                  * os-release in place): done, as upstream counts a node already on the desired version
-                 * (GNP §2). Failing here would report failed for a node that runs the new OS. */
+                 * (docs/node-protocol.md §2). Failing here would report failed for a node that runs the new OS. */
                 if (os_is_desired(b))
                         return transition(b, UPDATE_EVENT_APPLIED);
                 return fail(b, UPDATE_EVENT_FAILED, UPDATE_FAILURE_OS_COMMAND_FAILED,
@@ -819,7 +819,7 @@ static int on_rebooting(Builder *b) {
             !done(b, UPDATE_STEP_REBOOT))
                 (void) add_work(b, UPDATE_ACTION_REBOOT, UPDATE_STEP_REBOOT);
         if (tx->os_backend == OS_UPDATE_BACKEND_COMMAND)
-                /* GNP scenario 22: the command succeeded but the node has not come back yet. */
+                /* docs/node-protocol.md §9 scenario 22: the command succeeded but the node has not come back yet. */
                 return set_status(b, "stopping reconciliation until gardener-node-agent is restarted after the OS "
                                   "update. Current version: \"%s\", Desired version: \"%s\"",
                                   b->in->os_version ?: "unknown", strempty(tx->os_to));
@@ -893,7 +893,7 @@ static void add_set_checksum(Builder *b, bool in_transaction, const char *checks
 static void succeeded_chores(Builder *b) {
         UpdateTransaction *tx = b->tx;
 
-        /* GNP §6.4: Pods are deleted before the node is marked successful, never after. */
+        /* docs/node-protocol.md §6.4: Pods are deleted before the node is marked successful, never after. */
         if (tx->gated && !done(b, UPDATE_STEP_DELETE_PODS))
                 (void) add_api(b, UPDATE_ACTION_DELETE_PODS, UPDATE_STEP_DELETE_PODS, true);
         if (!done(b, UPDATE_STEP_RESULT))
@@ -916,7 +916,7 @@ static void succeeded_chores(Builder *b) {
 static void failed_chores(Builder *b) {
         UpdateTransaction *tx = b->tx;
         UpdateAction *a;
-        /* CONTRACT §8.4: update-result belongs to the gated path; there only once MCM acts on the node. */
+        /* docs/contract.md §8.4: update-result belongs to the gated path; there only once MCM acts on the node. */
         NodeUpdateResult label = tx->gated && mcm_signal(b->in->node) ? NODE_UPDATE_RESULT_FAILED
                                                                       : NODE_UPDATE_RESULT_NONE;
 
@@ -1069,7 +1069,7 @@ static bool retry_due(Builder *b) {
         return false;
 }
 
-/* GNP §7.3: an operator retries a failed node by setting ReadyForUpdate again. The first
+/* docs/node-protocol.md §7.3: an operator retries a failed node by setting ReadyForUpdate again. The first
  * ReadyForUpdate after a failure before the drain is MCM moving on, not a retry: remember it. */
 static int manual_retry(Builder *b) {
         const NodeView *n = b->in->node;
@@ -1129,7 +1129,8 @@ static int start(Builder *b) {
                 attempt = tx->attempt + 1;
         }
 
-        /* GNP §2.2: the node already carries this checksum. (Unlike upstream, two empty checksums do not
+        /* docs/node-protocol.md §2.2: the node already carries this checksum. (Unlike upstream, two empty checksums
+         * do not
          * count as equal: a Secret without the annotation must not freeze the node.) */
         if (!isempty(osc->checksum) && streq_ptr(node->applied_checksum, osc->checksum))
                 return set_status(b, "Up to date (%s %s).", NODE_ANNOTATION_CHECKSUM, osc->checksum);
@@ -1153,7 +1154,7 @@ static int start(Builder *b) {
                                           "result.", NODE_REASON_READY_FOR_UPDATE);
                 return set_checksum_only(b, &p);
         }
-        /* GNP §9 scenario 7: gated work waits, untouched, until MCM picks the node. */
+        /* docs/node-protocol.md §9 scenario 7: gated work waits, untouched, until MCM picks the node. */
         if (p.gated && !p.refused && !node->candidate && !mcm_signal(node))
                 return set_status(b, "In-place update pending; waiting for machine-controller-manager to mark the "
                                   "node %s.", NODE_LABEL_CANDIDATE);
@@ -1215,7 +1216,7 @@ static int adopt_node(Builder *b) {
 }
 
 /* Upstream applies a fresh node's first OSC before the Node exists: the kubelet that registers it
- * comes with that OSC (GNP §2.3, issue 22). So without a Node only that goes on: the transaction it
+ * comes with that OSC (docs/node-protocol.md §2.3, issue 22). So without a Node only that goes on: the transaction it
  * started until applied (retried while it fails), or a new one while nothing was ever applied here.
  * Anything else (a Node deleted, a later OSC) waits for the Node. */
 static bool acts_without_node(const Builder *b) {

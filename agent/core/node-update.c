@@ -117,7 +117,7 @@ DEFINE_STRING_TABLE_LOOKUP(update_step, UpdateStep, step_names);
 DEFINE_STRING_TABLE_LOOKUP_TO_STRING(update_action_type, UpdateActionType, action_names);
 DEFINE_STRING_TABLE_LOOKUP(update_failure_code, UpdateFailureCode, failure_names);
 
-/* One table: the artifact layer's codes are a subset of the update's (CONTRACT §8.9). */
+/* One table: the artifact layer's codes are a subset of the update's (docs/contract.md §8.9). */
 static const UpdateFailureCode artifact_codes[_ARTIFACT_FAILURE_MAX] = {
         [ARTIFACT_FAILURE_NONE] = _UPDATE_FAILURE_INVALID,
         [ARTIFACT_FAILURE_UNAVAILABLE] = UPDATE_FAILURE_ARTIFACT_UNAVAILABLE,
@@ -537,7 +537,7 @@ static UpdateFailureCode default_code(UpdateActionType t) {
         }
 }
 
-/* Upstream's reason texts (GNP §7.1), so MCM users see what they know. */
+/* Upstream's reason texts (docs/node-protocol.md §7.1), so MCM users see what they know. */
 static const char *reason_prefix(const UpdateAction *a) {
         if (a->type == UPDATE_ACTION_CHECK_KUBELET_HEALTH)
                 return "kubelet is not healthy after in-place update: ";
@@ -748,7 +748,7 @@ json_t *update_plan_json(const UpdateTransaction *tx, const UpdateSettings *s, c
         if (tx->os_to) {
                 r = r ?: plan_append(plan, json_pack("{s:s, s:s?, s:s}", "action", "os", "from", tx->os_from,
                                                      "to", tx->os_to));
-                /* The command backend's script reboots by itself (CONTRACT §8.8); it is still part of
+                /* The command backend's script reboots by itself (docs/contract.md §8.8); it is still part of
                  * what will happen to the node. */
                 if (s->backend == OS_UPDATE_BACKEND_COMMAND || s->reboot != REBOOT_METHOD_NONE)
                         r = r ?: plan_append(plan, json_pack("{s:s}", "action", "reboot"));

@@ -204,7 +204,7 @@ static int decode_conditions(const json_t *node, NodeView *v, char **ret_error) 
                 /* Conditions of other types are none of our business, whatever their shape. */
                 type = json_is_object(c) ? condition_type(c) : NULL;
                 if (streq_ptr(type, NODE_CONDITION_IN_PLACE_UPDATE)) {
-                        /* CONTRACT §9.9: any entry with ReadyForUpdate opens the gate; the last one is
+                        /* docs/contract.md §9.9: any entry with ReadyForUpdate opens the gate; the last one is
                          * the newest signal (a manual retry appends). Otherwise the first counts. */
                         bool keep = v->in_place_update.present && !streq_ptr(json_string_value(json_object_get(c, "reason")),
                                                                              NODE_REASON_READY_FOR_UPDATE);
@@ -222,7 +222,7 @@ static int decode_conditions(const json_t *node, NodeView *v, char **ret_error) 
         return 0;
 }
 
-/* status.addresses, leniently (kubelet's to write, ours only to remember; GNP §8 item 2): entries
+/* status.addresses, leniently (kubelet's to write, ours only to remember; docs/node-protocol.md §8 item 2): entries
  * that are not objects with a clean string type and address are skipped. */
 static int decode_addresses(const json_t *node, NodeView *v) {
         const json_t *addresses = json_object_get(json_object_get(node, "status"), "addresses"), *a;

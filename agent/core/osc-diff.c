@@ -166,7 +166,7 @@ bool osc_quantity_valid(const char *s) {
         return false;
 }
 
-/* ---- in-place flags (GNP §2.3 step 4) ---- */
+/* ---- in-place flags (docs/node-protocol.md §2.3 step 4) ---- */
 
 static bool time_equal(const char *a, const char *b) {
         int64_t ta, tb;
@@ -338,7 +338,7 @@ static bool file_changed(const OscDiffInput *in, const char *path) {
         return nf && new_file_changed(in, nf);
 }
 
-/* An imageRef file listed only by replaced units is not pulled (CONTRACT §9.4). */
+/* An imageRef file listed only by replaced units is not pulled (docs/contract.md §9.4). */
 static bool only_replaced_units_list(const OscDiffInput *in, const char *path) {
         bool listed_by_replaced = false;
 
@@ -362,7 +362,7 @@ static int add_file_items(const OscDiffInput *in, OscChanges *c) {
                 if (!new_file_changed(in, f))
                         continue;
                 if (f->source == OSC_FILE_IMAGE)
-                        continue;       /* pulled after the registries (GNP §6.4 step 10) */
+                        continue;       /* pulled after the registries (docs/node-protocol.md §6.4 step 10) */
                 w = add_item(c, OSC_WORK_WRITE_FILE);
                 if (!w || osc_file_copy(f, &w->file) < 0)
                         return -ENOMEM;

@@ -659,7 +659,7 @@ static int decode_cri(const json_t *cri, OscModel *m, char **ret_error) {
         m->containerd_config = json_object();
         if (!m->containerd_config)
                 return -ENOMEM;
-        /* What decides "configFileChanged": sandboxImage, plugins, cgroupDriver (GNP §2.3 step 5). */
+        /* What decides "configFileChanged": sandboxImage, plugins, cgroupDriver (docs/node-protocol.md §2.3 step 5). */
         v = json_object_get(ctd, "sandboxImage");
         if (v && json_object_set(m->containerd_config, "sandboxImage", (json_t *) v) < 0)
                 return -ENOMEM;
@@ -693,7 +693,7 @@ static int decode_cri(const json_t *cri, OscModel *m, char **ret_error) {
         return 0;
 }
 
-/* upstream's addContainerdEnvironmentDropIn, byte for byte (GNP Appendix B). */
+/* upstream's addContainerdEnvironmentDropIn, byte for byte (docs/node-protocol.md Appendix B). */
 static int inject_containerd_drop_in(OscModel *m, const char *path) {
         _cleanup_(osc_unit_done) OscUnit u = { .command = _OSC_UNIT_COMMAND_INVALID, .enable = -1 };
         OscUnit *existing;

@@ -100,7 +100,7 @@ static bool has_unit(const RestartRequest *r, const char *unit) {
         return false;
 }
 
-/* CONTRACT §9.12: NULL if a unit of this canonical name may be restarted, else why not. */
+/* docs/contract.md §9.12: NULL if a unit of this canonical name may be restarted, else why not. */
 static const char *unit_type_refusal(const char *unit) {
         static const char *const allowed[] = { ".service", ".socket", ".timer", NULL };
         const char *type = unit_name_type(unit);
@@ -138,7 +138,7 @@ static int parse_entry(RestartRequest *r, const char *s, size_t n, const char *s
                 return add_rejected(r, s, n, why ? why : "invalid unit name");
 
         if (strv_contains((char *const *) replaced_units, unit)) {
-                /* CONTRACT §9.4: a replaced unit is never restarted; the entry means the agent. */
+                /* docs/contract.md §9.4: a replaced unit is never restarted; the entry means the agent. */
                 if (!self_unit)
                         return add_rejected(r, s, n, "names a unit the agent replaces, and the agent's own unit "
                                                      "is not configured");

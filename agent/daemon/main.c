@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Command line (CONTRACT §2): parse argv, set up logging, hand over to the Manager or to one of
+/* Command line (docs/contract.md §2): parse argv, set up logging, hand over to the Manager or to one of
  * the offline verbs. Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error. */
 #include <getopt.h>
 #include <signal.h>

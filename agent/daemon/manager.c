@@ -99,7 +99,7 @@ struct Manager {
         LogOnce secret_too_large;       /* the OSC Secret is over the size limit, said once */
         LogOnce duties_error;           /* the Node's duties could not start, said once */
         OscComponentConfig *component;  /* owned: GNA's component config of the OSC Secret; NULL: none */
-        TokenSync *tokens;              /* owned: its token syncs (CONTRACT §9.8); NULL: none */
+        TokenSync *tokens;              /* owned: its token syncs (docs/contract.md §9.8); NULL: none */
 
         json_t *node;                   /* ref held: the latest Node; NULL while unknown or absent */
         NodeView *view;                 /* owned: `node` decoded once, for every reader; NULL likewise */
@@ -141,7 +141,7 @@ static void manager_schedule_trim(Manager *m) {
                 manager_schedule_trim(m);                               \
         } while (0)
 
-/* CONTRACT §8.14: READY=1 once the first LIST of the Node completed or failed (or could not even be
+/* docs/contract.md §8.14: READY=1 once the first LIST of the Node completed or failed (or could not even be
  * attempted), so neither an unreachable API server nor a missing Node restart-loops us. */
 static void manager_notify_ready(Manager *m) {
         reporter_notify_ready(m->reporter);
@@ -258,7 +258,7 @@ static void manager_start_tokens(Manager *m) {
         log_info("Syncing %zu token(s) named in %s.", cfg.n, m->component->file);
 }
 
-/* GNA's component config (CONTRACT §9.4, §9.8) of an accepted OSC (NULL: it has none), taken at once
+/* GNA's component config (docs/contract.md §9.4, §9.8) of an accepted OSC (NULL: it has none), taken at once
  * like GNA's token controller reads its config file; the TokenSync is recreated only when the token
  * syncs changed. A broken one made the OSC refused (osc-intake.h): the current one stays. */
 static void manager_update_component(Manager *m, OscComponentConfig *c) {
@@ -368,7 +368,7 @@ static void manager_on_lease_stopped(Lease *l, int error, void *userdata) {
         (void) sd_event_exit(m->event, error);
 }
 
-/* The OSC Secret's name, the first found (GNP §2.1): osc.secretName; the Node's label; GNA's
+/* The OSC Secret's name, the first found (docs/node-protocol.md §2.1): osc.secretName; the Node's label; GNA's
  * provisioned component config, all a fresh node has before its kubelet registers the Node.
  * Upstream's GNA reads only its component config. When the label names another Secret, the label
  * wins: gardenlet keeps it current (the MachineClass's node template, and it corrects the label of
@@ -868,9 +868,9 @@ static int manager_start_kube(Manager *m, const KubeConfig *kc) {
 static int manager_on_kubeconfig_timer(sd_event_source *s, uint64_t usec, void *userdata);
 static int manager_try_kube(Manager *m);
 
-/* identity/ owns our client certificate (CONTRACT §9.6); here only: a new one → load it (or let the
+/* identity/ owns our client certificate (docs/contract.md §9.6); here only: a new one → load it (or let the
  * running client re-read it), a failure → STATUS= while we have no client; and every event to the
- * executor, whose CA rotation waits for its renewal (CONTRACT §9.7). */
+ * executor, whose CA rotation waits for its renewal (docs/contract.md §9.7). */
 static void manager_on_identity(Identity *id, IdentityEvent ev, void *userdata) {
         Manager *m = userdata;
 
@@ -1163,7 +1163,7 @@ Manager *manager_free(Manager *m) {
         return NULL;
 }
 
-/* GNA's bootstrapper, at every start (CONTRACT §9.6): a new node's kubelet needs its bootstrap
+/* GNA's bootstrapper, at every start (docs/contract.md §9.6): a new node's kubelet needs its bootstrap
  * kubeconfig before the first OSC starts it. Not fatal: the kubelet then says what it misses. */
 static void manager_provision_kubelet_bootstrap(Manager *m) {
         _cleanup_free_ char *gna = root_path(m->config, IDENTITY_GNA_DIRECTORY),
@@ -1186,7 +1186,7 @@ static void manager_provision_kubelet_bootstrap(Manager *m) {
                          kubelet, KUBELET_BOOTSTRAP_KUBECONFIG);
 }
 
-/* GNA's component config as gardener-node-init provisioned it (CONTRACT §9.6): the name of the OSC
+/* GNA's component config as gardener-node-init provisioned it (docs/contract.md §9.6): the name of the OSC
  * Secret when neither osc.secretName nor the Node (not registered yet on a fresh node) names it. Read
  * once, at start, as GNA reads its config at its start. */
 static void manager_read_gna_secret_name(Manager *m) {

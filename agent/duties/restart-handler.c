@@ -331,7 +331,7 @@ static int handler_start(RestartHandler *h, const char *value) {
                 handler_report_rejected(h);
         }
 
-        /* CONTRACT §9.12: the annotation goes before any restart. A restart that reaches the
+        /* docs/contract.md §9.12: the annotation goes before any restart. A restart that reaches the
          * agent (its own unit, or anything that stops it) must not find the annotation again. */
         if (h->record.removed)
                 handler_next(h);                /* resuming after a crash */

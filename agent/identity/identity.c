@@ -169,7 +169,7 @@ int identity_new_from_config(sd_event *event, Http *http, const KubeTuning *tuni
                 .node_name = c->node_name,
         };
 
-        /* GNA's files are part of the OSC's world: below osc.rootDirectory (CONTRACT §9.5, §9.6). */
+        /* GNA's files are part of the OSC's world: below osc.rootDirectory (docs/contract.md §9.5, §9.6). */
         if (path_below_root(c->osc.root_directory, IDENTITY_GNA_DIRECTORY, &gna) < 0)
                 return -ENOMEM;
         p.gna_directory = gna;

@@ -26,7 +26,7 @@
 #  define GOARCH "unknown"
 #endif
 
-/* Shows up in audit logs; the part before '/' names our managedFields entries (kube-api.md §1). */
+/* Shows up in audit logs; the part before '/' names our managedFields entries (docs/kube-api.md §1). */
 #define USER_AGENT "inplace-agent/" PACKAGE_VERSION " (linux/" GOARCH ")"
 #define RECONNECT_RETRY_USEC (1 * USEC_PER_SEC)
 #define PLAIN_MESSAGE_MAX 256
@@ -125,7 +125,8 @@ int kube_client_new(sd_event *event, Http *http, const KubeConfig *kc, const Kub
         c = malloc(sizeof(*c));
         if (!c)
                 return -ENOMEM;
-        *c = (KubeClient) { .event = sd_event_ref(event), .http = http, .tuning = tuning, .server = strdup(kc->server) };
+        *c = (KubeClient) { .event = sd_event_ref(event), .http = http, .tuning = tuning, .server =
+        * strdup(kc->server) };
         if (!c->server)
                 return -ENOMEM;
 
@@ -394,7 +395,7 @@ static void kube_request_on_done(HttpRequest *h, int error, long status, void *u
                 body = http_request_get_body(h, &size);
                 if (size > 0)
                         /* A NUL (\u0000) in any string of the object must not make it unreadable: the
-                         * decoders reject it where they use the value (kube-api.md §2). */
+                         * decoders reject it where they use the value (docs/kube-api.md §2). */
                         object = json_loadb(body, size, JSON_ALLOW_NUL, NULL);
                 error = http_error_from_result(CURLE_OK, status);
                 if (error == 0 && !json_is_object(object))

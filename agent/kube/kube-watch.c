@@ -137,7 +137,7 @@ static json_t *find_item(KubeWatch *w, json_t *list) {
 }
 
 /* 403: our identity may not read this object. A lasting one is RBAC or an authorizer, i.e.
- * configuration, which a quick retry never fixes (kube-api.md §6.4): the owner hears it with the
+ * configuration, which a quick retry never fixes (docs/kube-api.md §6.4): the owner hears it with the
  * server's reason (on_synced), and the wait grows with the time it has been forbidden, up to
  * forbidden-backoff (2 min, jittered by up to a quarter). A short one is not rare at a node's first
  * boot (GNA's authorizer looks the machine up through a cache), so the first retries keep the

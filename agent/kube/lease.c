@@ -151,7 +151,7 @@ static int set_spec_and_owner(Lease *l, json_t *obj) {
         md = json_object_get(obj, "metadata");
         if (!json_is_object(md))
                 return -EINVAL;
-        /* Our Node owns the Lease as its controller, as GNA's (GNP §8 item 1); replaces whatever was
+        /* Our Node owns the Lease as its controller, as GNA's (docs/node-protocol.md §8 item 1); replaces whatever was
          * there (e.g. a previous incarnation's uid). */
         return json_object_set_new(md, "ownerReferences",
                                    json_pack("[{s:s, s:s, s:s, s:s, s:b, s:b}]", "apiVersion", "v1", "kind", "Node",

@@ -29,7 +29,7 @@ struct PodCleanup {
 };
 
 /* The one place this module builds API paths: the LIST of the node's Pods (pod NULL), or the DELETE
- * of one Pod. kube-api.md §3.2: Pods of a node are selected by spec.nodeName. */
+ * of one Pod. docs/kube-api.md §3.2: Pods of a node are selected by spec.nodeName. */
 /* Names the server handed back go through kube_path() like any other name (kube/kube-path.h). */
 static int pods_path(const char *node_name, const PodEntry *pod, char **ret) {
         _cleanup_free_ char *path = NULL, *selector = NULL;

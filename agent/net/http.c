@@ -426,7 +426,7 @@ static int set_server_name(HttpRequest *req, const char *name) {
         struct curl_slist *l;
 
         /* Verify the certificate against `name` while connecting to the URL's real host:
-         * put `name` into the URL and map it back with CONNECT_TO (kube-api.md §2.4). */
+         * put `name` into the URL and map it back with CONNECT_TO (docs/kube-api.md §2.4). */
         u = curl_url();
         if (!u)
                 return -ENOMEM;

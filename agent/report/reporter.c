@@ -245,7 +245,7 @@ int reporter_patch_metadata(Reporter *r, const json_t *metadata_patch, ReporterD
 
 /* Condition `type` (strategic merge on /status, merged by type, so kubelet's and MCM's conditions
  * stay untouched). Nothing is sent when status, reason and message already match the watched Node
- * (CONTRACT §8.13: every Node write is an event for every watcher). lastTransitionTime moves only
+ * (docs/contract.md §8.13: every Node write is an event for every watcher). lastTransitionTime moves only
  * when the status value changes (kubelet/gardener convention). */
 static int patch_condition(Reporter *r, const char *type, bool status, const char *reason, const char *message,
                            uint64_t now_usec, ReportJob *job) {
@@ -338,7 +338,8 @@ static int set_string(json_t *obj, const char *key, const char *value) {
         return value && !s ? -ENOMEM : set_label(obj, key, s);
 }
 
-/* The labels and annotations one report action writes (CONTRACT §6, §8.12; GNP §6.4 step 25). */
+/* The labels and annotations one report action writes (docs/contract.md §6, §8.12; docs/node-protocol.md §6.4 step
+ * 25). */
 static int build_metadata(const UpdateAction *a, json_t *labels, json_t *ann) {
         int k = 0;
 
@@ -356,7 +357,7 @@ static int build_metadata(const UpdateAction *a, json_t *labels, json_t *ann) {
                         k = set_label(labels, NODE_LABEL_KUBERNETES_VERSION, a->version);
                 return k;
         case UPDATE_ACTION_REPORT_RESULT:
-                /* The final progress and update-result travel in one patch (CONTRACT §8.12). */
+                /* The final progress and update-result travel in one patch (docs/contract.md §8.12). */
                 if (a->json)
                         k = set_json_annotation(ann, NODE_ANNOTATION_PROGRESS, a->json);
                 if (k >= 0)
@@ -416,7 +417,8 @@ int reporter_report(Reporter *r, const UpdateTransaction *tx, const UpdateAction
                 return -ENOMEM;
         if (a->type == UPDATE_ACTION_REPORT_PROGRESS)
                 reporter_mark_progress(r, a->phase, update_transaction_percent(tx), now_usec);
-        /* GNA's Event right before the checksum that says so (GNP §1.3); best effort, like every Event:
+        /* GNA's Event right before the checksum that says so (docs/node-protocol.md §1.3); best effort, like every
+         * Event:
          * the checksum is what counts. */
         if (a->type == UPDATE_ACTION_SET_CHECKSUM && a->checksum)
                 IGNORE_RESULT(reporter_emit_event_action(r, "Normal", REPORTER_REASON_OSC_APPLIED, "Reconcile",

@@ -362,7 +362,7 @@ static void executor_on_health(HttpProbe *hc, int error, const char *message, un
         executor_op_clear(e);
         if (error >= 0)
                 log_info("Kubelet healthy after %u probe(s).", n_probes);
-        /* The engine words the reason like upstream (GNP scenario 25) for MCM. */
+        /* The engine words the reason like upstream (docs/node-protocol.md §9 scenario 25) for MCM. */
         executor_action_finished(e, error, UPDATE_FAILURE_KUBELET_UNHEALTHY, error < 0 ? message : NULL);
 }
 
@@ -620,7 +620,7 @@ static int run_apply_osc(Executor *e, const UpdateAction *a) {
         return r;
 }
 
-/* ---- credentials rotation (CONTRACT §9.7) ------------------------------------------------------------ */
+/* ---- credentials rotation (docs/contract.md §9.7) ------------------------------------------------------------ */
 
 static void executor_on_rotated(CredentialRotation *cr, int error, UpdateFailureCode code, const char *message,
                                 void *userdata) {
@@ -942,7 +942,7 @@ int executor_start(Executor *e) {
 
         r = kubelet_store_needs_adoption(e->store);
         if (r > 0) {
-                /* CONTRACT §8.2: a plain kubelet file is moved into the store under the version it
+                /* docs/contract.md §8.2: a plain kubelet file is moved into the store under the version it
                  * reports, and replaced by a symlink, before any update decision is taken. */
                 r = kubelet_version_probe_start(e->event, kubelet_store_binary_path(e->store),
                                                 KUBELET_VERSION_TIMEOUT_DEFAULT_USEC, executor_on_adopt, e, &e->adopt);
@@ -996,7 +996,7 @@ int executor_new(const ExecutorDeps *deps, Executor **ret, char **ret_error) {
                 log_info("Resuming from %s/%s: transaction %s in phase %s.", c->state_directory, STATE_FILE_NAME,
                          e->tx->id, update_phase_to_string(e->tx->phase));
 
-        /* kubelet.binaryPath is a path of the OSC's world (CONTRACT §9.5): the kubelet's files[] entry
+        /* kubelet.binaryPath is a path of the OSC's world (docs/contract.md §9.5): the kubelet's files[] entry
          * names it as it is, the disk has it below osc.rootDirectory. */
         r = path_below_root(c->osc.root_directory, c->kubelet.binary_path, &binary);
         if (r >= 0)

@@ -155,7 +155,7 @@ static int abandoned(const OscRunner *r, char **ret_detail) {
 
 static void on_probed(HttpProbe *p, int error, const char *message, unsigned n_probes, void *userdata);
 
-/* GNP §6.4 step 9: a new or changed registry with readinessProbe gets its hosts.toml only once each
+/* docs/node-protocol.md §6.4 step 9: a new or changed registry with readinessProbe gets its hosts.toml only once each
  * of its hosts answers. Its item comes after the unit commands and the kubelet health check
  * (core/osc-diff.h), where upstream waits for its asynchronous probes: a mirror running in this
  * cluster, which may need this very node, never holds the node's own files and units back. 1: every
@@ -252,7 +252,7 @@ static void on_pulled(FileStage *st, const FileStageResult *res, void *userdata)
         osc_runner_item_ended(r, MIN(k, 0), detail);
 }
 
-/* An imageRef file (GNP §6.4 step 10) through the same staging as the kubelet's: resolved, every
+/* An imageRef file (docs/node-protocol.md §6.4 step 10) through the same staging as the kubelet's: resolved, every
  * layer verified against its digest, the file extracted safely, kept in a store of its own under a
  * key of image and path (a second apply of the same image does not download again). 1: nothing to
  * pull (the kubelet's), 0: pulling, -errno (and *ret_detail). */

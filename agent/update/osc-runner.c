@@ -238,7 +238,7 @@ void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, con
          * (a fresh node's first OSC) there is no checksum on it to compare. */
         if (!osc || osc->refused || isempty(osc->checksum))
                 return;
-        /* The Node already says this OSC is applied (GNP §2.2): the decider does nothing with it. */
+        /* The Node already says this OSC is applied (docs/node-protocol.md §2.2): the decider does nothing with it. */
         if (node && streq_ptr(node->applied_checksum, osc->checksum))
                 return;
         assert(!r->done);       /* the executor never decides while a run is in flight */
@@ -294,7 +294,7 @@ static int persist_done(OscRunner *r, const size_t *indices, size_t n) {
 }
 
 /* Our item failed: the run fails with `code` (_UPDATE_FAILURE_INVALID: the item's own) naming it
- * (upstream's reason for the kubelet health check, for MCM: GNP scenario 25); the item stays not
+ * (upstream's reason for the kubelet health check, for MCM: docs/node-protocol.md §9 scenario 25); the item stays not
  * done. */
 static void item_failed(OscRunner *r, UpdateFailureCode code, int error, const char *detail) {
         const OscWork *w = osc_runner_current(r);
@@ -435,7 +435,7 @@ void osc_runner_retire_bootstrap_credentials(OscRunner *r) {
         retire(root, IDENTITY_GNA_DIRECTORY "/" GNA_BOOTSTRAP_TOKEN, "gardener-node-agent's bootstrap token");
 }
 
-/* Every item is done: the OSC becomes the last-applied one (GNP §6.4 step 19). */
+/* Every item is done: the OSC becomes the last-applied one (docs/node-protocol.md §6.4 step 19). */
 static void commit(OscRunner *r) {
         _cleanup_free_ char *message = NULL;
         size_t n;

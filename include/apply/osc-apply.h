@@ -2,7 +2,8 @@
 #pragma once
 
 /* Runs the remaining work of an OscChanges (core/osc-diff.h) on the sd_event loop, one item after
- * the other in the persisted order (GNP §6.4), as far as the items are its own (osc_applier_handles()):
+ * the other in the persisted order (docs/node-protocol.md §6.4), as far as the items are its own
+ * (osc_applier_handles()):
  * file items through apply/osc-files (containerd's config.toml rendered by core/containerd-config; one
  * it cannot render is UnsupportedChange naming the criConfig field), unit items over D-Bus through
  * systemd/unit-control (EnableUnitFiles/DisableUnitFiles, Reload, StopUnit, RestartUnit, each

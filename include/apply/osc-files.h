@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The file side of applying an OSC (GNP §6.2, §6.4 steps 5, 9, 17; CONTRACT §9.5): OSC files below
+/* The file side of applying an OSC (docs/node-protocol.md §6.2, §6.4 steps 5, 9, 17; docs/contract.md §9.5): OSC
+ * files below
  * osc.rootDirectory, unit files and drop-ins in systemd.unitDirectory, containerd's hosts.toml, the
  * kubelet's cpu_manager_state. Small blocking operations on local files, like the state file; each
  * is idempotent, so the one that a SIGKILL interrupted can simply run again. Every write is atomic
@@ -62,7 +63,7 @@ int osc_remove_unit_files(const char *unit_dir, const OscUnit *u);
 int osc_write_registry(const char *root, const OscRegistry *g);
 int osc_remove_registry(const char *root, const char *upstream);
 
-/* The directories containerd's config lives in (GNP §6.4 step 5). */
+/* The directories containerd's config lives in (docs/node-protocol.md §6.4 step 5). */
 int osc_ensure_containerd_dirs(const char *root);
 
 /* rm -rf of `path`, not following symlinks. A missing directory is success. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The persisted side of applying an OSC (CONTRACT §9.2, GNP §2.3 steps 1-2 and 6, §6.4 step 19):
+/* The persisted side of applying an OSC (docs/contract.md §9.2, docs/node-protocol.md §2.3 steps 1-2 and 6, §6.4
+ * step 19):
  *   <stateDirectory>/last-applied-osc.yaml          the OSC whose every change is applied (0600)
  *   <stateDirectory>/last-computed-osc-changes.json the work list for one checksum, written once (0600)
  *   <stateDirectory>/last-computed-osc-changes.done which of its items are done: one line per item,

@@ -2,7 +2,7 @@
 #pragma once
 
 /* Failure codes of artifact staging and applying, as they appear in inplace-agent/failure.code
- * (CONTRACT §8.9), with their retriable/terminal class. Pure. */
+ * (docs/contract.md §8.9), with their retriable/terminal class. Pure. */
 
 #include <stdbool.h>
 
@@ -23,5 +23,5 @@ typedef enum ArtifactFailure {
  * NONE. */
 const char *artifact_failure_to_string(ArtifactFailure f);
 ArtifactFailure artifact_failure_from_string(const char *s);
-/* ArtifactUnavailable and DiskSpace may go away by themselves (CONTRACT §8.9). */
+/* ArtifactUnavailable and DiskSpace may go away by themselves (docs/contract.md §8.9). */
 bool artifact_failure_is_retriable(ArtifactFailure f);

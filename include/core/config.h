@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The agent's configuration (CONTRACT §3): /etc/inplace-agent/config.yaml plus config.d/<name>.yaml
+/* The agent's configuration (docs/contract.md §3): /etc/inplace-agent/config.yaml plus config.d/<name>.yaml
  * drop-ins in lexical order, later keys winning. Pure: decoding and defaults only;
- * daemon/config-files reads the files and the environment. The resulting Config is immutable once config_finalize() ran. Does not log:
+ * daemon/config-files reads the files and the environment. The resulting Config is immutable once config_finalize()
+ * ran. Does not log:
  * errors come back as -errno plus a message naming file, key and reason. */
 
 #include <jansson.h>
@@ -55,8 +56,8 @@ typedef struct Config {
         struct {
                 char *namespace;        /* owned */
                 char *secret_name;      /* owned; "" = from the Node label */
-                char *root_directory;   /* owned; OSC paths are resolved below it (CONTRACT §9.5) */
-                char **replaced_units;  /* owned strv; never written or started (CONTRACT §9.4) */
+                char *root_directory;   /* owned; OSC paths are resolved below it (docs/contract.md §9.5) */
+                char **replaced_units;  /* owned strv; never written or started (docs/contract.md §9.4) */
                 DriftRepairMode drift_repair;
                 uint64_t drift_interval_usec;   /* between drift checks (jittered); the first at start */
         } osc;
@@ -72,7 +73,7 @@ typedef struct Config {
         struct {
                 OsUpdateBackend backend;
                 uint64_t timeout_usec;
-                char *min_version_for_update;   /* owned; "" = none (the last source of CONTRACT §9.10) */
+                char *min_version_for_update;   /* owned; "" = none (the last source of docs/contract.md §9.10) */
                 struct {
                         char *reference;                /* owned; may contain "{version}" */
                         char *install_directory;        /* owned */
@@ -112,7 +113,7 @@ typedef struct Config {
         } console;
 } Config;
 
-/* A Config holding every default of CONTRACT §3. */
+/* A Config holding every default of docs/contract.md §3. */
 int config_new(Config **ret);
 Config *config_free(Config *c);
 DEFINE_CLEANUP_FUNC(Config, config_free);
@@ -138,7 +139,7 @@ typedef struct ConfigOverrides {
 /* Overrides, then derived defaults (nodeName from the hostname, lease.name from the node name). */
 int config_finalize(Config *c, const ConfigOverrides *o, char **ret_error);
 
-/* The effective configuration in the YAML/JSON schema of CONTRACT §3 (durations as "5m"). */
+/* The effective configuration in the YAML/JSON schema of docs/contract.md §3 (durations as "5m"). */
 json_t *config_to_json(const Config *c);
 
 const char *os_update_backend_to_string(OsUpdateBackend b);

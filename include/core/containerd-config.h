@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* containerd's /etc/containerd/config.toml as the agent writes it (GNP §6.4 step 5, upstream's
+/* containerd's /etc/containerd/config.toml as the agent writes it (docs/node-protocol.md §6.4 step 5, upstream's
  * ReconcileContainerdConfig), rendered from the OSC's criConfig (the OscModel's containerd_config:
  * {sandboxImage, plugins, cgroupDriver}).
  *

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The decisions of GNA's kubelet and containerd health checks (GNP §8 item 2, upstream
+/* The decisions of GNA's kubelet and containerd health checks (docs/node-protocol.md §8 item 2, upstream
  * healthcheck/{kubelet,containerd}.go), without the probing: each probe result goes in, what to tell
  * and whether to restart comes out. Pure; times on CLOCK_MONOTONIC.
  *

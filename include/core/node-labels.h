@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The labels GNA puts on its Node at every OSC reconcile (GNP §2.2 step 3, Appendix A, upstream
+/* The labels GNA puts on its Node at every OSC reconcile (docs/node-protocol.md §2.2 step 3, Appendix A, upstream
  * operatingsystemconfig/reconciler.go): node-role.kubernetes.io/worker="", or
  * node-role.kubernetes.io/control-plane="" when the OSC's spec.files has the kube-apiserver static pod
  * manifest (OscDesired.control_plane), and, when the zone file <root>/var/lib/gardener-node-agent/zone

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The in-place update engine: the pure core that decides what the agent does (CONTRACT §5, §6, §8).
+/* The in-place update engine: the pure core that decides what the agent does (docs/contract.md §5, §6, §8).
  * No I/O, no clock (time is passed in), no logging. It owns nothing but the values it returns.
  *
  * Three layers, all pure:
- *   1. The phase machine: one UpdatePhase enum (exactly the phases of CONTRACT §5), one UpdateEvent
+ *   1. The phase machine: one UpdatePhase enum (exactly the phases of docs/contract.md §5), one UpdateEvent
  *      enum and ONE transition table; node_update_next() is the only way a phase ever changes.
  *   2. The decider: node_update_decide() takes the persisted transaction, the Node, the decoded OSC,
  *      the current OS and kubelet versions, settings and the time, and returns the transaction record
@@ -39,7 +39,7 @@
  *   - Actions that end the process (RUN_OS_COMMAND that reboots, REBOOT) get no feedback; the next
  *     decision sees the new boot id / OS version and continues.
  *
- * What the decider does (CONTRACT §5, §8; GNP §1-§4, §7):
+ * What the decider does (docs/contract.md §5, §8; docs/node-protocol.md §1-§4, §7):
  *   - Nothing without an OSC; nothing while checksum/cloud-config-data already equals the Secret's
  *     checksum (two empty checksums do not count as equal). Nothing while the Node is not known yet.
  *   - No Node (UpdateInput.node_absent: it does not exist): only a fresh node's first OSC goes on
@@ -57,13 +57,14 @@
  *     usable) and credentials rotation (against the rotation times last carried out; always gated, carried
  *     out in Applying by ROTATE_CREDENTIALS after the kubelet switch and before the OS change, and
  *     recorded as carried out at once, so that no later attempt repeats it; gardener PR #15704).
- *     The first apply on a node (no checksum ever) is never gated and leaves the OS alone (GNP §2.3),
+ *     The first apply on a node (no checksum ever) is never gated and leaves the OS alone (docs/node-protocol.md §2.3),
  *     unless MCM's gate is open: the success marking then needs the OS compared, history or not.
  *   - The OSC's own work (files, units, drop-ins, containerd; UpdateInput.osc_work, prepared by the
  *     executor) is part of the plan while its OSC is not committed as last applied: ApplyOSC runs in
  *     Applying after the kubelet switch and before the kubelet restart (which the OSC's own restart
- *     of the kubelet unit replaces), gated when its diff has an in-place flag (GNP §1.2). The checksum
- *     is written only after it: checksum/cloud-config-data is a promise (CONTRACT §9.2). A work list
+ *     of the kubelet unit replaces), gated when its diff has an in-place flag (docs/node-protocol.md §1.2). The
+ * checksum
+ *     is written only after it: checksum/cloud-config-data is a promise (docs/contract.md §9.2). A work list
  *     that cannot be computed blocks the plan with its code and message.
  *   - Ungated: Staging -> Applying -> Verifying -> Succeeded at once; failures report
  *     inplace-agent/failure, a Warning Event and the condition, never update-result (§8.4).
@@ -73,12 +74,12 @@
  *     ReadyForUpdate or update-result=failed: Applying (kubelet switch, OSC work, kubelet restart, attempt marker, OS
  *     command / image install), Rebooting, Verifying (kubelet health), then delete Pods, report
  *     update-result=successful (marker and reason removed), set the checksum and kubernetes-version.
- *   - After a reboot on the old OS: RolledBack with upstream's reason (GNP scenario 20); a foreign
+ *   - After a reboot on the old OS: RolledBack with upstream's reason (docs/node-protocol.md §9 scenario 20); a foreign
  *     marker naming the desired version does the same, or keeps an existing reason (scenario 21).
  *     An unhealthy new kubelet is switched back and restarted: RolledBack.
  *   - Failed/RolledBack are terminal for that desired state, except retriable failures (back-off 30 s
  *     doubling to 10 min, a new attempt) and an operator setting ReadyForUpdate again (a new
- *     lastTransitionTime, GNP §7.3). Nothing to do for this agent but the node is drained: upstream's
+ *     lastTransitionTime, docs/node-protocol.md §7.3). Nothing to do for this agent but the node is drained: upstream's
  *     success marking (Pods deleted, successful) still runs (scenario 23/24 rules).
  *   - A new desired state cancels a transaction that has not reached Applying; from Applying on, the
  *     running transaction finishes first (never two at once). Phases only move forward. 
@@ -133,7 +134,7 @@ typedef enum UpdateEvent {
         _UPDATE_EVENT_INVALID = -EINVAL,
 } UpdateEvent;
 
-/* CONTRACT §8.9. */
+/* docs/contract.md §8.9. */
 typedef enum UpdateFailureCode {
         UPDATE_FAILURE_MIN_VERSION_NOT_MET,
         UPDATE_FAILURE_INVALID_DESIRED_STATE,
@@ -149,8 +150,8 @@ typedef enum UpdateFailureCode {
                                                  * that state.json records of older versions decode; such a
                                                  * failure is retried (update_failure_is_retriable()) */
         UPDATE_FAILURE_UNIT_RESTART_FAILED,
-        UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED,     /* CA / SA-key rotation in place (CONTRACT §9.7) */
-        UPDATE_FAILURE_BOOTSTRAP_FAILED,        /* no client certificate could be obtained (CONTRACT §9.6) */
+        UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED,     /* CA / SA-key rotation in place (docs/contract.md §9.7) */
+        UPDATE_FAILURE_BOOTSTRAP_FAILED,        /* no client certificate could be obtained (docs/contract.md §9.6) */
         UPDATE_FAILURE_FILE_APPLY_FAILED,       /* an OSC file could not be written or removed (§9.2) */
         UPDATE_FAILURE_UNIT_APPLY_FAILED,       /* an OSC unit could not be written, enabled, reloaded, ... */
         UPDATE_FAILURE_UNSUPPORTED_CHANGE,      /* an OSC change this agent cannot apply (names the field) */
@@ -214,7 +215,7 @@ typedef enum UpdateActionType {
         UPDATE_ACTION_APPLY_OSC,                /* apply the remaining work of the OSC `checksum` (files,
                                                  * units, drop-ins, containerd, registries; apply/osc-apply)
                                                  * and commit it as last applied */
-        UPDATE_ACTION_ROTATE_CREDENTIALS,       /* CONTRACT §9.7, GNP §6.4: rotate_ca: renew our certificate,
+        UPDATE_ACTION_ROTATE_CREDENTIALS,       /* docs/contract.md §9.7, docs/node-protocol.md §6.4: rotate_ca: renew our certificate,
                                                  * re-bootstrap the kubelet (restart, health check);
                                                  * rotate_sa: resync every token; resumable after a kill */
         _UPDATE_ACTION_MAX,
@@ -259,7 +260,7 @@ typedef struct UpdateFailure {
         char *step;                     /* owned: the step that failed */
         unsigned attempt;
         uint64_t usec;
-        bool keep_reason;               /* GNP scenario 21: the node already carries a reason */
+        bool keep_reason;               /* docs/node-protocol.md §9 scenario 21: the node already carries a reason */
 } UpdateFailure;
 
 /* The persisted state (<stateDirectory>/state.json): the current or last transaction, plus what the
@@ -357,7 +358,7 @@ typedef struct UpdateSettings {
  * only meaningful for the OSC's current checksum. */
 typedef struct OscWorkView {
         bool pending;                   /* this OSC is not committed as last applied yet */
-        bool gated;                     /* an in-place flag (GNP §1.2) is set: wait for ReadyForUpdate */
+        bool gated;                     /* an in-place flag (docs/node-protocol.md §1.2) is set: wait for ReadyForUpdate */
         bool restarts_kubelet;          /* the work restarts the kubelet unit itself */
         const json_t *plan;             /* borrowed: osc_changes_plan_json(); NULL: none */
         UpdateFailureCode error_code;   /* the work could not be computed: why (blocks the update) */
@@ -396,7 +397,7 @@ typedef struct UpdateDecision {
                                          * (e.g. a transaction dropped); NULL: nothing */
 } UpdateDecision;
 
-/* Names (CONTRACT §5 phases, §8.9 codes). to_string returns NULL for out-of-range values. */
+/* Names (docs/contract.md §5 phases, §8.9 codes). to_string returns NULL for out-of-range values. */
 const char *update_phase_to_string(UpdatePhase p);
 UpdatePhase update_phase_from_string(const char *s);
 const char *update_event_to_string(UpdateEvent e);
@@ -424,10 +425,10 @@ bool node_update_blocks_unit_restarts(const UpdateTransaction *tx);
 bool node_update_holds_drift_repair(const UpdateTransaction *tx);
 bool update_action_is_best_effort(UpdateActionType t);
 
-/* CONTRACT §8.9: ArtifactUnavailable, DiskSpace, FileApplyFailed, UnitApplyFailed, and
+/* docs/contract.md §8.9: ArtifactUnavailable, DiskSpace, FileApplyFailed, UnitApplyFailed, and
  * OSCommandFailed whose message says "network problems" (case-insensitive, upstream's regex) are
  * retriable; everything else is terminal. */
-/* CONTRACT §8.9: ArtifactUnavailable, DiskSpace, and OSCommandFailed whose message says "network
+/* docs/contract.md §8.9: ArtifactUnavailable, DiskSpace, and OSCommandFailed whose message says "network
  * problems" (case-insensitive, upstream's regex) are retriable; so is UnsupportedRotation of a record
  * an older version wrote; everything else is terminal. */
 bool update_failure_is_retriable(UpdateFailureCode code, const char *message);
@@ -440,7 +441,7 @@ bool update_rotates_sa(const UpdateTransaction *tx);
 /* The transition table. 0 and *ret set, or -EBADR (event not valid in this phase; *ret untouched). */
 int node_update_next(UpdatePhase phase, UpdateEvent event, UpdatePhase *ret);
 
-/* CONTRACT §9.10: minVersionForUpdate, the first found of the OSC field, the Node annotation
+/* docs/contract.md §9.10: minVersionForUpdate, the first found of the OSC field, the Node annotation
  * inplace-agent/min-version-for-update, the config key osUpdate.minVersionForUpdate; NULL: none. */
 const char *update_min_version_for_update(const OscDesired *osc, const NodeView *node, const UpdateSettings *s);
 
@@ -466,17 +467,17 @@ int node_update_action_done(UpdateTransaction *tx, const UpdateAction *a, uint64
 int node_update_action_failed(UpdateTransaction *tx, const UpdateAction *a, UpdateFailureCode code,
                               const char *message, uint64_t now_usec);
 
-/* CONTRACT §8.10: the plan as a JSON array (new reference). */
+/* docs/contract.md §8.10: the plan as a JSON array (new reference). */
 json_t *update_plan_json(const UpdateTransaction *tx, const UpdateSettings *s, const json_t *osc_plan);
-/* CONTRACT §6: {"transaction","phase","step","bytesDone","bytesTotal","percent","updated"} (new ref). */
+/* docs/contract.md §6: {"transaction","phase","step","bytesDone","bytesTotal","percent","updated"} (new ref). */
 json_t *update_progress_json(const UpdateTransaction *tx, const char *step, uint64_t bytes_done,
                              uint64_t bytes_total, unsigned percent, uint64_t now_usec);
-/* CONTRACT §6/§8.9: {"code","class","step","attempt","transaction","message"}; NULL if no failure. */
+/* docs/contract.md §6/§8.9: {"code","class","step","attempt","transaction","message"}; NULL if no failure. */
 json_t *update_failure_json(const UpdateTransaction *tx);
 /* Percent of the transaction's steps done, 100 once Succeeded. */
 unsigned update_transaction_percent(const UpdateTransaction *tx);
 
-/* The progress write budget (CONTRACT §6, §8.12): write on every phase change, otherwise only when at
+/* The progress write budget (docs/contract.md §6, §8.12): write on every phase change, otherwise only when at
  * least 10 s passed AND the percentage moved by at least 10 points since the last write.
  * last_phase _UPDATE_PHASE_INVALID means nothing was written yet. */
 bool progress_should_write(UpdatePhase last_phase, unsigned last_percent, uint64_t last_usec,

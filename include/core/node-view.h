@@ -2,7 +2,7 @@
 #pragma once
 
 /* The agent's own Node, decoded from the watched json_t into the plain values the update engine
- * decides on (CONTRACT §4, GNP §1.2 and Appendix A). Pure: no I/O, no logging. The decoder is
+ * decides on (docs/contract.md §4, docs/node-protocol.md §1.2 and Appendix A). Pure: no I/O, no logging. The decoder is
  * lenient where the API server already guarantees shape or where we do not use a value, strict
  * where we read: a field we use (name, uid, resourceVersion, the labels and annotations below, the
  * type, reason and lastTransitionTime of conditions) that is not a string, is longer than the API
@@ -14,7 +14,7 @@
  * Conditions: at most NODE_CONDITIONS_MAX are looked at (a real Node has about ten); the excess is
  * ignored with a warning naming the limit. Several InPlaceUpdate entries are allowed (the
  * documented manual retry appends one by JSON patch): the gate opens if any has reason
- * ReadyForUpdate (CONTRACT §9.9). */
+ * ReadyForUpdate (docs/contract.md §9.9). */
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -37,13 +37,13 @@
 #define NODE_LABEL_SECRET_NAME          "worker.gardener.cloud/gardener-node-agent-secret-name"
 #define NODE_ANNOTATION_RECONCILE_DELAY "node-agent.gardener.cloud/reconciliation-delay"
 #define NODE_ANNOTATION_MIN_VERSION     "inplace-agent/min-version-for-update"
-/* Written by the agent as GNA does (GNP Appendix A); gardenlet reads the condition. */
+/* Written by the agent as GNA does (docs/node-protocol.md Appendix A); gardenlet reads the condition. */
 #define NODE_LABEL_ROLE_WORKER          "node-role.kubernetes.io/worker"
 #define NODE_LABEL_ROLE_CONTROL_PLANE   "node-role.kubernetes.io/control-plane"
 #define NODE_LABEL_ZONE                 "topology.kubernetes.io/zone"
 #define NODE_CONDITION_UNITS_READY      "SystemdUnitsReady"
 #define NODE_CONDITION_READY            "Ready"
-/* Ours (CONTRACT §6). */
+/* Ours (docs/contract.md §6). */
 #define NODE_ANNOTATION_PROGRESS        "inplace-agent/progress"
 #define NODE_ANNOTATION_PLAN            "inplace-agent/plan"
 #define NODE_ANNOTATION_FAILURE         "inplace-agent/failure"
@@ -128,7 +128,7 @@ int node_view_decode(const json_t *node, NodeView **ret, char **ret_error);
  * OSCSecretAvailable, SystemdUnitsReady) or watches (Ready); NULL for other types. */
 const NodeCondition *node_view_condition(const NodeView *v, const char *type);
 
-/* GNP §1.2: any InPlaceUpdate condition with reason ReadyForUpdate; its status is not checked. */
+/* docs/node-protocol.md §1.2: any InPlaceUpdate condition with reason ReadyForUpdate; its status is not checked. */
 bool node_view_ready_for_update(const NodeView *v);
 
 /* What identifies the current ReadyForUpdate signal, to tell a new one (a manual retry) from the
@@ -139,7 +139,7 @@ const char *node_view_ready_since(const NodeView *v);
 /* The in-place gate: ReadyForUpdate, or update-result=failed (the retry path). */
 bool node_view_gate_open(const NodeView *v);
 
-/* GNP §9 scenario 8: the transition that makes upstream enqueue the OSC — ReadyForUpdate present in
+/* docs/node-protocol.md §9 scenario 8: the transition that makes upstream enqueue the OSC — ReadyForUpdate present in
  * `new` but not in `old` (old NULL = a Create event). The engine itself is idempotent and does not
  * need this; it lets the manager skip re-deciding on unrelated Node updates. */
 bool node_view_became_ready(const NodeView *old, const NodeView *new);

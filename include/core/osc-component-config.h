@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* gardener-node-agent's component config as the OSC being applied carries it (CONTRACT §9.4): the
+/* gardener-node-agent's component config as the OSC being applied carries it (docs/contract.md §9.4): the
  * inline file /var/lib/gardener-node-agent/config*.yaml that a replaced unit (osc.replacedUnits)
  * lists in its filePaths. The agent takes from it what GNA would: the API server and its CA file,
  * the OSC Secret's name, the Kubernetes version for worker.gardener.cloud/kubernetes-version, and

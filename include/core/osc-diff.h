@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* What applying a new OSC means on this node (GNP §2.3, CONTRACT §9.2-§9.4): the diff of the
+/* What applying a new OSC means on this node (docs/node-protocol.md §2.3, docs/contract.md §9.2-§9.4): the diff of the
  * last-applied OscModel against the new one, as an ordered list of work items in the order of
- * GNP §6.4 (containerd config, files, registries, imageRef files, changed units, deleted units,
+ * docs/node-protocol.md §6.4 (containerd config, files, registries, imageRef files, changed units, deleted units,
  * daemon-reload, unit commands, kubelet health, probed registries, registry cleanup, deleted files),
  * plus the in-place flags that wait for MCM's ReadyForUpdate. A new or changed registry with
  * readinessProbe is probed before its hosts.toml is written; upstream runs those probes in parallel
  * with steps 10-16 and waits for them at step 17, so their items stand there.
  *
- * The OscChanges is also the persisted "remaining work" (CONTRACT §9.2, last-computed-osc-changes):
+ * The OscChanges is also the persisted "remaining work" (docs/contract.md §9.2, last-computed-osc-changes):
  * osc_changes_to_json() is saved once, and the items done since are recorded by index
  * (apply/osc-state.h); after a SIGKILL the saved changes (same checksum) are loaded, the recorded
  * items marked done, and the work continues at the first item not done. Each item is idempotent on
@@ -21,7 +21,7 @@
  * (upstream's MustRestartNodeAgent, reconciler.go). The applier marks it done before it runs
  * (core/unit-guard.h), so it happens once.
  *
- * Replaced units (osc.replacedUnits, CONTRACT §9.4) are left out of both sides: never written,
+ * Replaced units (osc.replacedUnits, docs/contract.md §9.4) are left out of both sides: never written,
  * enabled, started or deleted, and an imageRef file only they list gets no pull item (it still
  * counts as changed and restarts nothing).
  *
@@ -90,7 +90,7 @@ typedef struct OscChanges {
 } OscChanges;
 
 typedef struct OscDiffInput {
-        const OscModel *old;            /* NULL: first apply (GNP §2.3 step 2) */
+        const OscModel *old;            /* NULL: first apply (docs/node-protocol.md §2.3 step 2) */
         const OscModel *new;
         const char *checksum;
         const char *current_os_version; /* from os-release; used only when both OSCs are in-place */
@@ -107,7 +107,7 @@ DEFINE_CLEANUP_FUNC(OscChanges, osc_changes_free);
 int osc_diff(const OscDiffInput *in, OscChanges **ret, char **ret_error);
 
 /* Any in-place flag set: then the work waits for ReadyForUpdate (upstream gates the whole reconcile
- * after the containerd base config, GNP §6.4 step 7). */
+ * after the containerd base config, docs/node-protocol.md §6.4 step 7). */
 bool osc_in_place_flags_any(const OscInPlaceFlags *f);
 bool osc_in_place_flags_kubelet(const OscInPlaceFlags *f);
 

@@ -2,7 +2,7 @@
 #pragma once
 
 /* Drift repaired the way an apply does it (issue 26 item 2): the findings of core/osc-drift.h turned
- * into an OscChanges work list (core/osc-diff.h) for the same applier, in the apply's order (GNP
+ * into an OscChanges work list (core/osc-diff.h) for the same applier, in the apply's order (docs/node-protocol.md
  * §6.4): containerd config, files, registries, imageRef files, unit files (with their enablement),
  * one daemon-reload, the unit commands, the kubelet health check. Restarted are exactly the affected
  * units, each once: a unit whose file or drop-in drifted, a unit listing a drifted file in filePaths

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The node's drift from its last-applied OSC (GNP §8 item 7, upstream
+/* The node's drift from its last-applied OSC (docs/node-protocol.md §8 item 7, upstream
  * bootstrappers/file_consistency_bootstrapper.go from gardener#13678; issue 26 item 2): what the
  * last-applied OSC put on the node compared with what is there now, as a list of findings. The
  * duty (duties/drift-repair) turns them into a repair (core/osc-drift-plan.h) and one Warning Event
@@ -34,7 +34,7 @@
  *     is SystemdUnitsReady's, not drift).
  * The model is the merged one the applier writes (spec and status; upstream looks at spec only).
  * Other differences from upstream, each to avoid a false finding:
- *   - units inplace-agent replaces (CONTRACT §9.4; it never writes them) are skipped with their
+ *   - units inplace-agent replaces (docs/contract.md §9.4; it never writes them) are skipped with their
  *     dependencies; so is the kubelet binary (the kubelet store's: staged, switched, rolled back);
  *   - unit files and drop-ins are looked up where the applier writes them (the unit directory; a
  *     unit without content also in the OS's directories), not next to wherever the unit file was

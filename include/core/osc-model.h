@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The whole OperatingSystemConfig as the appliers need it (GNP §2.1, CONTRACT §9.2): files, units,
+/* The whole OperatingSystemConfig as the appliers need it (docs/node-protocol.md §2.1, docs/contract.md §9.2):
+ * files, units,
  * containerd config and registries, in-place fields, the kubelet config file. Where core/osc.h
  * extracts the few values the update decider uses, this module keeps everything that is written to
  * the node, already merged the way upstream merges it:
@@ -177,7 +178,7 @@ int osc_file_copy(const OscFile *f, OscFile *ret);
 int osc_unit_copy(const OscUnit *u, OscUnit *ret);
 int osc_registry_copy(const OscRegistry *r, OscRegistry *ret);
 
-/* The kubelet config values the in-place rules read (GNP §2.3 step 4), from the spec.files entry
+/* The kubelet config values the in-place rules read (docs/node-protocol.md §2.3 step 4), from the spec.files entry
  * OSC_KUBELET_CONFIG_PATH (inline). -ENODATA with "kubelet config file with path: ... not found in
  * OSC", -EBADMSG if it is not a KubeletConfiguration document. *ret is a new reference. */
 int osc_model_kubelet_config(const OscModel *m, json_t **ret, char **ret_error);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Decoding the OperatingSystemConfig Secret (CONTRACT §4, GNP §2.1) into the few values the update
+/* Decoding the OperatingSystemConfig Secret (docs/contract.md §4, docs/node-protocol.md §2.1) into the few values
+ * the update
  * engine uses. Input is the Secret as the API returns it (a json_t with base64 `.data`); osc.yaml is
  * decoded non-strictly like upstream's codec: unknown fields are ignored, but a field we use that has
  * the wrong type is an error naming that field ("spec.inPlaceUpdates.kubelet: expected a string").
@@ -56,7 +57,7 @@ DEFINE_CLEANUP_FUNC(OscDesired, osc_desired_free);
 /* Decodes the Secret. `kubelet_path` is the configured kubelet.binaryPath: the files[] entry with that
  * path (spec.files first, then status.extensionFiles) supplies the kubelet image.
  * Errors, each with *ret_error (if not NULL) set to a message:
- *   -ENODATA  no data["osc.yaml"]: "no osc.yaml key found in OSC secret" (GNP §2.2 step 1)
+ *   -ENODATA  no data["osc.yaml"]: "no osc.yaml key found in OSC secret" (docs/node-protocol.md §2.2 step 1)
  *   -EBADMSG  not base64 / not YAML: "unable to decode OSC from secret data key osc.yaml: ..."
  *   -EINVAL   a field we use has the wrong type or is out of bounds: "<field path>: <why>"
  *   -EFBIG    osc.yaml larger than OSC_YAML_MAX
@@ -74,7 +75,7 @@ const char *osc_secret_checksum(const json_t *secret);
 int osc_decode_yaml(const char *data, size_t size, const char *checksum, const char *kubelet_path,
                     OscDesired **ret, char **ret_error);
 
-/* CONTRACT §8.1: the desired kubelet version without a leading 'v' — spec.inPlaceUpdates.kubelet when
+/* docs/contract.md §8.1: the desired kubelet version without a leading 'v' — spec.inPlaceUpdates.kubelet when
  * present, else the tag of the kubelet image. -ENODATA if neither gives one; -EINVAL, with
  * *ret_error (if not NULL) naming the field, if it is not a safe version string
  * (version_normalize_kubelet()) or cannot be a desired version (version_check_kubelet_desired():

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Which Pods bound to the node are deleted after an in-place update, and which are left alone (GNP
+/* Which Pods bound to the node are deleted after an in-place update, and which are left alone (docs/node-protocol.md
  * §6.4 deleteRemainingPods: DaemonSet Pods and Pods with local storage come back during the drain
  * and must start again on the updated node):
  *   - mirror Pods (annotation kubernetes.io/config.mirror) and static Pods (an ownerReference of

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Parses the value of the Node annotation worker.gardener.cloud/restart-systemd-services (GNP §5,
- * CONTRACT §8.7, §9.12) into what the agent will do: the valid units in request order, each once,
+/* Parses the value of the Node annotation worker.gardener.cloud/restart-systemd-services (docs/node-protocol.md §5,
+ * docs/contract.md §8.7, §9.12) into what the agent will do: the valid units in request order, each once,
  * the agent's own unit moved last, and every rejected entry with the reason. Pure: no I/O, no
  * logging, no event loop.
  *
@@ -10,10 +10,10 @@
  * "kubelet.service") are restarted once; names are validated (unit-name.h) instead of handed to
  * systemd verbatim; a suffix like ".timer" is kept rather than turned into "foo.timer.service".
  * Upstream appends ".service" to everything, so it only ever restarts services; we also allow
- * sockets and timers (CONTRACT §9.12). Every other unit type is rejected: restarting a slice
+ * sockets and timers (docs/contract.md §9.12). Every other unit type is rejected: restarting a slice
  * (system.slice) or a target stops the agent, kubelet and containerd with it, and a scope, mount,
  * device, swap, path or automount is nothing a user needs restarted through a Node annotation.
- * An entry naming the agent's own unit or one of the units it replaces (CONTRACT §9.4, default
+ * An entry naming the agent's own unit or one of the units it replaces (docs/contract.md §9.4, default
  * gardener-node-agent.service) means the agent itself: restarted once, last.
  *
  * Untrusted text quoted back (Event messages, journal lines) is escaped ('"', '\\', control and
@@ -33,14 +33,14 @@
 #define RESTART_REQUEST_REJECTED_MAX 32
 /* Longest quoted entry (after escaping), in bytes; a longer one is cut there and ends in "…". */
 #define RESTART_REQUEST_ENTRY_DISPLAY_MAX 253
-/* Up to this many rejections are reported one by one (CONTRACT §8.7 message each); more are
+/* Up to this many rejections are reported one by one (docs/contract.md §8.7 message each); more are
  * aggregated into one message, as kubelet's event correlator does, so that the Event spam filter
  * and queue never drop them silently. */
 #define RESTART_REQUEST_REJECTED_EACH_MAX 3
 /* Bound of every message built here (below the Event message limit). */
 #define RESTART_REQUEST_MESSAGE_MAX 1000
 
-/* The units the agent replaces when no other list is configured (CONTRACT §9.4). */
+/* The units the agent replaces when no other list is configured (docs/contract.md §9.4). */
 extern const char *const restart_request_replaced_units_default[];
 
 typedef struct RestartRejected {
@@ -67,7 +67,7 @@ int restart_request_parse(const char *value, const char *self_unit, const char *
 RestartRequest *restart_request_free(RestartRequest *r);
 DEFINE_CLEANUP_FUNC(RestartRequest, restart_request_free);
 
-/* "rejected unit name \"<entry>\": <why>" (CONTRACT §8.7), or `why` alone when entry is NULL;
+/* "rejected unit name \"<entry>\": <why>" (docs/contract.md §8.7), or `why` alone when entry is NULL;
  * newly allocated; NULL on OOM. */
 char *restart_rejected_message(const RestartRejected *r);
 
@@ -81,7 +81,7 @@ int restart_request_rejected_summary(const RestartRequest *r, char **ret);
  * allocated; NULL on OOM. */
 char *restart_request_display(const char *s);
 
-/* The note of the per-unit SystemDUnitRestart Event, worded as upstream (GNP §5):
+/* The note of the per-unit SystemDUnitRestart Event, worded as upstream (docs/node-protocol.md §5):
  * "processed restart of unit <unit>" or "processed restart of unit <unit> failed with error <detail>".
  * Newly allocated; NULL on OOM. */
 char *restart_result_message(const char *unit, bool ok, const char *detail);

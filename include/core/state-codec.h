@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The text of the persisted update state (state.json, CONTRACT §7): the current or last transaction
+/* The text of the persisted update state (state.json, docs/contract.md §7): the current or last transaction
  * and the node-level memory of node-update.h's UpdateTransaction, as one versioned JSON document.
  * Pure: no files (update/state-file does the reading and the atomic writing). Does not log. */
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The SystemdUnitsReady verdict (GNP §8 item 3, upstream systemdunitcheck): from the units the OSC
+/* The SystemdUnitsReady verdict (docs/node-protocol.md §8 item 3, upstream systemdunitcheck): from the units the OSC
  * manages (name and whether it should be enabled) and what systemd says about each, the Node
  * condition's status, reason and message. Pure: the caller reads systemd and writes the condition.
  *
@@ -62,7 +62,7 @@ int unit_health_evaluate(const UnitHealthState *units, size_t n, uint64_t now_us
                          UnitHealthVerdict *ret);
 
 /* The units an applied OSC manages, as upstream's readManagedUnits: every merged unit except
- * `replaced` ones (CONTRACT §9.4), sorted by name; one should be enabled when its `enable` says so,
+ * `replaced` ones (docs/contract.md §9.4), sorted by name; one should be enabled when its `enable` says so,
  * else when it carries content or drop-ins. (Upstream judges a spec unit without `enable` before
  * merging in an extension unit's drop-ins; the merged model cannot tell, so such a unit counts as
  * enabled here.) `*ret_names` point into `m`; both arrays are the caller's to free; n may be 0. */

@@ -2,7 +2,7 @@
 #pragma once
 
 /* systemd unit names as the agent accepts them from configuration and from the
- * worker.gardener.cloud/restart-systemd-services annotation (CONTRACT §8.7). Pure. */
+ * worker.gardener.cloud/restart-systemd-services annotation (docs/contract.md §8.7). Pure. */
 
 #include <stdbool.h>
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Version strings the way Gardener compares them (GNP §3.2), plus the kubelet-specific rules the
+/* Version strings the way Gardener compares them (docs/node-protocol.md §3.2), plus the kubelet-specific rules the
  * update engine needs. Pure: no I/O, no logging, no allocation except where a function says so.
  *
  * Gardener's CompareVersions(a, op, b):
@@ -59,7 +59,7 @@ int version_cmp(const Version *a, const Version *b);
  * "invalid semantic version" or "improper constraint". */
 int version_compare(const char *a, VersionOp op, const char *b, const char **ret_why);
 
-/* CONTRACT §8.1: the kubelet version as stored on disk, without a leading 'v' or 'V'
+/* docs/contract.md §8.1: the kubelet version as stored on disk, without a leading 'v' or 'V'
  * ("v1.31.2" -> "1.31.2"). Because the result names a directory in the kubelet store it must be a
  * safe path component: only [0-9A-Za-z.+_-], not "." or "..", at most VERSION_STRING_MAX bytes,
  * starting with a digit. Returns a new string, or -EINVAL. */
@@ -78,7 +78,7 @@ int version_check_kubelet_desired(const char *v, const char **ret_why);
  * boot entry (only [0-9A-Za-z.+_-], starting with a digit, at most VERSION_STRING_MAX bytes). */
 bool version_is_safe_name(const char *s);
 
-/* How a kubelet version change is classified (GNP §2.3: only a minor-version change is an
+/* How a kubelet version change is classified (docs/node-protocol.md §2.3: only a minor-version change is an
  * in-place trigger; a patch change is applied at once, without drain). */
 typedef enum KubeletChange {
         KUBELET_CHANGE_NONE,            /* same version */

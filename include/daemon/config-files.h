@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Loading the configuration (CONTRACT §3): files and environment. Errors come back as -errno plus
+/* Loading the configuration (docs/contract.md §3): files and environment. Errors come back as -errno plus
  * a message naming file, key and reason; nothing is logged here. */
 
 #include <stdbool.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The last-applied OSC as GNA's quieter duties read it (GNP §8 items 3 and 7): the file is
+/* The last-applied OSC as GNA's quieter duties read it (docs/node-protocol.md §8 items 3 and 7): the file is
  * <stateDirectory>/last-applied-osc.yaml (apply/osc-state.h), or, while this agent has applied
  * nothing yet, gardener-node-agent's <root>/var/lib/gardener-node-agent/last-applied-osc.yaml.
  *   - SystemdUnitsReady: its units (core/unit-health.h unit_health_units_from_osc(), replaced units

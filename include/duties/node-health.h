@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* GNA's kubelet and containerd health checks (GNP §8 item 2, CONTRACT §9.8): every period (30 s;
+/* GNA's kubelet and containerd health checks (docs/node-protocol.md §8 item 2, docs/contract.md §9.8): every period
+ * (30 s;
  * the first at start) one probe each —
  *   kubelet:    GET kubelet.healthzURL (net/http-probe.h, one probe, 10 s at most);
  *   containerd: connect() on <osc.rootDirectory>/run/containerd/containerd.sock and the unit's

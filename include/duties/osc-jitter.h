@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* GNA's reconciliation jitter for OSC Secret updates (GNP §2.1 "Watch scope", CONTRACT §9.8): the
+/* GNA's reconciliation jitter for OSC Secret updates (docs/node-protocol.md §2.1 "Watch scope", docs/contract.md
+ * §9.8): the
  * first OSC after the watch starts (upstream's Create) is handed over at once; a later one with
  * other content (checksum) waits the delay of the Node annotation
  * node-agent.gardener.cloud/reconciliation-delay, which gardener-resource-manager spreads over the

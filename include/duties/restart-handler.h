@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Carries out the Node annotation worker.gardener.cloud/restart-systemd-services (GNP §5, CONTRACT
+/* Carries out the Node annotation worker.gardener.cloud/restart-systemd-services (docs/node-protocol.md §5,
+ * docs/contract.md
  * §5, §8.7, §9.12): parses its value (restart-request.h), reports rejected entries (one message
  * each, or one aggregate for many), asks for the annotation to be removed, and only once it is
  * gone restarts the valid units one at a time in request order through UnitControl, the agent's
@@ -14,7 +15,8 @@
  * `state_path` before every restart. With it, a crash or a restart of the agent never restarts a
  * unit twice for one annotation value (at most once: a unit whose restart was started is not
  * started again), the restarts still due after a crash are resumed, and a stale view of the Node
- * that still shows an already removed value is not processed again. The record lives in its own file, not in state.json, because it is independent
+ * that still shows an already removed value is not processed again. The record lives in its own file, not in
+ * state.json, because it is independent
  * of update transactions (state.json holds exactly one of those).
  *
  * Runs on the sd_event loop of the UnitControl; does not log: everything worth reporting comes out
@@ -35,7 +37,7 @@ typedef struct RestartHandlerCallbacks {
          * `ok` false: `detail` is the D-Bus error, the job result or the timeout. */
         void (*on_unit_result)(const char *unit, bool ok, const char *detail, void *userdata);
         /* One call per rejected entry; `entry` is escaped and cut for display. Message format
-         * (CONTRACT §8.7): rejected unit name "<entry>": <why> (restart_rejected_message()). With
+         * (docs/contract.md §8.7): rejected unit name "<entry>": <why> (restart_rejected_message()). With
          * more than RESTART_REQUEST_REJECTED_EACH_MAX rejections, or for a value over the size
          * limit, a single call with `entry` NULL and `why` the complete message. */
         void (*on_rejected)(const char *entry, const char *why, void *userdata);
@@ -68,7 +70,7 @@ int restart_handler_submit(RestartHandler *h, const char *value) _warn_unused_re
 /* Completion of RestartHandlerCallbacks.remove_annotation(). */
 void restart_handler_annotation_removed(RestartHandler *h, int error);
 
-/* The units whose names also mean the agent itself (CONTRACT §9.4, osc.replacedUnits; borrowed,
+/* The units whose names also mean the agent itself (docs/contract.md §9.4, osc.replacedUnits; borrowed,
  * NULL-terminated, must outlive the handler). Default: restart_request_replaced_units_default. */
 void restart_handler_set_replaced_units(RestartHandler *h, const char *const *units);
 

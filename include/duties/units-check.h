@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The SystemdUnitsReady condition (GNP §8 item 3, CONTRACT §9.8): every period (1 min; the first
+/* The SystemdUnitsReady condition (docs/node-protocol.md §8 item 3, docs/contract.md §9.8): every period (1 min;
+ * the first
  * at start) the state of each unit the OSC manages is read over D-Bus (systemd/unit-state.h),
  * judged by core/unit-health.h and handed to the reporter, which writes the condition only when it
  * changed. The list of units is an input: duties/applied-osc sets the units of the last-applied OSC

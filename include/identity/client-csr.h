@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The agent's client identity as crypto (CONTRACT §9.6): the private key generated on the node, the
+/* The agent's client identity as crypto (docs/contract.md §9.6): the private key generated on the node, the
  * PKCS#10 request for it (CN gardener.cloud:node-agent:machine:<machine>, O gardener.cloud:node-agents),
  * the CSR object's name and body, and what the issued certificate says (validity, does it belong to the
  * key, when to renew it).
@@ -73,6 +73,6 @@ typedef struct ClientCertInfo {
  * key is k's. -EINVAL if there is no parseable certificate. */
 int client_cert_info(const char *pem, size_t size, const ClientKey *k, ClientCertInfo *ret) _warn_unused_result_;
 
-/* When to renew: not_before + (70 % + random 0–20 %) of the lifetime (CONTRACT §9.6); `random` is any
+/* When to renew: not_before + (70 % + random 0–20 %) of the lifetime (docs/contract.md §9.6); `random` is any
  * uniformly distributed 64-bit value (passed in so the choice is testable). */
 uint64_t client_cert_renew_at(const ClientCertInfo *info, uint64_t random);

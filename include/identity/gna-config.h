@@ -2,7 +2,7 @@
 #pragma once
 
 /* gardener-node-agent's component config as gardener-node-init provisioned it on the node
- * (CONTRACT §9.6): <gna_directory>/config-<gardener version>.yaml (the lexically last when there are
+ * (docs/contract.md §9.6): <gna_directory>/config-<gardener version>.yaml (the lexically last when there are
  * several, e.g. after an OSC brought a newer one), else <gna_directory>/config.yaml (older
  * gardener-node-init). Before any OSC and before its Node exists, it is all a fresh node knows: the
  * API server its bootstrap token is for, and the name of its OSC Secret. Reads a small file; does not

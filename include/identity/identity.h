@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The agent's own client identity (CONTRACT §9.6): keeps `kubeconfig` holding a working client
+/* The agent's own client identity (docs/contract.md §9.6): keeps `kubeconfig` holding a working client
  * certificate, like kubelet's TLS bootstrap and upstream's certificate controller do.
  *
  * - At start: `kubeconfig` with a valid certificate of ours → renewal scheduled; with token credentials

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The kubelet's bootstrap kubeconfig on a new node, as gardener-node-agent handles it (CONTRACT §9.6):
+/* The kubelet's bootstrap kubeconfig on a new node, as gardener-node-agent handles it (docs/contract.md §9.6):
  *
  *   - kubelet_bootstrap_provision(), at every start (upstream's bootstrapper
  *     bootstrappers/kubelet_bootstrap_kubeconfig.go, which GNA runs before its controllers): while GNA's

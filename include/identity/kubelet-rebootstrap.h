@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The kubelet half of a CA rotation in place (CONTRACT §9.7, GNP §6.4 "CA rotation, then the kubelet";
+/* The kubelet half of a CA rotation in place (docs/contract.md §9.7, docs/node-protocol.md §6.4 "CA rotation, then
+ * the kubelet";
  * upstream reconciler.go rebootstrapKubelet): make the kubelet request a new client certificate against
  * the new CA bundle.
  *

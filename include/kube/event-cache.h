@@ -2,7 +2,7 @@
 #pragma once
 
 /* Client-side correlation of core/v1 Events, as client-go's EventCorrelator does it
- * (kube-api.md §5.3): a per-object spam filter (token bucket: burst 25, one token back every
+ * (docs/kube-api.md §5.3): a per-object spam filter (token bucket: burst 25, one token back every
  * 300 s, keyed by involved object uid and event type) and deduplication (an identical event —
  * same object, type, reason and message — is not created again but its count and lastTimestamp
  * are patched). The "(combined from similar events)" message aggregation is not implemented: the

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Requests to the Kubernetes API server (kube-api.md §1, §3, §4, §7): builds URLs from the
+/* Requests to the Kubernetes API server (docs/kube-api.md §1, §3, §4, §7): builds URLs from the
  * kubeconfig's server (path prefix kept), attaches credentials (kube-credentials.h), sends
  * Accept/Content-Type/User-Agent, decodes JSON responses and Status errors, and applies client-go's
  * retry rules:

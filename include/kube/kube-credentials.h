@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The credentials of the Kubernetes client, kept fresh like client-go does (kube-api.md §2.3):
+/* The credentials of the Kubernetes client, kept fresh like client-go does (docs/kube-api.md §2.3):
  * - tokenFile is re-read when the last successful read is older than the refresh period (≤ 60 s)
  *   and after a 401; whitespace is trimmed; an empty or unreadable file keeps the last good token.
  *   A tokenFile that was read successfully wins over a static token.

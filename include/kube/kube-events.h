@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Records core/v1 Events about our Node (CONTRACT §6, §8.15; kube-api.md §5): namespace "default",
+/* Records core/v1 Events about our Node (docs/contract.md §6, §8.15; docs/kube-api.md §5): namespace "default",
  * involvedObject {kind Node, apiVersion v1, name, uid — the Node's uid once known, else its name like
  * kubelet — and no namespace}, so `kubectl describe node` lists them; source {component, host},
  * reportingComponent/reportingInstance. Repeats are folded into one Event whose count and

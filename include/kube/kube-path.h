@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The one place where API paths are made (kube-api.md §1). A name from the cluster — a Secret named
+/* The one place where API paths are made (docs/kube-api.md §1). A name from the cluster — a Secret named
  * in the OSC or by a Node label, a Pod from a list, a CSR the server named — never reaches a URL as
  * it came: every namespace must be a DNS-1123 label and every name a DNS-1123 subdomain (a CSR's a
  * path segment name; core/kube-name.h), and each segment is percent-encoded all the same, so that

@@ -2,7 +2,7 @@
 #pragma once
 
 /* Timing of the Kubernetes client: watch durations, silence detection, backoff, credential
- * re-reads, request timeouts. The defaults follow client-go (kube-api.md §2.3, §3.6, §3.7, §7.4).
+ * re-reads, request timeouts. The defaults follow client-go (docs/kube-api.md §2.3, §3.6, §3.7, §7.4).
  *
  * Tests (and only tests) shorten them through the environment variable INPLACE_AGENT_KUBE_TUNING,
  * a comma-separated list of key=duration (durations as in the configuration: "500ms", "3s", "5m"):
@@ -19,7 +19,7 @@
  *   identity-retry-base=D, identity-retry-cap=D       backoff between failed bootstraps/renewals
  *   forbidden-backoff=D     the wait between LISTs answered 403 once that lasts (configuration)
  *
- * and of the node duties that report to the API server (GNP §8):
+ * and of the node duties that report to the API server (docs/node-protocol.md §8):
  *   units-check=D, units-stuck=D    SystemdUnitsReady period (1 min) and stuck threshold (5 min)
  *   health-check=D, health-grace=D  kubelet/containerd check period (30 s), unhealthy time before a
  *                                   restart (1 min)
@@ -28,7 +28,7 @@
  *   node-registration=D             how long after a fresh node's first OSC was applied without its
  *                                   Node the agent waits quietly for the kubelet to register it (5 min)
  *
- * It is deliberately not part of the configuration file (CONTRACT §3): production nodes run with
+ * It is deliberately not part of the configuration file (docs/contract.md §3): production nodes run with
  * the defaults. Pure: parsing only, no I/O, no logging. */
 
 #include <stdint.h>
@@ -55,7 +55,7 @@ typedef struct KubeTuning {
         uint64_t csr_timeout_usec;              /* 15 min, upstream's CSR wait */
         uint64_t identity_retry_base_usec;      /* 10 s */
         uint64_t identity_retry_cap_usec;       /* 5 min */
-        uint64_t forbidden_backoff_usec;        /* 2 min: 403 is RBAC, not load (kube-api.md §6.4) */
+        uint64_t forbidden_backoff_usec;        /* 2 min: 403 is RBAC, not load (docs/kube-api.md §6.4) */
         uint64_t units_check_usec;              /* 60 s */
         uint64_t units_stuck_usec;              /* 5 min */
         uint64_t health_check_usec;             /* 30 s */

@@ -2,7 +2,7 @@
 #pragma once
 
 /* List+watch of ONE object, selected with fieldSelector=metadata.name=<name> (the Node, the OSC
- * Secret), recovering exactly like client-go's reflector (kube-api.md §3.6, §7.4, §11):
+ * Secret), recovering exactly like client-go's reflector (docs/kube-api.md §3.6, §7.4, §11):
  * - first a LIST with resourceVersion=0 (served from the watch cache), after a random start-up
  *   delay so a fleet restarting together does not LIST at once;
  * - then a WATCH from the list's resourceVersion with allowWatchBookmarks=true and timeoutSeconds

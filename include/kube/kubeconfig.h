@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Where the API server is and how to authenticate (kube-api.md §2.1, §2.2): a kubeconfig file
+/* Where the API server is and how to authenticate (docs/kube-api.md §2.1, §2.2): a kubeconfig file
  * (YAML or JSON) resolved through current-context to one cluster and one user, or, when the file
  * does not exist, the in-cluster service-account setup. Only what a node agent needs is accepted:
  * server, CA (file or data), tls-server-name, token, tokenFile, client certificate/key (file or

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The agent's heartbeat Lease (CONTRACT §3 lease.*, §6; kube-api.md §8): coordination.k8s.io/v1
+/* The agent's heartbeat Lease (docs/contract.md §3 lease.*, §6; docs/kube-api.md §8): coordination.k8s.io/v1
  * Lease <namespace>/<name> with holderIdentity, leaseDurationSeconds, renewTime (MicroTime) and an
  * ownerReference to our Node (so it is garbage-collected with it). Created with GET → 404 → POST
  * (409 → GET again), then renewed every duration/4 with a PUT of the last object the server
  * returned (optimistic concurrency); a 409 on the PUT re-reads the Lease and tries again at once.
  * Failures are retried with backoff (200 ms doubling, at most the renew interval), like kubelet's
  * lease controller. Only PUT and POST are used, no PATCH: the gardener-node-agent identity may not
- * patch leases (kube-api.md §6.3).
+ * patch leases (docs/kube-api.md §6.3).
  *
  * Runs on the KubeClient's sd_event loop; logs at debug level only, except that a Lease that has to
  * stop renewing (its timer cannot be armed: the loop is finishing, or in a forked child) says so

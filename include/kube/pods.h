@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Deleting the Pods bound to our Node after an in-place update (GNP §6.4 deleteRemainingPods;
- * kube-api.md §6.3: the node-agent identity may list its node's Pods and delete them): one LIST with
+/* Deleting the Pods bound to our Node after an in-place update (docs/node-protocol.md §6.4 deleteRemainingPods;
+ * docs/kube-api.md §6.3: the node-agent identity may list its node's Pods and delete them): one LIST with
  * fieldSelector=spec.nodeName=<node>, the selection of core/pod-selection.h (gardener-resource-manager,
  * mirror and static Pods are left alone), then a DELETE for every Pod it picks, all in flight at
  * once. A 404 counts as deleted (the Pod is already gone). Any other failure, a DELETE that could not

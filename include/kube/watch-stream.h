@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Decoding of a Kubernetes watch response body (kube-api.md §3.4, §3.5, §11) and the reflector's
+/* Decoding of a Kubernetes watch response body (docs/kube-api.md §3.4, §3.5, §11) and the reflector's
  * rules for what to do when a watch ends (§3.6). The body is a byte stream of compact JSON objects
  * {"type":…,"object":{…}}, each terminated by '\n'; one network read may carry several events or a
  * fraction of one, so bytes are buffered and cut at '\n' (a raw newline cannot occur inside JSON).
@@ -56,7 +56,7 @@ void watch_stream_reset(WatchStream *s);
  * truncated. */
 size_t watch_stream_pending(const WatchStream *s);
 
-/* Status objects (kube-api.md §1): "code" (0 if absent), "reason" (NULL if absent), and whether a
+/* Status objects (docs/kube-api.md §1): "code" (0 if absent), "reason" (NULL if absent), and whether a
  * cause says ResourceVersionTooLarge (504 from a watch or list for an RV the server hasn't seen). */
 int kube_status_code(const json_t *status);
 const char *kube_status_reason(const json_t *status);
@@ -88,7 +88,7 @@ const char *watch_next_to_string(WatchNext n);
 /* A watch that lasted less than this and delivered no event counts as "very short". */
 #define WATCH_SHORT_USEC (1 * USEC_PER_SEC)
 
-/* The reflector's decision (kube-api.md §3.6, §11):
+/* The reflector's decision (docs/kube-api.md §3.6, §11):
  * clean end → re-watch at once, unless very short with no events → relist after backoff;
  * dropped connection → re-watch after backoff (a truncated last event was never applied, so the
  *   last RV is still right); 429 (ERROR event or HTTP) or connection-level failures → re-watch

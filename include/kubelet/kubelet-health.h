@@ -11,7 +11,7 @@
 #include "core/config.h"
 #include "net/http-probe.h"
 
-/* Upstream's checkKubeletHealth (GNP §9 scenario 25, Appendix A): kubelet.healthzURL until HTTP 200,
+/* Upstream's checkKubeletHealth (docs/node-protocol.md §9 scenario 25, Appendix A): kubelet.healthzURL until HTTP 200,
  * every 5 s (a quarter of the window when that is shorter), 10 s per request, kubelet.healthTimeout
  * overall. The URL is borrowed from `c`. */
 HttpProbeOptions kubelet_health_probe(const Config *c);

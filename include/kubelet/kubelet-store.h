@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The versioned kubelet store on the node (CONTRACT §7, §8.1–8.3), an oci/file-store.h of the
+/* The versioned kubelet store on the node (docs/contract.md §7, §8.1–8.3), an oci/file-store.h of the
  * kubelet's binaries with the kubelet.binaryPath symlink on top:
  *   <stateDirectory>/kubelet/<version>/kubelet       0755, fsynced; <version> without a leading "v"
  *   <stateDirectory>/kubelet/<version>/source.json   where it came from (image, digests)
@@ -47,7 +47,7 @@ int kubelet_store_gc(const KubeletStore *s, const char *const *protect);
 
 /* 1 if binaryPath is a regular file that adoption would take over, 0 otherwise. */
 int kubelet_store_needs_adoption(const KubeletStore *s);
-/* CONTRACT §8.2: moves the regular file at binaryPath into the store under `version` (what its
+/* docs/contract.md §8.2: moves the regular file at binaryPath into the store under `version` (what its
  * --version reported; NULL or invalid → "adopted"), then replaces binaryPath by a symlink atomically.
  * The file is hard-linked into the store when it shares the filesystem, else copied (fsynced) first,
  * so binaryPath stays valid throughout. *ret_version (optional) is the version used. */

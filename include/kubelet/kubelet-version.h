@@ -4,7 +4,7 @@
 /* Asks a kubelet binary for its version ("<binary> --version" → "Kubernetes v1.31.2") without blocking
  * the loop: posix_spawn, an sd_event child source for the exit, a timer that SIGKILLs a binary that
  * hangs. Used once at startup to adopt an existing regular file at kubelet.binaryPath into the store
- * (CONTRACT §8.2, kubelet_store_adopt()). Requires SIGCHLD to be blocked in every thread (sd-event's
+ * (docs/contract.md §8.2, kubelet_store_adopt()). Requires SIGCHLD to be blocked in every thread (sd-event's
  * rule for child sources; main.c does so). Does not log. */
 
 #include <stdint.h>

@@ -5,7 +5,7 @@
  * anything at all) or a deadline passes: one request at a time, `interval_usec` between the end of one
  * and the next, the first on the next loop iteration. Used for the kubelet's health endpoint
  * (kubelet/kubelet-health.h builds those options from the configuration) and a containerd registry's
- * readinessProbe (GNP §6.4 step 9: any HTTP answer ends it, only transport errors retry). `ca_pem`
+ * readinessProbe (docs/node-protocol.md §6.4 step 9: any HTTP answer ends it, only transport errors retry). `ca_pem`
  * names the CAs a TLS endpoint is verified against (verification is never off). Does not log: the
  * outcome is one callback. */
 

@@ -6,7 +6,7 @@
  * file I/O on a layer blob that is verified, or still downloading through a feed (then the caller
  * installs the result only after verification); no event loop, does not log.
  *
- * Safety (CONTRACT §8.6): every entry of a layer that is read is checked, not only the one we want,
+ * Safety (docs/contract.md §8.6): every entry of a layer that is read is checked, not only the one we want,
  * and one unsafe entry fails the whole layer with -EXDEV: an absolute path, a ".." component, a
  * hard link whose target is unsafe, a symbolic link whose relative target climbs above the image
  * root, any entry whose path runs through a symbolic link defined earlier in the same layer, and

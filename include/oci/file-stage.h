@@ -5,7 +5,7 @@
  * (registry.c), then from the top layer down fetch a layer blob (verified), look for filePathInImage in
  * it (archive-extract.c) and stop at the first layer that has it or deletes it; install the file as
  * <root>/<version>/<file name> of the store. For the kubelet (the store of kubelet/kubelet-store.h; both
- * for pre-staging, CONTRACT §5, §8.3, and the ungated path: nothing here touches kubelet.binaryPath) and
+ * for pre-staging, docs/contract.md §5, §8.3, and the ungated path: nothing here touches kubelet.binaryPath) and
  * the OSC's other imageRef files (update/osc-runner). A version already in the store from the same
  * image and path is reused without any request.
  *
@@ -14,7 +14,7 @@
  * large layer. The thread follows the blob's .partial file while it downloads (oci/layer-feed.h), so
  * inflating overlaps the download; the extracted file is installed only after the blob's digest
  * matched and every byte the thread read was final (else the verified blob is extracted again).
- * Does not log: one callback with a failure code (CONTRACT §8.9) and a message. */
+ * Does not log: one callback with a failure code (docs/contract.md §8.9) and a message. */
 
 #include <stdint.h>
 #include <systemd/sd-event.h>
@@ -27,7 +27,7 @@
 typedef struct FileStageRequest {
         const char *image;              /* imageRef.image, e.g. registry.example.com/hyperkube:v1.31.2 */
         const char *file_path;          /* imageRef.filePathInImage, e.g. /kubelet */
-        const char *version;            /* store version (CONTRACT §8.1); NULL = the image tag without "v" */
+        const char *version;            /* store version (docs/contract.md §8.1); NULL = the image tag without "v" */
         const char *os;                 /* NULL = "linux" */
         const char *architecture;       /* NULL = this machine's */
         const char *variant;            /* NULL = this machine's (or any) */

@@ -5,7 +5,7 @@
  * (oci/registry.h: endpoints with mirror fallback, retries, authentication). A tag is resolved to
  * whatever the registry answers (checked against Docker-Content-Digest when it sends one), a digest
  * reference to exactly that document; an index is followed to the platform's manifest, which must
- * hash to the index's descriptor. Every document is verified before it is parsed (CONTRACT §7).
+ * hash to the index's descriptor. Every document is verified before it is parsed (docs/contract.md §7).
  * Does not log: the outcome comes back through the done callback. */
 
 #include "oci/registry.h"

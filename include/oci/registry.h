@@ -4,7 +4,7 @@
 /* OCI distribution client on the sd-event loop (through http.c; nothing blocks but short local
  * writes and fsyncs): the client and the life of one operation, which registry_resolve()
  * (oci/registry-manifest.h) and registry_fetch_blob() (oci/registry-blob.h) start. Every manifest and
- * blob is verified against its digest while it streams (CONTRACT §7: nothing is used before it is
+ * blob is verified against its digest while it streams (docs/contract.md §7: nothing is used before it is
  * verified).
  *
  *  - endpoints: registry.mirrors[<host>] first, then https://<host> (oci/registry-mirror.h); any

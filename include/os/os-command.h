@@ -2,7 +2,7 @@
 #pragma once
 
 /* The `command` OS backend: runs the OS extension's update command
- * (OSC status.inPlaceUpdates.osUpdate.{command,args}, GNP §4.2 step 4) to completion, with
+ * (OSC status.inPlaceUpdates.osUpdate.{command,args}, docs/node-protocol.md §4.2 step 4) to completion, with
  * upstream's classification and retries inside one total time budget (osUpdate.timeout).
  *
  * Owns: the child process (its own process group), the pipe carrying its stdout+stderr, and
@@ -52,7 +52,7 @@ typedef struct OsCommandResult {
 
 typedef struct OsCommandCallbacks {
         /* Before every spawn (attempt counts from 1). This is where the caller persists "OS command
-         * attempt N started" (CONTRACT §7). A negative return aborts: from os_command_start() it is
+         * attempt N started" (docs/contract.md §7). A negative return aborts: from os_command_start() it is
          * returned; on a retry the run ends with outcome OS_UPDATE_SPAWN_FAILED and that code.
          * May be NULL. Must not free the OsCommand. */
         int (*on_spawn)(OsCommand *c, unsigned attempt, void *userdata);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Pre-staging of an OS boot image (CONTRACT §6 "image" backend, §8.3), beside oci/file-stage.h: the
+/* Pre-staging of an OS boot image (docs/contract.md §6 "image" backend, §8.3), beside oci/file-stage.h: the
  * reference template (osUpdate.image.reference, "{version}" substituted) is resolved to this
  * machine's platform, the image's last layer — the boot image file itself, an OCI artifact as
  * pushed by e.g. `oras push` — is downloaded and verified by digest like every blob, and hard-linked

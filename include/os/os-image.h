@@ -69,7 +69,7 @@ DEFINE_CLEANUP_FUNC(OsImage, os_image_free);
 int os_image_install_start(OsImage *image);
 
 /* Steps 1-3 only, touching nothing: would os_image_install_start() pass its checks now? For the
- * plan, before the drain (CONTRACT §5: a plan that cannot succeed fails before the drain). Same
+ * plan, before the drain (docs/contract.md §5: a plan that cannot succeed fails before the drain). Same
  * errors as os_image_install_start(); -ENOENT also when installDirectory does not exist yet.
  * Blocking: one directory listing and a statvfs(). */
 int os_image_check(const OsImageInstallOptions *options);
@@ -83,7 +83,7 @@ const char *os_image_get_installed_path(const OsImage *image);
 /* File names removed by os_image_install_start() (borrowed, NULL-terminated, maybe empty). */
 char *const *os_image_get_removed(const OsImage *image);
 
-/* CONTRACT §8.9: these errors mean "DiskSpace" (retriable). */
+/* docs/contract.md §8.9: these errors mean "DiskSpace" (retriable). */
 bool os_image_error_is_disk_space(int error);
 
 /* The identity of the entry systemd-boot booted (EFI variable LoaderEntrySelected), e.g.

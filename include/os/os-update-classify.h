@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* How one run of the Gardener OS update command (OSC status.inPlaceUpdates.osUpdate, GNP §4.2
+/* How one run of the Gardener OS update command (OSC status.inPlaceUpdates.osUpdate, docs/node-protocol.md §4.2
  * step 4) is classified, whether it is retried, and the failure text reported for it. Pure: no
  * I/O, no clock (elapsed time is passed in), no logging.
  *
@@ -68,7 +68,7 @@ bool os_update_scan_matched(const OsUpdateScan *s, OsUpdatePattern p);
  * (non-zero exit, killed by a signal, could not be executed) is judged by its output. */
 OsUpdateClass os_update_classify(const OsUpdateOutcome *o, const OsUpdateScan *scan);
 
-/* Failure code of CONTRACT §8.9 for a class: NULL for success, "OSCommandFailed" or
+/* Failure code of docs/contract.md §8.9 for a class: NULL for success, "OSCommandFailed" or
  * "OSCommandTimeout". Only RETRIABLE is a retriable failure (class "retriable"). */
 const char *os_update_class_failure_code(OsUpdateClass c);
 bool os_update_class_is_retriable(OsUpdateClass c);
@@ -82,7 +82,7 @@ typedef struct OsUpdateRetryPolicy {
         uint64_t min_attempt_usec;
 } OsUpdateRetryPolicy;
 
-/* initial 30 s is upstream's fixed retry interval (retry.UntilTimeout, GNP §4.2). */
+/* initial 30 s is upstream's fixed retry interval (retry.UntilTimeout, docs/node-protocol.md §4.2). */
 #define OS_UPDATE_RETRY_POLICY_DEFAULT                                                 \
         ((OsUpdateRetryPolicy) {                                                       \
                 .initial_delay_usec = 30 * USEC_PER_SEC,                               \
@@ -101,7 +101,7 @@ bool os_update_retry_next(const OsUpdateRetryPolicy *p, OsUpdateClass last, unsi
  * or directory". */
 int os_update_outcome_to_string(const OsUpdateOutcome *o, const char *path, char **ret);
 
-/* The failure text in upstream's words (GNP §4.2), for update-failed-reason and
+/* The failure text in upstream's words (docs/node-protocol.md §4.2), for update-failed-reason and
  * inplace-agent/failure.message:
  *   "retriable error detected: <outcome>, output: <output>"        (also after the budget ran out)
  *   "non-retriable error detected: <outcome>, output: <output>"

@@ -4,7 +4,7 @@
 /* The reporter owns every write the agent makes about itself to the world: Node metadata patches
  * (labels and annotations, with their keys and patch layout), the InPlaceUpdateAgent condition
  * (strategic merge on /status, written only on change), core/v1 Events, the progress write budget
- * (CONTRACT §6: every phase change, otherwise at most every 10 s / 10 %), and systemd's STATUS= and
+ * (docs/contract.md §6: every phase change, otherwise at most every 10 s / 10 %), and systemd's STATUS= and
  * READY=1. The executor hands it the core's report actions; the manager hands it the Node as watched
  * (for write-on-change) and the Kubernetes client once there is one.
  *
@@ -94,5 +94,5 @@ typedef enum ReporterNote {
         _REPORTER_NOTE_MAX,
 } ReporterNote;
 void reporter_set_status_note(Reporter *r, ReporterNote which, const char *note);
-/* READY=1, once (CONTRACT §8.14). */
+/* READY=1, once (docs/contract.md §8.14). */
 void reporter_notify_ready(Reporter *r);

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Asks the system to reboot after an `image` OS update (osUpdate.reboot, CONTRACT §8.8; the
+/* Asks the system to reboot after an `image` OS update (osUpdate.reboot, docs/contract.md §8.8; the
  * `command` backend never reboots by itself):
  *   login1  -> org.freedesktop.login1.Manager.Reboot(false) (non-interactive), as upstream's
- *              unused DBus.Reboot() would (GNP §6.1);
+ *              unused DBus.Reboot() would (docs/node-protocol.md §6.1);
  *   systemd -> org.freedesktop.systemd1.Manager.StartUnit("reboot.target", "replace-irreversibly"),
  *              so that a later job cannot cancel the shutdown;
  *   none    -> nothing; the caller reports REBOOT_DISABLED_MESSAGE.

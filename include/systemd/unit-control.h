@@ -3,11 +3,12 @@
 
 /* Client of the systemd manager (org.freedesktop.systemd1) over an sd-bus connection the Manager
  * owns: start, stop, restart and reload units, and daemon-reload. Fully asynchronous on the sd_event
- * loop the bus is attached to; nothing here blocks. Also enables and disables unit files. Does not log above debug: every outcome comes
+ * loop the bus is attached to; nothing here blocks. Also enables and disables unit files. Does not log above debug:
+ * every outcome comes
  * back as a UnitJobResult (-errno plus a human detail) for the caller to report.
  *
  * Why more than "call RestartUnit and wait": upstream waits 10 s for JobRemoved and then assumes
- * success (GNP §6.1). Here
+ * success (docs/node-protocol.md §6.1). Here
  *  - the JobRemoved match is installed and Subscribe() called before any job is requested on a
  *    connection, so no fast job can finish unobserved;
  *  - every job has its own timeout (systemd.jobTimeout); a timeout is a failure, never a success;
@@ -123,7 +124,7 @@ static inline int unit_control_daemon_reload(UnitControl *uc, UnitJobDone on_don
         return unit_control_run(uc, UNIT_ACTION_DAEMON_RELOAD, NULL, NULL, on_done, userdata, ret_job);
 }
 
-/* Enable/disable a unit file (GNP §6.1/§6.2). No job: the method reply is the result. */
+/* Enable/disable a unit file (docs/node-protocol.md §6.1/§6.2). No job: the method reply is the result. */
 static inline int unit_control_enable_unit(UnitControl *uc, const char *unit, UnitJobDone on_done,
                                            void *userdata, UnitJob **ret_job) {
         return unit_control_run(uc, UNIT_ACTION_ENABLE, unit, NULL, on_done, userdata, ret_job);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* A credentials rotation in place (CONTRACT §9.7, GNP §6.4 "Inside performInPlaceUpdate"): what the
+/* A credentials rotation in place (docs/contract.md §9.7, docs/node-protocol.md §6.4 "Inside
+ * performInPlaceUpdate"): what the
  * executor runs for UPDATE_ACTION_ROTATE_CREDENTIALS. One enum-driven step machine:
  *
  *   CA rotation (rotate_ca):

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The OSC's own work for the executor (CONTRACT §9.2, GNP §2.3 and §6.4): everything an OSC asks
+/* The OSC's own work for the executor (docs/contract.md §9.2, docs/node-protocol.md §2.3 and §6.4): everything an
+ * OSC asks
  * for beyond the kubelet binary and the OS — files, unit files and drop-ins, unit commands,
  * containerd and registries.
  *
@@ -97,8 +98,8 @@ int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, voi
 /* Why the prepared OSC has no work list (NULL: it has one), and its failure code. */
 const char *osc_runner_error(const OscRunner *r, UpdateFailureCode *ret_code);
 
-/* Right before the checksum of an applied OSC is written (GNP §6.4 step 22, upstream's reconcile end
- * "once the Node exists", CONTRACT §9.6): the kubelet's bootstrap kubeconfig and GNA's bootstrap token
+/* Right before the checksum of an applied OSC is written (docs/node-protocol.md §6.4 step 22, upstream's reconcile end
+ * "once the Node exists", docs/contract.md §9.6): the kubelet's bootstrap kubeconfig and GNA's bootstrap token
  * below osc.rootDirectory are removed — by then the kubelet registered with a certificate of its own
  * (a CA rotation's re-bootstrap included: it passed the health check) and the agent has its own. The
  * agent's own bootstrapKubeconfig is kept. Best effort: a failure is logged. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The persisted update state on disk, <stateDirectory>/state.json (CONTRACT §7), in the format of
+/* The persisted update state on disk, <stateDirectory>/state.json (docs/contract.md §7), in the format of
  * core/state-codec. Blocking local file I/O (small file, written with write_file_atomic(): temp file,
  * fsync, rename, fsync of the directory). Does not log. */
 

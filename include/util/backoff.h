@@ -4,7 +4,7 @@
 /* The one exponential backoff: backoff_exponential() is the bare doubling (attempt-indexed retries:
  * registry, OS update), Backoff adds jitter and a reset after a healthy period on top of it.
  *
- * Jittered exponential backoff as client-go's reflector uses it (kube-api.md §3.6,
+ * Jittered exponential backoff as client-go's reflector uses it (docs/kube-api.md §3.6,
  * apimachinery wait.Backoff + NewExponentialBackoffManager): steps start at `base`, double up to
  * `cap`, and each sleep is d + uniform[0,1)·d, so the sleeps fall in [0.8,1.6), [1.6,3.2), …
  * [30,60) s with the defaults. The sequence starts over once more than `reset` has passed since the

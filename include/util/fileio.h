@@ -18,7 +18,7 @@ int read_full_fd(int fd, size_t max_size, char **ret_data, size_t *ret_size);
 int write_full(int fd, const void *data, size_t size);
 
 /* Atomically replaces `path` with `data`: write to a temporary name in the same directory,
- * fsync, rename over the target, fsync the directory (CONTRACT §7). */
+ * fsync, rename over the target, fsync the directory (docs/contract.md §7). */
 int write_file_atomic(const char *path, const void *data, size_t size, mode_t mode);
 /* The same for `name` in the directory `dir_fd`: nothing but that directory is resolved, and a
  * symlink at `name` is replaced, never followed. */
@@ -36,7 +36,7 @@ int fsync_parent_dir(const char *path);
 /* fsync() the directory `dir` itself. */
 int fsync_directory(const char *dir);
 
-/* `path` (absolute) below `root` (osc.rootDirectory, CONTRACT §9.5); "/" leaves it as it is. -EINVAL
+/* `path` (absolute) below `root` (osc.rootDirectory, docs/contract.md §9.5); "/" leaves it as it is. -EINVAL
  * for a relative path. */
 int path_below_root(const char *root, const char *path, char **ret);
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Directories below a root that the path resolution never leaves (osc.rootDirectory, CONTRACT §9.5;
+/* Directories below a root that the path resolution never leaves (osc.rootDirectory, docs/contract.md §9.5;
  * systemd.unitDirectory for unit files): every symlink met on the way, absolute or relative, and
  * every ".." are resolved as if the root were "/", like a chroot. An OSC file's directory that is a
  * symlink to /etc therefore stays <root>/etc, never the host's /etc. openat2(RESOLVE_IN_ROOT) does

@@ -385,7 +385,7 @@ class Demo:
         before = self.sb.kubelet_version()
         self.summary["kubelet_before"] = before
         self.con.block("%s --version" % self.sb.binary_path, before or "(does not run)")
-        # CONTRACT §8.2: the agent adopts the provisioned plain file into its store on its first start.
+        # docs/contract.md §8.2: the agent adopts the provisioned plain file into its store on its first start.
         try:
             sandbox.usermgr.wait_until(lambda: self.sb.kubelet_target(), 5, "adoption")
             self.con.ok("the agent adopted the provisioned kubelet: %s -> %s" % (self.sb.binary_path,

@@ -3,7 +3,7 @@
 """NOT the agent. A contract-level stand-in for inplace-agent, only to test the demo harness itself
 (`tests/demo/demo.py --agent tests/demo/stand-in-agent.py`, run by test_sandbox.py): when test_demo.py fails,
 a passing stand-in run says the fault is in the agent, not in the harness. It was written before the agent
-could update. It implements the happy path of CONTRACT §5-§8 for a kubelet-
+could update. It implements the happy path of docs/contract.md §5-§8 for a kubelet-
 only in-place update and nothing else: no OS update, no retries, no resume after a restart, no lease, no
 watch (it polls every 200 ms), no limits on input. The demo test (test_demo.py) always runs the real agent.
 
@@ -103,7 +103,7 @@ class Agent:
         self.node_name = cfg["nodeName"]
         self.kube = Kube(cfg["kubeconfig"])
         self.state = cfg["stateDirectory"]
-        # binaryPath is an OSC path: on disk below osc.rootDirectory (CONTRACT §9.5).
+        # binaryPath is an OSC path: on disk below osc.rootDirectory (docs/contract.md §9.5).
         self.binary = cfg.get("osc.rootDirectory", "/").rstrip("/") + cfg.get("kubelet.binaryPath", "/opt/bin/kubelet")
         self.unit = cfg.get("kubelet.unit", "kubelet.service")
         self.healthz = cfg["kubelet.healthzURL"]

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Test driver for the kubelet staging path: on one sd_event loop, pull + verify + extract + store
  * (oci/file-stage into the kubelet store), optionally switch kubelet.binaryPath, health-check and
- * switch back, exactly as the manager would minus the unit restart. Prints one JSON object on stdout. Never installed. */
+ * switch back, exactly as the manager would minus the unit restart. Prints one JSON object on stdout. Never
+ * installed. */
 #include <getopt.h>
 #include <jansson.h>
 #include <signal.h>
@@ -206,7 +207,7 @@ static int start_stage(Run *run) {
         return r;
 }
 
-/* CONTRACT §8.2, as the manager does it once at startup: ask the regular file for its version
+/* docs/contract.md §8.2, as the manager does it once at startup: ask the regular file for its version
  * (asynchronously), move it into the store under that version, then go on. */
 static void on_version(KubeletVersionProbe *p, int error, const char *version, void *userdata) {
         Run *run = userdata;

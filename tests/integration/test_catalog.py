@@ -32,7 +32,7 @@ AGENT_DIR = os.path.join(SRCDIR, "agent")
 
 ID_RE = r"[0-9a-f]{32}"
 REQUIRED_KEYS = ("Subject", "Defined-By", "Support", "Documentation")
-# Fields log.c attaches to lines logged inside a transaction (CONTRACT §1, journald row).
+# Fields log.c attaches to lines logged inside a transaction (docs/contract.md §1, journald row).
 SUBSTITUTABLE_FIELDS = {"INPLACE_TRANSACTION", "INPLACE_PHASE"}
 # Logged outside any transaction: must not refer to the transaction fields.
 LIFECYCLE_MACROS = {"MESSAGE_ID_AGENT_STARTED", "MESSAGE_ID_AGENT_STOPPED", "MESSAGE_ID_CONFIG_ERROR"}

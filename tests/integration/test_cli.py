@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""CLI contract (CONTRACT §2, §3): --version, --help, usage errors, check-config with drop-ins and every
+"""CLI contract (docs/contract.md §2, §3): --version, --help, usage errors, check-config with drop-ins and every
 kind of configuration error, status on an empty and on a populated state directory."""
 
 import json

@@ -168,7 +168,7 @@ def assert_no_leak(tc):
 def provision(sb):
     sb.emu.config(csr_auto_approve=True)
     sb.emu.seed_bootstrap_token(TOKEN_ID, TOKEN_SECRET)
-    # Only what Gardener provisions for gardener-node-agent (CONTRACT §9.6), below the OSC root: the
+    # Only what Gardener provisions for gardener-node-agent (docs/contract.md §9.6), below the OSC root: the
     # bootstrap token, the cluster CA and GNA's component config naming the server. No
     # bootstrapKubeconfig exists.
     gna = sb.base + "/var/lib/gardener-node-agent"
@@ -279,7 +279,7 @@ class Credentials(unittest.TestCase):
 
     def test_2_ca_rotation(self):
         checksum, node, before = self.rotate(ca="2026-11-23T10:00:00Z")
-        # CONTRACT §9.6: the first complete OSC apply retires GNA's bootstrap token.
+        # docs/contract.md §9.6: the first complete OSC apply retires GNA's bootstrap token.
         self.assertFalse(os.path.exists(SB.base + "/var/lib/gardener-node-agent/credentials/bootstrap-token"))
         self.assertIn("Removed gardener-node-agent's bootstrap token", SB.agent_log())
         self.assert_ca_rotated(before, checksum)

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Issue 2: the daemon under a real systemd (user) manager as Type=notify with WatchdogSec=: it becomes
 active (running), keeps the watchdog fed, shows a Status: line, and stops on SIGTERM within 1 s with
-exit status 0 (CONTRACT §1, §6 sd_notify, §8.14)."""
+exit status 0 (docs/contract.md §1, §6 sd_notify, §8.14)."""
 
 import os
 import signal

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The agent's own client certificate (CONTRACT §9.6) against the API-server emulator, through the
+"""The agent's own client certificate (docs/contract.md §9.6) against the API-server emulator, through the
 identitydrv driver (tests/helpers/identitydrv.c: identity/ plus a long-lived probe client made from the
 written kubeconfig, as the daemon uses it).
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Credentials and TLS of the Kubernetes client (kube-api.md §2, §10 faults 11 and 12): a server certificate
+"""Credentials and TLS of the Kubernetes client (docs/kube-api.md §2, §10 faults 11 and 12): a server certificate
 that does not verify is refused and never talked to (no insecure fallback exists), retried with backoff until
 it is fixed; a rotated token file and rotated client certificate files are picked up without a restart."""
 

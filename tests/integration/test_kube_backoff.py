@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Backoff of the Node watch, observed from the emulator's request timestamps (kube-api.md §3.6, §10 faults 6
+"""Backoff of the Node watch, observed from the emulator's request timestamps (docs/kube-api.md §3.6, §10 faults 6
 and 8): with the real defaults the pauses between failed attempts grow from 0.8 s (doubling, +0-100 % jitter),
 and a server that closes every watch at once never makes the agent spin."""
 

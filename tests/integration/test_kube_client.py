@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""kube-client and kube-events through the kubedrv driver against the emulator (kube-api.md §4, §5, §7.1,
+"""kube-client and kube-events through the kubedrv driver against the emulator (docs/kube-api.md §4, §5, §7.1,
 §3.7; §10 faults 7, 12, 16, 18): request shapes, Status decoding, Retry-After with a bounded retry count,
 no blind replay of a POST after a lost connection, a 401 answered by re-reading the token file, and client-go
 style Event deduplication (count patch, re-create after expiry, spam filter, bounded queue)."""
@@ -185,7 +185,7 @@ class KubeClient(itest.EmulatorTest):
         eq(e["type"], "Normal", "type")
         check(e["metadata"]["name"].startswith("c8."), "name %r", e["metadata"]["name"])
         check(e["firstTimestamp"] <= e["lastTimestamp"], "timestamps")
-        # kubectl describe node finds them (kube-api.md §5.2).
+        # kubectl describe node finds them (docs/kube-api.md §5.2).
         status, _, found = emu.https_json("GET", "/api/v1/events?fieldSelector=involvedObject.kind%3DNode,"
                                           "involvedObject.name%3Dc8,involvedObject.namespace%3D,"
                                           "involvedObject.uid%3D" + uid)

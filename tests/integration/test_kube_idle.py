@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Idle load (CONTRACT §8.13, kube-api.md §7.4): with nothing to do the agent sends only watch renewals and
+"""Idle load (docs/contract.md §8.13, docs/kube-api.md §7.4): with nothing to do the agent sends only watch renewals and
 Lease renewals — no relists, no Node writes, no polling. Time is compressed: watches of 2-4 s instead of
 300-600 s, a bookmark every second, a 4 s Lease renewed every ~1 s; ~20 s of wall time stand for more than
 ten minutes of a real node's life (5-10 watch cycles, 20 Lease renewals)."""

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Node lifecycle, resourceVersion discontinuities and the Lease (kube-api.md §3.6, §8, §10 faults 13, 15, 17;
-CONTRACT §8.14): READY=1 also when the Node does not exist yet, ADDED after DELETED with a new uid re-targets
+"""Node lifecycle, resourceVersion discontinuities and the Lease (docs/kube-api.md §3.6, §8, §10 faults 13, 15, 17;
+docs/contract.md §8.14): READY=1 also when the Node does not exist yet, ADDED after DELETED with a new uid re-targets
 the Lease owner, a reset or jumped RV leads to a relist instead of a stuck watch, and a Lease conflict is
 resolved by re-reading it."""
 
@@ -129,7 +129,7 @@ class KubeLifecycle(itest.EmulatorTest):
             check(agent.alive(), "alive")
 
     def test_5_lease_deleted_comes_back_failures_retried(self):
-        """GNP §8 item 1: the Lease is GNA's (name, holder, controller owner); a deleted Lease is re-created
+        """docs/node-protocol.md §8 item 1: the Lease is GNA's (name, holder, controller owner); a deleted Lease is re-created
         with the next renewal; renewals failing with 500 for a while are retried within the duration and the
         agent keeps running."""
         emu = self.emu
@@ -159,7 +159,7 @@ class KubeLifecycle(itest.EmulatorTest):
             check(agent.alive(), "alive")
 
     def test_6_role_and_zone_labels(self):
-        """GNP Appendix A: node-role.kubernetes.io/worker and topology.kubernetes.io/zone (from
+        """docs/node-protocol.md Appendix A: node-role.kubernetes.io/worker and topology.kubernetes.io/zone (from
         <osc.rootDirectory>/var/lib/gardener-node-agent/zone), patched only when they differ: once at start,
         again when someone removes one, never while they are there."""
         emu = self.emu

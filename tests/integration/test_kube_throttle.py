@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Throttling, slow and unreachable servers for the Node watch (kube-api.md §7.1, §3.7, §10 faults 7, 9, 10):
+"""Throttling, slow and unreachable servers for the Node watch (docs/kube-api.md §7.1, §3.7, §10 faults 7, 9, 10):
 Retry-After is honoured (no request before it) without relisting, a silent watch is detected and replaced,
 slow answers time out, and an unreachable server is retried at a bounded rate and recovered from without a
 restart. Fault 14: a 403 on the OSC Secret is said once and retried minutes apart, not at the load backoff,
@@ -152,7 +152,7 @@ class KubeThrottle(itest.EmulatorTest):
             check(agent.alive(), "agent alive")
 
     def test_8_forbidden_secret_backs_off_long(self):
-        """Fault 14 (kube-api.md §6.4): a lasting 403 on the OSC Secret is configuration, not load. One warning
+        """Fault 14 (docs/kube-api.md §6.4): a lasting 403 on the OSC Secret is configuration, not load. One warning
         with the server's reason; once it has lasted forbidden-backoff (here 3 s; 2 min in production) the
         attempts are that far apart instead of the 0.2 s → 2 s load backoff; the Node watch and the Lease go on;
         the Secret is read once allowed. A single 403 (an authorizer's cache at first boot) is retried at the

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""The watch on our own Node against the API-server emulator (kube-api.md §3.4-§3.6, §10 faults 1-5 and 20):
+"""The watch on our own Node against the API-server emulator (docs/kube-api.md §3.4-§3.6, §10 faults 1-5 and 20):
 LIST from the watch cache, WATCH from the list's resourceVersion with bookmarks, and recovery from dropped,
 truncated, garbled and expired streams without losing an update and without needless relists."""
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Kubelet staging against a real registry (Debian's docker-registry with TLS): pull, verify, extract
-one file, store, switch, health-check, roll back, and every failure with its code (CONTRACT §8.9):
+one file, store, switch, health-check, roll back, and every failure with its code (docs/contract.md §8.9):
 corrupted blob and manifest (DigestMismatch), 404, registry down, 401 (ArtifactUnavailable), unsafe
 layers and decompression bombs (UnsafeArchive), SIGKILL mid-download then resume, mirrors with
 fallback and blob redirects, and the registry fault matrix (slow drip, resets, truncation, 5xx storm,

@@ -3,16 +3,16 @@
 """Issue 15: GNA's quieter duties, with the real agent in the sandbox (lib/sandbox.py: emulator, user
 manager running containerd.service and kubelet.service stand-ins, the agent as a unit) and shortened
 periods (INPLACE_AGENT_KUBE_TUNING units-check/units-stuck):
-  * an emulated gardenlet health check (GNP §8 items 1 and 3: Lease gardener-node-agent-<node> renewed
+  * an emulated gardenlet health check (docs/node-protocol.md §8 items 1 and 3: Lease gardener-node-agent-<node> renewed
     within its duration, SystemdUnitsReady True) passes on the healthy node;
   * a failed unit turns SystemdUnitsReady False/UnhealthyUnits, one stuck activating first
     True/ProgressingUnits and then False "stuck in activating"; back to AllUnitsHealthy when it runs;
   * the condition is patched by type (MCM's InPlaceUpdate condition survives) and only on change: no
     Node write while nothing changes;
-  * an OSC with the kube-apiserver static pod manifest labels the node control-plane (GNP §2.2 step 3);
+  * an OSC with the kube-apiserver static pod manifest labels the node control-plane (docs/node-protocol.md §2.2 step 3);
   * the units checked are those of <stateDirectory>/last-applied-osc.yaml, followed when the file is
     replaced (a failing unit listed there turns the condition False; replaced units are left out);
-  * the drift check at start (GNP §8 item 7, issue 26 item 2): after a restart, a file edited on disk
+  * the drift check at start (docs/node-protocol.md §8 item 7, issue 26 item 2): after a restart, a file edited on disk
     and a missing file and unit file are journaled with upstream's reasons and messages, restored, and
     named in one Warning Event OSCDriftRepaired."""
 
@@ -142,7 +142,7 @@ class Duties(unittest.TestCase):
         checksum = SB.publish_osc(**kw)
         SB.wait_node(lambda n: sandbox.annotation(n, sandbox.NODE_CHECKSUM) == checksum, 30, "checksum applied")
         took = time.monotonic() - t0
-        # GNP §1.3: the OSCApplied Event (action Reconcile) goes with the checksum.
+        # docs/node-protocol.md §1.3: the OSCApplied Event (action Reconcile) goes with the checksum.
         sandbox.kubeemu.wait_for(lambda: [e for e in SB.events() if e.get("reason") == "OSCApplied" and
                                           e.get("action") == "Reconcile" and
                                           e["message"] == "Operating system config has been applied successfully"],
@@ -227,7 +227,7 @@ class Duties(unittest.TestCase):
         SB.um.daemon_reload()
         SB.systemctl("start", FAILING)          # fails, as it should
         self.wait_healthy()                     # not a unit of the OSC yet
-        # gardener-node-agent.service is replaced by the agent (CONTRACT §9.4): never "not loaded".
+        # gardener-node-agent.service is replaced by the agent (docs/contract.md §9.4): never "not loaded".
         SB.write_last_applied(units=[(sandbox.CONTAINERD_UNIT, True, None), (sandbox.KUBELET_UNIT, True, None),
                                   (FAILING, True, None), ("gardener-node-agent.service", True, None)])
         c = self.wait_condition(lambda c: c["status"] == "False", 20, "SystemdUnitsReady False")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Issue 15: GNA's kubelet and containerd health checks (GNP §8 item 2), with the real agent in the sandbox
+"""Issue 15: GNA's kubelet and containerd health checks (docs/node-protocol.md §8 item 2), with the real agent in the sandbox
 and shortened periods (health-check=1s, health-grace=3s instead of 30 s / 1 min):
   * a kubelet that stops answering /healthz (its health port taken over by a server that hangs) is
     reported (Warning, reason kubelet, action HealthCheck), restarted over D-Bus after the grace time
@@ -90,7 +90,7 @@ class Health(unittest.TestCase):
 
 
     def test_4_hostname_change_restarts_the_agent(self):
-        """GNP §8 item 5: a changed hostname restarts the agent through systemd, once."""
+        """docs/node-protocol.md §8 item 5: a changed hostname restarts the agent through systemd, once."""
         before = SB.um.invocation_id(sandbox.AGENT_UNIT)
         SB.set_hostname("Renamed-Node")
         sandbox.usermgr.wait_until(lambda: SB.um.invocation_id(sandbox.AGENT_UNIT) != before and

@@ -155,7 +155,7 @@ class OsUpdate(unittest.TestCase):
 
     def assert_success(self, node):
         self.assertEqual(sandbox.label(node, sandbox.UPDATE_RESULT), "successful")
-        # The checksum follows the result label (GNP: Pods deleted, marked successful, then the checksum).
+        # The checksum follows the result label (docs/node-protocol.md: Pods deleted, marked successful, then the checksum).
         checksum = self.sb.secret_checksum()
         node = self.sb.wait_node(lambda n: sandbox.annotation(n, sandbox.NODE_CHECKSUM) == checksum, 10,
                                  "checksum/cloud-config-data = the Secret's")

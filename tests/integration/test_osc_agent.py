@@ -15,7 +15,7 @@ registry): the whole OSC is applied, and checksum/cloud-config-data is a promise
   5. handover from gardener-node-agent: only GNA's last-applied-osc.yaml exists; a new OSC applies only
      its diff (a file deleted by hand that both OSCs list is no part of it: the drift check at start
      restores it against GNA's last-applied OSC);
-  6. containerd registries with readinessProbe (GNP §6.4 steps 9 and 17): a TLS mirror whose CA comes
+  6. containerd registries with readinessProbe (docs/node-protocol.md §6.4 steps 9 and 17): a TLS mirror whose CA comes
      with the OSC is probed against that CA and written; a mirror nobody serves yet holds back only its
      own hosts.toml and the checksum, not the OSC's files and units; it is written once it answers;
   7. files inside the agent's state and configuration directories (issue 23): FileApplyFailed naming

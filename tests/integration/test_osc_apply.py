@@ -6,7 +6,7 @@ engine and the appliers (apply/osc-files, apply/osc-apply over D-Bus), driven by
 test/integration/nodeagent/operatingsystemconfig: first apply, a unit changed/added/deleted, drop-ins
 added/removed, a file mode change restarting the unit that lists it, deleted files, SIGKILL and resume
 (nothing applied twice), failures that keep the last-applied OSC, the replaced unit, handover from GNA,
-containerd's config.toml, drop-in and hosts.toml (GNP §6.4 steps 5 and 9)."""
+containerd's config.toml, drop-in and hosts.toml (docs/node-protocol.md §6.4 steps 5 and 9)."""
 
 import json
 import os

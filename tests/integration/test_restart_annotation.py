@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Issue 4 acceptance through the API, with the real agent in the sandbox (lib/sandbox.py): the Node annotation
-worker.gardener.cloud/restart-systemd-services (CONTRACT §5, §8.7, GNP §5).
+worker.gardener.cloud/restart-systemd-services (docs/contract.md §5, §8.7, docs/node-protocol.md §5).
   * "kubelet,containerd": both units restarted in that order (new InvocationID each), the annotation removed,
     one Normal Event SystemDUnitRestart per unit;
   * hostile entries: only kubelet.service restarted, once; a Warning Event `rejected unit name "<entry>": <why>`
@@ -9,7 +9,7 @@ worker.gardener.cloud/restart-systemd-services (CONTRACT §5, §8.7, GNP §5).
   * a unit whose start fails: a Warning Event, the annotation removed, the next entries still processed;
   * the agent's own unit in the list (also as the replaced gardener-node-agent): restarted last, once (new
     InvocationID), and the new agent does not process the annotation again (no second restart of the others);
-  * CONTRACT §9.12: the slice the agent runs in is rejected (before: the agent restarted its own slice, died before
+  * docs/contract.md §9.12: the slice the agent runs in is rejected (before: the agent restarted its own slice, died before
     removing the annotation and looped); many rejections come as one aggregated Warning; an entry or a whole value
     of hostile length is quoted cut to 253 bytes + "…" in Events and journal lines."""
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Issue 9: the demo sandbox (lib/sandbox.py) on its own, without the agent doing any update: the emulator
-holds the Node and the OSC Secret as GNP §2.1 describes them, the registry serves the kubelet images in
+holds the Node and the OSC Secret as docs/node-protocol.md §2.1 describes them, the registry serves the kubelet images in
 the hyperkube layout, the user manager runs the stand-in kubelet and containerd, a hand-made switch of
-kubelet.binaryPath (the layout of CONTRACT §7) plus a unit restart changes the running kubelet, the broken
-build fails its health check, the "MCM" steps write the exact condition sequence of GNP Appendix A, the agent
+kubelet.binaryPath (the layout of docs/contract.md §7) plus a unit restart changes the running kubelet, the broken
+build fails its health check, the "MCM" steps write the exact condition sequence of docs/node-protocol.md Appendix A, the agent
 unit starts as Type=notify with the sandbox config, and stop() leaves no process and no directory behind."""
 
 import gzip
@@ -59,7 +59,7 @@ class SandboxTest(unittest.TestCase):
             return tf.extractfile(m).read()
 
     def store(self, version, data):
-        """Put a kubelet into <stateDirectory>/kubelet/<version>/kubelet by hand (CONTRACT §7 layout)."""
+        """Put a kubelet into <stateDirectory>/kubelet/<version>/kubelet by hand (docs/contract.md §7 layout)."""
         return sandbox.write_file(os.path.join(self.sb.state_dir, "kubelet", version, "kubelet"), data, 0o755)
 
     def switch(self, version):
@@ -132,7 +132,7 @@ class SandboxTest(unittest.TestCase):
 
     def test_4_hand_made_switch_and_rollback(self):
         sb = self.sb
-        # Adoption by hand (CONTRACT §8.2), then the 1.32.1 update the agent will do.
+        # Adoption by hand (docs/contract.md §8.2), then the 1.32.1 update the agent will do.
         with open(sb.binary_path, "rb") as f:
             self.store("1.31.4", f.read())
         self.switch("1.31.4")

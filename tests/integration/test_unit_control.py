@@ -270,7 +270,7 @@ class UnitControl(unittest.TestCase):
         # The restarted instance finds no annotation, says so, and exits.
         usermgr.wait_until(lambda: {"event": "idle"} in lines(), 10, "the restarted agent to go idle")
         ev = lines()
-        # CONTRACT §9.12: the annotation goes first, then the units, the agent's own last.
+        # docs/contract.md §9.12: the annotation goes first, then the units, the agent's own last.
         self.assertEqual([e["event"] for e in ev], ["remove", "unit", "unit", "idle"], ev)
         self.assertEqual([e["unit"] for e in self.by_event(ev, "unit")], ["kubelet.service", "containerd.service"])
         self.assertNotEqual(self.um.invocation_id(agent), first)       # it was restarted ...

@@ -1,19 +1,19 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Issue 5 acceptance with the real agent in the sandbox (lib/sandbox.py), one sandbox, steps in order:
-  1. idle: no Node patches over a few seconds (CONTRACT §8.13);
+  1. idle: no Node patches over a few seconds (docs/contract.md §8.13);
   2. ungated kubelet patch update 1.31.4 -> 1.31.5: applied without any MCM signal, no update-result label
      (§8.4), checksum/cloud-config-data and kubernetes-version set; `inplace-agent status --json` shows it;
   3. malformed inputs (OSC YAML syntax error, `kubelet: 123`, `operatingSystemVersion: ""`, update-result=weird,
      an InPlaceUpdate condition without reason): journal diagnostics for the OSC, no crash, no action;
   4. minVersionForUpdate above the OS version with a gated change (1.31.5 -> 1.32.1): blocked in the plan; on
      selected-for-update update-result=failed naming both versions, failure code MinVersionNotMet, nothing run;
-  5. GNP scenario 23, the retry path: update-result=failed and no ReadyForUpdate, the OSC fixed -> the Pods on
+  5. docs/node-protocol.md §9 scenario 23, the retry path: update-result=failed and no ReadyForUpdate, the OSC fixed -> the Pods on
      the node deleted, update-result=successful, update-failed-reason removed; gardener-resource-manager's
      Pod (gardener PR #15030), a mirror Pod and a static Pod (owned by the Node) are left alone, a DELETE
      answered 500 fails the step (retried, the result only after it), and the Event
      InPlaceUpdatePodsDeleted names what was deleted and what was left alone, with counts;
-  6. GNP scenario 24: already successful + ReadyForUpdate -> no pod deletion, no Node patch;
+  6. docs/node-protocol.md §9 scenario 24: already successful + ReadyForUpdate -> no pod deletion, no Node patch;
   7. SIGKILL of the agent at phase boundaries (Staging, Applying) of an ungated update -> after the restart the
      transaction finishes exactly once: one InPlaceUpdateSucceeded Event, one final progress patch;
   8. SIGKILL of the agent right after Staged of a gated update (1.32.3 -> 1.33.0): after the restart and
@@ -162,7 +162,7 @@ class UpdateEngine(unittest.TestCase):
         SB.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == SB.osc["checksum"], 20, "settled")
 
     def test_4_min_version_not_met(self):
-        # minVersionForUpdate is the OS image's rule (GNP §3): it guards an OS version change.
+        # minVersionForUpdate is the OS image's rule (docs/node-protocol.md §3): it guards an OS version change.
         os_release = read_text(SB.os_release)
         text = osc_text("1.32.1", os_version="1593.0").replace(
             '    kubelet: "1.32.1"\n', '    kubelet: "1.32.1"\n    minVersionForUpdate: "1592.9"\n')

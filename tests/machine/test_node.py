@@ -58,7 +58,7 @@ class Node(unittest.TestCase):
         t.ok("certificate by CertificateSigningRequest %s (bootstrap token %s)" % (
             csrs[-1]["metadata"]["name"], world.BOOTSTRAP_TOKEN_ID))
 
-    # GNP §2.1: gardener-node-agent takes the OSC Secret's name from its component config
+    # docs/node-protocol.md §2.1: gardener-node-agent takes the OSC Secret's name from its component config
     # (controllers.operatingSystemConfig.secretName); this agent only from osc.secretName or the
     # Node's label (agent/daemon/manager.c, manager_update_secret_watch()). On a new machine the
     # Node appears only once the kubelet runs, which needs the OSC applied first. The fresh-node

@@ -10,7 +10,7 @@ Implements docs/kube-api.md §2.3, §2.5 and §9 items 3-6; §10 fault 12.
   from a completely foreign CA fails the TLS handshake.
 * ``Authorization: Bearer`` with a known, unexpired token; anything else in Authorization -> 401
   ``{"kind":"Status",...,"message":"Unauthorized","reason":"Unauthorized","code":401}``.
-* Bootstrap tokens ``Bearer <id>.<secret>`` (kube-api.md §2): Secret kube-system/bootstrap-token-<id> of type
+* Bootstrap tokens ``Bearer <id>.<secret>`` (docs/kube-api.md §2): Secret kube-system/bootstrap-token-<id> of type
   bootstrap.kubernetes.io/token with matching token-secret, usage-bootstrap-authentication=true and no past
   expiration -> user system:bootstrap:<id>, groups system:bootstrappers (+ auth-extra-groups). Authorized like
   RBAC's system:node-bootstrapper: certificatesigningrequests create/get/list/watch, nothing else.

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """gardenlet and machine-controller-manager as they act on one Node, through the API-server
-emulator's control API (GNP §1.1). Shared by the sandbox (lib/sandbox.py) and the machine tier
+emulator's control API (docs/node-protocol.md §1.1). Shared by the sandbox (lib/sandbox.py) and the machine tier
 (tests/machine/), which differ in where the agent runs, not in what Gardener does to its Node.
 
     g = gardener.Actors(emu, "node-a", secret="gardener-node-agent-pool", pool="pool")
@@ -16,7 +16,7 @@ import json
 
 import kubeemu
 
-# Wire names (CONTRACT §4, §6; GNP Appendix A).
+# Wire names (docs/contract.md §4, §6; docs/node-protocol.md Appendix A).
 SECRET_NAME_LABEL = "worker.gardener.cloud/gardener-node-agent-secret-name"
 CANDIDATE = "node.machine.sapcloud.io/candidate-for-update"
 SELECTED = "node.machine.sapcloud.io/selected-for-update"
@@ -89,7 +89,7 @@ class Actors:
     # ---------------------------------------------------------------- gardenlet
 
     def publish_osc_text(self, text):
-        """The OSC Secret as gardenlet writes it (GNP §1.1 row 3): osc.yaml plus checksum/data-script =
+        """The OSC Secret as gardenlet writes it (docs/node-protocol.md §1.1 row 3): osc.yaml plus checksum/data-script =
         sha256 hex of it. Returns the checksum."""
         checksum = sha256_hex(text.encode())
         self.emu.seed_secret(self.secret_name, namespace=self.namespace, data={"osc.yaml": text},
@@ -101,7 +101,7 @@ class Actors:
     def secret(self):
         return self.emu.get("secrets", self.secret_name, namespace=self.namespace)
 
-    # ---------------------------------------------------------------- MCM (GNP §1.1 rows 5-12)
+    # ---------------------------------------------------------------- MCM (docs/node-protocol.md §1.1 rows 5-12)
 
     def mcm_condition(self, reason, message=None):
         return self.emu.set_condition(self.node_name, MCM_CONDITION, "True", reason,

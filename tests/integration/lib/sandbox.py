@@ -9,7 +9,7 @@
 
 What runs (all on 127.0.0.1, all ours, stopped by PID or by the user manager's own cgroup):
   * the API-server emulator (tests/emulator) holding Node `demo-node` and the OSC Secret
-    `kube-system/gardener-node-agent-demo` (GNP §2.1: data osc.yaml, annotation checksum/data-script);
+    `kube-system/gardener-node-agent-demo` (docs/node-protocol.md §2.1: data osc.yaml, annotation checksum/data-script);
   * Debian's docker-registry with TLS (lib/registry.py) serving `hyperkube:v1.31.4` and `hyperkube:v1.32.1`
     (file /kubelet in the top layer, like Gardener's hyperkube image) and `hyperkube-broken:v1.32.1`, a
     build whose /healthz answers 500;
@@ -28,7 +28,7 @@ keeps the VERSION column of `kubectl get node` truthful.
 Initial state, the "hand-over" story: the node was set up earlier at Kubernetes 1.31.4 (by provisioning or
 gardener-node-agent). kubelet.binaryPath is a plain file holding kubelet 1.31.4, the Secret describes 1.31.4
 and the Node already carries checksum/cloud-config-data equal to the Secret's checksum/data-script. The
-agent starts, finds nothing to do, and adopts the plain file into its store (CONTRACT §8.2: moved to
+agent starts, finds nothing to do, and adopts the plain file into its store (docs/contract.md §8.2: moved to
 <stateDirectory>/kubelet/1.31.4/kubelet, binaryPath becomes a symlink). The first in-place work is whatever
 publish_osc() asks for.
 
@@ -82,7 +82,7 @@ FILE_IN_IMAGE = "/kubelet"
 KUBELET_OSC_PATH = "/opt/bin/kubelet"      # kubelet.binaryPath's default; on disk below osc.rootDirectory
 KUBELET_DIR = "/var/lib/kubelet"           # the kubelet's credentials, below osc.rootDirectory
 
-# Wire names (CONTRACT §4, §6; GNP Appendix A) and what gardenlet and MCM do: lib/gardener.py.
+# Wire names (docs/contract.md §4, §6; docs/node-protocol.md Appendix A) and what gardenlet and MCM do: lib/gardener.py.
 from gardener import (AGENT_CONDITION, CANDIDATE, FAILED_REASON, FAILURE, K8S_VERSION, MCM_CONDITION,  # noqa: E402,F401
                       MCM_MESSAGES, NODE_CHECKSUM, PLAN, PREFER_NO_SCHEDULE, PROGRESS, SECRET_CHECKSUM,
                       SECRET_NAME_LABEL, SELECTED, UPDATE_RESULT, UPDATING_OS, annotation, annotation_json,
@@ -351,7 +351,7 @@ def kubelet_image_layers(data):
 
 # ------------------------------------------------------------------------------------------ the sandbox
 
-# The kubelet's config file of the OSC (GNP §2.3: its evictionHard/kubeReserved/cpuManagerPolicy are
+# The kubelet's config file of the OSC (docs/node-protocol.md §2.3: its evictionHard/kubeReserved/cpuManagerPolicy are
 # in-place triggers); below osc.rootDirectory like every OSC file.
 KUBELET_CONFIG_PATH = "/var/lib/kubelet/config/kubelet"
 DEFAULT_EVICTION = "100Mi"
@@ -591,7 +591,7 @@ class Sandbox:
             else:
                 c[k] = v
         # JSON is YAML; one key per line keeps it readable for the demo.
-        return "# inplace-agent configuration of the sandbox (CONTRACT §3)\n" + _yaml(c)
+        return "# inplace-agent configuration of the sandbox (docs/contract.md §3)\n" + _yaml(c)
 
     def _write_files(self):
         self.write_os_release(self.initial_os_version)
@@ -660,7 +660,7 @@ class Sandbox:
 
     def publish_osc(self, kubelet_version=None, os_version=None, broken=False, image=None, min_version=None,
                     eviction=None, dropin=None, extra_files=""):
-        """Write the OSC Secret as gardenlet does (GNP §1.1 row 3): osc.yaml plus checksum/data-script =
+        """Write the OSC Secret as gardenlet does (docs/node-protocol.md §1.1 row 3): osc.yaml plus checksum/data-script =
         sha256 hex of it. Defaults: the last published kubelet version / OS version / kubelet config
         (evictionHard memory.available = `eviction`) / kubelet drop-in (`dropin`: the content of
         kubelet.service.d/50-sandbox.conf; "" removes it). broken=True points the kubelet file at the
@@ -862,7 +862,7 @@ class Sandbox:
         self.write_os_release(os_version)
         self.start_agent()
 
-    # ---------------------------------------------------------------- "MCM" (GNP §1.1 rows 5-12): lib/gardener.py
+    # ---------------------------------------------------------------- "MCM" (docs/node-protocol.md §1.1 rows 5-12): lib/gardener.py
 
     def mcm_candidate(self):
         return self.gardener.mcm_candidate()

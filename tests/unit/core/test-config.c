@@ -148,7 +148,7 @@ static void test_finalize(void **state) {
         assert_string_equal(c->kubeconfig, "/env/kubeconfig");
         assert_string_equal(c->state_directory, "/tmp/state");
         assert_string_equal(c->lease.name, "gardener-node-agent-node-7");
-        assert_string_equal(c->bootstrap_kubeconfig, "/tmp/state/bootstrap-kubeconfig");   /* CONTRACT §9.6 */
+        assert_string_equal(c->bootstrap_kubeconfig, "/tmp/state/bootstrap-kubeconfig");   /* docs/contract.md §9.6 */
 }
 
 static void test_finalize_hostname(void **state) {

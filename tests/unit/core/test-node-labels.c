@@ -47,7 +47,8 @@ static void test_patch_only_what_differs(void **state) {
         expect_patch(&wrong, "z0", "{\"labels\":{\"node-role.kubernetes.io/worker\":\"\"}}");
 }
 
-/* GNP §2.2 step 3: control-plane instead of worker; like upstream, the other role label is not removed. */
+/* docs/node-protocol.md §2.2 step 3: control-plane instead of worker; like upstream, the other role label is not
+ * removed. */
 static void test_control_plane_role(void **state) {
         NodeView bare = {}, worker = { .role_worker = (char *) "" },
                  cp = { .role_control_plane = (char *) "", .zone = (char *) "z1" };

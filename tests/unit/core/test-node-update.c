@@ -2,7 +2,8 @@
 /* The update engine against a simulated node: a tiny executor runs the decided actions, applies their
  * effects to a fake Node/OS (labels, annotations, kubelet symlink, os-release, boot id), persists the
  * transaction through state-file after every step and re-reads it before every decision, exactly as
- * the manager will. Scenarios are GNP §9 and CONTRACT §5/§8, expressed as input -> phases + actions. */
+ * the manager will. Scenarios are docs/node-protocol.md §9 and docs/contract.md §5/§8, expressed as input -> phases
+ * + actions. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -116,7 +117,7 @@ static void world_free(World *w) {
         free(w);
 }
 
-/* An in-place pool's OSC (GNP §2.1), already applied on this node unless `fresh`. */
+/* An in-place pool's OSC (docs/node-protocol.md §2.1), already applied on this node unless `fresh`. */
 static void world_osc(World *w, const char *checksum, const char *os, const char *kubelet) {
         char image[128];
 
@@ -483,7 +484,7 @@ static void test_names(void **state) {
                 assert_non_null(update_failure_code_to_string(c));
                 assert_int_equal(update_failure_code_from_string(update_failure_code_to_string(c)), c);
         }
-        /* CONTRACT §5 and §8.9 spell these exactly. */
+        /* docs/contract.md §5 and §8.9 spell these exactly. */
         assert_string_equal(update_phase_to_string(UPDATE_PHASE_WAITING_FOR_DRAIN), "WaitingForDrain");
         assert_string_equal(update_phase_to_string(UPDATE_PHASE_ROLLED_BACK), "RolledBack");
         assert_string_equal(update_failure_code_to_string(UPDATE_FAILURE_OS_ROLLED_BACK), "OSRolledBack");
@@ -629,8 +630,8 @@ static void test_json_formats(void **state) {
         assert_int_equal(update_transaction_percent(tx), 100);
 }
 
-/* CONTRACT §5 row 1: a kubelet patch needs no gate: Staging -> Applying -> (Verifying) -> Succeeded,
- * and (CONTRACT §8.4) never touches update-result. */
+/* docs/contract.md §5 row 1: a kubelet patch needs no gate: Staging -> Applying -> (Verifying) -> Succeeded,
+ * and (docs/contract.md §8.4) never touches update-result. */
 static void test_ungated_kubelet_patch(void **state) {
         World *w = world_new();
 
@@ -651,7 +652,7 @@ static void test_ungated_kubelet_patch(void **state) {
         assert_string_equal(w->node->plan, "[{\"action\":\"kubelet\",\"from\":\"1.31.4\",\"to\":\"1.31.5\"},"
                                            "{\"action\":\"restart\",\"unit\":\"kubelet.service\"}]");
 
-        /* Once done, the checksum shortcut keeps the node quiet (CONTRACT §8.13). */
+        /* Once done, the checksum shortcut keeps the node quiet (docs/contract.md §8.13). */
         clear_logs(w);
         run(w);
         assert_log("work", w->work, "");
@@ -659,7 +660,7 @@ static void test_ungated_kubelet_patch(void **state) {
         world_free(w);
 }
 
-/* GNP §9 scenario 7: in-place work pending but no MCM signal: nothing at all happens. Scenario 34:
+/* docs/node-protocol.md §9 scenario 7: in-place work pending but no MCM signal: nothing at all happens. Scenario 34:
  * no Secret: nothing either. */
 static void test_gated_work_waits(void **state) {
         World *w = world_new();
@@ -686,7 +687,8 @@ static void test_gated_work_waits(void **state) {
         world_free(w);
 }
 
-/* CONTRACT §5 rows 2-4 with GNP scenario 11: candidate -> plan + pre-stage; selected -> wait for the
+/* docs/contract.md §5 rows 2-4 with docs/node-protocol.md §9 scenario 11: candidate -> plan + pre-stage; selected
+ * -> wait for the
  * drain; ReadyForUpdate -> apply, reboot, verify, delete Pods, report successful, set checksum. */
 static void test_gated_os_and_kubelet_minor(void **state) {
         World *w = world_new();
@@ -729,7 +731,7 @@ static void test_gated_os_and_kubelet_minor(void **state) {
         world_free(w);
 }
 
-/* GNP scenario 22: the command exits 0 but the node did not reboot yet: wait, no success label, no
+/* docs/node-protocol.md §9 scenario 22: the command exits 0 but the node did not reboot yet: wait, no success label, no
  * Pod deletion; scenario 11's provider-local variant: os-release changes at once. */
 static void test_command_without_reboot(void **state) {
         World *w = world_new();
@@ -782,7 +784,8 @@ static Outcome policy_command_fails(World *w, const UpdateAction *a, UpdateFailu
         return OUTCOME_FAIL;
 }
 
-/* GNP scenarios 16/17: a failing OS command. Upstream's reason; "network problems" is retriable and
+/* docs/node-protocol.md §9 scenarios 16/17: a failing OS command. Upstream's reason; "network problems" is
+ * retriable and
  * retried after a back-off (our own marker does not count as a foreign attempt); anything else is
  * terminal. */
 static void test_os_command_failures(void **state) {
@@ -867,7 +870,7 @@ static void test_os_command_killed(void **state) {
         }
 }
 
-/* GNP scenario 20: after the reboot the OS is still old: RolledBack, update-result=failed with
+/* docs/node-protocol.md §9 scenario 20: after the reboot the OS is still old: RolledBack, update-result=failed with
  * upstream's reason, terminal (no retry even though update-result=failed opens the gate). */
 static void test_os_rollback_after_reboot(void **state) {
         World *w = world_new();
@@ -932,7 +935,8 @@ static void test_node_recreated_during_apply(void **state) {
 }
 
 /* The marker patch lands, then the agent dies before recording it: after the restart the marker is
- * recognised as ours (not GNP scenario 20), the patch is repeated harmlessly, the update goes on. */
+ * recognised as ours (not docs/node-protocol.md §9 scenario 20), the patch is repeated harmlessly, the update goes
+ * on. */
 static void test_died_after_marker_patch(void **state) {
         World *w = world_new();
 
@@ -948,7 +952,7 @@ static void test_died_after_marker_patch(void **state) {
         world_free(w);
 }
 
-/* GNP scenarios 20/21 on a node this agent did not update: a foreign marker that names the desired
+/* docs/node-protocol.md §9 scenarios 20/21 on a node this agent did not update: a foreign marker that names the desired
  * version. Without a reason annotation: upstream's rollback reason; with one: kept, terminal. */
 static void test_foreign_marker(void **state) {
         World *w = world_new();
@@ -985,7 +989,8 @@ static void test_foreign_marker(void **state) {
         world_free(w);
 }
 
-/* GNP scenario 23: the retry path. update-result=failed (from an earlier agent), no ReadyForUpdate:
+/* docs/node-protocol.md §9 scenario 23: the retry path. update-result=failed (from an earlier agent), no
+ * ReadyForUpdate:
  * the gate is open, everything succeeds: Pods deleted, label successful, marker and reason removed. */
 static void test_retry_path_failed_label(void **state) {
         World *w = world_new();
@@ -1031,7 +1036,8 @@ static void test_stale_node_view_after_success(void **state) {
         world_free(w);
 }
 
-/* GNP scenario 24: ReadyForUpdate and successful, nothing for this agent to do: no Pods deleted, no
+/* docs/node-protocol.md §9 scenario 24: ReadyForUpdate and successful, nothing for this agent to do: no Pods
+ * deleted, no
  * result patch; the checksum is recorded only once MCM is done with the node. Without ReadyForUpdate
  * and without the failed label: no Pods, no label either. */
 static void test_already_successful(void **state) {
@@ -1075,7 +1081,8 @@ static void test_no_work_marking(void **state) {
         world_free(w);
 }
 
-/* GNP scenario 6: a fresh node (no checksum ever applied): nothing is gated, the OS is left alone. */
+/* docs/node-protocol.md §9 scenario 6: a fresh node (no checksum ever applied): nothing is gated, the OS is left
+ * alone. */
 static void test_fresh_node(void **state) {
         World *w = world_new();
 
@@ -1368,7 +1375,7 @@ static void test_no_node_waits(void **state) {
         world_free(w);
 }
 
-/* CONTRACT §8.5: minVersionForUpdate. Before selection the plan shows the update as blocked; once
+/* docs/contract.md §8.5: minVersionForUpdate. Before selection the plan shows the update as blocked; once
  * selected it fails before the drain with the exact reason and code; nothing is staged. */
 static void test_min_version_not_met(void **state) {
         World *w = world_new();
@@ -1662,7 +1669,7 @@ static Outcome policy_digest_mismatch(World *w, const UpdateAction *a, UpdateFai
         return OUTCOME_FAIL;
 }
 
-/* CONTRACT §5 row 3: a plan that cannot succeed is reported failed when the node is selected, before
+/* docs/contract.md §5 row 3: a plan that cannot succeed is reported failed when the node is selected, before
  * the drain; before that only inplace-agent/failure shows it. */
 static void test_staging_failure_fails_before_drain(void **state) {
         World *w = world_new();
@@ -1701,7 +1708,8 @@ static Outcome policy_unhealthy_patch(World *w, const UpdateAction *a, UpdateFai
         return OUTCOME_FAIL;
 }
 
-/* GNP scenario 25 / CONTRACT §8.9 KubeletUnhealthy: the new kubelet does not get healthy: switch back,
+/* docs/node-protocol.md §9 scenario 25 / docs/contract.md §8.9 KubeletUnhealthy: the new kubelet does not get
+ * healthy: switch back,
  * restart the previous one, report failed with upstream's reason. */
 static void test_kubelet_unhealthy_rolls_back(void **state) {
         World *w = world_new();
@@ -2097,7 +2105,7 @@ static Outcome policy_api_down(World *w, const UpdateAction *a, UpdateFailureCod
         return OUTCOME_FAIL;
 }
 
-/* GNP scenario 35: the success patch fails; Pods are not deleted again, the patch is retried with
+/* docs/node-protocol.md §9 scenario 35: the success patch fails; Pods are not deleted again, the patch is retried with
  * back-off until it lands. */
 static void test_api_down_during_success_patch(void **state) {
         World *w = world_new();
@@ -2183,7 +2191,7 @@ static void test_image_backend(void **state) {
         world_free(w);
 }
 
-/* GNP §9 scenario 33 and "kill at every boundary": the same scenario run with an agent that dies
+/* docs/node-protocol.md §9 scenario 33 and "kill at every boundary": the same scenario run with an agent that dies
  * after every single action (and re-reads state.json) performs exactly the same actions, in the same
  * order, none twice, and ends in the same state. */
 static void run_gated_scenario(World *w) {
@@ -2330,7 +2338,7 @@ static void test_desired_state_changes(void **state) {
         world_free(w);
 }
 
-/* GNP scenarios 27/28 at the engine level: an unknown OS version plans nothing; versions that are
+/* docs/node-protocol.md §9 scenarios 27/28 at the engine level: an unknown OS version plans nothing; versions that are
  * equal by Gardener's rules need no OS update. */
 static void test_os_version_rules(void **state) {
         World *w = world_new();
@@ -2406,8 +2414,8 @@ static void test_kubelet_version_rules(void **state) {
 
 static void check_manual_retry(const char *time, const char *position);
 
-/* A failed transaction stays terminal until ReadyForUpdate is set again (GNP §7.3): a new
- * lastTransitionTime, or (CONTRACT §9.9) an appended InPlaceUpdate entry without one, which the
+/* A failed transaction stays terminal until ReadyForUpdate is set again (docs/node-protocol.md §7.3): a new
+ * lastTransitionTime, or (docs/contract.md §9.9) an appended InPlaceUpdate entry without one, which the
  * decoder identifies by its position. */
 static void test_manual_retry(void **state) {
         static const struct {
@@ -2598,7 +2606,7 @@ static void test_random_walks(void **state) {
 
                         random_change(w, step);
                         run(w);
-                        /* idle means idle (CONTRACT §8.13): same input, no new actions */
+                        /* idle means idle (docs/contract.md §8.13): same input, no new actions */
                         if (getenv("TEST_VERBOSE"))
                                 fprintf(stderr, "walk %u step %u: %s | %s\n", walk, step, w->phases, w->last.status);
                         w->work[0] = w->phases[0] = w->events[0] = '\0';
@@ -2614,7 +2622,7 @@ static void test_random_walks(void **state) {
         }
 }
 
-/* CONTRACT §9.10: the OSC field, then the Node annotation, then the configuration. */
+/* docs/contract.md §9.10: the OSC field, then the Node annotation, then the configuration. */
 static void test_min_version_sources(void **state) {
         OscDesired osc = { .min_version_for_update = (char *) "1.0" }, bare = {};
         NodeView node = { .min_version_for_update = (char *) "2.0" }, plain = {};

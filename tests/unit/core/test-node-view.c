@@ -127,7 +127,7 @@ static void test_conditions(void **state) {
                 const char *reason;
                 const char *since;      /* node_view_ready_since() */
         } table[] = {
-                /* status is not checked, only the reason (GNP §1.2) */
+                /* status is not checked, only the reason (docs/node-protocol.md §1.2) */
                 { "[{\"type\":\"InPlaceUpdate\",\"status\":\"False\",\"reason\":\"ReadyForUpdate\"}]", true, true,
                   "ReadyForUpdate", NULL },
                 { "[{\"type\":\"InPlaceUpdate\",\"status\":\"True\",\"reason\":\"SelectedForUpdate\"}]", true, false,
@@ -135,7 +135,7 @@ static void test_conditions(void **state) {
                 /* a condition without reason */
                 { "[{\"type\":\"InPlaceUpdate\",\"status\":\"True\"}]", true, false, NULL, NULL },
                 { "[{\"type\":\"InPlaceUpdate\",\"reason\":null}]", true, false, NULL, NULL },
-                /* CONTRACT §9.9: any entry with ReadyForUpdate, with or without lastTransitionTime; the
+                /* docs/contract.md §9.9: any entry with ReadyForUpdate, with or without lastTransitionTime; the
                  * last such entry is the signal (a manual retry appends one) */
                 { "[{\"type\":\"InPlaceUpdate\",\"reason\":\"UpdateFailed\"},"
                   "{\"type\":\"InPlaceUpdate\",\"reason\":\"ReadyForUpdate\"}]", true, true, "ReadyForUpdate",
@@ -184,7 +184,7 @@ static void test_conditions(void **state) {
         }
 }
 
-/* GNP §9 scenario 8: only the transition to ReadyForUpdate counts. */
+/* docs/node-protocol.md §9 scenario 8: only the transition to ReadyForUpdate counts. */
 static void test_became_ready(void **state) {
         _cleanup_(node_view_freep) NodeView *plain = decode("{\"metadata\":{\"name\":\"n\"}}");
         _cleanup_(node_view_freep) NodeView *ready = decode(

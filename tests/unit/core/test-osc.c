@@ -135,7 +135,7 @@ static OscDesired *decode_text(const char *yaml) {
         return o;
 }
 
-/* GNP §2.2 step 3: the kube-apiserver manifest in spec.files makes a control-plane node; upstream
+/* docs/node-protocol.md §2.2 step 3: the kube-apiserver manifest in spec.files makes a control-plane node; upstream
  * looks at spec.files only, so one in status.extensionFiles does not. */
 static void test_control_plane(void **state) {
         _cleanup_(osc_desired_freep) OscDesired *cp = decode_text(
@@ -185,7 +185,7 @@ static void test_secret_shape(void **state) {
                 int r;
                 const char *error;
         } table[] = {
-                /* GNP §9 scenario 34: no osc.yaml key */
+                /* docs/node-protocol.md §9 scenario 34: no osc.yaml key */
                 { "{\"data\":{}}", -ENODATA, "no osc.yaml key found in OSC secret" },
                 { "{\"metadata\":{}}", -ENODATA, "no osc.yaml key found in OSC secret" },
                 { "{\"data\":{\"osc.yaml\":null}}", -ENODATA, "no osc.yaml key found in OSC secret" },

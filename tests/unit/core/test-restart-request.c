@@ -24,7 +24,7 @@ static const Case cases[] = {
         { "../../etc/passwd,foo;rm -rf /,,kubelet, kubelet ",
           { "kubelet.service" }, { "../../etc/passwd", "foo;rm -rf /", "" }, false },
         { "inplace-agent,kubelet", { "kubelet.service", SELF }, {}, true },
-        /* GNP §5 test string, with our unit as the self unit. */
+        /* docs/node-protocol.md §5 test string, with our unit as the self unit. */
         { "inplace-agent.service,foo.service,bar", { "foo.service", "bar.service", SELF }, {}, true },
 
         /* Nothing to do. */
@@ -46,13 +46,13 @@ static const Case cases[] = {
         /* Names systemd would refuse, or that are dangerous to hand on. */
         { "../x,a;b,a b,foo/bar,x$y,.hidden,foo@.service,a@b@c",
           {}, { "../x", "a;b", "a b", "foo/bar", "x$y", ".hidden", "foo@.service", "a@b@c" }, false },
-        /* CONTRACT §9.12: services, sockets and timers only; a slice would take the agent down. */
+        /* docs/contract.md §9.12: services, sockets and timers only; a slice would take the agent down. */
         { "system.slice,kubelet", { "kubelet.service" }, { "system.slice" }, false },
         { "a.scope,b.target,c.mount,d.device,e.swap,f.path,g.automount,-.slice",
           {}, { "a.scope", "b.target", "c.mount", "d.device", "e.swap", "f.path", "g.automount", "-.slice" },
           false },
         { "foo.socket,foo.timer,foo.slice.service", { "foo.socket", "foo.timer", "foo.slice.service" }, {}, false },
-        /* A replaced unit (CONTRACT §9.4) means the agent itself: once, last. */
+        /* A replaced unit (docs/contract.md §9.4) means the agent itself: once, last. */
         { "gardener-node-agent,kubelet", { "kubelet.service", SELF }, {}, true },
         { "gardener-node-agent.service,inplace-agent,a", { "a.service", SELF }, {}, true },
         /* Control characters and quotes are escaped in what we quote back. */
@@ -119,7 +119,7 @@ static void test_rejected_message_format(void **state) {
         assert_int_equal(r->n_rejected, 1);
         m = restart_rejected_message(&r->rejected[0]);
         assert_non_null(m);
-        /* CONTRACT §8.7 */
+        /* docs/contract.md §8.7 */
         assert_true(strncmp(m, "rejected unit name \"foo;rm -rf /\": ", 35) == 0);
 }
 
@@ -200,7 +200,7 @@ static void test_rejected_summary(void **state) {
         char v[RESTART_REQUEST_VALUE_MAX];
         size_t o = 0;
 
-        /* Few: reported one by one, in the CONTRACT §8.7 form. */
+        /* Few: reported one by one, in the docs/contract.md §8.7 form. */
         assert_int_equal(parse("x.slice,y;z,kubelet,.q", SELF, &few), 0);
         assert_int_equal(restart_request_rejected_summary(few, &a), 0);
         assert_null(a);

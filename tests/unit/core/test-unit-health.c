@@ -67,7 +67,7 @@ static void test_progressing(void **state) {
 }
 
 /* Upstream readManagedUnits: spec + extension units merged, sorted, `enable` else "carries
- * configuration"; replaced units (CONTRACT §9.4) left out. */
+ * configuration"; replaced units (docs/contract.md §9.4) left out. */
 static void test_units_from_osc(void **state) {
         static const char yaml[] =
                 "spec:\n"

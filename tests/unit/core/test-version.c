@@ -13,7 +13,8 @@ static void test_compare_table(void **state) {
                 const char *b;
                 int expected;           /* 1, 0 or ERR */
         } table[] = {
-                /* GNP §3.2 examples and scenario 28 (IsOsVersionUpToDate: a = current, b = desired) */
+                /* docs/node-protocol.md §3.2 examples and scenario 28 (IsOsVersionUpToDate: a = current, b =
+                 * desired) */
                 { "1.2", VERSION_OP_EQ, "1.2.0", 1 },
                 { "1.2.0-foo.12", VERSION_OP_EQ, "1.2.0", 1 },
                 { "1.1.0", VERSION_OP_EQ, "1.2.0", 0 },
@@ -66,7 +67,7 @@ static void test_compare_table(void **state) {
                 { "18446744073709551615", VERSION_OP_EQ, "18446744073709551615", 1 },
                 { "18446744073709551616", VERSION_OP_EQ, "1", ERR },
                 { "1", VERSION_OP_EQ, "18446744073709551616", ERR },
-                /* minVersionForUpdate (CONTRACT §5: current >= min) and downgrade checks */
+                /* minVersionForUpdate (docs/contract.md §5: current >= min) and downgrade checks */
                 { "1592.6", VERSION_OP_GE, "1592.4", 1 },
                 { "1592.4", VERSION_OP_GE, "1592.4", 1 },
                 { "1592.3.9", VERSION_OP_GE, "1592.4", 0 },

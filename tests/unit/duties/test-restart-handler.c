@@ -135,7 +135,7 @@ static void test_order_dedupe_rejections_self_last(void **state) {
                                     "unit:agent.service:ok finished");
         assert_int_equal(fake_systemd_n_jobs(f->fake, "a.service"), 1);
         assert_int_equal(fake_systemd_n_jobs(f->fake, "b.service"), 1);
-        /* CONTRACT §9.12: the annotation went before any restart, our own included. */
+        /* docs/contract.md §9.12: the annotation went before any restart, our own included. */
         assert_int_equal(f->jobs_at_remove, 0);
         assert_int_equal(fake_systemd_n_jobs(f->fake, SELF), 1);
 }

@@ -22,7 +22,7 @@ static void test_defaults(void **state) {
         assert_int_equal(kube_tuning_parse(&t, NULL, NULL), 0);
         assert_int_equal(kube_tuning_parse(&t, "", NULL), 0);
         assert_int_equal(t.watch_timeout_min_usec, 300 * SEC);
-        /* The node duties: GNP §8 / Appendix A timers. */
+        /* The node duties: docs/node-protocol.md §8 / Appendix A timers. */
         assert_int_equal(t.units_check_usec, 60 * SEC);
         assert_int_equal(t.units_stuck_usec, 300 * SEC);
         assert_int_equal(t.health_check_usec, 30 * SEC);

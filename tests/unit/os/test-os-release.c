@@ -10,7 +10,7 @@ static char *version_of(const char *text, int *ret_r, char **ret_error) {
         return v;
 }
 
-/* GNP §9 scenario 27 and §4.3, plus the regex corner cases that decide real distributions. */
+/* docs/node-protocol.md §9 scenario 27 and §4.3, plus the regex corner cases that decide real distributions. */
 static void test_versions(void **state) {
         static const struct {
                 const char *text, *version;

@@ -14,7 +14,7 @@ static OsUpdateClass classify_text(OsUpdateOutcome o, const char *text) {
         return os_update_classify(&o, &scan);
 }
 
-/* The upstream regexes (GNP §4.2, Appendix A) applied to whole outputs. */
+/* The upstream regexes (docs/node-protocol.md §4.2, Appendix A) applied to whole outputs. */
 static void test_classify_table(void **state) {
         static const struct {
                 int exit_status;

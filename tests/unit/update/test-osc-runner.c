@@ -239,7 +239,7 @@ static void test_kubelet_health(void **state) {
         test_kube_assert_request(&env->kube, 1, "GET /healthz ");
 }
 
-/* A kubelet that stays unhealthy: KubeletUnhealthy with upstream's reason (GNP scenario 25). */
+/* A kubelet that stays unhealthy: KubeletUnhealthy with upstream's reason (docs/node-protocol.md §9 scenario 25). */
 static void test_kubelet_unhealthy(void **state) {
         Env *env = *state;
 
