@@ -125,8 +125,8 @@ int kube_client_new(sd_event *event, Http *http, const KubeConfig *kc, const Kub
         c = malloc(sizeof(*c));
         if (!c)
                 return -ENOMEM;
-        *c = (KubeClient) { .event = sd_event_ref(event), .http = http, .tuning = tuning, .server =
-        * strdup(kc->server) };
+        *c = (KubeClient) { .event = sd_event_ref(event), .http = http, .tuning = tuning,
+                            .server = strdup(kc->server) };
         if (!c->server)
                 return -ENOMEM;
 
