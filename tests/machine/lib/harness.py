@@ -98,14 +98,13 @@ class Harness:
                               "the agent's certificate")
 
     def node_up(self, osc_text):
-        """A fresh machine booted, bootstrapped, its Node there (once the agent has its certificate:
-        the bootstrap token is refused once the Node exists) and `osc_text` applied. Returns the
-        machine."""
+        """A fresh machine with `osc_text` published (gardenlet writes the Secret before the machine
+        boots), booted, bootstrapped, the OSC applied and the Node registered by the kubelet it
+        started. Returns the machine."""
         m = self.new_machine()
+        checksum = self.w.publish(osc_text)
         self.boot()
-        self.wait_certificate()
-        self.w.seed_node()
-        self.wait_checksum(self.w.publish(osc_text), 120)
+        self.wait_checksum(checksum, 120)
         return m
 
     def stop(self):

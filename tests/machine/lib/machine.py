@@ -642,9 +642,24 @@ class Machine:
         return self.run("journalctl", "--no-pager", *args, check=False, timeout=60).stdout
 
     def cursor(self):
-        """The journal's position now, for journal("--after-cursor", c)."""
+        """The journal's position now, for entries_after() and messages_after()."""
         out = self.journal("-n", "0", "--show-cursor")
         return out.rsplit("-- cursor: ", 1)[-1].strip() if "-- cursor: " in out else None
+
+    def entries_after(self, cursor, unit=None, **fields):
+        """The journal entries after `cursor` (JSON objects), those of `unit` (its processes' and
+        systemd's about it, as `journalctl -u`) whose fields equal `fields`. Matched here: systemd
+        252's `journalctl --after-cursor C -u U` skips the first matching entry when the entry at C
+        does not match."""
+        entries = self.journal_json("--after-cursor", cursor)
+        if unit:
+            entries = [e for e in entries
+                       if unit in (e.get("_SYSTEMD_UNIT"), e.get("UNIT"), e.get("OBJECT_SYSTEMD_UNIT"))]
+        return [e for e in entries if all(e.get(k) == v for k, v in fields.items())]
+
+    def messages_after(self, cursor, unit=None, **fields):
+        """The MESSAGE of each of entries_after(), one a line (as `journalctl -o cat`)."""
+        return "".join(message(e) + "\n" for e in self.entries_after(cursor, unit, **fields))
 
     def invocation(self, unit):
         return self.unit_property(unit, "InvocationID")
@@ -652,3 +667,9 @@ class Machine:
     def journal_json(self, *args):
         out = self.journal("-o", "json", *args)
         return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def message(entry):
+    """A journal entry's MESSAGE as text (journalctl -o json gives a non-UTF-8 one as a byte list)."""
+    m = entry.get("MESSAGE")
+    return bytes(m).decode(errors="replace") if isinstance(m, list) else (m or "")
