@@ -443,7 +443,7 @@ signal.signal(signal.SIGTERM, _on_sigterm)
 class Machine:
     """One booted Debian 12 node on a throw-away overlay. A context manager; stop() is idempotent."""
 
-    def __init__(self, layers, hostname, keep=None):
+    def __init__(self, layers, hostname, keep=None, kmsg=False):
         self.layers = layers
         self.hostname = hostname
         self.keep = keep if keep is not None else bool(os.environ.get("MACHINE_KEEP"))
@@ -452,6 +452,7 @@ class Machine:
         self.root = os.path.join(self.dir, "merged")
         self.proc = None
         self.pid1 = None
+        self.kmsg_fd, self.kmsg_data = None, b""
         mount_overlay(layers.lowers, os.path.join(self.dir, "upper"), os.path.join(self.dir, "work"), self.root)
         _LIVE.add(self)
         # Its identity, as a cloud image's first boot would get it.
@@ -459,6 +460,34 @@ class Machine:
         self.write("/etc/machine-id", uuid.uuid4().hex + "\n", 0o444)
         # A persistent journal, so the boot before a reboot can be read (journalctl -b -1).
         os.makedirs(self.path("/var/log/journal"), exist_ok=True)
+        if kmsg:
+            self._kmsg_setup()
+
+    def _kmsg_setup(self):
+        """A /dev/kmsg the host reads (kmsg_lines()): nspawn gives a container none, so journald drops
+        what it would forward to the kernel log (StandardOutput=kmsg, ForwardToKMsg=). Here a FIFO
+        is bound there at every boot, held open on the host (O_RDWR: no reader or writer ever sees
+        the other end closed), and journald told not to read it as the kernel's log (ReadKMsg=no: it
+        is no ring buffer; journald then opens it for writing only, as where it forwards to)."""
+        fifo = os.path.join(self.dir, "kmsg")
+        os.mkfifo(fifo, 0o600)
+        self.kmsg_fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        self.write("/etc/systemd/journald.conf.d/90-machine-test-kmsg.conf",
+                   "# tests/machine/lib/machine.py: /dev/kmsg is a FIFO the host reads, no kernel log\n"
+                   "[Journal]\nReadKMsg=no\n")
+
+    def kmsg_lines(self):
+        """The records written to the machine's /dev/kmsg so far (Machine(kmsg=True)), each as
+        journald forwards it: "<priority>identifier[pid]: message"."""
+        while self.kmsg_fd is not None:
+            try:
+                chunk = os.read(self.kmsg_fd, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            self.kmsg_data += chunk
+        return self.kmsg_data.decode(errors="replace").splitlines()
 
     def __enter__(self):
         return self
@@ -503,6 +532,8 @@ class Machine:
         cmd = ["systemd-nspawn", "--boot", "--register=no"] + keep_unit() + ["-D", self.root,
                "--machine=" + self.name, "--console=passive", "--link-journal=no", "--timezone=off",
                "--resolv-conf=off"]
+        if self.kmsg_fd is not None:
+            cmd.append("--bind=%s:/dev/kmsg" % os.path.join(self.dir, "kmsg"))
         log = open(self.console_log, "ab")
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
@@ -593,6 +624,9 @@ class Machine:
             self.kill()
             unmount(self.root)
             _LIVE.discard(self)
+            if self.kmsg_fd is not None:
+                os.close(self.kmsg_fd)
+                self.kmsg_fd = None
             if self.keep:
                 open(os.path.join(self.dir, "kept"), "w").close()      # reap_stale() leaves it
                 print("machine %s kept: %s (upper layer: %s/upper)" % (self.name, self.dir, self.dir), file=sys.stderr)

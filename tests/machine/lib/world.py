@@ -45,6 +45,8 @@ KUBELET_PATH = "/opt/bin/kubelet"
 TEST_CONFIG = "/etc/inplace-agent/config.d/90-machine-test.yaml"
 TEST_DROPIN = "/etc/systemd/system/inplace-agent.service.d/90-machine-test.conf"
 TUNING = {"units-check": "5s"}
+# osc.replacedUnits' default: the OSC's unit the agent replaces, and never writes.
+REPLACED_UNITS = ("gardener-node-agent.service",)
 REGISTRY_CA = "/etc/inplace-agent/machine-test-registry-ca.crt"
 OS_UPDATE_SCRIPT = "/opt/gardener/bin/inplace-update.sh"
 # The stand-in kubelet's registration of its Node (a real kubelet's --register-node; the stand-in
@@ -202,14 +204,14 @@ class World:
                 "labels": {SECRET_NAME_LABEL: SECRET, "worker.gardener.cloud/pool": POOL,
                            MACHINE_LABEL: self.node, "node-role.kubernetes.io/worker": ""}}
 
-    def provision(self, m, config_extra=None, tuning=None):
+    def provision(self, m, config_extra=None, tuning=None, log_level=None):
         """The seed's Machine declared (MCM creates it before the VM: gardener-resource-manager's
         node-agent authorizer lets the agent read the OSC Secret its node template names before any
         Node exists); what gardener-node-init leaves on a new machine (nodeinit.Config upstream: the
         bootstrap token, cluster-ca.crt, machine-name, the component config); the stand-in kubelet's
         registration helper; and the test's agent config drop-in: the registry's CA (a real registry
         has a public one) and the stand-in kubelet's healthz port (the host's loopback is shared); a
-        unit drop-in with INPLACE_AGENT_KUBE_TUNING."""
+        unit drop-in with INPLACE_AGENT_KUBE_TUNING (and, with `log_level`, the agent's --log-level)."""
         self.emu.seed_machine(self.node, self.registration()["labels"])
         m.write(KUBELET_REPORT, sandbox.KUBELET_REPORT, 0o755)
         m.write(REGISTRATION, json.dumps(self.registration()))
@@ -231,8 +233,11 @@ class World:
                 + "\n")
         # The one timing a test cannot wait for: SystemdUnitsReady once a minute. Everything else
         # runs as shipped.
-        m.write(TEST_DROPIN, "# tests/machine/lib/world.py\n[Service]\nEnvironment=INPLACE_AGENT_KUBE_TUNING=%s\n"
-                % ",".join("%s=%s" % kv for kv in sorted(dict(TUNING, **(tuning or {})).items())))
+        dropin = "# tests/machine/lib/world.py\n[Service]\nEnvironment=INPLACE_AGENT_KUBE_TUNING=%s\n" % ",".join(
+            "%s=%s" % kv for kv in sorted(dict(TUNING, **(tuning or {})).items()))
+        if log_level:
+            dropin += "ExecStart=\nExecStart=/usr/sbin/inplace-agent run --log-level %s\n" % log_level
+        m.write(TEST_DROPIN, dropin)
 
     def seed_node(self, **kw):
         """The Node as the kubelet registered it, by hand: for a node whose kubelet registered it
