@@ -37,12 +37,22 @@ from gardener import (FAILED_REASON, K8S_VERSION, NODE_CHECKSUM, PLAN, RESTART_A
 
 H = None
 NODE = "node-story"
-DROPIN = "[Service]\nEnvironment=MACHINE_TEST_DROPIN=1"
+# The update's drop-in; the new kubelet is slow to sync (its /healthz fails for 3 s after each start),
+# while the health check probes every second: the update's own restart must bring no "unhealthy"
+# Warning.
+DROPIN = "[Service]\nEnvironment=MACHINE_TEST_DROPIN=1 STAND_IN_HEALTHY_AFTER=3"
 IDS = harness.message_ids()
 STORY = {}                  # what one scenario leaves for the next: the update's transaction id
 
 
-setUpModule, tearDownModule = harness.module_fixture(globals(), NODE)
+# The health check every second, its probes that an update owns in the journal (debug).
+setUpModule, tearDownModule = harness.module_fixture(globals(), NODE, tuning={"health-check": "1s"}, log_level="debug")
+
+
+def health_warnings(since=()):
+    """The health check's Warnings about the kubelet (reason kubelet), but for those in `since`."""
+    return [e for e in H.g.events() if e.get("reason") == "kubelet" and e.get("type") == "Warning"
+            and e["metadata"]["name"] not in since]
 
 
 class Node(unittest.TestCase):
@@ -150,6 +160,7 @@ class Node(unittest.TestCase):
         t, w, g, m = H.t, H.w, H.g, H.m
         t.step("scenario 2: a gated in-place update: kubelet 1.32.1, a kubelet config value and a drop-in")
         before, c0 = m.invocation(harness.KUBELET_UNIT), m.cursor()
+        warned = {e["metadata"]["name"] for e in health_warnings()}
         checksum = w.publish(w.osc("1.32.1", eviction="150Mi", dropin=DROPIN))
         t.say("gardenlet published OSC %s…: kubelet 1.32.1, evictionHard memory.available 150Mi, drop-in "
               "kubelet.service.d/50-machine-test.conf" % checksum[:12])
@@ -186,6 +197,12 @@ class Node(unittest.TestCase):
         starts = m.messages_after(c0, harness.KUBELET_UNIT).count("Kubelet version")
         self.assertEqual(starts, 1, "the kubelet started %d times for one update" % starts)
         world.wait_for(lambda: H.kubelet_healthz() == 200, 30, "the kubelet's /healthz")
+        # The health check probed through the update's restart and the new kubelet's first seconds
+        # (a probe a second): the update owned the kubelet then, nothing was said.
+        self.assertEqual(health_warnings(warned), [], "a health Warning for the update's own restart")
+        self.assertGreaterEqual(len([e for e in m.entries_after(c0, harness.AGENT_UNIT)
+                                     if "probe failed while an update step owns" in e.get("MESSAGE", "")]), 1,
+                                "no probe fell into the update's restart")
         t.command(m, "systemctl", "status", "--no-pager", "--lines=4", harness.KUBELET_UNIT)
         g.mcm_observe_result()
         g.mcm_finish()
