@@ -135,6 +135,10 @@ bool update_phase_is_terminal(UpdatePhase p) {
         return p == UPDATE_PHASE_SUCCEEDED || p == UPDATE_PHASE_FAILED || p == UPDATE_PHASE_ROLLED_BACK;
 }
 
+bool update_kubelet_can_roll_back(const UpdateTransaction *tx) {
+        return tx->kubelet_from || tx->kubelet_none;
+}
+
 bool node_update_blocks_unit_restarts(const UpdateTransaction *tx) {
         return tx && tx->id && tx->phase >= UPDATE_PHASE_APPLYING && !update_phase_is_terminal(tx->phase);
 }
@@ -274,6 +278,7 @@ const TxField update_transaction_fields[] = {
         TX("os.command", STRING, os_command),
         TX("os.args", STRV, os_args),
         TX("kubelet.from", STRING, kubelet_from),
+        TX("kubelet.none", BOOL, kubelet_none),
         TX("kubelet.to", STRING, kubelet_to),
         TX("kubelet.kubernetesVersion", STRING, kubernetes_version),
         TX("kubelet.image", STRING, kubelet_image),
@@ -609,7 +614,7 @@ int node_update_action_failed(UpdateTransaction *tx, const UpdateAction *a, Upda
          * binary back, if we know what to roll back to. */
         if ((a->type == UPDATE_ACTION_CHECK_KUBELET_HEALTH || a->type == UPDATE_ACTION_APPLY_OSC ||
              (a->type == UPDATE_ACTION_RESTART_UNIT && a->step == UPDATE_STEP_RESTART_KUBELET)) &&
-            (tx->done & (UINT64_C(1) << UPDATE_STEP_SWITCH_KUBELET)) && tx->kubelet_from)
+            (tx->done & (UINT64_C(1) << UPDATE_STEP_SWITCH_KUBELET)) && update_kubelet_can_roll_back(tx))
                 event = UPDATE_EVENT_UNHEALTHY;
         r = node_update_next(tx->phase, event, &next);
         if (r < 0)

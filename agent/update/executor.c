@@ -343,11 +343,11 @@ static int run_switch_kubelet(Executor *e, const UpdateAction *a) {
         _cleanup_free_ char *previous = NULL;
         int r;
 
-        r = kubelet_store_switch(e->store, a->version, &previous);
+        r = kubelet_store_switch(e->store, a->version, &previous);     /* NULL: none, as before */
         if (r < 0)
                 return r;
-        log_info("Switched %s to kubelet %s (was %s).", kubelet_store_binary_path(e->store), a->version,
-                 previous ?: "none");
+        log_info("Switched %s to kubelet %s (was %s).", kubelet_store_binary_path(e->store),
+                 a->version ?: "none (removed)", previous ?: "none");
         return 1;
 }
 
@@ -825,12 +825,15 @@ static void executor_decide(Executor *e) {
         sd_id128_t boot_id;
         OscWorkView osc_work;
         UpdateInput in;
+        bool kubelet_absent;
         int r;
 
         e->dirty = false;
         (void) read_os_version(e->config, &os_version, &os_error);
-        if (kubelet_store_current(e->store, &kubelet) < 0)
+        r = kubelet_store_current(e->store, &kubelet);
+        if (r < 0)
                 kubelet = NULL;
+        kubelet_absent = r == -ENOENT;
         if (sd_id128_get_boot(&boot_id) >= 0)
                 sd_id128_to_string(boot_id, boot);
         tx_id = new_transaction_id();
@@ -853,6 +856,7 @@ static void executor_decide(Executor *e) {
                 .os_version = os_version,
                 .os_version_error = os_error,
                 .kubelet_version = kubelet,
+                .kubelet_absent = kubelet_absent,
                 .boot_id = boot[0] ? boot : NULL,
                 .new_transaction_id = tx_id,
                 .osc_work = osc_work,
