@@ -937,7 +937,10 @@ static void failed_chores(Builder *b) {
                                 a->version = b_strdup(b, tx->kubelet_from);
                 }
                 if (!done(b, UPDATE_STEP_ROLLBACK_RESTART)) {
-                        a = add_work(b, UPDATE_ACTION_RESTART_UNIT, UPDATE_STEP_ROLLBACK_RESTART);
+                        /* Back to no kubelet: nothing is left for the unit to run, so it is stopped
+                         * (a restart could only fail with 203/EXEC and call the way back failed). */
+                        a = add_work(b, tx->kubelet_none ? UPDATE_ACTION_STOP_UNIT : UPDATE_ACTION_RESTART_UNIT,
+                                     UPDATE_STEP_ROLLBACK_RESTART);
                         if (a)
                                 a->unit = b_strdup(b, b->in->settings.kubelet_unit);
                 }

@@ -78,6 +78,7 @@ static const char *const action_names[_UPDATE_ACTION_MAX] = {
         [UPDATE_ACTION_SET_MARKER] = "SetMarker",
         [UPDATE_ACTION_SWITCH_KUBELET] = "SwitchKubelet",
         [UPDATE_ACTION_RESTART_UNIT] = "RestartUnit",
+        [UPDATE_ACTION_STOP_UNIT] = "StopUnit",
         [UPDATE_ACTION_RUN_OS_COMMAND] = "RunOsCommand",
         [UPDATE_ACTION_INSTALL_OS_IMAGE] = "InstallOsImage",
         [UPDATE_ACTION_REBOOT] = "Reboot",
@@ -528,6 +529,7 @@ static UpdateFailureCode default_code(UpdateActionType t) {
         case UPDATE_ACTION_STAGE_OS_IMAGE:
                 return UPDATE_FAILURE_ARTIFACT_UNAVAILABLE;
         case UPDATE_ACTION_RESTART_UNIT:
+        case UPDATE_ACTION_STOP_UNIT:
                 return UPDATE_FAILURE_UNIT_RESTART_FAILED;
         case UPDATE_ACTION_APPLY_OSC:
                 return UPDATE_FAILURE_FILE_APPLY_FAILED;

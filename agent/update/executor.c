@@ -400,19 +400,22 @@ static void executor_on_unit_job(const UnitJobResult *res, void *userdata) {
                 executor_action_finished(e, 0, _UPDATE_FAILURE_INVALID, NULL);
                 return;
         }
+        bool stop = a && a->type == UPDATE_ACTION_STOP_UNIT;
         if (res->error >= 0)
-                (void) log_struct_id(LOG_INFO, 0, MESSAGE_ID_UNIT_RESTARTED, "Restarted %s.", res->unit);
+                (void) log_struct_id(LOG_INFO, 0, MESSAGE_ID_UNIT_RESTARTED, "%s %s.", stop ? "Stopped" : "Restarted",
+                                     res->unit);
         else
-                (void) log_struct_id(LOG_WARNING, res->error, MESSAGE_ID_UNIT_RESTART_FAILED, "Restart of %s failed: %s",
-                                     res->unit, strempty(res->detail));
+                (void) log_struct_id(LOG_WARNING, res->error, MESSAGE_ID_UNIT_RESTART_FAILED, "%s of %s failed: %s",
+                                     stop ? "Stop" : "Restart", res->unit, strempty(res->detail));
         executor_action_finished(e, res->error, UPDATE_FAILURE_UNIT_RESTART_FAILED, res->detail);
 }
 
-static int run_restart_unit(Executor *e, const UpdateAction *a) {
+static int run_unit_job(Executor *e, const UpdateAction *a) {
         if (!e->deps.units)
                 return -ENOTCONN;
         e->op.kind = OP_UNIT_JOB;
-        return unit_control_restart_unit(e->deps.units, a->unit, executor_on_unit_job, e, &e->op.job);
+        return unit_control_run(e->deps.units, a->type == UPDATE_ACTION_STOP_UNIT ? UNIT_ACTION_STOP : UNIT_ACTION_RESTART,
+                                a->unit, NULL, executor_on_unit_job, e, &e->op.job);
 }
 
 static void executor_on_reboot(RebootRequest *r, int error, void *userdata) {
@@ -689,7 +692,8 @@ static const ActionRunner runners[_UPDATE_ACTION_MAX] = {
         [UPDATE_ACTION_STAGE_OS_IMAGE] = run_stage_os_image,
         [UPDATE_ACTION_SET_MARKER] = run_report,
         [UPDATE_ACTION_SWITCH_KUBELET] = run_switch_kubelet,
-        [UPDATE_ACTION_RESTART_UNIT] = run_restart_unit,
+        [UPDATE_ACTION_RESTART_UNIT] = run_unit_job,
+        [UPDATE_ACTION_STOP_UNIT] = run_unit_job,
         [UPDATE_ACTION_RUN_OS_COMMAND] = run_os_command,
         [UPDATE_ACTION_INSTALL_OS_IMAGE] = run_install_os_image,
         [UPDATE_ACTION_REBOOT] = run_reboot,

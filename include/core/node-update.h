@@ -194,6 +194,7 @@ typedef enum UpdateActionType {
         UPDATE_ACTION_SET_MARKER,               /* annotation updating-operating-system-version := version */
         UPDATE_ACTION_SWITCH_KUBELET,           /* kubelet.binaryPath -> store/<version>, atomically */
         UPDATE_ACTION_RESTART_UNIT,             /* RestartUnit(unit, "replace"), wait for the job */
+        UPDATE_ACTION_STOP_UNIT,                /* StopUnit(unit, "replace"), wait for the job */
         UPDATE_ACTION_RUN_OS_COMMAND,           /* exec command args (no shell) under osUpdate.timeout */
         UPDATE_ACTION_INSTALL_OS_IMAGE,         /* install the staged image of `version` */
         UPDATE_ACTION_REBOOT,                   /* reboot per osUpdate.reboot */

@@ -375,8 +375,8 @@ static void log_action(World *w, const UpdateAction *a, Outcome o) {
                               a->rotate_ca && a->rotate_sa ? "," : "", a->rotate_sa ? "sa" : "");
                 else if (a->type == UPDATE_ACTION_SET_MARKER || a->type == UPDATE_ACTION_STAGE_KUBELET ||
                          a->type == UPDATE_ACTION_SWITCH_KUBELET || a->type == UPDATE_ACTION_ROLLBACK_KUBELET ||
-                         a->type == UPDATE_ACTION_RESTART_UNIT || a->type == UPDATE_ACTION_STAGE_OS_IMAGE ||
-                         a->type == UPDATE_ACTION_INSTALL_OS_IMAGE)
+                         a->type == UPDATE_ACTION_RESTART_UNIT || a->type == UPDATE_ACTION_STOP_UNIT ||
+                         a->type == UPDATE_ACTION_STAGE_OS_IMAGE || a->type == UPDATE_ACTION_INSTALL_OS_IMAGE)
                         logf_(w->work, "%s(%s) ", update_action_type_to_string(a->type), version_of(a));
                 else
                         logf_(w->work, "%s ", update_action_type_to_string(a->type));
@@ -1246,7 +1246,7 @@ static void test_first_kubelet_unhealthy_goes_again(void **state) {
         w->crash_after_each_action = true;
         run(w);
         assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckKubeletHealth ! "
-                                    "RollbackKubelet() RestartUnit(kubelet.service) ");
+                                    "RollbackKubelet() StopUnit(kubelet.service) ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_ROLLED_BACK);
         assert_null(w->kubelet_version);
         tx = current_tx(w);
