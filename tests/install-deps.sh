@@ -12,8 +12,8 @@ packages=(
         systemd dbus dbus-user-session util-linux docker-registry openssl python3 curl
         zstd apache2-utils valgrind strace
         # the machine tier (tests/machine): the .deb built and installed with apt into a Debian 12
-        # image made by debootstrap, booted under systemd-nspawn
-        debootstrap systemd-container build-essential debhelper dpkg-dev
+        # image made by mmdebstrap (debootstrap where it is missing), booted under systemd-nspawn
+        mmdebstrap debootstrap systemd-container build-essential debhelper dpkg-dev
         # benchmarks (bench/run): ISA-L inflate, GNU time for peak RSS, the skopeo+umoci baseline
         libisal-dev time skopeo umoci
 )

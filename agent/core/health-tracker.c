@@ -4,7 +4,7 @@
 #include "core/health-tracker.h"
 
 HealthVerdict health_tracker_observe(HealthTracker *t, bool healthy, uint64_t now_usec, uint64_t grace_usec,
-                                     bool may_restart) {
+                                     HealthOwner owner) {
         assert(t);
 
         if (healthy) {
@@ -13,12 +13,15 @@ HealthVerdict health_tracker_observe(HealthTracker *t, bool healthy, uint64_t no
                 t->failing = false;
                 return was_failing ? HEALTH_RECOVERED : HEALTH_OK;
         }
+        /* The update's own restart takes the unit down for a moment; its health check decides. */
+        if (!t->failing && owner == HEALTH_OWNER_UPDATE)
+                return HEALTH_OWNED;
         if (!t->failing) {
                 t->failing = true;
                 t->first_failure_usec = now_usec;
                 return HEALTH_FIRST_FAILURE;
         }
-        if (may_restart && now_usec >= t->first_failure_usec + grace_usec)
+        if (owner == HEALTH_OWNER_CHECK && now_usec >= t->first_failure_usec + grace_usec)
                 return HEALTH_RESTART;
         return HEALTH_FAILING;
 }

@@ -36,6 +36,7 @@ typedef struct Builder {
 typedef struct Plan {
         bool gated;
         char *kubelet_from;             /* owned */
+        bool kubelet_none;              /* no kubelet at binaryPath: the way back is none */
         char *kubelet_to;               /* owned */
         char *kubernetes_version;       /* owned */
         char *os_from;                  /* owned */
@@ -412,6 +413,7 @@ static int plan_kubelet(Builder *b, Plan *p, bool in_place) {
                         return r;
         }
         p->kubelet_to = TAKE_PTR(desired);
+        p->kubelet_none = !running && b->in->kubelet_absent;
         return free_and_strdup(&p->kubelet_from, running);
 }
 
@@ -913,6 +915,14 @@ static void succeeded_chores(Builder *b) {
         }
 }
 
+/* The kubelet is switched back (or removed, none before), and restarted. */
+static bool kubelet_rollback_due(const Builder *b) {
+        const UpdateTransaction *tx = b->tx;
+
+        return tx->phase == UPDATE_PHASE_ROLLED_BACK && tx->failure.code != UPDATE_FAILURE_OS_ROLLED_BACK &&
+                update_kubelet_can_roll_back(tx) && done(b, UPDATE_STEP_SWITCH_KUBELET);
+}
+
 static void failed_chores(Builder *b) {
         UpdateTransaction *tx = b->tx;
         UpdateAction *a;
@@ -920,15 +930,17 @@ static void failed_chores(Builder *b) {
         NodeUpdateResult label = tx->gated && mcm_signal(b->in->node) ? NODE_UPDATE_RESULT_FAILED
                                                                       : NODE_UPDATE_RESULT_NONE;
 
-        if (tx->phase == UPDATE_PHASE_ROLLED_BACK && tx->failure.code != UPDATE_FAILURE_OS_ROLLED_BACK &&
-            tx->kubelet_from && done(b, UPDATE_STEP_SWITCH_KUBELET)) {
+        if (kubelet_rollback_due(b)) {
                 if (!done(b, UPDATE_STEP_ROLLBACK_KUBELET)) {
                         a = add_work(b, UPDATE_ACTION_ROLLBACK_KUBELET, UPDATE_STEP_ROLLBACK_KUBELET);
-                        if (a)
+                        if (a)          /* NULL with kubelet_none: binaryPath goes */
                                 a->version = b_strdup(b, tx->kubelet_from);
                 }
                 if (!done(b, UPDATE_STEP_ROLLBACK_RESTART)) {
-                        a = add_work(b, UPDATE_ACTION_RESTART_UNIT, UPDATE_STEP_ROLLBACK_RESTART);
+                        /* Back to no kubelet: nothing is left for the unit to run, so it is stopped
+                         * (a restart could only fail with 203/EXEC and call the way back failed). */
+                        a = add_work(b, tx->kubelet_none ? UPDATE_ACTION_STOP_UNIT : UPDATE_ACTION_RESTART_UNIT,
+                                     UPDATE_STEP_ROLLBACK_RESTART);
                         if (a)
                                 a->unit = b_strdup(b, b->in->settings.kubelet_unit);
                 }
@@ -1022,6 +1034,7 @@ static int start_transaction(Builder *b, Plan *p, unsigned attempt) {
         tx->os_from = TAKE_PTR(p->os_from);
         tx->os_to = TAKE_PTR(p->os_to);
         tx->kubelet_from = TAKE_PTR(p->kubelet_from);
+        tx->kubelet_none = p->kubelet_none;
         tx->kubelet_to = TAKE_PTR(p->kubelet_to);
         tx->kubernetes_version = TAKE_PTR(p->kubernetes_version);
         tx->kubelet_image = b_strdup(b, osc->kubelet_image);
@@ -1224,6 +1237,10 @@ static bool acts_without_node(const Builder *b) {
 
         if (tx_active(tx))
                 return tx->before_node;
+        /* The way back is the node's own work; only its report waits for the Node. */
+        if (tx->id && tx->before_node && kubelet_rollback_due(b) &&
+            !(done(b, UPDATE_STEP_ROLLBACK_KUBELET) && done(b, UPDATE_STEP_ROLLBACK_RESTART)))
+                return true;
         if (tx->id && tx->before_node && tx->phase == UPDATE_PHASE_SUCCEEDED)
                 return false;           /* applied: what is left is for the Node */
         return b->in->osc && b->in->first_osc && !tx->applied.valid;

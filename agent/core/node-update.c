@@ -78,6 +78,7 @@ static const char *const action_names[_UPDATE_ACTION_MAX] = {
         [UPDATE_ACTION_SET_MARKER] = "SetMarker",
         [UPDATE_ACTION_SWITCH_KUBELET] = "SwitchKubelet",
         [UPDATE_ACTION_RESTART_UNIT] = "RestartUnit",
+        [UPDATE_ACTION_STOP_UNIT] = "StopUnit",
         [UPDATE_ACTION_RUN_OS_COMMAND] = "RunOsCommand",
         [UPDATE_ACTION_INSTALL_OS_IMAGE] = "InstallOsImage",
         [UPDATE_ACTION_REBOOT] = "Reboot",
@@ -133,6 +134,10 @@ UpdateFailureCode update_failure_from_artifact(ArtifactFailure f) {
 
 bool update_phase_is_terminal(UpdatePhase p) {
         return p == UPDATE_PHASE_SUCCEEDED || p == UPDATE_PHASE_FAILED || p == UPDATE_PHASE_ROLLED_BACK;
+}
+
+bool update_kubelet_can_roll_back(const UpdateTransaction *tx) {
+        return tx->kubelet_from || tx->kubelet_none;
 }
 
 bool node_update_blocks_unit_restarts(const UpdateTransaction *tx) {
@@ -274,6 +279,7 @@ const TxField update_transaction_fields[] = {
         TX("os.command", STRING, os_command),
         TX("os.args", STRV, os_args),
         TX("kubelet.from", STRING, kubelet_from),
+        TX("kubelet.none", BOOL, kubelet_none),
         TX("kubelet.to", STRING, kubelet_to),
         TX("kubelet.kubernetesVersion", STRING, kubernetes_version),
         TX("kubelet.image", STRING, kubelet_image),
@@ -523,6 +529,7 @@ static UpdateFailureCode default_code(UpdateActionType t) {
         case UPDATE_ACTION_STAGE_OS_IMAGE:
                 return UPDATE_FAILURE_ARTIFACT_UNAVAILABLE;
         case UPDATE_ACTION_RESTART_UNIT:
+        case UPDATE_ACTION_STOP_UNIT:
                 return UPDATE_FAILURE_UNIT_RESTART_FAILED;
         case UPDATE_ACTION_APPLY_OSC:
                 return UPDATE_FAILURE_FILE_APPLY_FAILED;
@@ -609,7 +616,7 @@ int node_update_action_failed(UpdateTransaction *tx, const UpdateAction *a, Upda
          * binary back, if we know what to roll back to. */
         if ((a->type == UPDATE_ACTION_CHECK_KUBELET_HEALTH || a->type == UPDATE_ACTION_APPLY_OSC ||
              (a->type == UPDATE_ACTION_RESTART_UNIT && a->step == UPDATE_STEP_RESTART_KUBELET)) &&
-            (tx->done & (UINT64_C(1) << UPDATE_STEP_SWITCH_KUBELET)) && tx->kubelet_from)
+            (tx->done & (UINT64_C(1) << UPDATE_STEP_SWITCH_KUBELET)) && update_kubelet_can_roll_back(tx))
                 event = UPDATE_EVENT_UNHEALTHY;
         r = node_update_next(tx->phase, event, &next);
         if (r < 0)

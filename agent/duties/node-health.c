@@ -36,6 +36,7 @@ typedef struct Component {
         sd_bus_slot *state_read;        /* owned: containerd's unit state */
         UnitJob *restart;               /* borrowed handle: the restart job in flight */
         bool not_installed;             /* the last restart found no unit file (said once) */
+        bool update_owned;              /* an update step owned the unit when the probe started */
 } Component;
 
 struct NodeHealth {
@@ -179,21 +180,33 @@ static void component_restart(Component *c) {
                 node_health_event(h, c, true, "Restarting %s failed: %s", c->unit, strerror(-r));
 }
 
-/* One probe's outcome: `error` NULL when healthy. */
+/* An update step restarts (and checks) the unit itself. */
+static bool update_owns(const Component *c) {
+        const NodeHealth *h = c->owner;
+
+        return h->may_restart && !h->may_restart(c->unit, h->userdata);
+}
+
+/* One probe's outcome: `error` NULL when healthy. Owned by an update when it was so at the probe's
+ * start or is now: a probe that began during the update's restart may end after it. */
 static void component_observe(Component *c, const char *error) {
         NodeHealth *h = c->owner;
         char grace[GO_DURATION_STR_MAX];
         uint64_t now = 0;
-        bool may_restart;
+        HealthOwner owner;
 
         c->probing = false;
         (void) sd_event_now(h->event, CLOCK_MONOTONIC, &now);
-        may_restart = !c->restart && (!h->may_restart || h->may_restart(c->unit, h->userdata));
+        owner = c->update_owned || update_owns(c) ? HEALTH_OWNER_UPDATE :
+                c->restart ? HEALTH_OWNER_CHECK_RESTARTING : HEALTH_OWNER_CHECK;
         go_duration_format_seconds(grace, sizeof(grace), h->grace_usec);
 
-        switch (health_tracker_observe(&c->tracker, !error, now, h->grace_usec, may_restart)) {
+        switch (health_tracker_observe(&c->tracker, !error, now, h->grace_usec, owner)) {
         case HEALTH_OK:
         case HEALTH_FAILING:
+                return;
+        case HEALTH_OWNED:
+                log_debug("%s probe failed while an update step owns %s: %s", c->title, c->unit, error);
                 return;
         case HEALTH_RECOVERED:
                 c->not_installed = false;
@@ -339,7 +352,7 @@ static void address_on_restored(int error, void *userdata) {
          * Node change) tries again. */
         h->address_lost = false;
         node_health_event_only(h, c, "Unable to update node status with internal IP: %s", strerror(-error));
-        if (!c->restart && (!h->may_restart || h->may_restart(c->unit, h->userdata)))
+        if (!c->restart && !update_owns(c))
                 component_restart(c);
 }
 
@@ -386,10 +399,14 @@ static int node_health_on_timer(sd_event_source *s, uint64_t usec, void *userdat
         NodeHealth *h = userdata;
 
         check_address(h);
-        if (!h->kubelet.probing)
+        if (!h->kubelet.probing) {
+                h->kubelet.update_owned = update_owns(&h->kubelet);
                 kubelet_probe(h);
-        if (!h->containerd.probing)
+        }
+        if (!h->containerd.probing) {
+                h->containerd.update_owned = update_owns(&h->containerd);
                 containerd_probe(h);
+        }
         if (event_timer_arm(s, h->period_usec) < 0)
                 log_warning("Cannot re-arm the health check timer; kubelet and containerd are no longer checked.");
         return 0;

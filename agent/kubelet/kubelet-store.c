@@ -142,12 +142,36 @@ static int symlink_atomic(const char *target, const char *path) {
         return fsync_directory(dir);
 }
 
+/* binaryPath removed: only our own link into the store (or nothing at all) is ever removed. */
+static int remove_link(const KubeletStore *s, char **ret_previous) {
+        _cleanup_free_ char *previous = NULL, *dir = NULL;
+        int r;
+
+        r = kubelet_store_current(s, &previous);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return r;
+        if (unlink(s->binary_path) < 0 && errno != ENOENT)
+                return -errno;
+        r = dirname_of(s->binary_path, &dir);
+        if (r >= 0)
+                r = fsync_directory(dir);
+        if (r < 0)
+                return r;
+        if (ret_previous)
+                *ret_previous = TAKE_PTR(previous);
+        return 0;
+}
+
 int kubelet_store_switch(const KubeletStore *s, const char *version, char **ret_previous) {
         _cleanup_free_ char *target = NULL, *previous = NULL;
         int r;
 
         assert(s);
 
+        if (!version)
+                return remove_link(s, ret_previous);
         r = file_store_has(s->files, version);
         if (r < 0)
                 return r;

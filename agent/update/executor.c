@@ -348,11 +348,11 @@ static int run_switch_kubelet(Executor *e, const UpdateAction *a) {
         _cleanup_free_ char *previous = NULL;
         int r;
 
-        r = kubelet_store_switch(e->store, a->version, &previous);
+        r = kubelet_store_switch(e->store, a->version, &previous);     /* NULL: none, as before */
         if (r < 0)
                 return r;
-        log_info("Switched %s to kubelet %s (was %s).", kubelet_store_binary_path(e->store), a->version,
-                 previous ?: "none");
+        log_info("Switched %s to kubelet %s (was %s).", kubelet_store_binary_path(e->store),
+                 a->version ?: "none (removed)", previous ?: "none");
         return 1;
 }
 
@@ -401,21 +401,25 @@ static void executor_on_unit_job(const UnitJobResult *res, void *userdata) {
                 executor_action_finished(e, 0, _UPDATE_FAILURE_INVALID, NULL);
                 return;
         }
+        bool stop = a && a->type == UPDATE_ACTION_STOP_UNIT;
         if (res->error >= 0)
-                (void) log_struct_id(LOG_INFO, 0, MESSAGE_ID_UNIT_RESTARTED, "Restarted %s.", res->unit);
+                (void) log_struct_id(LOG_INFO, 0, MESSAGE_ID_UNIT_RESTARTED, "%s %s.", stop ? "Stopped" : "Restarted",
+                                     res->unit);
         else {
-                (void) log_struct_id(LOG_WARNING, res->error, MESSAGE_ID_UNIT_RESTART_FAILED, "Restart of %s failed: %s",
-                                     res->unit, strempty(res->detail));
+                (void) log_struct_id(LOG_WARNING, res->error, MESSAGE_ID_UNIT_RESTART_FAILED, "%s of %s failed: %s",
+                                     stop ? "Stop" : "Restart", res->unit, strempty(res->detail));
                 e->failure_logged = true;
         }
         executor_action_finished(e, res->error, UPDATE_FAILURE_UNIT_RESTART_FAILED, res->detail);
 }
 
-static int run_restart_unit(Executor *e, const UpdateAction *a) {
+static int run_unit_job(Executor *e, const UpdateAction *a) {
         if (!e->deps.units)
                 return -ENOTCONN;
+        UnitAction action = a->type == UPDATE_ACTION_STOP_UNIT ? UNIT_ACTION_STOP : UNIT_ACTION_RESTART;
+
         e->op.kind = OP_UNIT_JOB;
-        return unit_control_restart_unit(e->deps.units, a->unit, executor_on_unit_job, e, &e->op.job);
+        return unit_control_run(e->deps.units, action, a->unit, NULL, executor_on_unit_job, e, &e->op.job);
 }
 
 static void executor_on_reboot(RebootRequest *r, int error, void *userdata) {
@@ -684,7 +688,8 @@ static const ActionRunner runners[_UPDATE_ACTION_MAX] = {
         [UPDATE_ACTION_STAGE_OS_IMAGE] = run_stage_os_image,
         [UPDATE_ACTION_SET_MARKER] = run_report,
         [UPDATE_ACTION_SWITCH_KUBELET] = run_switch_kubelet,
-        [UPDATE_ACTION_RESTART_UNIT] = run_restart_unit,
+        [UPDATE_ACTION_RESTART_UNIT] = run_unit_job,
+        [UPDATE_ACTION_STOP_UNIT] = run_unit_job,
         [UPDATE_ACTION_RUN_OS_COMMAND] = run_os_command,
         [UPDATE_ACTION_INSTALL_OS_IMAGE] = run_install_os_image,
         [UPDATE_ACTION_REBOOT] = run_reboot,
@@ -824,12 +829,15 @@ static void executor_decide(Executor *e) {
         sd_id128_t boot_id;
         OscWorkView osc_work;
         UpdateInput in;
+        bool kubelet_absent;
         int r;
 
         e->dirty = false;
         (void) read_os_version(e->config, &os_version, &os_error);
-        if (kubelet_store_current(e->store, &kubelet) < 0)
+        r = kubelet_store_current(e->store, &kubelet);
+        if (r < 0)
                 kubelet = NULL;
+        kubelet_absent = r == -ENOENT;
         if (sd_id128_get_boot(&boot_id) >= 0)
                 sd_id128_to_string(boot_id, boot);
         tx_id = new_transaction_id();
@@ -852,6 +860,7 @@ static void executor_decide(Executor *e) {
                 .os_version = os_version,
                 .os_version_error = os_error,
                 .kubelet_version = kubelet,
+                .kubelet_absent = kubelet_absent,
                 .boot_id = boot[0] ? boot : NULL,
                 .new_transaction_id = tx_id,
                 .osc_work = osc_work,

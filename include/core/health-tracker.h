@@ -9,6 +9,8 @@
  *  - failing for at least the grace time (1 min): a Warning and a restart (RESTART); the clock starts
  *    again only when the restart worked (health_tracker_restarted());
  *  - the first good probe after failures: a Normal "healthy" Event (RECOVERED);
+ *  - a failed probe while an update step owns the unit (it restarts and checks it itself): not this
+ *    check's to judge, nothing said or counted (OWNED);
  *  - the Node's Ready condition turning True 5 times within 10 min: a Warning (toggle tracker). */
 
 #include <stdbool.h>
@@ -26,16 +28,26 @@ typedef enum HealthVerdict {
         HEALTH_FIRST_FAILURE,           /* unhealthy, newly */
         HEALTH_FAILING,                 /* unhealthy, within the grace time (or a restart is refused) */
         HEALTH_RESTART,                 /* unhealthy for the grace time: restart the unit */
+        HEALTH_OWNED,                   /* unhealthy, newly, while an update step owns the unit: not
+                                         * said, not counted (its own health check judges it) */
 } HealthVerdict;
+
+/* Who may restart the unit when a probe comes in. */
+typedef enum HealthOwner {
+        HEALTH_OWNER_CHECK,             /* this check: judge, and restart after the grace time */
+        HEALTH_OWNER_CHECK_RESTARTING,  /* this check, whose restart is in flight: judge, no second one */
+        HEALTH_OWNER_UPDATE,            /* an update step restarts the unit itself and checks it */
+} HealthOwner;
 
 typedef struct HealthTracker {
         bool failing;
         uint64_t first_failure_usec;
 } HealthTracker;
 
-/* `may_restart` false (an update step restarts the unit itself): never RESTART. */
+/* RESTART only with HEALTH_OWNER_CHECK. With HEALTH_OWNER_UPDATE a failure that is new is OWNED (a
+ * unit failing before the update took it over stays FAILING). */
 HealthVerdict health_tracker_observe(HealthTracker *t, bool healthy, uint64_t now_usec, uint64_t grace_usec,
-                                     bool may_restart);
+                                     HealthOwner owner);
 /* The restart worked: the grace time starts again from `now_usec`. */
 void health_tracker_restarted(HealthTracker *t, uint64_t now_usec);
 

@@ -195,11 +195,13 @@ typedef enum UpdateActionType {
         UPDATE_ACTION_SET_MARKER,               /* annotation updating-operating-system-version := version */
         UPDATE_ACTION_SWITCH_KUBELET,           /* kubelet.binaryPath -> store/<version>, atomically */
         UPDATE_ACTION_RESTART_UNIT,             /* RestartUnit(unit, "replace"), wait for the job */
+        UPDATE_ACTION_STOP_UNIT,                /* StopUnit(unit, "replace"), wait for the job */
         UPDATE_ACTION_RUN_OS_COMMAND,           /* exec command args (no shell) under osUpdate.timeout */
         UPDATE_ACTION_INSTALL_OS_IMAGE,         /* install the staged image of `version` */
         UPDATE_ACTION_REBOOT,                   /* reboot per osUpdate.reboot */
         UPDATE_ACTION_CHECK_KUBELET_HEALTH,     /* poll kubelet.healthzURL until 200 or healthTimeout */
-        UPDATE_ACTION_ROLLBACK_KUBELET,         /* kubelet.binaryPath -> store/<version> (the previous one) */
+        UPDATE_ACTION_ROLLBACK_KUBELET,         /* kubelet.binaryPath -> store/<version> (the previous one);
+                                                 * without a version (none before) binaryPath is removed */
         UPDATE_ACTION_DELETE_PODS,              /* delete every Pod with spec.nodeName = this node */
         UPDATE_ACTION_REPORT_RESULT,            /* ONE Node patch: progress json, failure (NULL: remove
                                                  * inplace-agent/failure), update-result label when result
@@ -273,7 +275,9 @@ typedef struct UpdateTransaction {
         bool gated;                     /* in-place work: waits for the MCM gate, reports update-result */
         char *os_from;                  /* owned */
         char *os_to;                    /* owned; NULL: no OS change */
-        char *kubelet_from;             /* owned; NULL: running version unknown */
+        char *kubelet_from;             /* owned; NULL: running version unknown, or none (kubelet_none) */
+        bool kubelet_none;              /* binaryPath did not exist when it started: going back is
+                                         * removing it */
         char *kubelet_to;               /* owned; NULL: no kubelet change */
         char *kubernetes_version;       /* owned: desired kubelet version, for the label; may be NULL */
         char *kubelet_image;            /* owned */
@@ -379,6 +383,7 @@ typedef struct UpdateInput {
         const char *os_version;         /* borrowed: from osRelease (os-release.h); NULL: unknown */
         const char *os_version_error;   /* borrowed: why it is unknown (for the status line) */
         const char *kubelet_version;    /* borrowed: version binaryPath points at, no 'v'; NULL: unknown */
+        bool kubelet_absent;            /* with kubelet_version NULL: binaryPath does not exist */
         const char *boot_id;            /* borrowed: /proc/sys/kernel/random/boot_id; NULL: unknown */
         const char *new_transaction_id; /* borrowed: the id to use if a transaction starts now */
         OscWorkView osc_work;           /* about `osc`; all false: nothing to apply */
@@ -412,6 +417,10 @@ UpdateFailureCode update_failure_code_from_string(const char *s);
 UpdateFailureCode update_failure_from_artifact(ArtifactFailure f);
 
 bool update_phase_is_terminal(UpdatePhase p);   /* Succeeded, Failed, RolledBack */
+
+/* The kubelet before the transaction is known: a version (ROLLBACK_KUBELET points binaryPath back at
+ * it) or none at all (a fresh node: ROLLBACK_KUBELET without a version removes binaryPath). */
+bool update_kubelet_can_roll_back(const UpdateTransaction *tx);
 
 /* The restart annotation (worker.gardener.cloud/restart-systemd-services) is carried out by
  * restart-handler.h, not by this engine. While a transaction is changing units (Applying, Rebooting,

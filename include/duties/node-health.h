@@ -13,8 +13,10 @@
  *               caught: the kubelet's health check fails then (PLEG), and that one restarts.
  * Decisions by core/health-tracker.h; Events with reason "kubelet"/"containerd", action
  * "HealthCheck", and upstream's messages; a unit unhealthy for the grace time (1 min) is restarted
- * over D-Bus — never while `may_restart` says no (an in-place update step restarts it itself); a
- * unit that does not exist (no unit file yet) is said once, not restarted every grace time. The
+ * over D-Bus — never while `may_restart` says no (an in-place update step restarts and checks it
+ * itself: a probe failing then, or begun then, is not judged at all, so its restart brings no
+ * "unhealthy" Warning); a unit that does not exist (no unit file yet) is said once, not restarted
+ * every grace time. The
  * Node's Ready condition is followed for the toggle warning. The Node's InternalIP is remembered;
  * when status.addresses has neither an InternalIP nor an ExternalIP any more (kubelet lost them at
  * its start), a Warning says so and, if the last one is still an address of this machine, it is

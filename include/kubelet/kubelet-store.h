@@ -37,7 +37,9 @@ int kubelet_store_current(const KubeletStore *s, char **ret_version);
 /* Points binaryPath at <root>/<version>/kubelet: a new symlink under a temporary name in binaryPath's
  * directory, renamed over binaryPath, directory fsynced; binaryPath never is missing or partial.
  * *ret_previous (optional) is the version it pointed at before, NULL if none. -ENOENT if the version
- * is not in the store. Switching back is the same call with the previous version. */
+ * is not in the store. Switching back is the same call with the previous version. `version` NULL:
+ * back to no kubelet at all (a fresh node's first one failed): binaryPath, our link into the store,
+ * is removed (-EMEDIUMTYPE, -EXDEV: it is not ours, and stays; nothing there: done). */
 int kubelet_store_switch(const KubeletStore *s, const char *version, char **ret_previous);
 
 /* Removes stored versions beyond keep_versions, oldest installed first. Never removes the version

@@ -57,7 +57,7 @@ class Live:
     def start(self):
         home = os.path.join(self.w.dir, "kubectl-home")
         kubectl = ["kubectl", "--kubeconfig", self.w.emu.kubeconfig, "--cache-dir", os.path.join(home, "cache"),
-                   "get", "node", NODE, "-w", "-o", "custom-columns=" + demo.KUBECTL_COLUMNS]
+                   "get", "nodes", "--field-selector", "metadata.name=" + NODE, "-w", "-o", "custom-columns=" + demo.KUBECTL_COLUMNS]
         journal = ["nsenter", "-t", str(self.m.pid1), "-m", "-u", "-i", "-n", "-p", "-C", "-r", "-w", "--",
                    "journalctl", "-f", "-n", "0", "-o", "short", "--no-hostname", "-u", harness.AGENT_UNIT,
                    "-u", harness.KUBELET_UNIT]
@@ -176,9 +176,9 @@ class MachineDemo:
                        "the agent's certificate")
         self.show("systemctl", "status", "--no-pager", "--lines=0", harness.AGENT_UNIT)
 
-        self.pause("let the kubelet register the Node and gardenlet publish the OSC")
-        self.step(2, "the first OSC: the agent applies it whole, the kubelet %s runs under systemd" % FROM)
-        self.w.seed_node()
+        self.pause("let gardenlet publish the OSC")
+        self.step(2, "the first OSC, before any Node: the agent applies it whole, the kubelet %s runs under "
+                     "systemd and registers the Node" % FROM)
         checksum = self.w.publish(self.w.osc(FROM))
         self.w.g.wait_node(lambda n: annotation(n, NODE_CHECKSUM) == checksum, 120, "the first apply")
         self.m.wait_active(harness.KUBELET_UNIT, 30)

@@ -4,11 +4,14 @@
 order, each step starting where the last one left the node:
 
   1. fresh node: the image holds what gardener-node-init leaves (bootstrap token, cluster-ca.crt,
-     machine-name, component config) and the agent as installed by apt. At boot the agent bootstraps
-     its certificate by CSR, applies the whole OSC with osc.rootDirectory / (unit files and drop-ins
-     in /etc/systemd/system, files in /etc, /var/lib, /opt, containerd's config, the kubelet from the
-     registry), the kubelet runs under the real systemd, and the Node gets checksum/cloud-config-data,
-     the Lease and SystemdUnitsReady.
+     machine-name, component config) and the agent as installed by apt; the seed's Machine is
+     declared, no Node exists. At boot the agent bootstraps its certificate by CSR and reads the OSC
+     Secret its provisioned component config names; gardenlet publishes the OSC; the agent applies
+     it whole without a Node, with osc.rootDirectory / (unit files and drop-ins in
+     /etc/systemd/system, files in /etc, /var/lib, /opt, containerd's config, the kubelet from the
+     registry); the kubelet runs under the real systemd and registers the Node (the stand-in's
+     ExecStartPost=); then the Node gets checksum/cloud-config-data (once), the Lease and
+     SystemdUnitsReady.
   2. gated in-place update: kubelet 1.31.4 -> 1.32.1 with a kubelet config value and a drop-in,
      nothing touched until MCM's labels and ReadyForUpdate, then update-result=successful and the
      kubelet really restarted, once, by the real systemd.
@@ -34,12 +37,22 @@ from gardener import (FAILED_REASON, K8S_VERSION, NODE_CHECKSUM, PLAN, RESTART_A
 
 H = None
 NODE = "node-story"
-DROPIN = "[Service]\nEnvironment=MACHINE_TEST_DROPIN=1"
+# The update's drop-in; the new kubelet is slow to sync (its /healthz fails for 3 s after each start),
+# while the health check probes every second: the update's own restart must bring no "unhealthy"
+# Warning.
+DROPIN = "[Service]\nEnvironment=MACHINE_TEST_DROPIN=1 STAND_IN_HEALTHY_AFTER=3"
 IDS = harness.message_ids()
 STORY = {}                  # what one scenario leaves for the next: the update's transaction id
 
 
-setUpModule, tearDownModule = harness.module_fixture(globals(), NODE)
+# The health check every second, its probes that an update owns in the journal (debug).
+setUpModule, tearDownModule = harness.module_fixture(globals(), NODE, tuning={"health-check": "1s"}, log_level="debug")
+
+
+def health_warnings(since=()):
+    """The health check's Warnings about the kubelet (reason kubelet), but for those in `since`."""
+    return [e for e in H.g.events() if e.get("reason") == "kubelet" and e.get("type") == "Warning"
+            and e["metadata"]["name"] not in since]
 
 
 class Node(unittest.TestCase):
@@ -58,29 +71,43 @@ class Node(unittest.TestCase):
         t.ok("certificate by CertificateSigningRequest %s (bootstrap token %s)" % (
             csrs[-1]["metadata"]["name"], world.BOOTSTRAP_TOKEN_ID))
 
-    # docs/node-protocol.md §2.1: gardener-node-agent takes the OSC Secret's name from its component config
-    # (controllers.operatingSystemConfig.secretName); this agent only from osc.secretName or the
-    # Node's label (agent/daemon/manager.c, manager_update_secret_watch()). On a new machine the
-    # Node appears only once the kubelet runs, which needs the OSC applied first. The fresh-node
-    # work is due elsewhere; until then the story below creates the Node as soon as the agent has
-    # its certificate.
-    @unittest.expectedFailure
+    @harness.scenario
     def test_0b_secret_found_without_node(self):
+        """docs/node-protocol.md §2.1: the agent takes the OSC Secret's name from the component config
+        gardener-node-init provisioned (controllers.operatingSystemConfig.secretName) and reads it before
+        any Node exists (the node-agent authorizer allows it for the declared Machine's Secret)."""
+        w = H.w
         world.wait_for(lambda: any(world.SECRET in "%s?%s" % (e.get("path"), e.get("query"))
-                                   for e in H.w.emu.request_log(path=r"/secrets")),
-                       10, "a read of the OSC Secret before the Node exists")
+                                   for e in w.emu.request_log(path=r"/secrets") if e.get("status") == 200),
+                       30, "a read of the OSC Secret before the Node exists")
+        self.assertIsNone(w.emu.get_node(NODE), "a Node exists before any kubelet ran")
+        H.t.ok("the agent watches Secret %s (from %s) with no Node" % (world.SECRET, world.GNA_CONFIG))
 
     @harness.scenario
     def test_1_fresh_node(self):
         t, w = H.t, H.w
         m = H.m
+        rv = w.emu.current_rv()
         checksum = w.publish(w.osc("1.31.4"))
-        w.seed_node()
-        t.say("gardenlet published OSC %s…: kubelet 1.31.4 from %s, containerd config, units, files; "
-              "the Node appears" % (checksum[:12], w.reg.host))
+        t.say("gardenlet published OSC %s…: kubelet 1.31.4 from %s, containerd config, units, files; no Node yet"
+              % (checksum[:12], w.reg.host))
         n = H.wait_checksum(checksum, 180)
         t.ok("checksum/cloud-config-data %s… on the Node after %.1fs" % (checksum[:12], t.mark("applied") -
                                                                           t.marks["booted"]))
+        # The Node is the kubelet's: created by the OSC's kubelet.service (its registration, as
+        # --register-node does), after the agent had applied the OSC without it.
+        history = [e for e in H.g.node_history(since_rv=rv) if e.get("object")]
+        self.assertEqual(history[0]["type"], "ADDED")
+        self.assertIsNone(annotation(history[0]["object"], NODE_CHECKSUM), "the Node was created with a checksum")
+        self.assertEqual({f["manager"] for f in history[0]["object"]["metadata"].get("managedFields", [])},
+                         {"kubelet"})
+        registered = m.journal("-u", harness.KUBELET_UNIT, "-o", "cat")
+        self.assertIn("kubelet-report: registered node " + NODE, registered)
+        checksums = [annotation(e["object"], NODE_CHECKSUM) for e in history]
+        self.assertEqual(len([c for i, c in enumerate(checksums) if c and (i == 0 or checksums[i - 1] != c)]), 1,
+                         "the checksum was written more than once: %s" % checksums)
+        t.ok("the Node was registered by the kubelet the OSC started (kubelet.service ExecStartPost=), "
+             "the checksum written once after")
         users = {e["user"] for e in w.emu.request_log(verb="patch") if "/nodes/" + NODE in e.get("path", "")}
         self.assertEqual(users, {"gardener.cloud:node-agent:machine:" + NODE})
         # GNA's bootstrap token goes after the first complete apply, as GNA does.
@@ -133,6 +160,7 @@ class Node(unittest.TestCase):
         t, w, g, m = H.t, H.w, H.g, H.m
         t.step("scenario 2: a gated in-place update: kubelet 1.32.1, a kubelet config value and a drop-in")
         before, c0 = m.invocation(harness.KUBELET_UNIT), m.cursor()
+        warned = {e["metadata"]["name"] for e in health_warnings()}
         checksum = w.publish(w.osc("1.32.1", eviction="150Mi", dropin=DROPIN))
         t.say("gardenlet published OSC %s…: kubelet 1.32.1, evictionHard memory.available 150Mi, drop-in "
               "kubelet.service.d/50-machine-test.conf" % checksum[:12])
@@ -166,9 +194,15 @@ class Node(unittest.TestCase):
         self.assertIn("memory.available: 150Mi", m.read(world.KUBELET_CONFIG))
         self.assertIn("MACHINE_TEST_DROPIN=1", m.unit_property(harness.KUBELET_UNIT, "Environment"))
         self.assertNotEqual(m.invocation(harness.KUBELET_UNIT), before)
-        starts = m.journal("-u", harness.KUBELET_UNIT, "--after-cursor", c0, "-o", "cat").count("Kubelet version")
+        starts = m.messages_after(c0, harness.KUBELET_UNIT).count("Kubelet version")
         self.assertEqual(starts, 1, "the kubelet started %d times for one update" % starts)
         world.wait_for(lambda: H.kubelet_healthz() == 200, 30, "the kubelet's /healthz")
+        # The health check probed through the update's restart and the new kubelet's first seconds
+        # (a probe a second): the update owned the kubelet then, nothing was said.
+        self.assertEqual(health_warnings(warned), [], "a health Warning for the update's own restart")
+        self.assertGreaterEqual(len([e for e in m.entries_after(c0, harness.AGENT_UNIT)
+                                     if "probe failed while an update step owns" in e.get("MESSAGE", "")]), 1,
+                                "no probe fell into the update's restart")
         t.command(m, "systemctl", "status", "--no-pager", "--lines=4", harness.KUBELET_UNIT)
         g.mcm_observe_result()
         g.mcm_finish()
@@ -240,9 +274,8 @@ class Node(unittest.TestCase):
         c0 = m.cursor()
         r = m.run("systemctl", "restart", harness.AGENT_UNIT, check=False)
         self.assertNotEqual(r.returncode, 0)
-        line = world.wait_for(lambda: m.journal("-u", harness.AGENT_UNIT, "--after-cursor", c0, "-o", "cat",
-                                                "MESSAGE_ID=" + IDS["CONFIG_ERROR"]).strip(), 30,
-                              "the configuration error in the journal")
+        line = world.wait_for(lambda: m.messages_after(c0, harness.AGENT_UNIT, MESSAGE_ID=IDS["CONFIG_ERROR"]).strip(),
+                              30, "the configuration error in the journal")
         self.assertIn(broken, line)
         self.assertIn("healthTimeout", line)
         t.command(m, "journalctl", "--no-pager", "-x", "-n", "12", "-u", harness.AGENT_UNIT,
@@ -251,8 +284,7 @@ class Node(unittest.TestCase):
         m.run("rm", broken)
         m.run("systemctl", "restart", harness.AGENT_UNIT)
         m.wait_active(harness.AGENT_UNIT, 30)
-        lifecycle = m.journal("-u", harness.AGENT_UNIT, "--after-cursor", c0, "-o", "json")
-        ids = [json.loads(x).get("MESSAGE_ID") for x in lifecycle.splitlines() if x.startswith("{")]
+        ids = [e.get("MESSAGE_ID") for e in m.entries_after(c0, harness.AGENT_UNIT)]
         self.assertIn(IDS["AGENT_STOPPED"], ids)
         self.assertIn(IDS["AGENT_STARTED"], ids)
         t.ok("fixed: the agent stopped and started again, each with its catalog entry")

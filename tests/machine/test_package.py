@@ -52,7 +52,7 @@ def repack(deb, suffix, directory):
 
 
 def lifecycle_ids(m, cursor):
-    return [e.get("MESSAGE_ID") for e in m.journal_json("-u", harness.AGENT_UNIT, "--after-cursor", cursor)
+    return [e.get("MESSAGE_ID") for e in m.entries_after(cursor, harness.AGENT_UNIT)
             if e.get("MESSAGE_ID") in (IDS["AGENT_STARTED"], IDS["AGENT_STOPPED"])]
 
 
@@ -100,8 +100,7 @@ class Package(unittest.TestCase):
         self.assertEqual(len(w.emu.list("certificatesigningrequests", group="certificates.k8s.io")), csrs)
         self.assertEqual(annotation(H.node(), NODE_CHECKSUM), checksum)
         t.ok("upgraded to %s: the agent restarted once, state and certificate kept, the kubelet untouched" % version)
-        t.block("journalctl -u inplace-agent (the upgrade)", m.journal("-u", harness.AGENT_UNIT, "--after-cursor",
-                                                                       cursor, "-o", "short"))
+        t.block("journalctl -u inplace-agent (the upgrade)", m.messages_after(cursor, harness.AGENT_UNIT))
 
     @harness.scenario
     def test_2_upgrade_while_a_gated_update_waits(self):

@@ -8,8 +8,9 @@
   2. `systemctl daemon-reload` during the next apply: the same;
   3. afterwards the agent still drives systemd over its bus: the restart annotation restarts the
      kubelet (a new invocation);
-  4. the system bus itself restarted (`systemctl restart dbus`): the next OSC is still applied.
-     Expected to fail until the agent re-establishes its bus connection (branch `bus`).
+  4. the system bus itself restarted (`systemctl restart dbus`): the same agent reconnects (one
+     "Lost", one "Reconnected" line) and applies the next OSC, with a unit's restart job, over the
+     new connection.
 """
 
 import os
@@ -74,24 +75,32 @@ class Pid1(unittest.TestCase):
         world.wait_for(lambda: m.invocation(harness.KUBELET_UNIT) != before, 60, "a new kubelet invocation")
         t.ok("after re-exec and reload the agent still restarts units over its bus")
 
-    # Missing piece: the agent keeps a dead system-bus connection after dbus-daemon restarts (every
-    # apply then fails with UnitApplyFailed "Transport endpoint is not connected", forever, and
-    # SystemdUnitsReady is no longer refreshed). The D-Bus reconnect being written on branch `bus`
-    # is what makes this pass; then drop the marker.
-    @unittest.expectedFailure
+    @harness.scenario
     def test_4_dbus_restarted(self):
-        """The system bus itself restarted (dbus-daemon is not PID 1: its connections end): an OSC
-        change afterwards is still applied, by the same agent on a new connection or by a restarted
-        one that resumes from its state."""
+        """The system bus itself restarted (dbus-daemon is not PID 1: its connections end): the same
+        agent process notices, reconnects, and applies the next OSC over the new connection (a
+        unit's restart job, SystemdUnitsReady read again)."""
         t, w, m, g = H.t, H.w, H.m, H.g
+        pid, restarts = (m.unit_property(harness.AGENT_UNIT, p) for p in ("MainPID", "NRestarts"))
+        c0 = m.cursor()
         m.run("systemctl", "restart", "dbus.service")
         t.say("systemctl restart dbus.service: every bus connection ended")
         checksum = w.publish(w.osc("1.31.4", units=[slow_unit(3)]))
         n = g.wait_node(lambda n: annotation(n, NODE_CHECKSUM) == checksum or "not connected" in (
             annotation_json(n, FAILURE) or {}).get("message", ""), APPLY_TIMEOUT, "the apply's outcome")
         self.assertEqual(annotation(n, NODE_CHECKSUM), checksum, annotation_json(n, FAILURE))
-        t.ok("the next OSC was applied after the system bus restarted (agent PID %s, %s restarts)" % (
-            m.unit_property(harness.AGENT_UNIT, "MainPID"), m.unit_property(harness.AGENT_UNIT, "NRestarts")))
+        self.assertEqual(m.active_state(SLOW), "active")
+        self.assertIn("machine tier: a slow restart (3)", m.unit_property(SLOW, "Description"))
+        self.assertEqual((m.unit_property(harness.AGENT_UNIT, "MainPID"),
+                          m.unit_property(harness.AGENT_UNIT, "NRestarts")), (pid, restarts),
+                         "the agent was restarted instead of reconnecting")
+        journal = m.messages_after(c0, harness.AGENT_UNIT)
+        self.assertEqual(journal.count("Lost the connection to the system bus"), 1, journal[-3000:])
+        self.assertEqual(journal.count("Reconnected to the system bus."), 1, journal[-3000:])
+        t.block("journalctl -u inplace-agent (the bus restart)", "\n".join(
+            ln for ln in journal.splitlines() if "system bus" in ln))
+        t.ok("the next OSC was applied after the system bus restarted, by the same agent (PID %s, %s restarts) "
+             "on a new connection" % (pid, restarts))
 
 
 if __name__ == "__main__":

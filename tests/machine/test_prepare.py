@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """The machine tier's preparation, first in its suite so its time is its own: the cached Debian 12
-image (debootstrap, built when missing), the .deb of this tree (.ci/build-deb.sh, nocheck, built
+image (mmdebstrap or debootstrap, built when missing), the .deb of this tree (.ci/build-deb.sh, nocheck, built
 when the package's inputs changed) and the layer with the .deb installed by `apt-get install
 ./inplace-agent_*.deb` (tests/machine/lib/machine.py). It checks what only apt proves: the
 package's Depends: were resolved and pulled from the mirror (none of them is in the image), and

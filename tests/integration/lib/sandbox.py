@@ -172,8 +172,11 @@ def http_status(url, timeout=2.0):
 # ------------------------------------------------------------------------------------------ stand-ins
 
 KUBELET_MAIN = r'''# Stand-in kubelet of the inplace-agent sandbox (tests/integration/lib/sandbox.py).
-import datetime, http.server, os, signal, sys
+import datetime, http.server, os, signal, sys, time
 VERSION, HEALTHY = %(version)r, %(healthy)r
+# A kubelet slow to sync: /healthz fails for its first STAND_IN_HEALTHY_AFTER seconds (the unit's
+# environment; 0 by default).
+STARTED, WARMUP = time.monotonic(), float(os.environ.get("STAND_IN_HEALTHY_AFTER") or 0)
 
 def opt(name, default):
     args = sys.argv[1:]
@@ -234,6 +237,8 @@ class Healthz(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path.split("?")[0] not in ("/healthz", "/healthz/"):
             code, body = 404, b"404 page not found\n"
+        elif HEALTHY and time.monotonic() - STARTED < WARMUP:
+            code, body = 500, b"[+]ping ok\n[-]syncloop failed: not synced yet\nhealthz check failed\n"
         elif HEALTHY:
             code, body = 200, b"ok"
         else:

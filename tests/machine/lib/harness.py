@@ -64,7 +64,8 @@ def module_fixture(module_globals, node, **kw):
 
 
 class Harness:
-    def __init__(self, node, versions=("1.31.4", "1.32.1"), broken_versions=(), config_extra=None, tuning=None):
+    def __init__(self, node, versions=("1.31.4", "1.32.1"), broken_versions=(), config_extra=None, tuning=None,
+                 kmsg=False, log_level=None):
         machine.skip_if_missing()
         self.t = transcript.Transcript()
         self.t.step("prepare: the cached Debian 12 image, the .deb of this tree, apt-get install")
@@ -72,15 +73,15 @@ class Harness:
         self.t.say("image %s, .deb %s (prepare: %s)" % (
             os.path.basename(os.path.dirname(self.layers.image_root)), os.path.basename(self.layers.deb),
             ", ".join("%s %.1fs" % kv for kv in self.layers.timings.items())))
-        self.config_extra, self.tuning = config_extra, tuning
+        self.config_extra, self.tuning, self.kmsg, self.log_level = config_extra, tuning, kmsg, log_level
         self.w = world.World(node, versions=versions, broken_versions=broken_versions, log=self.t.say)
         self.w.start()
         self.g = self.w.g
         self.m = None
 
     def new_machine(self):
-        self.m = machine.Machine(self.layers, self.w.node)
-        self.w.provision(self.m, self.config_extra, self.tuning)
+        self.m = machine.Machine(self.layers, self.w.node, kmsg=self.kmsg)
+        self.w.provision(self.m, self.config_extra, self.tuning, self.log_level)
         return self.m
 
     def boot(self):
@@ -98,14 +99,13 @@ class Harness:
                               "the agent's certificate")
 
     def node_up(self, osc_text):
-        """A fresh machine booted, bootstrapped, its Node there (once the agent has its certificate:
-        the bootstrap token is refused once the Node exists) and `osc_text` applied. Returns the
-        machine."""
+        """A fresh machine with `osc_text` published (gardenlet writes the Secret before the machine
+        boots), booted, bootstrapped, the OSC applied and the Node registered by the kubelet it
+        started. Returns the machine."""
         m = self.new_machine()
+        checksum = self.w.publish(osc_text)
         self.boot()
-        self.wait_certificate()
-        self.w.seed_node()
-        self.wait_checksum(self.w.publish(osc_text), 120)
+        self.wait_checksum(checksum, 120)
         return m
 
     def stop(self):

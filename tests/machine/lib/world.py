@@ -7,10 +7,10 @@ leaves on a new node, and Gardener-shaped OSCs with osc.rootDirectory `/`.
 
     with world.World("node-a") as w:
         with machine.Machine(layers, w.node) as m:
-            w.provision(m)                        # gardener-node-init's files + the test's config drop-in
-            w.seed_node()
+            w.provision(m)                        # the Machine declared; gardener-node-init's files, the
+                                                  # test's config drop-in, the kubelet stand-in's helper
             checksum = w.publish(w.osc("1.31.4"))
-            m.boot()
+            m.boot()                              # the OSC's kubelet.service registers the Node
             w.g.wait_node(lambda n: annotation(n, NODE_CHECKSUM) == checksum, 120, "the checksum")
 
 Stdlib only.
@@ -31,6 +31,7 @@ import kubeemu  # noqa: E402
 import registry  # noqa: E402
 import sandbox  # noqa: E402
 from gardener import SECRET_NAME_LABEL  # noqa: E402
+from sandbox import MACHINE_LABEL  # noqa: E402
 
 POOL = "machine"
 SECRET = "gardener-node-agent-" + POOL
@@ -44,8 +45,17 @@ KUBELET_PATH = "/opt/bin/kubelet"
 TEST_CONFIG = "/etc/inplace-agent/config.d/90-machine-test.yaml"
 TEST_DROPIN = "/etc/systemd/system/inplace-agent.service.d/90-machine-test.conf"
 TUNING = {"units-check": "5s"}
+# osc.replacedUnits' default: the OSC's unit the agent replaces, and never writes.
+REPLACED_UNITS = ("gardener-node-agent.service",)
 REGISTRY_CA = "/etc/inplace-agent/machine-test-registry-ca.crt"
 OS_UPDATE_SCRIPT = "/opt/gardener/bin/inplace-update.sh"
+# The stand-in kubelet's registration of its Node (a real kubelet's --register-node; the stand-in
+# cannot reach the API server): the sandbox's kubelet-report, run as kubelet.service's
+# ExecStartPost=, posts the Node through the emulator's control API. Part of the image, not of the
+# OSC (outside /etc: a wipe of /etc leaves it).
+STAND_IN_DIR = "/usr/local/libexec/kubelet-stand-in"
+KUBELET_REPORT = STAND_IN_DIR + "/kubelet-report"
+REGISTRATION = STAND_IN_DIR + "/registration.json"
 
 
 def b64(data):
@@ -72,6 +82,7 @@ RestartSec=5
 EnvironmentFile=-/etc/environment
 EnvironmentFile=-/var/lib/kubelet/extra_args
 ExecStart=/opt/bin/kubelet --config=/var/lib/kubelet/config/kubelet --healthz-bind-address=127.0.0.1 --healthz-port=%(port)d $KUBELET_EXTRA_ARGS
+ExecStartPost=-/usr/bin/python3 %(report)s http://127.0.0.1:%(control)d %(node)s /opt/bin/kubelet %(registration)s
 """
 
 KUBELET_CONFIGURATION = """apiVersion: kubelet.config.k8s.io/v1beta1
@@ -187,11 +198,23 @@ class World:
         with open(self.emu.ca) as f:
             return f.read()
 
-    def provision(self, m, config_extra=None, tuning=None):
-        """What gardener-node-init leaves on a new machine (nodeinit.Config upstream: the bootstrap
-        token, cluster-ca.crt, machine-name, the component config), and the test's agent config
-        drop-in: the registry's CA (a real registry has a public one) and the stand-in kubelet's
-        healthz port (the host's loopback is shared); a unit drop-in with INPLACE_AGENT_KUBE_TUNING."""
+    def registration(self):
+        """The Node as the kubelet registers it: its --node-labels (the Machine's node template)."""
+        return {"address": "127.0.0.1", "os_image": "Debian GNU/Linux 12 (bookworm)",
+                "labels": {SECRET_NAME_LABEL: SECRET, "worker.gardener.cloud/pool": POOL,
+                           MACHINE_LABEL: self.node, "node-role.kubernetes.io/worker": ""}}
+
+    def provision(self, m, config_extra=None, tuning=None, log_level=None):
+        """The seed's Machine declared (MCM creates it before the VM: gardener-resource-manager's
+        node-agent authorizer lets the agent read the OSC Secret its node template names before any
+        Node exists); what gardener-node-init leaves on a new machine (nodeinit.Config upstream: the
+        bootstrap token, cluster-ca.crt, machine-name, the component config); the stand-in kubelet's
+        registration helper; and the test's agent config drop-in: the registry's CA (a real registry
+        has a public one) and the stand-in kubelet's healthz port (the host's loopback is shared); a
+        unit drop-in with INPLACE_AGENT_KUBE_TUNING (and, with `log_level`, the agent's --log-level)."""
+        self.emu.seed_machine(self.node, self.registration()["labels"])
+        m.write(KUBELET_REPORT, sandbox.KUBELET_REPORT, 0o755)
+        m.write(REGISTRATION, json.dumps(self.registration()))
         m.write(GNA_DIR + "/credentials/bootstrap-token", "%s.%s" % (BOOTSTRAP_TOKEN_ID, BOOTSTRAP_TOKEN_SECRET),
                 0o640)
         m.write(GNA_DIR + "/cluster-ca.crt", self.cluster_ca(), 0o640)
@@ -208,17 +231,20 @@ class World:
                 config[k] = v
         m.write(TEST_CONFIG, "# The machine tier's settings (tests/machine/lib/world.py)\n" + json.dumps(config, indent=1)
                 + "\n")
-        # The one timing a test cannot wait for: SystemdUnitsReady once a minute (the story's Node
-        # exists before the first apply, see test_node.py). Everything else runs as shipped.
-        m.write(TEST_DROPIN, "# tests/machine/lib/world.py\n[Service]\nEnvironment=INPLACE_AGENT_KUBE_TUNING=%s\n"
-                % ",".join("%s=%s" % kv for kv in sorted(dict(TUNING, **(tuning or {})).items())))
+        # The one timing a test cannot wait for: SystemdUnitsReady once a minute. Everything else
+        # runs as shipped.
+        dropin = "# tests/machine/lib/world.py\n[Service]\nEnvironment=INPLACE_AGENT_KUBE_TUNING=%s\n" % ",".join(
+            "%s=%s" % kv for kv in sorted(dict(TUNING, **(tuning or {})).items()))
+        if log_level:
+            dropin += "ExecStart=\nExecStart=/usr/sbin/inplace-agent run --log-level %s\n" % log_level
+        m.write(TEST_DROPIN, dropin)
 
     def seed_node(self, **kw):
-        """The Node as the kubelet registered it, labelled with the OSC Secret's name. (On a real new
-        node it appears only once the kubelet runs; the agent finds the Secret from this label.)"""
-        labels = {SECRET_NAME_LABEL: SECRET, "worker.gardener.cloud/pool": POOL, "node-role.kubernetes.io/worker": ""}
-        labels.update(kw.pop("labels", {}))
-        return self.emu.seed_node(self.node, labels=labels, os_image="Debian GNU/Linux 12 (bookworm)", **kw)
+        """The Node as the kubelet registered it, by hand: for a node whose kubelet registered it
+        before (the OSC's kubelet.service registers it otherwise)."""
+        reg = self.registration()
+        labels = dict(reg["labels"], **kw.pop("labels", {}))
+        return self.emu.seed_node(self.node, labels=labels, os_image=reg["os_image"], address=reg["address"], **kw)
 
     # ---------------------------------------------------------------- the OSC
 
@@ -243,7 +269,9 @@ class World:
             inline("/var/lib/ca-certificates-local/ROOTcerts.crt", ca, 0o644, "b64"),
         ] + list(files)
         kubelet_unit = {"name": "kubelet.service", "enable": True, "command": "start",
-                        "content": KUBELET_UNIT % {"port": self.healthz_port},
+                        "content": KUBELET_UNIT % {"port": self.healthz_port, "report": KUBELET_REPORT,
+                                                   "control": self.emu.control_port, "node": self.node,
+                                                   "registration": REGISTRATION},
                         "filePaths": [KUBELET_PATH, KUBELET_CONFIG, "/var/lib/kubelet/ca.crt"]}
         if dropin:
             kubelet_unit["dropIns"] = [{"name": "50-machine-test.conf", "content": dropin}]

@@ -4,24 +4,46 @@
 
 #define S USEC_PER_SEC
 
+#define CHECK HEALTH_OWNER_CHECK
+#define RESTARTING HEALTH_OWNER_CHECK_RESTARTING
+#define UPDATE HEALTH_OWNER_UPDATE
+
 static void test_grace_and_restart(void **state) {
         HealthTracker t = {};
 
-        assert_int_equal(health_tracker_observe(&t, true, 0, HEALTH_GRACE_USEC, true), HEALTH_OK);
-        assert_int_equal(health_tracker_observe(&t, false, 10 * S, HEALTH_GRACE_USEC, true), HEALTH_FIRST_FAILURE);
-        assert_int_equal(health_tracker_observe(&t, false, 40 * S, HEALTH_GRACE_USEC, true), HEALTH_FAILING);
-        assert_int_equal(health_tracker_observe(&t, false, 69 * S, HEALTH_GRACE_USEC, true), HEALTH_FAILING);
-        /* An update step restarting the unit itself: no restart behind its back. */
-        assert_int_equal(health_tracker_observe(&t, false, 70 * S, HEALTH_GRACE_USEC, false), HEALTH_FAILING);
-        assert_int_equal(health_tracker_observe(&t, false, 70 * S, HEALTH_GRACE_USEC, true), HEALTH_RESTART);
+        assert_int_equal(health_tracker_observe(&t, true, 0, HEALTH_GRACE_USEC, CHECK), HEALTH_OK);
+        assert_int_equal(health_tracker_observe(&t, false, 10 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_FIRST_FAILURE);
+        assert_int_equal(health_tracker_observe(&t, false, 40 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_FAILING);
+        assert_int_equal(health_tracker_observe(&t, false, 69 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_FAILING);
+        /* An update step restarting the unit itself, or our own restart in flight: no restart. */
+        assert_int_equal(health_tracker_observe(&t, false, 70 * S, HEALTH_GRACE_USEC, UPDATE), HEALTH_FAILING);
+        assert_int_equal(health_tracker_observe(&t, false, 70 * S, HEALTH_GRACE_USEC, RESTARTING), HEALTH_FAILING);
+        assert_int_equal(health_tracker_observe(&t, false, 70 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_RESTART);
         /* A restart that did not work is asked for again at the next probe. */
-        assert_int_equal(health_tracker_observe(&t, false, 100 * S, HEALTH_GRACE_USEC, true), HEALTH_RESTART);
+        assert_int_equal(health_tracker_observe(&t, false, 100 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_RESTART);
         health_tracker_restarted(&t, 100 * S);
-        assert_int_equal(health_tracker_observe(&t, false, 130 * S, HEALTH_GRACE_USEC, true), HEALTH_FAILING);
-        assert_int_equal(health_tracker_observe(&t, false, 160 * S, HEALTH_GRACE_USEC, true), HEALTH_RESTART);
-        assert_int_equal(health_tracker_observe(&t, true, 190 * S, HEALTH_GRACE_USEC, true), HEALTH_RECOVERED);
-        assert_int_equal(health_tracker_observe(&t, true, 220 * S, HEALTH_GRACE_USEC, true), HEALTH_OK);
-        assert_int_equal(health_tracker_observe(&t, false, 250 * S, HEALTH_GRACE_USEC, true), HEALTH_FIRST_FAILURE);
+        assert_int_equal(health_tracker_observe(&t, false, 130 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_FAILING);
+        assert_int_equal(health_tracker_observe(&t, false, 160 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_RESTART);
+        assert_int_equal(health_tracker_observe(&t, true, 190 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_RECOVERED);
+        assert_int_equal(health_tracker_observe(&t, true, 220 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_OK);
+        assert_int_equal(health_tracker_observe(&t, false, 250 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_FIRST_FAILURE);
+}
+
+/* A probe that fails while an in-place update restarts the kubelet itself (its restart, then its own
+ * health check) is the update's to judge: no "unhealthy" Warning after a successful update, and the
+ * grace time does not start. A unit failing before the update took it over is still failing. */
+static void test_update_owns_the_unit(void **state) {
+        HealthTracker t = {};
+
+        assert_int_equal(health_tracker_observe(&t, true, 0, HEALTH_GRACE_USEC, CHECK), HEALTH_OK);
+        assert_int_equal(health_tracker_observe(&t, false, 10 * S, HEALTH_GRACE_USEC, UPDATE), HEALTH_OWNED);
+        assert_int_equal(health_tracker_observe(&t, false, 100 * S, HEALTH_GRACE_USEC, UPDATE), HEALTH_OWNED);
+        /* The update is done and the unit healthy: nothing recovered, nothing to say. */
+        assert_int_equal(health_tracker_observe(&t, true, 110 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_OK);
+        /* Unhealthy after the update: ours again, from the first failure on. */
+        assert_int_equal(health_tracker_observe(&t, false, 120 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_FIRST_FAILURE);
+        assert_int_equal(health_tracker_observe(&t, false, 150 * S, HEALTH_GRACE_USEC, UPDATE), HEALTH_FAILING);
+        assert_int_equal(health_tracker_observe(&t, false, 180 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_RESTART);
 }
 
 static void test_toggles(void **state) {
@@ -50,6 +72,7 @@ static void test_toggles(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_grace_and_restart),
+                cmocka_unit_test(test_update_owns_the_unit),
                 cmocka_unit_test(test_toggles),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

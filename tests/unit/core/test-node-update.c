@@ -51,6 +51,7 @@ struct World {
         bool registers_at_apply;        /* the OSC's kubelet registers the Node when ApplyOSC starts it */
         bool osc_committed;             /* an OSC was committed as last applied: no first OSC any more */
         bool reboot_rolls_back;
+        bool kubelet_unknown;           /* with kubelet_version NULL: binaryPath exists, its version unknown */
         unsigned pods_deleted;
         char work[LOG_MAX];             /* actions other than reports, in order */
         char phases[LOG_MAX];           /* phases as published (progress/result) */
@@ -230,6 +231,7 @@ static void decide(World *w, UpdateDecision *d) {
                 .os_version = w->os_version,
                 .os_version_error = "unable to find version",
                 .kubelet_version = w->kubelet_version,
+                .kubelet_absent = !w->kubelet_version && !w->kubelet_unknown,
                 .boot_id = w->boot_id,
                 .new_transaction_id = id,
                 .osc_work = { .error_code = _UPDATE_FAILURE_INVALID },
@@ -374,8 +376,8 @@ static void log_action(World *w, const UpdateAction *a, Outcome o) {
                               a->rotate_ca && a->rotate_sa ? "," : "", a->rotate_sa ? "sa" : "");
                 else if (a->type == UPDATE_ACTION_SET_MARKER || a->type == UPDATE_ACTION_STAGE_KUBELET ||
                          a->type == UPDATE_ACTION_SWITCH_KUBELET || a->type == UPDATE_ACTION_ROLLBACK_KUBELET ||
-                         a->type == UPDATE_ACTION_RESTART_UNIT || a->type == UPDATE_ACTION_STAGE_OS_IMAGE ||
-                         a->type == UPDATE_ACTION_INSTALL_OS_IMAGE)
+                         a->type == UPDATE_ACTION_RESTART_UNIT || a->type == UPDATE_ACTION_STOP_UNIT ||
+                         a->type == UPDATE_ACTION_STAGE_OS_IMAGE || a->type == UPDATE_ACTION_INSTALL_OS_IMAGE)
                         logf_(w->work, "%s(%s) ", update_action_type_to_string(a->type), version_of(a));
                 else
                         logf_(w->work, "%s ", update_action_type_to_string(a->type));
@@ -1229,6 +1231,44 @@ static void test_first_osc_before_node(void **state) {
         run(w);
         assert_log("work", w->work, "");
         assert_status_has(w, "Up to date");
+        world_free(w);
+}
+
+static Outcome policy_never_healthy(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
+        if (a->type != UPDATE_ACTION_CHECK_KUBELET_HEALTH)
+                return OUTCOME_OK;
+        *msg = "healthz returned 500";
+        return OUTCOME_FAIL;
+}
+
+/* A fresh node's first kubelet never gets healthy. There was no kubelet before, so the way back is
+ * none: binaryPath removed, not left at the broken version (where a retry or the next OSC would take
+ * it for the running kubelet and check nothing). The state says so across a restart. Where
+ * binaryPath existed but its version was unknown, there is nothing known to go back to: left as is. */
+static void test_first_kubelet_unhealthy_goes_again(void **state) {
+        World *w = world_fresh_without_node();
+        _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
+
+        w->policy = policy_never_healthy;
+        w->crash_after_each_action = true;
+        run(w);
+        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckKubeletHealth ! "
+                                    "RollbackKubelet() StopUnit(kubelet.service) ");
+        assert_int_equal(current_phase(w), UPDATE_PHASE_ROLLED_BACK);
+        assert_null(w->kubelet_version);
+        tx = current_tx(w);
+        assert_true(tx->kubelet_none);
+        assert_int_equal(tx->failure.code, UPDATE_FAILURE_KUBELET_UNHEALTHY);
+        assert_null(strstr(tx->failure.message, "rolling back the kubelet failed"));
+        world_free(w);
+
+        w = world_fresh_without_node();
+        w->kubelet_unknown = true;
+        w->policy = policy_never_healthy;
+        run(w);
+        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckKubeletHealth ! ");
+        assert_int_equal(current_phase(w), UPDATE_PHASE_FAILED);
+        assert_string_equal(w->kubelet_version, "1.31.4");
         world_free(w);
 }
 
@@ -2696,6 +2736,7 @@ int main(void) {
                 cmocka_unit_test(test_osc_work_waits_for_the_secret_after_restart),
                 cmocka_unit_test(test_osc_work_with_kubelet_minor),
                 cmocka_unit_test(test_osc_work_failure_rolls_kubelet_back),
+                cmocka_unit_test(test_first_kubelet_unhealthy_goes_again),
                 cmocka_unit_test(test_osc_work_waits_for_the_secret),
                 cmocka_unit_test(test_osc_work_error_fails_at_once),
                 cmocka_unit_test(test_refused_osc_fails_then_next_applies),

@@ -97,6 +97,35 @@ static void test_install_switch_back(void **state) {
         assert_string_equal(data, "v1");
 }
 
+/* Back to no kubelet (a fresh node's first one failed): our link goes, and only our link. */
+static void test_switch_back_to_none(void **state) {
+        Ctx *c = *state;
+        _cleanup_free_ char *prev = NULL, *cur = NULL, *data = NULL;
+        struct stat st;
+
+        assert_int_equal(kubelet_store_switch(c->store, NULL, &prev), 0);       /* nothing there: done */
+        assert_null(prev);
+        stage(c, "1.31.2", "v1");
+        assert_int_equal(kubelet_store_switch(c->store, "1.31.2", NULL), 0);
+        assert_int_equal(kubelet_store_switch(c->store, NULL, &prev), 0);
+        assert_string_equal(prev, "1.31.2");
+        assert_int_equal(lstat(c->bin, &st), -1);
+        assert_int_equal(errno, ENOENT);
+        assert_int_equal(kubelet_store_current(c->store, &cur), -ENOENT);
+        /* the store keeps it */
+        assert_int_equal(file_store_has(kubelet_store_files(c->store), "1.31.2"), 1);
+
+        /* A kubelet that is not ours (a file, a link elsewhere) stays. */
+        assert_int_equal(symlink("/usr/bin/true", c->bin), 0);
+        assert_int_equal(kubelet_store_switch(c->store, NULL, NULL), -EXDEV);
+        assert_int_equal(lstat(c->bin, &st), 0);
+        assert_int_equal(unlink(c->bin), 0);
+        assert_int_equal(write_file_atomic(c->bin, "own", 3, 0755), 0);
+        assert_int_equal(kubelet_store_switch(c->store, NULL, NULL), -EMEDIUMTYPE);
+        data = read_bin(c->bin);
+        assert_string_equal(data, "own");
+}
+
 static void test_switch_leaves_no_temporaries(void **state) {
         Ctx *c = *state;
         char dir[128], cmd[256];
@@ -183,6 +212,7 @@ static void test_adopt(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_install_switch_back, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_switch_back_to_none, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_switch_leaves_no_temporaries, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_gc, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopt, setup, teardown),
