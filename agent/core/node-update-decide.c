@@ -915,7 +915,7 @@ static void succeeded_chores(Builder *b) {
         }
 }
 
-/* The kubelet is switched back (or removed, none before), and restarted. */
+/* The kubelet is switched back and restarted, or, with none before, removed and its unit stopped. */
 static bool kubelet_rollback_due(const Builder *b) {
         const UpdateTransaction *tx = b->tx;
 

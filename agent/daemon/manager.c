@@ -370,10 +370,11 @@ static void manager_on_lease_stopped(Lease *l, int error, void *userdata) {
 
 /* The OSC Secret's name, the first found (docs/node-protocol.md §2.1): osc.secretName; the Node's label; GNA's
  * provisioned component config, all a fresh node has before its kubelet registers the Node.
- * Upstream's GNA reads only its component config. When the label names another Secret, the label
- * wins: gardenlet keeps it current (the MachineClass's node template, and it corrects the label of
- * nodes whose pool's Secret changed), while the provisioned config is what the machine was created
- * with. Said once, when the label takes over. */
+ * Upstream's GNA reads its component config, and its secretnamechange controller rewrites that config
+ * from the label and restarts; here, when the label names another Secret, the label wins at once,
+ * without a restart: gardenlet keeps it current (the MachineClass's node template, and it corrects the
+ * label of nodes whose pool's Secret changed), while the provisioned config is what the machine was
+ * created with. Said once, when the label takes over. */
 static const char *manager_secret_name(Manager *m, OscSecretSource *ret_source) {
         const char *label = m->view ? m->view->secret_name : NULL;
 

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The machine tier, scenario 11: a fresh node whose first kubelet never gets healthy. There was no
 kubelet before, so the way back is none: after kubelet.healthTimeout the agent removes the link at
-/opt/bin/kubelet again (not left at the failed build), restarts kubelet.service (which then has no
-binary to run), and the Node, registered by the failed kubelet, says KubeletUnhealthy and gets no
+/opt/bin/kubelet again (not left at the failed build), stops kubelet.service (which has no binary to
+run any more), and the Node, registered by the failed kubelet, says KubeletUnhealthy and gets no
 checksum. gardenlet's next OSC, the same version from a good image, is then applied like a first
 one: pulled, switched, restarted, healthy, the checksum written. (Before, the link stayed at the
 failed build, the next OSC of that version changed no kubelet, and its checksum was written over a
