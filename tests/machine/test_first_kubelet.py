@@ -45,6 +45,8 @@ class FirstKubelet(unittest.TestCase):
         self.assertNotIn("rolling back the kubelet failed", failure.get("message", ""))
         self.assertIsNone(annotation(n, NODE_CHECKSUM))
         self.assertFalse(os.path.lexists(m.path(world.KUBELET_PATH)), "the failed kubelet is still linked")
+        self.assertIn(m.active_state(harness.KUBELET_UNIT), ("inactive", "failed"), "kubelet.service was not stopped")
+        self.assertIn("Stopped %s." % harness.KUBELET_UNIT, H.agent_journal("-o", "cat"))
         self.assertIn("Switched %s to kubelet none (removed) (was %s)." % (world.KUBELET_PATH, VERSION),
                       H.agent_journal("-o", "cat"))
         t.ok("OSC %s… (a broken kubelet %s) rolled back to no kubelet: %s gone; %s" % (

@@ -14,7 +14,10 @@ gardenlinux / ubuntu / coreos / suse-chost extensions, the provider webhooks suc
      unit is not installed instead of restarting it every grace time;
   2. the same OSC without that path is applied whole: every producer file is on disk with its mode,
      the token syncs write their tokens, the checksum is on the Node;
-  3. `systemd-analyze security inplace-agent` inside the booted image (reported, and bounded).
+  3. `systemd-analyze security inplace-agent` inside the booted image (reported, and bounded);
+  4. an OSC naming the agent's own binary and a drop-in of its own unit (only a node with
+     osc.rootDirectory / can reach them) is refused whole with FileApplyFailed naming each, nothing
+     of it written, the agent the same process, the next good OSC applied.
 """
 
 import json
@@ -181,6 +184,31 @@ class Sandbox(unittest.TestCase):
         t.ok("systemd-analyze security inplace-agent inside the booted image: %.1f (limit %.1f)" % (
             exposure, MAX_EXPOSURE))
         self.assertLessEqual(exposure, MAX_EXPOSURE)
+
+    @harness.scenario
+    def test_4_own_binary_and_unit_refused(self):
+        t, w, m = H.t, H.w, H.m
+        binary, drop_in = "/usr/sbin/inplace-agent", "/etc/systemd/system/inplace-agent.service.d/99-osc.conf"
+        marker = "/etc/inplace-agent-machine/own-files-marker"
+        before = m.run("sha256sum", binary).stdout.split()[0]
+        pid = m.run("systemctl", "show", "-P", "MainPID", harness.AGENT_UNIT).stdout.strip()
+        checksum = w.publish(osc([world.inline(marker, "m\n"), world.inline(binary, "#!/bin/sh\nexit 0\n", 0o755),
+                                  world.inline(drop_in, "[Service]\nExecStart=\nExecStart=/bin/true\n")]))
+        n = H.g.wait_node(lambda n: binary in (annotation_json(n, FAILURE) or {}).get("message", ""), 120,
+                          "FileApplyFailed naming %s" % binary)
+        failure = annotation_json(n, FAILURE)
+        self.assertEqual(failure.get("code"), "FileApplyFailed", failure)
+        self.assertIn("the agent's binary", failure["message"])
+        self.assertNotEqual(annotation(n, NODE_CHECKSUM), checksum)
+        self.assertEqual(m.run("sha256sum", binary).stdout.split()[0], before)
+        self.assertIsNone(m.read(drop_in))
+        self.assertIsNone(m.read(marker), "the refused OSC wrote a file")
+        self.assertEqual(m.run("systemctl", "show", "-P", "MainPID", harness.AGENT_UNIT).stdout.strip(), pid)
+        t.ok("refused whole: %s" % failure["message"][:200])
+        good = w.publish(osc([world.inline(marker, "m\n")]))
+        H.wait_checksum(good, 120)
+        self.assertEqual(m.read(marker), "m\n")
+        t.ok("the next OSC %s… without them applied" % good[:12])
 
 
 if __name__ == "__main__":
