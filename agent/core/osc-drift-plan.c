@@ -295,6 +295,8 @@ static int text_add_list(Text *t, char *const *items, size_t budget) {
         size_t used = 0, shown = 0, n = strv_length(items);
         int r = 0;
 
+        if (!items)
+                return 0;
         for (size_t i = 0; i < n && r >= 0; i++) {
                 size_t l = strlen(items[i]);
 

@@ -81,11 +81,10 @@ int pod_selection_from_list(const json_t *list, PodSelection *ret, char **ret_er
         /* A list with no Pods may come without "items" (omitempty); anything else is not a PodList. */
         if (!json_is_object(list) || (items && !json_is_array(items)))
                 return bad_list(ret_error, "the Pod list is not a PodList");
-        if (json_array_size(items) > 0) {
-                s.pods = calloc(json_array_size(items), sizeof(PodEntry));
-                if (!s.pods)
-                        return -ENOMEM;
-        }
+        /* Never NULL, also for an empty list: the loop below indexes it. */
+        s.pods = calloc(MAX(json_array_size(items), (size_t) 1), sizeof(PodEntry));
+        if (!s.pods)
+                return -ENOMEM;
         json_array_foreach(items, i, pod) {
                 const json_t *md = json_object_get(pod, "metadata");
                 const char *ns = member_string(md, "namespace"), *name = member_string(md, "name");

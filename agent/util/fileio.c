@@ -93,11 +93,9 @@ static int open_parent_dir(const char *path, const char **ret_name) {
         dir = slash == path ? strdup("/") : slash ? strndup(path, (size_t) (slash - path)) : strdup(".");
         if (!dir)
                 return -ENOMEM;
+        *ret_name = slash ? slash + 1 : path;   /* set on every path: callers read it after a check */
         fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        *ret_name = slash ? slash + 1 : path;
-        return fd;
+        return fd < 0 ? -errno : fd;
 }
 
 int fsync_parent_dir(const char *path) {
