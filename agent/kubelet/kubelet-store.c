@@ -144,7 +144,7 @@ static int symlink_atomic(const char *target, const char *path) {
 
 /* binaryPath removed: only our own link into the store (or nothing at all) is ever removed. */
 static int remove_link(const KubeletStore *s, char **ret_previous) {
-        _cleanup_free_ char *previous = NULL, *dir = NULL;
+        _cleanup_free_ char *previous = NULL;
         int r;
 
         r = kubelet_store_current(s, &previous);
@@ -154,9 +154,7 @@ static int remove_link(const KubeletStore *s, char **ret_previous) {
                 return r;
         if (unlink(s->binary_path) < 0 && errno != ENOENT)
                 return -errno;
-        r = dirname_of(s->binary_path, &dir);
-        if (r >= 0)
-                r = fsync_directory(dir);
+        r = fsync_parent_dir(s->binary_path);
         if (r < 0)
                 return r;
         if (ret_previous)

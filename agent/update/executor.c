@@ -390,18 +390,22 @@ static int run_collect_kubelets(Executor *e, const UpdateAction *a) {
 static void executor_on_unit_job(const UnitJobResult *res, void *userdata) {
         Executor *e = userdata;
         const UpdateAction *a = current_action(e);
+        bool stop = a && a->type == UPDATE_ACTION_STOP_UNIT;
 
         e->op = (ExecutorOp) { .kind = OP_NONE };   /* the UnitControl frees the job */
         if (res->error == -ENOENT && a && a->step == UPDATE_STEP_ROLLBACK_RESTART) {
                 /* Rolled back before the OSC's units were written (a first apply on an image that
                  * brought the kubelet binary): no unit runs the kubelet, so no process of the new
                  * one ever ran and the old binary is back: nothing to restart. */
-                log_notice("Kubelet %s is back at %s; %s is not installed, so nothing runs it to restart.",
-                           strempty(e->tx->kubelet_from), e->config->kubelet.binary_path, res->unit);
+                if (stop)       /* back to none: nothing there, nothing runs */
+                        log_notice("No kubelet at %s again; %s is not installed, so there is nothing to stop.",
+                                   e->config->kubelet.binary_path, res->unit);
+                else
+                        log_notice("Kubelet %s is back at %s; %s is not installed, so nothing runs it to restart.",
+                                   strempty(e->tx->kubelet_from), e->config->kubelet.binary_path, res->unit);
                 executor_action_finished(e, 0, _UPDATE_FAILURE_INVALID, NULL);
                 return;
         }
-        bool stop = a && a->type == UPDATE_ACTION_STOP_UNIT;
         if (res->error >= 0)
                 (void) log_struct_id(LOG_INFO, 0, MESSAGE_ID_UNIT_RESTARTED, "%s %s.", stop ? "Stopped" : "Restarted",
                                      res->unit);
@@ -414,10 +418,10 @@ static void executor_on_unit_job(const UnitJobResult *res, void *userdata) {
 }
 
 static int run_unit_job(Executor *e, const UpdateAction *a) {
-        if (!e->deps.units)
-                return -ENOTCONN;
         UnitAction action = a->type == UPDATE_ACTION_STOP_UNIT ? UNIT_ACTION_STOP : UNIT_ACTION_RESTART;
 
+        if (!e->deps.units)
+                return -ENOTCONN;
         e->op.kind = OP_UNIT_JOB;
         return unit_control_run(e->deps.units, action, a->unit, NULL, executor_on_unit_job, e, &e->op.job);
 }
