@@ -55,6 +55,7 @@ class ConnState:
         self.busy = False
         self.watcher = None
         self.close_after = False
+        self.stop_watch = None      # how a request that becomes a watch after a close must end
         self.requests = 0
         self.opened = time.time()
         self.tls_mode = None
@@ -475,6 +476,7 @@ class ApiServer:
         self.mode = "normal"
         self.parked = []
         self.conns = {}
+        self.close_gen = 0          # counts closes of idle connections: a handshake one overlapped is closed too
         self.stopping = False
         self.timer = None
         self._open()
@@ -534,11 +536,13 @@ class ApiServer:
             pass
         # headers and body are separate writes; without NODELAY, Nagle + delayed ACK add ~40 ms per response
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self.lock:
+            gen = self.close_gen
+        tls_mode, ctx = emu.tls.current()
         try:
-            tls_mode, ctx = emu.tls.current()
             tls = ctx.wrap_socket(raw, server_side=True)
         except (ssl.SSLError, OSError) as e:
-            emu.tlslog.new(time=time.time(), peer="%s:%s" % addr[:2], ok=False, error=str(e))
+            emu.tlslog.new(time=time.time(), peer="%s:%s" % addr[:2], ok=False, error=str(e), mode=list(tls_mode))
             try:
                 raw.close()
             except OSError:
@@ -549,14 +553,18 @@ class ApiServer:
         except (ValueError, OSError):
             cert = {}
         subj = dict(x for rdn in cert.get("subject", ()) for x in rdn)
-        emu.tlslog.new(time=time.time(), peer="%s:%s" % addr[:2], ok=True, error=None,
+        emu.tlslog.new(time=time.time(), peer="%s:%s" % addr[:2], ok=True, error=None, mode=list(tls_mode),
                        version=tls.version(), alpn=tls.selected_alpn_protocol(), client_cn=subj.get("commonName"))
         tls.settimeout(ApiHandler.timeout)
         st = ConnState(tls, addr)
         st.tls_mode = list(tls_mode)
         with self.lock:
             self.conns[st.id] = st
+            # A close that came during the handshake did not see this connection; it was meant for it.
+            missed = self.close_gen != gen
         try:
+            if missed:
+                return
             handler = ApiHandler.__new__(ApiHandler)
             handler.conn_state = st
             handler.__init__(tls, addr, self)
@@ -606,15 +614,25 @@ class ApiServer:
     def close_connections(self, watches="clean", idle=True, busy=False):
         n = 0
         with self.lock:
+            if idle:
+                self.close_gen += 1
             conns = list(self.conns.values())
         for st in conns:
-            if st.watcher is not None:
+            w = st.watcher
+            if w is not None:
                 if watches != "keep":
                     st.close_after = True
-                    st.watcher.stop(watches)
+                    w.stop(watches)
                     n += 1
             elif st.busy:
                 st.close_after = True
+                # A request being read now may turn into a watch: it ends as the open ones do. The
+                # watch checks stop_watch once it is registered; whichever side comes second stops it.
+                if watches != "keep":
+                    st.stop_watch = watches
+                    w = st.watcher
+                    if w is not None:
+                        w.stop(watches)
                 if busy:
                     n += 1
             elif idle:

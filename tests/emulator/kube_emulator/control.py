@@ -33,6 +33,7 @@ POST /faults {fault, verbs, path, resource, subresource, name, namespace, user, 
 GET  /requests[?since=SEQ&path=REGEX&verb=V&user=U&method=M];  DELETE /requests
 GET  /watches[?active=1&path=REGEX&since=SEQ];  GET /history[?since_rv=N&resource=R&objects=1]
 GET  /connections[?since=SEQ]           -> {"active":[...], "tls":[handshake log], "mode"}
+             (a handshake: time, peer, ok, error, mode=[cert, client_auth] it was offered)
 GET  /tokens; POST /tokens {"add": {TOKEN: {user, groups, expires_in}}, "revoke": [TOKEN],
              "write_token_file": TOKEN}
 POST /tls {cert: good|wrong-ca|wrong-san|expired, client_auth: none|optional|required, close_existing=true}

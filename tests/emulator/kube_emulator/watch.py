@@ -155,6 +155,8 @@ class WatchStream:
                                 timeout=dur, bookmarks=allow_bm, fault=self.wfault.fault if self.wfault else None,
                                 events=[])
         self.conn_state.watcher = w
+        if self.conn_state.stop_watch:          # the connection was closed while this request was read
+            w.stop(self.conn_state.stop_watch)
         self.wlog, self.wkind, self.sent = wlog, kind, 0
         reason = "deadline"
         try:
