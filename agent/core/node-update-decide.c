@@ -1083,16 +1083,23 @@ static bool retry_due(Builder *b) {
 }
 
 /* docs/node-protocol.md §7.3: an operator retries a failed node by setting ReadyForUpdate again. The first
- * ReadyForUpdate after a failure before the drain is MCM moving on, not a retry: remember it. */
+ * ReadyForUpdate after a failure before the drain is MCM moving on, not a retry: remember it. Seen to leave
+ * ReadyForUpdate (MCM's UpdateFailed) and come back, it is a retry whatever its lastTransitionTime says:
+ * that has a resolution of one second, and a failure that comes fast is retried within the same second. */
 static int manual_retry(Builder *b) {
         const NodeView *n = b->in->node;
         const char *since = node_view_ready_since(n);
 
-        if (!node_view_ready_for_update(n) || !since)
+        if (!node_view_ready_for_update(n)) {
+                if (b->tx->ready_since && !b->no_node)
+                        b->tx->ready_left = true;
+                return 0;
+        }
+        if (!since)
                 return 0;
         if (!b->tx->ready_since)
                 return free_and_strdup(&b->tx->ready_since, since) < 0 ? -ENOMEM : 0;
-        return !streq(since, b->tx->ready_since);
+        return b->tx->ready_left || !streq(since, b->tx->ready_since);
 }
 
 static int set_checksum_only(Builder *b, const Plan *p) {

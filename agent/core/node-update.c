@@ -298,6 +298,7 @@ const TxField update_transaction_fields[] = {
         TX("eventPhase", PHASE, event_phase),
         TX("bootId", STRING, boot_id),
         TX("readySince", STRING, ready_since),
+        TX("readyLeft", BOOL, ready_left),
         TX("osStartedUsec", U64, os_started_usec),
         TX_GATE("failure.code", CODE, failure.code),
         TX("failure.message", STRING, failure.message),

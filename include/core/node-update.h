@@ -301,6 +301,7 @@ typedef struct UpdateTransaction {
         char *boot_id;                  /* owned: boot id when the OS change started */
         uint64_t os_started_usec;       /* when the OS command / install was started; 0: not yet */
         char *ready_since;              /* owned: lastTransitionTime of the ReadyForUpdate this saw */
+        bool ready_left;                /* after a failure, InPlaceUpdate left ReadyForUpdate (UpdateFailed) */
         uint64_t started_usec;
         uint64_t updated_usec;
         uint64_t retry_usec;            /* an API write failed: not again before this */

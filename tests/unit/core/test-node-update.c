@@ -2452,24 +2452,27 @@ static void test_kubelet_version_rules(void **state) {
         world_free(w);
 }
 
-static void check_manual_retry(const char *time, const char *position);
+static void check_manual_retry(const char *time, const char *position, bool left);
 
 /* A failed transaction stays terminal until ReadyForUpdate is set again (docs/node-protocol.md §7.3): a new
  * lastTransitionTime, or (docs/contract.md §9.9) an appended InPlaceUpdate entry without one, which the
- * decoder identifies by its position. */
+ * decoder identifies by its position, or the same one after UpdateFailed was seen in between (the
+ * time has a resolution of one second: a retry of a fast failure can carry the first one's). */
 static void test_manual_retry(void **state) {
         static const struct {
                 const char *time, *position;
+                bool left;
         } retry[] = {
-                { "t2", "status.conditions[2]" },
-                { NULL, "status.conditions[3]" },
+                { "t2", "status.conditions[2]", false },
+                { NULL, "status.conditions[3]", false },
+                { "t1", "status.conditions[2]", true },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(retry); i++)
-                check_manual_retry(retry[i].time, retry[i].position);
+                check_manual_retry(retry[i].time, retry[i].position, retry[i].left);
 }
 
-static void check_manual_retry(const char *time, const char *position) {
+static void check_manual_retry(const char *time, const char *position, bool left) {
         World *w = world_new();
 
         world_osc(w, "c1", "1592.6", "1.32.1");
@@ -2485,6 +2488,11 @@ static void check_manual_retry(const char *time, const char *position) {
         run(w);                                         /* same condition: nothing */
         assert_log("work", w->work, "");
 
+        if (left) {                                     /* MCM reports the failure */
+                set(&w->node->in_place_update.reason, "UpdateFailed");
+                run(w);
+                assert_log("work", w->work, "");
+        }
         world_ready(w, time);                           /* an operator set ReadyForUpdate again */
         snprintf(w->node->in_place_update.position, sizeof(w->node->in_place_update.position), "%s", position);
         run(w);
