@@ -33,6 +33,13 @@ typedef enum OsEffect {
 typedef struct World World;
 typedef Outcome (*Policy)(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg);
 
+typedef struct Failing {
+        UpdateActionType action;
+        const char *kubelet_version;    /* NULL: at any version */
+        UpdateFailureCode code;
+        const char *message;
+} Failing;
+
 struct World {
         NodeView *node;
         OscDesired *osc;
@@ -45,6 +52,7 @@ struct World {
         uint64_t now;
         unsigned ids;
         Policy policy;
+        Failing failing;                /* for policy_failing (world_fails()) */
         OsEffect os_effect;
         bool crash_after_each_action;   /* "kill the agent" after every single action */
         bool no_node;                   /* the Node does not exist (node_absent; w->node is not shown) */
@@ -404,6 +412,24 @@ static void log_action(World *w, const UpdateAction *a, Outcome o) {
 
 static Outcome policy_ok(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
         return OUTCOME_OK;
+}
+
+static Outcome policy_failing(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
+        const Failing *f = &w->failing;
+
+        if (a->type != f->action || (f->kubelet_version && !streq_ptr(w->kubelet_version, f->kubelet_version)))
+                return OUTCOME_OK;
+        *code = f->code;
+        *msg = f->message;
+        return OUTCOME_FAIL;
+}
+
+/* The common failure: every run of one action (while the kubelet is at kubelet_version, when given) fails
+ * with this code (_UPDATE_FAILURE_INVALID: the executor passes none) and message. */
+static void world_fails(World *w, UpdateActionType action, const char *kubelet_version, UpdateFailureCode code,
+                        const char *message) {
+        w->failing = (Failing) { action, kubelet_version, code, message };
+        w->policy = policy_failing;
 }
 
 /* Runs decisions and their actions until nothing is left to do (or the budget runs out). */
@@ -1234,13 +1260,6 @@ static void test_first_osc_before_node(void **state) {
         world_free(w);
 }
 
-static Outcome policy_never_healthy(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
-        if (a->type != UPDATE_ACTION_CHECK_KUBELET_HEALTH)
-                return OUTCOME_OK;
-        *msg = "healthz returned 500";
-        return OUTCOME_FAIL;
-}
-
 /* A fresh node's first kubelet never gets healthy. There was no kubelet before, so the way back is
  * none: binaryPath removed, not left at the broken version (where a retry or the next OSC would take
  * it for the running kubelet and check nothing). The state says so across a restart. Where
@@ -1249,7 +1268,7 @@ static void test_first_kubelet_unhealthy_goes_again(void **state) {
         World *w = world_fresh_without_node();
         _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
 
-        w->policy = policy_never_healthy;
+        world_fails(w, UPDATE_ACTION_CHECK_KUBELET_HEALTH, NULL, _UPDATE_FAILURE_INVALID, "healthz returned 500");
         w->crash_after_each_action = true;
         run(w);
         assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckKubeletHealth ! "
@@ -1264,7 +1283,7 @@ static void test_first_kubelet_unhealthy_goes_again(void **state) {
 
         w = world_fresh_without_node();
         w->kubelet_unknown = true;
-        w->policy = policy_never_healthy;
+        world_fails(w, UPDATE_ACTION_CHECK_KUBELET_HEALTH, NULL, _UPDATE_FAILURE_INVALID, "healthz returned 500");
         run(w);
         assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckKubeletHealth ! ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_FAILED);
@@ -1533,13 +1552,6 @@ static void test_sa_rotation(void **state) {
         world_free(w);
 }
 
-static Outcome policy_rotation_fails(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
-        if (a->type != UPDATE_ACTION_ROTATE_CREDENTIALS)
-                return OUTCOME_OK;
-        *msg = "CertificateSigningRequest node-agent-csr-x was denied";
-        return OUTCOME_FAIL;
-}
-
 /* A failed rotation is CredentialsRotationFailed (terminal), update-result=failed, no checksum; the
  * default code comes from the action when the executor passes none. */
 static void test_rotation_fails(void **state) {
@@ -1547,7 +1559,8 @@ static void test_rotation_fails(void **state) {
         _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
 
         world_ready(w, "t1");
-        w->policy = policy_rotation_fails;
+        world_fails(w, UPDATE_ACTION_ROTATE_CREDENTIALS, NULL, _UPDATE_FAILURE_INVALID,
+                    "CertificateSigningRequest node-agent-csr-x was denied");
         run(w);
         assert_log("work", w->work, "PublishPlan RotateCredentials(ca) ! ReportResult(failed) ");
         tx = current_tx(w);
@@ -1644,7 +1657,8 @@ static void test_old_unsupported_rotation_retried(void **state) {
         char *p;
 
         world_ready(w, "t1");
-        w->policy = policy_rotation_fails;
+        world_fails(w, UPDATE_ACTION_ROTATE_CREDENTIALS, NULL, _UPDATE_FAILURE_INVALID,
+                    "CertificateSigningRequest node-agent-csr-x was denied");
         run(w);
         assert_int_equal(current_phase(w), UPDATE_PHASE_FAILED);
         /* rewrite the record "on disk" as the old version wrote it */
@@ -1701,14 +1715,6 @@ static void test_hostile_kubelet_fields_fail_terminally(void **state) {
         }
 }
 
-static Outcome policy_digest_mismatch(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
-        if (a->type != UPDATE_ACTION_STAGE_KUBELET)
-                return OUTCOME_OK;
-        *code = UPDATE_FAILURE_DIGEST_MISMATCH;
-        *msg = "sha256:aaaa expected, got sha256:bbbb";
-        return OUTCOME_FAIL;
-}
-
 /* docs/contract.md §5 row 3: a plan that cannot succeed is reported failed when the node is selected, before
  * the drain; before that only inplace-agent/failure shows it. */
 static void test_staging_failure_fails_before_drain(void **state) {
@@ -1717,7 +1723,8 @@ static void test_staging_failure_fails_before_drain(void **state) {
         world_osc(w, "c1", "1592.6", "1.32.1");
         world_applied(w, "c0");
         w->node->candidate = true;
-        w->policy = policy_digest_mismatch;
+        world_fails(w, UPDATE_ACTION_STAGE_KUBELET, NULL, UPDATE_FAILURE_DIGEST_MISMATCH,
+                    "sha256:aaaa expected, got sha256:bbbb");
         run(w);
         assert_log("work", w->work, "PublishPlan StageKubelet(1.32.1) ! ReportResult(none) ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_FAILED);
@@ -1734,20 +1741,6 @@ static void test_staging_failure_fails_before_drain(void **state) {
         world_free(w);
 }
 
-static Outcome policy_unhealthy(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
-        if (a->type != UPDATE_ACTION_CHECK_KUBELET_HEALTH || !streq(w->kubelet_version, "1.32.1"))
-                return OUTCOME_OK;
-        *msg = "retry failed with context deadline exceeded";
-        return OUTCOME_FAIL;
-}
-
-static Outcome policy_unhealthy_patch(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
-        if (a->type != UPDATE_ACTION_CHECK_KUBELET_HEALTH || !streq(w->kubelet_version, "1.31.5"))
-                return OUTCOME_OK;
-        *msg = "healthz returned 500";
-        return OUTCOME_FAIL;
-}
-
 /* docs/node-protocol.md §9 scenario 25 / docs/contract.md §8.9 KubeletUnhealthy: the new kubelet does not get
  * healthy: switch back,
  * restart the previous one, report failed with upstream's reason. */
@@ -1757,7 +1750,8 @@ static void test_kubelet_unhealthy_rolls_back(void **state) {
         world_osc(w, "c1", "1592.6", "1.32.1");
         world_applied(w, "c0");
         world_ready(w, "t1");
-        w->policy = policy_unhealthy;
+        world_fails(w, UPDATE_ACTION_CHECK_KUBELET_HEALTH, "1.32.1", _UPDATE_FAILURE_INVALID,
+                    "retry failed with context deadline exceeded");
         run(w);
         assert_log("work", w->work, "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) RestartUnit(kubelet.service) "
                                     "CheckKubeletHealth ! RollbackKubelet(1.31.4) RestartUnit(kubelet.service) "
@@ -1775,7 +1769,7 @@ static void test_kubelet_unhealthy_rolls_back(void **state) {
         w = world_new();
         world_osc(w, "c1", "1592.6", "1.31.5");
         world_applied(w, "c0");
-        w->policy = policy_unhealthy_patch;
+        world_fails(w, UPDATE_ACTION_CHECK_KUBELET_HEALTH, "1.31.5", _UPDATE_FAILURE_INVALID, "healthz returned 500");
         run(w);
         assert_log("work", w->work, "PublishPlan StageKubelet(1.31.5) SwitchKubelet(1.31.5) RestartUnit(kubelet.service) "
                                     "CheckKubeletHealth ! RollbackKubelet(1.31.4) RestartUnit(kubelet.service) "
@@ -2479,7 +2473,8 @@ static void check_manual_retry(const char *time, const char *position, bool left
         world_applied(w, "c0");
         world_ready(w, "t1");
         snprintf(w->node->in_place_update.position, sizeof(w->node->in_place_update.position), "status.conditions[2]");
-        w->policy = policy_unhealthy;
+        world_fails(w, UPDATE_ACTION_CHECK_KUBELET_HEALTH, "1.32.1", _UPDATE_FAILURE_INVALID,
+                    "retry failed with context deadline exceeded");
         run(w);
         assert_int_equal(current_phase(w), UPDATE_PHASE_ROLLED_BACK);
 
