@@ -32,6 +32,7 @@
 #include "util/error-message.h"
 #include "util/fileio.h"
 #include "util/log.h"
+#include "util/log-once.h"
 
 #define OS_RELEASE_MAX (64 * 1024)
 /* The tail of a failed OS update command's output on the Node (gardener#15707): enough for the
@@ -106,7 +107,7 @@ struct Executor {
 
         UpdatePhase logged_phase;       /* phase whose journal line was written */
         char *logged_tx;                /* owned */
-        char *logged_notice;            /* owned: the decision's last notice, written to the journal once */
+        LogOnce logged_notice;          /* the decision's last notice, written to the journal once */
 
         UpdateFailureCode sync_code;    /* a runner's synchronous failure: its code and message */
         char *sync_message;             /* owned */
@@ -881,10 +882,8 @@ static void executor_decide(Executor *e) {
         /* The decision's record replaces ours and is persisted before any side effect. */
         update_transaction_free(e->tx);
         e->tx = TAKE_PTR(e->batch.tx);
-        if (e->batch.notice && !streq_ptr(e->batch.notice, e->logged_notice)) {
+        if (e->batch.notice && log_once_check(&e->logged_notice, 0, e->batch.notice))
                 log_notice("%s", e->batch.notice);
-                (void) free_and_strdup(&e->logged_notice, e->batch.notice);
-        }
         if (e->batch.status)
                 reporter_set_status(e->deps.reporter, "Node %s: %s", e->config->node_name, e->batch.status);
         if (executor_save(e) < 0) {
@@ -1060,7 +1059,7 @@ Executor *executor_free(Executor *e) {
         update_transaction_free(e->tx);
         osc_desired_free(e->osc);
         free(e->logged_tx);
-        free(e->logged_notice);
+        log_once_done(&e->logged_notice);
         free(e->sync_message);
         sd_event_source_disable_unref(e->defer);
         sd_event_source_disable_unref(e->wake);

@@ -15,6 +15,7 @@
 #include "oci/file-stage.h"
 #include "oci/file-store.h"
 #include "update/osc-runner.h"
+#include "util/log-once.h"
 
 /* The one operation of a run in flight: at most one thing happens at a time. */
 typedef enum OscOpKind {
@@ -62,7 +63,7 @@ struct OscRunner {
         UpdateFailureCode error_code;
         uint64_t retry_usec;            /* a retriable error: compute again at this time */
         unsigned failures;              /* retriable errors in a row, for the back-off */
-        char *logged_error;             /* owned: the last error written to the journal */
+        LogOnce logged_error;           /* the last error written to the journal */
 
         /* The run in flight (`done` set): the prepared work, or a drift repair's (osc_runner_repair()). */
         OscChanges *running;            /* borrowed: `changes`, or the repair's list; NULL: committed */

@@ -125,11 +125,10 @@ static void prepare_failed(OscRunner *r, int error, char *message, uint64_t now_
         r->error = message;
         if (!r->error && asprintf(&r->error, "cannot compute the changes of the OSC: %s", strerror(-error)) < 0)
                 r->error = NULL;
-        if (r->error && !streq_ptr(r->error, r->logged_error)) {
+        if (r->error && log_once_check(&r->logged_error, 0, r->error)) {
                 log_error("OSC %s: %s%s", strempty(r->checksum), r->error, final ? "" : " (retrying with back-off)");
                 if (!final)
                         warning_event(r, "OSCChangesNotComputed", r->error);
-                (void) free_and_strdup(&r->logged_error, r->error);
         }
 }
 
@@ -208,7 +207,7 @@ static void prepare_now(OscRunner *r, OscDesired *osc, const char *os_version, u
         r->plan = osc_changes_plan_json(r->changes, OSC_PLAN_SUMMARY_BUDGET);
         if (!r->plan)
                 return prepare_failed(r, -ENOMEM, NULL, now_usec);
-        r->logged_error = mfree(r->logged_error);
+        log_once_clear(&r->logged_error);
         r->failures = 0;
         r->retry_usec = 0;
         log_info("OSC %s: %zu change(s) to apply (%s)%s; the whole plan is in %s/%s.", r->checksum,
@@ -713,7 +712,7 @@ OscRunner *osc_runner_free(OscRunner *r) {
                 return NULL;
         run_clear(r);
         prepared_clear(r);
-        free(r->logged_error);
+        log_once_done(&r->logged_error);
         file_store_free(r->images);
         free(r->host_name);
         osc_protected_done(&r->own_files);
