@@ -8,6 +8,7 @@
 #include "core/osc-diff.h"
 #include "core/version.h"
 #include "util/error-message.h"
+#include "util/strv.h"
 #include "util/utf8.h"
 
 static const char *const work_kind_table[_OSC_WORK_KIND_MAX] = {
@@ -338,22 +339,6 @@ static bool file_changed(const OscDiffInput *in, const char *path) {
         return nf && new_file_changed(in, nf);
 }
 
-/* An imageRef file listed only by replaced units is not pulled (docs/contract.md §9.4). */
-static bool only_replaced_units_list(const OscDiffInput *in, const char *path) {
-        bool listed_by_replaced = false;
-
-        for (size_t i = 0; i < in->new->n_units; i++) {
-                const OscUnit *u = &in->new->units[i];
-
-                if (!osc_unit_lists_file(u, path))
-                        continue;
-                if (!replaced(in, u->name))
-                        return false;
-                listed_by_replaced = true;
-        }
-        return listed_by_replaced;
-}
-
 static int add_file_items(const OscDiffInput *in, OscChanges *c) {
         for (size_t i = 0; i < in->new->n_files; i++) {
                 const OscFile *f = &in->new->files[i];
@@ -371,11 +356,17 @@ static int add_file_items(const OscDiffInput *in, OscChanges *c) {
 }
 
 static int add_pull_items(const OscDiffInput *in, OscChanges *c) {
+        _cleanup_free_ const char **replaced_only = NULL;
+
+        if (osc_model_files_only_for_units(in->new, in->replaced_units, &replaced_only) < 0)
+                return -ENOMEM;
         for (size_t i = 0; i < in->new->n_files; i++) {
                 const OscFile *f = &in->new->files[i];
                 OscWork *w;
 
-                if (f->source != OSC_FILE_IMAGE || !new_file_changed(in, f) || only_replaced_units_list(in, f->path))
+                /* An imageRef file listed only by replaced units is not pulled (docs/contract.md §9.4). */
+                if (f->source != OSC_FILE_IMAGE || !new_file_changed(in, f) ||
+                    strv_contains((char *const *) replaced_only, f->path))
                         continue;
                 w = add_item(c, OSC_WORK_PULL_FILE);
                 if (!w || osc_file_copy(f, &w->file) < 0)

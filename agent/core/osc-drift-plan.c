@@ -29,6 +29,7 @@ typedef struct Plan {
         char **skipped;
         const char **restored;          /* sorted paths (the model's) that got an item: their units restart */
         size_t n_restored;
+        const char **replaced_only;     /* the replaced units' own files (never restored) */
 } Plan;
 
 static int finding_compare(const void *a, const void *b) {
@@ -93,7 +94,8 @@ static int add_files(Plan *pl, bool image) {
                 const OscFile *f = &m->files[i];
                 OscWork *w;
 
-                if ((f->source == OSC_FILE_IMAGE) != image || !drifted(pl, OSC_DRIFT_FILE, f->path))
+                if ((f->source == OSC_FILE_IMAGE) != image || !drifted(pl, OSC_DRIFT_FILE, f->path) ||
+                    strv_contains((char *const *) pl->replaced_only, f->path))
                         continue;
                 if (agent_owns(pl, f->path)) {
                         if (skip(pl, f->path, "the agent's own file") < 0)
@@ -152,7 +154,9 @@ static int add_units(Plan *pl, OscChanges *cmds) {
                      restart = files || drifted(pl, OSC_DRIFT_UNIT_INACTIVE, u->name) || lists_restored_file(pl, u);
                 OscWork *w;
 
-                if (!files && !enablement && !restart)
+                /* A replaced unit is never written, enabled or restarted, whatever it lists: the agent
+                 * runs in its place (docs/contract.md §9.4). */
+                if ((!files && !enablement && !restart) || strv_contains(pl->p->replaced_units, u->name))
                         continue;
                 if (streq_ptr(u->name, pl->p->self_unit)) {
                         if (skip(pl, u->name, "the agent's own unit") < 0)
@@ -200,7 +204,7 @@ static int build(Plan *pl) {
                         return -ENOMEM;
         }
         pl->restored = calloc(m->n_files + 1, sizeof(*pl->restored));
-        if (!pl->restored)
+        if (!pl->restored || osc_model_files_only_for_units(m, pl->p->replaced_units, &pl->replaced_only) < 0)
                 return -ENOMEM;
         r = add_files(pl, false);
         if (r >= 0)
@@ -242,6 +246,7 @@ int osc_drift_plan(const OscDriftPlanParams *p, const OscDrift *d, OscChanges **
                 r = build(&pl);
         free(pl.index);
         free(pl.restored);
+        free(pl.replaced_only);
         if (r < 0) {
                 strv_free(pl.skipped);
                 return r;

@@ -103,13 +103,15 @@ static int check_content(OscDrift *d, OscDriftKind kind, const char *subject, co
         return 0;
 }
 
-static int check_file(OscDrift *d, const OscDriftParams *p, const OscFile *file, OscDriftRead read,
-                      void *userdata) {
+static int check_file(OscDrift *d, const OscDriftParams *p, const char *const *replaced_only, const OscFile *file,
+                      OscDriftRead read, void *userdata) {
         _cleanup_free_ char *want = NULL;
         size_t nwant = 0;
         int r;
 
-        if (streq_ptr(file->path, p->skip_file))
+        /* The kubelet's binary is the kubelet store's; a replaced unit's own files (gardener-node-agent's
+         * binary and config) are neither written nor checked (docs/contract.md §9.4). */
+        if (streq_ptr(file->path, p->skip_file) || strv_contains((char *const *) replaced_only, file->path))
                 return 0;
         if (file->source == OSC_FILE_INLINE) {
                 r = osc_file_inline_content(file, &want, &nwant);
@@ -241,7 +243,7 @@ static int check_unit(OscDrift *d, const OscDriftParams *p, const char *const *p
 }
 
 int osc_drift_check_disk(const OscDriftParams *p, OscDriftRead read, void *userdata, OscDrift *d) {
-        _cleanup_free_ const char **paths = NULL;
+        _cleanup_free_ const char **paths = NULL, **replaced_only = NULL;
         const OscModel *m;
         int r;
 
@@ -250,8 +252,10 @@ int osc_drift_check_disk(const OscDriftParams *p, OscDriftRead read, void *userd
         assert(d);
         m = p->model;
         r = sorted_paths(m, &paths);
+        if (r >= 0)
+                r = osc_model_files_only_for_units(m, p->skip_units, &replaced_only);
         for (size_t i = 0; r >= 0 && i < m->n_files; i++)
-                r = check_file(d, p, &m->files[i], read, userdata);
+                r = check_file(d, p, replaced_only, &m->files[i], read, userdata);
         if (r >= 0)
                 r = check_containerd(d, m, read, userdata);
         for (size_t i = 0; r >= 0 && i < m->n_units; i++)

@@ -417,6 +417,40 @@ bool osc_unit_lists_file(const OscUnit *u, const char *path) {
         return false;
 }
 
+static bool listed_by_other_unit(const OscModel *m, const char *path, char *const *units) {
+        for (size_t i = 0; i < m->n_units; i++)
+                if (!strv_contains(units, m->units[i].name) && osc_unit_lists_file(&m->units[i], path))
+                        return true;
+        return false;
+}
+
+int osc_model_files_only_for_units(const OscModel *m, char *const *units, const char ***ret) {
+        _cleanup_free_ const char **l = NULL;
+        size_t n = 0;
+
+        /* The few paths the replaced units list, each looked for once among the other units: a large
+         * OSC's thousands of files cost nothing here. */
+        for (char *const *name = units; name && *name; name++) {
+                const OscUnit *u = osc_model_find_unit(m, *name);
+
+                for (size_t i = 0; u && i < u->n_file_paths; i++) {
+                        const char **grown;
+
+                        if (strv_contains((char *const *) l, u->file_paths[i]) ||
+                            listed_by_other_unit(m, u->file_paths[i], units))
+                                continue;
+                        grown = reallocarray(l, n + 2, sizeof(char *));
+                        if (!grown)
+                                return -ENOMEM;
+                        l = grown;
+                        l[n++] = u->file_paths[i];
+                        l[n] = NULL;
+                }
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
 /* mergeUnits: `src` is folded into `dst` (same name). Takes ownership of src's contents. */
 static int merge_unit(OscUnit *dst, OscUnit *src) {
         OscDropIn *d;

@@ -163,6 +163,11 @@ int osc_file_inline_content(const OscFile *f, char **ret, size_t *ret_size);
 OscUnitCommand osc_unit_effective_command(const OscUnit *u);
 /* Whether the unit lists `path` in filePaths. */
 bool osc_unit_lists_file(const OscUnit *u, const char *path);
+/* The paths that belong only to units of `units` (osc.replacedUnits): one of them lists the path in
+ * filePaths and no other unit does. Such a file (gardener-node-agent's binary, its config) is the
+ * replaced unit's alone: never pulled, never a drift finding, never a reason to restart another
+ * unit. *ret: a string list (NULL when there are none; strings borrowed from the model). -ENOMEM. */
+int osc_model_files_only_for_units(const OscModel *m, char *const *units, const char ***ret);
 
 /* Canonical forms: only known fields, absent optional fields left out, empty lists left out. */
 json_t *osc_file_to_json(const OscFile *f);

@@ -314,6 +314,61 @@ static void test_large_wipe(void **state) {
         osc_drift_done(&d);
 }
 
+/* A finding about a file only gardener-node-agent.service lists (an older round, a model from before)
+ * is no repair: the replaced unit's binary is never pulled, its config never written, and it is
+ * never restarted for a file it shares with another unit; that other unit is. */
+static void test_replaced_unit_never_restored(void **state) {
+        static const char yaml[] =
+                "spec:\n"
+                "  files:\n"
+                "  - path: /opt/bin/gardener-node-agent\n    content:\n      imageRef:\n        image: r/gna:1\n"
+                "        filePathInImage: /gardener-node-agent\n"
+                "  - path: /var/lib/gardener-node-agent/config.yaml\n    content:\n      inline:\n        data: c\n"
+                "  - path: /etc/shared\n    content:\n      inline:\n        data: s\n"
+                "  units:\n"
+                "  - name: gardener-node-agent.service\n    content: G\n    filePaths:\n"
+                "    - /opt/bin/gardener-node-agent\n    - /var/lib/gardener-node-agent/config.yaml\n    - /etc/shared\n"
+                "  - name: app.service\n    content: A\n    filePaths:\n    - /etc/shared\n";
+        static const char *const want[] = {
+                "write-file /etc/shared",
+                "restart app.service",
+                NULL,
+        };
+        char *replaced[] = { (char *) "gardener-node-agent.service", NULL };
+        _cleanup_(osc_model_freep) OscModel *m = NULL;
+        _cleanup_(osc_changes_freep) OscChanges *c = NULL;
+        _cleanup_strv_free_ char **skipped = NULL;
+        _cleanup_free_ char *err = NULL;
+        OscDrift d = {};
+        size_t n = 0;
+
+        if (osc_model_decode_yaml(yaml, sizeof(yaml) - 1, NULL, &m, &err) < 0)
+                fail_msg("%s", strempty(err));
+        finding(&d, OSC_DRIFT_FILE, "FileMissing", "/opt/bin/gardener-node-agent");
+        finding(&d, OSC_DRIFT_FILE, "FileMissing", "/var/lib/gardener-node-agent/config.yaml");
+        finding(&d, OSC_DRIFT_FILE, "FileMissing", "/etc/shared");
+        finding(&d, OSC_DRIFT_UNIT_FILES, "UnitFileMissing", "gardener-node-agent.service");
+        finding(&d, OSC_DRIFT_UNIT_INACTIVE, "UnitInactive", "gardener-node-agent.service");
+        assert_int_equal(osc_drift_plan(&(OscDriftPlanParams) { .model = m, .replaced_units = replaced }, &d, &c,
+                                        &skipped), 0);
+        assert_non_null(c);
+        for (size_t i = 0; i < c->n_items; i++) {
+                const OscWork *w = &c->items[i];
+                _cleanup_free_ char *line = NULL;
+
+                assert_true(asprintf(&line, "%s %s", w->kind == OSC_WORK_UNIT_COMMAND
+                                                             ? osc_unit_command_to_string(w->command)
+                                                             : osc_work_kind_to_string(w->kind),
+                                     strempty(osc_work_target(w))) > 0);
+                print_message("%s\n", line);
+                assert_non_null(want[n]);
+                assert_string_equal(line, want[n]);
+                n++;
+        }
+        assert_null(want[n]);
+        osc_drift_done(&d);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_file_and_unit_file),
@@ -324,6 +379,7 @@ int main(void) {
                 cmocka_unit_test(test_summary),
                 cmocka_unit_test(test_summary_bounded),
                 cmocka_unit_test(test_large_wipe),
+                cmocka_unit_test(test_replaced_unit_never_restored),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -286,6 +286,39 @@ static void test_units(void **state) {
         assert_false(osc_drift_skips_unit(&p, "on.service"));
 }
 
+/* gardener-node-agent's unit, binary (imageRef) and config are the replaced unit's alone: on a node
+ * that never ran it (or after the agent took over) they are absent, and that is no drift. A file
+ * another unit lists too is checked as before. */
+static void test_replaced_unit_files(void **state) {
+        static const char yaml[] =
+                "spec:\n"
+                "  files:\n"
+                "  - path: /opt/bin/gardener-node-agent\n    content:\n      imageRef:\n        image: r/gna:1\n"
+                "        filePathInImage: /gardener-node-agent\n"
+                "  - path: /var/lib/gardener-node-agent/config.yaml\n    content:\n      inline:\n        data: c\n"
+                "  - path: /etc/shared\n    content:\n      inline:\n        data: s\n"
+                "  units:\n"
+                "  - name: gardener-node-agent.service\n    content: G\n    filePaths:\n"
+                "    - /opt/bin/gardener-node-agent\n    - /var/lib/gardener-node-agent/config.yaml\n    - /etc/shared\n"
+                "  - name: app.service\n    content: A\n    filePaths:\n    - /etc/shared\n";
+        static const Entry e[] = { E(OSC_DRIFT_UNIT_FILE, "app.service", "A") };
+        static const char *const want[] = {
+                "FileMissing: File /etc/shared is missing [0 /etc/shared]",
+                "DependencyMissing: Dependency file /etc/shared for unit app.service is missing [0 /etc/shared]",
+                NULL,
+        };
+        char *skip[] = { (char *) "gardener-node-agent.service", NULL };
+        _cleanup_(osc_model_freep) OscModel *m = decode(yaml);
+        OscDriftParams p = { .model = m, .skip_units = skip, .skip_file = "/opt/bin/kubelet" };
+        OscDrift d = {};
+
+        node = e;
+        n_node = ELEMENTSOF(e);
+        assert_int_equal(osc_drift_check_disk(&p, fake_read, NULL, &d), 0);
+        expect(&d, want);
+        osc_drift_done(&d);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_nothing_drifted),
@@ -294,6 +327,7 @@ int main(void) {
                 cmocka_unit_test(test_dependency_not_an_osc_file),
                 cmocka_unit_test(test_containerd),
                 cmocka_unit_test(test_units),
+                cmocka_unit_test(test_replaced_unit_files),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
