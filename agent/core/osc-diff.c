@@ -634,6 +634,22 @@ void osc_changes_mark_done(OscChanges *c, size_t i) {
         c->items[i].done = true;
 }
 
+size_t osc_changes_refuse_unit(OscChanges *c, const char *unit) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < c->n_items; i++) {
+                OscWork *w = &c->items[i];
+                bool of_unit = (w->kind == OSC_WORK_WRITE_UNIT || w->kind == OSC_WORK_DELETE_UNIT ||
+                                w->kind == OSC_WORK_UNIT_COMMAND) && streq_ptr(osc_work_target(w), unit);
+
+                if (w->done || !of_unit)
+                        continue;
+                w->done = w->refused = true;
+                n++;
+        }
+        return n;
+}
+
 /* ---- persistence ---- */
 
 static json_t *flags_to_json(const OscInPlaceFlags *f) {

@@ -337,6 +337,15 @@ static int findings_list(const OscDrift *d, char ***ret) {
         return 0;
 }
 
+/* How many items of `plan` are done (refused false) or were left out (refused true). */
+static size_t items_done(const OscChanges *plan, bool refused) {
+        size_t n = 0;
+
+        for (size_t i = 0; plan && i < plan->n_items; i++)
+                n += plan->items[i].done && plan->items[i].refused == refused;
+        return n;
+}
+
 static int done_list(const OscChanges *plan, char ***ret) {
         _cleanup_strv_free_ char **l = calloc((plan ? plan->n_items : 0) + 1, sizeof(char *));
         size_t n = 0;
@@ -344,7 +353,8 @@ static int done_list(const OscChanges *plan, char ***ret) {
         if (!l)
                 return -ENOMEM;
         for (size_t i = 0; plan && i < plan->n_items; i++)
-                if (plan->items[i].done && osc_work_describe(&plan->items[i], &l[n++]) < 0) {
+                if (plan->items[i].done && !plan->items[i].refused &&
+                    osc_work_describe(&plan->items[i], &l[n++]) < 0) {
                         l[--n] = NULL;
                         return -ENOMEM;
                 }
@@ -371,10 +381,17 @@ int osc_drift_summary(const OscDrift *d, const OscChanges *plan, char *const *sk
                 r = text_add_list(&t, findings, SUMMARY_FINDINGS_MAX);
         switch (o) {
         case OSC_DRIFT_REPAIRED:
-                if (r >= 0)
+                if (r >= 0 && detail)
+                        r = text_add(&t, ". Repaired %zu of %zu: ", items_done(plan, false),
+                                     plan ? plan->n_items : 0);
+                else if (r >= 0)
                         r = text_add(&t, ". Repaired: ");
                 if (r >= 0)
-                        r = text_add_list(&t, done, SUMMARY_DONE_MAX);
+                        r = text_add_list(&t, done, SUMMARY_DONE_MAX - (detail ? SUMMARY_DETAIL_MAX : 0));
+                if (r >= 0 && detail) {
+                        why = utf8_sanitize(detail, strlen(detail), SUMMARY_DETAIL_MAX);
+                        r = why ? text_add(&t, "; refused: %s", why) : -ENOMEM;
+                }
                 break;
         case OSC_DRIFT_REPAIR_FAILED:
                 why = utf8_sanitize(strempty(detail), strlen(strempty(detail)), SUMMARY_DETAIL_MAX);

@@ -68,6 +68,7 @@ struct OscRunner {
         /* The run in flight (`done` set): the prepared work, or a drift repair's (osc_runner_repair()). */
         OscChanges *running;            /* borrowed: `changes`, or the repair's list; NULL: committed */
         bool repairing;                 /* nothing persisted, nothing committed */
+        char *refused;                  /* owned: a repair's units the guard refused, "<unit> (<why>); ..." */
         OscOp op;                       /* owned */
         size_t item;                    /* our item in flight (OSC_OP_SECRET ... OSC_OP_PULL) */
         size_t probe_host;              /* OSC_OP_REGISTRY_PROBE: the host being probed */

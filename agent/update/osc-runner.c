@@ -72,6 +72,7 @@ static void run_clear(OscRunner *r) {
         osc_runner_op_clear(r);
         r->running = NULL;
         r->repairing = false;
+        r->refused = mfree(r->refused);
         r->item = r->probe_host = 0;
         r->step_error = 0;
         r->step_detail = mfree(r->step_detail);
@@ -269,11 +270,13 @@ void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, con
 static void run_next(OscRunner *r);
 
 static void finish(OscRunner *r, int error, UpdateFailureCode code, const char *message) {
+        _cleanup_free_ char *refused = TAKE_PTR(r->refused);
         OscRunnerDone done = r->done;
         void *userdata = r->userdata;
 
         run_clear(r);
-        done(r, error, code, message, userdata);
+        /* A repair that left refused units out says so with its success (osc_runner_repair()). */
+        done(r, error, code, error >= 0 ? refused : message, userdata);
 }
 
 /* Items `indices[0..n)` are done: persisted now (a drift repair persists nothing; the next round sees
@@ -492,6 +495,26 @@ static void run_next(OscRunner *r) {
         }
 }
 
+static int run_start(OscRunner *r);
+
+/* A repair restores what is fine and leaves out a unit the guard refuses (every item of it), then asks
+ * the guard again about the rest: one bad unit never holds back the files and units that are fine. An
+ * OSC apply stays whole: its checksum promises every item. */
+static int refuse_in_repair(OscRunner *r, const char *unit, const char *why) {
+        char *joined = NULL;
+        int k;
+
+        if (osc_changes_refuse_unit(r->running, unit) == 0)
+                return 0;               /* nothing of it left to leave out: refused as a whole */
+        if (asprintf(&joined, "%s%s%s (%s)", strempty(r->refused), r->refused ? "; " : "", unit, strempty(why)) < 0)
+                return -ENOMEM;
+        free(r->refused);
+        r->refused = joined;
+        osc_runner_op_clear(r);         /* frees `unit` and `why` */
+        k = run_start(r);
+        return k < 0 ? k : 1;
+}
+
 static void on_guarded(OscGuard *g, int error, const char *unit, const char *why, void *userdata) {
         OscRunner *r = userdata;
         _cleanup_free_ char *message = NULL;
@@ -499,6 +522,14 @@ static void on_guarded(OscGuard *g, int error, const char *unit, const char *why
         if (error >= 0) {
                 osc_runner_op_clear(r);
                 return run_next(r);
+        }
+        if (error == -EPERM && r->repairing && unit) {
+                int k = refuse_in_repair(r, unit, why);
+
+                if (k > 0)
+                        return;
+                if (k < 0)
+                        return finish(r, k, UPDATE_FAILURE_UNIT_APPLY_FAILED, "cannot go on with the repair");
         }
         /* Refused, or systemd could not be asked: either way nothing of the OSC ran. */
         if (asprintf(&message, "%s: %s", strempty(unit), strempty(why)) < 0)

@@ -58,6 +58,8 @@ OscWorkKind osc_work_kind_from_string(const char *s);
 typedef struct OscWork {
         OscWorkKind kind;
         bool done;
+        bool refused;                   /* (with done) a drift repair's item the unit guard refused: left
+                                         * out, the rest of the repair goes on; never persisted */
         OscFile file;                   /* WRITE_FILE, PULL_FILE; DELETE_FILE: only .path */
         OscUnit unit;                   /* WRITE_UNIT, DELETE_UNIT */
         char **drop_ins_deleted;        /* WRITE_UNIT: drop-in names to remove; NULL-terminated or NULL */
@@ -127,6 +129,9 @@ static inline size_t osc_changes_next(const OscChanges *c) {
 size_t osc_changes_remaining(const OscChanges *c);
 /* Marks item `i` done. */
 void osc_changes_mark_done(OscChanges *c, size_t i);
+/* Marks the unit items (write, delete, command) of `unit` not done yet as done and refused: a drift
+ * repair leaves out what the unit guard refuses and restores the rest. Returns how many. */
+size_t osc_changes_refuse_unit(OscChanges *c, const char *unit);
 static inline bool osc_changes_complete(const OscChanges *c) {
         return osc_changes_next(c) >= c->n_items;
 }

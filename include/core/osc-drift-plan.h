@@ -42,7 +42,8 @@ typedef struct OscDriftPlanParams {
 int osc_drift_plan(const OscDriftPlanParams *p, const OscDrift *d, OscChanges **ret, char ***ret_skipped);
 
 typedef enum OscDriftOutcome {
-        OSC_DRIFT_REPAIRED,             /* every item of the plan done */
+        OSC_DRIFT_REPAIRED,             /* every item of the plan done, but for units the unit guard
+                                         * refused (items marked refused; `detail`: "<unit> (<why>); ...") */
         OSC_DRIFT_REPAIR_FAILED,        /* `detail` says why; items before the failing one are done */
         OSC_DRIFT_WARNED,               /* osc.driftRepair: warn: nothing touched */
         OSC_DRIFT_NOTHING_TO_REPAIR,    /* only findings the agent may not or cannot restore */
@@ -56,6 +57,7 @@ const char *osc_drift_outcome_reason(OscDriftOutcome o);
 /* "Drift from the last-applied OSC: FileMissing /etc/a, UnitFileMissing b.service. Repaired: write
  * file /etc/a (0644), write unit b.service (...), reload systemd, restart unit b.service. Not
  * repaired: ..." — `plan` (may be NULL) lists what was done (REPAIRED: all of it; REPAIR_FAILED: the
- * items marked done). */
+ * items marked done). A repair that left refused units out says "Repaired N of M: ...; refused:
+ * <detail>". */
 int osc_drift_summary(const OscDrift *d, const OscChanges *plan, char *const *skipped, OscDriftOutcome o,
                       const char *detail, char **ret);

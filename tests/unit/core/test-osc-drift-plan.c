@@ -180,7 +180,7 @@ static void test_never_touched(void **state) {
 
 static void test_summary(void **state) {
         _cleanup_(osc_changes_freep) OscChanges *c = NULL;
-        _cleanup_free_ char *repaired = NULL, *failed = NULL, *warned = NULL, *none = NULL;
+        _cleanup_free_ char *repaired = NULL, *failed = NULL, *partial = NULL, *warned = NULL, *none = NULL;
         char *skipped[] = { (char *) "inplace-agent.service (the agent's own unit)", NULL };
         OscDrift d = {};
         static const char *const want[] = {
@@ -210,6 +210,19 @@ static void test_summary(void **state) {
                             "/etc/app.conf (0644), write unit other.service (with unit file, 0 drop-ins), reload "
                             "systemd. Not repaired: inplace-agent.service (the agent's own unit).");
         assert_string_equal(osc_drift_outcome_reason(OSC_DRIFT_REPAIR_FAILED), "OSCDriftRepairFailed");
+
+        /* The unit guard refused other.service: the rest was repaired, the refused unit named. */
+        for (size_t i = 0; i < c->n_items; i++)
+                osc_changes_mark_done(c, i);
+        assert_int_equal(osc_changes_refuse_unit(c, "other.service"), 0);      /* all done already */
+        c->items[1].done = c->items[4].done = false;
+        assert_int_equal(osc_changes_refuse_unit(c, "other.service"), 2);
+        assert_int_equal(osc_drift_summary(&d, c, NULL, OSC_DRIFT_REPAIRED, "other.service (it stops the agent)",
+                                           &partial), 0);
+        assert_string_equal(partial,
+                            "Drift from the last-applied OSC: FileMissing /etc/app.conf, UnitFileMissing other.service. "
+                            "Repaired 3 of 5: write file /etc/app.conf (0644), reload systemd, restart unit "
+                            "app.service; refused: other.service (it stops the agent).");
 
         assert_int_equal(osc_drift_summary(&d, NULL, NULL, OSC_DRIFT_WARNED, NULL, &warned), 0);
         assert_string_equal(warned, "Drift from the last-applied OSC: FileMissing /etc/app.conf, UnitFileMissing "

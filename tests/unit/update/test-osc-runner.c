@@ -315,6 +315,56 @@ static void test_newer_osc_ends_probe(void **state) {
         assert_true(osc_runner_work_pending(env->runner));
 }
 
+/* A drift repair whose plan names a unit the guard refuses (gardener-node-agent.service, replaced by
+ * the agent) restores everything else and names the refused unit; nothing of that unit is done. */
+static void test_repair_leaves_refused_unit_out(void **state) {
+        static const char yaml[] =
+                "spec: {files: [{path: /etc/a, content: {inline: {data: a}}}],"
+                " units: [{name: x.service, content: \"[Service]\\nExecStart=/bin/true\\n\"},"
+                " {name: gardener-node-agent.service, content: \"[Service]\\nExecStart=/opt/bin/gna\\n\"}]}";
+        Env *env = *state;
+        _cleanup_(osc_model_freep) OscModel *m = NULL;
+        _cleanup_(osc_changes_freep) OscChanges *c = calloc(1, sizeof(OscChanges));
+        _cleanup_free_ char *file = rooted(env, "/etc/a"), *err = NULL, *gna = NULL;
+        const char *units[] = { "x.service", "gardener-node-agent.service" };
+        OscWork *w;
+
+        assert_non_null(c);
+        assert_int_equal(osc_model_decode_yaml(yaml, strlen(yaml), NULL, &m, &err), 0);
+        assert_int_equal(fake_systemd_add_unit(env->systemd, "x.service", FAKE_OK), 0);
+        assert_int_equal(fake_systemd_add_unit(env->systemd, "gardener-node-agent.service", FAKE_OK), 0);
+        assert_non_null(w = osc_changes_add_item(c, OSC_WORK_WRITE_FILE));
+        assert_int_equal(osc_file_copy(&m->files[0], &w->file), 0);
+        for (size_t i = 0; i < ELEMENTSOF(units); i++) {
+                assert_non_null(w = osc_changes_add_item(c, OSC_WORK_WRITE_UNIT));
+                assert_int_equal(osc_unit_copy(osc_model_find_unit(m, units[i]), &w->unit), 0);
+        }
+        assert_non_null(osc_changes_add_item(c, OSC_WORK_DAEMON_RELOAD));
+        for (size_t i = 0; i < ELEMENTSOF(units); i++) {
+                assert_non_null(w = osc_changes_add_item(c, OSC_WORK_UNIT_COMMAND));
+                assert_non_null(w->name = strdup(units[i]));
+                w->command = OSC_UNIT_COMMAND_RESTART;
+        }
+
+        assert_int_equal(osc_runner_repair(env->runner, c, on_done, env), 0);
+        TEST_LOOP_UNTIL(env->kube.event, env->done, 10 * USEC_PER_SEC);
+        print_message("repair: error %d, message \"%s\"; calls: %s\n", env->error, env->message,
+                      fake_systemd_calls(env->systemd));
+        assert_int_equal(env->error, 0);
+        assert_contains(env->message, "gardener-node-agent.service (the agent runs in place of this unit");
+        assert_int_equal(access(file, F_OK), 0);
+        assert_int_equal(fake_systemd_n_jobs(env->systemd, "x.service"), 1);
+        assert_int_equal(fake_systemd_n_jobs(env->systemd, "gardener-node-agent.service"), 0);
+        assert_true(asprintf(&gna, "%s/gardener-node-agent.service", env->units) > 0);
+        assert_int_equal(access(gna, F_OK), -1);
+        for (size_t i = 0; i < c->n_items; i++) {
+                bool of_gna = streq_ptr(osc_work_target(&c->items[i]), "gardener-node-agent.service");
+
+                assert_true(c->items[i].done);
+                assert_int_equal(c->items[i].refused, of_gna);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_file_and_unit_restart, setup, teardown),
@@ -324,6 +374,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_kubelet_unhealthy, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cancel_in_flight, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_newer_osc_ends_probe, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_repair_leaves_refused_unit_out, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
