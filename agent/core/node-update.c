@@ -145,6 +145,12 @@ bool node_update_blocks_unit_restarts(const UpdateTransaction *tx) {
 }
 
 bool node_update_holds_drift_repair(const UpdateTransaction *tx) {
+        /* Once the OS step started, the OSC is committed (ApplyOSC comes before it): a process that
+         * finds the step started and not finished came up after it, usually in the new OS after the
+         * reboot it caused, where Garden Linux reset /etc. That node is restored before it is
+         * verified (docs/architecture.md, "The update"). */
+        if (tx && tx->phase == UPDATE_PHASE_APPLYING && tx->os_started_usec > 0)
+                return false;
         return tx && tx->id && tx->phase >= UPDATE_PHASE_PLANNED && tx->phase <= UPDATE_PHASE_APPLYING;
 }
 

@@ -431,7 +431,9 @@ bool node_update_blocks_unit_restarts(const UpdateTransaction *tx);
 /* The drift repair (duties/drift-repair.h) compares the node with the last-applied OSC and restores
  * it: not while a transaction is between its plan and its applied OSC (Planned up to Applying: an
  * in-place update waiting for the drain included), where the OSC on the way may already have written
- * part of itself. From Rebooting on the OSC is committed, and a repair after the reboot is welcome. */
+ * part of itself. Once the OS step started (Applying with os_started_usec) and from Rebooting on the
+ * OSC is committed, and a repair after the reboot is welcome: it re-establishes a node whose /etc the
+ * new OS version reset before the transaction verifies it. */
 bool node_update_holds_drift_repair(const UpdateTransaction *tx);
 bool update_action_is_best_effort(UpdateActionType t);
 

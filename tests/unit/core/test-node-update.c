@@ -2530,6 +2530,11 @@ static void test_holds_drift_repair(void **state) {
                                  p == UPDATE_PHASE_PLANNED || p == UPDATE_PHASE_STAGING || p == UPDATE_PHASE_STAGED ||
                                  p == UPDATE_PHASE_WAITING_FOR_DRAIN || p == UPDATE_PHASE_APPLYING);
         }
+        /* The OS step started (the agent came up after it, in the new OS): the OSC is committed, and the
+         * node is restored before it is verified (Garden Linux resets /etc with a new version). */
+        tx->phase = UPDATE_PHASE_APPLYING;
+        tx->os_started_usec = T0;
+        assert_false(node_update_holds_drift_repair(tx));
 }
 
 /* Decisions without a Node, and without a transaction id when one would start. */
