@@ -81,6 +81,7 @@ static const KeyDef keys[] = {
         SEC("systemd"),
         { "systemd.jobTimeout", KEY_DURATION, OFF(systemd.job_timeout_usec), USEC_PER_SEC, HOUR },
         { "systemd.unitDirectory", KEY_PATH, OFF(systemd.unit_directory), 0, 0 },
+        { "systemd.runtimeUnitDirectory", KEY_PATH, OFF(systemd.runtime_unit_directory), 0, 0 },
         SEC("lease"),
         { "lease.enabled", KEY_BOOL, OFF(lease.enabled), 0, 0 },
         { "lease.namespace", KEY_DNS_LABEL, OFF(lease.namespace), 0, 0 },
@@ -124,6 +125,7 @@ static const struct {
         { OFF(osc.secret_name), "" },
         { OFF(osc.root_directory), "/" },
         { OFF(systemd.unit_directory), "/etc/systemd/system" },
+        { OFF(systemd.runtime_unit_directory), "/run/systemd/system" },
         { OFF(kubelet.binary_path), "/opt/bin/kubelet" },
         { OFF(kubelet.unit), "kubelet.service" },
         { OFF(kubelet.healthz_url), "http://127.0.0.1:10248/healthz" },
@@ -517,7 +519,7 @@ json_t *config_to_json(const Config *c) {
         return json_pack(
                 "{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:o, s:s, s:o}, s:{s:s, s:s, s:s, s:o, s:I},"
                 " s:{s:s, s:o, s:s, s:{s:s, s:s, s:s, s:I}, s:s},"
-                " s:{s:s, s:s, s:o}, s:{s:s}, s:{s:o, s:s}, s:{s:b, s:s, s:s, s:o}, s:{s:b, s:s}}",
+                " s:{s:s, s:s, s:o}, s:{s:s}, s:{s:o, s:s, s:s}, s:{s:b, s:s, s:s, s:o}, s:{s:b, s:s}}",
                 "nodeName", strempty(c->node_name),
                 "kubeconfig", c->kubeconfig,
                 "bootstrapKubeconfig", strempty(c->bootstrap_kubeconfig),
@@ -544,6 +546,7 @@ json_t *config_to_json(const Config *c) {
                 "restart", "selfUnit", c->restart.self_unit,
                 "systemd", "jobTimeout", duration_json(c->systemd.job_timeout_usec),
                 "unitDirectory", c->systemd.unit_directory,
+                "runtimeUnitDirectory", c->systemd.runtime_unit_directory,
                 "lease", "enabled", c->lease.enabled, "namespace", c->lease.namespace,
                 "name", c->lease.name, "duration", duration_json(c->lease.duration_usec),
                 "console", "enabled", c->console.enabled, "path", c->console.path);

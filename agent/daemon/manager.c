@@ -26,6 +26,7 @@
 #include "duties/node-labeler.h"
 #include "duties/osc-jitter.h"
 #include "duties/osc-secret-state.h"
+#include "duties/replaced-units.h"
 #include "report/console.h"
 #include "report/reporter.h"
 #include "duties/restart-handler.h"
@@ -82,6 +83,7 @@ struct Manager {
         UnitsCheck *units_check;        /* owned: SystemdUnitsReady; NULL until the bus was first up */
         NodeHealth *health;             /* owned: kubelet/containerd health checks; NULL likewise */
         HostnameCheck *hostname;        /* owned: restarts us on a hostname change; NULL likewise */
+        ReplacedUnits *replaced;        /* owned: keeps osc.replacedUnits from running; NULL likewise */
         int systemd_error;              /* < 0: the systemd side could not be set up in manager_new() */
         char *systemd_why;              /* owned: and why */
         Executor *executor;             /* owned */
@@ -596,6 +598,10 @@ static int manager_start_systemd(Manager *m, sd_bus *bus, char **ret_error) {
         r = manager_setup_units_check(m);
         if (r >= 0)
                 r = manager_setup_health(m);
+        if (r >= 0)
+                r = replaced_units_new(m->event, m->units, m->reporter, m->config->osc.replaced_units,
+                                       m->config->systemd.runtime_unit_directory, m->tuning.units_check_usec,
+                                       &m->replaced);
         if (r >= 0 && hostname_check_new(m->event, m->units, m->config->restart.self_unit, m->tuning.health_check_usec,
                                          &m->hostname) < 0)
                 log_warning("Cannot read the hostname; the hostname check is off.");
@@ -986,6 +992,7 @@ static void manager_drift_release(void *userdata) {
         Manager *m = userdata;
 
         executor_drift_release(m->executor);
+        replaced_units_kick(m->replaced);       /* a repair may have brought a replaced unit's file back */
         manager_submit_restarts(m);     /* a restart request that waited for the round */
 }
 
@@ -1126,6 +1133,7 @@ Manager *manager_free(Manager *m) {
         units_check_free(m->units_check);
         node_health_free(m->health);
         hostname_check_free(m->hostname);
+        replaced_units_free(m->replaced);
         unit_control_free(m->units);
         system_bus_free(m->bus);
         free(m->systemd_why);

@@ -97,6 +97,7 @@ typedef struct Config {
         struct {
                 uint64_t job_timeout_usec;
                 char *unit_directory;   /* owned; unit files and drop-ins of the OSC (not re-rooted) */
+                char *runtime_unit_directory;   /* owned; the replaced units' drop-ins (duties/replaced-units.h) */
         } systemd;
 
         struct {

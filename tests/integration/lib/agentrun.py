@@ -106,7 +106,8 @@ class Agent:
         if not re.search(r"^osc:", config_extra, re.M):
             config_extra += "osc:\n  rootDirectory: %s\n" % self.root_dir
         if not re.search(r"^systemd:", config_extra, re.M):
-            config_extra += "systemd:\n  unitDirectory: %s\n" % self.unit_dir
+            config_extra += "systemd:\n  unitDirectory: %s\n  runtimeUnitDirectory: %s\n" % (
+                self.unit_dir, os.path.join(self.dir, "run-units"))
         with open(self.config_path, "w") as f:
             f.write("nodeName: %s\nkubeconfig: %s\nstateDirectory: %s\nlease:\n  enabled: %s\n  duration: %s\n%s"
                     % (node, self.kubeconfig, self.state_dir, "true" if lease else "false", lease_duration,

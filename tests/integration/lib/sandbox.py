@@ -587,7 +587,10 @@ class Sandbox:
             "registry": {"caFile": self.reg.ca_file},
             "restart": {"selfUnit": AGENT_UNIT},
             # OSC files go below the sandbox, OSC units into the user manager's unit directory.
-            "systemd": {"jobTimeout": "30s", "unitDirectory": self.um.unit_dir},
+            # The replaced units' drop-ins into the user manager's runtime directory (/run/systemd/system's
+            # place in a user manager's search path).
+            "systemd": {"jobTimeout": "30s", "unitDirectory": self.um.unit_dir,
+                        "runtimeUnitDirectory": os.path.join(self.um.runtime_dir, "systemd", "user")},
             "lease": {"enabled": True, "duration": "8s"},
         }
         for k, v in self.agent_config_extra.items():
