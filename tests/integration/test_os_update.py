@@ -111,7 +111,7 @@ class OsUpdate(unittest.TestCase):
     def sandbox(self, os_update=None, start_agent=True):
         cfg = {"osUpdate": dict({"backend": "command", "timeout": TIMEOUT, "reboot": "none"}, **(os_update or {}))}
         self.sb = itest.start_sandbox(agent=AGENT, versions=("1.31.4",), broken_versions=(), kubelet_size=4096,
-                                      fake_boot_id=True, start_agent=start_agent, agent_config=cfg)
+                                      fake_boot_id=True, start_agent=start_agent, agent_config=cfg, gardener_osc=True)
         return self.sb
 
     def path(self, name):
