@@ -690,6 +690,19 @@ class Sandbox:
         return gardener_osc.started_units(gardener_osc.build(self.gardener_osc_params(
             o["kubelet"], o["os_version"], o["image"], o["eviction"], o["dropin"])))
 
+    def write_gardener_osc_files(self):
+        """The inline files of the last published Gardener OSC (the OS extension's inplace-update.sh
+        among them) below the root, as its apply leaves them: for a node whose OSC counts as applied."""
+        o = self.osc
+        built = gardener_osc.build(self.gardener_osc_params(o["kubelet"], o["os_version"], o["image"], o["eviction"],
+                                                            o["dropin"]))
+        for f in built["files"] + built["extensionFiles"]:
+            inline = f["content"].get("inline")
+            if inline:
+                data = inline["data"]
+                write_file(self.base + f["path"], base64.b64decode(data) if inline.get("encoding") else data,
+                           f["permissions"])
+
     def cluster_ca(self):
         """The cluster's CA bundle as the OSC carries it: the API server's CA, and during a CA rotation the
         new CA beside it (FreshNodeSandbox.extra_ca)."""
