@@ -181,7 +181,7 @@ def temp_files():
 
 setUpModule, tearDownModule = itest.sandbox_fixture(
     globals(), CrashSandbox, versions=("1.31.4",), broken_versions=(), kubelet_size=4096,
-    agent_config={"osUpdate": {"backend": "command", "timeout": "20s", "reboot": "none"}})
+    gardener_osc=True, agent_config={"osUpdate": {"backend": "command", "timeout": "20s", "reboot": "none"}})
 
 
 class CrashOsUpdate(unittest.TestCase):

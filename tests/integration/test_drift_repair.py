@@ -40,7 +40,7 @@ DETECTED = "OSCDriftDetected"
 
 setUpModule, tearDownModule = itest.sandbox_fixture(
     globals(), versions=("1.31.4",), broken_versions=(), kubelet_size=1 << 20, health_timeout="20s",
-    log_level="debug", agent_config={"osc": {"driftInterval": "%ds" % INTERVAL}})
+    log_level="debug", gardener_osc=True, agent_config={"osc": {"driftInterval": "%ds" % INTERVAL}})
 
 
 def rooted(path):

@@ -153,7 +153,9 @@ class FreshNode(unittest.TestCase):
         self.assertEqual(SB.kubelet_version(), "Kubernetes v%s" % SB.initial_version)
         self.assertEqual(SB.um.active_state(S.KUBELET_UNIT), "active")
         self.assertEqual(SB.kubelet_healthz(), 200)
-        self.assertEqual(SB.um.active_state("ipa-hello.service"), "active")
+        # Every unit of gardenlet's OSC (lib/gardener_osc.py) runs, but the replaced one.
+        for name in SB.gardener_osc_started_units():
+            self.assertEqual(SB.um.active_state(name), "active", name)
         self.assertEqual(SB.unit_log(S.KUBELET_UNIT).count("Bootstrapped the client certificate"), 1)
         self.assertIsNotNone(read(kubelet_file("kubeconfig-real")))
         # The bootstrap credentials have done their job (upstream removes both at the reconcile's end).

@@ -111,7 +111,7 @@ class OsUpdate(unittest.TestCase):
     def sandbox(self, os_update=None, start_agent=True):
         cfg = {"osUpdate": dict({"backend": "command", "timeout": TIMEOUT, "reboot": "none"}, **(os_update or {}))}
         self.sb = itest.start_sandbox(agent=AGENT, versions=("1.31.4",), broken_versions=(), kubelet_size=4096,
-                                      fake_boot_id=True, start_agent=start_agent, agent_config=cfg)
+                                      fake_boot_id=True, start_agent=start_agent, agent_config=cfg, gardener_osc=True)
         return self.sb
 
     def path(self, name):
@@ -371,14 +371,15 @@ class OsUpdate(unittest.TestCase):
     def no_history_sandbox(self, annotations, osc_applied=False):
         """A node that remembers nothing: no state.json (the sandbox's state directory is new) and no
         checksum/cloud-config-data on the Node; MCM has drained it for the OS update. osc_applied: the
-        OSC's files and units are applied already (its last-applied copy is the published one), only
-        the update's record is gone."""
+        OSC's files are applied already (its last-applied copy is the published one, its inline files,
+        the OS extension's update script among them, on disk), only the update's record is gone."""
         sb = self.sandbox(start_agent=False)
         sb.emu.label_node(sandbox.NODE, annotations=dict({sandbox.NODE_CHECKSUM: None}, **annotations))
         self.write_command('set_os\necho "updated to $version"')
         self.request_update()
         if osc_applied:
             sandbox.write_file(os.path.join(sb.state_dir, "last-applied-osc.yaml"), sb.osc["yaml"], 0o600)
+            sb.write_gardener_osc_files()
         sb.start_agent()
         return sb
 

@@ -40,7 +40,8 @@ HELLO = "/etc/ipa-test/hello"
 
 
 setUpModule, tearDownModule = itest.sandbox_fixture(
-    globals(), versions=("1.31.4",), broken_versions=(), kubelet_size=1 << 20, health_timeout="20s")
+    globals(), versions=("1.31.4",), broken_versions=(), kubelet_size=1 << 20, health_timeout="20s",
+    gardener_osc=True)
 
 
 def inline_file(path, data, mode=0o644):

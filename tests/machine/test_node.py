@@ -118,7 +118,7 @@ class Node(unittest.TestCase):
         self.assertIn("ExecStart=/opt/bin/kubelet", m.read(unit_dir + "/kubelet.service", ""))
         self.assertIn("LimitNOFILE=1048576", m.read(unit_dir + "/containerd.service.d/override.conf", ""))
         self.assertIsNone(m.read(unit_dir + "/gardener-node-agent.service"), "a replaced unit was written")
-        self.assertIn("net.ipv4.ip_forward = 1", m.read("/etc/sysctl.d/99-k8s-general.conf", ""))
+        self.assertIn("net.ipv4.conf.all.forwarding = 1", m.read("/etc/sysctl.d/99-k8s-general.conf", ""))
         self.assertIn("memory.available: 100Mi", m.read(world.KUBELET_CONFIG, ""))
         self.assertIn("BEGIN CERTIFICATE", m.read("/var/lib/ca-certificates-local/ROOTcerts.crt", ""))
         self.assertIn('sandbox_image = "registry.k8s.io/pause:3.10"', m.read("/etc/containerd/config.toml", ""))
@@ -144,6 +144,13 @@ class Node(unittest.TestCase):
         self.assertIn('config_path = "/etc/containerd/certs.d"', dump)
         self.assertIn("SystemdCgroup = true", dump)
         t.command(m, "systemctl", "status", "--no-pager", "--lines=3", "kubelet.service", "containerd.service")
+        # Every unit of gardenlet's OSC (lib/gardener_osc.py) runs; systemd-sysctl.service is the
+        # image's, whose condition (a writable /proc/sys) a container does not meet.
+        for unit in w.started_units(w.osc("1.31.4")):
+            if unit == "systemd-sysctl.service" and m.unit_property(unit, "ConditionResult") == "no":
+                continue
+            m.wait_active(unit, 30)
+        self.assertNotEqual(m.unit_property("gardener-node-agent.service", "ActiveState"), "active")
 
         # The node duties: the Lease, SystemdUnitsReady.
         lease = world.wait_for(lambda: w.emu.get("leases", "gardener-node-agent-" + NODE, namespace="kube-system",

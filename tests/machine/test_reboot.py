@@ -85,11 +85,8 @@ def app_unit():
 
 
 def osc(version, drift=False):
-    files = [world.inline(world.OS_UPDATE_SCRIPT, COMMAND, 0o755)]
-    if drift:
-        files.append(world.inline(APP_CONF, "setting = 1\n", 0o640))
-    return H.w.osc("1.31.4", os_version=version, os_command=[world.OS_UPDATE_SCRIPT, version], files=files,
-                   units=[app_unit()] if drift else ())
+    files = [world.inline(APP_CONF, "setting = 1\n", 0o640)] if drift else []
+    return H.w.osc("1.31.4", os_version=version, os_script=COMMAND, files=files, units=[app_unit()] if drift else ())
 
 
 def etc_paths(osc_text):
@@ -103,7 +100,7 @@ def etc_paths(osc_text):
             continue
         if u.get("content"):
             paths.append("%s/%s" % (UNIT_DIR, u["name"]))
-            if u.get("enable"):
+            if u.get("enable") is not False:       # no `enable` is enabled, as upstream
                 paths += ["%s/%s.wants/%s" % (UNIT_DIR, target, u["name"])
                           for target in re.findall(r"^WantedBy=(.+)$", u["content"], re.M)]
         paths += ["%s/%s.d/%s" % (UNIT_DIR, u["name"], d["name"]) for d in u.get("dropIns", [])]

@@ -63,6 +63,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 import gardener  # noqa: E402
+import gardener_osc  # noqa: E402
 import kubeemu  # noqa: E402
 import registry  # noqa: E402
 import usermgr  # noqa: E402
@@ -359,6 +360,8 @@ def kubelet_image_layers(data):
 # The kubelet's config file of the OSC (docs/node-protocol.md §2.3: its evictionHard/kubeReserved/cpuManagerPolicy are
 # in-place triggers); below osc.rootDirectory like every OSC file.
 KUBELET_CONFIG_PATH = "/var/lib/kubelet/config/kubelet"
+KUBELET_CONFIG_TEXT = ("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n"
+                       "  memory.available: %s\n")
 DEFAULT_EVICTION = "100Mi"
 DROPIN_TEMPLATE = """    dropIns:
     - name: 50-sandbox.conf
@@ -373,7 +376,8 @@ class Sandbox:
     def __init__(self, agent=None, start_agent=True, versions=DEFAULT_VERSIONS, initial_version=None,
                  broken_versions=("1.32.1",), kubelet_size=8 << 20, os_version=DEFAULT_OS_VERSION,
                  log_level="info", health_timeout="20s", agent_config=None, narrate=None, keep=None,
-                 fake_boot_id=False, agent_env=None, fake_hostname=False, kubelet_bootstrap=False):
+                 fake_boot_id=False, agent_env=None, fake_hostname=False, kubelet_bootstrap=False,
+                 gardener_osc=False):
         self.agent = os.path.abspath(agent or default_agent())
         self.start_agent_now = start_agent
         self.versions = tuple(versions)
@@ -391,6 +395,10 @@ class Sandbox:
         # The stand-in kubelet gets --bootstrap-kubeconfig/--kubeconfig below the root and bootstraps like
         # kubelet (the node starts with its credentials, as after kubelet's own TLS bootstrap).
         self.kubelet_bootstrap = kubelet_bootstrap
+        # The OSC as gardenlet writes it (lib/gardener_osc.py: every component, GNA's unit, the OS and
+        # provider extensions' additions) instead of the kubelet alone.
+        self.gardener_osc = gardener_osc
+        self.extra_ca = None            # PEM appended to the cluster CA bundle (a CA rotation's new CA)
         # The packaged unit's Environment= first (the sandbox runs the agent as shipped), then the
         # test's own (e.g. timing).
         self.agent_env = dict(packaged_unit_environment(), **(agent_env or {}))
@@ -470,6 +478,8 @@ class Sandbox:
         self.narrate("kubelet images " + ", ".join(self.versions) +
                      "".join(" (+ broken %s)" % v for v in self.broken_versions))
         self._timed("images", self._push_images)
+        if self.gardener_osc:
+            self._timed("stand-in images", lambda: gardener_osc.push_stand_in_images(self.reg))
         # Created (not started) first: the agent's config names its unit directory (systemd.unitDirectory).
         self.um = usermgr.UserManager(prefix="ipa-sandbox-um-", keep=self.keep)
         self._write_files()
@@ -639,31 +649,86 @@ class Sandbox:
 
     def osc_yaml(self, kubelet_version, os_version, image, min_version=None, eviction=DEFAULT_EVICTION,
                  dropin=None, extra_files=""):
+        if self.gardener_osc:
+            return self.gardener_osc_yaml(kubelet_version, os_version, image, min_version, eviction, dropin,
+                                          extra_files)
         return OSC_TEMPLATE % {"secret": SECRET, "os_version": os_version, "kubelet": kubelet_version,
-                               "path": self.osc_kubelet_path, "image": image, "file": FILE_IN_IMAGE,
-                               "unit_content": self.osc_kubelet_unit(), "base_files": self.osc_base_files(),
-                               "base_units": self.osc_base_units(), "rotation": self.osc_rotation(),
+                               "path": KUBELET_OSC_PATH, "image": image, "file": FILE_IN_IMAGE,
                                "command": self.os_update_command, "unit": KUBELET_UNIT,
                                "config": KUBELET_CONFIG_PATH, "eviction": eviction, "extra_files": extra_files,
                                "dropins": DROPIN_TEMPLATE % {"content": dropin.replace("\n", "\n        ")} if dropin else "",
                                "min_version": '    minVersionForUpdate: "%s"\n' % min_version if min_version else ""}
 
-    # What the OSC adds for the node it describes (FreshNodeSandbox fills these in): the kubelet file's
-    # path in the OSC, kubelet.service's content, more files and units, spec.inPlaceUpdates extras.
-    @property
-    def osc_kubelet_path(self):
-        return KUBELET_OSC_PATH
+    def gardener_osc_params(self, kubelet_version, os_version, image, eviction=DEFAULT_EVICTION, dropin=None):
+        """lib/gardener_osc.py's parameters for this sandbox: units execute below the scratch root; the
+        OS extension's inplace-update.sh runs the sandbox's os-update command (which tests rewrite)."""
+        return gardener_osc.Params(
+            registry=self.reg.host, kubelet_image=image, kubelet_unit=self.kubelet_unit_text(),
+            kubelet_config=KUBELET_CONFIG_TEXT % eviction, cluster_ca=self.cluster_ca(),
+            component_config=self.component_config(), os_version=os_version, root=self.base,
+            os_update_command=self.base + gardener_osc.OS_UPDATE_SCRIPT,
+            os_update_script="#!/bin/sh\n# The sandbox's OS update (Sandbox.os_update_command)\nexec %s \"$@\"\n"
+                             % self.os_update_command,
+            kubelet_dropin=("50-sandbox.conf", dropin) if dropin else None)
 
-    def osc_kubelet_unit(self):
-        return ""
+    def gardener_osc_yaml(self, kubelet_version, os_version, image, min_version=None, eviction=DEFAULT_EVICTION,
+                          dropin=None, extra_files=""):
+        """The OSC gardenlet writes (lib/gardener_osc.py) as YAML in OSC_TEMPLATE's layout: spec.files
+        (then `extra_files`) and spec.units at indent 2, so tests can splice in more."""
+        osc = gardener_osc.build(self.gardener_osc_params(kubelet_version, os_version, image, eviction, dropin))
+        y = gardener_osc.yaml_items
+        return ("apiVersion: extensions.gardener.cloud/v1alpha1\nkind: OperatingSystemConfig\nmetadata:\n"
+                "  name: %s\n  namespace: kube-system\nspec:\n  type: gardenlinux\n  purpose: reconcile\n"
+                "  inPlaceUpdates:\n    operatingSystemVersion: \"%s\"\n    kubelet: \"%s\"\n%s%s"
+                "  files:\n%s%s  units:\n%sstatus:\n  extensionUnits:\n%s  extensionFiles:\n%s"
+                "  inPlaceUpdates:\n    osUpdate:\n      command: %s\n      args:\n      - \"%s\"\n"
+                % (SECRET, os_version, kubelet_version,
+                   '    minVersionForUpdate: "%s"\n' % min_version if min_version else "", self.osc_rotation(),
+                   y(osc["files"], 2), extra_files, y(osc["units"], 2), y(osc["extensionUnits"], 2),
+                   y(osc["extensionFiles"], 2), osc["inPlaceUpdates"]["osUpdate"]["command"], os_version))
 
-    def osc_base_files(self):
-        return ""
+    def gardener_osc_started_units(self):
+        """The units of the last published Gardener OSC that should be active (lib/gardener_osc.py)."""
+        o = self.osc
+        return gardener_osc.started_units(gardener_osc.build(self.gardener_osc_params(
+            o["kubelet"], o["os_version"], o["image"], o["eviction"], o["dropin"])))
 
-    def osc_base_units(self):
-        return ""
+    def write_gardener_osc_files(self):
+        """The inline files of the last published Gardener OSC (the OS extension's inplace-update.sh
+        among them) below the root, as its apply leaves them: for a node whose OSC counts as applied."""
+        o = self.osc
+        built = gardener_osc.build(self.gardener_osc_params(o["kubelet"], o["os_version"], o["image"], o["eviction"],
+                                                            o["dropin"]))
+        for f in built["files"] + built["extensionFiles"]:
+            inline = f["content"].get("inline")
+            if inline:
+                data = inline["data"]
+                write_file(self.base + f["path"], base64.b64decode(data) if inline.get("encoding") else data,
+                           f["permissions"])
+
+    def cluster_ca(self):
+        """The cluster's CA bundle as the OSC carries it: the API server's CA, and during a CA rotation the
+        new CA beside it (FreshNodeSandbox.extra_ca)."""
+        with open(self.emu.ca) as f:
+            return f.read() + (self.extra_ca or "")
+
+    def component_config(self):
+        """gardener-node-agent's component config (GNA's NodeAgentConfiguration) as provisioned and in the OSC."""
+        return ("apiVersion: nodeagent.config.gardener.cloud/v1alpha1\nkind: NodeAgentConfiguration\n"
+                "apiServer:\n  server: %s\n  caFile: %s/cluster-ca.crt\n"
+                "controllers:\n  operatingSystemConfig:\n    secretName: %s\n    kubernetesVersion: %s\n"
+                % (self.emu.server, GNA_DIR, SECRET, self.initial_version))
+
+    def write_os_units(self):
+        """Units of the OS image that the Gardener OSC names without content (containerd.service is
+        written by _start_units): stand-ins in the user manager."""
+        if self.gardener_osc:
+            self.um.write_unit("systemd-sysctl.service", self.um.service(
+                "/bin/true", type="oneshot", unit_extra="Description=Apply Kernel Variables (sandbox stand-in)\n",
+                service_extra="RemainAfterExit=yes\n"))
 
     def osc_rotation(self):
+        """spec.inPlaceUpdates.credentialsRotation (FreshNodeSandbox's), as YAML."""
         return ""
 
     def publish_osc(self, kubelet_version=None, os_version=None, broken=False, image=None, min_version=None,
@@ -775,6 +840,7 @@ class Sandbox:
         self.um.write_unit(CONTAINERD_UNIT, self.containerd_unit_text())
         self.um.write_unit(KUBELET_UNIT, self.kubelet_unit_text())
         self.um.write_unit(AGENT_UNIT, self.agent_unit_text())
+        self.write_os_units()
         self.um.daemon_reload()
         self.um.systemctl("start", CONTAINERD_UNIT, KUBELET_UNIT)
         self.wait_kubelet_healthy(20)
@@ -981,7 +1047,7 @@ spec:
   inPlaceUpdates:
     operatingSystemVersion: "%(os_version)s"
     kubelet: "%(kubelet)s"
-%(min_version)s%(rotation)s  files:
+%(min_version)s  files:
   - path: %(path)s
     permissions: 493
     content:
@@ -997,13 +1063,13 @@ spec:
           kind: KubeletConfiguration
           evictionHard:
             memory.available: %(eviction)s
-%(base_files)s%(extra_files)s  units:
+%(extra_files)s  units:
   - name: %(unit)s
     enable: true
-%(unit_content)s%(dropins)s    filePaths:
+%(dropins)s    filePaths:
     - %(path)s
     - %(config)s
-%(base_units)sstatus:
+status:
   inPlaceUpdates:
     osUpdate:
       command: %(command)s
@@ -1029,18 +1095,13 @@ def _yaml(obj, indent=0):
 
 # ------------------------------------------------------------------------------------------ a fresh node
 
-GNA_DIR = "/var/lib/gardener-node-agent"
-GNA_UNIT = "gardener-node-agent.service"
-GNA_CONFIG = GNA_DIR + "/config-v1.120.0.yaml"         # what gardener-node-init provisions, and the OSC carries
+GNA_DIR = gardener_osc.GNA_DIR
+GNA_UNIT = gardener_osc.GNA_UNIT
+GNA_CONFIG = gardener_osc.GNA_CONFIG                   # what gardener-node-init provisions, and the OSC carries
 GNA_BOOTSTRAP_TOKEN = GNA_DIR + "/credentials/bootstrap-token"
 MACHINE = "demo-machine"
 MACHINE_LABEL = "node.gardener.cloud/machine-name"
 BOOTSTRAP_TOKEN_ID, BOOTSTRAP_TOKEN_SECRET = "fresh1", "fr3shn0d3s3cr3t1"
-
-
-def _indent(text, n):
-    pad = " " * n
-    return "".join(pad + line + "\n" for line in text.rstrip("\n").split("\n"))
 
 
 class FreshNodeSandbox(Sandbox):
@@ -1057,19 +1118,21 @@ class FreshNodeSandbox(Sandbox):
     kubelet's --register-node would (labels as kubelet's --node-labels would set them; InternalIP
     127.0.0.1; no checksum), from bin/kubelet-registration.json. register_node() does the same by hand.
 
-    The OSC it publishes is a whole one: the kubelet's imageRef at /opt/bin/kubelet, kubelet.service with
-    its content (ExecStart=<root>/opt/bin/kubelet with --bootstrap-kubeconfig/--kubeconfig below the root:
-    the stand-in kubelet bootstraps from kubeconfig-bootstrap like a real one, and does not start without
-    it), a oneshot unit, and GNA's unit with its component config and binary (neither written nor pulled)."""
+    The OSC it publishes is the one gardenlet writes (lib/gardener_osc.py): the kubelet's imageRef at
+    /opt/bin/kubelet, kubelet.service with its content (ExecStart=<root>/opt/bin/kubelet with
+    --bootstrap-kubeconfig/--kubeconfig below the root: the stand-in kubelet bootstraps from
+    kubeconfig-bootstrap like a real one, and does not start without it), every other component, GNA's
+    unit with its component config and binary (neither written nor pulled), the OS and provider
+    extensions' additions."""
 
     def __init__(self, **kw):
         kw.setdefault("versions", ("1.31.4",))
         kw.setdefault("broken_versions", ())
         kw.setdefault("kubelet_size", 256 << 10)
+        kw.setdefault("gardener_osc", True)
         kw["kubelet_bootstrap"] = True
         super().__init__(**kw)
         self.rotation = {}              # spec.inPlaceUpdates.credentialsRotation: "ca"/"sa" -> time
-        self.extra_ca = None            # PEM appended to cluster-ca.crt (a CA rotation's new CA)
 
     # ---------------------------------------------------------------- paths
 
@@ -1086,18 +1149,6 @@ class FreshNodeSandbox(Sandbox):
         return os.path.join(self.state_dir, "node-agent-client.pem")
 
     # ---------------------------------------------------------------- the node's files
-
-    def cluster_ca(self):
-        """The cluster's CA bundle as the OSC carries it: the API server's CA, and during a CA rotation the
-        new CA beside it (extra_ca)."""
-        with open(self.emu.ca) as f:
-            return f.read() + (self.extra_ca or "")
-
-    def component_config(self):
-        return ("apiVersion: nodeagent.config.gardener.cloud/v1alpha1\nkind: NodeAgentConfiguration\n"
-                "apiServer:\n  server: %s\n  caFile: %s/cluster-ca.crt\n"
-                "controllers:\n  operatingSystemConfig:\n    secretName: %s\n    kubernetesVersion: %s\n"
-                % (self.emu.server, GNA_DIR, SECRET, self.initial_version))
 
     def agent_config_text(self):
         text = super().agent_config_text()
@@ -1126,27 +1177,6 @@ class FreshNodeSandbox(Sandbox):
 
     # ---------------------------------------------------------------- the OSC
 
-    def osc_kubelet_unit(self):
-        return "    content: |\n" + _indent(self.kubelet_unit_text(), 6)
-
-    def osc_base_files(self):
-        return ("  - path: %s\n    permissions: 384\n    content:\n      inline:\n        encoding: b64\n"
-                "        data: %s\n" % (GNA_CONFIG, base64.b64encode(self.component_config().encode()).decode()) +
-                "  - path: %s/cluster-ca.crt\n    permissions: 420\n    content:\n      inline:\n        encoding: b64\n"
-                "        data: %s\n" % (GNA_DIR, base64.b64encode(self.cluster_ca().encode()).decode()) +
-                "  - path: /opt/bin/gardener-node-agent\n    permissions: 493\n    content:\n      imageRef:\n"
-                "        image: %s/gardener-node-agent:v1.120.0\n        filePathInImage: /gardener-node-agent\n"
-                % self.reg.host)
-
-    def osc_base_units(self):
-        hello = self.um.service("/bin/true", type="oneshot", service_extra="RemainAfterExit=yes\n")
-        return ("  - name: ipa-hello.service\n    enable: true\n    command: start\n    content: |\n" +
-                _indent(hello, 6) +
-                "  - name: %s\n    enable: true\n    command: start\n    content: |\n"
-                "      [Service]\n      ExecStart=/opt/bin/gardener-node-agent --config-dir=%s\n"
-                "    filePaths:\n    - %s\n    - %s/cluster-ca.crt\n    - /opt/bin/gardener-node-agent\n"
-                % (GNA_UNIT, GNA_DIR, GNA_CONFIG, GNA_DIR))
-
     def osc_rotation(self):
         if not self.rotation:
             return ""
@@ -1170,6 +1200,7 @@ class FreshNodeSandbox(Sandbox):
         """The OS's containerd.service; the kubelet is the OSC's."""
         self.um.write_unit(CONTAINERD_UNIT, self.containerd_unit_text())
         self.um.write_unit(AGENT_UNIT, self.agent_unit_text())
+        self.write_os_units()
         self.um.daemon_reload()
         self.um.systemctl("start", CONTAINERD_UNIT)
 

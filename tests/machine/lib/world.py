@@ -16,7 +16,6 @@ leaves on a new node, and Gardener-shaped OSCs with osc.rootDirectory `/`.
 Stdlib only.
 """
 
-import base64
 import json
 import os
 import shutil
@@ -27,6 +26,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "..", "integration", "lib")))
 import gardener  # noqa: E402
+import gardener_osc  # noqa: E402
 import kubeemu  # noqa: E402
 import registry  # noqa: E402
 import sandbox  # noqa: E402
@@ -38,17 +38,17 @@ SECRET = "gardener-node-agent-" + POOL
 IMAGE_REPO = "hyperkube"
 FILE_IN_IMAGE = sandbox.FILE_IN_IMAGE
 BOOTSTRAP_TOKEN_ID, BOOTSTRAP_TOKEN_SECRET = "mch0ne", "0123456789abcdef"
-GNA_DIR = "/var/lib/gardener-node-agent"
-GNA_CONFIG = GNA_DIR + "/config-v1.120.0.yaml"       # config-<gardener version>.yaml, as provisioned
-KUBELET_CONFIG = "/var/lib/kubelet/config/kubelet"
-KUBELET_PATH = "/opt/bin/kubelet"
+GNA_DIR = gardener_osc.GNA_DIR
+GNA_CONFIG = gardener_osc.GNA_CONFIG               # config-<gardener version>.yaml, as provisioned
+KUBELET_CONFIG = gardener_osc.KUBELET_CONFIG
+KUBELET_PATH = gardener_osc.KUBELET_PATH
 TEST_CONFIG = "/etc/inplace-agent/config.d/90-machine-test.yaml"
 TEST_DROPIN = "/etc/systemd/system/inplace-agent.service.d/90-machine-test.conf"
 TUNING = {"units-check": "5s"}
 # osc.replacedUnits' default: the OSC's unit the agent replaces, and never writes.
-REPLACED_UNITS = ("gardener-node-agent.service",)
+REPLACED_UNITS = (gardener_osc.GNA_UNIT,)
 REGISTRY_CA = "/etc/inplace-agent/machine-test-registry-ca.crt"
-OS_UPDATE_SCRIPT = "/opt/gardener/bin/inplace-update.sh"
+OS_UPDATE_SCRIPT = gardener_osc.OS_UPDATE_SCRIPT
 # The stand-in kubelet's registration of its Node (a real kubelet's --register-node; the stand-in
 # cannot reach the API server): the sandbox's kubelet-report, run as kubelet.service's
 # ExecStartPost=, posts the Node through the emulator's control API. Part of the image, not of the
@@ -58,16 +58,9 @@ KUBELET_REPORT = STAND_IN_DIR + "/kubelet-report"
 REGISTRATION = STAND_IN_DIR + "/registration.json"
 
 
-def b64(data):
-    return base64.b64encode(data if isinstance(data, bytes) else data.encode()).decode()
-
-
 def inline(path, data, mode=0o644, encoding=None):
     """An OSC file with inline content (base64 when encoding="b64")."""
-    content = {"data": b64(data) if encoding == "b64" else data}
-    if encoding:
-        content["encoding"] = encoding
-    return {"path": path, "permissions": mode, "content": {"inline": content}}
+    return gardener_osc.inline(path, data, mode, encoding or "")
 
 
 KUBELET_UNIT = """[Unit]
@@ -95,27 +88,6 @@ evictionHard:
 kubeReserved:
   cpu: 80m
   memory: 1Gi
-"""
-
-GNA_UNIT = """[Unit]
-Description=Gardener Node Agent
-After=network-online.target
-
-[Service]
-LimitMEMLOCK=infinity
-ExecStart=/opt/bin/gardener-node-agent --config-dir=/var/lib/gardener-node-agent
-Restart=always
-RestartSec=5
-
-[Install]
-WantedBy=multi-user.target"""
-
-# Gardener's kernel settings (original/components/kernelconfig), abridged.
-SYSCTL = """# Gardener: kernel settings for Kubernetes nodes
-fs.inotify.max_user_instances = 8192
-fs.inotify.max_user_watches = 524288
-net.ipv4.ip_forward = 1
-vm.max_map_count = 135217728
 """
 
 
@@ -158,6 +130,7 @@ class World:
             self.push_kubelet(v)
         for v in self.broken_versions:
             self.push_kubelet(v, broken=True)
+        gardener_osc.push_stand_in_images(self.reg)
         self.log("API-server emulator %s, registry %s, kubelet images %s" % (
             self.emu.server, self.reg.host, ", ".join(sorted("%s%s" % (v, " (broken)" if b else "")
                                                               for v, b in self.images))))
@@ -249,37 +222,19 @@ class World:
     # ---------------------------------------------------------------- the OSC
 
     def osc(self, kubelet="1.31.4", eviction="100Mi", dropin=None, files=(), units=(), extension_files=(),
-            extension_units=(), os_version=None, os_command=None, broken=False, token_syncs=()):
-        """A Gardener-shaped OSC (gardenlet's original components, Garden Linux's extension units),
-        as JSON (which is YAML): the kubelet from the registry with its config, CA and unit,
-        gardener-node-agent's component config, cluster CA and (replaced) unit, kernel settings,
-        the CA bundle, containerd's config with a registry mirror, containerd's drop-in. `dropin`:
-        the content of kubelet.service.d/50-machine-test.conf. `os_command`: [command, args...] of
-        status.inPlaceUpdates.osUpdate. `token_syncs`: [(Secret, path)] for the token sync."""
+            extension_units=(), os_version=None, os_command=None, broken=False, token_syncs=(), os_script=None):
+        """The OSC gardenlet writes (tests/integration/lib/gardener_osc.py: its original components,
+        GNA's replaced unit, Garden Linux's and the provider's additions) for this node, as JSON
+        (which is YAML), plus containerd's config with a registry mirror; the test's `files`, `units`,
+        `extension_files`, `extension_units` appended. `dropin`: the content of
+        kubelet.service.d/50-machine-test.conf. `os_version`: spec.inPlaceUpdates.operatingSystemVersion
+        (default "12", the image's). `os_script`: the content of the OS extension's
+        /opt/gardener/bin/inplace-update.sh; `os_command`: [command, args...] of
+        status.inPlaceUpdates.osUpdate (default: that script with the version). `token_syncs`:
+        [(Secret, path)] for the token sync."""
         self.last = dict(kubelet=kubelet, eviction=eviction, dropin=dropin, os_version=os_version)
-        ca = self.cluster_ca()
-        spec_files = [
-            {"path": KUBELET_PATH, "permissions": 0o755,
-             "content": {"imageRef": {"image": self.images[(kubelet, broken)], "filePathInImage": FILE_IN_IMAGE}}},
-            inline(KUBELET_CONFIG, KUBELET_CONFIGURATION % {"port": self.healthz_port, "eviction": eviction}, 0o600),
-            inline("/var/lib/kubelet/ca.crt", ca, 0o644, "b64"),
-            inline(GNA_CONFIG, self.component_config(token_syncs), 0o600, "b64"),
-            inline(GNA_DIR + "/cluster-ca.crt", ca, 0o640, "b64"),
-            inline("/etc/sysctl.d/99-k8s-general.conf", SYSCTL, 0o644, "b64"),
-            inline("/var/lib/ca-certificates-local/ROOTcerts.crt", ca, 0o644, "b64"),
-        ] + list(files)
-        kubelet_unit = {"name": "kubelet.service", "enable": True, "command": "start",
-                        "content": KUBELET_UNIT % {"port": self.healthz_port, "report": KUBELET_REPORT,
-                                                   "control": self.emu.control_port, "node": self.node,
-                                                   "registration": REGISTRATION},
-                        "filePaths": [KUBELET_PATH, KUBELET_CONFIG, "/var/lib/kubelet/ca.crt"]}
-        if dropin:
-            kubelet_unit["dropIns"] = [{"name": "50-machine-test.conf", "content": dropin}]
-        spec_units = [
-            kubelet_unit,
-            {"name": "gardener-node-agent.service", "enable": True, "content": GNA_UNIT,
-             "filePaths": [GNA_CONFIG, GNA_DIR + "/cluster-ca.crt", "/opt/bin/gardener-node-agent"]},
-        ] + list(units)
+        pieces = gardener_osc.build(self.osc_params(kubelet, eviction, dropin, os_version, broken, token_syncs,
+                                                    os_script))
         spec = {
             "type": "debian", "purpose": "reconcile",
             "inPlaceUpdates": {"operatingSystemVersion": os_version or "12", "kubelet": kubelet},
@@ -287,21 +242,37 @@ class World:
                 "sandboxImage": "registry.k8s.io/pause:3.10",
                 "registries": [{"upstream": "docker.io", "server": "https://registry-1.docker.io",
                                 "hosts": [{"url": "https://mirror.gcr.io"}]}]}},
-            "files": spec_files,
-            "units": spec_units,
+            "files": pieces["files"] + list(files),
+            "units": pieces["units"] + list(units),
         }
-        status = {
-            # Garden Linux's extension (os-gardenlinux actuator.go): containerd's limits.
-            "extensionUnits": [{"name": "containerd.service", "dropIns": [{
-                "name": "override.conf", "content": "[Service]\nLimitMEMLOCK=67108864\nLimitNOFILE=1048576"}]}]
-            + list(extension_units),
-            "extensionFiles": list(extension_files),
-        }
+        status = {"extensionUnits": pieces["extensionUnits"] + list(extension_units),
+                  "extensionFiles": pieces["extensionFiles"] + list(extension_files),
+                  "inPlaceUpdates": pieces["inPlaceUpdates"]}
         if os_command:
             status["inPlaceUpdates"] = {"osUpdate": {"command": os_command[0], "args": list(os_command[1:])}}
         osc = {"apiVersion": "extensions.gardener.cloud/v1alpha1", "kind": "OperatingSystemConfig",
                "metadata": {"name": SECRET, "namespace": "kube-system"}, "spec": spec, "status": status}
         return json.dumps(osc, indent=1) + "\n"
+
+    def osc_params(self, kubelet="1.31.4", eviction="100Mi", dropin=None, os_version=None, broken=False,
+                   token_syncs=(), os_script=None):
+        """gardener_osc's parameters on this tier: root `/`, the stand-in kubelet's unit and healthz port."""
+        return gardener_osc.Params(
+            registry=self.reg.host, kubelet_image=self.images[(kubelet, broken)],
+            kubelet_unit=KUBELET_UNIT % {"port": self.healthz_port, "report": KUBELET_REPORT,
+                                         "control": self.emu.control_port, "node": self.node,
+                                         "registration": REGISTRATION},
+            kubelet_config=KUBELET_CONFIGURATION % {"port": self.healthz_port, "eviction": eviction},
+            cluster_ca=self.cluster_ca(), component_config=self.component_config(token_syncs),
+            os_version=os_version or "12", os_update_command=OS_UPDATE_SCRIPT, os_update_script=os_script,
+            kubelet_dropin=("50-machine-test.conf", dropin) if dropin else None)
+
+    def started_units(self, osc_text):
+        """The units of `osc_text` (an osc() result) that should be active: gardener_osc.started_units()
+        over its spec and extension units."""
+        o = json.loads(osc_text)
+        return gardener_osc.started_units({"units": o["spec"]["units"], "extensionUnits": o["status"]["extensionUnits"]},
+                                          REPLACED_UNITS)
 
     def publish(self, text):
         """gardenlet writes the OSC Secret; returns its checksum."""
