@@ -44,7 +44,7 @@ from gardener import FAILED_REASON, UPDATE_RESULT, UPDATING_OS, annotation, labe
 
 H = None
 NODE = "node-reboot"
-FROM, TO = "12", "12.1"
+FROM, TO, NEXT = "12", "12.1", "12.2"
 COMMAND = r'''#!/bin/sh
 # The OS extension's in-place update command on the machine tier: provider-local's edit of
 # os-release (what the node reports as its version afterwards), then a reboot, as Garden Linux's
@@ -284,6 +284,53 @@ class Reboot(unittest.TestCase):
         self.assertEqual(kmsg, ["<27>inplace-agent[%s]: reached the API server; the reason above no longer holds"
                                 % pid])
         t.ok("contact: %s %s: %s; on /dev/kmsg: %s" % (ev[0]["type"], ev[0]["reason"], ev[0]["message"], kmsg[0]))
+
+    @harness.scenario
+    def test_4_garden_linux_os_update_resets_etc(self):
+        t, w, g = H.t, H.w, H.g
+        t.step("issue 29: Garden Linux's in-place OS update: the new version boots with the image's /etc")
+        m = H.m
+        text = osc(NEXT, drift=True)
+        checksum = w.publish(text)
+        rv = w.emu.current_rv()
+        before_events = len(drift_events())
+        g.mcm_candidate()
+        H.wait_phase("Staged")
+        g.mcm_select()
+        H.wait_phase("WaitingForDrain")
+        g.mcm_ready_for_update()
+        self.assertEqual(m.wait_exit(120), 133, "no reboot")
+        paths = [p for p in etc_paths(text) if os.path.lexists(m.path(p))]
+        wipe(m, paths)
+        t.block("the new version's /etc: %d paths the OSC wrote under /etc are gone" % len(paths), "\n".join(paths))
+        boot = H.boot().replace("-", "")
+
+        n = g.wait_node(lambda n: label(n, UPDATE_RESULT), 180, "update-result after the reboot")
+        self.assertEqual(label(n, UPDATE_RESULT), "successful", annotation(n, FAILED_REASON))
+        H.wait_checksum(checksum, 30)
+        results = [harness.label(e["object"], UPDATE_RESULT) for e in g.node_history(since_rv=rv) if e.get("object")]
+        changes = [r for i, r in enumerate(results) if r and (i == 0 or results[i - 1] != r)]
+        self.assertEqual(changes, ["successful"], "update-result over the Node's history: %s" % changes)
+        # Everything the reset took is back, the units run, gardener-node-agent does not.
+        self.assertEqual([p for p in paths if not os.path.lexists(m.path(p))], [], "not restored")
+        self.assertEqual(m.read(APP_CONF), "setting = 1\n")
+        for unit in (APP, harness.KUBELET_UNIT, "containerd.service"):
+            m.wait_active(unit, 30)
+        self.assertNotEqual(m.unit_property("gardener-node-agent.service", "ActiveState"), "active")
+        events = drift_events()[before_events:]
+        self.assertEqual(len(events), 1, events)
+        for name in ("UnitFileMissing " + APP, "UnitFileMissing " + harness.KUBELET_UNIT):
+            self.assertIn(name, events[0]["message"])
+        self.assertNotIn("gardener-node-agent", events[0]["message"])
+        # The repair came before the verification and the result, in this boot.
+        lines = [e.get("MESSAGE", "") for e in boot_entries(m, harness.AGENT_UNIT)]
+        repaired = [i for i, ln in enumerate(lines) if ln.startswith("Repairing the drift")]
+        succeeded = [i for i, ln in enumerate(lines) if re.match(r"Update \S+: Succeeded", ln)]
+        self.assertTrue(repaired and succeeded, (repaired, succeeded))
+        self.assertLess(repaired[0], succeeded[0], "the result came before the node was restored")
+        t.ok("in boot %s: restored (%s), then update-result=successful once" % (boot, events[0]["message"][:300]))
+        g.mcm_observe_result()
+        g.mcm_finish()
 
 
 if __name__ == "__main__":
