@@ -109,8 +109,8 @@ static int check_file(OscDrift *d, const OscDriftParams *p, const OscFile *file,
         size_t nwant = 0;
         int r;
 
-        if (streq_ptr(file->path, p->skip_file))
-                return 0;
+        if (streq_ptr(file->path, p->skip_file) || file->source == OSC_FILE_NONE)
+                return 0;       /* OSC_FILE_NONE: never written, nothing to compare */
         if (file->source == OSC_FILE_INLINE) {
                 r = osc_file_inline_content(file, &want, &nwant);
                 if (r == -ENOMEM)

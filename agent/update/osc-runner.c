@@ -2,6 +2,7 @@
 #include <assert.h>
 #include <ctype.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -215,6 +216,10 @@ static void prepare_now(OscRunner *r, OscDesired *osc, const char *os_version, u
                  osc_in_place_flags_any(&r->changes->in_place) ? "; in-place changes wait for ReadyForUpdate" : "",
                  c->state_directory, OSC_STATE_PLAN);
         log_plan(r);
+        for (size_t i = 0; i < r->changes->n_items; i++)
+                if (r->changes->items[i].kind == OSC_WORK_SKIP_FILE && !r->changes->items[i].done)
+                        log_notice("OSC %s: skipping file %s: its content has neither inline, secretRef nor imageRef "
+                                   "(as gardener-node-agent does).", r->checksum, r->changes->items[i].file.path);
 }
 
 static bool restarts_unit(const OscChanges *c, const char *unit) {
@@ -369,6 +374,11 @@ static void on_masked(OscApplier *a, const char *path, const char *left_out, voi
         log_warning("%s is masked (a symlink to /dev/null): %s; unmask it for the OSC to manage it.", path, left_out);
 }
 
+static void on_containerd_late(OscApplier *a, const char *socket, uint64_t waited_usec, void *userdata) {
+        log_warning("containerd was restarted but %s did not accept a connection within %" PRIu64 " s; restarting "
+                    "the kubelet all the same.", socket, waited_usec / USEC_PER_SEC);
+}
+
 static int on_items_done(OscApplier *a, const size_t *indices, size_t n, void *userdata) {
         return persist_done(userdata, indices, n);
 }
@@ -391,6 +401,7 @@ static int start_applier(OscRunner *r) {
                 .items_done = on_items_done,
                 .stopped = on_stopped,
                 .masked = on_masked,
+                .containerd_late = on_containerd_late,
         };
         _cleanup_(osc_applier_freep) OscApplier *a = NULL;
         const Config *c = r->deps.config;
@@ -400,6 +411,7 @@ static int start_applier(OscRunner *r) {
                             &(OscApplierParams) { .root_directory = c->osc.root_directory,
                                                   .unit_directory = c->systemd.unit_directory,
                                                   .self_unit = c->restart.self_unit,
+                                                  .kubelet_unit = c->kubelet.unit,
                                                   .restore = r->repairing },
                             &cb, r, &a);
         if (k >= 0)
