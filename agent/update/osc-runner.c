@@ -320,9 +320,24 @@ static void item_failed(OscRunner *r, UpdateFailureCode code, int error, const c
         finish(r, error < 0 ? error : -EIO, code, message ?: "applying the OSC failed");
 }
 
+/* Upstream's triggerTokenResyncForDeletedFile: a token file the OSC removed (or a drift repair
+ * restored) is written again by the token sync of its config at once, not at its next period. */
+static void resync_tokens(OscRunner *r, const size_t *indices, size_t n) {
+        TokenSync *tokens = r->deps.tokens ? *r->deps.tokens : NULL;
+
+        for (size_t i = 0; tokens && i < n; i++) {
+                const OscWork *w = &r->running->items[indices[i]];
+
+                if (w->kind == OSC_WORK_DELETE_FILE ||
+                    (r->repairing && (w->kind == OSC_WORK_WRITE_FILE || w->kind == OSC_WORK_PULL_FILE)))
+                        (void) token_sync_resync_path(tokens, w->file.path);
+        }
+}
+
 /* Our item is done: marked and persisted like the applier's. */
 static int item_done(OscRunner *r) {
         osc_changes_mark_done(r->running, r->item);
+        resync_tokens(r, &r->item, 1);
         return persist_done(r, &r->item, 1);
 }
 
@@ -380,6 +395,7 @@ static void on_containerd_late(OscApplier *a, const char *socket, uint64_t waite
 }
 
 static int on_items_done(OscApplier *a, const size_t *indices, size_t n, void *userdata) {
+        resync_tokens(userdata, indices, n);
         return persist_done(userdata, indices, n);
 }
 
