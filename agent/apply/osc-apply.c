@@ -1,17 +1,25 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "apply/osc-apply.h"
 #include "apply/osc-files.h"
 #include "core/containerd-config.h"
 #include "util/strv.h"
 #include "core/unit-guard.h"
+#include "util/event-util.h"
+#include "util/fileio.h"
 #include "util/time-util.h"
 
 /* How long the applier runs file items back to back before it returns to the event loop once. */
 #define OSC_APPLIER_SLICE_USEC (50 * USEC_PER_MSEC)
 #define PERSIST_FAILED "cannot persist the remaining work"
+/* After containerd's restart, how long and how often its socket is tried before the kubelet's. */
+#define CONTAINERD_WAIT_USEC (30 * USEC_PER_SEC)
+#define CONTAINERD_POLL_USEC (100 * USEC_PER_MSEC)
 
 /* Where a multi-step item is; at most one D-Bus call is in flight. */
 typedef enum Step {
@@ -22,6 +30,7 @@ typedef enum Step {
         STEP_RESTART,           /* DELETE_UNIT of a unit we did not create: restart sent */
         STEP_JOB,               /* DAEMON_RELOAD, UNIT_COMMAND: the one job sent */
         STEP_SELF,              /* UNIT_COMMAND restarting the agent itself: done already, job sent */
+        STEP_CONTAINERD,        /* UNIT_COMMAND of the kubelet: waiting for containerd's socket */
 } Step;
 
 struct OscApplier {
@@ -30,6 +39,10 @@ struct OscApplier {
         OscChanges *changes;            /* borrowed */
         char *root, *unit_dir;          /* owned */
         char *self_unit;                /* owned; NULL: none */
+        char *kubelet_unit;             /* owned; NULL: none */
+        char *containerd_socket;        /* owned: below the root */
+        uint64_t containerd_deadline;   /* STEP_CONTAINERD: CLOCK_MONOTONIC */
+        sd_event_source *poll;          /* owned: STEP_CONTAINERD's next try */
         bool restore;                   /* a drift repair (OscApplierParams.restore) */
         OscApplierCallbacks cb;
         void *userdata;                 /* borrowed */
@@ -55,6 +68,7 @@ OscApplier *osc_applier_free(OscApplier *a) {
                 return NULL;
         unit_job_cancel(a->job);
         sd_event_source_disable_unref(a->defer);
+        sd_event_source_disable_unref(a->poll);
         sd_event_unref(a->event);
         free(a->why);
         free(a->command_failure.detail);
@@ -62,6 +76,8 @@ OscApplier *osc_applier_free(OscApplier *a) {
         free(a->root);
         free(a->unit_dir);
         free(a->self_unit);
+        free(a->kubelet_unit);
+        free(a->containerd_socket);
         free(a);
         return NULL;
 }
@@ -87,7 +103,9 @@ int osc_applier_new(sd_event *event, UnitControl *uc, OscChanges *changes, const
         a->root = strdup(p->root_directory ?: "/");
         a->unit_dir = strdup(p->unit_directory ?: "/etc/systemd/system");
         a->pending = calloc(MAX(changes->n_items, 1u), sizeof(size_t));
-        if (!a->root || !a->unit_dir || !a->pending || (p->self_unit && !(a->self_unit = strdup(p->self_unit))))
+        if (!a->root || !a->unit_dir || !a->pending || (p->self_unit && !(a->self_unit = strdup(p->self_unit))) ||
+            (p->kubelet_unit && !(a->kubelet_unit = strdup(p->kubelet_unit))) ||
+            path_below_root(a->root, OSC_CONTAINERD_SOCKET, &a->containerd_socket) < 0)
                 return -ENOMEM;
         *ret = TAKE_PTR(a);
         return 0;
@@ -130,6 +148,7 @@ static bool batchable(const OscWork *w) {
         switch (w->kind) {
         case OSC_WORK_CONTAINERD_CONFIG:
         case OSC_WORK_WRITE_FILE:
+        case OSC_WORK_SKIP_FILE:
         case OSC_WORK_REGISTRY:
         case OSC_WORK_DELETE_REGISTRY:
         case OSC_WORK_DELETE_FILE:
@@ -334,6 +353,9 @@ static int run_file_item(OscApplier *a, const OscWork *w) {
                 if (r >= 0)
                         r = osc_write_file(a->root, w->file.path, content, size, osc_file_mode(&w->file), false);
                 break;
+        case OSC_WORK_SKIP_FILE:
+                r = 0;          /* as upstream: a file without content is not written (the owner said so) */
+                break;
         case OSC_WORK_REGISTRY:
                 r = osc_write_registry(a->root, &w->registry);
                 break;
@@ -360,9 +382,82 @@ static int run_self_restart(OscApplier *a, const OscWork *w) {
         return start_job(a, UNIT_ACTION_RESTART, w->name, STEP_SELF);
 }
 
-static int run_item(OscApplier *a, const OscWork *w) {
+/* A non-blocking connect(): something listens (EAGAIN: its backlog is full), or not. */
+static bool socket_answers(const char *path) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int fd, r;
+
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return false;
+        memcpy(sa.sun_path, path, strlen(path) + 1);     /* length checked above */
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return false;
+        r = connect(fd, (struct sockaddr *) &sa, sizeof(sa));
+        r = r >= 0 || errno == EAGAIN || errno == EINPROGRESS;
+        close(fd);
+        return r;
+}
+
+/* The kubelet's restart after containerd's in this work list (core/osc-diff.h puts containerd's
+ * first): containerd must answer on its socket before the kubelet starts against it. */
+static bool follows_containerd_restart(const OscApplier *a, const OscWork *w) {
+        if (w->command == OSC_UNIT_COMMAND_STOP || !streq_ptr(w->name, a->kubelet_unit))
+                return false;
+        for (size_t i = 0; i < a->current; i++) {
+                const OscWork *c = &a->changes->items[i];
+
+                if (c->kind == OSC_WORK_UNIT_COMMAND && c->done && c->command != OSC_UNIT_COMMAND_STOP &&
+                    streq(c->name, OSC_CONTAINERD_UNIT))
+                        return true;
+        }
+        return false;
+}
+
+static int on_poll(sd_event_source *s, uint64_t usec, void *userdata);
+
+/* 1 when containerd answers (or CONTAINERD_WAIT_USEC passed: the kubelet is restarted all the same,
+ * it waits for its runtime itself, and `containerd_late` says so); 0 while a retry is armed. */
+static int wait_for_containerd(OscApplier *a) {
+        uint64_t now = clock_now_usec(CLOCK_MONOTONIC);
         int r;
 
+        if (a->step != STEP_CONTAINERD)
+                a->containerd_deadline = now + CONTAINERD_WAIT_USEC;
+        if (socket_answers(a->containerd_socket))
+                return 1;
+        if (now >= a->containerd_deadline) {
+                if (a->cb.containerd_late)
+                        a->cb.containerd_late(a, a->containerd_socket, CONTAINERD_WAIT_USEC, a->userdata);
+                return 1;
+        }
+        r = sd_event_add_time_relative(a->event, &a->poll, CLOCK_MONOTONIC, CONTAINERD_POLL_USEC, 0, on_poll, a);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(a->poll, "osc-applier-containerd");
+        a->step = STEP_CONTAINERD;
+        return 0;
+}
+
+static int run_command(OscApplier *a, const OscWork *w) {
+        int r;
+
+        if (a->step == STEP_JOB)
+                return 1;
+        if (w->command == OSC_UNIT_COMMAND_STOP)
+                return start_job(a, UNIT_ACTION_STOP, w->name, STEP_JOB);
+        if (unit_guard_is_self_restart(a->self_unit, w))
+                return run_self_restart(a, w);
+        if (a->step == STEP_CONTAINERD || follows_containerd_restart(a, w)) {
+                r = wait_for_containerd(a);
+                if (r <= 0)
+                        return r;
+        }
+        r = unit_masked(a, w->name, "not restarted");
+        return r != 0 ? r : start_job(a, UNIT_ACTION_RESTART, w->name, STEP_JOB);
+}
+
+static int run_item(OscApplier *a, const OscWork *w) {
         switch (w->kind) {
         case OSC_WORK_WRITE_UNIT:
                 return run_write_unit(a, w);
@@ -371,14 +466,7 @@ static int run_item(OscApplier *a, const OscWork *w) {
         case OSC_WORK_DAEMON_RELOAD:
                 return a->step == STEP_JOB ? 1 : start_job(a, UNIT_ACTION_DAEMON_RELOAD, NULL, STEP_JOB);
         case OSC_WORK_UNIT_COMMAND:
-                if (a->step == STEP_JOB)
-                        return 1;
-                if (w->command == OSC_UNIT_COMMAND_STOP)
-                        return start_job(a, UNIT_ACTION_STOP, w->name, STEP_JOB);
-                if (unit_guard_is_self_restart(a->self_unit, w))
-                        return run_self_restart(a, w);
-                r = unit_masked(a, w->name, "not restarted");
-                return r != 0 ? r : start_job(a, UNIT_ACTION_RESTART, w->name, STEP_JOB);
+                return run_command(a, w);
         default:
                 return run_file_item(a, w);
         }
@@ -467,6 +555,14 @@ static int on_defer(sd_event_source *s, void *userdata) {
 
         a->defer = sd_event_source_disable_unref(a->defer);
         advance(a);
+        return 0;
+}
+
+static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
+        OscApplier *a = ASSERT_PTR(userdata);
+
+        a->poll = sd_event_source_disable_unref(a->poll);
+        advance(a);             /* the same item, STEP_CONTAINERD: tries the socket again */
         return 0;
 }
 

@@ -14,6 +14,7 @@
 static const char *const work_kind_table[_OSC_WORK_KIND_MAX] = {
         [OSC_WORK_CONTAINERD_CONFIG] = "containerd-config",
         [OSC_WORK_WRITE_FILE] = "write-file",
+        [OSC_WORK_SKIP_FILE] = "skip-file",
         [OSC_WORK_REGISTRY] = "registry",
         [OSC_WORK_PULL_FILE] = "pull-file",
         [OSC_WORK_WRITE_UNIT] = "write-unit",
@@ -348,7 +349,7 @@ static int add_file_items(const OscDiffInput *in, OscChanges *c) {
                         continue;
                 if (f->source == OSC_FILE_IMAGE)
                         continue;       /* pulled after the registries (docs/node-protocol.md §6.4 step 10) */
-                w = add_item(c, OSC_WORK_WRITE_FILE);
+                w = add_item(c, f->source == OSC_FILE_NONE ? OSC_WORK_SKIP_FILE : OSC_WORK_WRITE_FILE);
                 if (!w || osc_file_copy(f, &w->file) < 0)
                         return -ENOMEM;
         }
@@ -491,6 +492,22 @@ bool osc_changes_has_command_for(const OscChanges *c, const char *unit) {
         return false;
 }
 
+/* containerd's command goes before every other unit command (issue 30 item 5, the reasoning of
+ * gardener#15358): a kubelet restarted against a containerd that is still coming up lacks container
+ * metrics for its whole life. The applier also waits for containerd's socket before it restarts
+ * the kubelet after it (apply/osc-apply.h). */
+static void containerd_first(OscChanges *cmds) {
+        for (size_t i = 1; i < cmds->n_items; i++) {
+                OscWork w = cmds->items[i];
+
+                if (!streq(w.name, OSC_CONTAINERD_UNIT))
+                        continue;
+                memmove(cmds->items + 1, cmds->items, i * sizeof(OscWork));
+                cmds->items[0] = w;
+                return;
+        }
+}
+
 /* Moves the command items collected in `cmds` to the end of `c`. */
 static int append_items(OscChanges *c, OscChanges *cmds) {
         if (cmds->n_items == 0)
@@ -567,6 +584,7 @@ static int build_items(const OscDiffInput *in, OscChanges *c) {
                         return -ENOMEM;
                 w->command = OSC_UNIT_COMMAND_RESTART;
         }
+        containerd_first(cmds);
         r = append_items(c, cmds);
         if (r < 0)
                 return r;
@@ -679,6 +697,7 @@ static json_t *work_to_json(const OscWork *w) {
                 return NULL;
         switch (w->kind) {
         case OSC_WORK_WRITE_FILE:
+        case OSC_WORK_SKIP_FILE:
         case OSC_WORK_PULL_FILE:
         case OSC_WORK_DELETE_FILE:
                 r |= json_object_set_new(j, "file", osc_file_to_json(&w->file));
@@ -781,6 +800,7 @@ static int work_from_json(const json_t *j, const char *where, OscWork *w, char *
         w->probe = probe;
         switch (w->kind) {
         case OSC_WORK_WRITE_FILE:
+        case OSC_WORK_SKIP_FILE:
         case OSC_WORK_PULL_FILE:
         case OSC_WORK_DELETE_FILE:
                 return osc_file_from_json(json_object_get(j, "file"), where, &w->file, ret_error);
@@ -865,6 +885,9 @@ int osc_work_describe(const OscWork *w, char **ret) {
                                w->file.secret_name, w->file.secret_key)
                     : asprintf(ret, "write file %s (%04o)", w->file.path, osc_file_mode(&w->file));
                 break;
+        case OSC_WORK_SKIP_FILE:
+                r = asprintf(ret, "skip file %s: its content has neither inline, secretRef nor imageRef", w->file.path);
+                break;
         case OSC_WORK_REGISTRY:
                 r = asprintf(ret, "write registry config for %s%s", w->registry.upstream, w->probe ? " (probed)" : "");
                 break;
@@ -904,6 +927,7 @@ int osc_work_describe(const OscWork *w, char **ret) {
 const char *osc_work_target(const OscWork *w) {
         switch (w->kind) {
         case OSC_WORK_WRITE_FILE:
+        case OSC_WORK_SKIP_FILE:
         case OSC_WORK_PULL_FILE:
         case OSC_WORK_DELETE_FILE:
                 return w->file.path;

@@ -110,8 +110,10 @@ static int check_file(OscDrift *d, const OscDriftParams *p, const char *const *r
         int r;
 
         /* The kubelet's binary is the kubelet store's; a replaced unit's own files (gardener-node-agent's
-         * binary and config) are neither written nor checked (docs/contract.md §9.4). */
-        if (streq_ptr(file->path, p->skip_file) || strv_contains((char *const *) replaced_only, file->path))
+         * binary and config) are neither written nor checked (docs/contract.md §9.4); a file without
+         * content (OSC_FILE_NONE) is never written, so there is nothing to compare. */
+        if (streq_ptr(file->path, p->skip_file) || file->source == OSC_FILE_NONE ||
+            strv_contains((char *const *) replaced_only, file->path))
                 return 0;
         if (file->source == OSC_FILE_INLINE) {
                 r = osc_file_inline_content(file, &want, &nwant);

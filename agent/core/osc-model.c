@@ -146,6 +146,10 @@ static int decode_file_content(const json_t *content, const char *where, OscFile
                 r = json_field_bool(content, where, "transmitUnencoded", &f->transmit_unencoded, ret_error);
         if (r < 0)
                 return r;
+        if (!!inl + !!sec + !!img > 1)
+                /* the extension API's validation of an OSC says the same */
+                return error_setf(ret_error, -EINVAL, "file \"%s\": content has more than one of inline, secretRef "
+                                  "and imageRef", f->path);
 
         if (inl) {
                 f->source = OSC_FILE_INLINE;
@@ -194,8 +198,10 @@ static int decode_file_content(const json_t *content, const char *where, OscFile
                         r = json_field_string(img, where, "filePathInImage", OSC_MODEL_PATH_MAX, JSON_FIELD_REQUIRED, &f->file_in_image, ret_error);
                 return r;
         }
-        return error_setf(ret_error, -EINVAL, "file \"%s\": content has neither inline, secretRef nor imageRef",
-                          f->path);
+        /* Upstream's getFileContentData() returns ok=false and the file is skipped: not a reason to
+         * refuse the OSC (issue 30). */
+        f->source = OSC_FILE_NONE;
+        return 0;
 }
 
 int osc_file_from_json(const json_t *j, const char *where, OscFile *ret, char **ret_error) {
@@ -261,6 +267,8 @@ json_t *osc_file_to_json(const OscFile *f) {
         case OSC_FILE_IMAGE:
                 r |= json_object_set_new(c, "imageRef", json_pack("{s:s, s:s}", "image", f->image,
                                                                   "filePathInImage", f->file_in_image));
+                break;
+        case OSC_FILE_NONE:
                 break;
         }
         if (f->transmit_unencoded >= 0)

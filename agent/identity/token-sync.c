@@ -21,6 +21,7 @@ typedef struct TokenTarget {
         TokenSync *owner;               /* borrowed */
         char *secret_name;              /* owned */
         char *path;                     /* owned: root + configured path */
+        const char *config_path;        /* the configured path: the tail of `path` */
         KubeWatch *watch;               /* owned */
         KubeRequest *request;           /* owned: a resync GET in flight */
         LogOnce list_error;             /* a LIST no retry fixes (403, too large), said once */
@@ -209,6 +210,18 @@ static int on_done_defer(sd_event_source *s, void *userdata) {
         return 0;
 }
 
+/* A GET of the target's Secret, unless one is already on its way. */
+static void target_resync(TokenTarget *tt) {
+        TokenSync *t = tt->owner;
+        _cleanup_free_ char *path = NULL;
+
+        if (tt->request)
+                return;
+        if (kube_path(KUBE_RESOURCE_SECRETS, t->namespace, tt->secret_name, NULL, &path) < 0 ||
+            kube_client_get(t->client, path, on_get, tt, &tt->request) < 0)
+                t->failures++;
+}
+
 int token_sync_resync(TokenSync *t, TokenSyncDoneCallback cb, void *userdata) {
         int r;
 
@@ -219,16 +232,8 @@ int token_sync_resync(TokenSync *t, TokenSyncDoneCallback cb, void *userdata) {
                 t->done_userdata = userdata;
                 t->done_failures = t->failures;
         }
-        for (size_t i = 0; i < t->n_targets; i++) {
-                TokenTarget *tt = &t->targets[i];
-                _cleanup_free_ char *path = NULL;
-
-                if (tt->request)
-                        continue;       /* a read is already on its way */
-                if (kube_path(KUBE_RESOURCE_SECRETS, t->namespace, tt->secret_name, NULL, &path) < 0 ||
-                    kube_client_get(t->client, path, on_get, tt, &tt->request) < 0)
-                        t->failures++;
-        }
+        for (size_t i = 0; i < t->n_targets; i++)
+                target_resync(&t->targets[i]);
         /* Never from inside this call: nothing may be left to read (no syncs, every GET refused). */
         if (cb && !t->done_defer) {
                 r = sd_event_add_defer(kube_client_get_event(t->client), &t->done_defer, on_done_defer, t);
@@ -238,6 +243,22 @@ int token_sync_resync(TokenSync *t, TokenSyncDoneCallback cb, void *userdata) {
                 }
         }
         return 0;
+}
+
+unsigned token_sync_resync_path(TokenSync *t, const char *path) {
+        unsigned n = 0;
+
+        for (size_t i = 0; t && path && i < t->n_targets; i++) {
+                TokenTarget *tt = &t->targets[i];
+
+                if (!streq(tt->config_path, path))
+                        continue;
+                log_info("%s was removed or rewritten by the OSC: re-reading Secret %s for its token.", tt->path,
+                         tt->secret_name);
+                target_resync(tt);
+                n++;
+        }
+        return n;
 }
 
 void token_sync_forget_waiter(TokenSync *t) {
@@ -288,6 +309,7 @@ int token_sync_new(KubeClient *client, const char *root, const char *namespace, 
                 tt->secret_name = strdup(cfg->items[i].secret_name);
                 if (!tt->secret_name || asprintf(&tt->path, "%.*s%s", (int) rl, root, cfg->items[i].path) < 0)
                         return -ENOMEM;
+                tt->config_path = tt->path + rl;
         }
         *ret = TAKE_PTR(t);
         return 0;

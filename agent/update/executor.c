@@ -1032,7 +1032,7 @@ int executor_new(const ExecutorDeps *deps, Executor **ret, char **ret_error) {
 
         r = osc_runner_new(&(OscRunnerDeps) { .event = e->event, .config = c, .http = deps->http,
                                               .registry = e->registry, .units = deps->units,
-                                              .reporter = deps->reporter },
+                                              .reporter = deps->reporter, .tokens = deps->tokens },
                             &e->osc_runner);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the OSC applier: %s", strerror(-r));

@@ -2,6 +2,7 @@
 #include <assert.h>
 #include <ctype.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -216,6 +217,10 @@ static void prepare_now(OscRunner *r, OscDesired *osc, const char *os_version, u
                  osc_in_place_flags_any(&r->changes->in_place) ? "; in-place changes wait for ReadyForUpdate" : "",
                  c->state_directory, OSC_STATE_PLAN);
         log_plan(r);
+        for (size_t i = 0; i < r->changes->n_items; i++)
+                if (r->changes->items[i].kind == OSC_WORK_SKIP_FILE && !r->changes->items[i].done)
+                        log_notice("OSC %s: skipping file %s: its content has neither inline, secretRef nor imageRef "
+                                   "(as gardener-node-agent does).", r->checksum, r->changes->items[i].file.path);
 }
 
 static bool restarts_unit(const OscChanges *c, const char *unit) {
@@ -318,9 +323,24 @@ static void item_failed(OscRunner *r, UpdateFailureCode code, int error, const c
         finish(r, error < 0 ? error : -EIO, code, message ?: "applying the OSC failed");
 }
 
+/* Upstream's triggerTokenResyncForDeletedFile: a token file the OSC removed (or a drift repair
+ * restored) is written again by the token sync of its config at once, not at its next period. */
+static void resync_tokens(OscRunner *r, const size_t *indices, size_t n) {
+        TokenSync *tokens = r->deps.tokens ? *r->deps.tokens : NULL;
+
+        for (size_t i = 0; tokens && i < n; i++) {
+                const OscWork *w = &r->running->items[indices[i]];
+
+                if (w->kind == OSC_WORK_DELETE_FILE ||
+                    (r->repairing && (w->kind == OSC_WORK_WRITE_FILE || w->kind == OSC_WORK_PULL_FILE)))
+                        (void) token_sync_resync_path(tokens, w->file.path);
+        }
+}
+
 /* Our item is done: marked and persisted like the applier's. */
 static int item_done(OscRunner *r) {
         osc_changes_mark_done(r->running, r->item);
+        resync_tokens(r, &r->item, 1);
         return persist_done(r, &r->item, 1);
 }
 
@@ -372,7 +392,13 @@ static void on_masked(OscApplier *a, const char *path, const char *left_out, voi
         log_warning("%s is masked (a symlink to /dev/null): %s; unmask it for the OSC to manage it.", path, left_out);
 }
 
+static void on_containerd_late(OscApplier *a, const char *socket, uint64_t waited_usec, void *userdata) {
+        log_warning("containerd was restarted but %s did not accept a connection within %" PRIu64 " s; restarting "
+                    "the kubelet all the same.", socket, waited_usec / USEC_PER_SEC);
+}
+
 static int on_items_done(OscApplier *a, const size_t *indices, size_t n, void *userdata) {
+        resync_tokens(userdata, indices, n);
         return persist_done(userdata, indices, n);
 }
 
@@ -394,6 +420,7 @@ static int start_applier(OscRunner *r) {
                 .items_done = on_items_done,
                 .stopped = on_stopped,
                 .masked = on_masked,
+                .containerd_late = on_containerd_late,
         };
         _cleanup_(osc_applier_freep) OscApplier *a = NULL;
         const Config *c = r->deps.config;
@@ -403,6 +430,7 @@ static int start_applier(OscRunner *r) {
                             &(OscApplierParams) { .root_directory = c->osc.root_directory,
                                                   .unit_directory = c->systemd.unit_directory,
                                                   .self_unit = c->restart.self_unit,
+                                                  .kubelet_unit = c->kubelet.unit,
                                                   .restore = r->repairing },
                             &cb, r, &a);
         if (k >= 0)

@@ -25,6 +25,8 @@
  * the owner's retry (with backoff) starts there again. Unit commands are the exception, as upstream
  * runs them all at once: a failed restart or stop does not hold back the other units' commands; the
  * run fails with the first failed one after the last command, and only the failed ones are left.
+ * A restart of the kubelet after containerd's (core/osc-diff.h orders containerd's first) is sent
+ * only once containerd's socket accepts a connection, tried every 100 ms for up to 30 s (issue 30).
  *
  * Ownership: the OscApplier borrows the UnitControl and the OscChanges (both must outlive it) and
  * owns its copies of the paths. Does not log: outcomes go to the owner. Callbacks never run from
@@ -61,12 +63,17 @@ typedef struct OscApplierCallbacks {
          * `left_out` says what the applier did not do for it ("not written", "not written or
          * enabled", "not restarted"). Once per file and item; the item is done all the same. */
         void (*masked)(OscApplier *a, const char *path, const char *left_out, void *userdata);
+        /* Optional: containerd was restarted by this work list, and its socket did not answer within
+         * `waited_usec`: the kubelet's restart is sent all the same. */
+        void (*containerd_late)(OscApplier *a, const char *socket, uint64_t waited_usec, void *userdata);
 } OscApplierCallbacks;
 
 typedef struct OscApplierParams {
         const char *root_directory;     /* osc.rootDirectory */
         const char *unit_directory;     /* systemd.unitDirectory */
         const char *self_unit;          /* restart.selfUnit: its restart is marked done before it runs */
+        const char *kubelet_unit;       /* kubelet.unit: its restart after containerd's waits for
+                                         * <root>/run/containerd/containerd.sock to accept (NULL: never) */
         bool restore;                   /* a drift repair: a unit's files are restored, nothing else in
                                          * its <name>.d removed (osc_restore_unit_files()) */
 } OscApplierParams;

@@ -21,6 +21,9 @@
  * (upstream's MustRestartNodeAgent, reconciler.go). The applier marks it done before it runs
  * (core/unit-guard.h), so it happens once.
  *
+ * Among the unit commands containerd's comes first: the kubelet is never restarted before it in one
+ * apply (issue 30 item 5); the others keep the OSC's order.
+ *
  * Replaced units (osc.replacedUnits, docs/contract.md §9.4) are left out of both sides: never written,
  * enabled, started or deleted, and an imageRef file only they list gets no pull item (it still
  * counts as changed and restarts nothing).
@@ -39,6 +42,7 @@
 typedef enum OscWorkKind {
         OSC_WORK_CONTAINERD_CONFIG,     /* config.toml from `containerd` (core/containerd-config.h) */
         OSC_WORK_WRITE_FILE,            /* inline or secretRef file, with its mode */
+        OSC_WORK_SKIP_FILE,             /* a file without content (OSC_FILE_NONE): nothing written */
         OSC_WORK_REGISTRY,              /* certs.d/<upstream>/hosts.toml (probe first if `probe`) */
         OSC_WORK_PULL_FILE,             /* imageRef file */
         OSC_WORK_WRITE_UNIT,            /* unit file, drop-ins (deleted ones removed), enable/disable */
@@ -60,7 +64,7 @@ typedef struct OscWork {
         bool done;
         bool refused;                   /* (with done) a drift repair's item the unit guard refused: left
                                          * out, the rest of the repair goes on; never persisted */
-        OscFile file;                   /* WRITE_FILE, PULL_FILE; DELETE_FILE: only .path */
+        OscFile file;                   /* WRITE_FILE, SKIP_FILE, PULL_FILE; DELETE_FILE: only .path */
         OscUnit unit;                   /* WRITE_UNIT, DELETE_UNIT */
         char **drop_ins_deleted;        /* WRITE_UNIT: drop-in names to remove; NULL-terminated or NULL */
         bool remove_cpu_manager_state;  /* WRITE_UNIT of kubelet.service while cpuManagerPolicy changed */

@@ -13,7 +13,9 @@
  *   - optionally the containerd drop-in 30-env_config.conf injected as upstream does when the OSC
  *     has a criConfig (so the diff against a last-applied OSC written by GNA is byte-identical).
  * Decoding is non-strict (unknown fields ignored), every size is bounded, and a field we use with the
- * wrong shape is an error naming the file or unit. Files and units round-trip through a canonical
+ * wrong shape is an error naming the file or unit. A file whose content has none of inline, secretRef
+ * and imageRef is kept as OSC_FILE_NONE (upstream skips it; the diff lists it as skipped); one with
+ * more than one of them is an error. Files and units round-trip through a canonical
  * json_t of the known fields only (osc_file_to_json() / osc_file_from_json()), which is both their
  * persisted form in the work list and the "semantic deep-equal" of the diff (json_equal()).
  * Pure: no I/O, no logging. The OscModel owns every string and json_t it points to. */
@@ -36,6 +38,7 @@
 
 #define OSC_KUBELET_CONFIG_PATH "/var/lib/kubelet/config/kubelet"
 #define OSC_CONTAINERD_UNIT "containerd.service"
+#define OSC_CONTAINERD_SOCKET "/run/containerd/containerd.sock"   /* below osc.rootDirectory */
 #define OSC_CONTAINERD_DROPIN "30-env_config.conf"
 #define OSC_CONTAINERD_BIN_DIR "/var/bin/containerruntimes"
 
@@ -43,6 +46,7 @@ typedef enum OscFileSource {
         OSC_FILE_INLINE,
         OSC_FILE_SECRET,        /* content.secretRef: fetched at apply time (uncached GET) */
         OSC_FILE_IMAGE,         /* content.imageRef: pulled from a registry */
+        OSC_FILE_NONE,          /* none of the three: skipped, as upstream skips it (never written) */
 } OscFileSource;
 
 typedef struct OscFile {

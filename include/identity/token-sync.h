@@ -6,7 +6,8 @@
  * `controllers.token.syncConfigs[]` entry {secretName, path} of GNA's component config, the Secret
  * kube-system/<secretName>'s `token` is written to <root><path> (0640, atomically, only when it differs)
  * on start, whenever the Secret changes (one field-selected watch per Secret, no polling), every
- * `controllers.token.syncPeriod` (default 12 h) and on token_sync_resync() (service-account-key rotation).
+ * `controllers.token.syncPeriod` (default 12 h), on token_sync_resync() (service-account-key rotation)
+ * and, for one config, on token_sync_resync_path() (the OSC removed its file).
  *
  * The configuration part is pure (token_sync_configs_from_json()). TokenSync runs on the client's
  * sd_event loop; writes are small local files. Logs (a long-running owner, like the identity): each
@@ -69,6 +70,12 @@ typedef void (*TokenSyncDoneCallback)(TokenSync *t, int error, void *userdata);
  * (may be NULL) is called from the event loop, never from inside this call; there is one waiter: a
  * second call replaces the first one's callback. -errno (no callback will come) if it cannot be armed. */
 int token_sync_resync(TokenSync *t, TokenSyncDoneCallback cb, void *userdata) _warn_unused_result_;
+/* Upstream's triggerTokenResyncForDeletedFile: the OSC apply (or a drift repair) removed or restored the
+ * file at `path` (as the OSC names it, without the root): the Secrets of the configs with exactly that
+ * path are read again now and their tokens written (never the others; a read already on its way
+ * counts). How many configs name it (0: nothing happens). t NULL: no token sync, 0. */
+unsigned token_sync_resync_path(TokenSync *t, const char *path);
+
 /* Drops the waiter (its owner goes away); the reads go on. */
 void token_sync_forget_waiter(TokenSync *t);
 

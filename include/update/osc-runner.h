@@ -25,6 +25,9 @@
  *                         OSC as last applied. Only then does the decider get to write
  *                         checksum/cloud-config-data: the checksum is a promise.
  *
+ * A file item at a controllers.token.syncConfigs[].path that removes the file (or, in a drift repair,
+ * restores it) resyncs that config's token right after it (identity/token-sync.h).
+ *
  * Before the first unit item runs, apply/osc-guard asks systemd what the agent, the kubelet and
  * containerd hang on: an item that would stop or restart them (core/unit-guard.h) fails the run
  * with UnitApplyFailed naming the unit and why, before anything of the OSC is written.
@@ -44,6 +47,7 @@
 #include "core/node-update.h"
 #include "core/osc.h"
 #include "core/osc-protected.h"
+#include "identity/token-sync.h"
 #include "kube/kube-client.h"
 #include "net/http.h"
 #include "oci/registry.h"
@@ -60,6 +64,7 @@ typedef struct OscRunnerDeps {
         RegistryClient *registry;       /* for imageRef files */
         UnitControl *units;             /* NULL until the bus was up: every run fails (UnitApplyFailed) */
         Reporter *reporter;             /* Warning Events (a corrupt state file moved aside); NULL: none */
+        TokenSync *const *tokens;       /* a removed token file resynced; NULL or *tokens NULL: none */
 } OscRunnerDeps;
 
 /* error >= 0: every item applied and the OSC committed. Else code and message say why. */

@@ -3,7 +3,8 @@
  * is to do with an OSC, minus the API server:
  *
  *   oscapply --root DIR --unit-dir DIR --state DIR [--checksum S] [--hostname H] [--kill-after N]
- *            [--job-timeout 10s] [--external ok|fail] [--containerd-path PATH] [--self-unit UNIT] NEW-OSC.yaml
+ *            [--job-timeout 10s] [--external ok|fail] [--containerd-path PATH] [--self-unit UNIT]
+ *            [--kubelet-unit UNIT] NEW-OSC.yaml
  *
  *   1. osc_state_prepare(): the saved work for this checksum, else the diff against
  *      <state>/last-applied-osc.yaml, else against <root>/var/lib/gardener-node-agent/ (handover),
@@ -20,6 +21,8 @@
  *      without it they fail as UnsupportedChange; --containerd-path is the
  *      PATH of the injected containerd drop-in (the model option; without it none is injected);
  *      --self-unit stands for restart.selfUnit (its restart last, saved as done before its job);
+ *      --kubelet-unit for kubelet.unit (restarted after containerd only once <root>/run/containerd/
+ *      containerd.sock accepts);
  *   4. on success osc_state_commit(); prints
  *      {"event":"finished","ok":...,"code","subject","errno","detail"}; exit 0 / 1. */
 #include <getopt.h>
@@ -170,10 +173,11 @@ int main(int argc, char *argv[]) {
                 { "external", required_argument, NULL, 'e' },
                 { "containerd-path", required_argument, NULL, 'p' },
                 { "self-unit", required_argument, NULL, 'S' },
+                { "kubelet-unit", required_argument, NULL, 'K' },
                 {}
         };
         const char *root = "/", *unit_dir = NULL, *checksum = "checksum", *hostname = "node", *ctd_path = NULL,
-                   *self_unit = NULL;
+                   *self_unit = NULL, *kubelet_unit = NULL;
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         uint64_t job_timeout_usec = 30 * USEC_PER_SEC;
         _cleanup_(ctx_done) Ctx c = {};
@@ -190,6 +194,7 @@ int main(int argc, char *argv[]) {
                 case 'e': c.external = optarg; break;
                 case 'p': ctd_path = optarg; break;
                 case 'S': self_unit = optarg; break;
+                case 'K': kubelet_unit = optarg; break;
                 case 'k': c.kill_after = (unsigned) strtoul(optarg, NULL, 10); break;
                 case 't':
                         if (parse_duration(optarg, &job_timeout_usec) < 0)
@@ -244,7 +249,8 @@ int main(int argc, char *argv[]) {
                 r = sd_bus_attach_event(bus, c.event, SD_EVENT_PRIORITY_NORMAL);
         if (r >= 0)
                 r = unit_control_new(bus, job_timeout_usec, &c.uc);
-        c.params = (OscApplierParams) { .root_directory = root, .unit_directory = unit_dir, .self_unit = self_unit };
+        c.params = (OscApplierParams) { .root_directory = root, .unit_directory = unit_dir, .self_unit = self_unit,
+                                        .kubelet_unit = kubelet_unit };
         if (r >= 0)
                 r = start_applier(&c);
         if (r >= 0)

@@ -52,6 +52,7 @@ TOKENS = [("gardener-valitail", "/var/lib/valitail/auth-token"),
 PKI_MARKER = "K1" + secrets.token_hex(16)     # stands for the kubelet's client key bytes
 tokens = {}                                    # secret name -> current token
 rotation = {"ca": None, "sa": None}
+extra_files = {}                               # path -> inline data, more files of the next publish()
 
 
 def kubeconfig_path():
@@ -115,7 +116,9 @@ def publish():
             rot += "      serviceAccountKey:\n        lastInitiationTime: \"%s\"\n" % rotation["sa"]
     text = text.replace("  files:\n", rot + "  files:\n  - path: %s\n    permissions: 384\n    content:\n"
                         "      inline:\n        encoding: b64\n        data: %s\n"
-                        % (CC_PATH, base64.b64encode(component_config().encode()).decode()), 1)
+                        % (CC_PATH, base64.b64encode(component_config().encode()).decode())
+                        + "".join("  - path: %s\n    permissions: 420\n    content:\n      inline:\n        data: %s\n"
+                                  % (p, json.dumps(d)) for p, d in extra_files.items()), 1)
     text = text.replace("  units:\n", "  units:\n  - name: %s\n    enable: true\n    content: |\n"
                         "      [Service]\n      ExecStart=/opt/bin/gardener-node-agent\n    filePaths:\n    - %s\n"
                         % (GNA_UNIT, CC_PATH), 1)
@@ -276,6 +279,34 @@ class Credentials(unittest.TestCase):
         self.assertEqual(gets, [], "the Secret is watched, never polled")
         self.assertTrue(SB.emu.watches(active=True, path="^/api/v1/namespaces/kube-system/secrets"),
                         "a watch on the token Secrets")
+
+    def test_1a_token_resync_for_a_removed_file(self):
+        """Issue 30 item 1, upstream It "should trigger token resync for configs whose path matches a deleted
+        file": an OSC wrote a file at one sync config's path and one at a path no config names; the next OSC
+        drops both; the token file is written again right after its removal by a GET of that one Secret, and
+        nothing else is read (before, only the 12 h period would have written it)."""
+        name, path = TOKENS[0]
+        other = TOKENS[1][0]
+        secret_path = "^/api/v1/namespaces/kube-system/secrets/%s$"
+
+        def gets(n):
+            return len([r for r in SB.emu.request_log(path=secret_path % n) if r.get("verb") == "get"])
+
+        extra_files.update({path: "placeholder", "/etc/ipa-no-token": "x"})
+        checksum = publish()
+        SB.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == checksum, 60, "the OSC with the files")
+        self.assertEqual(read(token_file(name)), "placeholder", "the OSC's content (the Secret did not change)")
+        before = {n: gets(n) for n, _ in TOKENS}
+        extra_files.clear()
+        checksum = publish()
+        SB.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == checksum, 60, "the OSC without them")
+        self.assertFalse(os.path.exists(SB.base + "/etc/ipa-no-token"))
+        usermgr.wait_until(lambda: read(token_file(name)) == tokens[name], 10, "the removed token file written again")
+        self.assertEqual(stat.S_IMODE(os.stat(token_file(name)).st_mode), 0o640)
+        self.assertEqual(gets(name) - before[name], 1, "one GET of the matching Secret")
+        self.assertEqual(gets(other), before[other], "no GET of the other config's Secret")
+        self.assertIn("re-reading Secret %s for its token" % name, SB.agent_log())
+        self.assertNotIn("re-reading Secret %s" % other, SB.agent_log())
 
     def test_2_ca_rotation(self):
         checksum, node, before = self.rotate(ca="2026-11-23T10:00:00Z")

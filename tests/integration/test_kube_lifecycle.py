@@ -184,6 +184,38 @@ class KubeLifecycle(itest.EmulatorTest):
         finally:
             shutil.rmtree(root, ignore_errors=True)
 
+    def test_8_lease_changed_behind_the_agents_back(self):
+        """gardener/gardener#15716 (GNA's Lease unrenewed for 2 h: it renewed from a cached copy): another writer
+        sets the Lease's renewTime 2 h back (its resourceVersion moves on); the agent's next renewal PUTs the
+        resourceVersion it last got from the server, gets 409, GETs afresh and renews from that: a fresh
+        renewTime within one renew period (duration/4 = 1 s), one 409 and no PUT on the old data again."""
+        emu = self.emu
+        emu.seed_node("l8")
+        name = "gardener-node-agent-l8"
+        with Agent(emu, "l8", lease=True) as agent:
+            agent.wait_ready()
+            wait_for(lambda: [e for e in lease_requests(emu, name) if e["method"] == "PUT" and e["status"] == 200], 5,
+                     "a renewal")
+            since = agentrun.last_seq(emu)
+            stale = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(time.time() - 7200))
+            t0 = time.time()
+            bumped = emu.patch("leases", name, {"spec": {"renewTime": stale}}, namespace="kube-system",
+                               group="coordination.k8s.io")["object"]["metadata"]["resourceVersion"]
+            fresh = wait_for(lambda: (lambda o: o if o["spec"]["renewTime"] != stale else None)(lease(emu, name)), 5,
+                             "the Lease renewed again")
+            took = time.time() - t0
+            check(took < 2.0, "renewed %.2f s after the foreign write (one period is 1 s)", took)
+            check(fresh["spec"]["renewTime"] > stale, "renewTime moved forward")
+            reqs = [e for e in lease_requests(emu, name, since) if e["end"]]
+            # A renewal may have raced the foreign write and landed before it; after it, exactly this:
+            i = [n for n, e in enumerate(reqs) if e["status"] == 409][0]
+            eq([(e["method"], e["status"]) for e in reqs[i:i + 3]], [("PUT", 409), ("GET", 200), ("PUT", 200)],
+               "one conflict, a fresh read, a renewal")
+            check(reqs[i]["body"]["metadata"]["resourceVersion"] != bumped, "the conflicting PUT had our last RV")
+            eq(reqs[i + 2]["body"]["metadata"]["resourceVersion"], bumped, "renewed from the fresh read")
+            eq([e for e in reqs if e["status"] == 409], [reqs[i]], "no second PUT on the old data")
+            check(agent.alive(), "alive")
+
     def test_7_lease_disabled(self):
         emu = self.emu
         emu.seed_node("l5")

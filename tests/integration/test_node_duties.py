@@ -215,11 +215,16 @@ class Duties(unittest.TestCase):
         sandbox.kubeemu.wait_for(lambda: SB.agent_log().count("Reconciliation delay for OSC updates: 0s") > seen, 10,
                                  "the agent reading the zero delay")
         self.assertNotIn(ROLE_CP, SB.node()["metadata"]["labels"])
-        SB.publish_osc(min_version="1.0.6", extra_files=(
-            "  - path: /etc/kubernetes/manifests/kube-apiserver.yaml\n    permissions: 384\n"
-            "    content:\n      inline:\n        data: 'kind: Pod'\n"))
+        # As upstream's It "should add the 'control-plane' role label": the manifest's path decides, and
+        # it has no content at all (issue 30): skipped with a notice, the rest of the OSC applied.
+        checksum = SB.publish_osc(min_version="1.0.6", extra_files=(
+            "  - path: /etc/kubernetes/manifests/kube-apiserver.yaml\n    permissions: 384\n    content: {}\n"))
         n = SB.wait_node(lambda n: ROLE_CP in n["metadata"].get("labels", {}), 15, "the control-plane label")
         self.assertEqual(n["metadata"]["labels"][ROLE_CP], "")
+        SB.wait_node(lambda n: sandbox.annotation(n, sandbox.NODE_CHECKSUM) == checksum, 30, "the OSC applied")
+        self.assertFalse(os.path.exists(SB.path("etc", "kubernetes", "manifests", "kube-apiserver.yaml")))
+        self.assertEqual(SB.agent_log().count("skipping file /etc/kubernetes/manifests/kube-apiserver.yaml: its content "
+                                              "has neither inline, secretRef nor imageRef"), 1)
 
     def test_7_units_of_the_last_applied_osc(self):
         FAILING = "ipa-failing.service"

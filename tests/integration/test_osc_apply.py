@@ -10,8 +10,10 @@ containerd's config.toml, drop-in and hosts.toml (docs/node-protocol.md §6.4 st
 
 import json
 import os
+import shutil
 import stat
 import subprocess
+import tempfile
 import tomllib
 import unittest
 
@@ -399,6 +401,32 @@ class OscApply(unittest.TestCase):
         self.assertEqual([e["baseline"] for e in events if e["event"] == "baseline"], ["last-applied"])
         self.assertEqual(self.plan(events), [])
         self.assertEqual(self.started("h"), 0)
+
+    def test_containerd_answers_before_the_kubelet_restarts(self):
+        """Issue 30 item 5: one apply restarts both; containerd's command goes first whatever the OSC's order,
+        and the kubelet's restart job is sent only once containerd's socket accepts (the stand-in listens
+        1.5 s after its start job is done, as a Type=simple unit's job ends at the fork)."""
+        self.root = tempfile.mkdtemp(prefix="ipa-ctd-")     # a socket path has at most 107 bytes
+        self.addCleanup(shutil.rmtree, self.root, ignore_errors=True)
+        sock = self.rooted("/run/containerd/containerd.sock")
+        ctd_py, kubelet_py = os.path.join(self.dir, "containerd.py"), os.path.join(self.dir, "kubelet.py")
+        with open(ctd_py, "w") as f:
+            f.write("import os, socket, time\np = %r\ntime.sleep(1.5)\nos.makedirs(os.path.dirname(p), exist_ok=True)\n"
+                    "if os.path.exists(p): os.unlink(p)\ns = socket.socket(socket.AF_UNIX)\ns.bind(p)\ns.listen()\n"
+                    "print('listening', flush=True)\ntime.sleep(3600)\n" % sock)
+        with open(kubelet_py, "w") as f:
+            f.write("import socket, time\ns = socket.socket(socket.AF_UNIX)\n"
+                    "try:\n    s.connect(%r); print('containerd answered', flush=True)\n"
+                    "except OSError as e:\n    print('containerd did not answer: %%s' %% e, flush=True)\n"
+                    "time.sleep(3600)\n" % sock)
+        kubelet = self.unit_name("kubelet")
+        units = [{"name": kubelet, "content": self.um.service("/usr/bin/python3 " + kubelet_py)},
+                 {"name": "containerd.service", "content": self.um.service("/usr/bin/python3 " + ctd_py)}]
+        events = self.apply({"units": units}, args=["--kubelet-unit", kubelet])
+        self.assertEqual(self.plan(events)[-2:], ["restart unit containerd.service", "restart unit " + kubelet])
+        usermgr.wait_until(lambda: "containerd" in self.um.logs(kubelet), 10, "the kubelet stand-in's line")
+        self.assertEqual(self.um.logs(kubelet), "containerd answered\n")
+        self.um.systemctl("stop", "containerd.service", kubelet)
 
     def test_containerd_config_drop_in_and_registries(self):
         ctd = {"name": "containerd.service",

@@ -9,6 +9,8 @@
 #define F_A2 "{path: /etc/a, content: {inline: {data: a2}}}"
 #define F_A_MODE "{path: /etc/a, permissions: 420, content: {inline: {data: a}}}"
 #define F_B "{path: /etc/b, content: {inline: {data: b}}}"
+#define F_A_NONE "{path: /etc/a, content: {}}"
+#define F_APISERVER "{path: /etc/kubernetes/manifests/kube-apiserver.yaml, content: {}}"
 #define F_GNA_BIN "{path: /opt/bin/gardener-node-agent, content: {imageRef: {image: 'r/gna:v1', filePathInImage: /gna}}}"
 #define F_GNA_BIN2 "{path: /opt/bin/gardener-node-agent, content: {imageRef: {image: 'r/gna:v2', filePathInImage: /gna}}}"
 #define F_GNA_CFG "{path: /var/lib/gardener-node-agent/config.yaml, content: {inline: {data: c1}}}"
@@ -57,6 +59,7 @@ static char *signature(const OscChanges *c) {
                 fputs(i > 0 ? "; " : "", f);
                 switch (w->kind) {
                 case OSC_WORK_WRITE_FILE:
+                case OSC_WORK_SKIP_FILE:
                 case OSC_WORK_PULL_FILE:
                 case OSC_WORK_DELETE_FILE:
                         fprintf(f, "%s %s", osc_work_kind_to_string(w->kind), w->file.path);
@@ -178,6 +181,15 @@ static void test_files_and_units(void **state) {
                   OSC(F_A, U_X), "spec: {files: [" F_A "], units: [" U_X "]}\nstatus: {extensionUnits: "
                   "[{name: x.service, dropIns: [{name: 20.conf, content: e}]}]}",
                   "write-unit x.service; daemon-reload; restart x.service", .error = NULL },
+                /* Issue 30: upstream skips a file without content and applies the rest. */
+                { "a file without content is skipped, in its place", NULL, OSC(F_APISERVER "," F_B, U_Y),
+                  "skip-file /etc/kubernetes/manifests/kube-apiserver.yaml; write-file /etc/b; write-unit y.service; "
+                  "daemon-reload; restart y.service", .error = NULL },
+                { "content removed: skipped (the old file stays, as upstream), its unit restarted",
+                  OSC(F_A, U_X), OSC(F_A_NONE, U_X), "skip-file /etc/a; write-unit x.service; daemon-reload; restart x.service",
+                  .error = NULL },
+                { "a file without content that goes is removed", OSC(F_APISERVER "," F_B, ""), OSC(F_B, ""),
+                  "delete-file /etc/kubernetes/manifests/kube-apiserver.yaml", .error = NULL },
                 { "host-filtered file is deleted", "spec: {files: [{path: /h, hostName: node, content: {inline: {data: h}}}]}",
                   "spec: {files: [{path: /h, hostName: other, content: {inline: {data: h}}}]}", "delete-file /h", .error = NULL },
         };
@@ -244,6 +256,17 @@ static void test_containerd(void **state) {
                       REG("c", "") "]"),
                   CRI("sandboxImage: p, registries: [" REG("a", ", readinessProbe: true") "," REG("b", ", readinessProbe: true, server: 'https://s'") "]"),
                   "registry a; registry b probe; delete-registry c", .error = NULL },
+                /* Issue 30 item 5: containerd before the kubelet, whatever the OSC's order. */
+                { "containerd's restart comes before the kubelet's and the other units'",
+                  "spec: {criConfig: {name: containerd, containerd: {sandboxImage: p1}}, units: [" U_K "," U_Y "]}",
+                  "spec: {criConfig: {name: containerd, containerd: {sandboxImage: p2}}, units: ["
+                  "{name: kubelet.service, content: k2}, {name: y.service, content: y2}]}",
+                  "containerd-config; write-unit kubelet.service; write-unit y.service; daemon-reload; "
+                  "restart containerd.service; restart kubelet.service; restart y.service; kubelet-health", .error = NULL },
+                { "a containerd unit listed after the kubelet's: its command first all the same", NULL,
+                  "spec: {units: [" U_K ", {name: containerd.service, dropIns: [{name: 50.conf, content: c}]}]}",
+                  "write-unit kubelet.service; write-unit containerd.service; daemon-reload; restart containerd.service; "
+                  "restart kubelet.service; kubelet-health", .error = NULL },
                 { "a unit command for containerd already there: no second restart", CRI("sandboxImage: p1"),
                   "spec: {criConfig: {name: containerd, containerd: {sandboxImage: p2}}, units: [{name: containerd.service, command: stop}]}",
                   "containerd-config; write-unit containerd.service; daemon-reload; stop containerd.service", .error = NULL },
@@ -370,10 +393,12 @@ static void test_persisted_garbage(void **state) {
 
 static void test_describe(void **state) {
         _cleanup_(osc_model_freep) OscModel *new = decode(
-                "spec: {files: [{path: /s, content: {secretRef: {name: n, dataKey: k}}}, " F_A_MODE "], units: [" U_X_OFF "]}");
+                "spec: {files: [{path: /s, content: {secretRef: {name: n, dataKey: k}}}, " F_A_MODE ", {path: /n}], "
+                "units: [" U_X_OFF "]}");
         _cleanup_(osc_changes_freep) OscChanges *c = NULL;
         static const char *const expected[] = {
                 "write file /s (0600) from secret n key k", "write file /etc/a (0644)",
+                "skip file /n: its content has neither inline, secretRef nor imageRef",
                 "write unit x.service (with unit file, 0 drop-ins)", "reload systemd", "stop unit x.service",
         };
 

@@ -222,6 +222,30 @@ static void test_only_permission_bits(void **state) {
         json_decref(j);
 }
 
+/* Issue 30: upstream skips a file without content (getFileContentData: ok=false) and applies the
+ * rest; the model keeps it, without a source, and its canonical form round-trips. */
+static void test_file_without_content(void **state) {
+        static const char yaml[] = "spec: {files: [{path: /etc/kubernetes/manifests/kube-apiserver.yaml, content: {}},\n"
+                                   "                {path: /b, permissions: 420},\n"
+                                   "                {path: /c, content: {inline: {data: x}}}]}";
+        _cleanup_(osc_model_freep) OscModel *m = decode(yaml, NULL);
+        const OscFile *f = osc_model_find_file(m, "/etc/kubernetes/manifests/kube-apiserver.yaml");
+        OscFile copy;
+        json_t *j;
+
+        assert_int_equal(m->n_files, 3);
+        assert_int_equal(f->source, OSC_FILE_NONE);
+        assert_int_equal(osc_model_find_file(m, "/b")->source, OSC_FILE_NONE);
+        assert_int_equal(osc_model_find_file(m, "/c")->source, OSC_FILE_INLINE);
+        assert_int_equal(osc_file_inline_content(f, &(char *) { NULL }, NULL), -EINVAL);
+        assert_int_equal(osc_file_copy(f, &copy), 0);
+        assert_int_equal(copy.source, OSC_FILE_NONE);
+        j = osc_file_to_json(&copy);
+        assert_int_equal(json_object_size(json_object_get(j, "content")), 0);
+        json_decref(j);
+        osc_file_done(&copy);
+}
+
 static void test_errors(void **state) {
         static const struct {
                 const char *yaml;
@@ -241,8 +265,11 @@ static void test_errors(void **state) {
                   "file \"/etc/x/\": path must be absolute without . or .. or a trailing slash" },
                 { "spec: {files: [{path: /, content: {inline: {data: x}}}]}", -EINVAL,
                   "file \"/\": path must be absolute without . or .. or a trailing slash" },
-                { "spec: {files: [{path: /a, content: {}}]}", -EINVAL,
-                  "file \"/a\": content has neither inline, secretRef nor imageRef" },
+                { "spec: {files: [{path: /a, content: {inline: {data: x}, secretRef: {name: s, dataKey: k}}}]}", -EINVAL,
+                  "file \"/a\": content has more than one of inline, secretRef and imageRef" },
+                { "spec: {files: [{path: /a, content: {secretRef: {name: s, dataKey: k}, "
+                  "imageRef: {image: i, filePathInImage: /f}}}]}", -EINVAL,
+                  "file \"/a\": content has more than one of inline, secretRef and imageRef" },
                 { "spec: {files: [{path: /a, permissions: 99999, content: {inline: {data: x}}}]}", -EINVAL,
                   "file \"/a\": permissions out of range" },
                 { "spec: {files: [{path: /a, permissions: '0644', content: {inline: {data: x}}}]}", -EINVAL,
@@ -323,6 +350,7 @@ int main(void) {
                 cmocka_unit_test(test_round_trip),
                 cmocka_unit_test(test_no_injection_without_cri),
                 cmocka_unit_test(test_only_permission_bits),
+                cmocka_unit_test(test_file_without_content),
                 cmocka_unit_test(test_errors),
                 cmocka_unit_test(test_limits),
                 cmocka_unit_test(test_kubelet_config),
