@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The Manager as the daemon runs it, against what a unit test can give it: no system bus (an
- * address nobody listens on), no kubeconfig, a notification socket of the test's. It is built,
- * runs, says what it waits for (READY=1, STATUS=: a bootstrap credential), stops on SIGTERM
- * (STOPPING=1) and frees everything; a set-up error names its cause and leaves the configuration
- * the caller's. With an API server it is the integration suite's (the kubeconfig must name an
- * https:// server, which the canned-response server does not speak). */
+/* The Manager as the daemon runs it, against what a unit test can give it: no kubeconfig, a
+ * notification socket of the test's, and either no system bus (an address nobody listens on) or the
+ * fake systemd as the system bus (tests/helpers/fake-systemd.h, listen mode). It is built, runs,
+ * says what it waits for (READY=1, STATUS=: a bootstrap credential), brings its systemd side up
+ * (Subscribe) and back after the bus went away, stops on SIGTERM (STOPPING=1) and frees
+ * everything; a set-up error names its cause and leaves the configuration the caller's. With an API
+ * server it is the integration suite's (the kubeconfig must name an https:// server, which the
+ * canned-response server does not speak). */
 #include <signal.h>
 #include <stdio.h>
 #include <sys/socket.h>
@@ -16,6 +18,7 @@
 #include "apply/osc-files.h"
 #include "core/config.h"
 #include "daemon/manager.h"
+#include "fake-systemd.h"
 #include "tests.h"
 #include "util/fileio.h"
 
@@ -148,10 +151,75 @@ static void test_runs_without_api_server_and_stops(void **state) {
         assert_contains(said, "no bootstrap credential");
 }
 
+static unsigned count(const char *haystack, const char *needle) {
+        unsigned n = 0;
+
+        for (const char *p = haystack; (p = strstr(p, needle)); p++)
+                n++;
+        return n;
+}
+
+typedef struct BusScript {
+        FakeSystemd *fake;
+        bool dropped;                   /* the bus went away once */
+        bool done;                      /* subscribed again after it: SIGTERM sent */
+} BusScript;
+
+/* Every 10 ms: once the Manager subscribed, the bus goes away; once it subscribed again, SIGTERM. */
+static int on_bus_step(sd_event_source *s, uint64_t usec, void *userdata) {
+        BusScript *b = userdata;
+        unsigned n = count(fake_systemd_calls(b->fake), "Subscribe");
+
+        if (!b->dropped && n == 1) {
+                fake_systemd_disconnect(b->fake);
+                b->dropped = true;
+        } else if (b->dropped && n == 2) {
+                b->done = true;
+                (void) raise(SIGTERM);
+                return 0;
+        }
+        return sd_event_source_set_time_relative(s, 10 * USEC_PER_MSEC) < 0 ? 0 :
+               sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+}
+
+static void test_systemd_side_up_and_back(void **state) {
+        Env *env = *state;
+        _cleanup_(sd_event_unrefp) sd_event *event = NULL;
+        _cleanup_(fake_systemd_freep) FakeSystemd *fake = NULL;
+        _cleanup_(manager_freep) Manager *m = NULL;
+        _cleanup_free_ char *error = NULL, *said = NULL, *path = NULL, *address = NULL;
+        _cleanup_(sd_event_source_unrefp) sd_event_source *step = NULL, *deadline = NULL;
+        BusScript script = {};
+
+        assert_true(sd_event_default(&event) >= 0);     /* the Manager's loop too */
+        assert_true(asprintf(&path, "%s/system_bus_socket", env->dir) > 0);
+        assert_int_equal(fake_systemd_listen(event, path, &fake), 0);
+        assert_true(asprintf(&address, "unix:path=%s", path) > 0);
+        assert_int_equal(setenv("DBUS_SYSTEM_BUS_ADDRESS", address, 1), 0);
+        script.fake = fake;
+
+        assert_int_equal(manager_new(&env->config, &env->tuning, &m, &error), 0);
+        assert_int_equal(sd_event_add_time_relative(event, &step, CLOCK_MONOTONIC, 10 * USEC_PER_MSEC, 0,
+                                                    on_bus_step, &script), 0);
+        assert_int_equal(sd_event_add_time_relative(event, &deadline, CLOCK_MONOTONIC, 10 * USEC_PER_SEC, 0,
+                                                    on_timer, NULL), 0);
+        assert_int_equal(manager_run(m), 0);
+
+        if (!script.dropped)
+                fail_msg("no Subscribe: \"%s\"", fake_systemd_calls(fake));
+        if (!script.done)
+                fail_msg("no second Subscribe after the bus came back: \"%s\"", fake_systemd_calls(fake));
+        assert_int_equal(count(fake_systemd_calls(fake), "Hello"), 2);
+        said = notifications(env);
+        assert_contains(said, "READY=1");
+        assert_contains(said, "STOPPING=1");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_new_error_leaves_the_config, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_runs_without_api_server_and_stops, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_systemd_side_up_and_back, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
