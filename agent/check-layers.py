@@ -79,7 +79,8 @@ for root in ('agent', 'include'):
                         edges.setdefault(module, set()).add(dep)
                     continue
                 if PRIVATE.match(os.path.basename(inc)):
-                    errors.append(f'{path}: "{inc}" is a private header: only its family includes it, by its bare name')
+                    errors.append(f'{path}: "{inc}" is a private header: only its family includes it, '
+                                  'by its bare name')
                     continue
                 dep_layer = inc.split('/')[0]
                 allowed = LAYERS.get(layer)

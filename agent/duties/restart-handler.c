@@ -14,7 +14,7 @@ typedef enum RestartHandlerState {
         RESTART_HANDLER_RESTARTING,     /* one unit job in flight */
         RESTART_HANDLER_REMOVING,       /* remove_annotation() in flight */
         RESTART_HANDLER_RETRY_WAIT,     /* removal failed; retry timer armed */
-        RESTART_HANDLER_SAVE_WAIT,      /* the record could not be saved before a restart; retry timer armed */
+        RESTART_HANDLER_SAVE_WAIT,      /* the record not saved before a restart; retry timer armed */
         RESTART_HANDLER_SELF,           /* restarting our own unit: we expect to be stopped */
 } RestartHandlerState;
 

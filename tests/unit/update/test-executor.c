@@ -275,7 +275,8 @@ static void test_osc_failure_recorded_and_logged_once(void **state) {
 
         logged = log_capture_stop(&capture);
         assert_true(file_contains(env->state_file, "/etc/s: no API server connection to read the Secret"));
-        assert_int_equal(log_count_lines(logged, "warning", "/etc/s: no API server connection to read the Secret"), 1);
+        assert_int_equal(log_count_lines(logged, "warning", "/etc/s: no API server connection to read the Secret"),
+                         1);
         assert_int_equal(log_count_lines(logged, "warning", "FileApplyFailed"), 1);
         assert_int_equal(count(logged, "Applying the OSC failed"), 0);
 }
