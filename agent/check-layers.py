@@ -3,7 +3,9 @@
 #   - core/ is pure: no sd-*, curl or libarchive header, directly or through a header (it includes
 #     only core/ and util/ headers, and util/ headers include none of them either);
 #   - each layer includes only the layers below it (LAYERS);
-#   - no include cycle between modules (foo.c/foo.h form module foo).
+#   - no include cycle between modules (foo.c/foo.h form module foo);
+#   - a family's private header (agent/<layer>/foo-internal.h, shared by foo.c and foo-*.c beside it)
+#     is included only by its own files, by its bare name; every other include names its folder.
 import os, re, sys
 
 top, stamp = sys.argv[1], sys.argv[2]
@@ -30,6 +32,25 @@ PURE = {'core'}
 PURE_HEADERS = {'util'}   # util/log.c talks to the journal; its header does not
 IMPURE_SYSTEM = re.compile(r'^(systemd/|curl/|archive)')
 INCLUDE = re.compile(r'^\s*#\s*include\s+([<"])([^>"]+)[>"]', re.M)
+PRIVATE = re.compile(r'^(.+)-internal\.h$')
+GENERATED = {'build-config.h'}   # meson's configuration header, in the build directory
+
+
+def check_bare_include(root, layer, name, path, inc):
+    """An include without a folder: the generated configuration, or the private header of the
+    family `name` belongs to. Returns the module it adds to the include graph, or None."""
+    if inc in GENERATED:
+        return None
+    m = PRIVATE.match(inc)
+    if not m:
+        errors.append(f'{path}: "{inc}" must name its folder ("<layer>/{inc}")')
+        return None
+    family = m.group(1)
+    if root != 'agent' or not os.path.isfile(os.path.join(top, 'agent', layer, inc)):
+        errors.append(f'{path}: "{inc}" is not a private header beside it in agent/{layer}/')
+    elif name != family + '.c' and not (name.startswith(family + '-') and name.endswith('.c')):
+        errors.append(f'{path}: "{inc}" is private to agent/{layer}/{family}.c and {family}-*.c')
+    return layer + '/' + family
 
 errors, edges = [], {}
 for root in ('agent', 'include'):
@@ -42,6 +63,8 @@ for root in ('agent', 'include'):
                 continue
             path = os.path.join(root, layer, name)
             module = layer + '/' + re.sub(r'(-internal)?\.[ch]$', '', name)
+            if root == 'include' and PRIVATE.match(name):
+                errors.append(f'{path}: a private header lives beside its family in agent/{layer}/')
             with open(os.path.join(top, path), encoding='utf-8') as f:
                 text = f.read()
             for kind, inc in INCLUDE.findall(text):
@@ -50,7 +73,15 @@ for root in ('agent', 'include'):
                         errors.append(f'{path}: pure layer {layer}/ includes <{inc}>')
                     continue
                 if '/' not in inc:
-                    continue  # build-config.h, a module's private -internal.h
+                    # A family member depends on its family's insides: an edge for the cycle check.
+                    dep = check_bare_include(root, layer, name, path, inc)
+                    if dep and dep != module:
+                        edges.setdefault(module, set()).add(dep)
+                    continue
+                if PRIVATE.match(os.path.basename(inc)):
+                    errors.append(f'{path}: "{inc}" is a private header: only its family includes it, '
+                                  'by its bare name')
+                    continue
                 dep_layer = inc.split('/')[0]
                 allowed = LAYERS.get(layer)
                 if allowed is not None and dep_layer not in allowed:

@@ -6,12 +6,15 @@
 #include "duties/restart-handler.h"
 #include "util/backoff.h"
 #include "util/fileio.h"
+#include "util/log-once.h"
+#include "util/log.h"
 
 typedef enum RestartHandlerState {
         RESTART_HANDLER_IDLE,
         RESTART_HANDLER_RESTARTING,     /* one unit job in flight */
         RESTART_HANDLER_REMOVING,       /* remove_annotation() in flight */
         RESTART_HANDLER_RETRY_WAIT,     /* removal failed; retry timer armed */
+        RESTART_HANDLER_SAVE_WAIT,      /* the record not saved before a restart; retry timer armed */
         RESTART_HANDLER_SELF,           /* restarting our own unit: we expect to be stopped */
 } RestartHandlerState;
 
@@ -39,12 +42,13 @@ struct RestartHandler {
         size_t index;                   /* next unit in request->units */
         UnitJob *job;                   /* borrowed: owned by uc, cancelled in our destructor */
         sd_event_source *retry_timer;   /* owned */
-        unsigned retries;               /* removal failures in a row */
+        unsigned retries;               /* removal (or record save) failures in a row */
         uint64_t retry_min_usec;
         uint64_t retry_max_usec;
         RestartRecord record;
         char *pending;                  /* owned: newest value seen while busy */
         bool has_pending;               /* pending is meaningful (NULL pending = annotation gone) */
+        LogOnce logged_save;            /* the last failure to save the record, logged once */
 };
 
 /* ---- the record */
@@ -80,18 +84,18 @@ static int record_add_done(RestartRecord *rec, const char *unit) {
         return 0;
 }
 
-/* Failures to persist are not fatal: the in-memory record still prevents repeats in this process;
- * only a crash right after a failed write could repeat a restart. */
-static void record_save(const RestartHandler *h) {
+/* Returns < 0 when the record is not on disk. Only the save before a restart must succeed (the
+ * header's at-most-once); the others (rejections reported, annotation removed, all started) may
+ * fail: the next save carries them, and a crash before it repeats a Warning, never a restart. */
+static int record_save(const RestartHandler *h) {
         json_t *j, *done;
         char *s;
+        int r;
 
         if (!h->state_path)
-                return;
-        if (!h->record.value) {
-                (void) unlink(h->state_path);
-                return;
-        }
+                return 0;
+        if (!h->record.value)
+                return unlink(h->state_path) < 0 && errno != ENOENT ? -errno : 0;
         done = json_array();
         for (size_t i = 0; done && i < h->record.n_done; i++)
                 json_array_append_new(done, json_string(h->record.done[i]));
@@ -99,10 +103,10 @@ static void record_save(const RestartHandler *h) {
                       "rejectedReported", h->record.rejected_reported, "removed", h->record.removed,
                       "finished", h->record.finished);
         s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-        if (s)
-                (void) write_file_atomic(h->state_path, s, strlen(s), 0600);
+        r = s ? write_file_atomic(h->state_path, s, strlen(s), 0600) : -ENOMEM;
         free(s);
         json_decref(j);
+        return r;
 }
 
 /* A missing, unreadable or corrupt record means "nothing done yet". */
@@ -179,14 +183,43 @@ static void handler_on_self_done(const UnitJobResult *res, void *userdata) {
         handler_finish(h);
 }
 
+static void handler_retry_later(RestartHandler *h, RestartHandlerState state);
+
+/* Records `unit` as started, on disk, before it is started: if its restart takes the agent down, the
+ * next instance does not start it again (at most once per annotation value). If that cannot be saved,
+ * nothing is started: the handler says so once and tries again later. */
+static bool handler_record_start(RestartHandler *h, const char *unit, bool finished) {
+        int r;
+
+        assert(!record_has_done(&h->record, unit));
+        r = record_add_done(&h->record, unit);
+        if (r >= 0) {
+                h->record.finished = finished;
+                r = record_save(h);
+                if (r < 0) {
+                        free(h->record.done[--h->record.n_done]);
+                        h->record.finished = false;
+                }
+        }
+        if (r < 0) {
+                if (log_once_check(&h->logged_save, r, NULL))
+                        log_error_errno(r, "Failed to save %s, not restarting %s until it is saved: %m",
+                                        strempty(h->state_path), unit);
+                handler_retry_later(h, RESTART_HANDLER_SAVE_WAIT);
+                return false;
+        }
+        log_once_clear(&h->logged_save);
+        h->retries = 0;
+        return true;
+}
+
 static void handler_restart_self(RestartHandler *h) {
         const char *self = h->request->units[h->request->n_units - 1];
         int r;
 
         /* On disk before systemd stops us: the next instance must not do this again. */
-        (void) record_add_done(&h->record, self);
-        h->record.finished = true;
-        record_save(h);
+        if (!handler_record_start(h, self, /* finished= */ true))
+                return;                         /* continues in handler_on_retry() */
 
         h->state = RESTART_HANDLER_SELF;
         r = unit_control_restart_unit(h->uc, self, handler_on_self_done, h, &h->job);
@@ -203,10 +236,11 @@ static bool handler_self_pending(const RestartHandler *h) {
 
 static int handler_on_retry(sd_event_source *s, uint64_t usec, void *userdata);
 
-static void handler_removal_failed(RestartHandler *h) {
+/* In `state` (a failed removal or record save) until the timer runs handler_on_retry(). */
+static void handler_retry_later(RestartHandler *h, RestartHandlerState state) {
         int r;
 
-        h->state = RESTART_HANDLER_RETRY_WAIT;
+        h->state = state;
         h->retry_timer = sd_event_source_disable_unref(h->retry_timer);
         r = sd_event_add_time_relative(h->event, &h->retry_timer, CLOCK_MONOTONIC,
                                        backoff_exponential(h->retry_min_usec, h->retry_max_usec, h->retries++),
@@ -222,7 +256,7 @@ static void handler_remove(RestartHandler *h) {
         h->state = RESTART_HANDLER_REMOVING;
         r = h->cb.remove_annotation ? h->cb.remove_annotation(h->record.value, h->userdata) : 0;
         if (r < 0)
-                handler_removal_failed(h);
+                handler_retry_later(h, RESTART_HANDLER_RETRY_WAIT);
         else if (!h->cb.remove_annotation)
                 restart_handler_annotation_removed(h, 0);
         /* else: completion comes through restart_handler_annotation_removed(), maybe already did */
@@ -232,7 +266,10 @@ static int handler_on_retry(sd_event_source *s, uint64_t usec, void *userdata) {
         RestartHandler *h = ASSERT_PTR(userdata);
 
         h->retry_timer = sd_event_source_disable_unref(h->retry_timer);
-        handler_remove(h);
+        if (h->state == RESTART_HANDLER_SAVE_WAIT)
+                handler_next(h);
+        else
+                handler_remove(h);
         return 0;
 }
 
@@ -242,12 +279,12 @@ void restart_handler_annotation_removed(RestartHandler *h, int error) {
         if (h->state != RESTART_HANDLER_REMOVING)
                 return;                         /* late completion of something we gave up on */
         if (error < 0 && error != -ENOENT && error != -ESTALE) {
-                handler_removal_failed(h);
+                handler_retry_later(h, RESTART_HANDLER_RETRY_WAIT);
                 return;
         }
         h->retries = 0;
         h->record.removed = true;
-        record_save(h);
+        (void) record_save(h);
         handler_next(h);
 }
 
@@ -271,10 +308,8 @@ static void handler_next(RestartHandler *h) {
 
                 if (record_has_done(&h->record, unit))
                         continue;               /* started before a crash */
-                /* Recorded before it is started: if this restart takes the agent down, the next
-                 * instance does not start it again (at most once per annotation value). */
-                (void) record_add_done(&h->record, unit);
-                record_save(h);
+                if (!handler_record_start(h, unit, /* finished= */ false))
+                        return;                 /* continues in handler_on_retry() */
                 r = unit_control_restart_unit(h->uc, unit, handler_on_unit_done, h, &h->job);
                 if (r >= 0)
                         return;                 /* continues in handler_on_unit_done() */
@@ -286,7 +321,7 @@ static void handler_next(RestartHandler *h) {
                 return;
         }
         h->record.finished = true;
-        record_save(h);
+        (void) record_save(h);
         handler_finish(h);
 }
 
@@ -327,7 +362,7 @@ static int handler_start(RestartHandler *h, const char *value) {
 
         if (!h->record.rejected_reported) {
                 h->record.rejected_reported = true;
-                record_save(h);
+                (void) record_save(h);
                 handler_report_rejected(h);
         }
 
@@ -351,6 +386,7 @@ int restart_handler_submit(RestartHandler *h, const char *value) {
         switch (h->state) {
         case RESTART_HANDLER_RESTARTING:
         case RESTART_HANDLER_REMOVING:
+        case RESTART_HANDLER_SAVE_WAIT:
         case RESTART_HANDLER_SELF:
                 if (streq_ptr(value, h->record.value)) {
                         /* Back to what we are doing: whatever came in between is superseded. */
@@ -371,7 +407,7 @@ int restart_handler_submit(RestartHandler *h, const char *value) {
                 h->retry_timer = sd_event_source_disable_unref(h->retry_timer);
                 h->retries = 0;
                 h->record.removed = true;
-                record_save(h);
+                (void) record_save(h);
                 h->has_pending = true;
                 if (free_and_strdup(&h->pending, value) < 0)
                         return -ENOMEM;
@@ -399,7 +435,7 @@ int restart_handler_submit(RestartHandler *h, const char *value) {
                 /* Seen absent: a later identical value is a new request. */
                 if (h->record.value) {
                         record_clear(&h->record);
-                        record_save(h);
+                        (void) record_save(h);
                 }
                 return 0;
         }
@@ -460,6 +496,7 @@ RestartHandler *restart_handler_free(RestartHandler *h) {
         sd_event_source_disable_unref(h->retry_timer);
         restart_request_free(h->request);
         record_clear(&h->record);
+        log_once_done(&h->logged_save);
         free(h->pending);
         free(h->self_unit);
         free(h->state_path);

@@ -773,13 +773,16 @@ static void executor_record(Executor *e, int error, UpdateFailureCode code, cons
         if (error >= 0)
                 r = node_update_action_done(e->tx, a, now);
         else {
-                /* The one line about a failed action (unless its callback said it with a catalog ID). */
-                if (!e->failure_logged)
+                UpdatePhase was = e->tx->phase;
+
+                r = node_update_action_failed(e->tx, a, code, message ? message : strerror(-error), now);
+                /* The one line about a failed action, unless its callback said it with a catalog ID or it
+                 * ended the update: then the phase line below (Failed, RolledBack) says it. */
+                if (!e->failure_logged && !(e->tx->phase != was && update_phase_is_terminal(e->tx->phase)))
                         log_full_errno(update_action_is_best_effort(a->type) ? LOG_DEBUG : LOG_WARNING, error,
                                        "Action %s failed: %s%s%s%s", update_action_type_to_string(a->type),
                                        message ? message : strerror(-error), code >= 0 ? " (" : "",
                                        code >= 0 ? update_failure_code_to_string(code) : "", code >= 0 ? ")" : "");
-                r = node_update_action_failed(e->tx, a, code, message ? message : strerror(-error), now);
         }
         e->failure_logged = false;
         if (r < 0)

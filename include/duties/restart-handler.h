@@ -15,12 +15,14 @@
  * `state_path` before every restart. With it, a crash or a restart of the agent never restarts a
  * unit twice for one annotation value (at most once: a unit whose restart was started is not
  * started again), the restarts still due after a crash are resumed, and a stale view of the Node
- * that still shows an already removed value is not processed again. The record lives in its own file, not in
- * state.json, because it is independent
- * of update transactions (state.json holds exactly one of those).
+ * that still shows an already removed value is not processed again. A restart whose record cannot be
+ * saved is not started: the handler stays busy and tries again with the removal's backoff. The record
+ * lives in its own file, not in state.json, because it is independent of update transactions
+ * (state.json holds exactly one of those).
  *
- * Runs on the sd_event loop of the UnitControl; does not log: everything worth reporting comes out
- * through the callbacks (the Manager turns them into Events, Node patches and journal lines). */
+ * Runs on the sd_event loop of the UnitControl. Logs only a failure to save the record (once, until
+ * a save succeeds); everything else worth reporting comes out through the callbacks (the Manager
+ * turns them into Events, Node patches and journal lines). */
 
 #include <stdbool.h>
 #include <systemd/sd-event.h>
@@ -74,9 +76,10 @@ void restart_handler_annotation_removed(RestartHandler *h, int error);
  * NULL-terminated, must outlive the handler). Default: restart_request_replaced_units_default. */
 void restart_handler_set_replaced_units(RestartHandler *h, const char *const *units);
 
-/* Backoff between failed annotation removals: doubles from min to max (defaults
- * RESTART_HANDLER_RETRY_{MIN,MAX}_USEC). For tests, and for a Manager that wants its own policy. */
+/* Backoff between failed annotation removals, and between failed saves of the record: doubles from
+ * min to max (defaults RESTART_HANDLER_RETRY_{MIN,MAX}_USEC). For tests, and for a Manager that wants
+ * its own policy. */
 void restart_handler_set_retry_interval(RestartHandler *h, uint64_t min_usec, uint64_t max_usec);
 
-/* True while restarting, removing, or waiting to retry a removal. */
+/* True while restarting, removing, or waiting to retry a removal or a save. */
 bool restart_handler_is_busy(const RestartHandler *h);

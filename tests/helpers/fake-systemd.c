@@ -2,7 +2,10 @@
 #include <assert.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "fake-systemd.h"
 
@@ -29,6 +32,9 @@ struct FakeSystemd {
         sd_bus_slot *slot_manager;      /* owned */
         sd_bus_slot *slot_unit;         /* owned */
         sd_bus_slot *slot_service;      /* owned */
+        sd_bus_slot *slot_daemon;       /* owned: org.freedesktop.DBus, for a bus client (listen mode) */
+        int listen_fd;                  /* owned; -EBADF unless listening */
+        sd_event_source *accept_source; /* owned */
         FakeUnit units[FAKE_UNITS_MAX];
         size_t n_units;
         FakeUnit not_found;             /* what systemd shows for a name with no unit file */
@@ -230,6 +236,31 @@ static const sd_bus_vtable service_vtable[] = {
         SD_BUS_VTABLE_END
 };
 
+/* What dbus-daemon answers a bus client (sd_bus_open_system()): its unique name, its match rules
+ * taken, who owns a name (nothing is routed anywhere: systemd is the only peer). */
+static int method_hello(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        log_call(userdata, "Hello", NULL);
+        return sd_bus_reply_method_return(m, "s", ":1.1");
+}
+
+static int method_match(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        return sd_bus_reply_method_return(m, "");
+}
+
+/* systemd (the one name there is) is on the bus. */
+static int method_get_name_owner(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        return sd_bus_reply_method_return(m, "s", ":1.0");
+}
+
+static const sd_bus_vtable daemon_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_METHOD("Hello", "", "s", method_hello, 0),
+        SD_BUS_METHOD("AddMatch", "s", "", method_match, 0),
+        SD_BUS_METHOD("RemoveMatch", "s", "", method_match, 0),
+        SD_BUS_METHOD("GetNameOwner", "s", "s", method_get_name_owner, 0),
+        SD_BUS_VTABLE_END
+};
+
 static int setup_bus(int fd, bool server, sd_bus **ret) {
         _cleanup_(sd_bus_unrefp) sd_bus *b = NULL;
         sd_id128_t id;
@@ -257,29 +288,21 @@ static void fake_systemd_close_server(FakeSystemd *f) {
         f->slot_manager = sd_bus_slot_unref(f->slot_manager);
         f->slot_unit = sd_bus_slot_unref(f->slot_unit);
         f->slot_service = sd_bus_slot_unref(f->slot_service);
+        f->slot_daemon = sd_bus_slot_unref(f->slot_daemon);
         /* No flush: the client is served by the same thread, which is not running its loop now. */
         f->server = sd_bus_close_unref(f->server);
 }
 
-int fake_systemd_connect(FakeSystemd *f, sd_bus **ret_client) {
-        _cleanup_(sd_bus_unrefp) sd_bus *client = NULL;
-        int fds[2] = { -EBADF, -EBADF }, r;
+/* f->server on `fd` (taken), serving systemd's objects, and the bus daemon's for a bus client. */
+static int serve(FakeSystemd *f, int fd) {
+        int r;
 
         assert(!f->server);
-        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds) < 0)
-                return -errno;
-        r = setup_bus(fds[0], /* server= */ true, &f->server);
+        r = setup_bus(fd, /* server= */ true, &f->server);
         if (r < 0) {
-                close(fds[0]);
-                close(fds[1]);
+                close(fd);
                 return r;
         }
-        r = setup_bus(fds[1], /* server= */ false, &client);
-        if (r < 0) {
-                close(fds[1]);
-                return r;
-        }
-
         r = sd_bus_add_object_vtable(f->server, &f->slot_manager, MANAGER_PATH, MANAGER_IFACE,
                                      manager_vtable, f);
         if (r >= 0)
@@ -290,11 +313,35 @@ int fake_systemd_connect(FakeSystemd *f, sd_bus **ret_client) {
                                                "org.freedesktop.systemd1.Service", service_vtable,
                                                find_unit, f);
         if (r >= 0)
+                r = sd_bus_add_object_vtable(f->server, &f->slot_daemon, "/org/freedesktop/DBus",
+                                             "org.freedesktop.DBus", daemon_vtable, f);
+        if (r >= 0)
                 r = sd_bus_start(f->server);
         if (r >= 0)
-                r = sd_bus_start(client);
-        if (r >= 0)
                 r = sd_bus_attach_event(f->server, f->event, SD_EVENT_PRIORITY_NORMAL);
+        if (r < 0)
+                fake_systemd_close_server(f);
+        return r;
+}
+
+int fake_systemd_connect(FakeSystemd *f, sd_bus **ret_client) {
+        _cleanup_(sd_bus_unrefp) sd_bus *client = NULL;
+        int fds[2] = { -EBADF, -EBADF }, r;
+
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds) < 0)
+                return -errno;
+        r = serve(f, fds[0]);
+        if (r < 0) {
+                close(fds[1]);
+                return r;
+        }
+        r = setup_bus(fds[1], /* server= */ false, &client);
+        if (r < 0) {
+                close(fds[1]);
+                fake_systemd_close_server(f);
+                return r;
+        }
+        r = sd_bus_start(client);
         if (r >= 0)
                 r = sd_bus_attach_event(client, f->event, SD_EVENT_PRIORITY_NORMAL);
         if (r < 0) {
@@ -302,6 +349,49 @@ int fake_systemd_connect(FakeSystemd *f, sd_bus **ret_client) {
                 return r;
         }
         *ret_client = TAKE_PTR(client);
+        return 0;
+}
+
+/* A new client (the code under test reconnecting) replaces the old one. */
+static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        FakeSystemd *f = userdata;
+        int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+        if (c < 0)
+                return 0;
+        fake_systemd_close_server(f);
+        (void) serve(f, c);
+        return 0;
+}
+
+static FakeSystemd *fake_systemd_alloc(sd_event *event) {
+        FakeSystemd *f = calloc(1, sizeof(*f));
+
+        if (!f)
+                return NULL;
+        f->event = sd_event_ref(event);
+        f->listen_fd = -EBADF;
+        f->not_found = (FakeUnit) { .active_state = "inactive", .sub_state = "dead", .result = "success" };
+        return f;
+}
+
+int fake_systemd_listen(sd_event *event, const char *path, FakeSystemd **ret) {
+        _cleanup_(fake_systemd_freep) FakeSystemd *f = fake_systemd_alloc(event);
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+        if (!f)
+                return -ENOMEM;
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, path);
+        f->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (f->listen_fd < 0)
+                return -errno;
+        if (bind(f->listen_fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 || listen(f->listen_fd, 4) < 0)
+                return -errno;
+        if (sd_event_add_io(event, &f->accept_source, f->listen_fd, EPOLLIN, on_accept, f) < 0)
+                return -ENOMEM;
+        *ret = TAKE_PTR(f);
         return 0;
 }
 
@@ -313,11 +403,9 @@ int fake_systemd_new(sd_event *event, FakeSystemd **ret, sd_bus **ret_client) {
         _cleanup_(fake_systemd_freep) FakeSystemd *f = NULL;
         int r;
 
-        f = calloc(1, sizeof(*f));
+        f = fake_systemd_alloc(event);
         if (!f)
                 return -ENOMEM;
-        f->event = sd_event_ref(event);
-        f->not_found = (FakeUnit) { .active_state = "inactive", .sub_state = "dead", .result = "success" };
         r = fake_systemd_connect(f, ret_client);
         if (r < 0)
                 return r;
@@ -329,6 +417,9 @@ FakeSystemd *fake_systemd_free(FakeSystemd *f) {
         if (!f)
                 return NULL;
         fake_systemd_close_server(f);
+        sd_event_source_disable_unref(f->accept_source);
+        if (f->listen_fd >= 0)
+                close(f->listen_fd);
         for (size_t i = 0; i < f->n_units; i++)
                 free(f->units[i].name);
         free(f->subscribe_error);

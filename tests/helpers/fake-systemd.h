@@ -29,6 +29,10 @@ typedef struct FakeSystemd FakeSystemd;
 /* *ret_client: a started client connection (not a bus client: no Hello), attached to `event`. */
 int fake_systemd_new(sd_event *event, FakeSystemd **ret, sd_bus **ret_client);
 FakeSystemd *fake_systemd_free(FakeSystemd *f);
+/* Listen mode: the fake as the system bus at `path` (DBUS_SYSTEM_BUS_ADDRESS=unix:path=<path>) for code
+ * that opens the bus itself (sd_bus_open_system()): it also answers the bus daemon's Hello and match
+ * rules; one client at a time, a new connection replaces the old. */
+int fake_systemd_listen(sd_event *event, const char *path, FakeSystemd **ret);
 /* "The bus restarts": the server end closes (the client sees Disconnected); fake_systemd_connect()
  * then serves a new client connection with the same units and jobs. */
 void fake_systemd_disconnect(FakeSystemd *f);

@@ -9,6 +9,13 @@ publishes an OSC whose only change is the OS version (1600.1, 1600.2, ...), MCM 
 selected -> ReadyForUpdate (as test_os_update.py does), the command (the sandbox's osUpdate.command, a
 script of ours) rewrites os-release like provider-local's and exits 0, no reboot.
 
+MCM's gate is driven one step at a time, each only once the record says the agent waits for it
+(candidate with the OSC; selected once it is Staged; drained and ReadyForUpdate once it is
+WaitingForDrain): every transaction takes the same path, Planned -> Staging -> Staged ->
+WaitingForDrain -> Applying. Opened all at once, the gate raced with staging (seen before staging
+ended: Staging -> Applying; seen after: through Staged and WaitingForDrain), and a kill run whose
+path differed from the recorded one waited for steps it never persisted.
+
 Kill points:
   * every persisted step: a first, undisturbed transaction records the sequence of distinct steps that
     `<stateDirectory>/state.json` goes through (phase, steps done, "OS change started", progress/event
@@ -89,11 +96,13 @@ class CrashSandbox(S.Sandbox):
 
 class DirWatch:
     """inotify (ctypes) on directories: wait(fn) re-evaluates fn() whenever a file there is renamed into
-    place or closed after writing, until it is truthy or the deadline passes."""
+    place or closed after writing, until it is truthy or the deadline passes; on_change() (if given)
+    runs first every time."""
 
     IN_CLOSE_WRITE, IN_MOVED_TO = 0x8, 0x80
 
-    def __init__(self, *dirs):
+    def __init__(self, *dirs, on_change=None):
+        self.on_change = on_change
         self.libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         self.fd = self.libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         if self.fd < 0:
@@ -116,6 +125,8 @@ class DirWatch:
         deadline = time.monotonic() + timeout
         while True:
             self._drain()           # before fn(): a change after it wakes the select below
+            if self.on_change:
+                self.on_change()
             v = fn()
             if v:
                 return v
@@ -195,7 +206,8 @@ class CrashOsUpdate(unittest.TestCase):
             os.mkfifo(self.fifo)
         S.write_file(SB.os_update_command, SCRIPT % {"log": self.log, "hold": self.hold, "fifo": self.fifo,
                                                     "os_release": SB.os_release}, 0o755)
-        self.watch = DirWatch(SB.state_dir, self.dir)
+        self.watch = DirWatch(SB.state_dir, self.dir, on_change=self.drive_gate)
+        self.gate = None            # how far MCM let the current transaction go
         self.minor = 0
         self.kill_points = []       # (what, step at death, outcome)
         self.pid = SB.um.main_pid(S.AGENT_UNIT)
@@ -258,8 +270,21 @@ class CrashOsUpdate(unittest.TestCase):
         self.assert_kubelet_whole(what)
         return (step_of(st) if os_to(st) == version else None), st["_ino"]
 
+    def drive_gate(self):
+        """MCM's next step, once the record says the agent waits for it (see the module's docstring)."""
+        st = read_state()
+        if os_to(st) != getattr(self, "version", None):
+            return
+        if st.get("phase") == "Staged" and self.gate == "candidate":
+            SB.mcm_select()
+            self.gate = "selected"
+        elif st.get("phase") == "WaitingForDrain" and self.gate == "selected":
+            SB.mcm_ready_for_update()
+            self.gate = "ready"
+
     def start(self, hold=None):
-        """A new desired OS version, published and let through MCM's gate. Returns (rv, version)."""
+        """A new desired OS version, published with the node a candidate; drive_gate() does the rest of
+        MCM's gate in every wait. Returns (rv, version)."""
         for h in ("before", "after"):
             if os.path.exists("%s.%s" % (self.hold, h)):
                 os.unlink("%s.%s" % (self.hold, h))
@@ -274,8 +299,7 @@ class CrashOsUpdate(unittest.TestCase):
         rv = int(SB.node()["metadata"]["resourceVersion"])
         SB.publish_osc(os_version=self.version)
         SB.mcm_candidate()
-        SB.mcm_select()
-        SB.mcm_ready_for_update()
+        self.gate = "candidate"
         return rv, self.version
 
     def finish(self, rv, version, what):
@@ -398,7 +422,9 @@ class CrashOsUpdate(unittest.TestCase):
                     break
                 self.agent_ready()
                 delay = rng.uniform(0, span)
-                time.sleep(delay)       # the random kill point: the thing under test, not synchronisation
+                # The random kill point, the thing under test, not synchronisation; MCM's gate goes on.
+                deadline = time.monotonic() + delay
+                self.watch.wait(lambda: time.monotonic() >= deadline, delay + 1, "the random kill point")
                 done += 1
                 what = "random %d (%.3fs)" % (done, delay)
                 step, ino = self.kill(what, rv, version)

@@ -6,8 +6,9 @@ osc.rootDirectory holding only gardener-node-init's files, kubelet.binaryPath at
 /opt/bin/kubelet, no kubeconfig: the agent bootstraps its certificate from GNA's token; the OSC Secret
 published by the test; the Node registered only by the kubelet the OSC starts). In order:
   1. before any OSC and any Node, the agent watches the OSC Secret its provisioned component config
-     names (controllers.operatingSystemConfig.secretName), says that it waits for it, and writes nothing
-     (no SystemdUnitsReady: upstream's readManagedUnits skips without a last-applied OSC);
+     names (controllers.operatingSystemConfig.secretName), says that it waits for it, and writes nothing;
+     a Node registered early (then deleted again, for the rest of the story) gets no SystemdUnitsReady:
+     upstream's readManagedUnits skips without a last-applied OSC;
   2. the first OSC is applied end to end before the Node exists, as upstream does: files below the
      root, the OSC's units started by the user manager, the kubelet pulled from the registry to
      <root>/opt/bin/kubelet, bootstrapped from the kubeconfig-bootstrap the agent wrote from GNA's token
@@ -115,6 +116,19 @@ class FreshNode(unittest.TestCase):
         self.assertIsNone(SB.node(), "a Node before the kubelet")
         self.assertEqual(SB.node_history(), [], "the Node written before the kubelet registered it")
         self.assertEqual(SB.events(), [])
+
+        # Without a Node no condition could be written: with one (the agent labels it a worker, checks
+        # the kubelet's health), still no SystemdUnitsReady.
+        SB.register_node()
+        usermgr.wait_until(lambda: "Node %s found" % S.NODE in SB.agent_log(), 10, "the agent seeing the Node")
+        t0 = time.monotonic()
+        n = SB.wait_node(lambda n: S.condition(n, COND) or time.monotonic() - t0 > 3.5, 10,
+                         "three units-check periods with the Node")
+        self.assertIsNone(S.condition(n, COND), "%s without a last-applied OSC" % COND)
+        SB.emu.delete("nodes", S.NODE)
+        usermgr.wait_until(lambda: "Node %s was deleted." % S.NODE in SB.agent_log(), 10, "the agent seeing it")
+        usermgr.wait_until(lambda: "Waiting for the OSC secret; the Node is not registered yet" in status(), 10,
+                           "the agent waiting for the Node again")
 
     def test_2_first_apply(self):
         rv = SB.emu.current_rv()

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The Manager as the daemon runs it, against what a unit test can give it: no system bus (an
- * address nobody listens on), no kubeconfig, a notification socket of the test's. It is built,
- * runs, says what it waits for (READY=1, STATUS=: a bootstrap credential), stops on SIGTERM
- * (STOPPING=1) and frees everything; a set-up error names its cause and leaves the configuration
- * the caller's. With an API server it is the integration suite's (the kubeconfig must name an
- * https:// server, which the canned-response server does not speak). */
+/* The Manager as the daemon runs it, against what a unit test can give it: no kubeconfig, a
+ * notification socket of the test's, and either no system bus (an address nobody listens on) or the
+ * fake systemd as the system bus (tests/helpers/fake-systemd.h, listen mode). It is built, runs,
+ * says what it waits for (READY=1, STATUS=: a bootstrap credential), brings its systemd side up
+ * (Subscribe) and back after the bus went away, stops on SIGTERM (STOPPING=1) and frees
+ * everything; a set-up error names its cause and leaves the configuration the caller's. With an API
+ * server it is the integration suite's (the kubeconfig must name an https:// server, which the
+ * canned-response server does not speak). */
 #include <signal.h>
 #include <stdio.h>
 #include <sys/socket.h>
@@ -14,8 +16,10 @@
 #include <time.h>
 
 #include "apply/osc-files.h"
+#include "apply/osc-state.h"
 #include "core/config.h"
 #include "daemon/manager.h"
+#include "fake-systemd.h"
 #include "tests.h"
 #include "util/fileio.h"
 
@@ -148,10 +152,145 @@ static void test_runs_without_api_server_and_stops(void **state) {
         assert_contains(said, "no bootstrap credential");
 }
 
+static unsigned count(const char *haystack, const char *needle) {
+        unsigned n = 0;
+
+        for (const char *p = haystack; (p = strstr(p, needle)); p++)
+                n++;
+        return n;
+}
+
+/* A case's script runs every 10 ms until it raises SIGTERM. */
+static int step_again(sd_event_source *s) {
+        return sd_event_source_set_time_relative(s, 10 * USEC_PER_MSEC) < 0 ? 0 :
+               sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+}
+
+/* Runs the Manager with the case's script; SIGTERM after 10 s at the latest. */
+static void run_script(Manager *m, sd_event *event, sd_event_time_handler_t script, void *userdata) {
+        _cleanup_(sd_event_source_unrefp) sd_event_source *step = NULL, *deadline = NULL;
+
+        assert_int_equal(sd_event_add_time_relative(event, &step, CLOCK_MONOTONIC, 10 * USEC_PER_MSEC, 0,
+                                                    script, userdata), 0);
+        assert_int_equal(sd_event_add_time_relative(event, &deadline, CLOCK_MONOTONIC, 10 * USEC_PER_SEC, 0,
+                                                    on_timer, NULL), 0);
+        assert_int_equal(manager_run(m), 0);
+}
+
+typedef struct BusScript {
+        FakeSystemd *fake;
+        bool dropped;                   /* the bus went away once */
+        bool done;                      /* subscribed again after it: SIGTERM sent */
+} BusScript;
+
+/* Every 10 ms: once the Manager subscribed, the bus goes away; once it subscribed again, SIGTERM. */
+static int on_bus_step(sd_event_source *s, uint64_t usec, void *userdata) {
+        BusScript *b = userdata;
+        unsigned n = count(fake_systemd_calls(b->fake), "Subscribe");
+
+        if (!b->dropped && n == 1) {
+                fake_systemd_disconnect(b->fake);
+                b->dropped = true;
+        } else if (b->dropped && n == 2) {
+                b->done = true;
+                (void) raise(SIGTERM);
+                return 0;
+        }
+        return step_again(s);
+}
+
+/* The fake systemd as the system bus, on the loop the Manager will take (this thread's default). */
+static FakeSystemd *systemd_on_the_bus(Env *env, sd_event **ret_event) {
+        _cleanup_free_ char *path = NULL, *address = NULL;
+        FakeSystemd *fake;
+
+        assert_true(sd_event_default(ret_event) >= 0);
+        assert_true(asprintf(&path, "%s/system_bus_socket", env->dir) > 0);
+        assert_int_equal(fake_systemd_listen(*ret_event, path, &fake), 0);
+        assert_true(asprintf(&address, "unix:path=%s", path) > 0);
+        assert_int_equal(setenv("DBUS_SYSTEM_BUS_ADDRESS", address, 1), 0);
+        return fake;
+}
+
+static void test_systemd_side_up_and_back(void **state) {
+        Env *env = *state;
+        _cleanup_(sd_event_unrefp) sd_event *event = NULL;
+        _cleanup_(fake_systemd_freep) FakeSystemd *fake = systemd_on_the_bus(env, &event);
+        _cleanup_(manager_freep) Manager *m = NULL;
+        _cleanup_free_ char *error = NULL, *said = NULL;
+        BusScript script = { .fake = fake };
+
+        assert_int_equal(manager_new(&env->config, &env->tuning, &m, &error), 0);
+        run_script(m, event, on_bus_step, &script);
+
+        if (!script.dropped)
+                fail_msg("no Subscribe: \"%s\"", fake_systemd_calls(fake));
+        if (!script.done)
+                fail_msg("no second Subscribe after the bus came back: \"%s\"", fake_systemd_calls(fake));
+        assert_int_equal(count(fake_systemd_calls(fake), "Hello"), 2);
+        said = notifications(env);
+        assert_contains(said, "READY=1");
+        assert_contains(said, "STOPPING=1");
+}
+
+/* SIGTERM once `unit` has a job (held: the apply waits for it). */
+typedef struct JobScript {
+        FakeSystemd *fake;
+        const char *unit;
+        bool done;
+} JobScript;
+
+static int on_job_step(sd_event_source *s, uint64_t usec, void *userdata) {
+        JobScript *j = userdata;
+
+        if (fake_systemd_n_jobs(j->fake, j->unit) > 0) {
+                j->done = true;
+                (void) raise(SIGTERM);
+                return 0;
+        }
+        return step_again(s);
+}
+
+/* SIGTERM in the middle of an apply: the drift round at start (no API server needed) finds the
+ * last-applied OSC's unit file gone and repairs it through the executor's OSC runner; the unit's
+ * restart is held by systemd when the signal comes. The Manager stops cleanly, freeing the runner
+ * with its job in flight (the sanitizer run checks for leaks and use-after-free). */
+static void test_sigterm_during_an_apply(void **state) {
+        Env *env = *state;
+        _cleanup_(sd_event_unrefp) sd_event *event = NULL;
+        _cleanup_(fake_systemd_freep) FakeSystemd *fake = systemd_on_the_bus(env, &event);
+        _cleanup_(manager_freep) Manager *m = NULL;
+        _cleanup_free_ char *error = NULL, *said = NULL, *applied = NULL, *units = NULL, *unit_file = NULL;
+        static const char osc[] = "spec: {units: [{name: x.service,"
+                                  " content: \"[Service]\\nExecStart=/bin/true\\n\"}]}";
+        JobScript script = { .fake = fake, .unit = "x.service" };
+
+        assert_int_equal(fake_systemd_add_unit(fake, "x.service", FAKE_HELD), 0);
+        assert_int_equal(mkdir(env->state, 0700), 0);
+        assert_true(asprintf(&applied, "%s/%s", env->state, OSC_STATE_LAST_APPLIED) > 0);
+        assert_int_equal(write_file_atomic(applied, osc, strlen(osc), 0600), 0);
+        assert_true(asprintf(&units, "%s/units", env->dir) > 0);
+        assert_int_equal(mkdir(units, 0755), 0);
+        assert_int_equal(free_and_strdup(&env->config->systemd.unit_directory, units), 0);
+
+        assert_int_equal(manager_new(&env->config, &env->tuning, &m, &error), 0);
+        run_script(m, event, on_job_step, &script);
+
+        if (!script.done)
+                fail_msg("no job for x.service: \"%s\"", fake_systemd_calls(fake));
+        assert_true(asprintf(&unit_file, "%s/x.service", units) > 0);
+        assert_int_equal(access(unit_file, F_OK), 0);           /* the repair had begun */
+        assert_contains(fake_systemd_calls(fake), "RestartUnit:x.service");
+        said = notifications(env);
+        assert_contains(said, "STOPPING=1");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_new_error_leaves_the_config, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_runs_without_api_server_and_stops, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_systemd_side_up_and_back, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_sigterm_during_an_apply, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* restart-handler on a fake systemd: sequencing, reporting, removal (sync, async, failing), the
- * persisted record across handler instances, values changing while busy. */
+ * persisted record across handler instances, a record that cannot be saved, values changing while
+ * busy. */
 #include <stdio.h>
 #include <sys/stat.h>
 
 #include "duties/restart-handler.h"
 #include "fake-systemd.h"
+#include "log-capture.h"
 #include "test-loop.h"
 #include "tests.h"
 
@@ -336,6 +338,41 @@ static void test_own_restart_is_recorded_first(void **state) {
         assert_int_equal(fake_systemd_n_jobs(f->fake, SELF), 1);
 }
 
+/* The header's at-most-once: a restart whose record is not on disk is not started (a crash right
+ * after it would start it again). The handler waits, says so once, and goes on once it can save. */
+static void test_unsaved_record_restarts_nothing(void **state) {
+        Fixture *f = *state;
+        _cleanup_free_ char *logged = NULL;
+        char sub[sizeof(f->dir) + 8];
+        LogCapture capture;
+
+        log_capture_start(&capture, f->dir);
+        assert_true((size_t) snprintf(sub, sizeof(sub), "%s/sub", f->dir) < sizeof(sub));
+        assert_true((size_t) snprintf(f->state_path, sizeof(f->state_path), "%s/restart-request.json", sub) <
+                    sizeof(f->state_path));
+        f->h = restart_handler_free(f->h);
+        new_handler(f);                                 /* its state directory does not exist */
+
+        assert_int_equal(restart_handler_submit(f->h, "a,agent"), 0);
+        TEST_LOOP_UNTIL(f->event, f->n_remove == 1, 5 * USEC_PER_SEC);
+        /* Several retries at 10-40 ms. */
+        TEST_LOOP_NOT(f->event, fake_systemd_n_jobs(f->fake, "a.service") + fake_systemd_n_jobs(f->fake, SELF),
+                      300 * USEC_PER_MSEC);
+        assert_true(restart_handler_is_busy(f->h));
+
+        assert_int_equal(mkdir(sub, 0700), 0);
+        TEST_LOOP_UNTIL(f->event, !restart_handler_is_busy(f->h), 5 * USEC_PER_SEC);
+        logged = log_capture_stop(&capture);
+        assert_string_equal(f->log, "remove unit:a.service:ok unit:agent.service:ok finished");
+        assert_int_equal(fake_systemd_n_jobs(f->fake, "a.service"), 1);
+        assert_int_equal(fake_systemd_n_jobs(f->fake, SELF), 1);
+        assert_int_equal(log_count_lines(logged, "err", "not restarting a.service until it is saved"), 1);
+        assert_int_equal(log_count_lines(logged, "err", "Failed to save"), 1);
+
+        assert_int_equal(unlink(f->state_path), 0);
+        assert_int_equal(rmdir(sub), 0);
+}
+
 static void test_corrupt_record_is_ignored(void **state) {
         Fixture *f = *state;
         FILE *fp = fopen(f->state_path, "we");
@@ -383,6 +420,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_new_value_while_busy_runs_afterwards, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_retry_stops_when_annotation_disappears, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_own_restart_is_recorded_first, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unsaved_record_restarts_nothing, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_corrupt_record_is_ignored, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_blank_value_does_nothing, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_free_while_busy, setup, teardown),
