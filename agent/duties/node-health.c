@@ -32,6 +32,7 @@ typedef struct Component {
         char *unit;                     /* owned */
         HealthTracker tracker;
         bool probing;                   /* a probe is in flight */
+        uint64_t probe_started_usec;    /* when the round that started the probe began */
         HttpProbe *http_probe;          /* owned: kubelet */
         sd_bus_slot *state_read;        /* owned: containerd's unit state */
         UnitJob *restart;               /* borrowed handle: the restart job in flight */
@@ -192,16 +193,17 @@ static bool update_owns(const Component *c) {
 static void component_observe(Component *c, const char *error) {
         NodeHealth *h = c->owner;
         char grace[GO_DURATION_STR_MAX];
-        uint64_t now = 0;
         HealthOwner owner;
 
         c->probing = false;
-        (void) sd_event_now(h->event, CLOCK_MONOTONIC, &now);
         owner = c->update_owned || update_owns(c) ? HEALTH_OWNER_UPDATE :
                 c->restart ? HEALTH_OWNER_CHECK_RESTARTING : HEALTH_OWNER_CHECK;
         go_duration_format_seconds(grace, sizeof(grace), h->grace_usec);
 
-        switch (health_tracker_observe(&c->tracker, !error, now, h->grace_usec, owner)) {
+        /* Stamped with the round's start, not the answer's arrival: rounds are a period apart, so the
+         * third failed round is a full grace time after the first even when the first answer was the
+         * slower one (upstream's requeue after the round ends gives the same). */
+        switch (health_tracker_observe(&c->tracker, !error, c->probe_started_usec, h->grace_usec, owner)) {
         case HEALTH_OK:
         case HEALTH_FAILING:
                 return;
@@ -397,14 +399,17 @@ static void check_address(NodeHealth *h) {
 
 static int node_health_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         NodeHealth *h = userdata;
+        uint64_t now = event_now_usec(h->event);
 
         check_address(h);
         if (!h->kubelet.probing) {
                 h->kubelet.update_owned = update_owns(&h->kubelet);
+                h->kubelet.probe_started_usec = now;
                 kubelet_probe(h);
         }
         if (!h->containerd.probing) {
                 h->containerd.update_owned = update_owns(&h->containerd);
+                h->containerd.probe_started_usec = now;
                 containerd_probe(h);
         }
         if (event_timer_arm(s, h->period_usec) < 0)
