@@ -11,6 +11,8 @@ packages=(
         # tests: real systemd user manager, private bus, registry, TLS tooling
         systemd dbus dbus-user-session util-linux docker-registry openssl python3 curl
         zstd apache2-utils valgrind strace
+        # the sandbox's stand-in containerd answers the Version call (gRPC over HTTP/2) with it
+        python3-h2
         # the machine tier (tests/machine): the .deb built and installed with apt into a Debian 12
         # image made by mmdebstrap (debootstrap where it is missing), booted under systemd-nspawn
         mmdebstrap debootstrap systemd-container build-essential debhelper dpkg-dev

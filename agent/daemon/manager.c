@@ -526,6 +526,19 @@ static bool manager_health_may_restart(const char *unit, void *userdata) {
         return !executor_blocks_unit_restarts(m->executor);
 }
 
+/* For `inplace-agent status`: what containerd last said it is. The journal has it already (the duty's
+ * line); a state directory that cannot take it loses only this. */
+static void manager_on_containerd_version(const ContainerdVersion *v, void *userdata) {
+        Manager *m = userdata;
+        int r;
+
+        r = status_containerd_save(m->config->state_directory, v->version, v->revision,
+                                   clock_now_usec(CLOCK_REALTIME));
+        if (r < 0)
+                log_warning_errno(r, "Cannot save containerd's version for 'inplace-agent status' in %s: %m",
+                                  m->config->state_directory);
+}
+
 static int manager_setup_health(Manager *m) {
         _cleanup_free_ char *socket = root_path(m->config, CONTAINERD_SOCKET);
 
@@ -540,6 +553,7 @@ static int manager_setup_health(Manager *m) {
                                        .period_usec = m->tuning.health_check_usec,
                                        .grace_usec = m->tuning.health_grace_usec,
                                        .may_restart = manager_health_may_restart,
+                                       .on_containerd_version = manager_on_containerd_version,
                                        .userdata = m,
                                }, &m->health);
 }

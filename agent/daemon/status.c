@@ -11,7 +11,7 @@
 #include "util/time-util.h"
 
 #define STATE_FILE_MAX (1024 * 1024)
-#define BLOCKER_FILE_MAX (16 * 1024)
+#define SIDE_FILE_MAX (16 * 1024)
 
 static char *state_path(const char *state_dir, const char *name) {
         char *p;
@@ -19,19 +19,29 @@ static char *state_path(const char *state_dir, const char *name) {
         return asprintf(&p, "%s/%s", state_dir, name) < 0 ? NULL : p;
 }
 
-int status_blocker_save(const char *state_dir, const char *reason, const char *first_reason, uint64_t since_usec) {
-        _cleanup_free_ char *path = state_path(state_dir, STATUS_BLOCKER_FILE), *data = NULL;
+/* A side file of `inplace-agent status`: {"<k1>","<k2>","since"} (since: RFC 3339 of a CLOCK_REALTIME
+ * µs value), atomically, 0600. */
+static int save_side_file(const char *state_dir, const char *name, const char *k1, const char *v1, const char *k2,
+                          const char *v2, uint64_t since_usec) {
+        _cleanup_free_ char *path = state_path(state_dir, name), *data = NULL;
         _cleanup_(json_decrefp) json_t *o = NULL;
         char since[RFC3339_MAX];
 
-        if (!path)
-                return -ENOMEM;
-        o = json_pack("{s:s, s:s, s:s}", "reason", strempty(reason), "firstReason", strempty(first_reason), "since",
+        o = json_pack("{s:s, s:s, s:s}", k1, strempty(v1), k2, strempty(v2), "since",
                       strempty(format_rfc3339(since, since_usec, /* micro= */ false)));
         data = o ? json_dumps(o, JSON_COMPACT) : NULL;
-        if (!data)
+        if (!path || !data)
                 return -ENOMEM;
         return write_file_atomic(path, data, strlen(data), 0600);
+}
+
+int status_blocker_save(const char *state_dir, const char *reason, const char *first_reason, uint64_t since_usec) {
+        return save_side_file(state_dir, STATUS_BLOCKER_FILE, "reason", reason, "firstReason", first_reason,
+                              since_usec);
+}
+
+int status_containerd_save(const char *state_dir, const char *version, const char *revision, uint64_t since_usec) {
+        return save_side_file(state_dir, STATUS_CONTAINERD_FILE, "version", version, "revision", revision, since_usec);
 }
 
 int status_blocker_remove(const char *state_dir) {
@@ -42,16 +52,16 @@ int status_blocker_remove(const char *state_dir) {
         return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
 }
 
-/* The daemon's pre-contact blocker, or NULL when there is none (or it cannot be read: the
- * transaction is still worth printing). */
-static json_t *blocker_load(const char *state_dir) {
-        _cleanup_free_ char *path = state_path(state_dir, STATUS_BLOCKER_FILE), *data = NULL;
+/* A small JSON object the daemon wrote, holding the string `key`; NULL when there is none (or it cannot
+ * be read: the transaction is still worth printing). */
+static json_t *side_file_load(const char *state_dir, const char *name, const char *key) {
+        _cleanup_free_ char *path = state_path(state_dir, name), *data = NULL;
         json_t *o;
 
-        if (!path || read_full_file(path, BLOCKER_FILE_MAX, &data, NULL) < 0)
+        if (!path || read_full_file(path, SIDE_FILE_MAX, &data, NULL) < 0)
                 return NULL;
         o = json_loads(data, 0, NULL);
-        if (!json_is_object(o) || !json_is_string(json_object_get(o, "reason"))) {
+        if (!json_is_object(o) || !json_is_string(json_object_get(o, key))) {
                 json_decref(o);
                 return NULL;
         }
@@ -66,9 +76,20 @@ static void print_blocker(const json_t *b) {
                strempty(json_string_value(json_object_get(b, "since"))));
 }
 
+/* The key of containerd's version, as the health check last heard it. */
+#define CONTAINERD_KEY "containerd"
+
+static void print_containerd(const json_t *c) {
+        printf("%-14s %s (revision %s, told %s)\n", CONTAINERD_KEY, json_string_value(json_object_get(c, "version")),
+               strempty(json_string_value(json_object_get(c, "revision"))),
+               strempty(json_string_value(json_object_get(c, "since"))));
+}
+
 int status_print(const char *state_dir, bool json) {
         _cleanup_free_ char *path = NULL, *data = NULL;
-        _cleanup_(json_decrefp) json_t *blocker = blocker_load(state_dir), *state = NULL;
+        _cleanup_(json_decrefp) json_t *blocker = side_file_load(state_dir, STATUS_BLOCKER_FILE, "reason"),
+                                *containerd = side_file_load(state_dir, STATUS_CONTAINERD_FILE, "version"),
+                                *state = NULL;
         json_error_t err;
         int r;
 
@@ -91,7 +112,8 @@ int status_print(const char *state_dir, bool json) {
                         return EXIT_FAILURE;
                 }
         }
-        if (blocker && json_object_set(state, BLOCKER_KEY, blocker) < 0)
+        if ((blocker && json_object_set(state, BLOCKER_KEY, blocker) < 0) ||
+            (containerd && json_object_set(state, CONTAINERD_KEY, containerd) < 0))
                 return EXIT_FAILURE;
 
         if (json) {
@@ -103,6 +125,8 @@ int status_print(const char *state_dir, bool json) {
 
                 if (blocker)
                         print_blocker(blocker);
+                if (containerd)
+                        print_containerd(containerd);
                 if (r == -ENOENT) {
                         printf("No transaction recorded in %s.\n", state_dir);
                         return EXIT_SUCCESS;
@@ -110,7 +134,7 @@ int status_print(const char *state_dir, bool json) {
                 json_object_foreach(state, key, v) {
                         char *s;
 
-                        if (streq(key, BLOCKER_KEY))
+                        if (streq(key, BLOCKER_KEY) || streq(key, CONTAINERD_KEY))
                                 continue;
                         s = json_is_string(v) ? strdup(json_string_value(v))
                                               : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);

@@ -7,20 +7,21 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <ifaddrs.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
+#include "core/containerd-version.h"
 #include "core/go-duration.h"
 #include "core/health-tracker.h"
 #include "duties/node-health.h"
 #include "kubelet/kubelet-health.h"
-#include "systemd/unit-state.h"
+#include "net/grpc-call.h"
 #include "util/event-util.h"
 #include "util/log.h"
 #include "util/string-util.h"
+#include "util/time-util.h"
 
-#define KUBELET_PROBE_TIMEOUT_USEC (10 * USEC_PER_SEC)
+/* A probe that hangs fails after this (upstream: the kubelet's http.Client timeout; its Version call has
+ * none, so a containerd that accepts but never answers would hold its check forever). */
+#define PROBE_TIMEOUT_USEC (10 * USEC_PER_SEC)
 
 typedef struct NodeHealth NodeHealth;
 
@@ -32,8 +33,9 @@ typedef struct Component {
         char *unit;                     /* owned */
         HealthTracker tracker;
         bool probing;                   /* a probe is in flight */
+        uint64_t probe_started_usec;    /* when the round that started the probe began */
         HttpProbe *http_probe;          /* owned: kubelet */
-        sd_bus_slot *state_read;        /* owned: containerd's unit state */
+        GrpcCall *version_call;         /* owned: containerd */
         UnitJob *restart;               /* borrowed handle: the restart job in flight */
         bool not_installed;             /* the last restart found no unit file (said once) */
         bool update_owned;              /* an update step owned the unit when the probe started */
@@ -48,6 +50,8 @@ struct NodeHealth {
         char *socket;                   /* owned */
         uint64_t period_usec, grace_usec;
         bool (*may_restart)(const char *unit, void *userdata);
+        void (*on_containerd_version)(const ContainerdVersion *v, void *userdata);
+        ContainerdVersion containerd_version;   /* the last one containerd told */
         void *userdata;
         Component kubelet, containerd;
         ToggleTracker toggles;
@@ -61,7 +65,7 @@ struct NodeHealth {
 
 static void component_done(Component *c) {
         c->http_probe = http_probe_free(c->http_probe);
-        c->state_read = sd_bus_slot_unref(c->state_read);
+        c->version_call = grpc_call_free(c->version_call);
         c->restart = unit_job_cancel(c->restart);
         free(c->unit);
         c->unit = NULL;
@@ -73,6 +77,7 @@ NodeHealth *node_health_free(NodeHealth *h) {
         component_done(&h->kubelet);
         component_done(&h->containerd);
         sd_event_source_disable_unref(h->timer);
+        containerd_version_done(&h->containerd_version);
         free(h->last_internal_ip);
         free(h->healthz_url);
         free(h->socket);
@@ -93,7 +98,7 @@ int node_health_new(sd_event *event, Http *http, UnitControl *units, Reporter *r
         *h = (NodeHealth) {
                 .event = event, .http = http, .units = units, .reporter = reporter,
                 .period_usec = o->period_usec, .grace_usec = o->grace_usec, .may_restart = o->may_restart,
-                .userdata = o->userdata,
+                .on_containerd_version = o->on_containerd_version, .userdata = o->userdata,
                 .kubelet = { .owner = h, .name = "kubelet", .title = "Kubelet" },
                 .containerd = { .owner = h, .name = "containerd", .title = "Containerd" },
         };
@@ -192,16 +197,17 @@ static bool update_owns(const Component *c) {
 static void component_observe(Component *c, const char *error) {
         NodeHealth *h = c->owner;
         char grace[GO_DURATION_STR_MAX];
-        uint64_t now = 0;
         HealthOwner owner;
 
         c->probing = false;
-        (void) sd_event_now(h->event, CLOCK_MONOTONIC, &now);
         owner = c->update_owned || update_owns(c) ? HEALTH_OWNER_UPDATE :
                 c->restart ? HEALTH_OWNER_CHECK_RESTARTING : HEALTH_OWNER_CHECK;
         go_duration_format_seconds(grace, sizeof(grace), h->grace_usec);
 
-        switch (health_tracker_observe(&c->tracker, !error, now, h->grace_usec, owner)) {
+        /* Stamped with the round's start, not the answer's arrival: rounds are a period apart, so the
+         * third failed round is a full grace time after the first even when the first answer was the
+         * slower one (upstream's requeue after the round ends gives the same). */
+        switch (health_tracker_observe(&c->tracker, !error, c->probe_started_usec, h->grace_usec, owner)) {
         case HEALTH_OK:
         case HEALTH_FAILING:
                 return;
@@ -239,7 +245,7 @@ static void kubelet_on_probe(HttpProbe *p, int error, const char *message, unsig
 }
 
 static void kubelet_probe(NodeHealth *h) {
-        HttpProbeOptions o = kubelet_health_probe_once(h->healthz_url, MIN(KUBELET_PROBE_TIMEOUT_USEC, h->period_usec));
+        HttpProbeOptions o = kubelet_health_probe_once(h->healthz_url, MIN(PROBE_TIMEOUT_USEC, h->period_usec));
         int r;
 
         r = http_probe_start(h->event, h->http, &o, kubelet_on_probe, &h->kubelet, &h->kubelet.http_probe);
@@ -250,18 +256,48 @@ static void kubelet_probe(NodeHealth *h) {
         h->kubelet.probing = true;
 }
 
-static void containerd_on_state(int error, const UnitState *st, void *userdata) {
-        Component *c = userdata;
-        _cleanup_free_ char *msg = NULL;
+/* What containerd says it is: into the journal (and `inplace-agent status`) when it is new. */
+static void containerd_remember(NodeHealth *h, ContainerdVersion *v) {
+        if (streq_ptr(v->version, h->containerd_version.version) &&
+            streq_ptr(v->revision, h->containerd_version.revision))
+                return;
+        containerd_version_done(&h->containerd_version);
+        h->containerd_version = TAKE_STRUCT(*v);
+        log_info("containerd %s (revision %s) answers on unix://%s.", h->containerd_version.version,
+                 h->containerd_version.revision, h->socket);
+        if (h->on_containerd_version)
+                h->on_containerd_version(&h->containerd_version, h->userdata);
+}
 
-        if (error < 0) {
-                /* Not knowing is not "unhealthy": systemd did not answer, try again next round. */
-                c->probing = false;
-                log_debug_errno(error, "Cannot read the state of %s: %m", c->unit);
+/* Upstream's check, containerdClient.Version(): healthy when containerd answers, not when it accepts. */
+static void containerd_on_version(GrpcCall *call, int error, long http_status, const GrpcReply *reply,
+                                  void *userdata) {
+        Component *c = userdata;
+        NodeHealth *h = c->owner;
+        _cleanup_(containerd_version_done) ContainerdVersion v = {};
+        _cleanup_free_ char *why = NULL, *msg = NULL;
+        char d[DURATION_MAX_STR];
+        int r;
+
+        format_duration(d, sizeof(d), MIN(PROBE_TIMEOUT_USEC, h->period_usec));
+        if (error == -ETIMEDOUT)
+                r = asprintf(&why, "no answer within %s", d);
+        else if (error == -EPROTO)
+                r = asprintf(&why, "HTTP %ld", http_status);
+        else if (error < 0)
+                r = asprintf(&why, "%s", strerror(-error));
+        else
+                r = containerd_version_decode(reply->grpc_status, reply->grpc_message, reply->body, reply->body_size,
+                                              &v, &why);
+        /* The reply is the call's: decoded above, gone now. */
+        c->version_call = grpc_call_free(c->version_call);
+        if (error >= 0 && r >= 0) {
+                containerd_remember(h, &v);
+                component_observe(c, NULL);
                 return;
         }
-        if (!streq_ptr(st->active_state, "active") &&
-            asprintf(&msg, "unit %s is %s (%s)", c->unit, strempty(st->active_state), strempty(st->sub_state)) < 0) {
+        if (!why || asprintf(&msg, "Version on unix://%s: %s", h->socket, why) < 0) {
+                msg = NULL;
                 c->probing = false;
                 log_oom();
                 return;
@@ -269,45 +305,15 @@ static void containerd_on_state(int error, const UnitState *st, void *userdata) 
         component_observe(c, msg);
 }
 
-/* A non-blocking connect() on a local socket: accepted or refused at once, never waits. */
-static int socket_connect_check(const char *path) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        int fd, r = 0;
-
-        if (strlen(path) >= sizeof(sa.sun_path))
-                return -ENAMETOOLONG;
-        memcpy(sa.sun_path, path, strlen(path) + 1);     /* length checked above */
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-                return -errno;
-        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 && errno != EAGAIN && errno != EINPROGRESS)
-                r = -errno;     /* EAGAIN: the backlog is full, but something listens */
-        close(fd);
-        return r;
-}
-
 static void containerd_probe(NodeHealth *h) {
         Component *c = &h->containerd;
-        _cleanup_free_ char *msg = NULL;
-        sd_bus *bus;
         int r;
 
-        r = socket_connect_check(h->socket);
+        r = grpc_call_start(h->http, h->socket, CONTAINERD_VERSION_METHOD, containerd_version_request,
+                            sizeof(containerd_version_request), MIN(PROBE_TIMEOUT_USEC, h->period_usec),
+                            CONTAINERD_VERSION_MESSAGE_MAX + 5, containerd_on_version, c, &c->version_call);
         if (r < 0) {
-                if (asprintf(&msg, "dial unix %s: connect: %s", h->socket, strerror(-r)) < 0) {
-                        log_oom();
-                        return;
-                }
-                component_observe(c, msg);
-                return;
-        }
-        c->state_read = sd_bus_slot_unref(c->state_read);
-        bus = unit_control_get_bus(h->units);
-        if (!bus)
-                return;         /* systemd out of reach: not knowing is not "unhealthy" */
-        r = unit_state_read(bus, c->unit, containerd_on_state, c, &c->state_read);
-        if (r < 0) {
-                log_debug_errno(r, "Cannot read the state of %s: %m", c->unit);
+                log_debug_errno(r, "Cannot ask containerd for its version: %m");
                 return;
         }
         c->probing = true;
@@ -397,14 +403,17 @@ static void check_address(NodeHealth *h) {
 
 static int node_health_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         NodeHealth *h = userdata;
+        uint64_t now = event_now_usec(h->event);
 
         check_address(h);
         if (!h->kubelet.probing) {
                 h->kubelet.update_owned = update_owns(&h->kubelet);
+                h->kubelet.probe_started_usec = now;
                 kubelet_probe(h);
         }
         if (!h->containerd.probing) {
                 h->containerd.update_owned = update_owns(&h->containerd);
+                h->containerd.probe_started_usec = now;
                 containerd_probe(h);
         }
         if (event_timer_arm(s, h->period_usec) < 0)

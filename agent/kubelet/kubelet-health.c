@@ -17,7 +17,7 @@ HttpProbeOptions kubelet_health_probe_once(const char *url, uint64_t timeout_use
                 .url = url,
                 .request_timeout_usec = timeout_usec,
                 .timeout_usec = timeout_usec,
-                .interval_usec = timeout_usec + USEC_PER_SEC,   /* the next probe would be past the deadline */
+                .once = true,
         };
 }
 

@@ -15,7 +15,7 @@ struct HttpProbe {
         sd_event_source *next_probe;    /* owned */
         sd_event_source *deadline;      /* owned */
         char *last_error;               /* owned */
-        bool any_status;
+        bool any_status, once;
         void *ca_pem;                   /* owned; NULL: the system's CAs */
         size_t ca_pem_size;
         unsigned n_probes;
@@ -39,17 +39,32 @@ HttpProbe *http_probe_free(HttpProbe *p) {
         return NULL;
 }
 
-static void http_probe_finish(HttpProbe *p, int error) {
+/* What the caller is told: with `once`, what the one probe saw (like Go's error of one GET); else what
+ * the last one saw, and the window. */
+static char *http_probe_message(const HttpProbe *p) {
         char d[DURATION_MAX_STR];
+        char *msg;
+        int r;
+
+        format_duration(d, sizeof(d), p->timeout_usec);
+        if (p->once && p->last_error)
+                return strdup(p->last_error);
+        if (p->once)
+                r = asprintf(&msg, "Get \"%s\": no answer within %s", p->url, d);
+        else
+                r = asprintf(&msg, "%s did not answer%s within %s: %s", p->url, p->any_status ? "" : " 200", d,
+                             p->last_error ? p->last_error : "no probe completed");
+        return r < 0 ? NULL : msg;
+}
+
+static void http_probe_finish(HttpProbe *p, int error) {
         _cleanup_free_ char *msg = NULL;
 
         p->req = http_request_free(p->req);
         p->next_probe = sd_event_source_disable_unref(p->next_probe);
         p->deadline = sd_event_source_disable_unref(p->deadline);
-        if (error < 0 && asprintf(&msg, "%s did not answer%s within %s: %s", p->url, p->any_status ? "" : " 200",
-                                  format_duration(d, sizeof(d), p->timeout_usec),
-                                  p->last_error ? p->last_error : "no probe completed") < 0)
-                msg = NULL;
+        if (error < 0)
+                msg = http_probe_message(p);
         p->done(p, error, error < 0 ? (msg ? msg : "no answer") : NULL, p->n_probes, p->userdata);
 }
 
@@ -84,6 +99,10 @@ static void http_probe_on_response(HttpRequest *req, int error, long status, voi
         free(p->last_error);
         p->last_error = r < 0 ? NULL : m;
         p->req = http_request_free(p->req);
+        if (p->once) {
+                http_probe_finish(p, error < 0 ? error : -EIO);
+                return;
+        }
 
         r = sd_event_add_time_relative(p->event, &p->next_probe, CLOCK_MONOTONIC, p->interval_usec, 0,
                                        http_probe_on_timer, p);
@@ -138,6 +157,7 @@ int http_probe_start(sd_event *event, Http *http, const HttpProbeOptions *o, Htt
                                                            : HTTP_PROBE_REQUEST_TIMEOUT_DEFAULT_USEC;
         p->timeout_usec = o->timeout_usec;
         p->any_status = o->any_status;
+        p->once = o->once;
         p->url = strdup(o->url);
         if (!p->url)
                 return -ENOMEM;

@@ -522,6 +522,20 @@ static int silence_arm(HttpRequest *req) {
         return sd_event_source_set_enabled(req->silence, SD_EVENT_ONESHOT);
 }
 
+int http_request_set_unix_socket(HttpRequest *req, const char *path) {
+        assert(req);
+        assert(path);
+
+        /* libcurl copies the path. A local socket is cheap to connect to: each request gets its own
+         * connection, closed after it, so no request waits on one to a daemon that went away. */
+        if (curl_easy_setopt(req->easy, CURLOPT_UNIX_SOCKET_PATH, path) != CURLE_OK ||
+            curl_easy_setopt(req->easy, CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE) != CURLE_OK ||
+            curl_easy_setopt(req->easy, CURLOPT_FRESH_CONNECT, 1L) != CURLE_OK ||
+            curl_easy_setopt(req->easy, CURLOPT_FORBID_REUSE, 1L) != CURLE_OK)
+                return -EINVAL;
+        return 0;
+}
+
 int http_request_start(HttpRequest *req, HttpDoneCallback done, void *userdata) {
         assert(req);
         assert(!req->active);
@@ -571,18 +585,26 @@ long http_request_get_status(HttpRequest *req) {
         return req->status;
 }
 
-const char *http_request_get_header(HttpRequest *req, const char *name) {
+static const char *get_header(HttpRequest *req, const char *name, unsigned origin) {
         struct curl_header *h;
         size_t n;
 
         /* libcurl keeps the headers: request -1 is the final response (after redirects), CURLH_HEADER
          * leaves out 1xx, trailers and CONNECT; of a repeated header, the last one wins. */
-        if (curl_easy_header(req->easy, name, 0, CURLH_HEADER, -1, &h) != CURLHE_OK)
+        if (curl_easy_header(req->easy, name, 0, origin, -1, &h) != CURLHE_OK)
                 return NULL;
         n = h->amount;
-        if (n > 1 && curl_easy_header(req->easy, name, n - 1, CURLH_HEADER, -1, &h) != CURLHE_OK)
+        if (n > 1 && curl_easy_header(req->easy, name, n - 1, origin, -1, &h) != CURLHE_OK)
                 return NULL;
         return h->value;
+}
+
+const char *http_request_get_header(HttpRequest *req, const char *name) {
+        return get_header(req, name, CURLH_HEADER);
+}
+
+const char *http_request_get_trailer(HttpRequest *req, const char *name) {
+        return get_header(req, name, CURLH_TRAILER);
 }
 
 uint64_t http_request_get_retry_after_usec(HttpRequest *req) {

@@ -44,8 +44,10 @@ typedef struct HealthTracker {
         uint64_t first_failure_usec;
 } HealthTracker;
 
-/* RESTART only with HEALTH_OWNER_CHECK. With HEALTH_OWNER_UPDATE a failure that is new is OWNED (a
- * unit failing before the update took it over stays FAILING). */
+/* `now_usec`: when the round whose probe this is began (upstream: every 30 s, the first failure
+ * remembered, a restart at the first round that finds it failing for >= grace_usec — the third round,
+ * 60 s after the first failed one). RESTART only with HEALTH_OWNER_CHECK. With HEALTH_OWNER_UPDATE a
+ * failure that is new is OWNED (a unit failing before the update took it over stays FAILING). */
 HealthVerdict health_tracker_observe(HealthTracker *t, bool healthy, uint64_t now_usec, uint64_t grace_usec,
                                      HealthOwner owner);
 /* The restart worked: the grace time starts again from `now_usec`. */

@@ -4,14 +4,15 @@
 /* GNA's kubelet and containerd health checks (docs/node-protocol.md §8 item 2, docs/contract.md §9.8): every period
  * (30 s;
  * the first at start) one probe each —
- *   kubelet:    GET kubelet.healthzURL (net/http-probe.h, one probe, 10 s at most);
- *   containerd: connect() on <osc.rootDirectory>/run/containerd/containerd.sock and the unit's
- *               ActiveState "active" over D-Bus. Upstream asks containerd for its Version() over
- *               gRPC; a connect that is accepted proves the daemon listens, and the unit's state
- *               catches a containerd that systemd sees failing or restarting, without adding a gRPC
- *               client (or ctr/crictl) as a dependency. A containerd that accepts but hangs is not
- *               caught: the kubelet's health check fails then (PLEG), and that one restarts.
- * Decisions by core/health-tracker.h; Events with reason "kubelet"/"containerd", action
+ *   kubelet:    GET kubelet.healthzURL (net/http-probe.h, one probe: an HTTP status other than 200 or
+ *               a refused connection fails it at once, a kubelet that does not answer in 10 s too);
+ *   containerd: its Version call, as upstream's check (containerdClient.Version()): gRPC over
+ *               HTTP/2 on <osc.rootDirectory>/run/containerd/containerd.sock (net/grpc-call.h,
+ *               core/containerd-version.h), 10 s at most, so a containerd that accepts but does not
+ *               answer (stopped, deadlocked) is unhealthy within one round. The version and
+ *               revision it tells are logged when new and handed to on_containerd_version.
+ * Decisions by core/health-tracker.h, each probe stamped with its round's start, so the third failed
+ * round (60 s after the first) restarts, as upstream's; Events with reason "kubelet"/"containerd", action
  * "HealthCheck", and upstream's messages; a unit unhealthy for the grace time (1 min) is restarted
  * over D-Bus — never while `may_restart` says no (an in-place update step restarts and checks it
  * itself: a probe failing then, or begun then, is not judged at all, so its restart brings no
@@ -31,6 +32,7 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
+#include "core/containerd-version.h"
 #include "core/node-view.h"
 #include "report/reporter.h"
 #include "net/http.h"
@@ -49,6 +51,8 @@ typedef struct NodeHealthOptions {
         uint64_t period_usec;
         uint64_t grace_usec;
         bool (*may_restart)(const char *unit, void *userdata);
+        /* containerd answered with another version or revision than before (NULL: not wanted). */
+        void (*on_containerd_version)(const ContainerdVersion *v, void *userdata);
         void *userdata;
 } NodeHealthOptions;
 

@@ -16,8 +16,10 @@
  * overall. The URL is borrowed from `c`. */
 HttpProbeOptions kubelet_health_probe(const Config *c);
 
-/* One probe of `url` (borrowed), at most `timeout_usec`: the node health duty's round, whose next
- * round is the retry. */
+/* One probe of `url` (borrowed), as upstream's health check asks (healthcheck/kubelet.go: one GET, an
+ * http.Client with a 10 s timeout): an HTTP status other than 200 or a refused connection fails it at
+ * once, only a kubelet that does not answer takes `timeout_usec`. The node health duty's round, whose
+ * next round is the retry. */
 HttpProbeOptions kubelet_health_probe_once(const char *url, uint64_t timeout_usec);
 
 /* Upstream's update-failed reason: "kubelet is not healthy after in-place update: <message>". */

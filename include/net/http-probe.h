@@ -25,6 +25,9 @@ typedef struct HttpProbeOptions {
         uint64_t request_timeout_usec;  /* per probe; 0 = default */
         uint64_t timeout_usec;          /* overall, > 0 */
         bool any_status;                /* any HTTP status counts as an answer */
+        bool once;                      /* one probe: its failure (an HTTP status other than 200, a
+                                         * refused connection) ends it at once; only a probe that
+                                         * hangs takes request_timeout_usec */
         const void *ca_pem;             /* copied; NULL: the system's CAs */
         size_t ca_pem_size;
 } HttpProbeOptions;
@@ -33,7 +36,8 @@ typedef struct HttpProbe HttpProbe;
 
 /* Exactly once, unless freed before. error 0: answered after n_probes probes. error -ETIMEDOUT:
  * `message` says what the last probe saw ("HTTP 500", "connection refused", ...), and the deadline.
- * The callback may free the HttpProbe. */
+ * With `once`, a failed probe: its -errno (-EIO for an HTTP status), `message` what it saw
+ * ("Get \"<url>\": HTTP 500"). The callback may free the HttpProbe. */
 typedef void (*HttpProbeDone)(HttpProbe *p, int error, const char *message, unsigned n_probes, void *userdata);
 
 int http_probe_start(sd_event *event, Http *http, const HttpProbeOptions *o, HttpProbeDone done, void *userdata,

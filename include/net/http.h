@@ -81,6 +81,11 @@ void http_request_set_resume_from(HttpRequest *req, uint64_t offset);
  * may have executed. On a fresh connection it never does that. */
 void http_request_set_fresh_connect(HttpRequest *req, bool fresh);
 
+/* Connect to the unix socket `path` (copied) instead of the URL's host, speaking HTTP/2 without
+ * upgrade (prior knowledge), as a gRPC server on a local socket expects, on a connection of its own
+ * (closed after the request); the URL's host is only the :authority. */
+int http_request_set_unix_socket(HttpRequest *req, const char *path) _warn_unused_result_;
+
 int http_request_start(HttpRequest *req, HttpDoneCallback done, void *userdata) _warn_unused_result_;
 void http_request_cancel(HttpRequest *req);
 bool http_request_is_active(HttpRequest *req);
@@ -92,6 +97,8 @@ long http_request_get_status(HttpRequest *req);
  * response only (after redirects). The string is libcurl's: valid until the request is started
  * again or freed. */
 const char *http_request_get_header(HttpRequest *req, const char *name);
+/* The same for a trailer (HTTP/2 trailing headers, gRPC's grpc-status), NULL if absent. */
+const char *http_request_get_trailer(HttpRequest *req, const char *name);
 /* Retry-After in usec (integer seconds only), or 0 if absent/invalid. */
 uint64_t http_request_get_retry_after_usec(HttpRequest *req);
 const char *http_request_get_url(HttpRequest *req);

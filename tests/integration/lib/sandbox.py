@@ -107,6 +107,8 @@ def default_agent():
 
 def missing_prerequisites(agent=None):
     missing = usermgr.missing_prerequisites() + registry.missing_prerequisites()
+    if not python_with_h2():
+        missing.append("python3-h2 (the stand-in containerd's gRPC server)")
     agent = agent or default_agent()
     if not os.access(agent, os.X_OK):
         missing.append("the agent binary %s (build it: meson setup build && ninja -C build)" % agent)
@@ -270,22 +272,75 @@ klog("I", "server.go:203", '"Started healthz server" address="%%s:%%d" healthy=%
 server.serve_forever()
 '''
 
-# Stand-in containerd: listens on <root>/run/containerd/containerd.sock (what the agent's health check
-# connects to) and accepts and closes connections until stopped.
+# Stand-in containerd: answers containerd's Version call (gRPC over HTTP/2 on
+# <root>/run/containerd/containerd.sock), what the agent's health check asks, with python3-h2; any
+# other method gets a trailers-only Unimplemented, as grpc-go answers. SIGSTOP makes it accept (the
+# kernel's backlog) without answering, like a hung containerd.
+CONTAINERD_VERSION, CONTAINERD_REVISION = "1.6.20~ds1", "sandbox-stand-in"
 CONTAINERD_MAIN = r'''#!/usr/bin/env python3
-import os, signal, socket, sys
+import os, signal, socket, sys, threading
+import h2.config, h2.connection, h2.events, h2.exceptions
 path = sys.argv[1]
+VERSION, REVISION = %(version)r, %(revision)r
+METHOD = "/containerd.services.version.v1.Version/Version"
+
+def string_field(number, value):
+    b = value.encode()
+    return bytes([number << 3 | 2, len(b)]) + b       # both shorter than 128 bytes
+
+def reply(conn, stream, method):
+    if method != METHOD:
+        conn.send_headers(stream, [(":status", "200"), ("content-type", "application/grpc"), ("grpc-status", "12"),
+                                   ("grpc-message", "unknown service %%s" %% method)], end_stream=True)
+        return
+    msg = string_field(1, VERSION) + string_field(2, REVISION)
+    conn.send_headers(stream, [(":status", "200"), ("content-type", "application/grpc")])
+    conn.send_data(stream, bytes(1) + len(msg).to_bytes(4, "big") + msg)
+    conn.send_headers(stream, [("grpc-status", "0")], end_stream=True)
+
+def serve(c):
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
+    conn.initiate_connection()
+    methods = {}
+    try:
+        c.sendall(conn.data_to_send())
+        while True:
+            data = c.recv(65536)
+            if not data:
+                return
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.RequestReceived):
+                    methods[ev.stream_id] = dict(ev.headers).get(":path")
+                elif isinstance(ev, h2.events.DataReceived):
+                    conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                elif isinstance(ev, h2.events.StreamEnded):
+                    reply(conn, ev.stream_id, methods.pop(ev.stream_id, None))
+            c.sendall(conn.data_to_send())
+    except (OSError, h2.exceptions.ProtocolError):
+        pass
+    finally:
+        c.close()
+
 os.makedirs(os.path.dirname(path), exist_ok=True)
 if os.path.exists(path):
     os.unlink(path)
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.bind(path)
 s.listen(16)
-signal.signal(signal.SIGTERM, lambda *a: (os.unlink(path), sys.exit(0)))
+signal.signal(signal.SIGTERM, lambda *a: (os.unlink(path), os._exit(0)))
 while True:
     c, _ = s.accept()
-    c.close()
-'''
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+''' % {"version": CONTAINERD_VERSION, "revision": CONTAINERD_REVISION}
+
+
+def python_with_h2():
+    """An interpreter that can import h2 (python3-h2): ours, or Debian's when ours is another one."""
+    for exe in (sys.executable, "/usr/bin/python3"):
+        if os.access(exe, os.X_OK) and subprocess.run([exe, "-c", "import h2"], capture_output=True).returncode == 0:
+            return exe
+    return None
+
 
 KUBELET_REPORT = r'''#!/usr/bin/env python3
 # ExecStartPost= of the sandbox's kubelet.service: post the started kubelet's version into the Node's
@@ -824,7 +879,7 @@ class Sandbox:
         return self.path("run", "containerd", "containerd.sock")
 
     def containerd_unit_text(self):
-        return self.um.service("%s %s %s" % (sys.executable, self.path("bin", "containerd"), self.containerd_socket),
+        return self.um.service("%s %s %s" % (python_with_h2(), self.path("bin", "containerd"), self.containerd_socket),
                                unit_extra="Description=containerd container runtime (sandbox stand-in)\n")
 
     def agent_unit_text(self):

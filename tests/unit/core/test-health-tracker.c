@@ -32,6 +32,35 @@ static void test_grace_and_restart(void **state) {
 /* A probe that fails while an in-place update restarts the kubelet itself (its restart, then its own
  * health check) is the update's to judge: no "unhealthy" Warning after a successful update, and the
  * grace time does not start. A unit failing before the update took it over is still failing. */
+/* Upstream's cadence (healthcheck/kubelet.go, containerd.go; 30 s requeue): a kubelet that answers
+ * 500 from the start is first reported by the first round and restarted by the third, 60 s later —
+ * with the duty's fake clock, rounds stamped with their start, the restart comes at 60 s, whatever the
+ * probes' answer times were. */
+static uint64_t first_restart_usec(uint64_t period_usec, uint64_t first_round_usec) {
+        HealthTracker t = {};
+
+        for (uint64_t now = first_round_usec; now < first_round_usec + 10 * 60 * S; now += period_usec)
+                switch (health_tracker_observe(&t, false, now, HEALTH_GRACE_USEC, CHECK)) {
+                case HEALTH_RESTART:
+                        return now;
+                case HEALTH_FIRST_FAILURE:
+                        assert_int_equal(now, first_round_usec);
+                        break;
+                default:
+                        assert_int_equal(t.first_failure_usec, first_round_usec);
+                }
+        fail();
+        return 0;
+}
+
+static void test_upstream_cadence(void **state) {
+        assert_int_equal(first_restart_usec(30 * S, 0), 60 * S);
+        assert_int_equal(first_restart_usec(30 * S, 7 * S), 67 * S);
+        /* A check every 10 s restarts at the same time, a check every 40 s at its second round after. */
+        assert_int_equal(first_restart_usec(10 * S, 0), 60 * S);
+        assert_int_equal(first_restart_usec(40 * S, 0), 80 * S);
+}
+
 static void test_update_owns_the_unit(void **state) {
         HealthTracker t = {};
 
@@ -72,6 +101,7 @@ static void test_toggles(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_grace_and_restart),
+                cmocka_unit_test(test_upstream_cadence),
                 cmocka_unit_test(test_update_owns_the_unit),
                 cmocka_unit_test(test_toggles),
         };

@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <stdio.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "fake-http.h"
 #include "net/http-probe.h"
 #include "test-loop.h"
+#include "util/time-util.h"
 #include "tests.h"
 
 typedef struct Ctx {
@@ -124,6 +128,62 @@ static void test_any_status_refused_times_out(void **state) {
         assert_non_null(strstr(c->message, "refused"));
 }
 
+/* The node health duty's probe (upstream's one GET): a 500 or a refused connection is a failure at
+ * once, not after the window, which only a probe that hangs waits out. */
+static void test_once_fails_fast(void **state) {
+        Ctx *c = *state;
+        _cleanup_(http_probe_freep) HttpProbe *p = NULL;
+        HttpProbeOptions o = { .url = c->url, .timeout_usec = 10 * USEC_PER_SEC, .once = true };
+        _cleanup_free_ char *want = NULL;
+        uint64_t t0 = clock_now_usec(CLOCK_MONOTONIC);
+
+        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 500, .body = "no" }), 0);
+        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 200, .body = "ok" }), 0);
+        assert_int_equal(http_probe_start(c->event, c->http, &o, on_done, c, &p), 0);
+        run(c);
+        assert_true(clock_now_usec(CLOCK_MONOTONIC) - t0 < 5 * USEC_PER_SEC);     /* not the 10 s window */
+        assert_int_equal(c->error, -EIO);
+        assert_int_equal(c->n_probes, 1);
+        assert_int_equal(fake_http_requests(c->fake), 1);
+        assert_int_equal(asprintf(&want, "Get \"%s\": HTTP 500", c->url) > 0, true);
+        assert_string_equal(c->message, want);
+
+        p = http_probe_free(p);
+        c->done = false;
+        t0 = clock_now_usec(CLOCK_MONOTONIC);
+        o.url = "http://127.0.0.1:1/healthz";
+        assert_int_equal(http_probe_start(c->event, c->http, &o, on_done, c, &p), 0);
+        run(c);
+        assert_true(clock_now_usec(CLOCK_MONOTONIC) - t0 < 5 * USEC_PER_SEC);
+        assert_int_equal(c->error, -ECONNREFUSED);
+        assert_non_null(strstr(c->message, "Get \"http://127.0.0.1:1/healthz\": "));
+        assert_non_null(strstr(c->message, "refused"));
+}
+
+/* A server that accepts and never answers takes the whole window. */
+static void test_once_hangs_for_the_window(void **state) {
+        Ctx *c = *state;
+        _cleanup_(http_probe_freep) HttpProbe *p = NULL;
+        _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof(sa);
+        char url[64];
+        HttpProbeOptions o = { .url = url, .timeout_usec = 300 * USEC_PER_MSEC, .once = true };
+        uint64_t t0;
+
+        assert_true(fd >= 0);
+        assert_int_equal(bind(fd, (struct sockaddr *) &sa, sizeof(sa)), 0);
+        assert_int_equal(listen(fd, 4), 0);
+        assert_int_equal(getsockname(fd, (struct sockaddr *) &sa, &len), 0);
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u/healthz", ntohs(sa.sin_port));
+        t0 = clock_now_usec(CLOCK_MONOTONIC);
+        assert_int_equal(http_probe_start(c->event, c->http, &o, on_done, c, &p), 0);
+        run(c);
+        assert_true(clock_now_usec(CLOCK_MONOTONIC) - t0 >= 300 * USEC_PER_MSEC);
+        assert_int_equal(c->error < 0, true);
+        assert_int_equal(c->n_probes <= 1, true);
+}
+
 static void test_free_cancels(void **state) {
         Ctx *c = *state;
         HttpProbe *p = NULL;
@@ -142,6 +202,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_connection_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_any_status_is_an_answer, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_any_status_refused_times_out, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_once_fails_fast, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_once_hangs_for_the_window, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_free_cancels, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
