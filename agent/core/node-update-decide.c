@@ -832,7 +832,16 @@ static int on_verifying(Builder *b) {
         UpdateTransaction *tx = b->tx;
 
         add_reports(b);
-        if ((tx->kubelet_to || tx->os_to) && !done(b, UPDATE_STEP_HEALTH))
+        /* The success rule: nothing is reported successful, and no checksum is written, before the
+         * units the OSC starts were found running and (gated, kubelet or OS changed) the kubelet
+         * answered healthy, in this transaction. */
+        if (!done(b, UPDATE_STEP_CHECK_UNITS)) {
+                UpdateAction *a = add_work(b, UPDATE_ACTION_CHECK_OSC_UNITS, UPDATE_STEP_CHECK_UNITS);
+
+                if (a)
+                        a->checksum = b_strdup(b, tx->checksum);
+        }
+        if (update_checks_kubelet(tx) && !done(b, UPDATE_STEP_HEALTH))
                 (void) add_work(b, UPDATE_ACTION_CHECK_KUBELET_HEALTH, UPDATE_STEP_HEALTH);
         if (b->n_actions > 0)
                 return 0;
@@ -1068,18 +1077,21 @@ static int start_transaction(Builder *b, Plan *p, unsigned attempt) {
         return resume(b);
 }
 
-/* A retriable failure is retried with back-off: a new attempt of the same desired state. */
-static bool retry_due(Builder *b) {
-        const UpdateFailure *f = &b->tx->failure;
-        uint64_t due;
+/* The failed attempt's back-off is over (else the wake-up is set for its end). */
+static bool backoff_over(Builder *b) {
+        uint64_t due = b->tx->failure.usec + retry_backoff(b->tx->attempt);
 
-        if (!update_failure_is_retriable(f->code, f->message))
-                return false;
-        due = f->usec + retry_backoff(b->tx->attempt);
         if (b->in->now_usec >= due)
                 return true;
         wake_at(b, due);
         return false;
+}
+
+/* A retriable failure is retried with back-off: a new attempt of the same desired state. */
+static bool retry_due(Builder *b) {
+        const UpdateFailure *f = &b->tx->failure;
+
+        return update_failure_is_retriable(f->code, f->message) && backoff_over(b);
 }
 
 /* docs/node-protocol.md §7.3: an operator retries a failed node by setting ReadyForUpdate again. The first
@@ -1127,20 +1139,23 @@ static int start(Builder *b) {
         const OscDesired *osc = b->in->osc;
         UpdateTransaction *tx = b->tx;
         _cleanup_(plan_done) Plan p = {};
+        bool after_failure = tx->id && streq_ptr(tx->checksum, osc->checksum) &&
+                             (tx->phase == UPDATE_PHASE_FAILED || tx->phase == UPDATE_PHASE_ROLLED_BACK);
         unsigned attempt = 1;
         int r;
 
-        if (tx->id && streq_ptr(tx->checksum, osc->checksum) &&
-            (tx->phase == UPDATE_PHASE_FAILED || tx->phase == UPDATE_PHASE_ROLLED_BACK)) {
+        if (after_failure) {
                 r = retry_due(b) ? 1 : manual_retry(b);
                 if (r < 0)
                         return r;
                 if (r == 0) {
-                        /* Fixed by hand meanwhile? Then the success marking may still run. */
+                        /* Fixed by hand meanwhile? Then the success marking may still run, after a
+                         * verification of its own, and not more often than the back-off says: a node
+                         * that stays broken is not re-verified in a loop. */
                         r = compute_plan(b, &p);
                         if (r < 0)
                                 return r;
-                        if (r > 0 && plan_empty(&p) && marking_gate(node)) {
+                        if (r > 0 && plan_empty(&p) && marking_gate(node) && backoff_over(b)) {
                                 p.gated = true;
                                 return start_transaction(b, &p, tx->attempt + 1);
                         }
@@ -1172,6 +1187,10 @@ static int start(Builder *b) {
                 if (node->candidate || node->selected)
                         return set_status(b, "No in-place changes for this agent; waiting for %s to report the "
                                           "result.", NODE_REASON_READY_FOR_UPDATE);
+                /* The retry of a failed verification: the checksum alone would be a success that
+                 * nothing verified. */
+                if (after_failure)
+                        return start_transaction(b, &p, attempt);
                 return set_checksum_only(b, &p);
         }
         /* docs/node-protocol.md §9 scenario 7: gated work waits, untouched, until MCM picks the node. */
