@@ -828,13 +828,15 @@ static int on_rebooting(Builder *b) {
         return set_status(b, "Waiting for the reboot into OS version %s.", strempty(tx->os_to));
 }
 
-static int on_verifying(Builder *b) {
+/* Verifying's checks, all in the boot the success is reported in: those done in a boot before
+ * run again. */
+static void add_checks(Builder *b) {
         UpdateTransaction *tx = b->tx;
+        size_t n = b->n_actions;
 
-        add_reports(b);
-        /* The success rule: nothing is reported successful, and no checksum is written, before the
-         * units the OSC starts were found running and (gated, kubelet or OS changed) the kubelet
-         * answered healthy, in this transaction. */
+        if (tx->verified_boot_id && b->in->boot_id && !streq(b->in->boot_id, tx->verified_boot_id))
+                tx->done &= ~((UINT64_C(1) << UPDATE_STEP_CHECK_UNITS) | (UINT64_C(1) << UPDATE_STEP_HEALTH));
+
         if (!done(b, UPDATE_STEP_CHECK_UNITS)) {
                 UpdateAction *a = add_work(b, UPDATE_ACTION_CHECK_OSC_UNITS, UPDATE_STEP_CHECK_UNITS);
 
@@ -843,6 +845,30 @@ static int on_verifying(Builder *b) {
         }
         if (update_checks_kubelet(tx) && !done(b, UPDATE_STEP_HEALTH))
                 (void) add_work(b, UPDATE_ACTION_CHECK_KUBELET_HEALTH, UPDATE_STEP_HEALTH);
+        if (b->n_actions > n && free_and_strdup(&tx->verified_boot_id, b->in->boot_id) < 0)
+                b->error = -ENOMEM;
+}
+
+/* The node rebooted between the checks and the report of the success (or the agent died in between
+ * and the checks were started again): what was verified was the boot before. The checks run again
+ * (in Succeeded: nothing reported it yet) before the result. */
+static void reverify_after_reboot(Builder *b) {
+        UpdateTransaction *tx = b->tx;
+
+        /* A result that landed before the agent died (its feedback lost) was the report: the Node
+         * shows it, and a later failure would contradict it. */
+        if (done(b, UPDATE_STEP_RESULT) || !tx->verified_boot_id ||
+            (tx->gated && b->in->node->update_result == NODE_UPDATE_RESULT_SUCCESSFUL))
+                return;
+        add_checks(b);
+}
+
+static int on_verifying(Builder *b) {
+        add_reports(b);
+        /* The success rule: nothing is reported successful, and no checksum is written, before the
+         * units the OSC starts were found running and (gated, kubelet or OS changed) the kubelet
+         * answered healthy, in this transaction. */
+        add_checks(b);
         if (b->n_actions > 0)
                 return 0;
         return transition(b, UPDATE_EVENT_HEALTHY);
@@ -901,14 +927,22 @@ static void add_set_checksum(Builder *b, bool in_transaction, const char *checks
         a->sa_rotation = b_strdup(b, sa);
 }
 
+/* The desired state moved on while this transaction finished (from Applying on it does): MCM's
+ * update-result is about the desired state it acts on now, so this one's is not written. */
+static bool superseded(const Builder *b) {
+        return b->in->osc && !streq_ptr(b->tx->checksum, b->in->osc->checksum);
+}
+
 static void succeeded_chores(Builder *b) {
         UpdateTransaction *tx = b->tx;
 
+        reverify_after_reboot(b);
         /* docs/node-protocol.md §6.4: Pods are deleted before the node is marked successful, never after. */
         if (tx->gated && !done(b, UPDATE_STEP_DELETE_PODS))
                 (void) add_api(b, UPDATE_ACTION_DELETE_PODS, UPDATE_STEP_DELETE_PODS, true);
         if (!done(b, UPDATE_STEP_RESULT))
-                (void) add_result(b, tx->gated ? NODE_UPDATE_RESULT_SUCCESSFUL : NODE_UPDATE_RESULT_NONE);
+                (void) add_result(b, tx->gated && !superseded(b) ? NODE_UPDATE_RESULT_SUCCESSFUL
+                                                                 : NODE_UPDATE_RESULT_NONE);
         if (tx->checksum && !done(b, UPDATE_STEP_CHECKSUM))
                 add_set_checksum(b, true, tx->checksum, tx->kubernetes_version, tx->ca_rotation, tx->sa_rotation);
         if (!b->deferred)
@@ -936,8 +970,8 @@ static void failed_chores(Builder *b) {
         UpdateTransaction *tx = b->tx;
         UpdateAction *a;
         /* docs/contract.md §8.4: update-result belongs to the gated path; there only once MCM acts on the node. */
-        NodeUpdateResult label = tx->gated && mcm_signal(b->in->node) ? NODE_UPDATE_RESULT_FAILED
-                                                                      : NODE_UPDATE_RESULT_NONE;
+        NodeUpdateResult label = tx->gated && mcm_signal(b->in->node) && !superseded(b) ? NODE_UPDATE_RESULT_FAILED
+                                                                                        : NODE_UPDATE_RESULT_NONE;
 
         if (kubelet_rollback_due(b)) {
                 if (!done(b, UPDATE_STEP_ROLLBACK_KUBELET)) {

@@ -45,6 +45,7 @@ static const char *const event_names[_UPDATE_EVENT_MAX] = {
         [UPDATE_EVENT_ROLLED_BACK] = "RolledBack",
         [UPDATE_EVENT_FAILED] = "Failed",
         [UPDATE_EVENT_CANCEL] = "Cancel",
+        [UPDATE_EVENT_UNVERIFIED] = "Unverified",
 };
 
 static const char *const step_names[_UPDATE_STEP_MAX] = {
@@ -215,6 +216,7 @@ static const struct {
         { UPDATE_PHASE_REBOOTING,         UPDATE_EVENT_FAILED,      UPDATE_PHASE_FAILED            },
         { UPDATE_PHASE_VERIFYING,         UPDATE_EVENT_FAILED,      UPDATE_PHASE_FAILED            },
         { UPDATE_PHASE_ROLLED_BACK,       UPDATE_EVENT_FAILED,      UPDATE_PHASE_FAILED            },
+        { UPDATE_PHASE_SUCCEEDED,         UPDATE_EVENT_UNVERIFIED,  UPDATE_PHASE_FAILED            },
         { UPDATE_PHASE_PLANNED,           UPDATE_EVENT_CANCEL,      UPDATE_PHASE_IDLE              },
         { UPDATE_PHASE_STAGING,           UPDATE_EVENT_CANCEL,      UPDATE_PHASE_IDLE              },
         { UPDATE_PHASE_STAGED,            UPDATE_EVENT_CANCEL,      UPDATE_PHASE_IDLE              },
@@ -305,6 +307,7 @@ const TxField update_transaction_fields[] = {
         TX("progressPhase", PHASE, progress_phase),
         TX("eventPhase", PHASE, event_phase),
         TX("bootId", STRING, boot_id),
+        TX("verifiedBootId", STRING, verified_boot_id),
         TX("readySince", STRING, ready_since),
         TX("readyLeft", BOOL, ready_left),
         TX("osStartedUsec", U64, os_started_usec),
@@ -625,7 +628,10 @@ int node_update_action_failed(UpdateTransaction *tx, const UpdateAction *a, Upda
 
         /* The new kubelet failed after the switch, or the OSC work that goes with it did: roll the
          * binary back, if we know what to roll back to. */
-        if ((a->type == UPDATE_ACTION_CHECK_KUBELET_HEALTH || a->type == UPDATE_ACTION_CHECK_OSC_UNITS ||
+        /* Verified again after a reboot, before the success was reported: it was not one. */
+        if (tx->phase == UPDATE_PHASE_SUCCEEDED)
+                event = UPDATE_EVENT_UNVERIFIED;
+        else if ((a->type == UPDATE_ACTION_CHECK_KUBELET_HEALTH || a->type == UPDATE_ACTION_CHECK_OSC_UNITS ||
              a->type == UPDATE_ACTION_APPLY_OSC ||
              (a->type == UPDATE_ACTION_RESTART_UNIT && a->step == UPDATE_STEP_RESTART_KUBELET)) &&
             (tx->done & (UINT64_C(1) << UPDATE_STEP_SWITCH_KUBELET)) && update_kubelet_can_roll_back(tx))

@@ -134,6 +134,8 @@ typedef enum UpdateEvent {
         UPDATE_EVENT_ROLLED_BACK,       /* OS came back on the old version: Applying|Rebooting -> RolledBack */
         UPDATE_EVENT_FAILED,            /* anything else: active phases -> Failed; RolledBack -> Failed */
         UPDATE_EVENT_CANCEL,            /* desired state changed before anything was applied: -> Idle */
+        UPDATE_EVENT_UNVERIFIED,        /* a success not reported yet fails its verification after a
+                                         * reboot: Succeeded -> Failed */
         _UPDATE_EVENT_MAX,
         _UPDATE_EVENT_INVALID = -EINVAL,
 } UpdateEvent;
@@ -311,6 +313,8 @@ typedef struct UpdateTransaction {
         UpdatePhase event_phase;        /* phase whose Event was emitted; _INVALID: none */
         char *boot_id;                  /* owned: boot id when the OS change started */
         uint64_t os_started_usec;       /* when the OS command / install was started; 0: not yet */
+        char *verified_boot_id;         /* owned: the boot Verifying's checks ran in: a success not
+                                         * reported yet is verified again after a reboot */
         char *ready_since;              /* owned: lastTransitionTime of the ReadyForUpdate this saw */
         bool ready_left;                /* after a failure, InPlaceUpdate left ReadyForUpdate (UpdateFailed) */
         uint64_t started_usec;
