@@ -828,12 +828,47 @@ static int on_rebooting(Builder *b) {
         return set_status(b, "Waiting for the reboot into OS version %s.", strempty(tx->os_to));
 }
 
-static int on_verifying(Builder *b) {
+/* Verifying's checks, all in the boot the success is reported in: those done in a boot before
+ * run again. */
+static void add_checks(Builder *b) {
+        UpdateTransaction *tx = b->tx;
+        size_t n = b->n_actions;
+
+        if (tx->verified_boot_id && b->in->boot_id && !streq(b->in->boot_id, tx->verified_boot_id))
+                tx->done &= ~((UINT64_C(1) << UPDATE_STEP_CHECK_UNITS) | (UINT64_C(1) << UPDATE_STEP_HEALTH));
+
+        if (!done(b, UPDATE_STEP_CHECK_UNITS)) {
+                UpdateAction *a = add_work(b, UPDATE_ACTION_CHECK_OSC_UNITS, UPDATE_STEP_CHECK_UNITS);
+
+                if (a)
+                        a->checksum = b_strdup(b, tx->checksum);
+        }
+        if (update_checks_kubelet(tx) && !done(b, UPDATE_STEP_HEALTH))
+                (void) add_work(b, UPDATE_ACTION_CHECK_KUBELET_HEALTH, UPDATE_STEP_HEALTH);
+        if (b->n_actions > n && free_and_strdup(&tx->verified_boot_id, b->in->boot_id) < 0)
+                b->error = -ENOMEM;
+}
+
+/* The node rebooted between the checks and the report of the success (or the agent died in between
+ * and the checks were started again): what was verified was the boot before. The checks run again
+ * (in Succeeded: nothing reported it yet) before the result. */
+static void reverify_after_reboot(Builder *b) {
         UpdateTransaction *tx = b->tx;
 
+        /* A result that landed before the agent died (its feedback lost) was the report: the Node
+         * shows it, and a later failure would contradict it. */
+        if (done(b, UPDATE_STEP_RESULT) || !tx->verified_boot_id ||
+            (tx->gated && b->in->node->update_result == NODE_UPDATE_RESULT_SUCCESSFUL))
+                return;
+        add_checks(b);
+}
+
+static int on_verifying(Builder *b) {
         add_reports(b);
-        if ((tx->kubelet_to || tx->os_to) && !done(b, UPDATE_STEP_HEALTH))
-                (void) add_work(b, UPDATE_ACTION_CHECK_KUBELET_HEALTH, UPDATE_STEP_HEALTH);
+        /* The success rule: nothing is reported successful, and no checksum is written, before the
+         * units the OSC starts were found running and (gated, kubelet or OS changed) the kubelet
+         * answered healthy, in this transaction. */
+        add_checks(b);
         if (b->n_actions > 0)
                 return 0;
         return transition(b, UPDATE_EVENT_HEALTHY);
@@ -892,14 +927,22 @@ static void add_set_checksum(Builder *b, bool in_transaction, const char *checks
         a->sa_rotation = b_strdup(b, sa);
 }
 
+/* The desired state moved on while this transaction finished (from Applying on it does): MCM's
+ * update-result is about the desired state it acts on now, so this one's is not written. */
+static bool superseded(const Builder *b) {
+        return b->in->osc && !streq_ptr(b->tx->checksum, b->in->osc->checksum);
+}
+
 static void succeeded_chores(Builder *b) {
         UpdateTransaction *tx = b->tx;
 
+        reverify_after_reboot(b);
         /* docs/node-protocol.md §6.4: Pods are deleted before the node is marked successful, never after. */
         if (tx->gated && !done(b, UPDATE_STEP_DELETE_PODS))
                 (void) add_api(b, UPDATE_ACTION_DELETE_PODS, UPDATE_STEP_DELETE_PODS, true);
         if (!done(b, UPDATE_STEP_RESULT))
-                (void) add_result(b, tx->gated ? NODE_UPDATE_RESULT_SUCCESSFUL : NODE_UPDATE_RESULT_NONE);
+                (void) add_result(b, tx->gated && !superseded(b) ? NODE_UPDATE_RESULT_SUCCESSFUL
+                                                                 : NODE_UPDATE_RESULT_NONE);
         if (tx->checksum && !done(b, UPDATE_STEP_CHECKSUM))
                 add_set_checksum(b, true, tx->checksum, tx->kubernetes_version, tx->ca_rotation, tx->sa_rotation);
         if (!b->deferred)
@@ -927,8 +970,8 @@ static void failed_chores(Builder *b) {
         UpdateTransaction *tx = b->tx;
         UpdateAction *a;
         /* docs/contract.md §8.4: update-result belongs to the gated path; there only once MCM acts on the node. */
-        NodeUpdateResult label = tx->gated && mcm_signal(b->in->node) ? NODE_UPDATE_RESULT_FAILED
-                                                                      : NODE_UPDATE_RESULT_NONE;
+        NodeUpdateResult label = tx->gated && mcm_signal(b->in->node) && !superseded(b) ? NODE_UPDATE_RESULT_FAILED
+                                                                                        : NODE_UPDATE_RESULT_NONE;
 
         if (kubelet_rollback_due(b)) {
                 if (!done(b, UPDATE_STEP_ROLLBACK_KUBELET)) {
@@ -1068,18 +1111,21 @@ static int start_transaction(Builder *b, Plan *p, unsigned attempt) {
         return resume(b);
 }
 
-/* A retriable failure is retried with back-off: a new attempt of the same desired state. */
-static bool retry_due(Builder *b) {
-        const UpdateFailure *f = &b->tx->failure;
-        uint64_t due;
+/* The failed attempt's back-off is over (else the wake-up is set for its end). */
+static bool backoff_over(Builder *b) {
+        uint64_t due = b->tx->failure.usec + retry_backoff(b->tx->attempt);
 
-        if (!update_failure_is_retriable(f->code, f->message))
-                return false;
-        due = f->usec + retry_backoff(b->tx->attempt);
         if (b->in->now_usec >= due)
                 return true;
         wake_at(b, due);
         return false;
+}
+
+/* A retriable failure is retried with back-off: a new attempt of the same desired state. */
+static bool retry_due(Builder *b) {
+        const UpdateFailure *f = &b->tx->failure;
+
+        return update_failure_is_retriable(f->code, f->message) && backoff_over(b);
 }
 
 /* docs/node-protocol.md §7.3: an operator retries a failed node by setting ReadyForUpdate again. The first
@@ -1127,20 +1173,23 @@ static int start(Builder *b) {
         const OscDesired *osc = b->in->osc;
         UpdateTransaction *tx = b->tx;
         _cleanup_(plan_done) Plan p = {};
+        bool after_failure = tx->id && streq_ptr(tx->checksum, osc->checksum) &&
+                             (tx->phase == UPDATE_PHASE_FAILED || tx->phase == UPDATE_PHASE_ROLLED_BACK);
         unsigned attempt = 1;
         int r;
 
-        if (tx->id && streq_ptr(tx->checksum, osc->checksum) &&
-            (tx->phase == UPDATE_PHASE_FAILED || tx->phase == UPDATE_PHASE_ROLLED_BACK)) {
+        if (after_failure) {
                 r = retry_due(b) ? 1 : manual_retry(b);
                 if (r < 0)
                         return r;
                 if (r == 0) {
-                        /* Fixed by hand meanwhile? Then the success marking may still run. */
+                        /* Fixed by hand meanwhile? Then the success marking may still run, after a
+                         * verification of its own, and not more often than the back-off says: a node
+                         * that stays broken is not re-verified in a loop. */
                         r = compute_plan(b, &p);
                         if (r < 0)
                                 return r;
-                        if (r > 0 && plan_empty(&p) && marking_gate(node)) {
+                        if (r > 0 && plan_empty(&p) && marking_gate(node) && backoff_over(b)) {
                                 p.gated = true;
                                 return start_transaction(b, &p, tx->attempt + 1);
                         }
@@ -1172,6 +1221,10 @@ static int start(Builder *b) {
                 if (node->candidate || node->selected)
                         return set_status(b, "No in-place changes for this agent; waiting for %s to report the "
                                           "result.", NODE_REASON_READY_FOR_UPDATE);
+                /* The retry of a failed verification: the checksum alone would be a success that
+                 * nothing verified. */
+                if (after_failure)
+                        return start_transaction(b, &p, attempt);
                 return set_checksum_only(b, &p);
         }
         /* docs/node-protocol.md §9 scenario 7: gated work waits, untouched, until MCM picks the node. */

@@ -45,6 +45,7 @@ static const char *const event_names[_UPDATE_EVENT_MAX] = {
         [UPDATE_EVENT_ROLLED_BACK] = "RolledBack",
         [UPDATE_EVENT_FAILED] = "Failed",
         [UPDATE_EVENT_CANCEL] = "Cancel",
+        [UPDATE_EVENT_UNVERIFIED] = "Unverified",
 };
 
 static const char *const step_names[_UPDATE_STEP_MAX] = {
@@ -67,6 +68,7 @@ static const char *const step_names[_UPDATE_STEP_MAX] = {
         [UPDATE_STEP_COLLECT_KUBELETS] = "collect-kubelets",
         [UPDATE_STEP_APPLY_OSC] = "apply-osc",
         [UPDATE_STEP_ROTATE_CREDENTIALS] = "rotate-credentials",
+        [UPDATE_STEP_CHECK_UNITS] = "check-osc-units",
 };
 
 static const char *const action_names[_UPDATE_ACTION_MAX] = {
@@ -90,6 +92,7 @@ static const char *const action_names[_UPDATE_ACTION_MAX] = {
         [UPDATE_ACTION_COLLECT_KUBELETS] = "CollectKubelets",
         [UPDATE_ACTION_APPLY_OSC] = "ApplyOSC",
         [UPDATE_ACTION_ROTATE_CREDENTIALS] = "RotateCredentials",
+        [UPDATE_ACTION_CHECK_OSC_UNITS] = "CheckOSCUnits",
 };
 
 static const char *const failure_names[_UPDATE_FAILURE_MAX] = {
@@ -110,6 +113,7 @@ static const char *const failure_names[_UPDATE_FAILURE_MAX] = {
         [UPDATE_FAILURE_FILE_APPLY_FAILED] = "FileApplyFailed",
         [UPDATE_FAILURE_UNIT_APPLY_FAILED] = "UnitApplyFailed",
         [UPDATE_FAILURE_UNSUPPORTED_CHANGE] = "UnsupportedChange",
+        [UPDATE_FAILURE_OSC_UNITS_NOT_RUNNING] = "OSCUnitsNotRunning",
 };
 
 DEFINE_STRING_TABLE_LOOKUP(update_phase, UpdatePhase, phase_names);
@@ -134,6 +138,10 @@ UpdateFailureCode update_failure_from_artifact(ArtifactFailure f) {
 
 bool update_phase_is_terminal(UpdatePhase p) {
         return p == UPDATE_PHASE_SUCCEEDED || p == UPDATE_PHASE_FAILED || p == UPDATE_PHASE_ROLLED_BACK;
+}
+
+bool update_checks_kubelet(const UpdateTransaction *tx) {
+        return tx->gated || tx->kubelet_to || tx->os_to;
 }
 
 bool update_kubelet_can_roll_back(const UpdateTransaction *tx) {
@@ -166,6 +174,7 @@ bool update_failure_is_retriable(UpdateFailureCode code, const char *message) {
         case UPDATE_FAILURE_FILE_APPLY_FAILED:  /* a full disk, a unit D-Bus refused for a while: retry */
         case UPDATE_FAILURE_UNIT_APPLY_FAILED:
         case UPDATE_FAILURE_UNSUPPORTED_ROTATION:      /* a record of an older version: now supported */
+        case UPDATE_FAILURE_OSC_UNITS_NOT_RUNNING:     /* a repair, a boot hook or the admin may bring them */
                 return true;
         case UPDATE_FAILURE_OS_COMMAND_FAILED:
                 return message && strcasestr(message, "network problems");
@@ -213,6 +222,7 @@ static const struct {
         { UPDATE_PHASE_REBOOTING,         UPDATE_EVENT_FAILED,      UPDATE_PHASE_FAILED            },
         { UPDATE_PHASE_VERIFYING,         UPDATE_EVENT_FAILED,      UPDATE_PHASE_FAILED            },
         { UPDATE_PHASE_ROLLED_BACK,       UPDATE_EVENT_FAILED,      UPDATE_PHASE_FAILED            },
+        { UPDATE_PHASE_SUCCEEDED,         UPDATE_EVENT_UNVERIFIED,  UPDATE_PHASE_FAILED            },
         { UPDATE_PHASE_PLANNED,           UPDATE_EVENT_CANCEL,      UPDATE_PHASE_IDLE              },
         { UPDATE_PHASE_STAGING,           UPDATE_EVENT_CANCEL,      UPDATE_PHASE_IDLE              },
         { UPDATE_PHASE_STAGED,            UPDATE_EVENT_CANCEL,      UPDATE_PHASE_IDLE              },
@@ -303,6 +313,7 @@ const TxField update_transaction_fields[] = {
         TX("progressPhase", PHASE, progress_phase),
         TX("eventPhase", PHASE, event_phase),
         TX("bootId", STRING, boot_id),
+        TX("verifiedBootId", STRING, verified_boot_id),
         TX("readySince", STRING, ready_since),
         TX("readyLeft", BOOL, ready_left),
         TX("osStartedUsec", U64, os_started_usec),
@@ -542,6 +553,8 @@ static UpdateFailureCode default_code(UpdateActionType t) {
                 return UPDATE_FAILURE_FILE_APPLY_FAILED;
         case UPDATE_ACTION_ROTATE_CREDENTIALS:
                 return UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED;
+        case UPDATE_ACTION_CHECK_OSC_UNITS:
+                return UPDATE_FAILURE_OSC_UNITS_NOT_RUNNING;
         case UPDATE_ACTION_RUN_OS_COMMAND:
         case UPDATE_ACTION_INSTALL_OS_IMAGE:
         case UPDATE_ACTION_REBOOT:
@@ -621,7 +634,11 @@ int node_update_action_failed(UpdateTransaction *tx, const UpdateAction *a, Upda
 
         /* The new kubelet failed after the switch, or the OSC work that goes with it did: roll the
          * binary back, if we know what to roll back to. */
-        if ((a->type == UPDATE_ACTION_CHECK_KUBELET_HEALTH || a->type == UPDATE_ACTION_APPLY_OSC ||
+        /* Verified again after a reboot, before the success was reported: it was not one. */
+        if (tx->phase == UPDATE_PHASE_SUCCEEDED)
+                event = UPDATE_EVENT_UNVERIFIED;
+        else if ((a->type == UPDATE_ACTION_CHECK_KUBELET_HEALTH || a->type == UPDATE_ACTION_CHECK_OSC_UNITS ||
+             a->type == UPDATE_ACTION_APPLY_OSC ||
              (a->type == UPDATE_ACTION_RESTART_UNIT && a->step == UPDATE_STEP_RESTART_KUBELET)) &&
             (tx->done & (UINT64_C(1) << UPDATE_STEP_SWITCH_KUBELET)) && update_kubelet_can_roll_back(tx))
                 event = UPDATE_EVENT_UNHEALTHY;
@@ -670,7 +687,8 @@ static size_t planned_steps(const UpdateTransaction *tx, UpdateStep steps[static
                 steps[n++] = UPDATE_STEP_OS_APPLY;
         }
 
-        if (tx->kubelet_to || tx->os_to)
+        steps[n++] = UPDATE_STEP_CHECK_UNITS;
+        if (update_checks_kubelet(tx))
                 steps[n++] = UPDATE_STEP_HEALTH;
         if (tx->gated)
                 steps[n++] = UPDATE_STEP_DELETE_PODS;

@@ -135,3 +135,38 @@ int unit_health_units_from_osc(const OscModel *m, char *const *replaced, const c
         *ret_n = n;
         return 0;
 }
+
+UnitRunning unit_health_running(const UnitHealthState *u, const char **ret_why) {
+        const char *a = strempty(u->active_state);
+
+        assert(ret_why);
+        *ret_why = a;
+        if (!streq_ptr(u->load_state, "loaded")) {
+                *ret_why = u->load_state ? u->load_state : "not loaded";
+                return UNIT_NOT_RUNNING;
+        }
+        if (streq(a, "failed"))
+                return UNIT_NOT_RUNNING;
+        if (streq(a, "active") || (streq(a, "inactive") && !unit_health_inactive_unexpected(u)))
+                return UNIT_RUNNING;
+        return UNIT_WAITING;
+}
+
+int unit_health_units_started(const OscModel *m, char *const *replaced, const char ***ret_names, size_t *ret_n) {
+        _cleanup_free_ const char **names = NULL;
+        _cleanup_free_ bool *enabled = NULL;
+        size_t n, k = 0;
+        int r;
+
+        assert(ret_names);
+        assert(ret_n);
+        r = unit_health_units_from_osc(m, replaced, &names, &enabled, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++)
+                if (osc_unit_effective_command(osc_model_find_unit(m, names[i])) != OSC_UNIT_COMMAND_STOP)
+                        names[k++] = names[i];
+        *ret_names = TAKE_PTR(names);
+        *ret_n = k;
+        return 0;
+}

@@ -12,6 +12,7 @@
 #include "update/credential-rotation.h"
 #include "update/executor.h"
 #include "update/osc-runner.h"
+#include "update/osc-units-verify.h"
 #include "update/state-file.h"
 #include "kube/kube-client.h"
 #include "kube/pods.h"
@@ -62,6 +63,7 @@ typedef enum ExecutorOpKind {
         OP_PODS,
         OP_APPLY_OSC,                   /* the OscRunner's run; it calls back */
         OP_ROTATE_CREDENTIALS,
+        OP_CHECK_UNITS,
 } ExecutorOpKind;
 
 typedef struct ExecutorOp {
@@ -76,6 +78,7 @@ typedef struct ExecutorOp {
                 HttpProbe *health;            /* owned */
                 PodCleanup *pods;               /* owned */
                 CredentialRotation *rotation;   /* owned */
+                OscUnitsVerify *units_verify;   /* owned */
         };
 } ExecutorOp;
 
@@ -168,6 +171,9 @@ static void executor_op_clear(Executor *e) {
                 break;
         case OP_ROTATE_CREDENTIALS:
                 credential_rotation_free(e->op.rotation);
+                break;
+        case OP_CHECK_UNITS:
+                osc_units_verify_free(e->op.units_verify);
                 break;
         case OP_REPORT:         /* the reporter drops its writes itself */
         case OP_NONE:
@@ -372,6 +378,31 @@ static int run_check_health(Executor *e, const UpdateAction *a) {
 
         e->op.kind = OP_HEALTH;
         return http_probe_start(e->event, e->deps.http, &o, executor_on_health, e, &e->op.health);
+}
+
+/* The success rule: the units the last-applied OSC starts run (update/osc-units-verify.h). */
+static void executor_on_units_verified(OscUnitsVerify *v, int error, const char *message, void *userdata) {
+        Executor *e = userdata;
+        _cleanup_free_ char *m = message ? strdup(message) : NULL;
+
+        if (error >= 0)
+                log_info("Verified: %s.", strempty(m));
+        executor_op_clear(e);
+        executor_action_finished(e, error, UPDATE_FAILURE_OSC_UNITS_NOT_RUNNING, error < 0 ? m : NULL);
+}
+
+static int run_check_osc_units(Executor *e, const UpdateAction *a) {
+        OscUnitsVerifyParams p = {
+                .state_directory = e->config->state_directory,
+                .root_directory = e->config->osc.root_directory,
+                .replaced_units = e->config->osc.replaced_units,
+                .model_options = osc_runner_model_options(e->osc_runner),
+                .timeout_usec = e->config->kubelet.health_timeout_usec,
+        };
+
+        e->op.kind = OP_CHECK_UNITS;
+        return osc_units_verify_start(e->event, e->deps.units ? unit_control_get_bus(e->deps.units) : NULL, &p,
+                                      executor_on_units_verified, e, &e->op.units_verify);
 }
 
 /* keepVersions: older kubelets go, never the running one or the one it replaced (the rollback
@@ -706,6 +737,7 @@ static const ActionRunner runners[_UPDATE_ACTION_MAX] = {
         [UPDATE_ACTION_COLLECT_KUBELETS] = run_collect_kubelets,
         [UPDATE_ACTION_APPLY_OSC] = run_apply_osc,
         [UPDATE_ACTION_ROTATE_CREDENTIALS] = run_rotate_credentials,
+        [UPDATE_ACTION_CHECK_OSC_UNITS] = run_check_osc_units,
 };
 
 static void executor_schedule(Executor *e);

@@ -72,7 +72,7 @@
  *     update-result=failed. Candidate: publish the plan, pre-stage (Planned -> Staging -> Staged).
  *     Selected: WaitingForDrain, or Failed with update-result=failed if the plan cannot succeed.
  *     ReadyForUpdate or update-result=failed: Applying (kubelet switch, OSC work, kubelet restart, attempt marker, OS
- *     command / image install), Rebooting, Verifying (kubelet health), then delete Pods, report
+ *     command / image install), Rebooting, Verifying (the OSC's units running, kubelet health), then delete Pods, report
  *     update-result=successful (marker and reason removed), set the checksum and kubernetes-version.
  *   - After a reboot on the old OS: RolledBack with upstream's reason (docs/node-protocol.md §9 scenario 20); a foreign
  *     marker naming the desired version does the same, or keeps an existing reason (scenario 21).
@@ -80,7 +80,11 @@
  *   - Failed/RolledBack are terminal for that desired state, except retriable failures (back-off 30 s
  *     doubling to 10 min, a new attempt) and an operator setting ReadyForUpdate again (a new
  *     lastTransitionTime, docs/node-protocol.md §7.3). Nothing to do for this agent but the node is drained: upstream's
- *     success marking (Pods deleted, successful) still runs (scenario 23/24 rules).
+ *     success marking (Pods deleted, successful) still runs (scenario 23/24 rules), as a transaction
+ *     that verifies (Verifying) like any other. After a failure, such a marking transaction for the
+ *     same desired state (the node fixed by hand) starts no earlier than the retry back-off of the
+ *     failed one, and a retry due with nothing to apply verifies too instead of writing the checksum
+ *     alone: a failure is never followed by a success without a verification of its own.
  *   - A new desired state cancels a transaction that has not reached Applying; from Applying on, the
  *     running transaction finishes first (never two at once). Phases only move forward. 
  *   - Best-effort actions (REPORT_PROGRESS, EMIT_EVENT) never stop a batch; a failing API write is
@@ -130,6 +134,8 @@ typedef enum UpdateEvent {
         UPDATE_EVENT_ROLLED_BACK,       /* OS came back on the old version: Applying|Rebooting -> RolledBack */
         UPDATE_EVENT_FAILED,            /* anything else: active phases -> Failed; RolledBack -> Failed */
         UPDATE_EVENT_CANCEL,            /* desired state changed before anything was applied: -> Idle */
+        UPDATE_EVENT_UNVERIFIED,        /* a success not reported yet fails its verification after a
+                                         * reboot: Succeeded -> Failed */
         _UPDATE_EVENT_MAX,
         _UPDATE_EVENT_INVALID = -EINVAL,
 } UpdateEvent;
@@ -155,6 +161,8 @@ typedef enum UpdateFailureCode {
         UPDATE_FAILURE_FILE_APPLY_FAILED,       /* an OSC file could not be written or removed (§9.2) */
         UPDATE_FAILURE_UNIT_APPLY_FAILED,       /* an OSC unit could not be written, enabled, reloaded, ... */
         UPDATE_FAILURE_UNSUPPORTED_CHANGE,      /* an OSC change this agent cannot apply (names the field) */
+        UPDATE_FAILURE_OSC_UNITS_NOT_RUNNING,   /* a unit the OSC starts is not running at verification
+                                                 * (names the units); retried with back-off */
         _UPDATE_FAILURE_MAX,
         _UPDATE_FAILURE_INVALID = -EINVAL,      /* also: "no failure" */
 } UpdateFailureCode;
@@ -180,6 +188,7 @@ typedef enum UpdateStep {
         UPDATE_STEP_COLLECT_KUBELETS,   /* kubelet versions beyond keepVersions removed */
         UPDATE_STEP_APPLY_OSC,          /* every file/unit/containerd change of the OSC applied and committed */
         UPDATE_STEP_ROTATE_CREDENTIALS, /* CA / service-account-key rotation carried out */
+        UPDATE_STEP_CHECK_UNITS,        /* every unit the OSC starts found running (Verifying) */
         _UPDATE_STEP_MAX,
         _UPDATE_STEP_INVALID = -EINVAL,
 } UpdateStep;
@@ -220,6 +229,10 @@ typedef enum UpdateActionType {
         UPDATE_ACTION_ROTATE_CREDENTIALS,       /* docs/contract.md §9.7, docs/node-protocol.md §6.4: rotate_ca: renew our certificate,
                                                  * re-bootstrap the kubelet (restart, health check);
                                                  * rotate_sa: resync every token; resumable after a kill */
+        UPDATE_ACTION_CHECK_OSC_UNITS,          /* every unit the last-applied OSC `checksum` starts is
+                                                 * active (a oneshot: finished), polled until
+                                                 * kubelet.healthTimeout; fails OSCUnitsNotRunning naming
+                                                 * the others */
         _UPDATE_ACTION_MAX,
         _UPDATE_ACTION_INVALID = -EINVAL,
 } UpdateActionType;
@@ -238,7 +251,7 @@ typedef struct UpdateAction {
         char *path_in_image;            /* owned: STAGE_KUBELET */
         char *command;                  /* owned: RUN_OS_COMMAND */
         char **args;                    /* owned: RUN_OS_COMMAND, NULL-terminated */
-        char *checksum;                 /* owned: SET_CHECKSUM, APPLY_OSC */
+        char *checksum;                 /* owned: SET_CHECKSUM, APPLY_OSC, CHECK_OSC_UNITS */
         char *ca_rotation;              /* owned: SET_CHECKSUM: rotation times now applied */
         char *sa_rotation;              /* owned */
         bool rotate_ca;                 /* ROTATE_CREDENTIALS: certificateAuthorities rotation */
@@ -300,6 +313,8 @@ typedef struct UpdateTransaction {
         UpdatePhase event_phase;        /* phase whose Event was emitted; _INVALID: none */
         char *boot_id;                  /* owned: boot id when the OS change started */
         uint64_t os_started_usec;       /* when the OS command / install was started; 0: not yet */
+        char *verified_boot_id;         /* owned: the boot Verifying's checks ran in: a success not
+                                         * reported yet is verified again after a reboot */
         char *ready_since;              /* owned: lastTransitionTime of the ReadyForUpdate this saw */
         bool ready_left;                /* after a failure, InPlaceUpdate left ReadyForUpdate (UpdateFailed) */
         uint64_t started_usec;
@@ -423,6 +438,11 @@ bool update_phase_is_terminal(UpdatePhase p);   /* Succeeded, Failed, RolledBack
  * it) or none at all (a fresh node: ROLLBACK_KUBELET without a version removes binaryPath). */
 bool update_kubelet_can_roll_back(const UpdateTransaction *tx);
 
+/* The success rule (docs/contract.md §8.11): Verifying checks every unit the OSC starts
+ * (CHECK_OSC_UNITS) in every transaction, and the kubelet's health in a gated one and in one that
+ * changes the kubelet or the OS (a file-only ungated transaction, as upstream, does not). */
+bool update_checks_kubelet(const UpdateTransaction *tx);
+
 /* The restart annotation (worker.gardener.cloud/restart-systemd-services) is carried out by
  * restart-handler.h, not by this engine. While a transaction is changing units (Applying, Rebooting,
  * Verifying) those restarts must wait: the manager holds restart_handler_submit() back while this
@@ -437,12 +457,10 @@ bool node_update_blocks_unit_restarts(const UpdateTransaction *tx);
 bool node_update_holds_drift_repair(const UpdateTransaction *tx);
 bool update_action_is_best_effort(UpdateActionType t);
 
-/* docs/contract.md §8.9: ArtifactUnavailable, DiskSpace, FileApplyFailed, UnitApplyFailed, and
- * OSCommandFailed whose message says "network problems" (case-insensitive, upstream's regex) are
- * retriable; everything else is terminal. */
-/* docs/contract.md §8.9: ArtifactUnavailable, DiskSpace, and OSCommandFailed whose message says "network
- * problems" (case-insensitive, upstream's regex) are retriable; so is UnsupportedRotation of a record
- * an older version wrote; everything else is terminal. */
+/* docs/contract.md §8.9: ArtifactUnavailable, DiskSpace, FileApplyFailed, UnitApplyFailed,
+ * OSCUnitsNotRunning, and OSCommandFailed whose message says "network problems" (case-insensitive,
+ * upstream's regex) are retriable; so is UnsupportedRotation of a record an older version wrote;
+ * everything else is terminal. */
 bool update_failure_is_retriable(UpdateFailureCode code, const char *message);
 
 /* The rotations a transaction carries out: its desired rotation time is set and differs from the one

@@ -68,3 +68,21 @@ int unit_health_evaluate(const UnitHealthState *units, size_t n, uint64_t now_us
  * enabled here.) `*ret_names` point into `m`; both arrays are the caller's to free; n may be 0. */
 int unit_health_units_from_osc(const OscModel *m, char *const *replaced, const char ***ret_names,
                                bool **ret_enabled, size_t *ret_n);
+
+/* Verification before an update is reported successful (docs/contract.md §8.11): whether a unit the
+ * OSC starts runs. Active (a oneshot with RemainAfterExit: active (exited)), or resting "inactive
+ * (dead)" as a finished oneshot or a triggered unit does: RUNNING. Activating, deactivating or
+ * reloading (a Restart= loop's auto-restart included), or inactive while it should run: WAITING (it
+ * may still come; the caller polls until its deadline). Not loaded or failed: NOT_RUNNING. *ret_why
+ * (static) says which. */
+typedef enum UnitRunning {
+        UNIT_RUNNING,
+        UNIT_WAITING,
+        UNIT_NOT_RUNNING,
+} UnitRunning;
+UnitRunning unit_health_running(const UnitHealthState *u, const char **ret_why);
+
+/* The units an applied OSC starts: those unit_health_units_from_osc() lists (replaced units left
+ * out, sorted) that the applier starts, i.e. whose osc_unit_effective_command() is not stop (as the
+ * drift check's UnitInactive). `*ret_names` point into `m` and are the caller's to free. */
+int unit_health_units_started(const OscModel *m, char *const *replaced, const char ***ret_names, size_t *ret_n);

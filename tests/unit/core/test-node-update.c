@@ -558,12 +558,14 @@ static void test_transition_table(void **state) {
         assert_int_equal(node_update_next(UPDATE_PHASE_PLANNED, UPDATE_EVENT_READY, &p), -EBADR);
         assert_int_equal(p, UPDATE_PHASE_STAGING);
 
-        /* terminal phases accept nothing but "the rollback itself failed"; nothing moves backwards */
+        /* terminal phases accept nothing but "the rollback itself failed" and "a success not reported
+         * yet failed its verification again after a reboot"; nothing moves backwards */
         for (UpdatePhase t = UPDATE_PHASE_SUCCEEDED; t < _UPDATE_PHASE_MAX; t++)
                 for (UpdateEvent e = 0; e < _UPDATE_EVENT_MAX; e++) {
                         UpdatePhase n;
                         int r = node_update_next(t, e, &n);
-                        if (t == UPDATE_PHASE_ROLLED_BACK && e == UPDATE_EVENT_FAILED)
+                        if ((t == UPDATE_PHASE_ROLLED_BACK && e == UPDATE_EVENT_FAILED) ||
+                            (t == UPDATE_PHASE_SUCCEEDED && e == UPDATE_EVENT_UNVERIFIED))
                                 assert_int_equal(r, 0);
                         else
                                 assert_int_equal(r, -EBADR);
@@ -650,10 +652,11 @@ static void test_json_formats(void **state) {
                                      "\"registry said 503\"}");
         free(failure);
 
-        /* percentage: plan + stage + switch + restart + marker + os + health + pods + result + checksum */
+        /* percentage: plan + stage + switch + restart + marker + os + units + health + pods + result +
+         * checksum */
         assert_int_equal(update_transaction_percent(tx), 0);
         tx->done = (UINT64_C(1) << UPDATE_STEP_PLAN) | (UINT64_C(1) << UPDATE_STEP_STAGE_KUBELET);
-        assert_int_equal(update_transaction_percent(tx), 20);
+        assert_int_equal(update_transaction_percent(tx), 18);
         tx->phase = UPDATE_PHASE_SUCCEEDED;
         assert_int_equal(update_transaction_percent(tx), 100);
 }
@@ -668,7 +671,8 @@ static void test_ungated_kubelet_patch(void **state) {
         run(w);
 
         assert_log("work", w->work, "PublishPlan StageKubelet(1.31.5) SwitchKubelet(1.31.5) "
-                                    "RestartUnit(kubelet.service) CheckKubeletHealth ReportResult(none) SetChecksum(c1) ");
+                                    "RestartUnit(kubelet.service) CheckOSCUnits CheckKubeletHealth "
+                                    "ReportResult(none) SetChecksum(c1) ");
         assert_log("phases", w->phases, "Staging Applying Verifying Succeeded ");
         assert_log("events", w->events, "InPlaceUpdateSucceeded ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
@@ -745,7 +749,7 @@ static void test_gated_os_and_kubelet_minor(void **state) {
         w->os_effect = OS_EFFECT_REBOOT_NEW;
         run(w);
         assert_log("work", w->work, "SwitchKubelet(1.32.1) RestartUnit(kubelet.service) SetMarker(1592.7) "
-                                    "RunOsCommand CheckKubeletHealth DeletePods ReportResult(successful) "
+                                    "RunOsCommand CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
                                     "SetChecksum(c1) ");
         /* After the reboot "Rebooting" is history: the next report is Verifying. */
         assert_log("phases", w->phases, "Applying Verifying Succeeded ");
@@ -784,7 +788,8 @@ static void test_command_without_reboot(void **state) {
         set(&w->os_version, "1592.7");
         reboot(w);
         run(w);
-        assert_log("work", w->work, "CheckKubeletHealth DeletePods ReportResult(successful) SetChecksum(c1) ");
+        assert_log("work", w->work, "CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
+                   "SetChecksum(c1) ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
         world_free(w);
 
@@ -794,7 +799,8 @@ static void test_command_without_reboot(void **state) {
         world_ready(w, "2025-03-01T10:04:00Z");
         w->os_effect = OS_EFFECT_IN_PLACE;
         run(w);
-        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckKubeletHealth DeletePods "
+        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
+                   "DeletePods "
                                     "ReportResult(successful) SetChecksum(c1) ");
         assert_log("phases", w->phases, "Planned Staging Applying Verifying Succeeded ");
         world_free(w);
@@ -850,7 +856,8 @@ static void test_os_command_failures(void **state) {
         w->now = w->last.wake_usec;
         clear_logs(w);
         run(w);
-        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckKubeletHealth DeletePods "
+        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
+                   "DeletePods "
                                     "ReportResult(successful) SetChecksum(c1) ");
         assert_string_equal(w->node->update_result_value, "successful");
         world_free(w);
@@ -876,7 +883,8 @@ static void test_os_command_killed(void **state) {
         } cases[] = {
                 { OUTCOME_INTERRUPTED, "PublishPlan SetMarker(1592.7) RunOsCommand ReportResult(failed) ",
                   UPDATE_PHASE_FAILED },
-                { OUTCOME_DIED_AFTER, "PublishPlan SetMarker(1592.7) RunOsCommand CheckKubeletHealth DeletePods "
+                { OUTCOME_DIED_AFTER, "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
+                                      "DeletePods "
                                       "ReportResult(successful) SetChecksum(c1) ", UPDATE_PHASE_SUCCEEDED },
         };
 
@@ -974,7 +982,8 @@ static void test_died_after_marker_patch(void **state) {
         w->os_effect = OS_EFFECT_REBOOT_NEW;
         w->policy = policy_die_after_marker;
         run(w);
-        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) SetMarker(1592.7) RunOsCommand CheckKubeletHealth "
+        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) SetMarker(1592.7) RunOsCommand CheckOSCUnits "
+                   "CheckKubeletHealth "
                                     "DeletePods ReportResult(successful) SetChecksum(c1) ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
         world_free(w);
@@ -1030,7 +1039,8 @@ static void test_retry_path_failed_label(void **state) {
         set(&w->node->update_failed_reason, "kubelet is not healthy after in-place update: timeout");
         w->os_effect = OS_EFFECT_IN_PLACE;
         run(w);
-        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckKubeletHealth DeletePods "
+        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
+                   "DeletePods "
                                     "ReportResult(successful) SetChecksum(c1) ");
         assert_string_equal(w->node->update_result_value, "successful");
         assert_null(w->node->update_failed_reason);
@@ -1050,7 +1060,8 @@ static void test_stale_node_view_after_success(void **state) {
         world_ready(w, "t1");
         run(w);
         assert_log("work", w->work, "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) RestartUnit(kubelet.service) "
-                                    "CheckKubeletHealth DeletePods ReportResult(successful) SetChecksum(c1) ");
+                                    "CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
+                                    "SetChecksum(c1) ");
 
         /* The Node as it was before those patches. */
         world_applied(w, "c0");
@@ -1103,7 +1114,8 @@ static void test_no_work_marking(void **state) {
         world_applied(w, "c0");
         world_ready(w, "2025-03-01T10:04:00Z");
         run(w);
-        assert_log("work", w->work, "PublishPlan DeletePods ReportResult(successful) SetChecksum(c1) ");
+        assert_log("work", w->work, "PublishPlan CheckOSCUnits CheckKubeletHealth DeletePods "
+                   "ReportResult(successful) SetChecksum(c1) ");
         assert_string_equal(w->node->update_result_value, "successful");
         assert_string_equal(w->node->plan, "[]");
         world_free(w);
@@ -1117,7 +1129,8 @@ static void test_fresh_node(void **state) {
         world_osc(w, "c1", "1592.7", "1.32.1");
         run(w);
         assert_log("work", w->work, "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) "
-                                    "RestartUnit(kubelet.service) CheckKubeletHealth ReportResult(none) SetChecksum(c1) ");
+                                    "RestartUnit(kubelet.service) CheckOSCUnits CheckKubeletHealth "
+                                    "ReportResult(none) SetChecksum(c1) ");
         assert_null(w->node->update_result_value);
         assert_string_equal(w->os_version, "1592.6");
         assert_string_equal(w->node->applied_checksum, "c1");
@@ -1144,7 +1157,8 @@ static void test_fresh_node_ready_for_update_checks_os(void **state) {
         world_ready(w, "t1");
         w->os_effect = OS_EFFECT_IN_PLACE;
         run(w);
-        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckKubeletHealth DeletePods "
+        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
+                   "DeletePods "
                                     "ReportResult(successful) SetChecksum(c1) ");
         assert_string_equal(w->os_version, "1592.7");
         world_free(w);
@@ -1190,7 +1204,8 @@ static void test_fresh_node_ready_for_update_checks_os(void **state) {
         world_osc(w, "c1", "1592.6", "1.31.4");
         world_ready(w, "t1");
         run(w);
-        assert_log("work", w->work, "PublishPlan DeletePods ReportResult(successful) SetChecksum(c1) ");
+        assert_log("work", w->work, "PublishPlan CheckOSCUnits CheckKubeletHealth DeletePods "
+                   "ReportResult(successful) SetChecksum(c1) ");
         world_free(w);
 }
 
@@ -1221,7 +1236,8 @@ static void test_first_osc_before_node(void **state) {
         uint64_t applied;
 
         run(w);
-        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckKubeletHealth ");
+        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckOSCUnits "
+                   "CheckKubeletHealth ");
         assert_log("phases", w->phases, "");
         assert_log("events", w->events, "");
         assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
@@ -1271,7 +1287,8 @@ static void test_first_kubelet_unhealthy_goes_again(void **state) {
         world_fails(w, UPDATE_ACTION_CHECK_KUBELET_HEALTH, NULL, _UPDATE_FAILURE_INVALID, "healthz returned 500");
         w->crash_after_each_action = true;
         run(w);
-        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckKubeletHealth ! "
+        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckOSCUnits "
+                   "CheckKubeletHealth ! "
                                     "RollbackKubelet() StopUnit(kubelet.service) ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_ROLLED_BACK);
         assert_null(w->kubelet_version);
@@ -1285,7 +1302,8 @@ static void test_first_kubelet_unhealthy_goes_again(void **state) {
         w->kubelet_unknown = true;
         world_fails(w, UPDATE_ACTION_CHECK_KUBELET_HEALTH, NULL, _UPDATE_FAILURE_INVALID, "healthz returned 500");
         run(w);
-        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckKubeletHealth ! ");
+        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckOSCUnits "
+                   "CheckKubeletHealth ! ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_FAILED);
         assert_string_equal(w->kubelet_version, "1.31.4");
         world_free(w);
@@ -1301,7 +1319,8 @@ static void test_first_osc_node_registers_midway(void **state) {
         b->crash_after_each_action = true;
         run(a);
         run(b);
-        assert_log("work", a->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckKubeletHealth "
+        assert_log("work", a->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckOSCUnits "
+                   "CheckKubeletHealth "
                                     "ReportResult(none) SetChecksum(c1) ");
         assert_log("phases", a->phases, "Applying Verifying Succeeded ");
         assert_log("events", a->events, "InPlaceUpdateSucceeded ");
@@ -1319,11 +1338,13 @@ static void test_first_osc_killed_before_node(void **state) {
 
         w->crash_after_each_action = true;
         run(w);
-        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckKubeletHealth ");
+        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckOSCUnits "
+                   "CheckKubeletHealth ");
         assert_int_equal(w->ids, 1);
         w->no_node = false;
         run(w);
-        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckKubeletHealth "
+        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckOSCUnits "
+                   "CheckKubeletHealth "
                                     "ReportResult(none) SetChecksum(c1) ");
         assert_int_equal(w->ids, 1);
         world_free(w);
@@ -1364,7 +1385,7 @@ static void test_first_osc_retried_before_node(void **state) {
         w->now = w->last.wake_usec;
         run(w);
         assert_log("work", w->work, "StageKubelet(1.31.4) ! StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC "
-                                    "CheckKubeletHealth ");
+                                    "CheckOSCUnits CheckKubeletHealth ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
         assert_int_equal(w->ids, 2);
         world_free(w);
@@ -1414,7 +1435,8 @@ static void test_no_node_waits(void **state) {
         assert_status_has(w, "The first OSC c1 is applied");
         w->no_node = false;
         run(w);
-        assert_log("work", w->work, "ReportResult(none) SetChecksum(c1) PublishPlan ApplyOSC ReportResult(none) "
+        assert_log("work", w->work, "ReportResult(none) SetChecksum(c1) PublishPlan ApplyOSC CheckOSCUnits "
+                   "ReportResult(none) "
                                     "SetChecksum(c2) ");
         world_free(w);
 
@@ -1515,7 +1537,8 @@ static void test_ca_rotation(void **state) {
 
         world_ready(w, "t1");
         run(w);
-        assert_log("work", w->work, "RotateCredentials(ca) DeletePods ReportResult(successful) SetChecksum(c1) ");
+        assert_log("work", w->work, "RotateCredentials(ca) CheckOSCUnits CheckKubeletHealth DeletePods "
+                   "ReportResult(successful) SetChecksum(c1) ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
         assert_string_equal(w->node->update_result_value, "successful");
         assert_string_equal(w->node->applied_checksum, "c1");
@@ -1536,7 +1559,8 @@ static void test_sa_rotation(void **state) {
         set(&w->osc->sa_rotation, "2025-03-02T08:00:00Z");
         world_ready(w, "t1");
         run(w);
-        assert_log("work", w->work, "PublishPlan RotateCredentials(ca,sa) DeletePods ReportResult(successful) "
+        assert_log("work", w->work, "PublishPlan RotateCredentials(ca,sa) CheckOSCUnits CheckKubeletHealth "
+                   "DeletePods ReportResult(successful) "
                                     "SetChecksum(c1) ");
 
         /* Later only the service-account key. */
@@ -1547,7 +1571,8 @@ static void test_sa_rotation(void **state) {
         world_ready(w, "t2");
         clear_logs(w);
         run(w);
-        assert_log("work", w->work, "PublishPlan RotateCredentials(sa) DeletePods ReportResult(successful) "
+        assert_log("work", w->work, "PublishPlan RotateCredentials(sa) CheckOSCUnits CheckKubeletHealth DeletePods "
+                   "ReportResult(successful) "
                                     "SetChecksum(c2) ");
         world_free(w);
 }
@@ -1587,7 +1612,8 @@ static void test_rotation_resumes_after_kill(void **state) {
         world_ready(w, "t1");
         w->policy = policy_rotation_interrupted_once;
         run(w);
-        assert_log("work", w->work, "PublishPlan RotateCredentials(ca) RotateCredentials(ca) DeletePods "
+        assert_log("work", w->work, "PublishPlan RotateCredentials(ca) RotateCredentials(ca) CheckOSCUnits "
+                   "CheckKubeletHealth DeletePods "
                                     "ReportResult(successful) SetChecksum(c1) ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
         world_free(w);
@@ -1614,7 +1640,8 @@ static void test_rotation_before_os_update(void **state) {
         run(a);
         run(b);
         assert_log("work", a->work, "PublishPlan RotateCredentials(ca) SetMarker(1592.7) RunOsCommand "
-                                    "CheckKubeletHealth DeletePods ReportResult(successful) SetChecksum(c1) ");
+                                    "CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
+                                    "SetChecksum(c1) ");
         assert_log("crashing agent", b->work, a->work);
         assert_int_equal(current_phase(b), UPDATE_PHASE_SUCCEEDED);
         assert_string_equal(b->node->applied_checksum, "c1");
@@ -1642,7 +1669,8 @@ static void test_rotation_not_repeated_by_retry(void **state) {
         w->now = w->last.wake_usec;
         clear_logs(w);
         run(w);
-        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckKubeletHealth DeletePods "
+        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
+                   "DeletePods "
                                     "ReportResult(successful) SetChecksum(c1) ");
         assert_null(strstr(w->node->plan, "credentialsRotation"));
         assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
@@ -1754,7 +1782,8 @@ static void test_kubelet_unhealthy_rolls_back(void **state) {
                     "retry failed with context deadline exceeded");
         run(w);
         assert_log("work", w->work, "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) RestartUnit(kubelet.service) "
-                                    "CheckKubeletHealth ! RollbackKubelet(1.31.4) RestartUnit(kubelet.service) "
+                                    "CheckOSCUnits CheckKubeletHealth ! RollbackKubelet(1.31.4) "
+                                    "RestartUnit(kubelet.service) "
                                     "ReportResult(failed) ");
         assert_log("events", w->events, "InPlaceUpdatePlanned InPlaceUpdateRolledBack ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_ROLLED_BACK);
@@ -1772,7 +1801,8 @@ static void test_kubelet_unhealthy_rolls_back(void **state) {
         world_fails(w, UPDATE_ACTION_CHECK_KUBELET_HEALTH, "1.31.5", _UPDATE_FAILURE_INVALID, "healthz returned 500");
         run(w);
         assert_log("work", w->work, "PublishPlan StageKubelet(1.31.5) SwitchKubelet(1.31.5) RestartUnit(kubelet.service) "
-                                    "CheckKubeletHealth ! RollbackKubelet(1.31.4) RestartUnit(kubelet.service) "
+                                    "CheckOSCUnits CheckKubeletHealth ! RollbackKubelet(1.31.4) "
+                                    "RestartUnit(kubelet.service) "
                                     "ReportResult(none) ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_ROLLED_BACK);
         assert_null(w->node->update_result_value);
@@ -1814,7 +1844,8 @@ static void test_retriable_failure_retries(void **state) {
         w->now = w->last.wake_usec;
         run(w);
         assert_log("work", w->work, "PublishPlan StageKubelet(1.31.5) SwitchKubelet(1.31.5) "
-                                    "RestartUnit(kubelet.service) CheckKubeletHealth ReportResult(none) SetChecksum(c1) ");
+                                    "RestartUnit(kubelet.service) CheckOSCUnits CheckKubeletHealth "
+                                    "ReportResult(none) SetChecksum(c1) ");
         tx = current_tx(w);
         assert_string_equal(tx->id, "tx-2");
         assert_int_equal(tx->attempt, 2);
@@ -1833,7 +1864,7 @@ static void test_osc_work_ungated(void **state) {
         world_osc_work(w, false, false);
         world_applied(w, "c0");
         run(w);
-        assert_log("work", w->work, "PublishPlan ApplyOSC ReportResult(none) SetChecksum(c1) ");
+        assert_log("work", w->work, "PublishPlan ApplyOSC CheckOSCUnits ReportResult(none) SetChecksum(c1) ");
         assert_log("phases", w->phases, "Staging Applying Verifying Succeeded ");
         assert_string_equal(w->node->applied_checksum, "c1");
         assert_null(w->node->update_result_value);
@@ -1874,7 +1905,7 @@ static void test_osc_work_failure_keeps_checksum(void **state) {
         clear_logs(w);
         w->now = w->last.wake_usec;
         run(w);
-        assert_log("work", w->work, "PublishPlan ApplyOSC ReportResult(none) SetChecksum(c1) ");
+        assert_log("work", w->work, "PublishPlan ApplyOSC CheckOSCUnits ReportResult(none) SetChecksum(c1) ");
         tx = current_tx(w);
         assert_int_equal(tx->attempt, 2);
         assert_string_equal(w->node->applied_checksum, "c1");
@@ -1902,7 +1933,8 @@ static void test_osc_work_gated(void **state) {
         clear_logs(w);
         world_ready(w, "2025-03-01T10:04:00Z");
         run(w);
-        assert_log("work", w->work, "ApplyOSC DeletePods ReportResult(successful) SetChecksum(c1) ");
+        assert_log("work", w->work, "ApplyOSC CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
+                   "SetChecksum(c1) ");
         assert_string_equal(w->node->update_result_value, "successful");
         assert_string_equal(w->node->applied_checksum, "c1");
         world_free(w);
@@ -1933,7 +1965,8 @@ static void test_osc_work_waits_for_the_secret_after_restart(void **state) {
 
         w->osc = osc;
         run(w);
-        assert_log("work", w->work, "ApplyOSC DeletePods ReportResult(successful) SetChecksum(c1) ");
+        assert_log("work", w->work, "ApplyOSC CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
+                   "SetChecksum(c1) ");
         assert_string_equal(w->node->applied_checksum, "c1");
         world_free(w);
 }
@@ -1949,7 +1982,8 @@ static void test_osc_work_with_kubelet_minor(void **state) {
         world_ready(w, "2025-03-01T10:04:00Z");
         run(w);
         assert_log("work", w->work, "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) ApplyOSC "
-                                    "CheckKubeletHealth DeletePods ReportResult(successful) SetChecksum(c1) ");
+                                    "CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
+                                    "SetChecksum(c1) ");
 
         /* Without a kubelet restart among the OSC's work, ours follows it. */
         world_free(w);
@@ -1961,7 +1995,7 @@ static void test_osc_work_with_kubelet_minor(void **state) {
         world_ready(w, "2025-03-01T10:04:00Z");
         run(w);
         assert_log("work", w->work, "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) ApplyOSC "
-                                    "RestartUnit(kubelet.service) CheckKubeletHealth DeletePods "
+                                    "RestartUnit(kubelet.service) CheckOSCUnits CheckKubeletHealth DeletePods "
                                     "ReportResult(successful) SetChecksum(c1) ");
         world_free(w);
 }
@@ -1991,7 +2025,7 @@ static void test_osc_work_waits_for_the_secret(void **state) {
         clear_logs(w);
         w->osc = osc;
         run(w);
-        assert_log("work", w->work, "ApplyOSC RestartUnit(kubelet.service) CheckKubeletHealth DeletePods "
+        assert_log("work", w->work, "ApplyOSC RestartUnit(kubelet.service) CheckOSCUnits CheckKubeletHealth DeletePods "
                                     "ReportResult(successful) SetChecksum(c1) ");
         world_free(w);
 }
@@ -2158,7 +2192,8 @@ static void test_api_down_during_success_patch(void **state) {
                 w->now = MAX(w->now, w->last.wake_usec);
                 run(w);
         }
-        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckKubeletHealth DeletePods "
+        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
+                   "DeletePods "
                                     "ReportResult(successful) ! ReportResult(successful) ! ReportResult(successful) "
                                     "SetChecksum(c1) ");
         assert_int_equal(w->pods_deleted, 1);
@@ -2182,7 +2217,8 @@ static void test_image_backend(void **state) {
         clear_logs(w);
         world_ready(w, "t1");
         run(w);
-        assert_log("work", w->work, "SetMarker(1592.7) InstallOsImage(1592.7) Reboot CheckKubeletHealth DeletePods "
+        assert_log("work", w->work, "SetMarker(1592.7) InstallOsImage(1592.7) Reboot CheckOSCUnits "
+                   "CheckKubeletHealth DeletePods "
                                     "ReportResult(successful) SetChecksum(c1) ");
         assert_log("phases", w->phases, "Applying Rebooting Verifying Succeeded ");
         assert_string_equal(w->os_version, "1592.7");
@@ -2250,7 +2286,8 @@ static void test_kill_at_every_boundary(void **state) {
 
         assert_log("work", a->work, "PublishPlan StageKubelet(1.32.1) "
                                     "StageOsImage(1592.7) SwitchKubelet(1.32.1) RestartUnit(kubelet.service) "
-                                    "SetMarker(1592.7) InstallOsImage(1592.7) Reboot CheckKubeletHealth DeletePods "
+                                    "SetMarker(1592.7) InstallOsImage(1592.7) Reboot CheckOSCUnits "
+                                    "CheckKubeletHealth DeletePods "
                                     "ReportResult(successful) SetChecksum(c1) ");
         assert_log("crashing agent", b->work, a->work);
         assert_log("phases", b->phases, a->phases);
@@ -2492,7 +2529,8 @@ static void check_manual_retry(const char *time, const char *position, bool left
         snprintf(w->node->in_place_update.position, sizeof(w->node->in_place_update.position), "%s", position);
         run(w);
         assert_log("work", w->work, "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) RestartUnit(kubelet.service) "
-                                    "CheckKubeletHealth DeletePods ReportResult(successful) SetChecksum(c1) ");
+                                    "CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
+                                    "SetChecksum(c1) ");
         {
                 _cleanup_(update_transaction_freep) UpdateTransaction *tx = current_tx(w);
                 assert_int_equal(tx->attempt, 2);
