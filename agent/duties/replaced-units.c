@@ -2,6 +2,7 @@
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "duties/replaced-units.h"
 #include "systemd/unit-state.h"
@@ -62,8 +63,11 @@ static int ensure_drop_in(ReplacedUnits *k, const char *unit) {
                 return r;
         if (read_full_file(path, DROP_IN_READ_MAX, &have, NULL) >= 0 && streq(have, want))
                 return 0;
-        r = mkdir_parents(dir, 0755);
-        if (r >= 0)
+        /* Only the unit's .d is made: the runtime unit directory is systemd's, and where it is missing
+         * (no systemd manages this machine) there is nothing to hold back. */
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                r = -errno;
+        else
                 r = write_file_atomic(path, want, strlen(want), 0644);
         if (r < 0) {
                 failed(k, r, path, unit, NULL);
@@ -171,6 +175,8 @@ static void round_begin(ReplacedUnits *k) {
         k->busy = true;
         k->next = 0;
         send_event(k);
+        if (!unit_control_get_bus(k->units))
+                return round_end(k);    /* no systemd reachable: neither a unit to stop nor one to hold */
         for (char **name = k->names; *name; name++)
                 written |= ensure_drop_in(k, *name) > 0;
         if (written) {

@@ -120,7 +120,7 @@ class ReplacedUnits(unittest.TestCase):
         self.assertEqual(starts(GNA), 0)
 
     def test_2_gardener_node_agent_never_beside_the_agent(self):
-        drop_in = os.path.join(SB.um.runtime_dir, "systemd", "user", GNA + ".d", DROP_IN)
+        drop_in = os.path.join(SB.um.runtime_unit_dir, GNA + ".d", DROP_IN)
         usermgr.wait_until(lambda: os.path.exists(drop_in), 20, "the runtime drop-in")
         self.assertIn("ConditionPathExists=!%s" % drop_in, read(drop_in))
         # A boot: /run is empty, and an /etc reset or the boot hook put its unit file back, which

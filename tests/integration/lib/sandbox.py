@@ -655,7 +655,7 @@ class Sandbox:
             # The replaced units' drop-ins into the user manager's runtime directory (/run/systemd/system's
             # place in a user manager's search path).
             "systemd": {"jobTimeout": "30s", "unitDirectory": self.um.unit_dir,
-                        "runtimeUnitDirectory": os.path.join(self.um.runtime_dir, "systemd", "user")},
+                        "runtimeUnitDirectory": self.um.runtime_unit_dir},
             "lease": {"enabled": True, "duration": "8s"},
         }
         for k, v in self.agent_config_extra.items():

@@ -130,6 +130,10 @@ class UserManager:
             os.makedirs(d, exist_ok=True)
         os.makedirs(self.runtime_dir, mode=0o700, exist_ok=True)
         os.chmod(self.runtime_dir, 0o700)
+        # The manager's runtime unit directory, as PID 1 has /run/systemd/system (the agent's
+        # systemd.runtimeUnitDirectory in the sandbox).
+        self.runtime_unit_dir = os.path.join(self.runtime_dir, "systemd", "user")
+        os.makedirs(self.runtime_unit_dir, exist_ok=True)
 
     # ---------------------------------------------------------------- environment for clients
 
