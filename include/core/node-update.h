@@ -438,7 +438,7 @@ bool update_phase_is_terminal(UpdatePhase p);   /* Succeeded, Failed, RolledBack
  * it) or none at all (a fresh node: ROLLBACK_KUBELET without a version removes binaryPath). */
 bool update_kubelet_can_roll_back(const UpdateTransaction *tx);
 
-/* The success rule (docs/contract.md §8.11): Verifying checks every unit the OSC starts
+/* The success rule (docs/contract.md §8.9): Verifying checks every unit the OSC starts
  * (CHECK_OSC_UNITS) in every transaction, and the kubelet's health in a gated one and in one that
  * changes the kubelet or the OS (a file-only ungated transaction, as upstream, does not). */
 bool update_checks_kubelet(const UpdateTransaction *tx);

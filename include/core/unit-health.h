@@ -69,7 +69,7 @@ int unit_health_evaluate(const UnitHealthState *units, size_t n, uint64_t now_us
 int unit_health_units_from_osc(const OscModel *m, char *const *replaced, const char ***ret_names,
                                bool **ret_enabled, size_t *ret_n);
 
-/* Verification before an update is reported successful (docs/contract.md §8.11): whether a unit the
+/* Verification before an update is reported successful (docs/contract.md §8.9): whether a unit the
  * OSC starts runs. Active (a oneshot with RemainAfterExit: active (exited)), or resting "inactive
  * (dead)" as a finished oneshot or a triggered unit does: RUNNING. Activating, deactivating or
  * reloading (a Restart= loop's auto-restart included), or inactive while it should run: WAITING (it

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The CHECK_OSC_UNITS action (docs/contract.md §8.11, the success rule): every unit the last-applied
+/* The CHECK_OSC_UNITS action (docs/contract.md §8.9, the success rule): every unit the last-applied
  * OSC starts (core/unit-health.h unit_health_units_started(): replaced units left out) runs. Each
  * round reads every unit's state with one Properties.GetAll (systemd/unit-state.h) and judges it with
  * unit_health_running(); rounds repeat every `interval_usec` while a unit is activating or inactive,

@@ -99,12 +99,63 @@ static void test_units_from_osc(void **state) {
         }
 }
 
+/* The success rule's judgement (CheckOSCUnits): running, still coming, or not running. */
+static void test_running(void **state) {
+        static const struct {
+                UnitHealthState u;
+                UnitRunning want;
+                const char *why;
+        } cases[] = {
+                { U("a.service", true, "loaded", "active", "running"), UNIT_RUNNING, "active" },
+                { U("b.service", true, "loaded", "active", "exited"), UNIT_RUNNING, "active" },
+                { { .name = "c.service", .load_state = "loaded", .active_state = "inactive", .sub_state = "dead",
+                    .service_type = "oneshot" }, UNIT_RUNNING, "inactive" },
+                { U("d.service", true, "loaded", "activating", "start"), UNIT_WAITING, "activating" },
+                { U("e.service", true, "loaded", "activating", "auto-restart"), UNIT_WAITING, "activating" },
+                { U("f.service", true, "loaded", "inactive", "dead"), UNIT_WAITING, "inactive" },
+                { U("g.service", true, "not-found", "inactive", "dead"), UNIT_NOT_RUNNING, "not-found" },
+                { U("h.service", true, "loaded", "failed", "failed"), UNIT_NOT_RUNNING, "failed" },
+                { U("i.service", true, NULL, NULL, NULL), UNIT_NOT_RUNNING, "not loaded" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                const char *why = NULL;
+
+                assert_int_equal(unit_health_running(&cases[i].u, &why), cases[i].want);
+                assert_string_equal(why, cases[i].why);
+        }
+}
+
+/* The units an OSC starts: not those it disables or stops, not the replaced ones. */
+static void test_units_started(void **state) {
+        static const char yaml[] =
+                "spec:\n"
+                "  units:\n"
+                "  - name: off.service\n    enable: false\n    content: x\n"
+                "  - name: kubelet.service\n    content: y\n"
+                "  - name: stopped.service\n    command: stop\n    content: y\n"
+                "  - name: gardener-node-agent.service\n    enable: true\n"
+                "  - name: os.service\n    dropIns:\n    - name: 10-a.conf\n      content: z\n";
+        char *replaced[] = { (char *) "gardener-node-agent.service", NULL };
+        _cleanup_(osc_model_freep) OscModel *m = NULL;
+        _cleanup_free_ const char **names = NULL;
+        size_t n;
+
+        assert_int_equal(osc_model_decode_yaml(yaml, sizeof(yaml) - 1, NULL, &m, NULL), 0);
+        assert_int_equal(unit_health_units_started(m, replaced, &names, &n), 0);
+        assert_int_equal(n, 2);
+        assert_string_equal(names[0], "kubelet.service");
+        assert_string_equal(names[1], "os.service");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_healthy),
                 cmocka_unit_test(test_unhealthy),
                 cmocka_unit_test(test_progressing),
                 cmocka_unit_test(test_units_from_osc),
+                cmocka_unit_test(test_running),
+                cmocka_unit_test(test_units_started),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -71,7 +71,8 @@ typedef struct World {
         uint32_t wake_s;
         /* Bookkeeping for the invariants, about transaction `tx_id`. */
         uint8_t gate_seen;              /* ReadyForUpdate or update-result=failed seen for `desired` */
-        uint8_t gate_oscs;              /* bit set of ModelOsc the gate was seen for since each became desired */
+        uint8_t gate_oscs;              /* bit set of ModelOsc the gate was ever seen for: a desired state
+                                         * that comes back is the same one */
         uint8_t verified_units, verified_health;
         uint8_t tx_result;
         uint8_t tx_reported;            /* its success was reported: the checksum completes that report */
@@ -527,7 +528,6 @@ static void step(Ctx *c, State *s, const ModelEvent *e) {
         case EV_NEW_OSC:
                 /* MCM starts a new rollout from scratch. */
                 w->desired = e->arg;
-                w->gate_oscs &= ~(1u << e->arg);
                 w->candidate = w->selected = 0;
                 w->cond = 0;
                 w->result = 0;
