@@ -44,7 +44,10 @@ from gardener import FAILED_REASON, UPDATE_RESULT, UPDATING_OS, annotation, labe
 
 H = None
 NODE = "node-reboot"
-FROM, TO, NEXT = "12", "12.1", "12.2"
+FROM, TO, NEXT, LAST, FAILING = "12", "12.1", "12.2", "12.3", "12.4"
+GNA = "gardener-node-agent.service"
+GNA_BIN = "/opt/bin/gardener-node-agent"
+GNA_RAN = "/var/lib/gna-stand-in"
 COMMAND = r'''#!/bin/sh
 # The OS extension's in-place update command on the machine tier: provider-local's edit of
 # os-release (what the node reports as its version afterwards), then a reboot, as Garden Linux's
@@ -295,15 +298,15 @@ class Reboot(unittest.TestCase):
                                 % pid])
         t.ok("contact: %s %s: %s; on /dev/kmsg: %s" % (ev[0]["type"], ev[0]["reason"], ev[0]["message"], kmsg[0]))
 
-    @harness.scenario
-    def test_4_garden_linux_os_update_resets_etc(self):
-        t, w, g = H.t, H.w, H.g
-        t.step("issue 29: Garden Linux's in-place OS update: the new version boots with the image's /etc")
-        m = H.m
-        text = osc(NEXT, drift=True)
+    def garden_linux_update(self, version, while_down=None):
+        """Garden Linux's in-place OS update to `version`: the command reboots, the new version boots with
+        the image's /etc (every path the OSC wrote there gone), `while_down(m, text)` does whatever else
+        happens before the boot. Returns (the OSC's text, checksum, the Node's rv before, the wiped paths,
+        the new boot's id)."""
+        t, w, g, m = H.t, H.w, H.g, H.m
+        text = osc(version, drift=True)
         checksum = w.publish(text)
         rv = w.emu.current_rv()
-        before_events = len(drift_events())
         g.mcm_candidate()
         H.wait_phase("Staged")
         g.mcm_select()
@@ -313,20 +316,34 @@ class Reboot(unittest.TestCase):
         paths = [p for p in etc_paths(text) if os.path.lexists(m.path(p))]
         wipe(m, paths)
         t.block("the new version's /etc: %d paths the OSC wrote under /etc are gone" % len(paths), "\n".join(paths))
-        boot = H.boot().replace("-", "")
+        if while_down:
+            while_down(m, text)
+        return text, checksum, rv, paths, H.boot().replace("-", "")
 
-        n = g.wait_node(lambda n: label(n, UPDATE_RESULT), 180, "update-result after the reboot")
-        self.assertEqual(label(n, UPDATE_RESULT), "successful", annotation(n, FAILED_REASON))
-        H.wait_checksum(checksum, 30)
-        results = [harness.label(e["object"], UPDATE_RESULT) for e in g.node_history(since_rv=rv) if e.get("object")]
-        changes = [r for i, r in enumerate(results) if r and (i == 0 or results[i - 1] != r)]
-        self.assertEqual(changes, ["successful"], "update-result over the Node's history: %s" % changes)
-        # Everything the reset took is back, the units run, gardener-node-agent does not.
+    def results_since(self, rv):
+        results = [harness.label(e["object"], UPDATE_RESULT) for e in H.g.node_history(since_rv=rv) if e.get("object")]
+        return [r for i, r in enumerate(results) if r and (i == 0 or results[i - 1] != r)]
+
+    def assert_whole(self, m, paths):
+        """Everything the reset took is back, the OSC's units run, gardener-node-agent does not."""
         self.assertEqual([p for p in paths if not os.path.lexists(m.path(p))], [], "not restored")
         self.assertEqual(m.read(APP_CONF), "setting = 1\n")
         for unit in (APP, harness.KUBELET_UNIT, "containerd.service"):
             m.wait_active(unit, 30)
-        self.assertNotEqual(m.unit_property("gardener-node-agent.service", "ActiveState"), "active")
+        self.assertNotEqual(m.unit_property(GNA, "ActiveState"), "active")
+
+    @harness.scenario
+    def test_4_garden_linux_os_update_resets_etc(self):
+        t, g, m = H.t, H.g, H.m
+        t.step("issue 29: Garden Linux's in-place OS update: the new version boots with the image's /etc")
+        before_events = len(drift_events())
+        text, checksum, rv, paths, boot = self.garden_linux_update(NEXT)
+
+        n = g.wait_node(lambda n: label(n, UPDATE_RESULT), 180, "update-result after the reboot")
+        self.assertEqual(label(n, UPDATE_RESULT), "successful", annotation(n, FAILED_REASON))
+        H.wait_checksum(checksum, 30)
+        self.assertEqual(self.results_since(rv), ["successful"], "update-result over the Node's history")
+        self.assert_whole(m, paths)
         events = drift_events()[before_events:]
         self.assertEqual(len(events), 1, events)
         for subject in (APP, harness.KUBELET_UNIT):
@@ -343,6 +360,65 @@ class Reboot(unittest.TestCase):
         g.mcm_observe_result()
         g.mcm_finish()
 
+    @harness.scenario
+    def test_5_garden_linux_boot_hook_on_a_handed_over_node(self):
+        t, g, m = H.t, H.g, H.m
+        t.step("issue 29: the same update with os-gardenlinux #379's boot hook, on a node handed over from "
+               "gardener-node-agent (its binary still in /opt/bin)")
+
+        def hook(m, text):
+            # gardener-node-agent's binary as on a handed-over node (a stand-in that says when it runs), its
+            # state deleted (gardener#15704), and the hook: every OSC unit with content written and enabled
+            # again, gardener-node-agent.service included.
+            m.write(GNA_BIN, "#!/bin/sh\nmkdir -p %s && echo ran >> %s/ran\nexec sleep infinity\n" % (GNA_RAN, GNA_RAN),
+                    0o755)
+            state = m.path("/var/lib/gardener-node-agent/last-applied-osc.yaml")
+            if os.path.lexists(state):
+                os.unlink(state)
+            o = json.loads(text)
+            for u in o["spec"]["units"] + o["status"].get("extensionUnits", []):
+                if not u.get("content"):
+                    continue
+                m.write("%s/%s" % (UNIT_DIR, u["name"]), u["content"])
+                for target in re.findall(r"^WantedBy=(.+)$", u["content"], re.M):
+                    link = m.path("%s/%s.wants/%s" % (UNIT_DIR, target, u["name"]))
+                    os.makedirs(os.path.dirname(link), exist_ok=True)
+                    if not os.path.lexists(link):
+                        os.symlink("%s/%s" % (UNIT_DIR, u["name"]), link)
+
+        text, checksum, rv, paths, boot = self.garden_linux_update(LAST, hook)
+        n = g.wait_node(lambda n: label(n, UPDATE_RESULT), 180, "update-result after the reboot")
+        self.assertEqual(label(n, UPDATE_RESULT), "successful", annotation(n, FAILED_REASON))
+        H.wait_checksum(checksum, 30)
+        self.assertEqual(self.results_since(rv), ["successful"], "update-result over the Node's history")
+        self.assert_whole(m, paths)
+        self.assertEqual(m.unit_property(GNA, "UnitFileState"), "enabled", "the hook's enablement")
+        self.assertIsNone(m.read(GNA_RAN + "/ran"), "gardener-node-agent ran beside the agent")
+        self.assertEqual(m.unit_property(GNA, "ConditionResult"), "no")
+        t.ok("in boot %s: gardener-node-agent.service enabled by the hook but never ran (its condition); "
+             "update-result=successful once" % boot)
+        g.mcm_observe_result()
+        g.mcm_finish()
+
+    @harness.scenario
+    def test_6_garden_linux_unit_that_cannot_be_restored(self):
+        t, g, m = H.t, H.g, H.m
+        t.step("issue 29: a unit the repair cannot restore after the reset: update-result=failed naming it")
+
+        def blocked(m, text):
+            os.makedirs(m.path("%s/%s" % (UNIT_DIR, APP)))      # a directory where its unit file goes
+
+        text, checksum, rv, paths, boot = self.garden_linux_update(FAILING, blocked)
+        n = g.wait_node(lambda n: label(n, UPDATE_RESULT), 240, "update-result after the reboot")
+        reason = annotation(n, FAILED_REASON) or ""
+        self.assertEqual(label(n, UPDATE_RESULT), "failed", reason)
+        self.assertIn(APP, reason)
+        self.assertNotIn("successful", self.results_since(rv), "successful for a node that does not run its OSC")
+        self.assertNotEqual(annotation(n, harness.NODE_CHECKSUM), checksum, "the checksum of an OSC not running")
+        failure = json.loads(annotation(n, "inplace-agent/failure") or "{}")
+        self.assertEqual(failure.get("code"), "OSCUnitsNotRunning", failure)
+        t.ok("in boot %s: update-result=failed: %s" % (boot, reason[:300]))
+        os.rmdir(m.path("%s/%s" % (UNIT_DIR, APP)))
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
