@@ -25,6 +25,7 @@ order, each step starting where the last one left the node:
 
 import json
 import os
+import re
 import sys
 import unittest
 
@@ -151,6 +152,11 @@ class Node(unittest.TestCase):
                 continue
             m.wait_active(unit, 30)
         self.assertNotEqual(m.unit_property("gardener-node-agent.service", "ActiveState"), "active")
+        # Debian's containerd answers the health check's gRPC Version call (issue 30 item 6).
+        answered = world.wait_for(lambda: [e for e in m.journal_json("-u", harness.AGENT_UNIT)
+                                           if re.match(r"containerd \S+ \(revision \S*\) answers on unix://",
+                                                       e.get("MESSAGE", ""))], 60, "containerd's Version answer")
+        t.ok(answered[0]["MESSAGE"])
 
         # The node duties: the Lease, SystemdUnitsReady.
         lease = world.wait_for(lambda: w.emu.get("leases", "gardener-node-agent-" + NODE, namespace="kube-system",
