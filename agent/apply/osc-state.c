@@ -283,7 +283,7 @@ static int canonical_below_root(const char *path, char **ret, void *userdata) {
         return path_in_root_canonical(*(int *) userdata, path, ret);
 }
 
-/* Issue 23: the refusal is decided before anything of the OSC is written. */
+/* The OSC is refused whole (core/osc-protected.h): decided before anything of it is written. */
 static int check_protected(const OscPrepareInput *in, const OscChanges *c, char **ret_error) {
         _cleanup_close_ int root_fd = -EBADF;
 

@@ -1058,7 +1058,7 @@ static int start_transaction(Builder *b, Plan *p, unsigned attempt) {
                 return b->error;
         if (p->refused) {
                 /* An OSC that cannot be used waits for nothing: it fails now, visible on the Node and in
-                 * STATUS=, instead of "pending" until MCM picks the node (issue 23, finding 7). */
+                 * STATUS=, instead of "pending" until MCM picks the node (docs/node-protocol.md §2.2). */
                 r = transition(b, tx->gated ? UPDATE_EVENT_PLAN : UPDATE_EVENT_BEGIN);
                 if (r >= 0)
                         r = fail(b, UPDATE_EVENT_FAILED, tx->blocked, tx->blocked_message, false);
@@ -1236,7 +1236,7 @@ static int adopt_node(Builder *b) {
 }
 
 /* Upstream applies a fresh node's first OSC before the Node exists: the kubelet that registers it
- * comes with that OSC (docs/node-protocol.md §2.3, issue 22). So without a Node only that goes on: the transaction it
+ * comes with that OSC (docs/node-protocol.md §2.3). So without a Node only that goes on: the transaction it
  * started until applied (retried while it fails), or a new one while nothing was ever applied here.
  * Anything else (a Node deleted, a later OSC) waits for the Node. */
 static bool acts_without_node(const Builder *b) {

@@ -100,7 +100,7 @@ static int decode_sync(const json_t *e, size_t i, OscComponentConfig *c, char **
                 return error_setf(ret_error, -EINVAL,
                                   "%s%scontrollers.token.syncConfigs[%zu]: needs a secretName and an absolute path",
                                   FILE_PREFIX(c->file), i);
-        /* Each names a Secret the token sync GETs and watches (issue 23). */
+        /* Each names a Secret the token sync GETs and watches: no path to another object. */
         if (kube_name_is_valid(t->secret_name, KUBE_NAME_SUBDOMAIN))
                 return 0;
         if (asprintf(&field, "%s%scontrollers.token.syncConfigs[%zu].secretName", FILE_PREFIX(c->file), i) < 0)

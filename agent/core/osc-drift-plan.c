@@ -73,7 +73,7 @@ static int skip(Plan *pl, const char *subject, const char *why) {
         return strv_consume(&pl->skipped, s);
 }
 
-/* Issue 23's rule for a repair too: nothing of the agent's own is written by an OSC. */
+/* core/osc-protected.h's rule for a repair too: nothing of the agent's own is written by an OSC. */
 static bool agent_owns(const Plan *pl, const char *path) {
         _cleanup_free_ char *canonical = NULL;
 

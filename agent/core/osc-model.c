@@ -182,7 +182,7 @@ static int decode_file_content(const json_t *content, const char *where, OscFile
                 if (r < 0)
                         return r;
                 /* It names the Secret the agent GETs: "../../default/secrets/other" must not pick
-                 * another one (issue 23). */
+                 * another one. */
                 if (asprintf(&field, "%s.secretRef.name", where) < 0)
                         return -ENOMEM;
                 return kube_name_check(f->secret_name, KUBE_NAME_SUBDOMAIN, field, ret_error);

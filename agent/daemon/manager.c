@@ -421,7 +421,7 @@ static void manager_update_secret_watch(Manager *m) {
                 return;
         }
         /* osc.secretName was checked with the configuration; the label is anyone's who may patch the
-         * Node: "../../default/secrets/other" must not make us read another Secret (issue 23). */
+         * Node: "../../default/secrets/other" must not make us read another Secret. */
         m->secret_source = source;
         if (kube_name_check(m->secret_name, KUBE_NAME_SUBDOMAIN, osc_secret_source_to_string(source), &error) < 0) {
                 log_error("Not watching an OSC Secret: %s", strempty(error));
@@ -1226,7 +1226,7 @@ int manager_run(Manager *m) {
                 return r;
 
         /* The drift check goes first: after a boot that wiped /etc, the node is restored before the
-         * update engine verifies anything on it (issue 26 item 2). */
+         * update engine verifies anything on it (docs/contract.md §9.8). */
         r = drift_repair_start(m->drift);
         if (r >= 0)
                 r = executor_start(m->executor);

@@ -300,7 +300,8 @@ int http_request_new(Http *h, const char *method, const char *url, HttpRequest *
             curl_easy_setopt(req->easy, CURLOPT_WRITEDATA, req) != CURLE_OK ||
             curl_easy_setopt(req->easy, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
             /* Sent as built: libcurl's resolving of "/../" would turn a name with dot segments into
-             * another object's path (issue 23); the callers build paths that have none. */
+             * another object's path (a Secret name from the Node or the OSC could reach another
+             * Secret); the callers build paths that have none. */
             curl_easy_setopt(req->easy, CURLOPT_PATH_AS_IS, 1L) != CURLE_OK ||
             /* TLS verification is always on; there is no switch to turn it off. */
             curl_easy_setopt(req->easy, CURLOPT_SSL_VERIFYPEER, 1L) != CURLE_OK ||

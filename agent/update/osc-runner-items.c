@@ -171,7 +171,7 @@ static int probe_next_host(OscRunner *r, char **ret_detail) {
                 k = osc_write_registry(r->deps.config->osc.root_directory, g);
                 return k < 0 ? error_setf(ret_detail, k, "%s", strerror(-k)) : 1;
         }
-        /* Issue 23: once a newer OSC is there the wait helps nobody (it may drop or fix the mirror). */
+        /* Once a newer OSC is there the wait helps nobody (it may drop or fix the mirror). */
         if (superseded(r))
                 return abandoned(r, ret_detail);
         k = read_host_cas(r, g, &g->hosts[r->probe_host], &pem, &size, ret_detail);

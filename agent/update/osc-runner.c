@@ -657,8 +657,9 @@ static int protect(OscProtected *p, const char *path, const char *what) {
         return k == -ENOMEM ? k : 0;    /* a path that is no path protects nothing */
 }
 
-/* Issue 23: the agent's state and configuration directories, its binary, and its unit files and
- * drop-in directories where systemd looks for them (systemd.unitDirectory and the vendor directory). */
+/* What no OSC file may touch (core/osc-protected.h says why): the agent's state and configuration
+ * directories, its binary, and its unit files and drop-in directories where systemd looks for them
+ * (systemd.unitDirectory and the vendor directory). */
 static int protect_own_files(OscRunner *r) {
         const Config *c = r->deps.config;
         const char *const unit_dirs[] = { c->systemd.unit_directory, "/usr/lib/systemd/system" };

@@ -9,7 +9,7 @@
  * (temporary file in the same directory, fsync, rename, fsync of the directory) with its mode set
  * explicitly, so a reader never sees half a file and the umask does not matter.
  *
- * Symlinks (issue 23): a target's directory is resolved below the root it belongs to (the root
+ * Symlinks (never written through): a target's directory is resolved below the root it belongs to (the root
  * directory, or the unit directory for unit files) as in a chroot (util/in-root.h), so a parent that
  * is a symlink never leads outside; the target itself is never followed: a symlink there is replaced
  * by the file (renamed over), a mode is set on the file only, a removal removes the link. A unit

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Drift repaired the way an apply does it (issue 26 item 2): the findings of core/osc-drift.h turned
+/* Drift repaired the way an apply does it (docs/contract.md §9.8): the findings of core/osc-drift.h turned
  * into an OscChanges work list (core/osc-diff.h) for the same applier, in the apply's order (docs/node-protocol.md
  * §6.4): containerd config, files, registries, imageRef files, unit files (with their enablement),
  * one daemon-reload, the unit commands, the kubelet health check. Restarted are exactly the affected

@@ -2,7 +2,7 @@
 #pragma once
 
 /* The node's drift from its last-applied OSC (docs/node-protocol.md §8 item 7, upstream
- * bootstrappers/file_consistency_bootstrapper.go from gardener#13678; issue 26 item 2): what the
+ * bootstrappers/file_consistency_bootstrapper.go from gardener#13678; docs/contract.md §9.8): what the
  * last-applied OSC put on the node compared with what is there now, as a list of findings. The
  * duty (duties/drift-repair) turns them into a repair (core/osc-drift-plan.h) and one Warning Event
  * per round; the journal gets each finding with upstream's reason and message:

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The agent's own files, which no OSC file may write or remove (issue 23): its state directory (the
+/* The agent's own files, which no OSC file may write or remove: its state directory (the
  * kubelet store, state.json, the saved work list), its configuration directory, its binary, and its
  * unit files and drop-in directories. An OSC file at /var/lib/inplace-agent/kubelet/1.31.4/kubelet
  * once overwrote the verified kubelet in the store, and nothing could roll that back.

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* What an OSC must never stop or restart (issue 23): the node's lifelines are the agent's own unit
- * (restart.selfUnit), the units it replaces (osc.replacedUnits), the kubelet and containerd.
+/* What an OSC must never stop or restart (README, "What an OSC may not stop or restart"): the node's
+ * lifelines are the agent's own unit (restart.selfUnit), the units it replaces (osc.replacedUnits),
+ * the kubelet and containerd.
  *
  * Refused, whatever the OSC says:
  *  - the agent's own unit stopped or removed (restarting it is the agent restarting itself: the

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Drift repaired, not only reported (issue 26 item 2; upstream reports once at start, gardener#13678,
+/* Drift repaired, not only reported (docs/contract.md §9.8; upstream reports once at start, gardener#13678,
  * and users found configuration silently gone, gardener#10819, #11194; a wipe-based OS update erases
  * /etc after the agent applied it). A round compares the node with the last-applied OSC
  * (duties/applied-osc.h, decoded as the applier decodes it) and, with osc.driftRepair: repair (the

@@ -17,7 +17,7 @@
  *   service-account-key rotation (rotate_sa):
  *     resync-tokens    every token sync config re-read, waiting until all were written.
  *
- * The CA comes first (the agent's own certificate "before anything else", issue 14), then the tokens
+ * The CA comes first (the agent's own certificate, docs/contract.md §9.7), then the tokens
  * are re-read with the renewed client. (Upstream's performInPlaceUpdate signals the token controller
  * before the CA steps; the order does not matter to the result: both are done before the success
  * marking, and the token reads work with the old and the new certificate alike.)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Whether the agent takes an OSC Secret at all (issue 23, finding 7). Every OSC the watch delivers
+/* Whether the agent takes an OSC Secret at all (docs/node-protocol.md §2.2). Every OSC the watch delivers
  * comes through here once, before anything of it is used:
  *   - the values the update engine reads (core/osc: types, versions, sizes, base64);
  *   - the whole model every applier reads (core/osc-model: paths, permissions, unit and drop-in
