@@ -69,7 +69,8 @@ class CrashOsImage(T.CrashOsUpdate):
         super().setUp()
         self.ukis = {}
         self.watch.close()
-        self.watch = T.DirWatch(SB.state_dir, self.dir, SB.efi, on_change=self.drive_gate)
+        self.watch = T.DirWatch(SB.state_dir, self.dir, SB.efi, on_change=self.drive_gate,
+                                describe=self.describe)
 
     def start(self, hold=None):
         version = "1600.%d" % (self.minor + 1)

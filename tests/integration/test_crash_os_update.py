@@ -10,11 +10,11 @@ selected -> ReadyForUpdate (as test_os_update.py does), the command (the sandbox
 script of ours) rewrites os-release like provider-local's and exits 0, no reboot.
 
 MCM's gate is driven one step at a time, each only once the record says the agent waits for it
-(candidate with the OSC; selected once it is Staged; drained and ReadyForUpdate once it is
-WaitingForDrain): every transaction takes the same path, Planned -> Staging -> Staged ->
-WaitingForDrain -> Applying. Opened all at once, the gate raced with staging (seen before staging
-ended: Staging -> Applying; seen after: through Staged and WaitingForDrain), and a kill run whose
-path differed from the recorded one waited for steps it never persisted.
+(candidate with the OSC; selected once it is Staged and reported so; drained and ReadyForUpdate once it
+is WaitingForDrain and reported so): every transaction takes the same path, Planned -> Staging -> Staged
+-> WaitingForDrain -> Applying. Opened all at once, the gate raced with staging (seen before staging
+ended: Staging -> Applying; seen after: through Staged and WaitingForDrain), and a kill run whose path
+differed from the recorded one waited for steps it never persisted.
 
 Kill points:
   * every persisted step: a first, undisturbed transaction records the sequence of distinct steps that
@@ -97,12 +97,12 @@ class CrashSandbox(S.Sandbox):
 class DirWatch:
     """inotify (ctypes) on directories: wait(fn) re-evaluates fn() whenever a file there is renamed into
     place or closed after writing, until it is truthy or the deadline passes; on_change() (if given)
-    runs first every time."""
+    runs first every time, and describe() (if given) says where things stood at a timeout."""
 
     IN_CLOSE_WRITE, IN_MOVED_TO = 0x8, 0x80
 
-    def __init__(self, *dirs, on_change=None):
-        self.on_change = on_change
+    def __init__(self, *dirs, on_change=None, describe=None):
+        self.on_change, self.describe = on_change, describe
         self.libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         self.fd = self.libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         if self.fd < 0:
@@ -132,7 +132,8 @@ class DirWatch:
                 return v
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError("timed out after %.0fs waiting for %s" % (timeout, what))
+                raise TimeoutError("timed out after %.0fs waiting for %s%s" % (
+                    timeout, what, "; " + self.describe() if self.describe else ""))
             select.select([self.fd], [], [], left)
 
 
@@ -206,7 +207,7 @@ class CrashOsUpdate(unittest.TestCase):
             os.mkfifo(self.fifo)
         S.write_file(SB.os_update_command, SCRIPT % {"log": self.log, "hold": self.hold, "fifo": self.fifo,
                                                     "os_release": SB.os_release}, 0o755)
-        self.watch = DirWatch(SB.state_dir, self.dir, on_change=self.drive_gate)
+        self.watch = DirWatch(SB.state_dir, self.dir, on_change=self.drive_gate, describe=self.describe)
         self.gate = None            # how far MCM let the current transaction go
         self.minor = 0
         self.kill_points = []       # (what, step at death, outcome)
@@ -271,16 +272,22 @@ class CrashOsUpdate(unittest.TestCase):
         return (step_of(st) if os_to(st) == version else None), st["_ino"]
 
     def drive_gate(self):
-        """MCM's next step, once the record says the agent waits for it (see the module's docstring)."""
+        """MCM's next step, once the record says the agent waits for it, its reports of the phase written
+        (see the module's docstring): our Node writes never race with the agent's."""
         st = read_state()
         if os_to(st) != getattr(self, "version", None):
             return
-        if st.get("phase") == "Staged" and self.gate == "candidate":
+        phase, progress, event = st.get("phase"), st.get("progressPhase"), st.get("eventPhase")
+        if phase == "Staged" and (progress, event) == ("Staged", "Staged") and self.gate == "candidate":
             SB.mcm_select()
             self.gate = "selected"
-        elif st.get("phase") == "WaitingForDrain" and self.gate == "selected":
+        elif phase == "WaitingForDrain" and progress == "WaitingForDrain" and self.gate == "selected":
             SB.mcm_ready_for_update()
             self.gate = "ready"
+
+    def describe(self):
+        st = read_state()
+        return "state.json: %s, MCM: %s" % (step_name(step_of(st)) if st else "none", self.gate)
 
     def start(self, hold=None):
         """A new desired OS version, published with the node a candidate; drive_gate() does the rest of
