@@ -21,6 +21,7 @@
 #include "update/osc-intake.h"
 #include "duties/hostname-check.h"
 #include "daemon/manager.h"
+#include "daemon/restart-annotation.h"
 #include "daemon/status.h"
 #include "duties/node-health.h"
 #include "duties/node-labeler.h"
@@ -29,7 +30,6 @@
 #include "duties/replaced-units.h"
 #include "report/console.h"
 #include "report/reporter.h"
-#include "duties/restart-handler.h"
 #include "duties/units-check.h"
 #include "kube/kube-client.h"
 #include "kube/kube-events.h"
@@ -79,7 +79,7 @@ struct Manager {
 
         SystemBus *bus;                 /* owned: the system bus (DBUS_SYSTEM_BUS_ADDRESS), reopened when it closes */
         UnitControl *units;             /* owned; NULL until the bus was first up, then kept across reconnects */
-        RestartHandler *restarts;       /* owned; NULL until the bus was first up */
+        RestartAnnotation *restarts;    /* owned; NULL until the bus was first up */
         UnitsCheck *units_check;        /* owned: SystemdUnitsReady; NULL until the bus was first up */
         NodeHealth *health;             /* owned: kubelet/containerd health checks; NULL likewise */
         HostnameCheck *hostname;        /* owned: restarts us on a hostname change; NULL likewise */
@@ -112,6 +112,7 @@ struct Manager {
                                          * before the first LIST completed or failed (READY=1 may come
                                          * before: while there is no kubeconfig yet) */
         bool node_view;                 /* debug: mirror the Node view into the state directory */
+        bool constructed;               /* manager_new() is done: a bus up now came late */
 };
 
 #define manager_emit_event(m, ...) reporter_emit_event((m)->reporter, __VA_ARGS__)
@@ -198,7 +199,6 @@ static void manager_dump_node_view(Manager *m) {
  * changed, appeared or disappeared (m->node is NULL then). Consumers — the update engine, the
  * restart handler — plug in here and read m->node. Keep this function a list of calls. */
 static void manager_update_secret_watch(Manager *m);
-static void manager_submit_restarts(Manager *m);
 
 /* Decodes the Node once for every reader. An undecodable Node keeps the last good view (logged once
  * per distinct error). */
@@ -235,7 +235,7 @@ static void manager_on_node_changed(Manager *m) {
         osc_jitter_node_changed(m->jitter, m->view);
         node_labeler_sync(m->labeler, m->view);
         manager_update_secret_watch(m);
-        manager_submit_restarts(m);
+        restart_annotation_sync(m->restarts, m->view);
 }
 
 /* ---- the OSC Secret --------------------------------------------------------------------------- */
@@ -447,63 +447,6 @@ static void manager_update_secret_watch(Manager *m) {
         }
 }
 
-/* ---- the restart annotation ---------------------------------------------------------------------- */
-
-static void manager_on_restart_result(const char *unit, bool ok, const char *detail, void *userdata) {
-        Manager *m = userdata;
-        _cleanup_free_ char *msg = restart_result_message(unit, ok, detail);
-
-        if (ok)
-                (void) log_struct_id(LOG_INFO, 0, MESSAGE_ID_UNIT_RESTARTED, "%s", msg ? msg : unit);
-        else
-                (void) log_struct_id(LOG_WARNING, 0, MESSAGE_ID_UNIT_RESTART_FAILED, "%s", msg ? msg : unit);
-        (void) manager_emit_event(m, ok ? "Normal" : "Warning", "SystemDUnitRestart", msg ? msg : unit);
-}
-
-static void manager_on_restart_rejected(const char *entry, const char *why, void *userdata) {
-        Manager *m = userdata;
-        RestartRejected rej = { .entry = (char *) entry, .why = (char *) why };
-        _cleanup_free_ char *msg = restart_rejected_message(&rej);
-
-        log_warning("%s", msg ? msg : entry);
-        (void) manager_emit_event(m, "Warning", "SystemDUnitRestart", msg ? msg : entry);
-}
-
-static void manager_on_restart_annotation_removed(int error, void *userdata) {
-        Manager *m = userdata;
-
-        /* 422 from the "test" op: the value changed meanwhile, a newer request is not ours to drop. */
-        restart_handler_annotation_removed(m->restarts, error == -EINVAL ? -ESTALE : error);
-}
-
-static int manager_remove_restart_annotation(const char *value, void *userdata) {
-        Manager *m = userdata;
-        int r;
-
-        /* Conditional: removes the annotation only if it still holds the value we handled. */
-        r = reporter_remove_annotation(m->reporter, NODE_ANNOTATION_RESTART, value, manager_on_restart_annotation_removed,
-                                       m);
-        return r > 0 ? -EIO : r;
-}
-
-static void manager_on_restart_finished(const char *value, void *userdata) {
-        Manager *m = userdata;
-
-        log_info("Handled restart request \"%s\".", value);
-        executor_set_restarts_busy(m->executor, false);
-}
-
-static void manager_submit_restarts(Manager *m) {
-        if (!m->restarts)
-                return;
-        /* Units are not restarted behind the back of an update that restarts units itself. */
-        if (executor_blocks_unit_restarts(m->executor))
-                return;
-        if (restart_handler_submit(m->restarts, m->view ? m->view->restart_services : NULL) < 0)
-                log_oom();
-        executor_set_restarts_busy(m->executor, restart_handler_is_busy(m->restarts));
-}
-
 /* A path the OSC's world knows, below osc.rootDirectory. */
 static char *root_path(const Config *c, const char *path) {
         char *p;
@@ -589,12 +532,6 @@ static void manager_start_node_duties(Manager *m) {
 /* Everything that talks to systemd, once the bus is first up; kept across reconnects (the UnitControl
  * is handed each new connection). */
 static int manager_start_systemd(Manager *m, sd_bus *bus, char **ret_error) {
-        static const RestartHandlerCallbacks restart_callbacks = {
-                .on_unit_result = manager_on_restart_result,
-                .on_rejected = manager_on_restart_rejected,
-                .remove_annotation = manager_remove_restart_annotation,
-                .on_finished = manager_on_restart_finished,
-        };
         _cleanup_free_ char *state = NULL;
         int r;
 
@@ -603,10 +540,11 @@ static int manager_start_systemd(Manager *m, sd_bus *bus, char **ret_error) {
                 return error_setf(ret_error, r, "cannot set up the systemd client: %s", strerror(-r));
         if (asprintf(&state, "%s/%s", m->config->state_directory, RESTART_STATE_FILE) < 0)
                 return -ENOMEM;
-        r = restart_handler_new(m->event, m->units, m->config->restart.self_unit, state, &restart_callbacks, m,
-                                &m->restarts);
-        if (r >= 0 && m->config->osc.replaced_units)
-                restart_handler_set_replaced_units(m->restarts, (const char *const *) m->config->osc.replaced_units);
+        r = restart_annotation_new(m->event, m->units, m->reporter, m->executor,
+                                   &(RestartAnnotationOptions) { .self_unit = m->config->restart.self_unit,
+                                                                 .state_path = state,
+                                                                 .replaced_units = m->config->osc.replaced_units },
+                                   &m->restarts);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the restart handler: %s", strerror(-r));
         r = manager_setup_units_check(m);
@@ -627,14 +565,13 @@ static int manager_start_systemd(Manager *m, sd_bus *bus, char **ret_error) {
 /* The bus came up for the first time only after start: hand the new objects to those who were
  * created without them, and start the duties the Node's first sight would have started. */
 static void manager_late_systemd(Manager *m) {
-        executor_set_units(m->executor, m->units);
         applied_osc_set_units_check(m->applied, m->units_check);
         drift_repair_set_units(m->drift, m->units);
         if (m->node) {
                 manager_start_node_duties(m);
                 node_health_set_node(m->health, m->view);
         }
-        manager_submit_restarts(m);
+        restart_annotation_sync(m->restarts, m->view);
 }
 
 #define BUS_DOWN_NOTE "system bus down, reconnecting"
@@ -671,7 +608,7 @@ static void manager_on_bus(SystemBus *sb, bool up, int error, void *userdata) {
         }
         r = manager_start_systemd(m, system_bus_get(sb), &why);
         if (r < 0) {
-                if (!m->executor) {             /* in manager_new(): it fails with this */
+                if (!m->constructed) {          /* in manager_new(): it fails with this */
                         m->systemd_error = r;
                         free(m->systemd_why);
                         m->systemd_why = TAKE_PTR(why);
@@ -681,20 +618,19 @@ static void manager_on_bus(SystemBus *sb, bool up, int error, void *userdata) {
                 (void) sd_event_exit(m->event, r);
                 return;
         }
-        if (m->executor) {
+        executor_set_units(m->executor, m->units);
+        if (m->constructed) {
                 log_info("Connected to the system bus.");
                 manager_late_systemd(m);
         }
 }
 
 /* Not fatal when the bus is not there: updates that need no unit restart and all reporting work, and
- * the bus is retried in the background. */
-static int manager_setup_systemd(Manager *m, char **ret_error) {
+ * the bus is retried in the background. The first attempt reports from inside (manager_on_bus()). */
+static int manager_start_bus(Manager *m, char **ret_error) {
         int r;
 
-        r = system_bus_new(m->event, NULL, manager_on_bus, m, &m->bus);
-        if (r >= 0)
-                r = system_bus_start(m->bus);
+        r = system_bus_start(m->bus);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the system bus connection: %s", strerror(-r));
         if (m->systemd_error < 0)
@@ -1007,7 +943,7 @@ static void manager_drift_release(void *userdata) {
 
         executor_drift_release(m->executor);
         replaced_units_kick(m->replaced);       /* a repair may have brought a replaced unit's file back */
-        manager_submit_restarts(m);     /* a restart request that waited for the round */
+        restart_annotation_retry(m->restarts);  /* a restart request that waited for the round */
 }
 
 static int manager_drift_run(OscChanges *changes, DriftRepairRunDone done, void *done_userdata, void *userdata) {
@@ -1105,14 +1041,16 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
         /* The objects below borrow the configuration; the Manager owns it only once it is complete,
          * so on failure it stays the caller's (never freed twice). */
         m->config = *config;
-        r = manager_setup_systemd(m, ret_error);
+        r = system_bus_new(m->event, NULL, manager_on_bus, m, &m->bus);
+        if (r < 0)
+                r = error_setf(ret_error, r, "cannot set up the system bus connection: %s", strerror(-r));
         if (r >= 0) {
+                /* Before the bus is up: what talks to systemd is handed the executor it waits on. */
                 deps = (ExecutorDeps) {
                         .event = m->event,
                         .config = m->config,
                         .http = m->http,
                         .bus = m->bus,
-                        .units = m->units,
                         .reporter = m->reporter,
                         .identity = &m->identity,
                         .tokens = &m->tokens,
@@ -1122,6 +1060,8 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
                 r = executor_new(&deps, &m->executor, ret_error);
         }
         if (r >= 0)
+                r = manager_start_bus(m, ret_error);
+        if (r >= 0)
                 r = manager_setup_applied_osc(m);
         if (r >= 0)
                 r = manager_setup_drift(m);
@@ -1130,6 +1070,7 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
                 return r;
         }
         *config = NULL;
+        m->constructed = true;
         *ret = TAKE_PTR(m);
         return 0;
 }
@@ -1142,7 +1083,7 @@ Manager *manager_free(Manager *m) {
         reporter_free(m->reporter);
         drift_repair_free(m->drift);    /* borrows the executor's and the AppliedOsc's */
         executor_free(m->executor);
-        restart_handler_free(m->restarts);
+        restart_annotation_free(m->restarts);
         applied_osc_free(m->applied);   /* borrows the units check */
         units_check_free(m->units_check);
         node_health_free(m->health);
