@@ -462,13 +462,6 @@ static int manager_setup_units_check(Manager *m) {
                                &m->units_check);
 }
 
-/* Health checks restart no unit behind the back of an update step that restarts units itself. */
-static bool manager_health_may_restart(const char *unit, void *userdata) {
-        Manager *m = userdata;
-
-        return !executor_blocks_unit_restarts(m->executor);
-}
-
 /* For `inplace-agent status`: what containerd last said it is. The journal has it already (the duty's
  * line); a state directory that cannot take it loses only this. */
 static void manager_on_containerd_version(const ContainerdVersion *v, void *userdata) {
@@ -495,7 +488,7 @@ static int manager_setup_health(Manager *m) {
                                        .containerd_socket = socket,
                                        .period_usec = m->tuning.health_check_usec,
                                        .grace_usec = m->tuning.health_grace_usec,
-                                       .may_restart = manager_health_may_restart,
+                                       .gate = executor_gate(m->executor),
                                        .on_containerd_version = manager_on_containerd_version,
                                        .userdata = m,
                                }, &m->health);
@@ -566,7 +559,7 @@ static int manager_start_systemd(Manager *m, sd_bus *bus, char **ret_error) {
  * created without them, and start the duties the Node's first sight would have started. */
 static void manager_late_systemd(Manager *m) {
         applied_osc_set_units_check(m->applied, m->units_check);
-        drift_repair_set_units(m->drift, m->units);
+        drift_repair_set_units(m->drift, m->units, m->replaced);
         if (m->node) {
                 manager_start_node_duties(m);
                 node_health_set_node(m->health, m->view);
@@ -930,37 +923,9 @@ static int manager_setup_applied_osc(Manager *m) {
         return applied_osc_new(m->event, &opts, m->units_check, &m->applied);
 }
 
-/* ---- the drift repair: the executor's side ------------------------------------------------------ */
-
-static int manager_drift_claim(const char **ret_why, void *userdata) {
-        Manager *m = userdata;
-
-        return executor_drift_claim(m->executor, ret_why);
-}
-
-static void manager_drift_release(void *userdata) {
-        Manager *m = userdata;
-
-        executor_drift_release(m->executor);
-        replaced_units_kick(m->replaced);       /* a repair may have brought a replaced unit's file back */
-        restart_annotation_retry(m->restarts);  /* a restart request that waited for the round */
-}
-
-static int manager_drift_run(OscChanges *changes, DriftRepairRunDone done, void *done_userdata, void *userdata) {
-        Manager *m = userdata;
-
-        return executor_drift_repair(m->executor, changes, done, done_userdata);
-}
-
 /* After the executor and the AppliedOsc: it plans on the OSC runner's terms, reads through the other. */
 static int manager_setup_drift(Manager *m) {
-        static const DriftRepairHooks hooks = {
-                .claim = manager_drift_claim,
-                .release = manager_drift_release,
-                .run = manager_drift_run,
-        };
         const Config *c = m->config;
-        DriftRepairHooks h = hooks;
         const DriftRepairOptions opts = {
                 .root_directory = c->osc.root_directory,
                 .unit_directory = c->systemd.unit_directory,
@@ -974,10 +939,9 @@ static int manager_setup_drift(Manager *m) {
         };
         int r;
 
-        h.userdata = m;
-        r = drift_repair_new(m->event, &opts, m->applied, m->reporter, &h, &m->drift);
+        r = drift_repair_new(m->event, &opts, m->applied, m->reporter, executor_gate(m->executor), &m->drift);
         if (r >= 0)
-                drift_repair_set_units(m->drift, m->units);
+                drift_repair_set_units(m->drift, m->units, m->replaced);
         return r;
 }
 
@@ -1082,8 +1046,8 @@ Manager *manager_free(Manager *m) {
          * reporter's writes go before the executor that waits for them (no callback follows). */
         reporter_free(m->reporter);
         drift_repair_free(m->drift);    /* borrows the executor's and the AppliedOsc's */
+        restart_annotation_free(m->restarts);   /* the executor's released callback */
         executor_free(m->executor);
-        restart_annotation_free(m->restarts);
         applied_osc_free(m->applied);   /* borrows the units check */
         units_check_free(m->units_check);
         node_health_free(m->health);

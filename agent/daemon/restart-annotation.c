@@ -59,6 +59,11 @@ static void on_finished(const char *value, void *userdata) {
         executor_set_restarts_busy(a->executor, false);
 }
 
+/* A drift round held the executor: a request that waited for it goes now. */
+static void on_released(void *userdata) {
+        restart_annotation_retry(userdata);
+}
+
 int restart_annotation_new(sd_event *event, UnitControl *units, Reporter *reporter, Executor *executor,
                            const RestartAnnotationOptions *opts, RestartAnnotation **ret) {
         static const RestartHandlerCallbacks callbacks = {
@@ -82,6 +87,7 @@ int restart_annotation_new(sd_event *event, UnitControl *units, Reporter *report
                 return r;
         if (opts->replaced_units)
                 restart_handler_set_replaced_units(a->handler, (const char *const *) opts->replaced_units);
+        executor_set_released_callback(executor, on_released, a);
         *ret = TAKE_PTR(a);
         return 0;
 }
@@ -89,6 +95,8 @@ int restart_annotation_new(sd_event *event, UnitControl *units, Reporter *report
 RestartAnnotation *restart_annotation_free(RestartAnnotation *a) {
         if (!a)
                 return NULL;
+        if (a->handler)         /* registered */
+                executor_set_released_callback(a->executor, NULL, NULL);
         restart_handler_free(a->handler);
         free(a->value);
         free(a);

@@ -9,7 +9,8 @@
  * carried out. It lives with the process (daemon/) because it joins the duties' handler to the update
  * run, which no duty may know, and logs with the catalog's MESSAGE_IDs (update/catalog-ids.h).
  *
- * Borrows the loop, the UnitControl, the reporter, the executor and the strings; owns the handler. */
+ * Borrows the loop, the UnitControl, the reporter, the executor (which must outlive it: it is the
+ * executor's released callback until freed) and the strings; owns the handler. */
 
 #include <systemd/sd-event.h>
 
@@ -36,5 +37,6 @@ DEFINE_CLEANUP_FUNC(RestartAnnotation, restart_annotation_free);
 /* The Node as it is now (NULL: unknown or absent): its annotation is handed on unless the executor
  * blocks unit restarts. */
 void restart_annotation_sync(RestartAnnotation *a, const NodeView *node);
-/* The executor may have stopped blocking (a drift round ended): the last value seen is handed on now. */
+/* The executor may have stopped blocking: the last value seen is handed on now. Called by the
+ * executor itself at the end of a drift round (executor_set_released_callback()). */
 void restart_annotation_retry(RestartAnnotation *a);
