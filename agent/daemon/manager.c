@@ -21,6 +21,7 @@
 #include "update/osc-intake.h"
 #include "duties/hostname-check.h"
 #include "daemon/manager.h"
+#include "daemon/osc-source.h"
 #include "daemon/restart-annotation.h"
 #include "daemon/status.h"
 #include "duties/node-health.h"
@@ -87,21 +88,11 @@ struct Manager {
         int systemd_error;              /* < 0: the systemd side could not be set up in manager_new() */
         char *systemd_why;              /* owned: and why */
         Executor *executor;             /* owned */
-        KubeWatch *secret_watch;        /* owned: the OSC Secret; NULL while its name is unknown */
-        OscJitter *jitter;              /* owned: delays OSC updates (reconciliation-delay) */
-        OscSecretState *secret_state;   /* owned: says whether the OSC Secret can be read */
         NodeLabeler *labeler;           /* owned: node-role and zone labels */
+        OscSource *osc;                 /* owned: the OSC Secret, from its name to the executor */
         AppliedOsc *applied;            /* owned: the last-applied OSC, for the units check and the drift repair */
         DriftRepair *drift;             /* owned: the drift check and repair */
-        char *secret_name;              /* owned */
-        OscSecretSource secret_source;  /* where secret_name came from */
-        char *gna_secret_name;          /* owned: the OSC Secret GNA's provisioned component config names
-                                         * (read at start); NULL: none */
-        LogOnce osc_refused;            /* why the last OSC was refused, logged once */
-        LogOnce secret_too_large;       /* the OSC Secret is over the size limit, said once */
         LogOnce duties_error;           /* the Node's duties could not start, said once */
-        OscComponentConfig *component;  /* owned: GNA's component config of the OSC Secret; NULL: none */
-        TokenSync *tokens;              /* owned: its token syncs (docs/contract.md §9.8); NULL: none */
 
         json_t *node;                   /* ref held: the latest Node; NULL while unknown or absent */
         NodeView *view;                 /* owned: `node` decoded once, for every reader; NULL likewise */
@@ -198,7 +189,6 @@ static void manager_dump_node_view(Manager *m) {
 /* The one place where a change of our Node enters the agent: called whenever the watched Node
  * changed, appeared or disappeared (m->node is NULL then). Consumers — the update engine, the
  * restart handler — plug in here and read m->node. Keep this function a list of calls. */
-static void manager_update_secret_watch(Manager *m);
 
 /* Decodes the Node once for every reader. An undecodable Node keeps the last good view (logged once
  * per distinct error). */
@@ -221,7 +211,7 @@ static void manager_decode_node(Manager *m) {
         log_once_clear(&m->view_error);
         /* Readers borrow the view: hand them the new one before the old goes. */
         reporter_set_node(m->reporter, v);
-        osc_secret_state_sync(m->secret_state, v);
+        osc_source_set_node(m->osc, v);
         executor_set_node(m->executor, v);
         node_view_free(m->view);
         m->view = v;
@@ -232,126 +222,8 @@ static void manager_on_node_changed(Manager *m) {
         manager_decode_node(m);
         if (m->health)
                 node_health_set_node(m->health, m->view);
-        osc_jitter_node_changed(m->jitter, m->view);
-        node_labeler_sync(m->labeler, m->view);
-        manager_update_secret_watch(m);
+        osc_source_node_changed(m->osc);
         restart_annotation_sync(m->restarts, m->view);
-}
-
-/* ---- the OSC Secret --------------------------------------------------------------------------- */
-
-static void manager_start_tokens(Manager *m) {
-        _cleanup_(token_sync_configs_clear) TokenSyncConfigs cfg = {};
-        int r;
-
-        m->tokens = token_sync_free(m->tokens);
-        if (!m->component || m->component->n_token_syncs == 0)
-                return;
-        r = token_sync_configs_from_component(m->component, &cfg);
-        if (r >= 0)
-                r = token_sync_new(m->kube, m->config->osc.root_directory, TOKEN_SYNC_NAMESPACE, &cfg, &m->tokens);
-        if (r >= 0)
-                r = token_sync_start(m->tokens);
-        if (r < 0) {
-                log_error_errno(r, "Cannot sync the tokens named in %s: %m", m->component->file);
-                m->tokens = token_sync_free(m->tokens);
-                return;
-        }
-        log_info("Syncing %zu token(s) named in %s.", cfg.n, m->component->file);
-}
-
-/* GNA's component config (docs/contract.md §9.4, §9.8) of an accepted OSC (NULL: it has none), taken at once
- * like GNA's token controller reads its config file; the TokenSync is recreated only when the token
- * syncs changed. A broken one made the OSC refused (osc-intake.h): the current one stays. */
-static void manager_update_component(Manager *m, OscComponentConfig *c) {
-        _cleanup_(osc_component_config_freep) OscComponentConfig *cc = c;
-        bool same;
-
-        same = osc_component_config_same_token_syncs(cc, m->component);
-        osc_component_config_free(m->component);
-        m->component = TAKE_PTR(cc);
-        executor_component_changed(m->executor);
-        if (!same || (!m->tokens && m->component && m->component->n_token_syncs > 0))
-                manager_start_tokens(m);
-}
-
-/* Journal line for a refused OSC, once per distinct reason; the update engine reports it on the Node
- * (InvalidDesiredState, a Warning Event) and in STATUS=. */
-static void manager_log_refused(Manager *m, const OscDesired *osc) {
-        if (!osc || !osc->refused)
-                log_once_clear(&m->osc_refused);
-        else if (log_once_check(&m->osc_refused, 0, osc->refused))
-                log_error("Refusing the OSC of Secret %s/%s (checksum %s): %s", m->config->osc.namespace,
-                          strempty(m->secret_name), osc->checksum ?: "none", osc->refused);
-}
-
-/* gardener#15528: a Secret that cannot be read is said out loud (duties/osc-secret-state.h). */
-static void manager_say_secret(Manager *m, OscAvailability a, const char *detail) {
-        const OscSecretRef ref = {
-                .namespace = m->config->osc.namespace,
-                .name = m->secret_name,
-                .source = m->secret_source,
-        };
-
-        osc_secret_state_set(m->secret_state, a, &ref, detail);
-}
-
-/* After each LIST: absent is "not found" (a LIST answers an empty list, never 404, for a missing
- * Secret), 403 "forbidden"; a Secret over the size limit is said once (no retry fixes it); other
- * errors are transient and change nothing. */
-static void manager_on_secret_synced(KubeWatch *w, int error, void *userdata) {
-        Manager *m = userdata;
-
-        if (error >= 0)
-                log_once_clear(&m->secret_too_large);
-        if (error == -EPERM)
-                manager_say_secret(m, OSC_AVAILABILITY_FORBIDDEN, kube_watch_get_list_message(w));
-        else if ((error == 0 && !kube_watch_get_object(w)) || error == -ENOENT)
-                manager_say_secret(m, OSC_AVAILABILITY_NOT_FOUND, NULL);
-        else if (error == -EFBIG && log_once_check(&m->secret_too_large, error, NULL))
-                log_warning("Cannot list OSC Secret %s/%s: %s; ignoring it and retrying with back-off.",
-                            m->config->osc.namespace, m->secret_name, strempty(kube_watch_get_list_message(w)));
-}
-
-static void manager_on_secret_object(KubeWatch *w, json_t *secret, void *userdata) {
-        Manager *m = userdata;
-        OscComponentConfig *cc = NULL;
-        OscDesired *osc = NULL;
-        int r;
-
-        manager_say_secret(m, OSC_AVAILABILITY_FOUND, NULL);
-
-        r = osc_intake(secret, m->config->kubelet.binary_path, m->config->osc.replaced_units, &osc, &cc);
-        if (r < 0) {
-                log_oom();
-                return;
-        }
-        manager_log_refused(m, osc);
-        if (osc->refused) {
-                osc_jitter_submit(m->jitter, osc, m->view);
-                return;
-        }
-        manager_update_component(m, cc);
-        log_debug("OSC Secret %s/%s: checksum %s, kubelet %s, OS %s.", m->config->osc.namespace, m->secret_name,
-                  strempty(osc->checksum), strempty(osc->kubelet_version), strempty(osc->os_version));
-        osc_jitter_submit(m->jitter, osc, m->view);
-}
-
-static void manager_deliver_osc(OscDesired *osc, void *userdata) {
-        Manager *m = userdata;
-
-        node_labeler_reload(m->labeler);        /* GNA reads the zone file at every OSC reconcile */
-        if (osc && !osc->refused)
-                node_labeler_set_control_plane(m->labeler, osc->control_plane);
-        node_labeler_sync(m->labeler, m->view);
-        executor_set_osc(m->executor, osc);
-}
-
-static void manager_on_secret_deleted(KubeWatch *w, json_t *last, void *userdata) {
-        Manager *m = userdata;
-
-        manager_say_secret(m, OSC_AVAILABILITY_NOT_FOUND, NULL);
-        osc_jitter_submit(m->jitter, NULL, m->view);
 }
 
 /* A watch or the Lease stops by itself only when its timer cannot be armed (the loop is finishing,
@@ -368,83 +240,6 @@ static void manager_on_lease_stopped(Lease *l, int error, void *userdata) {
 
         log_error_errno(error, "The Lease renewal stopped and cannot resume: %m");
         (void) sd_event_exit(m->event, error);
-}
-
-/* The OSC Secret's name, the first found (docs/node-protocol.md §2.1): osc.secretName; the Node's label; GNA's
- * provisioned component config, all a fresh node has before its kubelet registers the Node.
- * Upstream's GNA reads its component config, and its secretnamechange controller rewrites that config
- * from the label and restarts; here, when the label names another Secret, the label wins at once,
- * without a restart: gardenlet keeps it current (the MachineClass's node template, and it corrects the
- * label of nodes whose pool's Secret changed), while the provisioned config is what the machine was
- * created with. Said once, when the label takes over. */
-static const char *manager_secret_name(Manager *m, OscSecretSource *ret_source) {
-        const char *label = m->view ? m->view->secret_name : NULL;
-
-        *ret_source = OSC_SECRET_FROM_CONFIG;
-        if (!isempty(m->config->osc.secret_name))
-                return m->config->osc.secret_name;
-        *ret_source = isempty(label) ? OSC_SECRET_FROM_GNA_CONFIG : OSC_SECRET_FROM_LABEL;
-        if (isempty(label))
-                return m->gna_secret_name;
-        if (m->gna_secret_name && !streq(label, m->gna_secret_name) && !streq_ptr(label, m->secret_name))
-                log_notice("Node label %s names OSC Secret %s, gardener-node-agent's component config %s; "
-                           "following the label.", NODE_LABEL_SECRET_NAME, label, m->gna_secret_name);
-        return label;
-}
-
-static void manager_update_secret_watch(Manager *m) {
-        static const KubeWatchCallbacks secret_callbacks = {
-                .on_object = manager_on_secret_object,
-                .on_deleted = manager_on_secret_deleted,
-                .on_synced = manager_on_secret_synced,
-                .on_stopped = manager_on_watch_stopped,
-        };
-        _cleanup_(osc_desired_freep) OscDesired *refused = NULL;
-        _cleanup_free_ char *error = NULL;
-        OscSecretSource source;
-        const char *name = manager_secret_name(m, &source);
-        int r;
-
-        if (isempty(name) && m->view)
-                manager_say_secret(m, OSC_AVAILABILITY_NOT_NAMED, NULL);
-        if (streq_ptr(isempty(name) ? NULL : name, m->secret_name) || !m->kube)
-                return;
-
-        m->secret_watch = kube_watch_free(m->secret_watch);
-        osc_jitter_reset(m->jitter);
-        executor_set_osc(m->executor, NULL);
-        if (free_and_strdup(&m->secret_name, isempty(name) ? NULL : name) < 0) {
-                log_oom();
-                return;
-        }
-        if (!m->secret_name) {
-                log_notice("No OSC Secret is named (osc.secretName, label %s, gardener-node-agent's component "
-                           "config); waiting.", NODE_LABEL_SECRET_NAME);
-                return;
-        }
-        /* osc.secretName was checked with the configuration; the label is anyone's who may patch the
-         * Node: "../../default/secrets/other" must not make us read another Secret. */
-        m->secret_source = source;
-        if (kube_name_check(m->secret_name, KUBE_NAME_SUBDOMAIN, osc_secret_source_to_string(source), &error) < 0) {
-                log_error("Not watching an OSC Secret: %s", strempty(error));
-                log_once_clear(&m->osc_refused);
-                if (!error || osc_desired_new_refused(NULL, error, &refused) < 0) {
-                        log_oom();
-                        return;
-                }
-                osc_jitter_submit(m->jitter, TAKE_PTR(refused), m->view);
-                return;
-        }
-        log_info("Watching OSC Secret %s/%s.", m->config->osc.namespace, m->secret_name);
-        r = kube_watch_new(m->kube, KUBE_RESOURCE_SECRETS, m->config->osc.namespace, m->secret_name, &secret_callbacks,
-                           m, &m->secret_watch);
-        if (r >= 0)
-                r = kube_watch_start(m->secret_watch);
-        if (r < 0) {
-                /* Out of memory, or the loop is finishing: blind to the OSC, like a stopped watch. */
-                log_error_errno(r, "Failed to watch OSC Secret %s: %m", m->secret_name);
-                (void) sd_event_exit(m->event, r);
-        }
 }
 
 /* A path the OSC's world knows, below osc.rootDirectory. */
@@ -773,8 +568,7 @@ static void manager_on_credentials_changed(KubeClient *c, void *userdata) {
 
         log_info("Client credentials changed on disk, reconnecting.");
         kube_watch_reconnect(m->node_watch);
-        if (m->secret_watch)
-                kube_watch_reconnect(m->secret_watch);
+        osc_source_reconnect(m->osc);
 }
 
 static void manager_on_unauthorized(KubeClient *c, void *userdata);
@@ -799,6 +593,7 @@ static int manager_start_kube(Manager *m, const KubeConfig *kc) {
                 return r;
         reporter_attach(m->reporter, m->kube, m->events);
         executor_set_kube(m->executor, m->kube);
+        osc_source_set_kube(m->osc, m->kube);
 
         /* Started on the first sight of the Node: the Lease is owned by it. */
         if (m->config->lease.enabled) {
@@ -987,18 +782,15 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
         r = http_new(m->event, &m->http);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the HTTP client: %s", strerror(-r));
-        r = osc_jitter_new(m->event, manager_deliver_osc, m, &m->jitter);
-        if (r < 0)
-                return r;
-        r = osc_secret_state_new(m->reporter, &m->secret_state);
-        if (r < 0)
-                return r;
         if ((*config)->console.enabled) {
                 r = console_new((*config)->console.path, &m->console);
                 if (r < 0)
                         return r;
         }
         r = manager_new_labeler(m, *config);
+        if (r < 0)
+                return r;
+        r = osc_source_new(m->event, *config, m->reporter, m->labeler, &m->osc);
         if (r < 0)
                 return r;
 
@@ -1017,12 +809,14 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
                         .bus = m->bus,
                         .reporter = m->reporter,
                         .identity = &m->identity,
-                        .tokens = &m->tokens,
-                        .component = &m->component,
+                        .tokens = osc_source_tokens_slot(m->osc),
+                        .component = osc_source_component_slot(m->osc),
                         .node_registration_usec = m->tuning.node_registration_usec,
                 };
                 r = executor_new(&deps, &m->executor, ret_error);
         }
+        if (r >= 0)
+                osc_source_set_executor(m->osc, m->executor);
         if (r >= 0)
                 r = manager_start_bus(m, ret_error);
         if (r >= 0)
@@ -1056,11 +850,7 @@ Manager *manager_free(Manager *m) {
         unit_control_free(m->units);
         system_bus_free(m->bus);
         free(m->systemd_why);
-        kube_watch_free(m->secret_watch);
-        token_sync_free(m->tokens);
-        osc_component_config_free(m->component);
-        osc_jitter_free(m->jitter);
-        osc_secret_state_free(m->secret_state);
+        osc_source_free(m->osc);        /* borrows the labeler */
         node_labeler_free(m->labeler);
         kube_watch_free(m->node_watch);
         lease_free(m->lease);
@@ -1076,10 +866,6 @@ Manager *manager_free(Manager *m) {
         log_once_done(&m->view_warning);
         log_once_done(&m->list_outcome);
         free(m->node_uid);
-        free(m->secret_name);
-        free(m->gna_secret_name);
-        log_once_done(&m->osc_refused);
-        log_once_done(&m->secret_too_large);
         log_once_done(&m->duties_error);
         log_once_done(&m->kubeconfig_error);
         free(m->api_server);
@@ -1114,28 +900,6 @@ static void manager_provision_kubelet_bootstrap(Manager *m) {
                          kubelet, KUBELET_BOOTSTRAP_KUBECONFIG);
 }
 
-/* GNA's component config as gardener-node-init provisioned it (docs/contract.md §9.6): the name of the OSC
- * Secret when neither osc.secretName nor the Node (not registered yet on a fresh node) names it. Read
- * once, at start, as GNA reads its config at its start. */
-static void manager_read_gna_secret_name(Manager *m) {
-        _cleanup_(osc_component_config_freep) OscComponentConfig *cc = NULL;
-        _cleanup_free_ char *gna = root_path(m->config, IDENTITY_GNA_DIRECTORY), *error = NULL;
-        int r;
-
-        if (!gna) {
-                log_oom();
-                return;
-        }
-        r = gna_config_read(gna, &cc, &error);
-        if (r < 0 && r != -ENOENT)
-                log_warning_errno(r, "Ignoring gardener-node-agent's provisioned component config: %s",
-                                  error ?: strerror(-r));
-        if (r < 0 || !cc->secret_name)
-                return;
-        log_info("gardener-node-agent's component config %s names OSC Secret %s.", cc->file, cc->secret_name);
-        m->gna_secret_name = TAKE_PTR(cc->secret_name);
-}
-
 int manager_run(Manager *m) {
         int r;
 
@@ -1145,7 +909,7 @@ int manager_run(Manager *m) {
                              PACKAGE_VERSION, m->config->node_name);
         manager_set_status(m, "Waiting for node %s", m->config->node_name);
         manager_provision_kubelet_bootstrap(m);
-        manager_read_gna_secret_name(m);
+        osc_source_read_gna_config(m->osc);
         manager_remove_blocker(m);      /* a previous run's */
 
         r = manager_try_kube(m);
