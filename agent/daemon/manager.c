@@ -8,8 +8,8 @@
 #include <time.h>
 
 #include "build-config.h"
-#include "core/kube-name.h"
 #include "core/contact-blocker.h"
+#include "core/kube-name.h"
 #include "core/node-view.h"
 #include "core/osc-component-config.h"
 #include "core/osc.h"
@@ -20,6 +20,7 @@
 #include "update/executor.h"
 #include "update/osc-intake.h"
 #include "duties/hostname-check.h"
+#include "daemon/first-contact.h"
 #include "daemon/manager.h"
 #include "daemon/osc-source.h"
 #include "daemon/restart-annotation.h"
@@ -29,7 +30,6 @@
 #include "duties/osc-jitter.h"
 #include "duties/osc-secret-state.h"
 #include "duties/replaced-units.h"
-#include "report/console.h"
 #include "report/reporter.h"
 #include "duties/units-check.h"
 #include "kube/kube-client.h"
@@ -74,8 +74,7 @@ struct Manager {
         sd_event_source *trim_timer;    /* owned: gives freed heap back once things have been quiet */
         LogOnce kubeconfig_error;       /* the last load error, to log each distinct one once */
         char *api_server;               /* owned: the kubeconfig's server, for messages; NULL before one */
-        ContactBlocker contact;         /* what keeps us from the API server before the first contact */
-        Console *console;               /* owned: the kernel console; NULL when console.enabled=false */
+        FirstContact *contact;          /* owned: what keeps us from the API server, until it answered */
         Identity *identity;             /* owned: our client certificate (bootstrap, renewal); NULL if unused */
 
         SystemBus *bus;                 /* owned: the system bus (DBUS_SYSTEM_BUS_ADDRESS), reopened when it closes */
@@ -459,72 +458,6 @@ static void manager_on_node_deleted(KubeWatch *w, json_t *last, void *userdata) 
         manager_on_node_changed(m);
 }
 
-/* ---- before the first contact (gardener#15707) -------------------------------------------------- */
-
-/* Until the API server answered once, the logs are out of reach from outside: each failed attempt
- * (the caller logs it once) also goes to the status file `inplace-agent status` reads and, rate-
- * limited (core/contact-blocker.h), to the kernel console. */
-static void manager_blocked(Manager *m, const char *reason) {
-        uint64_t now = clock_now_usec(CLOCK_MONOTONIC);
-        bool changed;
-        int r, k;
-
-        r = contact_blocker_set(&m->contact, reason, now, clock_now_usec(CLOCK_REALTIME), &changed);
-        if (r < 0) {
-                log_oom();
-                return;
-        }
-        if (changed) {
-                k = status_blocker_save(m->config->state_directory, m->contact.reason, m->contact.first_reason,
-                                        m->contact.since_realtime_usec);
-                if (k < 0)
-                        log_debug_errno(k, "Cannot write %s: %m", STATUS_BLOCKER_FILE);
-        }
-        if (r == 0 || !m->console)
-                return;
-        k = console_write(m->console, m->contact.reason);
-        if (k < 0)
-                log_debug_errno(k, "Cannot write to the console %s: %m", strempty(m->config->console.path));
-        else
-                contact_blocker_console_written(&m->contact, now);
-}
-
-/* Best effort, like writing it: `inplace-agent status` then shows a stale blocker, which says when it
- * was written. */
-static void manager_remove_blocker(Manager *m) {
-        int r;
-
-        r = status_blocker_remove(m->config->state_directory);
-        if (r < 0)
-                log_debug_errno(r, "Cannot remove %s: %m", STATUS_BLOCKER_FILE);
-}
-
-/* The first answer of the API server since start: one Warning says what blocked us and how long. */
-static void manager_contacted(Manager *m) {
-        _cleanup_free_ char *msg = NULL;
-        bool told = contact_blocker_told_console(&m->contact);
-        int r;
-
-        if (m->contact.contacted)
-                return;
-        r = contact_blocker_contact(&m->contact, clock_now_usec(CLOCK_MONOTONIC), m->tuning.contact_event_min_usec,
-                                    &msg);
-        if (r < 0)
-                log_oom();
-        if (r <= 0)
-                return;
-        manager_remove_blocker(m);
-        if (msg) {
-                log_warning("%s.", msg);
-                (void) manager_emit_event(m, "Warning", "NoAPIServerAccess", msg);
-        }
-        if (told && m->console) {
-                r = console_write(m->console, "reached the API server; the reason above no longer holds");
-                if (r < 0)
-                        log_debug_errno(r, "Cannot write to the console %s: %m", strempty(m->config->console.path));
-        }
-}
-
 /* "cannot list node n1 at https://…: connection refused", with the server's message of a 401/403. */
 static char *manager_list_failure(Manager *m, KubeWatch *w, int error) {
         const char *detail = kube_watch_get_list_message(w);
@@ -548,16 +481,16 @@ static void manager_on_node_synced(KubeWatch *w, int error, void *userdata) {
                 if (changed)
                         log_warning_errno(error, "%s; retrying.", reason);
                 manager_set_status(m, "Waiting for node %s: %s", m->config->node_name, reason);
-                manager_blocked(m, reason);
+                first_contact_blocked(m->contact, reason);
         } else if (!m->node) {
-                manager_contacted(m);
+                first_contact_reached(m->contact);
                 if (changed)
                         log_notice("Node %s is not registered yet, waiting for it.", m->config->node_name);
                 manager_set_status(m, "Waiting for node %s to be registered", m->config->node_name);
                 if (changed)
                         manager_on_node_changed(m);     /* "absent" is news too, and the executor's to say */
         } else {
-                manager_contacted(m);
+                first_contact_reached(m->contact);
                 manager_set_status(m, "Watching node %s", m->config->node_name);
         }
         manager_notify_ready(m);
@@ -623,7 +556,7 @@ static void manager_on_identity(Identity *id, IdentityEvent ev, void *userdata) 
                 if (!m->kube) {
                         manager_set_status(m, "Waiting for node %s: %s", m->config->node_name,
                                            strempty(identity_status(id)));
-                        manager_blocked(m, strempty(identity_status(id)));
+                        first_contact_blocked(m->contact, strempty(identity_status(id)));
                 }
         } else if (m->kube)
                 (void) kube_client_reload_credentials(m->kube);
@@ -677,7 +610,7 @@ static int manager_try_kube(Manager *m) {
                         log_warning_errno(r, "Cannot use kubeconfig, retrying every %us: %s",
                                           (unsigned) (KUBECONFIG_RETRY_USEC / USEC_PER_SEC), why);
                 manager_set_status(m, "Waiting for node %s: %s", m->config->node_name, why);
-                manager_blocked(m, why);
+                first_contact_blocked(m->contact, why);
                 manager_notify_ready(m);
                 r = sd_event_add_time_relative(m->event, &m->kubeconfig_timer, CLOCK_MONOTONIC, KUBECONFIG_RETRY_USEC,
                                                USEC_PER_SEC, manager_on_kubeconfig_timer, m);
@@ -782,11 +715,9 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
         r = http_new(m->event, &m->http);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the HTTP client: %s", strerror(-r));
-        if ((*config)->console.enabled) {
-                r = console_new((*config)->console.path, &m->console);
-                if (r < 0)
-                        return r;
-        }
+        r = first_contact_new(*config, m->reporter, m->tuning.contact_event_min_usec, &m->contact);
+        if (r < 0)
+                return r;
         r = manager_new_labeler(m, *config);
         if (r < 0)
                 return r;
@@ -869,8 +800,7 @@ Manager *manager_free(Manager *m) {
         log_once_done(&m->duties_error);
         log_once_done(&m->kubeconfig_error);
         free(m->api_server);
-        contact_blocker_done(&m->contact);
-        console_free(m->console);
+        first_contact_free(m->contact);
         sd_event_unref(m->event);
         config_free(m->config);
         free(m);
@@ -910,7 +840,7 @@ int manager_run(Manager *m) {
         manager_set_status(m, "Waiting for node %s", m->config->node_name);
         manager_provision_kubelet_bootstrap(m);
         osc_source_read_gna_config(m->osc);
-        manager_remove_blocker(m);      /* a previous run's */
+        first_contact_clear_stale(m->contact);
 
         r = manager_try_kube(m);
         if (r < 0)
