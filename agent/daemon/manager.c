@@ -9,42 +9,29 @@
 
 #include "build-config.h"
 #include "core/contact-blocker.h"
-#include "core/kube-name.h"
+#include "core/node-labels.h"
 #include "core/node-view.h"
-#include "core/osc-component-config.h"
-#include "core/osc.h"
-#include "core/restart-request.h"
-#include "duties/applied-osc.h"
-#include "duties/drift-repair.h"
-#include "update/catalog-ids.h"
-#include "update/executor.h"
-#include "update/osc-intake.h"
-#include "duties/hostname-check.h"
 #include "daemon/first-contact.h"
 #include "daemon/manager.h"
+#include "daemon/node-dump.h"
 #include "daemon/osc-source.h"
 #include "daemon/restart-annotation.h"
-#include "daemon/status.h"
-#include "duties/node-health.h"
+#include "daemon/systemd-side.h"
+#include "duties/applied-osc.h"
+#include "duties/drift-repair.h"
 #include "duties/node-labeler.h"
-#include "duties/osc-jitter.h"
-#include "duties/osc-secret-state.h"
-#include "duties/replaced-units.h"
-#include "report/reporter.h"
-#include "duties/units-check.h"
+#include "identity/identity.h"
+#include "identity/kubelet-bootstrap.h"
 #include "kube/kube-client.h"
 #include "kube/kube-events.h"
 #include "kube/kube-tuning.h"
 #include "kube/kube-watch.h"
 #include "kube/kubeconfig.h"
-#include "identity/gna-config.h"
-#include "identity/identity.h"
-#include "identity/kubelet-bootstrap.h"
-#include "identity/token-sync.h"
 #include "kube/lease.h"
 #include "net/http.h"
-#include "systemd/system-bus.h"
-#include "systemd/unit-control.h"
+#include "report/reporter.h"
+#include "update/catalog-ids.h"
+#include "update/executor.h"
 #include "util/error-message.h"
 #include "util/event-util.h"
 #include "util/fileio.h"
@@ -54,10 +41,6 @@
 
 #define AGENT_COMPONENT "inplace-agent"
 #define KUBECONFIG_RETRY_USEC (10 * USEC_PER_SEC)
-#define NODE_VIEW_ENV "INPLACE_AGENT_DEBUG_NODE_VIEW"
-#define NODE_VIEW_FILE "node-view.json"
-#define DEBUG_JSON_MAX 4096
-#define RESTART_STATE_FILE "restart-request.json"
 
 struct Manager {
         Config *config;                 /* owned */
@@ -77,21 +60,12 @@ struct Manager {
         FirstContact *contact;          /* owned: what keeps us from the API server, until it answered */
         Identity *identity;             /* owned: our client certificate (bootstrap, renewal); NULL if unused */
 
-        SystemBus *bus;                 /* owned: the system bus (DBUS_SYSTEM_BUS_ADDRESS), reopened when it closes */
-        UnitControl *units;             /* owned; NULL until the bus was first up, then kept across reconnects */
-        RestartAnnotation *restarts;    /* owned; NULL until the bus was first up */
-        UnitsCheck *units_check;        /* owned: SystemdUnitsReady; NULL until the bus was first up */
-        NodeHealth *health;             /* owned: kubelet/containerd health checks; NULL likewise */
-        HostnameCheck *hostname;        /* owned: restarts us on a hostname change; NULL likewise */
-        ReplacedUnits *replaced;        /* owned: keeps osc.replacedUnits from running; NULL likewise */
-        int systemd_error;              /* < 0: the systemd side could not be set up in manager_new() */
-        char *systemd_why;              /* owned: and why */
+        SystemdSide *systemd;           /* owned: everything that talks to systemd */
         Executor *executor;             /* owned */
         NodeLabeler *labeler;           /* owned: node-role and zone labels */
         OscSource *osc;                 /* owned: the OSC Secret, from its name to the executor */
         AppliedOsc *applied;            /* owned: the last-applied OSC, for the units check and the drift repair */
         DriftRepair *drift;             /* owned: the drift check and repair */
-        LogOnce duties_error;           /* the Node's duties could not start, said once */
 
         json_t *node;                   /* ref held: the latest Node; NULL while unknown or absent */
         NodeView *view;                 /* owned: `node` decoded once, for every reader; NULL likewise */
@@ -102,10 +76,7 @@ struct Manager {
                                          * before the first LIST completed or failed (READY=1 may come
                                          * before: while there is no kubeconfig yet) */
         bool node_view;                 /* debug: mirror the Node view into the state directory */
-        bool constructed;               /* manager_new() is done: a bus up now came late */
 };
-
-#define manager_emit_event(m, ...) reporter_emit_event((m)->reporter, __VA_ARGS__)
 
 /* The daemon idles for days between updates. Start-up and every transaction free what they used
  * (lists, manifests, the OSC being applied), and glibc keeps freed pages resident: give them back
@@ -145,50 +116,6 @@ static const char *node_string(const json_t *node, const char *field) {
         return json_string_value(json_object_get(json_object_get(node, "metadata"), field));
 }
 
-static char *json_compact(const json_t *j) {
-        char *s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : strdup("{}");
-
-        if (s && strlen(s) > DEBUG_JSON_MAX)
-                memcpy(s + DEBUG_JSON_MAX - 3, "...", 4);
-        return s;
-}
-
-/* Debug aid for tests: what the agent believes the Node looks like. */
-static void manager_dump_node_view(Manager *m) {
-        _cleanup_free_ char *path = NULL, *data = NULL, *labels = NULL, *annotations = NULL;
-        json_t *md = json_object_get(m->node, "metadata");
-        _cleanup_(json_decrefp) json_t *view = NULL, *empty_object = NULL, *empty_array = NULL;
-        json_t *conditions;
-        int r;
-
-        labels = json_compact(json_object_get(md, "labels"));
-        annotations = json_compact(json_object_get(md, "annotations"));
-        log_debug("Node %s: present=%s uid=%s rv=%s labels=%s annotations=%s", m->config->node_name,
-                  m->node ? "yes" : "no", strempty(node_string(m->node, "uid")),
-                  strempty(node_string(m->node, "resourceVersion")), strempty(labels), strempty(annotations));
-        if (!m->node_view)
-                return;
-
-        empty_object = json_object();
-        empty_array = json_array();
-        conditions = json_object_get(json_object_get(m->node, "status"), "conditions");
-        view = json_pack("{s:s, s:b, s:I, s:O?, s:O?}", "name", m->config->node_name, "present", m->node != NULL,
-                         "updatedUsec", (json_int_t) clock_now_usec(CLOCK_REALTIME),
-                         "metadata", md ?: empty_object, "conditions", conditions ?: empty_array);
-        data = view ? json_dumps(view, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-        if (!data || asprintf(&path, "%s/%s", m->config->state_directory, NODE_VIEW_FILE) < 0) {
-                log_oom();
-                return;
-        }
-        r = write_file_atomic(path, data, strlen(data), 0600);
-        if (r < 0)
-                log_debug_errno(r, "Failed to write %s: %m", path);
-}
-
-/* The one place where a change of our Node enters the agent: called whenever the watched Node
- * changed, appeared or disappeared (m->node is NULL then). Consumers — the update engine, the
- * restart handler — plug in here and read m->node. Keep this function a list of calls. */
-
 /* Decodes the Node once for every reader. An undecodable Node keeps the last good view (logged once
  * per distinct error). */
 static void manager_decode_node(Manager *m) {
@@ -216,13 +143,16 @@ static void manager_decode_node(Manager *m) {
         m->view = v;
 }
 
+/* The one place where a change of our Node enters the agent: called whenever the watched Node
+ * changed, appeared or disappeared (m->node is NULL then). Its readers (the reporter, the OSC source,
+ * the executor, the systemd side, the restart annotation) get the decoded view here. Keep this
+ * function a list of calls. */
 static void manager_on_node_changed(Manager *m) {
-        manager_dump_node_view(m);
+        node_dump(m->config->node_name, m->node, m->config->state_directory, m->node_view);
         manager_decode_node(m);
-        if (m->health)
-                node_health_set_node(m->health, m->view);
+        systemd_side_set_node(m->systemd, m->node != NULL, m->view);
         osc_source_node_changed(m->osc);
-        restart_annotation_sync(m->restarts, m->view);
+        restart_annotation_sync(systemd_side_restarts(m->systemd), m->view);
 }
 
 /* A watch or the Lease stops by itself only when its timer cannot be armed (the loop is finishing,
@@ -248,52 +178,12 @@ static char *root_path(const Config *c, const char *path) {
         return path_below_root(c->osc.root_directory, path, &p) < 0 ? NULL : p;
 }
 
-/* SystemdUnitsReady over the units of the last-applied OSC, which duties/applied-osc hands over;
- * without one there is nothing to judge and nothing is written (upstream's readManagedUnits skips
- * the check until an OSC was applied: a new node's kubelet is "not loaded" before its first OSC). */
-static int manager_setup_units_check(Manager *m) {
-        return units_check_new(m->event, m->units, m->reporter, m->tuning.units_check_usec, m->tuning.units_stuck_usec,
-                               &m->units_check);
-}
-
-/* For `inplace-agent status`: what containerd last said it is. The journal has it already (the duty's
- * line); a state directory that cannot take it loses only this. */
-static void manager_on_containerd_version(const ContainerdVersion *v, void *userdata) {
-        Manager *m = userdata;
-        int r;
-
-        r = status_containerd_save(m->config->state_directory, v->version, v->revision,
-                                   clock_now_usec(CLOCK_REALTIME));
-        if (r < 0)
-                log_warning_errno(r, "Cannot save containerd's version for 'inplace-agent status' in %s: %m",
-                                  m->config->state_directory);
-}
-
-static int manager_setup_health(Manager *m) {
-        _cleanup_free_ char *socket = root_path(m->config, CONTAINERD_SOCKET);
-
-        if (!socket)
-                return -ENOMEM;
-        return node_health_new(m->event, m->http, m->units, m->reporter,
-                               &(NodeHealthOptions) {
-                                       .kubelet_unit = m->config->kubelet.unit,
-                                       .kubelet_healthz_url = m->config->kubelet.healthz_url,
-                                       .containerd_unit = CONTAINERD_UNIT,
-                                       .containerd_socket = socket,
-                                       .period_usec = m->tuning.health_check_usec,
-                                       .grace_usec = m->tuning.health_grace_usec,
-                                       .gate = executor_gate(m->executor),
-                                       .on_containerd_version = manager_on_containerd_version,
-                                       .userdata = m,
-                               }, &m->health);
-}
-
 /* What runs while there is a Node, started at its first sight (or when it is back, or when the bus
  * came up only later); each a no-op when running. The Lease's timer cannot be armed only when the
  * loop is finishing (or in a forked child): like a stopped Lease, that ends us. A duty that cannot
  * start (out of memory) is said once and tried again with the next Node event. */
 static void manager_start_node_duties(Manager *m) {
-        int r = 0, k;
+        int r;
 
         if (m->lease) {
                 r = lease_start(m->lease);
@@ -303,127 +193,7 @@ static void manager_start_node_duties(Manager *m) {
                         return;
                 }
         }
-        if (m->units_check)
-                r = units_check_start(m->units_check);
-        if (m->health) {
-                k = node_health_start(m->health);
-                r = r < 0 ? r : k;
-        }
-        if (r >= 0)
-                log_once_clear(&m->duties_error);
-        else if (log_once_check(&m->duties_error, r, NULL))
-                log_warning_errno(r, "Cannot start the units check or the health checks, trying again with the "
-                                  "next Node event: %m");
-}
-
-/* Everything that talks to systemd, once the bus is first up; kept across reconnects (the UnitControl
- * is handed each new connection). */
-static int manager_start_systemd(Manager *m, sd_bus *bus, char **ret_error) {
-        _cleanup_free_ char *state = NULL;
-        int r;
-
-        r = unit_control_new(bus, m->config->systemd.job_timeout_usec, &m->units);
-        if (r < 0)
-                return error_setf(ret_error, r, "cannot set up the systemd client: %s", strerror(-r));
-        if (asprintf(&state, "%s/%s", m->config->state_directory, RESTART_STATE_FILE) < 0)
-                return -ENOMEM;
-        r = restart_annotation_new(m->event, m->units, m->reporter, m->executor,
-                                   &(RestartAnnotationOptions) { .self_unit = m->config->restart.self_unit,
-                                                                 .state_path = state,
-                                                                 .replaced_units = m->config->osc.replaced_units },
-                                   &m->restarts);
-        if (r < 0)
-                return error_setf(ret_error, r, "cannot set up the restart handler: %s", strerror(-r));
-        r = manager_setup_units_check(m);
-        if (r >= 0)
-                r = manager_setup_health(m);
-        if (r >= 0)
-                r = replaced_units_new(m->event, m->units, m->reporter, m->config->osc.replaced_units,
-                                       m->config->systemd.runtime_unit_directory, m->tuning.units_check_usec,
-                                       &m->replaced);
-        if (r >= 0 && hostname_check_new(m->event, m->units, m->config->restart.self_unit, m->tuning.health_check_usec,
-                                         &m->hostname) < 0)
-                log_warning("Cannot read the hostname; the hostname check is off.");
-        if (r < 0)
-                return error_setf(ret_error, r, "cannot set up the unit check: %s", strerror(-r));
-        return 0;
-}
-
-/* The bus came up for the first time only after start: hand the new objects to those who were
- * created without them, and start the duties the Node's first sight would have started. */
-static void manager_late_systemd(Manager *m) {
-        applied_osc_set_units_check(m->applied, m->units_check);
-        drift_repair_set_units(m->drift, m->units, m->replaced);
-        if (m->node) {
-                manager_start_node_duties(m);
-                node_health_set_node(m->health, m->view);
-        }
-        restart_annotation_sync(m->restarts, m->view);
-}
-
-#define BUS_DOWN_NOTE "system bus down, reconnecting"
-
-/* The one place that hears of the bus (systemd/system-bus.h) and logs it: once per loss, once per
- * return. Unit jobs in flight wait meanwhile (bounded by systemd.jobTimeout), the duties skip their
- * D-Bus reads, and STATUS= says so. */
-static void manager_on_bus(SystemBus *sb, bool up, int error, void *userdata) {
-        Manager *m = userdata;
-        _cleanup_free_ char *why = NULL;
-        int r;
-
-        if (!up) {
-                if (m->units) {
-                        log_warning_errno(error, "Lost the connection to the system bus (%m); unit jobs wait for it, "
-                                          "reconnecting.");
-                        IGNORE_RESULT(unit_control_set_bus(m->units, NULL));  /* NULL cannot fail */
-                } else
-                        log_warning_errno(error, "Cannot connect to the system bus, retrying; unit restarts and "
-                                          "reboots wait for it: %m");
-                reporter_set_status_note(m->reporter, REPORTER_NOTE_BUS, BUS_DOWN_NOTE);
-                return;
-        }
-        reporter_set_status_note(m->reporter, REPORTER_NOTE_BUS, NULL);
-        if (m->units) {
-                r = unit_control_set_bus(m->units, system_bus_get(sb));
-                if (r < 0) {
-                        /* Unit jobs could never finish: end the loop, systemd restarts us. */
-                        log_error_errno(r, "Cannot use the new system bus connection: %m");
-                        (void) sd_event_exit(m->event, r);
-                } else
-                        log_info("Reconnected to the system bus.");
-                return;
-        }
-        r = manager_start_systemd(m, system_bus_get(sb), &why);
-        if (r < 0) {
-                if (!m->constructed) {          /* in manager_new(): it fails with this */
-                        m->systemd_error = r;
-                        free(m->systemd_why);
-                        m->systemd_why = TAKE_PTR(why);
-                        return;
-                }
-                log_error_errno(r, "%s", why ? why : "Cannot set up the systemd client: %m");
-                (void) sd_event_exit(m->event, r);
-                return;
-        }
-        executor_set_units(m->executor, m->units);
-        if (m->constructed) {
-                log_info("Connected to the system bus.");
-                manager_late_systemd(m);
-        }
-}
-
-/* Not fatal when the bus is not there: updates that need no unit restart and all reporting work, and
- * the bus is retried in the background. The first attempt reports from inside (manager_on_bus()). */
-static int manager_start_bus(Manager *m, char **ret_error) {
-        int r;
-
-        r = system_bus_start(m->bus);
-        if (r < 0)
-                return error_setf(ret_error, r, "cannot set up the system bus connection: %s", strerror(-r));
-        if (m->systemd_error < 0)
-                return error_setf(ret_error, m->systemd_error, "%s",
-                                  m->systemd_why ?: "cannot set up the systemd client");
-        return 0;
+        systemd_side_start_node_duties(m->systemd);
 }
 
 static void manager_on_node_object(KubeWatch *w, json_t *node, void *userdata) {
@@ -648,7 +418,7 @@ static int manager_setup_applied_osc(Manager *m) {
                 .replaced_units = m->config->osc.replaced_units,
         };
 
-        return applied_osc_new(m->event, &opts, m->units_check, &m->applied);
+        return applied_osc_new(m->event, &opts, systemd_side_units_check(m->systemd), &m->applied);
 }
 
 /* After the executor and the AppliedOsc: it plans on the OSC runner's terms, reads through the other. */
@@ -669,7 +439,7 @@ static int manager_setup_drift(Manager *m) {
 
         r = drift_repair_new(m->event, &opts, m->applied, m->reporter, executor_gate(m->executor), &m->drift);
         if (r >= 0)
-                drift_repair_set_units(m->drift, m->units, m->replaced);
+                drift_repair_set_units(m->drift, systemd_side_units(m->systemd), systemd_side_replaced(m->systemd));
         return r;
 }
 
@@ -692,7 +462,7 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
         if (!m)
                 return -ENOMEM;
         m->tuning = *tuning;
-        m->node_view = !isempty(getenv(NODE_VIEW_ENV));
+        m->node_view = !isempty(getenv(NODE_DUMP_ENV));
 
         r = reporter_new((*config)->node_name, &m->reporter);
         if (r < 0)
@@ -728,7 +498,7 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
         /* The objects below borrow the configuration; the Manager owns it only once it is complete,
          * so on failure it stays the caller's (never freed twice). */
         m->config = *config;
-        r = system_bus_new(m->event, NULL, manager_on_bus, m, &m->bus);
+        r = systemd_side_new(m->event, m->config, &m->tuning, m->http, m->reporter, &m->systemd);
         if (r < 0)
                 r = error_setf(ret_error, r, "cannot set up the system bus connection: %s", strerror(-r));
         if (r >= 0) {
@@ -737,7 +507,7 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
                         .event = m->event,
                         .config = m->config,
                         .http = m->http,
-                        .bus = m->bus,
+                        .bus = systemd_side_bus(m->systemd),
                         .reporter = m->reporter,
                         .identity = &m->identity,
                         .tokens = osc_source_tokens_slot(m->osc),
@@ -749,7 +519,7 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
         if (r >= 0)
                 osc_source_set_executor(m->osc, m->executor);
         if (r >= 0)
-                r = manager_start_bus(m, ret_error);
+                r = systemd_side_start(m->systemd, m->executor, ret_error);
         if (r >= 0)
                 r = manager_setup_applied_osc(m);
         if (r >= 0)
@@ -758,8 +528,8 @@ int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char *
                 m->config = NULL;
                 return r;
         }
+        systemd_side_attach(m->systemd, m->applied, m->drift);
         *config = NULL;
-        m->constructed = true;
         *ret = TAKE_PTR(m);
         return 0;
 }
@@ -771,16 +541,9 @@ Manager *manager_free(Manager *m) {
          * reporter's writes go before the executor that waits for them (no callback follows). */
         reporter_free(m->reporter);
         drift_repair_free(m->drift);    /* borrows the executor's and the AppliedOsc's */
-        restart_annotation_free(m->restarts);   /* the executor's released callback */
         executor_free(m->executor);
         applied_osc_free(m->applied);   /* borrows the units check */
-        units_check_free(m->units_check);
-        node_health_free(m->health);
-        hostname_check_free(m->hostname);
-        replaced_units_free(m->replaced);
-        unit_control_free(m->units);
-        system_bus_free(m->bus);
-        free(m->systemd_why);
+        systemd_side_free(m->systemd);  /* after all that borrow its objects */
         osc_source_free(m->osc);        /* borrows the labeler */
         node_labeler_free(m->labeler);
         kube_watch_free(m->node_watch);
@@ -797,7 +560,6 @@ Manager *manager_free(Manager *m) {
         log_once_done(&m->view_warning);
         log_once_done(&m->list_outcome);
         free(m->node_uid);
-        log_once_done(&m->duties_error);
         log_once_done(&m->kubeconfig_error);
         free(m->api_server);
         first_contact_free(m->contact);

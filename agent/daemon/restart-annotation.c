@@ -95,8 +95,6 @@ int restart_annotation_new(sd_event *event, UnitControl *units, Reporter *report
 RestartAnnotation *restart_annotation_free(RestartAnnotation *a) {
         if (!a)
                 return NULL;
-        if (a->handler)         /* registered */
-                executor_set_released_callback(a->executor, NULL, NULL);
         restart_handler_free(a->handler);
         free(a->value);
         free(a);

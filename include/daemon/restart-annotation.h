@@ -9,8 +9,8 @@
  * carried out. It lives with the process (daemon/) because it joins the duties' handler to the update
  * run, which no duty may know, and logs with the catalog's MESSAGE_IDs (update/catalog-ids.h).
  *
- * Borrows the loop, the UnitControl, the reporter, the executor (which must outlive it: it is the
- * executor's released callback until freed) and the strings; owns the handler. */
+ * Borrows the loop, the UnitControl, the reporter, the executor and the strings; owns the handler. It
+ * is the executor's released listener: free the executor first (which calls back no more). */
 
 #include <systemd/sd-event.h>
 
