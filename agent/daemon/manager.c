@@ -12,6 +12,7 @@
 #include "core/node-labels.h"
 #include "core/node-view.h"
 #include "daemon/first-contact.h"
+#include "daemon/gna-bootstrap.h"
 #include "daemon/manager.h"
 #include "daemon/node-dump.h"
 #include "daemon/osc-source.h"
@@ -21,7 +22,6 @@
 #include "duties/drift-repair.h"
 #include "duties/node-labeler.h"
 #include "identity/identity.h"
-#include "identity/kubelet-bootstrap.h"
 #include "kube/kube-client.h"
 #include "kube/kube-events.h"
 #include "kube/kube-tuning.h"
@@ -171,13 +171,6 @@ static void manager_on_lease_stopped(Lease *l, int error, void *userdata) {
         (void) sd_event_exit(m->event, error);
 }
 
-/* A path the OSC's world knows, below osc.rootDirectory. */
-static char *root_path(const Config *c, const char *path) {
-        char *p;
-
-        return path_below_root(c->osc.root_directory, path, &p) < 0 ? NULL : p;
-}
-
 /* What runs while there is a Node, started at its first sight (or when it is back, or when the bus
  * came up only later); each a no-op when running. The Lease's timer cannot be armed only when the
  * loop is finishing (or in a forked child): like a stopped Lease, that ends us. A duty that cannot
@@ -274,8 +267,6 @@ static void manager_on_credentials_changed(KubeClient *c, void *userdata) {
         osc_source_reconnect(m->osc);
 }
 
-static void manager_on_unauthorized(KubeClient *c, void *userdata);
-
 static int manager_start_kube(Manager *m, const KubeConfig *kc) {
         static const KubeWatchCallbacks node_callbacks = {
                 .on_object = manager_on_node_object,
@@ -289,7 +280,8 @@ static int manager_start_kube(Manager *m, const KubeConfig *kc) {
         if (r < 0)
                 return r;
         kube_client_set_reconnect_callback(m->kube, manager_on_credentials_changed, m);
-        kube_client_set_unauthorized_callback(m->kube, manager_on_unauthorized, m);
+        if (m->identity)        /* final once there is a client (manager_try_kube()) */
+                identity_watch_client(m->identity, m->kube);
 
         r = kube_events_new(m->kube, AGENT_COMPONENT, m->config->node_name, &m->events);
         if (r < 0)
@@ -337,13 +329,6 @@ static void manager_on_identity(Identity *id, IdentityEvent ev, void *userdata) 
         }
         /* A CA rotation waits for the renewal; it goes on with the credentials reloaded above. */
         executor_identity_event(m->executor, ev);
-}
-
-static void manager_on_unauthorized(KubeClient *c, void *userdata) {
-        Manager *m = userdata;
-
-        if (m->identity)
-                identity_unauthorized(m->identity);
 }
 
 /* Bootstraps when there is no kubeconfig, renews the certificate of one we issued; another kind of
@@ -444,9 +429,11 @@ static int manager_setup_drift(Manager *m) {
 }
 
 static int manager_new_labeler(Manager *m, const Config *c) {
-        _cleanup_free_ char *zone = root_path(c, NODE_ZONE_FILE);
+        _cleanup_free_ char *zone = NULL;
 
-        return zone ? node_labeler_new(m->reporter, zone, &m->labeler) : -ENOMEM;
+        if (path_below_root(c->osc.root_directory, NODE_ZONE_FILE, &zone) < 0)
+                return -ENOMEM;
+        return node_labeler_new(m->reporter, zone, &m->labeler);
 }
 
 int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char **ret_error) {
@@ -569,29 +556,6 @@ Manager *manager_free(Manager *m) {
         return NULL;
 }
 
-/* GNA's bootstrapper, at every start (docs/contract.md §9.6): a new node's kubelet needs its bootstrap
- * kubeconfig before the first OSC starts it. Not fatal: the kubelet then says what it misses. */
-static void manager_provision_kubelet_bootstrap(Manager *m) {
-        _cleanup_free_ char *gna = root_path(m->config, IDENTITY_GNA_DIRECTORY),
-                            *kubelet = root_path(m->config, KUBELET_DIRECTORY),
-                            *token = root_path(m->config, IDENTITY_GNA_DIRECTORY "/" GNA_BOOTSTRAP_TOKEN),
-                            *server = NULL, *ca = NULL, *error = NULL;
-        int r;
-
-        if (!gna || !kubelet || !token || identity_gna_api_server(gna, &server, &ca) < 0) {
-                log_oom();
-                return;
-        }
-        r = kubelet_bootstrap_provision(&(KubeletBootstrapParams) { .kubelet_directory = kubelet, .token_file = token,
-                                                                   .server = server, .ca_file = ca },
-                                        &error);
-        if (r < 0)
-                log_warning_errno(r, "Cannot write the kubelet's bootstrap kubeconfig: %s", error ?: strerror(-r));
-        else if (r > 0)
-                log_info("Wrote the kubelet's bootstrap kubeconfig %s/%s from gardener-node-agent's bootstrap token.",
-                         kubelet, KUBELET_BOOTSTRAP_KUBECONFIG);
-}
-
 int manager_run(Manager *m) {
         int r;
 
@@ -600,7 +564,7 @@ int manager_run(Manager *m) {
         (void) log_struct_id(LOG_INFO, 0, MESSAGE_ID_AGENT_STARTED, "Starting inplace-agent %s for node %s.",
                              PACKAGE_VERSION, m->config->node_name);
         manager_set_status(m, "Waiting for node %s", m->config->node_name);
-        manager_provision_kubelet_bootstrap(m);
+        gna_bootstrap_provision_kubelet(m->config);
         osc_source_read_gna_config(m->osc);
         first_contact_clear_stale(m->contact);
 
