@@ -1012,10 +1012,6 @@ static bool gate_blocks_unit_restarts(void *userdata) {
         return executor_blocks_unit_restarts(userdata);
 }
 
-static void gate_set_restarts_busy(bool busy, void *userdata) {
-        executor_set_restarts_busy(userdata, busy);
-}
-
 static int gate_drift_claim(const char **ret_why, void *userdata) {
         return executor_drift_claim(userdata, ret_why);
 }
@@ -1048,7 +1044,6 @@ int executor_new(const ExecutorDeps *deps, Executor **ret, char **ret_error) {
         e->logged_phase = _UPDATE_PHASE_INVALID;
         e->gate = (UpdateGate) {
                 .blocks_unit_restarts = gate_blocks_unit_restarts,
-                .set_restarts_busy = gate_set_restarts_busy,
                 .drift_claim = gate_drift_claim,
                 .drift_release = gate_drift_release,
                 .drift_run = gate_drift_run,

@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* What the duties ask of the update run: whether a unit may be restarted now, that a restart request
- * is being carried out, and the drift repair's claim, run and release of the applier. The update run
- * (update/executor.h executor_gate()) implements it; duties/ may not include update/, so the Manager
- * hands this interface to each duty that needs it at construction (docs/architecture.md). A type
- * only: no code lives here. */
+/* What the duties ask of the update run: whether a unit may be restarted now, and the drift repair's
+ * claim, run and release of the applier. The update run (update/executor.h executor_gate())
+ * implements it; duties/ may not include update/, so the Manager hands this interface to each duty
+ * that needs it at construction (docs/architecture.md). A type only: no code lives here. */
 
 #include <stdbool.h>
 
@@ -18,8 +17,6 @@ typedef struct UpdateGate {
         /* A unit restart (the restart annotation's, a health check's) must wait: an update step
          * restarts units itself, or a drift round holds the update run. */
         bool (*blocks_unit_restarts)(void *userdata);
-        /* The restart annotation is being carried out: no batch starts meanwhile. */
-        void (*set_restarts_busy)(bool busy, void *userdata);
         /* A drift round: 0 and decisions hold until drift_release(), or -EBUSY and *ret_why. */
         int (*drift_claim)(const char **ret_why, void *userdata);
         void (*drift_release)(void *userdata);
