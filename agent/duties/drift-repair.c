@@ -49,7 +49,8 @@ struct DriftRepair {
         AppliedOsc *applied;            /* borrowed */
         Reporter *reporter;             /* borrowed */
         UnitControl *uc;                /* borrowed; NULL until the bus was up */
-        DriftRepairHooks hooks;
+        const UpdateGate *gate;         /* borrowed: the executor's */
+        ReplacedUnits *replaced;        /* borrowed; NULL until the bus was up */
         sd_event_source *timer;         /* owned */
         LogOnce last_report;            /* the last Event text that was no repair, not repeated */
 
@@ -173,7 +174,8 @@ static uint64_t retry_delay(const DriftRepair *d) {
 static void round_end(DriftRepair *d, uint64_t next_usec) {
         log_debug("Drift round done%s%s.", d->path ? " against " : "", strempty(d->path));
         round_clear(d);
-        d->hooks.release(d->hooks.userdata);
+        d->gate->drift_release(d->gate->userdata);
+        replaced_units_kick(d->replaced);       /* a repair may have brought a replaced unit's file back */
         schedule(d, next_usec);
 }
 
@@ -236,7 +238,7 @@ static void repair(DriftRepair *d) {
         }
         log_findings(d);
         log_info("Repairing the drift from %s: %zu item(s).", d->path, d->plan->n_items);
-        r = d->hooks.run(d->plan, on_repaired, d, d->hooks.userdata);
+        r = d->gate->drift_run(d->plan, on_repaired, d, d->gate->userdata);
         if (r >= 0) {
                 d->state = ROUND_REPAIRING;
                 return;
@@ -335,7 +337,7 @@ static void round_begin(DriftRepair *d) {
         int r;
 
         assert(d->state == ROUND_IDLE);
-        r = d->hooks.claim(&why, d->hooks.userdata);
+        r = d->gate->drift_claim(&why, d->gate->userdata);
         if (r < 0) {
                 log_debug("Drift round postponed: %s.", strempty(why));
                 return schedule(d, retry_delay(d));
@@ -367,18 +369,18 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 /* ---- lifecycle ----------------------------------------------------------------------------------- */
 
 int drift_repair_new(sd_event *event, const DriftRepairOptions *opts, AppliedOsc *applied, Reporter *reporter,
-                     const DriftRepairHooks *hooks, DriftRepair **ret) {
+                     const UpdateGate *gate, DriftRepair **ret) {
         _cleanup_(drift_repair_freep) DriftRepair *d = NULL;
         int r;
 
-        assert(event && opts && applied && reporter && hooks && ret);
+        assert(event && opts && applied && reporter && gate && ret);
         assert(opts->unit_directory && opts->interval_usec > 0);
-        assert(hooks->claim && hooks->release && hooks->run);
+        assert(gate->drift_claim && gate->drift_release && gate->drift_run);
         d = calloc(1, sizeof(*d));
         if (!d)
                 return -ENOMEM;
         *d = (DriftRepair) { .event = event, .opts = *opts, .applied = applied, .reporter = reporter,
-                             .hooks = *hooks, .root_fd = -EBADF };
+                             .gate = gate, .root_fd = -EBADF };
         r = sd_event_add_time_relative(event, &d->timer, CLOCK_MONOTONIC, 0, USEC_PER_SEC, on_timer, d);
         if (r < 0)
                 return r;
@@ -400,8 +402,9 @@ DriftRepair *drift_repair_free(DriftRepair *d) {
         return NULL;
 }
 
-void drift_repair_set_units(DriftRepair *d, UnitControl *uc) {
+void drift_repair_set_units(DriftRepair *d, UnitControl *uc, ReplacedUnits *replaced) {
         d->uc = uc;
+        d->replaced = replaced;
 }
 
 int drift_repair_start(DriftRepair *d) {

@@ -49,7 +49,7 @@ struct NodeHealth {
         char *healthz_url;              /* owned */
         char *socket;                   /* owned */
         uint64_t period_usec, grace_usec;
-        bool (*may_restart)(const char *unit, void *userdata);
+        const UpdateGate *gate;         /* borrowed; NULL: none */
         void (*on_containerd_version)(const ContainerdVersion *v, void *userdata);
         ContainerdVersion containerd_version;   /* the last one containerd told */
         void *userdata;
@@ -97,7 +97,7 @@ int node_health_new(sd_event *event, Http *http, UnitControl *units, Reporter *r
                 return -ENOMEM;
         *h = (NodeHealth) {
                 .event = event, .http = http, .units = units, .reporter = reporter,
-                .period_usec = o->period_usec, .grace_usec = o->grace_usec, .may_restart = o->may_restart,
+                .period_usec = o->period_usec, .grace_usec = o->grace_usec, .gate = o->gate,
                 .on_containerd_version = o->on_containerd_version, .userdata = o->userdata,
                 .kubelet = { .owner = h, .name = "kubelet", .title = "Kubelet" },
                 .containerd = { .owner = h, .name = "containerd", .title = "Containerd" },
@@ -189,7 +189,7 @@ static void component_restart(Component *c) {
 static bool update_owns(const Component *c) {
         const NodeHealth *h = c->owner;
 
-        return h->may_restart && !h->may_restart(c->unit, h->userdata);
+        return h->gate && h->gate->blocks_unit_restarts(h->gate->userdata);
 }
 
 /* One probe's outcome: `error` NULL when healthy. Owned by an update when it was so at the probe's

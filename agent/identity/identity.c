@@ -571,6 +571,15 @@ int identity_start(Identity *id) {
         }
 }
 
+static void identity_on_unauthorized(KubeClient *c, void *userdata) {
+        identity_unauthorized(userdata);
+}
+
+void identity_watch_client(Identity *id, KubeClient *client) {
+        assert(id && client);
+        kube_client_set_unauthorized_callback(client, identity_on_unauthorized, id);
+}
+
 void identity_unauthorized(Identity *id) {
         assert(id);
 

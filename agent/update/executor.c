@@ -90,6 +90,9 @@ struct Executor {
         bool restarts_busy;             /* the restart annotation is being carried out */
         bool drift_busy;                /* a drift round holds decisions (executor_drift_claim()) */
         ExecutorDriftDone drift_done;   /* the drift repair in flight */
+        UpdateGate gate;                /* executor_gate() */
+        ExecutorReleased released;      /* executor_set_released_callback() */
+        void *released_userdata;
         void *drift_userdata;
 
         ExecutorState state;
@@ -1004,6 +1007,23 @@ int executor_start(Executor *e) {
         return 0;
 }
 
+/* The duties' interface (executor_gate()): the functions of the header, each for its duty. */
+static bool gate_blocks_unit_restarts(void *userdata) {
+        return executor_blocks_unit_restarts(userdata);
+}
+
+static int gate_drift_claim(const char **ret_why, void *userdata) {
+        return executor_drift_claim(userdata, ret_why);
+}
+
+static void gate_drift_release(void *userdata) {
+        executor_drift_release(userdata);
+}
+
+static int gate_drift_run(OscChanges *changes, UpdateGateRepairDone done, void *done_userdata, void *userdata) {
+        return executor_drift_repair(userdata, changes, done, done_userdata);
+}
+
 int executor_new(const ExecutorDeps *deps, Executor **ret, char **ret_error) {
         _cleanup_(executor_freep) Executor *e = NULL;
         _cleanup_free_ char *error = NULL, *blobs = NULL, *binary = NULL;
@@ -1022,6 +1042,13 @@ int executor_new(const ExecutorDeps *deps, Executor **ret, char **ret_error) {
         e->config = c;
         e->event = deps->event;
         e->logged_phase = _UPDATE_PHASE_INVALID;
+        e->gate = (UpdateGate) {
+                .blocks_unit_restarts = gate_blocks_unit_restarts,
+                .drift_claim = gate_drift_claim,
+                .drift_release = gate_drift_release,
+                .drift_run = gate_drift_run,
+                .userdata = e,
+        };
 
         r = mkdir_parents(c->state_directory, 0700);
         if (r < 0)
@@ -1168,6 +1195,13 @@ void executor_drift_release(Executor *e) {
         e->drift_userdata = NULL;
         osc_runner_cancel(e->osc_runner);
         executor_schedule(e);   /* input that came meanwhile is decided on now */
+        if (e->released)
+                e->released(e->released_userdata);
+}
+
+void executor_set_released_callback(Executor *e, ExecutorReleased cb, void *userdata) {
+        e->released = cb;
+        e->released_userdata = userdata;
 }
 
 static void executor_on_drift_repaired(OscRunner *r, int error, UpdateFailureCode code, const char *message,
@@ -1190,6 +1224,10 @@ int executor_drift_repair(Executor *e, OscChanges *changes, ExecutorDriftDone do
         if (r < 0)
                 e->drift_done = NULL;
         return r;
+}
+
+const UpdateGate *executor_gate(const Executor *e) {
+        return &e->gate;
 }
 
 const OscModelOptions *executor_osc_model_options(const Executor *e) {

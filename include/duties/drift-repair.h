@@ -27,7 +27,7 @@
  * persisted: a repair cut short by a crash is found again by the round at the next start.
  *
  * Owns its timer, the round's model, findings, unit reads and work list; borrows the event loop, the
- * AppliedOsc, the reporter, the UnitControl and the option strings (the configuration and the
+ * AppliedOsc, the reporter, the gate, the UnitControl, the ReplacedUnits and the option strings (the configuration and the
  * executor outlive it). Logs (duties log what they do): the postponed and finished rounds at debug,
  * drift and repairs at warning/notice. */
 
@@ -38,23 +38,14 @@
 #include "core/osc-diff.h"
 #include "core/osc-model.h"
 #include "core/osc-protected.h"
+#include "core/update-gate.h"
 #include "duties/applied-osc.h"
+#include "duties/replaced-units.h"
 #include "report/reporter.h"
 #include "systemd/unit-control.h"
 #include "util/macro.h"
 
 typedef struct DriftRepair DriftRepair;
-
-/* error >= 0: every item done; else `message` says where and why it stopped. */
-typedef void (*DriftRepairRunDone)(int error, const char *message, void *userdata);
-
-/* The executor's side (update/executor.h executor_drift_*), wired by the Manager. */
-typedef struct DriftRepairHooks {
-        int (*claim)(const char **ret_why, void *userdata);
-        void (*release)(void *userdata);
-        int (*run)(OscChanges *changes, DriftRepairRunDone done, void *done_userdata, void *userdata);
-        void *userdata;
-} DriftRepairHooks;
 
 typedef struct DriftRepairOptions {
         const char *root_directory;             /* osc.rootDirectory */
@@ -68,13 +59,15 @@ typedef struct DriftRepairOptions {
         const OscProtected *own_files;          /* the agent's own files */
 } DriftRepairOptions;
 
+/* `gate` is the executor's side (update/executor.h executor_gate(): claim, run, release). */
 int drift_repair_new(sd_event *event, const DriftRepairOptions *opts, AppliedOsc *applied, Reporter *reporter,
-                     const DriftRepairHooks *hooks, DriftRepair **ret) _warn_unused_result_;
+                     const UpdateGate *gate, DriftRepair **ret) _warn_unused_result_;
 DriftRepair *drift_repair_free(DriftRepair *d);
 DEFINE_CLEANUP_FUNC(DriftRepair, drift_repair_free);
 
-/* The UnitControl, when the system bus was first up only after start (NULL before). */
-void drift_repair_set_units(DriftRepair *d, UnitControl *uc);
+/* The UnitControl and the replaced units' keeper (kicked after each round: a repair may have brought
+ * a replaced unit's file back), once the system bus was first up (NULL before). */
+void drift_repair_set_units(DriftRepair *d, UnitControl *uc, ReplacedUnits *replaced);
 
 /* The first round now, then every interval. -errno when the timer cannot be set up. */
 int drift_repair_start(DriftRepair *d) _warn_unused_result_;

@@ -14,7 +14,7 @@
  * Decisions by core/health-tracker.h, each probe stamped with its round's start, so the third failed
  * round (60 s after the first) restarts, as upstream's; Events with reason "kubelet"/"containerd", action
  * "HealthCheck", and upstream's messages; a unit unhealthy for the grace time (1 min) is restarted
- * over D-Bus — never while `may_restart` says no (an in-place update step restarts and checks it
+ * over D-Bus — never while the update run blocks unit restarts (`gate`; an in-place update step restarts and checks it
  * itself: a probe failing then, or begun then, is not judged at all, so its restart brings no
  * "unhealthy" Warning); a unit that does not exist (no unit file yet) is said once, not restarted
  * every grace time. The
@@ -34,6 +34,7 @@
 
 #include "core/containerd-version.h"
 #include "core/node-view.h"
+#include "core/update-gate.h"
 #include "report/reporter.h"
 #include "net/http.h"
 #include "systemd/unit-control.h"
@@ -50,7 +51,7 @@ typedef struct NodeHealthOptions {
         const char *containerd_socket;  /* the full path */
         uint64_t period_usec;
         uint64_t grace_usec;
-        bool (*may_restart)(const char *unit, void *userdata);
+        const UpdateGate *gate;         /* the executor's (executor_gate()); NULL: always restart */
         /* containerd answered with another version or revision than before (NULL: not wanted). */
         void (*on_containerd_version)(const ContainerdVersion *v, void *userdata);
         void *userdata;

@@ -21,8 +21,8 @@
  * (state.json holds exactly one of those).
  *
  * Runs on the sd_event loop of the UnitControl. Logs only a failure to save the record (once, until
- * a save succeeds); everything else worth reporting comes out through the callbacks (the Manager
- * turns them into Events, Node patches and journal lines). */
+ * a save succeeds); everything else worth reporting comes out through the callbacks
+ * (daemon/restart-annotation.h turns them into Events, Node patches and journal lines). */
 
 #include <stdbool.h>
 #include <systemd/sd-event.h>

@@ -34,6 +34,7 @@
 
 #include "core/config.h"
 #include "core/node-update.h"
+#include "kube/kube-client.h"
 #include "kube/kube-tuning.h"
 #include "net/http.h"
 #include "util/macro.h"
@@ -77,6 +78,9 @@ int identity_start(Identity *id);
 
 /* The API server answered 401 to a request made with the current kubeconfig. */
 void identity_unauthorized(Identity *id);
+/* Hears the 401s of `client` (its unauthorized callback, kube/kube-client.h) itself from now on:
+ * identity_unauthorized(). `client` must not call back after `id` is freed (free it first). */
+void identity_watch_client(Identity *id, KubeClient *client);
 
 /* Renew now with the current certificate (CA rotation); failures carry CredentialsRotationFailed. A
  * request in flight is dropped (it was made before the call) and a new one made. `ca_file` (NULL:

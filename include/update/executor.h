@@ -22,6 +22,7 @@
 #include "core/osc.h"
 #include "core/osc-diff.h"
 #include "core/osc-protected.h"
+#include "core/update-gate.h"
 #include "report/reporter.h"
 #include "identity/identity.h"
 #include "identity/token-sync.h"
@@ -89,15 +90,23 @@ bool executor_blocks_unit_restarts(const Executor *e);
  * round waits for (ask again later). Claiming before executor_start() puts the check at start ahead
  * of the first decision. */
 int executor_drift_claim(Executor *e, const char **ret_why);
-/* Ends the round: a repair still running is cancelled (no callback), decisions go on. */
+/* Ends the round: a repair still running is cancelled (no callback), decisions go on, and then the
+ * released callback is called. */
 void executor_drift_release(Executor *e);
+/* Told at the end of executor_drift_release(): what waited for the round (a restart request,
+ * daemon/restart-annotation.h) may go now. One listener; NULL: none. */
+typedef void (*ExecutorReleased)(void *userdata);
+void executor_set_released_callback(Executor *e, ExecutorReleased cb, void *userdata);
 
 /* error >= 0: every item of the repair done; else `message` names the path or unit and why. */
-typedef void (*ExecutorDriftDone)(int error, const char *message, void *userdata);
+typedef UpdateGateRepairDone ExecutorDriftDone;
 /* Runs the repair work list `changes` (borrowed until `done`; items done are marked in it) through
  * the OSC runner (osc_runner_repair()) while claimed. `done` comes from the loop, never from inside.
  * -ENOTCONN without systemd, -errno when it cannot start. */
 int executor_drift_repair(Executor *e, OscChanges *changes, ExecutorDriftDone done, void *userdata);
+/* The functions above as the duties' interface (core/update-gate.h), built once: valid while the
+ * executor lives. */
+const UpdateGate *executor_gate(const Executor *e);
 /* What the drift repair plans with, as the OSC runner applies: valid while the executor lives. */
 const OscModelOptions *executor_osc_model_options(const Executor *e);
 const OscProtected *executor_own_files(const Executor *e);
