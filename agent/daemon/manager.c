@@ -321,7 +321,8 @@ static void manager_on_secret_object(KubeWatch *w, json_t *secret, void *userdat
 
         manager_say_secret(m, OSC_AVAILABILITY_FOUND, NULL);
 
-        r = osc_intake(secret, m->config->kubelet.binary_path, m->config->osc.replaced_units, &osc, &cc);
+        r = osc_intake(secret, m->config->kubelet.binary_path, m->config->osc.replaced_units,
+                       m->executor ? executor_osc_model_options(m->executor) : NULL, &osc, &cc);
         if (r < 0) {
                 log_oom();
                 return;
