@@ -775,7 +775,7 @@ int osc_runner_new(const OscRunnerDeps *deps, OscRunner **ret) {
         r->host_name = lower_host_name();
         if (!r->host_name)
                 return -ENOMEM;
-        r->model_options = (OscModelOptions) { .host_name = r->host_name, .containerd_path = getenv("PATH") };
+        r->model_options = (OscModelOptions) { .host_name = r->host_name, .containerd_path = r->deps.config->path };
         k = protect_own_files(r);
         if (k < 0)
                 return k;

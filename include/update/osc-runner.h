@@ -128,7 +128,7 @@ int osc_runner_repair(OscRunner *r, OscChanges *c, OscRunnerDone done, void *use
 bool osc_runner_work_pending(const OscRunner *r);
 
 /* How this runner decodes an OSC (the lower-case host name for files with a hostName, the agent's
- * PATH for containerd's injected drop-in) and the agent's own files no OSC file may
+ * PATH, Config.path, for containerd's injected drop-in) and the agent's own files no OSC file may
  * write: for the intake (update/osc-intake.h), which decodes the model the runner applies, and the
  * drift repair, which must read the last-applied OSC as it was applied. Valid while `r` lives. */
 const OscModelOptions *osc_runner_model_options(const OscRunner *r);
