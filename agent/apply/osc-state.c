@@ -332,13 +332,15 @@ int osc_state_prepare(const OscPrepareInput *in, OscChanges **ret, OscBaseline *
                         return r;
                 goto done;
         }
-        r = osc_model_decode_yaml(in->yaml, in->size, &in->model_options, &new, ret_error);
-        if (r < 0)
-                return r;
+        if (!in->model) {
+                r = osc_model_decode_yaml(in->yaml, in->size, &in->model_options, &new, ret_error);
+                if (r < 0)
+                        return r;
+        }
         r = load_baseline(in, &old, &baseline, &warning, ret_error);
         if (r < 0)
                 return r;
-        r = osc_diff(&(OscDiffInput) { .old = old, .new = new, .checksum = in->checksum,
+        r = osc_diff(&(OscDiffInput) { .old = old, .new = in->model ?: new, .checksum = in->checksum,
                                        .current_os_version = in->current_os_version,
                                        .replaced_units = in->replaced_units, .self_unit = in->self_unit },
                      &c, ret_error);

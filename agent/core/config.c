@@ -197,6 +197,7 @@ Config *config_free(Config *c) {
         mirrors_clear(c);
         strv_freep(&c->osc.replaced_units);
         free(c->config_directory);
+        free(c->path);
         free(c);
         return NULL;
 }
@@ -462,6 +463,12 @@ int config_finalize(Config *c, const ConfigOverrides *o, char **ret_error) {
         }
         if (!isempty(o->kubeconfig)) {
                 r = free_and_strdup(&c->kubeconfig, o->kubeconfig);
+                if (r < 0)
+                        return r;
+        }
+        /* Even an empty $PATH is the agent's, as systemd set it. */
+        if (o->path) {
+                r = free_and_strdup(&c->path, o->path);
                 if (r < 0)
                         return r;
         }

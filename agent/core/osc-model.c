@@ -64,9 +64,20 @@ void osc_registry_done(OscRegistry *r) {
         *r = (OscRegistry) {};
 }
 
+/* A model built by hand (calloc, n_ref 0) has its one owner too. */
+OscModel *osc_model_ref(OscModel *m) {
+        if (m)
+                m->n_ref = MAX(m->n_ref, 1u) + 1;
+        return m;
+}
+
 OscModel *osc_model_free(OscModel *m) {
         if (!m)
                 return NULL;
+        if (m->n_ref > 1) {
+                m->n_ref--;
+                return NULL;
+        }
         for (size_t i = 0; i < m->n_files; i++)
                 osc_file_done(&m->files[i]);
         free(m->files);
@@ -846,6 +857,7 @@ int osc_model_decode(const json_t *doc, const OscModelOptions *opts, OscModel **
         m = calloc(1, sizeof(*m));
         if (!m)
                 return -ENOMEM;
+        m->n_ref = 1;
         r = json_field_object(doc, "osc", "spec", &spec, ret_error);
         if (r >= 0)
                 r = json_field_object(doc, "osc", "status", &status, ret_error);

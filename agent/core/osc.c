@@ -39,6 +39,7 @@ OscDesired *osc_desired_free(OscDesired *o) {
         free(o->kubelet_file_in_image);
         free(o->kubelet_file_field);
         free(o->yaml);
+        osc_model_free(o->model);
         free(o->refused);
         free(o);
         return NULL;
@@ -229,11 +230,11 @@ static int decode_document(const json_t *doc, const char *kubelet_path, OscDesir
         return r;
 }
 
-int osc_decode_yaml(const char *data, size_t size, const char *checksum, const char *kubelet_path,
-                    OscDesired **ret, char **ret_error) {
+static int decode_yaml_doc(const char *data, size_t size, const char *checksum, const char *kubelet_path,
+                           OscDesired **ret, json_t **ret_doc, char **ret_error) {
         _cleanup_(osc_desired_freep) OscDesired *o = NULL;
+        _cleanup_(json_decrefp) json_t *doc = NULL;
         _cleanup_free_ char *yerr = NULL;
-        json_t *doc = NULL;
         int r;
 
         assert(data || size == 0);
@@ -262,7 +263,6 @@ int osc_decode_yaml(const char *data, size_t size, const char *checksum, const c
                             yerr ? yerr : strerror(-r));
 
         r = decode_document(doc, kubelet_path, o, ret_error);
-        json_decref(doc);
         if (r < 0)
                 return r;
         o->yaml = malloc(size + 1);
@@ -279,7 +279,14 @@ int osc_decode_yaml(const char *data, size_t size, const char *checksum, const c
                         return -ENOMEM;
         }
         *ret = TAKE_PTR(o);
+        if (ret_doc)
+                *ret_doc = TAKE_PTR(doc);
         return 0;
+}
+
+int osc_decode_yaml(const char *data, size_t size, const char *checksum, const char *kubelet_path,
+                    OscDesired **ret, char **ret_error) {
+        return decode_yaml_doc(data, size, checksum, kubelet_path, ret, NULL, ret_error);
 }
 
 const char *osc_secret_checksum(const json_t *secret) {
@@ -293,6 +300,11 @@ const char *osc_secret_checksum(const json_t *secret) {
 }
 
 int osc_decode_secret(const json_t *secret, const char *kubelet_path, OscDesired **ret, char **ret_error) {
+        return osc_decode_secret_doc(secret, kubelet_path, ret, NULL, ret_error);
+}
+
+int osc_decode_secret_doc(const json_t *secret, const char *kubelet_path, OscDesired **ret, json_t **ret_doc,
+                          char **ret_error) {
         _cleanup_free_ char *yaml = NULL;
         const json_t *data, *value, *meta, *annotations, *checksum = NULL;
         size_t size;
@@ -326,8 +338,8 @@ int osc_decode_secret(const json_t *secret, const char *kubelet_path, OscDesired
                 return error_setf(ret_error, -EBADMSG,
                             "unable to decode OSC from secret data key osc.yaml: invalid base64 data");
 
-        return osc_decode_yaml(yaml, size, checksum ? json_string_value(checksum) : NULL, kubelet_path, ret,
-                               ret_error);
+        return decode_yaml_doc(yaml, size, checksum ? json_string_value(checksum) : NULL, kubelet_path, ret,
+                               ret_doc, ret_error);
 }
 
 int osc_image_tag(const char *image, char **ret) {

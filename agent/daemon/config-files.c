@@ -119,6 +119,7 @@ int config_load_environment(Config *c, const char *node_name, const char *kubeco
                 .kubeconfig = !isempty(kubeconfig) ? kubeconfig : getenv("KUBECONFIG"),
                 .state_dir = state_dir,
                 .hostname = host,
+                .path = getenv("PATH"),
         };
 
         if (isempty(o.node_name) && gethostname(host, sizeof(host) - 1) < 0)

@@ -117,7 +117,8 @@ static void on_secret_object(KubeWatch *w, json_t *secret, void *userdata) {
 
         say_secret(s, OSC_AVAILABILITY_FOUND, NULL);
 
-        r = osc_intake(secret, s->config->kubelet.binary_path, s->config->osc.replaced_units, &osc, &cc);
+        r = osc_intake(secret, s->config->kubelet.binary_path, s->config->osc.replaced_units,
+                       s->executor ? executor_osc_model_options(s->executor) : NULL, &osc, &cc);
         if (r < 0) {
                 log_oom();
                 return;

@@ -54,8 +54,10 @@ struct OscRunner {
 
         /* The prepared OSC. */
         char *checksum;                 /* owned; NULL: nothing prepared */
-        char *yaml;                     /* owned: its osc.yaml (taken from the OscDesired) until committed */
+        char *yaml;                     /* owned: a copy of its osc.yaml until committed */
         size_t yaml_size;
+        OscModel *model;                /* a reference to the OscDesired's model (decoded at intake, shared,
+                                         * immutable); NULL: none given, osc_state_prepare() decodes yaml */
         bool committed;                 /* it is the last-applied OSC */
         OscChanges *changes;            /* owned: the remaining work; NULL when committed or on error */
         json_t *plan;                   /* owned: osc_changes_plan_json(changes), the summary */

@@ -29,6 +29,7 @@ static void prepared_clear(OscRunner *r) {
         r->checksum = mfree(r->checksum);
         r->yaml = mfree(r->yaml);
         r->yaml_size = 0;
+        r->model = osc_model_free(r->model);
         r->committed = false;
         r->changes = osc_changes_free(r->changes);
         json_decref(r->plan);
@@ -163,19 +164,33 @@ static void log_plan(const OscRunner *r) {
                 log_info("OSC %s plan, items %zu-%zu of %zu: %s", r->checksum, first + 1, first + n, total, line);
 }
 
-static void prepare_now(OscRunner *r, OscDesired *osc, const char *os_version, uint64_t now_usec) {
+/* The bytes that become the last-applied OSC: the executor's OscDesired may be gone by then. */
+static char *yaml_copy(const OscDesired *osc) {
+        char *p;
+
+        if (!osc->yaml)
+                return NULL;
+        p = malloc(osc->yaml_size + 1);
+        if (!p)
+                return NULL;
+        memcpy(p, osc->yaml, osc->yaml_size);
+        p[osc->yaml_size] = 0;
+        return p;
+}
+
+static void prepare_now(OscRunner *r, const OscDesired *osc, const char *os_version, uint64_t now_usec) {
         const Config *c = r->deps.config;
         _cleanup_free_ char *error = NULL, *warning = NULL;
         OscBaseline baseline = OSC_BASELINE_NONE;
         int k;
 
-        if (!streq_ptr(r->checksum, osc->checksum) || osc->yaml) {
-                char *yaml = TAKE_PTR(osc->yaml);
-                size_t size = osc->yaml_size;
-
+        /* The model is held by reference (its address cannot be reused meanwhile): the same model is
+         * the same delivery, a retry; another one is a new delivery of the OSC. */
+        if (!streq_ptr(r->checksum, osc->checksum) || osc->model != r->model) {
                 prepared_clear(r);
-                r->yaml = yaml;
-                r->yaml_size = size;
+                r->yaml = yaml_copy(osc);
+                r->yaml_size = osc->yaml_size;
+                r->model = osc_model_ref(osc->model);
                 r->checksum = strdup(osc->checksum);
                 if (!r->checksum || !r->yaml)
                         return prepare_failed(r, -ENOMEM, NULL, now_usec);
@@ -190,6 +205,7 @@ static void prepare_now(OscRunner *r, OscDesired *osc, const char *os_version, u
         k = osc_state_prepare(&(OscPrepareInput) {
                         .state_directory = c->state_directory,
                         .root_directory = c->osc.root_directory,
+                        .model = r->model,
                         .yaml = r->yaml,
                         .size = r->yaml_size,
                         .checksum = r->checksum,
@@ -234,7 +250,7 @@ static bool restarts_unit(const OscChanges *c, const char *unit) {
         return false;
 }
 
-void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, const char *os_version,
+void osc_runner_prepare(OscRunner *r, const OscDesired *osc, const NodeView *node, const char *os_version,
                         uint64_t now_usec, OscWorkView *ret) {
         assert(r && ret);
 
@@ -759,7 +775,7 @@ int osc_runner_new(const OscRunnerDeps *deps, OscRunner **ret) {
         r->host_name = lower_host_name();
         if (!r->host_name)
                 return -ENOMEM;
-        r->model_options = (OscModelOptions) { .host_name = r->host_name, .containerd_path = getenv("PATH") };
+        r->model_options = (OscModelOptions) { .host_name = r->host_name, .containerd_path = r->deps.config->path };
         k = protect_own_files(r);
         if (k < 0)
                 return k;

@@ -44,6 +44,8 @@
 typedef struct OscPrepareInput {
         const char *state_directory;
         const char *root_directory;             /* for the GNA handover file */
+        const OscModel *model;                  /* the new OSC, decoded once at intake (borrowed); NULL:
+                                                 * decoded here from yaml with model_options */
         const char *yaml;                       /* the new osc.yaml */
         size_t size;
         const char *checksum;                   /* the Secret's checksum/data-script */

@@ -52,6 +52,8 @@ typedef struct Config {
         char *os_release;               /* owned */
         char *config_directory;         /* owned; where the configuration files were read (not a key:
                                          * set by daemon/config-files); NULL if none were */
+        char *path;                     /* owned; the agent's $PATH (not a key: set from the environment
+                                         * at start), written into containerd's drop-in; NULL if unset */
 
         struct {
                 char *namespace;        /* owned */
@@ -135,6 +137,7 @@ typedef struct ConfigOverrides {
         const char *kubeconfig;
         const char *state_dir;
         const char *hostname;           /* the fallback node name, lower-cased here */
+        const char *path;               /* $PATH */
 } ConfigOverrides;
 
 /* Overrides, then derived defaults (nodeName from the hostname, lease.name from the node name). */

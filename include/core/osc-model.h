@@ -18,7 +18,8 @@
  * more than one of them is an error. Files and units round-trip through a canonical
  * json_t of the known fields only (osc_file_to_json() / osc_file_from_json()), which is both their
  * persisted form in the work list and the "semantic deep-equal" of the diff (json_equal()).
- * Pure: no I/O, no logging. The OscModel owns every string and json_t it points to. */
+ * Pure: no I/O, no logging. The OscModel owns every string and json_t it points to; it is
+ * reference-counted (an OSC's model is decoded once, at intake, and shared: update/osc-intake.h). */
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -107,6 +108,7 @@ typedef struct OscRegistry {
 } OscRegistry;
 
 typedef struct OscModel {
+        unsigned n_ref;                 /* 1 from the decoder (0, by hand, counts as 1) */
         OscFile *files;                 /* in the OSC's order, one per path */
         size_t n_files;
         size_t *files_by_path;          /* indices into files, sorted by path (osc_model_find_file) */
@@ -132,6 +134,9 @@ typedef struct OscModelOptions {
         const char *containerd_path;    /* the agent's PATH for the injected drop-in; NULL: inject nothing */
 } OscModelOptions;
 
+/* A model is immutable once decoded, so it can be shared: osc_model_ref() takes one more reference,
+ * osc_model_free() drops one and frees the model with the last. */
+OscModel *osc_model_ref(OscModel *m);
 OscModel *osc_model_free(OscModel *m);
 DEFINE_CLEANUP_FUNC(OscModel, osc_model_free);
 

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/osc-model.h"
 #include "util/macro.h"
 
 #define OSC_DATA_KEY "osc.yaml"
@@ -42,8 +43,11 @@ typedef struct OscDesired {
         char *kubelet_file_in_image;    /* owned: its content.imageRef.filePathInImage */
         char *kubelet_file_field;       /* owned: where that entry is, e.g. "spec.files[3]"; for messages */
         char *yaml;                     /* owned: the osc.yaml bytes (NUL-terminated), for the OSC applier;
-                                         * NULL once the executor committed them as last applied */
+                                         * never changed after intake (the runner copies them) */
         size_t yaml_size;
+        OscModel *model;                /* a reference: the whole OSC as the appliers see it, decoded once
+                                         * at intake (update/osc-intake.h) and shared with the OSC runner;
+                                         * immutable; NULL when refused or decoded without it */
         bool control_plane;             /* spec.files has OSC_KUBE_APISERVER_MANIFEST (upstream reads
                                          * spec.files only, not status.extensionFiles) */
         char *refused;                  /* owned: why the agent refuses this OSC (the field and the
@@ -63,6 +67,10 @@ DEFINE_CLEANUP_FUNC(OscDesired, osc_desired_free);
  *   -EFBIG    osc.yaml larger than OSC_YAML_MAX
  *   -ENOMEM */
 int osc_decode_secret(const json_t *secret, const char *kubelet_path, OscDesired **ret, char **ret_error);
+/* The same, and *ret_doc (a new reference): osc.yaml parsed, for the decoders of the other views
+ * (core/osc-model.h), so that an OSC is parsed once. */
+int osc_decode_secret_doc(const json_t *secret, const char *kubelet_path, OscDesired **ret, json_t **ret_doc,
+                          char **ret_error);
 
 /* An OSC the agent refuses (osc_decode_secret() failed, or a check of the whole OSC did):
  * `checksum` (may be NULL, e.g. osc_secret_checksum() of an unusable Secret) and `why`, copied. */

@@ -13,6 +13,9 @@
  * names the field and the reason: the update engine fails it with InvalidDesiredState on the Node
  * (inplace-agent/failure, a Warning Event, the condition) and in STATUS=, applies nothing of it and
  * leaves checksum/cloud-config-data alone; the next good OSC is taken as usual.
+ * osc.yaml is parsed once, here; an accepted OscDesired carries the model the OSC runner applies
+ * (decoded with `model_options`: this host's files, containerd's drop-in), which the runner shares by
+ * reference instead of decoding the bytes again.
  * Pure apart from the allocations: no I/O, no logging. */
 
 #include <jansson.h>
@@ -21,6 +24,7 @@
 #include "core/osc.h"
 
 /* *ret_osc: the decoded OSC, or a refused one; *ret_component: GNA's component config of an accepted
- * OSC (NULL without one, or when refused). Fails only with -ENOMEM. */
-int osc_intake(const json_t *secret, const char *kubelet_path, char *const *replaced_units, OscDesired **ret_osc,
-               OscComponentConfig **ret_component);
+ * OSC (NULL without one, or when refused). `model_options` (NULL: none) are the runner's
+ * (osc_runner_model_options()). Fails only with -ENOMEM. */
+int osc_intake(const json_t *secret, const char *kubelet_path, char *const *replaced_units,
+               const OscModelOptions *model_options, OscDesired **ret_osc, OscComponentConfig **ret_component);

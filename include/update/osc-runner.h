@@ -38,7 +38,10 @@
  *
  * Ownership: the executor owns the OscRunner; the runner owns the work list, its plan JSON, the store
  * of imageRef files and the one operation of a run in flight (the guard, an applier's stretch, or the
- * request, probe or pull of one of its own items). Everything in OscRunnerDeps is borrowed and
+ * request, probe or pull of one of its own items). The OSC it prepares it does not decode again: it
+ * holds a reference to the OscDesired's model (decoded once at intake, immutable; core/osc.h) and a
+ * copy of its osc.yaml bytes (what it commits as last applied), and never changes the executor's
+ * OscDesired. Everything in OscRunnerDeps is borrowed and
  * outlives the runner; the KubeClient comes later (osc_runner_set_kube()). Logs what it decides: one
  * journal line per prepared work list, per applied OSC, per item of its own done; a failed run is
  * the executor's to log (the `done` callback's code and message). */
@@ -91,7 +94,7 @@ void osc_runner_set_desired(OscRunner *r, const char *checksum);
  * list that could not be computed for a reason that can go away (the state directory full or
  * unreadable) is computed again from `now_usec` >= ret->retry_usec (back-off 1 s doubling to 5 min;
  * a Warning Event per distinct error); one the desired state is at fault for, at every call. */
-void osc_runner_prepare(OscRunner *r, OscDesired *osc, const NodeView *node, const char *os_version,
+void osc_runner_prepare(OscRunner *r, const OscDesired *osc, const NodeView *node, const char *os_version,
                         uint64_t now_usec, OscWorkView *ret);
 
 /* Applies the prepared work of `checksum`; `done` is called from the loop, never from inside. 0, or
@@ -125,7 +128,8 @@ int osc_runner_repair(OscRunner *r, OscChanges *c, OscRunnerDone done, void *use
 bool osc_runner_work_pending(const OscRunner *r);
 
 /* How this runner decodes an OSC (the lower-case host name for files with a hostName, the agent's
- * PATH for containerd's injected drop-in) and the agent's own files no OSC file may write: for the
+ * PATH, Config.path, for containerd's injected drop-in) and the agent's own files no OSC file may
+ * write: for the intake (update/osc-intake.h), which decodes the model the runner applies, and the
  * drift repair, which must read the last-applied OSC as it was applied. Valid while `r` lives. */
 const OscModelOptions *osc_runner_model_options(const OscRunner *r);
 const OscProtected *osc_runner_own_files(const OscRunner *r);

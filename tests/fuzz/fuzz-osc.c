@@ -36,9 +36,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 static char *const replaced[] = { (char *) "gardener-node-agent.service", NULL };
                 OscComponentConfig *cc = NULL;
 
-                if (osc_intake(j, "/opt/bin/kubelet", replaced, &o, &cc) == 0) {
+                if (osc_intake(j, "/opt/bin/kubelet", replaced,
+                               &(OscModelOptions) { .host_name = "node-1", .containerd_path = "/usr/bin" }, &o,
+                               &cc) == 0) {
                         /* Refused: only the reason and maybe the checksum; else never a reason. */
-                        if (o->refused && (o->yaml || cc))
+                        if (o->refused && (o->yaml || o->model || cc))
                                 abort();
                         o = osc_desired_free(o);
                         osc_component_config_free(cc);

@@ -151,6 +151,19 @@ static void test_finalize(void **state) {
         assert_string_equal(c->bootstrap_kubeconfig, "/tmp/state/bootstrap-kubeconfig");   /* docs/contract.md §9.6 */
 }
 
+/* $PATH is read once, at the edge, and handed down in the Config (the containerd drop-in's PATH);
+ * an empty one is still the agent's. */
+static void test_finalize_path(void **state) {
+        _cleanup_(config_freep) Config *c = NULL;
+
+        assert_int_equal(config_new(&c), 0);
+        assert_null(c->path);
+        assert_int_equal(config_finalize(c, &(ConfigOverrides) { .node_name = "n", .path = "/usr/bin:/bin" }, NULL), 0);
+        assert_string_equal(c->path, "/usr/bin:/bin");
+        assert_int_equal(config_finalize(c, &(ConfigOverrides) { .node_name = "n", .path = "" }, NULL), 0);
+        assert_string_equal(c->path, "");
+}
+
 static void test_finalize_hostname(void **state) {
         _cleanup_(config_freep) Config *c = NULL;
         _cleanup_free_ char *err = NULL;
@@ -243,6 +256,7 @@ int main(void) {
                 cmocka_unit_test(test_finalize_bad_names),
                 cmocka_unit_test(test_finalize_image_needs_reference),
                 cmocka_unit_test(test_to_json_roundtrip),
+                cmocka_unit_test(test_finalize_path),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

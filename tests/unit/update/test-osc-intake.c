@@ -42,7 +42,7 @@ static OscDesired *intake(json_t *secret, OscComponentConfig **ret_cc) {
         OscComponentConfig *cc = NULL;
         OscDesired *osc = NULL;
 
-        assert_int_equal(osc_intake(secret, KUBELET, replaced, &osc, &cc), 0);
+        assert_int_equal(osc_intake(secret, KUBELET, replaced, NULL, &osc, &cc), 0);
         assert_non_null(osc);
         if (ret_cc)
                 *ret_cc = cc;
@@ -159,12 +159,47 @@ static void test_component_config_taken(void **state) {
         assert_string_equal(cc->token_syncs[0].secret_name, "kube-proxy");
 }
 
+/* The model the runner applies is decoded here, once, with the runner's options: this host's files and
+ * containerd's drop-in; another host's file is still checked (a relative path refuses the OSC). */
+static void test_model_kept(void **state) {
+        static const OscModelOptions opts = { .host_name = "node-1", .containerd_path = "/usr/bin" };
+        _cleanup_free_ char *yaml = osc_yaml("  - {path: /etc/a, hostName: node-1, content: {inline: {data: a}}}\n"
+                                             "  - {path: /etc/b, hostName: node-2, content: {inline: {data: b}}}\n"
+                                             "  criConfig: {name: containerd}\n", "");
+        _cleanup_free_ char *bad = osc_yaml("  - {path: etc/c, hostName: node-2, content: {inline: {data: c}}}\n", "");
+        _cleanup_(json_decrefp) json_t *secret = secret_of_bytes(yaml, strlen(yaml), "c1"),
+                                       *refused = secret_of_bytes(bad, strlen(bad), "c2");
+        OscComponentConfig *cc = NULL;
+        OscDesired *osc = NULL;
+        const OscUnit *u;
+
+        assert_int_equal(osc_intake(secret, KUBELET, replaced, &opts, &osc, &cc), 0);
+        if (osc->refused)
+                fail_msg("refused: %s", osc->refused);
+        assert_non_null(osc->model);
+        assert_non_null(osc_model_find_file(osc->model, "/etc/a"));
+        assert_null(osc_model_find_file(osc->model, "/etc/b"));
+        assert_non_null(u = osc_model_find_unit(osc->model, OSC_CONTAINERD_UNIT));
+        assert_int_equal(u->n_drop_ins, 1);
+        assert_string_equal(u->drop_ins[0].name, OSC_CONTAINERD_DROPIN);
+        assert_non_null(osc->yaml);
+        osc = osc_desired_free(osc);
+        osc_component_config_free(cc);
+
+        assert_int_equal(osc_intake(refused, KUBELET, replaced, &opts, &osc, &cc), 0);
+        assert_non_null(osc->refused);
+        assert_null(osc->model);
+        assert_null(cc);
+        osc_desired_free(osc);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_good),
                 cmocka_unit_test(test_refused),
                 cmocka_unit_test(test_refused_secret),
                 cmocka_unit_test(test_component_config_taken),
+                cmocka_unit_test(test_model_kept),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

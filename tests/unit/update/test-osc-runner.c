@@ -174,6 +174,43 @@ static void test_file_and_unit_restart(void **state) {
         assert_int_equal(fake_systemd_n_jobs(env->systemd, "x.service"), 1);
 }
 
+/* The runner applies the model decoded at intake, without decoding the bytes again (here the model
+ * says /etc/b, the bytes /etc/a: only the model's file is written), leaves the executor's OscDesired
+ * as it was, and keeps what it needs: the run goes on after the OscDesired is freed and commits the
+ * bytes as the last-applied OSC. */
+static void test_shared_model(void **state) {
+        static const char yaml[] = "spec: {files: [{path: /etc/a, content: {inline: {data: a}}}]}";
+        static const char model_yaml[] = "spec: {files: [{path: /etc/b, content: {inline: {data: b}}}], units:"
+                                         " [{name: x.service, content: \"[Service]\\nExecStart=/bin/true\\n\"}]}";
+        Env *env = *state;
+        _cleanup_free_ char *a = rooted(env, "/etc/a"), *b = rooted(env, "/etc/b"), *last = NULL, *data = NULL;
+        OscDesired *osc = calloc(1, sizeof(OscDesired));
+        OscWorkView view;
+
+        assert_non_null(osc);
+        assert_int_equal(fake_systemd_add_unit(env->systemd, "x.service", FAKE_OK), 0);
+        assert_non_null(osc->checksum = strdup(CHECKSUM));
+        assert_non_null(osc->yaml = strdup(yaml));
+        osc->yaml_size = strlen(yaml);
+        assert_int_equal(osc_model_decode_yaml(model_yaml, strlen(model_yaml), osc_runner_model_options(env->runner),
+                                               &osc->model, NULL), 0);
+        osc_runner_prepare(env->runner, osc, NULL, "1.0", 0, &view);
+        assert_null(view.error);
+        assert_true(view.pending);
+        assert_non_null(osc->yaml);                     /* not taken */
+        assert_int_equal(osc->model->n_ref, 2);         /* the runner's reference */
+        osc_desired_free(osc);
+
+        apply(env, 10 * USEC_PER_SEC);
+        assert_int_equal(env->error, 0);
+        assert_int_equal(access(b, F_OK), 0);
+        assert_int_equal(access(a, F_OK), -1);
+        assert_int_equal(fake_systemd_n_jobs(env->systemd, "x.service"), 1);
+        assert_true(asprintf(&last, "%s/%s", env->state, OSC_STATE_LAST_APPLIED) > 0);
+        assert_int_equal(read_full_file(last, 1024, &data, NULL), 0);
+        assert_string_equal(data, yaml);
+}
+
 #define SECRET_FILE "spec: {files: [{path: /etc/s, permissions: 416, content: {secretRef: {name: s, dataKey: k}}}," \
                     " {path: /etc/after, content: {inline: {data: b}}}]}"
 
@@ -375,6 +412,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_cancel_in_flight, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_newer_osc_ends_probe, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_repair_leaves_refused_unit_out, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_shared_model, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
