@@ -255,8 +255,8 @@ static int grpc_unframe(const uint8_t *body, size_t size, const uint8_t **ret_ms
 int containerd_version_decode(const char *grpc_status, const char *grpc_message, const void *body, size_t size,
                               ContainerdVersion *ret, char **ret_error) {
         _cleanup_(containerd_version_done) ContainerdVersion v = {};
-        const uint8_t *msg;
-        size_t n;
+        const uint8_t *msg = NULL;
+        size_t n = 0;
         int r;
 
         assert(body || size == 0);
