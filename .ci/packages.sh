@@ -90,6 +90,7 @@ echo "built $(basename "$deb")"
 
 sort >"$work/deb-expected" <<EOF
 /etc/inplace-agent/config.yaml
+$unitdir/gardener-node-agent.service.d/50-inplace-agent-replaced.conf
 $unitdir/inplace-agent.service
 /usr/lib/systemd/catalog/inplace-agent.catalog
 /usr/sbin/inplace-agent
@@ -137,6 +138,8 @@ sort >"$work/rpm-expected" <<EOF
 /etc/inplace-agent
 /etc/inplace-agent/config.yaml
 /usr/lib/systemd/catalog/inplace-agent.catalog
+/usr/lib/systemd/system/gardener-node-agent.service.d
+/usr/lib/systemd/system/gardener-node-agent.service.d/50-inplace-agent-replaced.conf
 /usr/lib/systemd/system/inplace-agent.service
 /usr/sbin/inplace-agent
 /usr/share/doc/inplace-agent/examples/os-update-unconfined.conf
