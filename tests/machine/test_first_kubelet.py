@@ -17,6 +17,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
 import harness  # noqa: E402
+import itest  # noqa: E402
+import machine  # noqa: E402
 import world  # noqa: E402
 from gardener import FAILURE, NODE_CHECKSUM, PROGRESS, annotation, annotation_json  # noqa: E402
 
@@ -31,7 +33,6 @@ setUpModule, tearDownModule = harness.module_fixture(globals(), NODE, versions=(
 
 
 class FirstKubelet(unittest.TestCase):
-    @harness.scenario
     def test_1_failed_first_kubelet_goes_again(self):
         t, w, g = H.t, H.w, H.g
         t.step("scenario 11: a fresh node's first kubelet never gets healthy")
@@ -63,4 +64,4 @@ class FirstKubelet(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    itest.main(missing=machine.missing_prerequisites())

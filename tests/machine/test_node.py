@@ -32,6 +32,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
 import harness  # noqa: E402
+import itest  # noqa: E402
+import machine  # noqa: E402
 import world  # noqa: E402
 from gardener import (FAILED_REASON, K8S_VERSION, NODE_CHECKSUM, PLAN, RESTART_ANNOTATION,  # noqa: E402
                       UNITS_CONDITION, UPDATE_RESULT, annotation, condition, label)
@@ -57,7 +59,6 @@ def health_warnings(since=()):
 
 
 class Node(unittest.TestCase):
-    @harness.scenario
     def test_0_bootstrap_without_node(self):
         """A new machine has no Node yet: the bootstrap token is good only until the Node exists
         (gardener-resource-manager's approver denies it afterwards)."""
@@ -72,7 +73,6 @@ class Node(unittest.TestCase):
         t.ok("certificate by CertificateSigningRequest %s (bootstrap token %s)" % (
             csrs[-1]["metadata"]["name"], world.BOOTSTRAP_TOKEN_ID))
 
-    @harness.scenario
     def test_0b_secret_found_without_node(self):
         """docs/node-protocol.md §2.1: the agent takes the OSC Secret's name from the component config
         gardener-node-init provisioned (controllers.operatingSystemConfig.secretName) and reads it before
@@ -84,7 +84,6 @@ class Node(unittest.TestCase):
         self.assertIsNone(w.emu.get_node(NODE), "a Node exists before any kubelet ran")
         H.t.ok("the agent watches Secret %s (from %s) with no Node" % (world.SECRET, world.GNA_CONFIG))
 
-    @harness.scenario
     def test_1_fresh_node(self):
         t, w = H.t, H.w
         m = H.m
@@ -168,7 +167,6 @@ class Node(unittest.TestCase):
                                           condition(n, UNITS_CONDITION)))
         self.assertEqual(annotation(n, NODE_CHECKSUM), checksum)
 
-    @harness.scenario
     def test_2_gated_update(self):
         t, w, g, m = H.t, H.w, H.g, H.m
         t.step("scenario 2: a gated in-place update: kubelet 1.32.1, a kubelet config value and a drop-in")
@@ -220,7 +218,6 @@ class Node(unittest.TestCase):
         g.mcm_observe_result()
         g.mcm_finish()
 
-    @harness.scenario
     def test_4_restart_annotation(self):
         t, g, m = H.t, H.g, H.m
         t.step("scenario 4: the restart annotation on real system services; system.slice refused")
@@ -248,7 +245,6 @@ class Node(unittest.TestCase):
         self.assertEqual({u: m.invocation(u) for u in units}, restarted)
         self.assertEqual(m.active_state("system.slice"), "active")
 
-    @harness.scenario
     def test_5_operator_view(self):
         t, m = H.t, H.m
         tx = STORY.get("tx")
@@ -304,4 +300,4 @@ class Node(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    itest.main(missing=machine.missing_prerequisites())

@@ -25,6 +25,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
 import harness  # noqa: E402
+import itest  # noqa: E402
+import machine  # noqa: E402
 import world  # noqa: E402
 from gardener import FAILED_REASON, NODE_CHECKSUM, PROGRESS, UPDATE_RESULT, annotation, annotation_json, label  # noqa: E402
 
@@ -81,7 +83,6 @@ class Package(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
-    @harness.scenario
     def test_1_upgrade_while_idle(self):
         t, w = H.t, H.w
         t.step("scenario 7: the package's lifecycle: upgrade while idle")
@@ -102,7 +103,6 @@ class Package(unittest.TestCase):
         t.ok("upgraded to %s: the agent restarted once, state and certificate kept, the kubelet untouched" % version)
         t.block("journalctl -u inplace-agent (the upgrade)", m.messages_after(cursor, harness.AGENT_UNIT))
 
-    @harness.scenario
     def test_2_upgrade_while_a_gated_update_waits(self):
         t, w, g, m = H.t, H.w, H.g, H.m
         t.step("scenario 7: upgrade while a gated update waits for the drain")
@@ -127,7 +127,6 @@ class Package(unittest.TestCase):
         g.mcm_observe_result()
         g.mcm_finish()
 
-    @harness.scenario
     def test_3_purge(self):
         t, m = H.t, H.m
         t.step("scenario 7: purge")
@@ -160,4 +159,4 @@ class Package(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    itest.main(missing=machine.missing_prerequisites())

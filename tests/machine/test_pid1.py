@@ -20,6 +20,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
 import harness  # noqa: E402
+import itest  # noqa: E402
+import machine  # noqa: E402
 import world  # noqa: E402
 from gardener import FAILURE, NODE_CHECKSUM, RESTART_ANNOTATION, annotation, annotation_json  # noqa: E402
 
@@ -55,18 +57,15 @@ class Pid1(unittest.TestCase):
         t.ok("the apply completed across `systemctl %s`, the agent is the same process (%s)" % (
             " ".join(systemctl), pid))
 
-    @harness.scenario
     def test_1_daemon_reexec_during_an_apply(self):
         t, w = H.t, H.w
         t.step("scenario 8: PID 1 re-executes and reloads while the agent applies")
         H.node_up(w.osc("1.31.4"))
         self.apply_during(1, "daemon-reexec")
 
-    @harness.scenario
     def test_2_daemon_reload_during_an_apply(self):
         self.apply_during(2, "daemon-reload")
 
-    @harness.scenario
     def test_3_bus_still_works(self):
         t, g, m = H.t, H.g, H.m
         before = m.invocation(harness.KUBELET_UNIT)
@@ -75,7 +74,6 @@ class Pid1(unittest.TestCase):
         world.wait_for(lambda: m.invocation(harness.KUBELET_UNIT) != before, 60, "a new kubelet invocation")
         t.ok("after re-exec and reload the agent still restarts units over its bus")
 
-    @harness.scenario
     def test_4_dbus_restarted(self):
         """The system bus itself restarted (dbus-daemon is not PID 1: its connections end): the same
         agent process notices, reconnects, and applies the next OSC over the new connection (a
@@ -104,4 +102,4 @@ class Pid1(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    itest.main(missing=machine.missing_prerequisites())

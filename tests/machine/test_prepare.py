@@ -9,10 +9,12 @@ the unit is enabled as installed. Exits 77 where the tier cannot run."""
 
 import os
 import sys
+import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
-import machine  # noqa: E402
+import machine  # noqa: E402   (first: puts tests/integration/lib on sys.path)
+import itest  # noqa: E402
 
 # Libraries the agent links that a Gardener image need not have: apt must have installed them.
 DEPENDS = ("libcurl4", "libjansson4", "libarchive13", "libyaml-0-2", "libisal2")
@@ -30,23 +32,19 @@ def installed_packages(root):
     return names
 
 
-def main():
-    machine.skip_if_missing()
-    layers = machine.prepare(log=print)
-    print("prepare: %s" % ", ".join("%s %.1fs" % kv for kv in layers.timings.items()))
-    base = installed_packages(layers.image_root)
-    after = installed_packages(layers.installed)
-    missing = [p for p in ("inplace-agent",) + DEPENDS if p not in after]
-    preinstalled = [p for p in DEPENDS if p in base]
-    if missing:
-        print("FAIL: not installed by apt-get: %s" % ", ".join(missing))
-        return 1
-    if preinstalled:
-        print("FAIL: the image already holds %s: apt would not prove the package's Depends:" % ", ".join(preinstalled))
-        return 1
-    print("apt installed inplace-agent with %s from its Depends: (none in the image)" % ", ".join(DEPENDS))
-    return 0
+class Prepare(unittest.TestCase):
+    def test_apt_installs_the_package_and_its_depends(self):
+        layers = machine.prepare(log=print)
+        print("prepare: %s" % ", ".join("%s %.1fs" % kv for kv in layers.timings.items()))
+        base = installed_packages(layers.image_root)
+        after = installed_packages(layers.installed)
+        missing = [p for p in ("inplace-agent",) + DEPENDS if p not in after]
+        preinstalled = [p for p in DEPENDS if p in base]
+        self.assertEqual(missing, [], "not installed by apt-get: %s" % ", ".join(missing))
+        self.assertEqual(preinstalled, [], "the image already holds %s: apt would not prove the package's Depends:"
+                         % ", ".join(preinstalled))
+        print("apt installed inplace-agent with %s from its Depends: (none in the image)" % ", ".join(DEPENDS))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    itest.main(missing=machine.missing_prerequisites())

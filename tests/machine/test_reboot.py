@@ -39,6 +39,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
 import harness  # noqa: E402
+import itest  # noqa: E402
+import machine  # noqa: E402
 import world  # noqa: E402
 from gardener import FAILED_REASON, UPDATE_RESULT, UPDATING_OS, annotation, label  # noqa: E402
 
@@ -144,7 +146,6 @@ def boot_entries(m, unit, **fields):
 
 
 class Reboot(unittest.TestCase):
-    @harness.scenario
     def test_1_os_update_with_reboot(self):
         t, w, g = H.t, H.w, H.g
         t.step("scenario 3: an OS update whose command reboots the machine")
@@ -182,7 +183,6 @@ class Reboot(unittest.TestCase):
         g.mcm_observe_result()
         g.mcm_finish()
 
-    @harness.scenario
     def test_2_drift_after_a_wipe_and_a_reboot(self):
         t, w, m = H.t, H.w, H.m
         t.step("scenario 9: /etc wiped while the machine is down; after the reboot the agent restores the OSC")
@@ -258,7 +258,6 @@ class Reboot(unittest.TestCase):
         t.ok("%s started once, the kubelet once, containerd once more onto its config.toml; %d rounds since "
              "found nothing" % (APP, rounds() - done))
 
-    @harness.scenario
     def test_3_kernel_console_without_the_api_server(self):
         t, w, g, m = H.t, H.w, H.g, H.m
         t.step("scenario 10: the API server unreachable at boot: the reason on the kernel console")
@@ -332,7 +331,6 @@ class Reboot(unittest.TestCase):
             m.wait_active(unit, 30)
         self.assertNotEqual(m.unit_property(GNA, "ActiveState"), "active")
 
-    @harness.scenario
     def test_4_garden_linux_os_update_resets_etc(self):
         t, g, m = H.t, H.g, H.m
         t.step("issue 29: Garden Linux's in-place OS update: the new version boots with the image's /etc")
@@ -360,7 +358,6 @@ class Reboot(unittest.TestCase):
         g.mcm_observe_result()
         g.mcm_finish()
 
-    @harness.scenario
     def test_5_garden_linux_boot_hook_on_a_handed_over_node(self):
         t, g, m = H.t, H.g, H.m
         t.step("issue 29: the same update with os-gardenlinux #379's boot hook, on a node handed over from "
@@ -400,7 +397,6 @@ class Reboot(unittest.TestCase):
         g.mcm_observe_result()
         g.mcm_finish()
 
-    @harness.scenario
     def test_6_garden_linux_unit_that_cannot_be_restored(self):
         t, g, m = H.t, H.g, H.m
         t.step("issue 29: a unit the repair cannot restore after the reset: update-result=failed naming it")
@@ -421,4 +417,4 @@ class Reboot(unittest.TestCase):
         os.rmdir(m.path("%s/%s" % (UNIT_DIR, APP)))
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    itest.main(missing=machine.missing_prerequisites())

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What every integration test (tests/integration/test_*.py) shares: the import path, the skip when a
-prerequisite is missing, the module's fixture (one sandbox or one emulator for all its tests), the
-diagnostics of a failure and the runner. Each test is a unittest module, run by meson as a script:
+"""What every integration test (tests/integration/test_*.py) and every machine-tier test (tests/machine/test_*.py)
+shares: the import path, the skip when a prerequisite is missing, the module's fixture (one sandbox, one
+emulator or one machine-tier Harness for all its tests), the diagnostics of a failure and the runner. Each test
+is a unittest module, run by meson as a script:
 
     from lib import itest                   # first: puts lib/ on sys.path for the imports below
     import sandbox
@@ -15,10 +16,15 @@ diagnostics of a failure and the runner. Each test is a unittest module, run by 
     if __name__ == "__main__":
         itest.main(missing=sandbox.missing_prerequisites())
 
+A machine-tier test puts its own lib/ on sys.path and imports `harness` (whose import puts this folder there
+too), then `itest`; its module shares one Harness, H (harness.module_fixture, on module_fixture() here), and it
+ends with `itest.main(missing=machine.missing_prerequisites())`.
+
 main() exits 0 when every test passed, 1 when one failed (or none ran) and 77, which meson counts as
 skipped, when a prerequisite is missing or every test skipped itself. A failing test is followed by the
-tails of the agent's and the kubelet's logs (of the test's `sb` or the module's SB); an agent run by
-lib/agentrun.py prints its own log. `python3 test_x.py -k name` runs only the matching tests.
+tails of the agent's and the kubelet's logs of the test's `sb`, else by what the module's fixture shows (the
+module's SB's log tails; the machine's journal and units for H); an agent run by lib/agentrun.py prints its
+own log. `python3 test_x.py -k name` runs only the matching tests.
 """
 
 import os
@@ -62,13 +68,21 @@ def eq(got, want, what):
 
 # ------------------------------------------------------------------------------------------ fixtures
 
-def _module_fixture(module_globals, name, make, setup, stop):
-    """setUpModule and tearDownModule keeping make()'s object in the module's global `name`; setup(obj)
-    then runs. When that fails, obj is stopped at once (tearDownModule does not run then)."""
+_FIXTURES = []          # (module globals, name, diagnose) of every module_fixture(), for the runner
+
+
+def module_fixture(module_globals, name, make, stop, setup=None, diagnose=None):
+    """setUpModule and tearDownModule for a module whose tests share one object: make() builds it, kept in the
+    module's global `name`, then setup(obj) runs; stop(obj, failed) ends it after the module's tests, or at
+    once when setup fails (tearDownModule does not run then). diagnose(obj) shows what to look at after each
+    failing test while the object is up (the runner calls it)."""
+    _FIXTURES.append((module_globals, name, diagnose))
+
     def set_up():
         obj = module_globals[name] = make()
         try:
-            setup(obj)
+            if setup:
+                setup(obj)
         except BaseException:
             module_globals[name] = None
             stop(obj, failed=True)
@@ -85,8 +99,8 @@ def sandbox_fixture(module_globals, factory=None, setup=None, **kw):
     """For a module whose tests share one Sandbox (lib/sandbox.py; `factory`, a subclass, makes it), kept
     in the module's global SB: `setUpModule, tearDownModule = itest.sandbox_fixture(globals(),
     setup=prepare, versions=("1.31.4",))`. prepare(sb) runs once it is up, with SB already set."""
-    return _module_fixture(module_globals, "SB", lambda: start_sandbox(factory, **kw), setup or (lambda sb: None),
-                           stop_sandbox)
+    return module_fixture(module_globals, "SB", lambda: start_sandbox(factory, **kw), stop_sandbox, setup=setup,
+                          diagnose=diagnostics)
 
 
 def start_sandbox(factory=None, **kw):
@@ -114,8 +128,8 @@ def emulator_fixture(module_globals, setup=None, **kw):
     """For a module whose tests share one API-server emulator (kubeemu.start(**kw)), kept in the module's
     global EMU; setup(emu) runs once it is up. Its tests are EmulatorTests."""
     import kubeemu
-    return _module_fixture(module_globals, "EMU", lambda: kubeemu.start(**kw), setup or (lambda emu: None),
-                           lambda emu, failed: emu.stop())
+    return module_fixture(module_globals, "EMU", lambda: kubeemu.start(**kw), lambda emu, failed: emu.stop(),
+                          setup=setup)
 
 
 class EmulatorTest(unittest.TestCase):
@@ -141,7 +155,8 @@ def diagnostics(sb):
 
 
 class _Result(unittest.TextTestResult):
-    """Each test's time after its verdict; the sandbox's logs after a failure."""
+    """Each test's time after its verdict; after a failure the logs of the test's own sandbox (its `sb`), or
+    what the module's fixtures show (module_fixture's diagnose)."""
 
     _t0 = None
 
@@ -155,9 +170,14 @@ class _Result(unittest.TextTestResult):
         super()._write_status(test, status)
 
     def _failed(self, test):
-        sb = getattr(test, "sb", None) or getattr(sys.modules["__main__"], "SB", None)
+        sb = getattr(test, "sb", None)
         if sb is not None:
             diagnostics(sb)
+            return
+        for module_globals, name, diagnose in _FIXTURES:
+            obj = module_globals.get(name)
+            if diagnose and obj is not None:
+                diagnose(obj)
 
     def addError(self, test, err):
         super().addError(test, err)

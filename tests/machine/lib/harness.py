@@ -1,15 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What every machine-tier test does around its scenarios: skip when the tier cannot run here,
-prepare the cached image and the .deb, bring up the world, provision and boot a node, and print
-the transcript. The scenarios themselves are in tests/machine/test_*.py.
+"""What every machine-tier test does around its scenarios: prepare the cached image and the .deb,
+bring up the world, provision and boot a node, print the transcript, and show the machine's state
+after a failing scenario. The scenarios themselves are in tests/machine/test_*.py, unittest modules
+on tests/integration/lib/itest.py (its runner, skip and diagnostics after a failure):
 
-    H = harness.Harness("node-fresh")          # in setUpModule(); exit 77 when nspawn etc. are missing
+    setUpModule, tearDownModule = harness.module_fixture(globals(), "node-fresh")   # the module's global H
+    ...
     H.boot()                                   # provisioned like gardener-node-init left it, booted
     ...
-    H.stop()                                   # in tearDownModule(): machine off, world down
+    itest.main(missing=machine.missing_prerequisites())     # exit 77 when nspawn etc. are missing
 """
 
-import functools
 import os
 import re
 import sys
@@ -17,7 +18,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import machine  # noqa: E402
+import machine  # noqa: E402   (first: puts tests/integration/lib on sys.path)
+import itest  # noqa: E402
 import transcript  # noqa: E402
 import world  # noqa: E402
 from gardener import (AGENT_CONDITION, NODE_CHECKSUM, PROGRESS, UNITS_CONDITION, annotation,  # noqa: E402,F401
@@ -35,38 +37,17 @@ def message_ids():
         return dict(re.findall(r'#define MESSAGE_ID_([A-Z0-9_]+)\s+"([0-9a-f]{32})"', f.read()))
 
 
-def scenario(fn):
-    """A scenario (test method) that prints the machine's diagnostics when it fails; the harness is
-    the test module's global H."""
-    @functools.wraps(fn)
-    def wrapper(self):
-        try:
-            return fn(self)
-        except BaseException:
-            h = getattr(sys.modules[type(self).__module__], "H", None)
-            if h:
-                h.diagnostics()
-            raise
-    return wrapper
-
-
 def module_fixture(module_globals, node, **kw):
     """setUpModule and tearDownModule for a test module whose scenarios share one Harness, kept in
-    the module's global H: `setUpModule, tearDownModule = harness.module_fixture(globals(), NODE)`."""
-    def set_up():
-        module_globals["H"] = Harness(node, **kw)
-
-    def tear_down():
-        h = module_globals.get("H")
-        if h:
-            h.stop()
-    return set_up, tear_down
+    the module's global H: `setUpModule, tearDownModule = harness.module_fixture(globals(), NODE)`.
+    After a failing scenario the runner shows H.diagnostics()."""
+    return itest.module_fixture(module_globals, "H", lambda: Harness(node, **kw), lambda h, failed: h.stop(),
+                                diagnose=Harness.diagnostics)
 
 
 class Harness:
     def __init__(self, node, versions=("1.31.4", "1.32.1"), broken_versions=(), config_extra=None, tuning=None,
                  kmsg=False, log_level=None):
-        machine.skip_if_missing()
         self.t = transcript.Transcript()
         self.t.step("prepare: the cached Debian 12 image, the .deb of this tree, apt-get install")
         self.layers = machine.prepare(log=self.t.say)

@@ -3,7 +3,7 @@
 under systemd-nspawn, with systemd as PID 1, journald, a system D-Bus and logind.
 
     import machine
-    machine.skip_if_missing()                         # exit 77 with the reason when it cannot run here
+    machine.missing_prerequisites()                   # what is missing here for the tier, if anything
     layers = machine.prepare(log=print)               # cached image + .deb + installed layer
     with machine.Machine(layers, "node-a") as m:      # a throw-away overlay of the cached image
         m.write("/etc/inplace-agent/config.d/90-test.yaml", "...")
@@ -107,13 +107,6 @@ def missing_prerequisites():
     if not overlay_supported():
         missing.append("the overlay file system (modprobe overlay)")
     return missing + registry.missing_prerequisites()
-
-
-def skip_if_missing():
-    missing = missing_prerequisites()
-    if missing:
-        print("SKIP: the machine tier cannot run here; missing: " + ", ".join(missing), file=sys.stderr)
-        sys.exit(77)
 
 
 # ------------------------------------------------------------------------------------------ cache
