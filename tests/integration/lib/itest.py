@@ -16,9 +16,10 @@ is a unittest module, run by meson as a script:
     if __name__ == "__main__":
         itest.main(missing=sandbox.missing_prerequisites())
 
-A machine-tier test puts its own lib/ on sys.path and imports `harness` (whose import puts this folder there
-too), then `itest`; its module shares one Harness, H (harness.module_fixture, on module_fixture() here), and it
-ends with `itest.main(missing=machine.missing_prerequisites())`.
+A machine-tier test puts tests/machine/lib on sys.path and imports `machine` or `harness` (either puts this
+folder there too), then `itest`; a scenario module's tests share one Harness, the module's H
+(harness.module_fixture, built on module_fixture()); each ends with
+`itest.main(missing=machine.missing_prerequisites())`.
 
 main() exits 0 when every test passed, 1 when one failed (or none ran) and 77, which meson counts as
 skipped, when a prerequisite is missing or every test skipped itself. A failing test is followed by the
