@@ -3,7 +3,9 @@
 #   1. a release build of the daemon as the packages ship it, -O2 -D_FORTIFY_SOURCE=3, with -Werror;
 #   2. scan-build (clang's static analyzer) with --status-bugs over the daemon and its library, a
 #      clang -Werror build at the same time;
-#   3. clang-tidy (bugprone checks) with the checked-in .clang-tidy over every agent/ source.
+#   3. clang-tidy (bugprone checks) with the checked-in .clang-tidy over every agent/ source;
+#   4. agent/check-bool-args.py (libclang): a literal true/false for a bool parameter names it,
+#      foo(x, /* force= */ true), and every /* name= */ names the parameter it stands before.
 # The analyzer runs once (scan-build), not again inside clang-tidy. unix.Malloc and
 # deadcode.DeadStores are off: clang 14 does not model __attribute__((cleanup)), so every _cleanup_
 # variable reads as a leak; LeakSanitizer and valgrind check leaks for real in CI. The tests are not
@@ -12,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 missing=()
-for p in clang clang-tools-14 clang-tidy-14; do
+for p in clang clang-tools-14 clang-tidy-14 python3-clang-14; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -40,3 +42,6 @@ if grep -E '(warning|error): .*\[[a-z]' "$out/tidy.log" | grep -v '^Suppressed';
         exit 1
 fi
 echo "clang-tidy: no findings"
+
+echo "== named flag arguments =="
+python3 agent/check-bool-args.py "$out/tidy" agent/ include/ tests/unit/

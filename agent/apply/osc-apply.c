@@ -336,7 +336,7 @@ static int run_containerd_config(OscApplier *a, const OscWork *w) {
                 a->why_code = UPDATE_FAILURE_UNSUPPORTED_CHANGE;
         if (r < 0)
                 return r;
-        return osc_write_file(a->root, CONTAINERD_CONFIG_FILE, toml, strlen(toml), 0644, true);
+        return osc_write_file(a->root, CONTAINERD_CONFIG_FILE, toml, strlen(toml), 0644, /* if_changed= */ true);
 }
 
 static int run_file_item(OscApplier *a, const OscWork *w) {
@@ -351,7 +351,8 @@ static int run_file_item(OscApplier *a, const OscWork *w) {
         case OSC_WORK_WRITE_FILE:
                 r = osc_file_inline_content(&w->file, &content, &size);
                 if (r >= 0)
-                        r = osc_write_file(a->root, w->file.path, content, size, osc_file_mode(&w->file), false);
+                        r = osc_write_file(a->root, w->file.path, content, size, osc_file_mode(&w->file),
+                                           /* if_changed= */ false);
                 break;
         case OSC_WORK_SKIP_FILE:
                 r = 0;          /* as upstream: a file without content is not written (the owner said so) */

@@ -91,7 +91,7 @@ int osc_write_file(const char *root, const char *path, const void *data, size_t 
         const char *name;
         int r;
 
-        r = open_parent(root, path, true, &dir, &name);
+        r = open_parent(root, path, /* create= */ true, &dir, &name);
         return r < 0 ? r : write_at(dir, name, data, size, mode, if_changed);
 }
 
@@ -132,7 +132,7 @@ int osc_install_file(const char *root, const char *path, const char *source, mod
         const char *name;
         int r;
 
-        r = open_parent(root, path, true, &dir, &name);
+        r = open_parent(root, path, /* create= */ true, &dir, &name);
         if (r >= 0)
                 r = write_file_atomic_temp_name(name, &tmp);
         if (r < 0)
@@ -160,7 +160,7 @@ int osc_remove_file(const char *root, const char *path) {
         const char *name;
         int r;
 
-        r = open_parent(root, path, false, &dir, &name);
+        r = open_parent(root, path, /* create= */ false, &dir, &name);
         if (r == -ENOENT)
                 return 0;               /* its directory is gone, and the file with it */
         return r < 0 ? r : remove_at(dir, name);
@@ -259,12 +259,12 @@ static int write_unit_file(const char *unit_dir, const char *name, const char *d
         const char *base;
         int r;
 
-        r = open_unit_parent(unit_dir, name, drop_in, true, &dir, &path, &base);
+        r = open_unit_parent(unit_dir, name, drop_in, /* create= */ true, &dir, &path, &base);
         if (r < 0)
                 return r;
         if (masked_at(dir, base))
                 return add_masked(masked, unit_dir, path);
-        return write_at(dir, base, content, strlen(content), 0600, true);
+        return write_at(dir, base, content, strlen(content), 0600, /* if_changed= */ true);
 }
 
 /* One unit file or drop-in removed; a masked one stays masked. */
@@ -274,7 +274,7 @@ static int remove_unit_file(const char *unit_dir, const char *name, const char *
         const char *base;
         int r;
 
-        r = open_unit_parent(unit_dir, name, drop_in, false, &dir, &path, &base);
+        r = open_unit_parent(unit_dir, name, drop_in, /* create= */ false, &dir, &path, &base);
         if (r == -ENOENT)
                 return 0;
         if (r < 0)
@@ -291,7 +291,7 @@ static int remove_drop_in_dir(const char *unit_dir, const char *name, bool tree)
 
         if (asprintf(&d, "%s.d", name) < 0)
                 return -ENOMEM;
-        r = open_unit_parent(unit_dir, d, NULL, false, &dir, &path, &base);
+        r = open_unit_parent(unit_dir, d, NULL, /* create= */ false, &dir, &path, &base);
         if (r == -ENOENT)
                 return 0;
         if (r < 0)
@@ -337,7 +337,7 @@ int osc_write_unit_files(const char *unit_dir, const OscUnit *u, char *const *de
                 changed = true;
         }
         if (u->n_drop_ins == 0) {
-                r = remove_drop_in_dir(unit_dir, u->name, true);
+                r = remove_drop_in_dir(unit_dir, u->name, /* tree= */ true);
                 if (r < 0)
                         return r;
         }
@@ -350,7 +350,7 @@ int osc_unit_file_exists(const char *unit_dir, const char *name) {
         const char *base;
         int r;
 
-        r = open_unit_parent(unit_dir, name, NULL, false, &dir, &path, &base);
+        r = open_unit_parent(unit_dir, name, NULL, /* create= */ false, &dir, &path, &base);
         if (r >= 0 && faccessat(dir, base, F_OK, 0) < 0)
                 r = -errno;
         if (r == -ENOENT)
@@ -364,7 +364,7 @@ int osc_unit_masked(const char *unit_dir, const char *name) {
         const char *base;
         int r;
 
-        r = open_unit_parent(unit_dir, name, NULL, false, &dir, &path, &base);
+        r = open_unit_parent(unit_dir, name, NULL, /* create= */ false, &dir, &path, &base);
         if (r == -ENOENT)
                 return 0;
         return r < 0 ? r : masked_at(dir, base);
@@ -383,7 +383,7 @@ int osc_remove_unit_files(const char *unit_dir, const OscUnit *u) {
                 if (r < 0)
                         return r;
         }
-        return remove_drop_in_dir(unit_dir, u->name, false);
+        return remove_drop_in_dir(unit_dir, u->name, /* tree= */ false);
 }
 
 int osc_write_registry(const char *root, const OscRegistry *g) {
@@ -395,7 +395,7 @@ int osc_write_registry(const char *root, const OscRegistry *g) {
                 return r;
         if (asprintf(&path, OSC_CONTAINERD_CERTS_DIR "/%s/hosts.toml", g->upstream) < 0)
                 return -ENOMEM;
-        r = osc_write_file(root, path, toml, strlen(toml), 0644, true);
+        r = osc_write_file(root, path, toml, strlen(toml), 0644, /* if_changed= */ true);
         return r < 0 ? r : 0;
 }
 
@@ -409,7 +409,7 @@ int osc_remove_registry(const char *root, const char *upstream) {
                 return -EINVAL;
         if (asprintf(&path, OSC_CONTAINERD_CERTS_DIR "/%s", upstream) < 0)
                 return -ENOMEM;
-        r = open_parent(root, path, false, &dir, &name);
+        r = open_parent(root, path, /* create= */ false, &dir, &name);
         if (r == -ENOENT)
                 return 0;
         return r < 0 ? r : remove_tree_in(dir, name);

@@ -198,21 +198,21 @@ static int load_saved(const char *dir, const char *checksum, OscChanges **ret, c
         if (r == -ENOENT)
                 return 0;
         if (r == -EFBIG)
-                return saved_corrupt(changes, done, false, "larger than 16 MiB", warning);
+                return saved_corrupt(changes, done, /* in_log= */ false, "larger than 16 MiB", warning);
         if (r < 0)
                 return error_setf(ret_error, r, "%s: %s", changes, strerror(-r));
         r = decode_changes(data, size, &c, &reason);
         if (r == -ENOMEM)
                 return r;
         if (r < 0 || !c)
-                return saved_corrupt(changes, done, false, reason, warning);
+                return saved_corrupt(changes, done, /* in_log= */ false, reason, warning);
         if (!streq_ptr(c->checksum, checksum))
                 return 0;
 
         data = mfree(data);
         r = read_full_file(done, OSC_STATE_FILE_MAX, &data, &size);
         if (r == -EFBIG)
-                return saved_corrupt(changes, done, true, "larger than 16 MiB", warning);
+                return saved_corrupt(changes, done, /* in_log= */ true, "larger than 16 MiB", warning);
         if (r < 0 && r != -ENOENT)
                 return error_setf(ret_error, r, "%s: %s", done, strerror(-r));
         if (r >= 0) {
@@ -220,7 +220,7 @@ static int load_saved(const char *dir, const char *checksum, OscChanges **ret, c
                 if (r == -ENOMEM)
                         return r;
                 if (r < 0)
-                        return saved_corrupt(changes, done, true, reason, warning);
+                        return saved_corrupt(changes, done, /* in_log= */ true, reason, warning);
         }
         *ret = TAKE_PTR(c);
         return 0;

@@ -73,7 +73,8 @@ static int check_value(const json_t *v, unsigned depth, bool in_array, const Whe
                 if (json_array_size(v) > CONTAINERD_CONFIG_ARRAY_MAX)
                         return fail(ret_error, w, "array too long");
                 json_array_foreach(v, i, e) {
-                        r = check_value(e, depth + 1, true, &(Where) { .up = w, .index = i }, ret_error);
+                        r = check_value(e, depth + 1, /* in_array= */ true, &(Where) { .up = w, .index = i },
+                                        ret_error);
                         if (r < 0)
                                 return r;
                 }
@@ -84,7 +85,7 @@ static int check_value(const json_t *v, unsigned depth, bool in_array, const Whe
 
                 if (!key_valid(k, kn))
                         return fail(ret_error, &c, "invalid key (empty, too long or with control characters)");
-                r = check_value(e, depth + 1, false, &c, ret_error);
+                r = check_value(e, depth + 1, /* in_array= */ false, &c, ret_error);
                 if (r < 0)
                         return r;
         }
@@ -145,7 +146,7 @@ static int remove_at(json_t *root, const json_t *path, const Where *pw, char **r
                 (void) json_object_del(root, "plugins");
                 return 0;
         }
-        r = walk(json_object_get(root, "plugins"), path, n - 1, false, pw, &t, ret_error);
+        r = walk(json_object_get(root, "plugins"), path, n - 1, /* create= */ false, pw, &t, ret_error);
         if (r < 0 || !t)
                 return r;
         last = json_array_get(path, n - 1);
@@ -164,7 +165,7 @@ static int add_at(json_t *root, const json_t *path, const json_t *values, const 
         if (!json_is_object(json_object_get(root, "plugins")) &&
             json_object_set_new(root, "plugins", json_object()) < 0)
                 return -ENOMEM;
-        r = walk(json_object_get(root, "plugins"), path, json_array_size(path), true, pw, &t, ret_error);
+        r = walk(json_object_get(root, "plugins"), path, json_array_size(path), /* create= */ true, pw, &t, ret_error);
         if (r < 0 || !values)
                 return r;
         json_object_keylen_foreach((json_t *) values, k, kn, v) {
@@ -205,7 +206,8 @@ static int apply_plugin(json_t *root, const json_t *p, const Where *w, char **re
         if (values && !json_is_object(values))
                 return fail(ret_error, &vw, "expected an object");
         if (values) {
-                r = check_value(values, json_array_size(json_object_get(p, "path")) + 1, false, &vw, ret_error);
+                r = check_value(values, json_array_size(json_object_get(p, "path")) + 1,
+                                /* in_array= */ false, &vw, ret_error);
                 if (r < 0)
                         return r;
         }

@@ -324,7 +324,7 @@ static void add_reports(Builder *b) {
         UpdateAction *a;
 
         if (tx->progress_phase != tx->phase && !update_phase_is_terminal(tx->phase)) {
-                a = add(b, UPDATE_ACTION_REPORT_PROGRESS, UPDATE_STEP_PROGRESS, true);
+                a = add(b, UPDATE_ACTION_REPORT_PROGRESS, UPDATE_STEP_PROGRESS, /* in_transaction= */ true);
                 if (a) {
                         a->json = progress_now(b);
                         a->condition_status = true;
@@ -334,7 +334,7 @@ static void add_reports(Builder *b) {
         }
         reason = phase_event_reason(tx->phase, &type);
         if (reason && tx->event_phase != tx->phase) {
-                a = add(b, UPDATE_ACTION_EMIT_EVENT, UPDATE_STEP_EVENT, true);
+                a = add(b, UPDATE_ACTION_EMIT_EVENT, UPDATE_STEP_EVENT, /* in_transaction= */ true);
                 if (a) {
                         a->event_reason = reason;
                         a->event_type = type;
@@ -562,7 +562,7 @@ static void add_plan(Builder *b) {
 
         if (done(b, UPDATE_STEP_PLAN))
                 return;
-        a = add_api(b, UPDATE_ACTION_PUBLISH_PLAN, UPDATE_STEP_PLAN, true);
+        a = add_api(b, UPDATE_ACTION_PUBLISH_PLAN, UPDATE_STEP_PLAN, /* in_transaction= */ true);
         if (!a)
                 return;
         a->json = update_plan_json(b->tx, &b->in->settings, b->in->osc_work.plan);
@@ -588,7 +588,7 @@ static int on_planned(Builder *b) {
                 return 0;
         if (has_failure_code(tx->blocked)) {
                 if (mcm_signal(b->in->node))
-                        return fail(b, UPDATE_EVENT_FAILED, tx->blocked, tx->blocked_message, false);
+                        return fail(b, UPDATE_EVENT_FAILED, tx->blocked, tx->blocked_message, /* keep_reason= */ false);
                 return set_status(b, "In-place update %s is blocked: %s. It fails once the node is selected.",
                                   tx_id(b), strempty(tx->blocked_message));
         }
@@ -619,7 +619,7 @@ static int on_staging(Builder *b) {
         if (b->n_actions > 0 || b->deferred)
                 return 0;
         if (has_failure_code(tx->blocked))    /* only the ungated path gets here blocked */
-                return fail(b, UPDATE_EVENT_FAILED, tx->blocked, tx->blocked_message, false);
+                return fail(b, UPDATE_EVENT_FAILED, tx->blocked, tx->blocked_message, /* keep_reason= */ false);
         if (!tx->gated || node_view_gate_open(b->in->node))
                 return enter_applying(b);
         return transition(b, UPDATE_EVENT_STAGED);
@@ -652,7 +652,7 @@ static int rolled_back_os(Builder *b) {
                                           strempty(b->tx->os_to), b->in->os_version ?: "unknown");
         if (!m)
                 return -ENOMEM;
-        return fail(b, UPDATE_EVENT_ROLLED_BACK, UPDATE_FAILURE_OS_ROLLED_BACK, m, false);
+        return fail(b, UPDATE_EVENT_ROLLED_BACK, UPDATE_FAILURE_OS_ROLLED_BACK, m, /* keep_reason= */ false);
 }
 
 /* docs/node-protocol.md §4.2 step 1: a marker we did not set that names the desired version means an earlier attempt
@@ -770,7 +770,7 @@ static int on_applying(Builder *b) {
                          (!tx->osc_apply || done(b, UPDATE_STEP_APPLY_OSC)) &&
                          (!tx->rotation || done(b, UPDATE_STEP_ROTATE_CREDENTIALS));
         if (tx->os_to && !done(b, UPDATE_STEP_MARKER)) {
-                a = add_api(b, UPDATE_ACTION_SET_MARKER, UPDATE_STEP_MARKER, true);
+                a = add_api(b, UPDATE_ACTION_SET_MARKER, UPDATE_STEP_MARKER, /* in_transaction= */ true);
                 if (a) {
                         a->version = b_strdup(b, tx->os_to);
                         /* Ours from the moment we ask for it: if we die after the patch landed but
@@ -800,7 +800,7 @@ static int on_applying(Builder *b) {
                         return transition(b, UPDATE_EVENT_APPLIED);
                 return fail(b, UPDATE_EVENT_FAILED, UPDATE_FAILURE_OS_COMMAND_FAILED,
                             "the OS update was interrupted before it finished (the agent restarted while it ran); "
-                            "not starting it again", false);
+                            "not starting it again", /* keep_reason= */ false);
         }
         if (os_is_desired(b))
                 return transition(b, UPDATE_EVENT_APPLIED);
@@ -883,7 +883,7 @@ static UpdateAction *add_result(Builder *b, NodeUpdateResult label) {
 
         a = add_api(b, UPDATE_ACTION_REPORT_RESULT, label != NODE_UPDATE_RESULT_NONE || ok ? UPDATE_STEP_RESULT
                                                                                           : UPDATE_STEP_PROGRESS,
-                    true);
+                    /* in_transaction= */ true);
         if (!a)
                 return NULL;
         a->result = label;
@@ -907,7 +907,7 @@ static void add_final_event(Builder *b) {
 
         if (!reason || b->tx->event_phase == b->tx->phase)
                 return;
-        a = add(b, UPDATE_ACTION_EMIT_EVENT, UPDATE_STEP_EVENT, true);
+        a = add(b, UPDATE_ACTION_EMIT_EVENT, UPDATE_STEP_EVENT, /* in_transaction= */ true);
         if (a) {
                 a->event_reason = reason;
                 a->event_type = type;
@@ -939,12 +939,13 @@ static void succeeded_chores(Builder *b) {
         reverify_after_reboot(b);
         /* docs/node-protocol.md §6.4: Pods are deleted before the node is marked successful, never after. */
         if (tx->gated && !done(b, UPDATE_STEP_DELETE_PODS))
-                (void) add_api(b, UPDATE_ACTION_DELETE_PODS, UPDATE_STEP_DELETE_PODS, true);
+                (void) add_api(b, UPDATE_ACTION_DELETE_PODS, UPDATE_STEP_DELETE_PODS, /* in_transaction= */ true);
         if (!done(b, UPDATE_STEP_RESULT))
                 (void) add_result(b, tx->gated && !superseded(b) ? NODE_UPDATE_RESULT_SUCCESSFUL
                                                                  : NODE_UPDATE_RESULT_NONE);
         if (tx->checksum && !done(b, UPDATE_STEP_CHECKSUM))
-                add_set_checksum(b, true, tx->checksum, tx->kubernetes_version, tx->ca_rotation, tx->sa_rotation);
+                add_set_checksum(b, /* in_transaction= */ true, tx->checksum, tx->kubernetes_version,
+                                 tx->ca_rotation, tx->sa_rotation);
         if (!b->deferred)
                 add_final_event(b);
         /* keepVersions: once the new kubelet is reported good, older ones go (never the rollback one). */
@@ -1104,7 +1105,7 @@ static int start_transaction(Builder *b, Plan *p, unsigned attempt) {
                  * STATUS=, instead of "pending" until MCM picks the node (docs/node-protocol.md §2.2). */
                 r = transition(b, tx->gated ? UPDATE_EVENT_PLAN : UPDATE_EVENT_BEGIN);
                 if (r >= 0)
-                        r = fail(b, UPDATE_EVENT_FAILED, tx->blocked, tx->blocked_message, false);
+                        r = fail(b, UPDATE_EVENT_FAILED, tx->blocked, tx->blocked_message, /* keep_reason= */ false);
                 if (r < 0)
                         return r;
         }
@@ -1153,7 +1154,8 @@ static int set_checksum_only(Builder *b, const Plan *p) {
 
         if (isempty(osc->checksum))
                 return set_status(b, "Nothing to do: the node matches the desired state.");
-        add_set_checksum(b, false, osc->checksum, p->kubernetes_version, osc->ca_rotation, osc->sa_rotation);
+        add_set_checksum(b, /* in_transaction= */ false, osc->checksum, p->kubernetes_version,
+                         osc->ca_rotation, osc->sa_rotation);
         return set_status(b, "No in-place changes; recording checksum %s.", osc->checksum);
 }
 

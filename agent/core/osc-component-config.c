@@ -214,7 +214,7 @@ int osc_component_config_from_secret(const json_t *secret, char *const *replaced
                 return error_setf(ret_error, -ENODATA, "no %s key found in OSC secret", OSC_DATA_KEY);
         if (json_string_length(v) > (size_t) OSC_YAML_MAX / 3 * 4 + 4)
                 return error_setf(ret_error, -EFBIG, "%s is larger than %d bytes", OSC_DATA_KEY, OSC_YAML_MAX);
-        r = base64_decode_full(json_string_value(v), json_string_length(v), true, SIZE_MAX, &yaml, &size);
+        r = base64_decode_full(json_string_value(v), json_string_length(v), /* strict= */ true, SIZE_MAX, &yaml, &size);
         if (r < 0)
                 return r == -ENOMEM ? r : error_setf(ret_error, -EBADMSG, "data.%s: invalid base64 data", OSC_DATA_KEY);
         r = osc_model_decode_yaml(yaml, size, &(OscModelOptions) {}, &m, ret_error);

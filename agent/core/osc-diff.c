@@ -560,7 +560,7 @@ static int build_items(const OscDiffInput *in, OscChanges *c) {
         }
         r = add_file_items(in, c);
         if (r >= 0)
-                r = add_registry_items(in, c, false);
+                r = add_registry_items(in, c, /* probed= */ false);
         if (r >= 0)
                 r = add_pull_items(in, c);
         units_before = c->n_items;
@@ -593,7 +593,7 @@ static int build_items(const OscDiffInput *in, OscChanges *c) {
                 return -ENOMEM;
         /* Upstream probes these asynchronously from step 9 and waits for them at step 17: a probe
          * must not hold the units back (an in-cluster mirror may need this node's kubelet). */
-        r = add_registry_items(in, c, true);
+        r = add_registry_items(in, c, /* probed= */ true);
         if (r >= 0)
                 r = add_deleted_registry_items(in, c);
         if (r >= 0)

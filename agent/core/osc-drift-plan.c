@@ -206,11 +206,11 @@ static int build(Plan *pl) {
         pl->restored = calloc(m->n_files + 1, sizeof(*pl->restored));
         if (!pl->restored || osc_model_files_only_for_units(m, pl->p->replaced_units, &pl->replaced_only) < 0)
                 return -ENOMEM;
-        r = add_files(pl, false);
+        r = add_files(pl, /* image= */ false);
         if (r >= 0)
                 r = add_registries(pl);
         if (r >= 0)
-                r = add_files(pl, true);
+                r = add_files(pl, /* image= */ true);
         qsort(pl->restored, pl->n_restored, sizeof(*pl->restored), string_compare);
         units_before = pl->c->n_items;
         if (r >= 0)
@@ -382,7 +382,7 @@ int osc_drift_summary(const OscDrift *d, const OscChanges *plan, char *const *sk
         switch (o) {
         case OSC_DRIFT_REPAIRED:
                 if (r >= 0 && detail)
-                        r = text_add(&t, ". Repaired %zu of %zu: ", items_done(plan, false),
+                        r = text_add(&t, ". Repaired %zu of %zu: ", items_done(plan, /* refused= */ false),
                                      plan ? plan->n_items : 0);
                 else if (r >= 0)
                         r = text_add(&t, ". Repaired: ");

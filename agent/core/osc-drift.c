@@ -75,7 +75,8 @@ static int check_content(OscDrift *d, OscDriftKind kind, const char *subject, co
         size_t nhave = 0;
         int r;
 
-        r = read(OSC_DRIFT_NODE_FILE, path, false, want ? &have : NULL, want ? &nhave : NULL, &have_mode, userdata);
+        r = read(OSC_DRIFT_NODE_FILE, path, /* fallback= */ false, want ? &have : NULL, want ? &nhave : NULL,
+                 &have_mode, userdata);
         if (r == -ENOMEM)
                 return r;
         if (r == -ENOENT)
@@ -165,7 +166,7 @@ static int check_drop_in(OscDrift *d, const OscUnit *u, const OscDropIn *di, Osc
 
         if (asprintf(&path, "%s.d/%s", u->name, di->name) < 0)
                 return -ENOMEM;
-        r = read(OSC_DRIFT_DROP_IN, path, false, &have, &nhave, NULL, userdata);
+        r = read(OSC_DRIFT_DROP_IN, path, /* fallback= */ false, &have, &nhave, NULL, userdata);
         if (r == -ENOMEM)
                 return r;
         if (r == OSC_DRIFT_MASKED)
@@ -233,7 +234,7 @@ static int check_unit(OscDrift *d, const OscDriftParams *p, const char *const *p
 
                 if (streq_ptr(path, p->skip_file))
                         continue;
-                r = read(OSC_DRIFT_NODE_FILE, path, false, NULL, NULL, NULL, userdata);
+                r = read(OSC_DRIFT_NODE_FILE, path, /* fallback= */ false, NULL, NULL, NULL, userdata);
                 if (r == -ENOMEM)
                         return r;
                 /* An OSC file is restored as a file (its FileMissing), and restarts this unit then. */

@@ -832,9 +832,9 @@ static int decode_lists(const json_t *spec, const json_t *status, const OscModel
         if (r >= 0)
                 r = decode_units(xu, "status.extensionUnits", m, ret_error);
         if (r >= 0)
-                r = decode_files(sf, "spec.files", false, opts, m, ret_error);
+                r = decode_files(sf, "spec.files", /* in_status= */ false, opts, m, ret_error);
         if (r >= 0)
-                r = decode_files(xf, "status.extensionFiles", true, opts, m, ret_error);
+                r = decode_files(xf, "status.extensionFiles", /* in_status= */ true, opts, m, ret_error);
         if (r >= 0)
                 r = index_files(m);
         return r;

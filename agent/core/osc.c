@@ -331,7 +331,8 @@ int osc_decode_secret_doc(const json_t *secret, const char *kubelet_path, OscDes
         if (json_string_length(value) > (size_t) OSC_YAML_MAX / 3 * 4 + 4)
                 return error_setf(ret_error, -EFBIG, "osc.yaml is larger than %d bytes", OSC_YAML_MAX);
 
-        r = base64_decode_full(json_string_value(value), json_string_length(value), true, SIZE_MAX, &yaml, &size);
+        r = base64_decode_full(json_string_value(value), json_string_length(value), /* strict= */ true,
+                               SIZE_MAX, &yaml, &size);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)

@@ -157,10 +157,12 @@ char *pod_selection_message(const PodSelection *s, size_t max) {
         /* ": " and "." after the deleted names, "." after the others, the NUL */
         fixed = strlen(head) + 3 + (tail ? strlen(tail) + 1 : 0) + 1;
         budget = max > fixed ? max - fixed : 0;
-        if (s->n_delete > 0 && append_names(&names, s, true, s->n_delete, skipped > 0 ? budget / 2 : budget) < 0)
+        if (s->n_delete > 0 && append_names(&names, s, /* deleted= */ true, s->n_delete,
+                                            skipped > 0 ? budget / 2 : budget) < 0)
                 return NULL;
         used = strlen(strempty(names));
-        if (skipped > 0 && append_names(&skipped_names, s, false, skipped, budget > used ? budget - used : 0) < 0)
+        if (skipped > 0 && append_names(&skipped_names, s, /* deleted= */ false, skipped,
+                                        budget > used ? budget - used : 0) < 0)
                 return NULL;
         if (asprintf(&m, "%s%s%s.%s%s%s", head, names ? ": " : "", strempty(names), strempty(tail),
                      strempty(skipped_names), tail ? "." : "") < 0)

@@ -582,7 +582,7 @@ int manager_run(Manager *m) {
 
         r = sd_event_loop(m->event);
 
-        (void) sd_notify(false, "STOPPING=1\nSTATUS=Shutting down");
+        (void) sd_notify(/* unset_environment= */ false, "STOPPING=1\nSTATUS=Shutting down");
         if (r < 0)
                 return log_error_errno(r, "Event loop failed: %m");
         (void) log_struct_id(LOG_INFO, 0, MESSAGE_ID_AGENT_STOPPED, "Stopped.");

@@ -161,7 +161,8 @@ static void component_on_restarted(const UnitJobResult *res, void *userdata) {
                  * failed before its units were written). Said once; tried again quietly after the
                  * next grace time, until the unit exists. */
                 if (!c->not_installed)
-                        node_health_event(h, c, true, "%s is not installed (%s); not restarting it", c->unit,
+                        node_health_event(h, c, /* warning= */ true,
+                                          "%s is not installed (%s); not restarting it", c->unit,
                                           strempty(res->detail));
                 c->not_installed = true;
                 health_tracker_restarted(&c->tracker, now);
@@ -169,7 +170,8 @@ static void component_on_restarted(const UnitJobResult *res, void *userdata) {
         }
         c->not_installed = false;
         if (res->error < 0) {
-                node_health_event(h, c, true, "Restarting %s failed: %s", c->unit, strempty(res->detail));
+                node_health_event(h, c, /* warning= */ true, "Restarting %s failed: %s", c->unit,
+                                  strempty(res->detail));
                 return;
         }
         log_info("Restarted %s (health check).", c->unit);
@@ -182,7 +184,7 @@ static void component_restart(Component *c) {
 
         r = unit_control_restart_unit(h->units, c->unit, component_on_restarted, c, &c->restart);
         if (r < 0)
-                node_health_event(h, c, true, "Restarting %s failed: %s", c->unit, strerror(-r));
+                node_health_event(h, c, /* warning= */ true, "Restarting %s failed: %s", c->unit, strerror(-r));
 }
 
 /* An update step restarts (and checks) the unit itself. */
@@ -216,21 +218,24 @@ static void component_observe(Component *c, const char *error) {
                 return;
         case HEALTH_RECOVERED:
                 c->not_installed = false;
-                node_health_event(h, c, false, "%s is healthy", c->title);
+                node_health_event(h, c, /* warning= */ false, "%s is healthy", c->title);
                 return;
         case HEALTH_FIRST_FAILURE:
                 if (c == &h->kubelet)
-                        node_health_event(h, c, true, "Kubelet is unhealthy, health check error: %s", error);
+                        node_health_event(h, c, /* warning= */ true,
+                                          "Kubelet is unhealthy, health check error: %s", error);
                 else
-                        node_health_event(h, c, true, "Containerd is unhealthy: %s", error);
+                        node_health_event(h, c, /* warning= */ true, "Containerd is unhealthy: %s", error);
                 return;
         case HEALTH_RESTART:
                 /* A unit found missing is retried quietly: component_on_restarted() said it once. */
                 if (!c->not_installed && c == &h->kubelet)
-                        node_health_event(h, c, true, "Kubelet is unhealthy for more than %s, restarting it. "
+                        node_health_event(h, c, /* warning= */ true,
+                                          "Kubelet is unhealthy for more than %s, restarting it. "
                                           "Health check error: %s", grace, error);
                 else if (!c->not_installed)
-                        node_health_event(h, c, true, "Containerd is unhealthy for more than %s, restarting it: %s",
+                        node_health_event(h, c, /* warning= */ true,
+                                          "Containerd is unhealthy for more than %s, restarting it: %s",
                                           grace, error);
                 component_restart(c);
                 return;
@@ -350,7 +355,8 @@ static void address_on_restored(int error, void *userdata) {
 
         h->address_restoring = false;
         if (error >= 0) {
-                node_health_event(h, c, false, "Updated the lost internal IP address of node status to the previous "
+                node_health_event(h, c, /* warning= */ false,
+                                  "Updated the lost internal IP address of node status to the previous "
                                   "known: %s ", h->last_internal_ip);
                 return;
         }
@@ -382,10 +388,12 @@ static void check_address(NodeHealth *h) {
                 return;
         h->address_lost = true;
         if (!h->last_internal_ip) {
-                node_health_event(h, &h->kubelet, true, "Node status does neither have an internal nor an external IP");
+                node_health_event(h, &h->kubelet, /* warning= */ true,
+                                  "Node status does neither have an internal nor an external IP");
                 return;
         }
-        node_health_event(h, &h->kubelet, true, "Node status does neither have an internal nor an external IP, try "
+        node_health_event(h, &h->kubelet, /* warning= */ true,
+                          "Node status does neither have an internal nor an external IP, try "
                           "to recover from last known internal IP: %s", h->last_internal_ip);
         if (!address_is_local(h->last_internal_ip)) {
                 log_info("%s is not an address of this machine any more; the Node's InternalIP is not restored.",
@@ -446,7 +454,7 @@ void node_health_set_node(NodeHealth *h, const NodeView *v) {
         if (toggle_tracker_observe(&h->toggles, streq_ptr(v->ready.status, "True"), now)) {
                 char window[GO_DURATION_STR_MAX];
 
-                node_health_event(h, &h->kubelet, true,
+                node_health_event(h, &h->kubelet, /* warning= */ true,
                                   "Kubelet toggled between NotReady and Ready at least %d times in a %s time window. "
                                   "Rebooting the node might help", HEALTH_TOGGLES_MAX,
                                   go_duration_format_seconds(window, sizeof(window), HEALTH_TOGGLE_WINDOW_USEC));

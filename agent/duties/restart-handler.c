@@ -224,7 +224,7 @@ static void handler_restart_self(RestartHandler *h) {
         h->state = RESTART_HANDLER_SELF;
         r = unit_control_restart_unit(h->uc, self, handler_on_self_done, h, &h->job);
         if (r < 0) {
-                handler_report(h, self, false, strerror(-r));
+                handler_report(h, self, /* ok= */ false, strerror(-r));
                 handler_finish(h);
         }
 }
@@ -313,7 +313,7 @@ static void handler_next(RestartHandler *h) {
                 r = unit_control_restart_unit(h->uc, unit, handler_on_unit_done, h, &h->job);
                 if (r >= 0)
                         return;                 /* continues in handler_on_unit_done() */
-                handler_report(h, unit, false, strerror(-r));
+                handler_report(h, unit, /* ok= */ false, strerror(-r));
         }
 
         if (handler_self_pending(h)) {

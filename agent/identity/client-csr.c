@@ -202,7 +202,7 @@ static int digest_write(EVP_MD_CTX *md, const void *data, size_t size) {
         _cleanup_free_ char *enc = NULL;
         int r;
 
-        r = base64_encode(data, size, true, &enc);
+        r = base64_encode(data, size, /* url= */ true, &enc);
         if (r < 0)
                 return r;
         if (EVP_DigestUpdate(md, enc, strlen(enc)) != 1 || EVP_DigestUpdate(md, "|", 1) != 1)
@@ -247,7 +247,7 @@ int client_csr_name(const ClientKey *k, const char *machine, char **ret) {
                 return r;
         if (EVP_DigestFinal_ex(md, sum, &sum_size) != 1)
                 return -EIO;
-        r = base64_encode(sum, sum_size, true, &enc);
+        r = base64_encode(sum, sum_size, /* url= */ true, &enc);
         if (r < 0)
                 return r;
         if (asprintf(ret, CLIENT_CSR_NAME_PREFIX "%s", enc) < 0)
@@ -262,7 +262,7 @@ json_t *client_csr_object(const char *name, const char *csr_pem, size_t csr_size
         assert(name);
         assert(csr_pem);
 
-        if (base64_encode(csr_pem, csr_size, false, &request) < 0)
+        if (base64_encode(csr_pem, csr_size, /* url= */ false, &request) < 0)
                 return NULL;
         usages = json_array();
         for (size_t i = 0; usages && i < ELEMENTSOF(csr_usages); i++)

@@ -341,7 +341,7 @@ static char *kubeconfig_text(const Identity *id, const KubeConfig *kc) {
                 return NULL;
         if (kc->ca_file)
                 json_object_set_new(cluster, "certificate-authority", json_string(kc->ca_file));
-        else if (kc->ca_data && base64_encode(kc->ca_data, kc->ca_data_size, false, &ca_b64) >= 0)
+        else if (kc->ca_data && base64_encode(kc->ca_data, kc->ca_data_size, /* url= */ false, &ca_b64) >= 0)
                 json_object_set_new(cluster, "certificate-authority-data", json_string(ca_b64));
         if (kc->tls_server_name)
                 json_object_set_new(cluster, "tls-server-name", json_string(kc->tls_server_name));
@@ -566,7 +566,7 @@ int identity_start(Identity *id) {
         case CREDENTIAL_NONE:
         default:
                 log_notice("Bootstrapping the client certificate: %s.", why);
-                attempt(id, true);
+                attempt(id, /* via_bootstrap= */ true);
                 return 0;
         }
 }
@@ -587,7 +587,7 @@ void identity_unauthorized(Identity *id) {
                 return;         /* already on it, or not our certificate to replace */
         log_warning("The API server rejected the client certificate (401); bootstrapping a new one.");
         id->credential = CREDENTIAL_NONE;
-        attempt(id, true);
+        attempt(id, /* via_bootstrap= */ true);
 }
 
 int identity_renew(Identity *id, const char *ca_file) {

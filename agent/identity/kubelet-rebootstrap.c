@@ -33,7 +33,7 @@ json_t *kubelet_bootstrap_kubeconfig(const json_t *real, const char *ca_file, co
         _cleanup_free_ char *data = NULL;
         json_t *out;
 
-        if (!json_is_object(real) || base64_encode(pem, pem_size, false, &data) < 0)
+        if (!json_is_object(real) || base64_encode(pem, pem_size, /* url= */ false, &data) < 0)
                 return NULL;
         out = json_deep_copy(real);
         if (!out)
@@ -206,10 +206,10 @@ int kubelet_rebootstrap_run(const KubeletRebootstrapParams *p, KubeletRebootstra
                         r = write_bootstrap(p, ret_error);
                         break;
                 case KUBELET_REBOOTSTRAP_REMOVE_REAL:
-                        r = remove_path(p, KUBECONFIG_REAL, false, ret_error);
+                        r = remove_path(p, KUBECONFIG_REAL, /* tree= */ false, ret_error);
                         break;
                 case KUBELET_REBOOTSTRAP_REMOVE_PKI:
-                        r = remove_path(p, KUBELET_PKI, true, ret_error);
+                        r = remove_path(p, KUBELET_PKI, /* tree= */ true, ret_error);
                         break;
                 default:
                         r = -EINVAL;

@@ -178,7 +178,7 @@ static int tracked_ensure(TrackedFile *f) {
 
         if (!f->path || f->data)
                 return 0;
-        r = tracked_read(f, KUBE_CREDENTIALS_FILE_MAX, false);
+        r = tracked_read(f, KUBE_CREDENTIALS_FILE_MAX, /* trim= */ false);
         return r < 0 ? r : 0;
 }
 
@@ -189,7 +189,7 @@ int kube_credentials_refresh(KubeCredentials *c, uint64_t now_usec) {
 
         if (c->token.path && (!c->token.data || c->token_stale ||
                               now_usec >= c->token_read_usec + c->token_refresh_usec)) {
-                r = tracked_read(&c->token, KUBE_TOKEN_MAX, true);
+                r = tracked_read(&c->token, KUBE_TOKEN_MAX, /* trim= */ true);
                 if (r >= 0) {
                         c->token_read_usec = now_usec;
                         c->token_stale = false;
@@ -218,7 +218,7 @@ int kube_credentials_check_files(KubeCredentials *c) {
 
         for (size_t i = 0; i < ELEMENTSOF(files); i++)
                 if (tracked_changed_on_disk(files[i]) &&
-                    tracked_read(files[i], KUBE_CREDENTIALS_FILE_MAX, false) > 0)
+                    tracked_read(files[i], KUBE_CREDENTIALS_FILE_MAX, /* trim= */ false) > 0)
                         changed = true;
         return changed;
 }

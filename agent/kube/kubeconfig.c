@@ -114,7 +114,7 @@ static int get_base64(Ctx *x, const json_t *obj, const char *field, const char *
         if (len > KUBECONFIG_FILE_MAX)
                 return fail(x->error, -EINVAL, x->source, "%s.%s: too long", where, field);
         /* Not strict: YAML block scalars may leave whitespace and newlines in. */
-        r = base64_decode_full(v, len, false, SIZE_MAX, &out, &size);
+        r = base64_decode_full(v, len, /* strict= */ false, SIZE_MAX, &out, &size);
         if (r == -ENOMEM)
                 return r;
         if (r < 0 || size == 0)

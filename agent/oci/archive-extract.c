@@ -426,8 +426,8 @@ static int scan_entry(Scan *s, struct archive *a, struct archive_entry *entry, i
         free(s->hardlink_target);
         s->hardlink_target = NULL;
         if (sym_archive_entry_hardlink(entry)) {
-                r = archive_path_normalize(sym_archive_entry_hardlink(entry), false, s->limits->max_path,
-                                           &s->hardlink_target);
+                r = archive_path_normalize(sym_archive_entry_hardlink(entry), /* allow_absolute= */ false,
+                                           s->limits->max_path, &s->hardlink_target);
                 if (r < 0)
                         return r;
                 s->hardlink_index = index;

@@ -180,7 +180,7 @@ static void stage_failf(FileStage *st, int error, ArtifactFailure failure, const
         va_start(ap, fmt);
         m = strdup_vprintf(fmt, ap);
         va_end(ap);
-        stage_finish(st, error < 0 ? error : -EIO, failure, m, NULL, false);
+        stage_finish(st, error < 0 ? error : -EIO, failure, m, NULL, /* reused= */ false);
 }
 
 static void *extract_thread(void *userdata) {
@@ -258,7 +258,7 @@ static void stage_handle_job(FileStage *st, ExtractJob *j) {
                                     strerror(-r));
                         return;
                 }
-                stage_finish(st, 0, ARTIFACT_FAILURE_NONE, NULL, digest_s, false);
+                stage_finish(st, 0, ARTIFACT_FAILURE_NONE, NULL, digest_s, /* reused= */ false);
                 return;
         case ARCHIVE_LOOKUP_ABSENT:
                 extract_job_free(j);
@@ -511,7 +511,7 @@ static int stage_on_reuse(sd_event_source *s, void *userdata) {
         FileStage *st = userdata;
 
         st->defer = sd_event_source_disable_unref(st->defer);
-        stage_finish(st, 0, ARTIFACT_FAILURE_NONE, NULL, NULL, true);
+        stage_finish(st, 0, ARTIFACT_FAILURE_NONE, NULL, NULL, /* reused= */ true);
         return 0;
 }
 

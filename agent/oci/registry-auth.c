@@ -325,7 +325,7 @@ static int decode_auth(const char *in, char **ret) {
 
         if (n == 0 || n > 8192)
                 return -EBADMSG;
-        r = base64_decode_full(in, n, true, SIZE_MAX, &out, &size);
+        r = base64_decode_full(in, n, /* strict= */ true, SIZE_MAX, &out, &size);
         if (r < 0)
                 return r;
         if (memchr(out, '\0', size)) {
@@ -428,7 +428,7 @@ int registry_credentials_basic_header(const RegistryCredentials *c, char **ret) 
         n = asprintf(&plain, "%s:%s", c->username, c->password);
         if (n < 0)
                 return -ENOMEM;
-        r = base64_encode(plain, (size_t) n, false, &encoded);
+        r = base64_encode(plain, (size_t) n, /* url= */ false, &encoded);
         explicit_bzero(plain, (size_t) n);
         if (r < 0)
                 return r;

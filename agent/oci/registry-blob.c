@@ -129,13 +129,13 @@ static bool blob_complete(RegistryOp *op) {
                 r = -errno;
                 registry_op_set_failure(op, r, r == -ENOSPC ? ARTIFACT_FAILURE_DISK_SPACE : ARTIFACT_FAILURE_UNAVAILABLE,
                                "cannot store blob %s: %s", op->final_path, strerror(-r));
-                registry_op_finish(op, false);
+                registry_op_finish(op, /* success= */ false);
                 return true;
         }
         (void) fsync_parent_dir(op->final_path);
         (void) close(op->fd);
         op->fd = -EBADF;
-        registry_op_finish(op, true);
+        registry_op_finish(op, /* success= */ true);
         return true;
 }
 
@@ -145,7 +145,7 @@ bool registry_blob_handle(RegistryOp *op, HttpRequest *req) {
                 registry_op_set_failure(op, -ECONNRESET, ARTIFACT_FAILURE_UNAVAILABLE, "blob from %s: short body (%llu of %llu bytes)",
                                http_request_get_url(req), (unsigned long long) op->offset,
                                (unsigned long long) op->blob.size);
-                registry_op_retry_or_next(op, true, 0);
+                registry_op_retry_or_next(op, /* transient= */ true, 0);
                 return true;
         }
         return blob_complete(op);
@@ -175,11 +175,11 @@ int registry_blob_before_send(RegistryOp *op) {
         if (ftruncate(op->fd, (off_t) op->offset) < 0) {
                 registry_op_set_failure(op, -errno, ARTIFACT_FAILURE_UNAVAILABLE, "cannot prepare %s: %m",
                                         op->partial_path);
-                registry_op_finish(op, false);
+                registry_op_finish(op, /* success= */ false);
                 return -EIO;
         }
         if (blob_check_space(op) < 0) {
-                registry_op_finish(op, false);
+                registry_op_finish(op, /* success= */ false);
                 return -ENOSPC;
         }
         return 0;
@@ -215,7 +215,7 @@ bool registry_blob_handle_failure(RegistryOp *op, HttpRequest *req, int error, l
                         registry_op_set_failure(op, error, f, "cannot write blob %s: %s", op->partial_path,
                                                 strerror(-error));
                 if (f == ARTIFACT_FAILURE_DISK_SPACE)
-                        registry_op_finish(op, false);
+                        registry_op_finish(op, /* success= */ false);
                 else
                         registry_op_endpoint_failed(op);
                 return true;
@@ -274,7 +274,7 @@ static int blob_on_already_there(sd_event_source *s, void *userdata) {
         RegistryOp *op = userdata;
 
         op->defer = sd_event_source_disable_unref(op->defer);
-        registry_op_finish(op, true);
+        registry_op_finish(op, /* success= */ true);
         return 0;
 }
 

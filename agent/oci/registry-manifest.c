@@ -26,7 +26,7 @@ static void manifest_next_stage(RegistryOp *op, const OciDescriptor *d) {
         op->path = NULL;
         if (asprintf(&op->path, "/v2/%s/manifests/%s", op->ref->repository, digest_format(&d->digest, buf)) < 0) {
                 registry_op_set_failure(op, -ENOMEM, ARTIFACT_FAILURE_UNAVAILABLE, "out of memory");
-                registry_op_finish(op, false);
+                registry_op_finish(op, /* success= */ false);
                 return;
         }
         op->have_expected = true;
@@ -86,7 +86,7 @@ bool registry_manifest_handle(RegistryOp *op, HttpRequest *req) {
                         registry_op_set_failure(op, -ENOENT, ARTIFACT_FAILURE_UNAVAILABLE, "%s has no manifest for %s/%s%s%s",
                                        http_request_get_url(req), op->os, op->architecture,
                                        op->variant ? "/" : "", strempty(op->variant));
-                        registry_op_finish(op, false);
+                        registry_op_finish(op, /* success= */ false);
                         return true;
                 }
                 op->platform_stage = true;
@@ -100,7 +100,7 @@ bool registry_manifest_handle(RegistryOp *op, HttpRequest *req) {
         op->manifest = TAKE_PTR(m);
         if (!op->manifest_digest)
                 return false;
-        registry_op_finish(op, true);
+        registry_op_finish(op, /* success= */ true);
         return true;
 }
 

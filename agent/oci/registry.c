@@ -267,7 +267,7 @@ void registry_op_retry_or_next(RegistryOp *op, bool transient, uint64_t retry_af
         r = sd_event_add_time_relative(c->event, &op->timer, CLOCK_MONOTONIC, delay, 0, op_on_retry_timer, op);
         if (r < 0) {
                 registry_op_set_failure(op, r, ARTIFACT_FAILURE_UNAVAILABLE, "cannot schedule retry: %s", strerror(-r));
-                registry_op_finish(op, false);
+                registry_op_finish(op, /* success= */ false);
                 return;
         }
         (void) sd_event_source_set_description(op->timer, "registry-retry");
@@ -283,7 +283,7 @@ void registry_op_reset_endpoint_state(RegistryOp *op) {
 void registry_op_endpoint_failed(RegistryOp *op) {
         op->req = http_request_free(op->req);
         if (op->endpoint + 1 >= op->n_endpoints) {
-                registry_op_finish(op, false);
+                registry_op_finish(op, /* success= */ false);
                 return;
         }
         if (!op->first_message && op->message)
@@ -328,7 +328,7 @@ static void op_on_token(HttpRequest *req, int error, long status, void *userdata
             registry_token_cache_store(&op->client->tokens, op->endpoints[op->endpoint], op->scope, header, lifetime,
                                        event_now_usec(op->client->event)) < 0) {
                 registry_op_set_failure(op, -ENOMEM, ARTIFACT_FAILURE_UNAVAILABLE, "out of memory");
-                registry_op_finish(op, false);
+                registry_op_finish(op, /* success= */ false);
                 return;
         }
         free(op->authorization);
@@ -508,7 +508,7 @@ void registry_op_send(RegistryOp *op) {
                 op->req = http_request_free(op->req);
                 registry_op_set_failure(op, r, ARTIFACT_FAILURE_UNAVAILABLE, "cannot send request to %s: %s",
                                op->endpoints[op->endpoint], strerror(-r));
-                registry_op_finish(op, false);
+                registry_op_finish(op, /* success= */ false);
         }
 }
 

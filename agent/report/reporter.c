@@ -112,7 +112,7 @@ static void reporter_send_status(Reporter *r) {
                         return;
         if (streq_ptr(s, r->status))
                 return;
-        (void) sd_notifyf(false, "STATUS=%s", s);
+        (void) sd_notifyf(/* unset_environment= */ false, "STATUS=%s", s);
         free(r->status);
         r->status = TAKE_PTR(s);
 }
@@ -144,7 +144,7 @@ void reporter_notify_ready(Reporter *r) {
         if (r->ready)
                 return;
         r->ready = true;
-        (void) sd_notify(false, "READY=1");
+        (void) sd_notify(/* unset_environment= */ false, "READY=1");
 }
 
 /* ---- Node writes ------------------------------------------------------------------------------------ */

@@ -40,7 +40,7 @@ static void system_bus_set_up(SystemBus *sb) {
                 return;
         sb->up = true;
         sb->said_down = false;
-        sb->changed(sb, true, 0, sb->userdata);
+        sb->changed(sb, /* up= */ true, 0, sb->userdata);
 }
 
 /* The connection closed or could not be opened: report it once, try again after the backoff. */
@@ -54,7 +54,7 @@ static void system_bus_lost(SystemBus *sb, int error) {
         (void) event_timer_arm(sb->retry, delay);
         if (report) {
                 sb->said_down = true;
-                sb->changed(sb, false, error, sb->userdata);
+                sb->changed(sb, /* up= */ false, error, sb->userdata);
         }
 }
 

@@ -871,7 +871,7 @@ int unit_control_set_bus(UnitControl *uc, sd_bus *bus) {
          * bus delivers in order, so no JobRemoved of ours can slip past. Without a subscriber systemd
          * sends no job signals at all (org.freedesktop.systemd1(5)). */
         r = sd_bus_match_signal_async(bus, &uc->slot_job_removed, SYSTEMD_DEST, SYSTEMD_PATH, SYSTEMD_MANAGER,
-                                      "JobRemoved", unit_control_on_job_removed, /* install_callback= */ NULL, uc);
+                                      "JobRemoved", unit_control_on_job_removed, /* add_callback= */ NULL, uc);
         if (r >= 0)
                 r = sd_bus_match_signal_async(bus, &uc->slot_reloading, SYSTEMD_DEST, SYSTEMD_PATH, SYSTEMD_MANAGER,
                                               "Reloading", unit_control_on_reloading, NULL, uc);

@@ -48,7 +48,7 @@ static void on_secret(KubeRequest *req, int error, json_t *object, void *userdat
         else {
                 /* The content is a secret: only the path and the errno ever reach a message. */
                 k = osc_write_file(r->deps.config->osc.root_directory, w->file.path, data, size,
-                                   osc_file_mode(&w->file), true);
+                                   osc_file_mode(&w->file), /* if_changed= */ true);
                 if (k < 0)
                         (void) error_setf(&detail, k, "%s", strerror(-k));
         }

@@ -99,5 +99,5 @@ int base64_decode_full(const char *text, size_t n, bool strict, size_t max, char
 
 int base64_decode(const char *text, size_t max, char **ret, size_t *ret_size) {
         assert(text);
-        return base64_decode_full(text, strlen(text), true, max, ret, ret_size);
+        return base64_decode_full(text, strlen(text), /* strict= */ true, max, ret, ret_size);
 }

@@ -189,11 +189,11 @@ static void test_install_keeps_the_source(void **state) {
 }
 
 static void test_hostile_symlinks(void **state) {
-        hostile_symlinks(false);
+        hostile_symlinks(/* walk= */ false);
 }
 
 static void test_hostile_symlinks_without_openat2(void **state) {
-        hostile_symlinks(true);
+        hostile_symlinks(/* walk= */ true);
 }
 
 /* Issue 23, finding 10: a masked drop-in (a symlink to /dev/null) was read as "File descriptor in bad

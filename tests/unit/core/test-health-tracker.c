@@ -40,7 +40,7 @@ static uint64_t first_restart_usec(uint64_t period_usec, uint64_t first_round_us
         HealthTracker t = {};
 
         for (uint64_t now = first_round_usec; now < first_round_usec + 10 * 60 * S; now += period_usec)
-                switch (health_tracker_observe(&t, false, now, HEALTH_GRACE_USEC, CHECK)) {
+                switch (health_tracker_observe(&t, /* healthy= */ false, now, HEALTH_GRACE_USEC, CHECK)) {
                 case HEALTH_RESTART:
                         return now;
                 case HEALTH_FIRST_FAILURE:

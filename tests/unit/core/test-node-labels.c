@@ -31,7 +31,7 @@ static void expect_patch_role(const NodeView *v, bool control_plane, const char 
 }
 
 static void expect_patch(const NodeView *v, const char *zone, const char *want) {
-        expect_patch_role(v, false, zone, want);
+        expect_patch_role(v, /* control_plane= */ false, zone, want);
 }
 
 static void test_patch_only_what_differs(void **state) {
@@ -53,11 +53,13 @@ static void test_control_plane_role(void **state) {
         NodeView bare = {}, worker = { .role_worker = (char *) "" },
                  cp = { .role_control_plane = (char *) "", .zone = (char *) "z1" };
 
-        expect_patch_role(&bare, true, NULL, "{\"labels\":{\"node-role.kubernetes.io/control-plane\":\"\"}}");
-        expect_patch_role(&worker, true, "z1",
+        expect_patch_role(&bare, /* control_plane= */ true, NULL,
+                          "{\"labels\":{\"node-role.kubernetes.io/control-plane\":\"\"}}");
+        expect_patch_role(&worker, /* control_plane= */ true, "z1",
                           "{\"labels\":{\"node-role.kubernetes.io/control-plane\":\"\",\"topology.kubernetes.io/zone\":\"z1\"}}");
-        expect_patch_role(&cp, true, "z1", NULL);
-        expect_patch_role(&cp, false, "z1", "{\"labels\":{\"node-role.kubernetes.io/worker\":\"\"}}");
+        expect_patch_role(&cp, /* control_plane= */ true, "z1", NULL);
+        expect_patch_role(&cp, /* control_plane= */ false, "z1",
+                          "{\"labels\":{\"node-role.kubernetes.io/worker\":\"\"}}");
 }
 
 int main(void) {

@@ -1218,7 +1218,7 @@ static World *world_fresh_without_node(void) {
 
         set(&w->kubelet_version, NULL);
         world_osc(w, "c1", "1592.7", "1.31.4");
-        world_osc_work(w, false, true);
+        world_osc_work(w, /* gated= */ false, /* restarts_kubelet= */ true);
         w->no_node = true;
         return w;
 }
@@ -1428,7 +1428,7 @@ static void test_no_node_waits(void **state) {
         w = world_fresh_without_node();
         run(w);
         world_osc(w, "c2", "1592.6", "1.31.4");
-        world_osc_work(w, false, false);
+        world_osc_work(w, /* gated= */ false, /* restarts_kubelet= */ false);
         clear_logs(w);
         run(w);
         assert_log("work", w->work, "");
@@ -1861,7 +1861,7 @@ static void test_osc_work_ungated(void **state) {
         World *w = world_new();
 
         world_osc(w, "c1", "1592.6", "1.31.4");
-        world_osc_work(w, false, false);
+        world_osc_work(w, /* gated= */ false, /* restarts_kubelet= */ false);
         world_applied(w, "c0");
         run(w);
         assert_log("work", w->work, "PublishPlan ApplyOSC CheckOSCUnits ReportResult(none) SetChecksum(c1) ");
@@ -1891,7 +1891,7 @@ static void test_osc_work_failure_keeps_checksum(void **state) {
         _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
 
         world_osc(w, "c1", "1592.6", "1.31.4");
-        world_osc_work(w, false, false);
+        world_osc_work(w, /* gated= */ false, /* restarts_kubelet= */ false);
         world_applied(w, "c0");
         w->policy = policy_osc_fails;
         osc_failures = 1;
@@ -1918,7 +1918,7 @@ static void test_osc_work_gated(void **state) {
         World *w = world_new();
 
         world_osc(w, "c1", "1592.6", "1.31.4");
-        world_osc_work(w, true, true);
+        world_osc_work(w, /* gated= */ true, /* restarts_kubelet= */ true);
         world_applied(w, "c0");
         run(w);
         assert_log("work", w->work, "");
@@ -1949,7 +1949,7 @@ static void test_osc_work_waits_for_the_secret_after_restart(void **state) {
         OscDesired *osc;
 
         world_osc(w, "c1", "1592.6", "1.31.4");
-        world_osc_work(w, true, true);
+        world_osc_work(w, /* gated= */ true, /* restarts_kubelet= */ true);
         world_applied(w, "c0");
         w->node->candidate = true;
         run(w);
@@ -1976,7 +1976,7 @@ static void test_osc_work_with_kubelet_minor(void **state) {
         World *w = world_new();
 
         world_osc(w, "c1", "1592.6", "1.32.1");
-        world_osc_work(w, true, true);
+        world_osc_work(w, /* gated= */ true, /* restarts_kubelet= */ true);
         world_applied(w, "c0");
         w->node->candidate = true;
         world_ready(w, "2025-03-01T10:04:00Z");
@@ -1989,7 +1989,7 @@ static void test_osc_work_with_kubelet_minor(void **state) {
         world_free(w);
         w = world_new();
         world_osc(w, "c1", "1592.6", "1.32.1");
-        world_osc_work(w, true, false);
+        world_osc_work(w, /* gated= */ true, /* restarts_kubelet= */ false);
         world_applied(w, "c0");
         w->node->candidate = true;
         world_ready(w, "2025-03-01T10:04:00Z");
@@ -2007,7 +2007,7 @@ static void test_osc_work_waits_for_the_secret(void **state) {
         OscDesired *osc;
 
         world_osc(w, "c1", "1592.6", "1.32.1");
-        world_osc_work(w, true, false);
+        world_osc_work(w, /* gated= */ true, /* restarts_kubelet= */ false);
         world_applied(w, "c0");
         w->node->candidate = true;
         w->node->selected = true;
@@ -2035,7 +2035,7 @@ static void test_osc_work_failure_rolls_kubelet_back(void **state) {
         World *w = world_new();
 
         world_osc(w, "c1", "1592.6", "1.31.5");
-        world_osc_work(w, false, true);
+        world_osc_work(w, /* gated= */ false, /* restarts_kubelet= */ true);
         world_applied(w, "c0");
         w->policy = policy_osc_fails;
         osc_failures = 1;
@@ -2058,7 +2058,7 @@ static void test_osc_work_error_fails_at_once(void **state) {
         _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
 
         world_osc(w, "c1", "1592.6", "1.31.4");
-        world_osc_work(w, false, false);
+        world_osc_work(w, /* gated= */ false, /* restarts_kubelet= */ false);
         w->osc_work = (OscWorkView) { .error_code = UPDATE_FAILURE_INVALID_DESIRED_STATE,
                                       .error = "spec.files[2].content.inline.encoding: invalid file codec id" };
         world_applied(w, "c0");
@@ -2143,7 +2143,7 @@ static void test_osc_work_retriable_error_retried(void **state) {
         uint64_t retry = w->now + 4 * USEC_PER_SEC;
 
         world_osc(w, "c1", "1592.6", "1.31.4");
-        world_osc_work(w, false, false);
+        world_osc_work(w, /* gated= */ false, /* restarts_kubelet= */ false);
         w->osc_work = (OscWorkView) { .error_code = UPDATE_FAILURE_FILE_APPLY_FAILED,
                                       .error = "cannot save the work list in /var/lib/inplace-agent: No space left on device",
                                       .retry_usec = retry };
@@ -2157,7 +2157,7 @@ static void test_osc_work_retriable_error_retried(void **state) {
 
         /* The space is back: the runner's next computation succeeds. */
         w->now = w->last.wake_usec;
-        world_osc_work(w, false, false);
+        world_osc_work(w, /* gated= */ false, /* restarts_kubelet= */ false);
         run(w);
         assert_string_equal(w->node->applied_checksum, "c1");
         world_free(w);

@@ -124,8 +124,8 @@ static void test_rejected_message_format(void **state) {
 }
 
 static void test_result_message(void **state) {
-        _cleanup_free_ char *ok = restart_result_message("kubelet.service", true, NULL);
-        _cleanup_free_ char *bad = restart_result_message("x.service", false, "job result: failed");
+        _cleanup_free_ char *ok = restart_result_message("kubelet.service", /* ok= */ true, NULL);
+        _cleanup_free_ char *bad = restart_result_message("x.service", /* ok= */ false, "job result: failed");
 
         assert_string_equal(ok, "processed restart of unit kubelet.service");
         assert_string_equal(bad, "processed restart of unit x.service failed with error job result: failed");

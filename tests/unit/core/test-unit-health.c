@@ -29,8 +29,8 @@ static void test_healthy(void **state) {
                   .sub_state = "dead", .service_type = "simple", .triggered = true },
         };
 
-        expect(units, ELEMENTSOF(units), true, "AllUnitsHealthy", UNIT_HEALTH_MESSAGE_HEALTHY);
-        expect(NULL, 0, true, "AllUnitsHealthy", UNIT_HEALTH_MESSAGE_HEALTHY);
+        expect(units, ELEMENTSOF(units), /* status= */ true, "AllUnitsHealthy", UNIT_HEALTH_MESSAGE_HEALTHY);
+        expect(NULL, 0, /* status= */ true, "AllUnitsHealthy", UNIT_HEALTH_MESSAGE_HEALTHY);
 }
 
 static void test_unhealthy(void **state) {
@@ -45,7 +45,7 @@ static void test_unhealthy(void **state) {
                   .sub_state = "stop-sigterm", .state_change_usec = NOW - 12 * USEC_PER_SEC },
         };
 
-        expect(units, ELEMENTSOF(units), false, "UnhealthyUnits",
+        expect(units, ELEMENTSOF(units), /* status= */ false, "UnhealthyUnits",
                "a.service: failed; b.service: not loaded; c.service: active but should be disabled; "
                "d.service: inactive but should be enabled; e.service: stuck in activating for 5m0s");
 }
@@ -62,7 +62,7 @@ static void test_progressing(void **state) {
                   .sub_state = "start", .state_change_usec = NOW + USEC_PER_SEC },
         };
 
-        expect(units, ELEMENTSOF(units), true, "ProgressingUnits",
+        expect(units, ELEMENTSOF(units), /* status= */ true, "ProgressingUnits",
                "b.service: activating for 12s; c.service: deactivating for 4m59s; d.service: activating for 0s");
 }
 

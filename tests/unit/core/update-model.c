@@ -520,7 +520,7 @@ static void step(Ctx *c, State *s, const ModelEvent *e) {
         case EV_RUN:
                 run_batch(c, s, e->arg, e->run);
                 if (e->run == RUN_CRASH_BEFORE || e->run == RUN_CRASH_AFTER)
-                        agent_start(c, s, true);        /* a crash loses nothing of the node */
+                        agent_start(c, s, /* repair_fails= */ true);        /* a crash loses nothing of the node */
                 break;
         case EV_REBOOT:
                 reboot(c, s, e->arg);

@@ -173,7 +173,7 @@ static void test_cert_info_and_renewal(void **state) {
 
         assert_int_equal(client_key_generate(&k), 0);
         assert_int_equal(client_key_generate(&other), 0);
-        cert = make_cert(k, 1000000, 1001000, true);
+        cert = make_cert(k, 1000000, 1001000, /* client_auth= */ true);
         assert_int_equal(client_cert_info(cert, strlen(cert), k, &info), 0);
         assert_int_equal(info.not_before_usec, 1000000 * USEC_PER_SEC);
         assert_int_equal(info.not_after_usec, 1001000 * USEC_PER_SEC);
@@ -194,7 +194,7 @@ static void test_cert_info_and_renewal(void **state) {
         assert_int_equal(hi, (1000000 + 900) * USEC_PER_SEC);
 
         free(cert);
-        cert = make_cert(k, 1000000, 1001000, false);
+        cert = make_cert(k, 1000000, 1001000, /* client_auth= */ false);
         assert_int_equal(client_cert_info(cert, strlen(cert), k, &info), 0);
         assert_false(info.is_client_auth);
 }

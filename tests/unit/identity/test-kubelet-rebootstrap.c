@@ -94,7 +94,7 @@ static void test_full_run(void **state) {
         size_t size;
         Env e;
 
-        env_setup(&e, true);
+        env_setup(&e, /* with_real= */ true);
         assert_int_equal(kubelet_rebootstrap_run(&e.p, &next, &err), 0);
         assert_int_equal(next, KUBELET_REBOOTSTRAP_RESTART_KUBELET);
         assert_false(exists(e.real));
@@ -128,7 +128,7 @@ static void test_resume_after_kill_at_each_step(void **state) {
                 size_t size;
                 Env e;
 
-                env_setup(&e, true);
+                env_setup(&e, /* with_real= */ true);
                 /* What the disk looks like when the run was killed right after persisting `killed`. */
                 assert_int_equal(kubelet_rebootstrap_run(&e.p, &next, &err), 0);     /* full run, then rewind */
                 if (killed <= KUBELET_REBOOTSTRAP_REMOVE_REAL)
@@ -155,7 +155,7 @@ static void test_pki_kept_when_bootstrap_cannot_be_written(void **state) {
         KubeletRebootstrapStep next;
         Env e;
 
-        env_setup(&e, true);
+        env_setup(&e, /* with_real= */ true);
         assert_int_equal(unlink(e.pem), 0);                      /* no client PEM to embed */
         assert_true(kubelet_rebootstrap_run(&e.p, &next, &err) < 0);
         assert_non_null(strstr(err, "kubelet-client-current.pem"));
@@ -171,7 +171,7 @@ static void test_no_real_needs_existing_bootstrap(void **state) {
         KubeletRebootstrapStep next;
         Env e;
 
-        env_setup(&e, false);
+        env_setup(&e, /* with_real= */ false);
         assert_int_equal(kubelet_rebootstrap_run(&e.p, &next, &err), -ENOENT);
         assert_non_null(strstr(err, "does not exist, cannot proceed with rebootstrap"));
         assert_true(exists(e.pki));

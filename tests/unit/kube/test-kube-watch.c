@@ -107,8 +107,8 @@ static void test_list_watch_bookmark(void **state) {
 
         test_kube_push(&c->k, 200, NULL, LIST_N1("5"));
         /* A clean end after events: re-watch at once from the bookmark's RV, no relist. */
-        push_stream(c, EVENT("MODIFIED", "6") BOOKMARK("7"), false, false);
-        push_stream(c, BOOKMARK("8"), false, true);
+        push_stream(c, EVENT("MODIFIED", "6") BOOKMARK("7"), /* close_early= */ false, /* hold= */ false);
+        push_stream(c, BOOKMARK("8"), /* close_early= */ false, /* hold= */ true);
         assert_int_equal(kube_watch_start(c->watch), 0);
 
         test_kube_assert_request(&c->k, 0, "GET /api/v1/nodes?fieldSelector=metadata.name%3Dn1&resourceVersion=0 HTTP/1.1");
@@ -135,7 +135,7 @@ static void test_deleted(void **state) {
         Ctx *c = *state;
 
         test_kube_push(&c->k, 200, NULL, LIST_N1("5"));
-        push_stream(c, EVENT("DELETED", "9"), false, true);
+        push_stream(c, EVENT("DELETED", "9"), /* close_early= */ false, /* hold= */ true);
         assert_int_equal(kube_watch_start(c->watch), 0);
         TEST_LOOP_UNTIL(c->k.event, c->deleted == 1, TIMEOUT);
         assert_string_equal(c->deleted_rv, "9");
@@ -148,12 +148,12 @@ static void test_gone_relists(void **state) {
 
         test_kube_push(&c->k, 200, NULL, LIST_N1("5"));
         /* 410 as an ERROR event: relist from the last RV after a backoff step… */
-        push_stream(c, EVENT("MODIFIED", "6") ERROR_410, false, false);
+        push_stream(c, EVENT("MODIFIED", "6") ERROR_410, /* close_early= */ false, /* hold= */ false);
         /* …the server no longer has it either: at once a consistent LIST (no resourceVersion)… */
         test_kube_push(&c->k, 410, NULL, "{\"kind\":\"Status\",\"code\":410,\"reason\":\"Expired\"}");
         /* …in which the Node is gone. */
         test_kube_push(&c->k, 200, NULL, LIST_EMPTY("20"));
-        push_stream(c, "", false, true);
+        push_stream(c, "", /* close_early= */ false, /* hold= */ true);
         assert_int_equal(kube_watch_start(c->watch), 0);
 
         test_kube_assert_request(&c->k, 1, "watch=1&fieldSelector=metadata.name%3Dn1&resourceVersion=5&");
@@ -174,7 +174,7 @@ static void test_list_failure_reported_and_retried(void **state) {
 
         test_kube_push(&c->k, 500, NULL, "{\"kind\":\"Status\",\"code\":500}");
         test_kube_push(&c->k, 200, NULL, LIST_N1("5"));
-        push_stream(c, "", false, true);
+        push_stream(c, "", /* close_early= */ false, /* hold= */ true);
         assert_int_equal(kube_watch_start(c->watch), 0);
         TEST_LOOP_UNTIL(c->k.event, c->synced == 1, TIMEOUT);
         assert_int_equal(c->synced_error, -EIO);
@@ -189,9 +189,9 @@ static void test_dropped_stream_backs_off(void **state) {
         uint64_t t1, t2, t3;
 
         test_kube_push(&c->k, 200, NULL, LIST_N1("5"));
-        push_stream(c, EVENT("MODIFIED", "6"), true, false);
-        push_stream(c, BOOKMARK("7"), true, false);
-        push_stream(c, "", false, true);
+        push_stream(c, EVENT("MODIFIED", "6"), /* close_early= */ true, /* hold= */ false);
+        push_stream(c, BOOKMARK("7"), /* close_early= */ true, /* hold= */ false);
+        push_stream(c, "", /* close_early= */ false, /* hold= */ true);
         assert_int_equal(kube_watch_start(c->watch), 0);
 
         TEST_LOOP_UNTIL(c->k.event, stats(c).watches == 1, TIMEOUT);
@@ -216,7 +216,7 @@ static void test_429_retry_after(void **state) {
 
         test_kube_push(&c->k, 200, NULL, LIST_N1("5"));
         test_kube_push(&c->k, 429, "Retry-After: 1\r\n", "{\"kind\":\"Status\",\"code\":429}");
-        push_stream(c, "", false, true);
+        push_stream(c, "", /* close_early= */ false, /* hold= */ true);
         assert_int_equal(kube_watch_start(c->watch), 0);
         TEST_LOOP_UNTIL(c->k.event, stats(c).watches == 1, TIMEOUT);
         t1 = test_now_usec();
@@ -232,8 +232,8 @@ static void test_reconnect(void **state) {
         Ctx *c = *state;
 
         test_kube_push(&c->k, 200, NULL, LIST_N1("5"));
-        push_stream(c, BOOKMARK("6"), false, true);
-        push_stream(c, "", false, true);
+        push_stream(c, BOOKMARK("6"), /* close_early= */ false, /* hold= */ true);
+        push_stream(c, "", /* close_early= */ false, /* hold= */ true);
         /* Without a watch in flight, there is nothing to reconnect. */
         kube_watch_reconnect(c->watch);
         assert_int_equal(kube_watch_start(c->watch), 0);
@@ -255,7 +255,7 @@ static void test_stop_reported(void **state) {
         Ctx *c = *state;
 
         test_kube_push(&c->k, 200, NULL, LIST_N1("5"));
-        push_stream(c, BOOKMARK("6"), false, true);
+        push_stream(c, BOOKMARK("6"), /* close_early= */ false, /* hold= */ true);
         assert_int_equal(kube_watch_start(c->watch), 0);
         TEST_LOOP_UNTIL(c->k.event, streq_ptr(kube_watch_get_resource_version(c->watch), "6"), TIMEOUT);
         assert_int_equal(stats(c).stop_error, 0);

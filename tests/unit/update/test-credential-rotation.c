@@ -140,7 +140,7 @@ static void test_ca_files_persisted_then_resumed(void **state) {
         Env *env = *state;
         _cleanup_free_ char *s1 = NULL, *s2 = NULL, *s3 = NULL;
 
-        run(env, "tx-1", true, false, "/ca.crt", "https://api:443");
+        run(env, "tx-1", /* ca= */ true, /* sa= */ false, "/ca.crt", "https://api:443");
         assert_true(env->error < 0);
         assert_int_equal(env->code, UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED);
         assert_string_equal(env->message, "cannot restart kubelet.service: no connection to systemd");
@@ -154,13 +154,13 @@ static void test_ca_files_persisted_then_resumed(void **state) {
 
         /* The same transaction after a restart, before the OSC was read again: the persisted
          * caFile/server, and straight to the restart. */
-        run(env, "tx-1", true, false, NULL, NULL);
+        run(env, "tx-1", /* ca= */ true, /* sa= */ false, NULL, NULL);
         assert_string_equal(env->message, "cannot restart kubelet.service: no connection to systemd");
         s2 = state_text(env);
         assert_string_equal(s1, s2);
 
         /* Another transaction's record does not count: it starts over and needs its own config. */
-        run(env, "tx-2", true, false, NULL, NULL);
+        run(env, "tx-2", /* ca= */ true, /* sa= */ false, NULL, NULL);
         assert_non_null(strstr(env->message, "names no apiServer.caFile and apiServer.server"));
         s3 = state_text(env);
         assert_non_null(strstr(s3, "\"transaction\":\"tx-2\""));
@@ -170,7 +170,7 @@ static void test_ca_files_persisted_then_resumed(void **state) {
 static void test_no_component_config_touches_nothing(void **state) {
         Env *env = *state;
 
-        run(env, "tx-1", true, true, NULL, "https://api:443");
+        run(env, "tx-1", /* ca= */ true, /* sa= */ true, NULL, "https://api:443");
         assert_int_equal(env->code, UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED);
         assert_non_null(strstr(env->message, "names no apiServer.caFile"));
         assert_int_equal(access(path(env, "kubelet/kubeconfig-real"), F_OK), 0);
@@ -182,7 +182,7 @@ static void test_sa_only_without_tokens_is_done(void **state) {
         Env *env = *state;
         _cleanup_free_ char *s = NULL;
 
-        run(env, "tx-1", false, true, "/ca.crt", "https://api:443");        /* no syncConfigs */
+        run(env, "tx-1", /* ca= */ false, /* sa= */ true, "/ca.crt", "https://api:443");        /* no syncConfigs */
         assert_int_equal(env->error, 0);
         assert_null(env->message);
         s = state_text(env);
@@ -191,7 +191,7 @@ static void test_sa_only_without_tokens_is_done(void **state) {
         assert_int_equal(access(path(env, "kubelet/kubeconfig-real"), F_OK), 0);
 
         /* Done is remembered: a rerun of that transaction does nothing again. */
-        run(env, "tx-1", true, true, NULL, NULL);
+        run(env, "tx-1", /* ca= */ true, /* sa= */ true, NULL, NULL);
         assert_int_equal(env->error, 0);
         assert_int_equal(access(path(env, "kubelet/kubeconfig-real"), F_OK), 0);
 }
@@ -216,7 +216,7 @@ static void test_sa_needs_the_token_sync(void **state) {
         assert_string_equal(env->message, "cannot re-sync the tokens: the token sync of "
                                           "/var/lib/gardener-node-agent/config.yaml is not running");
 
-        run(env, "tx-2", false, true, NULL, NULL);
+        run(env, "tx-2", /* ca= */ false, /* sa= */ true, NULL, NULL);
         assert_string_equal(env->message, "cannot re-sync the tokens: GNA's component config in the OSC is not known");
 }
 

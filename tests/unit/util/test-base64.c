@@ -62,9 +62,9 @@ static void test_strict(void **state) {
         check("aGVsbA==", SIZE_MAX, 0, "hell");
         check("aGVsbG8=", SIZE_MAX, 0, "hello");
         check("+/+/", SIZE_MAX, 0, "\xfb\xff\xbf");
-        check_full("aGk=\0\0\0\0", 8, true, -EBADMSG, NULL);      /* a JSON string's NUL */
-        check_full("aGk=", 4, true, 0, "hi");
-        check_full("aGk=junk", 4, true, 0, "hi");                   /* only `n` bytes are read */
+        check_full("aGk=\0\0\0\0", 8, /* strict= */ true, -EBADMSG, NULL);      /* a JSON string's NUL */
+        check_full("aGk=", 4, /* strict= */ true, 0, "hi");
+        check_full("aGk=junk", 4, /* strict= */ true, 0, "hi");                   /* only `n` bytes are read */
 }
 
 /* Not strict (kubeconfig's -data fields): blanks and line breaks anywhere are skipped, the rest is
@@ -72,13 +72,13 @@ static void test_strict(void **state) {
 static void test_lenient(void **state) {
         static const char folded[] = "  aGVs\r\nbG8h\n\taGk=\n";
 
-        check_full(folded, strlen(folded), false, 0, "hello!hi");
-        check_full(folded, strlen(folded), true, -EBADMSG, NULL);
-        check_full(" \n", 2, false, 0, "");
-        check_full("aG=k", 4, false, -EBADMSG, NULL);
-        check_full("aG k", 4, false, -EBADMSG, NULL);                /* three characters are left */
-        check_full("aGk= =", 6, false, -EBADMSG, NULL);
-        check_full("aG\vk=", 5, false, -EBADMSG, NULL);              /* only space, tab, CR, LF */
+        check_full(folded, strlen(folded), /* strict= */ false, 0, "hello!hi");
+        check_full(folded, strlen(folded), /* strict= */ true, -EBADMSG, NULL);
+        check_full(" \n", 2, /* strict= */ false, 0, "");
+        check_full("aG=k", 4, /* strict= */ false, -EBADMSG, NULL);
+        check_full("aG k", 4, /* strict= */ false, -EBADMSG, NULL);                /* three characters are left */
+        check_full("aGk= =", 6, /* strict= */ false, -EBADMSG, NULL);
+        check_full("aG\vk=", 5, /* strict= */ false, -EBADMSG, NULL);              /* only space, tab, CR, LF */
 }
 
 static void test_roundtrip(void **state) {

@@ -121,8 +121,8 @@ static void mkdir_and_canonical(bool walk) {
 }
 
 static void test_mkdir_and_canonical(void **state) {
-        mkdir_and_canonical(false);
-        mkdir_and_canonical(true);
+        mkdir_and_canonical(/* walk= */ false);
+        mkdir_and_canonical(/* walk= */ true);
 }
 
 int main(void) {
