@@ -246,8 +246,8 @@ static int start_job(OscApplier *a, UnitAction action, const char *unit, Step st
 /* The run_*() return 1 when the item is done now, 0 when a call is in flight, -errno on failure. */
 
 /* A unit file or drop-in the admin masked (a symlink to /dev/null) stays masked: the applier leaves
- * it, and what systemd would refuse for the unit for ever (enable, start, restart), and says so once:
- * the item is then done, never retried. 1 if the unit itself is masked. */
+ * it, and what systemd would refuse for the unit for ever (enable, start, restart), and tells the
+ * owner: the item is then done, never retried. 1 if the unit itself is masked. */
 static int unit_masked(OscApplier *a, const char *unit, const char *left_out) {
         _cleanup_free_ char *path = NULL;
         int r = osc_unit_masked(a->unit_dir, unit);

@@ -287,7 +287,7 @@ static int canonical_below_root(const char *path, char **ret, void *userdata) {
 static int check_protected(const OscPrepareInput *in, const OscChanges *c, char **ret_error) {
         _cleanup_close_ int root_fd = -EBADF;
 
-        if (!in->protected || in->protected->n_items == 0)
+        if (!in->protected)
                 return 0;
         root_fd = open(in->root_directory ?: "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (root_fd < 0)

@@ -61,7 +61,7 @@ static const char *file_path(const OscWork *w) {
 
 int osc_changes_check_protected(const OscChanges *c, const OscProtected *p, OscCanonicalize canonicalize,
                                 void *userdata, char **ret_error) {
-        for (size_t i = 0; p && p->n_items > 0 && i < c->n_items; i++) {
+        for (size_t i = 0; i < c->n_items; i++) {
                 const char *path = file_path(&c->items[i]);
                 _cleanup_free_ char *canonical = NULL;
                 const OscProtectedPath *hit;
@@ -72,7 +72,12 @@ int osc_changes_check_protected(const OscChanges *c, const OscProtected *p, OscC
                 r = canonicalize(path, &canonical, userdata);
                 if (r == -ENOMEM)
                         return r;
-                /* A directory that cannot be resolved cannot be written into either. */
+                /* A directory that cannot be resolved cannot be written into: said now, not after the
+                 * items before it are written. A removal there has nothing to remove. */
+                if (r < 0 && c->items[i].kind != OSC_WORK_DELETE_FILE)
+                        return error_setf(ret_error, r,
+                                          "%s: its directory cannot be resolved below osc.rootDirectory (%s): "
+                                          "a symlink whose target is missing, or no directory", path, strerror(-r));
                 hit = r >= 0 ? osc_protected_find(p, canonical) : NULL;
                 if (hit)
                         return error_setf(ret_error, -EPERM,

@@ -10,6 +10,7 @@
 
 #include "apply/osc-apply.h"
 #include "apply/osc-guard.h"
+#include "core/osc-masked.h"
 #include "kube/kube-client.h"
 #include "net/http-probe.h"
 #include "oci/file-stage.h"
@@ -71,6 +72,7 @@ struct OscRunner {
         OscChanges *running;            /* borrowed: `changes`, or the repair's list; NULL: committed */
         bool repairing;                 /* nothing persisted, nothing committed */
         char *refused;                  /* owned: a repair's units the guard refused, "<unit> (<why>); ..." */
+        OscMasked masked;               /* owned: what the run left masked, said once when it ends */
         OscOp op;                       /* owned */
         size_t item;                    /* our item in flight (OSC_OP_SECRET ... OSC_OP_PULL) */
         size_t probe_host;              /* OSC_OP_REGISTRY_PROBE: the host being probed */

@@ -75,6 +75,7 @@ static void run_clear(OscRunner *r) {
         r->running = NULL;
         r->repairing = false;
         r->refused = mfree(r->refused);
+        osc_masked_done(&r->masked);
         r->item = r->probe_host = 0;
         r->step_error = 0;
         r->step_detail = mfree(r->step_detail);
@@ -290,11 +291,25 @@ void osc_runner_prepare(OscRunner *r, const OscDesired *osc, const NodeView *nod
 
 static void run_next(OscRunner *r);
 
+/* Once per run, however many of a masked unit's items it met (core/osc-masked.h); the item is done
+ * all the same (a mask is the admin's decision, not a failure to retry). */
+static void log_masked(const OscRunner *r) {
+        _cleanup_free_ char *text = NULL;
+
+        if (osc_masked_describe(&r->masked, &text) < 0)
+                log_oom();
+        else if (text)
+                log_warning("%s%s: left masked (a symlink to /dev/null), unmask for the OSC to manage it: %s.",
+                            r->repairing ? "The drift repair" : "OSC ", r->repairing ? "" : strempty(r->checksum),
+                            text);
+}
+
 static void finish(OscRunner *r, int error, UpdateFailureCode code, const char *message) {
         _cleanup_free_ char *refused = TAKE_PTR(r->refused);
         OscRunnerDone done = r->done;
         void *userdata = r->userdata;
 
+        log_masked(r);
         run_clear(r);
         /* A repair that left refused units out says so with its success (osc_runner_repair()). */
         done(r, error, code, error >= 0 ? refused : message, userdata);
@@ -403,9 +418,11 @@ int osc_runner_op_step(OscRunner *r, int error, const char *detail) {
 
 /* ---- the applier's stretches ------------------------------------------------------------------- */
 
-/* Said once: the item is done all the same (a mask is the admin's decision, not a failure to retry). */
 static void on_masked(OscApplier *a, const char *path, const char *left_out, void *userdata) {
-        log_warning("%s is masked (a symlink to /dev/null): %s; unmask it for the OSC to manage it.", path, left_out);
+        OscRunner *r = userdata;
+
+        if (osc_masked_add(&r->masked, path, left_out) < 0)
+                log_oom();
 }
 
 static void on_containerd_late(OscApplier *a, const char *socket, uint64_t waited_usec, void *userdata) {

@@ -202,6 +202,19 @@ static int append_components(char **buf, const char *rest) {
         return 0;
 }
 
+/* Whether the component `name` (`n` bytes) exists in `dir_fd` although it did not resolve: a symlink
+ * whose target is missing below the root. */
+static bool dangling_at(int dir_fd, const char *name, size_t n) {
+        char component[NAME_MAX + 1];
+        struct stat st;
+
+        if (n > NAME_MAX)
+                return false;
+        memcpy(component, name, n);
+        component[n] = '\0';
+        return fstatat(dir_fd, component, &st, AT_SYMLINK_NOFOLLOW) >= 0;
+}
+
 int path_in_root_canonical(int root_fd, const char *path, char **ret) {
         _cleanup_close_ int dir = -EBADF;
         _cleanup_free_ char *resolved = NULL;
@@ -222,7 +235,9 @@ int path_in_root_canonical(int root_fd, const char *path, char **ret) {
                         return -ENOMEM;
                 r = open_dir_in_root(root_fd, prefix, &fd);
                 if (r == -ENOENT) {
-                        r = 0;
+                        /* Missing, or a dangling symlink, which no directory is created through
+                         * (mkdir_p_in_root()): nothing can be written there. */
+                        r = dangling_at(dir, c, n) ? -ENOENT : 0;
                         break;
                 }
                 if (r >= 0) {

@@ -61,7 +61,8 @@ typedef struct OscApplierCallbacks {
         void (*stopped)(OscApplier *a, size_t at, const OscApplyFailure *failure, void *userdata);
         /* Optional: `path`, a unit file or drop-in, is masked (a symlink to /dev/null) and stays so;
          * `left_out` says what the applier did not do for it ("not written", "not written or
-         * enabled", "not restarted"). Once per file and item; the item is done all the same. */
+         * enabled", "not restarted"). Once per file and item (the owner names each file once per
+         * OSC: core/osc-masked.h); the item is done all the same. */
         void (*masked)(OscApplier *a, const char *path, const char *left_out, void *userdata);
         /* Optional: containerd was restarted by this work list, and its socket did not answer within
          * `waited_usec`: the kubelet's restart is sent all the same. */

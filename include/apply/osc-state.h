@@ -20,7 +20,9 @@
  * osc_state_prepare() is "compute the changes" of upstream's reconcile: resume the saved work if it
  * is for this checksum, else diff against the baseline and save the new work before returning.  A work
  * list with a file among the agent's own (core/osc-protected.h) is refused (-EPERM, *ret_error naming
- * it) before it is saved, so nothing of that OSC is ever written. A
+ * it) before it is saved, so nothing of that OSC is ever written; so is one with a file whose directory
+ * cannot be resolved below the root (a dangling symlink: -ENOENT, retried by the owner). Both only
+ * with `protected` set. A
  * corrupt bookkeeping file (truncated, not decodable, a done-log that does not match its list) is
  * renamed to <name>.corrupt and the work starts over from the last good state (applying an item is
  * idempotent); *ret_warning then says which file and why. The owner runs the work with
@@ -52,7 +54,7 @@ typedef struct OscPrepareInput {
         OscModelOptions model_options;          /* hostname, PATH for the containerd drop-in */
         const char *current_os_version;
         char *const *replaced_units;
-        const OscProtected *protected;          /* the agent's own files; NULL: none */
+        const OscProtected *protected;          /* the agent's own files; NULL: no check at all */
         const char *self_unit;                  /* restart.selfUnit */
 } OscPrepareInput;
 

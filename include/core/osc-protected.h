@@ -40,8 +40,10 @@ const OscProtectedPath *osc_protected_find(const OscProtected *p, const char *ca
 typedef int (*OscCanonicalize)(const char *path, char **ret, void *userdata);
 
 /* Every file item not done yet (write, imageRef, removal) whose canonical path is protected: -EPERM
- * with *ret_error "<path>: inside the agent's <what> <entry> ...", naming the OSC path. A path that
- * cannot be canonicalized (a component of its directory is no directory, -ELOOP) cannot be written
- * or removed either: it passes here and fails when applied. -ENOMEM. */
+ * with *ret_error "<path>: inside the agent's <what> <entry> ...", naming the OSC path. A write whose
+ * path cannot be canonicalized (a component of its directory is a dangling symlink, no directory,
+ * -ELOOP) could not be written either: that -errno with *ret_error naming the path, so the OSC fails
+ * before its first item rather than at this one (a removal there passes: nothing to remove).
+ * -ENOMEM. */
 int osc_changes_check_protected(const OscChanges *c, const OscProtected *p, OscCanonicalize canonicalize,
                                 void *userdata, char **ret_error);

@@ -29,7 +29,8 @@ int mkdir_p_in_root(int root_fd, const char *path, mode_t mode, int *ret_fd);
 /* The canonical absolute path (as the host sees it) that `path` below `root_fd` names: its directory
  * resolved as open_dir_in_root() does, as far as it exists, then the components that do not exist
  * yet and the last one as written (it is never followed). -errno if the existing part cannot be
- * resolved (-ENOTDIR, -ELOOP, ...), or /proc is not mounted. */
+ * resolved (-ENOTDIR, -ELOOP, ...), -ENOENT if a component of the directory is a dangling symlink
+ * (mkdir_p_in_root() creates nothing through it), or /proc is not mounted. */
 int path_in_root_canonical(int root_fd, const char *path, char **ret);
 
 /* Tests only: true makes every resolution take the component walk, as on a kernel without openat2. */

@@ -43,6 +43,14 @@ static void test_check_changes(void **state) {
         OscChanges c = { .items = items, .n_items = ELEMENTSOF(items) };
         _cleanup_free_ char *err = NULL;
 
+        /* Issue 32: a write into a directory that cannot be resolved fails before the first item;
+         * a removal there has nothing to remove. */
+        assert_int_equal(osc_changes_check_protected(&c, &p, fake_canonical, (void *) "/root", &err), -ENOTDIR);
+        assert_string_equal(err, "/broken/etc/inplace-agent/x: its directory cannot be resolved below "
+                                 "osc.rootDirectory (Not a directory): a symlink whose target is missing, or no "
+                                 "directory");
+        err = mfree(err);
+        items[3].kind = OSC_WORK_DELETE_FILE;
         assert_int_equal(osc_changes_check_protected(&c, &p, fake_canonical, (void *) "/root", &err), 0);
         assert_int_equal(osc_protected_add(&p, "/root/etc/inplace-agent", "configuration directory"), 0);
         assert_int_equal(osc_changes_check_protected(&c, &p, fake_canonical, (void *) "/root", &err), -EPERM);

@@ -13,6 +13,7 @@
 #include "apply/osc-state.h"
 #include "core/config.h"
 #include "fake-systemd.h"
+#include "log-capture.h"
 #include "test-kube.h"
 #include "update/osc-runner.h"
 #include "util/fileio.h"
@@ -402,8 +403,33 @@ static void test_repair_leaves_refused_unit_out(void **state) {
         }
 }
 
+/* Issue 32: a unit the admin masked is named once per OSC, not once for each of its items (its write
+ * and enable, its restart), with all they left out; its drop-in is written, the OSC committed. */
+static void test_masked_unit_named_once(void **state) {
+        Env *env = *state;
+        _cleanup_free_ char *unit = NULL, *logged = NULL, *line = NULL;
+        LogCapture capture;
+
+        assert_true(asprintf(&unit, "%s/x.service", env->units) > 0);
+        assert_int_equal(symlink("/dev/null", unit), 0);
+        assert_int_equal(fake_systemd_add_unit(env->systemd, "x.service", FAKE_OK), 0);
+        prepare(env, "spec: {units: [{name: x.service, command: restart, content: \"[Service]\\nExecStart=/bin/true\\n\","
+                     " dropIns: [{name: 10-a.conf, content: \"[Service]\\nEnvironment=A=1\\n\"}]}]}");
+        log_capture_start(&capture, env->dir);
+        apply(env, 10 * USEC_PER_SEC);
+        logged = log_capture_stop(&capture);
+        assert_int_equal(env->error, 0);
+        assert_true(state_exists(env, OSC_STATE_LAST_APPLIED));
+        assert_int_equal(fake_systemd_n_jobs(env->systemd, "x.service"), 0);
+        assert_int_equal(log_count_lines(logged, "warning", unit), 1);
+        assert_true(asprintf(&line, "OSC %s: left masked (a symlink to /dev/null), unmask for the OSC to manage it: "
+                                    "%s (not written or enabled, not restarted).", CHECKSUM, unit) > 0);
+        assert_contains(logged, line);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_masked_unit_named_once, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_file_and_unit_restart, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_secret_ref, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_failure_code, setup, teardown),

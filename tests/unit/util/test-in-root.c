@@ -27,9 +27,10 @@ static int setup(void **state) {
         snprintf(p, sizeof(p), "%s/a/b", root);
         if (root_fd < 0 || mkdir_parents(p, 0755) < 0)
                 return -1;
-        /* relative, absolute, one that climbs out, a loop; and a file */
+        /* relative, absolute, one that climbs out, a loop, dangling ones; and a file */
         if (make_link("a/b", "/rel") < 0 || make_link("/a", "/a/abs") < 0 || make_link("../../../../..", "/up") < 0 ||
-            make_link("loop", "/loop") < 0)
+            make_link("loop", "/loop") < 0 || make_link("/outside-the-root", "/dangling") < 0 ||
+            make_link("missing", "/a/dangling-rel") < 0)
                 return -1;
         snprintf(p, sizeof(p), "%s/file", root);
         return write_file_atomic(p, "x", 1, 0644);
@@ -95,7 +96,7 @@ static void test_resolve_walk(void **state) {
 }
 
 static void mkdir_and_canonical(bool walk) {
-        _cleanup_free_ char *c1 = NULL, *c2 = NULL, *c3 = NULL, *e1 = NULL, *e3 = NULL;
+        _cleanup_free_ char *c1 = NULL, *c2 = NULL, *c3 = NULL, *c4 = NULL, *e1 = NULL, *e3 = NULL;
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
         char p[256];
@@ -117,6 +118,14 @@ static void mkdir_and_canonical(bool walk) {
         assert_int_equal(path_in_root_canonical(root_fd, "/a/abs/b/../../x", &c3), 0);
         assert_true(asprintf(&e3, "%s/x", root) > 0);
         assert_string_equal(c3, e3);
+        /* Issue 32: a directory that is a dangling symlink (its target missing below the root) is not
+         * created through, so nothing can be written there: not a path to write at. */
+        assert_int_equal(mkdir_p_in_root(root_fd, "/dangling/x", 0755, &fd), -ENOENT);
+        assert_int_equal(path_in_root_canonical(root_fd, "/dangling/name", &c4), -ENOENT);
+        assert_int_equal(path_in_root_canonical(root_fd, "/a/dangling-rel/deeper/name", &c4), -ENOENT);
+        assert_null(c4);
+        /* the last component may dangle: it is replaced, never followed */
+        assert_int_equal(path_in_root_canonical(root_fd, "/dangling", &c4), 0);
         in_root_force_walk = false;
 }
 
