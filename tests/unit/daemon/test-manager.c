@@ -13,6 +13,7 @@
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
+#include <ftw.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -26,6 +27,7 @@
 #include "daemon/manager.h"
 #include "fake-http.h"
 #include "fake-systemd.h"
+#include "update/state-file.h"
 #include "tests.h"
 #include "util/base64.h"
 #include "util/fileio.h"
@@ -558,10 +560,10 @@ static bool api_handle(const char *request, FakeResponse *ret, void *userdata) {
 }
 
 /* On the loop the Manager takes (this thread's default), with the Node `node` (a JSON text; NULL:
- * none); the kubeconfig at config->kubeconfig names it, with its certificate as the CA and a token. */
+ * none); the kubeconfig env_config() names it, with its certificate as the CA and a token. */
 static FakeApi *api_new(Env *env, const char *node) {
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
-        _cleanup_free_ char *ca = NULL, *kubeconfig = NULL;
+        _cleanup_free_ char *ca = NULL, *kubeconfig = NULL, *path = NULL;
         const char *pem;
         FakeApi *a = calloc(1, sizeof(*a));
 
@@ -585,7 +587,8 @@ static FakeApi *api_new(Env *env, const char *node) {
                              "users: [{name: u, user: {token: t}}]\n"
                              "contexts: [{name: c, context: {cluster: c, user: u}}]\n",
                              fake_http_port(a->http), ca) > 0);
-        assert_int_equal(write_file_atomic(env->config->kubeconfig, kubeconfig, strlen(kubeconfig), 0600), 0);
+        assert_true(asprintf(&path, "%s/kubeconfig", env->dir) > 0);     /* env_config()'s */
+        assert_int_equal(write_file_atomic(path, kubeconfig, strlen(kubeconfig), 0600), 0);
         return a;
 }
 
@@ -815,6 +818,93 @@ static void test_restart_annotation(void **state) {
         assert_int_equal(count(fake_systemd_calls(w.systemd), "RestartUnit:x.service"), 1);
 }
 
+#define OSC_WITH_UNIT "spec: {files: [{path: /etc/hello/hello.conf, permissions: 416," \
+                      " content: {inline: {data: \"hi\\n\"}}}]," \
+                      " units: [{name: x.service, content: \"[Service]\\nExecStart=/bin/true\\n\"}]}"
+
+static bool x_has_a_job(FakeApi *a, void *userdata) {
+        return fake_systemd_n_jobs(userdata, "x.service") > 0;
+}
+
+static int find_temp(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+        size_t n = strlen(path);
+
+        return n > 4 && streq(path + n - 4, ".tmp") ? 1 : 0;  /* write_file_atomic()'s, or anyone's */
+}
+
+static json_t *state_field(const char *path) {
+        json_t *o = json_load_file(path, 0, NULL);
+
+        assert_non_null(o);
+        return o;
+}
+
+/* Whether systemd was called `method` (the name alone, not a unit's method: "Reload", not "ReloadUnit"). */
+static bool has_call(FakeSystemd *f, const char *method) {
+        const char *calls = fake_systemd_calls(f);
+        size_t n = strlen(method);
+
+        for (const char *p = calls; (p = strstr(p, method)); p += n)
+                if ((p == calls || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+                        return true;
+        return false;
+}
+
+/* SIGTERM in the middle of an apply that came from the API server: x.service's restart is held by
+ * systemd when the signal comes. The Manager stops cleanly (STOPPING=1), nothing is half-written (no
+ * temporary file left, the files it wrote whole), the checksum is not on the Node (that is a
+ * promise: docs/contract.md §9.2), and state.json keeps the transaction. The next Manager, on the same
+ * state directory and the Node as the first one left it, resumes it: the same transaction ends with
+ * the checksum and OSCApplied. */
+static void test_sigterm_during_an_api_apply(void **state) {
+        Env *env = *state;
+        _cleanup_(world_done) World w = {};
+        _cleanup_free_ char *node = NULL, *said = NULL, *path = NULL, *content = NULL, *content_path = NULL;
+        _cleanup_(json_decrefp) json_t *tx = NULL, *resumed = NULL;
+        size_t size;
+
+        world_init(&w, env, NODE_WITH_OSC);
+        assert_int_equal(fake_systemd_add_unit(w.systemd, "x.service", FAKE_HELD), 0);
+        api_add_secret(w.api, OSC_WITH_UNIT, OSC_CHECKSUM);
+        run_until(env, w.m, w.event, w.api, x_has_a_job, w.systemd, "a job for x.service");
+
+        said = notifications(env);
+        assert_contains(said, "STOPPING=1");
+        assert_null(node_annotation(w.api, "checksum/cloud-config-data"));
+        assert_int_equal(nftw(env->dir, find_temp, 16, FTW_PHYS), 0);
+        assert_true(asprintf(&path, "%s/units/x.service", env->dir) > 0);
+        assert_int_equal(read_full_file(path, 4096, &content, &size), 0);
+        assert_string_equal(content, "[Service]\nExecStart=/bin/true\n");
+        content = mfree(content);
+        assert_true(asprintf(&content_path, "%s/root/etc/hello/hello.conf", env->dir) > 0);
+        assert_int_equal(read_full_file(content_path, 4096, &content, &size), 0);
+        assert_string_equal(content, "hi\n");
+        content = mfree(content);
+        free(path);
+        assert_true(asprintf(&path, "%s/%s", env->state, STATE_FILE_NAME) > 0);
+        tx = state_field(path);
+        assert_string_equal(json_string_value(json_object_get(tx, "phase")), "Applying");
+        assert_string_equal(json_string_value(json_object_get(tx, "checksum")), OSC_CHECKSUM);
+        node = json_dumps(w.api->node, JSON_COMPACT);
+        assert_non_null(node);
+        world_done(&w);
+
+        /* The next start: systemd restarts x.service at once now. */
+        world_init(&w, env, node);
+        assert_int_equal(fake_systemd_add_unit(w.systemd, "x.service", FAKE_OK), 0);
+        api_add_secret(w.api, OSC_WITH_UNIT, OSC_CHECKSUM);
+        run_until(env, w.m, w.event, w.api, osc_applied, NULL, "the resumed apply's checksum and OSCApplied");
+        resumed = state_field(path);
+        assert_string_equal(json_string_value(json_object_get(resumed, "transaction")),
+                            json_string_value(json_object_get(tx, "transaction")));
+        assert_string_equal(json_string_value(json_object_get(resumed, "phase")), "Succeeded");
+        /* What was left: the restart; the daemon-reload before it was done. */
+        assert_int_equal(count(fake_systemd_calls(w.systemd), "RestartUnit:x.service"), 1);
+        assert_false(has_call(w.systemd, "Reload"));
+        assert_int_equal(read_full_file(content_path, 4096, &content, &size), 0);
+        assert_string_equal(content, "hi\n");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_new_error_leaves_the_config, setup, teardown),
@@ -824,6 +914,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_first_node, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_osc_applied, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart_annotation, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_sigterm_during_an_api_apply, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
