@@ -80,11 +80,11 @@ static void write_all(Conn *c, const char *p, size_t n) {
 
 /* read()/write() through TLS when the server speaks it: -1 with EAGAIN while TLS waits for the peer. */
 static ssize_t conn_io(Conn *c, void *p, size_t n, bool out) {
-        int k;
+        int k, m = (int) MIN(n, (size_t) INT_MAX);
 
         if (!c->ssl)
                 return out ? write(c->fd, p, n) : read(c->fd, p, n);
-        k = out ? SSL_write(c->ssl, p, (int) MIN(n, (size_t) INT_MAX)) : SSL_read(c->ssl, p, (int) MIN(n, (size_t) INT_MAX));
+        k = out ? SSL_write(c->ssl, p, m) : SSL_read(c->ssl, p, m);
         if (k > 0)
                 return k;
         switch (SSL_get_error(c->ssl, k)) {

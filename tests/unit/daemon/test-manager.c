@@ -34,6 +34,18 @@
 #include "util/json-util.h"
 #include "util/string-util.h"
 
+typedef struct FakeApi FakeApi;
+
+/* A case's Manager with the fake systemd as its system bus and the fake API server (FakeApi below), all
+ * on this thread's default loop; released by the teardown also when the case failed half-way (a
+ * leftover loop would be the next case's default one). */
+typedef struct World {
+        sd_event *event;
+        FakeSystemd *systemd;
+        FakeApi *api;
+        Manager *m;
+} World;
+
 typedef struct Env {
         char dir[64];
         char *state;
@@ -41,7 +53,10 @@ typedef struct Env {
         KubeTuning tuning;
         int notify_fd;
         char *said;                     /* the notifications received so far */
+        World world;
 } Env;
+
+static void world_done(World *w);
 
 /* A configuration as the daemon would finalize it, everything below the case's directory: the state
  * directory, the kubeconfig, osc.rootDirectory, the unit directory, os-release. */
@@ -103,6 +118,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
         Env *env = *state;
 
+        world_done(&env->world);
         (void) unsetenv("NOTIFY_SOCKET");
         (void) unsetenv("DBUS_SYSTEM_BUS_ADDRESS");
         close(env->notify_fd);
@@ -332,7 +348,7 @@ static void test_sigterm_during_an_apply(void **state) {
  * as a merge with conditions by type; JSON patch with "test"), POST and PUT; anything else 404. A
  * WATCH waits, unanswered, until its object changed past the watch's resourceVersion, then gets that
  * one event and a clean end: the client re-watches at once from there (kube-watch.h). */
-typedef struct FakeApi {
+struct FakeApi {
         FakeHttp *http;
         sd_event_source *wake;          /* wakes the waiting watches after a change */
         uint64_t rv;
@@ -340,7 +356,7 @@ typedef struct FakeApi {
         json_t *secret;                 /* NULL: no OSC Secret */
         json_t *lease;                  /* NULL: none yet */
         char *answer;                   /* the last body answered, borrowed by the server */
-} FakeApi;
+};
 
 static bool startswith(const char *s, const char *prefix) {
         return strncmp(s, prefix, strlen(prefix)) == 0;
@@ -650,12 +666,13 @@ static int on_until_step(sd_event_source *s, uint64_t usec, void *userdata) {
         return step_again(s);
 }
 
-/* Runs the Manager until `cond` holds, then stops it with SIGTERM; fails naming `what` (with the
+/* Runs the case's Manager until `cond` holds, then stops it with SIGTERM; fails naming `what` (with the
  * requests the API server saw) when it did not hold within run_script()'s deadline. */
-static void run_until(Env *env, Manager *m, sd_event *event, FakeApi *a, Condition cond, void *userdata, const char *what) {
+static void run_until(Env *env, Condition cond, void *userdata, const char *what) {
+        FakeApi *a = env->world.api;
         Until u = { .api = a, .cond = cond, .userdata = userdata };
 
-        run_script(env, m, event, on_until_step, &u);
+        run_script(env, env->world.m, env->world.event, on_until_step, &u);
         if (!u.met) {
                 for (unsigned i = 0; api_request(a, i); i++)
                         fprintf(stderr, "request %u: %.300s\n", i, api_request(a, i));
@@ -703,21 +720,13 @@ static Manager *manager_for(Env *env) {
         return m;
 }
 
-/* The Manager with the fake systemd as its system bus and the fake API server with the Node `node`, all
- * on this thread's default loop; freed Manager first (it holds requests to both). */
-typedef struct World {
-        sd_event *event;
-        FakeSystemd *systemd;
-        FakeApi *api;
-        Manager *m;
-} World;
-
 static void world_init(World *w, Env *env, const char *node) {
         w->systemd = systemd_on_the_bus(env, &w->event);
         w->api = api_new(env, node);
         w->m = manager_for(env);
 }
 
+/* The Manager first: it holds requests to both fakes. */
 static void world_done(World *w) {
         w->m = manager_free(w->m);
         w->api = api_free(w->api);
@@ -730,14 +739,14 @@ static void world_done(World *w) {
  * yet), the Lease owned by the Node — and says so in STATUS=. */
 static void test_first_node(void **state) {
         Env *env = *state;
-        _cleanup_(world_done) World w = {};
+        World *w = &env->world;
         _cleanup_free_ char *said = NULL;
         FakeApi *a;
         json_t *owner;
 
-        world_init(&w, env, NODE_1);
-        a = w.api;
-        run_until(env, w.m, w.event, a, node_taken_up, NULL, "the Node labelled, its condition and Lease written");
+        world_init(w, env, NODE_1);
+        a = w->api;
+        run_until(env, node_taken_up, NULL, "the Node labelled, its condition and Lease written");
         assert_true(api_saw(a, "GET " NODE_PATH "?fieldSelector=metadata.name%3Dnode-1", "Authorization: Bearer t"));
         assert_true(api_saw(a, "GET " NODE_PATH "?watch=1&fieldSelector=metadata.name%3Dnode-1", NULL));
         assert_string_equal(json_string_value(json_object_get(node_condition(a, "OSCSecretAvailable"), "status")),
@@ -752,8 +761,8 @@ static void test_first_node(void **state) {
 }
 
 static const char NODE_WITH_OSC[] = "{\"apiVersion\": \"v1\", \"kind\": \"Node\", \"metadata\": {\"name\": \"node-1\","
-                                    " \"uid\": \"u-1\", \"labels\": {\"worker.gardener.cloud/gardener-node-agent-secret-name\":"
-                                    " \"osc-1\"}, \"annotations\": {}}}";
+                                    " \"uid\": \"u-1\", \"labels\": {\"" NODE_LABEL_SECRET_NAME "\": \"osc-1\"},"
+                                    " \"annotations\": {}}}";
 #define OSC_CHECKSUM "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 static bool checksum_on_node(FakeApi *a, void *userdata) {
@@ -769,15 +778,15 @@ static bool osc_applied(FakeApi *a, void *userdata) {
  * osc.rootDirectory, and writes its checksum on the Node (with OSCApplied). */
 static void test_osc_applied(void **state) {
         Env *env = *state;
-        _cleanup_(world_done) World w = {};
+        World *w = &env->world;
         _cleanup_free_ char *path = NULL, *content = NULL;
         size_t size;
 
-        world_init(&w, env, NODE_WITH_OSC);
-        api_add_secret(w.api, "spec: {files: [{path: /etc/hello/hello.conf, permissions: 416,"
+        world_init(w, env, NODE_WITH_OSC);
+        api_add_secret(w->api, "spec: {files: [{path: /etc/hello/hello.conf, permissions: 416,"
                               " content: {inline: {data: \"hi\\n\"}}}]}", OSC_CHECKSUM);
-        run_until(env, w.m, w.event, w.api, osc_applied, NULL, "checksum/cloud-config-data on the Node, and OSCApplied");
-        assert_true(api_saw(w.api, "GET " SECRET_PATH "?fieldSelector=metadata.name%3Dosc-1", NULL));
+        run_until(env, osc_applied, NULL, "checksum/cloud-config-data on the Node, and OSCApplied");
+        assert_true(api_saw(w->api, "GET " SECRET_PATH "?fieldSelector=metadata.name%3Dosc-1", NULL));
         assert_true(asprintf(&path, "%s/root/etc/hello/hello.conf", env->dir) > 0);
         assert_int_equal(read_full_file(path, 4096, &content, &size), 0);
         assert_string_equal(content, "hi\n");
@@ -794,8 +803,10 @@ static bool restarted_and_removed(FakeApi *a, void *userdata) {
         RestartScript *r = userdata;
 
         if (!r->annotated && node_taken_up(a, NULL)) {
-                assert_int_equal(json_object_set_new(json_object_get(json_object_get(a->node, "metadata"), "annotations"),
-                                                     NODE_ANNOTATION_RESTART, json_string("x.service")), 0);
+                json_t *annotations = json_object_get(json_object_get(a->node, "metadata"), "annotations");
+
+                assert_int_equal(json_object_set_new(annotations, NODE_ANNOTATION_RESTART, json_string("x.service")),
+                                 0);
                 api_bump(a, a->node);
                 r->annotated = true;
         }
@@ -807,15 +818,14 @@ static bool restarted_and_removed(FakeApi *a, void *userdata) {
  * annotation is removed. */
 static void test_restart_annotation(void **state) {
         Env *env = *state;
-        _cleanup_(world_done) World w = {};
+        World *w = &env->world;
         RestartScript script = {};
 
-        world_init(&w, env, NODE_1);
-        script.fake = w.systemd;
-        assert_int_equal(fake_systemd_add_unit(w.systemd, "x.service", FAKE_OK), 0);
-        run_until(env, w.m, w.event, w.api, restarted_and_removed, &script,
-                  "x.service restarted and the annotation removed");
-        assert_int_equal(count(fake_systemd_calls(w.systemd), "RestartUnit:x.service"), 1);
+        world_init(w, env, NODE_1);
+        script.fake = w->systemd;
+        assert_int_equal(fake_systemd_add_unit(w->systemd, "x.service", FAKE_OK), 0);
+        run_until(env, restarted_and_removed, &script, "x.service restarted and the annotation removed");
+        assert_int_equal(count(fake_systemd_calls(w->systemd), "RestartUnit:x.service"), 1);
 }
 
 #define OSC_WITH_UNIT "spec: {files: [{path: /etc/hello/hello.conf, permissions: 416," \
@@ -858,19 +868,19 @@ static bool has_call(FakeSystemd *f, const char *method) {
  * the checksum and OSCApplied. */
 static void test_sigterm_during_an_api_apply(void **state) {
         Env *env = *state;
-        _cleanup_(world_done) World w = {};
+        World *w = &env->world;
         _cleanup_free_ char *node = NULL, *said = NULL, *path = NULL, *content = NULL, *content_path = NULL;
         _cleanup_(json_decrefp) json_t *tx = NULL, *resumed = NULL;
         size_t size;
 
-        world_init(&w, env, NODE_WITH_OSC);
-        assert_int_equal(fake_systemd_add_unit(w.systemd, "x.service", FAKE_HELD), 0);
-        api_add_secret(w.api, OSC_WITH_UNIT, OSC_CHECKSUM);
-        run_until(env, w.m, w.event, w.api, x_has_a_job, w.systemd, "a job for x.service");
+        world_init(w, env, NODE_WITH_OSC);
+        assert_int_equal(fake_systemd_add_unit(w->systemd, "x.service", FAKE_HELD), 0);
+        api_add_secret(w->api, OSC_WITH_UNIT, OSC_CHECKSUM);
+        run_until(env, x_has_a_job, w->systemd, "a job for x.service");
 
         said = notifications(env);
         assert_contains(said, "STOPPING=1");
-        assert_null(node_annotation(w.api, "checksum/cloud-config-data"));
+        assert_null(node_annotation(w->api, "checksum/cloud-config-data"));
         assert_int_equal(nftw(env->dir, find_temp, 16, FTW_PHYS), 0);
         assert_true(asprintf(&path, "%s/units/x.service", env->dir) > 0);
         assert_int_equal(read_full_file(path, 4096, &content, &size), 0);
@@ -885,22 +895,22 @@ static void test_sigterm_during_an_api_apply(void **state) {
         tx = state_field(path);
         assert_string_equal(json_string_value(json_object_get(tx, "phase")), "Applying");
         assert_string_equal(json_string_value(json_object_get(tx, "checksum")), OSC_CHECKSUM);
-        node = json_dumps(w.api->node, JSON_COMPACT);
+        node = json_dumps(w->api->node, JSON_COMPACT);
         assert_non_null(node);
-        world_done(&w);
+        world_done(w);
 
         /* The next start: systemd restarts x.service at once now. */
-        world_init(&w, env, node);
-        assert_int_equal(fake_systemd_add_unit(w.systemd, "x.service", FAKE_OK), 0);
-        api_add_secret(w.api, OSC_WITH_UNIT, OSC_CHECKSUM);
-        run_until(env, w.m, w.event, w.api, osc_applied, NULL, "the resumed apply's checksum and OSCApplied");
+        world_init(w, env, node);
+        assert_int_equal(fake_systemd_add_unit(w->systemd, "x.service", FAKE_OK), 0);
+        api_add_secret(w->api, OSC_WITH_UNIT, OSC_CHECKSUM);
+        run_until(env, osc_applied, NULL, "the resumed apply's checksum and OSCApplied");
         resumed = state_field(path);
         assert_string_equal(json_string_value(json_object_get(resumed, "transaction")),
                             json_string_value(json_object_get(tx, "transaction")));
         assert_string_equal(json_string_value(json_object_get(resumed, "phase")), "Succeeded");
         /* What was left: the restart; the daemon-reload before it was done. */
-        assert_int_equal(count(fake_systemd_calls(w.systemd), "RestartUnit:x.service"), 1);
-        assert_false(has_call(w.systemd, "Reload"));
+        assert_int_equal(count(fake_systemd_calls(w->systemd), "RestartUnit:x.service"), 1);
+        assert_false(has_call(w->systemd, "Reload"));
         assert_int_equal(read_full_file(content_path, 4096, &content, &size), 0);
         assert_string_equal(content, "hi\n");
 }
