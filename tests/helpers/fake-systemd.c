@@ -221,9 +221,15 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_END
 };
 
+static int get_loaded(sd_bus *bus, const char *path, const char *interface, const char *property,
+                      sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        return sd_bus_message_append(reply, "s", "loaded");
+}
+
 static const sd_bus_vtable unit_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("InvocationID", "ay", get_invocation, 0, 0),
+        SD_BUS_PROPERTY("LoadState", "s", get_loaded, 0, 0),   /* every unit the fake knows is */
         SD_BUS_PROPERTY("ActiveState", "s", NULL, offsetof(FakeUnit, active_state), 0),
         SD_BUS_PROPERTY("SubState", "s", NULL, offsetof(FakeUnit, sub_state), 0),
         SD_BUS_PROPERTY("Job", "(uo)", get_job, 0, 0),

@@ -5,7 +5,7 @@
  * (the test-bus-server.c pattern), the client end handed to the code under test. Both are attached
  * to the caller's sd_event loop, so a test drives everything from one thread. It serves Subscribe,
  * Start/Stop/Restart/ReloadUnit, Reload, Enable/DisableUnitFiles (logged, nothing changed) and the
- * unit properties InvocationID, ActiveState, SubState and Service.Result, and emits JobRemoved the
+ * unit properties InvocationID, LoadState ("loaded"), ActiveState, SubState and Service.Result, and emits JobRemoved the
  * way systemd does, plus a decoy JobRemoved for a different job of the same unit before each real
  * one. Unknown units get NoSuchUnit. */
 
