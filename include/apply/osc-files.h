@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The file side of applying an OSC (docs/node-protocol.md §6.2, §6.4 steps 5, 9, 17; docs/contract.md §9.5): OSC
- * files below
- * osc.rootDirectory, unit files and drop-ins in systemd.unitDirectory, containerd's hosts.toml, the
- * kubelet's cpu_manager_state. Small blocking operations on local files, like the state file; each
- * is idempotent, so the one that a SIGKILL interrupted can simply run again. Every write is atomic
- * (temporary file in the same directory, fsync, rename, fsync of the directory) with its mode set
+/* The file side of applying an OSC (docs/node-protocol.md §6.2, §6.4 steps 5, 9, 17; docs/contract.md §9.5):
+ * OSC files below osc.rootDirectory, unit files and drop-ins in systemd.unitDirectory, containerd's
+ * hosts.toml, the kubelet's cpu_manager_state. Small blocking operations on local files, like the state
+ * file; each is idempotent, so the one that a SIGKILL interrupted can simply run again. Every write is
+ * atomic (temporary file in the same directory, fsync, rename, fsync of the directory) with its mode set
  * explicitly, so a reader never sees half a file and the umask does not matter.
  *
  * Symlinks (never written through): a target's directory is resolved below the root it belongs to (the root

@@ -57,15 +57,16 @@
  *     usable) and credentials rotation (against the rotation times last carried out; always gated, carried
  *     out in Applying by ROTATE_CREDENTIALS after the kubelet switch and before the OS change, and
  *     recorded as carried out at once, so that no later attempt repeats it; gardener PR #15704).
- *     The first apply on a node (no checksum ever) is never gated and leaves the OS alone (docs/node-protocol.md §2.3),
- *     unless MCM's gate is open: the success marking then needs the OS compared, history or not.
+ *     The first apply on a node (no checksum ever) is never gated and leaves the OS alone
+ *     (docs/node-protocol.md §2.3), unless MCM's gate is open: the success marking then needs the OS
+ *     compared, history or not.
  *   - The OSC's own work (files, units, drop-ins, containerd; UpdateInput.osc_work, prepared by the
  *     executor) is part of the plan while its OSC is not committed as last applied: ApplyOSC runs in
  *     Applying after the kubelet switch and before the kubelet restart (which the OSC's own restart
- *     of the kubelet unit replaces), gated when its diff has an in-place flag (docs/node-protocol.md §1.2). The
- * checksum
- *     is written only after it: checksum/cloud-config-data is a promise (docs/contract.md §9.2). A work list
- *     that cannot be computed blocks the plan with its code and message.
+ *     of the kubelet unit replaces), gated when its diff has an in-place flag (docs/node-protocol.md
+ *     §1.2). The checksum is written only after it: checksum/cloud-config-data is a promise
+ *     (docs/contract.md §9.2). A work list that cannot be computed blocks the plan with its code and
+ *     message.
  *   - Ungated: Staging -> Applying -> Verifying -> Succeeded at once; failures report
  *     inplace-agent/failure, a Warning Event and the condition, never update-result (§8.4).
  *   - Gated: nothing until candidate-for-update, selected-for-update, ReadyForUpdate or

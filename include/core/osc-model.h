@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The whole OperatingSystemConfig as the appliers need it (docs/node-protocol.md §2.1, docs/contract.md §9.2):
- * files, units,
- * containerd config and registries, in-place fields, the kubelet config file. Where core/osc.h
- * extracts the few values the update decider uses, this module keeps everything that is written to
- * the node, already merged the way upstream merges it:
+/* The whole OperatingSystemConfig as the appliers need it (docs/node-protocol.md §2.1, docs/contract.md
+ * §9.2): files, units, containerd config and registries, in-place fields, the kubelet config file. Where
+ * core/osc.h extracts the few values the update decider uses, this module keeps everything that is written
+ * to the node, already merged the way upstream merges it:
  *   - files = spec.files + status.extensionFiles, without entries whose hostName is not ours
  *     (CollectAllFiles);
  *   - units = spec.units + status.extensionUnits by name, later entries overriding enable, command

@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Decoding the OperatingSystemConfig Secret (docs/contract.md §4, docs/node-protocol.md §2.1) into the few values
- * the update
- * engine uses. Input is the Secret as the API returns it (a json_t with base64 `.data`); osc.yaml is
- * decoded non-strictly like upstream's codec: unknown fields are ignored, but a field we use that has
- * the wrong type is an error naming that field ("spec.inPlaceUpdates.kubelet: expected a string").
+/* Decoding the OperatingSystemConfig Secret (docs/contract.md §4, docs/node-protocol.md §2.1) into the few
+ * values the update engine uses. Input is the Secret as the API returns it (a json_t with base64 `.data`);
+ * osc.yaml is decoded non-strictly like upstream's codec: unknown fields are ignored, but a field we use
+ * that has the wrong type is an error naming that field ("spec.inPlaceUpdates.kubelet: expected a string").
  * Pure: no I/O, no logging. Every size is bounded (OSC_* limits below). */
 
 #include <jansson.h>

@@ -1,15 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* GNA's reconciliation jitter for OSC Secret updates (docs/node-protocol.md §2.1 "Watch scope", docs/contract.md
- * §9.8): the
- * first OSC after the watch starts (upstream's Create) is handed over at once; a later one with
- * other content (checksum) waits the delay of the Node annotation
- * node-agent.gardener.cloud/reconciliation-delay, which gardener-resource-manager spreads over the
- * nodes so that an ungated change does not restart every kubelet of the cluster at once. An
- * unparseable or absent annotation keeps the previous delay (initially 0). Not delayed: a change
- * while the MCM gate is open (the node is already drained for it), and a waiting one is handed over
- * as soon as the gate opens. A newer OSC replaces a waiting one without moving its deadline.
+/* GNA's reconciliation jitter for OSC Secret updates (docs/node-protocol.md §2.1 "Watch scope",
+ * docs/contract.md §9.8): the first OSC after the watch starts (upstream's Create) is handed over at once; a
+ * later one with other content (checksum) waits the delay of the Node annotation
+ * node-agent.gardener.cloud/reconciliation-delay, which gardener-resource-manager spreads over the nodes so
+ * that an ungated change does not restart every kubelet of the cluster at once. An unparseable or absent
+ * annotation keeps the previous delay (initially 0). Not delayed: a change while the MCM gate is open (the
+ * node is already drained for it), and a waiting one is handed over as soon as the gate opens. A newer OSC
+ * replaces a waiting one without moving its deadline.
  *
  * Owns the waiting OSC and its timer; hands OSCs to `deliver`, which takes them. Logs each wait and
  * hand-over, and the annotation's value once per value (a value that is no duration as a warning). */

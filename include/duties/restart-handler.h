@@ -2,13 +2,12 @@
 #pragma once
 
 /* Carries out the Node annotation worker.gardener.cloud/restart-systemd-services (docs/node-protocol.md §5,
- * docs/contract.md
- * §5, §8.7, §9.12): parses its value (restart-request.h), reports rejected entries (one message
- * each, or one aggregate for many), asks for the annotation to be removed, and only once it is
- * gone restarts the valid units one at a time in request order through UnitControl, the agent's
- * own unit (or a unit it replaces) last. Removing first is what keeps a restart that reaches the
- * agent from finding the annotation again and looping; upstream restarts first and removes
- * after, which only works because it never restarts anything containing itself.
+ * docs/contract.md §5, §8.7, §9.12): parses its value (restart-request.h), reports rejected entries (one
+ * message each, or one aggregate for many), asks for the annotation to be removed, and only once it is gone
+ * restarts the valid units one at a time in request order through UnitControl, the agent's own unit (or a
+ * unit it replaces) last. Removing first is what keeps a restart that reaches the agent from finding the
+ * annotation again and looping; upstream restarts first and removes after, which only works because it never
+ * restarts anything containing itself.
  *
  * It owns a small record of what it did for the current annotation value (value, units started,
  * whether the annotation was removed, whether all restarts were started), persisted atomically to

@@ -1,14 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The SystemdUnitsReady condition (docs/node-protocol.md §8 item 3, docs/contract.md §9.8): every period (1 min;
- * the first
- * at start) the state of each unit the OSC manages is read over D-Bus (systemd/unit-state.h),
- * judged by core/unit-health.h and handed to the reporter, which writes the condition only when it
- * changed. The list of units is an input: duties/applied-osc sets the units of the last-applied OSC
- * (replaced units, e.g. gardener-node-agent.service, left out) at start and after every apply. Until
- * it does, the list is empty, and an empty list writes nothing (as upstream without a last-applied
- * OSC).
+/* The SystemdUnitsReady condition (docs/node-protocol.md §8 item 3, docs/contract.md §9.8): every period (1
+ * min; the first at start) the state of each unit the OSC manages is read over D-Bus (systemd/unit-state.h),
+ * judged by core/unit-health.h and handed to the reporter, which writes the condition only when it changed.
+ * The list of units is an input: duties/applied-osc sets the units of the last-applied OSC (replaced units,
+ * e.g. gardener-node-agent.service, left out) at start and after every apply. Until it does, the list is
+ * empty, and an empty list writes nothing (as upstream without a last-applied OSC).
  *
  * While systemd cannot be reached (the bus restarting, systemd re-executing) a round is skipped, and
  * an answer lost on the way is no verdict: the condition stays as it is, never turned False for it.

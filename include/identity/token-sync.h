@@ -2,19 +2,18 @@
 #pragma once
 
 /* GNA's token controller (docs/contract.md §9.8, docs/node-protocol.md §8 item 4; upstream
- * pkg/nodeagent/controller/token): for each
- * `controllers.token.syncConfigs[]` entry {secretName, path} of GNA's component config, the Secret
- * kube-system/<secretName>'s `token` is written to <root><path> (0640, atomically, only when it differs)
- * on start, whenever the Secret changes (one field-selected watch per Secret, no polling), every
- * `controllers.token.syncPeriod` (default 12 h), on token_sync_resync() (service-account-key rotation)
- * and, for one config, on token_sync_resync_path() (the OSC removed its file).
+ * pkg/nodeagent/controller/token): for each `controllers.token.syncConfigs[]` entry {secretName, path} of
+ * GNA's component config, the Secret kube-system/<secretName>'s `token` is written to <root><path> (0640,
+ * atomically, only when it differs) on start, whenever the Secret changes (one field-selected watch per
+ * Secret, no polling), every `controllers.token.syncPeriod` (default 12 h), on token_sync_resync()
+ * (service-account-key rotation) and, for one config, on token_sync_resync_path() (the OSC removed its
+ * file).
  *
- * The configuration part is pure (token_sync_configs_from_json()). TokenSync runs on the client's
- * sd_event loop; writes are small local files. Logs (a long-running owner, like the identity): each
- * token written, a Secret it cannot read or write (warning), a LIST no retry fixes (403, too large)
- * once. Never logs or reports a token: messages name the Secret and the path only. Ownership: the caller owns the
- * TokenSync; it owns its watches and timer and borrows
- * the KubeClient, which must outlive it. */
+ * The configuration part is pure (token_sync_configs_from_json()). TokenSync runs on the client's sd_event
+ * loop; writes are small local files. Logs (a long-running owner, like the identity): each token written, a
+ * Secret it cannot read or write (warning), a LIST no retry fixes (403, too large) once. Never logs or
+ * reports a token: messages name the Secret and the path only. Ownership: the caller owns the TokenSync; it
+ * owns its watches and timer and borrows the KubeClient, which must outlive it. */
 
 #include <jansson.h>
 #include <stddef.h>

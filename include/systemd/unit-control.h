@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Client of the systemd manager (org.freedesktop.systemd1) over an sd-bus connection the Manager
- * owns: start, stop, restart and reload units, and daemon-reload. Fully asynchronous on the sd_event
- * loop the bus is attached to; nothing here blocks. Also enables and disables unit files. Does not log above debug:
- * every outcome comes
- * back as a UnitJobResult (-errno plus a human detail) for the caller to report.
+/* Client of the systemd manager (org.freedesktop.systemd1) over an sd-bus connection the Manager owns:
+ * start, stop, restart and reload units, and daemon-reload. Fully asynchronous on the sd_event loop the bus
+ * is attached to; nothing here blocks. Also enables and disables unit files. Does not log above debug: every
+ * outcome comes back as a UnitJobResult (-errno plus a human detail) for the caller to report.
  *
- * Why more than "call RestartUnit and wait": upstream waits 10 s for JobRemoved and then assumes
- * success (docs/node-protocol.md §6.1). Here
+ * Why more than "call RestartUnit and wait": upstream waits 10 s for JobRemoved and then assumes success
+ * (docs/node-protocol.md §6.1). Here:
  *  - the JobRemoved match is installed and Subscribe() called before any job is requested on a
  *    connection, so no fast job can finish unobserved;
  *  - every job has its own timeout (systemd.jobTimeout); a timeout is a failure, never a success;

@@ -2,8 +2,8 @@
 #pragma once
 
 /* A credentials rotation in place (docs/contract.md §9.7, docs/node-protocol.md §6.4 "Inside
- * performInPlaceUpdate"): what the
- * executor runs for UPDATE_ACTION_ROTATE_CREDENTIALS. One enum-driven step machine:
+ * performInPlaceUpdate"): what the executor runs for UPDATE_ACTION_ROTATE_CREDENTIALS. One enum-driven step
+ * machine:
  *
  *   CA rotation (rotate_ca):
  *     renew-agent      our client certificate renewed against the new bundle, GNA's apiServer.caFile

@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The OSC's own work for the executor (docs/contract.md §9.2, docs/node-protocol.md §2.3 and §6.4): everything an
- * OSC asks
- * for beyond the kubelet binary and the OS — files, unit files and drop-ins, unit commands,
- * containerd and registries.
+/* The OSC's own work for the executor (docs/contract.md §9.2, docs/node-protocol.md §2.3 and §6.4):
+ * everything an OSC asks for beyond the kubelet binary and the OS — files, unit files and drop-ins, unit
+ * commands, containerd and registries.
  *
  *   osc_runner_prepare()  before every decision: for the current OSC, either "committed" (its osc.yaml
  *                         is the last-applied one), or the work list (apply/osc-state: the saved
@@ -36,15 +35,14 @@
  * message naming the path or unit and the errno or D-Bus error; the item stays not done, so the
  * retry (the engine's back-off) starts there again.
  *
- * Ownership: the executor owns the OscRunner; the runner owns the work list, its plan JSON, the store
- * of imageRef files and the one operation of a run in flight (the guard, an applier's stretch, or the
- * request, probe or pull of one of its own items). The OSC it prepares it does not decode again: it
- * holds a reference to the OscDesired's model (decoded once at intake, immutable; core/osc.h) and a
- * copy of its osc.yaml bytes (what it commits as last applied), and never changes the executor's
- * OscDesired. Everything in OscRunnerDeps is borrowed and
- * outlives the runner; the KubeClient comes later (osc_runner_set_kube()). Logs what it decides: one
- * journal line per prepared work list, per applied OSC, per item of its own done; a failed run is
- * the executor's to log (the `done` callback's code and message). */
+ * Ownership: the executor owns the OscRunner; the runner owns the work list, its plan JSON, the store of
+ * imageRef files and the one operation of a run in flight (the guard, an applier's stretch, or the request,
+ * probe or pull of one of its own items). The OSC it prepares it does not decode again: it holds a reference
+ * to the OscDesired's model (decoded once at intake, immutable; core/osc.h) and a copy of its osc.yaml bytes
+ * (what it commits as last applied), and never changes the executor's OscDesired. Everything in
+ * OscRunnerDeps is borrowed and outlives the runner; the KubeClient comes later (osc_runner_set_kube()).
+ * Logs what it decides: one journal line per prepared work list, per applied OSC, per item of its own done;
+ * a failed run is the executor's to log (the `done` callback's code and message). */
 
 #include "core/config.h"
 #include "core/node-update.h"
