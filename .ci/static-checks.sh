@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The compiler- and analyzer-side checks of CI (issue 16), each failing CI on any finding:
-#   1. a release build of the daemon as the packages ship it, -O2 -D_FORTIFY_SOURCE=3, with -Werror;
-#   2. scan-build (clang's static analyzer) with --status-bugs over the daemon and its library, a
+# The compiler- and analyzer-side checks of CI, each failing CI on any finding:
+#   1. clang-format 14 with the checked-in .clang-format over every C file (docs/architecture.md
+#      "House style"), first, as it takes seconds: a file the formatter would change fails, with the diff;
+#   2. a release build of the daemon as the packages ship it, -O2 -D_FORTIFY_SOURCE=3, with -Werror;
+#   3. scan-build (clang's static analyzer) with --status-bugs over the daemon and its library, a
 #      clang -Werror build at the same time;
-#   3. clang-tidy (bugprone checks) with the checked-in .clang-tidy over every agent/ source;
-#   4. agent/check-bool-args.py (libclang): a literal true/false for a bool parameter names it,
+#   4. clang-tidy (bugprone checks) with the checked-in .clang-tidy over every agent/ source;
+#   5. agent/check-bool-args.py (libclang): a literal true/false for a bool parameter names it,
 #      foo(x, /* force= */ true), and every /* name= */ names the parameter it stands before.
 # The analyzer runs once (scan-build), not again inside clang-tidy. unix.Malloc and
 # deadcode.DeadStores are off: clang 14 does not model __attribute__((cleanup)), so every _cleanup_
@@ -14,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 missing=()
-for p in clang clang-tools-14 clang-tidy-14 python3-clang-14; do
+for p in clang clang-tools-14 clang-tidy-14 clang-format-14 python3-clang-14; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -23,6 +25,16 @@ fi
 [ "${1:-}" != --deps-only ] || exit 0   # CI's set-up stage: install only
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+
+echo "== clang-format =="
+git ls-files -z 'agent/*.[ch]' 'include/*.h' 'tests/*.[ch]' >"$out/c-files"
+if ! xargs -0 clang-format-14 --dry-run --Werror <"$out/c-files" >"$out/format.log" 2>&1; then
+        head -60 "$out/format.log"
+        echo "clang-format: files above differ from .clang-format (fix: git ls-files -z 'agent/*.[ch]'" \
+             "'include/*.h' 'tests/*.[ch]' | xargs -0 clang-format-14 -i)"
+        exit 1
+fi
+echo "clang-format: $(tr -cd '\0' <"$out/c-files" | wc -c) files as .clang-format says"
 
 echo "== release build: -O2 -D_FORTIFY_SOURCE=3 -Werror =="
 CFLAGS="-O2 -D_FORTIFY_SOURCE=3" meson setup "$out/fortify" --buildtype=plain -Dwerror=true >/dev/null
