@@ -8,6 +8,7 @@
 
 #include "apply/osc-files.h"
 #include "apply/osc-state.h"
+#include "core/osc.h"
 #include "util/error-message.h"
 #include "util/fileio.h"
 #include "util/in-root.h"
@@ -377,6 +378,35 @@ bool osc_state_any_applied(const char *state_directory, const char *root_directo
         if (path_below_root(root_directory, OSC_STATE_GNA_LAST_APPLIED, &gna) < 0)
                 gna = NULL;
         return exists(ours) || exists(gna);
+}
+
+int osc_state_read_applied(const char *state_directory, const char *root_directory, const OscModelOptions *opts,
+                           OscModel **ret, char **ret_path, char **ret_error) {
+        _cleanup_free_ char *ours = NULL, *gna = NULL, *data = NULL;
+        char **path = &ours;
+        size_t size;
+        int r;
+
+        assert(state_directory && ret && ret_path);
+        r = state_file(state_directory, OSC_STATE_LAST_APPLIED, &ours);
+        if (r >= 0)
+                r = path_below_root(root_directory ?: "/", OSC_STATE_GNA_LAST_APPLIED, &gna);
+        if (r < 0)
+                return r;
+        r = read_full_file(ours, OSC_YAML_MAX, &data, &size);
+        if (r == -ENOENT) {
+                path = &gna;
+                r = read_full_file(gna, OSC_YAML_MAX, &data, &size);
+        }
+        if (r == -ENOENT)
+                return r;
+        if (r < 0)
+                return error_setf(ret_error, r, "cannot read %s: %s", *path, strerror(-r));
+        r = osc_model_decode_yaml(data, size, opts, ret, ret_error);
+        if (r < 0)
+                return r;
+        *ret_path = TAKE_PTR(*path);
+        return 0;
 }
 
 int osc_state_commit(const char *state_directory, const char *yaml, size_t size) {

@@ -23,47 +23,12 @@ struct AppliedOsc {
         LogOnce error;                  /* the last read/decode error, logged once */
 };
 
-/* A path the OSC names, below osc.rootDirectory (NULL on -ENOMEM; OSC paths are absolute). */
-static char *below_root(const AppliedOsc *a, const char *path) {
-        char *p = NULL;
-
-        (void) path_below_root(a->opts.root_directory ?: "/", path, &p);
-        return p;
-}
-
-/* Reads our last-applied OSC, else GNA's; -ENOENT when neither exists. */
-static int applied_osc_read(AppliedOsc *a, const OscModelOptions *opts, OscModel **ret, char **ret_path,
-                            char **ret_error) {
-        _cleanup_free_ char *ours = NULL, *gna = below_root(a, OSC_STATE_GNA_LAST_APPLIED), *data = NULL;
-        char **path = &ours;
-        size_t size;
-        int r;
-
-        if (!gna || asprintf(&ours, "%s/%s", a->opts.state_directory, OSC_STATE_LAST_APPLIED) < 0)
-                return -ENOMEM;
-        r = read_full_file(ours, OSC_YAML_MAX, &data, &size);
-        if (r == -ENOENT) {
-                path = &gna;
-                r = read_full_file(gna, OSC_YAML_MAX, &data, &size);
-        }
-        if (r < 0) {
-                if (r != -ENOENT && asprintf(ret_error, "cannot read %s: %s", *path, strerror(-r)) < 0)
-                        return -ENOMEM;
-                return r;
-        }
-        r = osc_model_decode_yaml(data, size, opts, ret, ret_error);
-        if (r < 0)
-                return r;
-        *ret_path = TAKE_PTR(*path);
-        return 0;
-}
-
 int applied_osc_load(AppliedOsc *a, const OscModelOptions *opts, OscModel **ret, char **ret_path) {
         _cleanup_free_ char *error = NULL;
         int r;
 
         assert(a && ret && ret_path);
-        r = applied_osc_read(a, opts, ret, ret_path, &error);
+        r = osc_state_read_applied(a->opts.state_directory, a->opts.root_directory, opts, ret, ret_path, &error);
         if (r == -ENOMEM)
                 return log_oom();
         /* A read problem once per distinct message; none (ENOENT) is no news. */

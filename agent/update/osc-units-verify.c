@@ -57,29 +57,13 @@ OscUnitsVerify *osc_units_verify_free(OscUnitsVerify *v) {
 
 /* The units the last-applied OSC starts: ours, else gardener-node-agent's; none: -ENOENT. */
 static int load_units(OscUnitsVerify *v, const OscUnitsVerifyParams *p, char **ret_error) {
-        _cleanup_free_ char *ours = NULL, *gna = NULL, *data = NULL;
         _cleanup_(osc_model_freep) OscModel *m = NULL;
         _cleanup_free_ const char **names = NULL;
-        const char *path;
-        size_t size, n;
+        _cleanup_free_ char *path = NULL;
+        size_t n;
         int r;
 
-        if (asprintf(&ours, "%s/%s", p->state_directory, OSC_STATE_LAST_APPLIED) < 0)
-                return -ENOMEM;
-        r = path_below_root(p->root_directory ?: "/", OSC_STATE_GNA_LAST_APPLIED, &gna);
-        if (r < 0)
-                return r;
-        path = ours;
-        r = read_full_file(ours, OSC_YAML_MAX, &data, &size);
-        if (r == -ENOENT) {
-                path = gna;
-                r = read_full_file(gna, OSC_YAML_MAX, &data, &size);
-        }
-        if (r == -ENOENT)
-                return r;
-        if (r < 0)
-                return error_setf(ret_error, r, "cannot read %s: %s", path, strerror(-r));
-        r = osc_model_decode_yaml(data, size, p->model_options, &m, ret_error);
+        r = osc_state_read_applied(p->state_directory, p->root_directory, p->model_options, &m, &path, ret_error);
         if (r < 0)
                 return r;
         r = unit_health_units_started(m, p->replaced_units, &names, &n);

@@ -76,6 +76,13 @@ int osc_state_save_changes(const char *state_directory, const OscChanges *c);
  * `root_directory`) gardener-node-agent's. False on a fresh node, until its first OSC is committed;
  * an error reading counts as "applied" (the cautious answer: the first-OSC rules do not apply). */
 bool osc_state_any_applied(const char *state_directory, const char *root_directory);
+/* The last-applied OSC as the readers after an apply see it (the units check, the success rule's
+ * units check): ours, else gardener-node-agent's below `root_directory`, decoded with `opts` into
+ * *ret, its path in *ret_path. -ENOENT when neither exists (no message); another read or decode
+ * error sets *ret_error naming the file. Unlike osc_state_prepare(), nothing is moved aside: a reader
+ * does not repair, the next apply does. */
+int osc_state_read_applied(const char *state_directory, const char *root_directory, const OscModelOptions *opts,
+                           OscModel **ret, char **ret_path, char **ret_error);
 /* Items `indices[0..n)` of the saved list `c` are done: a line each appended to the done-log, in one
  * write, and fdatasync()ed. */
 int osc_state_save_done(const char *state_directory, const OscChanges *c, const size_t *indices, size_t n);
