@@ -43,31 +43,6 @@ setUpModule, tearDownModule = itest.sandbox_fixture(
     log_level="debug", gardener_osc=True, agent_config={"osc": {"driftInterval": "%ds" % INTERVAL}})
 
 
-def rooted(path):
-    return SB.base + path
-
-
-def read(path):
-    with open(path) as f:
-        return f.read()
-
-
-def starts_file(unit):
-    return SB.path("starts-" + unit)
-
-
-def starts(unit):
-    try:
-        return read(starts_file(unit)).count("start")
-    except FileNotFoundError:
-        return 0
-
-
-def unit_text(unit):
-    return ("[Unit]\nDescription=drift test unit %s\n[Service]\nExecStartPre=/bin/sh -c 'echo start >> %s'\n"
-            "ExecStart=/bin/sleep infinity\n[Install]\nWantedBy=default.target\n" % (unit, starts_file(unit)))
-
-
 def osc_text(eviction=S.DEFAULT_EVICTION):
     files = ("  - path: %s\n    permissions: 420\n    content:\n      inline:\n        data: %s\n"
              "  - path: %s\n    permissions: 384\n    content:\n      secretRef:\n        name: %s\n"
@@ -79,7 +54,7 @@ def osc_text(eviction=S.DEFAULT_EVICTION):
     units = ("  units:\n"
              "  - name: %s\n    enable: true\n    content: %s\n    filePaths:\n    - %s\n"
              "  - name: %s\n    enable: true\n    content: %s\n"
-             % (APP, json.dumps(unit_text(APP)), APP_CONF, BYSTANDER, json.dumps(unit_text(BYSTANDER))))
+             % (APP, json.dumps(SB.counting_unit(APP, "drift test unit")), APP_CONF, BYSTANDER, json.dumps(SB.counting_unit(BYSTANDER, "drift test unit"))))
     return SB.osc_yaml("1.31.4", SB.osc["os_version"], SB.image_ref("1.31.4"), eviction=eviction,
                        extra_files=files).replace("  units:\n", units, 1)
 
@@ -112,27 +87,27 @@ class DriftRepair(unittest.TestCase):
         SB.emu.seed_secret(TOKEN_SECRET, namespace=S.OSC_NAMESPACE, data={"token": TOKEN_VALUE})
         checksum = SB.publish_text(osc_text())
         SB.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == checksum, 60, "the OSC applied")
-        usermgr.wait_until(lambda: starts(APP) == 1 and starts(BYSTANDER) == 1, 20, "both units started")
+        usermgr.wait_until(lambda: SB.starts(APP) == 1 and SB.starts(BYSTANDER) == 1, 20, "both units started")
         wait_rounds(1)
         assert not drift_events(REPAIRED) and not drift_events(DETECTED), SB.events()
 
     def test_1_file_and_unit_file_restored(self):
         unit_file = os.path.join(SB.um.unit_dir, APP)
-        os.unlink(rooted(APP_CONF))
+        os.unlink(SB.rooted(APP_CONF))
         os.unlink(unit_file)
         t0 = time.monotonic()
-        usermgr.wait_until(lambda: os.path.exists(rooted(APP_CONF)) and os.path.exists(unit_file), 20,
+        usermgr.wait_until(lambda: os.path.exists(SB.rooted(APP_CONF)) and os.path.exists(unit_file), 20,
                            "the file and the unit file restored")
         elapsed = time.monotonic() - t0
         self.assertLess(elapsed, INTERVAL * 1.1 + 3, "restored within the drift interval")
-        self.assertEqual(read(rooted(APP_CONF)), "setting = 1\n")
-        self.assertEqual(os.stat(rooted(APP_CONF)).st_mode & 0o7777, 0o644)
-        self.assertEqual(read(unit_file), unit_text(APP))
-        usermgr.wait_until(lambda: starts(APP) == 2, 20, "the unit restarted")
+        self.assertEqual(S.read_text(SB.rooted(APP_CONF)), "setting = 1\n")
+        self.assertEqual(os.stat(SB.rooted(APP_CONF)).st_mode & 0o7777, 0o644)
+        self.assertEqual(S.read_text(unit_file), SB.counting_unit(APP, "drift test unit"))
+        usermgr.wait_until(lambda: SB.starts(APP) == 2, 20, "the unit restarted")
         events = usermgr.wait_until(lambda: drift_events(REPAIRED), 20, "the %s Event" % REPAIRED)
         wait_rounds(2)
-        self.assertEqual(starts(APP), 2, "restarted exactly once")
-        self.assertEqual(starts(BYSTANDER), 1, "the bystander is not restarted")
+        self.assertEqual(SB.starts(APP), 2, "restarted exactly once")
+        self.assertEqual(SB.starts(BYSTANDER), 1, "the bystander is not restarted")
         events = drift_events(REPAIRED)
         self.assertEqual(len(events), 1, events)
         e = events[0]
@@ -151,15 +126,15 @@ class DriftRepair(unittest.TestCase):
         """A secretRef file is fetched from its Secret again, an imageRef file linked again from the
         agent's image store, each with its mode; the Secret's value appears nowhere but in its file."""
         before = len(drift_events(REPAIRED))
-        os.unlink(rooted(TOKEN))
-        os.unlink(rooted(TOOL))
-        usermgr.wait_until(lambda: os.path.exists(rooted(TOKEN)) and os.path.exists(rooted(TOOL)), 20,
+        os.unlink(SB.rooted(TOKEN))
+        os.unlink(SB.rooted(TOOL))
+        usermgr.wait_until(lambda: os.path.exists(SB.rooted(TOKEN)) and os.path.exists(SB.rooted(TOOL)), 20,
                            "the secretRef and imageRef files restored")
-        self.assertEqual(read(rooted(TOKEN)), TOKEN_VALUE)
-        self.assertEqual(os.stat(rooted(TOKEN)).st_mode & 0o7777, 0o600)
-        with open(rooted(TOOL), "rb") as f:
+        self.assertEqual(S.read_text(SB.rooted(TOKEN)), TOKEN_VALUE)
+        self.assertEqual(os.stat(SB.rooted(TOKEN)).st_mode & 0o7777, 0o600)
+        with open(SB.rooted(TOOL), "rb") as f:
             self.assertEqual(f.read(), SB.images[("1.31.4", False)]["kubelet"])
-        self.assertEqual(os.stat(rooted(TOOL)).st_mode & 0o7777, 0o755)
+        self.assertEqual(os.stat(SB.rooted(TOOL)).st_mode & 0o7777, 0o755)
         events = usermgr.wait_until(lambda: drift_events(REPAIRED)[before:], 20, "the Event")
         msg = events[0]["message"]
         self.assertIn("FileMissing %s" % TOKEN, msg)
@@ -170,7 +145,7 @@ class DriftRepair(unittest.TestCase):
             self.assertNotIn(TOKEN_VALUE, text, "the Secret's value in %s" % where)
 
     def test_2_enablement_and_a_stopped_unit(self):
-        before = starts(BYSTANDER)
+        before = SB.starts(BYSTANDER)
         # As `systemctl disable` does it (the sandbox's systemctl resolves unit files for the wrong
         # user directory): DisableUnitFiles, then a reload (systemd caches UnitFileState until then).
         SB.um.busctl("call", "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
@@ -178,9 +153,9 @@ class DriftRepair(unittest.TestCase):
         SB.um.daemon_reload()
         self.assertEqual(SB.um.show(BYSTANDER, "UnitFileState"), "disabled")
         SB.systemctl("stop", BYSTANDER, check=True)
-        usermgr.wait_until(lambda: starts(BYSTANDER) == before + 1, 20, "the bystander started again")
+        usermgr.wait_until(lambda: SB.starts(BYSTANDER) == before + 1, 20, "the bystander started again")
         wait_rounds(2)
-        self.assertEqual(starts(BYSTANDER), before + 1)
+        self.assertEqual(SB.starts(BYSTANDER), before + 1)
         self.assertEqual(SB.um.show(BYSTANDER, "UnitFileState"), "enabled")
         self.assertEqual(SB.um.active_state(BYSTANDER), "active")
         msgs = [e["message"] for e in drift_events(REPAIRED) if BYSTANDER in e["message"]]
@@ -190,13 +165,13 @@ class DriftRepair(unittest.TestCase):
         self.assertIn("restart unit %s" % BYSTANDER, msgs[0])
 
     def test_3_warn_touches_nothing(self):
-        app = starts(APP)
+        app = SB.starts(APP)
         set_mode("warn")
-        os.unlink(rooted(APP_CONF))
+        os.unlink(SB.rooted(APP_CONF))
         events = usermgr.wait_until(lambda: drift_events(DETECTED), 20, "the %s Event" % DETECTED)
         wait_rounds(2)
-        self.assertFalse(os.path.exists(rooted(APP_CONF)), "warn restored the file")
-        self.assertEqual(starts(APP), app, "warn restarted the unit")
+        self.assertFalse(os.path.exists(SB.rooted(APP_CONF)), "warn restored the file")
+        self.assertEqual(SB.starts(APP), app, "warn restarted the unit")
         msg = events[0]["message"]
         self.assertEqual(events[0]["type"], "Warning")
         self.assertIn("FileMissing %s" % APP_CONF, msg)
@@ -204,26 +179,26 @@ class DriftRepair(unittest.TestCase):
 
         # Back to repair: the check at start repairs at once.
         set_mode("repair")
-        usermgr.wait_until(lambda: os.path.exists(rooted(APP_CONF)), 20, "the file restored at start")
-        usermgr.wait_until(lambda: starts(APP) == app + 1, 20, "the unit restarted")
+        usermgr.wait_until(lambda: os.path.exists(SB.rooted(APP_CONF)), 20, "the file restored at start")
+        usermgr.wait_until(lambda: SB.starts(APP) == app + 1, 20, "the unit restarted")
 
     def test_4_nothing_while_waiting_for_drain(self):
-        app = starts(APP)
+        app = SB.starts(APP)
         checksum = SB.publish_text(osc_text(eviction="200Mi"))
         SB.mcm_candidate()
         SB.mcm_select()
         SB.wait_node(lambda n: S.progress_phase(n) == "WaitingForDrain", 60, "WaitingForDrain")
-        os.unlink(rooted(APP_CONF))
+        os.unlink(SB.rooted(APP_CONF))
         postponed = SB.agent_log().count("Drift round postponed")
         usermgr.wait_until(lambda: SB.agent_log().count("Drift round postponed") >= postponed + 3, 30,
                            "postponed rounds")
-        self.assertFalse(os.path.exists(rooted(APP_CONF)), "repaired while waiting for the drain")
-        self.assertEqual(starts(APP), app)
+        self.assertFalse(os.path.exists(SB.rooted(APP_CONF)), "repaired while waiting for the drain")
+        self.assertEqual(SB.starts(APP), app)
 
         SB.mcm_ready_for_update()
         SB.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == checksum, 60, "the update applied")
-        usermgr.wait_until(lambda: os.path.exists(rooted(APP_CONF)), 20, "the file restored after the update")
-        usermgr.wait_until(lambda: starts(APP) == app + 1, 20, "the unit restarted")
+        usermgr.wait_until(lambda: os.path.exists(SB.rooted(APP_CONF)), 20, "the file restored after the update")
+        usermgr.wait_until(lambda: SB.starts(APP) == app + 1, 20, "the unit restarted")
 
 
 if __name__ == "__main__":

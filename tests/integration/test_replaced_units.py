@@ -36,34 +36,9 @@ setUpModule, tearDownModule = itest.sandbox_fixture(
     log_level="debug", agent_env={"INPLACE_AGENT_KUBE_TUNING": "units-check=1s"})
 
 
-def rooted(path):
-    return SB.base + path
-
-
-def read(path):
-    with open(path) as f:
-        return f.read()
-
-
-def starts_file(unit):
-    return SB.path("starts-" + unit)
-
-
-def starts(unit):
-    try:
-        return read(starts_file(unit)).count("start")
-    except FileNotFoundError:
-        return 0
-
-
-def unit_text(unit):
-    return ("[Unit]\nDescription=issue 29 test unit %s\n[Service]\nExecStartPre=/bin/sh -c 'echo start >> %s'\n"
-            "ExecStart=/bin/sleep infinity\n[Install]\nWantedBy=default.target\n" % (unit, starts_file(unit)))
-
-
 def gna_unit_text():
     """gardener-node-agent's unit as it would run: a stand-in that stays active and counts its starts."""
-    return unit_text(GNA)
+    return SB.counting_unit(GNA, "replaced-units test unit")
 
 
 def osc_text():
@@ -76,7 +51,7 @@ def osc_text():
     units = ("  units:\n"
              "  - name: %s\n    enable: true\n    command: start\n    content: %s\n    filePaths:\n    - %s\n"
              "  - name: %s\n    enable: true\n    content: %s\n    filePaths:\n    - %s\n    - %s\n"
-             % (APP, json.dumps(unit_text(APP)), APP_CONF, GNA, json.dumps(gna_unit_text()), GNA_CONFIG, GNA_BIN))
+             % (APP, json.dumps(SB.counting_unit(APP, "replaced-units test unit")), APP_CONF, GNA, json.dumps(gna_unit_text()), GNA_CONFIG, GNA_BIN))
     return SB.osc_yaml("1.31.4", SB.osc["os_version"], SB.image_ref("1.31.4"),
                        extra_files=files).replace("  units:\n", units, 1)
 
@@ -94,21 +69,21 @@ class ReplacedUnits(unittest.TestCase):
     def setUpClass(cls):
         checksum = SB.publish_text(osc_text())
         SB.wait_node(lambda n: S.annotation(n, S.NODE_CHECKSUM) == checksum, 60, "the OSC applied")
-        usermgr.wait_until(lambda: starts(APP) == 1, 20, "the OSC's unit started")
+        usermgr.wait_until(lambda: SB.starts(APP) == 1, 20, "the OSC's unit started")
 
     def test_1_drift_with_gardener_node_agent_in_the_osc(self):
         unit_file = os.path.join(SB.um.unit_dir, APP)
-        self.assertFalse(os.path.exists(rooted(GNA_BIN)), "the replaced unit's binary was pulled")
+        self.assertFalse(os.path.exists(SB.rooted(GNA_BIN)), "the replaced unit's binary was pulled")
         self.assertFalse(os.path.exists(os.path.join(SB.um.unit_dir, GNA)), "the replaced unit was written")
         SB.stop_agent()
-        os.unlink(rooted(APP_CONF))
+        os.unlink(SB.rooted(APP_CONF))
         os.unlink(unit_file)
         before = len(events("OSCDriftRepaired"))
         SB.start_agent()
         ev = usermgr.wait_until(lambda: events("OSCDriftRepaired")[before:], 30, "the OSCDriftRepaired Event")
-        self.assertEqual(read(rooted(APP_CONF)), "setting = 1\n")
-        self.assertEqual(read(unit_file), unit_text(APP))
-        usermgr.wait_until(lambda: starts(APP) == 2, 20, "the unit restarted")
+        self.assertEqual(S.read_text(SB.rooted(APP_CONF)), "setting = 1\n")
+        self.assertEqual(S.read_text(unit_file), SB.counting_unit(APP, "replaced-units test unit"))
+        usermgr.wait_until(lambda: SB.starts(APP) == 2, 20, "the unit restarted")
         msg = ev[0]["message"]
         for name in ("FileMissing " + APP_CONF, "UnitFileMissing " + APP):
             self.assertIn(name, msg)
@@ -116,13 +91,13 @@ class ReplacedUnits(unittest.TestCase):
             self.assertNotIn(gna, msg)
         self.assertNotIn("Repair failed", msg)
         self.assertFalse(events("OSCDriftRepairFailed"), events("OSCDriftRepairFailed"))
-        self.assertFalse(os.path.exists(rooted(GNA_BIN)), "the replaced unit's binary was pulled")
-        self.assertEqual(starts(GNA), 0)
+        self.assertFalse(os.path.exists(SB.rooted(GNA_BIN)), "the replaced unit's binary was pulled")
+        self.assertEqual(SB.starts(GNA), 0)
 
     def test_2_gardener_node_agent_never_beside_the_agent(self):
         drop_in = os.path.join(SB.um.runtime_unit_dir, GNA + ".d", DROP_IN)
         usermgr.wait_until(lambda: os.path.exists(drop_in), 20, "the runtime drop-in")
-        self.assertIn("ConditionPathExists=!%s" % drop_in, read(drop_in))
+        self.assertIn("ConditionPathExists=!%s" % drop_in, S.read_text(drop_in))
         # A boot: /run is empty, and an /etc reset or the boot hook put its unit file back, which
         # started before the agent.
         SB.stop_agent()
@@ -137,15 +112,15 @@ class ReplacedUnits(unittest.TestCase):
         self.assertEqual(gna_active(), "inactive")
         self.assertIn("%s was running beside the agent" % GNA, ev[0]["message"])
         self.assertIn("%s was running beside the agent" % GNA, SB.agent_log())
-        gna_starts = starts(GNA)
+        gna_starts = SB.starts(GNA)
         # A hook that rewrites its unit file and starts it: the condition holds it back.
         SB.um.write_unit(GNA, gna_unit_text() + "# rewritten by a boot hook\n")
         SB.um.daemon_reload()
         SB.systemctl("start", GNA)
         self.assertEqual(gna_active(), "inactive")
-        self.assertEqual(starts(GNA), gna_starts, "gardener-node-agent.service ran")
+        self.assertEqual(SB.starts(GNA), gna_starts, "gardener-node-agent.service ran")
         self.assertIn("ConditionPathExists", SB.systemctl("show", GNA, "-p", "ConditionResult",
-                                                          "-p", "Conditions").stdout + read(drop_in))
+                                                          "-p", "Conditions").stdout + S.read_text(drop_in))
         self.assertEqual(SB.systemctl("show", GNA, "-p", "ConditionResult").stdout.strip(), "ConditionResult=no")
         self.assertEqual(len(events("ReplacedUnitStopped")[before:]), 1, "said more than once")
 

@@ -471,6 +471,23 @@ class Sandbox:
     def path(self, *parts):
         return os.path.join(self.base, *parts)
 
+    def rooted(self, path):
+        """An OSC path below the scratch osc.rootDirectory."""
+        return self.base + path
+
+    def starts_file(self, unit):
+        return self.path("starts-" + unit)
+
+    def starts(self, unit):
+        """How often a counting_unit() started."""
+        return (read_text(self.starts_file(unit)) or "").count("start")
+
+    def counting_unit(self, unit, what="test unit"):
+        """A unit file for `unit` that stays active and counts its starts (starts())."""
+        return ("[Unit]\nDescription=%s %s\n[Service]\nExecStartPre=/bin/sh -c 'echo start >> %s'\n"
+                "ExecStart=/bin/sleep infinity\n[Install]\nWantedBy=default.target\n"
+                % (what, unit, self.starts_file(unit)))
+
     @property
     def config_path(self):
         return self.path("etc", "inplace-agent", "config.yaml")
@@ -1190,10 +1207,6 @@ class FreshNodeSandbox(Sandbox):
         self.rotation = {}              # spec.inPlaceUpdates.credentialsRotation: "ca"/"sa" -> time
 
     # ---------------------------------------------------------------- paths
-
-    def rooted(self, path):
-        """An OSC path below the scratch root."""
-        return self.base + path
 
     @property
     def agent_kubeconfig(self):
