@@ -531,6 +531,15 @@ int kube_client_put(KubeClient *c, const char *path, const json_t *body, KubeReq
                                    userdata, ret);
 }
 
+int kube_client_send(KubeClient *c, const char *method, const char *path, const json_t *body, uint64_t timeout_usec,
+                     KubeRequestCallback cb, void *userdata, KubeRequest **ret) {
+        uint64_t limit = c->tuning->request_timeout_usec;
+
+        assert(method);
+        return kube_client_request(c, method, path, body ? "application/json" : NULL, body,
+                                   timeout_usec > 0 ? MIN(timeout_usec, limit) : limit, cb, userdata, ret);
+}
+
 int kube_client_patch(KubeClient *c, const char *path, KubePatchType type, const json_t *body,
                       KubeRequestCallback cb, void *userdata, KubeRequest **ret) {
         const char *ct = kube_patch_type_to_content_type(type);

@@ -216,6 +216,13 @@ static void lease_on_answer(KubeRequest *req, int error, json_t *object, void *u
         lease_failed(l, error);
 }
 
+/* A request hanging on a dead connection must not outlive the Lease it renews: each is cut at a
+ * quarter of the duration, when the next renewal is due (10 s for 40 s, as kubelet's heartbeat client,
+ * min(duration, 10 s)), and retried with the backoff, on a new connection if that one is gone. */
+static uint64_t lease_request_timeout(const Lease *l) {
+        return l->duration_usec / 4;
+}
+
 static int lease_send(Lease *l) {
         _cleanup_free_ char *collection = NULL, *path = NULL;
         _cleanup_(json_decrefp) json_t *obj = NULL;
@@ -229,7 +236,8 @@ static int lease_send(Lease *l) {
 
         switch (l->step) {
         case LEASE_GET:
-                return kube_client_get(l->client, path, lease_on_answer, l, &l->request);
+                return kube_client_send(l->client, "GET", path, NULL, lease_request_timeout(l), lease_on_answer, l,
+                                        &l->request);
         case LEASE_CREATE:
                 obj = json_pack("{s:s, s:s, s:{s:s, s:s}}", "apiVersion", "coordination.k8s.io/v1", "kind", "Lease",
                                 "metadata", "name", l->name, "namespace", l->namespace);
@@ -238,7 +246,8 @@ static int lease_send(Lease *l) {
                 r = set_spec_and_owner(l, obj);
                 if (r < 0)
                         return r;
-                return kube_client_post(l->client, collection, obj, lease_on_answer, l, &l->request);
+                return kube_client_send(l->client, "POST", collection, obj, lease_request_timeout(l), lease_on_answer, l,
+                                        &l->request);
         case LEASE_RENEW:
         default:
                 if (!l->object)
@@ -250,7 +259,8 @@ static int lease_send(Lease *l) {
                 r = set_spec_and_owner(l, obj);
                 if (r < 0)
                         return r;
-                return kube_client_put(l->client, path, obj, lease_on_answer, l, &l->request);
+                return kube_client_send(l->client, "PUT", path, obj, lease_request_timeout(l), lease_on_answer, l,
+                                        &l->request);
         }
 }
 

@@ -92,6 +92,12 @@ int kube_client_post(KubeClient *c, const char *path, const json_t *body, KubeRe
                      KubeRequest **ret) _warn_unused_result_;
 int kube_client_put(KubeClient *c, const char *path, const json_t *body, KubeRequestCallback cb, void *userdata,
                     KubeRequest **ret) _warn_unused_result_;
+/* The general form of the four above: `body` NULL sends none (GET, DELETE); `timeout_usec` bounds this
+ * request, never beyond the client's request timeout (0: that timeout). For a caller whose answer is
+ * worthless after a deadline of its own, e.g. the Lease's renewal (kubelet cuts its heartbeat requests
+ * at min(lease duration, 10 s)). */
+int kube_client_send(KubeClient *c, const char *method, const char *path, const json_t *body, uint64_t timeout_usec,
+                     KubeRequestCallback cb, void *userdata, KubeRequest **ret) _warn_unused_result_;
 int kube_client_patch(KubeClient *c, const char *path, KubePatchType type, const json_t *body,
                       KubeRequestCallback cb, void *userdata, KubeRequest **ret) _warn_unused_result_;
 

@@ -179,6 +179,28 @@ static void test_failure_backs_off(void **state) {
         assert_int_equal(stats(c).last_error, 0);
 }
 
+/* A renewal whose answer never comes (a dead connection the kernel has not noticed) is cut when the
+ * next one is due, a quarter of the duration, and retried: the Lease is renewed before it expires,
+ * where the client's general request timeout (70 s) would have let a 40 s Lease lapse. */
+static void test_hung_renewal_cut(void **state) {
+        Ctx *c = *state;
+        uint64_t t0;
+
+        test_kube_push(&c->k, 200, NULL, LEASE_OBJ("7"));
+        assert_int_equal(fake_http_push(c->k.fake, &(FakeResponse) { .status = 200, .body = LEASE_OBJ("8"),
+                                                                     .stall = true, .stall_after = 1 }),
+                         0);
+        test_kube_push(&c->k, 200, NULL, LEASE_OBJ("9"));
+        t0 = test_now_usec();
+        assert_int_equal(lease_start(c->lease), 0);
+        TEST_LOOP_UNTIL(c->k.event, stats(c).failures == 1, TIMEOUT);
+        assert_true(test_now_usec() - t0 >= 2 * USEC_PER_SEC / 4);
+        TEST_LOOP_UNTIL(c->k.event, stats(c).renewals == 1, TIMEOUT);
+        /* Within the Lease's duration (2 s), counted from the start. */
+        assert_true(test_now_usec() - t0 < 2 * USEC_PER_SEC);
+        test_kube_assert_request(&c->k, 2, "PUT " LEASES "/n1 HTTP/1.1");
+}
+
 /* The Node is gone: no renewal until it is back, then the Lease is read anew (it may have gone with
  * its owner). */
 static void test_stopped_while_node_gone(void **state) {
@@ -231,6 +253,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_create_conflict_rereads, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_deleted_recreated, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_failure_backs_off, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_hung_renewal_cut, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stopped_while_node_gone, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_start_failure_returned, setup, teardown),
         };
