@@ -404,7 +404,7 @@ static bool api_reply(FakeApi *a, FakeResponse *ret, int status, json_t *body, b
 static bool api_status(FakeApi *a, FakeResponse *ret, int status, const char *reason) {
         return api_reply(a, ret, status,
                          json_pack("{s:s, s:s, s:i, s:s}", "kind", "Status", "status", "Failure", "code", status,
-                                   "reason", reason), false);
+                                   "reason", reason), /* stream= */ false);
 }
 
 /* LIST or WATCH of a collection holding at most the one object `o`. */
@@ -416,14 +416,14 @@ static bool api_collection(FakeApi *a, const char *path, json_t *o, const char *
         if (strstr(path, "watch=1")) {
                 if (!o || object_rv(o) <= (since ? strtoull(since + 16, NULL, 10) : 0))
                         return false;           /* nothing new: the watch waits */
-                return api_reply(a, ret, 200, json_pack("{s:s, s:O}", "type", "MODIFIED", "object", o), true);
+                return api_reply(a, ret, 200, json_pack("{s:s, s:O}", "type", "MODIFIED", "object", o), /* stream= */ true);
         }
         snprintf(rv, sizeof(rv), "%" PRIu64, a->rv);
         list = json_pack("{s:s, s:s, s:{s:s}, s:[]}", "kind", kind, "apiVersion", "v1", "metadata",
                          "resourceVersion", rv, "items");
         if (o)
                 assert_int_equal(json_array_append(json_object_get(list, "items"), o), 0);
-        return api_reply(a, ret, 200, list, false);
+        return api_reply(a, ret, 200, list, /* stream= */ false);
 }
 
 static void merge_conditions(json_t *target, json_t *patch) {
@@ -533,13 +533,13 @@ static bool api_patch_node(FakeApi *a, const char *request, const char *body, Fa
         json_decref(a->node);
         a->node = json_incref(patched);
         api_bump(a, a->node);
-        return api_reply(a, ret, 200, json_incref(a->node), false);
+        return api_reply(a, ret, 200, json_incref(a->node), /* stream= */ false);
 }
 
 /* The Lease: created (POST) and renewed (PUT) as sent. */
 static bool api_lease(FakeApi *a, const char *method, const char *body, FakeResponse *ret) {
         if (streq(method, "GET"))
-                return a->lease ? api_reply(a, ret, 200, json_incref(a->lease), false) :
+                return a->lease ? api_reply(a, ret, 200, json_incref(a->lease), /* stream= */ false) :
                                   api_status(a, ret, 404, "NotFound");
         if (streq(method, "POST") && a->lease)
                 return api_status(a, ret, 409, "AlreadyExists");
@@ -549,7 +549,7 @@ static bool api_lease(FakeApi *a, const char *method, const char *body, FakeResp
         if (!json_object_get(a->lease, "metadata"))
                 assert_int_equal(json_object_set_new(a->lease, "metadata", json_object()), 0);
         api_bump(a, a->lease);
-        return api_reply(a, ret, streq(method, "POST") ? 201 : 200, json_incref(a->lease), false);
+        return api_reply(a, ret, streq(method, "POST") ? 201 : 200, json_incref(a->lease), /* stream= */ false);
 }
 
 static bool api_handle(const char *request, FakeResponse *ret, void *userdata) {
@@ -565,13 +565,13 @@ static bool api_handle(const char *request, FakeResponse *ret, void *userdata) {
         if (streq(path, NODE_PATH "/node-1") || streq(path, NODE_PATH "/node-1/status")) {
                 if (streq(method, "PATCH"))
                         return api_patch_node(a, request, body, ret);
-                return a->node ? api_reply(a, ret, 200, json_incref(a->node), false) :
+                return a->node ? api_reply(a, ret, 200, json_incref(a->node), /* stream= */ false) :
                                  api_status(a, ret, 404, "NotFound");
         }
         if (strstr(path, "/leases"))
                 return api_lease(a, method, body, ret);
         if (strstr(path, "/events") && (streq(method, "POST") || streq(method, "PATCH")))
-                return api_reply(a, ret, streq(method, "POST") ? 201 : 200, json_loads(body, 0, NULL), false);
+                return api_reply(a, ret, streq(method, "POST") ? 201 : 200, json_loads(body, 0, NULL), /* stream= */ false);
         return api_status(a, ret, 404, "NotFound");
 }
 
