@@ -8,10 +8,10 @@
 #include "apply/osc-apply.h"
 #include "apply/osc-files.h"
 #include "core/containerd-config.h"
-#include "util/strv.h"
 #include "core/unit-guard.h"
 #include "util/event-util.h"
 #include "util/fileio.h"
+#include "util/strv.h"
 #include "util/time-util.h"
 
 /* How long the applier runs file items back to back before it returns to the event loop once. */
@@ -24,43 +24,43 @@
 /* Where a multi-step item is; at most one D-Bus call is in flight. */
 typedef enum Step {
         STEP_FIRST,
-        STEP_ENABLE,            /* WRITE_UNIT: enable/disable sent */
-        STEP_DISABLE,           /* DELETE_UNIT: disable sent */
-        STEP_STOP,              /* DELETE_UNIT: stop sent */
-        STEP_RESTART,           /* DELETE_UNIT of a unit we did not create: restart sent */
-        STEP_JOB,               /* DAEMON_RELOAD, UNIT_COMMAND: the one job sent */
-        STEP_SELF,              /* UNIT_COMMAND restarting the agent itself: done already, job sent */
-        STEP_CONTAINERD,        /* UNIT_COMMAND of the kubelet: waiting for containerd's socket */
+        STEP_ENABLE,     /* WRITE_UNIT: enable/disable sent */
+        STEP_DISABLE,    /* DELETE_UNIT: disable sent */
+        STEP_STOP,       /* DELETE_UNIT: stop sent */
+        STEP_RESTART,    /* DELETE_UNIT of a unit we did not create: restart sent */
+        STEP_JOB,        /* DAEMON_RELOAD, UNIT_COMMAND: the one job sent */
+        STEP_SELF,       /* UNIT_COMMAND restarting the agent itself: done already, job sent */
+        STEP_CONTAINERD, /* UNIT_COMMAND of the kubelet: waiting for containerd's socket */
 } Step;
 
 struct OscApplier {
-        sd_event *event;                /* ref held */
-        UnitControl *uc;                /* borrowed */
-        OscChanges *changes;            /* borrowed */
-        char *root, *unit_dir;          /* owned */
-        char *self_unit;                /* owned; NULL: none */
-        char *kubelet_unit;             /* owned; NULL: none */
-        char *containerd_socket;        /* owned: below the root */
-        uint64_t containerd_deadline;   /* STEP_CONTAINERD: CLOCK_MONOTONIC */
-        sd_event_source *poll;          /* owned: STEP_CONTAINERD's next try */
-        bool restore;                   /* a drift repair (OscApplierParams.restore) */
+        sd_event *event;              /* ref held */
+        UnitControl *uc;              /* borrowed */
+        OscChanges *changes;          /* borrowed */
+        char *root, *unit_dir;        /* owned */
+        char *self_unit;              /* owned; NULL: none */
+        char *kubelet_unit;           /* owned; NULL: none */
+        char *containerd_socket;      /* owned: below the root */
+        uint64_t containerd_deadline; /* STEP_CONTAINERD: CLOCK_MONOTONIC */
+        sd_event_source *poll;        /* owned: STEP_CONTAINERD's next try */
+        bool restore;                 /* a drift repair (OscApplierParams.restore) */
         OscApplierCallbacks cb;
-        void *userdata;                 /* borrowed */
-        sd_event_source *defer;         /* owned: the deferred start */
-        UnitJob *job;                   /* the job in flight (owned by uc; cancelled with us) */
+        void *userdata;         /* borrowed */
+        sd_event_source *defer; /* owned: the deferred start */
+        UnitJob *job;           /* the job in flight (owned by uc; cancelled with us) */
         size_t current;
-        size_t cursor;                  /* the next item is the first not done from here */
-        struct {                        /* the first unit command that failed in this run */
+        size_t cursor; /* the next item is the first not done from here */
+        struct {       /* the first unit command that failed in this run */
                 bool set;
                 size_t index;
                 int error;
-                char *detail;           /* owned */
+                char *detail; /* owned */
         } command_failure;
-        size_t *pending;                /* owned: items done since the last items_done() */
+        size_t *pending; /* owned: items done since the last items_done() */
         size_t n_pending;
         Step step;
-        UpdateFailureCode why_code;     /* the current item's own failure code and message, when it */
-        char *why;                      /* knows more than errno (owned; consumed by fail()) */
+        UpdateFailureCode why_code; /* the current item's own failure code and message, when it */
+        char *why;                  /* knows more than errno (owned; consumed by fail()) */
 };
 
 OscApplier *osc_applier_free(OscApplier *a) {
@@ -103,7 +103,8 @@ int osc_applier_new(sd_event *event, UnitControl *uc, OscChanges *changes, const
         a->root = strdup(p->root_directory ?: "/");
         a->unit_dir = strdup(p->unit_directory ?: "/etc/systemd/system");
         a->pending = calloc(MAX(changes->n_items, 1u), sizeof(size_t));
-        if (!a->root || !a->unit_dir || !a->pending || (p->self_unit && !(a->self_unit = strdup(p->self_unit))) ||
+        if (!a->root || !a->unit_dir || !a->pending ||
+            (p->self_unit && !(a->self_unit = strdup(p->self_unit))) ||
             (p->kubelet_unit && !(a->kubelet_unit = strdup(p->kubelet_unit))) ||
             path_below_root(a->root, OSC_CONTAINERD_SOCKET, &a->containerd_socket) < 0)
                 return -ENOMEM;
@@ -170,7 +171,8 @@ static int flush(OscApplier *a) {
 
 /* The failure code of the current item: `code`, else the item's own (why_code), else -EOPNOTSUPP's
  * (what cannot be done at all), else its kind's. */
-static UpdateFailureCode fail_code(const OscApplier *a, const OscWork *w, UpdateFailureCode code, int error) {
+static UpdateFailureCode fail_code(const OscApplier *a, const OscWork *w, UpdateFailureCode code,
+                                   int error) {
         if (code >= 0)
                 return code;
         if (a->why_code >= 0)
@@ -189,7 +191,9 @@ static void fail(OscApplier *a, UpdateFailureCode code, int error, const char *d
                 .code = fail_code(a, w, code, error),
                 .subject = w ? subject(w) : "the work list",
                 .error = error,
-                .detail = detail ?: why ?: strerror(-error),
+                .detail = detail ?:
+                        why      ?:
+                                   strerror(-error),
         };
 
         /* The items done before this one stay done (a failure to persist them is this failure). */
@@ -274,18 +278,18 @@ static int run_write_unit(OscApplier *a, const OscWork *w) {
                 if (r < 0)
                         return r;
         }
-        r = a->restore ? osc_restore_unit_files(a->unit_dir, &w->unit, &masked)
-                       : osc_write_unit_files(a->unit_dir, &w->unit, w->drop_ins_deleted, &masked);
+        r = a->restore ? osc_restore_unit_files(a->unit_dir, &w->unit, &masked) :
+                         osc_write_unit_files(a->unit_dir, &w->unit, w->drop_ins_deleted, &masked);
         if (r < 0)
                 return r;
         if (asprintf(&unit_file, "%s/%s", a->unit_dir, w->unit.name) < 0)
                 return -ENOMEM;
         for (char **m = masked; m && *m && a->cb.masked; m++)
-                if (!streq(*m, unit_file))      /* the unit's own: named with its enable below */
+                if (!streq(*m, unit_file)) /* the unit's own: named with its enable below */
                         a->cb.masked(a, *m, "not written", a->userdata);
         r = unit_masked(a, w->unit.name,
-                        w->unit.content ? (enable ? "not written or enabled" : "not written or disabled")
-                                        : (enable ? "not enabled" : "not disabled"));
+                        w->unit.content ? (enable ? "not written or enabled" : "not written or disabled") :
+                                          (enable ? "not enabled" : "not disabled"));
         if (r != 0)
                 return r;
         /* As upstream: enabled unless enable: false, for every changed unit, before the reload. */
@@ -336,7 +340,8 @@ static int run_containerd_config(OscApplier *a, const OscWork *w) {
                 a->why_code = UPDATE_FAILURE_UNSUPPORTED_CHANGE;
         if (r < 0)
                 return r;
-        return osc_write_file(a->root, CONTAINERD_CONFIG_FILE, toml, strlen(toml), 0644, /* if_changed= */ true);
+        return osc_write_file(a->root, CONTAINERD_CONFIG_FILE, toml, strlen(toml), 0644,
+                              /* if_changed= */ true);
 }
 
 static int run_file_item(OscApplier *a, const OscWork *w) {
@@ -355,7 +360,7 @@ static int run_file_item(OscApplier *a, const OscWork *w) {
                                            /* if_changed= */ false);
                 break;
         case OSC_WORK_SKIP_FILE:
-                r = 0;          /* as upstream: a file without content is not written (the owner said so) */
+                r = 0; /* as upstream: a file without content is not written (the owner said so) */
                 break;
         case OSC_WORK_REGISTRY:
                 r = osc_write_registry(a->root, &w->registry);
@@ -390,7 +395,7 @@ static bool socket_answers(const char *path) {
 
         if (strlen(path) >= sizeof(sa.sun_path))
                 return false;
-        memcpy(sa.sun_path, path, strlen(path) + 1);     /* length checked above */
+        memcpy(sa.sun_path, path, strlen(path) + 1); /* length checked above */
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return false;
@@ -432,7 +437,8 @@ static int wait_for_containerd(OscApplier *a) {
                         a->cb.containerd_late(a, a->containerd_socket, CONTAINERD_WAIT_USEC, a->userdata);
                 return 1;
         }
-        r = sd_event_add_time_relative(a->event, &a->poll, CLOCK_MONOTONIC, CONTAINERD_POLL_USEC, 0, on_poll, a);
+        r = sd_event_add_time_relative(a->event, &a->poll, CLOCK_MONOTONIC, CONTAINERD_POLL_USEC, 0, on_poll,
+                                       a);
         if (r < 0)
                 return r;
         (void) sd_event_source_set_description(a->poll, "osc-applier-containerd");
@@ -523,7 +529,7 @@ static void advance(OscApplier *a) {
                 if (r < 0)
                         return fail(a, _UPDATE_FAILURE_INVALID, r, NULL);
                 if (r == 0)
-                        return;         /* a D-Bus call is in flight; on_job() continues */
+                        return; /* a D-Bus call is in flight; on_job() continues */
                 r = mark_done(a);
                 if (r < 0)
                         return fail(a, UPDATE_FAILURE_FILE_APPLY_FAILED, r, PERSIST_FAILED);
@@ -538,8 +544,8 @@ static void on_job(const UnitJobResult *res, void *userdata) {
         if (res->error < 0) {
                 int r;
 
-                snprintf(buf, sizeof(buf), "%s %s: %s", unit_action_to_string(res->action), strempty(res->unit),
-                         strempty(res->detail));
+                snprintf(buf, sizeof(buf), "%s %s: %s", unit_action_to_string(res->action),
+                         strempty(res->unit), strempty(res->detail));
                 if (a->changes->items[a->current].kind != OSC_WORK_UNIT_COMMAND)
                         return fail(a, UPDATE_FAILURE_UNIT_APPLY_FAILED, res->error, buf);
                 r = command_failed(a, res->error, buf);
@@ -547,8 +553,8 @@ static void on_job(const UnitJobResult *res, void *userdata) {
                         return fail(a, _UPDATE_FAILURE_INVALID, r, NULL);
         }
         if (a->step == STEP_SELF)
-                a->step = STEP_FIRST;   /* that item was done before its job: on to the next */
-        advance(a);             /* the item's next step, or the next item */
+                a->step = STEP_FIRST; /* that item was done before its job: on to the next */
+        advance(a);                   /* the item's next step, or the next item */
 }
 
 static int on_defer(sd_event_source *s, void *userdata) {
@@ -563,7 +569,7 @@ static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
         OscApplier *a = ASSERT_PTR(userdata);
 
         a->poll = sd_event_source_disable_unref(a->poll);
-        advance(a);             /* the same item, STEP_CONTAINERD: tries the socket again */
+        advance(a); /* the same item, STEP_CONTAINERD: tries the socket again */
         return 0;
 }
 

@@ -28,13 +28,14 @@ static int open_root(const char *root) {
 /* The directory that holds `path` (absolute) below `root`, resolved without ever leaving the root
  * (util/in-root.h: a parent that is a symlink resolves inside it, as in a chroot) and, with
  * `create`, made where missing (0755). *ret_name is the last component, inside `path`. */
-static int open_parent(const char *root, const char *path, bool create, int *ret_dir, const char **ret_name) {
+static int open_parent(const char *root, const char *path, bool create, int *ret_dir,
+                       const char **ret_name) {
         _cleanup_close_ int root_fd = -EBADF;
         _cleanup_free_ char *dir = NULL;
         const char *slash = strrchr(path, '/');
 
         if (path[0] != '/' || !slash[1] || streq(slash + 1, ".") || streq(slash + 1, ".."))
-                return -EINVAL;         /* relative, or no file name: a directory */
+                return -EINVAL; /* relative, or no file name: a directory */
         dir = strndup(path, (size_t) (slash - path));
         if (!dir)
                 return -ENOMEM;
@@ -42,7 +43,8 @@ static int open_parent(const char *root, const char *path, bool create, int *ret
         if (root_fd < 0)
                 return root_fd;
         *ret_name = slash + 1;
-        return create ? mkdir_p_in_root(root_fd, dir, 0755, ret_dir) : open_dir_in_root(root_fd, dir, ret_dir);
+        return create ? mkdir_p_in_root(root_fd, dir, 0755, ret_dir) :
+                        open_dir_in_root(root_fd, dir, ret_dir);
 }
 
 /* 1 if `name` is a regular file holding exactly `data` (its mode then set to `mode`), 0 if it differs
@@ -74,7 +76,8 @@ static int same_content(int dir_fd, const char *name, const void *data, size_t s
         return fchmod(fd, mode) < 0 ? -errno : 1;
 }
 
-static int write_at(int dir_fd, const char *name, const void *data, size_t size, mode_t mode, bool if_changed) {
+static int write_at(int dir_fd, const char *name, const void *data, size_t size, mode_t mode,
+                    bool if_changed) {
         int r;
 
         if (if_changed) {
@@ -86,7 +89,8 @@ static int write_at(int dir_fd, const char *name, const void *data, size_t size,
         return r < 0 ? r : 1;
 }
 
-int osc_write_file(const char *root, const char *path, const void *data, size_t size, mode_t mode, bool if_changed) {
+int osc_write_file(const char *root, const char *path, const void *data, size_t size, mode_t mode,
+                   bool if_changed) {
         _cleanup_close_ int dir = -EBADF;
         const char *name;
         int r;
@@ -113,7 +117,7 @@ static int place_temp(const char *source, int dir_fd, const char *tmp, mode_t mo
         struct stat st;
 
         if (unlinkat(dir_fd, tmp, 0) < 0 && errno != ENOENT)
-                return -errno;          /* a leftover of a killed earlier attempt */
+                return -errno; /* a leftover of a killed earlier attempt */
         if (stat(source, &st) < 0)
                 return -errno;
         if ((st.st_mode & 07777) == mode) {
@@ -162,7 +166,7 @@ int osc_remove_file(const char *root, const char *path) {
 
         r = open_parent(root, path, /* create= */ false, &dir, &name);
         if (r == -ENOENT)
-                return 0;               /* its directory is gone, and the file with it */
+                return 0; /* its directory is gone, and the file with it */
         return r < 0 ? r : remove_at(dir, name);
 }
 
@@ -183,7 +187,7 @@ static int remove_tree_at(int parent, const char *name) {
         d = fdopendir(fd);
         if (!d)
                 return -errno;
-        fd = -EBADF;            /* owned by d now */
+        fd = -EBADF; /* owned by d now */
         while ((de = readdir(d))) {
                 if (streq(de->d_name, ".") || streq(de->d_name, ".."))
                         continue;
@@ -212,13 +216,13 @@ int osc_remove_tree(const char *path) {
 
         if (r >= 0)
                 r = fsync_parent_dir(path);
-        return r == -ENOENT ? 0 : r;    /* a directory that is gone itself has nothing to sync */
+        return r == -ENOENT ? 0 : r; /* a directory that is gone itself has nothing to sync */
 }
 
 /* Unit files and drop-ins are resolved below unit_dir as OSC files are below the root: a <name>.d
  * that is a symlink cannot take a drop-in out of it. */
-static int open_unit_parent(const char *unit_dir, const char *name, const char *drop_in, bool create, int *ret_dir,
-                            char **ret_path, const char **ret_base) {
+static int open_unit_parent(const char *unit_dir, const char *name, const char *drop_in, bool create,
+                            int *ret_dir, char **ret_path, const char **ret_base) {
         _cleanup_free_ char *path = NULL;
         int r;
 
@@ -227,7 +231,7 @@ static int open_unit_parent(const char *unit_dir, const char *name, const char *
         r = open_parent(unit_dir, path, create, ret_dir, ret_base);
         if (r < 0)
                 return r;
-        *ret_path = TAKE_PTR(path);     /* *ret_base points into it */
+        *ret_path = TAKE_PTR(path); /* *ret_base points into it */
         return 0;
 }
 
@@ -298,7 +302,8 @@ static int remove_drop_in_dir(const char *unit_dir, const char *name, bool tree)
                 return r;
         if (tree)
                 return remove_tree_in(dir, base);
-        if (unlinkat(dir, base, AT_REMOVEDIR) < 0 && errno != ENOENT && errno != ENOTEMPTY && errno != EEXIST)
+        if (unlinkat(dir, base, AT_REMOVEDIR) < 0 && errno != ENOENT && errno != ENOTEMPTY &&
+            errno != EEXIST)
                 return -errno;
         return 0;
 }
@@ -314,7 +319,8 @@ int osc_restore_unit_files(const char *unit_dir, const OscUnit *u, char ***maske
                 changed |= r > 0;
         }
         for (size_t i = 0; i < u->n_drop_ins; i++) {
-                r = write_unit_file(unit_dir, u->name, u->drop_ins[i].name, strempty(u->drop_ins[i].content), masked);
+                r = write_unit_file(unit_dir, u->name, u->drop_ins[i].name, strempty(u->drop_ins[i].content),
+                                    masked);
                 if (r < 0)
                         return r;
                 changed |= r > 0;
@@ -416,8 +422,8 @@ int osc_remove_registry(const char *root, const char *upstream) {
 }
 
 int osc_ensure_containerd_dirs(const char *root) {
-        static const char *const dirs[] = { OSC_CONTAINERD_BIN_DIR, "/etc/containerd", "/etc/containerd/conf.d",
-                                            OSC_CONTAINERD_CERTS_DIR };
+        static const char *const dirs[] = { OSC_CONTAINERD_BIN_DIR, "/etc/containerd",
+                                            "/etc/containerd/conf.d", OSC_CONTAINERD_CERTS_DIR };
         _cleanup_close_ int root_fd = open_root(root);
 
         if (root_fd < 0)

@@ -9,20 +9,23 @@
 #include "util/strv.h"
 
 struct OscGuard {
-        sd_bus *bus;                    /* ref held */
-        sd_bus_slot *slot;              /* owned: the read in flight */
-        const OscChanges *changes;      /* borrowed */
-        UnitGuard facts;                /* owned */
-        int role;                       /* the UnitGuardRole being read; -1 before the first */
-        char **queue;                   /* owned: that unit and those its stop reaches it through */
-        size_t n_queue, next;           /* queue[next] is being read */
+        sd_bus *bus;               /* ref held */
+        sd_bus_slot *slot;         /* owned: the read in flight */
+        const OscChanges *changes; /* borrowed */
+        UnitGuard facts;           /* owned */
+        int role;                  /* the UnitGuardRole being read; -1 before the first */
+        char **queue;              /* owned: that unit and those its stop reaches it through */
+        size_t n_queue, next;      /* queue[next] is being read */
         OscGuardDone done;
         void *userdata;
 };
 
 /* The lists by which stopping or restarting the named unit reaches the unit that has them. */
 static const UnitDeps reach_lists[] = {
-        UNIT_DEPS_REQUIRES, UNIT_DEPS_REQUISITE, UNIT_DEPS_BINDS_TO, UNIT_DEPS_PART_OF,
+        UNIT_DEPS_REQUIRES,
+        UNIT_DEPS_REQUISITE,
+        UNIT_DEPS_BINDS_TO,
+        UNIT_DEPS_PART_OF,
 };
 
 bool osc_guard_needed(const OscChanges *c) {
@@ -96,7 +99,8 @@ static int take_own(OscGuard *g, const char *self, const UnitState *st) {
         for (char **u = st->deps[UNIT_DEPS_CONFLICTED_BY]; r >= 0 && u && *u; u++)
                 r = unit_guard_add_edge(&g->facts, g->role, UNIT_GUARD_CONFLICTS, *u, *u, "Conflicts", self);
         for (char **u = st->deps[UNIT_DEPS_STOP_PROPAGATED_FROM]; r >= 0 && u && *u; u++)
-                r = unit_guard_add_edge(&g->facts, g->role, UNIT_GUARD_REACHES, *u, *u, "PropagatesStopTo", self);
+                r = unit_guard_add_edge(&g->facts, g->role, UNIT_GUARD_REACHES, *u, *u, "PropagatesStopTo",
+                                        self);
         return r;
 }
 
@@ -107,9 +111,10 @@ static int take_reach(OscGuard *g, const char *unit, const UnitState *st) {
                 const char *property = unit_deps_to_string(reach_lists[i]);
 
                 for (char **u = st->deps[reach_lists[i]]; r >= 0 && u && *u; u++) {
-                        r = unit_guard_add_edge(&g->facts, g->role, UNIT_GUARD_REACHES, *u, unit, property, *u);
+                        r = unit_guard_add_edge(&g->facts, g->role, UNIT_GUARD_REACHES, *u, unit, property,
+                                                *u);
                         if (r >= 0)
-                                r = enqueue(g, *u);     /* what stops *u stops `unit` too */
+                                r = enqueue(g, *u); /* what stops *u stops `unit` too */
                 }
         }
         return r;
@@ -169,8 +174,8 @@ static void on_state(int error, const UnitState *st, void *userdata) {
         read_next(g);
 }
 
-int osc_guard_start(sd_bus *bus, const OscGuardParams *p, const OscChanges *c, OscGuardDone done, void *userdata,
-                    OscGuard **ret) {
+int osc_guard_start(sd_bus *bus, const OscGuardParams *p, const OscChanges *c, OscGuardDone done,
+                    void *userdata, OscGuard **ret) {
         _cleanup_(osc_guard_freep) OscGuard *g = NULL;
         int r;
 
@@ -190,7 +195,7 @@ int osc_guard_start(sd_bus *bus, const OscGuardParams *p, const OscChanges *c, O
         if (r < 0)
                 return r;
         if (!g->slot)
-                return -EINVAL;         /* nothing to protect: a caller's mistake */
+                return -EINVAL; /* nothing to protect: a caller's mistake */
         *ret = TAKE_PTR(g);
         return 0;
 }

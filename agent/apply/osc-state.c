@@ -22,8 +22,7 @@ static int state_file(const char *dir, const char *name, char **ret) {
 }
 
 /* Appends "; "-separated to *w (NULL: not wanted). */
-_printf_(2, 3)
-static int warn(char **w, const char *format, ...) {
+_printf_(2, 3) static int warn(char **w, const char *format, ...) {
         _cleanup_free_ char *s = NULL, *joined = NULL;
         va_list ap;
         int k;
@@ -132,7 +131,7 @@ static int apply_done_log(const char *data, size_t size, OscChanges *c, char **r
                 return -ENOMEM;
         nl = memchr(p, '\n', size);
         if (!nl)
-                return 0;               /* empty, or the first append torn: nothing done */
+                return 0; /* empty, or the first append torn: nothing done */
         if ((size_t) (nl - p) != strlen(header) || memcmp(p, header, strlen(header)) != 0)
                 return error_setf(ret_reason, -EBADMSG, "its first line does not name work list %s",
                                   strempty(c->checksum));
@@ -140,7 +139,8 @@ static int apply_done_log(const char *data, size_t size, OscChanges *c, char **r
                 size_t index = 0, n = (size_t) (nl - p);
 
                 if (n == 0 || n > 9)
-                        return error_setf(ret_reason, -EBADMSG, "line \"%.*s\" is not an item index", (int) MIN(n, 32u), p);
+                        return error_setf(ret_reason, -EBADMSG, "line \"%.*s\" is not an item index",
+                                          (int) MIN(n, 32u), p);
                 for (size_t i = 0; i < n; i++) {
                         if (p[i] < '0' || p[i] > '9')
                                 return error_setf(ret_reason, -EBADMSG, "line \"%.*s\" is not an item index",
@@ -148,10 +148,11 @@ static int apply_done_log(const char *data, size_t size, OscChanges *c, char **r
                         index = index * 10 + (size_t) (p[i] - '0');
                 }
                 if (index >= c->n_items)
-                        return error_setf(ret_reason, -EBADMSG, "item %zu of %zu does not exist", index, c->n_items);
+                        return error_setf(ret_reason, -EBADMSG, "item %zu of %zu does not exist", index,
+                                          c->n_items);
                 osc_changes_mark_done(c, index);
         }
-        return 0;               /* anything after the last newline is a torn append: not done */
+        return 0; /* anything after the last newline is a torn append: not done */
 }
 
 static int decode_changes(const char *data, size_t size, OscChanges **ret, char **ret_reason) {
@@ -168,7 +169,8 @@ static int decode_changes(const char *data, size_t size, OscChanges **ret, char 
 }
 
 /* Moves the work list and its log aside, saying which one is bad (`in_log`) and why in *warning. */
-static int saved_corrupt(const char *changes, const char *done, bool in_log, const char *reason, char **warning) {
+static int saved_corrupt(const char *changes, const char *done, bool in_log, const char *reason,
+                         char **warning) {
         int r;
 
         r = move_aside(changes);
@@ -176,14 +178,16 @@ static int saved_corrupt(const char *changes, const char *done, bool in_log, con
                 r = move_aside(done);
         if (r < 0)
                 return r;
-        return warn(warning, "%s: %s; moved it and %s aside (" OSC_STATE_CORRUPT_SUFFIX "), applying again from the "
-                    "last good state", in_log ? done : changes, strempty(reason),
-                    in_log ? OSC_STATE_CHANGES : OSC_STATE_DONE);
+        return warn(warning,
+                    "%s: %s; moved it and %s aside (" OSC_STATE_CORRUPT_SUFFIX "), applying again from the "
+                    "last good state",
+                    in_log ? done : changes, strempty(reason), in_log ? OSC_STATE_CHANGES : OSC_STATE_DONE);
 }
 
 /* The saved work with its done items if it is for `checksum`; NULL (and 0) if there is none or it is
  * for another one. A corrupt list or log is moved aside (*warning): the diff starts over. */
-static int load_saved(const char *dir, const char *checksum, OscChanges **ret, char **warning, char **ret_error) {
+static int load_saved(const char *dir, const char *checksum, OscChanges **ret, char **warning,
+                      char **ret_error) {
         _cleanup_free_ char *changes = NULL, *done = NULL, *data = NULL, *reason = NULL;
         _cleanup_(osc_changes_freep) OscChanges *c = NULL;
         size_t size;
@@ -241,21 +245,26 @@ static int load_model(const char *path, const OscModelOptions *opts, OscModel **
         if (r == -ENOENT)
                 return r;
         if (r < 0 && r != -EFBIG)
-                return error_setf(ret_error, r, "unable to read the old OSC from file path %s: %s", path, strerror(-r));
+                return error_setf(ret_error, r, "unable to read the old OSC from file path %s: %s", path,
+                                  strerror(-r));
         if (r >= 0)
                 r = osc_model_decode_yaml(data, size, opts, ret, &err);
         if (r == -ENOMEM || r >= 0)
                 return r;
         r = move_aside(path);
         if (r < 0)
-                return error_setf(ret_error, r, "cannot move the undecodable old OSC %s aside: %s", path, strerror(-r));
-        r = warn(warning, "unable to decode the old OSC read from file path %s: %s; moved it aside ("
-                 OSC_STATE_CORRUPT_SUFFIX "), applying the whole new OSC", path, err ?: "larger than 16 MiB");
+                return error_setf(ret_error, r, "cannot move the undecodable old OSC %s aside: %s", path,
+                                  strerror(-r));
+        r = warn(
+                warning,
+                "unable to decode the old OSC read from file path %s: %s; moved it aside (" OSC_STATE_CORRUPT_SUFFIX
+                "), applying the whole new OSC",
+                path, err ?: "larger than 16 MiB");
         return r < 0 ? r : -ENOENT;
 }
 
-static int load_baseline(const OscPrepareInput *in, OscModel **ret, OscBaseline *ret_baseline, char **warning,
-                         char **ret_error) {
+static int load_baseline(const OscPrepareInput *in, OscModel **ret, OscBaseline *ret_baseline,
+                         char **warning, char **ret_error) {
         _cleanup_free_ char *ours = NULL, *gna = NULL;
         int r;
 
@@ -292,7 +301,8 @@ static int check_protected(const OscPrepareInput *in, const OscChanges *c, char 
                 return 0;
         root_fd = open(in->root_directory ?: "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (root_fd < 0)
-                return error_setf(ret_error, -errno, "osc.rootDirectory %s: %s", in->root_directory, strerror(errno));
+                return error_setf(ret_error, -errno, "osc.rootDirectory %s: %s", in->root_directory,
+                                  strerror(errno));
         return osc_changes_check_protected(c, in->protected, canonical_below_root, &root_fd, ret_error);
 }
 
@@ -313,8 +323,8 @@ static int save_plan(const char *dir, const OscChanges *c) {
         return write_file_atomic(path, s, strlen(s), 0600);
 }
 
-int osc_state_prepare(const OscPrepareInput *in, OscChanges **ret, OscBaseline *ret_baseline, char **ret_warning,
-                      char **ret_error) {
+int osc_state_prepare(const OscPrepareInput *in, OscChanges **ret, OscBaseline *ret_baseline,
+                      char **ret_warning, char **ret_error) {
         _cleanup_(osc_model_freep) OscModel *old = NULL, *new = NULL;
         _cleanup_(osc_changes_freep) OscChanges *c = NULL;
         _cleanup_free_ char *warning = NULL;
@@ -341,9 +351,12 @@ int osc_state_prepare(const OscPrepareInput *in, OscChanges **ret, OscBaseline *
         r = load_baseline(in, &old, &baseline, &warning, ret_error);
         if (r < 0)
                 return r;
-        r = osc_diff(&(OscDiffInput) { .old = old, .new = in->model ?: new, .checksum = in->checksum,
+        r = osc_diff(&(OscDiffInput) { .old = old,
+                                       .new = in->model ?: new,
+                                       .checksum = in->checksum,
                                        .current_os_version = in->current_os_version,
-                                       .replaced_units = in->replaced_units, .self_unit = in->self_unit },
+                                       .replaced_units = in->replaced_units,
+                                       .self_unit = in->self_unit },
                      &c, ret_error);
         if (r >= 0)
                 r = check_protected(in, c, ret_error);
@@ -380,8 +393,8 @@ bool osc_state_any_applied(const char *state_directory, const char *root_directo
         return exists(ours) || exists(gna);
 }
 
-int osc_state_read_applied(const char *state_directory, const char *root_directory, const OscModelOptions *opts,
-                           OscModel **ret, char **ret_path, char **ret_error) {
+int osc_state_read_applied(const char *state_directory, const char *root_directory,
+                           const OscModelOptions *opts, OscModel **ret, char **ret_path, char **ret_error) {
         _cleanup_free_ char *ours = NULL, *gna = NULL, *data = NULL;
         char **path = &ours;
         size_t size;

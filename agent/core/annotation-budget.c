@@ -14,12 +14,9 @@ static const struct {
         const char *key;
         size_t budget;
 } shares[] = {
-        { NODE_ANNOTATION_PLAN, 24 * 1024 },
-        { NODE_ANNOTATION_FAILURE, 8 * 1024 },
-        { NODE_ANNOTATION_FAILED_REASON, 6 * 1024 },
-        { NODE_ANNOTATION_PROGRESS, 1024 },
-        { NODE_ANNOTATION_UPDATING_OS, 256 },
-        { NODE_ANNOTATION_CHECKSUM, 256 },
+        { NODE_ANNOTATION_PLAN, 24 * 1024 },         { NODE_ANNOTATION_FAILURE, 8 * 1024 },
+        { NODE_ANNOTATION_FAILED_REASON, 6 * 1024 }, { NODE_ANNOTATION_PROGRESS, 1024 },
+        { NODE_ANNOTATION_UPDATING_OS, 256 },        { NODE_ANNOTATION_CHECKSUM, 256 },
 };
 
 size_t annotation_budget(const char *key) {
@@ -101,7 +98,7 @@ char *annotation_fit_json(const char *key, const json_t *value) {
         best = dump_cut(pre, lo, &(size_t) { 0 });
         if (!best)
                 return NULL;
-        if (strlen(best) > budget)      /* too many values to fit even so: say so, with the size it had */
+        if (strlen(best) > budget) /* too many values to fit even so: say so, with the size it had */
                 return asprintf(&s, "{\"truncated\":true,\"bytes\":%zu}", n) < 0 ? NULL : s;
         /* The longest string length that fits is in [lo, hi). */
         hi = MIN(longest, budget) + 1;

@@ -11,16 +11,15 @@
 #include "core/unit-name.h"
 #include "util/time-util.h"
 
-
 typedef enum KeyType {
         KEY_SECTION,
-        KEY_STRING,     /* any string, may be empty */
-        KEY_PATH,       /* absolute path */
-        KEY_PATH_OPT,   /* absolute path or "" */
-        KEY_URL,        /* http:// or https:// */
-        KEY_DNS_NAME,   /* RFC 1123 subdomain, or "" for "derive it" */
-        KEY_DNS_LABEL,  /* RFC 1123 label (namespace) */
-        KEY_UNIT,       /* systemd unit name, normalized */
+        KEY_STRING,    /* any string, may be empty */
+        KEY_PATH,      /* absolute path */
+        KEY_PATH_OPT,  /* absolute path or "" */
+        KEY_URL,       /* http:// or https:// */
+        KEY_DNS_NAME,  /* RFC 1123 subdomain, or "" for "derive it" */
+        KEY_DNS_LABEL, /* RFC 1123 label (namespace) */
+        KEY_UNIT,      /* systemd unit name, normalized */
         KEY_DURATION,
         KEY_UINT,
         KEY_BOOL,
@@ -28,18 +27,19 @@ typedef enum KeyType {
         KEY_REBOOT,
         KEY_DRIFT_REPAIR,
         KEY_MIRRORS,
-        KEY_UNIT_LIST,  /* list of systemd unit names, normalized */
+        KEY_UNIT_LIST, /* list of systemd unit names, normalized */
 } KeyType;
 
 typedef struct KeyDef {
         const char *path;
         KeyType type;
         size_t offset;
-        uint64_t min, max;      /* KEY_DURATION (usec) and KEY_UINT */
+        uint64_t min, max; /* KEY_DURATION (usec) and KEY_UINT */
 } KeyDef;
 
 #define OFF(f) offsetof(Config, f)
-#define SEC(p) { p, KEY_SECTION, 0, 0, 0 }
+#define SEC(p) \
+        { p, KEY_SECTION, 0, 0, 0 }
 #define MINUTE (60 * USEC_PER_SEC)
 #define HOUR (60 * MINUTE)
 
@@ -218,13 +218,13 @@ int config_errorf(char **ret_error, const char *source, const char *key, const c
         return -EINVAL;
 }
 
-static int apply_mirrors(Config *c, const json_t *v, const char *source, const char *key,
-                         char **ret_error) {
+static int apply_mirrors(Config *c, const json_t *v, const char *source, const char *key, char **ret_error) {
         const char *host;
         json_t *url;
 
         if (!json_is_object(v))
-                return config_errorf(ret_error, source, key, "expected a map of registry host to mirror URL");
+                return config_errorf(ret_error, source, key,
+                                     "expected a map of registry host to mirror URL");
         /* A later file's mirrors replace the earlier set as a whole, like any other key. */
         mirrors_clear(c);
         c->registry.mirrors = calloc(json_object_size(v) + 1, sizeof(RegistryMirror));
@@ -236,7 +236,7 @@ static int apply_mirrors(Config *c, const json_t *v, const char *source, const c
 
                 if (!u || (strncmp(u, "https://", 8) != 0 && strncmp(u, "http://", 7) != 0))
                         return config_errorf(ret_error, source, key,
-                                      "mirror for \"%s\" must be an http:// or https:// URL", host);
+                                             "mirror for \"%s\" must be an http:// or https:// URL", host);
                 m->host = strdup(host);
                 m->url = strdup(u);
                 if (!m->host || !m->url)
@@ -247,7 +247,8 @@ static int apply_mirrors(Config *c, const json_t *v, const char *source, const c
 }
 
 /* A list of unit names; a later file's list replaces the earlier one as a whole. */
-static int apply_unit_list(char ***field, const KeyDef *k, const json_t *v, const char *source, char **ret_error) {
+static int apply_unit_list(char ***field, const KeyDef *k, const json_t *v, const char *source,
+                           char **ret_error) {
         _cleanup_strv_free_ char **l = NULL;
         const json_t *e;
         size_t i;
@@ -255,7 +256,8 @@ static int apply_unit_list(char ***field, const KeyDef *k, const json_t *v, cons
         if (!json_is_array(v))
                 return config_errorf(ret_error, source, k->path, "expected a list of unit names");
         if (json_array_size(v) > k->max)
-                return config_errorf(ret_error, source, k->path, "more than %llu entries", (unsigned long long) k->max);
+                return config_errorf(ret_error, source, k->path, "more than %llu entries",
+                                     (unsigned long long) k->max);
         l = calloc(json_array_size(v) + 1, sizeof(char *));
         if (!l)
                 return -ENOMEM;
@@ -277,8 +279,7 @@ static int apply_unit_list(char ***field, const KeyDef *k, const json_t *v, cons
         return 0;
 }
 
-static int apply_key(Config *c, const KeyDef *k, const json_t *v, const char *source,
-                     char **ret_error) {
+static int apply_key(Config *c, const KeyDef *k, const json_t *v, const char *source, char **ret_error) {
         void *field = (uint8_t *) c + k->offset;
         const char *s = json_string_value(v);
         const char *why = NULL;
@@ -294,10 +295,11 @@ static int apply_key(Config *c, const KeyDef *k, const json_t *v, const char *so
         case KEY_UINT:
                 if (!json_is_integer(v))
                         return config_errorf(ret_error, source, k->path, "expected an integer");
-                if (json_integer_value(v) < (json_int_t) k->min || json_integer_value(v) > (json_int_t) k->max)
+                if (json_integer_value(v) < (json_int_t) k->min ||
+                    json_integer_value(v) > (json_int_t) k->max)
                         return config_errorf(ret_error, source, k->path, "%lld is out of range %llu..%llu",
-                                      (long long) json_integer_value(v), (unsigned long long) k->min,
-                                      (unsigned long long) k->max);
+                                             (long long) json_integer_value(v), (unsigned long long) k->min,
+                                             (unsigned long long) k->max);
                 *(unsigned *) field = (unsigned) json_integer_value(v);
                 return 0;
         case KEY_MIRRORS:
@@ -318,52 +320,59 @@ static int apply_key(Config *c, const KeyDef *k, const json_t *v, const char *so
                 r = parse_duration(s, &u);
                 if (r < 0)
                         return config_errorf(ret_error, source, k->path,
-                                      "\"%s\" is not a duration (use e.g. 90s, 5m, 1h30m)", s);
+                                             "\"%s\" is not a duration (use e.g. 90s, 5m, 1h30m)", s);
                 if (u < k->min || u > k->max)
                         return config_errorf(ret_error, source, k->path, "\"%s\" is out of range %s..%s", s,
-                                      format_duration(lo, sizeof(lo), k->min),
-                                      format_duration(hi, sizeof(hi), k->max));
+                                             format_duration(lo, sizeof(lo), k->min),
+                                             format_duration(hi, sizeof(hi), k->max));
                 *(uint64_t *) field = u;
                 return 0;
         }
         case KEY_BACKEND:
                 r = os_update_backend_from_string(s);
                 if (r < 0)
-                        return config_errorf(ret_error, source, k->path, "\"%s\" is not one of command, image", s);
+                        return config_errorf(ret_error, source, k->path,
+                                             "\"%s\" is not one of command, image", s);
                 *(OsUpdateBackend *) field = r;
                 return 0;
         case KEY_REBOOT:
                 r = reboot_method_from_string(s);
                 if (r < 0)
-                        return config_errorf(ret_error, source, k->path, "\"%s\" is not one of login1, systemd, none", s);
+                        return config_errorf(ret_error, source, k->path,
+                                             "\"%s\" is not one of login1, systemd, none", s);
                 *(RebootMethod *) field = r;
                 return 0;
         case KEY_DRIFT_REPAIR:
                 r = drift_repair_mode_from_string(s);
                 if (r < 0)
-                        return config_errorf(ret_error, source, k->path, "\"%s\" is not one of repair, warn", s);
+                        return config_errorf(ret_error, source, k->path, "\"%s\" is not one of repair, warn",
+                                             s);
                 *(DriftRepairMode *) field = r;
                 return 0;
         case KEY_PATH:
         case KEY_PATH_OPT:
                 if (!(k->type == KEY_PATH_OPT && *s == '\0') && s[0] != '/')
-                        return config_errorf(ret_error, source, k->path, "\"%s\" is not an absolute path", s);
+                        return config_errorf(ret_error, source, k->path, "\"%s\" is not an absolute path",
+                                             s);
                 if (strlen(s) >= PATH_MAX)
                         return config_errorf(ret_error, source, k->path, "path too long");
                 break;
         case KEY_URL:
                 if (strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0)
-                        return config_errorf(ret_error, source, k->path, "\"%s\" is not an http:// or https:// URL", s);
+                        return config_errorf(ret_error, source, k->path,
+                                             "\"%s\" is not an http:// or https:// URL", s);
                 break;
         case KEY_DNS_NAME:
                 if (*s && !kube_name_is_valid(s, KUBE_NAME_SUBDOMAIN))
-                        return config_errorf(ret_error, source, k->path, "\"%s\" is not a lower-case DNS name (RFC 1123): %s",
-                                             s, kube_name_invalid_reason(s, KUBE_NAME_SUBDOMAIN));
+                        return config_errorf(ret_error, source, k->path,
+                                             "\"%s\" is not a lower-case DNS name (RFC 1123): %s", s,
+                                             kube_name_invalid_reason(s, KUBE_NAME_SUBDOMAIN));
                 break;
         case KEY_DNS_LABEL:
                 if (!kube_name_is_valid(s, KUBE_NAME_LABEL))
-                        return config_errorf(ret_error, source, k->path, "\"%s\" is not a lower-case DNS label (RFC 1123): %s",
-                                             s, kube_name_invalid_reason(s, KUBE_NAME_LABEL));
+                        return config_errorf(ret_error, source, k->path,
+                                             "\"%s\" is not a lower-case DNS label (RFC 1123): %s", s,
+                                             kube_name_invalid_reason(s, KUBE_NAME_LABEL));
                 break;
         case KEY_UNIT: {
                 _cleanup_free_ char *norm = NULL;
@@ -372,7 +381,8 @@ static int apply_key(Config *c, const KeyDef *k, const json_t *v, const char *so
                 if (r == -ENOMEM)
                         return r;
                 if (r < 0)
-                        return config_errorf(ret_error, source, k->path, "\"%s\" is not a unit name: %s", s, why);
+                        return config_errorf(ret_error, source, k->path, "\"%s\" is not a unit name: %s", s,
+                                             why);
                 free(*(char **) field);
                 *(char **) field = TAKE_PTR(norm);
                 return 0;
@@ -407,7 +417,7 @@ static int apply_object(Config *c, const json_t *obj, const char *prefix, const 
                 if (!k)
                         return config_errorf(ret_error, source, path, "unknown key");
                 if (json_is_null(v))
-                        continue;       /* "key:" with no value means "keep the default" */
+                        continue; /* "key:" with no value means "keep the default" */
                 if (k->type == KEY_SECTION) {
                         if (!json_is_object(v))
                                 return config_errorf(ret_error, source, path, "expected a map");
@@ -425,7 +435,7 @@ int config_apply_json(Config *c, const json_t *doc, const char *source, char **r
         assert(source);
 
         if (json_is_null(doc))
-                return 0;       /* an empty file changes nothing */
+                return 0; /* an empty file changes nothing */
         if (!json_is_object(doc))
                 return config_errorf(ret_error, source, NULL, "the top level must be a map");
         return apply_object(c, doc, NULL, source, ret_error);
@@ -440,7 +450,8 @@ int config_finalize(Config *c, const ConfigOverrides *o, char **ret_error) {
         if (!isempty(o->node_name)) {
                 if (!kube_name_is_valid(o->node_name, KUBE_NAME_SUBDOMAIN))
                         return config_errorf(ret_error, o->node_name_source, NULL,
-                                             "\"%s\" is not a lower-case DNS name (RFC 1123): %s", o->node_name,
+                                             "\"%s\" is not a lower-case DNS name (RFC 1123): %s",
+                                             o->node_name,
                                              kube_name_invalid_reason(o->node_name, KUBE_NAME_SUBDOMAIN));
                 r = free_and_strdup(&c->node_name, o->node_name);
                 if (r < 0)
@@ -456,10 +467,11 @@ int config_finalize(Config *c, const ConfigOverrides *o, char **ret_error) {
                         *p = (char) tolower((unsigned char) *p);
                 /* It names the Node in every API path: a hostname like "my_host" must stop us here. */
                 if (!kube_name_is_valid(c->node_name, KUBE_NAME_SUBDOMAIN))
-                        return config_errorf(ret_error, "hostname", "nodeName",
-                                             "the hostname \"%s\" is not a lower-case DNS name (RFC 1123): %s; "
-                                             "set nodeName", c->node_name,
-                                             kube_name_invalid_reason(c->node_name, KUBE_NAME_SUBDOMAIN));
+                        return config_errorf(
+                                ret_error, "hostname", "nodeName",
+                                "the hostname \"%s\" is not a lower-case DNS name (RFC 1123): %s; "
+                                "set nodeName",
+                                c->node_name, kube_name_invalid_reason(c->node_name, KUBE_NAME_SUBDOMAIN));
         }
         if (!isempty(o->kubeconfig)) {
                 r = free_and_strdup(&c->kubeconfig, o->kubeconfig);
@@ -474,7 +486,8 @@ int config_finalize(Config *c, const ConfigOverrides *o, char **ret_error) {
         }
         if (!isempty(o->state_dir)) {
                 if (o->state_dir[0] != '/')
-                        return config_errorf(ret_error, "--state-dir", NULL, "\"%s\" is not an absolute path", o->state_dir);
+                        return config_errorf(ret_error, "--state-dir", NULL,
+                                             "\"%s\" is not an absolute path", o->state_dir);
                 r = free_and_strdup(&c->state_directory, o->state_dir);
                 if (r < 0)
                         return r;
@@ -494,13 +507,15 @@ int config_finalize(Config *c, const ConfigOverrides *o, char **ret_error) {
                 }
                 /* A node name of 234+ characters makes the default longer than a name can be. */
                 if (!kube_name_is_valid(c->lease.name, KUBE_NAME_SUBDOMAIN))
-                        return config_errorf(ret_error, "configuration", "lease.name",
-                                             "the default \"gardener-node-agent-<nodeName>\" is not a valid name: %s; "
-                                             "set lease.name", kube_name_invalid_reason(c->lease.name, KUBE_NAME_SUBDOMAIN));
+                        return config_errorf(
+                                ret_error, "configuration", "lease.name",
+                                "the default \"gardener-node-agent-<nodeName>\" is not a valid name: %s; "
+                                "set lease.name",
+                                kube_name_invalid_reason(c->lease.name, KUBE_NAME_SUBDOMAIN));
         }
         if (c->os_update.backend == OS_UPDATE_BACKEND_IMAGE && isempty(c->os_update.image.reference))
                 return config_errorf(ret_error, "configuration", "osUpdate.image.reference",
-                              "required when osUpdate.backend is \"image\"");
+                                     "required when osUpdate.backend is \"image\"");
         return 0;
 }
 
@@ -527,34 +542,26 @@ json_t *config_to_json(const Config *c) {
                 "{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:o, s:s, s:o}, s:{s:s, s:s, s:s, s:o, s:I},"
                 " s:{s:s, s:o, s:s, s:{s:s, s:s, s:s, s:I}, s:s},"
                 " s:{s:s, s:s, s:o}, s:{s:s}, s:{s:o, s:s, s:s}, s:{s:b, s:s, s:s, s:o}, s:{s:b, s:s}}",
-                "nodeName", strempty(c->node_name),
-                "kubeconfig", c->kubeconfig,
-                "bootstrapKubeconfig", strempty(c->bootstrap_kubeconfig),
-                "stateDirectory", c->state_directory,
-                "osRelease", c->os_release,
-                "osc", "namespace", c->osc.namespace, "secretName", c->osc.secret_name,
-                "rootDirectory", c->osc.root_directory, "replacedUnits", replaced,
-                "driftRepair", drift_repair_mode_to_string(c->osc.drift_repair),
-                "driftInterval", duration_json(c->osc.drift_interval_usec),
-                "kubelet", "binaryPath", c->kubelet.binary_path, "unit", c->kubelet.unit,
-                "healthzURL", c->kubelet.healthz_url,
-                "healthTimeout", duration_json(c->kubelet.health_timeout_usec),
-                "keepVersions", (json_int_t) c->kubelet.keep_versions,
-                "osUpdate", "backend", os_update_backend_to_string(c->os_update.backend),
-                "timeout", duration_json(c->os_update.timeout_usec),
-                "minVersionForUpdate", c->os_update.min_version_for_update,
-                "image", "reference", c->os_update.image.reference,
-                "installDirectory", c->os_update.image.install_directory,
-                "namePrefix", c->os_update.image.name_prefix,
-                "bootTries", (json_int_t) c->os_update.image.boot_tries,
-                "reboot", reboot_method_to_string(c->os_update.reboot),
-                "registry", "caFile", c->registry.ca_file, "authFile", c->registry.auth_file,
-                "mirrors", mirrors,
-                "restart", "selfUnit", c->restart.self_unit,
-                "systemd", "jobTimeout", duration_json(c->systemd.job_timeout_usec),
-                "unitDirectory", c->systemd.unit_directory,
-                "runtimeUnitDirectory", c->systemd.runtime_unit_directory,
-                "lease", "enabled", c->lease.enabled, "namespace", c->lease.namespace,
-                "name", c->lease.name, "duration", duration_json(c->lease.duration_usec),
-                "console", "enabled", c->console.enabled, "path", c->console.path);
+                "nodeName", strempty(c->node_name), "kubeconfig", c->kubeconfig, "bootstrapKubeconfig",
+                strempty(c->bootstrap_kubeconfig), "stateDirectory", c->state_directory, "osRelease",
+                c->os_release, "osc", "namespace", c->osc.namespace, "secretName", c->osc.secret_name,
+                "rootDirectory", c->osc.root_directory, "replacedUnits", replaced, "driftRepair",
+                drift_repair_mode_to_string(c->osc.drift_repair), "driftInterval",
+                duration_json(c->osc.drift_interval_usec), "kubelet", "binaryPath", c->kubelet.binary_path,
+                "unit", c->kubelet.unit, "healthzURL", c->kubelet.healthz_url, "healthTimeout",
+                duration_json(c->kubelet.health_timeout_usec), "keepVersions",
+                (json_int_t) c->kubelet.keep_versions, "osUpdate", "backend",
+                os_update_backend_to_string(c->os_update.backend), "timeout",
+                duration_json(c->os_update.timeout_usec), "minVersionForUpdate",
+                c->os_update.min_version_for_update, "image", "reference", c->os_update.image.reference,
+                "installDirectory", c->os_update.image.install_directory, "namePrefix",
+                c->os_update.image.name_prefix, "bootTries", (json_int_t) c->os_update.image.boot_tries,
+                "reboot", reboot_method_to_string(c->os_update.reboot), "registry", "caFile",
+                c->registry.ca_file, "authFile", c->registry.auth_file, "mirrors", mirrors, "restart",
+                "selfUnit", c->restart.self_unit, "systemd", "jobTimeout",
+                duration_json(c->systemd.job_timeout_usec), "unitDirectory", c->systemd.unit_directory,
+                "runtimeUnitDirectory", c->systemd.runtime_unit_directory, "lease", "enabled",
+                c->lease.enabled, "namespace", c->lease.namespace, "name", c->lease.name, "duration",
+                duration_json(c->lease.duration_usec), "console", "enabled", c->console.enabled, "path",
+                c->console.path);
 }

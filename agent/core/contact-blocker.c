@@ -99,11 +99,15 @@ int contact_blocker_contact(ContactBlocker *b, uint64_t now_usec, uint64_t min_u
                 /* Whole seconds: "2m13s", not "2m13s456ms". */
                 (void) format_duration(d, sizeof(d), took / USEC_PER_SEC * USEC_PER_SEC);
                 if (streq(b->reason, b->first_reason))
-                        k = asprintf(ret_message, "no access to the API server for %s before the first successful "
-                                     "contact: %s", d, b->reason);
+                        k = asprintf(ret_message,
+                                     "no access to the API server for %s before the first successful "
+                                     "contact: %s",
+                                     d, b->reason);
                 else
-                        k = asprintf(ret_message, "no access to the API server for %s before the first successful "
-                                     "contact: %s (at first: %s)", d, b->reason, b->first_reason);
+                        k = asprintf(ret_message,
+                                     "no access to the API server for %s before the first successful "
+                                     "contact: %s (at first: %s)",
+                                     d, b->reason, b->first_reason);
         }
         contact_blocker_done(b);
         if (k < 0) {

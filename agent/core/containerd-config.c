@@ -11,8 +11,8 @@
 /* Where a value is, for error messages: built only when something is wrong. */
 typedef struct Where {
         const struct Where *up;
-        const char *key;                /* ".key" (or the root's own text when up is NULL) */
-        size_t index;                   /* "[index]" when key is NULL */
+        const char *key; /* ".key" (or the root's own text when up is NULL) */
+        size_t index;    /* "[index]" when key is NULL */
 } Where;
 
 static void where_print(FILE *f, const Where *w) {
@@ -84,7 +84,8 @@ static int check_value(const json_t *v, unsigned depth, bool in_array, const Whe
                 Where c = { .up = w, .key = k };
 
                 if (!key_valid(k, kn))
-                        return fail(ret_error, &c, "invalid key (empty, too long or with control characters)");
+                        return fail(ret_error, &c,
+                                    "invalid key (empty, too long or with control characters)");
                 r = check_value(e, depth + 1, /* in_array= */ false, &c, ret_error);
                 if (r < 0)
                         return r;
@@ -110,7 +111,8 @@ static int walk(json_t *t, const json_t *path, size_t n, bool create, const Wher
                         if (!create)
                                 return 0;
                         c = json_object();
-                        if (!c || json_object_setn_new(t, json_string_value(e), json_string_length(e), c) < 0)
+                        if (!c ||
+                            json_object_setn_new(t, json_string_value(e), json_string_length(e), c) < 0)
                                 return -ENOMEM;
                 }
                 t = c;
@@ -156,7 +158,8 @@ static int remove_at(json_t *root, const json_t *path, const Where *pw, char **r
 
 /* op "add": the table at "plugins".path, with `values` merged in key by key (Go's json.Unmarshal
  * into the existing map: a key replaces the whole value, nested tables are not merged). */
-static int add_at(json_t *root, const json_t *path, const json_t *values, const Where *pw, char **ret_error) {
+static int add_at(json_t *root, const json_t *path, const json_t *values, const Where *pw,
+                  char **ret_error) {
         const char *k;
         size_t kn;
         json_t *t = NULL, *v;
@@ -165,13 +168,14 @@ static int add_at(json_t *root, const json_t *path, const json_t *values, const 
         if (!json_is_object(json_object_get(root, "plugins")) &&
             json_object_set_new(root, "plugins", json_object()) < 0)
                 return -ENOMEM;
-        r = walk(json_object_get(root, "plugins"), path, json_array_size(path), /* create= */ true, pw, &t, ret_error);
+        r = walk(json_object_get(root, "plugins"), path, json_array_size(path), /* create= */ true, pw, &t,
+                 ret_error);
         if (r < 0 || !values)
                 return r;
         json_object_keylen_foreach((json_t *) values, k, kn, v) {
                 /* a copy: a later plugin may add below it, and the caller's config is const */
-                r = json_is_null(v) ? (json_object_deln(t, k, kn), 0)
-                                    : json_object_setn_new(t, k, kn, json_deep_copy(v));
+                r = json_is_null(v) ? (json_object_deln(t, k, kn), 0) :
+                                      json_object_setn_new(t, k, kn, json_deep_copy(v));
                 if (r < 0)
                         return -ENOMEM;
         }
@@ -192,7 +196,8 @@ static int apply_plugin(json_t *root, const json_t *p, const Where *w, char **re
 
                 remove = o && streq(o, "remove");
                 if (!o || !(remove || streq(o, "add")))
-                        return fail(ret_error, &(Where) { .up = w, .key = "op" }, "operation is not supported");
+                        return fail(ret_error, &(Where) { .up = w, .key = "op" },
+                                    "operation is not supported");
         }
         r = check_path(json_object_get(p, "path"), &pw, ret_error);
         if (r < 0)
@@ -216,27 +221,31 @@ static int apply_plugin(json_t *root, const json_t *p, const Where *w, char **re
 
 /* What upstream sets on top of `containerd config default` (see the header). */
 static int base_document(const json_t *config, json_t **ret, char **ret_error) {
-        const json_t *sandbox = json_object_get(config, "sandboxImage"), *cgroup = json_object_get(config, "cgroupDriver");
+        const json_t *sandbox = json_object_get(config, "sandboxImage"),
+                     *cgroup = json_object_get(config, "cgroupDriver");
         json_t *doc, *cri;
 
         if (sandbox && !json_is_null(sandbox) && !json_is_string(sandbox))
-                return error_setf(ret_error, -EINVAL, "spec.criConfig.containerd.sandboxImage: expected a string");
+                return error_setf(ret_error, -EINVAL,
+                                  "spec.criConfig.containerd.sandboxImage: expected a string");
         if (cgroup && !json_is_null(cgroup) && !json_is_string(cgroup))
                 return error_setf(ret_error, -EINVAL, "spec.criConfig.cgroupDriver: expected a string");
         doc = json_pack("{s:i, s:[s], s:{s:{s:{s:s}, s:{s:{s:{s:s}}}, s:{s:s}}}}", "version", 2, "imports",
-                        CONTAINERD_CONFIG_IMPORTS, "plugins", CRI_PLUGIN, "cni", "bin_dir", CONTAINERD_CNI_BIN_DIR,
-                        "containerd", "runtimes", "runc", "runtime_type", "io.containerd.runc.v2", "registry",
-                        "config_path", CONTAINERD_CERTS_DIR);
+                        CONTAINERD_CONFIG_IMPORTS, "plugins", CRI_PLUGIN, "cni", "bin_dir",
+                        CONTAINERD_CNI_BIN_DIR, "containerd", "runtimes", "runc", "runtime_type",
+                        "io.containerd.runc.v2", "registry", "config_path", CONTAINERD_CERTS_DIR);
         if (!doc)
                 return -ENOMEM;
         cri = json_object_get(json_object_get(doc, "plugins"), CRI_PLUGIN);
         if (json_string_length(sandbox) > 0 && json_object_set(cri, "sandbox_image", (json_t *) sandbox) < 0)
                 goto nomem;
         if (json_is_string(cgroup)) {
-                json_t *runc = json_object_get(json_object_get(json_object_get(cri, "containerd"), "runtimes"), "runc");
+                json_t *runc = json_object_get(
+                        json_object_get(json_object_get(cri, "containerd"), "runtimes"), "runc");
 
                 if (json_object_set_new(runc, "options",
-                                        json_pack("{s:b}", "SystemdCgroup", streq(json_string_value(cgroup), "systemd"))) < 0)
+                                        json_pack("{s:b}", "SystemdCgroup",
+                                                  streq(json_string_value(cgroup), "systemd"))) < 0)
                         goto nomem;
         }
         *ret = doc;
@@ -255,13 +264,27 @@ static void put_string(FILE *f, const char *s, size_t n) {
                 unsigned char c = (unsigned char) s[i];
 
                 switch (c) {
-                case '"': fputs("\\\"", f); break;
-                case '\\': fputs("\\\\", f); break;
-                case '\b': fputs("\\b", f); break;
-                case '\t': fputs("\\t", f); break;
-                case '\n': fputs("\\n", f); break;
-                case '\f': fputs("\\f", f); break;
-                case '\r': fputs("\\r", f); break;
+                case '"':
+                        fputs("\\\"", f);
+                        break;
+                case '\\':
+                        fputs("\\\\", f);
+                        break;
+                case '\b':
+                        fputs("\\b", f);
+                        break;
+                case '\t':
+                        fputs("\\t", f);
+                        break;
+                case '\n':
+                        fputs("\\n", f);
+                        break;
+                case '\f':
+                        fputs("\\f", f);
+                        break;
+                case '\r':
+                        fputs("\\r", f);
+                        break;
                 default:
                         if (c < 0x20 || c == 0x7f)
                                 fprintf(f, "\\u%04X", c);
@@ -274,8 +297,8 @@ static void put_string(FILE *f, const char *s, size_t n) {
 
 static bool bare_key(const char *k, size_t n) {
         for (size_t i = 0; i < n; i++)
-                if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= 'A' && k[i] <= 'Z') || (k[i] >= '0' && k[i] <= '9') ||
-                      k[i] == '_' || k[i] == '-'))
+                if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= 'A' && k[i] <= 'Z') ||
+                      (k[i] >= '0' && k[i] <= '9') || k[i] == '_' || k[i] == '-'))
                         return false;
         return n > 0;
 }
@@ -386,7 +409,7 @@ static int put_value(FILE *f, const json_t *v) {
                 fputc(']', f);
                 return 0;
         default:
-                return -EINVAL;         /* null in an array: rejected by check_value() */
+                return -EINVAL; /* null in an array: rejected by check_value() */
         }
 }
 
@@ -449,7 +472,8 @@ static int render(const json_t *doc, char **ret) {
         if (!f)
                 return -ENOMEM;
         fputs("# Written by inplace-agent from the OperatingSystemConfig (spec.criConfig); every change here is\n"
-              "# overwritten. Add settings in " CONTAINERD_CONFIG_IMPORTS " or criConfig.containerd.plugins.\n",
+              "# overwritten. Add settings in " CONTAINERD_CONFIG_IMPORTS
+              " or criConfig.containerd.plugins.\n",
               f);
         r = put_table(f, doc, &(Header) {});
         if (fclose(f) != 0)
@@ -470,9 +494,11 @@ int containerd_config_render(const json_t *config, char **ret, char **ret_error)
         if (config && !json_is_object(config))
                 return error_setf(ret_error, -EINVAL, "spec.criConfig.containerd: expected an object");
         if (plugins && !json_is_null(plugins) && !json_is_array(plugins))
-                return error_setf(ret_error, -EINVAL, "spec.criConfig.containerd.plugins: expected an array");
+                return error_setf(ret_error, -EINVAL,
+                                  "spec.criConfig.containerd.plugins: expected an array");
         if (json_array_size(plugins) > CONTAINERD_CONFIG_PLUGINS_MAX)
-                return error_setf(ret_error, -EINVAL, "spec.criConfig.containerd.plugins: more than %d entries",
+                return error_setf(ret_error, -EINVAL,
+                                  "spec.criConfig.containerd.plugins: more than %d entries",
                                   CONTAINERD_CONFIG_PLUGINS_MAX);
         r = base_document(config, &doc, ret_error);
         if (r < 0)

@@ -23,9 +23,10 @@ enum {
 const uint8_t containerd_version_request[5] = { 0, 0, 0, 0, 0 };
 
 static const char *const grpc_code_table[] = {
-        "OK", "Canceled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists",
-        "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange",
-        "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated",
+        "OK",       "Canceled",        "Unknown",          "InvalidArgument",   "DeadlineExceeded",
+        "NotFound", "AlreadyExists",   "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
+        "Aborted",  "OutOfRange",      "Unimplemented",    "Internal",          "Unavailable",
+        "DataLoss", "Unauthenticated",
 };
 
 const char *grpc_code_to_string(unsigned code) {
@@ -109,7 +110,8 @@ static int grpc_status_check(const char *status, const char *message, char **ret
                 return fail(ret_error, "the reply carries no grpc-status");
         if (grpc_status_parse(status, &code) < 0) {
                 quoted = utf8_quote(status, MIN(strlen(status), 32u));
-                return quoted ? fail(ret_error, "the reply's grpc-status %s is not a status code", quoted) : -ENOMEM;
+                return quoted ? fail(ret_error, "the reply's grpc-status %s is not a status code", quoted) :
+                                -ENOMEM;
         }
         if (code == 0)
                 return 0;
@@ -136,7 +138,7 @@ static int read_varint(Reader *r, uint64_t *ret) {
                         return -EBADMSG;
                 b = *r->p++;
                 if (shift == 63 && b > 1)
-                        return -EBADMSG;        /* more than 64 bits */
+                        return -EBADMSG; /* more than 64 bits */
                 v |= (uint64_t) (b & 0x7f) << shift;
                 if (!(b & 0x80)) {
                         *ret = v;
@@ -174,7 +176,7 @@ static int read_string(Reader *r, const char *name, char **field, char **ret_err
         if (!copy)
                 return -ENOMEM;
         free(*field);
-        *field = copy;          /* a repeated field: the last one wins, as protobuf says */
+        *field = copy; /* a repeated field: the last one wins, as protobuf says */
         r->p += n;
         return 0;
 }
@@ -219,7 +221,7 @@ static int decode_response(const uint8_t *msg, size_t size, ContainerdVersion *v
                         if (k >= 0)
                                 k = skip(&r, ignored);
                         break;
-                default:        /* groups (3, 4) are not proto3; 6 and 7 do not exist */
+                default: /* groups (3, 4) are not proto3; 6 and 7 do not exist */
                         return fail(ret_error, "VersionResponse: field %llu has wire type %u",
                                     (unsigned long long) field, wire);
                 }
@@ -252,8 +254,8 @@ static int grpc_unframe(const uint8_t *body, size_t size, const uint8_t **ret_ms
         return 0;
 }
 
-int containerd_version_decode(const char *grpc_status, const char *grpc_message, const void *body, size_t size,
-                              ContainerdVersion *ret, char **ret_error) {
+int containerd_version_decode(const char *grpc_status, const char *grpc_message, const void *body,
+                              size_t size, ContainerdVersion *ret, char **ret_error) {
         _cleanup_(containerd_version_done) ContainerdVersion v = {};
         const uint8_t *msg = NULL;
         size_t n = 0;

@@ -15,8 +15,8 @@ static const struct {
 } units[] = {
         { "ns", 1 },
         { "us", 1000 },
-        { "\xc2\xb5s", 1000 },  /* U+00B5 micro sign */
-        { "\xce\xbcs", 1000 },  /* U+03BC Greek mu */
+        { "\xc2\xb5s", 1000 }, /* U+00B5 micro sign */
+        { "\xce\xbcs", 1000 }, /* U+03BC Greek mu */
         { "ms", 1000000 },
         { "s", 1000000000ULL },
         { "m", 60 * 1000000000ULL },
@@ -40,7 +40,7 @@ static uint64_t unit_of(const char **s) {
 }
 
 int go_duration_parse(const char *s, uint64_t *ret_usec) {
-        long double total_nsec = 0;     /* enough precision for any uint64 microsecond value we accept */
+        long double total_nsec = 0; /* enough precision for any uint64 microsecond value we accept */
 
         assert(ret_usec);
 

@@ -77,8 +77,8 @@ int kube_name_check(const char *name, KubeNameKind kind, const char *field, char
                 return -ENOMEM;
         return error_setf(ret_error, -EINVAL, "%s: %s%s is not a valid %s: %s", field, quoted,
                           n > KUBE_NAME_DISPLAY_MAX ? "..." : "",
-                          kind == KUBE_NAME_LABEL          ? "DNS-1123 label"
-                          : kind == KUBE_NAME_PATH_SEGMENT ? "name"
-                                                           : "DNS-1123 subdomain",
+                          kind == KUBE_NAME_LABEL                ? "DNS-1123 label" :
+                                  kind == KUBE_NAME_PATH_SEGMENT ? "name" :
+                                                                   "DNS-1123 subdomain",
                           why);
 }

@@ -8,7 +8,8 @@
 
 /* A label value: empty or [A-Za-z0-9] at both ends with [-_.A-Za-z0-9] between, at most 63. */
 static bool label_value_valid(const char *s, size_t n) {
-        if (n == 0 || n > NODE_LABEL_VALUE_MAX || !isalnum((unsigned char) s[0]) || !isalnum((unsigned char) s[n - 1]))
+        if (n == 0 || n > NODE_LABEL_VALUE_MAX || !isalnum((unsigned char) s[0]) ||
+            !isalnum((unsigned char) s[n - 1]))
                 return false;
         for (size_t i = 0; i < n; i++)
                 if (!isalnum((unsigned char) s[i]) && !strchr("-_.", s[i]))
@@ -48,7 +49,8 @@ int node_labels_patch(const NodeView *v, bool control_plane, const char *zone, j
         have = control_plane ? v->role_control_plane : v->role_worker;
         if (!streq_ptr(have, "") && json_object_set_new(labels, role, json_string("")) < 0)
                 return -ENOMEM;
-        if (zone && !streq_ptr(v->zone, zone) && json_object_set_new(labels, NODE_LABEL_ZONE, json_string(zone)) < 0)
+        if (zone && !streq_ptr(v->zone, zone) &&
+            json_object_set_new(labels, NODE_LABEL_ZONE, json_string(zone)) < 0)
                 return -ENOMEM;
         if (json_object_size(labels) == 0) {
                 *ret = NULL;

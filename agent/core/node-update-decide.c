@@ -19,33 +19,33 @@
 #define NODE_REGISTRATION_TIMEOUT_USEC (5 * 60 * USEC_PER_SEC)
 
 typedef struct Builder {
-        const UpdateInput *in;          /* borrowed */
-        UpdateTransaction *tx;          /* owned: the record being decided */
-        UpdateAction *actions;          /* owned */
+        const UpdateInput *in; /* borrowed */
+        UpdateTransaction *tx; /* owned: the record being decided */
+        UpdateAction *actions; /* owned */
         size_t n_actions;
         size_t n_alloc;
-        bool deferred;                  /* an API write waits for its back-off: emit nothing after it */
-        bool no_node;                   /* the Node does not exist: in->node is an empty view, and nothing
-                                         * is written to it or about it */
+        bool deferred; /* an API write waits for its back-off: emit nothing after it */
+        bool no_node;  /* the Node does not exist: in->node is an empty view, and nothing
+                        * is written to it or about it */
         uint64_t wake_usec;
-        char *status;                   /* owned */
-        char *notice;                   /* owned: UpdateDecision.notice */
-        int error;                      /* sticky -ENOMEM from helpers that return pointers */
+        char *status; /* owned */
+        char *notice; /* owned: UpdateDecision.notice */
+        int error;    /* sticky -ENOMEM from helpers that return pointers */
 } Builder;
 
 typedef struct Plan {
         bool gated;
-        char *kubelet_from;             /* owned */
-        bool kubelet_none;              /* no kubelet at binaryPath: the way back is none */
-        char *kubelet_to;               /* owned */
-        char *kubernetes_version;       /* owned */
-        char *os_from;                  /* owned */
-        char *os_to;                    /* owned */
+        char *kubelet_from;       /* owned */
+        bool kubelet_none;        /* no kubelet at binaryPath: the way back is none */
+        char *kubelet_to;         /* owned */
+        char *kubernetes_version; /* owned */
+        char *os_from;            /* owned */
+        char *os_to;              /* owned */
         bool rotation;
-        bool osc_work;                  /* the OSC's files/units/containerd work is part of it */
-        bool refused;                   /* the OSC itself cannot be used: fails at once, no MCM wait */
+        bool osc_work; /* the OSC's files/units/containerd work is part of it */
+        bool refused;  /* the OSC itself cannot be used: fails at once, no MCM wait */
         UpdateFailureCode blocked;
-        char *blocked_message;          /* owned */
+        char *blocked_message; /* owned */
 } Plan;
 
 static void plan_done(Plan *p) {
@@ -79,8 +79,7 @@ static char *b_strdup(Builder *b, const char *s) {
         return c;
 }
 
-_printf_(2, 3)
-static char *b_printf(Builder *b, const char *format, ...) {
+_printf_(2, 3) static char *b_printf(Builder *b, const char *format, ...) {
         va_list ap;
         char *s;
 
@@ -92,8 +91,7 @@ static char *b_printf(Builder *b, const char *format, ...) {
         return s;
 }
 
-_printf_(2, 3)
-static int set_status(Builder *b, const char *format, ...) {
+_printf_(2, 3) static int set_status(Builder *b, const char *format, ...) {
         va_list ap;
         int r;
 
@@ -181,8 +179,8 @@ static int transition(Builder *b, UpdateEvent e) {
 static int fail(Builder *b, UpdateEvent e, UpdateFailureCode code, const char *message, bool keep_reason) {
         int r;
 
-        r = update_transaction_set_failure(b->tx, code, NULL, message, update_transaction_current_step(b->tx),
-                                           b->in->now_usec);
+        r = update_transaction_set_failure(b->tx, code, NULL, message,
+                                           update_transaction_current_step(b->tx), b->in->now_usec);
         if (r < 0)
                 return r;
         b->tx->failure.keep_reason = keep_reason;
@@ -197,7 +195,7 @@ static bool mcm_signal(const NodeView *n) {
 /* Upstream's success-marking condition (docs/node-protocol.md §6.4, performInPlaceUpdate). */
 static bool marking_gate(const NodeView *n) {
         return (node_view_ready_for_update(n) && n->update_result != NODE_UPDATE_RESULT_SUCCESSFUL) ||
-               n->update_result == NODE_UPDATE_RESULT_FAILED;
+                n->update_result == NODE_UPDATE_RESULT_FAILED;
 }
 
 static bool tx_active(const UpdateTransaction *tx) {
@@ -210,7 +208,7 @@ static bool rebooted(const Builder *b) {
 
 static bool os_is_desired(const Builder *b) {
         return b->in->os_version && b->tx->os_to &&
-               version_compare(b->in->os_version, VERSION_OP_EQ, b->tx->os_to, NULL) == 1;
+                version_compare(b->in->os_version, VERSION_OP_EQ, b->tx->os_to, NULL) == 1;
 }
 
 static uint64_t retry_backoff(unsigned attempt) {
@@ -258,8 +256,10 @@ static char *summary(Builder *b) {
                 return NULL;
         }
         if (!s)
-                return b_strdup(b, tx->rotation ? "credentials rotation" :
-                                   tx->osc_apply ? "files and units of the OSC" : "no in-place changes for this agent");
+                return b_strdup(b,
+                                tx->rotation          ? "credentials rotation" :
+                                        tx->osc_apply ? "files and units of the OSC" :
+                                                        "no in-place changes for this agent");
         return TAKE_PTR(s);
 }
 
@@ -275,13 +275,19 @@ static char *phase_message(Builder *b) {
                                         strempty(tx->blocked_message));
                 return b_printf(b, "In-place update %s is planned: %s.", tx_id(b), strempty(s));
         case UPDATE_PHASE_STAGING:
-                return b_printf(b, "Downloading and verifying the artifacts of in-place update %s.", tx_id(b));
+                return b_printf(b, "Downloading and verifying the artifacts of in-place update %s.",
+                                tx_id(b));
         case UPDATE_PHASE_STAGED:
-                return b_printf(b, "The artifacts of in-place update %s are staged; waiting for the node to be "
-                                "selected.", tx_id(b));
+                return b_printf(b,
+                                "The artifacts of in-place update %s are staged; waiting for the node to be "
+                                "selected.",
+                                tx_id(b));
         case UPDATE_PHASE_WAITING_FOR_DRAIN:
-                return b_printf(b, "Waiting for machine-controller-manager to drain the node for in-place update "
-                                "%s.", tx_id(b));
+                return b_printf(
+                        b,
+                        "Waiting for machine-controller-manager to drain the node for in-place update "
+                        "%s.",
+                        tx_id(b));
         case UPDATE_PHASE_APPLYING:
                 s = summary(b);
                 return b_printf(b, "Applying in-place update %s: %s.", tx_id(b), strempty(s));
@@ -307,8 +313,8 @@ static char *phase_message(Builder *b) {
 
 static json_t *progress_now(Builder *b) {
         const UpdateTransaction *tx = b->tx;
-        const char *step = update_phase_is_terminal(tx->phase) ? tx->failure.step
-                                                              : update_transaction_current_step(tx);
+        const char *step =
+                update_phase_is_terminal(tx->phase) ? tx->failure.step : update_transaction_current_step(tx);
         json_t *j = update_progress_json(tx, tx->phase == UPDATE_PHASE_SUCCEEDED ? NULL : step, 0, 0,
                                          update_transaction_percent(tx), b->in->now_usec);
 
@@ -345,12 +351,11 @@ static void add_reports(Builder *b) {
 
 /* ---- planning ---- */
 
-_printf_(4, 5)
-static int block(Builder *b, Plan *p, UpdateFailureCode code, const char *format, ...) {
+_printf_(4, 5) static int block(Builder *b, Plan *p, UpdateFailureCode code, const char *format, ...) {
         va_list ap;
 
         if (has_failure_code(p->blocked))
-                return 0;               /* the first reason is the one reported */
+                return 0; /* the first reason is the one reported */
         va_start(ap, format);
         p->blocked_message = strdup_vprintf(format, ap);
         va_end(ap);
@@ -364,7 +369,7 @@ static int plan_kubelet(Builder *b, Plan *p, bool in_place) {
         const OscDesired *osc = b->in->osc;
         const char *running = b->in->kubelet_version;
         _cleanup_free_ char *desired = NULL, *error = NULL;
-        KubeletChange change = KUBELET_CHANGE_MINOR;    /* unknown running version: treat as gated */
+        KubeletChange change = KUBELET_CHANGE_MINOR; /* unknown running version: treat as gated */
         int r;
 
         r = osc_kubelet_version(osc, &desired, &error);
@@ -403,12 +408,13 @@ static int plan_kubelet(Builder *b, Plan *p, bool in_place) {
                 p->gated = p->gated || in_place;
                 break;
         default:
-                break;                  /* a patch update: never gated (docs/node-protocol.md §2.3) */
+                break; /* a patch update: never gated (docs/node-protocol.md §2.3) */
         }
 
         if (!osc->kubelet_image) {
-                r = block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
-                          "the OSC has no image for the kubelet (no files[] entry for it with content.imageRef)");
+                r = block(
+                        b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
+                        "the OSC has no image for the kubelet (no files[] entry for it with content.imageRef)");
                 if (r < 0)
                         return r;
         }
@@ -425,8 +431,9 @@ static int plan_os(Builder *b, Plan *p) {
 
         if (!want) {
                 p->gated = true;
-                r = block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
-                          "operating system version is not provided in OSC, cannot proceed with in-place update");
+                r = block(
+                        b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
+                        "operating system version is not provided in OSC, cannot proceed with in-place update");
                 return r < 0 ? r : 1;
         }
         if (!cur) {
@@ -441,8 +448,8 @@ static int plan_os(Builder *b, Plan *p) {
         p->gated = true;
         if (r < 0)
                 r = block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
-                          "failed comparing current OS version \"%s\" with desired version \"%s\": %s", cur, want,
-                          strempty(why));
+                          "failed comparing current OS version \"%s\" with desired version \"%s\": %s", cur,
+                          want, strempty(why));
         else if (version_compare(want, VERSION_OP_LT, cur, NULL) == 1)
                 r = block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
                           "OS downgrade from \"%s\" to \"%s\" is not supported", cur, want);
@@ -451,18 +458,23 @@ static int plan_os(Builder *b, Plan *p) {
                 p->os_to = strdup(want);
                 if (!p->os_from || !p->os_to)
                         return -ENOMEM;
-                /* docs/contract.md §8.5; a comparison error counts as "not met", as in upstream's admission. */
+                /* docs/contract.md §8.5; a comparison error counts as "not met", as in upstream's admission.
+                 */
                 const char *min = update_min_version_for_update(osc, b->in->node, &b->in->settings);
 
                 if (min && version_compare(cur, VERSION_OP_GE, min, NULL) != 1)
                         r = block(b, p, UPDATE_FAILURE_MIN_VERSION_NOT_MET,
-                                  "minVersionForUpdate %s is not met by the current OS version %s", min, cur);
+                                  "minVersionForUpdate %s is not met by the current OS version %s", min,
+                                  cur);
                 else if (b->in->settings.backend == OS_UPDATE_BACKEND_COMMAND && !osc->os_update_command)
+                        r = block(
+                                b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
+                                "update command is not provided in OSC, cannot proceed with in-place update");
+                else if (b->in->settings.backend == OS_UPDATE_BACKEND_IMAGE &&
+                         !b->in->settings.os_image_configured)
                         r = block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
-                                  "update command is not provided in OSC, cannot proceed with in-place update");
-                else if (b->in->settings.backend == OS_UPDATE_BACKEND_IMAGE && !b->in->settings.os_image_configured)
-                        r = block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
-                                  "osUpdate.image.reference is not configured, cannot install OS version %s", want);
+                                  "osUpdate.image.reference is not configured, cannot install OS version %s",
+                                  want);
                 else if (b->in->settings.backend == OS_UPDATE_BACKEND_IMAGE && !version_is_safe_name(want))
                         /* it names the staging directory and the boot entry */
                         r = block(b, p, UPDATE_FAILURE_INVALID_DESIRED_STATE,
@@ -474,8 +486,8 @@ static int plan_os(Builder *b, Plan *p) {
 }
 
 /* Rotations are detected against what was applied last; without that record (a node this agent
- * took over) there is nothing to compare with, like upstream's first apply (docs/node-protocol.md §2.3 step 2). A
- * rotation is in-place work: gated, carried out in Applying (on_applying()). */
+ * took over) there is nothing to compare with, like upstream's first apply (docs/node-protocol.md §2.3 step
+ * 2). A rotation is in-place work: gated, carried out in Applying (on_applying()). */
 static void plan_rotation(Builder *b, Plan *p) {
         const OscDesired *osc = b->in->osc;
         const UpdateTransaction *tx = b->tx;
@@ -506,7 +518,9 @@ static int plan_osc_work(Builder *b, Plan *p, bool in_place) {
         if (w->error) {
                 p->gated = p->gated || in_place;
                 p->refused = true;
-                r = block(b, p, has_failure_code(w->error_code) ? w->error_code : UPDATE_FAILURE_INVALID_DESIRED_STATE,
+                r = block(b, p,
+                          has_failure_code(w->error_code) ? w->error_code :
+                                                            UPDATE_FAILURE_INVALID_DESIRED_STATE,
                           "%s", w->error);
                 return r < 0 ? r : 1;
         }
@@ -517,7 +531,8 @@ static int plan_osc_work(Builder *b, Plan *p, bool in_place) {
 
 static int compute_plan(Builder *b, Plan *p) {
         const OscDesired *osc = b->in->osc;
-        /* docs/node-protocol.md §2.3 step 2: the very first apply on a node is never gated and never updates the OS. */
+        /* docs/node-protocol.md §2.3 step 2: the very first apply on a node is never gated and never updates
+         * the OS. */
         bool fresh = !b->tx->applied.valid && isempty(b->in->node->applied_checksum);
         bool in_place = osc->in_place && !fresh;
         /* Except once MCM has drained the node for an in-place update: the success marking that would
@@ -588,8 +603,10 @@ static int on_planned(Builder *b) {
                 return 0;
         if (has_failure_code(tx->blocked)) {
                 if (mcm_signal(b->in->node))
-                        return fail(b, UPDATE_EVENT_FAILED, tx->blocked, tx->blocked_message, /* keep_reason= */ false);
-                return set_status(b, "In-place update %s is blocked: %s. It fails once the node is selected.",
+                        return fail(b, UPDATE_EVENT_FAILED, tx->blocked, tx->blocked_message,
+                                    /* keep_reason= */ false);
+                return set_status(b,
+                                  "In-place update %s is blocked: %s. It fails once the node is selected.",
                                   tx_id(b), strempty(tx->blocked_message));
         }
         return transition(b, UPDATE_EVENT_STAGE);
@@ -610,7 +627,8 @@ static int on_staging(Builder *b) {
                                 a->path_in_image = b_strdup(b, tx->kubelet_path_in_image);
                         }
                 }
-                if (tx->os_to && tx->os_backend == OS_UPDATE_BACKEND_IMAGE && !done(b, UPDATE_STEP_STAGE_OS)) {
+                if (tx->os_to && tx->os_backend == OS_UPDATE_BACKEND_IMAGE &&
+                    !done(b, UPDATE_STEP_STAGE_OS)) {
                         a = add_work(b, UPDATE_ACTION_STAGE_OS_IMAGE, UPDATE_STEP_STAGE_OS);
                         if (a)
                                 a->version = b_strdup(b, tx->os_to);
@@ -618,8 +636,9 @@ static int on_staging(Builder *b) {
         }
         if (b->n_actions > 0 || b->deferred)
                 return 0;
-        if (has_failure_code(tx->blocked))    /* only the ungated path gets here blocked */
-                return fail(b, UPDATE_EVENT_FAILED, tx->blocked, tx->blocked_message, /* keep_reason= */ false);
+        if (has_failure_code(tx->blocked)) /* only the ungated path gets here blocked */
+                return fail(b, UPDATE_EVENT_FAILED, tx->blocked, tx->blocked_message,
+                            /* keep_reason= */ false);
         if (!tx->gated || node_view_gate_open(b->in->node))
                 return enter_applying(b);
         return transition(b, UPDATE_EVENT_STAGED);
@@ -647,16 +666,18 @@ static int on_waiting_for_drain(Builder *b) {
 }
 
 static int rolled_back_os(Builder *b) {
-        _cleanup_free_ char *m = b_printf(b, "OS update might have failed and rolled back to the previous version. "
-                                          "Desired version: \"%s\", Current version: \"%s\"",
-                                          strempty(b->tx->os_to), b->in->os_version ?: "unknown");
+        _cleanup_free_ char *m =
+                b_printf(b,
+                         "OS update might have failed and rolled back to the previous version. "
+                         "Desired version: \"%s\", Current version: \"%s\"",
+                         strempty(b->tx->os_to), b->in->os_version ?: "unknown");
         if (!m)
                 return -ENOMEM;
         return fail(b, UPDATE_EVENT_ROLLED_BACK, UPDATE_FAILURE_OS_ROLLED_BACK, m, /* keep_reason= */ false);
 }
 
-/* docs/node-protocol.md §4.2 step 1: a marker we did not set that names the desired version means an earlier attempt
- * (another agent's, or ours before its state was lost) already ran and the OS is still old. */
+/* docs/node-protocol.md §4.2 step 1: a marker we did not set that names the desired version means an earlier
+ * attempt (another agent's, or ours before its state was lost) already ran and the OS is still old. */
 static int check_foreign_marker(Builder *b) {
         const NodeView *n = b->in->node;
         const UpdateTransaction *tx = b->tx;
@@ -733,10 +754,10 @@ static void add_kubelet_and_osc_apply(Builder *b) {
         }
 }
 
-/* docs/node-protocol.md §6.4: the rotations happen inside performInPlaceUpdate; here after the kubelet switch and the
- * OSC's files (the new CA bundle among them) and before the OS change, as upstream since gardener PR
- * #15704: the OS change may end this boot in a system whose bookkeeping was wiped (Garden Linux's
- * wipe-based update), and a rotation still pending then would be lost. Its feedback records it as
+/* docs/node-protocol.md §6.4: the rotations happen inside performInPlaceUpdate; here after the kubelet
+ * switch and the OSC's files (the new CA bundle among them) and before the OS change, as upstream since
+ * gardener PR #15704: the OS change may end this boot in a system whose bookkeeping was wiped (Garden
+ * Linux's wipe-based update), and a rotation still pending then would be lost. Its feedback records it as
  * carried out (node_update_action_done()) before the OS step starts. */
 static void add_rotation(Builder *b) {
         UpdateTransaction *tx = b->tx;
@@ -765,10 +786,11 @@ static int on_applying(Builder *b) {
         add_kubelet_and_osc_apply(b);
         if (!osc_waits_for_secret(b))
                 add_rotation(b);
-        before_os_done = (!tx->kubelet_to || (done(b, UPDATE_STEP_SWITCH_KUBELET) &&
-                                              (tx->osc_restarts_kubelet || done(b, UPDATE_STEP_RESTART_KUBELET)))) &&
-                         (!tx->osc_apply || done(b, UPDATE_STEP_APPLY_OSC)) &&
-                         (!tx->rotation || done(b, UPDATE_STEP_ROTATE_CREDENTIALS));
+        before_os_done = (!tx->kubelet_to ||
+                          (done(b, UPDATE_STEP_SWITCH_KUBELET) &&
+                           (tx->osc_restarts_kubelet || done(b, UPDATE_STEP_RESTART_KUBELET)))) &&
+                (!tx->osc_apply || done(b, UPDATE_STEP_APPLY_OSC)) &&
+                (!tx->rotation || done(b, UPDATE_STEP_ROTATE_CREDENTIALS));
         if (tx->os_to && !done(b, UPDATE_STEP_MARKER)) {
                 a = add_api(b, UPDATE_ACTION_SET_MARKER, UPDATE_STEP_MARKER, /* in_transaction= */ true);
                 if (a) {
@@ -783,8 +805,9 @@ static int on_applying(Builder *b) {
         if (b->n_actions > 0 || b->deferred)
                 return 0;
         if (!before_os_done)
-                return set_status(b, "In-place update %s waits for the OSC Secret to apply its files and units.",
-                                  tx_id(b));
+                return set_status(
+                        b, "In-place update %s waits for the OSC Secret to apply its files and units.",
+                        tx_id(b));
 
         if (!tx->os_to)
                 return transition(b, UPDATE_EVENT_APPLIED);
@@ -795,12 +818,15 @@ static int on_applying(Builder *b) {
                         return transition(b, UPDATE_EVENT_REBOOT);
                 /* It got the OS to the desired version before we died (provider-local's kind changes
                  * os-release in place): done, as upstream counts a node already on the desired version
-                 * (docs/node-protocol.md §2). Failing here would report failed for a node that runs the new OS. */
+                 * (docs/node-protocol.md §2). Failing here would report failed for a node that runs the new
+                 * OS. */
                 if (os_is_desired(b))
                         return transition(b, UPDATE_EVENT_APPLIED);
-                return fail(b, UPDATE_EVENT_FAILED, UPDATE_FAILURE_OS_COMMAND_FAILED,
-                            "the OS update was interrupted before it finished (the agent restarted while it ran); "
-                            "not starting it again", /* keep_reason= */ false);
+                return fail(
+                        b, UPDATE_EVENT_FAILED, UPDATE_FAILURE_OS_COMMAND_FAILED,
+                        "the OS update was interrupted before it finished (the agent restarted while it ran); "
+                        "not starting it again",
+                        /* keep_reason= */ false);
         }
         if (os_is_desired(b))
                 return transition(b, UPDATE_EVENT_APPLIED);
@@ -821,10 +847,13 @@ static int on_rebooting(Builder *b) {
             !done(b, UPDATE_STEP_REBOOT))
                 (void) add_work(b, UPDATE_ACTION_REBOOT, UPDATE_STEP_REBOOT);
         if (tx->os_backend == OS_UPDATE_BACKEND_COMMAND)
-                /* docs/node-protocol.md §9 scenario 22: the command succeeded but the node has not come back yet. */
-                return set_status(b, "stopping reconciliation until gardener-node-agent is restarted after the OS "
-                                  "update. Current version: \"%s\", Desired version: \"%s\"",
-                                  b->in->os_version ?: "unknown", strempty(tx->os_to));
+                /* docs/node-protocol.md §9 scenario 22: the command succeeded but the node has not come back
+                 * yet. */
+                return set_status(
+                        b,
+                        "stopping reconciliation until gardener-node-agent is restarted after the OS "
+                        "update. Current version: \"%s\", Desired version: \"%s\"",
+                        b->in->os_version ?: "unknown", strempty(tx->os_to));
         return set_status(b, "Waiting for the reboot into OS version %s.", strempty(tx->os_to));
 }
 
@@ -835,7 +864,8 @@ static void add_checks(Builder *b) {
         size_t n = b->n_actions;
 
         if (tx->verified_boot_id && b->in->boot_id && !streq(b->in->boot_id, tx->verified_boot_id))
-                tx->done &= ~((UINT64_C(1) << UPDATE_STEP_CHECK_UNITS) | (UINT64_C(1) << UPDATE_STEP_HEALTH));
+                tx->done &=
+                        ~((UINT64_C(1) << UPDATE_STEP_CHECK_UNITS) | (UINT64_C(1) << UPDATE_STEP_HEALTH));
 
         if (!done(b, UPDATE_STEP_CHECK_UNITS)) {
                 UpdateAction *a = add_work(b, UPDATE_ACTION_CHECK_OSC_UNITS, UPDATE_STEP_CHECK_UNITS);
@@ -881,8 +911,8 @@ static UpdateAction *add_result(Builder *b, NodeUpdateResult label) {
         bool ok = tx->phase == UPDATE_PHASE_SUCCEEDED;
         UpdateAction *a;
 
-        a = add_api(b, UPDATE_ACTION_REPORT_RESULT, label != NODE_UPDATE_RESULT_NONE || ok ? UPDATE_STEP_RESULT
-                                                                                          : UPDATE_STEP_PROGRESS,
+        a = add_api(b, UPDATE_ACTION_REPORT_RESULT,
+                    label != NODE_UPDATE_RESULT_NONE || ok ? UPDATE_STEP_RESULT : UPDATE_STEP_PROGRESS,
                     /* in_transaction= */ true);
         if (!a)
                 return NULL;
@@ -939,10 +969,12 @@ static void succeeded_chores(Builder *b) {
         reverify_after_reboot(b);
         /* docs/node-protocol.md §6.4: Pods are deleted before the node is marked successful, never after. */
         if (tx->gated && !done(b, UPDATE_STEP_DELETE_PODS))
-                (void) add_api(b, UPDATE_ACTION_DELETE_PODS, UPDATE_STEP_DELETE_PODS, /* in_transaction= */ true);
+                (void) add_api(b, UPDATE_ACTION_DELETE_PODS, UPDATE_STEP_DELETE_PODS,
+                               /* in_transaction= */ true);
         if (!done(b, UPDATE_STEP_RESULT))
-                (void) add_result(b, tx->gated && !superseded(b) ? NODE_UPDATE_RESULT_SUCCESSFUL
-                                                                 : NODE_UPDATE_RESULT_NONE);
+                (void) add_result(b,
+                                  tx->gated && !superseded(b) ? NODE_UPDATE_RESULT_SUCCESSFUL :
+                                                                NODE_UPDATE_RESULT_NONE);
         if (tx->checksum && !done(b, UPDATE_STEP_CHECKSUM))
                 add_set_checksum(b, /* in_transaction= */ true, tx->checksum, tx->kubernetes_version,
                                  tx->ca_rotation, tx->sa_rotation);
@@ -970,20 +1002,23 @@ static bool kubelet_rollback_due(const Builder *b) {
 static void failed_chores(Builder *b) {
         UpdateTransaction *tx = b->tx;
         UpdateAction *a;
-        /* docs/contract.md §8.4: update-result belongs to the gated path; there only once MCM acts on the node. */
-        NodeUpdateResult label = tx->gated && mcm_signal(b->in->node) && !superseded(b) ? NODE_UPDATE_RESULT_FAILED
-                                                                                        : NODE_UPDATE_RESULT_NONE;
+        /* docs/contract.md §8.4: update-result belongs to the gated path; there only once MCM acts on the
+         * node. */
+        NodeUpdateResult label = tx->gated && mcm_signal(b->in->node) && !superseded(b) ?
+                NODE_UPDATE_RESULT_FAILED :
+                NODE_UPDATE_RESULT_NONE;
 
         if (kubelet_rollback_due(b)) {
                 if (!done(b, UPDATE_STEP_ROLLBACK_KUBELET)) {
                         a = add_work(b, UPDATE_ACTION_ROLLBACK_KUBELET, UPDATE_STEP_ROLLBACK_KUBELET);
-                        if (a)          /* NULL with kubelet_none: binaryPath goes */
+                        if (a) /* NULL with kubelet_none: binaryPath goes */
                                 a->version = b_strdup(b, tx->kubelet_from);
                 }
                 if (!done(b, UPDATE_STEP_ROLLBACK_RESTART)) {
                         /* Back to no kubelet: nothing is left for the unit to run, so it is stopped
                          * (a restart could only fail with 203/EXEC and call the way back failed). */
-                        a = add_work(b, tx->kubelet_none ? UPDATE_ACTION_STOP_UNIT : UPDATE_ACTION_RESTART_UNIT,
+                        a = add_work(b,
+                                     tx->kubelet_none ? UPDATE_ACTION_STOP_UNIT : UPDATE_ACTION_RESTART_UNIT,
                                      UPDATE_STEP_ROLLBACK_RESTART);
                         if (a)
                                 a->unit = b_strdup(b, b->in->settings.kubelet_unit);
@@ -1035,7 +1070,7 @@ static int resume(Builder *b) {
                 if (r <= 0)
                         return r;
         }
-        return -ELOOP;          /* the table only moves forward: cannot happen */
+        return -ELOOP; /* the table only moves forward: cannot happen */
 }
 
 /* Drops the per-transaction part of the record, keeping the node-level memory. */
@@ -1105,7 +1140,8 @@ static int start_transaction(Builder *b, Plan *p, unsigned attempt) {
                  * STATUS=, instead of "pending" until MCM picks the node (docs/node-protocol.md §2.2). */
                 r = transition(b, tx->gated ? UPDATE_EVENT_PLAN : UPDATE_EVENT_BEGIN);
                 if (r >= 0)
-                        r = fail(b, UPDATE_EVENT_FAILED, tx->blocked, tx->blocked_message, /* keep_reason= */ false);
+                        r = fail(b, UPDATE_EVENT_FAILED, tx->blocked, tx->blocked_message,
+                                 /* keep_reason= */ false);
                 if (r < 0)
                         return r;
         }
@@ -1162,12 +1198,13 @@ static int set_checksum_only(Builder *b, const Plan *p) {
 static int failed_status(Builder *b) {
         const UpdateTransaction *tx = b->tx;
 
-        return set_status(b, "In-place update %s %s: %s: %s%s", tx_id(b),
-                          tx->phase == UPDATE_PHASE_ROLLED_BACK ? "was rolled back" : "failed",
-                          strempty(update_failure_code_to_string(tx->failure.code)), strempty(tx->failure.message),
-                          update_failure_is_retriable(tx->failure.code, tx->failure.message)
-                                  ? " (retrying with back-off)"
-                                  : " (terminal until the desired state changes or ReadyForUpdate is set again)");
+        return set_status(
+                b, "In-place update %s %s: %s: %s%s", tx_id(b),
+                tx->phase == UPDATE_PHASE_ROLLED_BACK ? "was rolled back" : "failed",
+                strempty(update_failure_code_to_string(tx->failure.code)), strempty(tx->failure.message),
+                update_failure_is_retriable(tx->failure.code, tx->failure.message) ?
+                        " (retrying with back-off)" :
+                        " (terminal until the desired state changes or ReadyForUpdate is set again)");
 }
 
 static int start(Builder *b) {
@@ -1176,7 +1213,7 @@ static int start(Builder *b) {
         UpdateTransaction *tx = b->tx;
         _cleanup_(plan_done) Plan p = {};
         bool after_failure = tx->id && streq_ptr(tx->checksum, osc->checksum) &&
-                             (tx->phase == UPDATE_PHASE_FAILED || tx->phase == UPDATE_PHASE_ROLLED_BACK);
+                (tx->phase == UPDATE_PHASE_FAILED || tx->phase == UPDATE_PHASE_ROLLED_BACK);
         unsigned attempt = 1;
         int r;
 
@@ -1200,16 +1237,16 @@ static int start(Builder *b) {
                 attempt = tx->attempt + 1;
         }
 
-        /* docs/node-protocol.md §2.2: the node already carries this checksum. (Unlike upstream, two empty checksums
-         * do not
-         * count as equal: a Secret without the annotation must not freeze the node.) */
+        /* docs/node-protocol.md §2.2: the node already carries this checksum. (Unlike upstream, two empty
+         * checksums do not count as equal: a Secret without the annotation must not freeze the node.) */
         if (!isempty(osc->checksum) && streq_ptr(node->applied_checksum, osc->checksum))
                 return set_status(b, "Up to date (%s %s).", NODE_ANNOTATION_CHECKSUM, osc->checksum);
         /* We wrote that checksum ourselves: a Node without it is older than our own patches (the watch
          * event is on its way). Taken at its word it would start the success marking again: the
          * Pods deleted a second time, a second result. */
         if (!isempty(osc->checksum) && tx->applied.valid && streq_ptr(tx->applied.checksum, osc->checksum))
-                return set_status(b, "Up to date; waiting for the Node to show %s.", NODE_ANNOTATION_CHECKSUM);
+                return set_status(b, "Up to date; waiting for the Node to show %s.",
+                                  NODE_ANNOTATION_CHECKSUM);
 
         r = compute_plan(b, &p);
         if (r <= 0)
@@ -1221,8 +1258,10 @@ static int start(Builder *b) {
                         return start_transaction(b, &p, attempt);
                 }
                 if (node->candidate || node->selected)
-                        return set_status(b, "No in-place changes for this agent; waiting for %s to report the "
-                                          "result.", NODE_REASON_READY_FOR_UPDATE);
+                        return set_status(b,
+                                          "No in-place changes for this agent; waiting for %s to report the "
+                                          "result.",
+                                          NODE_REASON_READY_FOR_UPDATE);
                 /* The retry of a failed verification: the checksum alone would be a success that
                  * nothing verified. */
                 if (after_failure)
@@ -1231,8 +1270,11 @@ static int start(Builder *b) {
         }
         /* docs/node-protocol.md §9 scenario 7: gated work waits, untouched, until MCM picks the node. */
         if (p.gated && !p.refused && !node->candidate && !mcm_signal(node))
-                return set_status(b, "In-place update pending; waiting for machine-controller-manager to mark the "
-                                  "node %s.", NODE_LABEL_CANDIDATE);
+                return set_status(
+                        b,
+                        "In-place update pending; waiting for machine-controller-manager to mark the "
+                        "node %s.",
+                        NODE_LABEL_CANDIDATE);
         return start_transaction(b, &p, attempt);
 }
 
@@ -1269,11 +1311,13 @@ static int drop_if_node_replaced(Builder *b) {
         r = reset_transaction(tx);
         if (r < 0)
                 return r;
-        free(tx->marker);               /* set on the old Node object, not on this one */
+        free(tx->marker); /* set on the old Node object, not on this one */
         tx->marker = NULL;
         free(b->notice);
-        if (asprintf(&b->notice, "Node was re-created (uid %s, was %s); in-place update %s dropped without "
-                     "reporting on the new Node.", uid, old_uid, old_id) < 0) {
+        if (asprintf(&b->notice,
+                     "Node was re-created (uid %s, was %s); in-place update %s dropped without "
+                     "reporting on the new Node.",
+                     uid, old_uid, old_id) < 0) {
                 b->notice = NULL;
                 return -ENOMEM;
         }
@@ -1304,7 +1348,7 @@ static bool acts_without_node(const Builder *b) {
             !(done(b, UPDATE_STEP_ROLLBACK_KUBELET) && done(b, UPDATE_STEP_ROLLBACK_RESTART)))
                 return true;
         if (tx->id && tx->before_node && tx->phase == UPDATE_PHASE_SUCCEEDED)
-                return false;           /* applied: what is left is for the Node */
+                return false; /* applied: what is left is for the Node */
         return b->in->osc && b->in->first_osc && !tx->applied.valid;
 }
 
@@ -1327,13 +1371,17 @@ static int first_osc_waits(Builder *b) {
                 return -ENOMEM;
         if (b->in->now_usec < tx->updated_usec + timeout) {
                 wake_at(b, tx->updated_usec + timeout);
-                return set_status(b, "%s; waiting for the kubelet to register the Node (%s and the result are "
-                                  "written to it then).", what, NODE_ANNOTATION_CHECKSUM);
+                return set_status(b,
+                                  "%s; waiting for the kubelet to register the Node (%s and the result are "
+                                  "written to it then).",
+                                  what, NODE_ANNOTATION_CHECKSUM);
         }
         free(b->notice);
-        b->notice = b_printf(b, "%s, but the Node is still not registered %s later: the kubelet does not "
-                             "register it (see %s: its bootstrap kubeconfig, the API server).", what,
-                             format_duration(d, sizeof(d), timeout), strempty(b->in->settings.kubelet_unit));
+        b->notice = b_printf(b,
+                             "%s, but the Node is still not registered %s later: the kubelet does not "
+                             "register it (see %s: its bootstrap kubeconfig, the API server).",
+                             what, format_duration(d, sizeof(d), timeout),
+                             strempty(b->in->settings.kubelet_unit));
         return b->notice ? set_status(b, "%s", b->notice) : -ENOMEM;
 }
 
@@ -1343,11 +1391,12 @@ static int wait_for_node(Builder *b) {
         if (tx->id && tx->before_node && update_phase_is_terminal(tx->phase) && !done(b, UPDATE_STEP_RESULT))
                 return first_osc_waits(b);
         if (tx_active(tx))
-                return set_status(b, "In-place update %s (%s) waits for the Node, which does not exist.", tx_id(b),
-                                  update_phase_to_string(tx->phase));
+                return set_status(b, "In-place update %s (%s) waits for the Node, which does not exist.",
+                                  tx_id(b), update_phase_to_string(tx->phase));
         if (!b->in->osc)
                 return set_status(b, "Waiting for the OSC secret; the Node is not registered yet.");
-        return set_status(b, "Waiting for the Node to be registered (without it, only a fresh node's first OSC "
+        return set_status(b,
+                          "Waiting for the Node to be registered (without it, only a fresh node's first OSC "
                           "is applied).");
 }
 
@@ -1369,7 +1418,8 @@ static int decide(Builder *b) {
 
         if (tx_active(tx)) {
                 /* Nothing applied yet and the desired state moved: start over from the new one. */
-                if (in->osc && !streq_ptr(tx->checksum, in->osc->checksum) && tx->phase < UPDATE_PHASE_APPLYING) {
+                if (in->osc && !streq_ptr(tx->checksum, in->osc->checksum) &&
+                    tx->phase < UPDATE_PHASE_APPLYING) {
                         r = transition(b, UPDATE_EVENT_CANCEL);
                         if (r < 0)
                                 return r;
@@ -1388,7 +1438,7 @@ static int decide(Builder *b) {
                         return 0;
                 if (tx->phase == UPDATE_PHASE_FAILED &&
                     update_failure_is_retriable(tx->failure.code, tx->failure.message))
-                        (void) retry_due(b);    /* sets the wake-up */
+                        (void) retry_due(b); /* sets the wake-up */
         }
         return start(b);
 }
@@ -1402,7 +1452,8 @@ static int default_status(Builder *b) {
                 if (!update_action_is_best_effort(b->actions[i].type))
                         first = &b->actions[i];
         if (b->tx->id && b->n_actions > 0)
-                return set_status(b, "%s: in-place update %s, %s.", update_phase_to_string(b->tx->phase), tx_id(b),
+                return set_status(b, "%s: in-place update %s, %s.", update_phase_to_string(b->tx->phase),
+                                  tx_id(b),
                                   update_action_type_to_string(first ? first->type : b->actions[0].type));
         return set_status(b, "%s.", b->tx->id ? update_phase_to_string(b->tx->phase) : "Idle");
 }

@@ -31,20 +31,13 @@ static const char *const phase_names[_UPDATE_PHASE_MAX] = {
 };
 
 static const char *const event_names[_UPDATE_EVENT_MAX] = {
-        [UPDATE_EVENT_BEGIN] = "Begin",
-        [UPDATE_EVENT_PLAN] = "Plan",
-        [UPDATE_EVENT_STAGE] = "Stage",
-        [UPDATE_EVENT_STAGED] = "Staged",
-        [UPDATE_EVENT_SELECTED] = "Selected",
-        [UPDATE_EVENT_READY] = "Ready",
-        [UPDATE_EVENT_APPLIED] = "Applied",
-        [UPDATE_EVENT_REBOOT] = "Reboot",
-        [UPDATE_EVENT_REBOOTED] = "Rebooted",
-        [UPDATE_EVENT_HEALTHY] = "Healthy",
-        [UPDATE_EVENT_UNHEALTHY] = "Unhealthy",
-        [UPDATE_EVENT_ROLLED_BACK] = "RolledBack",
-        [UPDATE_EVENT_FAILED] = "Failed",
-        [UPDATE_EVENT_CANCEL] = "Cancel",
+        [UPDATE_EVENT_BEGIN] = "Begin",           [UPDATE_EVENT_PLAN] = "Plan",
+        [UPDATE_EVENT_STAGE] = "Stage",           [UPDATE_EVENT_STAGED] = "Staged",
+        [UPDATE_EVENT_SELECTED] = "Selected",     [UPDATE_EVENT_READY] = "Ready",
+        [UPDATE_EVENT_APPLIED] = "Applied",       [UPDATE_EVENT_REBOOT] = "Reboot",
+        [UPDATE_EVENT_REBOOTED] = "Rebooted",     [UPDATE_EVENT_HEALTHY] = "Healthy",
+        [UPDATE_EVENT_UNHEALTHY] = "Unhealthy",   [UPDATE_EVENT_ROLLED_BACK] = "RolledBack",
+        [UPDATE_EVENT_FAILED] = "Failed",         [UPDATE_EVENT_CANCEL] = "Cancel",
         [UPDATE_EVENT_UNVERIFIED] = "Unverified",
 };
 
@@ -171,10 +164,10 @@ bool update_failure_is_retriable(UpdateFailureCode code, const char *message) {
         switch (code) {
         case UPDATE_FAILURE_ARTIFACT_UNAVAILABLE:
         case UPDATE_FAILURE_DISK_SPACE:
-        case UPDATE_FAILURE_FILE_APPLY_FAILED:  /* a full disk, a unit D-Bus refused for a while: retry */
+        case UPDATE_FAILURE_FILE_APPLY_FAILED: /* a full disk, a unit D-Bus refused for a while: retry */
         case UPDATE_FAILURE_UNIT_APPLY_FAILED:
-        case UPDATE_FAILURE_UNSUPPORTED_ROTATION:      /* a record of an older version: now supported */
-        case UPDATE_FAILURE_OSC_UNITS_NOT_RUNNING:     /* a repair, a boot hook or the admin may bring them */
+        case UPDATE_FAILURE_UNSUPPORTED_ROTATION:  /* a record of an older version: now supported */
+        case UPDATE_FAILURE_OSC_UNITS_NOT_RUNNING: /* a repair, a boot hook or the admin may bring them */
                 return true;
         case UPDATE_FAILURE_OS_COMMAND_FAILED:
                 return message && strcasestr(message, "network problems");
@@ -198,35 +191,35 @@ static const struct {
         UpdateEvent event;
         UpdatePhase to;
 } transitions[] = {
-        { UPDATE_PHASE_IDLE,              UPDATE_EVENT_BEGIN,       UPDATE_PHASE_STAGING           },
-        { UPDATE_PHASE_IDLE,              UPDATE_EVENT_PLAN,        UPDATE_PHASE_PLANNED           },
-        { UPDATE_PHASE_PLANNED,           UPDATE_EVENT_STAGE,       UPDATE_PHASE_STAGING           },
-        { UPDATE_PHASE_STAGING,           UPDATE_EVENT_STAGED,      UPDATE_PHASE_STAGED            },
-        { UPDATE_PHASE_STAGING,           UPDATE_EVENT_READY,       UPDATE_PHASE_APPLYING          },
-        { UPDATE_PHASE_STAGED,            UPDATE_EVENT_SELECTED,    UPDATE_PHASE_WAITING_FOR_DRAIN },
-        { UPDATE_PHASE_STAGED,            UPDATE_EVENT_READY,       UPDATE_PHASE_APPLYING          },
-        { UPDATE_PHASE_WAITING_FOR_DRAIN, UPDATE_EVENT_READY,       UPDATE_PHASE_APPLYING          },
-        { UPDATE_PHASE_APPLYING,          UPDATE_EVENT_APPLIED,     UPDATE_PHASE_VERIFYING         },
-        { UPDATE_PHASE_APPLYING,          UPDATE_EVENT_REBOOT,      UPDATE_PHASE_REBOOTING         },
-        { UPDATE_PHASE_APPLYING,          UPDATE_EVENT_UNHEALTHY,   UPDATE_PHASE_ROLLED_BACK       },
-        { UPDATE_PHASE_APPLYING,          UPDATE_EVENT_ROLLED_BACK, UPDATE_PHASE_ROLLED_BACK       },
-        { UPDATE_PHASE_REBOOTING,         UPDATE_EVENT_REBOOTED,    UPDATE_PHASE_VERIFYING         },
-        { UPDATE_PHASE_REBOOTING,         UPDATE_EVENT_ROLLED_BACK, UPDATE_PHASE_ROLLED_BACK       },
-        { UPDATE_PHASE_VERIFYING,         UPDATE_EVENT_HEALTHY,     UPDATE_PHASE_SUCCEEDED         },
-        { UPDATE_PHASE_VERIFYING,         UPDATE_EVENT_UNHEALTHY,   UPDATE_PHASE_ROLLED_BACK       },
-        { UPDATE_PHASE_PLANNED,           UPDATE_EVENT_FAILED,      UPDATE_PHASE_FAILED            },
-        { UPDATE_PHASE_STAGING,           UPDATE_EVENT_FAILED,      UPDATE_PHASE_FAILED            },
-        { UPDATE_PHASE_STAGED,            UPDATE_EVENT_FAILED,      UPDATE_PHASE_FAILED            },
-        { UPDATE_PHASE_WAITING_FOR_DRAIN, UPDATE_EVENT_FAILED,      UPDATE_PHASE_FAILED            },
-        { UPDATE_PHASE_APPLYING,          UPDATE_EVENT_FAILED,      UPDATE_PHASE_FAILED            },
-        { UPDATE_PHASE_REBOOTING,         UPDATE_EVENT_FAILED,      UPDATE_PHASE_FAILED            },
-        { UPDATE_PHASE_VERIFYING,         UPDATE_EVENT_FAILED,      UPDATE_PHASE_FAILED            },
-        { UPDATE_PHASE_ROLLED_BACK,       UPDATE_EVENT_FAILED,      UPDATE_PHASE_FAILED            },
-        { UPDATE_PHASE_SUCCEEDED,         UPDATE_EVENT_UNVERIFIED,  UPDATE_PHASE_FAILED            },
-        { UPDATE_PHASE_PLANNED,           UPDATE_EVENT_CANCEL,      UPDATE_PHASE_IDLE              },
-        { UPDATE_PHASE_STAGING,           UPDATE_EVENT_CANCEL,      UPDATE_PHASE_IDLE              },
-        { UPDATE_PHASE_STAGED,            UPDATE_EVENT_CANCEL,      UPDATE_PHASE_IDLE              },
-        { UPDATE_PHASE_WAITING_FOR_DRAIN, UPDATE_EVENT_CANCEL,      UPDATE_PHASE_IDLE              },
+        { UPDATE_PHASE_IDLE, UPDATE_EVENT_BEGIN, UPDATE_PHASE_STAGING },
+        { UPDATE_PHASE_IDLE, UPDATE_EVENT_PLAN, UPDATE_PHASE_PLANNED },
+        { UPDATE_PHASE_PLANNED, UPDATE_EVENT_STAGE, UPDATE_PHASE_STAGING },
+        { UPDATE_PHASE_STAGING, UPDATE_EVENT_STAGED, UPDATE_PHASE_STAGED },
+        { UPDATE_PHASE_STAGING, UPDATE_EVENT_READY, UPDATE_PHASE_APPLYING },
+        { UPDATE_PHASE_STAGED, UPDATE_EVENT_SELECTED, UPDATE_PHASE_WAITING_FOR_DRAIN },
+        { UPDATE_PHASE_STAGED, UPDATE_EVENT_READY, UPDATE_PHASE_APPLYING },
+        { UPDATE_PHASE_WAITING_FOR_DRAIN, UPDATE_EVENT_READY, UPDATE_PHASE_APPLYING },
+        { UPDATE_PHASE_APPLYING, UPDATE_EVENT_APPLIED, UPDATE_PHASE_VERIFYING },
+        { UPDATE_PHASE_APPLYING, UPDATE_EVENT_REBOOT, UPDATE_PHASE_REBOOTING },
+        { UPDATE_PHASE_APPLYING, UPDATE_EVENT_UNHEALTHY, UPDATE_PHASE_ROLLED_BACK },
+        { UPDATE_PHASE_APPLYING, UPDATE_EVENT_ROLLED_BACK, UPDATE_PHASE_ROLLED_BACK },
+        { UPDATE_PHASE_REBOOTING, UPDATE_EVENT_REBOOTED, UPDATE_PHASE_VERIFYING },
+        { UPDATE_PHASE_REBOOTING, UPDATE_EVENT_ROLLED_BACK, UPDATE_PHASE_ROLLED_BACK },
+        { UPDATE_PHASE_VERIFYING, UPDATE_EVENT_HEALTHY, UPDATE_PHASE_SUCCEEDED },
+        { UPDATE_PHASE_VERIFYING, UPDATE_EVENT_UNHEALTHY, UPDATE_PHASE_ROLLED_BACK },
+        { UPDATE_PHASE_PLANNED, UPDATE_EVENT_FAILED, UPDATE_PHASE_FAILED },
+        { UPDATE_PHASE_STAGING, UPDATE_EVENT_FAILED, UPDATE_PHASE_FAILED },
+        { UPDATE_PHASE_STAGED, UPDATE_EVENT_FAILED, UPDATE_PHASE_FAILED },
+        { UPDATE_PHASE_WAITING_FOR_DRAIN, UPDATE_EVENT_FAILED, UPDATE_PHASE_FAILED },
+        { UPDATE_PHASE_APPLYING, UPDATE_EVENT_FAILED, UPDATE_PHASE_FAILED },
+        { UPDATE_PHASE_REBOOTING, UPDATE_EVENT_FAILED, UPDATE_PHASE_FAILED },
+        { UPDATE_PHASE_VERIFYING, UPDATE_EVENT_FAILED, UPDATE_PHASE_FAILED },
+        { UPDATE_PHASE_ROLLED_BACK, UPDATE_EVENT_FAILED, UPDATE_PHASE_FAILED },
+        { UPDATE_PHASE_SUCCEEDED, UPDATE_EVENT_UNVERIFIED, UPDATE_PHASE_FAILED },
+        { UPDATE_PHASE_PLANNED, UPDATE_EVENT_CANCEL, UPDATE_PHASE_IDLE },
+        { UPDATE_PHASE_STAGING, UPDATE_EVENT_CANCEL, UPDATE_PHASE_IDLE },
+        { UPDATE_PHASE_STAGED, UPDATE_EVENT_CANCEL, UPDATE_PHASE_IDLE },
+        { UPDATE_PHASE_WAITING_FOR_DRAIN, UPDATE_EVENT_CANCEL, UPDATE_PHASE_IDLE },
 };
 
 int node_update_next(UpdatePhase phase, UpdateEvent event, UpdatePhase *ret) {
@@ -240,7 +233,8 @@ int node_update_next(UpdatePhase phase, UpdateEvent event, UpdatePhase *ret) {
         return -EBADR;
 }
 
-const char *update_min_version_for_update(const OscDesired *osc, const NodeView *node, const UpdateSettings *s) {
+const char *update_min_version_for_update(const OscDesired *osc, const NodeView *node,
+                                          const UpdateSettings *s) {
         if (osc && !isempty(osc->min_version_for_update))
                 return osc->min_version_for_update;
         if (node && !isempty(node->min_version_for_update))
@@ -257,8 +251,9 @@ void update_settings_from_config(const Config *c, UpdateSettings *ret) {
                 .reboot = c->os_update.reboot,
                 .kubelet_unit = c->kubelet.unit,
                 .os_image_configured = !isempty(c->os_update.image.reference),
-                .min_version_for_update = isempty(c->os_update.min_version_for_update) ? NULL
-                                                                                  : c->os_update.min_version_for_update,
+                .min_version_for_update = isempty(c->os_update.min_version_for_update) ?
+                        NULL :
+                        c->os_update.min_version_for_update,
         };
 }
 
@@ -279,8 +274,10 @@ int update_transaction_new(UpdateTransaction **ret) {
         return 0;
 }
 
-#define TX(k, t, f) { .key = k, .type = TX_FIELD_##t, .offset = offsetof(UpdateTransaction, f) }
-#define TX_GATE(k, t, f) { .key = k, .type = TX_FIELD_##t, .offset = offsetof(UpdateTransaction, f), .gate = true }
+#define TX(k, t, f) \
+        { .key = k, .type = TX_FIELD_##t, .offset = offsetof(UpdateTransaction, f) }
+#define TX_GATE(k, t, f) \
+        { .key = k, .type = TX_FIELD_##t, .offset = offsetof(UpdateTransaction, f), .gate = true }
 
 /* In state.json's order: "transaction" and "phase" first, `inplace-agent status` prints them so. */
 const TxField update_transaction_fields[] = {
@@ -431,7 +428,7 @@ void update_decision_done(UpdateDecision *d) {
 
 static int check_current(const UpdateTransaction *tx, const UpdateAction *a) {
         if (!a->transaction)
-                return 0;               /* checksum-only: not bound to a transaction */
+                return 0; /* checksum-only: not bound to a transaction */
         if (!streq_ptr(a->transaction, tx->id) || a->phase != tx->phase)
                 return -EBADR;
         return 0;
@@ -462,7 +459,8 @@ bool update_action_needs_node(UpdateActionType t) {
 static int record_applied(UpdateTransaction *tx, const UpdateAction *a) {
         _cleanup_free_ char *sum = NULL, *ca = NULL, *sa = NULL;
 
-        if (dup_str(a->checksum, &sum) < 0 || dup_str(a->ca_rotation, &ca) < 0 || dup_str(a->sa_rotation, &sa) < 0)
+        if (dup_str(a->checksum, &sum) < 0 || dup_str(a->ca_rotation, &ca) < 0 ||
+            dup_str(a->sa_rotation, &sa) < 0)
                 return -ENOMEM;
         free(tx->applied.checksum);
         free(tx->applied.ca_rotation);
@@ -568,7 +566,7 @@ static UpdateFailureCode default_code(UpdateActionType t) {
 static const char *reason_prefix(const UpdateAction *a) {
         if (a->type == UPDATE_ACTION_CHECK_KUBELET_HEALTH)
                 return "kubelet is not healthy after in-place update: ";
-        if (a->type == UPDATE_ACTION_RUN_OS_COMMAND)    /* os_update_failure_message() supplies the rest */
+        if (a->type == UPDATE_ACTION_RUN_OS_COMMAND) /* os_update_failure_message() supplies the rest */
                 return "failed to execute OS update command: ";
         return "";
 }
@@ -580,8 +578,8 @@ int update_transaction_set_failure(UpdateTransaction *tx, UpdateFailureCode code
         clean = utf8_sanitize(strempty(message), strlen(strempty(message)), FAILURE_MESSAGE_MAX);
         if (!clean)
                 return -ENOMEM;
-        if (asprintf(&full, "%s%s", strempty(prefix), isempty(clean) ? strempty(update_failure_code_to_string(code))
-                                                                     : clean) < 0)
+        if (asprintf(&full, "%s%s", strempty(prefix),
+                     isempty(clean) ? strempty(update_failure_code_to_string(code)) : clean) < 0)
                 return -ENOMEM;
         if (dup_str(step, &s) < 0)
                 return -ENOMEM;
@@ -637,10 +635,11 @@ int node_update_action_failed(UpdateTransaction *tx, const UpdateAction *a, Upda
         /* Verified again after a reboot, before the success was reported: it was not one. */
         if (tx->phase == UPDATE_PHASE_SUCCEEDED)
                 event = UPDATE_EVENT_UNVERIFIED;
-        else if ((a->type == UPDATE_ACTION_CHECK_KUBELET_HEALTH || a->type == UPDATE_ACTION_CHECK_OSC_UNITS ||
-             a->type == UPDATE_ACTION_APPLY_OSC ||
-             (a->type == UPDATE_ACTION_RESTART_UNIT && a->step == UPDATE_STEP_RESTART_KUBELET)) &&
-            (tx->done & (UINT64_C(1) << UPDATE_STEP_SWITCH_KUBELET)) && update_kubelet_can_roll_back(tx))
+        else if ((a->type == UPDATE_ACTION_CHECK_KUBELET_HEALTH ||
+                  a->type == UPDATE_ACTION_CHECK_OSC_UNITS || a->type == UPDATE_ACTION_APPLY_OSC ||
+                  (a->type == UPDATE_ACTION_RESTART_UNIT && a->step == UPDATE_STEP_RESTART_KUBELET)) &&
+                 (tx->done & (UINT64_C(1) << UPDATE_STEP_SWITCH_KUBELET)) &&
+                 update_kubelet_can_roll_back(tx))
                 event = UPDATE_EVENT_UNHEALTHY;
         r = node_update_next(tx->phase, event, &next);
         if (r < 0)
@@ -729,14 +728,12 @@ json_t *update_progress_json(const UpdateTransaction *tx, const char *step, uint
 
         assert(tx);
 
-        return json_pack("{s:s?, s:s, s:s?, s:I, s:I, s:i, s:s}",
-                         "transaction", tx->id,
-                         "phase", update_phase_to_string(tx->phase),
-                         "step", step,
-                         "bytesDone", (json_int_t) MIN(bytes_done, (uint64_t) INT64_MAX),
-                         "bytesTotal", (json_int_t) MIN(bytes_total, (uint64_t) INT64_MAX),
-                         "percent", (int) MIN(percent, 100u),
-                         "updated", format_rfc3339(ts, now_usec, /* micro= */ false) ?: "1970-01-01T00:00:00Z");
+        return json_pack("{s:s?, s:s, s:s?, s:I, s:I, s:i, s:s}", "transaction", tx->id, "phase",
+                         update_phase_to_string(tx->phase), "step", step, "bytesDone",
+                         (json_int_t) MIN(bytes_done, (uint64_t) INT64_MAX), "bytesTotal",
+                         (json_int_t) MIN(bytes_total, (uint64_t) INT64_MAX), "percent",
+                         (int) MIN(percent, 100u), "updated",
+                         format_rfc3339(ts, now_usec, /* micro= */ false) ?: "1970-01-01T00:00:00Z");
 }
 
 json_t *update_failure_json(const UpdateTransaction *tx) {
@@ -747,13 +744,10 @@ json_t *update_failure_json(const UpdateTransaction *tx) {
         f = &tx->failure;
         if (f->code < 0 || f->code >= _UPDATE_FAILURE_MAX)
                 return NULL;
-        return json_pack("{s:s, s:s, s:s?, s:i, s:s?, s:s?}",
-                         "code", update_failure_code_to_string(f->code),
-                         "class", update_failure_is_retriable(f->code, f->message) ? "retriable" : "terminal",
-                         "step", f->step,
-                         "attempt", (int) f->attempt,
-                         "transaction", tx->id,
-                         "message", f->message);
+        return json_pack("{s:s, s:s, s:s?, s:i, s:s?, s:s?}", "code", update_failure_code_to_string(f->code),
+                         "class",
+                         update_failure_is_retriable(f->code, f->message) ? "retriable" : "terminal", "step",
+                         f->step, "attempt", (int) f->attempt, "transaction", tx->id, "message", f->message);
 }
 
 static int plan_append(json_t *plan, json_t *entry) {
@@ -772,30 +766,42 @@ json_t *update_plan_json(const UpdateTransaction *tx, const UpdateSettings *s, c
         if (!plan)
                 return NULL;
         if (tx->kubelet_to) {
-                r = r ?: plan_append(plan, json_pack("{s:s, s:s?, s:s}", "action", "kubelet", "from",
-                                                     tx->kubelet_from, "to", tx->kubelet_to));
-                r = r ?: plan_append(plan, json_pack("{s:s, s:s}", "action", "restart", "unit",
-                                                     strempty(s->kubelet_unit)));
+                r = r ?:
+                        plan_append(plan,
+                                    json_pack("{s:s, s:s?, s:s}", "action", "kubelet", "from",
+                                              tx->kubelet_from, "to", tx->kubelet_to));
+                r = r ?:
+                        plan_append(plan,
+                                    json_pack("{s:s, s:s}", "action", "restart", "unit",
+                                              strempty(s->kubelet_unit)));
         }
         if (tx->os_to) {
-                r = r ?: plan_append(plan, json_pack("{s:s, s:s?, s:s}", "action", "os", "from", tx->os_from,
-                                                     "to", tx->os_to));
-                /* The command backend's script reboots by itself (docs/contract.md §8.8); it is still part of
-                 * what will happen to the node. */
+                r = r ?:
+                        plan_append(plan,
+                                    json_pack("{s:s, s:s?, s:s}", "action", "os", "from", tx->os_from, "to",
+                                              tx->os_to));
+                /* The command backend's script reboots by itself (docs/contract.md §8.8); it is still part
+                 * of what will happen to the node. */
                 if (s->backend == OS_UPDATE_BACKEND_COMMAND || s->reboot != REBOOT_METHOD_NONE)
                         r = r ?: plan_append(plan, json_pack("{s:s}", "action", "reboot"));
         }
         /* The OSC's own work (files, units, containerd), so the operator sees it before the drain. */
         if (tx->osc_apply && osc_plan)
-                r = r ?: plan_append(plan, json_pack("{s:s, s:O}", "action", "applyOSC", "changes", osc_plan));
+                r = r ?:
+                        plan_append(plan,
+                                    json_pack("{s:s, s:O}", "action", "applyOSC", "changes", osc_plan));
         if (tx->rotation)
-                r = r ?: plan_append(plan, json_pack("{s:s, s:b, s:b}", "action", "credentialsRotation",
-                                                     "certificateAuthorities", update_rotates_ca(tx),
-                                                     "serviceAccountKey", update_rotates_sa(tx)));
+                r = r ?:
+                        plan_append(plan,
+                                    json_pack("{s:s, s:b, s:b}", "action", "credentialsRotation",
+                                              "certificateAuthorities", update_rotates_ca(tx),
+                                              "serviceAccountKey", update_rotates_sa(tx)));
         if (tx->blocked >= 0 && tx->blocked < _UPDATE_FAILURE_MAX)
-                r = r ?: plan_append(plan, json_pack("{s:s, s:s, s:s}", "action", "blocked", "code",
-                                                     update_failure_code_to_string(tx->blocked), "message",
-                                                     strempty(tx->blocked_message)));
+                r = r ?:
+                        plan_append(plan,
+                                    json_pack("{s:s, s:s, s:s}", "action", "blocked", "code",
+                                              update_failure_code_to_string(tx->blocked), "message",
+                                              strempty(tx->blocked_message)));
         if (r < 0) {
                 json_decref(plan);
                 return NULL;

@@ -103,8 +103,10 @@ static int decode_labels(const json_t *labels, NodeView *v, char **ret_error) {
                 v->update_result = NODE_UPDATE_RESULT_FAILED;
         else {
                 v->update_result = NODE_UPDATE_RESULT_INVALID;
-                return add_warning(v, "label %s has the invalid value \"%s\" (expected successful or failed); "
-                                   "treating it as absent", NODE_LABEL_UPDATE_RESULT, v->update_result_value);
+                return add_warning(v,
+                                   "label %s has the invalid value \"%s\" (expected successful or failed); "
+                                   "treating it as absent",
+                                   NODE_LABEL_UPDATE_RESULT, v->update_result_value);
         }
         return 0;
 }
@@ -126,8 +128,8 @@ static int decode_annotations(const json_t *annotations, NodeView *v, char **ret
         };
 
         for (size_t i = 0; i < ELEMENTSOF(table); i++) {
-                int r = json_field_string(annotations, "metadata.annotations", table[i].key, NODE_ANNOTATIONS_MAX,
-                                          0, table[i].field, ret_error);
+                int r = json_field_string(annotations, "metadata.annotations", table[i].key,
+                                          NODE_ANNOTATIONS_MAX, 0, table[i].field, ret_error);
                 if (r < 0)
                         return r;
         }
@@ -154,8 +156,8 @@ static int decode_condition(const json_t *c, size_t i, NodeCondition *ret, char 
         (void) snprintf(n.position, sizeof(n.position), "status.conditions[%zu]", i);
         r = json_field_string(c, where, "reason", NODE_ANNOTATIONS_MAX, 0, &n.reason, ret_error);
         if (r >= 0)
-                r = json_field_string(c, where, "lastTransitionTime", NODE_ANNOTATIONS_MAX, 0, &n.last_transition_time,
-                                      ret_error);
+                r = json_field_string(c, where, "lastTransitionTime", NODE_ANNOTATIONS_MAX, 0,
+                                      &n.last_transition_time, ret_error);
         if (r >= 0)
                 r = get_informational(c, "status", &n.status);
         if (r >= 0)
@@ -190,7 +192,7 @@ static int decode_conditions(const json_t *node, NodeView *v, char **ret_error) 
                 return r;
         if (json_array_size(conditions) > NODE_CONDITIONS_MAX) {
                 r = add_warning(v, "status.conditions has %zu entries; only the first %d are looked at",
-                                    json_array_size(conditions), NODE_CONDITIONS_MAX);
+                                json_array_size(conditions), NODE_CONDITIONS_MAX);
                 if (r < 0)
                         return r;
         }
@@ -204,15 +206,18 @@ static int decode_conditions(const json_t *node, NodeView *v, char **ret_error) 
                 /* Conditions of other types are none of our business, whatever their shape. */
                 type = json_is_object(c) ? condition_type(c) : NULL;
                 if (streq_ptr(type, NODE_CONDITION_IN_PLACE_UPDATE)) {
-                        /* docs/contract.md §9.9: any entry with ReadyForUpdate opens the gate; the last one is
-                         * the newest signal (a manual retry appends). Otherwise the first counts. */
-                        bool keep = v->in_place_update.present && !streq_ptr(json_string_value(json_object_get(c, "reason")),
-                                                                             NODE_REASON_READY_FOR_UPDATE);
+                        /* docs/contract.md §9.9: any entry with ReadyForUpdate opens the gate; the last one
+                         * is the newest signal (a manual retry appends). Otherwise the first counts. */
+                        bool keep = v->in_place_update.present &&
+                                !streq_ptr(json_string_value(json_object_get(c, "reason")),
+                                           NODE_REASON_READY_FOR_UPDATE);
                         if (keep)
                                 continue;
                         r = decode_condition(c, i, &v->in_place_update, ret_error);
-                } else if (type && (target = (NodeCondition *) node_view_condition(v, type)) && !target->present)
-                        /* The other conditions we read (ours, SystemdUnitsReady, Ready): the first counts. */
+                } else if (type && (target = (NodeCondition *) node_view_condition(v, type)) &&
+                           !target->present)
+                        /* The other conditions we read (ours, SystemdUnitsReady, Ready): the first counts.
+                         */
                         r = decode_condition(c, i, target, ret_error);
                 else
                         continue;
@@ -222,8 +227,8 @@ static int decode_conditions(const json_t *node, NodeView *v, char **ret_error) 
         return 0;
 }
 
-/* status.addresses, leniently (kubelet's to write, ours only to remember; docs/node-protocol.md §8 item 2): entries
- * that are not objects with a clean string type and address are skipped. */
+/* status.addresses, leniently (kubelet's to write, ours only to remember; docs/node-protocol.md §8 item 2):
+ * entries that are not objects with a clean string type and address are skipped. */
 static int decode_addresses(const json_t *node, NodeView *v) {
         const json_t *addresses = json_object_get(json_object_get(node, "status"), "addresses"), *a;
         size_t i;
@@ -268,8 +273,8 @@ int node_view_decode(const json_t *node, NodeView **ret, char **ret_error) {
                 return error_setf(ret_error, -EINVAL, "metadata.name: missing");
         r = json_field_string(meta, "metadata", "uid", NODE_NAME_MAX, 0, &v->uid, ret_error);
         if (r >= 0)
-                r = json_field_string(meta, "metadata", "resourceVersion", NODE_NAME_MAX, 0, &v->resource_version,
-                                      ret_error);
+                r = json_field_string(meta, "metadata", "resourceVersion", NODE_NAME_MAX, 0,
+                                      &v->resource_version, ret_error);
         if (r >= 0)
                 r = json_field_object(meta, "metadata", "labels", &labels, ret_error);
         if (r >= 0)
@@ -304,7 +309,8 @@ const NodeCondition *node_view_condition(const NodeView *v, const char *type) {
 }
 
 bool node_view_ready_for_update(const NodeView *v) {
-        return v && v->in_place_update.present && streq_ptr(v->in_place_update.reason, NODE_REASON_READY_FOR_UPDATE);
+        return v && v->in_place_update.present &&
+                streq_ptr(v->in_place_update.reason, NODE_REASON_READY_FOR_UPDATE);
 }
 
 const char *node_view_ready_since(const NodeView *v) {

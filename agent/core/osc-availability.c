@@ -21,7 +21,8 @@ const char *osc_availability_reason(OscAvailability a) {
 }
 
 bool osc_availability_is_problem(OscAvailability a) {
-        return a == OSC_AVAILABILITY_NOT_NAMED || a == OSC_AVAILABILITY_NOT_FOUND || a == OSC_AVAILABILITY_FORBIDDEN;
+        return a == OSC_AVAILABILITY_NOT_NAMED || a == OSC_AVAILABILITY_NOT_FOUND ||
+                a == OSC_AVAILABILITY_FORBIDDEN;
 }
 
 static const char *const osc_secret_source_table[_OSC_SECRET_SOURCE_MAX] = {
@@ -43,8 +44,10 @@ int osc_availability_message(OscAvailability a, const OscSecretRef *ref, const c
         assert(ret);
 
         if (a == OSC_AVAILABILITY_NOT_NAMED) {
-                k = asprintf(ret, "no OSC Secret is named: the Node has no label %s and osc.secretName is not "
-                             "set; waiting for the label", NODE_LABEL_SECRET_NAME);
+                k = asprintf(ret,
+                             "no OSC Secret is named: the Node has no label %s and osc.secretName is not "
+                             "set; waiting for the label",
+                             NODE_LABEL_SECRET_NAME);
                 return k < 0 ? -ENOMEM : 0;
         }
         if (!ref->name || (a != OSC_AVAILABILITY_FOUND && !osc_availability_is_problem(a)))
@@ -52,19 +55,22 @@ int osc_availability_message(OscAvailability a, const OscSecretRef *ref, const c
         source = osc_secret_source_to_string(ref->source);
         switch (a) {
         case OSC_AVAILABILITY_FOUND:
-                k = asprintf(ret, "OSC Secret %s/%s (named by %s) is readable", ref->namespace, ref->name, source);
+                k = asprintf(ret, "OSC Secret %s/%s (named by %s) is readable", ref->namespace, ref->name,
+                             source);
                 break;
         case OSC_AVAILABILITY_NOT_FOUND:
-                k = asprintf(ret, "OSC Secret %s/%s (named by %s) does not exist; waiting for it to be created",
+                k = asprintf(ret,
+                             "OSC Secret %s/%s (named by %s) does not exist; waiting for it to be created",
                              ref->namespace, ref->name, source);
                 break;
         default:
                 clean = utf8_sanitize(strempty(detail), strlen(strempty(detail)), DETAIL_MAX);
                 if (!clean)
                         return -ENOMEM;
-                k = asprintf(ret, "OSC Secret %s/%s (named by %s) may not be read: forbidden (HTTP 403)%s%s; "
-                             "check the agent's RBAC (or the node-agent authorizer); retrying", ref->namespace,
-                             ref->name, source, isempty(clean) ? "" : ": ", clean);
+                k = asprintf(ret,
+                             "OSC Secret %s/%s (named by %s) may not be read: forbidden (HTTP 403)%s%s; "
+                             "check the agent's RBAC (or the node-agent authorizer); retrying",
+                             ref->namespace, ref->name, source, isempty(clean) ? "" : ": ", clean);
         }
         return k < 0 ? -ENOMEM : 0;
 }

@@ -30,8 +30,9 @@ OscComponentConfig *osc_component_config_free(OscComponentConfig *c) {
 static bool is_component_config(const char *path) {
         size_t n = strlen(path);
 
-        return strncmp(path, OSC_COMPONENT_CONFIG_PREFIX, strlen(OSC_COMPONENT_CONFIG_PREFIX)) == 0 && n > 5 &&
-               streq(path + n - 5, ".yaml") && !strchr(path + strlen(OSC_COMPONENT_CONFIG_PREFIX), '/');
+        return strncmp(path, OSC_COMPONENT_CONFIG_PREFIX, strlen(OSC_COMPONENT_CONFIG_PREFIX)) == 0 &&
+                n > 5 && streq(path + n - 5, ".yaml") &&
+                !strchr(path + strlen(OSC_COMPONENT_CONFIG_PREFIX), '/');
 }
 
 /* The component config file a replaced unit lists, or NULL. */
@@ -40,7 +41,8 @@ static const OscFile *find_file(const OscModel *m, char *const *replaced) {
                 const OscUnit *u = osc_model_find_unit(m, *r);
 
                 for (size_t i = 0; u && i < u->n_file_paths; i++)
-                        if (is_component_config(u->file_paths[i]) && osc_model_find_file(m, u->file_paths[i]))
+                        if (is_component_config(u->file_paths[i]) &&
+                            osc_model_find_file(m, u->file_paths[i]))
                                 return osc_model_find_file(m, u->file_paths[i]);
         }
         return NULL;
@@ -78,7 +80,8 @@ static int decode_sync_period(const json_t *token, OscComponentConfig *c, char *
         if (r < 0 || !period)
                 return r;
         if (parse_duration(period, &c->token_sync_period_usec) < 0 || c->token_sync_period_usec == 0)
-                return error_setf(ret_error, -EINVAL, "%s%scontrollers.token.syncPeriod: not a positive duration",
+                return error_setf(ret_error, -EINVAL,
+                                  "%s%scontrollers.token.syncPeriod: not a positive duration",
                                   FILE_PREFIX(c->file));
         return 0;
 }
@@ -97,13 +100,15 @@ static int decode_sync(const json_t *e, size_t i, OscComponentConfig *c, char **
         /* Absolute, no "." or ".." component, at most OSC_MODEL_PATH_MAX (get()): the file is written
          * below osc.rootDirectory. */
         if (!t->secret_name || !osc_path_valid(t->path))
-                return error_setf(ret_error, -EINVAL,
-                                  "%s%scontrollers.token.syncConfigs[%zu]: needs a secretName and an absolute path",
-                                  FILE_PREFIX(c->file), i);
+                return error_setf(
+                        ret_error, -EINVAL,
+                        "%s%scontrollers.token.syncConfigs[%zu]: needs a secretName and an absolute path",
+                        FILE_PREFIX(c->file), i);
         /* Each names a Secret the token sync GETs and watches: no path to another object. */
         if (kube_name_is_valid(t->secret_name, KUBE_NAME_SUBDOMAIN))
                 return 0;
-        if (asprintf(&field, "%s%scontrollers.token.syncConfigs[%zu].secretName", FILE_PREFIX(c->file), i) < 0)
+        if (asprintf(&field, "%s%scontrollers.token.syncConfigs[%zu].secretName", FILE_PREFIX(c->file), i) <
+            0)
                 return -ENOMEM;
         return kube_name_check(t->secret_name, KUBE_NAME_SUBDOMAIN, field, ret_error);
 }
@@ -121,7 +126,8 @@ int osc_component_config_decode_token(const json_t *doc, OscComponentConfig *c, 
         if (r < 0 || !l || json_is_null(l))
                 return r;
         if (!json_is_array(l) || json_array_size(l) > OSC_TOKEN_SYNCS_MAX)
-                return error_setf(ret_error, -EINVAL, "%s%scontrollers.token.syncConfigs: expected a list of at most %d",
+                return error_setf(ret_error, -EINVAL,
+                                  "%s%scontrollers.token.syncConfigs: expected a list of at most %d",
                                   FILE_PREFIX(c->file), OSC_TOKEN_SYNCS_MAX);
         c->token_syncs = calloc(json_array_size(l) + 1, sizeof(OscTokenSync));
         if (!c->token_syncs)
@@ -135,9 +141,12 @@ int osc_component_config_decode_token(const json_t *doc, OscComponentConfig *c, 
 }
 
 static int decode(const json_t *doc, OscComponentConfig *c, char **ret_error) {
-        static const char *const server[] = { "apiServer", "server", NULL }, *const ca[] = { "apiServer", "caFile", NULL },
-                                 *const secret[] = { "controllers", "operatingSystemConfig", "secretName", NULL },
-                                 *const version[] = { "controllers", "operatingSystemConfig", "kubernetesVersion", NULL };
+        static const char *const server[] = { "apiServer", "server", NULL },
+                                 *const ca[] = { "apiServer", "caFile", NULL },
+                                 *const secret[] = { "controllers", "operatingSystemConfig", "secretName",
+                                                     NULL },
+                                 *const version[] = { "controllers", "operatingSystemConfig",
+                                                      "kubernetesVersion", NULL };
         int r;
 
         if (!json_is_object(doc))
@@ -146,7 +155,8 @@ static int decode(const json_t *doc, OscComponentConfig *c, char **ret_error) {
         if (r >= 0)
                 r = get(doc, ca, "apiServer.caFile", c->file, &c->ca_file, ret_error);
         if (r >= 0)
-                r = get(doc, secret, "controllers.operatingSystemConfig.secretName", c->file, &c->secret_name, ret_error);
+                r = get(doc, secret, "controllers.operatingSystemConfig.secretName", c->file,
+                        &c->secret_name, ret_error);
         if (r >= 0)
                 r = get(doc, version, "controllers.operatingSystemConfig.kubernetesVersion", c->file,
                         &c->kubernetes_version, ret_error);
@@ -200,8 +210,8 @@ int osc_component_config_from_model(const OscModel *m, char *const *replaced_uni
         return osc_component_config_from_yaml(f->path, content, size, ret, ret_error);
 }
 
-int osc_component_config_from_secret(const json_t *secret, char *const *replaced_units, OscComponentConfig **ret,
-                                     char **ret_error) {
+int osc_component_config_from_secret(const json_t *secret, char *const *replaced_units,
+                                     OscComponentConfig **ret, char **ret_error) {
         _cleanup_(osc_model_freep) OscModel *m = NULL;
         const json_t *v = json_object_get(json_object_get(secret, "data"), OSC_DATA_KEY);
         _cleanup_free_ char *yaml = NULL;
@@ -213,10 +223,14 @@ int osc_component_config_from_secret(const json_t *secret, char *const *replaced
         if (!json_is_string(v))
                 return error_setf(ret_error, -ENODATA, "no %s key found in OSC secret", OSC_DATA_KEY);
         if (json_string_length(v) > (size_t) OSC_YAML_MAX / 3 * 4 + 4)
-                return error_setf(ret_error, -EFBIG, "%s is larger than %d bytes", OSC_DATA_KEY, OSC_YAML_MAX);
-        r = base64_decode_full(json_string_value(v), json_string_length(v), /* strict= */ true, SIZE_MAX, &yaml, &size);
+                return error_setf(ret_error, -EFBIG, "%s is larger than %d bytes", OSC_DATA_KEY,
+                                  OSC_YAML_MAX);
+        r = base64_decode_full(json_string_value(v), json_string_length(v), /* strict= */ true, SIZE_MAX,
+                               &yaml, &size);
         if (r < 0)
-                return r == -ENOMEM ? r : error_setf(ret_error, -EBADMSG, "data.%s: invalid base64 data", OSC_DATA_KEY);
+                return r == -ENOMEM ?
+                        r :
+                        error_setf(ret_error, -EBADMSG, "data.%s: invalid base64 data", OSC_DATA_KEY);
         r = osc_model_decode_yaml(yaml, size, &(OscModelOptions) {}, &m, ret_error);
         if (r < 0)
                 return r;

@@ -87,7 +87,7 @@ bool osc_in_place_flags_kubelet(const OscInPlaceFlags *f) {
 
 bool osc_in_place_flags_any(const OscInPlaceFlags *f) {
         return f->operating_system || osc_in_place_flags_kubelet(f) || f->ca_rotation_kubelet ||
-               f->ca_rotation_node_agent || f->sa_key_rotation;
+                f->ca_rotation_node_agent || f->sa_key_rotation;
 }
 
 /* ---- small parsers ---- */
@@ -98,8 +98,10 @@ int osc_parse_rfc3339(const char *s, int64_t *ret) {
         int64_t t;
         char sign;
 
-        if (!s || sscanf(s, "%4d-%2d-%2d%*1[Tt]%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-                         &tm.tm_min, &tm.tm_sec, &n) != 6 || n != 19)
+        if (!s ||
+            sscanf(s, "%4d-%2d-%2d%*1[Tt]%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                   &tm.tm_min, &tm.tm_sec, &n) != 6 ||
+            n != 19)
                 return -EINVAL;
         s += n;
         if (*s == '.') {
@@ -120,16 +122,16 @@ int osc_parse_rfc3339(const char *s, int64_t *ret) {
                 return 0;
         }
         sign = *s;
-        if ((sign != '+' && sign != '-') || sscanf(s + 1, "%2d:%2d%n", &oh, &om, &n) != 2 || n != 5 || s[6] ||
-            oh > 23 || om > 59)
+        if ((sign != '+' && sign != '-') || sscanf(s + 1, "%2d:%2d%n", &oh, &om, &n) != 2 || n != 5 ||
+            s[6] || oh > 23 || om > 59)
                 return -EINVAL;
         *ret = sign == '+' ? t - (oh * 3600 + om * 60) : t + (oh * 3600 + om * 60);
         return 0;
 }
 
 bool osc_quantity_valid(const char *s) {
-        static const char *const suffixes[] = { "", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "n", "u", "m",
-                                                "k", "M", "G", "T", "P", "E" };
+        static const char *const suffixes[] = { "",  "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "n",
+                                                "u", "m",  "k",  "M",  "G",  "T",  "P",  "E" };
         bool digits = false;
 
         /* resource.ParseQuantity: <signedNumber><suffix>, suffix binarySI, decimalSI or e<int>. */
@@ -186,19 +188,21 @@ static void rotation_changes(const OscModel *old, const OscModel *new, OscInPlac
         if (!new->has_rotation)
                 return;
         if (!old->has_rotation) {
-                ca = new->has_ca_rotation && new->ca_rotation;
-                sa = new->has_sa_rotation && new->sa_rotation;
+                ca = new->has_ca_rotation &&new->ca_rotation;
+                sa = new->has_sa_rotation &&new->sa_rotation;
         } else {
-                ca = old->has_ca_rotation && new->has_ca_rotation && !time_equal(old->ca_rotation, new->ca_rotation);
-                sa = old->has_sa_rotation && new->has_sa_rotation && !time_equal(old->sa_rotation, new->sa_rotation);
+                ca = old->has_ca_rotation && new->has_ca_rotation &&
+                        !time_equal(old->ca_rotation, new->ca_rotation);
+                sa = old->has_sa_rotation && new->has_sa_rotation &&
+                        !time_equal(old->sa_rotation, new->sa_rotation);
         }
         f->ca_rotation_kubelet = f->ca_rotation_node_agent = ca;
         f->sa_key_rotation = sa;
 }
 
 /* A map[string]string member of the kubelet config restricted to `keys`, compared by raw string. */
-static int restricted_maps_differ(const json_t *a, const json_t *b, const char *member, const char *const *keys,
-                                  bool *ret) {
+static int restricted_maps_differ(const json_t *a, const json_t *b, const char *member,
+                                  const char *const *keys, bool *ret) {
         const json_t *ma = json_object_get(a, member), *mb = json_object_get(b, member);
 
         *ret = false;
@@ -220,15 +224,19 @@ static int validate_quantities(const json_t *cfg, char **ret_error) {
 
         json_object_foreach((json_t *) kr, k, v)
                 if (!json_is_string(v) || !osc_quantity_valid(json_string_value(v)))
-                        return error_setf(ret_error, -EINVAL,
-                                          "failed to check if kubelet config has changed: error validating quantities: "
-                                          "failed to parse quantity: kubeReserved.%s", k);
+                        return error_setf(
+                                ret_error, -EINVAL,
+                                "failed to check if kubelet config has changed: error validating quantities: "
+                                "failed to parse quantity: kubeReserved.%s",
+                                k);
         return 0;
 }
 
-static int kubelet_config_changes(const OscModel *old, const OscModel *new, OscInPlaceFlags *f, char **ret_error) {
-        static const char *const eviction_keys[] = { "memory.available", "imagefs.available", "imagefs.inodesFree",
-                                                     "nodefs.available", "nodefs.inodesFree", NULL };
+static int kubelet_config_changes(const OscModel *old, const OscModel *new, OscInPlaceFlags *f,
+                                  char **ret_error) {
+        static const char *const eviction_keys[] = { "memory.available",   "imagefs.available",
+                                                     "imagefs.inodesFree", "nodefs.available",
+                                                     "nodefs.inodesFree",  NULL };
         static const char *const reserved_keys[] = { "cpu", "memory", "ephemeral-storage", "pid", NULL };
         json_t *a = NULL, *b = NULL;
         const json_t *pa, *pb;
@@ -248,7 +256,9 @@ static int kubelet_config_changes(const OscModel *old, const OscModel *new, OscI
 
         r = restricted_maps_differ(a, b, "evictionHard", eviction_keys, &differ);
         if (r < 0) {
-                r = error_setf(ret_error, r, "failed to check if kubelet config has changed: evictionHard: expected strings");
+                r = error_setf(
+                        ret_error, r,
+                        "failed to check if kubelet config has changed: evictionHard: expected strings");
                 goto finish;
         }
         if (differ) {
@@ -272,13 +282,15 @@ static int in_place_flags(const OscDiffInput *in, OscInPlaceFlags *f, char **ret
         int r;
 
         if (!in->current_os_version)
-                return error_setf(ret_error, -EINVAL, "failed to compute OS version change: current OS version is nil");
+                return error_setf(ret_error, -EINVAL,
+                                  "failed to compute OS version change: current OS version is nil");
         r = version_compare(in->current_os_version, VERSION_OP_EQ, strempty(new->os_version), &why);
         if (r < 0)
-                return error_setf(ret_error, -EINVAL,
-                                  "failed to compute OS version change: failed comparing current OS version \"%s\" "
-                                  "with OS version in the new OSC \"%s\": %s",
-                                  in->current_os_version, strempty(new->os_version), strempty(why));
+                return error_setf(
+                        ret_error, -EINVAL,
+                        "failed to compute OS version change: failed comparing current OS version \"%s\" "
+                        "with OS version in the new OSC \"%s\": %s",
+                        in->current_os_version, strempty(new->os_version), strempty(why));
         f->operating_system = r == 0;
 
         if (!streq_ptr(old->kubelet_version, new->kubelet_version)) {
@@ -286,10 +298,12 @@ static int in_place_flags(const OscDiffInput *in, OscInPlaceFlags *f, char **ret
 
                 if (version_parse(strempty(old->kubelet_version), &vo, &why) < 0 ||
                     version_parse(strempty(new->kubelet_version), &vn, &why) < 0)
-                        return error_setf(ret_error, -EINVAL,
-                                          "failed to check if kubelet minor version was updated: failed to parse "
-                                          "version \"%s\" -> \"%s\": %s",
-                                          strempty(old->kubelet_version), strempty(new->kubelet_version), strempty(why));
+                        return error_setf(
+                                ret_error, -EINVAL,
+                                "failed to check if kubelet minor version was updated: failed to parse "
+                                "version \"%s\" -> \"%s\": %s",
+                                strempty(old->kubelet_version), strempty(new->kubelet_version),
+                                strempty(why));
                 f->kubelet_minor_version = vo.minor != vn.minor;
         }
 
@@ -348,7 +362,7 @@ static int add_file_items(const OscDiffInput *in, OscChanges *c) {
                 if (!new_file_changed(in, f))
                         continue;
                 if (f->source == OSC_FILE_IMAGE)
-                        continue;       /* pulled after the registries (docs/node-protocol.md §6.4 step 10) */
+                        continue; /* pulled after the registries (docs/node-protocol.md §6.4 step 10) */
                 w = add_item(c, f->source == OSC_FILE_NONE ? OSC_WORK_SKIP_FILE : OSC_WORK_WRITE_FILE);
                 if (!w || osc_file_copy(f, &w->file) < 0)
                         return -ENOMEM;
@@ -385,7 +399,7 @@ static const OscRegistry *find_registry(const OscModel *m, const char *upstream)
 
 /* The registries whose hosts are probed first (`probed`), or the others. */
 static int add_registry_items(const OscDiffInput *in, OscChanges *c, bool probed) {
-        for (size_t i = 0; in->new->has_containerd && i < in->new->n_registries; i++) {
+        for (size_t i = 0; in->new->has_containerd &&i < in->new->n_registries; i++) {
                 const OscRegistry *g = &in->new->registries[i], *old = find_registry(in->old, g->upstream);
                 bool probe = g->readiness_probe && (!old || !json_equal(old->canon, g->canon));
                 OscWork *w;
@@ -461,7 +475,8 @@ static int add_unit_items(const OscDiffInput *in, OscChanges *c, OscChanges *cmd
                         return -ENOMEM;
                 if (old && deleted_drop_ins(old, u, &w->drop_ins_deleted) < 0)
                         return -ENOMEM;
-                w->remove_cpu_manager_state = streq(u->name, "kubelet.service") && c->in_place.cpu_manager_policy;
+                w->remove_cpu_manager_state =
+                        streq(u->name, "kubelet.service") && c->in_place.cpu_manager_policy;
 
                 w = add_item(streq_ptr(u->name, in->self_unit) ? self : cmds, OSC_WORK_UNIT_COMMAND);
                 if (!w || !(w->name = strdup(u->name)))
@@ -512,7 +527,8 @@ static void containerd_first(OscChanges *cmds) {
 static int append_items(OscChanges *c, OscChanges *cmds) {
         if (cmds->n_items == 0)
                 return 0;
-        if (c->n_items + cmds->n_items > OSC_CHANGES_ITEMS_MAX || reserve_items(c, c->n_items + cmds->n_items) < 0)
+        if (c->n_items + cmds->n_items > OSC_CHANGES_ITEMS_MAX ||
+            reserve_items(c, c->n_items + cmds->n_items) < 0)
                 return -ENOMEM;
         memcpy(c->items + c->n_items, cmds->items, cmds->n_items * sizeof(OscWork));
         c->n_items += cmds->n_items;
@@ -546,7 +562,7 @@ static bool containerd_changed(const OscDiffInput *in) {
 
 static int build_items(const OscDiffInput *in, OscChanges *c) {
         _cleanup_(osc_changes_freep) OscChanges *cmds = calloc(1, sizeof(OscChanges)),
-                                             *self = calloc(1, sizeof(OscChanges));
+                                                *self = calloc(1, sizeof(OscChanges));
         size_t units_before;
         int r;
 
@@ -576,8 +592,7 @@ static int build_items(const OscDiffInput *in, OscChanges *c) {
         /* executeUnitCommands: a containerd config change restarts containerd unless a command for it
          * is already there. */
         if (c->containerd_config_changed && in->new->has_containerd &&
-            !osc_changes_has_command_for(cmds, OSC_CONTAINERD_UNIT) &&
-            !replaced(in, OSC_CONTAINERD_UNIT)) {
+            !osc_changes_has_command_for(cmds, OSC_CONTAINERD_UNIT) && !replaced(in, OSC_CONTAINERD_UNIT)) {
                 OscWork *w = add_item(cmds, OSC_WORK_UNIT_COMMAND);
 
                 if (!w || !(w->name = strdup(OSC_CONTAINERD_UNIT)))
@@ -588,7 +603,8 @@ static int build_items(const OscDiffInput *in, OscChanges *c) {
         r = append_items(c, cmds);
         if (r < 0)
                 return r;
-        if ((osc_in_place_flags_kubelet(&c->in_place) || osc_changes_has_command_for(c, "kubelet.service")) &&
+        if ((osc_in_place_flags_kubelet(&c->in_place) ||
+             osc_changes_has_command_for(c, "kubelet.service")) &&
             !add_item(c, OSC_WORK_KUBELET_HEALTH))
                 return -ENOMEM;
         /* Upstream probes these asynchronously from step 9 and waits for them at step 17: a probe
@@ -658,7 +674,8 @@ size_t osc_changes_refuse_unit(OscChanges *c, const char *unit) {
         for (size_t i = 0; i < c->n_items; i++) {
                 OscWork *w = &c->items[i];
                 bool of_unit = (w->kind == OSC_WORK_WRITE_UNIT || w->kind == OSC_WORK_DELETE_UNIT ||
-                                w->kind == OSC_WORK_UNIT_COMMAND) && streq_ptr(osc_work_target(w), unit);
+                                w->kind == OSC_WORK_UNIT_COMMAND) &&
+                        streq_ptr(osc_work_target(w), unit);
 
                 if (w->done || !of_unit)
                         continue;
@@ -671,11 +688,11 @@ size_t osc_changes_refuse_unit(OscChanges *c, const char *unit) {
 /* ---- persistence ---- */
 
 static json_t *flags_to_json(const OscInPlaceFlags *f) {
-        return json_pack("{s:b, s:{s:b, s:b, s:b}, s:{s:b, s:b}, s:b}", "operatingSystem", f->operating_system,
-                         "kubelet", "minorVersion", f->kubelet_minor_version, "config", f->kubelet_config,
-                         "cpuManagerPolicy", f->cpu_manager_policy, "certificateAuthoritiesRotation", "kubelet",
-                         f->ca_rotation_kubelet, "nodeAgent", f->ca_rotation_node_agent, "serviceAccountKeyRotation",
-                         f->sa_key_rotation);
+        return json_pack("{s:b, s:{s:b, s:b, s:b}, s:{s:b, s:b}, s:b}", "operatingSystem",
+                         f->operating_system, "kubelet", "minorVersion", f->kubelet_minor_version, "config",
+                         f->kubelet_config, "cpuManagerPolicy", f->cpu_manager_policy,
+                         "certificateAuthoritiesRotation", "kubelet", f->ca_rotation_kubelet, "nodeAgent",
+                         f->ca_rotation_node_agent, "serviceAccountKeyRotation", f->sa_key_rotation);
 }
 
 static json_t *strv_to_json(char *const *l) {
@@ -703,7 +720,8 @@ static json_t *work_to_json(const OscWork *w) {
                 r |= json_object_set_new(j, "file", osc_file_to_json(&w->file));
                 break;
         case OSC_WORK_WRITE_UNIT:
-                r |= json_object_set_new(j, "removeCpuManagerState", json_boolean(w->remove_cpu_manager_state));
+                r |= json_object_set_new(j, "removeCpuManagerState",
+                                         json_boolean(w->remove_cpu_manager_state));
                 r |= json_object_set_new(j, "dropInsDeleted", strv_to_json(w->drop_ins_deleted));
                 _fallthrough_;
         case OSC_WORK_DELETE_UNIT:
@@ -752,8 +770,8 @@ json_t *osc_changes_to_json(const OscChanges *c) {
 static int flags_from_json(const json_t *j, OscInPlaceFlags *f) {
         int os = 0, minor = 0, cfg = 0, cpu = 0, cak = 0, can = 0, sa = 0;
 
-        if (json_unpack((json_t *) j, "{s?b, s?{s?b, s?b, s?b}, s?{s?b, s?b}, s?b}", "operatingSystem", &os, "kubelet",
-                        "minorVersion", &minor, "config", &cfg, "cpuManagerPolicy", &cpu,
+        if (json_unpack((json_t *) j, "{s?b, s?{s?b, s?b, s?b}, s?{s?b, s?b}, s?b}", "operatingSystem", &os,
+                        "kubelet", "minorVersion", &minor, "config", &cfg, "cpuManagerPolicy", &cpu,
                         "certificateAuthoritiesRotation", "kubelet", &cak, "nodeAgent", &can,
                         "serviceAccountKeyRotation", &sa) < 0)
                 return -EINVAL;
@@ -789,8 +807,8 @@ static int work_from_json(const json_t *j, const char *where, OscWork *w, char *
         const char *kind = NULL, *name = NULL, *command = NULL;
         int done = 0, cpu = 0, probe = 0, r;
 
-        if (json_unpack((json_t *) j, "{s:s, s?b, s?s, s?s, s?b, s?b}", "kind", &kind, "done", &done, "name", &name, "command",
-                        &command, "removeCpuManagerState", &cpu, "probe", &probe) < 0)
+        if (json_unpack((json_t *) j, "{s:s, s?b, s?s, s?s, s?b, s?b}", "kind", &kind, "done", &done, "name",
+                        &name, "command", &command, "removeCpuManagerState", &cpu, "probe", &probe) < 0)
                 return error_setf(ret_error, -EINVAL, "%s: malformed work item", where);
         w->kind = osc_work_kind_from_string(kind);
         if (w->kind < 0)
@@ -822,7 +840,8 @@ static int work_from_json(const json_t *j, const char *where, OscWork *w, char *
                 w->name = strdup(name);
                 return w->name ? 0 : -ENOMEM;
         case OSC_WORK_REGISTRY:
-                return osc_registry_from_json(json_object_get(j, "registry"), where, &w->registry, ret_error);
+                return osc_registry_from_json(json_object_get(j, "registry"), where, &w->registry,
+                                              ret_error);
         case OSC_WORK_CONTAINERD_CONFIG:
                 /* checked when rendered, like the OSC's own criConfig */
                 if (!json_is_object(json_object_get(j, "containerd")))
@@ -842,12 +861,14 @@ int osc_changes_from_json(const json_t *j, OscChanges **ret, char **ret_error) {
         size_t i;
 
         assert(ret);
-        if (json_unpack((json_t *) j, "{s?s, s?b, s?b, s?o, s:o}", "checksum", &checksum, "firstApply", &first,
-                        "containerdConfigChanged", &ctd, "inPlaceUpdates", &flags, "items", &items) < 0 ||
+        if (json_unpack((json_t *) j, "{s?s, s?b, s?b, s?o, s:o}", "checksum", &checksum, "firstApply",
+                        &first, "containerdConfigChanged", &ctd, "inPlaceUpdates", &flags, "items",
+                        &items) < 0 ||
             !json_is_array(items))
                 return error_setf(ret_error, -EINVAL, "osc changes: malformed");
         if (json_array_size(items) > OSC_CHANGES_ITEMS_MAX)
-                return error_setf(ret_error, -EINVAL, "osc changes: more than %d items", OSC_CHANGES_ITEMS_MAX);
+                return error_setf(ret_error, -EINVAL, "osc changes: more than %d items",
+                                  OSC_CHANGES_ITEMS_MAX);
         c = calloc(1, sizeof(*c));
         if (!c)
                 return -ENOMEM;
@@ -880,19 +901,22 @@ int osc_work_describe(const OscWork *w, char **ret) {
                 r = asprintf(ret, "write containerd config");
                 break;
         case OSC_WORK_WRITE_FILE:
-                r = w->file.source == OSC_FILE_SECRET
-                    ? asprintf(ret, "write file %s (%04o) from secret %s key %s", w->file.path, osc_file_mode(&w->file),
-                               w->file.secret_name, w->file.secret_key)
-                    : asprintf(ret, "write file %s (%04o)", w->file.path, osc_file_mode(&w->file));
+                r = w->file.source == OSC_FILE_SECRET ?
+                        asprintf(ret, "write file %s (%04o) from secret %s key %s", w->file.path,
+                                 osc_file_mode(&w->file), w->file.secret_name, w->file.secret_key) :
+                        asprintf(ret, "write file %s (%04o)", w->file.path, osc_file_mode(&w->file));
                 break;
         case OSC_WORK_SKIP_FILE:
-                r = asprintf(ret, "skip file %s: its content has neither inline, secretRef nor imageRef", w->file.path);
+                r = asprintf(ret, "skip file %s: its content has neither inline, secretRef nor imageRef",
+                             w->file.path);
                 break;
         case OSC_WORK_REGISTRY:
-                r = asprintf(ret, "write registry config for %s%s", w->registry.upstream, w->probe ? " (probed)" : "");
+                r = asprintf(ret, "write registry config for %s%s", w->registry.upstream,
+                             w->probe ? " (probed)" : "");
                 break;
         case OSC_WORK_PULL_FILE:
-                r = asprintf(ret, "pull file %s (%04o) from %s", w->file.path, osc_file_mode(&w->file), w->file.image);
+                r = asprintf(ret, "pull file %s (%04o) from %s", w->file.path, osc_file_mode(&w->file),
+                             w->file.image);
                 break;
         case OSC_WORK_WRITE_UNIT:
                 r = asprintf(ret, "write unit %s (%s, %zu drop-ins%s)%s", w->unit.name,
@@ -983,7 +1007,8 @@ static json_t *plan_item(const OscWork *w, size_t string_max) {
         if (osc_work_describe(w, &d) < 0)
                 return NULL;
         j = json_pack("{s:s, s:o*, s:o}", "action", osc_work_kind_to_string(w->kind), "target",
-                      plan_string(osc_work_target(w), string_max), "description", plan_string(d, string_max));
+                      plan_string(osc_work_target(w), string_max), "description",
+                      plan_string(d, string_max));
         return j;
 }
 
@@ -1004,7 +1029,8 @@ static json_t *plan_counts(const OscChanges *c, size_t *ret_remaining) {
                         remaining++;
                 }
         for (size_t k = 0; j && k < _OSC_WORK_KIND_MAX; k++)
-                if (counts[k] > 0 && json_object_set_new(j, work_kind_table[k], json_integer((json_int_t) counts[k])) < 0) {
+                if (counts[k] > 0 &&
+                    json_object_set_new(j, work_kind_table[k], json_integer((json_int_t) counts[k])) < 0) {
                         json_decref(j);
                         return NULL;
                 }
@@ -1017,8 +1043,8 @@ json_t *osc_changes_plan_json(const OscChanges *c, size_t budget) {
         size_t string_max = whole ? SIZE_MAX : OSC_PLAN_STRING_MAX, remaining = 0, listed = 0, used;
         json_t *counts = plan_counts(c, &remaining), *j, *items;
 
-        j = json_pack("{s:[], s:I, s:o, s:[], s:I}", "inPlace", "remaining", (json_int_t) remaining, "counts", counts,
-                      "items", "more", (json_int_t) remaining);
+        j = json_pack("{s:[], s:I, s:o, s:[], s:I}", "inPlace", "remaining", (json_int_t) remaining,
+                      "counts", counts, "items", "more", (json_int_t) remaining);
         if (!j)
                 return NULL;
         items = json_object_get(j, "items");

@@ -24,12 +24,12 @@ typedef struct FindingRef {
 typedef struct Plan {
         const OscDriftPlanParams *p;
         const OscDrift *d;
-        FindingRef *index;              /* the findings by kind and subject, for drifted() */
+        FindingRef *index; /* the findings by kind and subject, for drifted() */
         OscChanges *c;
         char **skipped;
-        const char **restored;          /* sorted paths (the model's) that got an item: their units restart */
+        const char **restored; /* sorted paths (the model's) that got an item: their units restart */
         size_t n_restored;
-        const char **replaced_only;     /* the replaced units' own files (never restored) */
+        const char **replaced_only; /* the replaced units' own files (never restored) */
 } Plan;
 
 static int finding_compare(const void *a, const void *b) {
@@ -49,7 +49,8 @@ static bool drifted(const Plan *pl, OscDriftKind kind, const char *subject) {
         const OscDriftFinding key = { .kind = kind, .subject = (char *) subject };
         const FindingRef k = { &key };
 
-        return pl->d->n_items > 0 && bsearch(&k, pl->index, pl->d->n_items, sizeof(FindingRef), finding_compare);
+        return pl->d->n_items > 0 &&
+                bsearch(&k, pl->index, pl->d->n_items, sizeof(FindingRef), finding_compare);
 }
 
 static int index_findings(Plan *pl) {
@@ -129,7 +130,8 @@ static int add_registries(Plan *pl) {
 
 static bool lists_restored_file(const Plan *pl, const OscUnit *u) {
         for (size_t i = 0; pl->n_restored > 0 && i < u->n_file_paths; i++)
-                if (bsearch(&u->file_paths[i], pl->restored, pl->n_restored, sizeof(*pl->restored), string_compare))
+                if (bsearch(&u->file_paths[i], pl->restored, pl->n_restored, sizeof(*pl->restored),
+                            string_compare))
                         return true;
         return false;
 }
@@ -151,7 +153,8 @@ static int add_units(Plan *pl, OscChanges *cmds) {
                 const OscUnit *u = &m->units[i];
                 bool files = drifted(pl, OSC_DRIFT_UNIT_FILES, u->name),
                      enablement = drifted(pl, OSC_DRIFT_UNIT_ENABLEMENT, u->name),
-                     restart = files || drifted(pl, OSC_DRIFT_UNIT_INACTIVE, u->name) || lists_restored_file(pl, u);
+                     restart = files || drifted(pl, OSC_DRIFT_UNIT_INACTIVE, u->name) ||
+                        lists_restored_file(pl, u);
                 OscWork *w;
 
                 /* A replaced unit is never written, enabled or restarted, whatever it lists: the agent
@@ -204,7 +207,8 @@ static int build(Plan *pl) {
                         return -ENOMEM;
         }
         pl->restored = calloc(m->n_files + 1, sizeof(*pl->restored));
-        if (!pl->restored || osc_model_files_only_for_units(m, pl->p->replaced_units, &pl->replaced_only) < 0)
+        if (!pl->restored ||
+            osc_model_files_only_for_units(m, pl->p->replaced_units, &pl->replaced_only) < 0)
                 return -ENOMEM;
         r = add_files(pl, /* image= */ false);
         if (r >= 0)
@@ -307,7 +311,7 @@ static int text_add_list(Text *t, char *const *items, size_t budget) {
 
                 if (shown > 0 && used + 2 + l > budget)
                         break;
-                if (shown == 0 && l > budget) {         /* one too long for the share: cut it */
+                if (shown == 0 && l > budget) { /* one too long for the share: cut it */
                         _cleanup_free_ char *cut = utf8_sanitize(items[i], l, budget);
 
                         r = cut ? text_add(t, "%s", cut) : -ENOMEM;

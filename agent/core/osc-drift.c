@@ -26,7 +26,8 @@ void osc_drift_done(OscDrift *d) {
 
 static int add(OscDrift *d, OscDriftKind kind, const char *subject, const char *reason, const char *fmt, ...)
         _printf_(5, 6);
-static int add(OscDrift *d, OscDriftKind kind, const char *subject, const char *reason, const char *fmt, ...) {
+static int add(OscDrift *d, OscDriftKind kind, const char *subject, const char *reason, const char *fmt,
+               ...) {
         _cleanup_free_ char *msg = NULL, *s = strdup(subject);
         OscDriftFinding *l;
         va_list ap;
@@ -39,8 +40,9 @@ static int add(OscDrift *d, OscDriftKind kind, const char *subject, const char *
         l = reallocarray(d->items, d->n_items + 1, sizeof(*l));
         if (!l)
                 return -ENOMEM;
-        l[d->n_items++] = (OscDriftFinding) { .reason = reason, .message = TAKE_PTR(msg), .kind = kind,
-                                              .subject = TAKE_PTR(s) };
+        l[d->n_items++] = (OscDriftFinding) {
+                .reason = reason, .message = TAKE_PTR(msg), .kind = kind, .subject = TAKE_PTR(s)
+        };
         d->items = l;
         return 0;
 }
@@ -67,8 +69,8 @@ bool osc_drift_skips_unit(const OscDriftParams *p, const char *unit) {
 
 /* A file the agent renders or has the content of (`want`, NULL: presence and mode only), read at
  * `path`; findings of `kind` about `subject`. */
-static int check_content(OscDrift *d, OscDriftKind kind, const char *subject, const char *path, const char *want,
-                         size_t nwant, uint32_t mode, OscDriftRead read, void *userdata) {
+static int check_content(OscDrift *d, OscDriftKind kind, const char *subject, const char *path,
+                         const char *want, size_t nwant, uint32_t mode, OscDriftRead read, void *userdata) {
         _cleanup_free_ char *have = NULL;
         char want_hex[65], have_hex[65];
         uint32_t have_mode = 0;
@@ -85,27 +87,30 @@ static int check_content(OscDrift *d, OscDriftKind kind, const char *subject, co
         if (r == -EFBIG && want) {
                 if (sha256_hex(want, nwant, want_hex) < 0)
                         return -ENOMEM;
-                return add(d, kind, subject, "FileMismatch", "File %s mismatch: expected %s, actual larger than %d bytes",
-                           path, want_hex, OSC_DRIFT_READ_MAX);
+                return add(d, kind, subject, "FileMismatch",
+                           "File %s mismatch: expected %s, actual larger than %d bytes", path, want_hex,
+                           OSC_DRIFT_READ_MAX);
         }
         if (r < 0)
-                return add(d, OSC_DRIFT_REPORT_ONLY, subject, "FileReadError", "Failed to read file %s", path);
+                return add(d, OSC_DRIFT_REPORT_ONLY, subject, "FileReadError", "Failed to read file %s",
+                           path);
         if (want && !same(want, nwant, have, nhave)) {
                 if (sha256_hex(want, nwant, want_hex) < 0 || sha256_hex(have, nhave, have_hex) < 0)
                         return -ENOMEM;
-                r = add(d, kind, subject, "FileMismatch", "File %s mismatch: expected %s, actual %s", path, want_hex,
-                        have_hex);
+                r = add(d, kind, subject, "FileMismatch", "File %s mismatch: expected %s, actual %s", path,
+                        want_hex, have_hex);
                 if (r < 0)
                         return r;
         }
         if ((have_mode & 0777) != (mode & 0777))
-                return add(d, kind, subject, "FileModeMismatch", "File %s mode mismatch: expected %04o, actual %04o",
-                           path, mode & 0777, have_mode & 0777);
+                return add(d, kind, subject, "FileModeMismatch",
+                           "File %s mode mismatch: expected %04o, actual %04o", path, mode & 0777,
+                           have_mode & 0777);
         return 0;
 }
 
-static int check_file(OscDrift *d, const OscDriftParams *p, const char *const *replaced_only, const OscFile *file,
-                      OscDriftRead read, void *userdata) {
+static int check_file(OscDrift *d, const OscDriftParams *p, const char *const *replaced_only,
+                      const OscFile *file, OscDriftRead read, void *userdata) {
         _cleanup_free_ char *want = NULL;
         size_t nwant = 0;
         int r;
@@ -124,8 +129,8 @@ static int check_file(OscDrift *d, const OscDriftParams *p, const char *const *r
                         return add(d, OSC_DRIFT_REPORT_ONLY, file->path, "FileDecodeError",
                                    "Failed to decode base64 content for file %s", file->path);
         }
-        return check_content(d, OSC_DRIFT_FILE, file->path, file->path, want, nwant, osc_file_mode(file), read,
-                             userdata);
+        return check_content(d, OSC_DRIFT_FILE, file->path, file->path, want, nwant, osc_file_mode(file),
+                             read, userdata);
 }
 
 /* What the applier renders from criConfig: config.toml (0644) and each registry's hosts.toml (0644). */
@@ -140,8 +145,8 @@ static int check_containerd(OscDrift *d, const OscModel *m, OscDriftRead read, v
         if (r == -ENOMEM)
                 return r;
         if (r >= 0) {
-                r = check_content(d, OSC_DRIFT_CONTAINERD_CONFIG, CONTAINERD_CONFIG_FILE, CONTAINERD_CONFIG_FILE, toml,
-                                  strlen(toml), 0644, read, userdata);
+                r = check_content(d, OSC_DRIFT_CONTAINERD_CONFIG, CONTAINERD_CONFIG_FILE,
+                                  CONTAINERD_CONFIG_FILE, toml, strlen(toml), 0644, read, userdata);
                 if (r < 0)
                         return r;
         }
@@ -152,14 +157,16 @@ static int check_containerd(OscDrift *d, const OscModel *m, OscDriftRead read, v
                 if (osc_registry_hosts_toml(g, &hosts) < 0 ||
                     asprintf(&path, CERTS_DIR "/%s/hosts.toml", g->upstream) < 0)
                         return -ENOMEM;
-                r = check_content(d, OSC_DRIFT_REGISTRY, g->upstream, path, hosts, strlen(hosts), 0644, read, userdata);
+                r = check_content(d, OSC_DRIFT_REGISTRY, g->upstream, path, hosts, strlen(hosts), 0644, read,
+                                  userdata);
                 if (r < 0)
                         return r;
         }
         return 0;
 }
 
-static int check_drop_in(OscDrift *d, const OscUnit *u, const OscDropIn *di, OscDriftRead read, void *userdata) {
+static int check_drop_in(OscDrift *d, const OscUnit *u, const OscDropIn *di, OscDriftRead read,
+                         void *userdata) {
         _cleanup_free_ char *path = NULL, *have = NULL;
         size_t nhave;
         int r;
@@ -173,11 +180,11 @@ static int check_drop_in(OscDrift *d, const OscUnit *u, const OscDropIn *di, Osc
                 return 0;
         /* Upstream says "missing" for any read error here. */
         if (r < 0)
-                return add(d, OSC_DRIFT_UNIT_FILES, u->name, "DropInMissing", "Drop-in %s for unit %s is missing",
-                           di->name, u->name);
+                return add(d, OSC_DRIFT_UNIT_FILES, u->name, "DropInMissing",
+                           "Drop-in %s for unit %s is missing", di->name, u->name);
         if (!same(strempty(di->content), strlen(strempty(di->content)), have, nhave))
-                return add(d, OSC_DRIFT_UNIT_FILES, u->name, "DropInMismatch", "Drop-in %s for unit %s mismatch",
-                           di->name, u->name);
+                return add(d, OSC_DRIFT_UNIT_FILES, u->name, "DropInMismatch",
+                           "Drop-in %s for unit %s mismatch", di->name, u->name);
         return 0;
 }
 
@@ -200,7 +207,7 @@ static int sorted_paths(const OscModel *m, const char ***ret) {
 
 static bool is_osc_file(const OscDriftParams *p, const char *const *paths, const char *path) {
         return p->model->n_files > 0 && !streq_ptr(path, p->skip_file) &&
-               bsearch(&path, paths, p->model->n_files, sizeof(char *), path_compare);
+                bsearch(&path, paths, p->model->n_files, sizeof(char *), path_compare);
 }
 
 static int check_unit(OscDrift *d, const OscDriftParams *p, const char *const *paths, const OscUnit *u,
@@ -217,10 +224,11 @@ static int check_unit(OscDrift *d, const OscDriftParams *p, const char *const *p
         if (r == OSC_DRIFT_MASKED)
                 return 0;
         if (r < 0)
-                return add(d, u->content ? OSC_DRIFT_UNIT_FILES : OSC_DRIFT_REPORT_ONLY, u->name, "UnitFileMissing",
-                           "Unit file %s is missing", u->name);
+                return add(d, u->content ? OSC_DRIFT_UNIT_FILES : OSC_DRIFT_REPORT_ONLY, u->name,
+                           "UnitFileMissing", "Unit file %s is missing", u->name);
         if (u->content && !same(u->content, strlen(u->content), have, nhave)) {
-                r = add(d, OSC_DRIFT_UNIT_FILES, u->name, "UnitMismatch", "Unit %s content mismatch", u->name);
+                r = add(d, OSC_DRIFT_UNIT_FILES, u->name, "UnitMismatch", "Unit %s content mismatch",
+                        u->name);
                 if (r < 0)
                         return r;
         }
@@ -238,8 +246,9 @@ static int check_unit(OscDrift *d, const OscDriftParams *p, const char *const *p
                 if (r == -ENOMEM)
                         return r;
                 /* An OSC file is restored as a file (its FileMissing), and restarts this unit then. */
-                if (r < 0 && add(d, is_osc_file(p, paths, path) ? OSC_DRIFT_FILE : OSC_DRIFT_REPORT_ONLY, path,
-                                 "DependencyMissing", "Dependency file %s for unit %s is missing", path, u->name) < 0)
+                if (r < 0 &&
+                    add(d, is_osc_file(p, paths, path) ? OSC_DRIFT_FILE : OSC_DRIFT_REPORT_ONLY, path,
+                        "DependencyMissing", "Dependency file %s for unit %s is missing", path, u->name) < 0)
                         return -ENOMEM;
         }
         return 0;

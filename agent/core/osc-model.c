@@ -103,7 +103,7 @@ bool osc_path_valid(const char *p) {
          * then fails to write it). */
         if (!p || p[0] != '/' || p[strlen(p) - 1] == '/')
                 return false;
-        for (const char *c = p; *c; ) {
+        for (const char *c = p; *c;) {
                 const char *next = strchrnul(c + 1, '/');
                 size_t len = (size_t) (next - c - 1);
 
@@ -159,19 +159,24 @@ static int decode_file_content(const json_t *content, const char *where, OscFile
                 return r;
         if (!!inl + !!sec + !!img > 1)
                 /* the extension API's validation of an OSC says the same */
-                return error_setf(ret_error, -EINVAL, "file \"%s\": content has more than one of inline, secretRef "
-                                  "and imageRef", f->path);
+                return error_setf(ret_error, -EINVAL,
+                                  "file \"%s\": content has more than one of inline, secretRef "
+                                  "and imageRef",
+                                  f->path);
 
         if (inl) {
                 f->source = OSC_FILE_INLINE;
-                r = json_field_string(inl, where, "encoding", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &enc, ret_error);
+                r = json_field_string(inl, where, "encoding", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET,
+                                      &enc, ret_error);
                 if (r < 0)
                         return r;
                 if (enc && !streq(enc, "b64"))
                         /* filecodec.go's message, naming the file */
-                        return error_setf(ret_error, -EINVAL, "file \"%s\": invalid file codec id \"%s\"", f->path, enc);
+                        return error_setf(ret_error, -EINVAL, "file \"%s\": invalid file codec id \"%s\"",
+                                          f->path, enc);
                 f->b64 = enc != NULL;
-                r = json_field_string(inl, where, "data", OSC_MODEL_YAML_MAX, JSON_FIELD_EMPTY_IS_UNSET, &f->data, ret_error);
+                r = json_field_string(inl, where, "data", OSC_MODEL_YAML_MAX, JSON_FIELD_EMPTY_IS_UNSET,
+                                      &f->data, ret_error);
                 if (r < 0)
                         return r;
                 if (f->b64) {
@@ -182,8 +187,8 @@ static int decode_file_content(const json_t *content, const char *where, OscFile
                         if (r == -ENOMEM)
                                 return r;
                         if (r < 0)
-                                return error_setf(ret_error, -EINVAL, "file \"%s\": content is not valid base64",
-                                                  f->path);
+                                return error_setf(ret_error, -EINVAL,
+                                                  "file \"%s\": content is not valid base64", f->path);
                 }
                 return 0;
         }
@@ -191,9 +196,11 @@ static int decode_file_content(const json_t *content, const char *where, OscFile
                 _cleanup_free_ char *field = NULL;
 
                 f->source = OSC_FILE_SECRET;
-                r = json_field_string(sec, where, "name", OSC_MODEL_NAME_MAX, JSON_FIELD_REQUIRED, &f->secret_name, ret_error);
+                r = json_field_string(sec, where, "name", OSC_MODEL_NAME_MAX, JSON_FIELD_REQUIRED,
+                                      &f->secret_name, ret_error);
                 if (r >= 0)
-                        r = json_field_string(sec, where, "dataKey", OSC_MODEL_NAME_MAX, JSON_FIELD_REQUIRED, &f->secret_key, ret_error);
+                        r = json_field_string(sec, where, "dataKey", OSC_MODEL_NAME_MAX, JSON_FIELD_REQUIRED,
+                                              &f->secret_key, ret_error);
                 if (r < 0)
                         return r;
                 /* It names the Secret the agent GETs: "../../default/secrets/other" must not pick
@@ -204,9 +211,11 @@ static int decode_file_content(const json_t *content, const char *where, OscFile
         }
         if (img) {
                 f->source = OSC_FILE_IMAGE;
-                r = json_field_string(img, where, "image", OSC_MODEL_PATH_MAX, JSON_FIELD_REQUIRED, &f->image, ret_error);
+                r = json_field_string(img, where, "image", OSC_MODEL_PATH_MAX, JSON_FIELD_REQUIRED,
+                                      &f->image, ret_error);
                 if (r >= 0)
-                        r = json_field_string(img, where, "filePathInImage", OSC_MODEL_PATH_MAX, JSON_FIELD_REQUIRED, &f->file_in_image, ret_error);
+                        r = json_field_string(img, where, "filePathInImage", OSC_MODEL_PATH_MAX,
+                                              JSON_FIELD_REQUIRED, &f->file_in_image, ret_error);
                 return r;
         }
         /* Upstream's getFileContentData() returns ok=false and the file is skipped: not a reason to
@@ -229,18 +238,20 @@ int osc_file_from_json(const json_t *j, const char *where, OscFile *ret, char **
                 return r;
         if (!osc_path_valid(f.path))
                 return error_setf(ret_error, -EINVAL,
-                                  "file \"%s\": path must be absolute without . or .. or a trailing slash", f.path);
+                                  "file \"%s\": path must be absolute without . or .. or a trailing slash",
+                                  f.path);
         r = json_field_integer(j, where, "permissions", &perm, ret_error);
         if (r < 0)
                 return r;
         if (r > 0) {
                 if (perm < 0 || perm > 07777)
-                        return error_setf(ret_error, -EINVAL, "file \"%s\": permissions out of range", f.path);
+                        return error_setf(ret_error, -EINVAL, "file \"%s\": permissions out of range",
+                                          f.path);
                 f.has_permissions = true;
                 f.permissions = (uint32_t) perm;
         }
-        r = json_field_string(j, where, "hostName", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &f.host_name,
-                              ret_error);
+        r = json_field_string(j, where, "hostName", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET,
+                              &f.host_name, ret_error);
         if (r >= 0)
                 r = json_field_object(j, where, "content", &content, ret_error);
         if (r < 0)
@@ -268,16 +279,19 @@ json_t *osc_file_to_json(const OscFile *f) {
                 r |= json_object_set_new(j, "hostName", json_string(f->host_name));
         switch (f->source) {
         case OSC_FILE_INLINE:
-                r |= json_object_set_new(c, "inline", json_pack("{s:s, s:s}", "encoding", f->b64 ? "b64" : "",
-                                                                "data", strempty(f->data)));
+                r |= json_object_set_new(
+                        c, "inline",
+                        json_pack("{s:s, s:s}", "encoding", f->b64 ? "b64" : "", "data", strempty(f->data)));
                 break;
         case OSC_FILE_SECRET:
-                r |= json_object_set_new(c, "secretRef", json_pack("{s:s, s:s}", "name", f->secret_name,
-                                                                   "dataKey", f->secret_key));
+                r |= json_object_set_new(
+                        c, "secretRef",
+                        json_pack("{s:s, s:s}", "name", f->secret_name, "dataKey", f->secret_key));
                 break;
         case OSC_FILE_IMAGE:
-                r |= json_object_set_new(c, "imageRef", json_pack("{s:s, s:s}", "image", f->image,
-                                                                  "filePathInImage", f->file_in_image));
+                r |= json_object_set_new(
+                        c, "imageRef",
+                        json_pack("{s:s, s:s}", "image", f->image, "filePathInImage", f->file_in_image));
                 break;
         case OSC_FILE_NONE:
                 break;
@@ -322,15 +336,17 @@ static int decode_drop_ins(const json_t *list, const char *where, OscUnit *u, ch
                         return -ENOMEM;
                 if (!json_is_object(d))
                         return error_setf(ret_error, -EINVAL, "%s: expected an object", dw);
-                r = json_field_string(d, dw, "name", OSC_MODEL_NAME_MAX, JSON_FIELD_REQUIRED, &di->name, ret_error);
+                r = json_field_string(d, dw, "name", OSC_MODEL_NAME_MAX, JSON_FIELD_REQUIRED, &di->name,
+                                      ret_error);
                 if (r >= 0)
-                        r = json_field_string(d, dw, "content", OSC_MODEL_YAML_MAX, JSON_FIELD_EMPTY_IS_UNSET, &di->content, ret_error);
+                        r = json_field_string(d, dw, "content", OSC_MODEL_YAML_MAX,
+                                              JSON_FIELD_EMPTY_IS_UNSET, &di->content, ret_error);
                 u->n_drop_ins++;
                 if (r < 0)
                         return r;
                 if (!osc_name_valid(di->name))
-                        return error_setf(ret_error, -EINVAL, "unit \"%s\": invalid drop-in name \"%s\"", u->name,
-                                          di->name);
+                        return error_setf(ret_error, -EINVAL, "unit \"%s\": invalid drop-in name \"%s\"",
+                                          u->name, di->name);
         }
         return 0;
 }
@@ -350,13 +366,15 @@ int osc_unit_from_json(const json_t *j, const char *where, OscUnit *ret, char **
                 return r;
         if (!osc_name_valid(u.name))
                 return error_setf(ret_error, -EINVAL, "%s: invalid unit name \"%s\"", where, u.name);
-        r = json_field_string(j, where, "command", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &cmd, ret_error);
+        r = json_field_string(j, where, "command", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &cmd,
+                              ret_error);
         if (r < 0)
                 return r;
         if (cmd) {
                 u.command = osc_unit_command_from_string(cmd);
                 if (u.command < 0)
-                        return error_setf(ret_error, -EINVAL, "unit \"%s\": unknown command \"%s\"", u.name, cmd);
+                        return error_setf(ret_error, -EINVAL, "unit \"%s\": unknown command \"%s\"", u.name,
+                                          cmd);
         }
         r = json_field_bool(j, where, "enable", &u.enable, ret_error);
         if (r >= 0)
@@ -396,8 +414,9 @@ json_t *osc_unit_to_json(const OscUnit *u) {
                 json_t *l = json_array();
 
                 for (size_t i = 0; l && i < u->n_drop_ins; i++)
-                        r |= json_array_append_new(l, json_pack("{s:s, s:s}", "name", u->drop_ins[i].name,
-                                                                "content", strempty(u->drop_ins[i].content)));
+                        r |= json_array_append_new(l,
+                                                   json_pack("{s:s, s:s}", "name", u->drop_ins[i].name,
+                                                             "content", strempty(u->drop_ins[i].content)));
                 r |= json_object_set_new(j, "dropIns", l);
         }
         if (u->n_file_paths > 0) {
@@ -426,7 +445,8 @@ int osc_unit_copy(const OscUnit *u, OscUnit *ret) {
 }
 
 OscUnitCommand osc_unit_effective_command(const OscUnit *u) {
-        return u->enable == 0 || u->command == OSC_UNIT_COMMAND_STOP ? OSC_UNIT_COMMAND_STOP : OSC_UNIT_COMMAND_RESTART;
+        return u->enable == 0 || u->command == OSC_UNIT_COMMAND_STOP ? OSC_UNIT_COMMAND_STOP :
+                                                                       OSC_UNIT_COMMAND_RESTART;
 }
 
 bool osc_unit_lists_file(const OscUnit *u, const char *path) {
@@ -495,12 +515,13 @@ static int merge_unit(OscUnit *dst, OscUnit *src) {
                 free(dst->content);
                 dst->content = TAKE_PTR(src->content);
         }
-        if (src->n_drop_ins > 0 && src->drop_ins)      /* memcpy() from NULL is undefined even for 0 bytes */
+        if (src->n_drop_ins > 0 && src->drop_ins) /* memcpy() from NULL is undefined even for 0 bytes */
                 memcpy(dst->drop_ins + dst->n_drop_ins, src->drop_ins, src->n_drop_ins * sizeof(OscDropIn));
         dst->n_drop_ins += src->n_drop_ins;
         src->n_drop_ins = 0;
         if (src->n_file_paths > 0 && src->file_paths)
-                memcpy(dst->file_paths + dst->n_file_paths, src->file_paths, src->n_file_paths * sizeof(char *));
+                memcpy(dst->file_paths + dst->n_file_paths, src->file_paths,
+                       src->n_file_paths * sizeof(char *));
         dst->n_file_paths += src->n_file_paths;
         src->n_file_paths = 0;
         dst->file_paths[dst->n_file_paths] = NULL;
@@ -593,14 +614,16 @@ static int decode_units(const json_t *list, const char *where, OscModel *m, char
                 if (existing) {
                         r = merge_unit(existing, &u);
                         if (r == -E2BIG)
-                                return error_setf(ret_error, -EINVAL, "unit \"%s\": too many drop-ins or filePaths",
+                                return error_setf(ret_error, -EINVAL,
+                                                  "unit \"%s\": too many drop-ins or filePaths",
                                                   existing->name);
                         if (r < 0)
                                 return r;
                         continue;
                 }
                 if (m->n_units >= OSC_MODEL_UNITS_MAX)
-                        return error_setf(ret_error, -EINVAL, "%s: more than %d units", where, OSC_MODEL_UNITS_MAX);
+                        return error_setf(ret_error, -EINVAL, "%s: more than %d units", where,
+                                          OSC_MODEL_UNITS_MAX);
                 m->units[m->n_units++] = TAKE_STRUCT(u);
         }
         return 0;
@@ -626,7 +649,7 @@ static int decode_files(const json_t *list, const char *where, bool in_status, c
                  * index_files() (the first, spec before status, is the one the diff would see). */
                 if (f.host_name && !streq_ptr(f.host_name, opts->host_name))
                         continue;
-                m->files[m->n_files++] = TAKE_STRUCT(f);       /* room for all: decode_lists() checked the count */
+                m->files[m->n_files++] = TAKE_STRUCT(f); /* room for all: decode_lists() checked the count */
         }
         return 0;
 }
@@ -634,7 +657,8 @@ static int decode_files(const json_t *list, const char *where, bool in_status, c
 /* ---- containerd ---- */
 
 /* One entry of a registry's hosts list. */
-static int decode_registry_host(const json_t *h, const char *where, size_t i, OscRegistryHost *x, char **ret_error) {
+static int decode_registry_host(const json_t *h, const char *where, size_t i, OscRegistryHost *x,
+                                char **ret_error) {
         _cleanup_free_ char *hw = NULL;
         int r;
 
@@ -647,8 +671,8 @@ static int decode_registry_host(const json_t *h, const char *where, size_t i, Os
                 r = json_field_strv(h, hw, "capabilities", 8, OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET,
                                     &x->capabilities, ret_error);
         if (r >= 0)
-                r = json_field_strv(h, hw, "caCerts", 64, OSC_MODEL_PATH_MAX, JSON_FIELD_EMPTY_IS_UNSET, &x->ca_certs,
-                                    ret_error);
+                r = json_field_strv(h, hw, "caCerts", 64, OSC_MODEL_PATH_MAX, JSON_FIELD_EMPTY_IS_UNSET,
+                                    &x->ca_certs, ret_error);
         if (r >= 0)
                 r = json_field_bool(h, hw, "overridePath", &x->override_path, ret_error);
         return r;
@@ -662,18 +686,20 @@ int osc_registry_from_json(const json_t *j, const char *where, OscRegistry *ret,
 
         if (!json_is_object(j))
                 return error_setf(ret_error, -EINVAL, "%s: expected an object", where);
-        r = json_field_string(j, where, "upstream", OSC_MODEL_NAME_MAX, JSON_FIELD_REQUIRED, &g.upstream, ret_error);
+        r = json_field_string(j, where, "upstream", OSC_MODEL_NAME_MAX, JSON_FIELD_REQUIRED, &g.upstream,
+                              ret_error);
         if (r >= 0 && !osc_name_valid(g.upstream))
                 r = error_setf(ret_error, -EINVAL, "%s: invalid upstream \"%s\"", where, g.upstream);
         if (r >= 0)
-                r = json_field_string(j, where, "server", OSC_MODEL_PATH_MAX, JSON_FIELD_EMPTY_IS_UNSET, &g.server,
-                                      ret_error);
+                r = json_field_string(j, where, "server", OSC_MODEL_PATH_MAX, JSON_FIELD_EMPTY_IS_UNSET,
+                                      &g.server, ret_error);
         if (r >= 0)
                 r = json_field_bool(j, where, "readinessProbe", &probe, ret_error);
         if (r >= 0)
                 r = json_field_array(j, where, "hosts", &hosts, ret_error);
         if (r >= 0 && json_array_size(hosts) > OSC_MODEL_HOSTS_MAX)
-                r = error_setf(ret_error, -EINVAL, "%s.hosts: more than %d entries", where, OSC_MODEL_HOSTS_MAX);
+                r = error_setf(ret_error, -EINVAL, "%s.hosts: more than %d entries", where,
+                               OSC_MODEL_HOSTS_MAX);
         if (r < 0)
                 return r;
         g.readiness_probe = probe == 1;
@@ -712,7 +738,8 @@ static int decode_cri(const json_t *cri, OscModel *m, char **ret_error) {
         m->containerd_config = json_object();
         if (!m->containerd_config)
                 return -ENOMEM;
-        /* What decides "configFileChanged": sandboxImage, plugins, cgroupDriver (docs/node-protocol.md §2.3 step 5). */
+        /* What decides "configFileChanged": sandboxImage, plugins, cgroupDriver (docs/node-protocol.md §2.3
+         * step 5). */
         v = json_object_get(ctd, "sandboxImage");
         if (v && json_object_set(m->containerd_config, "sandboxImage", (json_t *) v) < 0)
                 return -ENOMEM;
@@ -728,7 +755,8 @@ static int decode_cri(const json_t *cri, OscModel *m, char **ret_error) {
         if (r < 0 || !regs)
                 return r;
         if (json_array_size(regs) > OSC_MODEL_REGISTRIES_MAX)
-                return error_setf(ret_error, -EINVAL, "spec.criConfig.containerd.registries: more than %d entries",
+                return error_setf(ret_error, -EINVAL,
+                                  "spec.criConfig.containerd.registries: more than %d entries",
                                   OSC_MODEL_REGISTRIES_MAX);
         m->registries = calloc(json_array_size(regs) + 1, sizeof(OscRegistry));
         if (!m->registries)
@@ -759,7 +787,9 @@ static int inject_containerd_drop_in(OscModel *m, const char *path) {
                 return -ENOMEM;
         d = &u.drop_ins[u.n_drop_ins++];
         d->name = strdup(OSC_CONTAINERD_DROPIN);
-        if (!d->name || asprintf(&d->content, "[Service]\nEnvironment=\"PATH=" OSC_CONTAINERD_BIN_DIR ":%s\"\n", path) < 0)
+        if (!d->name ||
+            asprintf(&d->content, "[Service]\nEnvironment=\"PATH=" OSC_CONTAINERD_BIN_DIR ":%s\"\n", path) <
+                    0)
                 return -ENOMEM;
 
         existing = (OscUnit *) osc_model_find_unit(m, OSC_CONTAINERD_UNIT);
@@ -781,25 +811,33 @@ static int decode_in_place(const json_t *ipu, OscModel *m, char **ret_error) {
         int r;
 
         m->in_place = true;
-        r = json_field_string(ipu, w, "operatingSystemVersion", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &m->os_version, ret_error);
+        r = json_field_string(ipu, w, "operatingSystemVersion", OSC_MODEL_NAME_MAX,
+                              JSON_FIELD_EMPTY_IS_UNSET, &m->os_version, ret_error);
         if (r >= 0)
-                r = json_field_string(ipu, w, "kubelet", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &m->kubelet_version, ret_error);
+                r = json_field_string(ipu, w, "kubelet", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET,
+                                      &m->kubelet_version, ret_error);
         if (r >= 0)
                 r = json_field_object(ipu, w, "credentialsRotation", &rot, ret_error);
         if (r < 0 || !rot)
                 return r;
         m->has_rotation = true;
-        r = json_field_object(rot, "spec.inPlaceUpdates.credentialsRotation", "certificateAuthorities", &ca, ret_error);
+        r = json_field_object(rot, "spec.inPlaceUpdates.credentialsRotation", "certificateAuthorities", &ca,
+                              ret_error);
         if (r >= 0)
-                r = json_field_object(rot, "spec.inPlaceUpdates.credentialsRotation", "serviceAccountKey", &sa, ret_error);
+                r = json_field_object(rot, "spec.inPlaceUpdates.credentialsRotation", "serviceAccountKey",
+                                      &sa, ret_error);
         if (r < 0)
                 return r;
         m->has_ca_rotation = ca;
         m->has_sa_rotation = sa;
         if (ca)
-                r = json_field_string(ca, "spec.inPlaceUpdates.credentialsRotation.certificateAuthorities", "lastInitiationTime", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &m->ca_rotation, ret_error);
+                r = json_field_string(ca, "spec.inPlaceUpdates.credentialsRotation.certificateAuthorities",
+                                      "lastInitiationTime", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET,
+                                      &m->ca_rotation, ret_error);
         if (r >= 0 && sa)
-                r = json_field_string(sa, "spec.inPlaceUpdates.credentialsRotation.serviceAccountKey", "lastInitiationTime", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET, &m->sa_rotation, ret_error);
+                r = json_field_string(sa, "spec.inPlaceUpdates.credentialsRotation.serviceAccountKey",
+                                      "lastInitiationTime", OSC_MODEL_NAME_MAX, JSON_FIELD_EMPTY_IS_UNSET,
+                                      &m->sa_rotation, ret_error);
         return r;
 }
 
@@ -895,7 +933,8 @@ int osc_model_decode_yaml(const char *data, size_t size, const OscModelOptions *
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return error_setf(ret_error, -EBADMSG, "unable to decode OSC: %s", yerr ? yerr : strerror(-r));
+                return error_setf(ret_error, -EBADMSG, "unable to decode OSC: %s",
+                                  yerr ? yerr : strerror(-r));
         r = osc_model_decode(doc, opts, ret, ret_error);
         json_decref(doc);
         return r;
@@ -913,7 +952,8 @@ int osc_model_kubelet_config(const OscModel *m, json_t **ret, char **ret_error) 
                 if (!m->files[i].in_status && streq(m->files[i].path, OSC_KUBELET_CONFIG_PATH))
                         f = &m->files[i];
         if (!f)
-                return error_setf(ret_error, -ENODATA, "kubelet config file with path: \"%s\" not found in OSC",
+                return error_setf(ret_error, -ENODATA,
+                                  "kubelet config file with path: \"%s\" not found in OSC",
                                   OSC_KUBELET_CONFIG_PATH);
         if (f->source != OSC_FILE_INLINE)
                 return error_setf(ret_error, -EBADMSG, "kubelet config file \"%s\" is not inline", f->path);
@@ -927,8 +967,9 @@ int osc_model_kubelet_config(const OscModel *m, json_t **ret, char **ret_error) 
         if (r < 0 || !json_is_object(doc)) {
                 if (r >= 0)
                         json_decref(doc);
-                return error_setf(ret_error, -EBADMSG, "kubelet config file \"%s\": not a KubeletConfiguration%s%s",
-                                  f->path, yerr ? ": " : "", strempty(yerr));
+                return error_setf(ret_error, -EBADMSG,
+                                  "kubelet config file \"%s\": not a KubeletConfiguration%s%s", f->path,
+                                  yerr ? ": " : "", strempty(yerr));
         }
         *ret = doc;
         return 0;

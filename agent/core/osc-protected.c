@@ -42,7 +42,8 @@ const OscProtectedPath *osc_protected_find(const OscProtected *p, const char *ca
         for (size_t i = 0; p && i < p->n_items; i++) {
                 size_t n = strlen(p->items[i].path);
 
-                if (strncmp(canonical, p->items[i].path, n) == 0 && (canonical[n] == '\0' || canonical[n] == '/'))
+                if (strncmp(canonical, p->items[i].path, n) == 0 &&
+                    (canonical[n] == '\0' || canonical[n] == '/'))
                         return &p->items[i];
         }
         return NULL;
@@ -75,9 +76,11 @@ int osc_changes_check_protected(const OscChanges *c, const OscProtected *p, OscC
                 /* A directory that cannot be resolved cannot be written into: said now, not after the
                  * items before it are written. A removal there has nothing to remove. */
                 if (r < 0 && c->items[i].kind != OSC_WORK_DELETE_FILE)
-                        return error_setf(ret_error, r,
-                                          "%s: its directory cannot be resolved below osc.rootDirectory (%s): "
-                                          "a symlink whose target is missing, or no directory", path, strerror(-r));
+                        return error_setf(
+                                ret_error, r,
+                                "%s: its directory cannot be resolved below osc.rootDirectory (%s): "
+                                "a symlink whose target is missing, or no directory",
+                                path, strerror(-r));
                 hit = r >= 0 ? osc_protected_find(p, canonical) : NULL;
                 if (hit)
                         return error_setf(ret_error, -EPERM,

@@ -13,9 +13,9 @@
 #include "util/yaml-json.h"
 
 typedef enum StringKind {
-        STRING_SHORT,           /* versions, timestamps, checksum: printable ASCII, no quotes */
-        STRING_ARG,             /* command, args, paths: anything but NUL */
-        STRING_IMAGE,           /* image references: no whitespace or control characters */
+        STRING_SHORT, /* versions, timestamps, checksum: printable ASCII, no quotes */
+        STRING_ARG,   /* command, args, paths: anything but NUL */
+        STRING_IMAGE, /* image references: no whitespace or control characters */
 } StringKind;
 
 static const size_t kind_max[] = {
@@ -59,7 +59,7 @@ int osc_desired_new_refused(const char *checksum, const char *why, OscDesired **
 }
 
 static bool string_ok(const char *s, size_t len, StringKind kind) {
-        if (len > kind_max[kind] || strlen(s) != len)   /* embedded NUL */
+        if (len > kind_max[kind] || strlen(s) != len) /* embedded NUL */
                 return false;
         for (const unsigned char *c = (const unsigned char *) s; *c; c++)
                 switch (kind) {
@@ -79,11 +79,12 @@ static bool string_ok(const char *s, size_t len, StringKind kind) {
 
 /* A string field of `obj` checked for its kind: absent, null and "" all yield NULL (Go's zero
  * value), anything but a string is an error naming the field. */
-static int get_string(const json_t *obj, const char *where, const char *key, StringKind kind, JsonFieldFlags flags,
-                      char **ret, char **ret_error) {
+static int get_string(const json_t *obj, const char *where, const char *key, StringKind kind,
+                      JsonFieldFlags flags, char **ret, char **ret_error) {
         int r;
 
-        r = json_field_string(obj, where, key, kind_max[kind], flags | JSON_FIELD_EMPTY_IS_UNSET, ret, ret_error);
+        r = json_field_string(obj, where, key, kind_max[kind], flags | JSON_FIELD_EMPTY_IS_UNSET, ret,
+                              ret_error);
         if (r < 0 || !*ret || string_ok(*ret, strlen(*ret), kind))
                 return r;
         *ret = mfree(*ret);
@@ -100,11 +101,11 @@ static int decode_rotation(const json_t *rot, OscDesired *o, char **ret_error) {
         if (r >= 0)
                 r = json_field_object(rot, w, "serviceAccountKey", &sa, ret_error);
         if (r >= 0)
-                r = get_string(ca, "spec.inPlaceUpdates.credentialsRotation.certificateAuthorities", "lastInitiationTime",
-                               STRING_SHORT, 0, &o->ca_rotation, ret_error);
+                r = get_string(ca, "spec.inPlaceUpdates.credentialsRotation.certificateAuthorities",
+                               "lastInitiationTime", STRING_SHORT, 0, &o->ca_rotation, ret_error);
         if (r >= 0)
-                r = get_string(sa, "spec.inPlaceUpdates.credentialsRotation.serviceAccountKey", "lastInitiationTime",
-                               STRING_SHORT, 0, &o->sa_rotation, ret_error);
+                r = get_string(sa, "spec.inPlaceUpdates.credentialsRotation.serviceAccountKey",
+                               "lastInitiationTime", STRING_SHORT, 0, &o->sa_rotation, ret_error);
         return r;
 }
 
@@ -119,7 +120,8 @@ static int decode_in_place(const json_t *ipu, OscDesired *o, char **ret_error) {
         if (r >= 0)
                 r = get_string(ipu, w, "kubelet", STRING_SHORT, 0, &o->kubelet_version, ret_error);
         if (r >= 0)
-                r = get_string(ipu, w, "minVersionForUpdate", STRING_SHORT, 0, &o->min_version_for_update, ret_error);
+                r = get_string(ipu, w, "minVersionForUpdate", STRING_SHORT, 0, &o->min_version_for_update,
+                               ret_error);
         if (r >= 0)
                 r = json_field_object(ipu, w, "credentialsRotation", &rot, ret_error);
         if (r < 0 || !rot)
@@ -133,7 +135,8 @@ static int decode_os_update(const json_t *osu, OscDesired *o, char **ret_error) 
 
         r = get_string(osu, w, "command", STRING_ARG, 0, &o->os_update_command, ret_error);
         if (r >= 0)
-                r = json_field_strv(osu, w, "args", OSC_ARGS_MAX, OSC_ARG_MAX, 0, &o->os_update_args, ret_error);
+                r = json_field_strv(osu, w, "args", OSC_ARGS_MAX, OSC_ARG_MAX, 0, &o->os_update_args,
+                                    ret_error);
         return r;
 }
 
@@ -143,14 +146,15 @@ static int decode_kubelet_file(const json_t *file, const char *path, OscDesired 
         int r;
 
         o->kubelet_file_found = true;
-        if (asprintf(&p_content, "%s.content", path) < 0 || asprintf(&p_ref, "%s.content.imageRef", path) < 0)
+        if (asprintf(&p_content, "%s.content", path) < 0 ||
+            asprintf(&p_ref, "%s.content.imageRef", path) < 0)
                 return -ENOMEM;
 
         r = json_field_object(file, path, "content", &content, ret_error);
         if (r >= 0)
                 r = json_field_object(content, p_content, "imageRef", &ref, ret_error);
         if (r < 0 || !ref)
-                return r;               /* inline content: no image to stage; the plan says so */
+                return r; /* inline content: no image to stage; the plan says so */
 
         r = get_string(ref, p_ref, "image", STRING_IMAGE, JSON_FIELD_REQUIRED, &o->kubelet_image, ret_error);
         if (r >= 0)
@@ -178,9 +182,11 @@ static int scan_files(const json_t *files, const char *list, const char *kubelet
                 path = json_object_get(f, "path");
                 if (path && !json_is_string(path))
                         return error_setf(ret_error, -EINVAL, "%s[%zu].path: expected a string", list, i);
-                if (path && streq(list, "spec.files") && streq(json_string_value(path), OSC_KUBE_APISERVER_MANIFEST))
+                if (path && streq(list, "spec.files") &&
+                    streq(json_string_value(path), OSC_KUBE_APISERVER_MANIFEST))
                         o->control_plane = true;
-                if (!o->kubelet_file_found && path && kubelet_path && streq(json_string_value(path), kubelet_path)) {
+                if (!o->kubelet_file_found && path && kubelet_path &&
+                    streq(json_string_value(path), kubelet_path)) {
                         _cleanup_free_ char *where = NULL;
                         int r;
 
@@ -243,8 +249,9 @@ static int decode_yaml_doc(const char *data, size_t size, const char *checksum, 
         if (size > OSC_YAML_MAX)
                 return error_setf(ret_error, -EFBIG, "osc.yaml is larger than %d bytes", OSC_YAML_MAX);
         if (checksum && !string_ok(checksum, strlen(checksum), STRING_SHORT))
-                return error_setf(ret_error, -EINVAL, "metadata.annotations.%s: invalid or longer than %d bytes",
-                            OSC_CHECKSUM_ANNOTATION, OSC_SHORT_MAX);
+                return error_setf(ret_error, -EINVAL,
+                                  "metadata.annotations.%s: invalid or longer than %d bytes",
+                                  OSC_CHECKSUM_ANNOTATION, OSC_SHORT_MAX);
 
         o = calloc(1, sizeof(*o));
         if (!o)
@@ -259,8 +266,9 @@ static int decode_yaml_doc(const char *data, size_t size, const char *checksum, 
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return error_setf(ret_error, -EBADMSG, "unable to decode OSC from secret data key osc.yaml: %s",
-                            yerr ? yerr : strerror(-r));
+                return error_setf(ret_error, -EBADMSG,
+                                  "unable to decode OSC from secret data key osc.yaml: %s",
+                                  yerr ? yerr : strerror(-r));
 
         r = decode_document(doc, kubelet_path, o, ret_error);
         if (r < 0)
@@ -290,13 +298,14 @@ int osc_decode_yaml(const char *data, size_t size, const char *checksum, const c
 }
 
 const char *osc_secret_checksum(const json_t *secret) {
-        const json_t *c = json_object_get(json_object_get(json_object_get(secret, "metadata"), "annotations"),
-                                          OSC_CHECKSUM_ANNOTATION);
+        const json_t *c =
+                json_object_get(json_object_get(json_object_get(secret, "metadata"), "annotations"),
+                                OSC_CHECKSUM_ANNOTATION);
 
         return json_is_string(c) && json_string_length(c) > 0 &&
-                               string_ok(json_string_value(c), json_string_length(c), STRING_SHORT)
-                       ? json_string_value(c)
-                       : NULL;
+                        string_ok(json_string_value(c), json_string_length(c), STRING_SHORT) ?
+                json_string_value(c) :
+                NULL;
 }
 
 int osc_decode_secret(const json_t *secret, const char *kubelet_path, OscDesired **ret, char **ret_error) {
@@ -320,7 +329,8 @@ int osc_decode_secret_doc(const json_t *secret, const char *kubelet_path, OscDes
         if (json_is_object(annotations))
                 checksum = json_object_get(annotations, OSC_CHECKSUM_ANNOTATION);
         if (checksum && !json_is_string(checksum))
-                return error_setf(ret_error, -EINVAL, "metadata.annotations.%s: expected a string", OSC_CHECKSUM_ANNOTATION);
+                return error_setf(ret_error, -EINVAL, "metadata.annotations.%s: expected a string",
+                                  OSC_CHECKSUM_ANNOTATION);
 
         data = json_object_get(secret, "data");
         value = json_is_object(data) ? json_object_get(data, OSC_DATA_KEY) : NULL;
@@ -337,7 +347,7 @@ int osc_decode_secret_doc(const json_t *secret, const char *kubelet_path, OscDes
                 return r;
         if (r < 0)
                 return error_setf(ret_error, -EBADMSG,
-                            "unable to decode OSC from secret data key osc.yaml: invalid base64 data");
+                                  "unable to decode OSC from secret data key osc.yaml: invalid base64 data");
 
         return decode_yaml_doc(yaml, size, checksum ? json_string_value(checksum) : NULL, kubelet_path, ret,
                                ret_doc, ret_error);
@@ -396,7 +406,8 @@ int osc_kubelet_version(const OscDesired *o, char **ret, char **ret_error) {
                 r = version_check_kubelet_desired(v, &why);
         if (r < 0)
                 return error_setf(ret_error, -EINVAL, "%s%s: \"%s\" is not a valid kubelet version: %s",
-                                  from_spec ? "spec.inPlaceUpdates.kubelet" : strempty(o->kubelet_file_field),
+                                  from_spec ? "spec.inPlaceUpdates.kubelet" :
+                                              strempty(o->kubelet_file_field),
                                   from_spec ? "" : ".content.imageRef.image (its tag)", raw, why);
         *ret = TAKE_PTR(v);
         return 0;
@@ -413,7 +424,7 @@ int osc_check_kubelet_file_in_image(const OscDesired *o, char **ret_error) {
                 why = "must not be empty";
         else {
                 /* Each component between slashes; a leading slash is fine ("/kubelet"). */
-                for (const char *c = p + (*p == '/'); !why; ) {
+                for (const char *c = p + (*p == '/'); !why;) {
                         size_t n = strcspn(c, "/");
 
                         if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))

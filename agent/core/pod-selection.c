@@ -56,8 +56,7 @@ void pod_selection_done(PodSelection *s) {
         *s = (PodSelection) {};
 }
 
-_printf_(2, 3)
-static int bad_list(char **ret_error, const char *format, ...) {
+_printf_(2, 3) static int bad_list(char **ret_error, const char *format, ...) {
         va_list ap;
 
         if (!ret_error)
@@ -91,12 +90,14 @@ int pod_selection_from_list(const json_t *list, PodSelection *ret, char **ret_er
                 PodEntry *e = &s.pods[s.n_pods];
 
                 if (isempty(ns) || isempty(name))
-                        return bad_list(ret_error, "item %zu of the Pod list has no metadata.namespace and "
-                                        "metadata.name", i);
+                        return bad_list(ret_error,
+                                        "item %zu of the Pod list has no metadata.namespace and "
+                                        "metadata.name",
+                                        i);
                 e->namespace = strdup(ns);
                 e->name = strdup(name);
                 if (!e->namespace || !e->name) {
-                        s.n_pods++;     /* freed with the rest */
+                        s.n_pods++; /* freed with the rest */
                         return -ENOMEM;
                 }
                 e->verdict = pod_verdict(pod);
@@ -131,8 +132,8 @@ static int append_names(char **buf, const PodSelection *s, bool deleted, size_t 
                 len = (shown > 0 ? 2 : 0) + entry_length(e, !deleted);
                 if (used + len + (shown + 1 < n ? TAIL_MAX : 0) > budget)
                         break;
-                r = deleted ? strextendf_with_separator(buf, ", ", "%s/%s", e->namespace, e->name)
-                            : strextendf_with_separator(buf, ", ", "%s/%s (%s)", e->namespace, e->name,
+                r = deleted ? strextendf_with_separator(buf, ", ", "%s/%s", e->namespace, e->name) :
+                              strextendf_with_separator(buf, ", ", "%s/%s (%s)", e->namespace, e->name,
                                                         pod_verdict_to_string(e->verdict));
                 if (r < 0)
                         return r;
@@ -140,8 +141,8 @@ static int append_names(char **buf, const PodSelection *s, bool deleted, size_t 
                 shown++;
         }
         if (shown < n)
-                return strextendf_with_separator(buf, NULL, shown > 0 ? " and %zu more" : "%zu not named here",
-                                                 n - shown);
+                return strextendf_with_separator(
+                        buf, NULL, shown > 0 ? " and %zu more" : "%zu not named here", n - shown);
         return 0;
 }
 
@@ -150,24 +151,26 @@ char *pod_selection_message(const PodSelection *s, size_t max) {
         size_t skipped = s->n_pods - s->n_delete, fixed, budget, used;
         char *m;
 
-        if (asprintf(&head, "Deleted %zu Pod(s) still bound to the node after the in-place update", s->n_delete) < 0)
+        if (asprintf(&head, "Deleted %zu Pod(s) still bound to the node after the in-place update",
+                     s->n_delete) < 0)
                 return NULL;
         if (skipped > 0 && asprintf(&tail, " Left alone %zu: ", skipped) < 0)
                 return NULL;
         /* ": " and "." after the deleted names, "." after the others, the NUL */
         fixed = strlen(head) + 3 + (tail ? strlen(tail) + 1 : 0) + 1;
         budget = max > fixed ? max - fixed : 0;
-        if (s->n_delete > 0 && append_names(&names, s, /* deleted= */ true, s->n_delete,
-                                            skipped > 0 ? budget / 2 : budget) < 0)
+        if (s->n_delete > 0 &&
+            append_names(&names, s, /* deleted= */ true, s->n_delete, skipped > 0 ? budget / 2 : budget) < 0)
                 return NULL;
         used = strlen(strempty(names));
-        if (skipped > 0 && append_names(&skipped_names, s, /* deleted= */ false, skipped,
-                                        budget > used ? budget - used : 0) < 0)
+        if (skipped > 0 &&
+            append_names(&skipped_names, s, /* deleted= */ false, skipped,
+                         budget > used ? budget - used : 0) < 0)
                 return NULL;
         if (asprintf(&m, "%s%s%s.%s%s%s", head, names ? ": " : "", strempty(names), strempty(tail),
                      strempty(skipped_names), tail ? "." : "") < 0)
                 return NULL;
         if (strlen(m) >= max && max > 0)
-                m[max - 1] = '\0';      /* only when `max` cannot even hold the counts */
+                m[max - 1] = '\0'; /* only when `max` cannot even hold the counts */
         return m;
 }

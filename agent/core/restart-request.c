@@ -140,16 +140,17 @@ static int parse_entry(RestartRequest *r, const char *s, size_t n, const char *s
         if (strv_contains((char *const *) replaced_units, unit)) {
                 /* docs/contract.md §9.4: a replaced unit is never restarted; the entry means the agent. */
                 if (!self_unit)
-                        return add_rejected(r, s, n, "names a unit the agent replaces, and the agent's own unit "
-                                                     "is not configured");
+                        return add_rejected(r, s, n,
+                                            "names a unit the agent replaces, and the agent's own unit "
+                                            "is not configured");
                 if (free_and_strdup(&unit, self_unit) < 0)
                         return -ENOMEM;
         }
 
         if (has_unit(r, unit) || (streq_ptr(unit, self_unit) && r->has_self))
-                return 0;                       /* duplicates are restarted once */
+                return 0; /* duplicates are restarted once */
         if (streq_ptr(unit, self_unit)) {
-                r->has_self = true;             /* appended after everything else */
+                r->has_self = true; /* appended after everything else */
                 return 0;
         }
         if (r->n_units >= RESTART_REQUEST_UNITS_MAX)
@@ -193,7 +194,7 @@ int restart_request_parse(const char *value, const char *self_unit, const char *
 
         while (*p && is_blank(*p))
                 p++;
-        while (*p) {                    /* a blank value means "nothing", not "one empty entry" */
+        while (*p) { /* a blank value means "nothing", not "one empty entry" */
                 const char *end = strchrnul(p, ','), *s = p, *e = end;
 
                 while (s < e && is_blank(*s))
@@ -206,7 +207,7 @@ int restart_request_parse(const char *value, const char *self_unit, const char *
                 if (!*end)
                         break;
                 p = end + 1;
-                if (!*p) {              /* "a," ends in an empty entry, reported like ",," */
+                if (!*p) { /* "a," ends in an empty entry, reported like ",," */
                         k = parse_entry(r, p, 0, self_unit, replaced_units);
                         if (k < 0)
                                 return k;
@@ -274,7 +275,8 @@ int restart_request_rejected_summary(const RestartRequest *r, char **ret) {
                 const RestartRejected *j = &r->rejected[listed];
                 size_t room = RESTART_REQUEST_MESSAGE_MAX - n;
 
-                k = snprintf(s + n, room + 1, "%s \"%s\" (%s)", listed ? "," : "", strempty(j->entry), j->why);
+                k = snprintf(s + n, room + 1, "%s \"%s\" (%s)", listed ? "," : "", strempty(j->entry),
+                             j->why);
                 if (k < 0 || (size_t) k + 32 > room) {
                         s[n] = '\0';
                         break;

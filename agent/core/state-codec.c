@@ -32,7 +32,8 @@ static json_t *done_json(uint64_t done) {
         json_t *a = json_array();
 
         for (UpdateStep s = 0; a && s < _UPDATE_STEP_MAX; s++)
-                if ((done & (UINT64_C(1) << s)) && json_array_append_new(a, json_string(update_step_to_string(s))) < 0) {
+                if ((done & (UINT64_C(1) << s)) &&
+                    json_array_append_new(a, json_string(update_step_to_string(s))) < 0) {
                         json_decref(a);
                         return NULL;
                 }
@@ -110,14 +111,16 @@ static int encode_document(const UpdateTransaction *tx, json_t *doc) {
                                 return -ENOMEM;
                 }
                 if (f->type == TX_FIELD_PRESENT) {
-                        if (!json_object_get(doc, f->key) && json_object_set_new(doc, f->key, json_object()) < 0)
+                        if (!json_object_get(doc, f->key) &&
+                            json_object_set_new(doc, f->key, json_object()) < 0)
                                 return -ENOMEM;
                         continue;
                 }
                 v = field_json(tx, f);
                 if (!v || json_object_set_new(parent, leaf, v) < 0)
                         return -ENOMEM;
-                if (streq(f->key, "phase") && json_object_set_new(doc, "version", json_integer(STATE_FILE_VERSION)) < 0)
+                if (streq(f->key, "phase") &&
+                    json_object_set_new(doc, "version", json_integer(STATE_FILE_VERSION)) < 0)
                         return -ENOMEM;
         }
         return 0;
@@ -161,8 +164,7 @@ typedef struct Decoder {
         char **ret_error;
 } Decoder;
 
-_printf_(2, 3)
-static int bad(Decoder *d, const char *format, ...) {
+_printf_(2, 3) static int bad(Decoder *d, const char *format, ...) {
         va_list ap;
 
         if (!d->ret_error)
@@ -179,15 +181,16 @@ static int badmsg(int r) {
         return r == -EINVAL ? -EBADMSG : r;
 }
 
-static int get_u64(Decoder *d, const json_t *o, const char *where, const char *key, uint64_t max, uint64_t *ret) {
+static int get_u64(Decoder *d, const json_t *o, const char *where, const char *key, uint64_t max,
+                   uint64_t *ret) {
         int r = json_field_u64(o, where, key, max, ret, d->ret_error);
 
         return r < 0 ? badmsg(r) : 0;
 }
 
 /* An enum field stored by name (phase, failure code, OS backend); null/absent is `absent`. */
-static int get_named(Decoder *d, const json_t *o, const char *where, const char *key, TxFieldType type, int absent,
-                     int *ret) {
+static int get_named(Decoder *d, const json_t *o, const char *where, const char *key, TxFieldType type,
+                     int absent, int *ret) {
         _cleanup_free_ char *s = NULL;
         int r = json_field_string(o, where, key, SIZE_MAX, 0, &s, d->ret_error);
 
@@ -198,12 +201,14 @@ static int get_named(Decoder *d, const json_t *o, const char *where, const char 
                 return 0;
         }
         *ret = type == TX_FIELD_PHASE ? (int) update_phase_from_string(s) :
-               type == TX_FIELD_CODE ? (int) update_failure_code_from_string(s) :
-                                       (int) os_update_backend_from_string(s);
+                type == TX_FIELD_CODE ? (int) update_failure_code_from_string(s) :
+                                        (int) os_update_backend_from_string(s);
         if (*ret < 0)
                 return badmsg(json_field_error(d->ret_error, where, key, "unknown %s \"%s\"",
-                                               type == TX_FIELD_PHASE ? "phase" :
-                                               type == TX_FIELD_CODE ? "failure code" : "backend", s));
+                                               type == TX_FIELD_PHASE        ? "phase" :
+                                                       type == TX_FIELD_CODE ? "failure code" :
+                                                                               "backend",
+                                               s));
         return 0;
 }
 
@@ -237,10 +242,11 @@ static int decode_field(Decoder *d, const json_t *doc, UpdateTransaction *tx, co
                 return badmsg(r);
         switch (f->type) {
         case TX_FIELD_STRING:
-                return badmsg(json_field_string(o, where, leaf, SIZE_MAX, 0, FIELD(tx, f, char *), d->ret_error));
+                return badmsg(
+                        json_field_string(o, where, leaf, SIZE_MAX, 0, FIELD(tx, f, char *), d->ret_error));
         case TX_FIELD_STRV:
-                return badmsg(json_field_strv(o, where, leaf, OSC_ARGS_MAX, SIZE_MAX, 0, FIELD(tx, f, char **),
-                                              d->ret_error));
+                return badmsg(json_field_strv(o, where, leaf, OSC_ARGS_MAX, SIZE_MAX, 0,
+                                              FIELD(tx, f, char **), d->ret_error));
         case TX_FIELD_BOOL:
                 r = json_field_bool(o, where, leaf, &b, d->ret_error);
                 *FIELD(tx, f, bool) = b > 0;

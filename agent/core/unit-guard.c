@@ -16,8 +16,8 @@ static const char *const role_words[_UNIT_GUARD_ROLE_MAX] = {
         [UNIT_GUARD_CONTAINERD] = "containerd",
 };
 
-int unit_guard_init(UnitGuard *g, const char *self_unit, char *const *replaced_units, const char *kubelet_unit,
-                    const char *containerd_unit) {
+int unit_guard_init(UnitGuard *g, const char *self_unit, char *const *replaced_units,
+                    const char *kubelet_unit, const char *containerd_unit) {
         const char *names[_UNIT_GUARD_ROLE_MAX] = { self_unit, kubelet_unit, containerd_unit };
 
         *g = (UnitGuard) {};
@@ -68,8 +68,11 @@ int unit_guard_add_edge(UnitGuard *g, UnitGuardRole role, UnitGuardEdgeKind kind
         u = &g->units[role];
         if (u->n_edges >= UNIT_GUARD_EDGES_MAX)
                 return -E2BIG;
-        e = (UnitGuardEdge) { .kind = kind, .property = property, .unit = strdup(unit),
-                              .declared_by = strdup(declared_by), .named = strdup(named) };
+        e = (UnitGuardEdge) { .kind = kind,
+                              .property = property,
+                              .unit = strdup(unit),
+                              .declared_by = strdup(declared_by),
+                              .named = strdup(named) };
         if (!e.unit || !e.declared_by || !e.named) {
                 edge_done(&e);
                 return -ENOMEM;
@@ -115,10 +118,8 @@ typedef struct PropertyKind {
 
 /* The dependency properties of a protected unit's own text, and what each means for it. */
 static const PropertyKind own_properties[] = {
-        { "Requires", UNIT_GUARD_REACHES },
-        { "Requisite", UNIT_GUARD_REACHES },
-        { "BindsTo", UNIT_GUARD_REACHES },
-        { "PartOf", UNIT_GUARD_REACHES },
+        { "Requires", UNIT_GUARD_REACHES },    { "Requisite", UNIT_GUARD_REACHES },
+        { "BindsTo", UNIT_GUARD_REACHES },     { "PartOf", UNIT_GUARD_REACHES },
         { "Conflicts", UNIT_GUARD_CONFLICTS },
 };
 
@@ -155,7 +156,7 @@ static int learn_words(UnitGuard *g, const char *unit, const char *property, con
                         return -ENOMEM;
                 p += n;
                 if (strchr(word, '%'))
-                        continue;       /* a specifier: not a unit we can name */
+                        continue; /* a specifier: not a unit we can name */
                 /* A protected unit's own dependencies: what reaches it. */
                 for (size_t i = 0; own >= 0 && i < ELEMENTSOF(own_properties) && r >= 0; i++)
                         if (streq(property, own_properties[i].property))
@@ -163,16 +164,19 @@ static int learn_words(UnitGuard *g, const char *unit, const char *property, con
                                                         own_properties[i].property, word);
                 if (r < 0)
                         return r;
-                /* Any unit's, a protected one's too (kubelet.service with RequiredBy=inplace-agent.service). */
+                /* Any unit's, a protected one's too (kubelet.service with RequiredBy=inplace-agent.service).
+                 */
                 for (size_t i = 0; i < ELEMENTSOF(foreign_properties); i++) {
                         if (!streq(property, foreign_properties[i].property))
                                 continue;
                         /* Naming a protected unit or a slice it runs in. */
                         for (size_t k = 0; k < _UNIT_GUARD_ROLE_MAX && r >= 0; k++)
-                                if ((int) k != own && (streq_ptr(word, g->units[k].name) ||
-                                                       unit_guard_slice_contains(word, g->units[k].slice)))
-                                        r = unit_guard_add_edge(g, (UnitGuardRole) k, foreign_properties[i].kind, unit,
-                                                                unit, foreign_properties[i].property, word);
+                                if ((int) k != own &&
+                                    (streq_ptr(word, g->units[k].name) ||
+                                     unit_guard_slice_contains(word, g->units[k].slice)))
+                                        r = unit_guard_add_edge(g, (UnitGuardRole) k,
+                                                                foreign_properties[i].kind, unit, unit,
+                                                                foreign_properties[i].property, word);
                         if (r < 0)
                                 return r;
                 }
@@ -262,7 +266,7 @@ int unit_guard_learn_osc(UnitGuard *g, const OscChanges *c) {
 typedef enum Act {
         ACT_STOP,
         ACT_RESTART,
-        ACT_REMOVE,                     /* a unit the OSC no longer has: disabled, stopped or restarted */
+        ACT_REMOVE, /* a unit the OSC no longer has: disabled, stopped or restarted */
 } Act;
 
 static const char *fixed_reason(const char *unit) {
@@ -287,7 +291,8 @@ static int slice_members(const UnitGuard *g, const char *slice, char **ret) {
 
                 if (!u->name || !unit_guard_slice_contains(slice, u->slice))
                         continue;
-                if (asprintf(&grown, "%s%s%s (%s)", strempty(list), list ? ", " : "", u->name, role_words[i]) < 0)
+                if (asprintf(&grown, "%s%s%s (%s)", strempty(list), list ? ", " : "", u->name,
+                             role_words[i]) < 0)
                         return -ENOMEM;
                 free(list);
                 list = grown;
@@ -299,8 +304,10 @@ static int slice_members(const UnitGuard *g, const char *slice, char **ret) {
 static int why_edge(const UnitGuardEdge *e, const char *unit, UnitGuardRole role, char **ret) {
         return asprintf(ret, "%s it %s %s (%s): %s has %s=%s",
                         e->kind == UNIT_GUARD_CONFLICTS ? "starting" : "stopping or restarting",
-                        e->kind == UNIT_GUARD_CONFLICTS ? "stops" : "stops or restarts", unit, role_words[role],
-                        e->declared_by, e->property, e->named) < 0 ? -ENOMEM : 1;
+                        e->kind == UNIT_GUARD_CONFLICTS ? "stops" : "stops or restarts", unit,
+                        role_words[role], e->declared_by, e->property, e->named) < 0 ?
+                -ENOMEM :
+                1;
 }
 
 static int check_edges(const UnitGuard *g, const char *unit, Act act, char **ret_why) {
@@ -314,7 +321,7 @@ static int check_edges(const UnitGuard *g, const char *unit, Act act, char **ret
                                 continue;
                         if (e->kind == UNIT_GUARD_CONFLICTS) {
                                 if (act == ACT_STOP)
-                                        continue;       /* only a start stops what conflicts */
+                                        continue; /* only a start stops what conflicts */
                         } else if (i != UNIT_GUARD_AGENT && !is_slice_or_target(unit))
                                 /* The kubelet's and containerd's services may hang on each other (and
                                  * on others) by design: restarting containerd may restart the kubelet.
@@ -334,14 +341,21 @@ static int check_unit(const UnitGuard *g, const char *unit, Act act, char **ret_
 
         if (streq_ptr(unit, g->units[UNIT_GUARD_AGENT].name)) {
                 if (act == ACT_RESTART)
-                        return 0;       /* the agent restarting itself: last, once (osc-diff, osc-apply) */
-                return asprintf(ret_why, "%s the agent's own unit (restart.selfUnit) would stop the agent; "
-                                "an OSC may change it (the agent then restarts itself) but not stop or remove it",
-                                act == ACT_STOP ? "stopping" : "removing") < 0 ? -ENOMEM : 1;
+                        return 0; /* the agent restarting itself: last, once (osc-diff, osc-apply) */
+                return asprintf(
+                               ret_why,
+                               "%s the agent's own unit (restart.selfUnit) would stop the agent; "
+                               "an OSC may change it (the agent then restarts itself) but not stop or remove it",
+                               act == ACT_STOP ? "stopping" : "removing") < 0 ?
+                        -ENOMEM :
+                        1;
         }
         if (strv_contains(g->replaced_units, unit))
-                return asprintf(ret_why, "the agent runs in place of this unit (osc.replacedUnits); an OSC "
-                                "never stops, restarts or removes it") < 0 ? -ENOMEM : 1;
+                return asprintf(ret_why,
+                                "the agent runs in place of this unit (osc.replacedUnits); an OSC "
+                                "never stops, restarts or removes it") < 0 ?
+                        -ENOMEM :
+                        1;
         fixed = fixed_reason(unit);
         if (fixed)
                 return asprintf(ret_why, "%s", fixed) < 0 ? -ENOMEM : 1;
@@ -349,8 +363,10 @@ static int check_unit(const UnitGuard *g, const char *unit, Act act, char **ret_
         if (r < 0)
                 return r;
         if (members)
-                return asprintf(ret_why, "the slice contains %s; stopping or restarting it stops them", members) < 0
-                               ? -ENOMEM : 1;
+                return asprintf(ret_why, "the slice contains %s; stopping or restarting it stops them",
+                                members) < 0 ?
+                        -ENOMEM :
+                        1;
         return check_edges(g, unit, act, ret_why);
 }
 
@@ -359,12 +375,15 @@ static int check_item(const UnitGuard *g, const OscWork *w, char **ret_why) {
         case OSC_WORK_WRITE_UNIT:
                 /* Every changed unit gets its command (osc-diff): judged here, before its file. */
                 return check_unit(g, w->unit.name,
-                                  osc_unit_effective_command(&w->unit) == OSC_UNIT_COMMAND_STOP ? ACT_STOP : ACT_RESTART,
+                                  osc_unit_effective_command(&w->unit) == OSC_UNIT_COMMAND_STOP ?
+                                          ACT_STOP :
+                                          ACT_RESTART,
                                   ret_why);
         case OSC_WORK_DELETE_UNIT:
                 return check_unit(g, w->unit.name, ACT_REMOVE, ret_why);
         case OSC_WORK_UNIT_COMMAND:
-                return check_unit(g, w->name, w->command == OSC_UNIT_COMMAND_STOP ? ACT_STOP : ACT_RESTART, ret_why);
+                return check_unit(g, w->name, w->command == OSC_UNIT_COMMAND_STOP ? ACT_STOP : ACT_RESTART,
+                                  ret_why);
         default:
                 return 0;
         }
@@ -388,5 +407,5 @@ int unit_guard_check_changes(const UnitGuard *g, const OscChanges *c, size_t *re
 
 bool unit_guard_is_self_restart(const char *self_unit, const OscWork *w) {
         return w->kind == OSC_WORK_UNIT_COMMAND && w->command != OSC_UNIT_COMMAND_STOP && self_unit &&
-               streq_ptr(w->name, self_unit);
+                streq_ptr(w->name, self_unit);
 }

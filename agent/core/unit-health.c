@@ -152,7 +152,8 @@ UnitRunning unit_health_running(const UnitHealthState *u, const char **ret_why) 
         return UNIT_WAITING;
 }
 
-int unit_health_units_started(const OscModel *m, char *const *replaced, const char ***ret_names, size_t *ret_n) {
+int unit_health_units_started(const OscModel *m, char *const *replaced, const char ***ret_names,
+                              size_t *ret_n) {
         _cleanup_free_ const char **names = NULL;
         _cleanup_free_ bool *enabled = NULL;
         size_t n, k = 0;

@@ -7,7 +7,7 @@
 
 static const char *const unit_types[] = {
         ".service", ".socket", ".target", ".device", ".mount", ".automount",
-        ".swap", ".timer", ".path", ".slice", ".scope",
+        ".swap",    ".timer",  ".path",   ".slice",  ".scope",
 };
 
 const char *unit_name_type(const char *name) {
@@ -26,8 +26,8 @@ bool unit_name_has_type_suffix(const char *name) {
 }
 
 static bool valid_char(char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               c == ':' || c == '_' || c == '.' || c == '-' || c == '@';
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == ':' ||
+                c == '_' || c == '.' || c == '-' || c == '@';
 }
 
 static int reject(const char **ret_why, const char *why) {

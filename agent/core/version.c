@@ -12,19 +12,13 @@ typedef struct Reference {
 } Reference;
 
 static const char *const op_names[_VERSION_OP_MAX] = {
-        [VERSION_OP_EQ] = "=",
-        [VERSION_OP_NE] = "!=",
-        [VERSION_OP_LT] = "<",
-        [VERSION_OP_LE] = "<=",
-        [VERSION_OP_GT] = ">",
-        [VERSION_OP_GE] = ">=",
+        [VERSION_OP_EQ] = "=",  [VERSION_OP_NE] = "!=", [VERSION_OP_LT] = "<",
+        [VERSION_OP_LE] = "<=", [VERSION_OP_GT] = ">",  [VERSION_OP_GE] = ">=",
 };
 
 static const char *const change_names[_KUBELET_CHANGE_MAX] = {
-        [KUBELET_CHANGE_NONE] = "none",
-        [KUBELET_CHANGE_PATCH] = "patch",
-        [KUBELET_CHANGE_MINOR] = "minor",
-        [KUBELET_CHANGE_DOWNGRADE] = "downgrade",
+        [KUBELET_CHANGE_NONE] = "none",   [KUBELET_CHANGE_PATCH] = "patch",
+        [KUBELET_CHANGE_MINOR] = "minor", [KUBELET_CHANGE_DOWNGRADE] = "downgrade",
         [KUBELET_CHANGE_SKIP] = "skip",
 };
 
@@ -197,7 +191,7 @@ static int parse_reference(const char *s, Reference *ret, const char **ret_why) 
         }
 
         if (is_wildcard(part[0], len[0]))
-                ref.dirty = true;               /* "x": 0.0.0, neither minor nor patch dirty */
+                ref.dirty = true; /* "x": 0.0.0, neither minor nor patch dirty */
         else if (n < 2 || is_wildcard(part[1], len[1])) {
                 ref.dirty = ref.minor_dirty = true;
                 ref.v.major = num[0];
@@ -309,8 +303,8 @@ int version_compare(const char *a, VersionOp op, const char *b, const char **ret
 }
 
 static bool safe_char(char c) {
-        return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-               c == '.' || c == '+' || c == '_' || c == '-';
+        return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' || c == '+' ||
+                c == '_' || c == '-';
 }
 
 bool version_is_safe_name(const char *s) {
@@ -352,7 +346,8 @@ int version_check_kubelet_desired(const char *v, const char **ret_why) {
                 why = "only [0-9A-Za-z.+_-] starting with a digit may name a version";
         else if (n > KUBELET_VERSION_MAX)
                 why = "longer than 63 bytes, the limit of a label value";
-        else if (strchr(v, '+') || !(is_digit(v[n - 1]) || ((v[n - 1] | 0x20) >= 'a' && (v[n - 1] | 0x20) <= 'z')))
+        else if (strchr(v, '+') ||
+                 !(is_digit(v[n - 1]) || ((v[n - 1] | 0x20) >= 'a' && (v[n - 1] | 0x20) <= 'z')))
                 why = "not a valid label value";
         else if (version_parse(v, &parsed, &why) >= 0)
                 return 0;

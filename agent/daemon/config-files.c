@@ -63,8 +63,8 @@ int config_load_files(Config *c, const char *path, bool optional, char **ret_err
 
         {
                 const char *slash = strrchr(path, '/');
-                if (asprintf(&dir, "%.*s/config.d", slash ? (int) (slash - path) : 1,
-                             slash ? path : ".") < 0)
+                if (asprintf(&dir, "%.*s/config.d", slash ? (int) (slash - path) : 1, slash ? path : ".") <
+                    0)
                         return -ENOMEM;
                 /* The directory of the file and its drop-ins: the agent's own, no OSC file goes there. */
                 free(c->config_directory);
@@ -90,7 +90,8 @@ int config_load_files(Config *c, const char *path, bool optional, char **ret_err
                         continue;
                 if (n >= CONFIG_DROPINS_MAX) {
                         closedir(d);
-                        return config_errorf(ret_error, dir, NULL, "more than %d drop-ins", CONFIG_DROPINS_MAX);
+                        return config_errorf(ret_error, dir, NULL, "more than %d drop-ins",
+                                             CONFIG_DROPINS_MAX);
                 }
                 if (asprintf(&names[n], "%s/%s", dir, de->d_name) < 0) {
                         closedir(d);
@@ -109,8 +110,8 @@ int config_load_files(Config *c, const char *path, bool optional, char **ret_err
         return 0;
 }
 
-int config_load_environment(Config *c, const char *node_name, const char *kubeconfig,
-                            const char *state_dir, char **ret_error) {
+int config_load_environment(Config *c, const char *node_name, const char *kubeconfig, const char *state_dir,
+                            char **ret_error) {
         char host[HOST_NAME_MAX + 1] = "";
         const char *env_node = getenv("NODE_NAME");
         ConfigOverrides o = {

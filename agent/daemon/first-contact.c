@@ -12,14 +12,15 @@
 #include "util/time-util.h"
 
 struct FirstContact {
-        const Config *config;           /* borrowed */
-        Reporter *reporter;             /* borrowed */
+        const Config *config; /* borrowed */
+        Reporter *reporter;   /* borrowed */
         uint64_t event_min_usec;
-        ContactBlocker contact;         /* what keeps us from the API server before the first contact */
-        Console *console;               /* owned: the kernel console; NULL when console.enabled=false */
+        ContactBlocker contact; /* what keeps us from the API server before the first contact */
+        Console *console;       /* owned: the kernel console; NULL when console.enabled=false */
 };
 
-int first_contact_new(const Config *config, Reporter *reporter, uint64_t event_min_usec, FirstContact **ret) {
+int first_contact_new(const Config *config, Reporter *reporter, uint64_t event_min_usec,
+                      FirstContact **ret) {
         _cleanup_(first_contact_freep) FirstContact *f = NULL;
         int r;
 
@@ -63,8 +64,8 @@ void first_contact_blocked(FirstContact *f, const char *reason) {
                 return;
         }
         if (changed) {
-                k = status_blocker_save(f->config->state_directory, f->contact.reason, f->contact.first_reason,
-                                        f->contact.since_realtime_usec);
+                k = status_blocker_save(f->config->state_directory, f->contact.reason,
+                                        f->contact.first_reason, f->contact.since_realtime_usec);
                 if (k < 0)
                         log_debug_errno(k, "Cannot write %s: %m", STATUS_BLOCKER_FILE);
         }
@@ -95,8 +96,7 @@ void first_contact_reached(FirstContact *f) {
 
         if (f->contact.contacted)
                 return;
-        r = contact_blocker_contact(&f->contact, clock_now_usec(CLOCK_MONOTONIC), f->event_min_usec,
-                                    &msg);
+        r = contact_blocker_contact(&f->contact, clock_now_usec(CLOCK_MONOTONIC), f->event_min_usec, &msg);
         if (r < 0)
                 log_oom();
         if (r <= 0)
@@ -109,6 +109,7 @@ void first_contact_reached(FirstContact *f) {
         if (told && f->console) {
                 r = console_write(f->console, "reached the API server; the reason above no longer holds");
                 if (r < 0)
-                        log_debug_errno(r, "Cannot write to the console %s: %m", strempty(f->config->console.path));
+                        log_debug_errno(r, "Cannot write to the console %s: %m",
+                                        strempty(f->config->console.path));
         }
 }

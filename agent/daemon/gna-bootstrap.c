@@ -25,12 +25,15 @@ void gna_bootstrap_provision_kubelet(const Config *config) {
                 log_oom();
                 return;
         }
-        r = kubelet_bootstrap_provision(&(KubeletBootstrapParams) { .kubelet_directory = kubelet, .token_file = token,
-                                                                   .server = server, .ca_file = ca },
-                                        &error);
+        r = kubelet_bootstrap_provision(
+                &(KubeletBootstrapParams) {
+                        .kubelet_directory = kubelet, .token_file = token, .server = server, .ca_file = ca },
+                &error);
         if (r < 0)
-                log_warning_errno(r, "Cannot write the kubelet's bootstrap kubeconfig: %s", error ?: strerror(-r));
+                log_warning_errno(r, "Cannot write the kubelet's bootstrap kubeconfig: %s",
+                                  error ?: strerror(-r));
         else if (r > 0)
-                log_info("Wrote the kubelet's bootstrap kubeconfig %s/%s from gardener-node-agent's bootstrap token.",
-                         kubelet, KUBELET_BOOTSTRAP_KUBECONFIG);
+                log_info(
+                        "Wrote the kubelet's bootstrap kubeconfig %s/%s from gardener-node-agent's bootstrap token.",
+                        kubelet, KUBELET_BOOTSTRAP_KUBECONFIG);
 }

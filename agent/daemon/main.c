@@ -8,8 +8,8 @@
 #include "build-config.h"
 #include "daemon/config-files.h"
 #include "daemon/manager.h"
-#include "kube/kube-tuning.h"
 #include "daemon/status.h"
+#include "kube/kube-tuning.h"
 #include "update/catalog-ids.h"
 #include "util/log.h"
 
@@ -57,17 +57,15 @@ static int usage_error(const char *fmt, const char *arg) {
 /* Returns 1 to continue, 0 to exit successfully (--help/--version), <0 for usage errors. */
 static int parse_argv(int argc, char *argv[], Verb *ret_verb) {
         enum { ARG_NODE_NAME = 0x100, ARG_KUBECONFIG, ARG_STATE_DIR, ARG_LOG_LEVEL, ARG_JSON, ARG_VERSION };
-        static const struct option options[] = {
-                { "config", required_argument, NULL, 'c' },
-                { "node-name", required_argument, NULL, ARG_NODE_NAME },
-                { "kubeconfig", required_argument, NULL, ARG_KUBECONFIG },
-                { "state-dir", required_argument, NULL, ARG_STATE_DIR },
-                { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
-                { "json", no_argument, NULL, ARG_JSON },
-                { "help", no_argument, NULL, 'h' },
-                { "version", no_argument, NULL, ARG_VERSION },
-                {}
-        };
+        static const struct option options[] = { { "config", required_argument, NULL, 'c' },
+                                                 { "node-name", required_argument, NULL, ARG_NODE_NAME },
+                                                 { "kubeconfig", required_argument, NULL, ARG_KUBECONFIG },
+                                                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+                                                 { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
+                                                 { "json", no_argument, NULL, ARG_JSON },
+                                                 { "help", no_argument, NULL, 'h' },
+                                                 { "version", no_argument, NULL, ARG_VERSION },
+                                                 {} };
         Verb verb = VERB_RUN;
         int c, level;
 
@@ -169,7 +167,8 @@ static int verb_check_config(void) {
         char *s;
 
         if (!c) {
-                fprintf(stderr, "inplace-agent: configuration error: %s\n", error ? error : strerror(ENOMEM));
+                fprintf(stderr, "inplace-agent: configuration error: %s\n",
+                        error ? error : strerror(ENOMEM));
                 return EXIT_USAGE;
         }
         j = config_to_json(c);
@@ -212,7 +211,7 @@ static int verb_run(void) {
                 log_oom();
                 return EXIT_FAILURE;
         }
-        if (r < 0)      /* logged here only, once: an unusable state directory is a configuration error too */
+        if (r < 0) /* logged here only, once: an unusable state directory is a configuration error too */
                 return config_error(error ? error : strerror(-r));
         r = manager_run(m);
         return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;

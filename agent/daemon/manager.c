@@ -35,47 +35,47 @@
 #include "util/error-message.h"
 #include "util/event-util.h"
 #include "util/fileio.h"
-#include "util/log.h"
 #include "util/log-once.h"
+#include "util/log.h"
 #include "util/time-util.h"
 
 #define AGENT_COMPONENT "inplace-agent"
 #define KUBECONFIG_RETRY_USEC (10 * USEC_PER_SEC)
 
 struct Manager {
-        Config *config;                 /* owned */
-        sd_event *event;                /* ref held */
+        Config *config;  /* owned */
+        sd_event *event; /* ref held */
         KubeTuning tuning;
 
-        Http *http;                     /* owned */
-        KubeClient *kube;               /* owned; NULL until a kubeconfig was loaded */
-        KubeWatch *node_watch;          /* owned */
-        KubeEvents *events;             /* owned */
-        Lease *lease;                   /* owned; NULL when lease.enabled=false */
-        Reporter *reporter;             /* owned: every write about us (Node, Events, STATUS=) */
-        sd_event_source *kubeconfig_timer;      /* owned: retries loading the kubeconfig */
-        sd_event_source *trim_timer;    /* owned: gives freed heap back once things have been quiet */
-        LogOnce kubeconfig_error;       /* the last load error, to log each distinct one once */
-        char *api_server;               /* owned: the kubeconfig's server, for messages; NULL before one */
-        FirstContact *contact;          /* owned: what keeps us from the API server, until it answered */
-        Identity *identity;             /* owned: our client certificate (bootstrap, renewal); NULL if unused */
+        Http *http;                        /* owned */
+        KubeClient *kube;                  /* owned; NULL until a kubeconfig was loaded */
+        KubeWatch *node_watch;             /* owned */
+        KubeEvents *events;                /* owned */
+        Lease *lease;                      /* owned; NULL when lease.enabled=false */
+        Reporter *reporter;                /* owned: every write about us (Node, Events, STATUS=) */
+        sd_event_source *kubeconfig_timer; /* owned: retries loading the kubeconfig */
+        sd_event_source *trim_timer;       /* owned: gives freed heap back once things have been quiet */
+        LogOnce kubeconfig_error;          /* the last load error, to log each distinct one once */
+        char *api_server;      /* owned: the kubeconfig's server, for messages; NULL before one */
+        FirstContact *contact; /* owned: what keeps us from the API server, until it answered */
+        Identity *identity;    /* owned: our client certificate (bootstrap, renewal); NULL if unused */
 
-        SystemdSide *systemd;           /* owned: everything that talks to systemd */
-        Executor *executor;             /* owned */
-        NodeLabeler *labeler;           /* owned: node-role and zone labels */
-        OscSource *osc;                 /* owned: the OSC Secret, from its name to the executor */
-        AppliedOsc *applied;            /* owned: the last-applied OSC, for the units check and the drift repair */
-        DriftRepair *drift;             /* owned: the drift check and repair */
+        SystemdSide *systemd; /* owned: everything that talks to systemd */
+        Executor *executor;   /* owned */
+        NodeLabeler *labeler; /* owned: node-role and zone labels */
+        OscSource *osc;       /* owned: the OSC Secret, from its name to the executor */
+        AppliedOsc *applied;  /* owned: the last-applied OSC, for the units check and the drift repair */
+        DriftRepair *drift;   /* owned: the drift check and repair */
 
-        json_t *node;                   /* ref held: the latest Node; NULL while unknown or absent */
-        NodeView *view;                 /* owned: `node` decoded once, for every reader; NULL likewise */
-        LogOnce view_error;             /* the last decode error, logged once */
-        LogOnce view_warning;           /* the last decode warning, logged once */
-        char *node_uid;                 /* owned */
-        LogOnce list_outcome;           /* of the last LIST of the Node (0 or -errno), said once; unset
-                                         * before the first LIST completed or failed (READY=1 may come
-                                         * before: while there is no kubeconfig yet) */
-        bool node_view;                 /* debug: mirror the Node view into the state directory */
+        json_t *node;         /* ref held: the latest Node; NULL while unknown or absent */
+        NodeView *view;       /* owned: `node` decoded once, for every reader; NULL likewise */
+        LogOnce view_error;   /* the last decode error, logged once */
+        LogOnce view_warning; /* the last decode warning, logged once */
+        char *node_uid;       /* owned */
+        LogOnce list_outcome; /* of the last LIST of the Node (0 or -errno), said once; unset
+                               * before the first LIST completed or failed (READY=1 may come
+                               * before: while there is no kubeconfig yet) */
+        bool node_view;       /* debug: mirror the Node view into the state directory */
 };
 
 /* The daemon idles for days between updates. Start-up and every transaction free what they used
@@ -99,10 +99,10 @@ static void manager_schedule_trim(Manager *m) {
                                                   USEC_PER_SEC, manager_on_trim_timer, m);
 }
 
-#define manager_set_status(m, ...)                                      \
-        do {                                                            \
-                reporter_set_status((m)->reporter, __VA_ARGS__);        \
-                manager_schedule_trim(m);                               \
+#define manager_set_status(m, ...)                               \
+        do {                                                     \
+                reporter_set_status((m)->reporter, __VA_ARGS__); \
+                manager_schedule_trim(m);                        \
         } while (0)
 
 /* docs/contract.md §8.14: READY=1 once the first LIST of the Node completed or failed (or could not even be
@@ -127,7 +127,8 @@ static void manager_decode_node(Manager *m) {
                 r = node_view_decode(m->node, &v, &error);
                 if (r < 0) {
                         if (log_once_check(&m->view_error, r, error))
-                                log_warning_errno(r, "Ignoring an undecodable Node: %s", error ?: strerror(-r));
+                                log_warning_errno(r, "Ignoring an undecodable Node: %s",
+                                                  error ?: strerror(-r));
                         return;
                 }
                 /* Tolerated oddities (e.g. too many conditions) repeat with every Node update: once. */
@@ -199,12 +200,11 @@ static void manager_on_node_object(KubeWatch *w, json_t *node, void *userdata) {
         m->node = json_incref(node);
 
         if (!streq_ptr(uid, m->node_uid)) {
-                if (free_and_strdup(&m->node_uid, uid) < 0 ||
-                    kube_events_set_node_uid(m->events, uid) < 0 ||
+                if (free_and_strdup(&m->node_uid, uid) < 0 || kube_events_set_node_uid(m->events, uid) < 0 ||
                     (m->lease && lease_set_owner(m->lease, m->config->node_name, uid) < 0))
                         log_oom();
         }
-        manager_start_node_duties(m);   /* first sight of the Node (or back); else a no-op */
+        manager_start_node_duties(m); /* first sight of the Node (or back); else a no-op */
         manager_set_status(m, "Watching node %s", m->config->node_name);
         manager_on_node_changed(m);
 }
@@ -214,7 +214,7 @@ static void manager_on_node_deleted(KubeWatch *w, json_t *last, void *userdata) 
 
         log_notice("Node %s was deleted.", m->config->node_name);
         if (m->lease)
-                lease_stop(m->lease);   /* renewed again when the Node is back */
+                lease_stop(m->lease); /* renewed again when the Node is back */
         json_decref(m->node);
         m->node = NULL;
         manager_set_status(m, "Waiting for node %s to be registered", m->config->node_name);
@@ -226,8 +226,9 @@ static char *manager_list_failure(Manager *m, KubeWatch *w, int error) {
         const char *detail = kube_watch_get_list_message(w);
         char *s;
 
-        if (asprintf(&s, "cannot list node %s at %s: %s%s%.300s", m->config->node_name, strempty(m->api_server),
-                     contact_error_phrase(error), detail ? ": " : "", strempty(detail)) < 0)
+        if (asprintf(&s, "cannot list node %s at %s: %s%s%.300s", m->config->node_name,
+                     strempty(m->api_server), contact_error_phrase(error), detail ? ": " : "",
+                     strempty(detail)) < 0)
                 return NULL;
         return s;
 }
@@ -251,7 +252,7 @@ static void manager_on_node_synced(KubeWatch *w, int error, void *userdata) {
                         log_notice("Node %s is not registered yet, waiting for it.", m->config->node_name);
                 manager_set_status(m, "Waiting for node %s to be registered", m->config->node_name);
                 if (changed)
-                        manager_on_node_changed(m);     /* "absent" is news too, and the executor's to say */
+                        manager_on_node_changed(m); /* "absent" is news too, and the executor's to say */
         } else {
                 first_contact_reached(m->contact);
                 manager_set_status(m, "Watching node %s", m->config->node_name);
@@ -280,7 +281,7 @@ static int manager_start_kube(Manager *m, const KubeConfig *kc) {
         if (r < 0)
                 return r;
         kube_client_set_reconnect_callback(m->kube, manager_on_credentials_changed, m);
-        if (m->identity)        /* final once there is a client (manager_try_kube()) */
+        if (m->identity) /* final once there is a client (manager_try_kube()) */
                 identity_watch_client(m->identity, m->kube);
 
         r = kube_events_new(m->kube, AGENT_COMPONENT, m->config->node_name, &m->events);
@@ -292,14 +293,15 @@ static int manager_start_kube(Manager *m, const KubeConfig *kc) {
 
         /* Started on the first sight of the Node: the Lease is owned by it. */
         if (m->config->lease.enabled) {
-                r = lease_new(m->kube, m->config->lease.namespace, m->config->lease.name, m->config->lease.name,
-                              m->config->lease.duration_usec, &m->lease);
+                r = lease_new(m->kube, m->config->lease.namespace, m->config->lease.name,
+                              m->config->lease.name, m->config->lease.duration_usec, &m->lease);
                 if (r < 0)
                         return r;
                 lease_set_stopped_callback(m->lease, manager_on_lease_stopped, m);
         }
 
-        r = kube_watch_new(m->kube, KUBE_RESOURCE_NODES, NULL, m->config->node_name, &node_callbacks, m, &m->node_watch);
+        r = kube_watch_new(m->kube, KUBE_RESOURCE_NODES, NULL, m->config->node_name, &node_callbacks, m,
+                           &m->node_watch);
         if (r < 0)
                 return r;
         return kube_watch_start(m->node_watch);
@@ -337,8 +339,10 @@ static void manager_identity_start(Manager *m, bool bootstrap) {
         if (m->identity || (!bootstrap && access(m->config->kubeconfig, F_OK) < 0))
                 return;
         if (identity_new_from_config(m->event, m->http, &m->tuning, m->config, manager_on_identity, m,
-                                     &m->identity) < 0 || identity_start(m->identity) < 0)
-                log_warning("Cannot manage the client certificate; using %s as it is.", m->config->kubeconfig);
+                                     &m->identity) < 0 ||
+            identity_start(m->identity) < 0)
+                log_warning("Cannot manage the client certificate; using %s as it is.",
+                            m->config->kubeconfig);
 }
 
 /* Loads the kubeconfig and starts everything that talks to the API server. A missing or broken
@@ -356,7 +360,7 @@ static int manager_try_kube(Manager *m) {
                 manager_set_status(m, "Waiting for node %s: %s", m->config->node_name,
                                    identity_status(m->identity));
                 manager_notify_ready(m);
-                return 0;       /* manager_on_identity() goes on */
+                return 0; /* manager_on_identity() goes on */
         }
         if (r < 0) {
                 const char *why = error ?: strerror(-r);
@@ -367,8 +371,9 @@ static int manager_try_kube(Manager *m) {
                 manager_set_status(m, "Waiting for node %s: %s", m->config->node_name, why);
                 first_contact_blocked(m->contact, why);
                 manager_notify_ready(m);
-                r = sd_event_add_time_relative(m->event, &m->kubeconfig_timer, CLOCK_MONOTONIC, KUBECONFIG_RETRY_USEC,
-                                               USEC_PER_SEC, manager_on_kubeconfig_timer, m);
+                r = sd_event_add_time_relative(m->event, &m->kubeconfig_timer, CLOCK_MONOTONIC,
+                                               KUBECONFIG_RETRY_USEC, USEC_PER_SEC,
+                                               manager_on_kubeconfig_timer, m);
                 if (r < 0)
                         return log_error_errno(r, "Cannot schedule loading the kubeconfig again: %m");
                 return 0;
@@ -422,9 +427,11 @@ static int manager_setup_drift(Manager *m) {
         };
         int r;
 
-        r = drift_repair_new(m->event, &opts, m->applied, m->reporter, executor_gate(m->executor), &m->drift);
+        r = drift_repair_new(m->event, &opts, m->applied, m->reporter, executor_gate(m->executor),
+                             &m->drift);
         if (r >= 0)
-                drift_repair_set_units(m->drift, systemd_side_units(m->systemd), systemd_side_replaced(m->systemd));
+                drift_repair_set_units(m->drift, systemd_side_units(m->systemd),
+                                       systemd_side_replaced(m->systemd));
         return r;
 }
 
@@ -527,11 +534,11 @@ Manager *manager_free(Manager *m) {
         /* Everything holding HTTP requests goes before the client, the client before Http; the
          * reporter's writes go before the executor that waits for them (no callback follows). */
         reporter_free(m->reporter);
-        drift_repair_free(m->drift);    /* borrows the executor's and the AppliedOsc's */
+        drift_repair_free(m->drift); /* borrows the executor's and the AppliedOsc's */
         executor_free(m->executor);
-        applied_osc_free(m->applied);   /* borrows the units check */
-        systemd_side_free(m->systemd);  /* after all that borrow its objects */
-        osc_source_free(m->osc);        /* borrows the labeler */
+        applied_osc_free(m->applied);  /* borrows the units check */
+        systemd_side_free(m->systemd); /* after all that borrow its objects */
+        osc_source_free(m->osc);       /* borrows the labeler */
         node_labeler_free(m->labeler);
         kube_watch_free(m->node_watch);
         lease_free(m->lease);

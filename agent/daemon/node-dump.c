@@ -44,8 +44,8 @@ void node_dump(const char *node_name, const json_t *node, const char *state_dire
         empty_array = json_array();
         conditions = json_object_get(json_object_get(node, "status"), "conditions");
         view = json_pack("{s:s, s:b, s:I, s:O?, s:O?}", "name", node_name, "present", node != NULL,
-                         "updatedUsec", (json_int_t) clock_now_usec(CLOCK_REALTIME),
-                         "metadata", md ?: empty_object, "conditions", conditions ?: empty_array);
+                         "updatedUsec", (json_int_t) clock_now_usec(CLOCK_REALTIME), "metadata",
+                         md ?: empty_object, "conditions", conditions ?: empty_array);
         data = view ? json_dumps(view, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         if (!data || asprintf(&path, "%s/%s", state_directory, NODE_VIEW_FILE) < 0) {
                 log_oom();

@@ -12,28 +12,28 @@
 #include "kube/kube-watch.h"
 #include "update/osc-intake.h"
 #include "util/fileio.h"
-#include "util/log.h"
 #include "util/log-once.h"
+#include "util/log.h"
 #include "util/string-util.h"
 
 struct OscSource {
-        sd_event *event;                /* borrowed */
-        const Config *config;           /* borrowed */
-        NodeLabeler *labeler;           /* borrowed */
-        Executor *executor;             /* borrowed; set right after creation */
-        KubeClient *kube;               /* borrowed; NULL until there is a client */
-        const NodeView *view;           /* borrowed: the latest Node; NULL while unknown or absent */
-        KubeWatch *secret_watch;        /* owned: the OSC Secret; NULL while its name is unknown */
-        OscJitter *jitter;              /* owned: delays OSC updates (reconciliation-delay) */
-        OscSecretState *secret_state;   /* owned: says whether the OSC Secret can be read */
-        char *secret_name;              /* owned */
-        OscSecretSource secret_source;  /* where secret_name came from */
-        char *gna_secret_name;          /* owned: the OSC Secret GNA's provisioned component config names
-                                         * (read at start); NULL: none */
-        LogOnce osc_refused;            /* why the last OSC was refused, logged once */
-        LogOnce secret_too_large;       /* the OSC Secret is over the size limit, said once */
-        OscComponentConfig *component;  /* owned: GNA's component config of the OSC Secret; NULL: none */
-        TokenSync *tokens;              /* owned: its token syncs (docs/contract.md §9.8); NULL: none */
+        sd_event *event;               /* borrowed */
+        const Config *config;          /* borrowed */
+        NodeLabeler *labeler;          /* borrowed */
+        Executor *executor;            /* borrowed; set right after creation */
+        KubeClient *kube;              /* borrowed; NULL until there is a client */
+        const NodeView *view;          /* borrowed: the latest Node; NULL while unknown or absent */
+        KubeWatch *secret_watch;       /* owned: the OSC Secret; NULL while its name is unknown */
+        OscJitter *jitter;             /* owned: delays OSC updates (reconciliation-delay) */
+        OscSecretState *secret_state;  /* owned: says whether the OSC Secret can be read */
+        char *secret_name;             /* owned */
+        OscSecretSource secret_source; /* where secret_name came from */
+        char *gna_secret_name;         /* owned: the OSC Secret GNA's provisioned component config names
+                                        * (read at start); NULL: none */
+        LogOnce osc_refused;           /* why the last OSC was refused, logged once */
+        LogOnce secret_too_large;      /* the OSC Secret is over the size limit, said once */
+        OscComponentConfig *component; /* owned: GNA's component config of the OSC Secret; NULL: none */
+        TokenSync *tokens;             /* owned: its token syncs (docs/contract.md §9.8); NULL: none */
 };
 
 static void start_tokens(OscSource *s) {
@@ -45,7 +45,8 @@ static void start_tokens(OscSource *s) {
                 return;
         r = token_sync_configs_from_component(s->component, &cfg);
         if (r >= 0)
-                r = token_sync_new(s->kube, s->config->osc.root_directory, TOKEN_SYNC_NAMESPACE, &cfg, &s->tokens);
+                r = token_sync_new(s->kube, s->config->osc.root_directory, TOKEN_SYNC_NAMESPACE, &cfg,
+                                   &s->tokens);
         if (r >= 0)
                 r = token_sync_start(s->tokens);
         if (r < 0) {
@@ -106,7 +107,8 @@ static void on_secret_synced(KubeWatch *w, int error, void *userdata) {
                 say_secret(s, OSC_AVAILABILITY_NOT_FOUND, NULL);
         else if (error == -EFBIG && log_once_check(&s->secret_too_large, error, NULL))
                 log_warning("Cannot list OSC Secret %s/%s: %s; ignoring it and retrying with back-off.",
-                            s->config->osc.namespace, s->secret_name, strempty(kube_watch_get_list_message(w)));
+                            s->config->osc.namespace, s->secret_name,
+                            strempty(kube_watch_get_list_message(w)));
 }
 
 static void on_secret_object(KubeWatch *w, json_t *secret, void *userdata) {
@@ -129,15 +131,16 @@ static void on_secret_object(KubeWatch *w, json_t *secret, void *userdata) {
                 return;
         }
         update_component(s, cc);
-        log_debug("OSC Secret %s/%s: checksum %s, kubelet %s, OS %s.", s->config->osc.namespace, s->secret_name,
-                  strempty(osc->checksum), strempty(osc->kubelet_version), strempty(osc->os_version));
+        log_debug("OSC Secret %s/%s: checksum %s, kubelet %s, OS %s.", s->config->osc.namespace,
+                  s->secret_name, strempty(osc->checksum), strempty(osc->kubelet_version),
+                  strempty(osc->os_version));
         osc_jitter_submit(s->jitter, osc, s->view);
 }
 
 static void deliver_osc(OscDesired *osc, void *userdata) {
         OscSource *s = userdata;
 
-        node_labeler_reload(s->labeler);        /* GNA reads the zone file at every OSC reconcile */
+        node_labeler_reload(s->labeler); /* GNA reads the zone file at every OSC reconcile */
         if (osc && !osc->refused)
                 node_labeler_set_control_plane(s->labeler, osc->control_plane);
         node_labeler_sync(s->labeler, s->view);
@@ -160,13 +163,13 @@ static void on_watch_stopped(KubeWatch *w, int error, void *userdata) {
         (void) sd_event_exit(s->event, error);
 }
 
-/* The OSC Secret's name, the first found (docs/node-protocol.md §2.1): osc.secretName; the Node's label; GNA's
- * provisioned component config, all a fresh node has before its kubelet registers the Node.
- * Upstream's GNA reads its component config, and its secretnamechange controller rewrites that config
- * from the label and restarts; here, when the label names another Secret, the label wins at once,
- * without a restart: gardenlet keeps it current (the MachineClass's node template, and it corrects the
- * label of nodes whose pool's Secret changed), while the provisioned config is what the machine was
- * created with. Said once, when the label takes over. */
+/* The OSC Secret's name, the first found (docs/node-protocol.md §2.1): osc.secretName; the Node's label;
+ * GNA's provisioned component config, all a fresh node has before its kubelet registers the Node. Upstream's
+ * GNA reads its component config, and its secretnamechange controller rewrites that config from the label
+ * and restarts; here, when the label names another Secret, the label wins at once, without a restart:
+ * gardenlet keeps it current (the MachineClass's node template, and it corrects the label of nodes whose
+ * pool's Secret changed), while the provisioned config is what the machine was created with. Said once, when
+ * the label takes over. */
 static const char *secret_name(OscSource *s, OscSecretSource *ret_source) {
         const char *label = s->view ? s->view->secret_name : NULL;
 
@@ -178,7 +181,8 @@ static const char *secret_name(OscSource *s, OscSecretSource *ret_source) {
                 return s->gna_secret_name;
         if (s->gna_secret_name && !streq(label, s->gna_secret_name) && !streq_ptr(label, s->secret_name))
                 log_notice("Node label %s names OSC Secret %s, gardener-node-agent's component config %s; "
-                           "following the label.", NODE_LABEL_SECRET_NAME, label, s->gna_secret_name);
+                           "following the label.",
+                           NODE_LABEL_SECRET_NAME, label, s->gna_secret_name);
         return label;
 }
 
@@ -208,14 +212,17 @@ static void update_watch(OscSource *s) {
                 return;
         }
         if (!s->secret_name) {
-                log_notice("No OSC Secret is named (osc.secretName, label %s, gardener-node-agent's component "
-                           "config); waiting.", NODE_LABEL_SECRET_NAME);
+                log_notice(
+                        "No OSC Secret is named (osc.secretName, label %s, gardener-node-agent's component "
+                        "config); waiting.",
+                        NODE_LABEL_SECRET_NAME);
                 return;
         }
         /* osc.secretName was checked with the configuration; the label is anyone's who may patch the
          * Node: "../../default/secrets/other" must not make us read another Secret. */
         s->secret_source = source;
-        if (kube_name_check(s->secret_name, KUBE_NAME_SUBDOMAIN, osc_secret_source_to_string(source), &error) < 0) {
+        if (kube_name_check(s->secret_name, KUBE_NAME_SUBDOMAIN, osc_secret_source_to_string(source),
+                            &error) < 0) {
                 log_error("Not watching an OSC Secret: %s", strempty(error));
                 log_once_clear(&s->osc_refused);
                 if (!error || osc_desired_new_refused(NULL, error, &refused) < 0) {
@@ -226,8 +233,8 @@ static void update_watch(OscSource *s) {
                 return;
         }
         log_info("Watching OSC Secret %s/%s.", s->config->osc.namespace, s->secret_name);
-        r = kube_watch_new(s->kube, KUBE_RESOURCE_SECRETS, s->config->osc.namespace, s->secret_name, &secret_callbacks,
-                           s, &s->secret_watch);
+        r = kube_watch_new(s->kube, KUBE_RESOURCE_SECRETS, s->config->osc.namespace, s->secret_name,
+                           &secret_callbacks, s, &s->secret_watch);
         if (r >= 0)
                 r = kube_watch_start(s->secret_watch);
         if (r < 0) {
@@ -236,7 +243,6 @@ static void update_watch(OscSource *s) {
                 (void) sd_event_exit(s->event, r);
         }
 }
-
 
 int osc_source_new(sd_event *event, const Config *config, Reporter *reporter, NodeLabeler *labeler,
                    OscSource **ret) {
@@ -311,7 +317,8 @@ void osc_source_read_gna_config(OscSource *s) {
                                   error ?: strerror(-r));
         if (r < 0 || !cc->secret_name)
                 return;
-        log_info("gardener-node-agent's component config %s names OSC Secret %s.", cc->file, cc->secret_name);
+        log_info("gardener-node-agent's component config %s names OSC Secret %s.", cc->file,
+                 cc->secret_name);
         s->gna_secret_name = TAKE_PTR(cc->secret_name);
 }
 

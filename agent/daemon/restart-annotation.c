@@ -10,10 +10,10 @@
 #include "util/string-util.h"
 
 struct RestartAnnotation {
-        RestartHandler *handler;        /* owned */
-        Reporter *reporter;             /* borrowed */
-        Executor *executor;             /* borrowed */
-        char *value;                    /* owned: the annotation's value last seen; NULL: none */
+        RestartHandler *handler; /* owned */
+        Reporter *reporter;      /* borrowed */
+        Executor *executor;      /* borrowed */
+        char *value;             /* owned: the annotation's value last seen; NULL: none */
 };
 
 static void on_unit_result(const char *unit, bool ok, const char *detail, void *userdata) {
@@ -24,7 +24,8 @@ static void on_unit_result(const char *unit, bool ok, const char *detail, void *
                 (void) log_struct_id(LOG_INFO, 0, MESSAGE_ID_UNIT_RESTARTED, "%s", msg ? msg : unit);
         else
                 (void) log_struct_id(LOG_WARNING, 0, MESSAGE_ID_UNIT_RESTART_FAILED, "%s", msg ? msg : unit);
-        (void) reporter_emit_event(a->reporter, ok ? "Normal" : "Warning", "SystemDUnitRestart", msg ? msg : unit);
+        (void) reporter_emit_event(a->reporter, ok ? "Normal" : "Warning", "SystemDUnitRestart",
+                                   msg ? msg : unit);
 }
 
 static void on_rejected(const char *entry, const char *why, void *userdata) {
@@ -48,7 +49,8 @@ static int remove_annotation(const char *value, void *userdata) {
         int r;
 
         /* Conditional: removes the annotation only if it still holds the value we handled. */
-        r = reporter_remove_annotation(a->reporter, NODE_ANNOTATION_RESTART, value, on_annotation_removed, a);
+        r = reporter_remove_annotation(a->reporter, NODE_ANNOTATION_RESTART, value, on_annotation_removed,
+                                       a);
         return r > 0 ? -EIO : r;
 }
 

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-
-#include <jansson.h>
 
 #include "daemon/status.h"
 #include "util/fileio.h"
@@ -21,8 +20,8 @@ static char *state_path(const char *state_dir, const char *name) {
 
 /* A side file of `inplace-agent status`: {"<k1>","<k2>","since"} (since: RFC 3339 of a CLOCK_REALTIME
  * µs value), atomically, 0600. */
-static int save_side_file(const char *state_dir, const char *name, const char *k1, const char *v1, const char *k2,
-                          const char *v2, uint64_t since_usec) {
+static int save_side_file(const char *state_dir, const char *name, const char *k1, const char *v1,
+                          const char *k2, const char *v2, uint64_t since_usec) {
         _cleanup_free_ char *path = state_path(state_dir, name), *data = NULL;
         _cleanup_(json_decrefp) json_t *o = NULL;
         char since[RFC3339_MAX];
@@ -35,13 +34,16 @@ static int save_side_file(const char *state_dir, const char *name, const char *k
         return write_file_atomic(path, data, strlen(data), 0600);
 }
 
-int status_blocker_save(const char *state_dir, const char *reason, const char *first_reason, uint64_t since_usec) {
+int status_blocker_save(const char *state_dir, const char *reason, const char *first_reason,
+                        uint64_t since_usec) {
         return save_side_file(state_dir, STATUS_BLOCKER_FILE, "reason", reason, "firstReason", first_reason,
                               since_usec);
 }
 
-int status_containerd_save(const char *state_dir, const char *version, const char *revision, uint64_t since_usec) {
-        return save_side_file(state_dir, STATUS_CONTAINERD_FILE, "version", version, "revision", revision, since_usec);
+int status_containerd_save(const char *state_dir, const char *version, const char *revision,
+                           uint64_t since_usec) {
+        return save_side_file(state_dir, STATUS_CONTAINERD_FILE, "version", version, "revision", revision,
+                              since_usec);
 }
 
 int status_blocker_remove(const char *state_dir) {
@@ -80,7 +82,8 @@ static void print_blocker(const json_t *b) {
 #define CONTAINERD_KEY "containerd"
 
 static void print_containerd(const json_t *c) {
-        printf("%-14s %s (revision %s, told %s)\n", CONTAINERD_KEY, json_string_value(json_object_get(c, "version")),
+        printf("%-14s %s (revision %s, told %s)\n", CONTAINERD_KEY,
+               json_string_value(json_object_get(c, "version")),
                strempty(json_string_value(json_object_get(c, "revision"))),
                strempty(json_string_value(json_object_get(c, "since"))));
 }
@@ -88,8 +91,9 @@ static void print_containerd(const json_t *c) {
 int status_print(const char *state_dir, bool json) {
         _cleanup_free_ char *path = NULL, *data = NULL;
         _cleanup_(json_decrefp) json_t *blocker = side_file_load(state_dir, STATUS_BLOCKER_FILE, "reason"),
-                                *containerd = side_file_load(state_dir, STATUS_CONTAINERD_FILE, "version"),
-                                *state = NULL;
+                                       *containerd =
+                                               side_file_load(state_dir, STATUS_CONTAINERD_FILE, "version"),
+                                       *state = NULL;
         json_error_t err;
         int r;
 
@@ -108,7 +112,8 @@ int status_print(const char *state_dir, bool json) {
         } else {
                 state = json_loads(data, 0, &err);
                 if (!json_is_object(state)) {
-                        fprintf(stderr, "inplace-agent: %s is corrupt: line %d: %s\n", path, err.line, err.text);
+                        fprintf(stderr, "inplace-agent: %s is corrupt: line %d: %s\n", path, err.line,
+                                err.text);
                         return EXIT_FAILURE;
                 }
         }
@@ -136,8 +141,8 @@ int status_print(const char *state_dir, bool json) {
 
                         if (streq(key, BLOCKER_KEY) || streq(key, CONTAINERD_KEY))
                                 continue;
-                        s = json_is_string(v) ? strdup(json_string_value(v))
-                                              : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+                        s = json_is_string(v) ? strdup(json_string_value(v)) :
+                                                json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
                         printf("%-14s %s\n", key, s ? s : "?");
                         free(s);
                 }

@@ -10,36 +10,36 @@
 #include "duties/node-health.h"
 #include "util/error-message.h"
 #include "util/fileio.h"
-#include "util/log.h"
 #include "util/log-once.h"
+#include "util/log.h"
 #include "util/time-util.h"
 
 #define RESTART_STATE_FILE "restart-request.json"
 #define BUS_DOWN_NOTE "system bus down, reconnecting"
 
 struct SystemdSide {
-        sd_event *event;                /* borrowed */
-        const Config *config;           /* borrowed */
-        const KubeTuning *tuning;       /* borrowed */
-        Http *http;                     /* borrowed */
-        Reporter *reporter;             /* borrowed */
-        Executor *executor;             /* borrowed; set by systemd_side_start() */
-        AppliedOsc *applied;            /* borrowed; NULL until attached */
-        DriftRepair *drift;             /* borrowed; NULL until attached */
+        sd_event *event;          /* borrowed */
+        const Config *config;     /* borrowed */
+        const KubeTuning *tuning; /* borrowed */
+        Http *http;               /* borrowed */
+        Reporter *reporter;       /* borrowed */
+        Executor *executor;       /* borrowed; set by systemd_side_start() */
+        AppliedOsc *applied;      /* borrowed; NULL until attached */
+        DriftRepair *drift;       /* borrowed; NULL until attached */
 
-        SystemBus *bus;                 /* owned: the system bus (DBUS_SYSTEM_BUS_ADDRESS), reopened when it closes */
-        UnitControl *units;             /* owned; NULL until the bus was first up, then kept across reconnects */
-        RestartAnnotation *restarts;    /* owned; NULL until the bus was first up */
-        UnitsCheck *units_check;        /* owned: SystemdUnitsReady; NULL likewise */
-        NodeHealth *health;             /* owned: kubelet/containerd health checks; NULL likewise */
-        HostnameCheck *hostname;        /* owned: restarts us on a hostname change; NULL likewise */
-        ReplacedUnits *replaced;        /* owned: keeps osc.replacedUnits from running; NULL likewise */
-        bool started;                   /* systemd_side_start() returned: a bus up now came late */
-        int error;                      /* < 0: the objects could not be set up in systemd_side_start() */
-        char *why;                      /* owned: and why */
-        LogOnce duties_error;           /* the Node's duties could not start, said once */
+        SystemBus *bus;     /* owned: the system bus (DBUS_SYSTEM_BUS_ADDRESS), reopened when it closes */
+        UnitControl *units; /* owned; NULL until the bus was first up, then kept across reconnects */
+        RestartAnnotation *restarts; /* owned; NULL until the bus was first up */
+        UnitsCheck *units_check;     /* owned: SystemdUnitsReady; NULL likewise */
+        NodeHealth *health;          /* owned: kubelet/containerd health checks; NULL likewise */
+        HostnameCheck *hostname;     /* owned: restarts us on a hostname change; NULL likewise */
+        ReplacedUnits *replaced;     /* owned: keeps osc.replacedUnits from running; NULL likewise */
+        bool started;                /* systemd_side_start() returned: a bus up now came late */
+        int error;                   /* < 0: the objects could not be set up in systemd_side_start() */
+        char *why;                   /* owned: and why */
+        LogOnce duties_error;        /* the Node's duties could not start, said once */
         bool node_present;
-        const NodeView *view;           /* borrowed: the latest Node; NULL while unknown or absent */
+        const NodeView *view; /* borrowed: the latest Node; NULL while unknown or absent */
 };
 
 /* For `inplace-agent status`: what containerd last said it is. The journal has it already (the duty's
@@ -71,7 +71,8 @@ static int setup_health(SystemdSide *s) {
                                        .gate = executor_gate(s->executor),
                                        .on_containerd_version = on_containerd_version,
                                        .userdata = s,
-                               }, &s->health);
+                               },
+                               &s->health);
 }
 
 /* Everything that talks to systemd, once the bus is first up. SystemdUnitsReady judges the units of
@@ -95,15 +96,17 @@ static int setup(SystemdSide *s, sd_bus *bus, char **ret_error) {
                                    &s->restarts);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the restart handler: %s", strerror(-r));
-        r = units_check_new(s->event, s->units, s->reporter, s->tuning->units_check_usec, s->tuning->units_stuck_usec,
-                            &s->units_check);
+        r = units_check_new(s->event, s->units, s->reporter, s->tuning->units_check_usec,
+                            s->tuning->units_stuck_usec, &s->units_check);
         if (r >= 0)
                 r = setup_health(s);
         if (r >= 0)
                 r = replaced_units_new(s->event, s->units, s->reporter, c->osc.replaced_units,
-                                       c->systemd.runtime_unit_directory, s->tuning->units_check_usec, &s->replaced);
-        if (r >= 0 && hostname_check_new(s->event, s->units, c->restart.self_unit, s->tuning->health_check_usec,
-                                         &s->hostname) < 0)
+                                       c->systemd.runtime_unit_directory, s->tuning->units_check_usec,
+                                       &s->replaced);
+        if (r >= 0 &&
+            hostname_check_new(s->event, s->units, c->restart.self_unit, s->tuning->health_check_usec,
+                               &s->hostname) < 0)
                 log_warning("Cannot read the hostname; the hostname check is off.");
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the unit check: %s", strerror(-r));
@@ -131,11 +134,14 @@ static void on_bus(SystemBus *sb, bool up, int error, void *userdata) {
 
         if (!up) {
                 if (s->units) {
-                        log_warning_errno(error, "Lost the connection to the system bus (%m); unit jobs wait for it, "
-                                          "reconnecting.");
-                        IGNORE_RESULT(unit_control_set_bus(s->units, NULL));  /* NULL cannot fail */
+                        log_warning_errno(
+                                error,
+                                "Lost the connection to the system bus (%m); unit jobs wait for it, "
+                                "reconnecting.");
+                        IGNORE_RESULT(unit_control_set_bus(s->units, NULL)); /* NULL cannot fail */
                 } else
-                        log_warning_errno(error, "Cannot connect to the system bus, retrying; unit restarts and "
+                        log_warning_errno(error,
+                                          "Cannot connect to the system bus, retrying; unit restarts and "
                                           "reboots wait for it: %m");
                 reporter_set_status_note(s->reporter, REPORTER_NOTE_BUS, BUS_DOWN_NOTE);
                 return;
@@ -153,7 +159,7 @@ static void on_bus(SystemBus *sb, bool up, int error, void *userdata) {
         }
         r = setup(s, system_bus_get(sb), &why);
         if (r < 0) {
-                if (!s->started) {              /* in systemd_side_start(): it fails with this */
+                if (!s->started) { /* in systemd_side_start(): it fails with this */
                         s->error = r;
                         free(s->why);
                         s->why = TAKE_PTR(why);
@@ -170,8 +176,8 @@ static void on_bus(SystemBus *sb, bool up, int error, void *userdata) {
         }
 }
 
-int systemd_side_new(sd_event *event, const Config *config, const KubeTuning *tuning, Http *http, Reporter *reporter,
-                     SystemdSide **ret) {
+int systemd_side_new(sd_event *event, const Config *config, const KubeTuning *tuning, Http *http,
+                     Reporter *reporter, SystemdSide **ret) {
         _cleanup_(systemd_side_freep) SystemdSide *s = NULL;
         int r;
 
@@ -180,7 +186,9 @@ int systemd_side_new(sd_event *event, const Config *config, const KubeTuning *tu
         s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;
-        *s = (SystemdSide) { .event = event, .config = config, .tuning = tuning, .http = http, .reporter = reporter };
+        *s = (SystemdSide) {
+                .event = event, .config = config, .tuning = tuning, .http = http, .reporter = reporter
+        };
         r = system_bus_new(event, NULL, on_bus, s, &s->bus);
         if (r < 0)
                 return r;
@@ -264,6 +272,7 @@ void systemd_side_start_node_duties(SystemdSide *s) {
         if (r >= 0)
                 log_once_clear(&s->duties_error);
         else if (log_once_check(&s->duties_error, r, NULL))
-                log_warning_errno(r, "Cannot start the units check or the health checks, trying again with the "
+                log_warning_errno(r,
+                                  "Cannot start the units check or the health checks, trying again with the "
                                   "next Node event: %m");
 }

@@ -12,15 +12,15 @@
 #include "core/unit-health.h"
 #include "duties/applied-osc.h"
 #include "util/fileio.h"
-#include "util/log.h"
 #include "util/log-once.h"
+#include "util/log.h"
 
 struct AppliedOsc {
-        sd_event *event;                /* borrowed */
-        AppliedOscOptions opts;         /* strings borrowed */
-        UnitsCheck *units_check;        /* borrowed; NULL until the system bus was up */
-        sd_event_source *watch;         /* owned: inotify on the state directory; NULL if unavailable */
-        LogOnce error;                  /* the last read/decode error, logged once */
+        sd_event *event;         /* borrowed */
+        AppliedOscOptions opts;  /* strings borrowed */
+        UnitsCheck *units_check; /* borrowed; NULL until the system bus was up */
+        sd_event_source *watch;  /* owned: inotify on the state directory; NULL if unavailable */
+        LogOnce error;           /* the last read/decode error, logged once */
 };
 
 int applied_osc_load(AppliedOsc *a, const OscModelOptions *opts, OscModel **ret, char **ret_path) {
@@ -28,7 +28,8 @@ int applied_osc_load(AppliedOsc *a, const OscModelOptions *opts, OscModel **ret,
         int r;
 
         assert(a && ret && ret_path);
-        r = osc_state_read_applied(a->opts.state_directory, a->opts.root_directory, opts, ret, ret_path, &error);
+        r = osc_state_read_applied(a->opts.state_directory, a->opts.root_directory, opts, ret, ret_path,
+                                   &error);
         if (r == -ENOMEM)
                 return log_oom();
         /* A read problem once per distinct message; none (ENOENT) is no news. */
@@ -97,10 +98,14 @@ void applied_osc_set_units_check(AppliedOsc *a, UnitsCheck *units_check) {
         a->units_check = units_check;
         if (units_check && !a->watch) {
                 r = sd_event_add_inotify(a->event, &a->watch, a->opts.state_directory,
-                                         IN_CLOSE_WRITE | IN_MOVED_TO | IN_ONLYDIR, applied_osc_on_inotify, a);
+                                         IN_CLOSE_WRITE | IN_MOVED_TO | IN_ONLYDIR, applied_osc_on_inotify,
+                                         a);
                 if (r < 0)
-                        log_warning_errno(r, "Cannot watch %s; SystemdUnitsReady follows a new last-applied OSC "
-                                          "only after a restart: %m", a->opts.state_directory);
+                        log_warning_errno(
+                                r,
+                                "Cannot watch %s; SystemdUnitsReady follows a new last-applied OSC "
+                                "only after a restart: %m",
+                                a->opts.state_directory);
         }
         applied_osc_reload(a);
 }

@@ -14,8 +14,8 @@
 #include "util/event-util.h"
 #include "util/fileio.h"
 #include "util/in-root.h"
-#include "util/log.h"
 #include "util/log-once.h"
+#include "util/log.h"
 #include "util/random-util.h"
 #include "util/strv.h"
 #include "util/time-util.h"
@@ -29,9 +29,9 @@ static const char *const os_unit_dirs[] = { "/usr/lib/systemd/system", "/lib/sys
 
 /* What systemd said about one of the OSC's units in this round (copies). */
 typedef struct UnitRead {
-        DriftRepair *owner;             /* borrowed */
-        const char *name;               /* borrowed from the round's model */
-        sd_bus_slot *slot;              /* owned: the read in flight */
+        DriftRepair *owner; /* borrowed */
+        const char *name;   /* borrowed from the round's model */
+        sd_bus_slot *slot;  /* owned: the read in flight */
         int error;
         char *load_state, *active_state, *sub_state, *service_type, *unit_file_state;
         bool triggered;
@@ -44,26 +44,26 @@ typedef enum RoundState {
 } RoundState;
 
 struct DriftRepair {
-        sd_event *event;                /* borrowed */
-        DriftRepairOptions opts;        /* strings and pointers borrowed */
-        AppliedOsc *applied;            /* borrowed */
-        Reporter *reporter;             /* borrowed */
-        UnitControl *uc;                /* borrowed; NULL until the bus was up */
-        const UpdateGate *gate;         /* borrowed: the executor's */
-        ReplacedUnits *replaced;        /* borrowed; NULL until the bus was up */
-        sd_event_source *timer;         /* owned */
-        LogOnce last_report;            /* the last Event text that was no repair, not repeated */
+        sd_event *event;         /* borrowed */
+        DriftRepairOptions opts; /* strings and pointers borrowed */
+        AppliedOsc *applied;     /* borrowed */
+        Reporter *reporter;      /* borrowed */
+        UnitControl *uc;         /* borrowed; NULL until the bus was up */
+        const UpdateGate *gate;  /* borrowed: the executor's */
+        ReplacedUnits *replaced; /* borrowed; NULL until the bus was up */
+        sd_event_source *timer;  /* owned */
+        LogOnce last_report;     /* the last Event text that was no repair, not repeated */
 
         /* The round in flight (ROUND_IDLE: none). */
         RoundState state;
-        OscModel *model;                /* owned */
-        char *path;                     /* owned: where the model was read */
-        OscDrift drift;                 /* owned */
-        UnitRead *reads;                /* owned */
+        OscModel *model; /* owned */
+        char *path;      /* owned: where the model was read */
+        OscDrift drift;  /* owned */
+        UnitRead *reads; /* owned */
         size_t n_reads, pending;
-        OscChanges *plan;               /* owned */
-        char **skipped;                 /* owned */
-        int root_fd;                    /* owned: osc.rootDirectory, for the protected check */
+        OscChanges *plan; /* owned */
+        char **skipped;   /* owned */
+        int root_fd;      /* owned: osc.rootDirectory, for the protected check */
 };
 
 /* ---- the disk ------------------------------------------------------------------------------------ */
@@ -157,7 +157,9 @@ static void schedule(DriftRepair *d, uint64_t delay_usec) {
         int r = event_timer_arm(d->timer, delay_usec);
 
         if (r < 0)
-                log_warning_errno(r, "Cannot arm the drift check's timer; drift is checked again at the next start: %m");
+                log_warning_errno(
+                        r,
+                        "Cannot arm the drift check's timer; drift is checked again at the next start: %m");
 }
 
 /* The interval, jittered uniformly within ±10 %. */
@@ -175,13 +177,14 @@ static void round_end(DriftRepair *d, uint64_t next_usec) {
         log_debug("Drift round done%s%s.", d->path ? " against " : "", strempty(d->path));
         round_clear(d);
         d->gate->drift_release(d->gate->userdata);
-        replaced_units_kick(d->replaced);       /* a repair may have brought a replaced unit's file back */
+        replaced_units_kick(d->replaced); /* a repair may have brought a replaced unit's file back */
         schedule(d, next_usec);
 }
 
 static void log_findings(const DriftRepair *d) {
         for (size_t i = 0; i < d->drift.n_items; i++)
-                log_warning("Drift from %s: %s: %s", d->path, d->drift.items[i].reason, d->drift.items[i].message);
+                log_warning("Drift from %s: %s: %s", d->path, d->drift.items[i].reason,
+                            d->drift.items[i].message);
 }
 
 /* The round's one Event and its journal lines. A text the last round sent too (drift left alone, a
@@ -202,7 +205,7 @@ static void report(DriftRepair *d, OscDriftOutcome o, const char *detail) {
                 return;
         }
         if (o != OSC_DRIFT_REPAIRED && o != OSC_DRIFT_REPAIR_FAILED)
-                log_findings(d);        /* a repair's were logged before it ran */
+                log_findings(d); /* a repair's were logged before it ran */
         log_full(o == OSC_DRIFT_REPAIRED ? LOG_NOTICE : LOG_WARNING, "%s", msg);
         r = reporter_emit_event(d->reporter, "Warning", osc_drift_outcome_reason(o), msg);
         if (r < 0 && r != -ENODEV)
@@ -223,9 +226,11 @@ static void repair(DriftRepair *d) {
         d->root_fd = open(d->opts.root_directory ?: "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (d->root_fd < 0)
                 d->root_fd = -errno;
-        r = osc_drift_plan(&(OscDriftPlanParams) { .model = d->model, .self_unit = d->opts.self_unit,
+        r = osc_drift_plan(&(OscDriftPlanParams) { .model = d->model,
+                                                   .self_unit = d->opts.self_unit,
                                                    .replaced_units = d->opts.replaced_units,
-                                                   .protected = d->opts.own_files, .canonicalize = drift_canonical,
+                                                   .protected = d->opts.own_files,
+                                                   .canonicalize = drift_canonical,
                                                    .userdata = d },
                            &d->drift, &d->plan, &d->skipped);
         if (r < 0) {
@@ -252,7 +257,8 @@ static void repair(DriftRepair *d) {
 /* Every unit read answered (or none was sent): the units pass, then the verdict. */
 static void units_read(DriftRepair *d) {
         _cleanup_free_ UnitHealthState *states = calloc(d->n_reads + 1, sizeof(UnitHealthState));
-        OscDriftParams p = { .model = d->model, .skip_units = d->opts.replaced_units,
+        OscDriftParams p = { .model = d->model,
+                             .skip_units = d->opts.replaced_units,
                              .skip_file = d->opts.kubelet_binary };
         size_t n = 0;
 
@@ -266,9 +272,12 @@ static void units_read(DriftRepair *d) {
                 /* Not knowing is no finding: an answer lost to the bus is asked again next round. */
                 if (u->error < 0)
                         continue;
-                states[n++] = (UnitHealthState) { .name = u->name, .load_state = u->load_state,
-                                                  .active_state = u->active_state, .sub_state = u->sub_state,
-                                                  .service_type = u->service_type, .triggered = u->triggered,
+                states[n++] = (UnitHealthState) { .name = u->name,
+                                                  .load_state = u->load_state,
+                                                  .active_state = u->active_state,
+                                                  .sub_state = u->sub_state,
+                                                  .service_type = u->service_type,
+                                                  .triggered = u->triggered,
                                                   .unit_file_state = u->unit_file_state };
         }
         if (osc_drift_check_units(&p, states, n, &d->drift) < 0) {
@@ -297,8 +306,10 @@ static void on_unit_state(int error, const UnitState *st, void *userdata) {
         u->error = error;
         if (st) {
                 u->triggered = st->triggered;
-                if (dup_state(&u->load_state, st->load_state) < 0 || dup_state(&u->active_state, st->active_state) < 0 ||
-                    dup_state(&u->sub_state, st->sub_state) < 0 || dup_state(&u->service_type, st->service_type) < 0 ||
+                if (dup_state(&u->load_state, st->load_state) < 0 ||
+                    dup_state(&u->active_state, st->active_state) < 0 ||
+                    dup_state(&u->sub_state, st->sub_state) < 0 ||
+                    dup_state(&u->service_type, st->service_type) < 0 ||
                     dup_state(&u->unit_file_state, st->unit_file_state) < 0)
                         u->error = -ENOMEM;
         }
@@ -332,7 +343,9 @@ static int read_units(DriftRepair *d) {
 }
 
 static void round_begin(DriftRepair *d) {
-        OscDriftParams p = { .model = NULL, .skip_units = d->opts.replaced_units, .skip_file = d->opts.kubelet_binary };
+        OscDriftParams p = { .model = NULL,
+                             .skip_units = d->opts.replaced_units,
+                             .skip_file = d->opts.kubelet_binary };
         const char *why = NULL;
         int r;
 
@@ -344,7 +357,7 @@ static void round_begin(DriftRepair *d) {
         }
         r = applied_osc_load(d->applied, d->opts.model_options, &d->model, &d->path);
         if (r < 0)
-                return round_end(d, next_delay(d));     /* none yet, or logged there */
+                return round_end(d, next_delay(d)); /* none yet, or logged there */
         p.model = d->model;
         r = osc_drift_check_disk(&p, drift_read, d, &d->drift);
         if (r >= 0)
@@ -368,8 +381,8 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 
 /* ---- lifecycle ----------------------------------------------------------------------------------- */
 
-int drift_repair_new(sd_event *event, const DriftRepairOptions *opts, AppliedOsc *applied, Reporter *reporter,
-                     const UpdateGate *gate, DriftRepair **ret) {
+int drift_repair_new(sd_event *event, const DriftRepairOptions *opts, AppliedOsc *applied,
+                     Reporter *reporter, const UpdateGate *gate, DriftRepair **ret) {
         _cleanup_(drift_repair_freep) DriftRepair *d = NULL;
         int r;
 
@@ -379,8 +392,12 @@ int drift_repair_new(sd_event *event, const DriftRepairOptions *opts, AppliedOsc
         d = calloc(1, sizeof(*d));
         if (!d)
                 return -ENOMEM;
-        *d = (DriftRepair) { .event = event, .opts = *opts, .applied = applied, .reporter = reporter,
-                             .gate = gate, .root_fd = -EBADF };
+        *d = (DriftRepair) { .event = event,
+                             .opts = *opts,
+                             .applied = applied,
+                             .reporter = reporter,
+                             .gate = gate,
+                             .root_fd = -EBADF };
         r = sd_event_add_time_relative(event, &d->timer, CLOCK_MONOTONIC, 0, USEC_PER_SEC, on_timer, d);
         if (r < 0)
                 return r;
@@ -416,7 +433,8 @@ int drift_repair_start(DriftRepair *d) {
         if (sd_id128_get_boot(&id) >= 0)
                 sd_id128_to_string(id, boot);
         log_info("Checking the node against the last-applied OSC at start (boot %s), then every %s (%s).",
-                 boot[0] ? boot : "unknown", format_duration(interval, sizeof(interval), d->opts.interval_usec),
+                 boot[0] ? boot : "unknown",
+                 format_duration(interval, sizeof(interval), d->opts.interval_usec),
                  drift_repair_mode_to_string(d->opts.mode));
         if (d->state == ROUND_IDLE)
                 round_begin(d);

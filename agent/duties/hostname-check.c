@@ -4,17 +4,17 @@
 #include <stdlib.h>
 
 #include "duties/hostname-check.h"
-#include "util/fileio.h"
 #include "util/event-util.h"
+#include "util/fileio.h"
 #include "util/log.h"
 
 struct HostnameCheck {
-        UnitControl *units;             /* borrowed */
-        char *self_unit;                /* owned */
-        char *hostname;                 /* owned: lower-cased, at start */
+        UnitControl *units; /* borrowed */
+        char *self_unit;    /* owned */
+        char *hostname;     /* owned: lower-cased, at start */
         uint64_t period_usec;
-        sd_event_source *timer;         /* owned */
-        UnitJob *restart;               /* borrowed handle: our own restart, in flight */
+        sd_event_source *timer; /* owned */
+        UnitJob *restart;       /* borrowed handle: our own restart, in flight */
 };
 
 static int read_hostname(char **ret) {
@@ -50,7 +50,8 @@ static int hostname_check_on_timer(sd_event_source *s, uint64_t usec, void *user
                 log_warning("Cannot re-arm the hostname check.");
         if (read_hostname(&now) < 0 || streq(now, h->hostname) || h->restart)
                 return 0;
-        log_notice("The hostname changed from \"%s\" to \"%s\"; restarting %s.", h->hostname, now, h->self_unit);
+        log_notice("The hostname changed from \"%s\" to \"%s\"; restarting %s.", h->hostname, now,
+                   h->self_unit);
         r = unit_control_restart_unit(h->units, h->self_unit, hostname_check_on_restart, h, &h->restart);
         if (r < 0)
                 log_warning_errno(r, "Cannot restart %s after the hostname change: %m", h->self_unit);

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
-#include <ifaddrs.h>
 
 #include "core/containerd-version.h"
 #include "core/go-duration.h"
@@ -27,40 +27,40 @@ typedef struct NodeHealth NodeHealth;
 
 /* One checked component: kubelet or containerd. */
 typedef struct Component {
-        NodeHealth *owner;              /* borrowed */
-        const char *name;               /* static: the Event reason */
-        const char *title;              /* static: "Kubelet", "Containerd" */
-        char *unit;                     /* owned */
+        NodeHealth *owner; /* borrowed */
+        const char *name;  /* static: the Event reason */
+        const char *title; /* static: "Kubelet", "Containerd" */
+        char *unit;        /* owned */
         HealthTracker tracker;
-        bool probing;                   /* a probe is in flight */
-        uint64_t probe_started_usec;    /* when the round that started the probe began */
-        HttpProbe *http_probe;          /* owned: kubelet */
-        GrpcCall *version_call;         /* owned: containerd */
-        UnitJob *restart;               /* borrowed handle: the restart job in flight */
-        bool not_installed;             /* the last restart found no unit file (said once) */
-        bool update_owned;              /* an update step owned the unit when the probe started */
+        bool probing;                /* a probe is in flight */
+        uint64_t probe_started_usec; /* when the round that started the probe began */
+        HttpProbe *http_probe;       /* owned: kubelet */
+        GrpcCall *version_call;      /* owned: containerd */
+        UnitJob *restart;            /* borrowed handle: the restart job in flight */
+        bool not_installed;          /* the last restart found no unit file (said once) */
+        bool update_owned;           /* an update step owned the unit when the probe started */
 } Component;
 
 struct NodeHealth {
-        sd_event *event;                /* borrowed */
-        Http *http;                     /* borrowed */
-        UnitControl *units;             /* borrowed: restarts, and the connection to read unit state */
-        Reporter *reporter;             /* borrowed */
-        char *healthz_url;              /* owned */
-        char *socket;                   /* owned */
+        sd_event *event;    /* borrowed */
+        Http *http;         /* borrowed */
+        UnitControl *units; /* borrowed: restarts, and the connection to read unit state */
+        Reporter *reporter; /* borrowed */
+        char *healthz_url;  /* owned */
+        char *socket;       /* owned */
         uint64_t period_usec, grace_usec;
-        const UpdateGate *gate;         /* borrowed; NULL: none */
+        const UpdateGate *gate; /* borrowed; NULL: none */
         void (*on_containerd_version)(const ContainerdVersion *v, void *userdata);
-        ContainerdVersion containerd_version;   /* the last one containerd told */
+        ContainerdVersion containerd_version; /* the last one containerd told */
         void *userdata;
         Component kubelet, containerd;
         ToggleTracker toggles;
-        sd_event_source *timer;         /* owned */
+        sd_event_source *timer; /* owned */
 
-        const NodeView *node;           /* borrowed: the Node as watched; NULL: absent */
-        char *last_internal_ip;         /* owned: the last InternalIP the Node had */
-        bool address_lost;              /* the Node has no IP; said (and restored, if it could be) */
-        bool address_restoring;         /* the patch putting it back is in flight */
+        const NodeView *node;   /* borrowed: the Node as watched; NULL: absent */
+        char *last_internal_ip; /* owned: the last InternalIP the Node had */
+        bool address_lost;      /* the Node has no IP; said (and restored, if it could be) */
+        bool address_restoring; /* the patch putting it back is in flight */
 };
 
 static void component_done(Component *c) {
@@ -85,8 +85,8 @@ NodeHealth *node_health_free(NodeHealth *h) {
         return NULL;
 }
 
-int node_health_new(sd_event *event, Http *http, UnitControl *units, Reporter *reporter, const NodeHealthOptions *o,
-                    NodeHealth **ret) {
+int node_health_new(sd_event *event, Http *http, UnitControl *units, Reporter *reporter,
+                    const NodeHealthOptions *o, NodeHealth **ret) {
         _cleanup_(node_health_freep) NodeHealth *h = NULL;
 
         assert(event && http && units && reporter && o && ret);
@@ -96,9 +96,15 @@ int node_health_new(sd_event *event, Http *http, UnitControl *units, Reporter *r
         if (!h)
                 return -ENOMEM;
         *h = (NodeHealth) {
-                .event = event, .http = http, .units = units, .reporter = reporter,
-                .period_usec = o->period_usec, .grace_usec = o->grace_usec, .gate = o->gate,
-                .on_containerd_version = o->on_containerd_version, .userdata = o->userdata,
+                .event = event,
+                .http = http,
+                .units = units,
+                .reporter = reporter,
+                .period_usec = o->period_usec,
+                .grace_usec = o->grace_usec,
+                .gate = o->gate,
+                .on_containerd_version = o->on_containerd_version,
+                .userdata = o->userdata,
                 .kubelet = { .owner = h, .name = "kubelet", .title = "Kubelet" },
                 .containerd = { .owner = h, .name = "containerd", .title = "Containerd" },
         };
@@ -130,7 +136,8 @@ static void node_health_say(NodeHealth *h, const Component *c, bool warning, boo
                                                  NODE_HEALTH_EVENT_ACTION, msg));
 }
 
-static void node_health_event(NodeHealth *h, const Component *c, bool warning, const char *fmt, ...) _printf_(4, 5);
+static void node_health_event(NodeHealth *h, const Component *c, bool warning, const char *fmt, ...)
+        _printf_(4, 5);
 static void node_health_event(NodeHealth *h, const Component *c, bool warning, const char *fmt, ...) {
         va_list ap;
 
@@ -184,7 +191,8 @@ static void component_restart(Component *c) {
 
         r = unit_control_restart_unit(h->units, c->unit, component_on_restarted, c, &c->restart);
         if (r < 0)
-                node_health_event(h, c, /* warning= */ true, "Restarting %s failed: %s", c->unit, strerror(-r));
+                node_health_event(h, c, /* warning= */ true, "Restarting %s failed: %s", c->unit,
+                                  strerror(-r));
 }
 
 /* An update step restarts (and checks) the unit itself. */
@@ -203,7 +211,8 @@ static void component_observe(Component *c, const char *error) {
 
         c->probing = false;
         owner = c->update_owned || update_owns(c) ? HEALTH_OWNER_UPDATE :
-                c->restart ? HEALTH_OWNER_CHECK_RESTARTING : HEALTH_OWNER_CHECK;
+                c->restart                        ? HEALTH_OWNER_CHECK_RESTARTING :
+                                                    HEALTH_OWNER_CHECK;
         go_duration_format_seconds(grace, sizeof(grace), h->grace_usec);
 
         /* Stamped with the round's start, not the answer's arrival: rounds are a period apart, so the
@@ -232,7 +241,8 @@ static void component_observe(Component *c, const char *error) {
                 if (!c->not_installed && c == &h->kubelet)
                         node_health_event(h, c, /* warning= */ true,
                                           "Kubelet is unhealthy for more than %s, restarting it. "
-                                          "Health check error: %s", grace, error);
+                                          "Health check error: %s",
+                                          grace, error);
                 else if (!c->not_installed)
                         node_health_event(h, c, /* warning= */ true,
                                           "Containerd is unhealthy for more than %s, restarting it: %s",
@@ -242,7 +252,8 @@ static void component_observe(Component *c, const char *error) {
         }
 }
 
-static void kubelet_on_probe(HttpProbe *p, int error, const char *message, unsigned n_probes, void *userdata) {
+static void kubelet_on_probe(HttpProbe *p, int error, const char *message, unsigned n_probes,
+                             void *userdata) {
         Component *c = userdata;
 
         c->http_probe = http_probe_free(c->http_probe);
@@ -250,7 +261,8 @@ static void kubelet_on_probe(HttpProbe *p, int error, const char *message, unsig
 }
 
 static void kubelet_probe(NodeHealth *h) {
-        HttpProbeOptions o = kubelet_health_probe_once(h->healthz_url, MIN(PROBE_TIMEOUT_USEC, h->period_usec));
+        HttpProbeOptions o =
+                kubelet_health_probe_once(h->healthz_url, MIN(PROBE_TIMEOUT_USEC, h->period_usec));
         int r;
 
         r = http_probe_start(h->event, h->http, &o, kubelet_on_probe, &h->kubelet, &h->kubelet.http_probe);
@@ -292,8 +304,8 @@ static void containerd_on_version(GrpcCall *call, int error, long http_status, c
         else if (error < 0)
                 r = asprintf(&why, "%s", strerror(-error));
         else
-                r = containerd_version_decode(reply->grpc_status, reply->grpc_message, reply->body, reply->body_size,
-                                              &v, &why);
+                r = containerd_version_decode(reply->grpc_status, reply->grpc_message, reply->body,
+                                              reply->body_size, &v, &why);
         /* The reply is the call's: decoded above, gone now. */
         c->version_call = grpc_call_free(c->version_call);
         if (error >= 0 && r >= 0) {
@@ -333,17 +345,22 @@ static bool address_is_local(const char *ip) {
         bool found = false;
         int family;
 
-        family = inet_pton(AF_INET, ip, want) == 1 ? AF_INET : inet_pton(AF_INET6, ip, want) == 1 ? AF_INET6 : -1;
+        family = inet_pton(AF_INET, ip, want) == 1 ? AF_INET :
+                inet_pton(AF_INET6, ip, want) == 1 ? AF_INET6 :
+                                                     -1;
         if (family < 0 || getifaddrs(&list) < 0)
                 return false;
         for (i = list; i && !found; i = i->ifa_next) {
                 if (!i->ifa_addr || i->ifa_addr->sa_family != family)
                         continue;
                 if (family == AF_INET)
-                        memcpy(have, &((const struct sockaddr_in *) i->ifa_addr)->sin_addr, sizeof(struct in_addr));
+                        memcpy(have, &((const struct sockaddr_in *) i->ifa_addr)->sin_addr,
+                               sizeof(struct in_addr));
                 else
-                        memcpy(have, &((const struct sockaddr_in6 *) i->ifa_addr)->sin6_addr, sizeof(struct in6_addr));
-                found = memcmp(want, have, family == AF_INET ? sizeof(struct in_addr) : sizeof(struct in6_addr)) == 0;
+                        memcpy(have, &((const struct sockaddr_in6 *) i->ifa_addr)->sin6_addr,
+                               sizeof(struct in6_addr));
+                found = memcmp(want, have,
+                               family == AF_INET ? sizeof(struct in_addr) : sizeof(struct in6_addr)) == 0;
         }
         freeifaddrs(list);
         return found;
@@ -357,7 +374,8 @@ static void address_on_restored(int error, void *userdata) {
         if (error >= 0) {
                 node_health_event(h, c, /* warning= */ false,
                                   "Updated the lost internal IP address of node status to the previous "
-                                  "known: %s ", h->last_internal_ip);
+                                  "known: %s ",
+                                  h->last_internal_ip);
                 return;
         }
         /* As upstream: a kubelet that starts again publishes its addresses itself. The next round (or
@@ -394,10 +412,12 @@ static void check_address(NodeHealth *h) {
         }
         node_health_event(h, &h->kubelet, /* warning= */ true,
                           "Node status does neither have an internal nor an external IP, try "
-                          "to recover from last known internal IP: %s", h->last_internal_ip);
+                          "to recover from last known internal IP: %s",
+                          h->last_internal_ip);
         if (!address_is_local(h->last_internal_ip)) {
-                log_info("%s is not an address of this machine any more; the Node's InternalIP is not restored.",
-                         h->last_internal_ip);
+                log_info(
+                        "%s is not an address of this machine any more; the Node's InternalIP is not restored.",
+                        h->last_internal_ip);
                 return;
         }
         r = reporter_set_internal_ip(h->reporter, h->last_internal_ip, address_on_restored, h);
@@ -425,7 +445,8 @@ static int node_health_on_timer(sd_event_source *s, uint64_t usec, void *userdat
                 containerd_probe(h);
         }
         if (event_timer_arm(s, h->period_usec) < 0)
-                log_warning("Cannot re-arm the health check timer; kubelet and containerd are no longer checked.");
+                log_warning(
+                        "Cannot re-arm the health check timer; kubelet and containerd are no longer checked.");
         return 0;
 }
 
@@ -435,7 +456,8 @@ int node_health_start(NodeHealth *h) {
         assert(h);
         if (h->timer)
                 return 0;
-        r = sd_event_add_time_relative(h->event, &h->timer, CLOCK_MONOTONIC, 0, USEC_PER_SEC, node_health_on_timer, h);
+        r = sd_event_add_time_relative(h->event, &h->timer, CLOCK_MONOTONIC, 0, USEC_PER_SEC,
+                                       node_health_on_timer, h);
         if (r < 0)
                 return r;
         (void) sd_event_source_set_description(h->timer, "node-health");
@@ -454,9 +476,11 @@ void node_health_set_node(NodeHealth *h, const NodeView *v) {
         if (toggle_tracker_observe(&h->toggles, streq_ptr(v->ready.status, "True"), now)) {
                 char window[GO_DURATION_STR_MAX];
 
-                node_health_event(h, &h->kubelet, /* warning= */ true,
-                                  "Kubelet toggled between NotReady and Ready at least %d times in a %s time window. "
-                                  "Rebooting the node might help", HEALTH_TOGGLES_MAX,
-                                  go_duration_format_seconds(window, sizeof(window), HEALTH_TOGGLE_WINDOW_USEC));
+                node_health_event(
+                        h, &h->kubelet, /* warning= */ true,
+                        "Kubelet toggled between NotReady and Ready at least %d times in a %s time window. "
+                        "Rebooting the node might help",
+                        HEALTH_TOGGLES_MAX,
+                        go_duration_format_seconds(window, sizeof(window), HEALTH_TOGGLE_WINDOW_USEC));
         }
 }

@@ -6,18 +6,18 @@
 #include "core/node-labels.h"
 #include "duties/node-labeler.h"
 #include "util/fileio.h"
-#include "util/log.h"
 #include "util/log-once.h"
+#include "util/log.h"
 #include "util/time-util.h"
 
 struct NodeLabeler {
-        Reporter *reporter;             /* borrowed */
-        char *zone_path;                /* owned */
-        char *zone;                     /* owned; NULL: no zone file */
-        LogOnce zone_error;             /* the last read error, logged once */
-        bool control_plane;             /* the last OSC handed over has the kube-apiserver manifest */
-        bool writing;                   /* a label patch is in flight */
-        uint64_t failed_usec;           /* CLOCK_MONOTONIC of the last failed patch; 0: none */
+        Reporter *reporter;   /* borrowed */
+        char *zone_path;      /* owned */
+        char *zone;           /* owned; NULL: no zone file */
+        LogOnce zone_error;   /* the last read error, logged once */
+        bool control_plane;   /* the last OSC handed over has the kube-apiserver manifest */
+        bool writing;         /* a label patch is in flight */
+        uint64_t failed_usec; /* CLOCK_MONOTONIC of the last failed patch; 0: none */
 };
 
 /* After a failed patch (e.g. forbidden), Node events do not each bring another one. */
@@ -86,7 +86,8 @@ void node_labeler_sync(NodeLabeler *l, const NodeView *v) {
         int r;
 
         assert(l);
-        if (!v || l->writing || (l->failed_usec && clock_now_usec(CLOCK_MONOTONIC) - l->failed_usec < NODE_LABELER_RETRY_USEC))
+        if (!v || l->writing ||
+            (l->failed_usec && clock_now_usec(CLOCK_MONOTONIC) - l->failed_usec < NODE_LABELER_RETRY_USEC))
                 return;
         r = node_labels_patch(v, l->control_plane, l->zone, &patch);
         if (r < 0) {
@@ -95,8 +96,9 @@ void node_labeler_sync(NodeLabeler *l, const NodeView *v) {
         }
         if (!patch)
                 return;
-        log_info("Labelling node %s as %s%s%s.", strempty(v->name), l->control_plane ? "control-plane" : "a worker",
-                 l->zone ? " in zone " : "", strempty(l->zone));
+        log_info("Labelling node %s as %s%s%s.", strempty(v->name),
+                 l->control_plane ? "control-plane" : "a worker", l->zone ? " in zone " : "",
+                 strempty(l->zone));
         r = reporter_patch_metadata(l->reporter, patch, node_labeler_on_done, l);
         if (r == 0)
                 l->writing = true;

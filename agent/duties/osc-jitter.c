@@ -4,20 +4,20 @@
 
 #include "core/go-duration.h"
 #include "duties/osc-jitter.h"
-#include "util/log.h"
 #include "util/log-once.h"
+#include "util/log.h"
 #include "util/time-util.h"
 
 struct OscJitter {
-        sd_event *event;                /* borrowed */
+        sd_event *event; /* borrowed */
         OscJitterDeliver deliver;
         void *userdata;
-        bool seen;                      /* an OSC was handed over since the (re)start */
-        char *checksum;                 /* owned: of the last OSC handed over or waiting */
-        uint64_t delay_usec;            /* the last valid annotation value */
-        LogOnce delay_value;            /* its raw value, to log a change once */
-        OscDesired *waiting;            /* owned */
-        sd_event_source *timer;         /* owned: while an OSC waits */
+        bool seen;              /* an OSC was handed over since the (re)start */
+        char *checksum;         /* owned: of the last OSC handed over or waiting */
+        uint64_t delay_usec;    /* the last valid annotation value */
+        LogOnce delay_value;    /* its raw value, to log a change once */
+        OscDesired *waiting;    /* owned */
+        sd_event_source *timer; /* owned: while an OSC waits */
 };
 
 int osc_jitter_new(sd_event *event, OscJitterDeliver deliver, void *userdata, OscJitter **ret) {
@@ -30,7 +30,7 @@ int osc_jitter_new(sd_event *event, OscJitterDeliver deliver, void *userdata, Os
         if (!j)
                 return -ENOMEM;
         *j = (OscJitter) { .event = event, .deliver = deliver, .userdata = userdata };
-        (void) log_once_check(&j->delay_value, 0, NULL);       /* no annotation, the start: no news */
+        (void) log_once_check(&j->delay_value, 0, NULL); /* no annotation, the start: no news */
         *ret = j;
         return 0;
 }
@@ -60,7 +60,8 @@ static void osc_jitter_hand_over(OscJitter *j, OscDesired *osc) {
 static int osc_jitter_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         OscJitter *j = userdata;
 
-        log_info("Reconciliation delay over; applying OSC %s.", strempty(j->waiting ? j->waiting->checksum : NULL));
+        log_info("Reconciliation delay over; applying OSC %s.",
+                 strempty(j->waiting ? j->waiting->checksum : NULL));
         osc_jitter_hand_over(j, j->waiting);
         return 0;
 }
@@ -74,8 +75,9 @@ static uint64_t osc_jitter_delay(OscJitter *j, const NodeView *node) {
         r = reconciliation_delay_update(value, &j->delay_usec);
         changed = log_once_check(&j->delay_value, 0, value);
         if (changed && r == -EINVAL)
-                log_warning("Annotation %s=\"%s\" is not a duration; keeping the previous reconciliation delay.",
-                            NODE_ANNOTATION_RECONCILE_DELAY, value);
+                log_warning(
+                        "Annotation %s=\"%s\" is not a duration; keeping the previous reconciliation delay.",
+                        NODE_ANNOTATION_RECONCILE_DELAY, value);
         else if (changed && r >= 0) {
                 char d[DURATION_MAX_STR];
 
@@ -117,15 +119,17 @@ void osc_jitter_submit(OscJitter *j, OscDesired *osc, const NodeView *node) {
         }
         (void) sd_event_source_set_description(j->timer, "osc-jitter");
         j->waiting = osc;
-        log_info("OSC %s changed; waiting the reconciliation delay of %s (annotation %s).", strempty(osc->checksum),
-                 format_duration(d, sizeof(d), delay), NODE_ANNOTATION_RECONCILE_DELAY);
+        log_info("OSC %s changed; waiting the reconciliation delay of %s (annotation %s).",
+                 strempty(osc->checksum), format_duration(d, sizeof(d), delay),
+                 NODE_ANNOTATION_RECONCILE_DELAY);
 }
 
 void osc_jitter_node_changed(OscJitter *j, const NodeView *node) {
         assert(j);
-        (void) osc_jitter_delay(j, node);       /* follows the annotation as it changes, logged once */
+        (void) osc_jitter_delay(j, node); /* follows the annotation as it changes, logged once */
         if (j->waiting && node_view_gate_open(node)) {
-                log_info("The in-place gate is open; applying OSC %s without waiting.", strempty(j->waiting->checksum));
+                log_info("The in-place gate is open; applying OSC %s without waiting.",
+                         strempty(j->waiting->checksum));
                 osc_jitter_hand_over(j, j->waiting);
         }
 }

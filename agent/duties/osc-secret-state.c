@@ -6,13 +6,13 @@
 #include "util/time-util.h"
 
 struct OscSecretState {
-        Reporter *reporter;             /* borrowed */
-        OscAvailability verdict;        /* the last one said; UNKNOWN before the first */
-        bool forbidden_once;            /* one 403 seen, not said yet */
-        char *message;                  /* owned: its text */
-        const NodeView *node;           /* borrowed: the Node as last watched */
-        bool event_pending;             /* the verdict's Event waits for the Node (a fresh node's) */
-        bool warned;                    /* a Warning went out: its clearing is said too */
+        Reporter *reporter;      /* borrowed */
+        OscAvailability verdict; /* the last one said; UNKNOWN before the first */
+        bool forbidden_once;     /* one 403 seen, not said yet */
+        char *message;           /* owned: its text */
+        const NodeView *node;    /* borrowed: the Node as last watched */
+        bool event_pending;      /* the verdict's Event waits for the Node (a fresh node's) */
+        bool warned;             /* a Warning went out: its clearing is said too */
 };
 
 int osc_secret_state_new(Reporter *reporter, OscSecretState **ret) {
@@ -43,10 +43,12 @@ static void write_condition(OscSecretState *s) {
         const NodeCondition *c = node_view_condition(s->node, NODE_CONDITION_OSC_SECRET);
         int r;
 
-        if (s->verdict == OSC_AVAILABILITY_UNKNOWN || (!osc_availability_is_problem(s->verdict) && !(c && c->present)))
+        if (s->verdict == OSC_AVAILABILITY_UNKNOWN ||
+            (!osc_availability_is_problem(s->verdict) && !(c && c->present)))
                 return;
-        r = reporter_set_condition(s->reporter, NODE_CONDITION_OSC_SECRET, !osc_availability_is_problem(s->verdict),
-                                   osc_availability_reason(s->verdict), s->message, clock_now_usec(CLOCK_REALTIME));
+        r = reporter_set_condition(
+                s->reporter, NODE_CONDITION_OSC_SECRET, !osc_availability_is_problem(s->verdict),
+                osc_availability_reason(s->verdict), s->message, clock_now_usec(CLOCK_REALTIME));
         if (r < 0 && r != -ENODEV)
                 log_debug_errno(r, "Cannot write %s: %m", NODE_CONDITION_OSC_SECRET);
 }
@@ -58,11 +60,13 @@ static void emit_event(OscSecretState *s) {
                 return;
         s->event_pending = false;
         s->warned = osc_availability_is_problem(s->verdict);
-        (void) reporter_emit_event(s->reporter, osc_availability_is_problem(s->verdict) ? "Warning" : "Normal",
+        (void) reporter_emit_event(s->reporter,
+                                   osc_availability_is_problem(s->verdict) ? "Warning" : "Normal",
                                    osc_availability_reason(s->verdict), s->message);
 }
 
-void osc_secret_state_set(OscSecretState *s, OscAvailability a, const OscSecretRef *ref, const char *detail) {
+void osc_secret_state_set(OscSecretState *s, OscAvailability a, const OscSecretRef *ref,
+                          const char *detail) {
         _cleanup_free_ char *msg = NULL;
         bool was_problem;
         int r;

@@ -8,36 +8,40 @@
 #include "systemd/unit-state.h"
 #include "util/event-util.h"
 #include "util/fileio.h"
-#include "util/log.h"
 #include "util/log-once.h"
+#include "util/log.h"
 #include "util/strv.h"
 
 #define DROP_IN_READ_MAX 4096
 
 struct ReplacedUnits {
-        UnitControl *units;             /* borrowed */
-        Reporter *reporter;             /* borrowed */
-        char **names;                   /* owned */
-        char *runtime_directory;        /* owned */
+        UnitControl *units;      /* borrowed */
+        Reporter *reporter;      /* borrowed */
+        char **names;            /* owned */
+        char *runtime_directory; /* owned */
         uint64_t period_usec;
-        sd_event_source *timer;         /* owned */
+        sd_event_source *timer; /* owned */
         LogOnce last_error;
-        char *event;                    /* owned: a stop's Event the reporter could not send yet (no Node) */
+        char *event; /* owned: a stop's Event the reporter could not send yet (no Node) */
 
         /* The round in flight: `busy`, unit `next` being read or stopped. */
         bool busy, again;
         size_t next;
-        sd_bus_slot *read;              /* owned */
-        UnitJob *job;                   /* borrowed handle: the reload or the stop in flight */
+        sd_bus_slot *read; /* owned */
+        UnitJob *job;      /* borrowed handle: the reload or the stop in flight */
 };
 
 int replaced_units_drop_in_text(const char *path, char **ret) {
-        return asprintf(ret,
-                        "# Written by inplace-agent, which runs in place of this unit (osc.replacedUnits): two node\n"
-                        "# agents on one node would both act on an in-place update. The condition fails while this\n"
-                        "# file exists; drop-ins are merged wherever the unit file is.\n"
-                        "[Unit]\n"
-                        "ConditionPathExists=!%s\n", path) < 0 ? -ENOMEM : 0;
+        return asprintf(
+                       ret,
+                       "# Written by inplace-agent, which runs in place of this unit (osc.replacedUnits): two node\n"
+                       "# agents on one node would both act on an in-place update. The condition fails while this\n"
+                       "# file exists; drop-ins are merged wherever the unit file is.\n"
+                       "[Unit]\n"
+                       "ConditionPathExists=!%s\n",
+                       path) < 0 ?
+                -ENOMEM :
+                0;
 }
 
 static void failed(ReplacedUnits *k, int error, const char *what, const char *unit, const char *detail) {
@@ -110,8 +114,10 @@ static void on_stopped(const UnitJobResult *res, void *userdata) {
         k->job = NULL;
         if (res->error < 0)
                 failed(k, res->error, "stopping it failed", unit, res->detail);
-        else if (asprintf(&m, "%s was running beside the agent, which runs in place of it (osc.replacedUnits): "
-                          "stopped; a drop-in in %s keeps it from starting again.", unit, k->runtime_directory) >= 0) {
+        else if (asprintf(&m,
+                          "%s was running beside the agent, which runs in place of it (osc.replacedUnits): "
+                          "stopped; a drop-in in %s keeps it from starting again.",
+                          unit, k->runtime_directory) >= 0) {
                 log_notice("%s", m);
                 free(k->event);
                 k->event = TAKE_PTR(m);
@@ -124,7 +130,7 @@ static void on_stopped(const UnitJobResult *res, void *userdata) {
 
 static bool running(const char *active_state) {
         return streq_ptr(active_state, "active") || streq_ptr(active_state, "activating") ||
-               streq_ptr(active_state, "reloading");
+                streq_ptr(active_state, "reloading");
 }
 
 static void on_state(int error, const UnitState *st, void *userdata) {
@@ -150,7 +156,7 @@ static void check_next(ReplacedUnits *k) {
 
         for (; k->names[k->next]; k->next++) {
                 if (!bus)
-                        break;          /* systemd away: the next round asks again */
+                        break; /* systemd away: the next round asks again */
                 r = unit_state_read(bus, k->names[k->next], on_state, k, &k->read);
                 if (r >= 0)
                         return;
@@ -176,11 +182,12 @@ static void round_begin(ReplacedUnits *k) {
         k->next = 0;
         send_event(k);
         if (!unit_control_get_bus(k->units))
-                return round_end(k);    /* no systemd reachable: neither a unit to stop nor one to hold */
+                return round_end(k); /* no systemd reachable: neither a unit to stop nor one to hold */
         for (char **name = k->names; *name; name++)
                 written |= ensure_drop_in(k, *name) > 0;
         if (written) {
-                r = unit_control_run(k->units, UNIT_ACTION_DAEMON_RELOAD, NULL, NULL, on_reloaded, k, &k->job);
+                r = unit_control_run(k->units, UNIT_ACTION_DAEMON_RELOAD, NULL, NULL, on_reloaded, k,
+                                     &k->job);
                 if (r >= 0)
                         return;
                 failed(k, r, "cannot ask systemd to reload", "the replaced units", NULL);
@@ -218,7 +225,7 @@ int replaced_units_new(sd_event *event, UnitControl *units, Reporter *reporter, 
         if (strv_copy(names, &k->names) < 0 || !(k->runtime_directory = strdup(runtime_directory)))
                 return -ENOMEM;
         if (!k->names || !k->names[0]) {
-                *ret = TAKE_PTR(k);     /* nothing replaced: no timer, kicks do nothing */
+                *ret = TAKE_PTR(k); /* nothing replaced: no timer, kicks do nothing */
                 return 0;
         }
         r = sd_event_add_time_relative(event, &k->timer, CLOCK_MONOTONIC, 0, USEC_PER_SEC, on_timer, k);

@@ -11,44 +11,44 @@
 
 typedef enum RestartHandlerState {
         RESTART_HANDLER_IDLE,
-        RESTART_HANDLER_RESTARTING,     /* one unit job in flight */
-        RESTART_HANDLER_REMOVING,       /* remove_annotation() in flight */
-        RESTART_HANDLER_RETRY_WAIT,     /* removal failed; retry timer armed */
-        RESTART_HANDLER_SAVE_WAIT,      /* the record not saved before a restart; retry timer armed */
-        RESTART_HANDLER_SELF,           /* restarting our own unit: we expect to be stopped */
+        RESTART_HANDLER_RESTARTING, /* one unit job in flight */
+        RESTART_HANDLER_REMOVING,   /* remove_annotation() in flight */
+        RESTART_HANDLER_RETRY_WAIT, /* removal failed; retry timer armed */
+        RESTART_HANDLER_SAVE_WAIT,  /* the record not saved before a restart; retry timer armed */
+        RESTART_HANDLER_SELF,       /* restarting our own unit: we expect to be stopped */
 } RestartHandlerState;
 
 /* What was done for one annotation value; mirrored to state_path. */
 typedef struct RestartRecord {
-        char *value;                    /* owned; NULL = no record */
-        char **done;                    /* owned, n_done entries: units restarted (or tried) */
+        char *value; /* owned; NULL = no record */
+        char **done; /* owned, n_done entries: units restarted (or tried) */
         size_t n_done;
-        bool rejected_reported;         /* the Warnings for rejected entries went out */
-        bool removed;                   /* the annotation with this value was removed */
-        bool finished;                  /* every restart was started (the agent's own last) */
+        bool rejected_reported; /* the Warnings for rejected entries went out */
+        bool removed;           /* the annotation with this value was removed */
+        bool finished;          /* every restart was started (the agent's own last) */
 } RestartRecord;
 
 struct RestartHandler {
-        sd_event *event;                /* borrowed: the Manager's loop */
-        UnitControl *uc;                /* borrowed */
-        char *self_unit;                /* owned; may be NULL */
+        sd_event *event;                   /* borrowed: the Manager's loop */
+        UnitControl *uc;                   /* borrowed */
+        char *self_unit;                   /* owned; may be NULL */
         const char *const *replaced_units; /* borrowed, NULL-terminated: also mean self_unit */
-        char *state_path;               /* owned; may be NULL */
+        char *state_path;                  /* owned; may be NULL */
         RestartHandlerCallbacks cb;
-        void *userdata;                 /* borrowed */
+        void *userdata; /* borrowed */
 
         RestartHandlerState state;
-        RestartRequest *request;        /* owned: the parsed current value */
-        size_t index;                   /* next unit in request->units */
-        UnitJob *job;                   /* borrowed: owned by uc, cancelled in our destructor */
-        sd_event_source *retry_timer;   /* owned */
-        unsigned retries;               /* removal (or record save) failures in a row */
+        RestartRequest *request;      /* owned: the parsed current value */
+        size_t index;                 /* next unit in request->units */
+        UnitJob *job;                 /* borrowed: owned by uc, cancelled in our destructor */
+        sd_event_source *retry_timer; /* owned */
+        unsigned retries;             /* removal (or record save) failures in a row */
         uint64_t retry_min_usec;
         uint64_t retry_max_usec;
         RestartRecord record;
-        char *pending;                  /* owned: newest value seen while busy */
-        bool has_pending;               /* pending is meaningful (NULL pending = annotation gone) */
-        LogOnce logged_save;            /* the last failure to save the record, logged once */
+        char *pending;       /* owned: newest value seen while busy */
+        bool has_pending;    /* pending is meaningful (NULL pending = annotation gone) */
+        LogOnce logged_save; /* the last failure to save the record, logged once */
 };
 
 /* ---- the record */
@@ -120,8 +120,9 @@ static void record_load(RestartHandler *h) {
         if (!h->state_path || read_full_file(h->state_path, RESTART_HANDLER_STATE_MAX, &data, NULL) < 0)
                 return;
         j = json_loads(data, 0, NULL);
-        if (!j || json_unpack(j, "{s:s, s:o, s?b, s?b, s?b}", "value", &value, "done", &done,
-                              "rejectedReported", &rejected, "removed", &removed, "finished", &finished) < 0 ||
+        if (!j ||
+            json_unpack(j, "{s:s, s:o, s?b, s?b, s?b}", "value", &value, "done", &done, "rejectedReported",
+                        &rejected, "removed", &removed, "finished", &finished) < 0 ||
             !json_is_array(done)) {
                 json_decref(j);
                 return;
@@ -219,7 +220,7 @@ static void handler_restart_self(RestartHandler *h) {
 
         /* On disk before systemd stops us: the next instance must not do this again. */
         if (!handler_record_start(h, self, /* finished= */ true))
-                return;                         /* continues in handler_on_retry() */
+                return; /* continues in handler_on_retry() */
 
         h->state = RESTART_HANDLER_SELF;
         r = unit_control_restart_unit(h->uc, self, handler_on_self_done, h, &h->job);
@@ -231,7 +232,7 @@ static void handler_restart_self(RestartHandler *h) {
 
 static bool handler_self_pending(const RestartHandler *h) {
         return h->request->has_self &&
-               !record_has_done(&h->record, h->request->units[h->request->n_units - 1]);
+                !record_has_done(&h->record, h->request->units[h->request->n_units - 1]);
 }
 
 static int handler_on_retry(sd_event_source *s, uint64_t usec, void *userdata);
@@ -242,9 +243,10 @@ static void handler_retry_later(RestartHandler *h, RestartHandlerState state) {
 
         h->state = state;
         h->retry_timer = sd_event_source_disable_unref(h->retry_timer);
-        r = sd_event_add_time_relative(h->event, &h->retry_timer, CLOCK_MONOTONIC,
-                                       backoff_exponential(h->retry_min_usec, h->retry_max_usec, h->retries++),
-                                       /* accuracy= */ 0, handler_on_retry, h);
+        r = sd_event_add_time_relative(
+                h->event, &h->retry_timer, CLOCK_MONOTONIC,
+                backoff_exponential(h->retry_min_usec, h->retry_max_usec, h->retries++),
+                /* accuracy= */ 0, handler_on_retry, h);
         if (r < 0)
                 /* Nothing left to drive a retry; the next submit() of this value will. */
                 h->state = RESTART_HANDLER_IDLE;
@@ -277,7 +279,7 @@ void restart_handler_annotation_removed(RestartHandler *h, int error) {
         assert(h);
 
         if (h->state != RESTART_HANDLER_REMOVING)
-                return;                         /* late completion of something we gave up on */
+                return; /* late completion of something we gave up on */
         if (error < 0 && error != -ENOENT && error != -ESTALE) {
                 handler_retry_later(h, RESTART_HANDLER_RETRY_WAIT);
                 return;
@@ -307,12 +309,12 @@ static void handler_next(RestartHandler *h) {
                 const char *unit = h->request->units[h->index];
 
                 if (record_has_done(&h->record, unit))
-                        continue;               /* started before a crash */
+                        continue; /* started before a crash */
                 if (!handler_record_start(h, unit, /* finished= */ false))
-                        return;                 /* continues in handler_on_retry() */
+                        return; /* continues in handler_on_retry() */
                 r = unit_control_restart_unit(h->uc, unit, handler_on_unit_done, h, &h->job);
                 if (r >= 0)
-                        return;                 /* continues in handler_on_unit_done() */
+                        return; /* continues in handler_on_unit_done() */
                 handler_report(h, unit, /* ok= */ false, strerror(-r));
         }
 
@@ -355,7 +357,7 @@ static int handler_start(RestartHandler *h, const char *value) {
                 if (!h->record.value)
                         return -ENOMEM;
         }
-        restart_request_free(h->request);      /* left over if a removal retry could not be armed */
+        restart_request_free(h->request); /* left over if a removal retry could not be armed */
         h->request = TAKE_PTR(req);
         h->index = 0;
         h->retries = 0;
@@ -369,7 +371,7 @@ static int handler_start(RestartHandler *h, const char *value) {
         /* docs/contract.md §9.12: the annotation goes before any restart. A restart that reaches the
          * agent (its own unit, or anything that stops it) must not find the annotation again. */
         if (h->record.removed)
-                handler_next(h);                /* resuming after a crash */
+                handler_next(h); /* resuming after a crash */
         else
                 handler_remove(h);
         return 0;
@@ -401,7 +403,7 @@ int restart_handler_submit(RestartHandler *h, const char *value) {
 
         case RESTART_HANDLER_RETRY_WAIT:
                 if (streq_ptr(value, h->record.value))
-                        return 0;               /* still there: the timer retries */
+                        return 0; /* still there: the timer retries */
                 /* Gone or replaced: nothing of ours left to remove; the restarts can go ahead,
                  * and a new value comes afterwards. */
                 h->retry_timer = sd_event_source_disable_unref(h->retry_timer);
@@ -419,7 +421,7 @@ int restart_handler_submit(RestartHandler *h, const char *value) {
         }
 
         if (h->state != RESTART_HANDLER_IDLE)
-                return 0;                       /* handler_finish() started the pending value */
+                return 0; /* handler_finish() started the pending value */
 
         if (h->record.value && h->record.removed && !h->record.finished) {
                 /* A previous instance removed the annotation and died before all restarts were
@@ -440,7 +442,7 @@ int restart_handler_submit(RestartHandler *h, const char *value) {
                 return 0;
         }
         if (streq_ptr(value, h->record.value) && h->record.removed)
-                return 0;                       /* a stale view from before our removal */
+                return 0; /* a stale view from before our removal */
         return handler_start(h, value);
 }
 
@@ -480,8 +482,7 @@ int restart_handler_new(sd_event *event, UnitControl *uc, const char *self_unit,
         h->retry_min_usec = RESTART_HANDLER_RETRY_MIN_USEC;
         h->retry_max_usec = RESTART_HANDLER_RETRY_MAX_USEC;
         h->replaced_units = restart_request_replaced_units_default;
-        if (free_and_strdup(&h->self_unit, self_unit) < 0 ||
-            free_and_strdup(&h->state_path, state_path) < 0)
+        if (free_and_strdup(&h->self_unit, self_unit) < 0 || free_and_strdup(&h->state_path, state_path) < 0)
                 return -ENOMEM;
         record_load(h);
 

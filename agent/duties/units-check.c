@@ -2,21 +2,21 @@
 #include <assert.h>
 #include <stdlib.h>
 
-#include "core/unit-health.h"
 #include "core/node-view.h"
+#include "core/unit-health.h"
 #include "duties/units-check.h"
 #include "systemd/unit-state.h"
 #include "util/event-util.h"
-#include "util/log.h"
 #include "util/log-once.h"
+#include "util/log.h"
 
 /* One unit of the list and, during a round, what systemd said about it (copies). */
 typedef struct UnitsCheck UnitsCheck;
 typedef struct CheckedUnit {
-        UnitsCheck *owner;              /* borrowed: the list's owner */
+        UnitsCheck *owner; /* borrowed: the list's owner */
         char *name;
         bool enabled;
-        sd_bus_slot *slot;              /* owned: the read in flight */
+        sd_bus_slot *slot; /* owned: the read in flight */
         bool answered;
         int error;
         char *load_state, *active_state, *sub_state, *service_type;
@@ -25,15 +25,15 @@ typedef struct CheckedUnit {
 } CheckedUnit;
 
 struct UnitsCheck {
-        sd_event *event;                /* borrowed */
-        UnitControl *uc;                /* borrowed: the way to systemd */
-        Reporter *reporter;             /* borrowed */
+        sd_event *event;    /* borrowed */
+        UnitControl *uc;    /* borrowed: the way to systemd */
+        Reporter *reporter; /* borrowed */
         uint64_t period_usec, stuck_usec;
-        sd_event_source *timer;         /* owned */
-        CheckedUnit *units;             /* owned */
+        sd_event_source *timer; /* owned */
+        CheckedUnit *units;     /* owned */
         size_t n_units;
-        size_t pending;                 /* reads of this round still in flight */
-        LogOnce read_error;             /* of the last round, to log each distinct failure once */
+        size_t pending;     /* reads of this round still in flight */
+        LogOnce read_error; /* of the last round, to log each distinct failure once */
 };
 
 static void checked_unit_reset(CheckedUnit *u) {
@@ -70,7 +70,10 @@ int units_check_new(sd_event *event, UnitControl *units, Reporter *reporter, uin
         c = calloc(1, sizeof(*c));
         if (!c)
                 return -ENOMEM;
-        *c = (UnitsCheck) { .event = event, .uc = units, .reporter = reporter, .period_usec = period_usec,
+        *c = (UnitsCheck) { .event = event,
+                            .uc = units,
+                            .reporter = reporter,
+                            .period_usec = period_usec,
                             .stuck_usec = stuck_usec };
         *ret = c;
         return 0;
@@ -106,7 +109,7 @@ int units_check_set_units(UnitsCheck *c, const char *const *names, const bool *e
                         return -ENOMEM;
                 }
         }
-        units_clear(c);         /* a round in flight is dropped */
+        units_clear(c); /* a round in flight is dropped */
         c->units = units;
         c->n_units = n;
         /* A new list (an OSC was applied) is judged at once, as upstream's check runs on the Node
@@ -133,9 +136,13 @@ static void units_check_finish(UnitsCheck *c) {
                 if (u->error < 0 && r == 0)
                         r = u->error;
                 states[i] = (UnitHealthState) {
-                        .name = u->name, .enabled = u->enabled, .load_state = u->load_state,
-                        .active_state = u->active_state, .sub_state = u->sub_state,
-                        .service_type = u->service_type, .triggered = u->triggered,
+                        .name = u->name,
+                        .enabled = u->enabled,
+                        .load_state = u->load_state,
+                        .active_state = u->active_state,
+                        .sub_state = u->sub_state,
+                        .service_type = u->service_type,
+                        .triggered = u->triggered,
                         .state_change_usec = u->state_change_usec,
                 };
         }
@@ -147,8 +154,9 @@ static void units_check_finish(UnitsCheck *c) {
                         return;
                 }
                 if (log_once_check(&c->read_error, r, NULL))
-                        log_warning_errno(r, "Cannot read the state of the OSC's units, keeping %s as it is: %m",
-                                          NODE_CONDITION_UNITS_READY);
+                        log_warning_errno(
+                                r, "Cannot read the state of the OSC's units, keeping %s as it is: %m",
+                                NODE_CONDITION_UNITS_READY);
                 return;
         }
         log_once_clear(&c->read_error);
@@ -159,8 +167,10 @@ static void units_check_finish(UnitsCheck *c) {
                 log_oom();
                 return;
         }
-        log_debug("%s: %s/%s: %s", NODE_CONDITION_UNITS_READY, v.status ? "True" : "False", v.reason, v.message);
-        r = reporter_set_condition(c->reporter, NODE_CONDITION_UNITS_READY, v.status, v.reason, v.message, real);
+        log_debug("%s: %s/%s: %s", NODE_CONDITION_UNITS_READY, v.status ? "True" : "False", v.reason,
+                  v.message);
+        r = reporter_set_condition(c->reporter, NODE_CONDITION_UNITS_READY, v.status, v.reason, v.message,
+                                   real);
         if (r < 0 && r != -ENODEV)
                 log_debug_errno(r, "Cannot write %s: %m", NODE_CONDITION_UNITS_READY);
 }
@@ -178,8 +188,10 @@ static void units_check_on_state(int error, const UnitState *st, void *userdata)
         if (st) {
                 u->triggered = st->triggered;
                 u->state_change_usec = st->state_change_usec;
-                if (dup_state(&u->load_state, st->load_state) < 0 || dup_state(&u->active_state, st->active_state) < 0 ||
-                    dup_state(&u->sub_state, st->sub_state) < 0 || dup_state(&u->service_type, st->service_type) < 0)
+                if (dup_state(&u->load_state, st->load_state) < 0 ||
+                    dup_state(&u->active_state, st->active_state) < 0 ||
+                    dup_state(&u->sub_state, st->sub_state) < 0 ||
+                    dup_state(&u->service_type, st->service_type) < 0)
                         u->error = -ENOMEM;
         }
         if (--c->pending == 0)
@@ -191,9 +203,9 @@ static void units_check_round(UnitsCheck *c) {
         sd_bus *bus = unit_control_get_bus(c->uc);
 
         if (c->pending > 0)
-                return;         /* the last round is still waiting for systemd */
+                return; /* the last round is still waiting for systemd */
         if (!bus)
-                return;         /* systemd out of reach: nothing to judge, the condition stays */
+                return; /* systemd out of reach: nothing to judge, the condition stays */
         for (size_t i = 0; i < c->n_units; i++) {
                 CheckedUnit *u = &c->units[i];
                 int r;
@@ -209,7 +221,7 @@ static void units_check_round(UnitsCheck *c) {
                 c->pending++;
         }
         if (c->pending == 0 && c->n_units > 0)
-                units_check_finish(c);  /* nothing could even be asked: report why */
+                units_check_finish(c); /* nothing could even be asked: report why */
 }
 
 static int units_check_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -228,7 +240,8 @@ int units_check_start(UnitsCheck *c) {
         assert(c);
         if (c->timer)
                 return 0;
-        r = sd_event_add_time_relative(c->event, &c->timer, CLOCK_MONOTONIC, 0, USEC_PER_SEC, units_check_on_timer, c);
+        r = sd_event_add_time_relative(c->event, &c->timer, CLOCK_MONOTONIC, 0, USEC_PER_SEC,
+                                       units_check_on_timer, c);
         if (r < 0)
                 return r;
         (void) sd_event_source_set_description(c->timer, "units-check");

@@ -13,7 +13,7 @@
 #include "util/base64.h"
 
 struct ClientKey {
-        EVP_PKEY *pkey;         /* owned */
+        EVP_PKEY *pkey; /* owned */
 };
 
 /* Upstream's usages, in upstream's order (they are part of the digested name). */
@@ -55,8 +55,8 @@ int client_key_generate(ClientKey **ret) {
 }
 
 typedef enum PemObject {
-        PEM_PRIVATE_KEY,        /* EVP_PKEY */
-        PEM_CERTIFICATE,        /* X509 */
+        PEM_PRIVATE_KEY, /* EVP_PKEY */
+        PEM_CERTIFICATE, /* X509 */
 } PemObject;
 
 /* The first object of that kind in a bounded PEM buffer, owned by the caller: -EFBIG, -ENOMEM, or
@@ -73,8 +73,8 @@ static int pem_read(const char *pem, size_t size, PemObject kind, void **ret) {
         b = BIO_new_mem_buf(pem, (int) size);
         if (!b)
                 return -ENOMEM;
-        o = kind == PEM_PRIVATE_KEY ? (void *) PEM_read_bio_PrivateKey(b, NULL, NULL, NULL)
-                                    : (void *) PEM_read_bio_X509(b, NULL, NULL, NULL);
+        o = kind == PEM_PRIVATE_KEY ? (void *) PEM_read_bio_PrivateKey(b, NULL, NULL, NULL) :
+                                      (void *) PEM_read_bio_X509(b, NULL, NULL, NULL);
         if (!o)
                 return -EINVAL;
         *ret = o;
@@ -189,10 +189,9 @@ int client_csr_build(const ClientKey *k, const char *machine, char **ret_pem, si
         if (X509_REQ_set_version(req, 0) != 1 ||
             X509_NAME_add_entry_by_txt(name, "O", V_ASN1_PRINTABLESTRING,
                                        (const unsigned char *) CLIENT_ORGANIZATION, -1, -1, 0) != 1 ||
-            X509_NAME_add_entry_by_txt(name, "CN", V_ASN1_PRINTABLESTRING, (const unsigned char *) cn, -1, -1,
-                                       0) != 1 ||
-            X509_REQ_set_pubkey(req, k->pkey) != 1 ||
-            X509_REQ_sign(req, k->pkey, EVP_sha256()) <= 0 ||
+            X509_NAME_add_entry_by_txt(name, "CN", V_ASN1_PRINTABLESTRING, (const unsigned char *) cn, -1,
+                                       -1, 0) != 1 ||
+            X509_REQ_set_pubkey(req, k->pkey) != 1 || X509_REQ_sign(req, k->pkey, EVP_sha256()) <= 0 ||
             PEM_write_bio_X509_REQ(b, req) != 1)
                 return -EIO;
         return bio_to_string(b, ret_pem, ret_size);
@@ -231,7 +230,7 @@ int client_csr_name(const ClientKey *k, const char *machine, char **ret) {
         cn = client_common_name(machine);
         if (!md || !cn)
                 return -ENOMEM;
-        der_size = i2d_PUBKEY(k->pkey, &der);   /* PKIX SubjectPublicKeyInfo, like x509.MarshalPKIXPublicKey */
+        der_size = i2d_PUBKEY(k->pkey, &der); /* PKIX SubjectPublicKeyInfo, like x509.MarshalPKIXPublicKey */
         if (der_size <= 0)
                 return -EIO;
         if (EVP_DigestInit_ex(md, EVP_sha512_256(), NULL) != 1)
@@ -255,7 +254,8 @@ int client_csr_name(const ClientKey *k, const char *machine, char **ret) {
         return 0;
 }
 
-json_t *client_csr_object(const char *name, const char *csr_pem, size_t csr_size, unsigned expiration_seconds) {
+json_t *client_csr_object(const char *name, const char *csr_pem, size_t csr_size,
+                          unsigned expiration_seconds) {
         _cleanup_free_ char *request = NULL;
         json_t *usages;
 
@@ -270,11 +270,9 @@ json_t *client_csr_object(const char *name, const char *csr_pem, size_t csr_size
                         json_decref(usages);
                         return NULL;
                 }
-        return json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s, s:o, s:I}}",
-                         "apiVersion", "certificates.k8s.io/v1",
-                         "kind", "CertificateSigningRequest",
-                         "metadata", "name", name,
-                         "spec", "request", request, "signerName", CLIENT_CSR_SIGNER, "usages", usages,
+        return json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s, s:o, s:I}}", "apiVersion",
+                         "certificates.k8s.io/v1", "kind", "CertificateSigningRequest", "metadata", "name",
+                         name, "spec", "request", request, "signerName", CLIENT_CSR_SIGNER, "usages", usages,
                          "expirationSeconds", (json_int_t) expiration_seconds);
 }
 
@@ -332,7 +330,7 @@ uint64_t client_cert_renew_at(const ClientCertInfo *info, uint64_t random) {
         assert(info);
 
         lifetime = info->not_after_usec - info->not_before_usec;
-        permille = 700 + random % 201;          /* 70.0 % … 90.0 % */
+        permille = 700 + random % 201; /* 70.0 % … 90.0 % */
         /* lifetime / 1000 * permille loses < 1 ms per 1000 s; fine for a renewal moment. */
         return info->not_before_usec + lifetime / 1000 * permille;
 }

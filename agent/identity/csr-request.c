@@ -10,26 +10,23 @@
 #include "util/string-util.h"
 
 struct CsrRequest {
-        KubeClient *client;             /* borrowed */
-        json_t *object;                 /* ref held: what we created */
-        char *name;                     /* owned */
-        char *path;                     /* owned: the object's path */
-        char *uid;                      /* owned: the created object's uid; NULL until known */
+        KubeClient *client; /* borrowed */
+        json_t *object;     /* ref held: what we created */
+        char *name;         /* owned */
+        char *path;         /* owned: the object's path */
+        char *uid;          /* owned: the created object's uid; NULL until known */
         uint64_t poll_usec;
         uint64_t timeout_usec;
-        uint64_t deadline_usec;         /* CLOCK_MONOTONIC */
-        KubeRequest *request;           /* owned: in flight */
-        sd_event_source *timer;         /* owned: next poll */
+        uint64_t deadline_usec; /* CLOCK_MONOTONIC */
+        KubeRequest *request;   /* owned: in flight */
+        sd_event_source *timer; /* owned: next poll */
         CsrRequestCallback cb;
         void *userdata;
 };
 
 static const char *const outcome_table[] = {
-        [CSR_ISSUED] = "issued",
-        [CSR_DENIED] = "denied",
-        [CSR_FAILED] = "failed",
-        [CSR_TIMEOUT] = "timeout",
-        [CSR_ERROR] = "error",
+        [CSR_ISSUED] = "issued",   [CSR_DENIED] = "denied", [CSR_FAILED] = "failed",
+        [CSR_TIMEOUT] = "timeout", [CSR_ERROR] = "error",
 };
 
 DEFINE_STRING_TABLE_LOOKUP_TO_STRING(csr_outcome, CsrOutcome, outcome_table);
@@ -78,7 +75,8 @@ static void api_failure(CsrRequest *r, KubeRequest *req, int error, const char *
         _cleanup_free_ char *detail = NULL;
 
         /* Formatted first: finish() frees the request that owns reason and message. */
-        if (asprintf(&detail, "HTTP %ld %s: %s", kube_request_get_status(req), strempty(kube_request_get_reason(req)),
+        if (asprintf(&detail, "HTTP %ld %s: %s", kube_request_get_status(req),
+                     strempty(kube_request_get_reason(req)),
                      kube_request_get_message(req) ?: strerror(-error)) < 0)
                 detail = NULL;
         finish(r, CSR_ERROR, error, NULL, 0, "%s CertificateSigningRequest %s: %s", what, r->name,
@@ -98,8 +96,8 @@ static bool examine(CsrRequest *r, json_t *obj) {
                 /* First sight (after our create, or after a 409 for our own earlier one): it must hold our
                  * request, as upstream's ensureCompatible checks; from now on it must keep its uid. */
                 if (!streq_ptr(jstr(obj, "spec", "request"), jstr(r->object, "spec", "request")) || !uid) {
-                        finish(r, CSR_ERROR, -EEXIST, NULL, 0, "CertificateSigningRequest %s holds another request",
-                               r->name);
+                        finish(r, CSR_ERROR, -EEXIST, NULL, 0,
+                               "CertificateSigningRequest %s holds another request", r->name);
                         return true;
                 }
                 r->uid = strdup(uid);
@@ -119,8 +117,9 @@ static bool examine(CsrRequest *r, json_t *obj) {
 
                 if (!streq_ptr(type, "Denied") && !streq_ptr(type, "Failed"))
                         continue;
-                finish(r, streq(type, "Denied") ? CSR_DENIED : CSR_FAILED, streq(type, "Denied") ? -EPERM : -EIO,
-                       NULL, 0, "CertificateSigningRequest %s %s, reason: %s, message: %s", r->name,
+                finish(r, streq(type, "Denied") ? CSR_DENIED : CSR_FAILED,
+                       streq(type, "Denied") ? -EPERM : -EIO, NULL, 0,
+                       "CertificateSigningRequest %s %s, reason: %s, message: %s", r->name,
                        streq(type, "Denied") ? "is denied" : "failed", strempty(reason), strempty(message));
                 return true;
         }
@@ -130,8 +129,8 @@ static bool examine(CsrRequest *r, json_t *obj) {
                 int k = base64_decode(cert, CLIENT_PEM_MAX, &pem, &size);
 
                 if (k < 0)
-                        finish(r, CSR_ERROR, k, NULL, 0, "CertificateSigningRequest %s: undecodable certificate",
-                               r->name);
+                        finish(r, CSR_ERROR, k, NULL, 0,
+                               "CertificateSigningRequest %s: undecodable certificate", r->name);
                 else
                         finish(r, CSR_ISSUED, 0, pem, size, "CertificateSigningRequest %s issued", r->name);
                 return true;
@@ -149,7 +148,8 @@ static void on_get(KubeRequest *req, int error, json_t *obj, void *userdata) {
                 int k = schedule_poll(r);
 
                 if (k < 0)
-                        finish(r, CSR_ERROR, k, NULL, 0, "CertificateSigningRequest %s: %s", r->name, strerror(-k));
+                        finish(r, CSR_ERROR, k, NULL, 0, "CertificateSigningRequest %s: %s", r->name,
+                               strerror(-k));
         }
 }
 
@@ -166,15 +166,16 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         }
         k = kube_client_get(r->client, r->path, on_get, r, &r->request);
         if (k < 0)
-                finish(r, CSR_ERROR, k, NULL, 0, "reading CertificateSigningRequest %s: %s", r->name, strerror(-k));
+                finish(r, CSR_ERROR, k, NULL, 0, "reading CertificateSigningRequest %s: %s", r->name,
+                       strerror(-k));
         return 0;
 }
 
 static int schedule_poll(CsrRequest *r) {
         uint64_t now = kube_client_now(r->client), at = MIN(now + r->poll_usec, r->deadline_usec);
 
-        return sd_event_add_time(kube_client_get_event(r->client), &r->timer, CLOCK_MONOTONIC, at, 0, on_timer,
-                                 r);
+        return sd_event_add_time(kube_client_get_event(r->client), &r->timer, CLOCK_MONOTONIC, at, 0,
+                                 on_timer, r);
 }
 
 static void on_create(KubeRequest *req, int error, json_t *obj, void *userdata) {

@@ -25,43 +25,43 @@
 #define KUBECONFIG_NAME "node-agent"
 
 typedef enum IdentityState {
-        IDENTITY_IDLE,          /* nothing in flight; maybe a renewal timer */
-        IDENTITY_REQUESTING,    /* a CSR is in flight */
-        IDENTITY_RETRY_WAIT,    /* backoff timer armed */
+        IDENTITY_IDLE,       /* nothing in flight; maybe a renewal timer */
+        IDENTITY_REQUESTING, /* a CSR is in flight */
+        IDENTITY_RETRY_WAIT, /* backoff timer armed */
 } IdentityState;
 
 typedef enum Credential {
-        CREDENTIAL_NONE,        /* missing or unusable */
-        CREDENTIAL_OURS,        /* a client certificate of ours, valid now */
-        CREDENTIAL_FOREIGN,     /* token or other credentials we did not issue: left alone */
+        CREDENTIAL_NONE,    /* missing or unusable */
+        CREDENTIAL_OURS,    /* a client certificate of ours, valid now */
+        CREDENTIAL_FOREIGN, /* token or other credentials we did not issue: left alone */
 } Credential;
 
 struct Identity {
-        sd_event *event;                /* ref held */
-        Http *http;                     /* borrowed */
-        const KubeTuning *tuning;       /* borrowed */
-        char *kubeconfig;               /* owned */
-        char *pem_path;                 /* owned: beside the kubeconfig */
-        char *bootstrap_kubeconfig;     /* owned */
-        char *gna_directory;            /* owned */
-        char *gna_server;               /* owned; may be NULL */
-        char *node_name;                /* owned */
-        char *renew_ca_file;            /* owned: the CA bundle a CA rotation renews against; NULL: none */
+        sd_event *event;            /* ref held */
+        Http *http;                 /* borrowed */
+        const KubeTuning *tuning;   /* borrowed */
+        char *kubeconfig;           /* owned */
+        char *pem_path;             /* owned: beside the kubeconfig */
+        char *bootstrap_kubeconfig; /* owned */
+        char *gna_directory;        /* owned */
+        char *gna_server;           /* owned; may be NULL */
+        char *node_name;            /* owned */
+        char *renew_ca_file;        /* owned: the CA bundle a CA rotation renews against; NULL: none */
         unsigned expiration_seconds;
         IdentityCallback cb;
         void *userdata;
 
         IdentityState state;
         Credential credential;
-        bool via_bootstrap;             /* the attempt in flight uses the bootstrap credential */
-        KubeConfig *attempt_kc;         /* owned: the cluster and credentials of the attempt */
-        KubeClient *client;             /* owned: the attempt's client (kept until the next attempt) */
-        ClientKey *key;                 /* owned: the attempt's new key */
-        CsrRequest *csr;                /* owned: in flight */
-        sd_event_source *timer;         /* owned: renewal or retry */
+        bool via_bootstrap;     /* the attempt in flight uses the bootstrap credential */
+        KubeConfig *attempt_kc; /* owned: the cluster and credentials of the attempt */
+        KubeClient *client;     /* owned: the attempt's client (kept until the next attempt) */
+        ClientKey *key;         /* owned: the attempt's new key */
+        CsrRequest *csr;        /* owned: in flight */
+        sd_event_source *timer; /* owned: renewal or retry */
         Backoff backoff;
         UpdateFailureCode failure;
-        char *status;                   /* owned; NULL when there is nothing to say */
+        char *status; /* owned; NULL when there is nothing to say */
 };
 
 static int set_status(Identity *id, const char *fmt, ...) _printf_(2, 3);
@@ -230,7 +230,8 @@ int identity_machine_name(const char *gna_directory, const char *node_name, char
 }
 
 /* The PEM bytes of a kubeconfig's client certificate or key: inline data, or the file. Owned copy. */
-static int credential_bytes(const char *data, size_t data_size, const char *file, char **ret, size_t *ret_size) {
+static int credential_bytes(const char *data, size_t data_size, const char *file, char **ret,
+                            size_t *ret_size) {
         if (data) {
                 *ret = malloc(data_size + 1);
                 if (!*ret)
@@ -346,13 +347,11 @@ static char *kubeconfig_text(const Identity *id, const KubeConfig *kc) {
         if (kc->tls_server_name)
                 json_object_set_new(cluster, "tls-server-name", json_string(kc->tls_server_name));
         doc = json_pack("{s:s, s:s, s:[{s:s, s:o}], s:[{s:s, s:{s:s, s:s}}], s:[{s:s, s:{s:s, s:s}}], s:s}",
-                        "apiVersion", "v1", "kind", "Config",
-                        "clusters", "name", KUBECONFIG_NAME, "cluster", cluster,
-                        "users", "name", KUBECONFIG_NAME, "user", "client-certificate", id->pem_path,
-                        "client-key", id->pem_path,
-                        "contexts", "name", KUBECONFIG_NAME, "context", "cluster", KUBECONFIG_NAME, "user",
-                        KUBECONFIG_NAME,
-                        "current-context", KUBECONFIG_NAME);
+                        "apiVersion", "v1", "kind", "Config", "clusters", "name", KUBECONFIG_NAME, "cluster",
+                        cluster, "users", "name", KUBECONFIG_NAME, "user", "client-certificate",
+                        id->pem_path, "client-key", id->pem_path, "contexts", "name", KUBECONFIG_NAME,
+                        "context", "cluster", KUBECONFIG_NAME, "user", KUBECONFIG_NAME, "current-context",
+                        KUBECONFIG_NAME);
         if (!doc)
                 return NULL;
         text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -403,10 +402,11 @@ static int on_renew(sd_event_source *s, uint64_t usec, void *userdata);
 static void schedule_renewal(Identity *id, const ClientCertInfo *info) {
         int r;
 
-        r = schedule(id, client_cert_renew_at(info, ((uint64_t) random_u32() << 32) | random_u32()), CLOCK_REALTIME,
-                     on_renew);
+        r = schedule(id, client_cert_renew_at(info, ((uint64_t) random_u32() << 32) | random_u32()),
+                     CLOCK_REALTIME, on_renew);
         if (r < 0)
-                log_error_errno(r, "Cannot schedule the client certificate's renewal; the next 401 or restart "
+                log_error_errno(r,
+                                "Cannot schedule the client certificate's renewal; the next 401 or restart "
                                 "renews it: %m");
 }
 
@@ -417,7 +417,8 @@ static void fail(Identity *id, const char *message) {
         (void) sd_event_now(id->event, CLOCK_MONOTONIC, &now);
         delay = backoff_next(&id->backoff, now, random_u32());
         /* Without a usable certificate it is a bootstrap; with one (renewal, CA rotation) a rotation. */
-        id->failure = id->via_bootstrap ? UPDATE_FAILURE_BOOTSTRAP_FAILED : UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED;
+        id->failure = id->via_bootstrap ? UPDATE_FAILURE_BOOTSTRAP_FAILED :
+                                          UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED;
         id->state = IDENTITY_RETRY_WAIT;
         (void) set_status(id, "%s: %s; retrying in %s", update_failure_code_to_string(id->failure), message,
                           format_duration(buf, sizeof(buf), delay));
@@ -448,8 +449,9 @@ static void on_csr_done(CsrRequest *r, CsrOutcome outcome, int error, const char
                 return fail(id, message);
         k = client_cert_info(cert, cert_size, id->key, &info);
         if (k < 0 || !info.is_client_auth)
-                return fail(id, k == -EKEYREJECTED ? "the issued certificate is not for our key"
-                                                   : "the issued certificate is not a client certificate");
+                return fail(id,
+                            k == -EKEYREJECTED ? "the issued certificate is not for our key" :
+                                                 "the issued certificate is not a client certificate");
         k = store_credentials(id, cert, cert_size, &werr);
         if (k < 0)
                 return fail(id, werr ?: strerror(-k));
@@ -494,8 +496,8 @@ static void attempt(Identity *id, bool via_bootstrap) {
         id->via_bootstrap = via_bootstrap;
         id->state = IDENTITY_REQUESTING;
 
-        r = via_bootstrap ? bootstrap_kubeconfig(id, &id->attempt_kc, &error)
-                          : current_kubeconfig(id, &id->attempt_kc, &error);
+        r = via_bootstrap ? bootstrap_kubeconfig(id, &id->attempt_kc, &error) :
+                            current_kubeconfig(id, &id->attempt_kc, &error);
         if (r >= 0)
                 r = use_renew_ca(id);
         if (r < 0)
@@ -519,7 +521,8 @@ static void attempt(Identity *id, bool via_bootstrap) {
         if (r < 0)
                 return fail(id, "cannot send the CertificateSigningRequest");
         (void) set_status(id, "%s: waiting for CertificateSigningRequest %s to be issued",
-                          via_bootstrap ? "bootstrapping the client certificate" : "renewing the client certificate",
+                          via_bootstrap ? "bootstrapping the client certificate" :
+                                          "renewing the client certificate",
                           name);
         log_info("Requesting a client certificate for machine %s through CertificateSigningRequest %s (%s).",
                  machine, name, via_bootstrap ? "bootstrap credential" : "current certificate");
@@ -558,7 +561,8 @@ int identity_start(Identity *id) {
         id->credential = current_credential(id, &info, &why);
         switch (id->credential) {
         case CREDENTIAL_FOREIGN:
-                log_debug("Kubeconfig %s holds credentials this agent did not issue; no renewal.", id->kubeconfig);
+                log_debug("Kubeconfig %s holds credentials this agent did not issue; no renewal.",
+                          id->kubeconfig);
                 return 1;
         case CREDENTIAL_OURS:
                 schedule_renewal(id, &info);
@@ -584,7 +588,7 @@ void identity_unauthorized(Identity *id) {
         assert(id);
 
         if (id->state != IDENTITY_IDLE || id->credential != CREDENTIAL_OURS)
-                return;         /* already on it, or not our certificate to replace */
+                return; /* already on it, or not our certificate to replace */
         log_warning("The API server rejected the client certificate (401); bootstrapping a new one.");
         id->credential = CREDENTIAL_NONE;
         attempt(id, /* via_bootstrap= */ true);

@@ -18,13 +18,12 @@ json_t *kubelet_bootstrap_token_kubeconfig(const char *server, const char *ca_fi
         assert(server && ca_file && token);
         if (strncmp(server, "https://", strlen("https://")) != 0 && asprintf(&url, "https://%s", server) < 0)
                 return NULL;
-        return json_pack("{s:s, s:s, s:[{s:s, s:{s:s, s:s}}], s:[{s:s, s:{s:s}}], s:[{s:s, s:{s:s, s:s}}], s:s}",
-                         "apiVersion", "v1", "kind", "Config",
-                         "clusters", "name", CONTEXT, "cluster", "certificate-authority", ca_file, "server",
-                         url ?: server,
-                         "users", "name", CONTEXT, "user", "token", token,
-                         "contexts", "name", CONTEXT, "context", "cluster", CONTEXT, "user", CONTEXT,
-                         "current-context", CONTEXT);
+        return json_pack(
+                "{s:s, s:s, s:[{s:s, s:{s:s, s:s}}], s:[{s:s, s:{s:s}}], s:[{s:s, s:{s:s, s:s}}], s:s}",
+                "apiVersion", "v1", "kind", "Config", "clusters", "name", CONTEXT, "cluster",
+                "certificate-authority", ca_file, "server", url ?: server, "users", "name", CONTEXT, "user",
+                "token", token, "contexts", "name", CONTEXT, "context", "cluster", CONTEXT, "user", CONTEXT,
+                "current-context", CONTEXT);
 }
 
 static char *kubelet_file(const char *dir, const char *name) {
@@ -90,8 +89,10 @@ int kubelet_bootstrap_provision(const KubeletBootstrapParams *p, char **ret_erro
         }
         if (isempty(p->server) || isempty(p->ca_file)) {
                 erase_and_free(TAKE_PTR(token), size);
-                return error_setf(ret_error, -ENODATA, "gardener-node-agent's component config names no "
-                                  "apiServer.server and apiServer.caFile for the kubelet's bootstrap kubeconfig");
+                return error_setf(
+                        ret_error, -ENODATA,
+                        "gardener-node-agent's component config names no "
+                        "apiServer.server and apiServer.caFile for the kubelet's bootstrap kubeconfig");
         }
         /* Trimmed like upstream's strings.TrimSpace. */
         while (size > 0 && strchr(" \t\r\n", token[size - 1]))

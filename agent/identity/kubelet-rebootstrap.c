@@ -28,8 +28,8 @@ static const char *const step_names[_KUBELET_REBOOTSTRAP_STEP_MAX] = {
 
 DEFINE_STRING_TABLE_LOOKUP(kubelet_rebootstrap_step, KubeletRebootstrapStep, step_names);
 
-json_t *kubelet_bootstrap_kubeconfig(const json_t *real, const char *ca_file, const char *server, const char *pem,
-                                     size_t pem_size) {
+json_t *kubelet_bootstrap_kubeconfig(const json_t *real, const char *ca_file, const char *server,
+                                     const char *pem, size_t pem_size) {
         _cleanup_free_ char *data = NULL;
         json_t *out;
 
@@ -90,8 +90,10 @@ static int load_step(const KubeletRebootstrapParams *p, KubeletRebootstrapStep *
 }
 
 static int write_bootstrap(const KubeletRebootstrapParams *p, char **ret_error) {
-        _cleanup_free_ char *real = kubelet_path(p, KUBECONFIG_REAL), *boot = kubelet_path(p, KUBECONFIG_BOOTSTRAP);
-        _cleanup_free_ char *pem_path = kubelet_path(p, KUBELET_CLIENT_PEM), *text = NULL, *error = NULL, *out = NULL;
+        _cleanup_free_ char *real = kubelet_path(p, KUBECONFIG_REAL),
+                            *boot = kubelet_path(p, KUBECONFIG_BOOTSTRAP);
+        _cleanup_free_ char *pem_path = kubelet_path(p, KUBELET_CLIENT_PEM), *text = NULL, *error = NULL,
+                            *out = NULL;
         _cleanup_(json_decrefp) json_t *doc = NULL, *result = NULL;
         char *pem = NULL;
         size_t size, pem_size = 0;
@@ -103,8 +105,10 @@ static int write_bootstrap(const KubeletRebootstrapParams *p, char **ret_error) 
         if (r == -ENOENT) {
                 /* Upstream: nothing to convert; the bootstrap kubeconfig must be there already. */
                 if (access(boot, F_OK) < 0)
-                        return error_setf(ret_error, -ENOENT, "kubeconfig file \"%s\" does not exist, cannot "
-                                          "proceed with rebootstrap", boot);
+                        return error_setf(ret_error, -ENOENT,
+                                          "kubeconfig file \"%s\" does not exist, cannot "
+                                          "proceed with rebootstrap",
+                                          boot);
                 return 0;
         }
         if (r < 0)
@@ -151,7 +155,8 @@ static int remove_tree_at(int dfd) {
                 if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         return -errno;
                 if (S_ISDIR(st.st_mode)) {
-                        int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        int fd = openat(dirfd(d), de->d_name,
+                                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
                         if (fd < 0)
                                 return -errno;
@@ -186,11 +191,12 @@ static int remove_path(const KubeletRebootstrapParams *p, const char *name, bool
                 r = -errno;
         if (r < 0)
                 return error_setf(ret_error, r, "removing %s: %s", path, strerror(-r));
-        (void) fsync_parent_dir(path);  /* best effort: the removal itself is done */
+        (void) fsync_parent_dir(path); /* best effort: the removal itself is done */
         return 0;
 }
 
-int kubelet_rebootstrap_run(const KubeletRebootstrapParams *p, KubeletRebootstrapStep *ret_next, char **ret_error) {
+int kubelet_rebootstrap_run(const KubeletRebootstrapParams *p, KubeletRebootstrapStep *ret_next,
+                            char **ret_error) {
         KubeletRebootstrapStep step = 0;
         int r;
 

@@ -10,37 +10,37 @@
 #include "util/error-message.h"
 #include "util/event-util.h"
 #include "util/fileio.h"
-#include "util/log.h"
 #include "util/log-once.h"
+#include "util/log.h"
 #include "util/time-util.h"
 #include "util/yaml-json.h"
 
 #define COMPONENT_CONFIG_MAX (1024U * 1024U)
 
 typedef struct TokenTarget {
-        TokenSync *owner;               /* borrowed */
-        char *secret_name;              /* owned */
-        char *path;                     /* owned: root + configured path */
-        const char *config_path;        /* the configured path: the tail of `path` */
-        KubeWatch *watch;               /* owned */
-        KubeRequest *request;           /* owned: a resync GET in flight */
-        LogOnce list_error;             /* a LIST no retry fixes (403, too large), said once */
+        TokenSync *owner;        /* borrowed */
+        char *secret_name;       /* owned */
+        char *path;              /* owned: root + configured path */
+        const char *config_path; /* the configured path: the tail of `path` */
+        KubeWatch *watch;        /* owned */
+        KubeRequest *request;    /* owned: a resync GET in flight */
+        LogOnce list_error;      /* a LIST no retry fixes (403, too large), said once */
 } TokenTarget;
 
 struct TokenSync {
-        KubeClient *client;             /* borrowed */
-        char *namespace;                /* owned: of the Secrets */
-        TokenTarget *targets;           /* owned array */
+        KubeClient *client;   /* borrowed */
+        char *namespace;      /* owned: of the Secrets */
+        TokenTarget *targets; /* owned array */
         size_t n_targets;
         uint64_t period_usec;
-        sd_event_source *timer;         /* owned: periodic resync */
+        sd_event_source *timer; /* owned: periodic resync */
         unsigned writes, failures;
 
         /* The resync someone waits for (token_sync_resync() with a callback). */
         TokenSyncDoneCallback done_cb;
         void *done_userdata;
-        unsigned done_failures;         /* `failures` when it began */
-        sd_event_source *done_defer;    /* owned: reports when nothing was left to read */
+        unsigned done_failures;      /* `failures` when it began */
+        sd_event_source *done_defer; /* owned: reports when nothing was left to read */
 };
 
 void token_sync_configs_clear(TokenSyncConfigs *c) {
@@ -66,8 +66,8 @@ int token_sync_configs_from_json(const json_t *doc, TokenSyncConfigs *ret, char 
 
 int token_sync_configs_from_component(const OscComponentConfig *cc, TokenSyncConfigs *ret) {
         _cleanup_(token_sync_configs_clear) TokenSyncConfigs c = {
-                .sync_period_usec = cc && cc->token_sync_period_usec ? cc->token_sync_period_usec
-                                                                     : TOKEN_SYNC_PERIOD_DEFAULT_USEC,
+                .sync_period_usec = cc && cc->token_sync_period_usec ? cc->token_sync_period_usec :
+                                                                       TOKEN_SYNC_PERIOD_DEFAULT_USEC,
         };
 
         assert(ret);
@@ -135,7 +135,8 @@ static void sync_secret(TokenTarget *tt, const json_t *secret) {
 
         if (!b64 || base64_decode(b64, TOKEN_SYNC_MAX, &token, &size) < 0 || size == 0) {
                 t->failures++;
-                log_warning("Secret %s has no usable \"token\" key; %s not updated.", tt->secret_name, tt->path);
+                log_warning("Secret %s has no usable \"token\" key; %s not updated.", tt->secret_name,
+                            tt->path);
                 return;
         }
         r = read_full_file(tt->path, TOKEN_SYNC_MAX, &current, &current_size);
@@ -147,8 +148,8 @@ static void sync_secret(TokenTarget *tt, const json_t *secret) {
                         r = write_file_atomic(tt->path, token, size, 0640);
                 if (r < 0) {
                         t->failures++;
-                        log_warning_errno(r, "Cannot write the token of Secret %s to %s: %m", tt->secret_name,
-                                          tt->path);
+                        log_warning_errno(r, "Cannot write the token of Secret %s to %s: %m",
+                                          tt->secret_name, tt->path);
                 } else {
                         t->writes++;
                         log_info("Token of Secret %s written to %s.", tt->secret_name, tt->path);
@@ -194,8 +195,9 @@ static void on_get(KubeRequest *req, int error, json_t *object, void *userdata) 
 
         if (error < 0) {
                 tt->owner->failures++;
-                log_warning_errno(error, "Cannot read Secret %s for %s: HTTP %ld %s", tt->secret_name, tt->path,
-                                  kube_request_get_status(req), strempty(kube_request_get_reason(req)));
+                log_warning_errno(error, "Cannot read Secret %s for %s: HTTP %ld %s", tt->secret_name,
+                                  tt->path, kube_request_get_status(req),
+                                  strempty(kube_request_get_reason(req)));
         } else
                 sync_secret(tt, object);
         tt->request = kube_request_free(tt->request);
@@ -253,8 +255,8 @@ unsigned token_sync_resync_path(TokenSync *t, const char *path) {
 
                 if (!streq(tt->config_path, path))
                         continue;
-                log_info("%s was removed or rewritten by the OSC: re-reading Secret %s for its token.", tt->path,
-                         tt->secret_name);
+                log_info("%s was removed or rewritten by the OSC: re-reading Secret %s for its token.",
+                         tt->path, tt->secret_name);
                 target_resync(tt);
                 n++;
         }
@@ -272,7 +274,8 @@ static int on_period(sd_event_source *s, uint64_t usec, void *userdata) {
 
         r = token_sync_resync(t, NULL, NULL);
         if (r < 0)
-                log_warning_errno(r, "Cannot resync the tokens now; the watches keep them current, the next "
+                log_warning_errno(r,
+                                  "Cannot resync the tokens now; the watches keep them current, the next "
                                   "period tries again: %m");
         return event_timer_arm(s, t->period_usec);
 }
@@ -307,7 +310,8 @@ int token_sync_new(KubeClient *client, const char *root, const char *namespace, 
 
                 tt->owner = t;
                 tt->secret_name = strdup(cfg->items[i].secret_name);
-                if (!tt->secret_name || asprintf(&tt->path, "%.*s%s", (int) rl, root, cfg->items[i].path) < 0)
+                if (!tt->secret_name ||
+                    asprintf(&tt->path, "%.*s%s", (int) rl, root, cfg->items[i].path) < 0)
                         return -ENOMEM;
                 tt->config_path = tt->path + rl;
         }
@@ -345,8 +349,8 @@ int token_sync_start(TokenSync *t) {
         for (size_t i = 0; i < t->n_targets; i++) {
                 TokenTarget *tt = &t->targets[i];
 
-                r = kube_watch_new(t->client, KUBE_RESOURCE_SECRETS, t->namespace, tt->secret_name, &callbacks, tt,
-                                   &tt->watch);
+                r = kube_watch_new(t->client, KUBE_RESOURCE_SECRETS, t->namespace, tt->secret_name,
+                                   &callbacks, tt, &tt->watch);
                 if (r < 0)
                         return r;
                 r = kube_watch_start(tt->watch);

@@ -5,11 +5,11 @@
 #include "kube/event-cache.h"
 
 typedef struct Entry {
-        char *key;              /* owned: uid \x1f type \x1f reason \x1f message; NULL = free slot */
-        char *name;             /* owned, set with key (a pointer, not an array: the idle cache is 256 slots) */
+        char *key;  /* owned: uid \x1f type \x1f reason \x1f message; NULL = free slot */
+        char *name; /* owned, set with key (a pointer, not an array: the idle cache is 256 slots) */
         unsigned count;
-        uint64_t first_usec;    /* realtime */
-        uint64_t used_usec;     /* monotonic, for LRU */
+        uint64_t first_usec; /* realtime */
+        uint64_t used_usec;  /* monotonic, for LRU */
 } Entry;
 
 typedef struct Bucket {
@@ -21,7 +21,7 @@ typedef struct Bucket {
 struct EventCache {
         Entry entries[EVENT_CACHE_ENTRIES];
         Bucket buckets[EVENT_CACHE_BUCKETS];
-        uint64_t last_name_nsec;        /* names stay unique even within one clock tick */
+        uint64_t last_name_nsec; /* names stay unique even within one clock tick */
 };
 
 static const char *const action_names[_EVENT_ACTION_MAX] = {
@@ -62,7 +62,8 @@ static bool bucket_take(Bucket *b, uint64_t now_usec) {
                 if (gained > 0) {
                         b->tokens_milli = MIN(full, b->tokens_milli + gained);
                         /* Keep the remainder of the interval so slow trickles are not lost. */
-                        b->refilled_usec = b->tokens_milli == full ? now_usec :
+                        b->refilled_usec = b->tokens_milli == full ?
+                                now_usec :
                                 b->refilled_usec + gained * EVENT_SPAM_REFILL_USEC / 1000;
                 }
         }
@@ -163,7 +164,9 @@ int event_cache_observe(EventCache *c, const char *object_name, const char *uid,
         if (e) {
                 e->count++;
                 e->used_usec = now_usec;
-                *ret = (EventDecision) { .action = EVENT_ACTION_PATCH, .count = e->count, .first_usec = e->first_usec };
+                *ret = (EventDecision) { .action = EVENT_ACTION_PATCH,
+                                         .count = e->count,
+                                         .first_usec = e->first_usec };
                 snprintf(ret->name, sizeof(ret->name), "%s", e->name);
                 return 0;
         }
@@ -174,7 +177,10 @@ int event_cache_observe(EventCache *c, const char *object_name, const char *uid,
         e = entry_victim(c);
         free(e->key);
         free(e->name);
-        *e = (Entry) { .key = TAKE_PTR(key), .name = TAKE_PTR(name), .count = 1, .first_usec = realtime_usec,
+        *e = (Entry) { .key = TAKE_PTR(key),
+                       .name = TAKE_PTR(name),
+                       .count = 1,
+                       .first_usec = realtime_usec,
                        .used_usec = now_usec };
         *ret = (EventDecision) { .action = EVENT_ACTION_CREATE, .count = 1, .first_usec = realtime_usec };
         snprintf(ret->name, sizeof(ret->name), "%s", e->name);

@@ -11,19 +11,19 @@
 #include "util/log.h"
 
 #if defined(__x86_64__)
-#  define GOARCH "amd64"
+#define GOARCH "amd64"
 #elif defined(__aarch64__)
-#  define GOARCH "arm64"
+#define GOARCH "arm64"
 #elif defined(__i386__)
-#  define GOARCH "386"
+#define GOARCH "386"
 #elif defined(__arm__)
-#  define GOARCH "arm"
+#define GOARCH "arm"
 #elif defined(__powerpc64__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#  define GOARCH "ppc64le"
+#define GOARCH "ppc64le"
 #elif defined(__s390x__)
-#  define GOARCH "s390x"
+#define GOARCH "s390x"
 #else
-#  define GOARCH "unknown"
+#define GOARCH "unknown"
 #endif
 
 /* Shows up in audit logs; the part before '/' names our managedFields entries (docs/kube-api.md §1). */
@@ -32,42 +32,42 @@
 #define PLAIN_MESSAGE_MAX 256
 
 struct KubeClient {
-        sd_event *event;                /* ref held */
-        Http *http;                     /* borrowed: the Manager's, outlives us */
-        const KubeTuning *tuning;       /* borrowed */
-        char *server;                   /* owned: URL prefix without trailing '/' */
-        KubeCredentials *creds;         /* owned */
-        sd_event_source *cert_timer;    /* owned: periodic check of certificate files */
-        KubeRequest *floating;          /* owned: list of requests nobody else holds */
+        sd_event *event;             /* ref held */
+        Http *http;                  /* borrowed: the Manager's, outlives us */
+        const KubeTuning *tuning;    /* borrowed */
+        char *server;                /* owned: URL prefix without trailing '/' */
+        KubeCredentials *creds;      /* owned */
+        sd_event_source *cert_timer; /* owned: periodic check of certificate files */
+        KubeRequest *floating;       /* owned: list of requests nobody else holds */
         KubeClientReconnectCallback on_reconnect;
-        void *reconnect_userdata;       /* borrowed */
+        void *reconnect_userdata; /* borrowed */
         KubeClientUnauthorizedCallback on_unauthorized;
-        void *unauthorized_userdata;    /* borrowed */
+        void *unauthorized_userdata; /* borrowed */
 };
 
 struct KubeRequest {
-        KubeClient *client;             /* borrowed */
-        HttpRequest *http;              /* owned: the attempt in flight */
-        sd_event_source *retry_timer;   /* owned: pending retry */
-        char *method;                   /* owned */
-        char *path;                     /* owned */
-        const char *content_type;       /* static */
-        char *body;                     /* owned: serialized request body; NULL for none */
+        KubeClient *client;           /* borrowed */
+        HttpRequest *http;            /* owned: the attempt in flight */
+        sd_event_source *retry_timer; /* owned: pending retry */
+        char *method;                 /* owned */
+        char *path;                   /* owned */
+        const char *content_type;     /* static */
+        char *body;                   /* owned: serialized request body; NULL for none */
         uint64_t timeout_usec;
-        bool repeatable;                /* safe to send again after a connection reset */
+        bool repeatable; /* safe to send again after a connection reset */
         unsigned attempts;
         bool retried_401;
-        char *token_used;               /* owned: bearer token of the last attempt */
+        char *token_used; /* owned: bearer token of the last attempt */
 
         long status;
-        char *reason;                   /* owned */
-        char *message;                  /* owned */
+        char *reason;  /* owned */
+        char *message; /* owned */
         uint64_t retry_after_usec;
 
         KubeRequestCallback cb;
-        void *userdata;                 /* borrowed */
+        void *userdata; /* borrowed */
         bool floating;
-        KubeRequest *next, *prev;       /* floating list links */
+        KubeRequest *next, *prev; /* floating list links */
 };
 
 static const char *const patch_content_types[_KUBE_PATCH_TYPE_MAX] = {
@@ -125,8 +125,9 @@ int kube_client_new(sd_event *event, Http *http, const KubeConfig *kc, const Kub
         c = malloc(sizeof(*c));
         if (!c)
                 return -ENOMEM;
-        *c = (KubeClient) { .event = sd_event_ref(event), .http = http, .tuning = tuning,
-                            .server = strdup(kc->server) };
+        *c = (KubeClient) {
+                .event = sd_event_ref(event), .http = http, .tuning = tuning, .server = strdup(kc->server)
+        };
         if (!c->server)
                 return -ENOMEM;
 
@@ -184,7 +185,8 @@ static int add_header(HttpRequest *h, const char *name, const char *value) {
         return r;
 }
 
-static int prepare(KubeClient *c, const char *method, const char *path, char **ret_token, HttpRequest **ret) {
+static int prepare(KubeClient *c, const char *method, const char *path, char **ret_token,
+                   HttpRequest **ret) {
         _cleanup_(http_request_freep) HttpRequest *h = NULL;
         _cleanup_free_ char *url = NULL;
         const char *token;
@@ -260,7 +262,8 @@ void kube_client_observe_status(KubeClient *c, long status) {
                 unauthorized(c);
 }
 
-void kube_client_set_unauthorized_callback(KubeClient *c, KubeClientUnauthorizedCallback cb, void *userdata) {
+void kube_client_set_unauthorized_callback(KubeClient *c, KubeClientUnauthorizedCallback cb,
+                                           void *userdata) {
         assert(c);
         c->on_unauthorized = cb;
         c->unauthorized_userdata = userdata;
@@ -304,8 +307,8 @@ static void kube_request_finish(KubeRequest *r, int error, json_t *object) {
 
         r->http = http_request_free(r->http);
         log_debug("%s %s: %li%s%s%s%s (%u attempt%s)", r->method, r->path, r->status, r->reason ? " " : "",
-                  strempty(r->reason), error < 0 ? ", " : "", error < 0 ? strerror(-error) : "",
-                  r->attempts, r->attempts == 1 ? "" : "s");
+                  strempty(r->reason), error < 0 ? ", " : "", error < 0 ? strerror(-error) : "", r->attempts,
+                  r->attempts == 1 ? "" : "s");
 
         /* Floating requests are ours: free them after the callback. Others may be freed by it. */
         if (r->cb)
@@ -348,7 +351,8 @@ static void record_answer(KubeRequest *r, json_t *object) {
         if (r->status >= 200 && r->status < 300)
                 return;
 
-        if (json_is_object(object) && streq_ptr(json_string_value(json_object_get(object, "kind")), "Status")) {
+        if (json_is_object(object) &&
+            streq_ptr(json_string_value(json_object_get(object, "kind")), "Status")) {
                 const char *reason = json_string_value(json_object_get(object, "reason"));
                 const char *message = json_string_value(json_object_get(object, "message"));
 
@@ -462,8 +466,8 @@ static int kube_request_send(KubeRequest *r) {
 }
 
 static int kube_client_request(KubeClient *c, const char *method, const char *path, const char *content_type,
-                               const json_t *body, uint64_t timeout_usec, KubeRequestCallback cb, void *userdata,
-                               KubeRequest **ret) {
+                               const json_t *body, uint64_t timeout_usec, KubeRequestCallback cb,
+                               void *userdata, KubeRequest **ret) {
         _cleanup_(kube_request_freep) KubeRequest *r = NULL;
         int err;
 
@@ -509,30 +513,34 @@ static int kube_client_request(KubeClient *c, const char *method, const char *pa
         return 0;
 }
 
-int kube_client_get(KubeClient *c, const char *path, KubeRequestCallback cb, void *userdata, KubeRequest **ret) {
-        return kube_client_request(c, "GET", path, NULL, NULL, c->tuning->request_timeout_usec, cb, userdata, ret);
-}
-
-int kube_client_delete(KubeClient *c, const char *path, KubeRequestCallback cb, void *userdata, KubeRequest **ret) {
-        return kube_client_request(c, "DELETE", path, NULL, NULL, c->tuning->request_timeout_usec, cb, userdata, ret);
-}
-
-int kube_client_post(KubeClient *c, const char *path, const json_t *body, KubeRequestCallback cb, void *userdata,
-                     KubeRequest **ret) {
-        assert(body);
-        return kube_client_request(c, "POST", path, "application/json", body, c->tuning->request_timeout_usec, cb,
-                                   userdata, ret);
-}
-
-int kube_client_put(KubeClient *c, const char *path, const json_t *body, KubeRequestCallback cb, void *userdata,
+int kube_client_get(KubeClient *c, const char *path, KubeRequestCallback cb, void *userdata,
                     KubeRequest **ret) {
-        assert(body);
-        return kube_client_request(c, "PUT", path, "application/json", body, c->tuning->request_timeout_usec, cb,
+        return kube_client_request(c, "GET", path, NULL, NULL, c->tuning->request_timeout_usec, cb, userdata,
+                                   ret);
+}
+
+int kube_client_delete(KubeClient *c, const char *path, KubeRequestCallback cb, void *userdata,
+                       KubeRequest **ret) {
+        return kube_client_request(c, "DELETE", path, NULL, NULL, c->tuning->request_timeout_usec, cb,
                                    userdata, ret);
 }
 
-int kube_client_send(KubeClient *c, const char *method, const char *path, const json_t *body, uint64_t timeout_usec,
-                     KubeRequestCallback cb, void *userdata, KubeRequest **ret) {
+int kube_client_post(KubeClient *c, const char *path, const json_t *body, KubeRequestCallback cb,
+                     void *userdata, KubeRequest **ret) {
+        assert(body);
+        return kube_client_request(c, "POST", path, "application/json", body,
+                                   c->tuning->request_timeout_usec, cb, userdata, ret);
+}
+
+int kube_client_put(KubeClient *c, const char *path, const json_t *body, KubeRequestCallback cb,
+                    void *userdata, KubeRequest **ret) {
+        assert(body);
+        return kube_client_request(c, "PUT", path, "application/json", body, c->tuning->request_timeout_usec,
+                                   cb, userdata, ret);
+}
+
+int kube_client_send(KubeClient *c, const char *method, const char *path, const json_t *body,
+                     uint64_t timeout_usec, KubeRequestCallback cb, void *userdata, KubeRequest **ret) {
         uint64_t limit = c->tuning->request_timeout_usec;
 
         assert(method);
@@ -546,7 +554,8 @@ int kube_client_patch(KubeClient *c, const char *path, KubePatchType type, const
 
         assert(body);
         assert(ct);
-        return kube_client_request(c, "PATCH", path, ct, body, c->tuning->patch_timeout_usec, cb, userdata, ret);
+        return kube_client_request(c, "PATCH", path, ct, body, c->tuning->patch_timeout_usec, cb, userdata,
+                                   ret);
 }
 
 long kube_request_get_status(const KubeRequest *r) {

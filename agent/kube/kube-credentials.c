@@ -6,10 +6,10 @@
 #include "util/fileio.h"
 
 typedef struct TrackedFile {
-        char *path;             /* owned; NULL = not configured */
-        char *data;             /* owned: last good content; NULL = never read */
+        char *path; /* owned; NULL = not configured */
+        char *data; /* owned: last good content; NULL = never read */
         size_t size;
-        int error;              /* last read error, 0 if the last read worked */
+        int error; /* last read error, 0 if the last read worked */
         dev_t dev;
         ino_t ino;
         off_t st_size;
@@ -17,20 +17,20 @@ typedef struct TrackedFile {
 } TrackedFile;
 
 struct KubeCredentials {
-        char *static_token;     /* owned; NULL = none */
+        char *static_token; /* owned; NULL = none */
         TrackedFile token;
-        uint64_t token_read_usec;       /* monotonic time of the last successful read */
+        uint64_t token_read_usec; /* monotonic time of the last successful read */
         uint64_t token_refresh_usec;
-        bool token_stale;       /* a 401 was seen: re-read before the next request */
+        bool token_stale; /* a 401 was seen: re-read before the next request */
 
         TrackedFile ca, cert, key;
-        char *ca_data;          /* owned: inline PEM from the kubeconfig; NULL = none */
+        char *ca_data; /* owned: inline PEM from the kubeconfig; NULL = none */
         size_t ca_data_size;
-        char *cert_data;        /* owned: inline PEM */
+        char *cert_data; /* owned: inline PEM */
         size_t cert_data_size;
-        char *key_data;         /* owned: inline PEM */
+        char *key_data; /* owned: inline PEM */
         size_t key_data_size;
-        char *server_name;      /* owned: tls-server-name; NULL = URL host */
+        char *server_name; /* owned: tls-server-name; NULL = URL host */
 };
 
 static void secure_free(char *p, size_t size) {
@@ -135,9 +135,9 @@ static bool tracked_changed_on_disk(const TrackedFile *f) {
         if (!f->data)
                 return true;
         if (stat(f->path, &st) < 0)
-                return false;   /* vanished mid-rotation: keep using what we have */
+                return false; /* vanished mid-rotation: keep using what we have */
         return st.st_dev != f->dev || st.st_ino != f->ino || st.st_size != f->st_size ||
-               st.st_mtim.tv_sec != f->mtime.tv_sec || st.st_mtim.tv_nsec != f->mtime.tv_nsec;
+                st.st_mtim.tv_sec != f->mtime.tv_sec || st.st_mtim.tv_nsec != f->mtime.tv_nsec;
 }
 
 int kube_credentials_new(const KubeConfig *kc, uint64_t token_refresh_usec, uint64_t now_usec,
@@ -157,8 +157,7 @@ int kube_credentials_new(const KubeConfig *kc, uint64_t token_refresh_usec, uint
         if (kc->tls_server_name && !(c->server_name = strdup(kc->tls_server_name)))
                 return -ENOMEM;
         if ((r = tracked_init(&c->token, kc->token_file)) < 0 ||
-            (r = tracked_init(&c->ca, kc->ca_file)) < 0 ||
-            (r = tracked_init(&c->cert, kc->cert_file)) < 0 ||
+            (r = tracked_init(&c->ca, kc->ca_file)) < 0 || (r = tracked_init(&c->cert, kc->cert_file)) < 0 ||
             (r = tracked_init(&c->key, kc->key_file)) < 0 ||
             (r = dup_blob(kc->ca_data, kc->ca_data_size, &c->ca_data, &c->ca_data_size)) < 0 ||
             (r = dup_blob(kc->cert_data, kc->cert_data_size, &c->cert_data, &c->cert_data_size)) < 0 ||
@@ -187,8 +186,8 @@ int kube_credentials_refresh(KubeCredentials *c, uint64_t now_usec) {
 
         assert(c);
 
-        if (c->token.path && (!c->token.data || c->token_stale ||
-                              now_usec >= c->token_read_usec + c->token_refresh_usec)) {
+        if (c->token.path &&
+            (!c->token.data || c->token_stale || now_usec >= c->token_read_usec + c->token_refresh_usec)) {
                 r = tracked_read(&c->token, KUBE_TOKEN_MAX, /* trim= */ true);
                 if (r >= 0) {
                         c->token_read_usec = now_usec;

@@ -17,19 +17,19 @@ typedef struct QueuedEvent {
         char *uid;              /* owned: involvedObject.uid at the time of the event */
         uint64_t realtime_usec; /* lastTimestamp */
         unsigned attempts;
-        bool recreate;          /* the count patch found no Event: POST it again */
+        bool recreate; /* the count patch found no Event: POST it again */
 } QueuedEvent;
 
 struct KubeEvents {
-        KubeClient *client;             /* borrowed */
-        char *component;                /* owned */
-        char *node_name;                /* owned */
-        char *node_uid;                 /* owned; NULL = unknown */
-        EventCache *cache;              /* owned */
+        KubeClient *client; /* borrowed */
+        char *component;    /* owned */
+        char *node_name;    /* owned */
+        char *node_uid;     /* owned; NULL = unknown */
+        EventCache *cache;  /* owned */
         QueuedEvent queue[KUBE_EVENTS_QUEUE_MAX];
         unsigned head, n_queued;
-        KubeRequest *inflight;          /* owned: request for queue[head] */
-        sd_event_source *retry_timer;   /* owned */
+        KubeRequest *inflight;        /* owned: request for queue[head] */
+        sd_event_source *retry_timer; /* owned */
 };
 
 static void queued_done(QueuedEvent *q) {
@@ -99,26 +99,20 @@ static char *format_time(uint64_t realtime_usec) {
 }
 
 static json_t *event_body(KubeEvents *e, const QueuedEvent *q) {
-        _cleanup_free_ char *first = format_time(q->decision.first_usec), *last = format_time(q->realtime_usec);
+        _cleanup_free_ char *first = format_time(q->decision.first_usec),
+                            *last = format_time(q->realtime_usec);
 
         if (!first || !last)
                 return NULL;
         return json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s}, s:s, s:s, s:s, s:{s:s, s:s},"
                          " s:s, s:s, s:I, s:s, s:s, s:s*}",
-                         "apiVersion", "v1",
-                         "kind", "Event",
-                         "metadata", "name", q->decision.name, "namespace", KUBE_EVENTS_NAMESPACE,
-                         "involvedObject", "kind", "Node", "apiVersion", "v1", "name", e->node_name, "uid", q->uid,
-                         "reason", q->reason,
-                         "message", q->message,
-                         "type", q->type,
-                         "source", "component", e->component, "host", e->node_name,
-                         "firstTimestamp", first,
-                         "lastTimestamp", last,
-                         "count", (json_int_t) q->decision.count,
-                         "reportingComponent", e->component,
-                         "reportingInstance", e->node_name,
-                         "action", q->action);
+                         "apiVersion", "v1", "kind", "Event", "metadata", "name", q->decision.name,
+                         "namespace", KUBE_EVENTS_NAMESPACE, "involvedObject", "kind", "Node", "apiVersion",
+                         "v1", "name", e->node_name, "uid", q->uid, "reason", q->reason, "message",
+                         q->message, "type", q->type, "source", "component", e->component, "host",
+                         e->node_name, "firstTimestamp", first, "lastTimestamp", last, "count",
+                         (json_int_t) q->decision.count, "reportingComponent", e->component,
+                         "reportingInstance", e->node_name, "action", q->action);
 }
 
 static json_t *count_patch(const QueuedEvent *q) {
@@ -163,13 +157,15 @@ static void kube_events_on_done(KubeRequest *req, int error, json_t *object, voi
         }
         if (error < 0 && status == 0 && q->attempts < KUBE_EVENTS_ATTEMPTS) {
                 /* Transport failure: the server may be restarting. Status errors are final. */
-                if (sd_event_add_time_relative(kube_client_get_event(e->client), &e->retry_timer, CLOCK_MONOTONIC,
-                                               KUBE_EVENTS_RETRY_USEC, USEC_PER_SEC, kube_events_on_retry, e) >= 0)
+                if (sd_event_add_time_relative(kube_client_get_event(e->client), &e->retry_timer,
+                                               CLOCK_MONOTONIC, KUBE_EVENTS_RETRY_USEC, USEC_PER_SEC,
+                                               kube_events_on_retry, e) >= 0)
                         return;
         }
         if (error < 0) {
-                log_debug("Dropping event %s (%s %s): %s%s%s", q->decision.name, q->type, q->reason, strerror(-error),
-                          kube_request_get_message(req) ? ": " : "", strempty(kube_request_get_message(req)));
+                log_debug("Dropping event %s (%s %s): %s%s%s", q->decision.name, q->type, q->reason,
+                          strerror(-error), kube_request_get_message(req) ? ": " : "",
+                          strempty(kube_request_get_message(req)));
                 /* A repeat must not patch an Event that does not exist. 409 AlreadyExists means it
                  * does exist, so keep it. */
                 if (error != -EBUSY)

@@ -6,7 +6,7 @@
 #include "kube/kube-path.h"
 
 static const struct {
-        const char *prefix;             /* group and version */
+        const char *prefix; /* group and version */
         const char *plural;
         bool namespaced;
         KubeNameKind names;
@@ -26,7 +26,7 @@ const char *kube_resource_to_string(KubeResource r) {
 
 static bool is_unreserved(char c) {
         return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-               c == '.' || c == '_' || c == '~';
+                c == '.' || c == '_' || c == '~';
 }
 
 static bool is_hex(char c) {
@@ -79,7 +79,8 @@ int kube_path(KubeResource resource, const char *namespace, const char *name, co
         if (resources[resource].namespaced ? !namespace && name : !!namespace)
                 return -EINVAL;
         if ((namespace && !kube_name_is_valid(namespace, KUBE_NAME_LABEL)) ||
-            (name && !kube_name_is_valid(name, resources[resource].names)) || (subresource && (!name || !is_word(subresource))))
+            (name && !kube_name_is_valid(name, resources[resource].names)) ||
+            (subresource && (!name || !is_word(subresource))))
                 return -EINVAL;
         /* Valid names hold nothing to escape; escaped all the same, so that no later change of the
          * rules can turn a name into a second segment. */
@@ -87,9 +88,9 @@ int kube_path(KubeResource resource, const char *namespace, const char *name, co
                 return -ENOMEM;
         if (name && !(n = kube_path_escape(name)))
                 return -ENOMEM;
-        if (asprintf(&path, "%s%s%s/%s%s%s%s%s", resources[resource].prefix, ns ? "/namespaces/" : "", strempty(ns),
-                     resources[resource].plural, n ? "/" : "", strempty(n), subresource ? "/" : "",
-                     strempty(subresource)) < 0)
+        if (asprintf(&path, "%s%s%s/%s%s%s%s%s", resources[resource].prefix, ns ? "/namespaces/" : "",
+                     strempty(ns), resources[resource].plural, n ? "/" : "", strempty(n),
+                     subresource ? "/" : "", strempty(subresource)) < 0)
                 return -ENOMEM;
         *ret = path;
         return 0;
@@ -118,7 +119,7 @@ bool kube_path_is_safe(const char *path) {
         if (!path || path[0] != '/')
                 return false;
         query = strchrnul(path, '?');
-        for (const char *seg = path + 1;; ) {
+        for (const char *seg = path + 1;;) {
                 const char *end = memchr(seg, '/', (size_t) (query - seg)) ?: query;
                 size_t n = (size_t) (end - seg);
 

@@ -8,8 +8,8 @@
 #include "kube/watch-stream.h"
 #include "util/backoff.h"
 #include "util/event-util.h"
-#include "util/log.h"
 #include "util/log-once.h"
+#include "util/log.h"
 #include "util/random-util.h"
 #include "util/time-util.h"
 
@@ -18,7 +18,7 @@
 
 typedef struct PendingEvent {
         WatchEventType type;
-        json_t *object;                 /* ref held */
+        json_t *object; /* ref held */
 } PendingEvent;
 
 typedef enum WatchStep {
@@ -28,35 +28,35 @@ typedef enum WatchStep {
 } WatchStep;
 
 struct KubeWatch {
-        KubeClient *client;             /* borrowed: outlives us */
-        char *collection;               /* owned: e.g. "/api/v1/nodes" (kube_path()) */
-        char *name;                     /* owned: a valid object name */
-        char *selector;                 /* owned: "metadata.name=<name>", escaped into each query */
+        KubeClient *client; /* borrowed: outlives us */
+        char *collection;   /* owned: e.g. "/api/v1/nodes" (kube_path()) */
+        char *name;         /* owned: a valid object name */
+        char *selector;     /* owned: "metadata.name=<name>", escaped into each query */
         KubeWatchCallbacks cb;
-        void *userdata;                 /* borrowed */
+        void *userdata; /* borrowed */
 
-        json_t *object;                 /* ref held: current object; NULL if absent */
-        char *rv;                       /* owned: last synced resourceVersion; NULL before the first LIST */
-        bool rv_unavailable;            /* the server no longer has `rv`: next LIST with RV="" */
+        json_t *object;      /* ref held: current object; NULL if absent */
+        char *rv;            /* owned: last synced resourceVersion; NULL before the first LIST */
+        bool rv_unavailable; /* the server no longer has `rv`: next LIST with RV="" */
 
         Backoff backoff;
-        sd_event_source *timer;         /* owned: the next step */
+        sd_event_source *timer; /* owned: the next step */
         WatchStep next_step;
-        KubeRequest *list;              /* owned: LIST in flight */
-        HttpRequest *watch;             /* owned: WATCH in flight */
-        WatchStream *stream;            /* owned */
-        PendingEvent *pending;          /* owned: decoded, not yet applied events */
+        KubeRequest *list;     /* owned: LIST in flight */
+        HttpRequest *watch;    /* owned: WATCH in flight */
+        WatchStream *stream;   /* owned */
+        PendingEvent *pending; /* owned: decoded, not yet applied events */
         size_t n_pending, n_pending_alloc;
-        sd_event_source *dispatch;      /* owned: applies `pending` outside libcurl's callbacks */
+        sd_event_source *dispatch; /* owned: applies `pending` outside libcurl's callbacks */
         uint64_t watch_started_usec;
-        unsigned watch_events;          /* events of the current watch */
-        int error_code;                 /* Status code of an ERROR event in the current watch */
+        unsigned watch_events; /* events of the current watch */
+        int error_code;        /* Status code of an ERROR event in the current watch */
         bool error_too_large;
-        int stream_error;               /* decode error of the current watch */
-        uint64_t forbidden_since_usec;  /* the first 403 of the LISTs failing with it; 0 none */
-        LogOnce event_too_large;        /* a WATCH event over the line limit, said once until one fits */
-        char *list_message;             /* owned: why the last LIST failed (the Status message, or the
-                                         * size limit); NULL none */
+        int stream_error;              /* decode error of the current watch */
+        uint64_t forbidden_since_usec; /* the first 403 of the LISTs failing with it; 0 none */
+        LogOnce event_too_large;       /* a WATCH event over the line limit, said once until one fits */
+        char *list_message;            /* owned: why the last LIST failed (the Status message, or the
+                                        * size limit); NULL none */
 
         KubeWatchStats stats;
 };
@@ -79,7 +79,7 @@ static int set_rv(KubeWatch *w, const char *rv) {
 
 static void object_changed(KubeWatch *w, json_t *o) {
         bool same = w->object && streq_ptr(object_rv(w->object), object_rv(o)) &&
-                    streq_ptr(object_uid(w->object), object_uid(o));
+                streq_ptr(object_uid(w->object), object_uid(o));
 
         json_decref(w->object);
         w->object = json_incref(o);
@@ -128,7 +128,8 @@ static json_t *find_item(KubeWatch *w, json_t *list) {
         size_t i;
 
         json_array_foreach(json_object_get(list, "items"), i, item) {
-                const char *n = json_string_value(json_object_get(json_object_get(item, "metadata"), "name"));
+                const char *n =
+                        json_string_value(json_object_get(json_object_get(item, "metadata"), "name"));
 
                 if (json_is_object(item) && streq_ptr(n, w->name))
                         return item;
@@ -147,7 +148,8 @@ static uint64_t forbidden(KubeWatch *w, uint64_t delay) {
 
         if (w->forbidden_since_usec == 0 || w->forbidden_since_usec > now)
                 w->forbidden_since_usec = now;
-        floor = MIN(kube_client_get_tuning(w->client)->forbidden_backoff_usec, now - w->forbidden_since_usec);
+        floor = MIN(kube_client_get_tuning(w->client)->forbidden_backoff_usec,
+                    now - w->forbidden_since_usec);
         return MAX(delay, floor + random_below(floor / 4 + 1));
 }
 
@@ -159,7 +161,9 @@ static int set_list_message(KubeWatch *w, int error, const json_t *status) {
         w->list_message = mfree(w->list_message);
         if (error == -EFBIG && !msg)
                 return asprintf(&w->list_message, "the object is larger than the limit of %u bytes",
-                                KUBE_RESPONSE_MAX) < 0 ? -ENOMEM : 0;
+                                KUBE_RESPONSE_MAX) < 0 ?
+                        -ENOMEM :
+                        0;
         return free_and_strdup(&w->list_message, msg);
 }
 
@@ -184,7 +188,7 @@ static void kube_watch_on_list(KubeRequest *req, int error, json_t *list, void *
         rv = json_string_value(json_object_get(json_object_get(list, "metadata"), "resourceVersion"));
         if (error >= 0 && isempty(rv))
                 error = -EBADMSG;
-        (void) set_list_message(w, error, list);        /* OOM: the owner hears the error alone */
+        (void) set_list_message(w, error, list); /* OOM: the owner hears the error alone */
         if (error < 0) {
                 uint64_t delay = backoff_step(w);
 
@@ -244,7 +248,7 @@ static void apply_event(KubeWatch *w, WatchEventType type, json_t *object) {
         }
         w->watch_events++;
         if (type != WATCH_EVENT_BOOKMARK)
-                log_once_clear(&w->event_too_large);    /* our object fits again: a new oversized one is news */
+                log_once_clear(&w->event_too_large); /* our object fits again: a new oversized one is news */
         w->stats.events++;
         if (set_rv(w, object_rv(object)) < 0)
                 log_debug("Out of memory recording resourceVersion of %s/%s.", w->collection, w->name);
@@ -285,8 +289,9 @@ static int kube_watch_on_event(WatchEventType type, json_t *object, void *userda
                 return STOP_ERROR_EVENT;
         }
         if (type != WATCH_EVENT_BOOKMARK &&
-            !streq_ptr(json_string_value(json_object_get(json_object_get(object, "metadata"), "name")), w->name))
-                return -EBADMSG;        /* the field selector makes this impossible */
+            !streq_ptr(json_string_value(json_object_get(json_object_get(object, "metadata"), "name")),
+                       w->name))
+                return -EBADMSG; /* the field selector makes this impossible */
 
         if (w->n_pending == w->n_pending_alloc) {
                 size_t na = MAX(w->n_pending_alloc * 2, (size_t) 8);
@@ -322,7 +327,8 @@ static WatchEndKind classify_end(KubeWatch *w, int error, long status, int *ret_
                 return WATCH_END_DECODE;
         if (status == 200)
                 /* Transport error after the headers, or a final line without its newline. */
-                return error < 0 || watch_stream_pending(w->stream) > 0 ? WATCH_END_DROPPED : WATCH_END_CLEAN;
+                return error < 0 || watch_stream_pending(w->stream) > 0 ? WATCH_END_DROPPED :
+                                                                          WATCH_END_CLEAN;
         if (error < 0 || status == 0)
                 return WATCH_END_CONNECT;
         *ret_code = (int) status;
@@ -359,11 +365,12 @@ static void kube_watch_on_watch_done(HttpRequest *req, int error, long status, v
         /* The server asked for a pause (429, shutdown): honour it on top of the backoff. */
         if (next == WATCH_NEXT_REWATCH_BACKOFF && kind == WATCH_END_HTTP)
                 delay = MAX(delay, retry_after);
-        log_debug("WATCH %s/%s ended after %" PRIu64 " ms, %u events: %s%s%s (code %i); %s in %" PRIu64 " ms, rv=%s.",
-                  w->collection, w->name, duration / USEC_PER_MSEC, w->watch_events, watch_end_kind_to_string(kind),
-                  error < 0 && error != STOP_ERROR_EVENT ? ": " : "",
-                  error < 0 && error != STOP_ERROR_EVENT ? strerror(-error) : "", code, watch_next_to_string(next),
-                  delay / USEC_PER_MSEC, strempty(w->rv));
+        log_debug("WATCH %s/%s ended after %" PRIu64 " ms, %u events: %s%s%s (code %i); %s in %" PRIu64
+                  " ms, rv=%s.",
+                  w->collection, w->name, duration / USEC_PER_MSEC, w->watch_events,
+                  watch_end_kind_to_string(kind), error < 0 && error != STOP_ERROR_EVENT ? ": " : "",
+                  error < 0 && error != STOP_ERROR_EVENT ? strerror(-error) : "", code,
+                  watch_next_to_string(next), delay / USEC_PER_MSEC, strempty(w->rv));
 
         /* Only the watch knows: no owner callback carries a watch's end. */
         if (w->stream_error == -EMSGSIZE && log_once_check(&w->event_too_large, -EMSGSIZE, NULL))
@@ -388,10 +395,12 @@ static int kube_watch_watch(KubeWatch *w) {
         assert(w->rv);
 
         timeout_sec = (t->watch_timeout_min_usec +
-                       random_below(t->watch_timeout_max_usec - t->watch_timeout_min_usec)) / USEC_PER_SEC;
+                       random_below(t->watch_timeout_max_usec - t->watch_timeout_min_usec)) /
+                USEC_PER_SEC;
         path = strdup(w->collection);
         if (!path || asprintf(&timeout, "%" PRIu64, timeout_sec) < 0 ||
-            kube_path_add_query(&path, "watch", "1") < 0 || kube_path_add_query(&path, "fieldSelector", w->selector) < 0 ||
+            kube_path_add_query(&path, "watch", "1") < 0 ||
+            kube_path_add_query(&path, "fieldSelector", w->selector) < 0 ||
             kube_path_add_query(&path, "resourceVersion", w->rv) < 0 ||
             kube_path_add_query(&path, "allowWatchBookmarks", "true") < 0 ||
             kube_path_add_query(&path, "timeoutSeconds", timeout) < 0)
@@ -435,8 +444,9 @@ static int kube_watch_on_timer(sd_event_source *s, uint64_t usec, void *userdata
                 /* Could not even send (e.g. the token file is missing): same as a failed attempt. */
                 uint64_t delay = backoff_step(w);
 
-                log_debug("%s %s/%s not sent: %s; retrying in %" PRIu64 " ms.", step == STEP_LIST ? "LIST" : "WATCH",
-                          w->collection, w->name, strerror(-r), delay / USEC_PER_MSEC);
+                log_debug("%s %s/%s not sent: %s; retrying in %" PRIu64 " ms.",
+                          step == STEP_LIST ? "LIST" : "WATCH", w->collection, w->name, strerror(-r),
+                          delay / USEC_PER_MSEC);
                 if (step == STEP_LIST)
                         synced(w, r);
                 (void) kube_watch_schedule(w, step, delay);
@@ -491,7 +501,7 @@ int kube_watch_new(KubeClient *client, KubeResource resource, const char *namesp
         w->client = client;
         w->cb = *cb;
         w->userdata = userdata;
-        r = kube_path(resource, namespace, name, NULL, &w->collection);       /* checks the name */
+        r = kube_path(resource, namespace, name, NULL, &w->collection); /* checks the name */
         if (r >= 0) {
                 free(w->collection);
                 r = kube_path(resource, namespace, NULL, NULL, &w->collection);
@@ -514,8 +524,8 @@ int kube_watch_new(KubeClient *client, KubeResource resource, const char *namesp
         (void) sd_event_source_set_enabled(w->dispatch, SD_EVENT_OFF);
         (void) sd_event_source_set_description(w->dispatch, "kube-watch-dispatch");
         /* 1 ms accuracy: "re-watch at once" must not wait for sd-event's default slack (250 ms). */
-        r = sd_event_add_time_relative(kube_client_get_event(client), &w->timer, CLOCK_MONOTONIC, 0, USEC_PER_MSEC,
-                                       kube_watch_on_timer, w);
+        r = sd_event_add_time_relative(kube_client_get_event(client), &w->timer, CLOCK_MONOTONIC, 0,
+                                       USEC_PER_MSEC, kube_watch_on_timer, w);
         if (r < 0)
                 return r;
         (void) sd_event_source_set_enabled(w->timer, SD_EVENT_OFF);

@@ -35,8 +35,7 @@ KubeConfig *kubeconfig_free(KubeConfig *c) {
         return NULL;
 }
 
-_printf_(4, 5)
-static int fail(char **ret_error, int error, const char *source, const char *fmt, ...) {
+_printf_(4, 5) static int fail(char **ret_error, int error, const char *source, const char *fmt, ...) {
         _cleanup_free_ char *reason = NULL;
         va_list ap;
         int r;
@@ -67,9 +66,9 @@ static json_t *find_named(const json_t *root, const char *list, const char *inne
 }
 
 typedef struct Ctx {
-        const char *source;     /* borrowed */
-        char *dir;              /* owned: directory of the kubeconfig, for relative paths */
-        char **error;           /* borrowed */
+        const char *source; /* borrowed */
+        char *dir;          /* owned: directory of the kubeconfig, for relative paths */
+        char **error;       /* borrowed */
 } Ctx;
 
 /* Optional string field: 0 and *ret = NULL when absent, null or "" (unset, as in client-go), -EINVAL
@@ -136,10 +135,13 @@ static int parse_server(Ctx *x, KubeConfig *c, const json_t *cluster, const char
                 return fail(x->error, -EINVAL, x->source, "%s.server: missing", where);
         /* Plain http would send the credentials in the clear and skip verification altogether. */
         if (strncmp(server, "https://", 8) != 0 || !server[8] || server[8] == '/')
-                return fail(x->error, -EINVAL, x->source, "%s.server: \"%s\" is not an https:// URL", where, server);
+                return fail(x->error, -EINVAL, x->source, "%s.server: \"%s\" is not an https:// URL", where,
+                            server);
         if (strpbrk(server, "?# \t\r\n"))
-                return fail(x->error, -EINVAL, x->source, "%s.server: \"%s\" must not contain a query, fragment "
-                            "or whitespace", where, server);
+                return fail(x->error, -EINVAL, x->source,
+                            "%s.server: \"%s\" must not contain a query, fragment "
+                            "or whitespace",
+                            where, server);
         len = strlen(server);
         while (len > 8 && server[len - 1] == '/')
                 len--;
@@ -159,8 +161,10 @@ static int parse_cluster(Ctx *x, KubeConfig *c, const json_t *cluster, const cha
 
         insecure = json_object_get(cluster, "insecure-skip-tls-verify");
         if (insecure && !json_is_false(insecure) && !json_is_null(insecure))
-                return fail(x->error, -EINVAL, x->source, "%s.insecure-skip-tls-verify: not supported: the server "
-                            "certificate is always verified; configure certificate-authority(-data) instead", where);
+                return fail(x->error, -EINVAL, x->source,
+                            "%s.insecure-skip-tls-verify: not supported: the server "
+                            "certificate is always verified; configure certificate-authority(-data) instead",
+                            where);
         for (size_t i = 0; i < ELEMENTSOF(refused); i++)
                 if (json_object_get(cluster, refused[i]))
                         return fail(x->error, -EINVAL, x->source, "%s.%s: not supported", where, refused[i]);
@@ -173,7 +177,7 @@ static int parse_cluster(Ctx *x, KubeConfig *c, const json_t *cluster, const cha
 
         r = get_base64(x, cluster, "certificate-authority-data", where, &c->ca_data, &c->ca_data_size);
         if (r < 0 || c->ca_data)
-                return r;       /* the -data form overrides the path */
+                return r; /* the -data form overrides the path */
         return get_path(x, cluster, "certificate-authority", where, &c->ca_file);
 }
 
@@ -182,8 +186,10 @@ static int parse_user(Ctx *x, KubeConfig *c, const json_t *user, const char *whe
                 const char *field;
                 const char *why;
         } refused[] = {
-                { "exec", "credential plugins are not supported; use token, tokenFile or a client certificate" },
-                { "auth-provider", "auth providers are not supported; use token, tokenFile or a client certificate" },
+                { "exec",
+                  "credential plugins are not supported; use token, tokenFile or a client certificate" },
+                { "auth-provider",
+                  "auth providers are not supported; use token, tokenFile or a client certificate" },
                 { "username", "basic authentication is not supported" },
                 { "password", "basic authentication is not supported" },
                 { "as", "impersonation is not supported" },
@@ -198,7 +204,8 @@ static int parse_user(Ctx *x, KubeConfig *c, const json_t *user, const char *whe
                 json_t *v = json_object_get(user, refused[i].field);
 
                 if (v && !json_is_null(v))
-                        return fail(x->error, -EINVAL, x->source, "%s.%s: %s", where, refused[i].field, refused[i].why);
+                        return fail(x->error, -EINVAL, x->source, "%s.%s: %s", where, refused[i].field,
+                                    refused[i].why);
         }
 
         r = get_string(x, user, "token", where, &token);
@@ -221,8 +228,10 @@ static int parse_user(Ctx *x, KubeConfig *c, const json_t *user, const char *whe
         if (r < 0)
                 return r;
         if (!!(c->cert_data || c->cert_file) != !!(c->key_data || c->key_file))
-                return fail(x->error, -EINVAL, x->source, "%s: client-certificate and client-key must be given "
-                            "together", where);
+                return fail(x->error, -EINVAL, x->source,
+                            "%s: client-certificate and client-key must be given "
+                            "together",
+                            where);
         return 0;
 }
 
@@ -281,8 +290,9 @@ int kubeconfig_parse(const char *text, size_t size, const char *path, KubeConfig
                 return r;
         cluster = find_named(root, "clusters", "cluster", cluster_name);
         if (!cluster)
-                return fail(ret_error, -EINVAL, path, "contexts[\"%s\"].context.cluster: no cluster named \"%s\"",
-                            current, strempty(cluster_name));
+                return fail(ret_error, -EINVAL, path,
+                            "contexts[\"%s\"].context.cluster: no cluster named \"%s\"", current,
+                            strempty(cluster_name));
         c = calloc(1, sizeof(*c));
         if (!c || !(c->source = strdup(path)))
                 return -ENOMEM;
@@ -320,7 +330,7 @@ static int read_namespace(const char *sa_dir, char **ret) {
                 return -ENOMEM;
         r = read_full_file(path, SERVICE_ACCOUNT_NAMESPACE_MAX, &data, &size);
         if (r < 0)
-                return 0;       /* optional, like client-go */
+                return 0; /* optional, like client-go */
         while (size > 0 && strchr(" \t\r\n", data[size - 1]))
                 data[--size] = '\0';
         if (size > 0)
@@ -338,11 +348,12 @@ int kubeconfig_in_cluster(const char *host, const char *port, const char *sa_dir
         assert(ret);
 
         if (isempty(host) || isempty(port))
-                return fail(ret_error, -ENOENT, "in-cluster", "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT "
+                return fail(ret_error, -ENOENT, "in-cluster",
+                            "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT "
                             "are not set");
         if (strpbrk(host, "/?#@ []") || strspn(port, "0123456789") != strlen(port))
-                return fail(ret_error, -EINVAL, "in-cluster", "invalid KUBERNETES_SERVICE_HOST/PORT \"%s\" \"%s\"",
-                            host, port);
+                return fail(ret_error, -EINVAL, "in-cluster",
+                            "invalid KUBERNETES_SERVICE_HOST/PORT \"%s\" \"%s\"", host, port);
 
         c = calloc(1, sizeof(*c));
         if (!c || !(c->source = strdup("in-cluster")))
@@ -382,10 +393,12 @@ int kubeconfig_load(const char *path, KubeConfig **ret, char **ret_error) {
 
         r = read_full_file(path, KUBECONFIG_FILE_MAX, &data, &size);
         if (r == -ENOENT) {
-                const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
+                const char *host = getenv("KUBERNETES_SERVICE_HOST"),
+                           *port = getenv("KUBERNETES_SERVICE_PORT");
 
                 if (isempty(host))
-                        return fail(ret_error, -ENOENT, path, "does not exist, and not running in a cluster "
+                        return fail(ret_error, -ENOENT, path,
+                                    "does not exist, and not running in a cluster "
                                     "(KUBERNETES_SERVICE_HOST is not set)");
                 return kubeconfig_in_cluster(host, port, KUBECONFIG_SERVICE_ACCOUNT_DIR, ret, ret_error);
         }
@@ -393,6 +406,6 @@ int kubeconfig_load(const char *path, KubeConfig **ret, char **ret_error) {
                 return fail(ret_error, r, path, "cannot read: %s", strerror(-r));
 
         r = kubeconfig_parse(data, size, path, ret, ret_error);
-        explicit_bzero(data, size);     /* may hold a token or a private key */
+        explicit_bzero(data, size); /* may hold a token or a private key */
         return r;
 }

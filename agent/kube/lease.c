@@ -15,28 +15,28 @@
 #define LEASE_RETRY_RESET_USEC (5 * 60 * USEC_PER_SEC)
 
 typedef enum LeaseStep {
-        LEASE_GET,              /* read the current object */
-        LEASE_CREATE,           /* POST a new one */
-        LEASE_RENEW,            /* PUT the last object with a new renewTime */
+        LEASE_GET,    /* read the current object */
+        LEASE_CREATE, /* POST a new one */
+        LEASE_RENEW,  /* PUT the last object with a new renewTime */
 } LeaseStep;
 
 struct Lease {
-        KubeClient *client;             /* borrowed */
-        char *namespace;                /* owned */
-        char *name;                     /* owned */
-        char *holder;                   /* owned */
-        char *node_name;                /* owned; NULL = no owner */
-        char *node_uid;                 /* owned */
+        KubeClient *client; /* borrowed */
+        char *namespace;    /* owned */
+        char *name;         /* owned */
+        char *holder;       /* owned */
+        char *node_name;    /* owned; NULL = no owner */
+        char *node_uid;     /* owned */
         uint64_t duration_usec;
-        json_t *object;                 /* ref held: last object the server returned; NULL before */
+        json_t *object; /* ref held: last object the server returned; NULL before */
         LeaseStep step;
-        KubeRequest *request;           /* owned: in flight */
-        sd_event_source *timer;         /* owned: next step */
+        KubeRequest *request;   /* owned: in flight */
+        sd_event_source *timer; /* owned: next step */
         bool started;
         Backoff backoff;
         LeaseStats stats;
         LeaseStoppedCallback on_stopped;
-        void *stopped_userdata;         /* borrowed */
+        void *stopped_userdata; /* borrowed */
 };
 
 static int lease_on_timer(sd_event_source *s, uint64_t usec, void *userdata);
@@ -65,8 +65,8 @@ int lease_new(KubeClient *client, const char *namespace, const char *name, const
                 return -ENOMEM;
         backoff_init(&l->backoff, LEASE_RETRY_BASE_USEC, duration_usec / 4, LEASE_RETRY_RESET_USEC);
 
-        r = sd_event_add_time_relative(kube_client_get_event(client), &l->timer, CLOCK_MONOTONIC, 0, USEC_PER_MSEC,
-                                       lease_on_timer, l);
+        r = sd_event_add_time_relative(kube_client_get_event(client), &l->timer, CLOCK_MONOTONIC, 0,
+                                       USEC_PER_MSEC, lease_on_timer, l);
         if (r < 0)
                 return r;
         (void) sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
@@ -143,7 +143,8 @@ static int set_spec_and_owner(Lease *l, json_t *obj) {
                                 json_integer((json_int_t) (l->duration_usec / USEC_PER_SEC))) < 0 ||
             json_object_set_new(spec, "renewTime", json_string(now)) < 0)
                 return -ENOMEM;
-        if (!json_object_get(spec, "acquireTime") && json_object_set_new(spec, "acquireTime", json_string(now)) < 0)
+        if (!json_object_get(spec, "acquireTime") &&
+            json_object_set_new(spec, "acquireTime", json_string(now)) < 0)
                 return -ENOMEM;
 
         if (!l->node_uid)
@@ -151,12 +152,12 @@ static int set_spec_and_owner(Lease *l, json_t *obj) {
         md = json_object_get(obj, "metadata");
         if (!json_is_object(md))
                 return -EINVAL;
-        /* Our Node owns the Lease as its controller, as GNA's (docs/node-protocol.md §8 item 1); replaces whatever was
-         * there (e.g. a previous incarnation's uid). */
+        /* Our Node owns the Lease as its controller, as GNA's (docs/node-protocol.md §8 item 1); replaces
+         * whatever was there (e.g. a previous incarnation's uid). */
         return json_object_set_new(md, "ownerReferences",
-                                   json_pack("[{s:s, s:s, s:s, s:s, s:b, s:b}]", "apiVersion", "v1", "kind", "Node",
-                                             "name", l->node_name, "uid", l->node_uid, "controller", 1,
-                                             "blockOwnerDeletion", 1));
+                                   json_pack("[{s:s, s:s, s:s, s:s, s:b, s:b}]", "apiVersion", "v1", "kind",
+                                             "Node", "name", l->node_name, "uid", l->node_uid, "controller",
+                                             1, "blockOwnerDeletion", 1));
 }
 
 static int lease_schedule(Lease *l, LeaseStep step, uint64_t delay_usec);
@@ -176,21 +177,24 @@ static void lease_on_answer(KubeRequest *req, int error, json_t *object, void *u
 
         l->request = kube_request_free(l->request);
         log_debug("Lease %s/%s: %s: %s", l->namespace, l->name,
-                  step == LEASE_GET ? "get" : step == LEASE_CREATE ? "create" : "renew",
+                  step == LEASE_GET            ? "get" :
+                          step == LEASE_CREATE ? "create" :
+                                                 "renew",
                   error < 0 ? strerror(-error) : "ok");
 
         if (error >= 0) {
                 json_decref(l->object);
                 l->object = json_incref(object);
                 if (step == LEASE_GET) {
-                        (void) lease_schedule(l, LEASE_RENEW, 0);     /* take it over / refresh it now */
+                        (void) lease_schedule(l, LEASE_RENEW, 0); /* take it over / refresh it now */
                         return;
                 }
                 l->stats.renewals++;
                 l->stats.last_error = 0;
                 backoff_reset(&l->backoff);
                 /* Renew every quarter of the duration, with a little jitter (kubelet: 4 %). */
-                (void) lease_schedule(l, LEASE_RENEW, l->duration_usec / 4 - random_below(l->duration_usec / 25 + 1));
+                (void) lease_schedule(l, LEASE_RENEW,
+                                      l->duration_usec / 4 - random_below(l->duration_usec / 25 + 1));
                 return;
         }
 
@@ -236,18 +240,18 @@ static int lease_send(Lease *l) {
 
         switch (l->step) {
         case LEASE_GET:
-                return kube_client_send(l->client, "GET", path, NULL, lease_request_timeout(l), lease_on_answer, l,
-                                        &l->request);
+                return kube_client_send(l->client, "GET", path, NULL, lease_request_timeout(l),
+                                        lease_on_answer, l, &l->request);
         case LEASE_CREATE:
-                obj = json_pack("{s:s, s:s, s:{s:s, s:s}}", "apiVersion", "coordination.k8s.io/v1", "kind", "Lease",
-                                "metadata", "name", l->name, "namespace", l->namespace);
+                obj = json_pack("{s:s, s:s, s:{s:s, s:s}}", "apiVersion", "coordination.k8s.io/v1", "kind",
+                                "Lease", "metadata", "name", l->name, "namespace", l->namespace);
                 if (!obj)
                         return -ENOMEM;
                 r = set_spec_and_owner(l, obj);
                 if (r < 0)
                         return r;
-                return kube_client_send(l->client, "POST", collection, obj, lease_request_timeout(l), lease_on_answer, l,
-                                        &l->request);
+                return kube_client_send(l->client, "POST", collection, obj, lease_request_timeout(l),
+                                        lease_on_answer, l, &l->request);
         case LEASE_RENEW:
         default:
                 if (!l->object)
@@ -259,8 +263,8 @@ static int lease_send(Lease *l) {
                 r = set_spec_and_owner(l, obj);
                 if (r < 0)
                         return r;
-                return kube_client_send(l->client, "PUT", path, obj, lease_request_timeout(l), lease_on_answer, l,
-                                        &l->request);
+                return kube_client_send(l->client, "PUT", path, obj, lease_request_timeout(l),
+                                        lease_on_answer, l, &l->request);
         }
 }
 
@@ -300,7 +304,8 @@ static int lease_schedule(Lease *l, LeaseStep step, uint64_t delay_usec) {
         if (l->on_stopped)
                 l->on_stopped(l, r, l->stopped_userdata);
         else
-                log_error("Lease %s/%s stopped: cannot arm its timer: %s", l->namespace, l->name, strerror(-r));
+                log_error("Lease %s/%s stopped: cannot arm its timer: %s", l->namespace, l->name,
+                          strerror(-r));
         return r;
 }
 

@@ -14,15 +14,15 @@
 #define POD_NAME_FORMAT "%.253s/%.253s"
 
 struct PodCleanup {
-        KubeClient *client;             /* borrowed */
-        char *node_name;                /* owned */
-        KubeRequest *list;              /* owned */
-        KubeRequest **deletes;          /* owned: one per Pod to delete (NULL: not sent) */
+        KubeClient *client;    /* borrowed */
+        char *node_name;       /* owned */
+        KubeRequest *list;     /* owned */
+        KubeRequest **deletes; /* owned: one per Pod to delete (NULL: not sent) */
         size_t n_deletes;
-        size_t pending;                 /* requests in flight, +1 while DELETEs are being sent */
-        int error;                      /* the first failure */
-        char *message;                  /* owned: what failed, for which Pod */
-        bool listed;                    /* `selection` holds the list */
+        size_t pending; /* requests in flight, +1 while DELETEs are being sent */
+        int error;      /* the first failure */
+        char *message;  /* owned: what failed, for which Pod */
+        bool listed;    /* `selection` holds the list */
         PodSelection selection;
         PodCleanupDone done;
         void *userdata;
@@ -63,8 +63,7 @@ PodCleanup *pod_cleanup_free(PodCleanup *pc) {
 }
 
 /* Keeps the first failure: the one the caller reports. */
-_printf_(3, 4)
-static void record_failure(PodCleanup *pc, int error, const char *format, ...) {
+_printf_(3, 4) static void record_failure(PodCleanup *pc, int error, const char *format, ...) {
         va_list ap;
 
         if (pc->error < 0)
@@ -116,15 +115,15 @@ static void on_deleted(KubeRequest *req, int error, json_t *object, void *userda
         if (error < 0 && error != -ENOENT) {
                 const PodEntry *e = entry_of(pc, req);
 
-                record_failure(pc, error, "deleting Pod " POD_NAME_FORMAT " failed: %s", e ? e->namespace : "?",
-                               e ? e->name : "?", failure_text(req, error));
+                record_failure(pc, error, "deleting Pod " POD_NAME_FORMAT " failed: %s",
+                               e ? e->namespace : "?", e ? e->name : "?", failure_text(req, error));
         }
         log_debug("DELETE %s: %s", kube_request_get_path(req), error < 0 ? strerror(-error) : "ok");
         request_ended(pc);
 }
 
 static void send_deletes(PodCleanup *pc) {
-        pc->pending = 1;        /* held until every DELETE was sent */
+        pc->pending = 1; /* held until every DELETE was sent */
         for (size_t i = 0; i < pc->selection.n_pods; i++) {
                 const PodEntry *e = &pc->selection.pods[i];
                 _cleanup_free_ char *path = NULL;
@@ -134,12 +133,15 @@ static void send_deletes(PodCleanup *pc) {
                         continue;
                 r = pods_path(NULL, e, &path);
                 if (r >= 0)
-                        r = kube_client_delete(pc->client, path, on_deleted, pc, &pc->deletes[pc->n_deletes]);
+                        r = kube_client_delete(pc->client, path, on_deleted, pc,
+                                               &pc->deletes[pc->n_deletes]);
                 pc->n_deletes++;
                 if (r < 0) {
                         /* Never sent: the Pod is still there, the run must not pass for done. */
-                        record_failure(pc, r, "deleting Pod " POD_NAME_FORMAT " failed: the request could not be "
-                                       "sent: %s", e->namespace, e->name, strerror(-r));
+                        record_failure(pc, r,
+                                       "deleting Pod " POD_NAME_FORMAT " failed: the request could not be "
+                                       "sent: %s",
+                                       e->namespace, e->name, strerror(-r));
                         continue;
                 }
                 pc->pending++;

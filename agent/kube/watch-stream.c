@@ -4,18 +4,16 @@
 #include "kube/watch-stream.h"
 
 struct WatchStream {
-        char *buf;                      /* owned: bytes of the incomplete last line */
+        char *buf; /* owned: bytes of the incomplete last line */
         size_t size, alloc;
         size_t max_line;
         WatchStreamCallback cb;
-        void *userdata;                 /* borrowed */
+        void *userdata; /* borrowed */
 };
 
 static const char *const event_type_names[_WATCH_EVENT_TYPE_MAX] = {
-        [WATCH_EVENT_ADDED] = "ADDED",
-        [WATCH_EVENT_MODIFIED] = "MODIFIED",
-        [WATCH_EVENT_DELETED] = "DELETED",
-        [WATCH_EVENT_BOOKMARK] = "BOOKMARK",
+        [WATCH_EVENT_ADDED] = "ADDED",     [WATCH_EVENT_MODIFIED] = "MODIFIED",
+        [WATCH_EVENT_DELETED] = "DELETED", [WATCH_EVENT_BOOKMARK] = "BOOKMARK",
         [WATCH_EVENT_ERROR] = "ERROR",
 };
 
@@ -94,7 +92,7 @@ static int dispatch_line(WatchStream *s, const char *line, size_t len) {
                 return -EBADMSG;
         t = watch_event_type_from_string(json_string_value(type));
         if (t < 0)
-                return -EBADMSG;        /* unknown type: like a decode error (§11) */
+                return -EBADMSG; /* unknown type: like a decode error (§11) */
 
         return s->cb(t, object, s->userdata);
 }
@@ -133,7 +131,8 @@ int watch_stream_feed(WatchStream *s, const void *data, size_t size) {
 
                 if (s->size == 0)
                         /* The common case: a whole line inside this read, no copy. */
-                        r = (size_t) (nl - p) > s->max_line ? -EMSGSIZE : dispatch_line(s, p, (size_t) (nl - p));
+                        r = (size_t) (nl - p) > s->max_line ? -EMSGSIZE :
+                                                              dispatch_line(s, p, (size_t) (nl - p));
                 else {
                         r = buffer_append(s, p, (size_t) (nl - p));
                         if (r >= 0)

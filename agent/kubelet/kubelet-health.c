@@ -23,5 +23,7 @@ HttpProbeOptions kubelet_health_probe_once(const char *url, uint64_t timeout_use
 
 int kubelet_health_failure_reason(const char *message, char **ret) {
         assert(ret);
-        return asprintf(ret, "kubelet is not healthy after in-place update: %s", strempty(message)) < 0 ? -ENOMEM : 0;
+        return asprintf(ret, "kubelet is not healthy after in-place update: %s", strempty(message)) < 0 ?
+                -ENOMEM :
+                0;
 }

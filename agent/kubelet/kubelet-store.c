@@ -12,8 +12,8 @@
 #define KUBELET_FILE_NAME "kubelet"
 
 struct KubeletStore {
-        FileStore *files;       /* owned: <stateDirectory>/kubelet, staging <stateDirectory>/staging */
-        char *binary_path;      /* owned */
+        FileStore *files;  /* owned: <stateDirectory>/kubelet, staging <stateDirectory>/staging */
+        char *binary_path; /* owned */
         unsigned keep_versions;
 };
 
@@ -181,7 +181,7 @@ int kubelet_store_switch(const KubeletStore *s, const char *version, char **ret_
 
         r = kubelet_store_current(s, &previous);
         if (r == -EMEDIUMTYPE)
-                return r;       /* a regular file: adopt it first, never overwrite it blindly */
+                return r; /* a regular file: adopt it first, never overwrite it blindly */
         if (r < 0 && r != -ENOENT && r != -EXDEV)
                 return r;
 

@@ -11,12 +11,12 @@
 #define OUTPUT_MAX 4096
 
 struct KubeletVersionProbe {
-        sd_event_source *child;         /* owned: owns the process too (killed when freed) */
-        sd_event_source *timer;         /* owned */
-        int out_fd;                     /* owned: read end of the child's stdout */
+        sd_event_source *child; /* owned: owns the process too (killed when freed) */
+        sd_event_source *timer; /* owned */
+        int out_fd;             /* owned: read end of the child's stdout */
         bool timed_out;
         KubeletVersionDone done;
-        void *userdata;                 /* borrowed */
+        void *userdata; /* borrowed */
 };
 
 int kubelet_version_from_output(const char *output, char **ret) {
@@ -83,7 +83,7 @@ static int probe_on_exit(sd_event_source *s, const siginfo_t *si, void *userdata
                 r = kubelet_version_from_output(buf, &version);
 
         p->timer = sd_event_source_disable_unref(p->timer);
-        p->done(p, r < 0 ? r : 0, version, p->userdata);       /* may free p */
+        p->done(p, r < 0 ? r : 0, version, p->userdata); /* may free p */
         return 0;
 }
 

@@ -7,9 +7,9 @@
 #include "net/grpc-call.h"
 
 struct GrpcCall {
-        HttpRequest *req;               /* owned */
+        HttpRequest *req; /* owned */
         GrpcCallDone done;
-        void *userdata;                 /* borrowed */
+        void *userdata; /* borrowed */
 };
 
 GrpcCall *grpc_call_free(GrpcCall *c) {
@@ -45,8 +45,9 @@ static void grpc_call_on_done(HttpRequest *req, int error, long status, void *us
         c->done(c, 0, status, &reply, c->userdata);
 }
 
-int grpc_call_start(Http *http, const char *socket_path, const char *method, const void *request, size_t request_size,
-                    uint64_t timeout_usec, size_t max_body, GrpcCallDone done, void *userdata, GrpcCall **ret) {
+int grpc_call_start(Http *http, const char *socket_path, const char *method, const void *request,
+                    size_t request_size, uint64_t timeout_usec, size_t max_body, GrpcCallDone done,
+                    void *userdata, GrpcCall **ret) {
         _cleanup_(grpc_call_freep) GrpcCall *c = NULL;
         _cleanup_free_ char *url = NULL;
         int r;

@@ -7,20 +7,20 @@
 #include "util/time-util.h"
 
 struct HttpProbe {
-        sd_event *event;                /* ref held */
-        Http *http;                     /* borrowed: outlives us */
-        char *url;                      /* owned */
+        sd_event *event; /* ref held */
+        Http *http;      /* borrowed: outlives us */
+        char *url;       /* owned */
         uint64_t interval_usec, request_timeout_usec, timeout_usec, deadline_usec;
-        HttpRequest *req;               /* owned: the probe in flight */
-        sd_event_source *next_probe;    /* owned */
-        sd_event_source *deadline;      /* owned */
-        char *last_error;               /* owned */
+        HttpRequest *req;            /* owned: the probe in flight */
+        sd_event_source *next_probe; /* owned */
+        sd_event_source *deadline;   /* owned */
+        char *last_error;            /* owned */
         bool any_status, once;
-        void *ca_pem;                   /* owned; NULL: the system's CAs */
+        void *ca_pem; /* owned; NULL: the system's CAs */
         size_t ca_pem_size;
         unsigned n_probes;
         HttpProbeDone done;
-        void *userdata;                 /* borrowed */
+        void *userdata; /* borrowed */
 };
 
 static void http_probe_send(HttpProbe *p);
@@ -52,8 +52,8 @@ static char *http_probe_message(const HttpProbe *p) {
         if (p->once)
                 r = asprintf(&msg, "Get \"%s\": no answer within %s", p->url, d);
         else
-                r = asprintf(&msg, "%s did not answer%s within %s: %s", p->url, p->any_status ? "" : " 200", d,
-                             p->last_error ? p->last_error : "no probe completed");
+                r = asprintf(&msg, "%s did not answer%s within %s: %s", p->url, p->any_status ? "" : " 200",
+                             d, p->last_error ? p->last_error : "no probe completed");
         return r < 0 ? NULL : msg;
 }
 
@@ -123,8 +123,8 @@ static void http_probe_send(HttpProbe *p) {
                 http_request_set_timeout(p->req, timeout, timeout);
                 http_request_set_max_body(p->req, 64 * 1024);
                 if (p->ca_pem)
-                        r = http_request_set_tls(p->req, &(HttpTls) { .ca_pem = p->ca_pem,
-                                                                       .ca_pem_size = p->ca_pem_size });
+                        r = http_request_set_tls(
+                                p->req, &(HttpTls) { .ca_pem = p->ca_pem, .ca_pem_size = p->ca_pem_size });
         }
         if (r >= 0)
                 r = http_request_start(p->req, http_probe_on_response, p);
@@ -132,8 +132,8 @@ static void http_probe_send(HttpProbe *p) {
                 http_probe_finish(p, r);
 }
 
-int http_probe_start(sd_event *event, Http *http, const HttpProbeOptions *o, HttpProbeDone done, void *userdata,
-                     HttpProbe **ret) {
+int http_probe_start(sd_event *event, Http *http, const HttpProbeOptions *o, HttpProbeDone done,
+                     void *userdata, HttpProbe **ret) {
         _cleanup_(http_probe_freep) HttpProbe *p = NULL;
         int r;
 
@@ -153,8 +153,8 @@ int http_probe_start(sd_event *event, Http *http, const HttpProbeOptions *o, Htt
         p->done = done;
         p->userdata = userdata;
         p->interval_usec = o->interval_usec ? o->interval_usec : HTTP_PROBE_INTERVAL_DEFAULT_USEC;
-        p->request_timeout_usec = o->request_timeout_usec ? o->request_timeout_usec
-                                                           : HTTP_PROBE_REQUEST_TIMEOUT_DEFAULT_USEC;
+        p->request_timeout_usec =
+                o->request_timeout_usec ? o->request_timeout_usec : HTTP_PROBE_REQUEST_TIMEOUT_DEFAULT_USEC;
         p->timeout_usec = o->timeout_usec;
         p->any_status = o->any_status;
         p->once = o->once;

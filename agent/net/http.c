@@ -1,46 +1,45 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <assert.h>
 #include <ctype.h>
-#include <stdio.h>
-
 #include <openssl/ssl.h>
+#include <stdio.h>
 
 #include "build-config.h"
 #include "net/http.h"
 #include "util/event-util.h"
 
 struct Http {
-        sd_event *event;                /* ref held */
-        CURLM *multi;                   /* owned */
-        sd_event_source *timer;         /* owned */
+        sd_event *event;        /* ref held */
+        CURLM *multi;           /* owned */
+        sd_event_source *timer; /* owned */
         unsigned n_active;
 };
 
 struct HttpRequest {
-        Http *http;                     /* borrowed: outlives every request */
-        CURL *easy;                     /* owned */
-        struct curl_slist *headers;     /* owned */
-        char *url;                      /* owned */
-        char *body;                     /* owned: request body */
+        Http *http;                 /* borrowed: outlives every request */
+        CURL *easy;                 /* owned */
+        struct curl_slist *headers; /* owned */
+        char *url;                  /* owned */
+        char *body;                 /* owned: request body */
         size_t body_size;
-        char *tls_strings[4];           /* owned: ca/cert/key paths, CONNECT_TO entry */
-        struct curl_slist *connect_to;  /* owned */
+        char *tls_strings[4];          /* owned: ca/cert/key paths, CONNECT_TO entry */
+        struct curl_slist *connect_to; /* owned */
 
-        char *response;                 /* owned: buffered response body */
+        char *response; /* owned: buffered response body */
         size_t response_size, response_alloc, max_body;
 
         HttpDataCallback on_data;
         HttpDoneCallback on_done;
-        void *userdata;                 /* borrowed */
+        void *userdata; /* borrowed */
         int abort_error;
         long status;
         bool active;
 
         /* Silence detection of our own (not curl's LOW_SPEED, which wakes every transfer every second):
          * one timer per silence period, re-armed from the time of the last byte. */
-        sd_event_source *silence;       /* owned */
-        uint64_t silence_usec;          /* 0 = off */
-        uint64_t last_data_usec;        /* CLOCK_MONOTONIC, loop time of the last header or body byte */
+        sd_event_source *silence; /* owned */
+        uint64_t silence_usec;    /* 0 = off */
+        uint64_t last_data_usec;  /* CLOCK_MONOTONIC, loop time of the last header or body byte */
 };
 
 static int http_on_timer(sd_event_source *s, uint64_t usec, void *userdata);
@@ -91,12 +90,13 @@ static void http_check_done(Http *h) {
 
                 if (msg->msg != CURLMSG_DONE)
                         continue;
-                if (curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **) &req) != CURLE_OK || !req)
+                if (curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **) &req) != CURLE_OK ||
+                    !req)
                         continue;
 
-                error = req->abort_error ? req->abort_error
-                                         : msg->data.result == CURLE_OK ? 0
-                                                                        : http_error_from_result(msg->data.result, 0);
+                error = req->abort_error             ? req->abort_error :
+                        msg->data.result == CURLE_OK ? 0 :
+                                                       http_error_from_result(msg->data.result, 0);
                 request_finish(req, error);
         }
 }
@@ -218,7 +218,7 @@ unsigned http_active(Http *h) {
 Http *http_free(Http *h) {
         if (!h)
                 return NULL;
-        assert(h->n_active == 0);       /* every request must be freed before the Http */
+        assert(h->n_active == 0); /* every request must be freed before the Http */
         if (h->multi)
                 curl_multi_cleanup(h->multi);
         sd_event_source_disable_unref(h->timer);
@@ -315,7 +315,8 @@ int http_request_new(Http *h, const char *method, const char *url, HttpRequest *
             curl_easy_setopt(req->easy, CURLOPT_CONNECTTIMEOUT_MS, 30000L) != CURLE_OK ||
             curl_easy_setopt(req->easy, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
             curl_easy_setopt(req->easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK ||
-            curl_easy_setopt(req->easy, CURLOPT_USERAGENT, "inplace-agent/" PACKAGE_VERSION " (linux)") != CURLE_OK)
+            curl_easy_setopt(req->easy, CURLOPT_USERAGENT, "inplace-agent/" PACKAGE_VERSION " (linux)") !=
+                    CURLE_OK)
                 return -EIO;
         /* Only libcurl's OpenSSL backend calls this; another backend returns CURLE_NOT_BUILT_IN and
          * the buffers simply stay. */
@@ -388,7 +389,8 @@ int http_request_set_body(HttpRequest *req, const void *data, size_t size) {
 void http_request_set_timeout(HttpRequest *req, uint64_t total_usec, uint64_t connect_usec) {
         (void) curl_easy_setopt(req->easy, CURLOPT_TIMEOUT_MS, (long) (total_usec / USEC_PER_MSEC));
         if (connect_usec > 0)
-                (void) curl_easy_setopt(req->easy, CURLOPT_CONNECTTIMEOUT_MS, (long) (connect_usec / USEC_PER_MSEC));
+                (void) curl_easy_setopt(req->easy, CURLOPT_CONNECTTIMEOUT_MS,
+                                        (long) (connect_usec / USEC_PER_MSEC));
 }
 
 void http_request_set_low_speed(HttpRequest *req, unsigned long bytes, uint64_t usec) {
@@ -509,8 +511,9 @@ static int silence_arm(HttpRequest *req) {
                 return r;
         if (!req->silence) {
                 /* A second of slack: the period is tens of seconds, and wake-ups may coalesce. */
-                r = sd_event_add_time(event, &req->silence, CLOCK_MONOTONIC, req->last_data_usec + req->silence_usec,
-                                      USEC_PER_SEC, request_on_silence, req);
+                r = sd_event_add_time(event, &req->silence, CLOCK_MONOTONIC,
+                                      req->last_data_usec + req->silence_usec, USEC_PER_SEC,
+                                      request_on_silence, req);
                 if (r < 0)
                         return r;
                 (void) sd_event_source_set_description(req->silence, "http-silence");
@@ -529,7 +532,8 @@ int http_request_set_unix_socket(HttpRequest *req, const char *path) {
         /* libcurl copies the path. A local socket is cheap to connect to: each request gets its own
          * connection, closed after it, so no request waits on one to a daemon that went away. */
         if (curl_easy_setopt(req->easy, CURLOPT_UNIX_SOCKET_PATH, path) != CURLE_OK ||
-            curl_easy_setopt(req->easy, CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE) != CURLE_OK ||
+            curl_easy_setopt(req->easy, CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE) !=
+                    CURLE_OK ||
             curl_easy_setopt(req->easy, CURLOPT_FRESH_CONNECT, 1L) != CURLE_OK ||
             curl_easy_setopt(req->easy, CURLOPT_FORBID_REUSE, 1L) != CURLE_OK)
                 return -EINVAL;

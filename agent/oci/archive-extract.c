@@ -114,18 +114,18 @@ static bool is_parent_of(const char *prefix, const char *path) {
 
 typedef struct Scan {
         const ArchiveLimits *limits;
-        const char *wanted;             /* borrowed: normalized path we look for */
-        const char *staging_dir;        /* borrowed */
-        const char *out_name;           /* borrowed */
-        int64_t stop_at;                /* stop before this entry index (hard link second pass), -1 = no */
-        LayerFeed *feed;                /* borrowed: the layer is still being downloaded; NULL = complete */
+        const char *wanted;      /* borrowed: normalized path we look for */
+        const char *staging_dir; /* borrowed */
+        const char *out_name;    /* borrowed */
+        int64_t stop_at;         /* stop before this entry index (hard link second pass), -1 = no */
+        LayerFeed *feed;         /* borrowed: the layer is still being downloaded; NULL = complete */
 
-        void *symlinks;                 /* owned: tsearch tree of normalized symlink paths */
-        char *message;                  /* owned: why it failed */
-        char *hardlink_target;          /* owned: the wanted path is a hard link to this */
+        void *symlinks;        /* owned: tsearch tree of normalized symlink paths */
+        char *message;         /* owned: why it failed */
+        char *hardlink_target; /* owned: the wanted path is a hard link to this */
         int64_t hardlink_index;
         ArchiveExtractResult result;
-        bool extracted;                 /* the staging file exists */
+        bool extracted; /* the staging file exists */
 } Scan;
 
 static int scan_fail(Scan *s, int error, const char *entry, const char *fmt, const char *arg) {
@@ -145,7 +145,7 @@ static bool path_crosses_symlink(Scan *s, const char *path) {
         _cleanup_free_ char *copy = strdup(path);
 
         if (!copy)
-                return true;    /* fail closed */
+                return true; /* fail closed */
         for (char *slash = strchr(copy, '/'); slash; slash = strchr(slash + 1, '/')) {
                 *slash = '\0';
                 if (tfind(copy, &s->symlinks, strcmp_void))
@@ -167,7 +167,7 @@ static int remember_symlink(Scan *s, const char *path) {
                 return -ENOMEM;
         }
         if (*(char **) node != copy)
-                free(copy);             /* already known */
+                free(copy); /* already known */
         return 0;
 }
 
@@ -220,7 +220,8 @@ static int digest_zeros(DigestContext *c, uint64_t n) {
 /* Copies the entry's data blocks and hashes them on the way, so the file is never read back. The
  * file is `size` bytes at the end (archive_write_disk extends it over sparse tails), and that is what
  * is hashed; blocks come in increasing offsets (tar), so holes are hashed as zeros. */
-static int copy_data(struct archive *in, struct archive *out, uint64_t size, uint64_t *ret_size, Digest *ret_digest) {
+static int copy_data(struct archive *in, struct archive *out, uint64_t size, uint64_t *ret_size,
+                     Digest *ret_digest) {
         _cleanup_(digest_context_freep) DigestContext *c = NULL;
         uint64_t total = 0;
         int r;
@@ -291,8 +292,10 @@ static int extract_current(Scan *s, struct archive *a, struct archive_entry *ent
                 return -ENOMEM;
         }
         /* The path is ours, not the archive's; the flags still refuse to follow symlinks or '..'. */
-        (void) sym_archive_write_disk_set_options(w, ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-                                                 ARCHIVE_EXTRACT_UNLINK | ARCHIVE_EXTRACT_PERM);
+        (void) sym_archive_write_disk_set_options(w,
+                                                  ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+                                                          ARCHIVE_EXTRACT_SECURE_NODOTDOT |
+                                                          ARCHIVE_EXTRACT_UNLINK | ARCHIVE_EXTRACT_PERM);
         sym_archive_entry_set_pathname(out, target);
         sym_archive_entry_set_filetype(out, AE_IFREG);
         sym_archive_entry_set_perm(out, 0600);
@@ -306,7 +309,8 @@ static int extract_current(Scan *s, struct archive *a, struct archive_entry *ent
         s->extracted = true;
         r = copy_data(a, w, size, &written, &s->result.digest);
         if (r < 0)
-                return scan_fail(s, r, path, r == -EFBIG ? "data beyond the entry size" : "cannot extract", NULL);
+                return scan_fail(s, r, path, r == -EFBIG ? "data beyond the entry size" : "cannot extract",
+                                 NULL);
         if (sym_archive_write_finish_entry(w) < ARCHIVE_WARN || sym_archive_write_close(w) < ARCHIVE_WARN)
                 return scan_fail(s, sym_archive_errno(w) > 0 ? -sym_archive_errno(w) : -EIO, path,
                                  "cannot finish staging file: ", sym_archive_error_string(w));
@@ -403,7 +407,7 @@ static int scan_entry(Scan *s, struct archive *a, struct archive_entry *entry, i
         if (r < 0)
                 return r;
         if (isempty(path))
-                return 0;               /* the root directory itself */
+                return 0; /* the root directory itself */
 
         if (type == AE_IFLNK && !sym_archive_entry_hardlink(entry)) {
                 r = remember_symlink(s, path);
@@ -437,9 +441,10 @@ static int scan_entry(Scan *s, struct archive *a, struct archive_entry *entry, i
         if (type != AE_IFREG) {
                 staging_remove(s);
                 return scan_fail(s, -EMEDIUMTYPE, raw,
-                                 type == AE_IFLNK ? "is a symbolic link, not a regular file"
-                                 : type == AE_IFDIR ? "is a directory, not a regular file"
-                                                    : "is not a regular file", NULL);
+                                 type == AE_IFLNK         ? "is a symbolic link, not a regular file" :
+                                         type == AE_IFDIR ? "is a directory, not a regular file" :
+                                                            "is not a regular file",
+                                 NULL);
         }
         return extract_current(s, a, entry, raw);
 }
@@ -460,8 +465,8 @@ static int scan_check_limits(Scan *s, struct archive *a, struct archive_entry *e
 
 /* A layer that is still growing: libarchive reads it through the feed, which waits for its bytes. */
 typedef struct FeedSource {
-        int fd;                         /* borrowed */
-        LayerFeed *feed;                /* borrowed */
+        int fd;          /* borrowed */
+        LayerFeed *feed; /* borrowed */
         uint8_t buf[64 * 1024];
 } FeedSource;
 
@@ -553,7 +558,8 @@ static int scan_layer(Scan *s, int fd) {
                 if (r == ARCHIVE_EOF)
                         break;
                 if (r < ARCHIVE_WARN)
-                        return scan_fail(s, -EBADMSG, NULL, "corrupt archive: ", sym_archive_error_string(a));
+                        return scan_fail(s, -EBADMSG, NULL,
+                                         "corrupt archive: ", sym_archive_error_string(a));
                 r = scan_check_limits(s, a, entry);
                 if (r < 0)
                         return r;
@@ -587,7 +593,8 @@ static int resolve_hardlink(Scan *first, int fd, const char *staging_dir, const 
                 return -errno;
         r = scan_layer(&s, fd);
         if (r >= 0 && (s.result.lookup != ARCHIVE_LOOKUP_FOUND || s.hardlink_target))
-                r = scan_fail(&s, -EMEDIUMTYPE, first->wanted, "hard link to a missing file: ", first->hardlink_target);
+                r = scan_fail(&s, -EMEDIUMTYPE, first->wanted,
+                              "hard link to a missing file: ", first->hardlink_target);
         if (r < 0) {
                 staging_remove(&s);
                 first->message = TAKE_PTR(s.message);
@@ -652,7 +659,8 @@ int archive_extract_layer_fed(int layer_fd, LayerFeed *feed, const char *file_pa
 
 int archive_extract_layer(int layer_fd, const char *file_path, const char *staging_dir, const char *out_name,
                           const ArchiveLimits *limits, ArchiveExtractResult *ret, char **ret_message) {
-        return archive_extract_layer_fed(layer_fd, NULL, file_path, staging_dir, out_name, limits, ret, ret_message);
+        return archive_extract_layer_fed(layer_fd, NULL, file_path, staging_dir, out_name, limits, ret,
+                                         ret_message);
 }
 
 int archive_extract_from_layers(const char *const *layer_paths, size_t n_layers, const char *file_path,

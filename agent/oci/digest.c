@@ -6,7 +6,7 @@
 #include "oci/digest.h"
 
 struct DigestContext {
-        EVP_MD_CTX *md;         /* owned */
+        EVP_MD_CTX *md; /* owned */
         uint64_t size;
 };
 
@@ -23,8 +23,8 @@ static bool algorithm_is_wellformed(const char *s, size_t n) {
         if (n == 0 || n > 32)
                 return false;
         for (size_t i = 0; i < n; i++)
-                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
-                      s[i] == '+' || s[i] == '.' || s[i] == '_' || s[i] == '-'))
+                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '+' ||
+                      s[i] == '.' || s[i] == '_' || s[i] == '-'))
                         return false;
         return true;
 }
@@ -160,8 +160,9 @@ int digest_verify(const Digest *expected, const Digest *actual, char **ret_messa
 
         if (digest_equal(expected, actual))
                 return 0;
-        if (ret_message && asprintf(ret_message, "digest mismatch: expected %s, got %s",
-                                    digest_format(expected, e), digest_format(actual, a)) < 0)
+        if (ret_message &&
+            asprintf(ret_message, "digest mismatch: expected %s, got %s", digest_format(expected, e),
+                     digest_format(actual, a)) < 0)
                 return -ENOMEM;
         return -EBADMSG;
 }

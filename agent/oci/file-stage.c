@@ -14,59 +14,59 @@
 /* One extraction on the worker thread. The thread reads only this struct, the files it names and
  * the feed. */
 typedef struct ExtractJob {
-        int layer_fd;                   /* owned */
-        LayerFeed *feed;                /* borrowed from the stage: the layer is still downloading; or NULL */
-        char *file_path;                /* owned */
-        char *staging;                  /* owned */
-        char *out_name;                 /* owned */
+        int layer_fd;    /* owned */
+        LayerFeed *feed; /* borrowed from the stage: the layer is still downloading; or NULL */
+        char *file_path; /* owned */
+        char *staging;   /* owned */
+        char *out_name;  /* owned */
         ArchiveLimits limits;
-        int efd;                        /* borrowed: written once when done */
+        int efd; /* borrowed: written once when done */
         /* results */
         int r;
         ArchiveExtractResult res;
-        char *message;                  /* owned */
+        char *message; /* owned */
 } ExtractJob;
 
 struct FileStage {
-        sd_event *event;                /* ref held */
-        RegistryClient *registry;       /* borrowed */
-        FileStore *store;            /* borrowed */
-        OciRef *ref;                    /* owned */
-        char *image;                    /* owned */
-        char *file_path;                /* owned */
-        char *version;                  /* owned */
-        char *os, *architecture, *variant;      /* owned; NULL = this machine's platform */
+        sd_event *event;                   /* ref held */
+        RegistryClient *registry;          /* borrowed */
+        FileStore *store;                  /* borrowed */
+        OciRef *ref;                       /* owned */
+        char *image;                       /* owned */
+        char *file_path;                   /* owned */
+        char *version;                     /* owned */
+        char *os, *architecture, *variant; /* owned; NULL = this machine's platform */
         ArchiveLimits limits;
 
-        RegistryOp *op;                 /* owned: resolve or blob fetch in flight */
-        OciManifest *manifest;          /* owned copy of the layer list (layers only) */
-        char *manifest_digest;          /* owned */
-        size_t layer;                   /* index of the layer being fetched / searched */
-        char **blobs;                   /* owned: paths of fetched blobs, per layer (NULL if not fetched) */
-        uint64_t total, done_before;    /* progress: sum of layer sizes; bytes of finished layers */
+        RegistryOp *op;              /* owned: resolve or blob fetch in flight */
+        OciManifest *manifest;       /* owned copy of the layer list (layers only) */
+        char *manifest_digest;       /* owned */
+        size_t layer;                /* index of the layer being fetched / searched */
+        char **blobs;                /* owned: paths of fetched blobs, per layer (NULL if not fetched) */
+        uint64_t total, done_before; /* progress: sum of layer sizes; bytes of finished layers */
         uint64_t downloaded;
 
         /* Per layer: extraction overlaps the download. The thread follows the .partial file through the
          * feed while the registry writes it; the file it produces is installed only once the blob's
          * digest matched and the feed stayed valid (the bytes read are the verified ones); otherwise
          * the verified blob is extracted again, as without streaming. */
-        LayerFeed *feed;                /* owned: the thread reads through it; NULL = not streaming */
-        uint64_t fed;                   /* bytes of the layer the feed was told are final */
-        bool blob_done;                 /* the layer's blob op finished (blob_error says how) */
+        LayerFeed *feed; /* owned: the thread reads through it; NULL = not streaming */
+        uint64_t fed;    /* bytes of the layer the feed was told are final */
+        bool blob_done;  /* the layer's blob op finished (blob_error says how) */
         int blob_error;
         ArtifactFailure blob_failure;
-        char *blob_message;             /* owned */
+        char *blob_message; /* owned */
 
         pthread_t thread;
         bool thread_running;
-        ExtractJob *job;                /* owned */
-        int efd;                        /* owned */
-        sd_event_source *efd_source;    /* owned */
-        sd_event_source *defer;         /* owned: reuse without requests */
+        ExtractJob *job;             /* owned */
+        int efd;                     /* owned */
+        sd_event_source *efd_source; /* owned */
+        sd_event_source *defer;      /* owned: reuse without requests */
 
         FileStageProgress on_progress;
         FileStageDone on_done;
-        void *userdata;                 /* borrowed */
+        void *userdata; /* borrowed */
 };
 
 static void extract_job_free(ExtractJob *j) {
@@ -169,10 +169,11 @@ static void stage_finish(FileStage *st, int error, ArtifactFailure failure, cons
         if (error >= 0 && file_store_path(st->store, st->version, &path) >= 0)
                 res.path = path;
         st->op = registry_op_free(st->op);
-        st->on_done(st, &res, st->userdata);    /* may free st */
+        st->on_done(st, &res, st->userdata); /* may free st */
 }
 
-static void stage_failf(FileStage *st, int error, ArtifactFailure failure, const char *fmt, ...) _printf_(4, 5);
+static void stage_failf(FileStage *st, int error, ArtifactFailure failure, const char *fmt, ...)
+        _printf_(4, 5);
 static void stage_failf(FileStage *st, int error, ArtifactFailure failure, const char *fmt, ...) {
         _cleanup_free_ char *m = NULL;
         va_list ap;
@@ -187,8 +188,8 @@ static void *extract_thread(void *userdata) {
         ExtractJob *j = userdata;
         uint64_t one = 1;
 
-        j->r = archive_extract_layer_fed(j->layer_fd, j->feed, j->file_path, j->staging, j->out_name, &j->limits,
-                                         &j->res, &j->message);
+        j->r = archive_extract_layer_fed(j->layer_fd, j->feed, j->file_path, j->staging, j->out_name,
+                                         &j->limits, &j->res, &j->message);
         /* An eventfd write of 8 bytes cannot fail short of a bug; nothing to do here if it did. */
         if (write(j->efd, &one, sizeof(one)) != sizeof(one))
                 return NULL;
@@ -204,10 +205,10 @@ static int stage_install(FileStage *st, ExtractJob *j) {
 
         if (asprintf(&staged, "%s/%s", j->staging, j->out_name) < 0)
                 return -ENOMEM;
-        src = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "image", st->image, "filePathInImage", st->file_path,
-                        "manifestDigest", st->manifest_digest,
-                        "layerDigest", digest_format(&st->manifest->layers[st->layer].digest, layer_digest),
-                        "sha256", digest_format(&j->res.digest, file_digest), "size", (json_int_t) j->res.size);
+        src = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "image", st->image, "filePathInImage",
+                        st->file_path, "manifestDigest", st->manifest_digest, "layerDigest",
+                        digest_format(&st->manifest->layers[st->layer].digest, layer_digest), "sha256",
+                        digest_format(&j->res.digest, file_digest), "size", (json_int_t) j->res.size);
         if (!src)
                 return -ENOMEM;
         json = json_dumps(src, JSON_SORT_KEYS);
@@ -253,7 +254,9 @@ static void stage_handle_job(FileStage *st, ExtractJob *j) {
                         (void) unlink(staged);
                 extract_job_free(j);
                 if (r < 0) {
-                        stage_failf(st, r, r == -ENOSPC ? ARTIFACT_FAILURE_DISK_SPACE : ARTIFACT_FAILURE_UNAVAILABLE,
+                        stage_failf(st, r,
+                                    r == -ENOSPC ? ARTIFACT_FAILURE_DISK_SPACE :
+                                                   ARTIFACT_FAILURE_UNAVAILABLE,
                                     "cannot install %s of %s into the store: %s", st->file_path, st->image,
                                     strerror(-r));
                         return;
@@ -274,8 +277,9 @@ static void stage_handle_job(FileStage *st, ExtractJob *j) {
         default:
                 r = j->res.lookup;
                 extract_job_free(j);
-                stage_failf(st, -ENOENT, ARTIFACT_FAILURE_UNAVAILABLE, "%s is deleted in layer %zu of image %s (%s)",
-                            st->file_path, st->layer, st->image, archive_lookup_to_string(r));
+                stage_failf(st, -ENOENT, ARTIFACT_FAILURE_UNAVAILABLE,
+                            "%s is deleted in layer %zu of image %s (%s)", st->file_path, st->layer,
+                            st->image, archive_lookup_to_string(r));
                 return;
         }
 }
@@ -303,7 +307,8 @@ static void stage_continue(FileStage *st) {
                 fd = open(st->blobs[st->layer], O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
                 r = fd < 0 ? -errno : stage_start_extract(st, TAKE_FD(fd));
                 if (r < 0)
-                        stage_failf(st, r, ARTIFACT_FAILURE_UNAVAILABLE, "cannot start extraction: %s", strerror(-r));
+                        stage_failf(st, r, ARTIFACT_FAILURE_UNAVAILABLE, "cannot start extraction: %s",
+                                    strerror(-r));
                 return;
         }
         stage_handle_job(st, TAKE_PTR(st->job));
@@ -314,7 +319,7 @@ static int stage_on_extracted(sd_event_source *s, int fd, uint32_t revents, void
         uint64_t v;
 
         if (read(st->efd, &v, sizeof(v)) != sizeof(v))
-                v = 0;  /* the thread is joined below all the same */
+                v = 0; /* the thread is joined below all the same */
         st->efd_source = sd_event_source_disable_unref(st->efd_source);
         stage_join(st);
         stage_continue(st);
@@ -338,7 +343,8 @@ static int stage_start_extract(FileStage *st, int layer_fd) {
         j->feed = st->feed;
         j->file_path = strdup(st->file_path);
         j->staging = strdup(file_store_staging(st->store));
-        if (!j->file_path || !j->staging || asprintf(&j->out_name, "%s-%s.new", file_store_file_name(st->store), st->version) < 0)
+        if (!j->file_path || !j->staging ||
+            asprintf(&j->out_name, "%s-%s.new", file_store_file_name(st->store), st->version) < 0)
                 return -ENOMEM;
 
         r = sd_event_add_io(st->event, &st->efd_source, st->efd, EPOLLIN, stage_on_extracted, st);
@@ -373,7 +379,7 @@ static void stage_on_blob(RegistryOp *op, const RegistryResult *res, void *userd
                 return;
         }
         st->blobs[st->layer] = strdup(res->blob_path);
-        st->op = registry_op_free(st->op);     /* res points into it: copy first */
+        st->op = registry_op_free(st->op); /* res points into it: copy first */
         if (!st->blobs[st->layer]) {
                 stage_failf(st, -ENOMEM, ARTIFACT_FAILURE_UNAVAILABLE, "out of memory");
                 return;
@@ -388,7 +394,8 @@ static void stage_on_blob(RegistryOp *op, const RegistryResult *res, void *userd
         r = open(st->blobs[st->layer], O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         r = r < 0 ? -errno : stage_start_extract(st, r);
         if (r < 0)
-                stage_failf(st, r, ARTIFACT_FAILURE_UNAVAILABLE, "cannot start extraction: %s", strerror(-r));
+                stage_failf(st, r, ARTIFACT_FAILURE_UNAVAILABLE, "cannot start extraction: %s",
+                            strerror(-r));
 }
 
 static void stage_on_blob_progress(RegistryOp *op, uint64_t done, uint64_t total, void *userdata) {
@@ -434,8 +441,8 @@ static void stage_fetch_layer(FileStage *st) {
         free(st->blob_message);
         st->blob_message = NULL;
         st->fed = 0;
-        r = registry_fetch_blob(st->registry, st->ref, &st->manifest->layers[st->layer], stage_on_blob_progress,
-                                stage_on_blob, st, &st->op);
+        r = registry_fetch_blob(st->registry, st->ref, &st->manifest->layers[st->layer],
+                                stage_on_blob_progress, stage_on_blob, st, &st->op);
         if (r < 0) {
                 stage_failf(st, r, r == -ENOSPC ? ARTIFACT_FAILURE_DISK_SPACE : ARTIFACT_FAILURE_UNAVAILABLE,
                             "cannot fetch layer %zu of %s: %s", st->layer, st->image, strerror(-r));
@@ -504,7 +511,7 @@ static bool stage_can_reuse(FileStage *st) {
                 return false;
         src = json_loads(data, 0, NULL);
         return streq_ptr(json_string_value(json_object_get(src, "image")), st->image) &&
-               streq_ptr(json_string_value(json_object_get(src, "filePathInImage")), st->file_path);
+                streq_ptr(json_string_value(json_object_get(src, "filePathInImage")), st->file_path);
 }
 
 static int stage_on_reuse(sd_event_source *s, void *userdata) {
@@ -524,7 +531,8 @@ static int stage_init_request(FileStage *st, const FileStageRequest *req) {
         r = oci_ref_parse(req->image, &st->ref);
         if (r < 0)
                 return r;
-        r = archive_path_normalize(req->file_path, /* allow_absolute= */ true, st->limits.max_path, &normalized);
+        r = archive_path_normalize(req->file_path, /* allow_absolute= */ true, st->limits.max_path,
+                                   &normalized);
         if (r < 0 || isempty(normalized))
                 return -EINVAL;
         if (req->version)
@@ -549,8 +557,9 @@ static int stage_init_request(FileStage *st, const FileStageRequest *req) {
         return 0;
 }
 
-int file_stage_start(sd_event *event, RegistryClient *registry, FileStore *store, const FileStageRequest *req,
-                     FileStageProgress progress, FileStageDone done, void *userdata, FileStage **ret) {
+int file_stage_start(sd_event *event, RegistryClient *registry, FileStore *store,
+                     const FileStageRequest *req, FileStageProgress progress, FileStageDone done,
+                     void *userdata, FileStage **ret) {
         _cleanup_(file_stage_freep) FileStage *st = NULL;
         int r;
 
@@ -585,8 +594,8 @@ int file_stage_start(sd_event *event, RegistryClient *registry, FileStore *store
                 if (r < 0)
                         return r;
         } else {
-                r = registry_resolve(registry, st->ref, st->os, st->architecture, st->variant, stage_on_manifest, st,
-                                     &st->op);
+                r = registry_resolve(registry, st->ref, st->os, st->architecture, st->variant,
+                                     stage_on_manifest, st, &st->op);
                 if (r < 0)
                         return r;
         }

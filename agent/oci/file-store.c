@@ -13,9 +13,9 @@
 #define SOURCE_MAX (64U * 1024U)
 
 struct FileStore {
-        char *root;             /* owned */
-        char *staging;          /* owned */
-        char *file_name;        /* owned */
+        char *root;      /* owned */
+        char *staging;   /* owned */
+        char *file_name; /* owned */
 };
 
 int file_store_new(const char *root, const char *staging, const char *file_name, FileStore **ret) {
@@ -108,7 +108,8 @@ int file_store_has(const FileStore *s, const char *version) {
         return S_ISREG(st.st_mode) && (st.st_mode & 0111) ? 1 : 0;
 }
 
-int file_store_install(const FileStore *s, const char *version, const char *staged_path, const char *source_json) {
+int file_store_install(const FileStore *s, const char *version, const char *staged_path,
+                       const char *source_json) {
         _cleanup_free_ char *dir = NULL, *target = NULL, *source = NULL;
         _cleanup_close_ int fd = -EBADF;
         bool created = false;
@@ -199,7 +200,7 @@ static int remove_version(const FileStore *s, const char *version) {
         d = fdopendir(dfd);
         if (!d)
                 return -errno;
-        dfd = -EBADF;   /* owned by d now */
+        dfd = -EBADF; /* owned by d now */
         /* One level only: the store holds files, never trees, so nothing recursive is needed. */
         while ((de = readdir(d)))
                 if (de->d_type != DT_DIR)
@@ -227,7 +228,7 @@ static int list_versions(const FileStore *s, StoredVersion **ret, size_t *ret_n)
                 struct stat st;
 
                 if (!file_store_version_is_valid(de->d_name))
-                        continue;       /* ".", "..", temporary names */
+                        continue; /* ".", "..", temporary names */
                 if (asprintf(&file, "%s/%s/%s", s->root, de->d_name, s->file_name) < 0) {
                         r = -ENOMEM;
                         break;

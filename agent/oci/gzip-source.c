@@ -18,10 +18,10 @@
 #define OUT_SIZE (256 * 1024)
 
 typedef struct GzipSource {
-        int fd;                         /* borrowed */
-        LayerFeed *feed;                /* borrowed; NULL = the layer is complete */
-        bool in_eof;                    /* read() returned 0 */
-        bool done;                      /* the last member ended */
+        int fd;          /* borrowed */
+        LayerFeed *feed; /* borrowed; NULL = the layer is complete */
+        bool in_eof;     /* read() returned 0 */
+        bool done;       /* the last member ended */
         struct inflate_state state;
         uint8_t in[IN_SIZE];
         uint8_t out[OUT_SIZE];
@@ -73,7 +73,7 @@ static int next_member(struct archive *a, GzipSource *s) {
                 s->in_eof = n == 0;
         }
         if (s->state.avail_in < 2 || s->state.next_in[0] != 0x1f || s->state.next_in[1] != 0x8b) {
-                s->done = true;         /* trailing bytes that are not a member: the end, like gzip -d */
+                s->done = true; /* trailing bytes that are not a member: the end, like gzip -d */
                 return 0;
         }
         isal_inflate_reset(&s->state);

@@ -9,12 +9,12 @@
 
 struct LayerFeed {
         pthread_mutex_t lock;
-        pthread_cond_t grown;           /* signalled when available, ended or valid change */
-        uint64_t available;             /* leading bytes of the file that are final */
+        pthread_cond_t grown; /* signalled when available, ended or valid change */
+        uint64_t available;   /* leading bytes of the file that are final */
         bool ended;
-        int error;                      /* with ended: 0 = EOF at available, < 0 = stop */
+        int error; /* with ended: 0 = EOF at available, < 0 = stop */
         bool valid;
-        bool waiting;                   /* the reader sleeps on `grown` */
+        bool waiting; /* the reader sleeps on `grown` */
 };
 
 int layer_feed_new(LayerFeed **ret) {
@@ -120,7 +120,7 @@ ssize_t layer_feed_read(LayerFeed *f, int fd, void *buf, size_t size) {
                 if (avail < 0)
                         return (ssize_t) avail;
                 if ((uint64_t) avail <= (uint64_t) pos)
-                        return 0;       /* ended there */
+                        return 0; /* ended there */
                 size = (size_t) MIN((uint64_t) size, (uint64_t) avail - (uint64_t) pos);
         }
         do

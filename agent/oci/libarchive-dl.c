@@ -10,7 +10,8 @@
 #include "oci/libarchive-dl.h"
 
 #define DLSYM_DEFINE(f) typeof(f) *sym_##f
-#define DLSYM_ENTRY(f) { #f, (void **) &sym_##f }
+#define DLSYM_ENTRY(f) \
+        { #f, (void **) &sym_##f }
 
 DLSYM_DEFINE(archive_entry_filetype);
 DLSYM_DEFINE(archive_entry_free);
@@ -86,7 +87,7 @@ static const struct {
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static char *load_error;        /* NULL once loaded; set for the process lifetime otherwise */
+static char *load_error; /* NULL once loaded; set for the process lifetime otherwise */
 
 static void load(void) {
         void *dl;
@@ -100,7 +101,8 @@ static void load(void) {
         for (size_t i = 0; i < sizeof(symbols) / sizeof(symbols[0]); i++) {
                 *symbols[i].ptr = dlsym(dl, symbols[i].name);
                 if (!*symbols[i].ptr) {
-                        if (asprintf(&load_error, "%s has no symbol %s", LIBARCHIVE_SONAME, symbols[i].name) < 0)
+                        if (asprintf(&load_error, "%s has no symbol %s", LIBARCHIVE_SONAME,
+                                     symbols[i].name) < 0)
                                 load_error = NULL;
                         return;
                 }

@@ -163,7 +163,8 @@ static int parse_image(json_t *root, OciManifest *m) {
         r = parse_descriptor(json_object_get(root, "config"), &m->config);
         if (r < 0)
                 return r;
-        r = parse_descriptor_array(json_object_get(root, "layers"), OCI_LAYERS_MAX, &m->layers, &m->n_layers);
+        r = parse_descriptor_array(json_object_get(root, "layers"), OCI_LAYERS_MAX, &m->layers,
+                                   &m->n_layers);
         if (r < 0)
                 return r;
         if (m->n_layers == 0)
@@ -234,7 +235,7 @@ int oci_manifest_parse(const void *data, size_t size, const char *content_type, 
         if (!json_is_integer(schema))
                 return -EBADMSG;
         if (json_integer_value(schema) != 2)
-                return -EPROTONOSUPPORT;        /* schema 1 is long deprecated */
+                return -EPROTONOSUPPORT; /* schema 1 is long deprecated */
 
         r = manifest_media_type(root, content_type, &media_type);
         if (r < 0)
@@ -285,7 +286,8 @@ int oci_manifest_select_platform(const OciManifest *index, const char *os, const
 
                         if (oci_manifest_kind_from_media_type(d->media_type) != OCI_MANIFEST_IMAGE)
                                 continue;
-                        if (!streq_ptr(d->platform.os, os) || !streq_ptr(d->platform.architecture, architecture))
+                        if (!streq_ptr(d->platform.os, os) ||
+                            !streq_ptr(d->platform.architecture, architecture))
                                 continue;
                         if (variant && pass == 0 && !streq_ptr(d->platform.variant, variant))
                                 continue;
@@ -301,15 +303,9 @@ int oci_platform_from_machine(const char *machine, const char **ret_architecture
         static const struct {
                 const char *machine, *architecture, *variant;
         } table[] = {
-                { "x86_64", "amd64", NULL },
-                { "aarch64", "arm64", NULL },
-                { "arm64", "arm64", NULL },
-                { "armv7l", "arm", "v7" },
-                { "armv6l", "arm", "v6" },
-                { "i686", "386", NULL },
-                { "i386", "386", NULL },
-                { "ppc64le", "ppc64le", NULL },
-                { "s390x", "s390x", NULL },
+                { "x86_64", "amd64", NULL },    { "aarch64", "arm64", NULL },   { "arm64", "arm64", NULL },
+                { "armv7l", "arm", "v7" },      { "armv6l", "arm", "v6" },      { "i686", "386", NULL },
+                { "i386", "386", NULL },        { "ppc64le", "ppc64le", NULL }, { "s390x", "s390x", NULL },
                 { "riscv64", "riscv64", NULL },
         };
 

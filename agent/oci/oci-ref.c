@@ -201,7 +201,9 @@ static int parse(const char *s, OciRef **ret, const char **ret_why) {
                         return -ENOMEM;
         }
         if (!oci_registry_host_is_valid(r->registry))
-                return reject(ret_why, "the registry is not a host name, IPv4 or [IPv6] address with an optional port");
+                return reject(
+                        ret_why,
+                        "the registry is not a host name, IPv4 or [IPv6] address with an optional port");
 
         /* A tag is a ':' after the last '/' (a ':' before it would belong to a host:port). */
         last_slash = strrchr(name, '/');
@@ -231,8 +233,9 @@ static int parse(const char *s, OciRef **ret, const char **ret_why) {
         }
         /* Each component goes into /v2/<name>/...: the grammar leaves no "..", '%', '?' or '#'. */
         if (!oci_repository_is_valid(r->repository))
-                return reject(ret_why, "the repository is not '/'-separated components of [a-z0-9] joined by "
-                                       "'.', '_', '__' or '-'");
+                return reject(ret_why,
+                              "the repository is not '/'-separated components of [a-z0-9] joined by "
+                              "'.', '_', '__' or '-'");
         /* distribution's NameTotalLengthMax: the name with its registry. */
         if (strlen(r->registry) + 1 + strlen(r->repository) > OCI_NAME_MAX)
                 return reject(ret_why, "the registry and repository are longer than 255 characters");

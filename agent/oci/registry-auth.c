@@ -32,7 +32,7 @@ RegistryCredentials *registry_credentials_free(RegistryCredentials *c) {
 static bool is_tchar(char c) {
         /* RFC 7230 token characters */
         return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               strchr("!#$%&'*+-.^_`|~", c);
+                strchr("!#$%&'*+-.^_`|~", c);
 }
 
 static const char *skip_ws(const char *p) {
@@ -119,7 +119,7 @@ static int parse_one(const char **p, RegistryChallenge *c) {
                         return -ENOMEM;
                 s = skip_ws(s);
                 if (*s != '=') {
-                        s = save;       /* a new challenge starts here */
+                        s = save; /* a new challenge starts here */
                         break;
                 }
                 s = skip_ws(s + 1);
@@ -179,8 +179,8 @@ static int append_escaped(FILE *f, const char *s) {
         for (; *s; s++) {
                 unsigned char c = (unsigned char) *s;
 
-                if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '-' || c == '.' || c == '_' || c == '~')
+                if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                    c == '.' || c == '_' || c == '~')
                         fputc(c, f);
                 else
                         fprintf(f, "%%%02X", c);
@@ -245,12 +245,13 @@ int registry_token_parse(const void *data, size_t size, char **ret_token, uint64
         tok = json_object_get(root, "token");
         if (!json_is_string(tok) || json_string_length(tok) == 0)
                 tok = json_object_get(root, "access_token");
-        if (!json_is_string(tok) || json_string_length(tok) == 0 || json_string_length(tok) > REGISTRY_TOKEN_MAX)
+        if (!json_is_string(tok) || json_string_length(tok) == 0 ||
+            json_string_length(tok) > REGISTRY_TOKEN_MAX)
                 return -EBADMSG;
         t = json_string_value(tok);
         for (const char *s = t; *s; s++)
                 if ((unsigned char) *s <= ' ' || (unsigned char) *s >= 0x7f)
-                        return -EBADMSG;        /* would break or smuggle into the header */
+                        return -EBADMSG; /* would break or smuggle into the header */
 
         exp = json_object_get(root, "expires_in");
         if (json_is_integer(exp) && json_integer_value(exp) > 0)
@@ -367,7 +368,7 @@ static int credentials_from_entry(json_t *entry, RegistryCredentials **ret) {
                 c->username = strdup(json_string_value(user));
                 c->password = strdup(json_string_value(pass));
         } else
-                return -ENOENT;         /* e.g. an entry holding only an identitytoken */
+                return -ENOENT; /* e.g. an entry holding only an identitytoken */
         if (!c->username || !c->password)
                 return -ENOMEM;
         if (isempty(c->username))

@@ -21,7 +21,8 @@ int registry_blob_path(RegistryClient *c, const Digest *d, char **ret) {
 int registry_blob_partial_path(RegistryClient *c, const Digest *d, char **ret) {
         char hex[2 * DIGEST_SHA256_SIZE + 1];
 
-        return asprintf(ret, "%s/%s.partial", c->blob_directory, digest_format_hex(d, hex)) < 0 ? -ENOMEM : 0;
+        return asprintf(ret, "%s/%s.partial", c->blob_directory, digest_format_hex(d, hex)) < 0 ? -ENOMEM :
+                                                                                                  0;
 }
 
 /* A blob transfer that failed after its 2xx headers: a stall (the low-speed limit; blob GETs have
@@ -32,14 +33,18 @@ static char *describe_blob_cut(const RegistryOp *op, HttpRequest *req, int error
         char *m;
 
         if (error == -ETIMEDOUT)
-                n = asprintf(&m, "blob %s from %s stalled: less than %" PRIu64 " bytes/s for %" PRIu64 " s, %" PRIu64
-                             " of %" PRIu64 " bytes on disk, kept to resume", digest_format(&op->blob.digest, ds),
-                             http_request_get_url(req), op->client->stall_bytes,
-                             op->client->stall_usec / USEC_PER_SEC, op->offset, op->blob.size);
+                n = asprintf(&m,
+                             "blob %s from %s stalled: less than %" PRIu64 " bytes/s for %" PRIu64
+                             " s, %" PRIu64 " of %" PRIu64 " bytes on disk, kept to resume",
+                             digest_format(&op->blob.digest, ds), http_request_get_url(req),
+                             op->client->stall_bytes, op->client->stall_usec / USEC_PER_SEC, op->offset,
+                             op->blob.size);
         else
-                n = asprintf(&m, "blob %s from %s: transfer cut off (%s), %" PRIu64 " of %" PRIu64
-                             " bytes on disk, kept to resume", digest_format(&op->blob.digest, ds),
-                             http_request_get_url(req), strerror(-error), op->offset, op->blob.size);
+                n = asprintf(&m,
+                             "blob %s from %s: transfer cut off (%s), %" PRIu64 " of %" PRIu64
+                             " bytes on disk, kept to resume",
+                             digest_format(&op->blob.digest, ds), http_request_get_url(req),
+                             strerror(-error), op->offset, op->blob.size);
         return n < 0 ? NULL : m;
 }
 
@@ -70,8 +75,8 @@ static int blob_on_data(HttpRequest *req, const void *data, size_t size, void *u
         }
         r = blob_write(op, data, size);
         if (r < 0) {
-                op->stream_failure = r == -ENOSPC || r == -EDQUOT ? ARTIFACT_FAILURE_DISK_SPACE
-                                                                 : ARTIFACT_FAILURE_UNAVAILABLE;
+                op->stream_failure = r == -ENOSPC || r == -EDQUOT ? ARTIFACT_FAILURE_DISK_SPACE :
+                                                                    ARTIFACT_FAILURE_UNAVAILABLE;
                 return r;
         }
         op->offset += size;
@@ -112,7 +117,7 @@ static bool blob_complete(RegistryOp *op) {
                 bool was_resumed = op->resumed_from > 0 && !op->restarted_from_zero;
 
                 registry_op_set_failure(op, r, ARTIFACT_FAILURE_DIGEST_MISMATCH, "blob from %s%s: %s",
-                               op->endpoints[op->endpoint], op->path, strempty(mismatch));
+                                        op->endpoints[op->endpoint], op->path, strempty(mismatch));
                 registry_blob_restart_from_zero(op);
                 if (was_resumed) {
                         /* The prefix from an earlier run may be what is wrong (lost writes after a
@@ -127,8 +132,9 @@ static bool blob_complete(RegistryOp *op) {
 
         if (fsync(op->fd) < 0 || rename(op->partial_path, op->final_path) < 0) {
                 r = -errno;
-                registry_op_set_failure(op, r, r == -ENOSPC ? ARTIFACT_FAILURE_DISK_SPACE : ARTIFACT_FAILURE_UNAVAILABLE,
-                               "cannot store blob %s: %s", op->final_path, strerror(-r));
+                registry_op_set_failure(
+                        op, r, r == -ENOSPC ? ARTIFACT_FAILURE_DISK_SPACE : ARTIFACT_FAILURE_UNAVAILABLE,
+                        "cannot store blob %s: %s", op->final_path, strerror(-r));
                 registry_op_finish(op, /* success= */ false);
                 return true;
         }
@@ -142,9 +148,10 @@ static bool blob_complete(RegistryOp *op) {
 bool registry_blob_handle(RegistryOp *op, HttpRequest *req) {
         if (op->offset < op->blob.size) {
                 /* The server said "done" early: resume from here like after a reset. */
-                registry_op_set_failure(op, -ECONNRESET, ARTIFACT_FAILURE_UNAVAILABLE, "blob from %s: short body (%llu of %llu bytes)",
-                               http_request_get_url(req), (unsigned long long) op->offset,
-                               (unsigned long long) op->blob.size);
+                registry_op_set_failure(op, -ECONNRESET, ARTIFACT_FAILURE_UNAVAILABLE,
+                                        "blob from %s: short body (%llu of %llu bytes)",
+                                        http_request_get_url(req), (unsigned long long) op->offset,
+                                        (unsigned long long) op->blob.size);
                 registry_op_retry_or_next(op, /* transient= */ true, 0);
                 return true;
         }
@@ -156,15 +163,16 @@ static int blob_check_space(RegistryOp *op) {
         uint64_t need = op->blob.size - op->offset + op->client->min_free_bytes;
 
         if (fstatvfs(op->fd, &sv) < 0) {
-                registry_op_set_failure(op, -errno, ARTIFACT_FAILURE_UNAVAILABLE, "cannot check free space in %s: %m",
-                               op->client->blob_directory);
+                registry_op_set_failure(op, -errno, ARTIFACT_FAILURE_UNAVAILABLE,
+                                        "cannot check free space in %s: %m", op->client->blob_directory);
                 return -EIO;
         }
         if ((uint64_t) sv.f_bavail * sv.f_frsize < need) {
-                registry_op_set_failure(op, -ENOSPC, ARTIFACT_FAILURE_DISK_SPACE,
-                               "not enough free space in %s for blob %s: need %llu bytes, have %llu",
-                               op->client->blob_directory, op->path, (unsigned long long) need,
-                               (unsigned long long) sv.f_bavail * sv.f_frsize);
+                registry_op_set_failure(
+                        op, -ENOSPC, ARTIFACT_FAILURE_DISK_SPACE,
+                        "not enough free space in %s for blob %s: need %llu bytes, have %llu",
+                        op->client->blob_directory, op->path, (unsigned long long) need,
+                        (unsigned long long) sv.f_bavail * sv.f_frsize);
                 return -ENOSPC;
         }
         return 0;
@@ -209,8 +217,9 @@ bool registry_blob_handle_failure(RegistryOp *op, HttpRequest *req, int error, l
 
                 op->stream_failure = ARTIFACT_FAILURE_NONE;
                 if (f == ARTIFACT_FAILURE_DIGEST_MISMATCH)
-                        registry_op_set_failure(op, -EBADMSG, f, "blob from %s: larger than its descriptor size %llu",
-                                                http_request_get_url(req), (unsigned long long) op->blob.size);
+                        registry_op_set_failure(
+                                op, -EBADMSG, f, "blob from %s: larger than its descriptor size %llu",
+                                http_request_get_url(req), (unsigned long long) op->blob.size);
                 else
                         registry_op_set_failure(op, error, f, "cannot write blob %s: %s", op->partial_path,
                                                 strerror(-error));
@@ -232,7 +241,8 @@ bool registry_blob_handle_failure(RegistryOp *op, HttpRequest *req, int error, l
         }
         m = describe_blob_cut(op, req, error);
         registry_op_set_failure(op, error, ARTIFACT_FAILURE_UNAVAILABLE, "%s", strempty(m));
-        registry_op_retry_or_next(op, registry_is_transient(error, status), http_request_get_retry_after_usec(req));
+        registry_op_retry_or_next(op, registry_is_transient(error, status),
+                                  http_request_get_retry_after_usec(req));
         return true;
 }
 
@@ -255,7 +265,7 @@ static int blob_on_rehash(sd_event_source *s, void *userdata) {
         } else {
                 op->offset += (uint64_t) n;
                 if (op->offset < op->resumed_from)
-                        return 0;       /* more slices on the next iterations */
+                        return 0; /* more slices on the next iterations */
         }
 
         op->defer = sd_event_source_disable_unref(op->defer);
@@ -282,7 +292,7 @@ static int blob_open(RegistryOp *op) {
         struct stat st;
 
         if (stat(op->final_path, &st) >= 0 && S_ISREG(st.st_mode) && (uint64_t) st.st_size == op->blob.size)
-                return 1;       /* verified before it got this name */
+                return 1; /* verified before it got this name */
 
         op->fd = open(op->partial_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (op->fd < 0)
@@ -319,7 +329,8 @@ int registry_fetch_blob(RegistryClient *c, const OciRef *ref, const OciDescripto
         op->blob.compression = blob->compression;
         if (free_and_strdup(&op->blob.media_type, blob->media_type) < 0)
                 return -ENOMEM;
-        if (asprintf(&op->path, "/v2/%s/blobs/%s", op->ref->repository, digest_format(&blob->digest, ds)) < 0 ||
+        if (asprintf(&op->path, "/v2/%s/blobs/%s", op->ref->repository, digest_format(&blob->digest, ds)) <
+                    0 ||
             registry_blob_partial_path(c, &blob->digest, &op->partial_path) < 0 ||
             registry_blob_path(c, &blob->digest, &op->final_path) < 0)
                 return -ENOMEM;

@@ -24,7 +24,8 @@ static void manifest_next_stage(RegistryOp *op, const OciDescriptor *d) {
 
         free(op->path);
         op->path = NULL;
-        if (asprintf(&op->path, "/v2/%s/manifests/%s", op->ref->repository, digest_format(&d->digest, buf)) < 0) {
+        if (asprintf(&op->path, "/v2/%s/manifests/%s", op->ref->repository, digest_format(&d->digest, buf)) <
+            0) {
                 registry_op_set_failure(op, -ENOMEM, ARTIFACT_FAILURE_UNAVAILABLE, "out of memory");
                 registry_op_finish(op, /* success= */ false);
                 return;
@@ -50,7 +51,8 @@ bool registry_manifest_handle(RegistryOp *op, HttpRequest *req) {
         r = digest_buffer(body, size, &actual);
         if (r < 0) {
                 /* Unhashed is unverified: never used (it read an uninitialised digest before). */
-                registry_op_set_failure(op, r, ARTIFACT_FAILURE_UNAVAILABLE, "manifest %s: cannot compute its digest: %s",
+                registry_op_set_failure(op, r, ARTIFACT_FAILURE_UNAVAILABLE,
+                                        "manifest %s: cannot compute its digest: %s",
                                         http_request_get_url(req), strerror(-r));
                 return false;
         }
@@ -62,17 +64,19 @@ bool registry_manifest_handle(RegistryOp *op, HttpRequest *req) {
         else if (header && digest_parse(header, &claimed) >= 0)
                 r = digest_verify(&claimed, &actual, &mismatch);
         else
-                r = 0;  /* a tag, and a registry that does not say: nothing to compare against */
+                r = 0; /* a tag, and a registry that does not say: nothing to compare against */
         if (r < 0) {
-                registry_op_set_failure(op, r, ARTIFACT_FAILURE_DIGEST_MISMATCH, "manifest %s: %s", http_request_get_url(req),
-                               strempty(mismatch));
+                registry_op_set_failure(op, r, ARTIFACT_FAILURE_DIGEST_MISMATCH, "manifest %s: %s",
+                                        http_request_get_url(req), strempty(mismatch));
                 return false;
         }
 
         r = oci_manifest_parse(body, size, http_request_get_header(req, "Content-Type"), &m);
         if (r < 0) {
-                registry_op_set_failure(op, r, ARTIFACT_FAILURE_UNAVAILABLE, "manifest %s: %s", http_request_get_url(req),
-                               r == -EPROTONOSUPPORT ? "unsupported manifest kind or layer type" : "malformed manifest");
+                registry_op_set_failure(op, r, ARTIFACT_FAILURE_UNAVAILABLE, "manifest %s: %s",
+                                        http_request_get_url(req),
+                                        r == -EPROTONOSUPPORT ? "unsupported manifest kind or layer type" :
+                                                                "malformed manifest");
                 return false;
         }
         if (!op->top_digest) {
@@ -82,10 +86,12 @@ bool registry_manifest_handle(RegistryOp *op, HttpRequest *req) {
         }
 
         if (m->kind == OCI_MANIFEST_INDEX) {
-                if (op->platform_stage || oci_manifest_select_platform(m, op->os, op->architecture, op->variant, &d) < 0) {
-                        registry_op_set_failure(op, -ENOENT, ARTIFACT_FAILURE_UNAVAILABLE, "%s has no manifest for %s/%s%s%s",
-                                       http_request_get_url(req), op->os, op->architecture,
-                                       op->variant ? "/" : "", strempty(op->variant));
+                if (op->platform_stage ||
+                    oci_manifest_select_platform(m, op->os, op->architecture, op->variant, &d) < 0) {
+                        registry_op_set_failure(op, -ENOENT, ARTIFACT_FAILURE_UNAVAILABLE,
+                                                "%s has no manifest for %s/%s%s%s",
+                                                http_request_get_url(req), op->os, op->architecture,
+                                                op->variant ? "/" : "", strempty(op->variant));
                         registry_op_finish(op, /* success= */ false);
                         return true;
                 }
@@ -130,7 +136,8 @@ int registry_resolve(RegistryClient *c, const OciRef *ref, const char *os, const
         op->architecture = strdup(architecture);
         if (!op->os || !op->architecture || free_and_strdup(&op->variant, variant) < 0)
                 return -ENOMEM;
-        if (asprintf(&op->path, "/v2/%s/manifests/%s", op->ref->repository, oci_ref_manifest_reference(op->ref)) < 0) {
+        if (asprintf(&op->path, "/v2/%s/manifests/%s", op->ref->repository,
+                     oci_ref_manifest_reference(op->ref)) < 0) {
                 op->path = NULL;
                 return -ENOMEM;
         }

@@ -6,8 +6,8 @@
 #include "util/macro.h"
 #include "util/strv.h"
 
-int registry_mirror_endpoints(const RegistryMirror *mirrors, size_t n_mirrors, const OciRef *ref, char ***ret,
-                              size_t *ret_n) {
+int registry_mirror_endpoints(const RegistryMirror *mirrors, size_t n_mirrors, const OciRef *ref,
+                              char ***ret, size_t *ret_n) {
         _cleanup_strv_free_ char **l = NULL;
         const char *mirror = NULL;
         size_t n = 0;
@@ -64,7 +64,8 @@ int registry_mirror_credentials(const char *data, size_t size, const char *endpo
 void registry_mirror_join_failure(char **message, const char *first) {
         char *joined;
 
-        if (*message && first && !streq(*message, first) && asprintf(&joined, "%s; before that: %s", *message, first) >= 0) {
+        if (*message && first && !streq(*message, first) &&
+            asprintf(&joined, "%s; before that: %s", *message, first) >= 0) {
                 free(*message);
                 *message = joined;
         }

@@ -6,11 +6,11 @@
 #include "util/time-util.h"
 
 struct RegistryToken {
-        char *endpoint;                 /* owned */
-        char *scope;                    /* owned */
-        char *authorization;            /* owned: the whole header value */
-        uint64_t expires_usec;          /* CLOCK_MONOTONIC */
-        RegistryToken *next;            /* owned */
+        char *endpoint;        /* owned */
+        char *scope;           /* owned */
+        char *authorization;   /* owned: the whole header value */
+        uint64_t expires_usec; /* CLOCK_MONOTONIC */
+        RegistryToken *next;   /* owned */
 };
 
 static void token_free_all(RegistryToken *t) {
@@ -57,8 +57,8 @@ int registry_token_cache_store(RegistryTokenCache *c, const char *endpoint, cons
         }
         if (free_and_strdup(&t->authorization, authorization) < 0)
                 return -ENOMEM;
-        t->expires_usec = now_usec + (lifetime_usec > 20 * USEC_PER_SEC ? lifetime_usec - 10 * USEC_PER_SEC
-                                                                         : lifetime_usec / 2);
+        t->expires_usec = now_usec +
+                (lifetime_usec > 20 * USEC_PER_SEC ? lifetime_usec - 10 * USEC_PER_SEC : lifetime_usec / 2);
         return 0;
 }
 

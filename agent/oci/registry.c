@@ -92,8 +92,8 @@ static int load_credentials(RegistryOp *op, RegistryCredentials **ret) {
         if (r < 0)
                 return r == -ENOENT ? -ENOENT : r;
         /* Every endpoint but the last is a mirror. */
-        return registry_mirror_credentials(data, size, op->endpoints[op->endpoint], op->endpoint + 1 < op->n_endpoints,
-                                           op->ref, ret);
+        return registry_mirror_credentials(data, size, op->endpoints[op->endpoint],
+                                           op->endpoint + 1 < op->n_endpoints, op->ref, ret);
 }
 
 static void op_free_requests(RegistryOp *op) {
@@ -183,8 +183,9 @@ void registry_op_finish(RegistryOp *op, bool success) {
         /* The result's strings move out of the op first: the callback may free the op and still read
          * them. */
         _cleanup_(oci_manifest_freep) OciManifest *manifest = TAKE_PTR(op->manifest);
-        _cleanup_free_ char *manifest_digest = TAKE_PTR(op->manifest_digest), *top_digest = TAKE_PTR(op->top_digest),
-                            *blob_path = TAKE_PTR(op->final_path), *message = TAKE_PTR(op->message);
+        _cleanup_free_ char *manifest_digest = TAKE_PTR(op->manifest_digest),
+                            *top_digest = TAKE_PTR(op->top_digest), *blob_path = TAKE_PTR(op->final_path),
+                            *message = TAKE_PTR(op->message);
 
         if (!success)
                 registry_mirror_join_failure(&message, op->first_message);
@@ -205,7 +206,7 @@ void registry_op_finish(RegistryOp *op, bool success) {
         /* Bytes that failed verification are worth nothing, not even for a resume. */
         if (!success && op->kind == OP_BLOB && op->failure == ARTIFACT_FAILURE_DIGEST_MISMATCH)
                 (void) unlink(op->partial_path);
-        op->on_done(op, &res, op->userdata);    /* may free op */
+        op->on_done(op, &res, op->userdata); /* may free op */
 }
 
 /* Human text for a failed registry answer: status plus the first error of the distribution error
@@ -228,8 +229,9 @@ static char *describe_http_failure(HttpRequest *req, int error, long status) {
                 const char *code = json_string_value(json_object_get(e, "code"));
                 const char *msg = json_string_value(json_object_get(e, "message"));
 
-                if (code && asprintf(&m, "GET %s: HTTP %ld %s%s%s", http_request_get_url(req), status, code,
-                                     msg ? ": " : "", strempty(msg)) >= 0)
+                if (code &&
+                    asprintf(&m, "GET %s: HTTP %ld %s%s%s", http_request_get_url(req), status, code,
+                             msg ? ": " : "", strempty(msg)) >= 0)
                         return m;
         }
         if (asprintf(&m, "GET %s: HTTP %ld", http_request_get_url(req), status) < 0)
@@ -240,7 +242,7 @@ static char *describe_http_failure(HttpRequest *req, int error, long status) {
 bool registry_is_transient(int error, long status) {
         if (error < 0)
                 return error != -EFBIG && error != -ENOSPC && error != -ENOMEM && error != -ERANGE &&
-                       error != -EKEYREJECTED && error != -ENOKEY;
+                        error != -EKEYREJECTED && error != -ENOKEY;
         return status == 408 || status == 429 || status >= 500;
 }
 
@@ -264,9 +266,11 @@ void registry_op_retry_or_next(RegistryOp *op, bool transient, uint64_t retry_af
         }
         delay = backoff_exponential(c->retry_base_usec, RETRY_MAX_USEC, op->attempt - 1);
         delay = MAX(delay, MIN(retry_after_usec, RETRY_MAX_USEC));
-        r = sd_event_add_time_relative(c->event, &op->timer, CLOCK_MONOTONIC, delay, 0, op_on_retry_timer, op);
+        r = sd_event_add_time_relative(c->event, &op->timer, CLOCK_MONOTONIC, delay, 0, op_on_retry_timer,
+                                       op);
         if (r < 0) {
-                registry_op_set_failure(op, r, ARTIFACT_FAILURE_UNAVAILABLE, "cannot schedule retry: %s", strerror(-r));
+                registry_op_set_failure(op, r, ARTIFACT_FAILURE_UNAVAILABLE, "cannot schedule retry: %s",
+                                        strerror(-r));
                 registry_op_finish(op, /* success= */ false);
                 return;
         }
@@ -287,7 +291,7 @@ void registry_op_endpoint_failed(RegistryOp *op) {
                 return;
         }
         if (!op->first_message && op->message)
-                op->first_message = strdup(op->message);        /* best effort: only for the message */
+                op->first_message = strdup(op->message); /* best effort: only for the message */
         op->endpoint++;
         registry_op_reset_endpoint_state(op);
         if (op->kind == OP_BLOB && op->failure == ARTIFACT_FAILURE_DIGEST_MISMATCH)
@@ -310,7 +314,8 @@ static void op_on_token(HttpRequest *req, int error, long status, void *userdata
 
                 op->token_req = http_request_free(op->token_req);
                 registry_op_set_failure(op, error < 0 ? error : http_error_from_result(CURLE_OK, status),
-                               ARTIFACT_FAILURE_UNAVAILABLE, "token request failed: %s", strempty(m));
+                                        ARTIFACT_FAILURE_UNAVAILABLE, "token request failed: %s",
+                                        strempty(m));
                 /* A retry must answer the challenge again rather than call it rejected. */
                 op->auth_answered = false;
                 registry_op_retry_or_next(op, registry_is_transient(error, status), 0);
@@ -320,13 +325,14 @@ static void op_on_token(HttpRequest *req, int error, long status, void *userdata
         r = registry_token_parse(body, size, &token, &lifetime);
         op->token_req = http_request_free(op->token_req);
         if (r < 0) {
-                registry_op_set_failure(op, r, ARTIFACT_FAILURE_UNAVAILABLE, "token service answered without a usable token");
+                registry_op_set_failure(op, r, ARTIFACT_FAILURE_UNAVAILABLE,
+                                        "token service answered without a usable token");
                 registry_op_endpoint_failed(op);
                 return;
         }
         if (asprintf(&header, "Bearer %s", token) < 0 ||
-            registry_token_cache_store(&op->client->tokens, op->endpoints[op->endpoint], op->scope, header, lifetime,
-                                       event_now_usec(op->client->event)) < 0) {
+            registry_token_cache_store(&op->client->tokens, op->endpoints[op->endpoint], op->scope, header,
+                                       lifetime, event_now_usec(op->client->event)) < 0) {
                 registry_op_set_failure(op, -ENOMEM, ARTIFACT_FAILURE_UNAVAILABLE, "out of memory");
                 registry_op_finish(op, /* success= */ false);
                 return;
@@ -381,7 +387,7 @@ static bool op_answer_challenge(RegistryOp *op, HttpRequest *req) {
 
         if (op->auth_answered) {
                 registry_op_set_failure(op, -EACCES, ARTIFACT_FAILURE_UNAVAILABLE,
-                               "GET %s: HTTP 401: credentials rejected", http_request_get_url(req));
+                                        "GET %s: HTTP 401: credentials rejected", http_request_get_url(req));
                 return false;
         }
         op->auth_answered = true;
@@ -389,13 +395,15 @@ static bool op_answer_challenge(RegistryOp *op, HttpRequest *req) {
         r = registry_challenge_parse(header, &ch);
         if (r < 0) {
                 registry_op_set_failure(op, -EACCES, ARTIFACT_FAILURE_UNAVAILABLE,
-                               "GET %s: HTTP 401 without a usable WWW-Authenticate challenge", http_request_get_url(req));
+                                        "GET %s: HTTP 401 without a usable WWW-Authenticate challenge",
+                                        http_request_get_url(req));
                 return false;
         }
         r = load_credentials(op, &creds);
         if (r < 0 && r != -ENOENT) {
-                registry_op_set_failure(op, r, ARTIFACT_FAILURE_UNAVAILABLE, "cannot read registry.authFile %s: %s",
-                               op->client->auth_file, strerror(-r));
+                registry_op_set_failure(op, r, ARTIFACT_FAILURE_UNAVAILABLE,
+                                        "cannot read registry.authFile %s: %s", op->client->auth_file,
+                                        strerror(-r));
                 return false;
         }
 
@@ -403,9 +411,11 @@ static bool op_answer_challenge(RegistryOp *op, HttpRequest *req) {
                 _cleanup_free_ char *basic = NULL;
 
                 if (!creds) {
-                        registry_op_set_failure(op, -EACCES, ARTIFACT_FAILURE_UNAVAILABLE,
-                                       "GET %s: HTTP 401: authentication required and registry.authFile has no "
-                                       "credentials for %s", http_request_get_url(req), op->ref->registry);
+                        registry_op_set_failure(
+                                op, -EACCES, ARTIFACT_FAILURE_UNAVAILABLE,
+                                "GET %s: HTTP 401: authentication required and registry.authFile has no "
+                                "credentials for %s",
+                                http_request_get_url(req), op->ref->registry);
                         return false;
                 }
                 r = registry_credentials_basic_header(creds, &basic);
@@ -422,8 +432,8 @@ static bool op_answer_challenge(RegistryOp *op, HttpRequest *req) {
         r = op_request_token(op, ch, creds);
         if (r < 0) {
                 op->token_req = http_request_free(op->token_req);
-                registry_op_set_failure(op, r, ARTIFACT_FAILURE_UNAVAILABLE, "cannot request a token from %s: %s",
-                               ch->realm, strerror(-r));
+                registry_op_set_failure(op, r, ARTIFACT_FAILURE_UNAVAILABLE,
+                                        "cannot request a token from %s: %s", ch->realm, strerror(-r));
                 registry_op_endpoint_failed(op);
         }
         return true;
@@ -448,8 +458,9 @@ static int op_prepare_request(RegistryOp *op, HttpRequest **ret) {
         if (r < 0)
                 return r;
 
-        cached = op->authorization ?: registry_token_cache_lookup(&c->tokens, op->endpoints[op->endpoint], op->scope,
-                                                                  event_now_usec(c->event));
+        cached = op->authorization ?:
+                registry_token_cache_lookup(&c->tokens, op->endpoints[op->endpoint], op->scope,
+                                            event_now_usec(c->event));
         if (cached) {
                 if (asprintf(&auth_header, "Authorization: %s", cached) < 0)
                         return -ENOMEM;
@@ -480,7 +491,8 @@ static void op_on_response(HttpRequest *req, int error, long status, void *userd
         }
 
         if (error == 0 && status >= 200 && status < 300) {
-                handled = op->kind == OP_MANIFEST ? registry_manifest_handle(op, req) : registry_blob_handle(op, req);
+                handled = op->kind == OP_MANIFEST ? registry_manifest_handle(op, req) :
+                                                    registry_blob_handle(op, req);
                 if (!handled)
                         registry_op_endpoint_failed(op);
                 return;
@@ -489,9 +501,10 @@ static void op_on_response(HttpRequest *req, int error, long status, void *userd
         if (op->kind == OP_BLOB && registry_blob_handle_failure(op, req, error, status))
                 return;
         m = describe_http_failure(req, error, status);
-        registry_op_set_failure(op, error < 0 ? error : http_error_from_result(CURLE_OK, status), ARTIFACT_FAILURE_UNAVAILABLE,
-                       "%s", strempty(m));
-        registry_op_retry_or_next(op, registry_is_transient(error, status), http_request_get_retry_after_usec(req));
+        registry_op_set_failure(op, error < 0 ? error : http_error_from_result(CURLE_OK, status),
+                                ARTIFACT_FAILURE_UNAVAILABLE, "%s", strempty(m));
+        registry_op_retry_or_next(op, registry_is_transient(error, status),
+                                  http_request_get_retry_after_usec(req));
 }
 
 void registry_op_send(RegistryOp *op) {
@@ -507,7 +520,7 @@ void registry_op_send(RegistryOp *op) {
         if (r < 0) {
                 op->req = http_request_free(op->req);
                 registry_op_set_failure(op, r, ARTIFACT_FAILURE_UNAVAILABLE, "cannot send request to %s: %s",
-                               op->endpoints[op->endpoint], strerror(-r));
+                                        op->endpoints[op->endpoint], strerror(-r));
                 registry_op_finish(op, /* success= */ false);
         }
 }

@@ -234,7 +234,7 @@ static int numeric_core(const char *v, const char *comp[], size_t comp_len[], si
                 const char *start;
 
                 while (*v == '0' && is_digit(v[1]))
-                        v++;            /* "007" is 7 */
+                        v++; /* "007" is 7 */
                 start = v;
                 while (is_digit(*v))
                         v++;
@@ -290,12 +290,12 @@ static bool should_remove(const char *prefix, const char *name, const char *inst
         if (boot_entry_is_temp_name(prefix, name))
                 return true;
         if (boot_entry_name_parse(prefix, name, &e) < 0)
-                return false;   /* not ours (or out of memory): leave it alone */
+                return false; /* not ours (or out of memory): leave it alone */
 
         if (boot_entry_version_equivalent(e.version, running_version) || is_booted(name, booted_id))
                 remove = false;
         else if (install_version && streq(e.version, install_version))
-                remove = true;  /* a stale copy of what we are about to install */
+                remove = true; /* a stale copy of what we are about to install */
         else
                 remove = running_version || booted_id;
 
@@ -360,8 +360,9 @@ BootEntryState boot_entry_state_of(const char *prefix, char *const *names, size_
                 if (boot_entry_name_parse(prefix, names[i], &e) < 0)
                         continue;
                 if (streq(e.version, version)) {
-                        s = !e.has_counter ? BOOT_ENTRY_GOOD
-                            : e.tries_left > 0 ? BOOT_ENTRY_PENDING : BOOT_ENTRY_BAD;
+                        s = !e.has_counter       ? BOOT_ENTRY_GOOD :
+                                e.tries_left > 0 ? BOOT_ENTRY_PENDING :
+                                                   BOOT_ENTRY_BAD;
                         if (state_rank(s) > state_rank(best))
                                 best = s;
                 }

@@ -20,47 +20,47 @@
 
 typedef enum OsCommandState {
         OS_COMMAND_IDLE,
-        OS_COMMAND_RUNNING,     /* a child runs, or exited and we still drain its output */
-        OS_COMMAND_KILLING,     /* budget exhausted: SIGTERM sent, SIGKILL pending */
-        OS_COMMAND_WAITING,     /* between attempts */
+        OS_COMMAND_RUNNING, /* a child runs, or exited and we still drain its output */
+        OS_COMMAND_KILLING, /* budget exhausted: SIGTERM sent, SIGKILL pending */
+        OS_COMMAND_WAITING, /* between attempts */
         OS_COMMAND_DONE,
 } OsCommandState;
 
 struct OsCommand {
-        sd_event *event;                /* ref held */
-        char *command;                  /* owned: as given by the OSC */
-        char **argv;                    /* owned */
-        char **envp;                    /* owned */
-        char *path;                     /* owned: resolved executable of the current attempt */
-        OsCommandOptions options;       /* .environment is NULL: envp owns the copy */
+        sd_event *event;          /* ref held */
+        char *command;            /* owned: as given by the OSC */
+        char **argv;              /* owned */
+        char **envp;              /* owned */
+        char *path;               /* owned: resolved executable of the current attempt */
+        OsCommandOptions options; /* .environment is NULL: envp owns the copy */
         OsCommandCallbacks callbacks;
-        void *userdata;                 /* borrowed */
+        void *userdata; /* borrowed */
 
         OsCommandState state;
         unsigned attempt;
-        uint64_t start_usec;            /* CLOCK_MONOTONIC, first spawn */
+        uint64_t start_usec; /* CLOCK_MONOTONIC, first spawn */
 
-        pid_t pid;                      /* running attempt (= its process group), 0 if none */
-        int output_fd;                  /* owned: read end of the output pipe, -EBADF if none */
+        pid_t pid;     /* running attempt (= its process group), 0 if none */
+        int output_fd; /* owned: read end of the output pipe, -EBADF if none */
         bool exited, eof;
-        bool last_attempt;              /* budget exhausted or spawning failed: do not retry */
-        uint64_t lines_forwarded, lines_suppressed;     /* of the current attempt */
-        OsUpdateOutcome outcome;        /* of the current/last attempt */
-        OsUpdateClass class;            /* of the last finished attempt */
+        bool last_attempt;                          /* budget exhausted or spawning failed: do not retry */
+        uint64_t lines_forwarded, lines_suppressed; /* of the current attempt */
+        OsUpdateOutcome outcome;                    /* of the current/last attempt */
+        OsUpdateClass class;                        /* of the last finished attempt */
         OsUpdateScan scan;
-        OutputRedact redact;            /* of the current attempt's lines */
-        OutputCapture *capture;         /* owned */
-        char *summary;                  /* owned: output summary of the last finished attempt */
+        OutputRedact redact;    /* of the current attempt's lines */
+        OutputCapture *capture; /* owned */
+        char *summary;          /* owned: output summary of the last finished attempt */
         uint64_t summary_bytes, summary_dropped;
-        char *read_buf;                 /* owned: READ_CHUNK bytes */
+        char *read_buf; /* owned: READ_CHUNK bytes */
 
-        sd_event_source *child_source;  /* owned */
-        sd_event_source *io_source;     /* owned */
-        sd_event_source *budget_timer;  /* owned */
-        sd_event_source *kill_timer;    /* owned */
-        sd_event_source *drain_timer;   /* owned */
-        sd_event_source *retry_timer;   /* owned */
-        sd_event_source *defer_source;  /* owned: reports a spawn failure from the loop */
+        sd_event_source *child_source; /* owned */
+        sd_event_source *io_source;    /* owned */
+        sd_event_source *budget_timer; /* owned */
+        sd_event_source *kill_timer;   /* owned */
+        sd_event_source *drain_timer;  /* owned */
+        sd_event_source *retry_timer;  /* owned */
+        sd_event_source *defer_source; /* owned: reports a spawn failure from the loop */
 };
 
 static int strv_check_limits(char *const *l) {
@@ -141,9 +141,8 @@ int os_command_find_executable(const char *name, const char *search_path, char *
         return -ENOENT;
 }
 
-int os_command_new(sd_event *event, const char *command, char *const *args,
-                   const OsCommandOptions *options, const OsCommandCallbacks *callbacks,
-                   void *userdata, OsCommand **ret) {
+int os_command_new(sd_event *event, const char *command, char *const *args, const OsCommandOptions *options,
+                   const OsCommandCallbacks *callbacks, void *userdata, OsCommand **ret) {
         _cleanup_(os_command_freep) OsCommand *c = NULL;
         static char *const default_env[] = {
                 (char *) "PATH=" OS_COMMAND_PATH_DEFAULT,
@@ -278,7 +277,7 @@ static void os_command_finish(OsCommand *c) {
 
         os_command_make_result(c, &result);
         if (c->callbacks.on_done)
-                c->callbacks.on_done(c, &result, c->userdata);      /* may free c */
+                c->callbacks.on_done(c, &result, c->userdata); /* may free c */
 }
 
 static int os_command_on_retry_timer(sd_event_source *s, uint64_t usec, void *userdata);
@@ -308,7 +307,8 @@ static void os_command_report_suppressed(OsCommand *c) {
 
         if (c->lines_suppressed == 0 || !c->callbacks.on_line)
                 return;
-        n = snprintf(line, sizeof(line), "[... %" PRIu64 " more lines not logged, see the output summary ...]",
+        n = snprintf(line, sizeof(line),
+                     "[... %" PRIu64 " more lines not logged, see the output summary ...]",
                      c->lines_suppressed);
         c->callbacks.on_line(c, line, (size_t) n, c->userdata);
 }
@@ -325,7 +325,7 @@ static void os_command_attempt_done(OsCommand *c) {
 
         free(c->summary);
         if (output_capture_summary(c->capture, &c->summary) < 0)
-                c->summary = NULL;      /* out of memory: report without output */
+                c->summary = NULL; /* out of memory: report without output */
         c->summary_bytes = output_capture_total(c->capture);
         c->summary_dropped = output_capture_dropped(c->capture);
         c->class = os_update_classify(&c->outcome, &c->scan);
@@ -406,9 +406,8 @@ static int os_command_on_child(sd_event_source *s, const siginfo_t *si, void *us
                 return 0;
         }
 
-        r = sd_event_add_time_relative(c->event, &c->drain_timer, CLOCK_MONOTONIC,
-                                       c->options.drain_usec, /* accuracy= */ 0,
-                                       os_command_on_drain_timer, c);
+        r = sd_event_add_time_relative(c->event, &c->drain_timer, CLOCK_MONOTONIC, c->options.drain_usec,
+                                       /* accuracy= */ 0, os_command_on_drain_timer, c);
         if (r < 0)
                 os_command_attempt_done(c);
         else
@@ -431,18 +430,17 @@ static int os_command_on_budget(sd_event_source *s, uint64_t usec, void *userdat
         c->last_attempt = true;
 
         if (c->state == OS_COMMAND_WAITING) {
-                os_command_finish(c);           /* between attempts: the last verdict stands */
+                os_command_finish(c); /* between attempts: the last verdict stands */
                 return 0;
         }
         if (c->pid <= 0)
-                return 0;       /* exited in time, its output is being drained: verdict stands */
+                return 0; /* exited in time, its output is being drained: verdict stands */
 
         c->state = OS_COMMAND_KILLING;
         c->outcome.timed_out = true;
         (void) kill(-c->pid, SIGTERM);
-        r = sd_event_add_time_relative(c->event, &c->kill_timer, CLOCK_MONOTONIC,
-                                       c->options.kill_grace_usec, /* accuracy= */ 0,
-                                       os_command_on_kill_timer, c);
+        r = sd_event_add_time_relative(c->event, &c->kill_timer, CLOCK_MONOTONIC, c->options.kill_grace_usec,
+                                       /* accuracy= */ 0, os_command_on_kill_timer, c);
         if (r < 0)
                 (void) kill(-c->pid, SIGKILL);
         else
@@ -497,8 +495,8 @@ static int os_command_posix_spawn(OsCommand *c, int output_fd, pid_t *ret_pid) {
 
         /* Own process group, so that a timeout can kill everything the command started; the loop
          * blocks SIGCHLD/SIGTERM and may ignore SIGPIPE, which the command must not inherit. */
-        r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                            POSIX_SPAWN_SETSIGDEF);
+        r = posix_spawnattr_setflags(&attr,
+                                     POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
         if (r == 0)
                 r = posix_spawnattr_setpgroup(&attr, 0);
         if (r == 0)

@@ -10,12 +10,12 @@
 #include "util/fileio.h"
 
 struct OsImageStage {
-        RegistryClient *registry;       /* borrowed */
-        OciRef *ref;                    /* owned: the reference, version substituted */
-        char *target;                   /* owned: the staging path */
-        RegistryOp *op;                 /* owned: resolve, then the blob fetch */
+        RegistryClient *registry; /* borrowed */
+        OciRef *ref;              /* owned: the reference, version substituted */
+        char *target;             /* owned: the staging path */
+        RegistryOp *op;           /* owned: resolve, then the blob fetch */
         OsImageStageDone done;
-        void *userdata;                 /* borrowed */
+        void *userdata; /* borrowed */
 };
 
 int os_image_staging_path(const char *state_directory, const char *version, char **ret) {
@@ -69,8 +69,9 @@ static void os_image_stage_on_blob(RegistryOp *op, const RegistryResult *res, vo
                 return;
         }
         r = link_staged(res->blob_path, s->target);
-        os_image_stage_finish(s, r, os_image_error_is_disk_space(r) ? ARTIFACT_FAILURE_DISK_SPACE
-                                                                    : ARTIFACT_FAILURE_UNAVAILABLE,
+        os_image_stage_finish(s, r,
+                              os_image_error_is_disk_space(r) ? ARTIFACT_FAILURE_DISK_SPACE :
+                                                                ARTIFACT_FAILURE_UNAVAILABLE,
                               NULL);
 }
 
@@ -86,14 +87,15 @@ static void os_image_stage_on_resolved(RegistryOp *op, const RegistryResult *res
                                       res->message ? res->message : "the OS image has no layers");
                 return;
         }
-        r = registry_fetch_blob(s->registry, s->ref, &res->manifest->layers[res->manifest->n_layers - 1], NULL,
-                                os_image_stage_on_blob, s, &s->op);
+        r = registry_fetch_blob(s->registry, s->ref, &res->manifest->layers[res->manifest->n_layers - 1],
+                                NULL, os_image_stage_on_blob, s, &s->op);
         if (r < 0)
                 os_image_stage_finish(s, r, ARTIFACT_FAILURE_UNAVAILABLE, "cannot fetch the OS image");
 }
 
 int os_image_stage_start(RegistryClient *registry, const char *reference_template, const char *version,
-                         const char *state_directory, OsImageStageDone done, void *userdata, OsImageStage **ret) {
+                         const char *state_directory, OsImageStageDone done, void *userdata,
+                         OsImageStage **ret) {
         _cleanup_(os_image_stage_freep) OsImageStage *s = NULL;
         _cleanup_free_ char *image = NULL;
         int r;

@@ -23,31 +23,31 @@
 #define FALLBACK_BUFFER (1U * 1024U * 1024U)
 
 struct OsImage {
-        sd_event *event;                /* ref held */
-        char *source_path;              /* owned */
-        char *install_directory;        /* owned */
-        char *name_prefix;              /* owned */
-        char *version;                  /* owned */
-        char *running_version;          /* owned; NULL if unknown */
-        char *efivars_directory;        /* owned; "" = do not consult */
+        sd_event *event;         /* ref held */
+        char *source_path;       /* owned */
+        char *install_directory; /* owned */
+        char *name_prefix;       /* owned */
+        char *version;           /* owned */
+        char *running_version;   /* owned; NULL if unknown */
+        char *efivars_directory; /* owned; "" = do not consult */
         unsigned boot_tries;
         uint64_t reserve_bytes;
         int (*statvfs_fn)(const char *path, struct statvfs *ret);
         OsImageDone done;
-        void *userdata;                 /* borrowed */
+        void *userdata; /* borrowed */
 
         bool started;
-        int source_fd;                  /* owned */
-        int dir_fd;                     /* owned */
-        int temp_fd;                    /* owned */
+        int source_fd; /* owned */
+        int dir_fd;    /* owned */
+        int temp_fd;   /* owned */
         uint64_t size;
-        char *final_name;               /* owned */
-        char *temp_name;                /* owned; set while the temporary file may exist */
-        char *installed_path;           /* owned; set on success */
-        char **removed;                 /* owned */
+        char *final_name;     /* owned */
+        char *temp_name;      /* owned; set while the temporary file may exist */
+        char *installed_path; /* owned; set on success */
+        char **removed;       /* owned */
 
-        pid_t pid;                      /* copy child, 0 if none */
-        sd_event_source *child_source;  /* owned */
+        pid_t pid;                     /* copy child, 0 if none */
+        sd_event_source *child_source; /* owned */
 };
 
 static int dup_or_null(const char *s, char **ret) {
@@ -75,8 +75,7 @@ static int os_image_alloc(const OsImageInstallOptions *o, OsImage **ret) {
 
         if (dup_or_null(o->source_path, &i->source_path) < 0 ||
             dup_or_null(o->install_directory, &i->install_directory) < 0 ||
-            dup_or_null(o->name_prefix, &i->name_prefix) < 0 ||
-            dup_or_null(o->version, &i->version) < 0 ||
+            dup_or_null(o->name_prefix, &i->name_prefix) < 0 || dup_or_null(o->version, &i->version) < 0 ||
             dup_or_null(o->running_version, &i->running_version) < 0 ||
             dup_or_null(o->efivars_directory ?: OS_IMAGE_EFIVARS_DEFAULT, &i->efivars_directory) < 0)
                 return -ENOMEM;
@@ -85,8 +84,8 @@ static int os_image_alloc(const OsImageInstallOptions *o, OsImage **ret) {
         return 0;
 }
 
-int os_image_install_new(sd_event *event, const OsImageInstallOptions *o, OsImageDone done,
-                         void *userdata, OsImage **ret) {
+int os_image_install_new(sd_event *event, const OsImageInstallOptions *o, OsImageDone done, void *userdata,
+                         OsImage **ret) {
         OsImage *i;
         int r;
 
@@ -289,8 +288,8 @@ static int os_image_plan(OsImage *i, char ***ret_remove) {
         r = list_directory(i->dir_fd, &names, &n);
         if (r < 0)
                 return r;
-        r = boot_entry_select_removals(i->name_prefix, names, n, i->version, i->running_version,
-                                       booted, &remove);
+        r = boot_entry_select_removals(i->name_prefix, names, n, i->version, i->running_version, booted,
+                                       &remove);
         if (r < 0)
                 return r;
 
@@ -360,8 +359,8 @@ static int copy_data(int in, int out, uint64_t size) {
 
                 if (!buf) {
                         n = copy_file_range(in, NULL, out, NULL, chunk, 0);
-                        if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == EOPNOTSUPP ||
-                                      errno == ENOSYS)) {
+                        if (n < 0 &&
+                            (errno == EXDEV || errno == EINVAL || errno == EOPNOTSUPP || errno == ENOSYS)) {
                                 /* Different file systems (the ESP is FAT): plain read/write. */
                                 buf = malloc(FALLBACK_BUFFER);
                                 if (!buf)
@@ -384,7 +383,7 @@ static int copy_data(int in, int out, uint64_t size) {
                 if (n < 0)
                         return -errno;
                 if (n == 0)
-                        return -EIO;    /* the source shrank under us */
+                        return -EIO; /* the source shrank under us */
                 done += (uint64_t) n;
         }
         return 0;
@@ -426,7 +425,7 @@ static int os_image_on_child(sd_event_source *s, const siginfo_t *si, void *user
         if (si->si_code == CLD_EXITED)
                 error = -si->si_status;
         else
-                error = -EIO;           /* killed: not by us, we free before killing */
+                error = -EIO; /* killed: not by us, we free before killing */
 
         i->pid = 0;
         i->child_source = sd_event_source_disable_unref(i->child_source);
@@ -446,7 +445,7 @@ static int os_image_on_child(sd_event_source *s, const siginfo_t *si, void *user
         i->temp_fd = -EBADF;
 
         if (i->done)
-                i->done(i, error, i->userdata);         /* may free i */
+                i->done(i, error, i->userdata); /* may free i */
         return 0;
 }
 

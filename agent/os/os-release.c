@@ -112,7 +112,8 @@ int os_release_version(const char *text, size_t size, char **ret_version, char *
 
         r = os_release_pretty_name(text, size, &pretty);
         if (r == -EFBIG) {
-                if (ret_error && asprintf(ret_error, "os-release is larger than %d bytes", OS_RELEASE_MAX) < 0)
+                if (ret_error &&
+                    asprintf(ret_error, "os-release is larger than %d bytes", OS_RELEASE_MAX) < 0)
                         *ret_error = NULL;
                 return r;
         }
@@ -123,8 +124,9 @@ int os_release_version(const char *text, size_t size, char **ret_version, char *
                 if (ret_error) {
                         _cleanup_free_ char *q = utf8_quote(pretty, strlen(pretty));
 
-                        if (!q || asprintf(ret_error, "unable to find version in %s with regex: %s", q,
-                                           OS_RELEASE_VERSION_REGEX) < 0)
+                        if (!q ||
+                            asprintf(ret_error, "unable to find version in %s with regex: %s", q,
+                                     OS_RELEASE_VERSION_REGEX) < 0)
                                 *ret_error = NULL;
                 }
                 return -ENODATA;

@@ -158,8 +158,7 @@ bool os_update_retry_next(const OsUpdateRetryPolicy *p, OsUpdateClass last, unsi
         delay = backoff_exponential(p->initial_delay_usec, p->max_delay_usec, attempts_done - 1);
 
         /* Written as subtractions from the budget so that no sum can overflow. */
-        if (delay > budget_usec - elapsed_usec ||
-            p->min_attempt_usec > budget_usec - elapsed_usec - delay)
+        if (delay > budget_usec - elapsed_usec || p->min_attempt_usec > budget_usec - elapsed_usec - delay)
                 return false;
 
         *ret_delay_usec = delay;
@@ -168,16 +167,37 @@ bool os_update_retry_next(const OsUpdateRetryPolicy *p, OsUpdateClass last, unsi
 
 /* Go's syscall.Signal.String() for linux (zerrors_linux_*.go), which upstream embeds. */
 static const char *const go_signal_names[] = {
-        [1] = "hangup", [2] = "interrupt", [3] = "quit", [4] = "illegal instruction",
-        [5] = "trace/breakpoint trap", [6] = "aborted", [7] = "bus error",
-        [8] = "floating point exception", [9] = "killed", [10] = "user defined signal 1",
-        [11] = "segmentation fault", [12] = "user defined signal 2", [13] = "broken pipe",
-        [14] = "alarm clock", [15] = "terminated", [16] = "stack fault", [17] = "child exited",
-        [18] = "continued", [19] = "stopped (signal)", [20] = "stopped", [21] = "stopped (tty input)",
-        [22] = "stopped (tty output)", [23] = "urgent I/O condition", [24] = "CPU time limit exceeded",
-        [25] = "file size limit exceeded", [26] = "virtual timer expired",
-        [27] = "profiling timer expired", [28] = "window changed", [29] = "I/O possible",
-        [30] = "power failure", [31] = "bad system call",
+        [1] = "hangup",
+        [2] = "interrupt",
+        [3] = "quit",
+        [4] = "illegal instruction",
+        [5] = "trace/breakpoint trap",
+        [6] = "aborted",
+        [7] = "bus error",
+        [8] = "floating point exception",
+        [9] = "killed",
+        [10] = "user defined signal 1",
+        [11] = "segmentation fault",
+        [12] = "user defined signal 2",
+        [13] = "broken pipe",
+        [14] = "alarm clock",
+        [15] = "terminated",
+        [16] = "stack fault",
+        [17] = "child exited",
+        [18] = "continued",
+        [19] = "stopped (signal)",
+        [20] = "stopped",
+        [21] = "stopped (tty input)",
+        [22] = "stopped (tty output)",
+        [23] = "urgent I/O condition",
+        [24] = "CPU time limit exceeded",
+        [25] = "file size limit exceeded",
+        [26] = "virtual timer expired",
+        [27] = "profiling timer expired",
+        [28] = "window changed",
+        [29] = "I/O possible",
+        [30] = "power failure",
+        [31] = "bad system call",
 };
 
 static int spawn_error_to_string(int error, const char *path, char **ret) {
@@ -185,8 +205,9 @@ static int spawn_error_to_string(int error, const char *path, char **ret) {
         char first;
 
         if (error == -ENOENT && path && !strchr(path, '/'))
-                return asprintf(ret, "exec: \"%s\": executable file not found in $PATH", path) < 0
-                       ? -ENOMEM : 0;
+                return asprintf(ret, "exec: \"%s\": executable file not found in $PATH", path) < 0 ?
+                        -ENOMEM :
+                        0;
         if (!desc)
                 return asprintf(ret, "fork/exec %s: errno %d", strempty(path), -error) < 0 ? -ENOMEM : 0;
 
@@ -232,15 +253,15 @@ static size_t utf8_sequence_length(const uint8_t *p, size_t left) {
         else if (p[0] >= 0xE0 && p[0] <= 0xEF) {
                 n = 3;
                 if (p[0] == 0xE0)
-                        lo = 0xA0;      /* no overlong forms */
+                        lo = 0xA0; /* no overlong forms */
                 else if (p[0] == 0xED)
-                        hi = 0x9F;      /* no surrogates */
+                        hi = 0x9F; /* no surrogates */
         } else if (p[0] >= 0xF0 && p[0] <= 0xF4) {
                 n = 4;
                 if (p[0] == 0xF0)
                         lo = 0x90;
                 else if (p[0] == 0xF4)
-                        hi = 0x8F;      /* nothing above U+10FFFF */
+                        hi = 0x8F; /* nothing above U+10FFFF */
         } else
                 return 0;
 
@@ -298,7 +319,7 @@ static int tail_lines(const char *s, size_t max_lines, size_t max, char **ret) {
         size_t n = strlen(s), keep = n, pos = n, lines = 0;
 
         if (pos > 0 && s[pos - 1] == '\n')
-                pos--;          /* a final newline ends the last line, it starts none */
+                pos--; /* a final newline ends the last line, it starts none */
         for (;;) {
                 size_t start = pos;
 
@@ -340,8 +361,8 @@ int os_update_failure_message(OsUpdateClass c, const OsUpdateOutcome *o, const c
                 head = strdup("no specific error detected");
                 break;
         case OS_UPDATE_CLASS_TIMEOUT:
-                if (asprintf(&head, "timed out after %s",
-                             format_duration(dur, sizeof(dur), budget_usec)) < 0)
+                if (asprintf(&head, "timed out after %s", format_duration(dur, sizeof(dur), budget_usec)) <
+                    0)
                         head = NULL;
                 break;
         default:

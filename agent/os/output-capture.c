@@ -9,16 +9,16 @@
 struct OutputCapture {
         size_t head_max, tail_max, line_max;
 
-        char *head;             /* owned: head_max bytes */
+        char *head; /* owned: head_max bytes */
         size_t head_size;
 
-        char *tail;             /* owned: ring of tail_max bytes */
-        size_t tail_start;      /* index of the oldest byte */
+        char *tail;        /* owned: ring of tail_max bytes */
+        size_t tail_start; /* index of the oldest byte */
         size_t tail_size;
 
-        char *line;             /* owned: line_max + 1 bytes */
+        char *line; /* owned: line_max + 1 bytes */
         size_t line_size;
-        bool line_split;        /* the last piece handed out was cut at line_max */
+        bool line_split; /* the last piece handed out was cut at line_max */
 
         uint64_t total;
 };
@@ -75,8 +75,8 @@ static void emit_line(OutputCapture *c, OutputCaptureLine on_line, void *userdat
         on_line(c->line, n, userdata);
 }
 
-static void split_lines(OutputCapture *c, const char *p, size_t size,
-                        OutputCaptureLine on_line, void *userdata) {
+static void split_lines(OutputCapture *c, const char *p, size_t size, OutputCaptureLine on_line,
+                        void *userdata) {
         for (size_t i = 0; i < size; i++) {
                 if (p[i] == '\n') {
                         /* A line of exactly k * line_max bytes was fully handed out already. */
@@ -113,8 +113,8 @@ static void tail_append(OutputCapture *c, const char *p, size_t size) {
         }
 }
 
-void output_capture_feed(OutputCapture *c, const void *data, size_t size,
-                         OutputCaptureLine on_line, void *userdata) {
+void output_capture_feed(OutputCapture *c, const void *data, size_t size, OutputCaptureLine on_line,
+                         void *userdata) {
         const char *p = data;
         size_t to_head;
 

@@ -82,8 +82,9 @@ static bool contains_ci(const char *p, size_t n, const char *word) {
 }
 
 static const char *const secret_keys[] = {
-        "password", "passwd", "passphrase", "secret", "token", "apikey", "api_key", "api-key",
-        "accesskey", "access_key", "access-key", "credential", "privatekey", "private_key", "private-key",
+        "password",   "passwd",     "passphrase", "secret",      "token",
+        "apikey",     "api_key",    "api-key",    "accesskey",   "access_key",
+        "access-key", "credential", "privatekey", "private_key", "private-key",
 };
 
 /* "Bearer <x>" / "Basic <x>" at i (a word start): the end of what to redact, 0 if none. */
@@ -223,7 +224,8 @@ int output_redact_line(OutputRedact *r, const char *line, size_t n, char **ret) 
                 } else if (word_start && (end = token_at(line, i, n)) > 0) {
                         buf_str(&b, OUTPUT_REDACTED);
                         i = end;
-                } else if (word_start && is_key_char(line[i]) && (value = secret_key_value(line, i, n, &key_end)) > 0) {
+                } else if (word_start && is_key_char(line[i]) &&
+                           (value = secret_key_value(line, i, n, &key_end)) > 0) {
                         buf_add(&b, line + i, value - i);
                         buf_str(&b, OUTPUT_REDACTED);
                         i = value_end(line, value, n);

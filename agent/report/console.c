@@ -13,7 +13,7 @@
 #define CONSOLE_PRIORITY "<3>"
 
 struct Console {
-        char *path;                     /* owned; NULL: standard output */
+        char *path; /* owned; NULL: standard output */
 };
 
 int console_new(const char *path, Console **ret) {

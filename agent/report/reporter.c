@@ -4,13 +4,13 @@
 #include <stdio.h>
 #include <systemd/sd-daemon.h>
 
-#include "kube/kube-path.h"
 #include "core/annotation-budget.h"
+#include "kube/kube-path.h"
 #include "report/reporter.h"
 #include "util/log.h"
 #include "util/string-util.h"
-#include "util/utf8.h"
 #include "util/time-util.h"
+#include "util/utf8.h"
 
 #define CONDITION_MESSAGE_MAX 8192U
 
@@ -19,27 +19,27 @@ typedef struct ReportJob {
         unsigned pending;
         int error;
         ReporterDone done;
-        void *userdata;                 /* borrowed */
+        void *userdata; /* borrowed */
 } ReportJob;
 
 typedef struct PendingWrite PendingWrite;
 struct PendingWrite {
-        Reporter *reporter;             /* borrowed: owns us */
-        KubeRequest *request;           /* owned */
-        ReportJob *job;                 /* owned by the last write of the job to finish; NULL: none */
+        Reporter *reporter;   /* borrowed: owns us */
+        KubeRequest *request; /* owned */
+        ReportJob *job;       /* owned by the last write of the job to finish; NULL: none */
         PendingWrite *next;
 };
 
 struct Reporter {
-        char *node_name;                /* owned */
-        KubeClient *kube;               /* borrowed; NULL until attached */
-        KubeEvents *events;             /* borrowed; NULL until attached */
-        const NodeView *node;           /* borrowed: the Manager's */
-        PendingWrite *writes;           /* owned: Node patches in flight */
-        char *status;                   /* owned: last STATUS= sent */
-        char *status_base;              /* owned: the last reporter_set_status() text */
+        char *node_name;                        /* owned */
+        KubeClient *kube;                       /* borrowed; NULL until attached */
+        KubeEvents *events;                     /* borrowed; NULL until attached */
+        const NodeView *node;                   /* borrowed: the Manager's */
+        PendingWrite *writes;                   /* owned: Node patches in flight */
+        char *status;                           /* owned: last STATUS= sent */
+        char *status_base;                      /* owned: the last reporter_set_status() text */
         char *status_notes[_REPORTER_NOTE_MAX]; /* owned: appended while set (reporter_set_status_note()) */
-        bool ready;                     /* READY=1 sent */
+        bool ready;                             /* READY=1 sent */
 
         /* The progress write budget: what was last written, and when. */
         UpdatePhase progress_phase;
@@ -247,8 +247,8 @@ int reporter_patch_metadata(Reporter *r, const json_t *metadata_patch, ReporterD
  * stay untouched). Nothing is sent when status, reason and message already match the watched Node
  * (docs/contract.md §8.13: every Node write is an event for every watcher). lastTransitionTime moves only
  * when the status value changes (kubelet/gardener convention). */
-static int patch_condition(Reporter *r, const char *type, bool status, const char *reason, const char *message,
-                           uint64_t now_usec, ReportJob *job) {
+static int patch_condition(Reporter *r, const char *type, bool status, const char *reason,
+                           const char *message, uint64_t now_usec, ReportJob *job) {
         const NodeCondition *old = node_view_condition(r->node, type);
         const char *s = status ? "True" : "False";
         _cleanup_(json_decrefp) json_t *body = NULL;
@@ -263,26 +263,27 @@ static int patch_condition(Reporter *r, const char *type, bool status, const cha
                         return -ENOMEM;
                 message = cut;
         }
-        if (old && old->present && streq_ptr(old->status, s) && streq_ptr(strempty(old->reason), strempty(reason)) &&
+        if (old && old->present && streq_ptr(old->status, s) &&
+            streq_ptr(strempty(old->reason), strempty(reason)) &&
             streq_ptr(strempty(old->message), strempty(message)))
                 return 0;
         if (!format_rfc3339(now, now_usec, /* micro= */ false))
                 return -EINVAL;
         transition = old && old->present && streq_ptr(old->status, s) ? old->last_transition_time : NULL;
-        body = json_pack("{s:{s:[{s:s, s:s, s:s, s:s, s:s, s:s}]}}", "status", "conditions", "type", type, "status", s,
-                         "reason", strempty(reason), "message", strempty(message), "lastHeartbeatTime", now,
-                         "lastTransitionTime", transition ?: now);
+        body = json_pack("{s:{s:[{s:s, s:s, s:s, s:s, s:s, s:s}]}}", "status", "conditions", "type", type,
+                         "status", s, "reason", strempty(reason), "message", strempty(message),
+                         "lastHeartbeatTime", now, "lastTransitionTime", transition ?: now);
         if (!body)
                 return -ENOMEM;
         return reporter_patch(r, "status", KUBE_PATCH_STRATEGIC, body, job);
 }
 
-int reporter_set_condition(Reporter *r, const char *type, bool status, const char *reason, const char *message,
-                           uint64_t now_usec) {
+int reporter_set_condition(Reporter *r, const char *type, bool status, const char *reason,
+                           const char *message, uint64_t now_usec) {
         assert(r);
-        assert(node_view_condition(&(NodeView) {}, type));    /* a type we watch, for write-on-change */
+        assert(node_view_condition(&(NodeView) {}, type)); /* a type we watch, for write-on-change */
         if (!r->node)
-                return -ENODEV;         /* no Node (yet, or any more): nothing to write to */
+                return -ENODEV; /* no Node (yet, or any more): nothing to write to */
         return patch_condition(r, type, status, reason, message, now_usec, NULL);
 }
 
@@ -296,7 +297,8 @@ int reporter_set_internal_ip(Reporter *r, const char *address, ReporterDone done
         if (!r->node)
                 return -ENODEV;
         /* addresses merge by type (patchMergeKey "type"): Hostname and the others stay. */
-        body = json_pack("{s:{s:[{s:s, s:s}]}}", "status", "addresses", "type", "InternalIP", "address", address);
+        body = json_pack("{s:{s:[{s:s, s:s}]}}", "status", "addresses", "type", "InternalIP", "address",
+                         address);
         job = body ? job_new(done, userdata) : NULL;
         if (!job)
                 return -ENOMEM;
@@ -338,8 +340,8 @@ static int set_string(json_t *obj, const char *key, const char *value) {
         return value && !s ? -ENOMEM : set_label(obj, key, s);
 }
 
-/* The labels and annotations one report action writes (docs/contract.md §6, §8.12; docs/node-protocol.md §6.4 step
- * 25). */
+/* The labels and annotations one report action writes (docs/contract.md §6, §8.12; docs/node-protocol.md
+ * §6.4 step 25). */
 static int build_metadata(const UpdateAction *a, json_t *labels, json_t *ann) {
         int k = 0;
 
@@ -363,7 +365,8 @@ static int build_metadata(const UpdateAction *a, json_t *labels, json_t *ann) {
                 if (k >= 0)
                         k = set_json_annotation(ann, NODE_ANNOTATION_FAILURE, a->failure);
                 if (k >= 0 && a->result != NODE_UPDATE_RESULT_NONE)
-                        k = set_label(labels, NODE_LABEL_UPDATE_RESULT, node_update_result_to_string(a->result));
+                        k = set_label(labels, NODE_LABEL_UPDATE_RESULT,
+                                      node_update_result_to_string(a->result));
                 if (k >= 0 && a->clear_marker) {
                         k = set_string(ann, NODE_ANNOTATION_UPDATING_OS, NULL);
                         if (k >= 0)
@@ -417,12 +420,11 @@ int reporter_report(Reporter *r, const UpdateTransaction *tx, const UpdateAction
                 return -ENOMEM;
         if (a->type == UPDATE_ACTION_REPORT_PROGRESS)
                 reporter_mark_progress(r, a->phase, update_transaction_percent(tx), now_usec);
-        /* GNA's Event right before the checksum that says so (docs/node-protocol.md §1.3); best effort, like every
-         * Event:
-         * the checksum is what counts. */
+        /* GNA's Event right before the checksum that says so (docs/node-protocol.md §1.3); best effort, like
+         * every Event: the checksum is what counts. */
         if (a->type == UPDATE_ACTION_SET_CHECKSUM && a->checksum)
-                IGNORE_RESULT(reporter_emit_event_action(r, "Normal", REPORTER_REASON_OSC_APPLIED, "Reconcile",
-                                                         REPORTER_MESSAGE_OSC_APPLIED));
+                IGNORE_RESULT(reporter_emit_event_action(r, "Normal", REPORTER_REASON_OSC_APPLIED,
+                                                         "Reconcile", REPORTER_MESSAGE_OSC_APPLIED));
 
         job = job_new(done, userdata);
         if (!job)
@@ -431,8 +433,8 @@ int reporter_report(Reporter *r, const UpdateTransaction *tx, const UpdateAction
         if (json_object_size(md) > 0)
                 k = patch_metadata(r, md, job);
         if (k >= 0 && condition) {
-                int c = patch_condition(r, NODE_CONDITION_AGENT, a->condition_status, a->condition_reason, a->message,
-                                        now_usec, job);
+                int c = patch_condition(r, NODE_CONDITION_AGENT, a->condition_status, a->condition_reason,
+                                        a->message, now_usec, job);
                 /* The condition is worth less than the metadata: its failure alone fails nothing
                  * already in flight. */
                 if (c < 0 && job->pending == 0)
@@ -447,8 +449,9 @@ void reporter_progress(Reporter *r, const UpdateTransaction *tx, const UpdateAct
         unsigned percent = total > 0 ? (unsigned) (done * 100 / total) : 0;
 
         assert(r);
-        if (!a || !progress_should_write(r->progress_phase, r->progress_percent, r->progress_usec, a->phase, percent,
-                                         now_usec))
+        if (!a ||
+            !progress_should_write(r->progress_phase, r->progress_percent, r->progress_usec, a->phase,
+                                   percent, now_usec))
                 return;
         progress = update_progress_json(tx, update_step_to_string(a->step), done, total, percent, now_usec);
         ann = json_object();
@@ -482,7 +485,8 @@ static char *json_pointer_escape(const char *s) {
         return out;
 }
 
-int reporter_remove_annotation(Reporter *r, const char *key, const char *value, ReporterDone done, void *userdata) {
+int reporter_remove_annotation(Reporter *r, const char *key, const char *value, ReporterDone done,
+                               void *userdata) {
         _cleanup_(json_decrefp) json_t *body = NULL;
         _cleanup_free_ char *escaped = NULL, *pointer = NULL;
         ReportJob *job;
@@ -495,8 +499,8 @@ int reporter_remove_annotation(Reporter *r, const char *key, const char *value, 
         if (!escaped || asprintf(&pointer, "/metadata/annotations/%s", escaped) < 0)
                 return -ENOMEM;
         /* Conditional: "test" fails the whole patch (422) when the value changed meanwhile. */
-        body = json_pack("[{s:s, s:s, s:s}, {s:s, s:s}]", "op", "test", "path", pointer, "value", value, "op", "remove",
-                         "path", pointer);
+        body = json_pack("[{s:s, s:s, s:s}, {s:s, s:s}]", "op", "test", "path", pointer, "value", value,
+                         "op", "remove", "path", pointer);
         job = body ? job_new(done, userdata) : NULL;
         if (!job)
                 return -ENOMEM;

@@ -5,13 +5,13 @@
 #include "systemd/reboot.h"
 
 struct RebootRequest {
-        sd_bus *bus;                    /* ref held */
+        sd_bus *bus; /* ref held */
         RebootMethod method;
-        sd_bus_slot *slot;              /* owned: the pending call */
+        sd_bus_slot *slot; /* owned: the pending call */
         RebootRequestDone done;
-        void *userdata;                 /* borrowed */
+        void *userdata; /* borrowed */
         bool started;
-        char *error_message;            /* owned */
+        char *error_message; /* owned */
 };
 
 int reboot_request_new(sd_bus *bus, RebootMethod method, RebootRequest **ret) {
@@ -53,7 +53,7 @@ static int reboot_request_on_reply(sd_bus_message *m, void *userdata, sd_bus_err
         const sd_bus_error *e;
         int error = 0;
 
-        r->slot = sd_bus_slot_unref(r->slot);           /* the call is over either way */
+        r->slot = sd_bus_slot_unref(r->slot); /* the call is over either way */
 
         e = sd_bus_message_get_error(m);
         if (e) {
@@ -66,7 +66,7 @@ static int reboot_request_on_reply(sd_bus_message *m, void *userdata, sd_bus_err
         }
 
         if (r->done)
-                r->done(r, error, r->userdata);         /* may free r */
+                r->done(r, error, r->userdata); /* may free r */
         return 0;
 }
 
@@ -86,16 +86,16 @@ int reboot_request_start(RebootRequest *r, RebootRequestDone done, void *userdat
         case REBOOT_METHOD_LOGIN1:
                 q = sd_bus_call_method_async(r->bus, &r->slot, "org.freedesktop.login1",
                                              "/org/freedesktop/login1", "org.freedesktop.login1.Manager",
-                                             "Reboot", reboot_request_on_reply, r,
-                                             "b", /* interactive= */ 0);
+                                             "Reboot", reboot_request_on_reply, r, "b",
+                                             /* interactive= */ 0);
                 break;
 
         case REBOOT_METHOD_SYSTEMD:
                 /* replace-irreversibly: no job queued later (a unit restart, say) may cancel it. */
                 q = sd_bus_call_method_async(r->bus, &r->slot, "org.freedesktop.systemd1",
                                              "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
-                                             "StartUnit", reboot_request_on_reply, r,
-                                             "ss", "reboot.target", "replace-irreversibly");
+                                             "StartUnit", reboot_request_on_reply, r, "ss", "reboot.target",
+                                             "replace-irreversibly");
                 break;
 
         default:

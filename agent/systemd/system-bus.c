@@ -10,16 +10,16 @@
 #define LOCAL_INTERFACE "org.freedesktop.DBus.Local"
 
 struct SystemBus {
-        sd_event *event;                /* ref held */
+        sd_event *event; /* ref held */
         SystemBusOptions opts;
         SystemBusChanged changed;
-        void *userdata;                 /* borrowed */
+        void *userdata; /* borrowed */
         Backoff backoff;
-        sd_bus *bus;                    /* ref held: the connection while up (its handshake may still run) */
-        sd_bus_slot *filter;            /* owned: sees Local.Disconnected of `bus` */
-        sd_event_source *retry;         /* owned: the next attempt */
+        sd_bus *bus;            /* ref held: the connection while up (its handshake may still run) */
+        sd_bus_slot *filter;    /* owned: sees Local.Disconnected of `bus` */
+        sd_event_source *retry; /* owned: the next attempt */
         bool up;
-        bool said_down;                 /* "down" was reported since the last "up" */
+        bool said_down; /* "down" was reported since the last "up" */
 };
 
 static int system_bus_open_default(sd_bus **ret, void *userdata) {
@@ -61,9 +61,10 @@ static void system_bus_lost(SystemBus *sb, int error) {
 static int system_bus_on_message(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
         SystemBus *sb = ASSERT_PTR(userdata);
 
-        if (sd_bus_message_get_bus(m) == sb->bus && sd_bus_message_is_signal(m, LOCAL_INTERFACE, "Disconnected"))
+        if (sd_bus_message_get_bus(m) == sb->bus &&
+            sd_bus_message_is_signal(m, LOCAL_INTERFACE, "Disconnected"))
                 system_bus_lost(sb, -ECONNRESET);
-        return 0;       /* every message goes on to its handlers */
+        return 0; /* every message goes on to its handlers */
 }
 
 static void system_bus_attempt(SystemBus *sb) {

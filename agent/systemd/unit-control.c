@@ -17,67 +17,67 @@
 
 #define DBUS_DEST "org.freedesktop.DBus"
 #define DBUS_PATH "/org/freedesktop/DBus"
-#define OWNER_CHANGED_MATCH                                                                             \
-        "type='signal',sender='" DBUS_DEST "',path='" DBUS_PATH "',interface='" DBUS_DEST "',"       \
+#define OWNER_CHANGED_MATCH                                                                    \
+        "type='signal',sender='" DBUS_DEST "',path='" DBUS_PATH "',interface='" DBUS_DEST "'," \
         "member='NameOwnerChanged',arg0='" SYSTEMD_DEST "'"
 
 /* Where a job is. Each step has at most one call in flight (UnitJob.slot). */
 typedef enum UnitJobStep {
-        STEP_BEFORE,            /* restart: reading InvocationID before */
-        STEP_CALL,              /* waiting for the method reply (job path) */
-        STEP_WAIT,              /* waiting for JobRemoved */
-        STEP_RECHECK,           /* reading the unit (its Job among it) after a signal may have been lost */
-        STEP_AFTER,             /* reading ActiveState/SubState/InvocationID after */
-        STEP_SERVICE_RESULT,    /* the unit is failed: reading Service.Result for the report */
-        STEP_REACH,             /* unit_control_reach(): done as soon as it resumes */
+        STEP_BEFORE,         /* restart: reading InvocationID before */
+        STEP_CALL,           /* waiting for the method reply (job path) */
+        STEP_WAIT,           /* waiting for JobRemoved */
+        STEP_RECHECK,        /* reading the unit (its Job among it) after a signal may have been lost */
+        STEP_AFTER,          /* reading ActiveState/SubState/InvocationID after */
+        STEP_SERVICE_RESULT, /* the unit is failed: reading Service.Result for the report */
+        STEP_REACH,          /* unit_control_reach(): done as soon as it resumes */
 } UnitJobStep;
 
 /* How far the way to systemd reaches. Requests wait (bounded by their own timeout) until READY. */
 typedef enum UnitControlLink {
-        LINK_DETACHED,          /* no bus connection */
-        LINK_WAITING,           /* on a bus where systemd has no name (yet, or again: a re-exec) */
-        LINK_READY,             /* systemd is there and Subscribe() went out */
+        LINK_DETACHED, /* no bus connection */
+        LINK_WAITING,  /* on a bus where systemd has no name (yet, or again: a re-exec) */
+        LINK_READY,    /* systemd is there and Subscribe() went out */
 } UnitControlLink;
 
 struct UnitControl {
-        sd_bus *bus;                    /* ref held; NULL while detached */
-        sd_event *event;                /* ref held: the loop every bus is attached to */
+        sd_bus *bus;     /* ref held; NULL while detached */
+        sd_event *event; /* ref held: the loop every bus is attached to */
         uint64_t job_timeout_usec;
         UnitControlLink link;
-        char *owner;                    /* owned: systemd's unique name while READY on a bus */
-        sd_bus_slot *slot_subscribe;    /* owned: pending Subscribe() */
-        sd_bus_slot *slot_job_removed;  /* owned: JobRemoved match */
-        sd_bus_slot *slot_reloading;    /* owned: Reloading match */
-        sd_bus_slot *slot_owner_changed;        /* owned: NameOwnerChanged(systemd1) match, on a bus */
-        sd_bus_slot *slot_get_owner;    /* owned: pending GetNameOwner(systemd1) */
-        int subscribe_error;            /* < 0 once Subscribe() failed: no job could ever finish */
-        UnitJob *jobs;                  /* owned: doubly linked list */
+        char *owner;                     /* owned: systemd's unique name while READY on a bus */
+        sd_bus_slot *slot_subscribe;     /* owned: pending Subscribe() */
+        sd_bus_slot *slot_job_removed;   /* owned: JobRemoved match */
+        sd_bus_slot *slot_reloading;     /* owned: Reloading match */
+        sd_bus_slot *slot_owner_changed; /* owned: NameOwnerChanged(systemd1) match, on a bus */
+        sd_bus_slot *slot_get_owner;     /* owned: pending GetNameOwner(systemd1) */
+        int subscribe_error;             /* < 0 once Subscribe() failed: no job could ever finish */
+        UnitJob *jobs;                   /* owned: doubly linked list */
 };
 
 struct UnitJob {
-        UnitControl *uc;                /* borrowed: owns us */
-        UnitJob *prev, *next;           /* borrowed: list links */
+        UnitControl *uc;      /* borrowed: owns us */
+        UnitJob *prev, *next; /* borrowed: list links */
         UnitAction action;
         UnitJobStep step;
-        char *unit;                     /* owned; NULL for daemon-reload */
-        char *unit_path;                /* owned: the unit's object path */
-        char *mode;                     /* owned */
-        char *job_path;                 /* owned: set once systemd queued the job */
-        char *job_result;               /* owned */
-        char *active_state;             /* owned */
-        char *sub_state;                /* owned */
-        char *service_result;           /* owned */
-        char *unit_job;                 /* owned: the unit's pending job as last read; NULL: none */
+        char *unit;           /* owned; NULL for daemon-reload */
+        char *unit_path;      /* owned: the unit's object path */
+        char *mode;           /* owned */
+        char *job_path;       /* owned: set once systemd queued the job */
+        char *job_result;     /* owned */
+        char *active_state;   /* owned */
+        char *sub_state;      /* owned */
+        char *service_result; /* owned */
+        char *unit_job;       /* owned: the unit's pending job as last read; NULL: none */
         sd_id128_t invocation_before;
         sd_id128_t invocation_after;
-        uint64_t start_usec;            /* CLOCK_MONOTONIC */
-        sd_bus_slot *slot;              /* owned: the call in flight */
-        bool sent;                      /* the request (StartUnit, ...) went out: its answer may be lost */
-        bool parked;                    /* to be resumed (resent or re-read) once systemd is reachable */
-        bool vanished;                  /* the job ended unseen: judged by the unit's state alone */
-        sd_event_source *timer;         /* owned: the job timeout */
+        uint64_t start_usec;    /* CLOCK_MONOTONIC */
+        sd_bus_slot *slot;      /* owned: the call in flight */
+        bool sent;              /* the request (StartUnit, ...) went out: its answer may be lost */
+        bool parked;            /* to be resumed (resent or re-read) once systemd is reachable */
+        bool vanished;          /* the job ended unseen: judged by the unit's state alone */
+        sd_event_source *timer; /* owned: the job timeout */
         UnitJobDone on_done;
-        void *userdata;                 /* borrowed */
+        void *userdata; /* borrowed */
 };
 
 static const char *const unit_action_table[_UNIT_ACTION_MAX] = {
@@ -92,12 +92,9 @@ static const char *const unit_action_table[_UNIT_ACTION_MAX] = {
 };
 
 static const char *const unit_action_method[_UNIT_ACTION_MAX] = {
-        [UNIT_ACTION_START] = "StartUnit",
-        [UNIT_ACTION_STOP] = "StopUnit",
-        [UNIT_ACTION_RESTART] = "RestartUnit",
-        [UNIT_ACTION_RELOAD] = "ReloadUnit",
-        [UNIT_ACTION_DAEMON_RELOAD] = "Reload",
-        [UNIT_ACTION_ENABLE] = "EnableUnitFiles",
+        [UNIT_ACTION_START] = "StartUnit",          [UNIT_ACTION_STOP] = "StopUnit",
+        [UNIT_ACTION_RESTART] = "RestartUnit",      [UNIT_ACTION_RELOAD] = "ReloadUnit",
+        [UNIT_ACTION_DAEMON_RELOAD] = "Reload",     [UNIT_ACTION_ENABLE] = "EnableUnitFiles",
         [UNIT_ACTION_DISABLE] = "DisableUnitFiles",
 };
 
@@ -114,10 +111,18 @@ int unit_job_result_to_errno(const char *result) {
                 const char *result;
                 int error;
         } table[] = {
-                { "done", 0 },          { "skipped", 0 },         { "canceled", -ECANCELED },
-                { "timeout", -ETIME },  { "dependency", -EIO },   { "invalid", -ENOEXEC },
-                { "assert", -EPROTO },  { "unsupported", -EOPNOTSUPP }, { "collected", -ECANCELED },
-                { "once", -ESTALE },    { "frozen", -EDEADLK },   { "failed", -EIO },
+                { "done", 0 },
+                { "skipped", 0 },
+                { "canceled", -ECANCELED },
+                { "timeout", -ETIME },
+                { "dependency", -EIO },
+                { "invalid", -ENOEXEC },
+                { "assert", -EPROTO },
+                { "unsupported", -EOPNOTSUPP },
+                { "collected", -ECANCELED },
+                { "once", -ESTALE },
+                { "frozen", -EDEADLK },
+                { "failed", -EIO },
         };
 
         for (size_t i = 0; result && i < ELEMENTSOF(table); i++)
@@ -193,7 +198,7 @@ static int unit_job_finish(UnitJob *j, int error, const char *detail) {
         j->timer = sd_event_source_disable_unref(j->timer);
         unit_job_unlink(j);
 
-        j->on_done(&res, j->userdata);  /* res points into j: free only afterwards */
+        j->on_done(&res, j->userdata); /* res points into j: free only afterwards */
         unit_job_free(j);
         return 0;
 }
@@ -265,7 +270,7 @@ static int read_unit_job(sd_bus_message *m, char **ret) {
 
 typedef struct JobProperties {
         UnitJob *job;
-        bool before;                    /* the snapshot before the job: only the invocation ID */
+        bool before; /* the snapshot before the job: only the invocation ID */
 } JobProperties;
 
 /* One property of Properties.GetAll(Unit): keeps what we judge a restart by. */
@@ -297,8 +302,8 @@ static int read_job_property(sd_bus_message *m, const char *name, void *userdata
 
 static int unit_job_get_all(UnitJob *j, sd_bus_message_handler_t handler) {
         return sd_bus_call_method_async(j->uc->bus, &j->slot, SYSTEMD_DEST, j->unit_path,
-                                        "org.freedesktop.DBus.Properties", "GetAll", handler, j,
-                                        "s", SYSTEMD_UNIT);
+                                        "org.freedesktop.DBus.Properties", "GetAll", handler, j, "s",
+                                        SYSTEMD_UNIT);
 }
 
 /* ---- steps */
@@ -325,8 +330,7 @@ static int unit_job_judge(UnitJob *j) {
         if (j->action == UNIT_ACTION_RESTART && !streq_ptr(j->active_state, "inactive") &&
             (sd_id128_is_null(j->invocation_after) ||
              sd_id128_equal(j->invocation_before, j->invocation_after)))
-                return unit_job_finish(j, -ESTALE,
-                                       "unit did not restart (its InvocationID did not change)");
+                return unit_job_finish(j, -ESTALE, "unit did not restart (its InvocationID did not change)");
 
         /* "active" is the goal. "inactive" after a done start job means it ran and exited (a oneshot
          * without RemainAfterExit=). "failed" or anything else means it already died or is on its
@@ -348,8 +352,7 @@ static int unit_job_on_service_result(sd_bus_message *reply, void *userdata, sd_
 
         j->slot = sd_bus_slot_unref(j->slot);
         /* Only for the report: without it we still know the unit failed. */
-        if (!sd_bus_message_is_method_error(reply, NULL) &&
-            sd_bus_message_read(reply, "v", "s", &s) >= 0)
+        if (!sd_bus_message_is_method_error(reply, NULL) && sd_bus_message_read(reply, "v", "s", &s) >= 0)
                 (void) free_and_strdup(&j->service_result, s);
         return unit_job_judge(j);
 }
@@ -388,8 +391,10 @@ static int unit_job_judge_vanished(UnitJob *j) {
 
         if (ok)
                 return unit_job_finish(j, 0, NULL);
-        snprintf(buf, sizeof(buf), "the %s job ended unseen (systemd re-executed or the bus restarted) and the unit "
-                 "is %s/%s", unit_action_to_string(j->action), strempty(j->active_state), strempty(j->sub_state));
+        snprintf(buf, sizeof(buf),
+                 "the %s job ended unseen (systemd re-executed or the bus restarted) and the unit "
+                 "is %s/%s",
+                 unit_action_to_string(j->action), strempty(j->active_state), strempty(j->sub_state));
         return unit_job_finish(j, -EIO, buf);
 }
 
@@ -404,8 +409,7 @@ static int unit_job_after(UnitJob *j) {
                 j->step = STEP_SERVICE_RESULT;
                 r = sd_bus_call_method_async(j->uc->bus, &j->slot, SYSTEMD_DEST, j->unit_path,
                                              "org.freedesktop.DBus.Properties", "Get",
-                                             unit_job_on_service_result, j, "ss", SYSTEMD_SERVICE,
-                                             "Result");
+                                             unit_job_on_service_result, j, "ss", SYSTEMD_SERVICE, "Result");
                 if (r < 0)
                         return unit_job_judge(j);
                 return 0;
@@ -425,7 +429,7 @@ static int unit_job_on_removed(UnitJob *j, const char *result) {
         char buf[128];
         int r;
 
-        j->slot = sd_bus_slot_unref(j->slot);   /* a re-check in flight is answered by the signal */
+        j->slot = sd_bus_slot_unref(j->slot); /* a re-check in flight is answered by the signal */
         j->vanished = false;
         r = free_and_strdup(&j->job_result, result);
         if (r < 0)
@@ -452,12 +456,12 @@ static int unit_control_on_job_removed(sd_bus_message *m, void *userdata, sd_bus
         uint32_t id;
 
         if (sd_bus_message_read(m, "uoss", &id, &path, &unit, &result) < 0)
-                return 0;                       /* malformed: not ours to judge */
+                return 0; /* malformed: not ours to judge */
 
         for (UnitJob *j = uc->jobs; j; j = j->next)
                 if ((j->step == STEP_WAIT || j->step == STEP_RECHECK) && streq_ptr(j->job_path, path))
                         return unit_job_on_removed(j, result);
-        return 0;                               /* someone else's job */
+        return 0; /* someone else's job */
 }
 
 static int unit_job_send_call(UnitJob *j);
@@ -476,11 +480,11 @@ static int unit_job_on_recheck(sd_bus_message *reply, void *userdata, sd_bus_err
                 r = free_and_strdup(&j->job_path, j->unit_job);
                 if (r < 0)
                         return unit_job_finish(j, r, NULL);
-                j->step = STEP_WAIT;    /* subscribed before this read: its JobRemoved will come */
+                j->step = STEP_WAIT; /* subscribed before this read: its JobRemoved will come */
                 return 0;
         }
         restarted = j->action == UNIT_ACTION_RESTART && !sd_id128_is_null(j->invocation_after) &&
-                    !sd_id128_equal(j->invocation_before, j->invocation_after);
+                !sd_id128_equal(j->invocation_before, j->invocation_after);
         if (!j->job_path && !restarted) {
                 r = unit_job_send_call(j);
                 return r < 0 ? unit_job_finish(j, r, NULL) : 0;
@@ -492,7 +496,7 @@ static int unit_job_on_recheck(sd_bus_message *reply, void *userdata, sd_bus_err
 
 static int unit_job_recheck(UnitJob *j) {
         j->step = STEP_RECHECK;
-        j->unit_job = mfree(j->unit_job);       /* only what this read says counts */
+        j->unit_job = mfree(j->unit_job); /* only what this read says counts */
         return unit_job_get_all(j, unit_job_on_recheck);
 }
 
@@ -502,7 +506,7 @@ static int unit_job_on_reply(sd_bus_message *reply, void *userdata, sd_bus_error
         const char *path;
         int r;
 
-        j->slot = sd_bus_slot_unref(j->slot);     /* the call is over either way */
+        j->slot = sd_bus_slot_unref(j->slot); /* the call is over either way */
 
         if (reply_is_lost(reply)) {
                 unit_job_park(j);
@@ -513,7 +517,7 @@ static int unit_job_on_reply(sd_bus_message *reply, void *userdata, sd_bus_error
                 return unit_job_finish_bus_error(j, e);
 
         if (unit_action_is_call(j->action))
-                return unit_job_finish(j, 0, NULL);      /* these reply once they are done */
+                return unit_job_finish(j, 0, NULL); /* these reply once they are done */
 
         r = sd_bus_message_read(reply, "o", &path);
         if (r < 0)
@@ -523,7 +527,7 @@ static int unit_job_on_reply(sd_bus_message *reply, void *userdata, sd_bus_error
                 return unit_job_finish(j, r, NULL);
 
         j->step = STEP_WAIT;
-        return 0;                               /* completion arrives as JobRemoved */
+        return 0; /* completion arrives as JobRemoved */
 }
 
 static int unit_job_send_call(UnitJob *j) {
@@ -539,7 +543,7 @@ static int unit_job_send_call(UnitJob *j) {
         case UNIT_ACTION_DAEMON_RELOAD:
                 r = 0;
                 break;
-        case UNIT_ACTION_ENABLE:        /* runtime=false, force=true, as upstream */
+        case UNIT_ACTION_ENABLE: /* runtime=false, force=true, as upstream */
                 r = sd_bus_message_append(m, "asbb", 1, j->unit, false, true);
                 break;
         case UNIT_ACTION_DISABLE:
@@ -578,7 +582,7 @@ static int unit_job_resume(UnitJob *j) {
                 return unit_job_get_all(j, unit_job_on_before);
         case STEP_CALL:
                 if (!j->sent || unit_action_is_call(j->action))
-                        return unit_job_send_call(j);  /* enable/disable/daemon-reload: idempotent */
+                        return unit_job_send_call(j); /* enable/disable/daemon-reload: idempotent */
                 return unit_job_recheck(j);
         case STEP_WAIT:
         case STEP_RECHECK:
@@ -586,7 +590,7 @@ static int unit_job_resume(UnitJob *j) {
         case STEP_AFTER:
                 return unit_job_get_all(j, unit_job_on_after);
         case STEP_SERVICE_RESULT:
-                return unit_job_judge(j);       /* Service.Result only adds to the report */
+                return unit_job_judge(j); /* Service.Result only adds to the report */
         case STEP_REACH:
                 return unit_job_finish(j, 0, NULL);
         }
@@ -613,10 +617,11 @@ static int unit_job_on_timeout(sd_event_source *s, uint64_t usec, void *userdata
         if (j->job_path)
                 /* Not cancelled on purpose: cancelling a running start job leaves the unit's processes
                  * as they are; systemd's own TimeoutStartSec= is the better judge of those. */
-                snprintf(buf, sizeof(buf), "no result within %s (job %s left to systemd)%s%s", d, j->job_path,
-                         problem ? ": " : "", strempty(problem));
+                snprintf(buf, sizeof(buf), "no result within %s (job %s left to systemd)%s%s", d,
+                         j->job_path, problem ? ": " : "", strempty(problem));
         else
-                snprintf(buf, sizeof(buf), "no result within %s%s%s", d, problem ? ": " : "", strempty(problem));
+                snprintf(buf, sizeof(buf), "no result within %s%s%s", d, problem ? ": " : "",
+                         strempty(problem));
         return unit_job_finish(j, -ETIMEDOUT, buf);
 }
 
@@ -641,7 +646,8 @@ int unit_control_run(UnitControl *uc, UnitAction action, const char *unit, const
         *j = (UnitJob) {
                 .action = action,
                 .step = action == UNIT_ACTION_RESTART ? STEP_BEFORE :
-                        action == UNIT_ACTION_REACH   ? STEP_REACH : STEP_CALL,
+                        action == UNIT_ACTION_REACH   ? STEP_REACH :
+                                                        STEP_CALL,
                 .on_done = on_done,
                 .userdata = userdata,
                 .start_usec = clock_now_usec(CLOCK_MONOTONIC),
@@ -666,7 +672,7 @@ int unit_control_run(UnitControl *uc, UnitAction action, const char *unit, const
         /* Without a way to systemd (the bus restarting, systemd re-executing) the request waits for
          * one, within its own timeout. */
         if (uc->link == LINK_READY && sd_bus_is_open(uc->bus) > 0) {
-                assert(action != UNIT_ACTION_REACH);    /* unit_control_reach() answers that itself */
+                assert(action != UNIT_ACTION_REACH); /* unit_control_reach() answers that itself */
                 r = unit_job_resume(j);
         } else
                 j->parked = true;
@@ -712,7 +718,7 @@ static int unit_control_on_subscribe(sd_bus_message *reply, void *userdata, sd_b
 
         uc->slot_subscribe = sd_bus_slot_unref(uc->slot_subscribe);
         if (reply_is_lost(reply))
-                return 0;       /* subscribed again when systemd is back */
+                return 0; /* subscribed again when systemd is back */
         e = sd_bus_message_get_error(reply);
         /* A second UnitControl on the same connection is already subscribed: that is fine. */
         if (!e || sd_bus_error_has_name(e, "org.freedesktop.systemd1.AlreadySubscribed")) {
@@ -759,8 +765,9 @@ static void unit_control_ready(UnitControl *uc, const char *owner) {
                 log_debug("systemd is reachable%s%s; subscribing and going on with %zu job(s).",
                           owner ? " as " : "", strempty(owner), unit_control_n_jobs(uc));
                 uc->slot_subscribe = sd_bus_slot_unref(uc->slot_subscribe);
-                if (sd_bus_call_method_async(uc->bus, &uc->slot_subscribe, SYSTEMD_DEST, SYSTEMD_PATH, SYSTEMD_MANAGER,
-                                             "Subscribe", unit_control_on_subscribe, uc, "") < 0) {
+                if (sd_bus_call_method_async(uc->bus, &uc->slot_subscribe, SYSTEMD_DEST, SYSTEMD_PATH,
+                                             SYSTEMD_MANAGER, "Subscribe", unit_control_on_subscribe, uc,
+                                             "") < 0) {
                         unit_control_fail_all(uc, -ENOTCONN, "cannot subscribe to systemd's job signals");
                         return;
                 }
@@ -785,9 +792,9 @@ static int unit_control_on_get_owner(sd_bus_message *reply, void *userdata, sd_b
 
         uc->slot_get_owner = sd_bus_slot_unref(uc->slot_get_owner);
         if (sd_bus_is_open(sd_bus_message_get_bus(reply)) <= 0)
-                return 0;                       /* the connection is going: re-attached later */
+                return 0; /* the connection is going: re-attached later */
         if (sd_bus_message_is_method_error(reply, NULL) || sd_bus_message_read(reply, "s", &owner) < 0) {
-                unit_control_gone(uc);          /* NameHasNoOwner: NameOwnerChanged brings it */
+                unit_control_gone(uc); /* NameHasNoOwner: NameOwnerChanged brings it */
                 return 0;
         }
         unit_control_ready(uc, owner);
@@ -797,16 +804,16 @@ static int unit_control_on_get_owner(sd_bus_message *reply, void *userdata, sd_b
 /* Who owns systemd's name now? Asked on a new bus and after a lost answer. */
 static void unit_control_check_owner(UnitControl *uc) {
         if (!uc->bus || sd_bus_is_open(uc->bus) <= 0)
-                return;                         /* set_bus() follows with the next connection */
+                return; /* set_bus() follows with the next connection */
         if (sd_bus_is_bus_client(uc->bus) <= 0) {
-                unit_control_resume(uc);        /* a direct connection is systemd itself */
+                unit_control_resume(uc); /* a direct connection is systemd itself */
                 return;
         }
         if (uc->slot_get_owner)
                 return;
-        if (sd_bus_call_method_async(uc->bus, &uc->slot_get_owner, DBUS_DEST, DBUS_PATH, DBUS_DEST, "GetNameOwner",
-                                     unit_control_on_get_owner, uc, "s", SYSTEMD_DEST) < 0)
-                unit_control_gone(uc);          /* NameOwnerChanged is the other way back */
+        if (sd_bus_call_method_async(uc->bus, &uc->slot_get_owner, DBUS_DEST, DBUS_PATH, DBUS_DEST,
+                                     "GetNameOwner", unit_control_on_get_owner, uc, "s", SYSTEMD_DEST) < 0)
+                unit_control_gone(uc); /* NameOwnerChanged is the other way back */
 }
 
 static int unit_control_on_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
@@ -816,7 +823,7 @@ static int unit_control_on_owner_changed(sd_bus_message *m, void *userdata, sd_b
         if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0 || !streq(name, SYSTEMD_DEST))
                 return 0;
         if (isempty(new_owner))
-                unit_control_gone(uc);          /* a re-exec: requests wait for the new instance */
+                unit_control_gone(uc); /* a re-exec: requests wait for the new instance */
         else
                 unit_control_ready(uc, new_owner);
         return 0;
@@ -863,18 +870,20 @@ int unit_control_set_bus(UnitControl *uc, sd_bus *bus) {
         if (!bus)
                 return 0;
         if (sd_bus_get_event(bus) != uc->event)
-                return -EXDEV;                  /* the jobs' timers run on uc->event */
+                return -EXDEV; /* the jobs' timers run on uc->event */
 
         uc->bus = sd_bus_ref(bus);
         uc->link = LINK_WAITING;
         /* Matches first, then the rest: all precede every job request on this connection, and the
          * bus delivers in order, so no JobRemoved of ours can slip past. Without a subscriber systemd
          * sends no job signals at all (org.freedesktop.systemd1(5)). */
-        r = sd_bus_match_signal_async(bus, &uc->slot_job_removed, SYSTEMD_DEST, SYSTEMD_PATH, SYSTEMD_MANAGER,
-                                      "JobRemoved", unit_control_on_job_removed, /* add_callback= */ NULL, uc);
+        r = sd_bus_match_signal_async(bus, &uc->slot_job_removed, SYSTEMD_DEST, SYSTEMD_PATH,
+                                      SYSTEMD_MANAGER, "JobRemoved", unit_control_on_job_removed,
+                                      /* add_callback= */ NULL, uc);
         if (r >= 0)
-                r = sd_bus_match_signal_async(bus, &uc->slot_reloading, SYSTEMD_DEST, SYSTEMD_PATH, SYSTEMD_MANAGER,
-                                              "Reloading", unit_control_on_reloading, NULL, uc);
+                r = sd_bus_match_signal_async(bus, &uc->slot_reloading, SYSTEMD_DEST, SYSTEMD_PATH,
+                                              SYSTEMD_MANAGER, "Reloading", unit_control_on_reloading, NULL,
+                                              uc);
         if (r >= 0 && sd_bus_is_bus_client(bus) > 0)
                 r = sd_bus_add_match_async(bus, &uc->slot_owner_changed, OWNER_CHANGED_MATCH,
                                            unit_control_on_owner_changed, NULL, uc);
@@ -901,7 +910,7 @@ int unit_control_new(sd_bus *bus, uint64_t job_timeout_usec, UnitControl **ret) 
                 return -EINVAL;
         event = sd_bus_get_event(bus);
         if (!event)
-                return -ENXIO;                  /* not attached: nothing would ever dispatch */
+                return -ENXIO; /* not attached: nothing would ever dispatch */
 
         uc = calloc(1, sizeof(*uc));
         if (!uc)

@@ -54,7 +54,7 @@ static int read_deps(sd_bus_message *m, char ***ret) {
         r = sd_bus_message_enter_container(m, 'v', "as");
         if (r < 0)
                 return r;
-        strv_freep(ret);                /* a property seen twice (two interfaces): the last wins */
+        strv_freep(ret); /* a property seen twice (two interfaces): the last wins */
         r = sd_bus_message_read_strv(m, ret);
         if (r < 0)
                 return r;
@@ -74,7 +74,7 @@ static int read_property(sd_bus_message *m, const char *name, UnitState *st) {
                 return read_string(m, &st->sub_state);
         if (streq(name, "UnitFileState"))
                 return read_string(m, &st->unit_file_state);
-        if (streq(name, "Type"))        /* only the Service interface has one */
+        if (streq(name, "Type")) /* only the Service interface has one */
                 return read_string(m, &st->service_type);
         /* Service, Socket, Scope, Mount, Swap and Slice have one. */
         if (streq(name, "Slice"))
@@ -133,7 +133,8 @@ static int on_reply(sd_bus_message *reply, void *userdata, sd_bus_error *ret_err
         return 0;
 }
 
-int unit_state_read(sd_bus *bus, const char *unit, UnitStateDone done, void *userdata, sd_bus_slot **ret_slot) {
+int unit_state_read(sd_bus *bus, const char *unit, UnitStateDone done, void *userdata,
+                    sd_bus_slot **ret_slot) {
         _cleanup_free_ char *path = NULL;
         UnitStateCall *c;
         int r;
@@ -151,8 +152,8 @@ int unit_state_read(sd_bus *bus, const char *unit, UnitStateDone done, void *use
                 return -ENOMEM;
         *c = (UnitStateCall) { done, userdata };
         /* An empty interface name: the properties of every interface of the object. */
-        r = sd_bus_call_method_async(bus, ret_slot, "org.freedesktop.systemd1", path, "org.freedesktop.DBus.Properties",
-                                     "GetAll", on_reply, c, "s", "");
+        r = sd_bus_call_method_async(bus, ret_slot, "org.freedesktop.systemd1", path,
+                                     "org.freedesktop.DBus.Properties", "GetAll", on_reply, c, "s", "");
         if (r < 0) {
                 free(c);
                 return r;

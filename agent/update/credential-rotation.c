@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "update/credential-rotation.h"
 #include "identity/kubelet-rebootstrap.h"
 #include "kubelet/kubelet-health.h"
+#include "update/credential-rotation.h"
 #include "util/error-message.h"
 #include "util/fileio.h"
 #include "util/log.h"
@@ -16,28 +16,28 @@
 #define STATE_MAX 4096
 
 struct CredentialRotation {
-        CredentialRotationDeps deps;    /* borrowed */
-        char *transaction;              /* owned */
+        CredentialRotationDeps deps; /* borrowed */
+        char *transaction;           /* owned */
         bool ca, sa;
-        char *state_file;               /* owned */
-        char *rebootstrap_state;        /* owned */
-        char *kubelet_directory;        /* owned */
-        char *root_directory;           /* owned */
-        char *kubelet_unit;             /* owned */
-        char *ca_file, *server;         /* owned; NULL: unknown */
-        HttpProbeOptions health;      /* url owned (health_url) */
+        char *state_file;        /* owned */
+        char *rebootstrap_state; /* owned */
+        char *kubelet_directory; /* owned */
+        char *root_directory;    /* owned */
+        char *kubelet_unit;      /* owned */
+        char *ca_file, *server;  /* owned; NULL: unknown */
+        HttpProbeOptions health; /* url owned (health_url) */
         char *health_url;
 
-        CredentialRotationStep step;    /* the step running or next */
+        CredentialRotationStep step; /* the step running or next */
         unsigned renew_failures;
         bool waiting_identity;
         bool waiting_tokens;
         bool waiting_component;
         uint64_t config_wait_usec;
-        sd_event_source *config_timer;  /* owned: the wait for the component config */
-        UnitJob *job;                   /* borrowed handle: the UnitControl owns it */
-        HttpProbe *hc;                /* owned */
-        sd_event_source *defer;         /* owned: runs the machine from the loop */
+        sd_event_source *config_timer; /* owned: the wait for the component config */
+        UnitJob *job;                  /* borrowed handle: the UnitControl owns it */
+        HttpProbe *hc;                 /* owned */
+        sd_event_source *defer;        /* owned: runs the machine from the loop */
 
         CredentialRotationDone done;
         void *userdata;
@@ -74,21 +74,22 @@ static int load(CredentialRotation *cr) {
                 return r == -ENOENT ? 0 : r;
         doc = json_loadb(text, size, 0, NULL);
         if (!streq_ptr(json_string_value(json_object_get(doc, "transaction")), cr->transaction))
-                return 0;               /* another transaction's, or unreadable */
+                return 0; /* another transaction's, or unreadable */
         cr->step = credential_rotation_step_from_string(json_string_value(json_object_get(doc, "step")));
         if (cr->step < 0)
                 cr->step = CREDENTIAL_ROTATION_RENEW_AGENT;
         ca = json_string_value(json_object_get(doc, "caFile"));
         server = json_string_value(json_object_get(doc, "server"));
-        if (ca && server && (free_and_strdup(&cr->ca_file, ca) < 0 || free_and_strdup(&cr->server, server) < 0))
+        if (ca && server &&
+            (free_and_strdup(&cr->ca_file, ca) < 0 || free_and_strdup(&cr->server, server) < 0))
                 return -ENOMEM;
         return 1;
 }
 
 static int save(CredentialRotation *cr) {
-        _cleanup_(json_decrefp) json_t *doc = json_pack("{s:s, s:s, s:s?, s:s?}", "transaction", cr->transaction,
-                                                         "step", credential_rotation_step_to_string(cr->step),
-                                                         "caFile", cr->ca_file, "server", cr->server);
+        _cleanup_(json_decrefp) json_t *doc = json_pack(
+                "{s:s, s:s, s:s?, s:s?}", "transaction", cr->transaction, "step",
+                credential_rotation_step_to_string(cr->step), "caFile", cr->ca_file, "server", cr->server);
         _cleanup_free_ char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
 
         if (!text)
@@ -106,8 +107,7 @@ static void finish(CredentialRotation *cr, int error, UpdateFailureCode code, co
                 done(cr, error, code, message, cr->userdata);
 }
 
-_printf_(3, 4)
-static void fail(CredentialRotation *cr, int error, const char *format, ...) {
+_printf_(3, 4) static void fail(CredentialRotation *cr, int error, const char *format, ...) {
         _cleanup_free_ char *m = NULL;
         va_list ap;
 
@@ -153,7 +153,8 @@ static int take_component(CredentialRotation *cr) {
                 return 1;
         if (!cc || !cc->ca_file || !cc->api_server)
                 return 0;
-        if (free_and_strdup(&cr->ca_file, cc->ca_file) < 0 || free_and_strdup(&cr->server, cc->api_server) < 0)
+        if (free_and_strdup(&cr->ca_file, cc->ca_file) < 0 ||
+            free_and_strdup(&cr->server, cc->api_server) < 0)
                 return -ENOMEM;
         return 1;
 }
@@ -164,30 +165,34 @@ static int on_config_timeout(sd_event_source *s, uint64_t usec, void *userdata) 
         cr->config_timer = sd_event_source_disable_unref(cr->config_timer);
         cr->waiting_component = false;
         if (cr->step == CREDENTIAL_ROTATION_RESYNC_TOKENS)
-                fail(cr, -ENODATA, "cannot re-sync the tokens: GNA's component config in the OSC is not known");
+                fail(cr, -ENODATA,
+                     "cannot re-sync the tokens: GNA's component config in the OSC is not known");
         else
-                fail(cr, -ENODATA, "cannot %s: GNA's component config in the OSC names no apiServer.caFile and "
-                     "apiServer.server", cr->step == CREDENTIAL_ROTATION_RENEW_AGENT ?
-                     "renew the agent's client certificate" : "re-bootstrap the kubelet");
+                fail(cr, -ENODATA,
+                     "cannot %s: GNA's component config in the OSC names no apiServer.caFile and "
+                     "apiServer.server",
+                     cr->step == CREDENTIAL_ROTATION_RENEW_AGENT ? "renew the agent's client certificate" :
+                                                                   "re-bootstrap the kubelet");
         return 0;
 }
 
 /* Nothing touched yet: the step waits (bounded) for the OSC Secret to be read; 0 or -errno. */
 static int wait_for_component(CredentialRotation *cr) {
         log_info("%s: waiting for GNA's component config in the OSC.",
-                 cr->step == CREDENTIAL_ROTATION_RESYNC_TOKENS ? "Service-account-key rotation" : "CA rotation");
+                 cr->step == CREDENTIAL_ROTATION_RESYNC_TOKENS ? "Service-account-key rotation" :
+                                                                 "CA rotation");
         cr->waiting_component = true;
         if (cr->config_timer)
-                return 0;       /* the deadline of the first wait stands */
-        return sd_event_add_time_relative(cr->deps.event, &cr->config_timer, CLOCK_MONOTONIC, cr->config_wait_usec,
-                                          USEC_PER_MSEC, on_config_timeout, cr);
+                return 0; /* the deadline of the first wait stands */
+        return sd_event_add_time_relative(cr->deps.event, &cr->config_timer, CLOCK_MONOTONIC,
+                                          cr->config_wait_usec, USEC_PER_MSEC, on_config_timeout, cr);
 }
 
 void credential_rotation_component_changed(CredentialRotation *cr) {
         if (!cr || !cr->waiting_component)
                 return;
         cr->waiting_component = false;
-        schedule(cr);           /* the step again: it looks once more */
+        schedule(cr); /* the step again: it looks once more */
 }
 
 /* GNA's apiServer.caFile and server, for the step about to run: 1 known (and persisted: a resumed run
@@ -219,7 +224,8 @@ static int run_renew_agent(CredentialRotation *cr) {
         int r;
 
         if (!id || identity_is_foreign(id)) {
-                log_info("CA rotation: the kubeconfig holds no client certificate of this agent; nothing to renew.");
+                log_info(
+                        "CA rotation: the kubeconfig holds no client certificate of this agent; nothing to renew.");
                 return 1;
         }
         r = need_component(cr, "renew the agent's client certificate");
@@ -229,7 +235,8 @@ static int run_renew_agent(CredentialRotation *cr) {
         if (r >= 0)
                 r = identity_renew(id, ca);
         if (r < 0) {
-                fail(cr, r, "cannot renew the agent's client certificate against %s: %s", cr->ca_file, strerror(-r));
+                fail(cr, r, "cannot renew the agent's client certificate against %s: %s", cr->ca_file,
+                     strerror(-r));
                 return r;
         }
         log_info("CA rotation: renewing the agent's client certificate against the new CA bundle %s.", ca);
@@ -261,7 +268,7 @@ static int run_kubelet_files(CredentialRotation *cr) {
 static void on_restarted(const UnitJobResult *res, void *userdata) {
         CredentialRotation *cr = userdata;
 
-        cr->job = NULL;         /* the UnitControl frees it */
+        cr->job = NULL; /* the UnitControl frees it */
         if (res->error < 0) {
                 finish(cr, res->error, UPDATE_FAILURE_UNIT_RESTART_FAILED, res->detail);
                 return;
@@ -322,8 +329,9 @@ static void on_tokens(TokenSync *t, int error, void *userdata) {
 
         cr->waiting_tokens = false;
         if (error < 0) {
-                fail(cr, error, error == -ECANCELED ? "the token sync configuration changed during the rotation"
-                                                    : "not every token could be re-synced (see the journal)");
+                fail(cr, error,
+                     error == -ECANCELED ? "the token sync configuration changed during the rotation" :
+                                           "not every token could be re-synced (see the journal)");
                 return;
         }
         log_info("Service-account-key rotation: every token re-synced.");
@@ -349,7 +357,8 @@ static int run_resync_tokens(CredentialRotation *cr) {
                 return 1;
         }
         if (!tokens) {
-                fail(cr, -ENOTCONN, "cannot re-sync the tokens: the token sync of %s is not running", cc->file);
+                fail(cr, -ENOTCONN, "cannot re-sync the tokens: the token sync of %s is not running",
+                     cc->file);
                 return -ENOTCONN;
         }
         cr->waiting_tokens = true;
@@ -383,9 +392,10 @@ static int on_defer(sd_event_source *s, void *userdata) {
         while (cr->step < CREDENTIAL_ROTATION_DONE && !step_wanted(cr, cr->step))
                 cr->step++;
         if (cr->step == CREDENTIAL_ROTATION_DONE) {
-                r = save(cr);   /* a kill before the executor records the action must not redo it */
+                r = save(cr); /* a kill before the executor records the action must not redo it */
                 if (r < 0)
-                        log_warning_errno(r, "Cannot persist the end of the rotation in %s: %m", cr->state_file);
+                        log_warning_errno(r, "Cannot persist the end of the rotation in %s: %m",
+                                          cr->state_file);
                 finish(cr, 0, _UPDATE_FAILURE_INVALID, NULL);
                 return 0;
         }

@@ -7,19 +7,13 @@
 #include "apply/osc-state.h"
 #include "core/node-update.h"
 #include "core/node-view.h"
-#include "update/catalog-ids.h"
 #include "identity/kubelet-bootstrap.h"
-#include "update/credential-rotation.h"
-#include "update/executor.h"
-#include "update/osc-runner.h"
-#include "update/osc-units-verify.h"
-#include "update/state-file.h"
 #include "kube/kube-client.h"
 #include "kube/pods.h"
 #include "kubelet/kubelet-health.h"
-#include "oci/file-stage.h"
 #include "kubelet/kubelet-store.h"
 #include "kubelet/kubelet-version.h"
+#include "oci/file-stage.h"
 #include "oci/oci-manifest.h"
 #include "oci/oci-ref.h"
 #include "oci/registry.h"
@@ -30,10 +24,16 @@
 #include "os/os-update-classify.h"
 #include "systemd/reboot.h"
 #include "systemd/unit-control.h"
+#include "update/catalog-ids.h"
+#include "update/credential-rotation.h"
+#include "update/executor.h"
+#include "update/osc-runner.h"
+#include "update/osc-units-verify.h"
+#include "update/state-file.h"
 #include "util/error-message.h"
 #include "util/fileio.h"
-#include "util/log.h"
 #include "util/log-once.h"
+#include "util/log.h"
 
 #define OS_RELEASE_MAX (64 * 1024)
 /* The tail of a failed OS update command's output on the Node (gardener#15707): enough for the
@@ -43,16 +43,16 @@
 #define SAVE_RETRY_USEC (5 * USEC_PER_SEC)
 
 typedef enum ExecutorState {
-        EXECUTOR_NEW,                   /* executor_start() not called yet */
-        EXECUTOR_ADOPTING,              /* probing a plain kubelet file before the first decision */
-        EXECUTOR_IDLE,                  /* waiting for input or the engine's wake-up time */
-        EXECUTOR_RUNNING,               /* an action of the batch is in flight */
+        EXECUTOR_NEW,      /* executor_start() not called yet */
+        EXECUTOR_ADOPTING, /* probing a plain kubelet file before the first decision */
+        EXECUTOR_IDLE,     /* waiting for input or the engine's wake-up time */
+        EXECUTOR_RUNNING,  /* an action of the batch is in flight */
 } ExecutorState;
 
 /* The one operation in flight: at most one action runs at a time. */
 typedef enum ExecutorOpKind {
         OP_NONE,
-        OP_REPORT,                      /* Node writes: the reporter calls back */
+        OP_REPORT, /* Node writes: the reporter calls back */
         OP_STAGE_KUBELET,
         OP_STAGE_OS_IMAGE,
         OP_UNIT_JOB,
@@ -61,7 +61,7 @@ typedef enum ExecutorOpKind {
         OP_REBOOT,
         OP_HEALTH,
         OP_PODS,
-        OP_APPLY_OSC,                   /* the OscRunner's run; it calls back */
+        OP_APPLY_OSC, /* the OscRunner's run; it calls back */
         OP_ROTATE_CREDENTIALS,
         OP_CHECK_UNITS,
 } ExecutorOpKind;
@@ -69,58 +69,58 @@ typedef enum ExecutorOpKind {
 typedef struct ExecutorOp {
         ExecutorOpKind kind;
         union {
-                FileStage *stage;               /* owned */
-                OsImageStage *os_stage;         /* owned */
-                UnitJob *job;                   /* borrowed handle: owned by the UnitControl */
-                OsCommand *command;             /* owned */
-                OsImage *image;                 /* owned */
-                RebootRequest *reboot;          /* owned */
+                FileStage *stage;             /* owned */
+                OsImageStage *os_stage;       /* owned */
+                UnitJob *job;                 /* borrowed handle: owned by the UnitControl */
+                OsCommand *command;           /* owned */
+                OsImage *image;               /* owned */
+                RebootRequest *reboot;        /* owned */
                 HttpProbe *health;            /* owned */
-                PodCleanup *pods;               /* owned */
-                CredentialRotation *rotation;   /* owned */
-                OscUnitsVerify *units_verify;   /* owned */
+                PodCleanup *pods;             /* owned */
+                CredentialRotation *rotation; /* owned */
+                OscUnitsVerify *units_verify; /* owned */
         };
 } ExecutorOp;
 
 struct Executor {
-        ExecutorDeps deps;              /* all borrowed: the Manager's */
-        const Config *config;           /* == deps.config */
-        sd_event *event;                /* == deps.event */
-        KubeClient *kube;               /* borrowed; NULL: no API client yet */
-        bool restarts_busy;             /* the restart annotation is being carried out */
-        bool drift_busy;                /* a drift round holds decisions (executor_drift_claim()) */
-        ExecutorDriftDone drift_done;   /* the drift repair in flight */
-        UpdateGate gate;                /* executor_gate() */
-        ExecutorReleased released;      /* executor_set_released_callback() */
+        ExecutorDeps deps;            /* all borrowed: the Manager's */
+        const Config *config;         /* == deps.config */
+        sd_event *event;              /* == deps.event */
+        KubeClient *kube;             /* borrowed; NULL: no API client yet */
+        bool restarts_busy;           /* the restart annotation is being carried out */
+        bool drift_busy;              /* a drift round holds decisions (executor_drift_claim()) */
+        ExecutorDriftDone drift_done; /* the drift repair in flight */
+        UpdateGate gate;              /* executor_gate() */
+        ExecutorReleased released;    /* executor_set_released_callback() */
         void *released_userdata;
         void *drift_userdata;
 
         ExecutorState state;
-        bool dirty;                     /* new input while busy: decide again afterwards */
-        UpdateTransaction *tx;          /* owned: as persisted */
-        UpdateDecision batch;           /* owned: the decision being carried out */
-        size_t next;                    /* index of the next action of `batch` to run */
-        ExecutorOp op;                  /* owned: the action in flight */
+        bool dirty;            /* new input while busy: decide again afterwards */
+        UpdateTransaction *tx; /* owned: as persisted */
+        UpdateDecision batch;  /* owned: the decision being carried out */
+        size_t next;           /* index of the next action of `batch` to run */
+        ExecutorOp op;         /* owned: the action in flight */
 
-        const NodeView *node;           /* borrowed: the Manager's; NULL: absent or unknown */
-        bool node_known;                /* executor_set_node() was called: `node` NULL means absent */
-        OscDesired *osc;                /* owned */
+        const NodeView *node; /* borrowed: the Manager's; NULL: absent or unknown */
+        bool node_known;      /* executor_set_node() was called: `node` NULL means absent */
+        OscDesired *osc;      /* owned */
 
-        KubeletStore *store;            /* owned */
-        RegistryClient *registry;       /* owned */
-        KubeletVersionProbe *adopt;     /* owned: --version probe of a plain kubelet file */
-        OscRunner *osc_runner;          /* owned: the OSC's files, units and containerd work */
+        KubeletStore *store;        /* owned */
+        RegistryClient *registry;   /* owned */
+        KubeletVersionProbe *adopt; /* owned: --version probe of a plain kubelet file */
+        OscRunner *osc_runner;      /* owned: the OSC's files, units and containerd work */
 
-        UpdatePhase logged_phase;       /* phase whose journal line was written */
-        char *logged_tx;                /* owned */
-        LogOnce logged_notice;          /* the decision's last notice, written to the journal once */
+        UpdatePhase logged_phase; /* phase whose journal line was written */
+        char *logged_tx;          /* owned */
+        LogOnce logged_notice;    /* the decision's last notice, written to the journal once */
 
-        UpdateFailureCode sync_code;    /* a runner's synchronous failure: its code and message */
-        char *sync_message;             /* owned */
-        bool failure_logged;            /* the action's callback logged its failure (with its catalog ID) */
+        UpdateFailureCode sync_code; /* a runner's synchronous failure: its code and message */
+        char *sync_message;          /* owned */
+        bool failure_logged;         /* the action's callback logged its failure (with its catalog ID) */
 
-        sd_event_source *defer;         /* owned: deferred decide */
-        sd_event_source *wake;          /* owned: decide again at batch.wake_usec (or to retry a save) */
+        sd_event_source *defer; /* owned: deferred decide */
+        sd_event_source *wake;  /* owned: decide again at batch.wake_usec (or to retry a save) */
 };
 
 static void executor_action_finished(Executor *e, int error, UpdateFailureCode code, const char *message);
@@ -178,7 +178,7 @@ static void executor_op_clear(Executor *e) {
         case OP_CHECK_UNITS:
                 osc_units_verify_free(e->op.units_verify);
                 break;
-        case OP_REPORT:         /* the reporter drops its writes itself */
+        case OP_REPORT: /* the reporter drops its writes itself */
         case OP_NONE:
                 break;
         }
@@ -233,7 +233,8 @@ static void executor_log_phase(Executor *e) {
         e->logged_phase = tx->phase;
         (void) free_and_strdup(&e->logged_tx, tx->id);
 
-        level = tx->phase == UPDATE_PHASE_FAILED || tx->phase == UPDATE_PHASE_ROLLED_BACK ? LOG_WARNING : LOG_NOTICE;
+        level = tx->phase == UPDATE_PHASE_FAILED || tx->phase == UPDATE_PHASE_ROLLED_BACK ? LOG_WARNING :
+                                                                                            LOG_NOTICE;
         if (tx->failure.code >= 0 && tx->failure.message)
                 r = asprintf(&msg, "Update %s: %s (%s: %s).", tx->id, phase,
                              strempty(update_failure_code_to_string(tx->failure.code)), tx->failure.message);
@@ -241,9 +242,12 @@ static void executor_log_phase(Executor *e) {
                 r = asprintf(&msg, "Update %s: %s (%s%s%s%s%s%s%s%s).", tx->id, phase,
                              tx->kubelet_to ? "kubelet " : "", tx->kubelet_to ? tx->kubelet_from ?: "?" : "",
                              tx->kubelet_to ? " -> " : "", strempty(tx->kubelet_to),
-                             tx->kubelet_to && tx->os_to ? ", OS " : tx->os_to ? "OS " : "",
-                             tx->os_to ? tx->os_from ?: "?" : "", tx->os_to ? " -> " : "", strempty(tx->os_to));
-        else    /* the OSC's files and units only: no versions to name */
+                             tx->kubelet_to && tx->os_to ? ", OS " :
+                                     tx->os_to           ? "OS " :
+                                                           "",
+                             tx->os_to ? tx->os_from ?: "?" : "", tx->os_to ? " -> " : "",
+                             strempty(tx->os_to));
+        else /* the OSC's files and units only: no versions to name */
                 r = asprintf(&msg, "Update %s: %s.", tx->id, phase);
         if (r < 0) {
                 log_oom();
@@ -253,8 +257,10 @@ static void executor_log_phase(Executor *e) {
         if (tx->before_node && e->node_known && !e->node) {
                 char *m;
 
-                if (asprintf(&m, "%s The Node %s does not exist yet: what is reported to it waits until the "
-                             "kubelet registers it.", msg, e->config->node_name) < 0) {
+                if (asprintf(&m,
+                             "%s The Node %s does not exist yet: what is reported to it waits until the "
+                             "kubelet registers it.",
+                             msg, e->config->node_name) < 0) {
                         log_oom();
                         return;
                 }
@@ -298,7 +304,8 @@ static void executor_on_reported(int error, void *userdata) {
         e->op.kind = OP_NONE;
         /* The reporter said the failed write once, with the API server's reason: not again here. */
         e->failure_logged = error < 0;
-        executor_action_finished(e, error, _UPDATE_FAILURE_INVALID, error < 0 ? "writing the Node failed" : NULL);
+        executor_action_finished(e, error, _UPDATE_FAILURE_INVALID,
+                                 error < 0 ? "writing the Node failed" : NULL);
 }
 
 static int run_report(Executor *e, const UpdateAction *a) {
@@ -335,8 +342,9 @@ static void executor_on_staged(FileStage *st, const FileStageResult *res, void *
 
         /* Everything in `res` belongs to the stage: use it before the stage goes. */
         if (error >= 0)
-                log_info("Kubelet %s staged at %s (%s, %" PRIu64 " bytes downloaded).", strempty(res->version),
-                         strempty(res->path), res->reused ? "already in the store" : strempty(res->file_digest),
+                log_info("Kubelet %s staged at %s (%s, %" PRIu64 " bytes downloaded).",
+                         strempty(res->version), strempty(res->path),
+                         res->reused ? "already in the store" : strempty(res->file_digest),
                          res->bytes_downloaded);
         executor_op_clear(e);
         executor_action_finished(e, error, update_failure_from_artifact(failure), message);
@@ -350,15 +358,15 @@ static int run_stage_kubelet(Executor *e, const UpdateAction *a) {
         };
 
         e->op.kind = OP_STAGE_KUBELET;
-        return file_stage_start(e->event, e->registry, kubelet_store_files(e->store), &req, executor_on_stage_progress,
-                                   executor_on_staged, e, &e->op.stage);
+        return file_stage_start(e->event, e->registry, kubelet_store_files(e->store), &req,
+                                executor_on_stage_progress, executor_on_staged, e, &e->op.stage);
 }
 
 static int run_switch_kubelet(Executor *e, const UpdateAction *a) {
         _cleanup_free_ char *previous = NULL;
         int r;
 
-        r = kubelet_store_switch(e->store, a->version, &previous);     /* NULL: none, as before */
+        r = kubelet_store_switch(e->store, a->version, &previous); /* NULL: none, as before */
         if (r < 0)
                 return r;
         log_info("Switched %s to kubelet %s (was %s).", kubelet_store_binary_path(e->store),
@@ -366,7 +374,8 @@ static int run_switch_kubelet(Executor *e, const UpdateAction *a) {
         return 1;
 }
 
-static void executor_on_health(HttpProbe *hc, int error, const char *message, unsigned n_probes, void *userdata) {
+static void executor_on_health(HttpProbe *hc, int error, const char *message, unsigned n_probes,
+                               void *userdata) {
         Executor *e = userdata;
 
         executor_op_clear(e);
@@ -404,8 +413,8 @@ static int run_check_osc_units(Executor *e, const UpdateAction *a) {
         };
 
         e->op.kind = OP_CHECK_UNITS;
-        return osc_units_verify_start(e->event, e->deps.units ? unit_control_get_bus(e->deps.units) : NULL, &p,
-                                      executor_on_units_verified, e, &e->op.units_verify);
+        return osc_units_verify_start(e->event, e->deps.units ? unit_control_get_bus(e->deps.units) : NULL,
+                                      &p, executor_on_units_verified, e, &e->op.units_verify);
 }
 
 /* keepVersions: older kubelets go, never the running one or the one it replaced (the rollback
@@ -427,26 +436,29 @@ static void executor_on_unit_job(const UnitJobResult *res, void *userdata) {
         const UpdateAction *a = current_action(e);
         bool stop = a && a->type == UPDATE_ACTION_STOP_UNIT;
 
-        e->op = (ExecutorOp) { .kind = OP_NONE };   /* the UnitControl frees the job */
+        e->op = (ExecutorOp) { .kind = OP_NONE }; /* the UnitControl frees the job */
         if (res->error == -ENOENT && a && a->step == UPDATE_STEP_ROLLBACK_RESTART) {
                 /* Rolled back before the OSC's units were written (a first apply on an image that
                  * brought the kubelet binary): no unit runs the kubelet, so no process of the new
                  * one ever ran and the old binary is back: nothing to restart. */
-                if (stop)       /* back to none: nothing there, nothing runs */
-                        log_notice("No kubelet at %s again; %s is not installed, so there is nothing to stop.",
-                                   e->config->kubelet.binary_path, res->unit);
+                if (stop) /* back to none: nothing there, nothing runs */
+                        log_notice(
+                                "No kubelet at %s again; %s is not installed, so there is nothing to stop.",
+                                e->config->kubelet.binary_path, res->unit);
                 else
-                        log_notice("Kubelet %s is back at %s; %s is not installed, so nothing runs it to restart.",
-                                   strempty(e->tx->kubelet_from), e->config->kubelet.binary_path, res->unit);
+                        log_notice(
+                                "Kubelet %s is back at %s; %s is not installed, so nothing runs it to restart.",
+                                strempty(e->tx->kubelet_from), e->config->kubelet.binary_path, res->unit);
                 executor_action_finished(e, 0, _UPDATE_FAILURE_INVALID, NULL);
                 return;
         }
         if (res->error >= 0)
-                (void) log_struct_id(LOG_INFO, 0, MESSAGE_ID_UNIT_RESTARTED, "%s %s.", stop ? "Stopped" : "Restarted",
-                                     res->unit);
+                (void) log_struct_id(LOG_INFO, 0, MESSAGE_ID_UNIT_RESTARTED, "%s %s.",
+                                     stop ? "Stopped" : "Restarted", res->unit);
         else {
-                (void) log_struct_id(LOG_WARNING, res->error, MESSAGE_ID_UNIT_RESTART_FAILED, "%s of %s failed: %s",
-                                     stop ? "Stop" : "Restart", res->unit, strempty(res->detail));
+                (void) log_struct_id(LOG_WARNING, res->error, MESSAGE_ID_UNIT_RESTART_FAILED,
+                                     "%s of %s failed: %s", stop ? "Stop" : "Restart", res->unit,
+                                     strempty(res->detail));
                 e->failure_logged = true;
         }
         executor_action_finished(e, res->error, UPDATE_FAILURE_UNIT_RESTART_FAILED, res->detail);
@@ -463,7 +475,8 @@ static int run_unit_job(Executor *e, const UpdateAction *a) {
 
 static void executor_on_reboot(RebootRequest *r, int error, void *userdata) {
         Executor *e = userdata;
-        _cleanup_free_ char *msg = reboot_request_get_error_message(r) ? strdup(reboot_request_get_error_message(r)) : NULL;
+        _cleanup_free_ char *msg =
+                reboot_request_get_error_message(r) ? strdup(reboot_request_get_error_message(r)) : NULL;
 
         if (error >= 0)
                 log_notice("Reboot requested; waiting to be restarted on the new OS.");
@@ -484,7 +497,8 @@ static int run_reboot(Executor *e, const UpdateAction *a) {
                 return r;
         r = reboot_request_start(e->op.reboot, executor_on_reboot, e);
         if (r == REBOOT_DISABLED) {
-                log_notice("The OS update needs a reboot, but osUpdate.reboot is none: %s.", REBOOT_DISABLED_MESSAGE);
+                log_notice("The OS update needs a reboot, but osUpdate.reboot is none: %s.",
+                           REBOOT_DISABLED_MESSAGE);
                 executor_op_clear(e);
                 return 1;
         }
@@ -502,8 +516,10 @@ static void executor_on_os_line(OsCommand *c, const char *line, size_t size, voi
         log_info("os-update: %.*s", (int) size, line);
 }
 
-static void executor_on_os_retry(OsCommand *c, const OsCommandResult *res, uint64_t delay_usec, void *userdata) {
-        log_warning("The OS update command reported network problems (attempt %u); retrying in %" PRIu64 "s.",
+static void executor_on_os_retry(OsCommand *c, const OsCommandResult *res, uint64_t delay_usec,
+                                 void *userdata) {
+        log_warning("The OS update command reported network problems (attempt %u); retrying in %" PRIu64
+                    "s.",
                     res->attempts, delay_usec / USEC_PER_SEC);
 }
 
@@ -519,12 +535,14 @@ static void executor_on_os_done(OsCommand *c, const OsCommandResult *res, void *
                 return;
         }
         timeout = res->class == OS_UPDATE_CLASS_TIMEOUT;
-        if (os_update_failure_message(res->class, &res->outcome, res->path, res->output, FAILURE_OUTPUT_LINES,
-                                      FAILURE_OUTPUT_MAX, e->config->os_update.timeout_usec, &msg) < 0)
+        if (os_update_failure_message(res->class, &res->outcome, res->path, res->output,
+                                      FAILURE_OUTPUT_LINES, FAILURE_OUTPUT_MAX,
+                                      e->config->os_update.timeout_usec, &msg) < 0)
                 msg = NULL;
         executor_op_clear(e);
         executor_action_finished(e, timeout ? -ETIMEDOUT : -EIO,
-                                 timeout ? UPDATE_FAILURE_OS_COMMAND_TIMEOUT : UPDATE_FAILURE_OS_COMMAND_FAILED,
+                                 timeout ? UPDATE_FAILURE_OS_COMMAND_TIMEOUT :
+                                           UPDATE_FAILURE_OS_COMMAND_FAILED,
                                  msg ? msg : "failed to execute OS update command");
 }
 
@@ -551,8 +569,9 @@ static void executor_on_os_installed(OsImage *image, int error, void *userdata) 
         if (error >= 0)
                 log_info("OS image installed as %s.", strempty(os_image_get_installed_path(image)));
         executor_op_clear(e);
-        executor_action_finished(e, error, os_image_error_is_disk_space(error) ? UPDATE_FAILURE_DISK_SPACE
-                                                                                : _UPDATE_FAILURE_INVALID,
+        executor_action_finished(e, error,
+                                 os_image_error_is_disk_space(error) ? UPDATE_FAILURE_DISK_SPACE :
+                                                                       _UPDATE_FAILURE_INVALID,
                                  error < 0 ? strerror(-error) : NULL);
 }
 
@@ -603,8 +622,8 @@ static int run_stage_os_image(Executor *e, const UpdateAction *a) {
 
 #define REASON_PODS_DELETED "InPlaceUpdatePodsDeleted"
 
-static void executor_on_pods_done(PodCleanup *pc, int error, const char *message, const PodSelection *selection,
-                                  void *userdata) {
+static void executor_on_pods_done(PodCleanup *pc, int error, const char *message,
+                                  const PodSelection *selection, void *userdata) {
         Executor *e = userdata;
         _cleanup_free_ char *failure = NULL, *summary = NULL;
 
@@ -636,7 +655,7 @@ static void executor_on_osc_applied(OscRunner *r, int error, UpdateFailureCode c
         Executor *e = userdata;
 
         e->op.kind = OP_NONE;
-        executor_action_finished(e, error, code, message);      /* a failure is logged there, once */
+        executor_action_finished(e, error, code, message); /* a failure is logged there, once */
 }
 
 static int run_apply_osc(Executor *e, const UpdateAction *a) {
@@ -653,8 +672,9 @@ static int run_apply_osc(Executor *e, const UpdateAction *a) {
         if (r == -ESTALE)
                 /* The OSC moved on while this transaction was applying: it fails (FileApplyFailed is
                  * retried), and the next transaction applies the new OSC against the last-applied one. */
-                return executor_fail_now(e, r, UPDATE_FAILURE_FILE_APPLY_FAILED,
-                                         "the OSC changed while it was being applied; applying the new one next");
+                return executor_fail_now(
+                        e, r, UPDATE_FAILURE_FILE_APPLY_FAILED,
+                        "the OSC changed while it was being applied; applying the new one next");
         if (r == -ENOTCONN)
                 return executor_fail_now(e, r, UPDATE_FAILURE_UNIT_APPLY_FAILED,
                                          "no connection to systemd to apply the OSC's units");
@@ -663,10 +683,11 @@ static int run_apply_osc(Executor *e, const UpdateAction *a) {
         return r;
 }
 
-/* ---- credentials rotation (docs/contract.md §9.7) ------------------------------------------------------------ */
+/* ---- credentials rotation (docs/contract.md §9.7)
+ * ------------------------------------------------------------ */
 
-static void executor_on_rotated(CredentialRotation *cr, int error, UpdateFailureCode code, const char *message,
-                                void *userdata) {
+static void executor_on_rotated(CredentialRotation *cr, int error, UpdateFailureCode code,
+                                const char *message, void *userdata) {
         Executor *e = userdata;
         _cleanup_free_ char *m = message ? strdup(message) : NULL;
 
@@ -771,8 +792,9 @@ static int executor_save(Executor *e) {
 
         r = state_file_save(e->config->state_directory, e->tx);
         if (r < 0)
-                log_error_errno(r, "Failed to persist %s/%s, retrying in %us: %m", e->config->state_directory,
-                                STATE_FILE_NAME, (unsigned) (SAVE_RETRY_USEC / USEC_PER_SEC));
+                log_error_errno(r, "Failed to persist %s/%s, retrying in %us: %m",
+                                e->config->state_directory, STATE_FILE_NAME,
+                                (unsigned) (SAVE_RETRY_USEC / USEC_PER_SEC));
         return r;
 }
 
@@ -814,10 +836,11 @@ static void executor_record(Executor *e, int error, UpdateFailureCode code, cons
                 /* The one line about a failed action, unless its callback said it with a catalog ID or it
                  * ended the update: then the phase line below (Failed, RolledBack) says it. */
                 if (!e->failure_logged && !(e->tx->phase != was && update_phase_is_terminal(e->tx->phase)))
-                        log_full_errno(update_action_is_best_effort(a->type) ? LOG_DEBUG : LOG_WARNING, error,
-                                       "Action %s failed: %s%s%s%s", update_action_type_to_string(a->type),
-                                       message ? message : strerror(-error), code >= 0 ? " (" : "",
-                                       code >= 0 ? update_failure_code_to_string(code) : "", code >= 0 ? ")" : "");
+                        log_full_errno(
+                                update_action_is_best_effort(a->type) ? LOG_DEBUG : LOG_WARNING, error,
+                                "Action %s failed: %s%s%s%s", update_action_type_to_string(a->type),
+                                message ? message : strerror(-error), code >= 0 ? " (" : "",
+                                code >= 0 ? update_failure_code_to_string(code) : "", code >= 0 ? ")" : "");
         }
         e->failure_logged = false;
         if (r < 0)
@@ -842,7 +865,8 @@ static void executor_run_next(Executor *e) {
                 const UpdateAction *a = &e->batch.actions[e->next];
                 int r;
 
-                log_debug("Action %s (%s).", update_action_type_to_string(a->type), update_phase_to_string(a->phase));
+                log_debug("Action %s (%s).", update_action_type_to_string(a->type),
+                          update_phase_to_string(a->phase));
                 e->state = EXECUTOR_RUNNING;
                 _cleanup_free_ char *message = NULL;
                 UpdateFailureCode code;
@@ -850,7 +874,7 @@ static void executor_run_next(Executor *e) {
                 e->sync_code = _UPDATE_FAILURE_INVALID;
                 r = runners[a->type] ? runners[a->type](e, a) : -EOPNOTSUPP;
                 if (r == 0)
-                        return;                 /* asynchronous: executor_action_finished() follows */
+                        return; /* asynchronous: executor_action_finished() follows */
                 code = e->sync_code;
                 message = TAKE_PTR(e->sync_message);
                 executor_op_clear(e);
@@ -898,7 +922,8 @@ static void executor_decide(Executor *e) {
                 .tx = e->tx,
                 .node = e->node,
                 .node_absent = e->node_known && !e->node,
-                .first_osc = !osc_state_any_applied(e->config->state_directory, e->config->osc.root_directory),
+                .first_osc =
+                        !osc_state_any_applied(e->config->state_directory, e->config->osc.root_directory),
                 .osc = e->osc,
                 .os_version = os_version,
                 .os_version_error = os_error,
@@ -946,7 +971,7 @@ static int executor_on_defer(sd_event_source *s, void *userdata) {
         if (e->state != EXECUTOR_IDLE || !e->dirty)
                 return 0;
         if (e->restarts_busy || e->drift_busy)
-                return 0;       /* executor_set_restarts_busy(false), executor_drift_release() kick us again */
+                return 0; /* executor_set_restarts_busy(false), executor_drift_release() kick us again */
         executor_decide(e);
         return 0;
 }
@@ -965,7 +990,8 @@ static void executor_kick(Executor *e) {
         executor_schedule(e);
 }
 
-/* ---- setup ---------------------------------------------------------------------------------------------- */
+/* ---- setup ----------------------------------------------------------------------------------------------
+ */
 
 static void executor_on_adopt(KubeletVersionProbe *p, int error, const char *version, void *userdata) {
         Executor *e = userdata;
@@ -981,8 +1007,8 @@ static void executor_on_adopt(KubeletVersionProbe *p, int error, const char *ver
                 log_error_errno(r, "Failed to adopt %s into the kubelet store: %m",
                                 kubelet_store_binary_path(e->store));
         else
-                log_info("Adopted %s as kubelet %s; it is now a symlink into %s.", kubelet_store_binary_path(e->store),
-                         stored, kubelet_store_root(e->store));
+                log_info("Adopted %s as kubelet %s; it is now a symlink into %s.",
+                         kubelet_store_binary_path(e->store), stored, kubelet_store_root(e->store));
         e->state = EXECUTOR_IDLE;
         executor_kick(e);
 }
@@ -995,7 +1021,8 @@ int executor_start(Executor *e) {
                 /* docs/contract.md §8.2: a plain kubelet file is moved into the store under the version it
                  * reports, and replaced by a symlink, before any update decision is taken. */
                 r = kubelet_version_probe_start(e->event, kubelet_store_binary_path(e->store),
-                                                KUBELET_VERSION_TIMEOUT_DEFAULT_USEC, executor_on_adopt, e, &e->adopt);
+                                                KUBELET_VERSION_TIMEOUT_DEFAULT_USEC, executor_on_adopt, e,
+                                                &e->adopt);
                 if (r >= 0) {
                         e->state = EXECUTOR_ADOPTING;
                         return 0;
@@ -1020,7 +1047,8 @@ static void gate_drift_release(void *userdata) {
         executor_drift_release(userdata);
 }
 
-static int gate_drift_run(OscChanges *changes, UpdateGateRepairDone done, void *done_userdata, void *userdata) {
+static int gate_drift_run(OscChanges *changes, UpdateGateRepairDone done, void *done_userdata,
+                          void *userdata) {
         return executor_drift_repair(userdata, changes, done, done_userdata);
 }
 
@@ -1052,8 +1080,8 @@ int executor_new(const ExecutorDeps *deps, Executor **ret, char **ret_error) {
 
         r = mkdir_parents(c->state_directory, 0700);
         if (r < 0)
-                return error_setf(ret_error, r, "cannot create the state directory %s: %s", c->state_directory,
-                                  strerror(-r));
+                return error_setf(ret_error, r, "cannot create the state directory %s: %s",
+                                  c->state_directory, strerror(-r));
 
         r = state_file_load(c->state_directory, &e->tx, &error);
         if (r == -ENOENT)
@@ -1067,17 +1095,17 @@ int executor_new(const ExecutorDeps *deps, Executor **ret, char **ret_error) {
                 return error_setf(ret_error, r, "cannot load %s/%s: %s", c->state_directory, STATE_FILE_NAME,
                                   error ? error : strerror(-r));
         if (e->tx->id)
-                log_info("Resuming from %s/%s: transaction %s in phase %s.", c->state_directory, STATE_FILE_NAME,
-                         e->tx->id, update_phase_to_string(e->tx->phase));
+                log_info("Resuming from %s/%s: transaction %s in phase %s.", c->state_directory,
+                         STATE_FILE_NAME, e->tx->id, update_phase_to_string(e->tx->phase));
 
-        /* kubelet.binaryPath is a path of the OSC's world (docs/contract.md §9.5): the kubelet's files[] entry
-         * names it as it is, the disk has it below osc.rootDirectory. */
+        /* kubelet.binaryPath is a path of the OSC's world (docs/contract.md §9.5): the kubelet's files[]
+         * entry names it as it is, the disk has it below osc.rootDirectory. */
         r = path_below_root(c->osc.root_directory, c->kubelet.binary_path, &binary);
         if (r >= 0)
                 r = kubelet_store_new(c->state_directory, binary, c->kubelet.keep_versions, &e->store);
         if (r < 0)
-                return error_setf(ret_error, r, "cannot open the kubelet store in %s: %s", c->state_directory,
-                                  strerror(-r));
+                return error_setf(ret_error, r, "cannot open the kubelet store in %s: %s",
+                                  c->state_directory, strerror(-r));
 
         if (asprintf(&blobs, "%s/staging/blobs", c->state_directory) < 0)
                 return -ENOMEM;
@@ -1092,10 +1120,14 @@ int executor_new(const ExecutorDeps *deps, Executor **ret, char **ret_error) {
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the registry client: %s", strerror(-r));
 
-        r = osc_runner_new(&(OscRunnerDeps) { .event = e->event, .config = c, .http = deps->http,
-                                              .registry = e->registry, .units = deps->units,
-                                              .reporter = deps->reporter, .tokens = deps->tokens },
-                            &e->osc_runner);
+        r = osc_runner_new(&(OscRunnerDeps) { .event = e->event,
+                                              .config = c,
+                                              .http = deps->http,
+                                              .registry = e->registry,
+                                              .units = deps->units,
+                                              .reporter = deps->reporter,
+                                              .tokens = deps->tokens },
+                           &e->osc_runner);
         if (r < 0)
                 return error_setf(ret_error, r, "cannot set up the OSC applier: %s", strerror(-r));
 
@@ -1176,8 +1208,9 @@ int executor_drift_claim(Executor *e, const char **ret_why) {
         else if (e->restarts_busy)
                 why = "the restart annotation is being carried out";
         else if (node_update_holds_drift_repair(e->tx))
-                why = e->tx->phase == UPDATE_PHASE_WAITING_FOR_DRAIN ? "an in-place update waits for the drain"
-                                                                      : "an OSC change is on its way";
+                why = e->tx->phase == UPDATE_PHASE_WAITING_FOR_DRAIN ?
+                        "an in-place update waits for the drain" :
+                        "an OSC change is on its way";
         else if (osc_runner_work_pending(e->osc_runner))
                 why = "an OSC change is prepared and not applied yet";
         *ret_why = why;
@@ -1194,7 +1227,7 @@ void executor_drift_release(Executor *e) {
         e->drift_done = NULL;
         e->drift_userdata = NULL;
         osc_runner_cancel(e->osc_runner);
-        executor_schedule(e);   /* input that came meanwhile is decided on now */
+        executor_schedule(e); /* input that came meanwhile is decided on now */
         if (e->released)
                 e->released(e->released_userdata);
 }

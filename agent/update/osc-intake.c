@@ -26,8 +26,10 @@ static int check_images(const OscModel *m, char **ret_error) {
                 quoted = utf8_quote(f->image, MIN(strlen(f->image), (size_t) IMAGE_DISPLAY_MAX));
                 if (!quoted)
                         return -ENOMEM;
-                return error_setf(ret_error, -EINVAL, "file \"%s\": content.imageRef.image %s%s is not a valid image "
-                                  "reference: %s", f->path, quoted, strlen(f->image) > IMAGE_DISPLAY_MAX ? "..." : "",
+                return error_setf(ret_error, -EINVAL,
+                                  "file \"%s\": content.imageRef.image %s%s is not a valid image "
+                                  "reference: %s",
+                                  f->path, quoted, strlen(f->image) > IMAGE_DISPLAY_MAX ? "..." : "",
                                   strempty(why));
         }
         return 0;
@@ -69,7 +71,8 @@ static int applied_model(const json_t *doc, OscModel *all, const OscModelOptions
 }
 
 int osc_intake(const json_t *secret, const char *kubelet_path, char *const *replaced_units,
-               const OscModelOptions *model_options, OscDesired **ret_osc, OscComponentConfig **ret_component) {
+               const OscModelOptions *model_options, OscDesired **ret_osc,
+               OscComponentConfig **ret_component) {
         _cleanup_(osc_component_config_freep) OscComponentConfig *cc = NULL;
         _cleanup_(osc_desired_freep) OscDesired *osc = NULL;
         _cleanup_(osc_model_freep) OscModel *all = NULL;

@@ -21,63 +21,63 @@
 /* The one operation of a run in flight: at most one thing happens at a time. */
 typedef enum OscOpKind {
         OSC_OP_NONE,
-        OSC_OP_STEP,                    /* the next step from the loop: the run's start, an item ended early */
-        OSC_OP_REACH,                   /* waiting for systemd before the guard can ask it */
-        OSC_OP_GUARD,                   /* judging the unit items before any of them runs */
-        OSC_OP_APPLY,                   /* the applier runs its items, up to the next of ours */
-        OSC_OP_SECRET,                  /* a secretRef file: GET of its Secret */
-        OSC_OP_KUBELET_HEALTH,          /* the kubelet health item */
-        OSC_OP_REGISTRY_PROBE,          /* a registry with readinessProbe: one host's probe */
-        OSC_OP_PULL,                    /* an imageRef file being pulled */
+        OSC_OP_STEP,           /* the next step from the loop: the run's start, an item ended early */
+        OSC_OP_REACH,          /* waiting for systemd before the guard can ask it */
+        OSC_OP_GUARD,          /* judging the unit items before any of them runs */
+        OSC_OP_APPLY,          /* the applier runs its items, up to the next of ours */
+        OSC_OP_SECRET,         /* a secretRef file: GET of its Secret */
+        OSC_OP_KUBELET_HEALTH, /* the kubelet health item */
+        OSC_OP_REGISTRY_PROBE, /* a registry with readinessProbe: one host's probe */
+        OSC_OP_PULL,           /* an imageRef file being pulled */
 } OscOpKind;
 
 typedef struct OscOp {
         OscOpKind kind;
         union {
-                sd_event_source *step;          /* owned */
-                UnitJob *reach;                 /* borrowed handle: owned by the UnitControl */
-                OscGuard *guard;                /* owned */
-                OscApplier *applier;            /* owned */
-                KubeRequest *secret;            /* owned */
-                HttpProbe *probe;               /* owned: OSC_OP_KUBELET_HEALTH, OSC_OP_REGISTRY_PROBE */
-                FileStage *pull;                /* owned */
+                sd_event_source *step; /* owned */
+                UnitJob *reach;        /* borrowed handle: owned by the UnitControl */
+                OscGuard *guard;       /* owned */
+                OscApplier *applier;   /* owned */
+                KubeRequest *secret;   /* owned */
+                HttpProbe *probe;      /* owned: OSC_OP_KUBELET_HEALTH, OSC_OP_REGISTRY_PROBE */
+                FileStage *pull;       /* owned */
         };
 } OscOp;
 
 struct OscRunner {
-        OscRunnerDeps deps;             /* borrowed */
-        KubeClient *kube;               /* borrowed; NULL: no API client yet */
-        char *host_name;                /* owned: lower-case, for the files' hostName filter */
-        OscProtected own_files;         /* owned: what no OSC file may touch, resolved at start */
-        char *desired;                  /* owned: the checksum of the newest OSC; NULL: none known */
-        OscModelOptions model_options;  /* how an OSC is decoded here: host_name, the agent's PATH */
-        FileStore *images;              /* owned: verified imageRef files, created at the first pull */
+        OscRunnerDeps deps;            /* borrowed */
+        KubeClient *kube;              /* borrowed; NULL: no API client yet */
+        char *host_name;               /* owned: lower-case, for the files' hostName filter */
+        OscProtected own_files;        /* owned: what no OSC file may touch, resolved at start */
+        char *desired;                 /* owned: the checksum of the newest OSC; NULL: none known */
+        OscModelOptions model_options; /* how an OSC is decoded here: host_name, the agent's PATH */
+        FileStore *images;             /* owned: verified imageRef files, created at the first pull */
 
         /* The prepared OSC. */
-        char *checksum;                 /* owned; NULL: nothing prepared */
-        char *yaml;                     /* owned: a copy of its osc.yaml until committed */
+        char *checksum; /* owned; NULL: nothing prepared */
+        char *yaml;     /* owned: a copy of its osc.yaml until committed */
         size_t yaml_size;
-        OscModel *model;                /* a reference to the OscDesired's model (decoded at intake, shared,
-                                         * immutable); NULL: none given, osc_state_prepare() decodes yaml */
-        bool committed;                 /* it is the last-applied OSC */
-        OscChanges *changes;            /* owned: the remaining work; NULL when committed or on error */
-        json_t *plan;                   /* owned: osc_changes_plan_json(changes), the summary */
-        char *error;                    /* owned: why no work list could be computed */
+        OscModel *model;     /* a reference to the OscDesired's model (decoded at intake, shared,
+                              * immutable); NULL: none given, osc_state_prepare() decodes yaml */
+        bool committed;      /* it is the last-applied OSC */
+        OscChanges *changes; /* owned: the remaining work; NULL when committed or on error */
+        json_t *plan;        /* owned: osc_changes_plan_json(changes), the summary */
+        char *error;         /* owned: why no work list could be computed */
         UpdateFailureCode error_code;
-        uint64_t retry_usec;            /* a retriable error: compute again at this time */
-        unsigned failures;              /* retriable errors in a row, for the back-off */
-        LogOnce logged_error;           /* the last error written to the journal */
+        uint64_t retry_usec;  /* a retriable error: compute again at this time */
+        unsigned failures;    /* retriable errors in a row, for the back-off */
+        LogOnce logged_error; /* the last error written to the journal */
 
         /* The run in flight (`done` set): the prepared work, or a drift repair's (osc_runner_repair()). */
-        OscChanges *running;            /* borrowed: `changes`, or the repair's list; NULL: committed */
-        bool repairing;                 /* nothing persisted, nothing committed */
-        char *refused;                  /* owned: a repair's units the guard refused, "<unit> (<why>); ..." */
-        OscMasked masked;               /* owned: what the run left masked, said once when it ends */
-        OscOp op;                       /* owned */
-        size_t item;                    /* our item in flight (OSC_OP_SECRET ... OSC_OP_PULL) */
-        size_t probe_host;              /* OSC_OP_REGISTRY_PROBE: the host being probed */
-        int step_error;                 /* OSC_OP_STEP: < 0, item `item` failed (a probe abandoned) */
-        char *step_detail;              /* owned: and why */
+        OscChanges *running; /* borrowed: `changes`, or the repair's list; NULL: committed */
+        bool repairing;      /* nothing persisted, nothing committed */
+        char *refused;       /* owned: a repair's units the guard refused, "<unit> (<why>); ..." */
+        OscMasked masked;    /* owned: what the run left masked, said once when it ends */
+        OscOp op;            /* owned */
+        size_t item;         /* our item in flight (OSC_OP_SECRET ... OSC_OP_PULL) */
+        size_t probe_host;   /* OSC_OP_REGISTRY_PROBE: the host being probed */
+        int step_error;      /* OSC_OP_STEP: < 0, item `item` failed (a probe abandoned) */
+        char *step_detail;   /* owned: and why */
         OscRunnerDone done;
         void *userdata;
 };

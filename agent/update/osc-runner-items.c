@@ -32,19 +32,21 @@
 static void on_secret(KubeRequest *req, int error, json_t *object, void *userdata) {
         OscRunner *r = userdata;
         const OscWork *w = osc_runner_current(r);
-        const char *value = json_string_value(json_object_get(json_object_get(object, "data"), w->file.secret_key));
+        const char *value =
+                json_string_value(json_object_get(json_object_get(object, "data"), w->file.secret_key));
         _cleanup_free_ char *data = NULL, *detail = NULL;
         size_t size = 0;
         int k;
 
         if (error < 0)
-                k = error_setf(&detail, error, "reading Secret %s: %s", w->file.secret_name, strerror(-error));
+                k = error_setf(&detail, error, "reading Secret %s: %s", w->file.secret_name,
+                               strerror(-error));
         else if (!value)
                 k = error_setf(&detail, -ENOENT, "Secret %s has no data key %s", w->file.secret_name,
                                w->file.secret_key);
         else if (base64_decode(value, SIZE_MAX, &data, &size) < 0)
-                k = error_setf(&detail, -EBADMSG, "Secret %s: data key %s is not base64", w->file.secret_name,
-                               w->file.secret_key);
+                k = error_setf(&detail, -EBADMSG, "Secret %s: data key %s is not base64",
+                               w->file.secret_name, w->file.secret_key);
         else {
                 /* The content is a secret: only the path and the errno ever reach a message. */
                 k = osc_write_file(r->deps.config->osc.root_directory, w->file.path, data, size,
@@ -54,7 +56,7 @@ static void on_secret(KubeRequest *req, int error, json_t *object, void *userdat
         }
         if (data)
                 explicit_bzero(data, size);
-        osc_runner_op_clear(r);         /* `object` is not used below */
+        osc_runner_op_clear(r); /* `object` is not used below */
         osc_runner_item_ended(r, MIN(k, 0), detail);
 }
 
@@ -68,7 +70,8 @@ static int start_secret(OscRunner *r, const OscWork *w, char **ret_detail) {
                 return error_setf(ret_detail, -ENOTCONN, "no API server connection to read the Secret");
         /* The model refused an invalid name already (InvalidDesiredState); a saved work list from an
          * older version may still hold one. */
-        k = kube_path(KUBE_RESOURCE_SECRETS, r->deps.config->osc.namespace, w->file.secret_name, NULL, &path);
+        k = kube_path(KUBE_RESOURCE_SECRETS, r->deps.config->osc.namespace, w->file.secret_name, NULL,
+                      &path);
         if (k == -EINVAL)
                 return error_setf(ret_detail, k, "not a valid Secret name");
         if (k >= 0)
@@ -116,15 +119,15 @@ static int read_host_cas(OscRunner *r, const OscRegistry *g, const OscRegistryHo
                 char *grown;
                 int k;
 
-                if ((**ca == '/' ? asprintf(&path, "%s", *ca)
-                                 : asprintf(&path, OSC_CONTAINERD_CERTS_DIR "/%s/%s", g->upstream, *ca)) < 0)
+                if ((**ca == '/' ? asprintf(&path, "%s", *ca) :
+                                   asprintf(&path, OSC_CONTAINERD_CERTS_DIR "/%s/%s", g->upstream, *ca)) < 0)
                         return -ENOMEM;
                 k = path_below_root(r->deps.config->osc.root_directory, path, &full);
                 if (k >= 0)
                         k = read_full_file(full, REGISTRY_CA_MAX, &pem, &size);
                 if (k < 0)
-                        return error_setf(ret_detail, k, "upstream %s: CA file %s of host %s: %s", g->upstream,
-                                          path, h->url, strerror(-k));
+                        return error_setf(ret_detail, k, "upstream %s: CA file %s of host %s: %s",
+                                          g->upstream, path, h->url, strerror(-k));
                 grown = realloc(all, n + size + 2);
                 if (!grown)
                         return -ENOMEM;
@@ -149,14 +152,14 @@ static int abandoned(const OscRunner *r, char **ret_detail) {
         const OscRegistry *g = &osc_runner_current(r)->registry;
 
         return error_setf(ret_detail, -ESTALE,
-                          "upstream %s: readiness probe of %s abandoned: OSC %s supersedes this one", g->upstream,
-                          g->hosts[r->probe_host].url, r->desired);
+                          "upstream %s: readiness probe of %s abandoned: OSC %s supersedes this one",
+                          g->upstream, g->hosts[r->probe_host].url, r->desired);
 }
 
 static void on_probed(HttpProbe *p, int error, const char *message, unsigned n_probes, void *userdata);
 
-/* docs/node-protocol.md §6.4 step 9: a new or changed registry with readinessProbe gets its hosts.toml only once each
- * of its hosts answers. Its item comes after the unit commands and the kubelet health check
+/* docs/node-protocol.md §6.4 step 9: a new or changed registry with readinessProbe gets its hosts.toml only
+ * once each of its hosts answers. Its item comes after the unit commands and the kubelet health check
  * (core/osc-diff.h), where upstream waits for its asynchronous probes: a mirror running in this
  * cluster, which may need this very node, never holds the node's own files and units back. 1: every
  * host answered and hosts.toml is written; 0: a probe is in flight; -errno (and *ret_detail). */
@@ -202,11 +205,11 @@ static void on_probed(HttpProbe *p, int error, const char *message, unsigned n_p
         if (error < 0)
                 k = error_setf(&detail, error, "upstream %s: %s", g->upstream, strempty(message));
         else {
-                log_info("Registry host %s of upstream %s answered after %u probe(s).", g->hosts[r->probe_host].url,
-                         g->upstream, n_probes);
+                log_info("Registry host %s of upstream %s answered after %u probe(s).",
+                         g->hosts[r->probe_host].url, g->upstream, n_probes);
                 r->probe_host++;
         }
-        osc_runner_op_clear(r);         /* `message` is not used below */
+        osc_runner_op_clear(r); /* `message` is not used below */
         if (error >= 0) {
                 k = probe_next_host(r, &detail);
                 if (k == 0)
@@ -248,14 +251,14 @@ static void on_pulled(FileStage *st, const FileStageResult *res, void *userdata)
                         log_info("Installed %s from %s (%s).", w->file.path, w->file.image,
                                  res->reused ? "already pulled" : strempty(res->file_digest));
         }
-        osc_runner_op_clear(r);         /* `res` is not used below */
+        osc_runner_op_clear(r); /* `res` is not used below */
         osc_runner_item_ended(r, MIN(k, 0), detail);
 }
 
-/* An imageRef file (docs/node-protocol.md §6.4 step 10) through the same staging as the kubelet's: resolved, every
- * layer verified against its digest, the file extracted safely, kept in a store of its own under a
- * key of image and path (a second apply of the same image does not download again). 1: nothing to
- * pull (the kubelet's), 0: pulling, -errno (and *ret_detail). */
+/* An imageRef file (docs/node-protocol.md §6.4 step 10) through the same staging as the kubelet's: resolved,
+ * every layer verified against its digest, the file extracted safely, kept in a store of its own under a key
+ * of image and path (a second apply of the same image does not download again). 1: nothing to pull (the
+ * kubelet's), 0: pulling, -errno (and *ret_detail). */
 static int start_pull(OscRunner *r, const OscWork *w, char **ret_detail) {
         _cleanup_free_ char *dir = NULL, *staging = NULL, *key = NULL;
         char hex[DIGEST_STRING_MAX];
@@ -273,12 +276,14 @@ static int start_pull(OscRunner *r, const OscWork *w, char **ret_detail) {
                 if (k < 0)
                         return error_setf(ret_detail, k, "cannot create the image file store");
         }
-        if (asprintf(&key, "%s\n%s", w->file.image, w->file.file_in_image) < 0 || digest_buffer(key, strlen(key), &d) < 0)
+        if (asprintf(&key, "%s\n%s", w->file.image, w->file.file_in_image) < 0 ||
+            digest_buffer(key, strlen(key), &d) < 0)
                 return -ENOMEM;
         digest_format_hex(&d, hex);
         hex[32] = 0;
         k = file_stage_start(r->deps.event, r->deps.registry, r->images,
-                             &(FileStageRequest) { .image = w->file.image, .file_path = w->file.file_in_image,
+                             &(FileStageRequest) { .image = w->file.image,
+                                                   .file_path = w->file.file_in_image,
                                                    .version = hex },
                              NULL, on_pulled, r, &st);
         if (k == -EINVAL)

@@ -123,14 +123,17 @@ static void prepare_failed(OscRunner *r, int error, char *message, uint64_t now_
         bool final = invalid || error == -EPERM;
 
         r->error_code = invalid ? UPDATE_FAILURE_INVALID_DESIRED_STATE : UPDATE_FAILURE_FILE_APPLY_FAILED;
-        r->retry_usec = final ? 0
-                                : now_usec + MIN(PREPARE_RETRY_FIRST_USEC << MIN(r->failures, 16u), PREPARE_RETRY_MAX_USEC);
+        r->retry_usec = final ?
+                0 :
+                now_usec + MIN(PREPARE_RETRY_FIRST_USEC << MIN(r->failures, 16u), PREPARE_RETRY_MAX_USEC);
         r->failures = final ? 0 : r->failures + 1;
         r->error = message;
-        if (!r->error && asprintf(&r->error, "cannot compute the changes of the OSC: %s", strerror(-error)) < 0)
+        if (!r->error &&
+            asprintf(&r->error, "cannot compute the changes of the OSC: %s", strerror(-error)) < 0)
                 r->error = NULL;
         if (r->error && log_once_check(&r->logged_error, 0, r->error)) {
-                log_error("OSC %s: %s%s", strempty(r->checksum), r->error, final ? "" : " (retrying with back-off)");
+                log_error("OSC %s: %s%s", strempty(r->checksum), r->error,
+                          final ? "" : " (retrying with back-off)");
                 if (!final)
                         warning_event(r, "OSCChangesNotComputed", r->error);
         }
@@ -157,12 +160,14 @@ static void log_plan(const OscRunner *r) {
                 n++;
                 if (len < PLAN_LOG_LINE_MAX)
                         continue;
-                log_info("OSC %s plan, items %zu-%zu of %zu: %s", r->checksum, first + 1, first + n, total, line);
+                log_info("OSC %s plan, items %zu-%zu of %zu: %s", r->checksum, first + 1, first + n, total,
+                         line);
                 first += n;
                 n = len = 0;
         }
         if (n > 0)
-                log_info("OSC %s plan, items %zu-%zu of %zu: %s", r->checksum, first + 1, first + n, total, line);
+                log_info("OSC %s plan, items %zu-%zu of %zu: %s", r->checksum, first + 1, first + n, total,
+                         line);
 }
 
 /* The bytes that become the last-applied OSC: the executor's OscDesired may be gone by then. */
@@ -196,14 +201,15 @@ static void prepare_now(OscRunner *r, const OscDesired *osc, const char *os_vers
                 if (!r->checksum || !r->yaml)
                         return prepare_failed(r, -ENOMEM, NULL, now_usec);
         } else
-                r->error = mfree(r->error);     /* a retry of the same OSC */
+                r->error = mfree(r->error); /* a retry of the same OSC */
 
         if (is_last_applied(r)) {
                 r->committed = true;
                 r->yaml = mfree(r->yaml);
                 return;
         }
-        k = osc_state_prepare(&(OscPrepareInput) {
+        k = osc_state_prepare(
+                &(OscPrepareInput) {
                         .state_directory = c->state_directory,
                         .root_directory = c->osc.root_directory,
                         .model = r->model,
@@ -215,7 +221,8 @@ static void prepare_now(OscRunner *r, const OscDesired *osc, const char *os_vers
                         .replaced_units = c->osc.replaced_units,
                         .protected = &r->own_files,
                         .self_unit = c->restart.self_unit,
-                }, &r->changes, &baseline, &warning, &error);
+                },
+                &r->changes, &baseline, &warning, &error);
         if (warning) {
                 /* A corrupt bookkeeping file was moved aside: the work starts over, and says so. */
                 log_warning("OSC %s: %s.", r->checksum, warning);
@@ -231,13 +238,17 @@ static void prepare_now(OscRunner *r, const OscDesired *osc, const char *os_vers
         r->retry_usec = 0;
         log_info("OSC %s: %zu change(s) to apply (%s)%s; the whole plan is in %s/%s.", r->checksum,
                  osc_changes_remaining(r->changes), baseline_to_string(baseline),
-                 osc_in_place_flags_any(&r->changes->in_place) ? "; in-place changes wait for ReadyForUpdate" : "",
+                 osc_in_place_flags_any(&r->changes->in_place) ?
+                         "; in-place changes wait for ReadyForUpdate" :
+                         "",
                  c->state_directory, OSC_STATE_PLAN);
         log_plan(r);
         for (size_t i = 0; i < r->changes->n_items; i++)
                 if (r->changes->items[i].kind == OSC_WORK_SKIP_FILE && !r->changes->items[i].done)
-                        log_notice("OSC %s: skipping file %s: its content has neither inline, secretRef nor imageRef "
-                                   "(as gardener-node-agent does).", r->checksum, r->changes->items[i].file.path);
+                        log_notice(
+                                "OSC %s: skipping file %s: its content has neither inline, secretRef nor imageRef "
+                                "(as gardener-node-agent does).",
+                                r->checksum, r->changes->items[i].file.path);
 }
 
 static bool restarts_unit(const OscChanges *c, const char *unit) {
@@ -260,10 +271,11 @@ void osc_runner_prepare(OscRunner *r, const OscDesired *osc, const NodeView *nod
          * (a fresh node's first OSC) there is no checksum on it to compare. */
         if (!osc || osc->refused || isempty(osc->checksum))
                 return;
-        /* The Node already says this OSC is applied (docs/node-protocol.md §2.2): the decider does nothing with it. */
+        /* The Node already says this OSC is applied (docs/node-protocol.md §2.2): the decider does nothing
+         * with it. */
         if (node && streq_ptr(node->applied_checksum, osc->checksum))
                 return;
-        assert(!r->done);       /* the executor never decides while a run is in flight */
+        assert(!r->done); /* the executor never decides while a run is in flight */
         if (!streq_ptr(r->checksum, osc->checksum) || (r->error && now_usec >= r->retry_usec))
                 prepare_now(r, osc, os_version, now_usec);
 
@@ -299,9 +311,10 @@ static void log_masked(const OscRunner *r) {
         if (osc_masked_describe(&r->masked, &text) < 0)
                 log_oom();
         else if (text)
-                log_warning("%s%s: left masked (a symlink to /dev/null), unmask for the OSC to manage it: %s.",
-                            r->repairing ? "The drift repair" : "OSC ", r->repairing ? "" : strempty(r->checksum),
-                            text);
+                log_warning(
+                        "%s%s: left masked (a symlink to /dev/null), unmask for the OSC to manage it: %s.",
+                        r->repairing ? "The drift repair" : "OSC ",
+                        r->repairing ? "" : strempty(r->checksum), text);
 }
 
 static void finish(OscRunner *r, int error, UpdateFailureCode code, const char *message) {
@@ -326,14 +339,16 @@ static int persist_done(OscRunner *r, const size_t *indices, size_t n) {
         k = osc_state_save_done(r->deps.config->state_directory, r->changes, indices, n);
         for (size_t i = 0; k >= 0 && i < n; i++)
                 if (unit_guard_is_self_restart(self, &r->changes->items[indices[i]]))
-                        log_notice("OSC %s changed the agent's own unit %s: restarting it now (marked done first, "
-                                   "so once); the next process finishes the OSC.", r->checksum, self);
+                        log_notice(
+                                "OSC %s changed the agent's own unit %s: restarting it now (marked done first, "
+                                "so once); the next process finishes the OSC.",
+                                r->checksum, self);
         return k;
 }
 
 /* Our item failed: the run fails with `code` (_UPDATE_FAILURE_INVALID: the item's own) naming it
- * (upstream's reason for the kubelet health check, for MCM: docs/node-protocol.md §9 scenario 25); the item stays not
- * done. */
+ * (upstream's reason for the kubelet health check, for MCM: docs/node-protocol.md §9 scenario 25); the item
+ * stays not done. */
 static void item_failed(OscRunner *r, UpdateFailureCode code, int error, const char *detail) {
         const OscWork *w = osc_runner_current(r);
         _cleanup_free_ char *message = NULL;
@@ -341,14 +356,16 @@ static void item_failed(OscRunner *r, UpdateFailureCode code, int error, const c
 
         detail = detail ?: strerror(-error);
         if (code < 0)
-                code = error == -EOPNOTSUPP                   ? UPDATE_FAILURE_UNSUPPORTED_CHANGE
-                       : w->kind == OSC_WORK_KUBELET_HEALTH ? UPDATE_FAILURE_KUBELET_UNHEALTHY
-                                                              : UPDATE_FAILURE_FILE_APPLY_FAILED;
+                code = error == -EOPNOTSUPP                ? UPDATE_FAILURE_UNSUPPORTED_CHANGE :
+                        w->kind == OSC_WORK_KUBELET_HEALTH ? UPDATE_FAILURE_KUBELET_UNHEALTHY :
+                                                             UPDATE_FAILURE_FILE_APPLY_FAILED;
         if (code == UPDATE_FAILURE_KUBELET_UNHEALTHY)
                 k = kubelet_health_failure_reason(detail, &message);
         else
-                k = asprintf(&message, "%s: %s", osc_work_target(w) ?: osc_work_kind_to_string(w->kind), detail) < 0
-                            ? -ENOMEM : 0;
+                k = asprintf(&message, "%s: %s", osc_work_target(w) ?: osc_work_kind_to_string(w->kind),
+                             detail) < 0 ?
+                        -ENOMEM :
+                        0;
         if (k < 0)
                 message = NULL;
         finish(r, error < 0 ? error : -EIO, code, message ?: "applying the OSC failed");
@@ -426,8 +443,10 @@ static void on_masked(OscApplier *a, const char *path, const char *left_out, voi
 }
 
 static void on_containerd_late(OscApplier *a, const char *socket, uint64_t waited_usec, void *userdata) {
-        log_warning("containerd was restarted but %s did not accept a connection within %" PRIu64 " s; restarting "
-                    "the kubelet all the same.", socket, waited_usec / USEC_PER_SEC);
+        log_warning("containerd was restarted but %s did not accept a connection within %" PRIu64
+                    " s; restarting "
+                    "the kubelet all the same.",
+                    socket, waited_usec / USEC_PER_SEC);
 }
 
 static int on_items_done(OscApplier *a, const size_t *indices, size_t n, void *userdata) {
@@ -441,7 +460,7 @@ static void on_stopped(OscApplier *a, size_t at, const OscApplyFailure *f, void 
 
         if (!f) {
                 osc_runner_op_clear(r);
-                return run_next(r);     /* item `at`, ours, or the end */
+                return run_next(r); /* item `at`, ours, or the end */
         }
         if (asprintf(&message, "%s: %s", strempty(f->subject), strempty(f->detail)) < 0)
                 message = NULL;
@@ -494,8 +513,10 @@ static void retire(const char *root, const char *path, const char *what) {
 void osc_runner_retire_bootstrap_credentials(OscRunner *r) {
         const char *root = r->deps.config->osc.root_directory;
 
-        retire(root, KUBELET_DIRECTORY "/" KUBELET_BOOTSTRAP_KUBECONFIG, "the kubelet's bootstrap kubeconfig");
-        retire(root, IDENTITY_GNA_DIRECTORY "/" GNA_BOOTSTRAP_TOKEN, "gardener-node-agent's bootstrap token");
+        retire(root, KUBELET_DIRECTORY "/" KUBELET_BOOTSTRAP_KUBECONFIG,
+               "the kubelet's bootstrap kubeconfig");
+        retire(root, IDENTITY_GNA_DIRECTORY "/" GNA_BOOTSTRAP_TOKEN,
+               "gardener-node-agent's bootstrap token");
 }
 
 /* Every item is done: the OSC becomes the last-applied one (docs/node-protocol.md §6.4 step 19). */
@@ -509,7 +530,8 @@ static void commit(OscRunner *r) {
                 if (asprintf(&message, "%s/%s: %s", r->deps.config->state_directory, OSC_STATE_LAST_APPLIED,
                              strerror(-k)) < 0)
                         message = NULL;
-                return finish(r, k, UPDATE_FAILURE_FILE_APPLY_FAILED, message ?: "cannot record the last-applied OSC");
+                return finish(r, k, UPDATE_FAILURE_FILE_APPLY_FAILED,
+                              message ?: "cannot record the last-applied OSC");
         }
         n = r->changes ? r->changes->n_items : 0;
         r->running = NULL;
@@ -518,7 +540,8 @@ static void commit(OscRunner *r) {
         r->changes = osc_changes_free(r->changes);
         json_decref(r->plan);
         r->plan = NULL;
-        log_notice("Applied every change of OSC %s (%zu item(s)); it is the last-applied OSC now.", r->checksum, n);
+        log_notice("Applied every change of OSC %s (%zu item(s)); it is the last-applied OSC now.",
+                   r->checksum, n);
         finish(r, 0, _UPDATE_FAILURE_INVALID, NULL);
 }
 
@@ -542,7 +565,8 @@ static void run_next(OscRunner *r) {
                 if (osc_applier_handles(w)) {
                         k = start_applier(r);
                         if (k < 0)
-                                finish(r, k, UPDATE_FAILURE_FILE_APPLY_FAILED, "cannot start applying the OSC");
+                                finish(r, k, UPDATE_FAILURE_FILE_APPLY_FAILED,
+                                       "cannot start applying the OSC");
                         return;
                 }
                 k = osc_runner_start_item(r, w, &detail);
@@ -566,12 +590,13 @@ static int refuse_in_repair(OscRunner *r, const char *unit, const char *why) {
         int k;
 
         if (osc_changes_refuse_unit(r->running, unit) == 0)
-                return 0;               /* nothing of it left to leave out: refused as a whole */
-        if (asprintf(&joined, "%s%s%s (%s)", strempty(r->refused), r->refused ? "; " : "", unit, strempty(why)) < 0)
+                return 0; /* nothing of it left to leave out: refused as a whole */
+        if (asprintf(&joined, "%s%s%s (%s)", strempty(r->refused), r->refused ? "; " : "", unit,
+                     strempty(why)) < 0)
                 return -ENOMEM;
         free(r->refused);
         r->refused = joined;
-        osc_runner_op_clear(r);         /* frees `unit` and `why` */
+        osc_runner_op_clear(r); /* frees `unit` and `why` */
         k = run_start(r);
         return k < 0 ? k : 1;
 }
@@ -590,7 +615,8 @@ static void on_guarded(OscGuard *g, int error, const char *unit, const char *why
                 if (k > 0)
                         return;
                 if (k < 0)
-                        return finish(r, k, UPDATE_FAILURE_UNIT_APPLY_FAILED, "cannot go on with the repair");
+                        return finish(r, k, UPDATE_FAILURE_UNIT_APPLY_FAILED,
+                                      "cannot go on with the repair");
         }
         /* Refused, or systemd could not be asked: either way nothing of the OSC ran. */
         if (asprintf(&message, "%s: %s", strempty(unit), strempty(why)) < 0)
@@ -619,7 +645,7 @@ static void on_reached(const UnitJobResult *result, void *userdata) {
         OscRunner *r = userdata;
         int k;
 
-        r->op = (OscOp) { .kind = OSC_OP_NONE };        /* the UnitControl frees the job */
+        r->op = (OscOp) { .kind = OSC_OP_NONE }; /* the UnitControl frees the job */
         k = result->error < 0 ? result->error : start_guard(r);
         if (k < 0)
                 finish(r, k, UPDATE_FAILURE_UNIT_APPLY_FAILED,
@@ -701,7 +727,7 @@ bool osc_runner_work_pending(const OscRunner *r) {
         if (r->checksum)
                 return r->changes && !r->committed;
         if (asprintf(&path, "%s/%s", r->deps.config->state_directory, OSC_STATE_CHANGES) < 0)
-                return true;    /* not knowing is not "nothing pending" */
+                return true; /* not knowing is not "nothing pending" */
         return access(path, F_OK) >= 0;
 }
 
@@ -718,7 +744,8 @@ void osc_runner_cancel(OscRunner *r) {
                 run_clear(r);
 }
 
-/* ---- setup ---------------------------------------------------------------------------------------------- */
+/* ---- setup ----------------------------------------------------------------------------------------------
+ */
 
 static char *lower_host_name(void) {
         char buf[256] = "";
@@ -746,7 +773,7 @@ static int protect(OscProtected *p, const char *path, const char *what) {
         real = realpath(path, NULL);
         if (k >= 0 && real)
                 k = osc_protected_add(p, real, what);
-        return k == -ENOMEM ? k : 0;    /* a path that is no path protects nothing */
+        return k == -ENOMEM ? k : 0; /* a path that is no path protects nothing */
 }
 
 /* What no OSC file may touch (core/osc-protected.h says why): the agent's state and configuration
@@ -792,7 +819,8 @@ int osc_runner_new(const OscRunnerDeps *deps, OscRunner **ret) {
         r->host_name = lower_host_name();
         if (!r->host_name)
                 return -ENOMEM;
-        r->model_options = (OscModelOptions) { .host_name = r->host_name, .containerd_path = r->deps.config->path };
+        r->model_options =
+                (OscModelOptions) { .host_name = r->host_name, .containerd_path = r->deps.config->path };
         k = protect_own_files(r);
         if (k < 0)
                 return k;

@@ -16,25 +16,25 @@
 #include "util/time-util.h"
 
 typedef struct CheckedUnit {
-        OscUnitsVerify *owner;          /* borrowed */
-        char *name;                     /* owned */
-        sd_bus_slot *slot;              /* owned: the read in flight */
+        OscUnitsVerify *owner; /* borrowed */
+        char *name;            /* owned */
+        sd_bus_slot *slot;     /* owned: the read in flight */
         UnitRunning running;
-        char *why;                      /* owned: its state, for the message */
+        char *why; /* owned: its state, for the message */
 } CheckedUnit;
 
 struct OscUnitsVerify {
-        sd_event *event;                /* borrowed */
-        sd_bus *bus;                    /* ref held; NULL: no systemd */
-        CheckedUnit *units;             /* owned */
+        sd_event *event;    /* borrowed */
+        sd_bus *bus;        /* ref held; NULL: no systemd */
+        CheckedUnit *units; /* owned */
         size_t n_units;
-        size_t pending;                 /* reads of this round in flight */
-        uint64_t deadline_usec;         /* CLOCK_MONOTONIC */
+        size_t pending;         /* reads of this round in flight */
+        uint64_t deadline_usec; /* CLOCK_MONOTONIC */
         uint64_t interval_usec;
         uint64_t timeout_usec;
-        int error;                      /* the outcome, once known */
-        char *message;                  /* owned */
-        sd_event_source *timer;         /* owned: the next round, or the outcome from the loop */
+        int error;              /* the outcome, once known */
+        char *message;          /* owned */
+        sd_event_source *timer; /* owned: the next round, or the outcome from the loop */
         OscUnitsVerifyDone done;
         void *userdata;
 };
@@ -63,7 +63,8 @@ static int load_units(OscUnitsVerify *v, const OscUnitsVerifyParams *p, char **r
         size_t n;
         int r;
 
-        r = osc_state_read_applied(p->state_directory, p->root_directory, p->model_options, &m, &path, ret_error);
+        r = osc_state_read_applied(p->state_directory, p->root_directory, p->model_options, &m, &path,
+                                   ret_error);
         if (r < 0)
                 return r;
         r = unit_health_units_started(m, p->replaced_units, &names, &n);
@@ -73,7 +74,8 @@ static int load_units(OscUnitsVerify *v, const OscUnitsVerifyParams *p, char **r
         if (!v->units)
                 return -ENOMEM;
         for (size_t i = 0; i < n; i++) {
-                v->units[i] = (CheckedUnit) { .owner = v, .name = strdup(names[i]), .running = UNIT_WAITING };
+                v->units[i] =
+                        (CheckedUnit) { .owner = v, .name = strdup(names[i]), .running = UNIT_WAITING };
                 v->n_units++;
                 if (!v->units[i].name)
                         return -ENOMEM;
@@ -87,7 +89,8 @@ static char *not_running(const OscUnitsVerify *v) {
 
         for (size_t i = 0; i < v->n_units; i++)
                 if (v->units[i].running != UNIT_RUNNING &&
-                    strextendf_with_separator(&s, ", ", "%s (%s)", v->units[i].name, strempty(v->units[i].why)) < 0)
+                    strextendf_with_separator(&s, ", ", "%s (%s)", v->units[i].name,
+                                              strempty(v->units[i].why)) < 0)
                         return NULL;
         return TAKE_PTR(s);
 }
@@ -141,13 +144,14 @@ static void round_end(OscUnitsVerify *v) {
                 return;
         }
         if (!failed && event_now_usec(v->event) < v->deadline_usec) {
-                if (sd_event_add_time_relative(v->event, &v->timer, CLOCK_MONOTONIC, v->interval_usec, USEC_PER_MSEC,
-                                               on_next_round, v) >= 0)
+                if (sd_event_add_time_relative(v->event, &v->timer, CLOCK_MONOTONIC, v->interval_usec,
+                                               USEC_PER_MSEC, on_next_round, v) >= 0)
                         return;
         }
         list = not_running(v);
-        if (list && asprintf(&m, "units of the OSC not running%s%s: %s", failed ? "" : " after ",
-                             failed ? "" : format_duration(d, sizeof(d), v->timeout_usec), list) < 0)
+        if (list &&
+            asprintf(&m, "units of the OSC not running%s%s: %s", failed ? "" : " after ",
+                     failed ? "" : format_duration(d, sizeof(d), v->timeout_usec), list) < 0)
                 m = NULL;
         free(list);
         finish(v, failed ? -ESRCH : -ETIMEDOUT, m);
@@ -165,9 +169,13 @@ static void on_state(int error, const UnitState *st, void *userdata) {
                 why = "state unknown";
         } else {
                 UnitHealthState h = {
-                        .name = u->name, .enabled = true, .load_state = st->load_state,
-                        .active_state = st->active_state, .sub_state = st->sub_state,
-                        .service_type = st->service_type, .triggered = st->triggered,
+                        .name = u->name,
+                        .enabled = true,
+                        .load_state = st->load_state,
+                        .active_state = st->active_state,
+                        .sub_state = st->sub_state,
+                        .service_type = st->service_type,
+                        .triggered = st->triggered,
                 };
                 u->running = unit_health_running(&h, &why);
         }
@@ -191,8 +199,8 @@ static void round_start(OscUnitsVerify *v) {
                 round_end(v);
 }
 
-int osc_units_verify_start(sd_event *event, sd_bus *bus, const OscUnitsVerifyParams *p, OscUnitsVerifyDone done,
-                           void *userdata, OscUnitsVerify **ret) {
+int osc_units_verify_start(sd_event *event, sd_bus *bus, const OscUnitsVerifyParams *p,
+                           OscUnitsVerifyDone done, void *userdata, OscUnitsVerify **ret) {
         _cleanup_(osc_units_verify_freep) OscUnitsVerify *v = NULL;
         _cleanup_free_ char *error = NULL, *m = NULL;
         int r;

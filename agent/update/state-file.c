@@ -59,13 +59,15 @@ int state_file_load(const char *dir, UpdateTransaction **ret, char **ret_error) 
         /* Keep the evidence and start clean: moving it aside is what makes the next start work. */
         if (rename(path, aside) < 0) {
                 r = -errno;
-                if (ret_error && asprintf(ret_error, "%s is corrupt (%s) and could not be moved aside: %s", path,
-                                          strempty(why), strerror(-r)) < 0)
+                if (ret_error &&
+                    asprintf(ret_error, "%s is corrupt (%s) and could not be moved aside: %s", path,
+                             strempty(why), strerror(-r)) < 0)
                         *ret_error = NULL;
                 return r;
         }
         (void) fsync_parent_dir(path);
-        if (ret_error && asprintf(ret_error, "%s is corrupt (%s); moved to %s", path, strempty(why), aside) < 0)
+        if (ret_error &&
+            asprintf(ret_error, "%s is corrupt (%s); moved to %s", path, strempty(why), aside) < 0)
                 *ret_error = NULL;
         return -EBADMSG;
 }

@@ -31,7 +31,8 @@ int base64_encode(const void *data, size_t size, bool url, char **ret) {
 }
 
 static bool is_alphabet(char c) {
-        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/';
+        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+                c == '/';
 }
 
 static bool is_blank(char c) {

@@ -93,7 +93,7 @@ static int open_parent_dir(const char *path, const char **ret_name) {
         dir = slash == path ? strdup("/") : slash ? strndup(path, (size_t) (slash - path)) : strdup(".");
         if (!dir)
                 return -ENOMEM;
-        *ret_name = slash ? slash + 1 : path;   /* set on every path: callers read it after a check */
+        *ret_name = slash ? slash + 1 : path; /* set on every path: callers read it after a check */
         fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         return fd < 0 ? -errno : fd;
 }
@@ -124,7 +124,8 @@ int fsync_directory(const char *dir) {
 int write_file_atomic_temp_name(const char *path, char **ret) {
         const char *slash = strrchr(path, '/');
 
-        if (asprintf(ret, "%.*s.%s.tmp", slash ? (int) (slash - path + 1) : 0, path, slash ? slash + 1 : path) < 0)
+        if (asprintf(ret, "%.*s.%s.tmp", slash ? (int) (slash - path + 1) : 0, path,
+                     slash ? slash + 1 : path) < 0)
                 return -ENOMEM;
         return 0;
 }
@@ -267,7 +268,7 @@ int copy_file_to_fd(const char *from, int out, mode_t mode) {
                         return -errno;
                 }
                 if (n == 0)
-                        return -EIO;    /* the file shrank under us */
+                        return -EIO; /* the file shrank under us */
                 left -= n;
         }
         return fchmod(out, mode) < 0 || fsync(out) < 0 ? -errno : 0;

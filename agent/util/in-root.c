@@ -89,13 +89,14 @@ static int walk_in_root(int root_fd, const char *path, int *ret_fd) {
                         if (fstat(cur, &st) < 0)
                                 return -errno;
                         if (same_inode(&st, &root_st))
-                                continue;       /* ".." of the root is the root */
+                                continue; /* ".." of the root is the root */
                 }
                 fd = openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
                 if (fd < 0 || fstat(fd, &st) < 0)
                         return -errno;
                 if (S_ISLNK(st.st_mode))
-                        r = ++links > IN_ROOT_SYMLINKS_MAX ? -ELOOP : follow_link(root_fd, fd, &cur, &todo, &p);
+                        r = ++links > IN_ROOT_SYMLINKS_MAX ? -ELOOP :
+                                                             follow_link(root_fd, fd, &cur, &todo, &p);
                 else if (!S_ISDIR(st.st_mode))
                         r = -ENOTDIR;
                 else
@@ -138,14 +139,15 @@ int open_dir_in_root(int root_fd, const char *path, int *ret_fd) {
                 r = openat2_in_root(root_fd, rel, ret_fd);
                 if (r != -ENOSYS)
                         return r;
-                no_openat2 = true;      /* the kernel will not grow it while we run */
+                no_openat2 = true; /* the kernel will not grow it while we run */
         }
         return walk_in_root(root_fd, rel, ret_fd);
 }
 
 /* `name` made in `dir_fd` with exactly `mode`, opened; a component that appeared meanwhile is
  * resolved again (a dangling symlink stays -ENOENT: nothing is created through it). */
-static int mkdir_component(int root_fd, int dir_fd, const char *prefix, const char *name, mode_t mode, int *ret_fd) {
+static int mkdir_component(int root_fd, int dir_fd, const char *prefix, const char *name, mode_t mode,
+                           int *ret_fd) {
         _cleanup_close_ int fd = -EBADF;
 
         if (mkdirat(dir_fd, name, mode) < 0)
@@ -253,7 +255,7 @@ int path_in_root_canonical(int root_fd, const char *path, char **ret) {
                 return -errno;
         if ((size_t) k >= sizeof(buf))
                 return -ENAMETOOLONG;
-        resolved = strndup(buf, (size_t) (k == 1 && buf[0] == '/' ? 0 : k));     /* "/" + "/etc" */
+        resolved = strndup(buf, (size_t) (k == 1 && buf[0] == '/' ? 0 : k)); /* "/" + "/etc" */
         if (!resolved)
                 return -ENOMEM;
         r = append_components(&resolved, rest);

@@ -17,15 +17,15 @@ static bool key_is_plain(const char *key) {
         if (!*key)
                 return false;
         for (const char *c = key; *c; c++)
-                if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
-                      *c == '-'))
+                if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                      *c == '_' || *c == '-'))
                         return false;
         return true;
 }
 
 /* "<where>.<key>" or "<where>["<key>"]", then "[<index>]" for a list entry (index >= 0). */
-static int field_errorv(char **ret_error, const char *where, const char *key, ssize_t index, const char *format,
-                        va_list ap) {
+static int field_errorv(char **ret_error, const char *where, const char *key, ssize_t index,
+                        const char *format, va_list ap) {
         _cleanup_free_ char *what = NULL, *idx = NULL;
         bool plain = key_is_plain(key);
 
@@ -35,8 +35,11 @@ static int field_errorv(char **ret_error, const char *where, const char *key, ss
                 *ret_error = NULL;
                 return -EINVAL;
         }
-        if (asprintf(ret_error, "%s%s%s%s%s: %s", strempty(where), isempty(where) ? "" : plain ? "." : "[\"", key,
-                     isempty(where) || plain ? "" : "\"]", strempty(idx), what) < 0)
+        if (asprintf(ret_error, "%s%s%s%s%s: %s", strempty(where),
+                     isempty(where) ? "" :
+                             plain  ? "." :
+                                      "[\"",
+                     key, isempty(where) || plain ? "" : "\"]", strempty(idx), what) < 0)
                 *ret_error = NULL;
         return -EINVAL;
 }
@@ -51,8 +54,8 @@ int json_field_error(char **ret_error, const char *where, const char *key, const
         return r;
 }
 
-int json_field_entry_error(char **ret_error, const char *where, const char *key, size_t index, const char *format,
-                           ...) {
+int json_field_entry_error(char **ret_error, const char *where, const char *key, size_t index,
+                           const char *format, ...) {
         va_list ap;
         int r;
 
@@ -62,8 +65,8 @@ int json_field_entry_error(char **ret_error, const char *where, const char *key,
         return r;
 }
 
-static int field_typed(const json_t *obj, const char *where, const char *key, json_type type, const char *name,
-                       const json_t **ret, char **ret_error) {
+static int field_typed(const json_t *obj, const char *where, const char *key, json_type type,
+                       const char *name, const json_t **ret, char **ret_error) {
         const json_t *v = json_field(obj, key);
 
         *ret = NULL;
@@ -73,12 +76,14 @@ static int field_typed(const json_t *obj, const char *where, const char *key, js
         return 0;
 }
 
-int json_field_object(const json_t *obj, const char *where, const char *key, const json_t **ret, char **ret_error) {
+int json_field_object(const json_t *obj, const char *where, const char *key, const json_t **ret,
+                      char **ret_error) {
         assert(ret);
         return field_typed(obj, where, key, JSON_OBJECT, "an object", ret, ret_error);
 }
 
-int json_field_array(const json_t *obj, const char *where, const char *key, const json_t **ret, char **ret_error) {
+int json_field_array(const json_t *obj, const char *where, const char *key, const json_t **ret,
+                     char **ret_error) {
         assert(ret);
         return field_typed(obj, where, key, JSON_ARRAY, "a list", ret, ret_error);
 }
@@ -107,8 +112,8 @@ static const char *string_problem(const json_t *v, size_t max, char *buf, size_t
         return NULL;
 }
 
-int json_field_string(const json_t *obj, const char *where, const char *key, size_t max, JsonFieldFlags flags,
-                      char **ret, char **ret_error) {
+int json_field_string(const json_t *obj, const char *where, const char *key, size_t max,
+                      JsonFieldFlags flags, char **ret, char **ret_error) {
         const json_t *v = json_field(obj, key);
         const char *problem;
         char buf[64];
@@ -176,7 +181,8 @@ int json_field_bool(const json_t *obj, const char *where, const char *key, int *
         return 0;
 }
 
-int json_field_integer(const json_t *obj, const char *where, const char *key, json_int_t *ret, char **ret_error) {
+int json_field_integer(const json_t *obj, const char *where, const char *key, json_int_t *ret,
+                       char **ret_error) {
         const json_t *v = json_field(obj, key);
 
         assert(ret);

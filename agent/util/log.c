@@ -21,7 +21,7 @@ static char *log_transaction;
 static char *log_phase;
 
 static const char *const level_names[] = {
-        [LOG_EMERG] = "emerg", [LOG_ALERT] = "alert", [LOG_CRIT] = "crit",   [LOG_ERR] = "err",
+        [LOG_EMERG] = "emerg",     [LOG_ALERT] = "alert",   [LOG_CRIT] = "crit", [LOG_ERR] = "err",
         [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice", [LOG_INFO] = "info", [LOG_DEBUG] = "debug",
 };
 
@@ -36,8 +36,8 @@ LogTarget log_get_target(void) {
                 return log_target;
         /* Under systemd the journal socket exists; in a terminal or a test harness it usually
          * does not, and then stderr is the only place anyone will look. */
-        return stat(JOURNAL_SOCKET, &st) == 0 && S_ISSOCK(st.st_mode) ? LOG_TARGET_JOURNAL
-                                                                      : LOG_TARGET_STDERR;
+        return stat(JOURNAL_SOCKET, &st) == 0 && S_ISSOCK(st.st_mode) ? LOG_TARGET_JOURNAL :
+                                                                        LOG_TARGET_STDERR;
 }
 
 void log_set_max_level(int level) {
@@ -89,11 +89,11 @@ static void log_to_stderr(int level, const char *message_id, const char *msg) {
         fputc('\n', stderr);
 }
 
-static void log_to_journal(int level, int error, const char *message_id, const char *file,
-                           int line, const char *func, const char *msg) {
+static void log_to_journal(int level, int error, const char *message_id, const char *file, int line,
+                           const char *func, const char *msg) {
         char f_prio[32], f_line[32], f_errno[32];
-        _cleanup_free_ char *f_msg = NULL, *f_file = NULL, *f_func = NULL, *f_tx = NULL,
-                            *f_phase = NULL, *f_mid = NULL;
+        _cleanup_free_ char *f_msg = NULL, *f_file = NULL, *f_func = NULL, *f_tx = NULL, *f_phase = NULL,
+                            *f_mid = NULL;
         struct iovec iov[12];
         size_t n = 0;
 
@@ -129,8 +129,8 @@ static void log_to_journal(int level, int error, const char *message_id, const c
                 log_to_stderr(level, message_id, msg);
 }
 
-int log_internal(int level, int error, const char *message_id, const char *file, int line,
-                 const char *func, const char *format, ...) {
+int log_internal(int level, int error, const char *message_id, const char *file, int line, const char *func,
+                 const char *format, ...) {
         _cleanup_free_ char *msg = NULL;
         int saved_errno = errno;
         va_list ap;

@@ -18,7 +18,8 @@ static uint64_t random_u64(void) {
                 struct timespec ts;
 
                 (void) clock_gettime(CLOCK_REALTIME, &ts);
-                fallback = ((uint64_t) ts.tv_nsec << 32) ^ (uint64_t) ts.tv_sec ^ ((uint64_t) getpid() << 16);
+                fallback =
+                        ((uint64_t) ts.tv_nsec << 32) ^ (uint64_t) ts.tv_sec ^ ((uint64_t) getpid() << 16);
         }
         /* xorshift64* */
         fallback ^= fallback >> 12;

@@ -63,8 +63,8 @@ char *format_duration(char *buf, size_t size, uint64_t usec) {
         assert(buf && size > 0);
         buf[0] = '\0';
 
-#define APPEND(v, unit)                                                                     \
-        if ((v) > 0 && off < size)                                                          \
+#define APPEND(v, unit)            \
+        if ((v) > 0 && off < size) \
                 off += (size_t) snprintf(buf + off, size - off, "%llu" unit, (unsigned long long) (v));
         APPEND(h, "h");
         APPEND(m, "m");
@@ -95,7 +95,8 @@ char *format_rfc3339(char buf[static RFC3339_MAX], uint64_t realtime_usec, bool 
         if (n == 0)
                 return NULL;
         if (micro)
-                (void) snprintf(buf + n, RFC3339_MAX - n, ".%06uZ", (unsigned) (realtime_usec % USEC_PER_SEC));
+                (void) snprintf(buf + n, RFC3339_MAX - n, ".%06uZ",
+                                (unsigned) (realtime_usec % USEC_PER_SEC));
         else
                 (void) snprintf(buf + n, RFC3339_MAX - n, "Z");
         return buf;

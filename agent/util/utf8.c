@@ -66,7 +66,7 @@ static size_t sanitize_one(const char *s, size_t n, size_t i, char *ret_c) {
 
 char *utf8_sanitize(const char *s, size_t n, size_t max_bytes) {
         size_t o = 0, limit = max_bytes;
-        bool cut = n > max_bytes;       /* sanitising never changes the length */
+        bool cut = n > max_bytes; /* sanitising never changes the length */
         char *out;
 
         assert(s || n == 0);
@@ -102,7 +102,7 @@ char *utf8_quote(const char *s, size_t n) {
 
         assert(s || n == 0);
 
-        out = malloc(n * 4 + 3);        /* worst case: every byte becomes \xNN */
+        out = malloc(n * 4 + 3); /* worst case: every byte becomes \xNN */
         if (!out)
                 return NULL;
         p = out;

@@ -10,13 +10,12 @@
 
 typedef struct Parser {
         yaml_parser_t yaml;
-        char *error;            /* owned */
+        char *error; /* owned */
 } Parser;
 
 static int fail(Parser *p, int r, const yaml_mark_t *mark, const char *what) {
         free(p->error);
-        if (asprintf(&p->error, "line %zu, column %zu: %s", mark->line + 1, mark->column + 1,
-                     what) < 0)
+        if (asprintf(&p->error, "line %zu, column %zu: %s", mark->line + 1, mark->column + 1, what) < 0)
                 p->error = NULL;
         return r;
 }
@@ -24,8 +23,7 @@ static int fail(Parser *p, int r, const yaml_mark_t *mark, const char *what) {
 static int next_event(Parser *p, yaml_event_t *ev) {
         if (yaml_parser_parse(&p->yaml, ev))
                 return 0;
-        return fail(p, -EBADMSG, &p->yaml.problem_mark,
-                    p->yaml.problem ? p->yaml.problem : "invalid YAML");
+        return fail(p, -EBADMSG, &p->yaml.problem_mark, p->yaml.problem ? p->yaml.problem : "invalid YAML");
 }
 
 static bool match_any(const char *s, const char *const *words) {
@@ -41,7 +39,7 @@ static json_t *plain_scalar(const char *s, size_t len) {
         static const char *const falses[] = { "false", "False", "FALSE", NULL };
         char *end;
 
-        if (strlen(s) != len)   /* embedded NUL: keep it a string, jansson copes */
+        if (strlen(s) != len) /* embedded NUL: keep it a string, jansson copes */
                 return json_stringn(s, len);
         if (match_any(s, nulls))
                 return json_null();
@@ -163,8 +161,7 @@ static int parse_node(Parser *p, yaml_event_t *ev, unsigned depth, json_t **ret)
                 const char *s = (const char *) ev->data.scalar.value;
                 const char *tag = (const char *) ev->data.scalar.tag;
 
-                if (ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
-                    !(tag && streq(tag, YAML_STR_TAG)))
+                if (ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && !(tag && streq(tag, YAML_STR_TAG)))
                         v = plain_scalar(s, ev->data.scalar.length);
                 else
                         v = json_stringn(s, ev->data.scalar.length);

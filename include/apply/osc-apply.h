@@ -44,10 +44,10 @@
 typedef struct OscApplier OscApplier;
 
 typedef struct OscApplyFailure {
-        UpdateFailureCode code;         /* FileApplyFailed, UnitApplyFailed, UnsupportedChange */
-        const char *subject;            /* the path, unit or upstream */
-        int error;                      /* -errno */
-        const char *detail;             /* human: "enable: Unit file x does not exist", "Permission denied" */
+        UpdateFailureCode code; /* FileApplyFailed, UnitApplyFailed, UnsupportedChange */
+        const char *subject;    /* the path, unit or upstream */
+        int error;              /* -errno */
+        const char *detail;     /* human: "enable: Unit file x does not exist", "Permission denied" */
 } OscApplyFailure;
 
 typedef struct OscApplierCallbacks {
@@ -70,13 +70,13 @@ typedef struct OscApplierCallbacks {
 } OscApplierCallbacks;
 
 typedef struct OscApplierParams {
-        const char *root_directory;     /* osc.rootDirectory */
-        const char *unit_directory;     /* systemd.unitDirectory */
-        const char *self_unit;          /* restart.selfUnit: its restart is marked done before it runs */
-        const char *kubelet_unit;       /* kubelet.unit: its restart after containerd's waits for
-                                         * <root>/run/containerd/containerd.sock to accept (NULL: never) */
-        bool restore;                   /* a drift repair: a unit's files are restored, nothing else in
-                                         * its <name>.d removed (osc_restore_unit_files()) */
+        const char *root_directory; /* osc.rootDirectory */
+        const char *unit_directory; /* systemd.unitDirectory */
+        const char *self_unit;      /* restart.selfUnit: its restart is marked done before it runs */
+        const char *kubelet_unit;   /* kubelet.unit: its restart after containerd's waits for
+                                     * <root>/run/containerd/containerd.sock to accept (NULL: never) */
+        bool restore;               /* a drift repair: a unit's files are restored, nothing else in
+                                     * its <name>.d removed (osc_restore_unit_files()) */
 } OscApplierParams;
 
 int osc_applier_new(sd_event *event, UnitControl *uc, OscChanges *changes, const OscApplierParams *p,
@@ -90,4 +90,3 @@ bool osc_applier_handles(const OscWork *w);
 
 /* Starts at the first item not done (from a deferred event source, so callbacks never run inside). */
 int osc_applier_start(OscApplier *a);
-

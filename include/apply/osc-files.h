@@ -28,7 +28,8 @@
 /* Writes `data` to root+path with `mode`, creating missing parent directories 0755. With
  * `if_changed`, a file that already has this content only gets its mode enforced.
  * Returns 1 if the content was written, 0 if it was already there. */
-int osc_write_file(const char *root, const char *path, const void *data, size_t size, mode_t mode, bool if_changed);
+int osc_write_file(const char *root, const char *path, const void *data, size_t size, mode_t mode,
+                   bool if_changed);
 
 /* Installs the verified file `source` (an imageRef file staged from its image) as root+path with
  * `mode`: hard-linked under a temporary name in the target's directory (copied when `source` is on

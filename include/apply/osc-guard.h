@@ -23,9 +23,9 @@
 typedef struct OscGuard OscGuard;
 
 typedef struct OscGuardParams {
-        const char *self_unit;          /* restart.selfUnit */
-        char *const *replaced_units;    /* osc.replacedUnits */
-        const char *kubelet_unit;       /* kubelet.unit */
+        const char *self_unit;       /* restart.selfUnit */
+        char *const *replaced_units; /* osc.replacedUnits */
+        const char *kubelet_unit;    /* kubelet.unit */
         const char *containerd_unit;
 } OscGuardParams;
 
@@ -39,7 +39,7 @@ typedef void (*OscGuardDone)(OscGuard *g, int error, const char *unit, const cha
 bool osc_guard_needed(const OscChanges *c);
 
 /* Starts the reads; `done` comes later from the bus, never from inside this call. */
-int osc_guard_start(sd_bus *bus, const OscGuardParams *p, const OscChanges *c, OscGuardDone done, void *userdata,
-                    OscGuard **ret);
+int osc_guard_start(sd_bus *bus, const OscGuardParams *p, const OscChanges *c, OscGuardDone done,
+                    void *userdata, OscGuard **ret);
 OscGuard *osc_guard_free(OscGuard *g);
 DEFINE_CLEANUP_FUNC(OscGuard, osc_guard_free);

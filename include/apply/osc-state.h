@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The persisted side of applying an OSC (docs/contract.md §9.2, docs/node-protocol.md §2.3 steps 1-2 and 6, §6.4
- * step 19):
- *   <stateDirectory>/last-applied-osc.yaml          the OSC whose every change is applied (0600)
- *   <stateDirectory>/last-computed-osc-changes.json the work list for one checksum, written once (0600)
+/* The persisted side of applying an OSC (docs/contract.md §9.2, docs/node-protocol.md §2.3 steps 1-2 and 6,
+ * §6.4 step 19): <stateDirectory>/last-applied-osc.yaml          the OSC whose every change is applied
+ * (0600) <stateDirectory>/last-computed-osc-changes.json the work list for one checksum, written once (0600)
  *   <stateDirectory>/last-computed-osc-changes.done which of its items are done: one line per item,
  *                                                   appended and fdatasync()ed as each one finishes
  *   <stateDirectory>/last-computed-osc-plan.json    the whole plan of the last computed work list
@@ -45,31 +44,31 @@
 
 typedef struct OscPrepareInput {
         const char *state_directory;
-        const char *root_directory;             /* for the GNA handover file */
-        const OscModel *model;                  /* the new OSC, decoded once at intake (borrowed); NULL:
-                                                 * decoded here from yaml with model_options */
-        const char *yaml;                       /* the new osc.yaml */
+        const char *root_directory; /* for the GNA handover file */
+        const OscModel *model;      /* the new OSC, decoded once at intake (borrowed); NULL:
+                                     * decoded here from yaml with model_options */
+        const char *yaml;           /* the new osc.yaml */
         size_t size;
-        const char *checksum;                   /* the Secret's checksum/data-script */
-        OscModelOptions model_options;          /* hostname, PATH for the containerd drop-in */
+        const char *checksum;          /* the Secret's checksum/data-script */
+        OscModelOptions model_options; /* hostname, PATH for the containerd drop-in */
         const char *current_os_version;
         char *const *replaced_units;
-        const OscProtected *protected;          /* the agent's own files; NULL: no check at all */
-        const char *self_unit;                  /* restart.selfUnit */
+        const OscProtected *protected; /* the agent's own files; NULL: no check at all */
+        const char *self_unit;         /* restart.selfUnit */
 } OscPrepareInput;
 
 typedef enum OscBaseline {
-        OSC_BASELINE_RESUMED,           /* saved work for this checksum */
-        OSC_BASELINE_LAST_APPLIED,      /* diffed against our last-applied OSC */
-        OSC_BASELINE_HANDOVER,          /* diffed against gardener-node-agent's */
-        OSC_BASELINE_NONE,              /* first apply */
+        OSC_BASELINE_RESUMED,      /* saved work for this checksum */
+        OSC_BASELINE_LAST_APPLIED, /* diffed against our last-applied OSC */
+        OSC_BASELINE_HANDOVER,     /* diffed against gardener-node-agent's */
+        OSC_BASELINE_NONE,         /* first apply */
 } OscBaseline;
 
 /* *ret_warning (may be NULL): set when a corrupt file was moved aside, else NULL. Errors: the new
  * OSC does not decode (-EINVAL, -EBADMSG, -EFBIG, -ENODATA, naming the field), or a file cannot be
  * read or written (-errno naming the path: retriable). */
-int osc_state_prepare(const OscPrepareInput *in, OscChanges **ret, OscBaseline *ret_baseline, char **ret_warning,
-                      char **ret_error);
+int osc_state_prepare(const OscPrepareInput *in, OscChanges **ret, OscBaseline *ret_baseline,
+                      char **ret_warning, char **ret_error);
 /* The whole work list, written once: replaces the saved list and forgets its done-log. */
 int osc_state_save_changes(const char *state_directory, const OscChanges *c);
 /* Whether an OSC was ever applied on this node: a last-applied OSC exists, ours or (below
@@ -81,8 +80,8 @@ bool osc_state_any_applied(const char *state_directory, const char *root_directo
  * *ret, its path in *ret_path. -ENOENT when neither exists (no message); another read or decode
  * error sets *ret_error naming the file. Unlike osc_state_prepare(), nothing is moved aside: a reader
  * does not repair, the next apply does. */
-int osc_state_read_applied(const char *state_directory, const char *root_directory, const OscModelOptions *opts,
-                           OscModel **ret, char **ret_path, char **ret_error);
+int osc_state_read_applied(const char *state_directory, const char *root_directory,
+                           const OscModelOptions *opts, OscModel **ret, char **ret_path, char **ret_error);
 /* Items `indices[0..n)` of the saved list `c` are done: a line each appended to the done-log, in one
  * write, and fdatasync()ed. */
 int osc_state_save_done(const char *state_directory, const OscChanges *c, const size_t *indices, size_t n);

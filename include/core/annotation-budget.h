@@ -18,7 +18,7 @@
 #include <stddef.h>
 
 #define ANNOTATION_BUDGET_TOTAL (64 * 1024)
-#define ANNOTATION_BUDGET_OTHER 1024U           /* a key without a share (the agent writes none) */
+#define ANNOTATION_BUDGET_OTHER 1024U /* a key without a share (the agent writes none) */
 
 /* The value budget of `key` in bytes. */
 size_t annotation_budget(const char *key);

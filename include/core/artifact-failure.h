@@ -10,11 +10,11 @@
 
 typedef enum ArtifactFailure {
         ARTIFACT_FAILURE_NONE,
-        ARTIFACT_FAILURE_UNAVAILABLE,           /* registry unreachable, 404, 401, malformed manifest */
-        ARTIFACT_FAILURE_DIGEST_MISMATCH,       /* manifest or blob differs from its digest or size */
-        ARTIFACT_FAILURE_UNSAFE_ARCHIVE,        /* escaping entry, device node, bomb, not a regular file */
-        ARTIFACT_FAILURE_DISK_SPACE,            /* not enough room for the blob or the file */
-        ARTIFACT_FAILURE_KUBELET_UNHEALTHY,     /* healthz did not answer 200 within healthTimeout */
+        ARTIFACT_FAILURE_UNAVAILABLE,       /* registry unreachable, 404, 401, malformed manifest */
+        ARTIFACT_FAILURE_DIGEST_MISMATCH,   /* manifest or blob differs from its digest or size */
+        ARTIFACT_FAILURE_UNSAFE_ARCHIVE,    /* escaping entry, device node, bomb, not a regular file */
+        ARTIFACT_FAILURE_DISK_SPACE,        /* not enough room for the blob or the file */
+        ARTIFACT_FAILURE_KUBELET_UNHEALTHY, /* healthz did not answer 200 within healthTimeout */
         _ARTIFACT_FAILURE_MAX,
         _ARTIFACT_FAILURE_INVALID = -EINVAL,
 } ArtifactFailure;

@@ -3,9 +3,9 @@
 
 /* The agent's configuration (docs/contract.md §3): /etc/inplace-agent/config.yaml plus config.d/<name>.yaml
  * drop-ins in lexical order, later keys winning. Pure: decoding and defaults only;
- * daemon/config-files reads the files and the environment. The resulting Config is immutable once config_finalize()
- * ran. Does not log:
- * errors come back as -errno plus a message naming file, key and reason. */
+ * daemon/config-files reads the files and the environment. The resulting Config is immutable once
+ * config_finalize() ran. Does not log: errors come back as -errno plus a message naming file, key and
+ * reason. */
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -33,41 +33,41 @@ typedef enum RebootMethod {
 
 /* osc.driftRepair: what the drift check does about what it finds (duties/drift-repair.h). */
 typedef enum DriftRepairMode {
-        DRIFT_REPAIR_REPAIR,            /* restore it as an apply would, then one Warning Event */
-        DRIFT_REPAIR_WARN,              /* one Warning Event, nothing touched */
+        DRIFT_REPAIR_REPAIR, /* restore it as an apply would, then one Warning Event */
+        DRIFT_REPAIR_WARN,   /* one Warning Event, nothing touched */
         _DRIFT_REPAIR_MAX,
         _DRIFT_REPAIR_INVALID = -EINVAL,
 } DriftRepairMode;
 
 typedef struct RegistryMirror {
-        char *host;     /* owned: upstream registry host, e.g. "registry.example.com" */
-        char *url;      /* owned: mirror base URL, e.g. "https://mirror.local:5000" */
+        char *host; /* owned: upstream registry host, e.g. "registry.example.com" */
+        char *url;  /* owned: mirror base URL, e.g. "https://mirror.local:5000" */
 } RegistryMirror;
 
 typedef struct Config {
-        char *node_name;                /* owned */
-        char *kubeconfig;               /* owned */
-        char *bootstrap_kubeconfig;     /* owned; "" until finalized = <stateDirectory>/bootstrap-kubeconfig */
-        char *state_directory;          /* owned */
-        char *os_release;               /* owned */
-        char *config_directory;         /* owned; where the configuration files were read (not a key:
-                                         * set by daemon/config-files); NULL if none were */
-        char *path;                     /* owned; the agent's $PATH (not a key: set from the environment
-                                         * at start), written into containerd's drop-in; NULL if unset */
+        char *node_name;            /* owned */
+        char *kubeconfig;           /* owned */
+        char *bootstrap_kubeconfig; /* owned; "" until finalized = <stateDirectory>/bootstrap-kubeconfig */
+        char *state_directory;      /* owned */
+        char *os_release;           /* owned */
+        char *config_directory;     /* owned; where the configuration files were read (not a key:
+                                     * set by daemon/config-files); NULL if none were */
+        char *path;                 /* owned; the agent's $PATH (not a key: set from the environment
+                                     * at start), written into containerd's drop-in; NULL if unset */
 
         struct {
-                char *namespace;        /* owned */
-                char *secret_name;      /* owned; "" = from the Node label */
-                char *root_directory;   /* owned; OSC paths are resolved below it (docs/contract.md §9.5) */
-                char **replaced_units;  /* owned strv; never written or started (docs/contract.md §9.4) */
+                char *namespace;       /* owned */
+                char *secret_name;     /* owned; "" = from the Node label */
+                char *root_directory;  /* owned; OSC paths are resolved below it (docs/contract.md §9.5) */
+                char **replaced_units; /* owned strv; never written or started (docs/contract.md §9.4) */
                 DriftRepairMode drift_repair;
-                uint64_t drift_interval_usec;   /* between drift checks (jittered); the first at start */
+                uint64_t drift_interval_usec; /* between drift checks (jittered); the first at start */
         } osc;
 
         struct {
-                char *binary_path;      /* owned */
-                char *unit;             /* owned */
-                char *healthz_url;      /* owned */
+                char *binary_path; /* owned */
+                char *unit;        /* owned */
+                char *healthz_url; /* owned */
                 uint64_t health_timeout_usec;
                 unsigned keep_versions;
         } kubelet;
@@ -75,44 +75,46 @@ typedef struct Config {
         struct {
                 OsUpdateBackend backend;
                 uint64_t timeout_usec;
-                char *min_version_for_update;   /* owned; "" = none (the last source of docs/contract.md §9.10) */
+                char *min_version_for_update; /* owned; "" = none (the last source of docs/contract.md §9.10)
+                                               */
                 struct {
-                        char *reference;                /* owned; may contain "{version}" */
-                        char *install_directory;        /* owned */
-                        char *name_prefix;              /* owned */
+                        char *reference;         /* owned; may contain "{version}" */
+                        char *install_directory; /* owned */
+                        char *name_prefix;       /* owned */
                         unsigned boot_tries;
                 } image;
                 RebootMethod reboot;
         } os_update;
 
         struct {
-                char *ca_file;                  /* owned */
-                char *auth_file;                /* owned */
-                RegistryMirror *mirrors;        /* owned array */
+                char *ca_file;           /* owned */
+                char *auth_file;         /* owned */
+                RegistryMirror *mirrors; /* owned array */
                 size_t n_mirrors;
         } registry;
 
         struct {
-                char *self_unit;        /* owned */
+                char *self_unit; /* owned */
         } restart;
 
         struct {
                 uint64_t job_timeout_usec;
-                char *unit_directory;   /* owned; unit files and drop-ins of the OSC (not re-rooted) */
-                char *runtime_unit_directory;   /* owned; the replaced units' drop-ins (duties/replaced-units.h) */
+                char *unit_directory;         /* owned; unit files and drop-ins of the OSC (not re-rooted) */
+                char *runtime_unit_directory; /* owned; the replaced units' drop-ins
+                                                 (duties/replaced-units.h) */
         } systemd;
 
         struct {
                 bool enabled;
-                char *namespace;        /* owned */
-                char *name;             /* owned; "" until finalized = gardener-node-agent-<node> */
+                char *namespace; /* owned */
+                char *name;      /* owned; "" until finalized = gardener-node-agent-<node> */
                 uint64_t duration_usec;
         } lease;
 
         struct {
-                bool enabled;           /* say what keeps us from the API server on the kernel console */
-                char *path;             /* owned; "" = standard output (the unit sends it to the kernel
-                                         * log), else a file, FIFO or /dev/kmsg the lines are appended to */
+                bool enabled; /* say what keeps us from the API server on the kernel console */
+                char *path;   /* owned; "" = standard output (the unit sends it to the kernel
+                               * log), else a file, FIFO or /dev/kmsg the lines are appended to */
         } console;
 } Config;
 
@@ -127,17 +129,18 @@ DEFINE_CLEANUP_FUNC(Config, config_free);
 int config_apply_json(Config *c, const json_t *doc, const char *source, char **ret_error);
 
 /* "<source>: <key>: <reason>" into *ret_error (when not NULL); returns -EINVAL. */
-int config_errorf(char **ret_error, const char *source, const char *key, const char *fmt, ...) _printf_(4, 5);
+int config_errorf(char **ret_error, const char *source, const char *key, const char *fmt, ...)
+        _printf_(4, 5);
 
 /* What the command line and the environment say, resolved by the caller (daemon/config-files.c);
  * NULL or "" means "not given". */
 typedef struct ConfigOverrides {
         const char *node_name;
-        const char *node_name_source;   /* "--node-name" or "$NODE_NAME", for messages */
+        const char *node_name_source; /* "--node-name" or "$NODE_NAME", for messages */
         const char *kubeconfig;
         const char *state_dir;
-        const char *hostname;           /* the fallback node name, lower-cased here */
-        const char *path;               /* $PATH */
+        const char *hostname; /* the fallback node name, lower-cased here */
+        const char *path;     /* $PATH */
 } ConfigOverrides;
 
 /* Overrides, then derived defaults (nodeName from the hostname, lease.name from the node name). */

@@ -25,17 +25,17 @@
 #define CONTACT_CONSOLE_REMEMBER 8
 
 typedef struct ContactSaid {
-        char *reason;                   /* owned; NULL: a free slot */
-        uint64_t usec;                  /* CLOCK_MONOTONIC: when the console was last told */
+        char *reason;  /* owned; NULL: a free slot */
+        uint64_t usec; /* CLOCK_MONOTONIC: when the console was last told */
 } ContactSaid;
 
 typedef struct ContactBlocker {
-        char *reason;                   /* owned: the current reason; NULL while not blocked */
-        char *first_reason;             /* owned: the first reason of this stretch */
-        uint64_t since_usec;            /* CLOCK_MONOTONIC: the stretch began */
-        uint64_t since_realtime_usec;   /* CLOCK_REALTIME: the same moment, for people */
-        ContactSaid said[CONTACT_CONSOLE_REMEMBER];     /* what the console was told, and when */
-        bool contacted;                 /* the first contact happened: nothing more to track */
+        char *reason;                               /* owned: the current reason; NULL while not blocked */
+        char *first_reason;                         /* owned: the first reason of this stretch */
+        uint64_t since_usec;                        /* CLOCK_MONOTONIC: the stretch began */
+        uint64_t since_realtime_usec;               /* CLOCK_REALTIME: the same moment, for people */
+        ContactSaid said[CONTACT_CONSOLE_REMEMBER]; /* what the console was told, and when */
+        bool contacted;                             /* the first contact happened: nothing more to track */
 } ContactBlocker;
 
 void contact_blocker_done(ContactBlocker *b);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* containerd's /etc/containerd/config.toml as the agent writes it (docs/node-protocol.md §6.4 step 5, upstream's
- * ReconcileContainerdConfig), rendered from the OSC's criConfig (the OscModel's containerd_config:
- * {sandboxImage, plugins, cgroupDriver}).
+/* containerd's /etc/containerd/config.toml as the agent writes it (docs/node-protocol.md §6.4 step 5,
+ * upstream's ReconcileContainerdConfig), rendered from the OSC's criConfig (the OscModel's
+ * containerd_config: {sandboxImage, plugins, cgroupDriver}).
  *
  * Upstream starts from `containerd config default` when the file is missing and edits the TOML it
  * finds. We have no TOML parser and do not want one: the agent owns config.toml entirely and renders
@@ -40,10 +40,10 @@
 #define CONTAINERD_CONFIG_IMPORTS "/etc/containerd/conf.d/*.toml"
 #define CONTAINERD_CERTS_DIR "/etc/containerd/certs.d"
 #define CONTAINERD_CNI_BIN_DIR "/opt/cni/bin"
-#define CONTAINERD_CONFIG_DEPTH_MAX 16          /* tables and arrays below the document root */
-#define CONTAINERD_CONFIG_KEY_MAX 256           /* bytes of one key or path element */
-#define CONTAINERD_CONFIG_PLUGINS_MAX 256       /* criConfig.containerd.plugins entries */
-#define CONTAINERD_CONFIG_ARRAY_MAX 4096        /* elements of one array in plugin values */
+#define CONTAINERD_CONFIG_DEPTH_MAX 16    /* tables and arrays below the document root */
+#define CONTAINERD_CONFIG_KEY_MAX 256     /* bytes of one key or path element */
+#define CONTAINERD_CONFIG_PLUGINS_MAX 256 /* criConfig.containerd.plugins entries */
+#define CONTAINERD_CONFIG_ARRAY_MAX 4096  /* elements of one array in plugin values */
 
 /* Renders config.toml from `config` ({sandboxImage, plugins, cgroupDriver}, all optional; NULL is
  * the empty object). -EINVAL with *ret_error (if not NULL) naming the field, -ENOMEM. */

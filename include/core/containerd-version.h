@@ -23,8 +23,8 @@
 #define CONTAINERD_VERSION_GRPC_MESSAGE_MAX 512
 
 typedef struct ContainerdVersion {
-        char *version;                  /* owned; "" when the reply had none */
-        char *revision;                 /* owned; "" when the reply had none */
+        char *version;  /* owned; "" when the reply had none */
+        char *revision; /* owned; "" when the reply had none */
 } ContainerdVersion;
 
 void containerd_version_done(ContainerdVersion *v);
@@ -36,8 +36,8 @@ extern const uint8_t containerd_version_request[5];
  * 0 and *ret filled on grpc-status 0 with one well-formed VersionResponse. Otherwise -EBADMSG (or
  * -ENOMEM) and *ret_error says what was wrong, Go's gRPC error text for a status other than 0
  * ("rpc error: code = Unavailable desc = ..."). */
-int containerd_version_decode(const char *grpc_status, const char *grpc_message, const void *body, size_t size,
-                              ContainerdVersion *ret, char **ret_error);
+int containerd_version_decode(const char *grpc_status, const char *grpc_message, const void *body,
+                              size_t size, ContainerdVersion *ret, char **ret_error);
 
 /* The gRPC status code's name ("Unavailable"), or NULL for a code gRPC does not define. */
 const char *grpc_code_to_string(unsigned code);

@@ -16,8 +16,8 @@
  * not fit in uint64 microseconds. Empty, a missing unit or an unknown unit: -EINVAL. */
 int go_duration_parse(const char *s, uint64_t *ret_usec);
 
-/* GNA's delayer (docs/node-protocol.md §2.1 "Watch scope"): the delay for the next OSC Secret update from the Node
- * annotation node-agent.gardener.cloud/reconciliation-delay. Absent (NULL) or unparseable: the
+/* GNA's delayer (docs/node-protocol.md §2.1 "Watch scope"): the delay for the next OSC Secret update from
+ * the Node annotation node-agent.gardener.cloud/reconciliation-delay. Absent (NULL) or unparseable: the
  * previous delay stays (returns -ENODATA / -EINVAL, for a log line); else 0 and *delay_usec set. */
 int reconciliation_delay_update(const char *annotation, uint64_t *delay_usec);
 

@@ -23,20 +23,20 @@
 #define HEALTH_TOGGLE_WINDOW_USEC (10 * 60 * USEC_PER_SEC)
 
 typedef enum HealthVerdict {
-        HEALTH_OK,                      /* healthy, and was */
-        HEALTH_RECOVERED,               /* healthy again */
-        HEALTH_FIRST_FAILURE,           /* unhealthy, newly */
-        HEALTH_FAILING,                 /* unhealthy, within the grace time (or a restart is refused) */
-        HEALTH_RESTART,                 /* unhealthy for the grace time: restart the unit */
-        HEALTH_OWNED,                   /* unhealthy, newly, while an update step owns the unit: not
-                                         * said, not counted (its own health check judges it) */
+        HEALTH_OK,            /* healthy, and was */
+        HEALTH_RECOVERED,     /* healthy again */
+        HEALTH_FIRST_FAILURE, /* unhealthy, newly */
+        HEALTH_FAILING,       /* unhealthy, within the grace time (or a restart is refused) */
+        HEALTH_RESTART,       /* unhealthy for the grace time: restart the unit */
+        HEALTH_OWNED,         /* unhealthy, newly, while an update step owns the unit: not
+                               * said, not counted (its own health check judges it) */
 } HealthVerdict;
 
 /* Who may restart the unit when a probe comes in. */
 typedef enum HealthOwner {
-        HEALTH_OWNER_CHECK,             /* this check: judge, and restart after the grace time */
-        HEALTH_OWNER_CHECK_RESTARTING,  /* this check, whose restart is in flight: judge, no second one */
-        HEALTH_OWNER_UPDATE,            /* an update step restarts the unit itself and checks it */
+        HEALTH_OWNER_CHECK,            /* this check: judge, and restart after the grace time */
+        HEALTH_OWNER_CHECK_RESTARTING, /* this check, whose restart is in flight: judge, no second one */
+        HEALTH_OWNER_UPDATE,           /* an update step restarts the unit itself and checks it */
 } HealthOwner;
 
 typedef struct HealthTracker {
@@ -55,7 +55,7 @@ void health_tracker_restarted(HealthTracker *t, uint64_t now_usec);
 
 typedef struct ToggleTracker {
         bool known, ready;
-        uint64_t became_ready[HEALTH_TOGGLES_MAX];     /* a ring of the latest NotReady→Ready times */
+        uint64_t became_ready[HEALTH_TOGGLES_MAX]; /* a ring of the latest NotReady→Ready times */
         unsigned n, next;
 } ToggleTracker;
 

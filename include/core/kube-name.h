@@ -21,7 +21,8 @@ typedef enum KubeNameKind {
         KUBE_NAME_LABEL,        /* namespaces: one label, at most 63 characters */
         KUBE_NAME_PATH_SEGMENT, /* CertificateSigningRequests, which the API server names freely (kubelet's
                                  * and GNA's are base64url): apimachinery's IsValidPathSegmentName, narrowed
-                                 * to what a URL carries as is: [A-Za-z0-9._~-], not "." or "..", at most 253 */
+                                 * to what a URL carries as is: [A-Za-z0-9._~-], not "." or "..", at most 253
+                                 */
         _KUBE_NAME_KIND_MAX,
         _KUBE_NAME_KIND_INVALID = -EINVAL,
 } KubeNameKind;

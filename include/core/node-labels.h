@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The labels GNA puts on its Node at every OSC reconcile (docs/node-protocol.md §2.2 step 3, Appendix A, upstream
- * operatingsystemconfig/reconciler.go): node-role.kubernetes.io/worker="", or
+/* The labels GNA puts on its Node at every OSC reconcile (docs/node-protocol.md §2.2 step 3, Appendix A,
+ * upstream operatingsystemconfig/reconciler.go): node-role.kubernetes.io/worker="", or
  * node-role.kubernetes.io/control-plane="" when the OSC's spec.files has the kube-apiserver static pod
  * manifest (OscDesired.control_plane), and, when the zone file <root>/var/lib/gardener-node-agent/zone
  * exists, topology.kubernetes.io/zone=<its content, trimmed>. As upstream, a role label is only ever
@@ -12,7 +12,7 @@
 
 #include "core/node-view.h"
 
-#define NODE_ZONE_FILE "/var/lib/gardener-node-agent/zone"     /* below osc.rootDirectory */
+#define NODE_ZONE_FILE "/var/lib/gardener-node-agent/zone" /* below osc.rootDirectory */
 #define NODE_ZONE_MAX NODE_LABEL_VALUE_MAX
 
 /* The zone file's content as the label value: surrounding white space trimmed; -EINVAL if empty,

@@ -9,24 +9,24 @@
 
 #include <stdbool.h>
 
-#include "core/node-view.h"      /* NODE_CONDITION_OSC_SECRET */
+#include "core/node-view.h" /* NODE_CONDITION_OSC_SECRET */
 #include "util/macro.h"
 
 typedef enum OscAvailability {
-        OSC_AVAILABILITY_UNKNOWN,       /* not listed yet, or a transient error: nothing to say */
-        OSC_AVAILABILITY_FOUND,         /* the Secret exists and we may read it */
-        OSC_AVAILABILITY_NOT_NAMED,     /* neither osc.secretName nor the Node label names one */
-        OSC_AVAILABILITY_NOT_FOUND,     /* named, but it does not exist (or was deleted) */
-        OSC_AVAILABILITY_FORBIDDEN,     /* named, but reading it is forbidden (HTTP 403) */
+        OSC_AVAILABILITY_UNKNOWN,   /* not listed yet, or a transient error: nothing to say */
+        OSC_AVAILABILITY_FOUND,     /* the Secret exists and we may read it */
+        OSC_AVAILABILITY_NOT_NAMED, /* neither osc.secretName nor the Node label names one */
+        OSC_AVAILABILITY_NOT_FOUND, /* named, but it does not exist (or was deleted) */
+        OSC_AVAILABILITY_FORBIDDEN, /* named, but reading it is forbidden (HTTP 403) */
         _OSC_AVAILABILITY_MAX,
         _OSC_AVAILABILITY_INVALID = -EINVAL,
 } OscAvailability;
 
 /* Where the OSC Secret's name came from, first found wins (daemon/manager). */
 typedef enum OscSecretSource {
-        OSC_SECRET_FROM_CONFIG,         /* osc.secretName */
-        OSC_SECRET_FROM_LABEL,          /* the Node label */
-        OSC_SECRET_FROM_GNA_CONFIG,     /* gardener-node-agent's provisioned component config */
+        OSC_SECRET_FROM_CONFIG,     /* osc.secretName */
+        OSC_SECRET_FROM_LABEL,      /* the Node label */
+        OSC_SECRET_FROM_GNA_CONFIG, /* gardener-node-agent's provisioned component config */
         _OSC_SECRET_SOURCE_MAX,
 } OscSecretSource;
 
@@ -35,7 +35,7 @@ const char *osc_secret_source_to_string(OscSecretSource s);
 
 typedef struct OscSecretRef {
         const char *namespace;
-        const char *name;               /* NULL when none is named */
+        const char *name; /* NULL when none is named */
         OscSecretSource source;
 } OscSecretRef;
 

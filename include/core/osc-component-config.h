@@ -23,12 +23,12 @@ typedef struct OscTokenSync {
 } OscTokenSync;
 
 typedef struct OscComponentConfig {
-        char *file;                     /* the path it came from */
-        char *api_server;               /* apiServer.server; NULL if unset */
-        char *ca_file;                  /* apiServer.caFile */
-        char *secret_name;              /* controllers.operatingSystemConfig.secretName */
-        char *kubernetes_version;       /* controllers.operatingSystemConfig.kubernetesVersion */
-        OscTokenSync *token_syncs;      /* controllers.token.syncConfigs */
+        char *file;                /* the path it came from */
+        char *api_server;          /* apiServer.server; NULL if unset */
+        char *ca_file;             /* apiServer.caFile */
+        char *secret_name;         /* controllers.operatingSystemConfig.secretName */
+        char *kubernetes_version;  /* controllers.operatingSystemConfig.kubernetesVersion */
+        OscTokenSync *token_syncs; /* controllers.token.syncConfigs */
         size_t n_token_syncs;
         uint64_t token_sync_period_usec; /* controllers.token.syncPeriod; 0: unset */
 } OscComponentConfig;
@@ -49,8 +49,8 @@ int osc_component_config_from_yaml(const char *file, const char *data, size_t si
 /* The same from the OSC Secret itself (data["osc.yaml"], base64 YAML), for readers that need only
  * the component config (the token sync, the credentials rotation): -ENODATA without that key, the
  * errors of osc_model_decode_yaml(), then those above. */
-int osc_component_config_from_secret(const json_t *secret, char *const *replaced_units, OscComponentConfig **ret,
-                                     char **ret_error);
+int osc_component_config_from_secret(const json_t *secret, char *const *replaced_units,
+                                     OscComponentConfig **ret, char **ret_error);
 
 /* controllers.token of a NodeAgentConfiguration `doc` into `c` (whose token fields are unset): the one
  * parser of the token sync configs, for the OSC's component config and identity/token-sync's

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* What applying a new OSC means on this node (docs/node-protocol.md §2.3, docs/contract.md §9.2-§9.4): the diff of the
- * last-applied OscModel against the new one, as an ordered list of work items in the order of
- * docs/node-protocol.md §6.4 (containerd config, files, registries, imageRef files, changed units, deleted units,
- * daemon-reload, unit commands, kubelet health, probed registries, registry cleanup, deleted files),
+/* What applying a new OSC means on this node (docs/node-protocol.md §2.3, docs/contract.md §9.2-§9.4): the
+ * diff of the last-applied OscModel against the new one, as an ordered list of work items in the order of
+ * docs/node-protocol.md §6.4 (containerd config, files, registries, imageRef files, changed units, deleted
+ * units, daemon-reload, unit commands, kubelet health, probed registries, registry cleanup, deleted files),
  * plus the in-place flags that wait for MCM's ReadyForUpdate. A new or changed registry with
  * readinessProbe is probed before its hosts.toml is written; upstream runs those probes in parallel
  * with steps 10-16 and waits for them at step 17, so their items stand there.
@@ -37,43 +37,43 @@
 #include "core/osc-model.h"
 #include "util/macro.h"
 
-#define OSC_CHANGES_ITEMS_MAX 40000     /* bound for a decoded work list */
+#define OSC_CHANGES_ITEMS_MAX 40000 /* bound for a decoded work list */
 
 typedef enum OscWorkKind {
-        OSC_WORK_CONTAINERD_CONFIG,     /* config.toml from `containerd` (core/containerd-config.h) */
-        OSC_WORK_WRITE_FILE,            /* inline or secretRef file, with its mode */
-        OSC_WORK_SKIP_FILE,             /* a file without content (OSC_FILE_NONE): nothing written */
-        OSC_WORK_REGISTRY,              /* certs.d/<upstream>/hosts.toml (probe first if `probe`) */
-        OSC_WORK_PULL_FILE,             /* imageRef file */
-        OSC_WORK_WRITE_UNIT,            /* unit file, drop-ins (deleted ones removed), enable/disable */
-        OSC_WORK_DELETE_UNIT,           /* disable, stop, remove the file and its drop-ins */
+        OSC_WORK_CONTAINERD_CONFIG, /* config.toml from `containerd` (core/containerd-config.h) */
+        OSC_WORK_WRITE_FILE,        /* inline or secretRef file, with its mode */
+        OSC_WORK_SKIP_FILE,         /* a file without content (OSC_FILE_NONE): nothing written */
+        OSC_WORK_REGISTRY,          /* certs.d/<upstream>/hosts.toml (probe first if `probe`) */
+        OSC_WORK_PULL_FILE,         /* imageRef file */
+        OSC_WORK_WRITE_UNIT,        /* unit file, drop-ins (deleted ones removed), enable/disable */
+        OSC_WORK_DELETE_UNIT,       /* disable, stop, remove the file and its drop-ins */
         OSC_WORK_DAEMON_RELOAD,
-        OSC_WORK_UNIT_COMMAND,          /* restart/stop `name` */
-        OSC_WORK_KUBELET_HEALTH,        /* wait for the kubelet's /healthz after kubelet changes */
-        OSC_WORK_DELETE_REGISTRY,       /* remove certs.d/<upstream> */
+        OSC_WORK_UNIT_COMMAND,    /* restart/stop `name` */
+        OSC_WORK_KUBELET_HEALTH,  /* wait for the kubelet's /healthz after kubelet changes */
+        OSC_WORK_DELETE_REGISTRY, /* remove certs.d/<upstream> */
         OSC_WORK_DELETE_FILE,
         _OSC_WORK_KIND_MAX,
         _OSC_WORK_KIND_INVALID = -EINVAL,
 } OscWorkKind;
 
-const char *osc_work_kind_to_string(OscWorkKind k);   /* "write-file", "unit-command", ... */
+const char *osc_work_kind_to_string(OscWorkKind k); /* "write-file", "unit-command", ... */
 OscWorkKind osc_work_kind_from_string(const char *s);
 
 typedef struct OscWork {
         OscWorkKind kind;
         bool done;
-        bool refused;                   /* (with done) a drift repair's item the unit guard refused: left
-                                         * out, the rest of the repair goes on; never persisted */
-        OscFile file;                   /* WRITE_FILE, SKIP_FILE, PULL_FILE; DELETE_FILE: only .path */
-        OscUnit unit;                   /* WRITE_UNIT, DELETE_UNIT */
-        char **drop_ins_deleted;        /* WRITE_UNIT: drop-in names to remove; NULL-terminated or NULL */
-        bool remove_cpu_manager_state;  /* WRITE_UNIT of kubelet.service while cpuManagerPolicy changed */
-        char *name;                     /* UNIT_COMMAND: the unit; DELETE_REGISTRY: the upstream */
-        OscUnitCommand command;         /* UNIT_COMMAND */
-        OscRegistry registry;           /* REGISTRY */
-        bool probe;                     /* REGISTRY: new or changed with readinessProbe */
-        json_t *containerd;             /* CONTAINERD_CONFIG: the new OscModel's containerd_config, so a
-                                         * resumed item renders the same file without the OSC */
+        bool refused;                  /* (with done) a drift repair's item the unit guard refused: left
+                                        * out, the rest of the repair goes on; never persisted */
+        OscFile file;                  /* WRITE_FILE, SKIP_FILE, PULL_FILE; DELETE_FILE: only .path */
+        OscUnit unit;                  /* WRITE_UNIT, DELETE_UNIT */
+        char **drop_ins_deleted;       /* WRITE_UNIT: drop-in names to remove; NULL-terminated or NULL */
+        bool remove_cpu_manager_state; /* WRITE_UNIT of kubelet.service while cpuManagerPolicy changed */
+        char *name;                    /* UNIT_COMMAND: the unit; DELETE_REGISTRY: the upstream */
+        OscUnitCommand command;        /* UNIT_COMMAND */
+        OscRegistry registry;          /* REGISTRY */
+        bool probe;                    /* REGISTRY: new or changed with readinessProbe */
+        json_t *containerd;            /* CONTAINERD_CONFIG: the new OscModel's containerd_config, so a
+                                        * resumed item renders the same file without the OSC */
 } OscWork;
 
 typedef struct OscInPlaceFlags {
@@ -87,8 +87,8 @@ typedef struct OscInPlaceFlags {
 } OscInPlaceFlags;
 
 typedef struct OscChanges {
-        char *checksum;                 /* the Secret's checksum/data-script these changes lead to */
-        bool first_apply;               /* there was no last-applied OSC */
+        char *checksum;   /* the Secret's checksum/data-script these changes lead to */
+        bool first_apply; /* there was no last-applied OSC */
         bool containerd_config_changed;
         OscInPlaceFlags in_place;
         OscWork *items;
@@ -96,7 +96,7 @@ typedef struct OscChanges {
 } OscChanges;
 
 typedef struct OscDiffInput {
-        const OscModel *old;            /* NULL: first apply (docs/node-protocol.md §2.3 step 2) */
+        const OscModel *old; /* NULL: first apply (docs/node-protocol.md §2.3 step 2) */
         const OscModel *new;
         const char *checksum;
         const char *current_os_version; /* from os-release; used only when both OSCs are in-place */

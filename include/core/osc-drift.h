@@ -50,9 +50,10 @@
 #include "util/macro.h"
 
 typedef enum OscDriftPlace {
-        OSC_DRIFT_NODE_FILE,    /* an absolute OSC path (files, filePaths, config.toml, hosts.toml): below osc.rootDirectory */
-        OSC_DRIFT_UNIT_FILE,    /* a unit name: the unit directory, else (`fallback`) the OS's */
-        OSC_DRIFT_DROP_IN,      /* "<unit>.d/<drop-in>" in the unit directory */
+        OSC_DRIFT_NODE_FILE, /* an absolute OSC path (files, filePaths, config.toml, hosts.toml): below
+                                osc.rootDirectory */
+        OSC_DRIFT_UNIT_FILE, /* a unit name: the unit directory, else (`fallback`) the OS's */
+        OSC_DRIFT_DROP_IN,   /* "<unit>.d/<drop-in>" in the unit directory */
 } OscDriftPlace;
 
 /* A read's answer besides 0 and -errno: the unit file or drop-in is masked. */
@@ -65,33 +66,33 @@ typedef enum OscDriftPlace {
  * drop-in that is a symlink to /dev/null; -ENOENT when absent; -EFBIG when larger than
  * OSC_DRIFT_READ_MAX; another -errno when it cannot be read.
  * For a unit file `fallback` says whether the OS's unit directories count too. */
-typedef int (*OscDriftRead)(OscDriftPlace place, const char *name, bool fallback, char **ret, size_t *ret_size,
-                            uint32_t *ret_mode, void *userdata);
+typedef int (*OscDriftRead)(OscDriftPlace place, const char *name, bool fallback, char **ret,
+                            size_t *ret_size, uint32_t *ret_mode, void *userdata);
 
 /* What a finding is about, and so what restoring it means. */
 typedef enum OscDriftKind {
-        OSC_DRIFT_FILE,                 /* subject: an OSC file's path */
-        OSC_DRIFT_CONTAINERD_CONFIG,    /* subject: config.toml's path */
-        OSC_DRIFT_REGISTRY,             /* subject: the registry's upstream (its hosts.toml) */
-        OSC_DRIFT_UNIT_FILES,           /* subject: the unit whose file or drop-in drifted */
-        OSC_DRIFT_UNIT_ENABLEMENT,      /* subject: the unit */
-        OSC_DRIFT_UNIT_INACTIVE,        /* subject: the unit */
-        OSC_DRIFT_REPORT_ONLY,          /* nothing the OSC lets the agent restore: a file it cannot
-                                         * read, a dependency that is no OSC file, an OS unit that is
-                                         * gone (subject: the path or unit) */
+        OSC_DRIFT_FILE,              /* subject: an OSC file's path */
+        OSC_DRIFT_CONTAINERD_CONFIG, /* subject: config.toml's path */
+        OSC_DRIFT_REGISTRY,          /* subject: the registry's upstream (its hosts.toml) */
+        OSC_DRIFT_UNIT_FILES,        /* subject: the unit whose file or drop-in drifted */
+        OSC_DRIFT_UNIT_ENABLEMENT,   /* subject: the unit */
+        OSC_DRIFT_UNIT_INACTIVE,     /* subject: the unit */
+        OSC_DRIFT_REPORT_ONLY,       /* nothing the OSC lets the agent restore: a file it cannot
+                                      * read, a dependency that is no OSC file, an OS unit that is
+                                      * gone (subject: the path or unit) */
         _OSC_DRIFT_KIND_MAX,
         _OSC_DRIFT_KIND_INVALID = -EINVAL,
 } OscDriftKind;
 
 typedef struct OscDriftFinding {
-        const char *reason;     /* static */
-        char *message;          /* owned */
+        const char *reason; /* static */
+        char *message;      /* owned */
         OscDriftKind kind;
-        char *subject;          /* owned */
+        char *subject; /* owned */
 } OscDriftFinding;
 
 typedef struct OscDrift {
-        OscDriftFinding *items;         /* owned; in the order found */
+        OscDriftFinding *items; /* owned; in the order found */
         size_t n_items;
 } OscDrift;
 
@@ -99,8 +100,8 @@ void osc_drift_done(OscDrift *d);
 
 typedef struct OscDriftParams {
         const OscModel *model;
-        char *const *skip_units;        /* osc.replacedUnits (NULL: none) */
-        const char *skip_file;          /* kubelet.binaryPath (NULL: none) */
+        char *const *skip_units; /* osc.replacedUnits (NULL: none) */
+        const char *skip_file;   /* kubelet.binaryPath (NULL: none) */
 } OscDriftParams;
 
 /* Whether the units pass leaves `unit` out (the caller reads systemd only about the others). */

@@ -11,12 +11,12 @@
 #include "util/macro.h"
 
 typedef struct OscMaskedPath {
-        char *path;             /* owned */
-        char **left_out;        /* owned: "not restarted", ...; each once, in the order met */
+        char *path;      /* owned */
+        char **left_out; /* owned: "not restarted", ...; each once, in the order met */
 } OscMaskedPath;
 
 typedef struct OscMasked {
-        OscMaskedPath *paths;   /* owned: each path once, in the order met */
+        OscMaskedPath *paths; /* owned: each path once, in the order met */
         size_t n_paths;
 } OscMasked;
 

@@ -27,32 +27,32 @@
 
 #include "util/macro.h"
 
-#define OSC_MODEL_FILES_MAX 10000       /* files after merging */
-#define OSC_MODEL_UNITS_MAX 1000        /* units after merging */
-#define OSC_MODEL_DROPINS_MAX 256       /* drop-ins of one unit after merging */
-#define OSC_MODEL_FILE_PATHS_MAX 1024   /* filePaths of one unit after merging */
+#define OSC_MODEL_FILES_MAX 10000     /* files after merging */
+#define OSC_MODEL_UNITS_MAX 1000      /* units after merging */
+#define OSC_MODEL_DROPINS_MAX 256     /* drop-ins of one unit after merging */
+#define OSC_MODEL_FILE_PATHS_MAX 1024 /* filePaths of one unit after merging */
 #define OSC_MODEL_REGISTRIES_MAX 256
-#define OSC_MODEL_HOSTS_MAX 64          /* hosts of one registry */
+#define OSC_MODEL_HOSTS_MAX 64 /* hosts of one registry */
 #define OSC_MODEL_PATH_MAX 4096
-#define OSC_MODEL_NAME_MAX 256          /* unit, drop-in, secret names, upstreams */
+#define OSC_MODEL_NAME_MAX 256 /* unit, drop-in, secret names, upstreams */
 
 #define OSC_KUBELET_CONFIG_PATH "/var/lib/kubelet/config/kubelet"
 #define OSC_CONTAINERD_UNIT "containerd.service"
-#define OSC_CONTAINERD_SOCKET "/run/containerd/containerd.sock"   /* below osc.rootDirectory */
+#define OSC_CONTAINERD_SOCKET "/run/containerd/containerd.sock" /* below osc.rootDirectory */
 #define OSC_CONTAINERD_DROPIN "30-env_config.conf"
 #define OSC_CONTAINERD_BIN_DIR "/var/bin/containerruntimes"
 
 typedef enum OscFileSource {
         OSC_FILE_INLINE,
-        OSC_FILE_SECRET,        /* content.secretRef: fetched at apply time (uncached GET) */
-        OSC_FILE_IMAGE,         /* content.imageRef: pulled from a registry */
-        OSC_FILE_NONE,          /* none of the three: skipped, as upstream skips it (never written) */
+        OSC_FILE_SECRET, /* content.secretRef: fetched at apply time (uncached GET) */
+        OSC_FILE_IMAGE,  /* content.imageRef: pulled from a registry */
+        OSC_FILE_NONE,   /* none of the three: skipped, as upstream skips it (never written) */
 } OscFileSource;
 
 typedef struct OscFile {
         char *path;
         bool has_permissions;
-        uint32_t permissions;           /* valid if has_permissions; the mode is this or 0600 */
+        uint32_t permissions; /* valid if has_permissions; the mode is this or 0600 */
         OscFileSource source;
         bool b64;                       /* inline: encoding "b64" (else plain "") */
         char *data;                     /* inline: the raw (still encoded) data */
@@ -81,56 +81,56 @@ typedef struct OscDropIn {
 
 typedef struct OscUnit {
         char *name;
-        OscUnitCommand command;         /* _OSC_UNIT_COMMAND_INVALID when unset */
-        int enable;                     /* -1 unset, else 0/1 */
-        char *content;                  /* NULL: the agent writes no unit file (OS units with drop-ins) */
+        OscUnitCommand command; /* _OSC_UNIT_COMMAND_INVALID when unset */
+        int enable;             /* -1 unset, else 0/1 */
+        char *content;          /* NULL: the agent writes no unit file (OS units with drop-ins) */
         OscDropIn *drop_ins;
         size_t n_drop_ins;
-        char **file_paths;              /* n_file_paths entries, not NULL-terminated */
+        char **file_paths; /* n_file_paths entries, not NULL-terminated */
         size_t n_file_paths;
 } OscUnit;
 
 typedef struct OscRegistryHost {
         char *url;
-        char **capabilities;            /* NULL-terminated or NULL (default: pull, resolve) */
-        char **ca_certs;                /* NULL-terminated or NULL */
-        int override_path;              /* -1 unset, else 0/1 */
+        char **capabilities; /* NULL-terminated or NULL (default: pull, resolve) */
+        char **ca_certs;     /* NULL-terminated or NULL */
+        int override_path;   /* -1 unset, else 0/1 */
 } OscRegistryHost;
 
 typedef struct OscRegistry {
         char *upstream;
-        char *server;                   /* NULL if unset */
+        char *server; /* NULL if unset */
         OscRegistryHost *hosts;
         size_t n_hosts;
         bool readiness_probe;
-        json_t *canon;                  /* the known fields, for equality and persistence */
+        json_t *canon; /* the known fields, for equality and persistence */
 } OscRegistry;
 
 typedef struct OscModel {
-        unsigned n_ref;                 /* 1 from the decoder (0, by hand, counts as 1) */
-        OscFile *files;                 /* in the OSC's order, one per path */
+        unsigned n_ref; /* 1 from the decoder (0, by hand, counts as 1) */
+        OscFile *files; /* in the OSC's order, one per path */
         size_t n_files;
-        size_t *files_by_path;          /* indices into files, sorted by path (osc_model_find_file) */
+        size_t *files_by_path; /* indices into files, sorted by path (osc_model_find_file) */
         OscUnit *units;
         size_t n_units;
 
-        bool has_cri;                   /* spec.criConfig present */
-        bool has_containerd;            /* spec.criConfig.containerd present */
-        json_t *containerd_config;      /* {sandboxImage, plugins, cgroupDriver}: what restarts containerd */
+        bool has_cri;              /* spec.criConfig present */
+        bool has_containerd;       /* spec.criConfig.containerd present */
+        json_t *containerd_config; /* {sandboxImage, plugins, cgroupDriver}: what restarts containerd */
         OscRegistry *registries;
         size_t n_registries;
 
-        bool in_place;                  /* spec.inPlaceUpdates present */
+        bool in_place; /* spec.inPlaceUpdates present */
         char *os_version;
         char *kubelet_version;
-        bool has_rotation;              /* spec.inPlaceUpdates.credentialsRotation present */
-        bool has_ca_rotation, has_sa_rotation;   /* their structs present */
-        char *ca_rotation, *sa_rotation;         /* lastInitiationTime, NULL if unset */
+        bool has_rotation;                     /* spec.inPlaceUpdates.credentialsRotation present */
+        bool has_ca_rotation, has_sa_rotation; /* their structs present */
+        char *ca_rotation, *sa_rotation;       /* lastInitiationTime, NULL if unset */
 } OscModel;
 
 typedef struct OscModelOptions {
-        const char *host_name;          /* lower-case hostname for the hostName filter; NULL: drop all filtered */
-        const char *containerd_path;    /* the agent's PATH for the injected drop-in; NULL: inject nothing */
+        const char *host_name; /* lower-case hostname for the hostName filter; NULL: drop all filtered */
+        const char *containerd_path; /* the agent's PATH for the injected drop-in; NULL: inject nothing */
 } OscModelOptions;
 
 /* A model is immutable once decoded, so it can be shared: osc_model_ref() takes one more reference,
@@ -191,8 +191,8 @@ int osc_file_copy(const OscFile *f, OscFile *ret);
 int osc_unit_copy(const OscUnit *u, OscUnit *ret);
 int osc_registry_copy(const OscRegistry *r, OscRegistry *ret);
 
-/* The kubelet config values the in-place rules read (docs/node-protocol.md §2.3 step 4), from the spec.files entry
- * OSC_KUBELET_CONFIG_PATH (inline). -ENODATA with "kubelet config file with path: ... not found in
+/* The kubelet config values the in-place rules read (docs/node-protocol.md §2.3 step 4), from the spec.files
+ * entry OSC_KUBELET_CONFIG_PATH (inline). -ENODATA with "kubelet config file with path: ... not found in
  * OSC", -EBADMSG if it is not a KubeletConfiguration document. *ret is a new reference. */
 int osc_model_kubelet_config(const OscModel *m, json_t **ret, char **ret_error);
 

@@ -18,12 +18,12 @@
 #include "util/macro.h"
 
 typedef struct OscProtectedPath {
-        char *path;             /* owned: canonical, absolute, without a trailing slash */
-        const char *what;       /* static: "state directory", "binary", ... */
+        char *path;       /* owned: canonical, absolute, without a trailing slash */
+        const char *what; /* static: "state directory", "binary", ... */
 } OscProtectedPath;
 
 typedef struct OscProtected {
-        OscProtectedPath *items;        /* owned */
+        OscProtectedPath *items; /* owned */
         size_t n_items;
 } OscProtected;
 

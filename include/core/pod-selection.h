@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Which Pods bound to the node are deleted after an in-place update, and which are left alone (docs/node-protocol.md
- * §6.4 deleteRemainingPods: DaemonSet Pods and Pods with local storage come back during the drain
- * and must start again on the updated node):
+/* Which Pods bound to the node are deleted after an in-place update, and which are left alone
+ * (docs/node-protocol.md §6.4 deleteRemainingPods: DaemonSet Pods and Pods with local storage come back
+ * during the drain and must start again on the updated node):
  *   - mirror Pods (annotation kubernetes.io/config.mirror) and static Pods (an ownerReference of
  *     kind Node): the kubelet runs them from its manifests; a DELETE through the API stops nothing,
  *     the kubelet only creates the mirror again;
@@ -23,23 +23,23 @@
 
 typedef enum PodVerdict {
         POD_DELETE,
-        POD_SKIP_MIRROR,                /* annotation kubernetes.io/config.mirror */
-        POD_SKIP_STATIC,                /* owned by the Node */
-        POD_SKIP_RESOURCE_MANAGER,      /* app=gardener-resource-manager */
+        POD_SKIP_MIRROR,           /* annotation kubernetes.io/config.mirror */
+        POD_SKIP_STATIC,           /* owned by the Node */
+        POD_SKIP_RESOURCE_MANAGER, /* app=gardener-resource-manager */
         _POD_VERDICT_MAX,
         _POD_VERDICT_INVALID = -EINVAL,
 } PodVerdict;
 
 typedef struct PodEntry {
-        char *namespace;                /* owned */
-        char *name;                     /* owned */
+        char *namespace; /* owned */
+        char *name;      /* owned */
         PodVerdict verdict;
 } PodEntry;
 
 typedef struct PodSelection {
-        PodEntry *pods;                 /* owned, in the order of the list */
+        PodEntry *pods; /* owned, in the order of the list */
         size_t n_pods;
-        size_t n_delete;                /* of them POD_DELETE */
+        size_t n_delete; /* of them POD_DELETE */
 } PodSelection;
 
 /* Why a Pod is left alone ("mirror pod", "static pod", "gardener-resource-manager"), "delete" for

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Parses the value of the Node annotation worker.gardener.cloud/restart-systemd-services (docs/node-protocol.md §5,
- * docs/contract.md §8.7, §9.12) into what the agent will do: the valid units in request order, each once,
- * the agent's own unit moved last, and every rejected entry with the reason. Pure: no I/O, no
- * logging, no event loop.
+/* Parses the value of the Node annotation worker.gardener.cloud/restart-systemd-services
+ * (docs/node-protocol.md §5, docs/contract.md §8.7, §9.12) into what the agent will do: the valid units in
+ * request order, each once, the agent's own unit moved last, and every rejected entry with the reason. Pure:
+ * no I/O, no logging, no event loop.
  *
  * Differences from upstream, on purpose: entries are trimmed; duplicates (also "kubelet" vs
  * "kubelet.service") are restarted once; names are validated (unit-name.h) instead of handed to
@@ -29,7 +29,7 @@
  * rejected one by one; only the first RESTART_REQUEST_REJECTED_MAX rejections are kept (all are
  * counted), so a hostile annotation cannot turn into thousands of Events or log lines. */
 #define RESTART_REQUEST_VALUE_MAX 16384
-#define RESTART_REQUEST_UNITS_MAX 64         /* not counting the self unit */
+#define RESTART_REQUEST_UNITS_MAX 64 /* not counting the self unit */
 #define RESTART_REQUEST_REJECTED_MAX 32
 /* Longest quoted entry (after escaping), in bytes; a longer one is cut there and ends in "…". */
 #define RESTART_REQUEST_ENTRY_DISPLAY_MAX 253
@@ -44,18 +44,18 @@
 extern const char *const restart_request_replaced_units_default[];
 
 typedef struct RestartRejected {
-        char *entry;    /* owned: the trimmed entry for display (see above); NULL when `why` is the
-                         * whole message, e.g. for a value over RESTART_REQUEST_VALUE_MAX */
-        char *why;      /* owned: human reason, e.g. "contains ';'" */
+        char *entry; /* owned: the trimmed entry for display (see above); NULL when `why` is the
+                      * whole message, e.g. for a value over RESTART_REQUEST_VALUE_MAX */
+        char *why;   /* owned: human reason, e.g. "contains ';'" */
 } RestartRejected;
 
 typedef struct RestartRequest {
-        char **units;                   /* owned, NULL-terminated: canonical names, self unit last */
+        char **units; /* owned, NULL-terminated: canonical names, self unit last */
         size_t n_units;
-        RestartRejected *rejected;      /* owned array, n_rejected entries, in request order */
-        size_t n_rejected;              /* ≤ RESTART_REQUEST_REJECTED_MAX */
-        size_t n_rejected_total;        /* all rejections, also those not kept */
-        bool has_self;                  /* self_unit was requested; it is units[n_units - 1] */
+        RestartRejected *rejected; /* owned array, n_rejected entries, in request order */
+        size_t n_rejected;         /* ≤ RESTART_REQUEST_REJECTED_MAX */
+        size_t n_rejected_total;   /* all rejections, also those not kept */
+        bool has_self;             /* self_unit was requested; it is units[n_units - 1] */
 } RestartRequest;
 
 /* Parses `value` (NULL or blank: nothing to do, no rejections). `self_unit` (canonical, may be

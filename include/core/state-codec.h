@@ -10,7 +10,7 @@
 #include "core/node-update.h"
 
 #define STATE_FILE_VERSION 1
-#define STATE_CODEC_MAX (1024 * 1024)   /* the largest document decoded */
+#define STATE_CODEC_MAX (1024 * 1024) /* the largest document decoded */
 
 /* A JSON document (NUL-terminated, newline at the end). */
 int state_codec_encode(const UpdateTransaction *tx, char **ret);

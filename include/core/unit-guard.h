@@ -39,8 +39,8 @@ typedef enum UnitGuardRole {
 } UnitGuardRole;
 
 typedef enum UnitGuardEdgeKind {
-        UNIT_GUARD_REACHES,             /* stopping or restarting `unit` stops or restarts the protected one */
-        UNIT_GUARD_CONFLICTS,           /* starting `unit` stops the protected one */
+        UNIT_GUARD_REACHES,   /* stopping or restarting `unit` stops or restarts the protected one */
+        UNIT_GUARD_CONFLICTS, /* starting `unit` stops the protected one */
         _UNIT_GUARD_EDGE_KIND_MAX,
         _UNIT_GUARD_EDGE_KIND_INVALID = -EINVAL,
 } UnitGuardEdgeKind;
@@ -49,29 +49,29 @@ typedef enum UnitGuardEdgeKind {
  * has Requires=basic.target"). */
 typedef struct UnitGuardEdge {
         UnitGuardEdgeKind kind;
-        char *unit;                     /* owned */
-        char *declared_by;              /* owned */
-        char *named;                    /* owned */
-        const char *property;           /* static: "Requires", "Conflicts", ... */
+        char *unit;           /* owned */
+        char *declared_by;    /* owned */
+        char *named;          /* owned */
+        const char *property; /* static: "Requires", "Conflicts", ... */
 } UnitGuardEdge;
 
 typedef struct UnitGuardUnit {
-        char *name;                     /* owned; NULL: nothing to protect in this role */
-        char *slice;                    /* owned: its Slice=; NULL while unknown */
-        UnitGuardEdge *edges;           /* owned */
+        char *name;           /* owned; NULL: nothing to protect in this role */
+        char *slice;          /* owned: its Slice=; NULL while unknown */
+        UnitGuardEdge *edges; /* owned */
         size_t n_edges;
 } UnitGuardUnit;
 
 typedef struct UnitGuard {
-        char **replaced_units;          /* owned, NULL-terminated or NULL */
+        char **replaced_units; /* owned, NULL-terminated or NULL */
         UnitGuardUnit units[_UNIT_GUARD_ROLE_MAX];
 } UnitGuard;
 
-#define UNIT_GUARD_EDGES_MAX 1024       /* bound per protected unit: a node has tens */
+#define UNIT_GUARD_EDGES_MAX 1024 /* bound per protected unit: a node has tens */
 
 /* `self_unit`, `kubelet_unit`, `containerd_unit` may be NULL (that role protects nothing). */
-int unit_guard_init(UnitGuard *g, const char *self_unit, char *const *replaced_units, const char *kubelet_unit,
-                    const char *containerd_unit);
+int unit_guard_init(UnitGuard *g, const char *self_unit, char *const *replaced_units,
+                    const char *kubelet_unit, const char *containerd_unit);
 void unit_guard_done(UnitGuard *g);
 
 int unit_guard_set_slice(UnitGuard *g, UnitGuardRole role, const char *slice);

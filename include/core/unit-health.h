@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The SystemdUnitsReady verdict (docs/node-protocol.md §8 item 3, upstream systemdunitcheck): from the units the OSC
- * manages (name and whether it should be enabled) and what systemd says about each, the Node
+/* The SystemdUnitsReady verdict (docs/node-protocol.md §8 item 3, upstream systemdunitcheck): from the units
+ * the OSC manages (name and whether it should be enabled) and what systemd says about each, the Node
  * condition's status, reason and message. Pure: the caller reads systemd and writes the condition.
  *
  * Rules, per unit, as upstream:
@@ -27,28 +27,29 @@
 #define UNIT_HEALTH_REASON_HEALTHY "AllUnitsHealthy"
 #define UNIT_HEALTH_REASON_PROGRESSING "ProgressingUnits"
 #define UNIT_HEALTH_REASON_UNHEALTHY "UnhealthyUnits"
-#define UNIT_HEALTH_MESSAGE_HEALTHY "All systemd units from the operating system config are running as expected."
+#define UNIT_HEALTH_MESSAGE_HEALTHY \
+        "All systemd units from the operating system config are running as expected."
 #define UNIT_HEALTH_STUCK_USEC (5 * 60 * USEC_PER_SEC)
 #define UNIT_HEALTH_UNITS_MAX 1024
 
 /* What systemd says about one unit; strings borrowed, NULL when not read. */
 typedef struct UnitHealthState {
         const char *name;
-        bool enabled;                   /* the OSC wants it enabled */
+        bool enabled; /* the OSC wants it enabled */
         const char *load_state;
         const char *active_state;
         const char *sub_state;
-        const char *service_type;       /* Service.Type; NULL for other unit types */
-        bool triggered;                 /* TriggeredBy is not empty */
-        uint64_t state_change_usec;     /* StateChangeTimestampMonotonic (CLOCK_MONOTONIC) */
-        const char *unit_file_state;    /* UnitFileState ("enabled", "disabled", "static", ...); only the
-                                         * drift check (core/osc-drift.h) reads it */
+        const char *service_type;    /* Service.Type; NULL for other unit types */
+        bool triggered;              /* TriggeredBy is not empty */
+        uint64_t state_change_usec;  /* StateChangeTimestampMonotonic (CLOCK_MONOTONIC) */
+        const char *unit_file_state; /* UnitFileState ("enabled", "disabled", "static", ...); only the
+                                      * drift check (core/osc-drift.h) reads it */
 } UnitHealthState;
 
 typedef struct UnitHealthVerdict {
-        bool status;                    /* the condition's status: True or False */
-        const char *reason;             /* static */
-        char *message;                  /* owned */
+        bool status;        /* the condition's status: True or False */
+        const char *reason; /* static */
+        char *message;      /* owned */
 } UnitHealthVerdict;
 
 void unit_health_verdict_done(UnitHealthVerdict *v);
@@ -85,4 +86,5 @@ UnitRunning unit_health_running(const UnitHealthState *u, const char **ret_why);
 /* The units an applied OSC starts: those unit_health_units_from_osc() lists (replaced units left
  * out, sorted) that the applier starts, i.e. whose osc_unit_effective_command() is not stop (as the
  * drift check's UnitInactive). `*ret_names` point into `m` and are the caller's to free. */
-int unit_health_units_started(const OscModel *m, char *const *replaced, const char ***ret_names, size_t *ret_n);
+int unit_health_units_started(const OscModel *m, char *const *replaced, const char ***ret_names,
+                              size_t *ret_n);

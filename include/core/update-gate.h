@@ -21,6 +21,7 @@ typedef struct UpdateGate {
         int (*drift_claim)(const char **ret_why, void *userdata);
         void (*drift_release)(void *userdata);
         /* Runs the repair work list `changes` (borrowed until `done`) while claimed. */
-        int (*drift_run)(OscChanges *changes, UpdateGateRepairDone done, void *done_userdata, void *userdata);
+        int (*drift_run)(OscChanges *changes, UpdateGateRepairDone done, void *done_userdata,
+                         void *userdata);
         void *userdata;
 } UpdateGate;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Version strings the way Gardener compares them (docs/node-protocol.md §3.2), plus the kubelet-specific rules the
- * update engine needs. Pure: no I/O, no logging, no allocation except where a function says so.
+/* Version strings the way Gardener compares them (docs/node-protocol.md §3.2), plus the kubelet-specific
+ * rules the update engine needs. Pure: no I/O, no logging, no allocation except where a function says so.
  *
  * Gardener's CompareVersions(a, op, b):
  *   1. normalises both strings: every 'v' is deleted, then the string is cut at the first '-', '+'
@@ -30,12 +30,12 @@ typedef struct Version {
 } Version;
 
 typedef enum VersionOp {
-        VERSION_OP_EQ,          /* "="  (tilde match when the reference is dirty) */
-        VERSION_OP_NE,          /* "!=" */
-        VERSION_OP_LT,          /* "<"  */
-        VERSION_OP_LE,          /* "<=" */
-        VERSION_OP_GT,          /* ">"  */
-        VERSION_OP_GE,          /* ">=" */
+        VERSION_OP_EQ, /* "="  (tilde match when the reference is dirty) */
+        VERSION_OP_NE, /* "!=" */
+        VERSION_OP_LT, /* "<"  */
+        VERSION_OP_LE, /* "<=" */
+        VERSION_OP_GT, /* ">"  */
+        VERSION_OP_GE, /* ">=" */
         _VERSION_OP_MAX,
         _VERSION_OP_INVALID = -EINVAL,
 } VersionOp;
@@ -81,11 +81,11 @@ bool version_is_safe_name(const char *s);
 /* How a kubelet version change is classified (docs/node-protocol.md §2.3: only a minor-version change is an
  * in-place trigger; a patch change is applied at once, without drain). */
 typedef enum KubeletChange {
-        KUBELET_CHANGE_NONE,            /* same version */
-        KUBELET_CHANGE_PATCH,           /* same major.minor, higher patch: ungated */
-        KUBELET_CHANGE_MINOR,           /* same major, minor + 1: gated */
-        KUBELET_CHANGE_DOWNGRADE,       /* anything lower than the running version */
-        KUBELET_CHANGE_SKIP,            /* minor + 2 or more, or a different major: not allowed */
+        KUBELET_CHANGE_NONE,      /* same version */
+        KUBELET_CHANGE_PATCH,     /* same major.minor, higher patch: ungated */
+        KUBELET_CHANGE_MINOR,     /* same major, minor + 1: gated */
+        KUBELET_CHANGE_DOWNGRADE, /* anything lower than the running version */
+        KUBELET_CHANGE_SKIP,      /* minor + 2 or more, or a different major: not allowed */
         _KUBELET_CHANGE_MAX,
         _KUBELET_CHANGE_INVALID = -EINVAL,
 } KubeletChange;

@@ -13,5 +13,5 @@
 int config_load_files(Config *c, const char *path, bool optional, char **ret_error) _warn_unused_result_;
 
 /* Command line (NULL = not given), then $NODE_NAME / $KUBECONFIG, then the hostname; finalizes. */
-int config_load_environment(Config *c, const char *node_name, const char *kubeconfig,
-                            const char *state_dir, char **ret_error) _warn_unused_result_;
+int config_load_environment(Config *c, const char *node_name, const char *kubeconfig, const char *state_dir,
+                            char **ret_error) _warn_unused_result_;

@@ -20,8 +20,8 @@
 typedef struct FirstContact FirstContact;
 
 /* `event_min_usec`: a shorter wait than this sends no Event (kube-tuning.h contact_event_min_usec). */
-int first_contact_new(const Config *config, Reporter *reporter, uint64_t event_min_usec, FirstContact **ret)
-        _warn_unused_result_;
+int first_contact_new(const Config *config, Reporter *reporter, uint64_t event_min_usec,
+                      FirstContact **ret) _warn_unused_result_;
 FirstContact *first_contact_free(FirstContact *f);
 DEFINE_CLEANUP_FUNC(FirstContact, first_contact_free);
 

@@ -14,7 +14,8 @@ typedef struct Manager Manager;
 
 /* Sets everything up; takes ownership of *config on success only (then *config is NULL). Does not
  * log: -errno and *ret_error (may be NULL) name what failed. */
-int manager_new(Config **config, const KubeTuning *tuning, Manager **ret, char **ret_error) _warn_unused_result_;
+int manager_new(Config **config, const KubeTuning *tuning, Manager **ret,
+                char **ret_error) _warn_unused_result_;
 Manager *manager_free(Manager *m);
 DEFINE_CLEANUP_FUNC(Manager, manager_free);
 

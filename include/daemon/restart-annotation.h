@@ -23,13 +23,14 @@
 typedef struct RestartAnnotation RestartAnnotation;
 
 typedef struct RestartAnnotationOptions {
-        const char *self_unit;                  /* restart.selfUnit: restarted last */
-        const char *state_path;                 /* the handler's record file */
-        char *const *replaced_units;            /* osc.replacedUnits; NULL: the default */
+        const char *self_unit;       /* restart.selfUnit: restarted last */
+        const char *state_path;      /* the handler's record file */
+        char *const *replaced_units; /* osc.replacedUnits; NULL: the default */
 } RestartAnnotationOptions;
 
 int restart_annotation_new(sd_event *event, UnitControl *units, Reporter *reporter, Executor *executor,
-                           const RestartAnnotationOptions *opts, RestartAnnotation **ret) _warn_unused_result_;
+                           const RestartAnnotationOptions *opts,
+                           RestartAnnotation **ret) _warn_unused_result_;
 /* Cancels what is in flight without calling back. */
 RestartAnnotation *restart_annotation_free(RestartAnnotation *a);
 DEFINE_CLEANUP_FUNC(RestartAnnotation, restart_annotation_free);

@@ -38,8 +38,8 @@
 typedef struct SystemdSide SystemdSide;
 
 /* The bus is created, not connected yet (systemd_side_start()). */
-int systemd_side_new(sd_event *event, const Config *config, const KubeTuning *tuning, Http *http, Reporter *reporter,
-                     SystemdSide **ret) _warn_unused_result_;
+int systemd_side_new(sd_event *event, const Config *config, const KubeTuning *tuning, Http *http,
+                     Reporter *reporter, SystemdSide **ret) _warn_unused_result_;
 SystemdSide *systemd_side_free(SystemdSide *s);
 DEFINE_CLEANUP_FUNC(SystemdSide, systemd_side_free);
 

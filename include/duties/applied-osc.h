@@ -22,8 +22,8 @@
 
 typedef struct AppliedOscOptions {
         const char *state_directory;
-        const char *root_directory;     /* osc.rootDirectory: where GNA's last-applied OSC is */
-        char *const *replaced_units;    /* osc.replacedUnits (NULL: none) */
+        const char *root_directory;  /* osc.rootDirectory: where GNA's last-applied OSC is */
+        char *const *replaced_units; /* osc.replacedUnits (NULL: none) */
 } AppliedOscOptions;
 
 typedef struct AppliedOsc AppliedOsc;
@@ -45,4 +45,5 @@ void applied_osc_reload(AppliedOsc *a);
 /* The last-applied OSC decoded with `opts` (NULL: no host name, nothing injected) and the path it
  * was read from: 0, -ENOENT when there is none, another -errno when it cannot be read or decoded
  * (logged once per distinct error, as for the units check). */
-int applied_osc_load(AppliedOsc *a, const OscModelOptions *opts, OscModel **ret, char **ret_path) _warn_unused_result_;
+int applied_osc_load(AppliedOsc *a, const OscModelOptions *opts, OscModel **ret,
+                     char **ret_path) _warn_unused_result_;

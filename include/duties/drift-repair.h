@@ -27,9 +27,9 @@
  * persisted: a repair cut short by a crash is found again by the round at the next start.
  *
  * Owns its timer, the round's model, findings, unit reads and work list; borrows the event loop, the
- * AppliedOsc, the reporter, the gate, the UnitControl, the ReplacedUnits and the option strings (the configuration and the
- * executor outlive it). Logs (duties log what they do): the postponed and finished rounds at debug,
- * drift and repairs at warning/notice. */
+ * AppliedOsc, the reporter, the gate, the UnitControl, the ReplacedUnits and the option strings (the
+ * configuration and the executor outlive it). Logs (duties log what they do): the postponed and finished
+ * rounds at debug, drift and repairs at warning/notice. */
 
 #include <stdint.h>
 #include <systemd/sd-event.h>
@@ -48,20 +48,20 @@
 typedef struct DriftRepair DriftRepair;
 
 typedef struct DriftRepairOptions {
-        const char *root_directory;             /* osc.rootDirectory */
-        const char *unit_directory;             /* systemd.unitDirectory */
-        char *const *replaced_units;            /* osc.replacedUnits */
-        const char *self_unit;                  /* restart.selfUnit */
-        const char *kubelet_binary;             /* kubelet.binaryPath: the kubelet store's */
-        DriftRepairMode mode;                   /* osc.driftRepair */
-        uint64_t interval_usec;                 /* osc.driftInterval */
-        const OscModelOptions *model_options;   /* as the OSC runner decodes */
-        const OscProtected *own_files;          /* the agent's own files */
+        const char *root_directory;           /* osc.rootDirectory */
+        const char *unit_directory;           /* systemd.unitDirectory */
+        char *const *replaced_units;          /* osc.replacedUnits */
+        const char *self_unit;                /* restart.selfUnit */
+        const char *kubelet_binary;           /* kubelet.binaryPath: the kubelet store's */
+        DriftRepairMode mode;                 /* osc.driftRepair */
+        uint64_t interval_usec;               /* osc.driftInterval */
+        const OscModelOptions *model_options; /* as the OSC runner decodes */
+        const OscProtected *own_files;        /* the agent's own files */
 } DriftRepairOptions;
 
 /* `gate` is the executor's side (update/executor.h executor_gate(): claim, run, release). */
-int drift_repair_new(sd_event *event, const DriftRepairOptions *opts, AppliedOsc *applied, Reporter *reporter,
-                     const UpdateGate *gate, DriftRepair **ret) _warn_unused_result_;
+int drift_repair_new(sd_event *event, const DriftRepairOptions *opts, AppliedOsc *applied,
+                     Reporter *reporter, const UpdateGate *gate, DriftRepair **ret) _warn_unused_result_;
 DriftRepair *drift_repair_free(DriftRepair *d);
 DEFINE_CLEANUP_FUNC(DriftRepair, drift_repair_free);
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* GNA's hostname check (docs/node-protocol.md §8 item 5): every period (30 s) the lower-cased hostname is compared
- * with the one at start; when it changed, the agent's own unit is restarted through systemd, so
+/* GNA's hostname check (docs/node-protocol.md §8 item 5): every period (30 s) the lower-cased hostname is
+ * compared with the one at start; when it changed, the agent's own unit is restarted through systemd, so
  * that it starts over with the new name (upstream: the process ends and systemd restarts it). The
  * hostname is read from /proc/sys/kernel/hostname (what gethostname() returns; a file, so tests can
  * bind-mount another one over it in a private mount namespace). Owns its timer; borrows the rest.

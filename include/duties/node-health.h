@@ -33,23 +33,23 @@
 #include "core/containerd-version.h"
 #include "core/node-view.h"
 #include "core/update-gate.h"
-#include "report/reporter.h"
 #include "net/http.h"
+#include "report/reporter.h"
 #include "systemd/unit-control.h"
 #include "util/macro.h"
 
 #define NODE_HEALTH_EVENT_ACTION "HealthCheck"
 #define CONTAINERD_UNIT "containerd.service"
-#define CONTAINERD_SOCKET "/run/containerd/containerd.sock"     /* below osc.rootDirectory */
+#define CONTAINERD_SOCKET "/run/containerd/containerd.sock" /* below osc.rootDirectory */
 
 typedef struct NodeHealthOptions {
         const char *kubelet_unit;
         const char *kubelet_healthz_url;
         const char *containerd_unit;
-        const char *containerd_socket;  /* the full path */
+        const char *containerd_socket; /* the full path */
         uint64_t period_usec;
         uint64_t grace_usec;
-        const UpdateGate *gate;         /* the executor's (executor_gate()); NULL: always restart */
+        const UpdateGate *gate; /* the executor's (executor_gate()); NULL: always restart */
         /* containerd answered with another version or revision than before (NULL: not wanted). */
         void (*on_containerd_version)(const ContainerdVersion *v, void *userdata);
         void *userdata;
@@ -58,8 +58,8 @@ typedef struct NodeHealthOptions {
 typedef struct NodeHealth NodeHealth;
 
 /* Strings of `o` are copied. */
-int node_health_new(sd_event *event, Http *http, UnitControl *units, Reporter *reporter, const NodeHealthOptions *o,
-                    NodeHealth **ret) _warn_unused_result_;
+int node_health_new(sd_event *event, Http *http, UnitControl *units, Reporter *reporter,
+                    const NodeHealthOptions *o, NodeHealth **ret) _warn_unused_result_;
 NodeHealth *node_health_free(NodeHealth *h);
 DEFINE_CLEANUP_FUNC(NodeHealth, node_health_free);
 

@@ -23,7 +23,8 @@ typedef void (*OscJitterDeliver)(OscDesired *osc, void *userdata);
 
 typedef struct OscJitter OscJitter;
 
-int osc_jitter_new(sd_event *event, OscJitterDeliver deliver, void *userdata, OscJitter **ret) _warn_unused_result_;
+int osc_jitter_new(sd_event *event, OscJitterDeliver deliver, void *userdata,
+                   OscJitter **ret) _warn_unused_result_;
 OscJitter *osc_jitter_free(OscJitter *j);
 DEFINE_CLEANUP_FUNC(OscJitter, osc_jitter_free);
 

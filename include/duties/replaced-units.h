@@ -33,7 +33,8 @@ typedef struct ReplacedUnits ReplacedUnits;
 
 /* `names` (NULL-terminated; NULL or empty: nothing to do) and `runtime_directory` are copied. */
 int replaced_units_new(sd_event *event, UnitControl *units, Reporter *reporter, char *const *names,
-                       const char *runtime_directory, uint64_t period_usec, ReplacedUnits **ret) _warn_unused_result_;
+                       const char *runtime_directory, uint64_t period_usec,
+                       ReplacedUnits **ret) _warn_unused_result_;
 ReplacedUnits *replaced_units_free(ReplacedUnits *k);
 DEFINE_CLEANUP_FUNC(ReplacedUnits, replaced_units_free);
 

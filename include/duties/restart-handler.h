@@ -29,7 +29,7 @@
 #include "systemd/unit-control.h"
 #include "util/macro.h"
 
-#define RESTART_HANDLER_STATE_MAX (64 * 1024)           /* limit on the record file we read back */
+#define RESTART_HANDLER_STATE_MAX (64 * 1024) /* limit on the record file we read back */
 #define RESTART_HANDLER_RETRY_MIN_USEC (1 * USEC_PER_SEC)
 #define RESTART_HANDLER_RETRY_MAX_USEC (60 * USEC_PER_SEC)
 
@@ -58,7 +58,8 @@ typedef struct RestartHandler RestartHandler;
  * be NULL) is restarted last; `state_path` (may be NULL: memory only) is the record file, e.g.
  * "<stateDirectory>/restart-request.json"; an existing record is loaded. `cb` is copied. */
 int restart_handler_new(sd_event *event, UnitControl *uc, const char *self_unit, const char *state_path,
-                        const RestartHandlerCallbacks *cb, void *userdata, RestartHandler **ret) _warn_unused_result_;
+                        const RestartHandlerCallbacks *cb, void *userdata,
+                        RestartHandler **ret) _warn_unused_result_;
 /* Cancels what is in flight without calling back. */
 RestartHandler *restart_handler_free(RestartHandler *h);
 DEFINE_CLEANUP_FUNC(RestartHandler, restart_handler_free);

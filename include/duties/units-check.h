@@ -34,7 +34,8 @@ DEFINE_CLEANUP_FUNC(UnitsCheck, units_check_free);
 
 /* Replaces the list (copied): `names[i]` should be enabled when `enabled[i]`. Once started, the
  * next round runs at once. */
-int units_check_set_units(UnitsCheck *c, const char *const *names, const bool *enabled, size_t n) _warn_unused_result_;
+int units_check_set_units(UnitsCheck *c, const char *const *names, const bool *enabled,
+                          size_t n) _warn_unused_result_;
 
 /* The first round at once, then every period; a no-op when already running. */
 int units_check_start(UnitsCheck *c) _warn_unused_result_;

@@ -52,7 +52,8 @@ bool client_machine_name_valid(const char *name);
 char *client_common_name(const char *machine);
 
 /* The PEM PKCS#10 request, signed with the key (SHA-256). -EINVAL for an invalid machine name. */
-int client_csr_build(const ClientKey *k, const char *machine, char **ret_pem, size_t *ret_size) _warn_unused_result_;
+int client_csr_build(const ClientKey *k, const char *machine, char **ret_pem,
+                     size_t *ret_size) _warn_unused_result_;
 
 /* The CSR object's name as upstream computes it (certificatesigningrequest.ComputeDigestedName):
  * prefix + base64url(SHA-512/256 over the '|'-terminated base64url of the public key DER, the CN, the
@@ -61,18 +62,20 @@ int client_csr_name(const ClientKey *k, const char *machine, char **ret) _warn_u
 
 /* The certificates.k8s.io/v1 CertificateSigningRequest to POST: name, request, signer, usages
  * (digital signature, key encipherment, client auth — upstream's set), expirationSeconds. */
-json_t *client_csr_object(const char *name, const char *csr_pem, size_t csr_size, unsigned expiration_seconds);
+json_t *client_csr_object(const char *name, const char *csr_pem, size_t csr_size,
+                          unsigned expiration_seconds);
 
 typedef struct ClientCertInfo {
-        uint64_t not_before_usec;       /* CLOCK_REALTIME */
-        uint64_t not_after_usec;        /* CLOCK_REALTIME */
-        bool is_client_auth;            /* extendedKeyUsage clientAuth present */
+        uint64_t not_before_usec; /* CLOCK_REALTIME */
+        uint64_t not_after_usec;  /* CLOCK_REALTIME */
+        bool is_client_auth;      /* extendedKeyUsage clientAuth present */
 } ClientCertInfo;
 
 /* Decodes the first certificate of a PEM buffer. With `k`, -EKEYREJECTED unless the certificate's public
  * key is k's. -EINVAL if there is no parseable certificate. */
-int client_cert_info(const char *pem, size_t size, const ClientKey *k, ClientCertInfo *ret) _warn_unused_result_;
+int client_cert_info(const char *pem, size_t size, const ClientKey *k,
+                     ClientCertInfo *ret) _warn_unused_result_;
 
-/* When to renew: not_before + (70 % + random 0–20 %) of the lifetime (docs/contract.md §9.6); `random` is any
- * uniformly distributed 64-bit value (passed in so the choice is testable). */
+/* When to renew: not_before + (70 % + random 0–20 %) of the lifetime (docs/contract.md §9.6); `random` is
+ * any uniformly distributed 64-bit value (passed in so the choice is testable). */
 uint64_t client_cert_renew_at(const ClientCertInfo *info, uint64_t random);

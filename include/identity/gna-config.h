@@ -12,4 +12,5 @@
 
 /* -ENOENT when there is none; -EINVAL (or the read's -errno) with *ret_error naming the file when it
  * cannot be read or decoded. */
-int gna_config_read(const char *gna_directory, OscComponentConfig **ret, char **ret_error) _warn_unused_result_;
+int gna_config_read(const char *gna_directory, OscComponentConfig **ret,
+                    char **ret_error) _warn_unused_result_;

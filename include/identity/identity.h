@@ -48,17 +48,17 @@
 typedef struct Identity Identity;
 
 typedef struct IdentityParams {
-        const char *kubeconfig;                 /* the agent's kubeconfig (written here) */
-        const char *bootstrap_kubeconfig;       /* may not exist */
-        const char *gna_directory;              /* <root>/var/lib/gardener-node-agent */
-        const char *gna_server;                 /* apiServer.server of GNA's component config; may be NULL */
-        const char *node_name;                  /* machine name fallback */
-        unsigned expiration_seconds;            /* 0: CLIENT_CERT_EXPIRATION_SECONDS */
+        const char *kubeconfig;           /* the agent's kubeconfig (written here) */
+        const char *bootstrap_kubeconfig; /* may not exist */
+        const char *gna_directory;        /* <root>/var/lib/gardener-node-agent */
+        const char *gna_server;           /* apiServer.server of GNA's component config; may be NULL */
+        const char *node_name;            /* machine name fallback */
+        unsigned expiration_seconds;      /* 0: CLIENT_CERT_EXPIRATION_SECONDS */
 } IdentityParams;
 
 typedef enum IdentityEvent {
-        IDENTITY_CHANGED,       /* a new certificate is in place: reload credentials */
-        IDENTITY_FAILED,        /* an attempt failed; a retry is scheduled (see identity_status()) */
+        IDENTITY_CHANGED, /* a new certificate is in place: reload credentials */
+        IDENTITY_FAILED,  /* an attempt failed; a retry is scheduled (see identity_status()) */
 } IdentityEvent;
 
 typedef void (*IdentityCallback)(Identity *id, IdentityEvent event, void *userdata);
@@ -105,7 +105,8 @@ UpdateFailureCode identity_failure(const Identity *id);
 /* apiServer.server and apiServer.caFile (optional) of gardener-node-agent's component config as
  * provisioned on the node (gna-config.h): the server its bootstrap token is for. Each NULL when not
  * there (no file, not readable or decodable, not set); -ENOMEM only. */
-int identity_gna_api_server(const char *gna_directory, char **ret_server, char **ret_ca_file) _warn_unused_result_;
+int identity_gna_api_server(const char *gna_directory, char **ret_server,
+                            char **ret_ca_file) _warn_unused_result_;
 
 /* The machine name as upstream derives it: the content of <gna_directory>/machine-name (trimmed) if
  * that file exists, else the node name. -EINVAL if the result is not a valid machine name. */

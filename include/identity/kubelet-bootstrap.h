@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The kubelet's bootstrap kubeconfig on a new node, as gardener-node-agent handles it (docs/contract.md §9.6):
+/* The kubelet's bootstrap kubeconfig on a new node, as gardener-node-agent handles it (docs/contract.md
+ * §9.6):
  *
  *   - kubelet_bootstrap_provision(), at every start (upstream's bootstrapper
  *     bootstrappers/kubelet_bootstrap_kubeconfig.go, which GNA runs before its controllers): while GNA's
@@ -21,14 +22,14 @@
 
 #include "util/macro.h"
 
-#define KUBELET_DIRECTORY "/var/lib/kubelet"     /* below osc.rootDirectory */
+#define KUBELET_DIRECTORY "/var/lib/kubelet" /* below osc.rootDirectory */
 #define KUBELET_BOOTSTRAP_KUBECONFIG "kubeconfig-bootstrap"
 
 typedef struct KubeletBootstrapParams {
-        const char *kubelet_directory;  /* <osc.rootDirectory>/var/lib/kubelet */
-        const char *token_file;         /* GNA's credentials/bootstrap-token below osc.rootDirectory */
-        const char *server;             /* apiServer.server; NULL: not known */
-        const char *ca_file;            /* apiServer.caFile as the kubelet sees it; NULL: not known */
+        const char *kubelet_directory; /* <osc.rootDirectory>/var/lib/kubelet */
+        const char *token_file;        /* GNA's credentials/bootstrap-token below osc.rootDirectory */
+        const char *server;            /* apiServer.server; NULL: not known */
+        const char *ca_file;           /* apiServer.caFile as the kubelet sees it; NULL: not known */
 } KubeletBootstrapParams;
 
 /* Pure: upstream's kubeconfig, context, cluster and user all named "kubelet-bootstrap", the server

@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The kubelet half of a CA rotation in place (docs/contract.md §9.7, docs/node-protocol.md §6.4 "CA rotation, then
- * the kubelet";
- * upstream reconciler.go rebootstrapKubelet): make the kubelet request a new client certificate against
- * the new CA bundle.
+/* The kubelet half of a CA rotation in place (docs/contract.md §9.7, docs/node-protocol.md §6.4 "CA
+ * rotation, then the kubelet"; upstream reconciler.go rebootstrapKubelet): make the kubelet request a new
+ * client certificate against the new CA bundle.
  *
  *   1. write-bootstrap: kubeconfig-real → kubeconfig-bootstrap with clusters {default-cluster:
  *      {certificate-authority: <apiServer.caFile>, server: <apiServer.server>}} and users {default-auth:
@@ -42,16 +41,16 @@ const char *kubelet_rebootstrap_step_to_string(KubeletRebootstrapStep s);
 KubeletRebootstrapStep kubelet_rebootstrap_step_from_string(const char *s);
 
 typedef struct KubeletRebootstrapParams {
-        const char *kubelet_directory;  /* <root>/var/lib/kubelet */
-        const char *state_file;         /* where the next step is persisted */
-        const char *ca_file;            /* apiServer.caFile of GNA's component config */
-        const char *server;             /* apiServer.server of GNA's component config */
+        const char *kubelet_directory; /* <root>/var/lib/kubelet */
+        const char *state_file;        /* where the next step is persisted */
+        const char *ca_file;           /* apiServer.caFile of GNA's component config */
+        const char *server;            /* apiServer.server of GNA's component config */
 } KubeletRebootstrapParams;
 
 /* Pure: the bootstrap kubeconfig from the real one (its contexts kept), the CA file, the server and the
  * kubelet's current client PEM (certificate and key). NULL on ENOMEM or when `real` is not an object. */
-json_t *kubelet_bootstrap_kubeconfig(const json_t *real, const char *ca_file, const char *server, const char *pem,
-                                     size_t pem_size);
+json_t *kubelet_bootstrap_kubeconfig(const json_t *real, const char *ca_file, const char *server,
+                                     const char *pem, size_t pem_size);
 
 /* Runs the file steps from the persisted one on; returns the step the caller has to do next
  * (KUBELET_REBOOTSTRAP_RESTART_KUBELET, or DONE when a finished run is found). */

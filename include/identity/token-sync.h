@@ -25,11 +25,11 @@
 
 #define TOKEN_SYNC_PERIOD_DEFAULT_USEC (12 * 3600 * USEC_PER_SEC)
 #define TOKEN_SYNC_MAX (64U * 1024U)
-#define TOKEN_SYNC_NAMESPACE "kube-system"     /* upstream: metav1.NamespaceSystem */
+#define TOKEN_SYNC_NAMESPACE "kube-system" /* upstream: metav1.NamespaceSystem */
 
 typedef struct TokenSyncConfig {
-        char *secret_name;      /* owned */
-        char *path;             /* owned: absolute, below the root */
+        char *secret_name; /* owned */
+        char *path;        /* owned: absolute, below the root */
 } TokenSyncConfig;
 
 typedef struct TokenSyncConfigs {
@@ -41,11 +41,13 @@ typedef struct TokenSyncConfigs {
 /* From a decoded NodeAgentConfiguration document, with the one parser the OSC's component config goes
  * through too (osc_component_config_decode_token(): its checks). No `controllers.token` → zero
  * entries, the default period. -EINVAL with a message naming the field. */
-int token_sync_configs_from_json(const json_t *doc, TokenSyncConfigs *ret, char **ret_error) _warn_unused_result_;
+int token_sync_configs_from_json(const json_t *doc, TokenSyncConfigs *ret,
+                                 char **ret_error) _warn_unused_result_;
 void token_sync_configs_clear(TokenSyncConfigs *c);
 
 /* The token syncs of a component config (the one the OSC carries), its syncPeriod or the default. */
-int token_sync_configs_from_component(const OscComponentConfig *cc, TokenSyncConfigs *ret) _warn_unused_result_;
+int token_sync_configs_from_component(const OscComponentConfig *cc,
+                                      TokenSyncConfigs *ret) _warn_unused_result_;
 
 /* Reads and decodes the component config file (YAML or JSON). */
 int token_sync_configs_load(const char *path, TokenSyncConfigs *ret, char **ret_error) _warn_unused_result_;

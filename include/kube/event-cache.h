@@ -23,18 +23,18 @@
 #define EVENT_NAME_MAX 253
 
 typedef enum EventAction {
-        EVENT_ACTION_DROP,      /* spam filter: no token left for this object and type */
-        EVENT_ACTION_CREATE,    /* first occurrence: POST a new Event named `name` */
-        EVENT_ACTION_PATCH,     /* repeat: PATCH count/lastTimestamp of `name` */
+        EVENT_ACTION_DROP,   /* spam filter: no token left for this object and type */
+        EVENT_ACTION_CREATE, /* first occurrence: POST a new Event named `name` */
+        EVENT_ACTION_PATCH,  /* repeat: PATCH count/lastTimestamp of `name` */
         _EVENT_ACTION_MAX,
         _EVENT_ACTION_INVALID = -EINVAL,
 } EventAction;
 
 typedef struct EventDecision {
         EventAction action;
-        char name[EVENT_NAME_MAX + 1];  /* metadata.name of the Event */
-        unsigned count;                 /* value for .count (1 for CREATE) */
-        uint64_t first_usec;            /* CLOCK_REALTIME of the first occurrence (.firstTimestamp) */
+        char name[EVENT_NAME_MAX + 1]; /* metadata.name of the Event */
+        unsigned count;                /* value for .count (1 for CREATE) */
+        uint64_t first_usec;           /* CLOCK_REALTIME of the first occurrence (.firstTimestamp) */
 } EventDecision;
 
 typedef struct EventCache EventCache;

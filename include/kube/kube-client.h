@@ -40,10 +40,10 @@ typedef struct KubeClient KubeClient;
 typedef struct KubeRequest KubeRequest;
 
 typedef enum KubePatchType {
-        KUBE_PATCH_MERGE,       /* application/merge-patch+json: labels/annotations, null deletes */
-        KUBE_PATCH_STRATEGIC,   /* application/strategic-merge-patch+json: conditions by type */
-        KUBE_PATCH_JSON,        /* application/json-patch+json: RFC 6902, "test" preconditions */
-        KUBE_PATCH_APPLY,       /* application/apply-patch+yaml: server-side apply */
+        KUBE_PATCH_MERGE,     /* application/merge-patch+json: labels/annotations, null deletes */
+        KUBE_PATCH_STRATEGIC, /* application/strategic-merge-patch+json: conditions by type */
+        KUBE_PATCH_JSON,      /* application/json-patch+json: RFC 6902, "test" preconditions */
+        KUBE_PATCH_APPLY,     /* application/apply-patch+yaml: server-side apply */
         _KUBE_PATCH_TYPE_MAX,
         _KUBE_PATCH_TYPE_INVALID = -EINVAL,
 } KubePatchType;
@@ -88,16 +88,17 @@ int kube_client_get(KubeClient *c, const char *path, KubeRequestCallback cb, voi
                     KubeRequest **ret) _warn_unused_result_;
 int kube_client_delete(KubeClient *c, const char *path, KubeRequestCallback cb, void *userdata,
                        KubeRequest **ret) _warn_unused_result_;
-int kube_client_post(KubeClient *c, const char *path, const json_t *body, KubeRequestCallback cb, void *userdata,
-                     KubeRequest **ret) _warn_unused_result_;
-int kube_client_put(KubeClient *c, const char *path, const json_t *body, KubeRequestCallback cb, void *userdata,
-                    KubeRequest **ret) _warn_unused_result_;
+int kube_client_post(KubeClient *c, const char *path, const json_t *body, KubeRequestCallback cb,
+                     void *userdata, KubeRequest **ret) _warn_unused_result_;
+int kube_client_put(KubeClient *c, const char *path, const json_t *body, KubeRequestCallback cb,
+                    void *userdata, KubeRequest **ret) _warn_unused_result_;
 /* The general form of the four above: `body` NULL sends none (GET, DELETE); `timeout_usec` bounds this
  * request, never beyond the client's request timeout (0: that timeout). For a caller whose answer is
  * worthless after a deadline of its own, e.g. the Lease's renewal (kubelet cuts its heartbeat requests
  * at min(lease duration, 10 s)). */
-int kube_client_send(KubeClient *c, const char *method, const char *path, const json_t *body, uint64_t timeout_usec,
-                     KubeRequestCallback cb, void *userdata, KubeRequest **ret) _warn_unused_result_;
+int kube_client_send(KubeClient *c, const char *method, const char *path, const json_t *body,
+                     uint64_t timeout_usec, KubeRequestCallback cb, void *userdata,
+                     KubeRequest **ret) _warn_unused_result_;
 int kube_client_patch(KubeClient *c, const char *path, KubePatchType type, const json_t *body,
                       KubeRequestCallback cb, void *userdata, KubeRequest **ret) _warn_unused_result_;
 
@@ -118,7 +119,8 @@ const char *kube_request_get_path(const KubeRequest *r);
 /* For streaming requests (watches), which drive the HttpRequest themselves: an HttpRequest for
  * `path` with credentials, Accept and User-Agent set, not started. Fails with the credentials'
  * error if a configured credential was never readable. */
-int kube_client_prepare(KubeClient *c, const char *method, const char *path, HttpRequest **ret) _warn_unused_result_;
+int kube_client_prepare(KubeClient *c, const char *method, const char *path,
+                        HttpRequest **ret) _warn_unused_result_;
 /* Feed back the HTTP status of a request made with kube_client_prepare() (401 → token re-read). */
 void kube_client_observe_status(KubeClient *c, long status);
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Records core/v1 Events about our Node (docs/contract.md §6, §8.15; docs/kube-api.md §5): namespace "default",
- * involvedObject {kind Node, apiVersion v1, name, uid — the Node's uid once known, else its name like
- * kubelet — and no namespace}, so `kubectl describe node` lists them; source {component, host},
+/* Records core/v1 Events about our Node (docs/contract.md §6, §8.15; docs/kube-api.md §5): namespace
+ * "default", involvedObject {kind Node, apiVersion v1, name, uid — the Node's uid once known, else its name
+ * like kubelet — and no namespace}, so `kubectl describe node` lists them; source {component, host},
  * reportingComponent/reportingInstance. Repeats are folded into one Event whose count and
  * lastTimestamp are patched (strategic merge); a patch that finds the Event expired (404) creates it
  * again; a per-object spam filter drops bursts (event-cache.h). Sending is sequential through a
@@ -36,7 +36,8 @@ int kube_events_set_node_uid(KubeEvents *e, const char *uid) _warn_unused_result
 /* Queues an Event. `type` is "Normal" or "Warning"; `reason` a CamelCase word; `message` is cut at
  * KUBE_EVENTS_MESSAGE_MAX bytes. Returns 0 when queued, 0 as well when the spam filter dropped it
  * (that is the filter's purpose), -ENOBUFS when the queue is full, -EINVAL for a bad type. */
-int kube_events_emit(KubeEvents *e, const char *type, const char *reason, const char *message) _warn_unused_result_;
+int kube_events_emit(KubeEvents *e, const char *type, const char *reason,
+                     const char *message) _warn_unused_result_;
 /* The same with the Event's `action` (e.g. "HealthCheck", as GNA's health checks; NULL: none). */
 int kube_events_emit_action(KubeEvents *e, const char *type, const char *reason, const char *action,
                             const char *message) _warn_unused_result_;

@@ -15,12 +15,12 @@
 #include "util/macro.h"
 
 typedef enum KubeResource {
-        KUBE_RESOURCE_NODES,            /* /api/v1/nodes (cluster-scoped) */
-        KUBE_RESOURCE_PODS,             /* /api/v1/namespaces/<ns>/pods, or /api/v1/pods for all */
+        KUBE_RESOURCE_NODES, /* /api/v1/nodes (cluster-scoped) */
+        KUBE_RESOURCE_PODS,  /* /api/v1/namespaces/<ns>/pods, or /api/v1/pods for all */
         KUBE_RESOURCE_SECRETS,
         KUBE_RESOURCE_EVENTS,
-        KUBE_RESOURCE_LEASES,           /* coordination.k8s.io/v1 */
-        KUBE_RESOURCE_CSRS,             /* certificates.k8s.io/v1 certificatesigningrequests (cluster-scoped) */
+        KUBE_RESOURCE_LEASES, /* coordination.k8s.io/v1 */
+        KUBE_RESOURCE_CSRS,   /* certificates.k8s.io/v1 certificatesigningrequests (cluster-scoped) */
         _KUBE_RESOURCE_MAX,
         _KUBE_RESOURCE_INVALID = -EINVAL,
 } KubeResource;

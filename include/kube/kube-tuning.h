@@ -38,30 +38,30 @@
 #define KUBE_TUNING_ENV "INPLACE_AGENT_KUBE_TUNING"
 
 typedef struct KubeTuning {
-        uint64_t watch_timeout_min_usec;        /* 300 s, client-go's reflector */
-        uint64_t watch_timeout_max_usec;        /* 600 s (exclusive) */
-        uint64_t watch_silence_usec;            /* 90 s: bookmarks come about every 60 s */
-        uint64_t watch_cap_margin_usec;         /* 30 s: hard cap = timeoutSeconds + this */
-        uint64_t startup_delay_usec;            /* 2 s */
-        uint64_t backoff_base_usec;             /* 0.8 s */
-        uint64_t backoff_cap_usec;              /* 30 s */
-        uint64_t backoff_reset_usec;            /* 2 min */
-        uint64_t reconnect_spread_usec;         /* 10 s: a fleet's reconnects after a server restart */
-        uint64_t token_refresh_usec;            /* 50 s: client-go caches 60 s with 10 s leeway */
-        uint64_t cert_check_usec;               /* 5 min, client-go's cert rotation period */
-        uint64_t request_timeout_usec;          /* 70 s: the server cuts non-watch requests at 60 s */
-        uint64_t patch_timeout_usec;            /* 40 s: the server bounds PATCH at 34 s */
-        uint64_t csr_poll_usec;                 /* 2 s, upstream's CSR wait */
-        uint64_t csr_timeout_usec;              /* 15 min, upstream's CSR wait */
-        uint64_t identity_retry_base_usec;      /* 10 s */
-        uint64_t identity_retry_cap_usec;       /* 5 min */
-        uint64_t forbidden_backoff_usec;        /* 2 min: 403 is RBAC, not load (docs/kube-api.md §6.4) */
-        uint64_t units_check_usec;              /* 60 s */
-        uint64_t units_stuck_usec;              /* 5 min */
-        uint64_t health_check_usec;             /* 30 s */
-        uint64_t health_grace_usec;             /* 60 s */
-        uint64_t contact_event_min_usec;        /* 10 s (core/contact-blocker.h) */
-        uint64_t node_registration_usec;        /* 5 min */
+        uint64_t watch_timeout_min_usec;   /* 300 s, client-go's reflector */
+        uint64_t watch_timeout_max_usec;   /* 600 s (exclusive) */
+        uint64_t watch_silence_usec;       /* 90 s: bookmarks come about every 60 s */
+        uint64_t watch_cap_margin_usec;    /* 30 s: hard cap = timeoutSeconds + this */
+        uint64_t startup_delay_usec;       /* 2 s */
+        uint64_t backoff_base_usec;        /* 0.8 s */
+        uint64_t backoff_cap_usec;         /* 30 s */
+        uint64_t backoff_reset_usec;       /* 2 min */
+        uint64_t reconnect_spread_usec;    /* 10 s: a fleet's reconnects after a server restart */
+        uint64_t token_refresh_usec;       /* 50 s: client-go caches 60 s with 10 s leeway */
+        uint64_t cert_check_usec;          /* 5 min, client-go's cert rotation period */
+        uint64_t request_timeout_usec;     /* 70 s: the server cuts non-watch requests at 60 s */
+        uint64_t patch_timeout_usec;       /* 40 s: the server bounds PATCH at 34 s */
+        uint64_t csr_poll_usec;            /* 2 s, upstream's CSR wait */
+        uint64_t csr_timeout_usec;         /* 15 min, upstream's CSR wait */
+        uint64_t identity_retry_base_usec; /* 10 s */
+        uint64_t identity_retry_cap_usec;  /* 5 min */
+        uint64_t forbidden_backoff_usec;   /* 2 min: 403 is RBAC, not load (docs/kube-api.md §6.4) */
+        uint64_t units_check_usec;         /* 60 s */
+        uint64_t units_stuck_usec;         /* 5 min */
+        uint64_t health_check_usec;        /* 30 s */
+        uint64_t health_grace_usec;        /* 60 s */
+        uint64_t contact_event_min_usec;   /* 10 s (core/contact-blocker.h) */
+        uint64_t node_registration_usec;   /* 5 min */
 } KubeTuning;
 
 void kube_tuning_init(KubeTuning *t);

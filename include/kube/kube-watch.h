@@ -51,10 +51,10 @@ typedef struct KubeWatchCallbacks {
 } KubeWatchCallbacks;
 
 typedef struct KubeWatchStats {
-        unsigned lists;         /* LIST requests sent */
-        unsigned watches;       /* WATCH requests sent */
-        unsigned events;        /* ADDED/MODIFIED/DELETED/BOOKMARK received */
-        int stop_error;         /* why the watch stopped (-errno, as given to on_stopped); 0 while it runs */
+        unsigned lists;   /* LIST requests sent */
+        unsigned watches; /* WATCH requests sent */
+        unsigned events;  /* ADDED/MODIFIED/DELETED/BOOKMARK received */
+        int stop_error;   /* why the watch stopped (-errno, as given to on_stopped); 0 while it runs */
 } KubeWatchStats;
 
 /* Watches the object `name` of `resource` (in `namespace`, NULL for a cluster-scoped one). -EINVAL

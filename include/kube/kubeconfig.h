@@ -21,21 +21,21 @@
 #define KUBECONFIG_SERVICE_ACCOUNT_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 
 typedef struct KubeConfig {
-        char *source;           /* owned: the file, or "in-cluster", for messages */
-        char *server;           /* owned: "https://host:port[/prefix]", no trailing '/' */
-        char *tls_server_name;  /* owned; NULL: verify against the URL's host */
-        char *ca_file;          /* owned: absolute path; NULL if ca_data or none */
-        char *ca_data;          /* owned: PEM bytes (decoded certificate-authority-data); NULL if none */
+        char *source;          /* owned: the file, or "in-cluster", for messages */
+        char *server;          /* owned: "https://host:port[/prefix]", no trailing '/' */
+        char *tls_server_name; /* owned; NULL: verify against the URL's host */
+        char *ca_file;         /* owned: absolute path; NULL if ca_data or none */
+        char *ca_data;         /* owned: PEM bytes (decoded certificate-authority-data); NULL if none */
         size_t ca_data_size;
-        char *cert_file;        /* owned: absolute path; NULL if cert_data or none */
-        char *cert_data;        /* owned: PEM bytes; NULL if none */
+        char *cert_file; /* owned: absolute path; NULL if cert_data or none */
+        char *cert_data; /* owned: PEM bytes; NULL if none */
         size_t cert_data_size;
-        char *key_file;         /* owned: absolute path; NULL if key_data or none */
-        char *key_data;         /* owned: PEM bytes; NULL if none */
+        char *key_file; /* owned: absolute path; NULL if key_data or none */
+        char *key_data; /* owned: PEM bytes; NULL if none */
         size_t key_data_size;
-        char *token;            /* owned: static bearer token; NULL if none */
-        char *token_file;       /* owned: absolute path, re-read periodically; wins over token */
-        char *namespace;        /* owned: the context's namespace; NULL if unset */
+        char *token;      /* owned: static bearer token; NULL if none */
+        char *token_file; /* owned: absolute path, re-read periodically; wins over token */
+        char *namespace;  /* owned: the context's namespace; NULL if unset */
 } KubeConfig;
 
 KubeConfig *kubeconfig_free(KubeConfig *c);

@@ -22,10 +22,10 @@
 typedef struct Lease Lease;
 
 typedef struct LeaseStats {
-        unsigned renewals;      /* successful PUTs */
-        unsigned failures;      /* failed attempts of any kind */
-        int last_error;         /* of the last attempt (0 = success) */
-        bool stopped;           /* renewals stopped (last_error says why) until lease_start() again */
+        unsigned renewals; /* successful PUTs */
+        unsigned failures; /* failed attempts of any kind */
+        int last_error;    /* of the last attempt (0 = success) */
+        bool stopped;      /* renewals stopped (last_error says why) until lease_start() again */
 } LeaseStats;
 
 /* Renewals stopped and will not be tried again (-errno: the next step could not be scheduled). The

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Deleting the Pods bound to our Node after an in-place update (docs/node-protocol.md §6.4 deleteRemainingPods;
- * docs/kube-api.md §6.3: the node-agent identity may list its node's Pods and delete them): one LIST with
- * fieldSelector=spec.nodeName=<node>, the selection of core/pod-selection.h (gardener-resource-manager,
- * mirror and static Pods are left alone), then a DELETE for every Pod it picks, all in flight at
- * once. A 404 counts as deleted (the Pod is already gone). Any other failure, a DELETE that could not
- * even be sent included, fails the run with a message naming the Pod, once every request has ended:
- * nothing passes for deleted that was not.
+/* Deleting the Pods bound to our Node after an in-place update (docs/node-protocol.md §6.4
+ * deleteRemainingPods; docs/kube-api.md §6.3: the node-agent identity may list its node's Pods and delete
+ * them): one LIST with fieldSelector=spec.nodeName=<node>, the selection of core/pod-selection.h
+ * (gardener-resource-manager, mirror and static Pods are left alone), then a DELETE for every Pod it picks,
+ * all in flight at once. A 404 counts as deleted (the Pod is already gone). Any other failure, a DELETE that
+ * could not even be sent included, fails the run with a message naming the Pod, once every request has
+ * ended: nothing passes for deleted that was not.
  *
  * Runs on the KubeClient's sd_event loop; logs at debug level only (the caller decides and logs).
  * Owns its requests: freeing the PodCleanup cancels them without a callback. Borrows the KubeClient. */

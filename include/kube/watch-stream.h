@@ -39,7 +39,8 @@ typedef int (*WatchStreamCallback)(WatchEventType type, json_t *object, void *us
 typedef struct WatchStream WatchStream;
 
 /* max_line 0 = WATCH_STREAM_LINE_MAX. */
-int watch_stream_new(size_t max_line, WatchStreamCallback cb, void *userdata, WatchStream **ret) _warn_unused_result_;
+int watch_stream_new(size_t max_line, WatchStreamCallback cb, void *userdata,
+                     WatchStream **ret) _warn_unused_result_;
 WatchStream *watch_stream_free(WatchStream *s);
 DEFINE_CLEANUP_FUNC(WatchStream, watch_stream_free);
 
@@ -64,20 +65,20 @@ bool kube_status_is_too_large_rv(const json_t *status);
 
 /* How a watch ended; the input of watch_end_decide(). */
 typedef enum WatchEndKind {
-        WATCH_END_CLEAN,        /* 200 and the server closed the stream properly */
-        WATCH_END_DROPPED,      /* transport error after 200: reset, truncated, silent, hard cap */
-        WATCH_END_ERROR_EVENT,  /* an ERROR event; `code` is its Status code */
-        WATCH_END_DECODE,       /* undecodable line, unknown type, oversized line */
-        WATCH_END_HTTP,         /* non-200 answer to the watch request; `code` is the HTTP status */
-        WATCH_END_CONNECT,      /* no answer at all: refused, unreachable, TLS failure, timeout */
+        WATCH_END_CLEAN,       /* 200 and the server closed the stream properly */
+        WATCH_END_DROPPED,     /* transport error after 200: reset, truncated, silent, hard cap */
+        WATCH_END_ERROR_EVENT, /* an ERROR event; `code` is its Status code */
+        WATCH_END_DECODE,      /* undecodable line, unknown type, oversized line */
+        WATCH_END_HTTP,        /* non-200 answer to the watch request; `code` is the HTTP status */
+        WATCH_END_CONNECT,     /* no answer at all: refused, unreachable, TLS failure, timeout */
         _WATCH_END_KIND_MAX,
         _WATCH_END_KIND_INVALID = -EINVAL,
 } WatchEndKind;
 
 typedef enum WatchNext {
-        WATCH_NEXT_REWATCH,             /* re-watch from the last RV at once */
-        WATCH_NEXT_REWATCH_BACKOFF,     /* re-watch from the last RV after a backoff step */
-        WATCH_NEXT_RELIST_BACKOFF,      /* LIST again (from the last RV) after a backoff step */
+        WATCH_NEXT_REWATCH,         /* re-watch from the last RV at once */
+        WATCH_NEXT_REWATCH_BACKOFF, /* re-watch from the last RV after a backoff step */
+        WATCH_NEXT_RELIST_BACKOFF,  /* LIST again (from the last RV) after a backoff step */
         _WATCH_NEXT_MAX,
         _WATCH_NEXT_INVALID = -EINVAL,
 } WatchNext;

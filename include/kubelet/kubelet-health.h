@@ -11,9 +11,9 @@
 #include "core/config.h"
 #include "net/http-probe.h"
 
-/* Upstream's checkKubeletHealth (docs/node-protocol.md §9 scenario 25, Appendix A): kubelet.healthzURL until HTTP 200,
- * every 5 s (a quarter of the window when that is shorter), 10 s per request, kubelet.healthTimeout
- * overall. The URL is borrowed from `c`. */
+/* Upstream's checkKubeletHealth (docs/node-protocol.md §9 scenario 25, Appendix A): kubelet.healthzURL until
+ * HTTP 200, every 5 s (a quarter of the window when that is shorter), 10 s per request,
+ * kubelet.healthTimeout overall. The URL is borrowed from `c`. */
 HttpProbeOptions kubelet_health_probe(const Config *c);
 
 /* One probe of `url` (borrowed), as upstream's health check asks (healthcheck/kubelet.go: one GET, an

@@ -27,7 +27,7 @@ DEFINE_CLEANUP_FUNC(KubeletStore, kubelet_store_free);
 
 /* The store of the binaries (where oci/file-stage.h stages a version), borrowed while `s` lives. */
 FileStore *kubelet_store_files(const KubeletStore *s);
-const char *kubelet_store_root(const KubeletStore *s);          /* <stateDirectory>/kubelet */
+const char *kubelet_store_root(const KubeletStore *s); /* <stateDirectory>/kubelet */
 const char *kubelet_store_binary_path(const KubeletStore *s);
 
 /* The version binaryPath points at. -ENOENT if binaryPath does not exist, -EMEDIUMTYPE if it is a

@@ -17,8 +17,8 @@
 typedef struct GrpcCall GrpcCall;
 
 typedef struct GrpcReply {
-        const char *grpc_status;        /* NULL: absent */
-        const char *grpc_message;       /* NULL: absent */
+        const char *grpc_status;  /* NULL: absent */
+        const char *grpc_message; /* NULL: absent */
         const void *body;
         size_t body_size;
 } GrpcReply;
@@ -27,12 +27,13 @@ typedef struct GrpcReply {
  * in `reply`, valid during the callback). Otherwise -errno of the transport (-ETIMEDOUT: no answer
  * within the timeout, -ECONNREFUSED, ...), -EPROTO for an HTTP status other than 200 (`http_status`
  * says which), `reply` NULL. The callback may free the GrpcCall. */
-typedef void (*GrpcCallDone)(GrpcCall *c, int error, long http_status, const GrpcReply *reply, void *userdata);
+typedef void (*GrpcCallDone)(GrpcCall *c, int error, long http_status, const GrpcReply *reply,
+                             void *userdata);
 
 /* `socket_path`, `method` ("/package.Service/Method") and `request` are copied. */
-int grpc_call_start(Http *http, const char *socket_path, const char *method, const void *request, size_t request_size,
-                    uint64_t timeout_usec, size_t max_body, GrpcCallDone done, void *userdata,
-                    GrpcCall **ret) _warn_unused_result_;
+int grpc_call_start(Http *http, const char *socket_path, const char *method, const void *request,
+                    size_t request_size, uint64_t timeout_usec, size_t max_body, GrpcCallDone done,
+                    void *userdata, GrpcCall **ret) _warn_unused_result_;
 /* Cancels without callback. */
 GrpcCall *grpc_call_free(GrpcCall *c);
 DEFINE_CLEANUP_FUNC(GrpcCall, grpc_call_free);

@@ -40,7 +40,7 @@ typedef struct HttpTls {
         const char *key_file;
         const void *key_pem;
         size_t key_pem_size;
-        const char *server_name;        /* tls-server-name: SNI + verification name (via CONNECT_TO) */
+        const char *server_name; /* tls-server-name: SNI + verification name (via CONNECT_TO) */
 } HttpTls;
 
 #define HTTP_BODY_MAX_DEFAULT (16U * 1024U * 1024U)

@@ -36,38 +36,38 @@
 #include "util/macro.h"
 
 typedef struct ArchiveLimits {
-        uint64_t max_entries;           /* per layer */
-        size_t max_path;                /* bytes of one entry path (components at most NAME_MAX) */
-        uint64_t max_unpacked;          /* sum of entry sizes per layer */
-        uint64_t max_file_size;         /* the extracted file */
+        uint64_t max_entries;   /* per layer */
+        size_t max_path;        /* bytes of one entry path (components at most NAME_MAX) */
+        uint64_t max_unpacked;  /* sum of entry sizes per layer */
+        uint64_t max_file_size; /* the extracted file */
 } ArchiveLimits;
 
 /* Generous for a kubelet/hyperkube image (a ~120 MB binary, a few hundred MB unpacked). */
-#define ARCHIVE_LIMITS_DEFAULT                                                  \
-        ((ArchiveLimits) {                                                      \
-                .max_entries = 1000000,                                         \
-                .max_path = 4096,                                               \
-                .max_unpacked = UINT64_C(4) * 1024 * 1024 * 1024,               \
-                .max_file_size = UINT64_C(1) * 1024 * 1024 * 1024,              \
+#define ARCHIVE_LIMITS_DEFAULT                                     \
+        ((ArchiveLimits) {                                         \
+                .max_entries = 1000000,                            \
+                .max_path = 4096,                                  \
+                .max_unpacked = UINT64_C(4) * 1024 * 1024 * 1024,  \
+                .max_file_size = UINT64_C(1) * 1024 * 1024 * 1024, \
         })
 
 typedef enum ArchiveLookup {
-        ARCHIVE_LOOKUP_ABSENT,          /* not in this layer: look in the next lower one */
-        ARCHIVE_LOOKUP_FOUND,           /* extracted */
-        ARCHIVE_LOOKUP_WHITEOUT,        /* deleted here by a .wh. entry for it or a parent */
-        ARCHIVE_LOOKUP_OPAQUE,          /* a parent directory is opaque here */
-        ARCHIVE_LOOKUP_NOT_DIRECTORY,   /* a parent path is a non-directory here */
+        ARCHIVE_LOOKUP_ABSENT,        /* not in this layer: look in the next lower one */
+        ARCHIVE_LOOKUP_FOUND,         /* extracted */
+        ARCHIVE_LOOKUP_WHITEOUT,      /* deleted here by a .wh. entry for it or a parent */
+        ARCHIVE_LOOKUP_OPAQUE,        /* a parent directory is opaque here */
+        ARCHIVE_LOOKUP_NOT_DIRECTORY, /* a parent path is a non-directory here */
         _ARCHIVE_LOOKUP_MAX,
         _ARCHIVE_LOOKUP_INVALID = -EINVAL,
 } ArchiveLookup;
 
 typedef struct ArchiveExtractResult {
         ArchiveLookup lookup;
-        uint64_t size;                  /* FOUND: bytes of the extracted file */
-        mode_t mode;                    /* FOUND: permission bits in the image */
-        Digest digest;                  /* FOUND: SHA-256 of the extracted file, hashed as it was written */
-        uint64_t n_entries;             /* entries read */
-        uint64_t unpacked;              /* sum of entry sizes read */
+        uint64_t size;      /* FOUND: bytes of the extracted file */
+        mode_t mode;        /* FOUND: permission bits in the image */
+        Digest digest;      /* FOUND: SHA-256 of the extracted file, hashed as it was written */
+        uint64_t n_entries; /* entries read */
+        uint64_t unpacked;  /* sum of entry sizes read */
 } ArchiveExtractResult;
 
 /* Reads the layer at `layer_fd` (tar, tar+gzip or tar+zstd; the fd is not consumed and is read from
@@ -90,12 +90,14 @@ int archive_extract_layer_fed(int layer_fd, LayerFeed *feed, const char *file_pa
  * down while ABSENT. *ret_layer is the index of the layer that decided (-1 if none had the path). */
 int archive_extract_from_layers(const char *const *layer_paths, size_t n_layers, const char *file_path,
                                 const char *staging_dir, const char *out_name, const ArchiveLimits *limits,
-                                ArchiveExtractResult *ret, ssize_t *ret_layer, char **ret_message) _warn_unused_result_;
+                                ArchiveExtractResult *ret, ssize_t *ret_layer,
+                                char **ret_message) _warn_unused_result_;
 
 /* Normalizes an entry or image path: strips "./" and leading "/" (if allow_absolute), collapses "//"
  * and "." components. -EXDEV for ".." or (without allow_absolute) a leading "/", -ENAMETOOLONG
  * beyond max_path or NAME_MAX per component, -EINVAL for an empty string. The root ("." or "./")
  * normalizes to "". */
-int archive_path_normalize(const char *path, bool allow_absolute, size_t max_path, char **ret) _warn_unused_result_;
+int archive_path_normalize(const char *path, bool allow_absolute, size_t max_path,
+                           char **ret) _warn_unused_result_;
 
 const char *archive_lookup_to_string(ArchiveLookup l);

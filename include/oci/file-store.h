@@ -40,7 +40,8 @@ int file_store_has(const FileStore *s, const char *version);
  * <root>/<version>/<file name> with mode 0755, replacing an older copy; fsyncs file and directories.
  * `source_json` (may be NULL) is written next to it as source.json. -EXDEV if staged_path lives on
  * another filesystem. */
-int file_store_install(const FileStore *s, const char *version, const char *staged_path, const char *source_json);
+int file_store_install(const FileStore *s, const char *version, const char *staged_path,
+                       const char *source_json);
 /* source.json of a stored version (-ENOENT if none). */
 int file_store_read_source(const FileStore *s, const char *version, char **ret);
 

@@ -27,8 +27,8 @@
 #define OCI_MANIFEST_ACCEPT OCI_MT_MANIFEST ", " OCI_MT_INDEX ", " DOCKER_MT_MANIFEST ", " DOCKER_MT_LIST
 
 typedef enum OciManifestKind {
-        OCI_MANIFEST_IMAGE,             /* OCI image manifest or Docker schema 2 manifest */
-        OCI_MANIFEST_INDEX,             /* OCI index or Docker manifest list */
+        OCI_MANIFEST_IMAGE, /* OCI image manifest or Docker schema 2 manifest */
+        OCI_MANIFEST_INDEX, /* OCI index or Docker manifest list */
         _OCI_MANIFEST_KIND_MAX,
         _OCI_MANIFEST_KIND_INVALID = -EINVAL,
 } OciManifestKind;
@@ -42,32 +42,33 @@ typedef enum OciCompression {
 } OciCompression;
 
 typedef struct OciPlatform {
-        char *os;                       /* owned */
-        char *architecture;             /* owned */
-        char *variant;                  /* owned; NULL if absent */
+        char *os;           /* owned */
+        char *architecture; /* owned */
+        char *variant;      /* owned; NULL if absent */
 } OciPlatform;
 
 typedef struct OciDescriptor {
-        char *media_type;               /* owned */
+        char *media_type; /* owned */
         Digest digest;
         uint64_t size;
-        OciCompression compression;     /* layers only */
-        OciPlatform platform;           /* index entries only; fields NULL if absent */
+        OciCompression compression; /* layers only */
+        OciPlatform platform;       /* index entries only; fields NULL if absent */
 } OciDescriptor;
 
 typedef struct OciManifest {
         OciManifestKind kind;
-        char *media_type;               /* owned: the document's media type */
-        OciDescriptor config;           /* image manifests only */
-        OciDescriptor *layers;          /* owned array: image manifests only, base layer first */
+        char *media_type;      /* owned: the document's media type */
+        OciDescriptor config;  /* image manifests only */
+        OciDescriptor *layers; /* owned array: image manifests only, base layer first */
         size_t n_layers;
-        OciDescriptor *manifests;       /* owned array: indexes only */
+        OciDescriptor *manifests; /* owned array: indexes only */
         size_t n_manifests;
 } OciManifest;
 
 /* `content_type` is the HTTP Content-Type (may be NULL); the document's own "mediaType" wins when
  * present, and a disagreement between the two is -EBADMSG. */
-int oci_manifest_parse(const void *data, size_t size, const char *content_type, OciManifest **ret) _warn_unused_result_;
+int oci_manifest_parse(const void *data, size_t size, const char *content_type,
+                       OciManifest **ret) _warn_unused_result_;
 OciManifest *oci_manifest_free(OciManifest *m);
 DEFINE_CLEANUP_FUNC(OciManifest, oci_manifest_free);
 

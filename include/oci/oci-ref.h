@@ -12,19 +12,19 @@
 #include "oci/digest.h"
 #include "util/macro.h"
 
-#define OCI_REF_MAX 1024                /* whole reference */
-#define OCI_REPOSITORY_MAX 255          /* distribution: repository name */
-#define OCI_NAME_MAX 255                /* distribution: NameTotalLengthMax, registry "/" repository */
+#define OCI_REF_MAX 1024       /* whole reference */
+#define OCI_REPOSITORY_MAX 255 /* distribution: repository name */
+#define OCI_NAME_MAX 255       /* distribution: NameTotalLengthMax, registry "/" repository */
 #define OCI_TAG_MAX 128
 
 #define OCI_DOCKER_HUB "docker.io"
 #define OCI_DOCKER_HUB_API "registry-1.docker.io"
 
 typedef struct OciRef {
-        char *registry;         /* owned: host[:port] as written, "docker.io" by default */
-        char *repository;       /* owned: "library/busybox", "ns/hyperkube" */
-        char *tag;              /* owned; NULL when only a digest was given */
-        char *digest;           /* owned: "sha256:..." or NULL */
+        char *registry;   /* owned: host[:port] as written, "docker.io" by default */
+        char *repository; /* owned: "library/busybox", "ns/hyperkube" */
+        char *tag;        /* owned; NULL when only a digest was given */
+        char *digest;     /* owned: "sha256:..." or NULL */
 } OciRef;
 
 int oci_ref_parse(const char *s, OciRef **ret) _warn_unused_result_;

@@ -26,9 +26,9 @@ typedef enum RegistryAuthScheme {
 
 typedef struct RegistryChallenge {
         RegistryAuthScheme scheme;
-        char *realm;            /* owned; Bearer: the token service URL */
-        char *service;          /* owned; may be NULL */
-        char *scope;            /* owned; may be NULL */
+        char *realm;   /* owned; Bearer: the token service URL */
+        char *service; /* owned; may be NULL */
+        char *scope;   /* owned; may be NULL */
 } RegistryChallenge;
 
 /* Parses a WWW-Authenticate value. With several challenges in one header, Bearer is preferred.
@@ -49,8 +49,8 @@ int registry_token_parse(const void *data, size_t size, char **ret_token,
                          uint64_t *ret_expires_in_usec) _warn_unused_result_;
 
 typedef struct RegistryCredentials {
-        char *username;         /* owned */
-        char *password;         /* owned */
+        char *username; /* owned */
+        char *password; /* owned */
 } RegistryCredentials;
 
 RegistryCredentials *registry_credentials_free(RegistryCredentials *c);

@@ -15,4 +15,5 @@
  * this machine's too; otherwise a NULL variant matches any. The result's manifest, manifest_digest and
  * top_digest are set on success. */
 int registry_resolve(RegistryClient *c, const OciRef *ref, const char *os, const char *architecture,
-                     const char *variant, RegistryDone done, void *userdata, RegistryOp **ret) _warn_unused_result_;
+                     const char *variant, RegistryDone done, void *userdata,
+                     RegistryOp **ret) _warn_unused_result_;

@@ -16,8 +16,8 @@
 /* The base URLs for `ref`, as a NULL-terminated strv: the mirror that registry.mirrors names for its
  * registry first ("https://" added to a URL without a scheme, trailing slashes dropped), then
  * https://<the registry's API host>. -ENOMEM. */
-int registry_mirror_endpoints(const RegistryMirror *mirrors, size_t n_mirrors, const OciRef *ref, char ***ret,
-                              size_t *ret_n) _warn_unused_result_;
+int registry_mirror_endpoints(const RegistryMirror *mirrors, size_t n_mirrors, const OciRef *ref,
+                              char ***ret, size_t *ret_n) _warn_unused_result_;
 
 /* "host[:port]" of a base URL, or NULL on OOM. */
 char *registry_mirror_endpoint_host(const char *base);

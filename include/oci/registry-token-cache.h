@@ -12,7 +12,7 @@
 typedef struct RegistryToken RegistryToken;
 
 typedef struct RegistryTokenCache {
-        RegistryToken *tokens;          /* owned list */
+        RegistryToken *tokens; /* owned list */
 } RegistryTokenCache;
 
 /* The Authorization header value ("Bearer ...") for endpoint and scope, or NULL when there is none or

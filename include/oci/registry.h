@@ -35,14 +35,14 @@
 #include "oci/oci-ref.h"
 
 typedef struct RegistryOptions {
-        const char *ca_file;                    /* may be NULL: system trust store only */
-        const char *auth_file;                  /* may be NULL */
-        const RegistryMirror *mirrors;          /* upstream host → mirror base URL */
+        const char *ca_file;           /* may be NULL: system trust store only */
+        const char *auth_file;         /* may be NULL */
+        const RegistryMirror *mirrors; /* upstream host → mirror base URL */
         size_t n_mirrors;
-        const char *blob_directory;             /* created if missing; same fs as the store */
-        unsigned max_attempts;                  /* per endpoint; 0 = 4 */
-        uint64_t retry_base_usec;               /* first backoff; 0 = 500 ms; doubles up to 30 s */
-        uint64_t min_free_bytes;                /* kept free besides the blob; 0 = 64 MiB */
+        const char *blob_directory; /* created if missing; same fs as the store */
+        unsigned max_attempts;      /* per endpoint; 0 = 4 */
+        uint64_t retry_base_usec;   /* first backoff; 0 = 500 ms; doubles up to 30 s */
+        uint64_t min_free_bytes;    /* kept free besides the blob; 0 = 64 MiB */
         /* Stall detector: a blob download slower than stall_bytes per second over stall_usec fails
          * the attempt (retriable ArtifactUnavailable naming the blob; the .partial is kept for the
          * resume). 0 = REGISTRY_STALL_BYTES / REGISTRY_STALL_USEC; tests use a short window. */
@@ -64,17 +64,17 @@ RegistryClient *registry_client_free(RegistryClient *c);
 DEFINE_CLEANUP_FUNC(RegistryClient, registry_client_free);
 
 typedef struct RegistryResult {
-        int error;                              /* 0 or -errno */
-        ArtifactFailure failure;                /* NONE on success */
-        const char *message;                    /* NULL on success */
+        int error;               /* 0 or -errno */
+        ArtifactFailure failure; /* NONE on success */
+        const char *message;     /* NULL on success */
         /* registry_resolve(): */
-        const OciManifest *manifest;            /* the platform's image manifest */
-        const char *manifest_digest;            /* its digest */
-        const char *top_digest;                 /* digest of what the reference named (index or manifest) */
+        const OciManifest *manifest; /* the platform's image manifest */
+        const char *manifest_digest; /* its digest */
+        const char *top_digest;      /* digest of what the reference named (index or manifest) */
         /* registry_fetch_blob(): */
-        const char *blob_path;                  /* <blob_directory>/<hex>, verified */
-        uint64_t bytes_downloaded;              /* this run (0 if it was already there) */
-        uint64_t resumed_from;                  /* bytes found on disk from an earlier run */
+        const char *blob_path;     /* <blob_directory>/<hex>, verified */
+        uint64_t bytes_downloaded; /* this run (0 if it was already there) */
+        uint64_t resumed_from;     /* bytes found on disk from an earlier run */
 } RegistryResult;
 
 /* Called once per op, never from inside the call that started it. All pointers in `result` are

@@ -27,17 +27,17 @@
 #define BOOT_ENTRY_LISTING_MAX 4096
 
 typedef struct BootEntryName {
-        char *version;          /* owned */
+        char *version; /* owned */
         bool has_counter;
-        unsigned tries_left;    /* valid if has_counter */
-        unsigned tries_done;    /* valid if has_counter; 0 when the name has only "+<left>" */
+        unsigned tries_left; /* valid if has_counter */
+        unsigned tries_done; /* valid if has_counter; 0 when the name has only "+<left>" */
 } BootEntryName;
 
 typedef enum BootEntryState {
-        BOOT_ENTRY_ABSENT,      /* no entry for that version */
-        BOOT_ENTRY_PENDING,     /* counting, tries left: not yet booted successfully */
-        BOOT_ENTRY_GOOD,        /* no counter: blessed by systemd-bless-boot (or never counted) */
-        BOOT_ENTRY_BAD,         /* tries exhausted: systemd-boot will not pick it by default */
+        BOOT_ENTRY_ABSENT,  /* no entry for that version */
+        BOOT_ENTRY_PENDING, /* counting, tries left: not yet booted successfully */
+        BOOT_ENTRY_GOOD,    /* no counter: blessed by systemd-bless-boot (or never counted) */
+        BOOT_ENTRY_BAD,     /* tries exhausted: systemd-boot will not pick it by default */
         _BOOT_ENTRY_STATE_MAX,
         _BOOT_ENTRY_STATE_INVALID = -EINVAL,
 } BootEntryState;

@@ -40,14 +40,14 @@
 typedef struct OsCommand OsCommand;
 
 typedef struct OsCommandResult {
-        OsUpdateOutcome outcome;        /* of the last attempt */
-        OsUpdateClass class;            /* of the last attempt */
-        unsigned attempts;              /* attempts started, >= 1 */
-        uint64_t duration_usec;         /* from the first start until now */
-        const char *path;               /* borrowed: the executable actually run */
-        const char *output;             /* borrowed: head/tail summary of the last attempt's output */
-        uint64_t output_bytes;          /* everything the last attempt printed */
-        uint64_t output_dropped;        /* of which not in `output` */
+        OsUpdateOutcome outcome; /* of the last attempt */
+        OsUpdateClass class;     /* of the last attempt */
+        unsigned attempts;       /* attempts started, >= 1 */
+        uint64_t duration_usec;  /* from the first start until now */
+        const char *path;        /* borrowed: the executable actually run */
+        const char *output;      /* borrowed: head/tail summary of the last attempt's output */
+        uint64_t output_bytes;   /* everything the last attempt printed */
+        uint64_t output_dropped; /* of which not in `output` */
 } OsCommandResult;
 
 typedef struct OsCommandCallbacks {
@@ -73,21 +73,20 @@ typedef struct OsCommandCallbacks {
 } OsCommandCallbacks;
 
 typedef struct OsCommandOptions {
-        uint64_t timeout_usec;          /* total budget over all attempts; 0: OS_COMMAND_TIMEOUT_DEFAULT */
-        uint64_t kill_grace_usec;       /* SIGTERM -> SIGKILL; 0: default */
-        uint64_t drain_usec;            /* read output after exit at most this long; 0: default */
-        OsUpdateRetryPolicy retry;      /* initial_delay_usec == 0: OS_UPDATE_RETRY_POLICY_DEFAULT */
-        size_t output_head_max;         /* 0: OUTPUT_CAPTURE_HEAD_DEFAULT */
-        size_t output_tail_max;         /* 0: OUTPUT_CAPTURE_TAIL_DEFAULT */
-        uint64_t line_limit;            /* 0: OS_COMMAND_LINE_LIMIT_DEFAULT */
-        char *const *environment;       /* borrowed, copied; NULL: PATH=default, LANG=C.UTF-8 */
+        uint64_t timeout_usec;     /* total budget over all attempts; 0: OS_COMMAND_TIMEOUT_DEFAULT */
+        uint64_t kill_grace_usec;  /* SIGTERM -> SIGKILL; 0: default */
+        uint64_t drain_usec;       /* read output after exit at most this long; 0: default */
+        OsUpdateRetryPolicy retry; /* initial_delay_usec == 0: OS_UPDATE_RETRY_POLICY_DEFAULT */
+        size_t output_head_max;    /* 0: OUTPUT_CAPTURE_HEAD_DEFAULT */
+        size_t output_tail_max;    /* 0: OUTPUT_CAPTURE_TAIL_DEFAULT */
+        uint64_t line_limit;       /* 0: OS_COMMAND_LINE_LIMIT_DEFAULT */
+        char *const *environment;  /* borrowed, copied; NULL: PATH=default, LANG=C.UTF-8 */
 } OsCommandOptions;
 
 /* `command` and `args` (NULL-terminated, may be NULL) are copied. `options` and `callbacks` may be
  * NULL (defaults; no callbacks). -EINVAL for an empty command, -E2BIG beyond the limits above. */
-int os_command_new(sd_event *event, const char *command, char *const *args,
-                   const OsCommandOptions *options, const OsCommandCallbacks *callbacks,
-                   void *userdata, OsCommand **ret);
+int os_command_new(sd_event *event, const char *command, char *const *args, const OsCommandOptions *options,
+                   const OsCommandCallbacks *callbacks, void *userdata, OsCommand **ret);
 
 /* Kills a running command's process group (SIGKILL) and reaps it; no callback is called. */
 OsCommand *os_command_free(OsCommand *c);

@@ -16,10 +16,10 @@
 typedef struct OsImageStage OsImageStage;
 
 typedef struct OsImageStageResult {
-        int error;                      /* 0 or -errno */
-        ArtifactFailure failure;        /* NONE on success */
-        const char *message;            /* borrowed; NULL on success */
-        const char *path;               /* borrowed: the staged image; NULL on failure */
+        int error;               /* 0 or -errno */
+        ArtifactFailure failure; /* NONE on success */
+        const char *message;     /* borrowed; NULL on success */
+        const char *path;        /* borrowed: the staged image; NULL on failure */
 } OsImageStageResult;
 
 /* Called once, never from inside os_image_stage_start(); `res` is valid until it returns. The
@@ -28,7 +28,8 @@ typedef void (*OsImageStageDone)(OsImageStage *s, const OsImageStageResult *res,
 
 /* `registry` is borrowed and outlives the stage; the strings are copied. */
 int os_image_stage_start(RegistryClient *registry, const char *reference_template, const char *version,
-                         const char *state_directory, OsImageStageDone done, void *userdata, OsImageStage **ret);
+                         const char *state_directory, OsImageStageDone done, void *userdata,
+                         OsImageStage **ret);
 /* Cancels (no callback) and frees; a partial blob stays for a later resume. */
 OsImageStage *os_image_stage_free(OsImageStage *s);
 DEFINE_CLEANUP_FUNC(OsImageStage, os_image_stage_free);

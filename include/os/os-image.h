@@ -37,15 +37,15 @@
 typedef struct OsImage OsImage;
 
 typedef struct OsImageInstallOptions {
-        const char *source_path;        /* verified image file */
-        const char *install_directory;  /* osUpdate.image.installDirectory; created if missing */
-        const char *name_prefix;        /* osUpdate.image.namePrefix */
-        const char *version;            /* the target OS version, as named in the entry */
-        unsigned boot_tries;            /* osUpdate.image.bootTries; 0: no boot counting */
-        const char *running_version;    /* OS version from osRelease; NULL: unknown (removes less) */
-        const char *efivars_directory;  /* NULL: OS_IMAGE_EFIVARS_DEFAULT; "": do not consult */
-        uint64_t reserve_bytes;         /* free space to leave; 0: OS_IMAGE_RESERVE_DEFAULT */
-        int (*statvfs)(const char *path, struct statvfs *ret);  /* NULL: statvfs(3); for tests */
+        const char *source_path;       /* verified image file */
+        const char *install_directory; /* osUpdate.image.installDirectory; created if missing */
+        const char *name_prefix;       /* osUpdate.image.namePrefix */
+        const char *version;           /* the target OS version, as named in the entry */
+        unsigned boot_tries;           /* osUpdate.image.bootTries; 0: no boot counting */
+        const char *running_version;   /* OS version from osRelease; NULL: unknown (removes less) */
+        const char *efivars_directory; /* NULL: OS_IMAGE_EFIVARS_DEFAULT; "": do not consult */
+        uint64_t reserve_bytes;        /* free space to leave; 0: OS_IMAGE_RESERVE_DEFAULT */
+        int (*statvfs)(const char *path, struct statvfs *ret); /* NULL: statvfs(3); for tests */
 } OsImageInstallOptions;
 
 /* error: 0, or -errno (-ENOSPC/-EDQUOT: out of space while copying). The OsImage may be freed

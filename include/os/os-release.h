@@ -2,8 +2,8 @@
 #pragma once
 
 /* The current OS version, derived from os-release text exactly the way gardener-node-agent does it
- * (docs/node-protocol.md §4.3, reconciler.go GetOSVersion): the first match of `(PRETTY_NAME)=(.*)` anywhere in the
- * text, '"' trimmed from both ends, then the first match of `\b\d+(?:\.\d+)*\b` (ASCII word
+ * (docs/node-protocol.md §4.3, reconciler.go GetOSVersion): the first match of `(PRETTY_NAME)=(.*)` anywhere
+ * in the text, '"' trimmed from both ends, then the first match of `\b\d+(?:\.\d+)*\b` (ASCII word
  * boundaries). Pure: the caller reads the file (docs/contract.md §3 `osRelease`) and passes its text.
  * Does not log. */
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* How one run of the Gardener OS update command (OSC status.inPlaceUpdates.osUpdate, docs/node-protocol.md §4.2
- * step 4) is classified, whether it is retried, and the failure text reported for it. Pure: no
- * I/O, no clock (elapsed time is passed in), no logging.
+/* How one run of the Gardener OS update command (OSC status.inPlaceUpdates.osUpdate, docs/node-protocol.md
+ * §4.2 step 4) is classified, whether it is retried, and the failure text reported for it. Pure: no I/O, no
+ * clock (elapsed time is passed in), no logging.
  *
  * Upstream (gardener reconciler.go, updateOSInPlace) matches two regular expressions against the
  * combined output of a failed run: `(?i)network problems` first (retriable), then
@@ -21,19 +21,19 @@
 #include "util/macro.h"
 
 typedef enum OsUpdateClass {
-        OS_UPDATE_CLASS_SUCCESS,        /* exit status 0 */
-        OS_UPDATE_CLASS_RETRIABLE,      /* failed; output matched (?i)network problems */
-        OS_UPDATE_CLASS_NON_RETRIABLE,  /* failed; output matched (?i)invalid arguments|system failure */
-        OS_UPDATE_CLASS_UNKNOWN,        /* failed otherwise ("no specific error detected"); final */
-        OS_UPDATE_CLASS_TIMEOUT,        /* still running when the budget ran out; killed */
+        OS_UPDATE_CLASS_SUCCESS,       /* exit status 0 */
+        OS_UPDATE_CLASS_RETRIABLE,     /* failed; output matched (?i)network problems */
+        OS_UPDATE_CLASS_NON_RETRIABLE, /* failed; output matched (?i)invalid arguments|system failure */
+        OS_UPDATE_CLASS_UNKNOWN,       /* failed otherwise ("no specific error detected"); final */
+        OS_UPDATE_CLASS_TIMEOUT,       /* still running when the budget ran out; killed */
         _OS_UPDATE_CLASS_MAX,
         _OS_UPDATE_CLASS_INVALID = -EINVAL,
 } OsUpdateClass;
 
 typedef enum OsUpdateTermination {
-        OS_UPDATE_EXITED,               /* code: exit status */
-        OS_UPDATE_SIGNALED,             /* code: signal number */
-        OS_UPDATE_SPAWN_FAILED,         /* code: -errno; the program never ran */
+        OS_UPDATE_EXITED,       /* code: exit status */
+        OS_UPDATE_SIGNALED,     /* code: signal number */
+        OS_UPDATE_SPAWN_FAILED, /* code: -errno; the program never ran */
         _OS_UPDATE_TERMINATION_MAX,
         _OS_UPDATE_TERMINATION_INVALID = -EINVAL,
 } OsUpdateTermination;
@@ -42,7 +42,7 @@ typedef struct OsUpdateOutcome {
         OsUpdateTermination termination;
         int code;
         bool core_dumped;
-        bool timed_out;                 /* we killed it because the budget ran out */
+        bool timed_out; /* we killed it because the budget ran out */
 } OsUpdateOutcome;
 
 typedef enum OsUpdatePattern {
@@ -55,9 +55,9 @@ typedef enum OsUpdatePattern {
 
 /* Streaming matcher state. Zero-initialise ((OsUpdateScan) {}) to start; reset the same way. */
 typedef struct OsUpdateScan {
-        unsigned position[_OS_UPDATE_PATTERN_MAX];      /* matched prefix length per pattern */
+        unsigned position[_OS_UPDATE_PATTERN_MAX]; /* matched prefix length per pattern */
         bool matched[_OS_UPDATE_PATTERN_MAX];
-        uint8_t pending[2];                             /* start of a possibly folding UTF-8 rune */
+        uint8_t pending[2]; /* start of a possibly folding UTF-8 rune */
         size_t n_pending;
 } OsUpdateScan;
 
@@ -83,11 +83,11 @@ typedef struct OsUpdateRetryPolicy {
 } OsUpdateRetryPolicy;
 
 /* initial 30 s is upstream's fixed retry interval (retry.UntilTimeout, docs/node-protocol.md §4.2). */
-#define OS_UPDATE_RETRY_POLICY_DEFAULT                                                 \
-        ((OsUpdateRetryPolicy) {                                                       \
-                .initial_delay_usec = 30 * USEC_PER_SEC,                               \
-                .max_delay_usec = 120 * USEC_PER_SEC,                                  \
-                .min_attempt_usec = 30 * USEC_PER_SEC,                                 \
+#define OS_UPDATE_RETRY_POLICY_DEFAULT                   \
+        ((OsUpdateRetryPolicy) {                         \
+                .initial_delay_usec = 30 * USEC_PER_SEC, \
+                .max_delay_usec = 120 * USEC_PER_SEC,    \
+                .min_attempt_usec = 30 * USEC_PER_SEC,   \
         })
 
 /* After `attempts_done` (>= 1) attempts, the last classified `last`, `elapsed_usec` after the

@@ -31,8 +31,8 @@ DEFINE_CLEANUP_FUNC(OutputCapture, output_capture_free);
 void output_capture_reset(OutputCapture *c);
 
 /* Appends bytes; `on_line` may be NULL. */
-void output_capture_feed(OutputCapture *c, const void *data, size_t size,
-                         OutputCaptureLine on_line, void *userdata);
+void output_capture_feed(OutputCapture *c, const void *data, size_t size, OutputCaptureLine on_line,
+                         void *userdata);
 
 /* Hands out a final line without '\n', if any. */
 void output_capture_flush(OutputCapture *c, OutputCaptureLine on_line, void *userdata);

@@ -22,7 +22,7 @@
 #define OUTPUT_REDACTED_KEY "[redacted private key]"
 
 typedef struct OutputRedact {
-        bool in_private_key;            /* after a private key's BEGIN line, before its END line */
+        bool in_private_key; /* after a private key's BEGIN line, before its END line */
 } OutputRedact;
 
 /* One line (`size` bytes, no '\n'). *ret is the line with credentials replaced (NUL-terminated), or

@@ -69,13 +69,14 @@ int reporter_remove_annotation(Reporter *r, const char *key, const char *value, 
  * watched), fire and forget: written (strategic merge on /status, by type) only when status, reason
  * or message differ from the watched Node's; -ENODEV while there is no Node. `now_usec` on
  * CLOCK_REALTIME. */
-int reporter_set_condition(Reporter *r, const char *type, bool status, const char *reason, const char *message,
-                           uint64_t now_usec) _warn_unused_result_;
+int reporter_set_condition(Reporter *r, const char *type, bool status, const char *reason,
+                           const char *message, uint64_t now_usec) _warn_unused_result_;
 
 /* Puts the InternalIP `address` back into the Node's status.addresses (strategic merge on /status,
  * by type, so the other addresses stay; GNA's kubelet health check). Returns like reporter_report();
  * -ENODEV while there is no Node. */
-int reporter_set_internal_ip(Reporter *r, const char *address, ReporterDone done, void *userdata) _warn_unused_result_;
+int reporter_set_internal_ip(Reporter *r, const char *address, ReporterDone done,
+                             void *userdata) _warn_unused_result_;
 
 /* A core/v1 Event about our Node (deduplicated and rate-limited by kube-events.h). */
 int reporter_emit_event(Reporter *r, const char *type, const char *reason, const char *message);

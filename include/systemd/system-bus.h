@@ -32,10 +32,10 @@ typedef int (*SystemBusOpen)(sd_bus **ret, void *userdata);
 typedef void (*SystemBusChanged)(SystemBus *sb, bool up, int error, void *userdata);
 
 typedef struct SystemBusOptions {
-        SystemBusOpen open;             /* NULL: the system bus */
+        SystemBusOpen open; /* NULL: the system bus */
         void *open_userdata;
-        uint64_t retry_base_usec;       /* 0: SYSTEM_BUS_RETRY_BASE_USEC */
-        uint64_t retry_cap_usec;        /* 0: SYSTEM_BUS_RETRY_CAP_USEC */
+        uint64_t retry_base_usec; /* 0: SYSTEM_BUS_RETRY_BASE_USEC */
+        uint64_t retry_cap_usec;  /* 0: SYSTEM_BUS_RETRY_CAP_USEC */
 } SystemBusOptions;
 
 /* `o` may be NULL (the system bus, default backoff). Does not connect yet. */

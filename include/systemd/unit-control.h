@@ -37,14 +37,14 @@ typedef enum UnitAction {
         UNIT_ACTION_RESTART,
         UNIT_ACTION_RELOAD,
         UNIT_ACTION_DAEMON_RELOAD,
-        UNIT_ACTION_ENABLE,             /* EnableUnitFiles([unit], runtime=false, force=true) */
-        UNIT_ACTION_DISABLE,            /* DisableUnitFiles([unit], runtime=false) */
-        UNIT_ACTION_REACH,              /* nothing: done once systemd is reachable (unit_control_reach()) */
+        UNIT_ACTION_ENABLE,  /* EnableUnitFiles([unit], runtime=false, force=true) */
+        UNIT_ACTION_DISABLE, /* DisableUnitFiles([unit], runtime=false) */
+        UNIT_ACTION_REACH,   /* nothing: done once systemd is reachable (unit_control_reach()) */
         _UNIT_ACTION_MAX,
         _UNIT_ACTION_INVALID = -EINVAL,
 } UnitAction;
 
-const char *unit_action_to_string(UnitAction a);       /* "start", "stop", "restart", ... */
+const char *unit_action_to_string(UnitAction a); /* "start", "stop", "restart", ... */
 UnitAction unit_action_from_string(const char *s);
 
 /* Maps a JobRemoved result string ("done", "failed", "timeout", ...) to 0 or -errno. */
@@ -53,17 +53,17 @@ int unit_job_result_to_errno(const char *result);
 /* What happened. Every pointer is borrowed and valid only during the UnitJobDone callback. */
 typedef struct UnitJobResult {
         UnitAction action;
-        const char *unit;               /* NULL for daemon-reload */
-        int error;                      /* 0 on success, else -errno */
-        const char *detail;             /* NULL on success; else a human reason: the D-Bus error
-                                         * message, "job result: failed", "timed out after 5s", ... */
-        const char *job_result;         /* JobRemoved result, NULL if no job finished */
-        const char *active_state;       /* after the job (NULL if not read) */
+        const char *unit;         /* NULL for daemon-reload */
+        int error;                /* 0 on success, else -errno */
+        const char *detail;       /* NULL on success; else a human reason: the D-Bus error
+                                   * message, "job result: failed", "timed out after 5s", ... */
+        const char *job_result;   /* JobRemoved result, NULL if no job finished */
+        const char *active_state; /* after the job (NULL if not read) */
         const char *sub_state;
-        const char *service_result;     /* Service.Result when the unit is failed, else NULL */
-        sd_id128_t invocation_before;   /* restart only; SD_ID128_NULL when the unit had none */
+        const char *service_result;   /* Service.Result when the unit is failed, else NULL */
+        sd_id128_t invocation_before; /* restart only; SD_ID128_NULL when the unit had none */
         sd_id128_t invocation_after;
-        uint64_t duration_usec;         /* from the request to the result */
+        uint64_t duration_usec; /* from the request to the result */
 } UnitJobResult;
 
 typedef struct UnitControl UnitControl;
@@ -90,7 +90,8 @@ sd_bus *unit_control_get_bus(const UnitControl *uc);
  * reader of unit state (unit-state.h, apply/osc-guard) that must not run without it. 1 when systemd is
  * reachable now (no job, no callback); else 0 and `on_done` comes once it is (error 0), or with
  * -ETIMEDOUT naming what is missing. */
-int unit_control_reach(UnitControl *uc, UnitJobDone on_done, void *userdata, UnitJob **ret_job) _warn_unused_result_;
+int unit_control_reach(UnitControl *uc, UnitJobDone on_done, void *userdata,
+                       UnitJob **ret_job) _warn_unused_result_;
 /* Drops every pending job without calling back. Jobs already queued in systemd keep running. */
 UnitControl *unit_control_free(UnitControl *uc);
 DEFINE_CLEANUP_FUNC(UnitControl, unit_control_free);

@@ -22,7 +22,7 @@ typedef enum UnitDeps {
         UNIT_DEPS_REQUISITE,
         UNIT_DEPS_BINDS_TO,
         UNIT_DEPS_PART_OF,
-        UNIT_DEPS_STOP_PROPAGATED_FROM,         /* systemd >= 249; empty before */
+        UNIT_DEPS_STOP_PROPAGATED_FROM, /* systemd >= 249; empty before */
         UNIT_DEPS_CONFLICTS,
         UNIT_DEPS_CONFLICTED_BY,
         _UNIT_DEPS_MAX,
@@ -38,15 +38,15 @@ int unit_properties_parse(sd_bus_message *m, UnitPropertyReader reader, void *us
 UnitDeps unit_deps_from_string(const char *s);
 
 typedef struct UnitState {
-        const char *load_state;         /* "loaded", "not-found", "masked", ... */
+        const char *load_state; /* "loaded", "not-found", "masked", ... */
         const char *active_state;
         const char *sub_state;
-        const char *service_type;       /* Service.Type; NULL for other unit types */
-        const char *unit_file_state;    /* "enabled", "disabled", "static", ...; "" when not loaded */
-        bool triggered;                 /* TriggeredBy is not empty */
-        uint64_t state_change_usec;     /* StateChangeTimestampMonotonic */
-        const char *slice;              /* Slice= of a service, socket, scope, ...; NULL otherwise */
-        char **deps[_UNIT_DEPS_MAX];    /* NULL-terminated or NULL (empty) */
+        const char *service_type;    /* Service.Type; NULL for other unit types */
+        const char *unit_file_state; /* "enabled", "disabled", "static", ...; "" when not loaded */
+        bool triggered;              /* TriggeredBy is not empty */
+        uint64_t state_change_usec;  /* StateChangeTimestampMonotonic */
+        const char *slice;           /* Slice= of a service, socket, scope, ...; NULL otherwise */
+        char **deps[_UNIT_DEPS_MAX]; /* NULL-terminated or NULL (empty) */
 } UnitState;
 
 /* `state` and its strings are valid only during the call; NULL when error < 0. Not called after

@@ -70,22 +70,22 @@ CredentialRotationStep credential_rotation_step_from_string(const char *s);
 typedef struct CredentialRotationDeps {
         sd_event *event;
         Http *http;
-        UnitControl *units;             /* NULL without a bus: a CA rotation fails */
+        UnitControl *units; /* NULL without a bus: a CA rotation fails */
         /* The owner's slots, read when needed (the daemon creates and replaces these objects). */
-        Identity *const *identity;      /* *identity NULL: the agent does not manage its certificate */
-        TokenSync *const *tokens;       /* *tokens NULL: no token sync configured */
-        OscComponentConfig *const *component;   /* GNA's component config: apiServer.caFile/server */
+        Identity *const *identity;            /* *identity NULL: the agent does not manage its certificate */
+        TokenSync *const *tokens;             /* *tokens NULL: no token sync configured */
+        OscComponentConfig *const *component; /* GNA's component config: apiServer.caFile/server */
 } CredentialRotationDeps;
 
 typedef struct CredentialRotationParams {
-        const char *transaction;        /* the persisted step belongs to it */
+        const char *transaction; /* the persisted step belongs to it */
         bool ca, sa;
         const char *state_directory;
-        const char *kubelet_directory;  /* <osc.rootDirectory>/var/lib/kubelet */
-        const char *root_directory;     /* osc.rootDirectory (NULL: "/"): GNA's caFile is below it */
+        const char *kubelet_directory; /* <osc.rootDirectory>/var/lib/kubelet */
+        const char *root_directory;    /* osc.rootDirectory (NULL: "/"): GNA's caFile is below it */
         const char *kubelet_unit;
         HttpProbeOptions health;
-        uint64_t config_wait_usec;      /* 0: CREDENTIAL_ROTATION_CONFIG_WAIT_USEC */
+        uint64_t config_wait_usec; /* 0: CREDENTIAL_ROTATION_CONFIG_WAIT_USEC */
 } CredentialRotationParams;
 
 typedef struct CredentialRotation CredentialRotation;

@@ -17,17 +17,17 @@
 #include <systemd/sd-event.h>
 
 #include "core/config.h"
-#include "core/osc-component-config.h"
 #include "core/node-view.h"
-#include "core/osc.h"
+#include "core/osc-component-config.h"
 #include "core/osc-diff.h"
 #include "core/osc-protected.h"
+#include "core/osc.h"
 #include "core/update-gate.h"
-#include "report/reporter.h"
 #include "identity/identity.h"
 #include "identity/token-sync.h"
 #include "kube/kube-client.h"
 #include "net/http.h"
+#include "report/reporter.h"
 #include "systemd/system-bus.h"
 #include "systemd/unit-control.h"
 #include "util/macro.h"
@@ -45,11 +45,11 @@ typedef struct ExecutorDeps {
         UnitControl *units;
         Reporter *reporter;
         /* The Manager's slots, read when a credentials rotation runs (it creates and replaces these). */
-        Identity *const *identity;              /* our client certificate; *identity NULL: not managed */
-        TokenSync *const *tokens;               /* *tokens NULL: no token sync configured */
-        OscComponentConfig *const *component;   /* GNA's component config of the OSC; may be NULL */
-        uint64_t node_registration_usec;        /* a fresh node's first OSC was applied this long ago
-                                                 * and still no Node: say so (0: the engine's default) */
+        Identity *const *identity;            /* our client certificate; *identity NULL: not managed */
+        TokenSync *const *tokens;             /* *tokens NULL: no token sync configured */
+        OscComponentConfig *const *component; /* GNA's component config of the OSC; may be NULL */
+        uint64_t node_registration_usec;      /* a fresh node's first OSC was applied this long ago
+                                               * and still no Node: say so (0: the engine's default) */
 } ExecutorDeps;
 
 /* Loads <stateDirectory>/state.json. Logs what it resumes (info) and a corrupt record it starts afresh

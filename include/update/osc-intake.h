@@ -27,4 +27,5 @@
  * OSC (NULL without one, or when refused). `model_options` (NULL: none) are the runner's
  * (osc_runner_model_options()). Fails only with -ENOMEM. */
 int osc_intake(const json_t *secret, const char *kubelet_path, char *const *replaced_units,
-               const OscModelOptions *model_options, OscDesired **ret_osc, OscComponentConfig **ret_component);
+               const OscModelOptions *model_options, OscDesired **ret_osc,
+               OscComponentConfig **ret_component);

@@ -46,8 +46,8 @@
 
 #include "core/config.h"
 #include "core/node-update.h"
-#include "core/osc.h"
 #include "core/osc-protected.h"
+#include "core/osc.h"
 #include "identity/token-sync.h"
 #include "kube/kube-client.h"
 #include "net/http.h"
@@ -62,10 +62,10 @@ typedef struct OscRunnerDeps {
         sd_event *event;
         const Config *config;
         Http *http;
-        RegistryClient *registry;       /* for imageRef files */
-        UnitControl *units;             /* NULL until the bus was up: every run fails (UnitApplyFailed) */
-        Reporter *reporter;             /* Warning Events (a corrupt state file moved aside); NULL: none */
-        TokenSync *const *tokens;       /* a removed token file resynced; NULL or *tokens NULL: none */
+        RegistryClient *registry; /* for imageRef files */
+        UnitControl *units;       /* NULL until the bus was up: every run fails (UnitApplyFailed) */
+        Reporter *reporter;       /* Warning Events (a corrupt state file moved aside); NULL: none */
+        TokenSync *const *tokens; /* a removed token file resynced; NULL or *tokens NULL: none */
 } OscRunnerDeps;
 
 /* error >= 0: every item applied and the OSC committed. Else code and message say why. */
@@ -104,10 +104,10 @@ int osc_runner_apply(OscRunner *r, const char *checksum, OscRunnerDone done, voi
 /* Why the prepared OSC has no work list (NULL: it has one), and its failure code. */
 const char *osc_runner_error(const OscRunner *r, UpdateFailureCode *ret_code);
 
-/* Right before the checksum of an applied OSC is written (docs/node-protocol.md §6.4 step 22, upstream's reconcile end
- * "once the Node exists", docs/contract.md §9.6): the kubelet's bootstrap kubeconfig and GNA's bootstrap token
- * below osc.rootDirectory are removed — by then the kubelet registered with a certificate of its own
- * (a CA rotation's re-bootstrap included: it passed the health check) and the agent has its own. The
+/* Right before the checksum of an applied OSC is written (docs/node-protocol.md §6.4 step 22, upstream's
+ * reconcile end "once the Node exists", docs/contract.md §9.6): the kubelet's bootstrap kubeconfig and GNA's
+ * bootstrap token below osc.rootDirectory are removed — by then the kubelet registered with a certificate of
+ * its own (a CA rotation's re-bootstrap included: it passed the health check) and the agent has its own. The
  * agent's own bootstrapKubeconfig is kept. Best effort: a failure is logged. */
 void osc_runner_retire_bootstrap_credentials(OscRunner *r);
 

@@ -29,7 +29,7 @@ typedef struct OscUnitsVerifyParams {
         const char *state_directory;
         const char *root_directory;
         char *const *replaced_units;
-        const OscModelOptions *model_options;   /* how the runner decodes an OSC */
+        const OscModelOptions *model_options; /* how the runner decodes an OSC */
         uint64_t timeout_usec;
         uint64_t interval_usec;
 } OscUnitsVerifyParams;
@@ -38,7 +38,8 @@ typedef struct OscUnitsVerifyParams {
 typedef void (*OscUnitsVerifyDone)(OscUnitsVerify *v, int error, const char *message, void *userdata);
 
 /* `done` comes from the loop, never from inside. -errno when it cannot start. */
-int osc_units_verify_start(sd_event *event, sd_bus *bus, const OscUnitsVerifyParams *p, OscUnitsVerifyDone done,
-                           void *userdata, OscUnitsVerify **ret) _warn_unused_result_;
+int osc_units_verify_start(sd_event *event, sd_bus *bus, const OscUnitsVerifyParams *p,
+                           OscUnitsVerifyDone done, void *userdata,
+                           OscUnitsVerify **ret) _warn_unused_result_;
 OscUnitsVerify *osc_units_verify_free(OscUnitsVerify *v);
 DEFINE_CLEANUP_FUNC(OscUnitsVerify, osc_units_verify_free);

@@ -22,11 +22,11 @@
 #define BACKOFF_RESET_USEC_DEFAULT (120 * USEC_PER_SEC)
 
 typedef struct Backoff {
-        uint64_t base_usec;     /* first step (before jitter) */
-        uint64_t cap_usec;      /* steps stop growing here (before jitter) */
-        uint64_t reset_usec;    /* a step more than this long after the previous one starts over */
-        unsigned attempt;       /* steps taken since the start or the last reset */
-        uint64_t last_usec;     /* time of the previous step; 0 = none */
+        uint64_t base_usec;  /* first step (before jitter) */
+        uint64_t cap_usec;   /* steps stop growing here (before jitter) */
+        uint64_t reset_usec; /* a step more than this long after the previous one starts over */
+        unsigned attempt;    /* steps taken since the start or the last reset */
+        uint64_t last_usec;  /* time of the previous step; 0 = none */
 } Backoff;
 
 /* base·2^n, capped at cap (and never overflowing): the delay before retry n+1 when retry 1 waits

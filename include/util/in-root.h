@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#define IN_ROOT_SYMLINKS_MAX 40         /* as the kernel's MAXSYMLINKS: then -ELOOP */
+#define IN_ROOT_SYMLINKS_MAX 40 /* as the kernel's MAXSYMLINKS: then -ELOOP */
 
 /* Opens the directory `path` (absolute or relative: both start at the root) below `root_fd`,
  * O_RDONLY | O_DIRECTORY | O_CLOEXEC (a dirfd that fsync() and fdopendir() accept). -ENOENT if a

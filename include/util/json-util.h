@@ -32,21 +32,24 @@ const json_t *json_field(const json_t *obj, const char *key);
 
 /* -EINVAL, with *ret_error "<where>.<key>: <format ...>" as above. For the checks the getters do
  * not know (an enum name, a path, a range), so that every message about a field reads the same. */
-int json_field_error(char **ret_error, const char *where, const char *key, const char *format, ...) _printf_(4, 5);
+int json_field_error(char **ret_error, const char *where, const char *key, const char *format, ...)
+        _printf_(4, 5);
 /* The same for entry `index` of the list obj[key]: "<where>.<key>[<index>]: ...". */
-int json_field_entry_error(char **ret_error, const char *where, const char *key, size_t index, const char *format,
-                           ...) _printf_(5, 6);
+int json_field_entry_error(char **ret_error, const char *where, const char *key, size_t index,
+                           const char *format, ...) _printf_(5, 6);
 
-int json_field_object(const json_t *obj, const char *where, const char *key, const json_t **ret, char **ret_error);
-int json_field_array(const json_t *obj, const char *where, const char *key, const json_t **ret, char **ret_error);
+int json_field_object(const json_t *obj, const char *where, const char *key, const json_t **ret,
+                      char **ret_error);
+int json_field_array(const json_t *obj, const char *where, const char *key, const json_t **ret,
+                     char **ret_error);
 
 /* A string, borrowed from `obj`: only its type is checked (it may hold a NUL; see
  * json_string_length()). */
 int json_field_string_ref(const json_t *obj, const char *where, const char *key, const char **ret,
                           char **ret_error);
 /* A copy of a string of at most `max` bytes without a NUL inside. */
-int json_field_string(const json_t *obj, const char *where, const char *key, size_t max, JsonFieldFlags flags,
-                      char **ret, char **ret_error);
+int json_field_string(const json_t *obj, const char *where, const char *key, size_t max,
+                      JsonFieldFlags flags, char **ret, char **ret_error);
 /* A list of at most `max_n` such strings of at most `max_len` bytes each, as a NULL-terminated strv
  * (an entry's error names it: "<where>.<key>[2]: expected a string"). */
 int json_field_strv(const json_t *obj, const char *where, const char *key, size_t max_n, size_t max_len,
@@ -55,7 +58,8 @@ int json_field_strv(const json_t *obj, const char *where, const char *key, size_
 /* true or false: *ret is 1 or 0, unset -1. */
 int json_field_bool(const json_t *obj, const char *where, const char *key, int *ret, char **ret_error);
 /* An integer of any value: returns 1 when present (and *ret is it), 0 when unset (*ret = 0). */
-int json_field_integer(const json_t *obj, const char *where, const char *key, json_int_t *ret, char **ret_error);
+int json_field_integer(const json_t *obj, const char *where, const char *key, json_int_t *ret,
+                       char **ret_error);
 /* A non-negative integer of at most `max`; returns 1 when present, 0 when unset (*ret = 0). */
 int json_field_u64(const json_t *obj, const char *where, const char *key, uint64_t max, uint64_t *ret,
                    char **ret_error);

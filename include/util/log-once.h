@@ -13,9 +13,9 @@
 #include "util/macro.h"
 
 typedef struct LogOnce {
-        bool set;               /* something is remembered */
-        int error;              /* its -errno (or 0) */
-        char *message;          /* owned: its message; NULL: none */
+        bool set;      /* something is remembered */
+        int error;     /* its -errno (or 0) */
+        char *message; /* owned: its message; NULL: none */
 } LogOnce;
 
 /* Remembers (error, message) and returns true when it differs from what was remembered (or nothing

@@ -26,46 +26,46 @@
 #define IGNORE_RESULT(expr) ((void) !(expr))
 
 /* Take ownership out of a variable that has a cleanup attached. */
-#define TAKE_PTR(p)                                \
-        ({                                         \
-                __typeof__(p) _ptr_ = (p);         \
-                (p) = NULL;                        \
-                _ptr_;                             \
+#define TAKE_PTR(p)                        \
+        ({                                 \
+                __typeof__(p) _ptr_ = (p); \
+                (p) = NULL;                \
+                _ptr_;                     \
         })
 /* The same for a struct whose cleanup frees its members (an OscFile under _cleanup_(osc_file_done)):
  * the variable is left zeroed, so the cleanup frees nothing. */
-#define TAKE_STRUCT(s)                             \
-        ({                                         \
-                __typeof__(s) _s_ = (s);           \
-                (s) = (__typeof__(s)) {};          \
-                _s_;                               \
+#define TAKE_STRUCT(s)                    \
+        ({                                \
+                __typeof__(s) _s_ = (s);  \
+                (s) = (__typeof__(s)) {}; \
+                _s_;                      \
         })
-#define TAKE_FD(fd)                                \
-        ({                                         \
-                int _fd_ = (fd);                   \
-                (fd) = -EBADF;                     \
-                _fd_;                              \
+#define TAKE_FD(fd)              \
+        ({                       \
+                int _fd_ = (fd); \
+                (fd) = -EBADF;   \
+                _fd_;            \
         })
 
-#define ASSERT_PTR(p)                              \
-        ({                                         \
-                __typeof__(p) _p_ = (p);           \
-                assert(_p_);                       \
-                _p_;                               \
+#define ASSERT_PTR(p)                    \
+        ({                               \
+                __typeof__(p) _p_ = (p); \
+                assert(_p_);             \
+                _p_;                     \
         })
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 
-#define USEC_PER_SEC  ((uint64_t) 1000000ULL)
+#define USEC_PER_SEC ((uint64_t) 1000000ULL)
 #define USEC_PER_MSEC ((uint64_t) 1000ULL)
 #define USEC_INFINITY ((uint64_t) UINT64_MAX)
 
 /* Generates <name>p() for use with _cleanup_(): calls func(*p) when *p is set. */
-#define DEFINE_CLEANUP_FUNC(type, func)                 \
-        static inline void func##p(type **p) {          \
-                if (*p)                                 \
-                        (void) func(*p);                \
+#define DEFINE_CLEANUP_FUNC(type, func)        \
+        static inline void func##p(type **p) { \
+                if (*p)                        \
+                        (void) func(*p);       \
         }
 
 /* free() that returns NULL, for "p = mfree(p);". */
@@ -124,16 +124,16 @@ static inline int string_table_lookup(const char *const *table, size_t n, const 
 /* The x_to_string()/x_from_string() pair of an enum, from one table of names indexed by it (NULL
  * gaps allowed), in the spirit of systemd's DEFINE_STRING_TABLE_LOOKUP: a value outside the table
  * has no name (NULL), an unknown name is -EINVAL (every enum's _X_INVALID). */
-#define DEFINE_STRING_TABLE_LOOKUP_TO_STRING(name, type, table)                                 \
-        const char *name##_to_string(type i) {                                                  \
-                return (int) i >= 0 && (size_t) i < ELEMENTSOF(table) ? table[i] : NULL;        \
+#define DEFINE_STRING_TABLE_LOOKUP_TO_STRING(name, type, table)                          \
+        const char *name##_to_string(type i) {                                           \
+                return (int) i >= 0 && (size_t) i < ELEMENTSOF(table) ? table[i] : NULL; \
         }
-#define DEFINE_STRING_TABLE_LOOKUP_FROM_STRING(name, type, table)                               \
-        type name##_from_string(const char *s) {                                                \
-                return (type) string_table_lookup(table, ELEMENTSOF(table), s);                 \
+#define DEFINE_STRING_TABLE_LOOKUP_FROM_STRING(name, type, table)               \
+        type name##_from_string(const char *s) {                                \
+                return (type) string_table_lookup(table, ELEMENTSOF(table), s); \
         }
-#define DEFINE_STRING_TABLE_LOOKUP(name, type, table)                                           \
-        DEFINE_STRING_TABLE_LOOKUP_TO_STRING(name, type, table)                                 \
+#define DEFINE_STRING_TABLE_LOOKUP(name, type, table)           \
+        DEFINE_STRING_TABLE_LOOKUP_TO_STRING(name, type, table) \
         DEFINE_STRING_TABLE_LOOKUP_FROM_STRING(name, type, table)
 
 /* Replace *dst with a copy of src (NULL allowed). -ENOMEM on failure, *dst untouched then. */

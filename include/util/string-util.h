@@ -16,5 +16,6 @@ int free_and_vprintf(char **s, const char *format, va_list ap) _printf_(2, 0);
 
 /* Appends the formatted text to *s (which may be NULL), with `separator` before it when *s already
  * holds something. -ENOMEM, and *s is unchanged. */
-int strextendv_with_separator(char **s, const char *separator, const char *format, va_list ap) _printf_(3, 0);
+int strextendv_with_separator(char **s, const char *separator, const char *format, va_list ap)
+        _printf_(3, 0);
 int strextendf_with_separator(char **s, const char *separator, const char *format, ...) _printf_(3, 4);

@@ -21,7 +21,8 @@ static void check_name(const char *name) {
         if (boot_entry_name_parse("os", name, &e) < 0)
                 return;
         assert(boot_entry_version_is_valid(e.version));
-        if (!e.has_counter || (e.tries_done == 0 && e.tries_left <= BOOT_ENTRY_TRIES_MAX && e.tries_left > 0)) {
+        if (!e.has_counter ||
+            (e.tries_done == 0 && e.tries_left <= BOOT_ENTRY_TRIES_MAX && e.tries_left > 0)) {
                 _cleanup_free_ char *again = NULL;
                 BootEntryName f;
 

@@ -4,9 +4,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "util/macro.h"
-
 #include "core/containerd-version.h"
+#include "util/macro.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -30,8 +29,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 return 0;
         status = line(&p, end);
         message = status ? line(&p, end) : NULL;
-        if (containerd_version_decode(streq_ptr(status, "-") ? NULL : status, message, p, (size_t) (end - p), &v,
-                                      &error) == 0 && (!v.version || !v.revision || error))
+        if (containerd_version_decode(streq_ptr(status, "-") ? NULL : status, message, p, (size_t) (end - p),
+                                      &v, &error) == 0 &&
+            (!v.version || !v.revision || error))
                 __builtin_trap();
         return 0;
 }

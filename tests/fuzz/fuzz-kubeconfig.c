@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 return 0;
         r = kubeconfig_parse((const char *) data, size, "/fuzz/kubeconfig", &c, &error);
         if (r == -EINVAL && !error)
-                __builtin_trap();       /* every refusal names its reason */
+                __builtin_trap(); /* every refusal names its reason */
         if (r >= 0 && (!c->server || strncmp(c->server, "https://", 8) != 0))
                 __builtin_trap();
         return 0;

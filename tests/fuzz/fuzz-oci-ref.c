@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         s = strndup((const char *) data, size);
         if (!s)
                 return 0;
-        IGNORE_RESULT(oci_ref_substitute_version(s, "1.31.2", &sub));      /* fuzzed: only that it holds */
+        IGNORE_RESULT(oci_ref_substitute_version(s, "1.31.2", &sub)); /* fuzzed: only that it holds */
         if (oci_ref_parse(s, &r) < 0)
                 return 0;
         IGNORE_RESULT(oci_ref_tag_version(r, &v));

@@ -2,9 +2,8 @@
 /* /etc/os-release: the PRETTY_NAME version rule on arbitrary content. */
 #include <stdint.h>
 
-#include "util/macro.h"
-
 #include "os/os-release.h"
+#include "util/macro.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -49,9 +49,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 return 0;
         assert(strlen(summary) <= 32 + 32 + 64);
 
-        if (os_update_failure_message(os_update_classify(&o, &whole), &o, "/x", summary, 3, 48, 0, &msg) == 0) {
+        if (os_update_failure_message(os_update_classify(&o, &whole), &o, "/x", summary, 3, 48, 0, &msg) ==
+            0) {
                 json_t *j = json_string(msg);
-                assert(j);                      /* valid UTF-8 */
+                assert(j); /* valid UTF-8 */
                 json_decref(j);
         }
         return 0;

@@ -40,7 +40,8 @@ static int fake_read(OscDriftPlace place, const char *name, bool fallback, char 
         case 0:
                 return -ENOENT;
         case 1:
-                return place != OSC_DRIFT_NODE_FILE && name[strlen(name) - 1] == 'm' ? OSC_DRIFT_MASKED : -EACCES;
+                return place != OSC_DRIFT_NODE_FILE && name[strlen(name) - 1] == 'm' ? OSC_DRIFT_MASKED :
+                                                                                       -EACCES;
         }
         if (ret) {
                 *ret = strdup("x");
@@ -63,7 +64,9 @@ static int canonical(const char *path, char **ret, void *userdata) {
 static void drift_one(const OscModel *m) {
         static const char *const actives[] = { "inactive", "active", "failed" };
         static const char *const files[] = { "enabled", "disabled", "static" };
-        OscDriftParams p = { .model = m, .skip_units = (char *const *) replaced, .skip_file = "/opt/bin/kubelet" };
+        OscDriftParams p = { .model = m,
+                             .skip_units = (char *const *) replaced,
+                             .skip_file = "/opt/bin/kubelet" };
         UnitHealthState *states = calloc(m->n_units + 1, sizeof(UnitHealthState));
         OscProtected own = {};
         OscChanges *plan = NULL;
@@ -73,13 +76,18 @@ static void drift_one(const OscModel *m) {
         if (!states || osc_protected_add(&own, "/var/lib/inplace-agent", "state directory") < 0)
                 goto finish;
         for (size_t i = 0; i < m->n_units; i++)
-                states[i] = (UnitHealthState) { .name = m->units[i].name, .load_state = "loaded",
-                                                .active_state = actives[i % 3], .sub_state = "dead",
+                states[i] = (UnitHealthState) { .name = m->units[i].name,
+                                                .load_state = "loaded",
+                                                .active_state = actives[i % 3],
+                                                .sub_state = "dead",
                                                 .unit_file_state = files[(i / 3) % 3] };
-        if (osc_drift_check_disk(&p, fake_read, NULL, &d) < 0 || osc_drift_check_units(&p, states, m->n_units, &d) < 0)
+        if (osc_drift_check_disk(&p, fake_read, NULL, &d) < 0 ||
+            osc_drift_check_units(&p, states, m->n_units, &d) < 0)
                 goto finish;
-        if (osc_drift_plan(&(OscDriftPlanParams) { .model = m, .self_unit = "inplace-agent.service",
-                                                   .replaced_units = (char *const *) replaced, .protected = &own,
+        if (osc_drift_plan(&(OscDriftPlanParams) { .model = m,
+                                                   .self_unit = "inplace-agent.service",
+                                                   .replaced_units = (char *const *) replaced,
+                                                   .protected = &own,
                                                    .canonicalize = canonical },
                            &d, &plan, &skipped) < 0)
                 goto finish;
@@ -88,7 +96,8 @@ static void drift_one(const OscModel *m) {
         for (OscDriftOutcome o = 0; o < _OSC_DRIFT_OUTCOME_MAX; o++) {
                 char *s = NULL;
 
-                if (osc_drift_summary(&d, plan, skipped, o, "detail", &s) == 0 && strlen(s) > OSC_DRIFT_SUMMARY_MAX)
+                if (osc_drift_summary(&d, plan, skipped, o, "detail", &s) == 0 &&
+                    strlen(s) > OSC_DRIFT_SUMMARY_MAX)
                         abort();
                 free(s);
         }
@@ -122,21 +131,26 @@ static void guard_one(const OscChanges *c) {
                             "containerd.service") < 0)
                 return;
         (void) unit_guard_set_slice(&g, UNIT_GUARD_AGENT, "system.slice");
-        (void) unit_guard_add_edge(&g, UNIT_GUARD_KUBELET, UNIT_GUARD_REACHES, "basic.target", "kubelet.service",
-                                   "Requires", "basic.target");
+        (void) unit_guard_add_edge(&g, UNIT_GUARD_KUBELET, UNIT_GUARD_REACHES, "basic.target",
+                                   "kubelet.service", "Requires", "basic.target");
         if (unit_guard_learn_osc(&g, c) >= 0 && unit_guard_check_changes(&g, c, &index, &why) > 0)
                 free(why);
         unit_guard_done(&g);
 }
 
 static void diff_one(const OscModel *old, const OscModel *new) {
-        OscDiffInput in = { .old = old, .new = new, .checksum = "c", .current_os_version = "1.0",
-                            .replaced_units = (char *const *) replaced, .self_unit = "inplace-agent.service" };
+        OscDiffInput in = { .old = old,
+                            .new = new,
+                            .checksum = "c",
+                            .current_os_version = "1.0",
+                            .replaced_units = (char *const *) replaced,
+                            .self_unit = "inplace-agent.service" };
         OscChanges *c = NULL, *back = NULL;
         char *err = NULL;
 
         if (osc_diff(&in, &c, &err) == 0) {
-                json_t *j = osc_changes_to_json(c), *plan = osc_changes_plan_json(c, OSC_PLAN_SUMMARY_BUDGET);
+                json_t *j = osc_changes_to_json(c),
+                       *plan = osc_changes_plan_json(c, OSC_PLAN_SUMMARY_BUDGET);
 
                 json_decref(plan);
 

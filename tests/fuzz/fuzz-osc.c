@@ -37,8 +37,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 OscComponentConfig *cc = NULL;
 
                 if (osc_intake(j, "/opt/bin/kubelet", replaced,
-                               &(OscModelOptions) { .host_name = "node-1", .containerd_path = "/usr/bin" }, &o,
-                               &cc) == 0) {
+                               &(OscModelOptions) { .host_name = "node-1", .containerd_path = "/usr/bin" },
+                               &o, &cc) == 0) {
                         /* Refused: only the reason and maybe the checksum; else never a reason. */
                         if (o->refused && (o->yaml || o->model || cc))
                                 abort();

@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The restart-systemd-services annotation value is set by users: any string must parse cleanly. */
 #include <stdint.h>
-
-#include "util/macro.h"
 #include <string.h>
 
 #include "core/restart-request.h"
+#include "util/macro.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -16,8 +15,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size > 64 * 1024)
                 return 0;
         value = strndup((const char *) data, size);
-        if (value && restart_request_parse(value, "inplace-agent.service", restart_request_replaced_units_default,
-                                           &r) >= 0) {
+        if (value &&
+            restart_request_parse(value, "inplace-agent.service", restart_request_replaced_units_default,
+                                  &r) >= 0) {
                 _cleanup_free_ char *summary = NULL;
 
                 (void) restart_request_rejected_summary(r, &summary);

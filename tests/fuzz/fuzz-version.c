@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Versions come from the OSC, os-release and image tags: compare and classify any pair. */
 #include <stdint.h>
-
-#include "util/macro.h"
 #include <string.h>
 
 #include "core/version.h"
+#include "util/macro.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -24,9 +24,9 @@ struct Conn {
         FakeHttp *f;
         Conn *next, *prev;
         int fd;
-        SSL *ssl;               /* owned; NULL: plain HTTP */
-        bool pending;           /* the request at the start of buf is the handler's, not answered yet */
-        const char *request;    /* that request, borrowed from the history */
+        SSL *ssl;            /* owned; NULL: plain HTTP */
+        bool pending;        /* the request at the start of buf is the handler's, not answered yet */
+        const char *request; /* that request, borrowed from the history */
         sd_event_source *io;
         char buf[65536];
         size_t len;
@@ -47,10 +47,10 @@ struct FakeHttp {
         size_t head, tail;
         unsigned served;
         char *last;
-        char **history;         /* owned: every request, in order */
-        Conn *conns;            /* owned: open connections */
-        SSL_CTX *tls;           /* owned; NULL: plain HTTP */
-        char *ca_pem;           /* owned: the server's self-signed certificate */
+        char **history; /* owned: every request, in order */
+        Conn *conns;    /* owned: open connections */
+        SSL_CTX *tls;   /* owned; NULL: plain HTTP */
+        char *ca_pem;   /* owned: the server's self-signed certificate */
         FakeHttpHandler handler;
         void *handler_data;
 };
@@ -331,9 +331,10 @@ static int tls_setup(FakeHttp *f) {
         char *data;
         long n;
 
-        if (!key || !x || X509_set_version(x, 2) != 1 || ASN1_INTEGER_set(X509_get_serialNumber(x), 1) != 1 ||
-            !X509_gmtime_adj(X509_getm_notBefore(x), -60) || !X509_gmtime_adj(X509_getm_notAfter(x), 86400) ||
-            X509_set_pubkey(x, key) != 1 ||
+        if (!key || !x || X509_set_version(x, 2) != 1 ||
+            ASN1_INTEGER_set(X509_get_serialNumber(x), 1) != 1 ||
+            !X509_gmtime_adj(X509_getm_notBefore(x), -60) ||
+            !X509_gmtime_adj(X509_getm_notAfter(x), 86400) || X509_set_pubkey(x, key) != 1 ||
             X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC,
                                        (const unsigned char *) "fake-http", -1, -1, 0) != 1 ||
             X509_set_issuer_name(x, X509_get_subject_name(x)) != 1 ||

@@ -14,16 +14,16 @@ typedef struct FakeHttp FakeHttp;
 
 typedef struct FakeResponse {
         int status;
-        const char *headers;            /* extra header lines, each ending in "\r\n"; may be NULL */
-        const char *body;               /* may be NULL */
-        size_t body_size;               /* 0: body is a string; else its size in bytes (binary) */
-        bool chunked;                   /* send body with Transfer-Encoding: chunked */
-        size_t chunk_size;              /* split the body into chunks of this size (0 = one) */
-        bool close_early;               /* drop the connection after the body, without the final chunk */
-        bool hold;                      /* chunked: keep the connection open after the body, no final
-                                         * chunk (a watch that stays up) */
-        bool stall;                     /* announce the whole body, send stall_after bytes of it, then
-                                         * nothing more while keeping the connection open */
+        const char *headers; /* extra header lines, each ending in "\r\n"; may be NULL */
+        const char *body;    /* may be NULL */
+        size_t body_size;    /* 0: body is a string; else its size in bytes (binary) */
+        bool chunked;        /* send body with Transfer-Encoding: chunked */
+        size_t chunk_size;   /* split the body into chunks of this size (0 = one) */
+        bool close_early;    /* drop the connection after the body, without the final chunk */
+        bool hold;           /* chunked: keep the connection open after the body, no final
+                              * chunk (a watch that stays up) */
+        bool stall;          /* announce the whole body, send stall_after bytes of it, then
+                              * nothing more while keeping the connection open */
         size_t stall_after;
 } FakeResponse;
 

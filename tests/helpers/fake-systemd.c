@@ -15,15 +15,15 @@
 #define UNIT_PREFIX "/org/freedesktop/systemd1/unit"
 
 typedef struct FakeUnit {
-        char *name;                     /* owned */
+        char *name; /* owned */
         FakeBehaviour behaviour;
         sd_id128_t invocation;
-        const char *active_state;       /* static */
-        const char *sub_state;          /* static */
-        const char *result;             /* static: Service.Result */
+        const char *active_state; /* static */
+        const char *sub_state;    /* static */
+        const char *result;       /* static: Service.Result */
         unsigned n_jobs;
-        uint32_t held_job;              /* FAKE_HELD: the job waiting for fake_systemd_finish_held() */
-        char held_member[32];           /* its method */
+        uint32_t held_job;    /* FAKE_HELD: the job waiting for fake_systemd_finish_held() */
+        char held_member[32]; /* its method */
 } FakeUnit;
 
 struct FakeSystemd {
@@ -37,10 +37,10 @@ struct FakeSystemd {
         sd_event_source *accept_source; /* owned */
         FakeUnit units[FAKE_UNITS_MAX];
         size_t n_units;
-        FakeUnit not_found;             /* what systemd shows for a name with no unit file */
-        char *subscribe_error;          /* owned */
-        bool swallow_replies;           /* carry out job requests, but never answer them */
-        char *calls;                    /* owned */
+        FakeUnit not_found;    /* what systemd shows for a name with no unit file */
+        char *subscribe_error; /* owned */
+        bool swallow_replies;  /* carry out job requests, but never answer them */
+        char *calls;           /* owned */
         uint32_t next_job;
 };
 
@@ -74,13 +74,13 @@ static const char *apply_job(FakeUnit *u, const char *member) {
         if (u->behaviour == FAKE_HANG)
                 return NULL;
         if (u->behaviour == FAKE_HELD && u->held_job == 0)
-                return NULL;                    /* fake_systemd_finish_held() carries it out */
+                return NULL; /* fake_systemd_finish_held() carries it out */
         if (streq(member, "StopUnit")) {
                 set_state(u, "inactive", "dead", "success");
                 return "done";
         }
         if (!starts)
-                return "done";                  /* ReloadUnit */
+                return "done"; /* ReloadUnit */
 
         if (u->behaviour != FAKE_NO_RESTART)
                 (void) sd_id128_randomize(&u->invocation);
@@ -119,7 +119,8 @@ static int method_job(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         log_call(f, member, name);
         u = find(f, name);
         if (!u)
-                return sd_bus_error_setf(error, "org.freedesktop.systemd1.NoSuchUnit", "Unit %s not found.", name);
+                return sd_bus_error_setf(error, "org.freedesktop.systemd1.NoSuchUnit", "Unit %s not found.",
+                                         name);
         u->n_jobs++;
 
         id = ++f->next_job;
@@ -172,8 +173,8 @@ static int method_unit_files(sd_bus_message *m, void *userdata, sd_bus_error *er
                 log_call(f, member, name);
         if (r < 0)
                 return r;
-        return enable ? sd_bus_reply_method_return(m, "ba(sss)", false, 0)
-                      : sd_bus_reply_method_return(m, "a(sss)", 0);
+        return enable ? sd_bus_reply_method_return(m, "ba(sss)", false, 0) :
+                        sd_bus_reply_method_return(m, "a(sss)", 0);
 }
 
 static int get_invocation(sd_bus *bus, const char *path, const char *interface, const char *property,
@@ -229,7 +230,7 @@ static int get_loaded(sd_bus *bus, const char *path, const char *interface, cons
 static const sd_bus_vtable unit_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("InvocationID", "ay", get_invocation, 0, 0),
-        SD_BUS_PROPERTY("LoadState", "s", get_loaded, 0, 0),   /* every unit the fake knows is */
+        SD_BUS_PROPERTY("LoadState", "s", get_loaded, 0, 0), /* every unit the fake knows is */
         SD_BUS_PROPERTY("ActiveState", "s", NULL, offsetof(FakeUnit, active_state), 0),
         SD_BUS_PROPERTY("SubState", "s", NULL, offsetof(FakeUnit, sub_state), 0),
         SD_BUS_PROPERTY("Job", "(uo)", get_job, 0, 0),
@@ -237,8 +238,7 @@ static const sd_bus_vtable unit_vtable[] = {
 };
 
 static const sd_bus_vtable service_vtable[] = {
-        SD_BUS_VTABLE_START(0),
-        SD_BUS_PROPERTY("Result", "s", NULL, offsetof(FakeUnit, result), 0),
+        SD_BUS_VTABLE_START(0), SD_BUS_PROPERTY("Result", "s", NULL, offsetof(FakeUnit, result), 0),
         SD_BUS_VTABLE_END
 };
 
@@ -258,14 +258,13 @@ static int method_get_name_owner(sd_bus_message *m, void *userdata, sd_bus_error
         return sd_bus_reply_method_return(m, "s", ":1.0");
 }
 
-static const sd_bus_vtable daemon_vtable[] = {
-        SD_BUS_VTABLE_START(0),
-        SD_BUS_METHOD("Hello", "", "s", method_hello, 0),
-        SD_BUS_METHOD("AddMatch", "s", "", method_match, 0),
-        SD_BUS_METHOD("RemoveMatch", "s", "", method_match, 0),
-        SD_BUS_METHOD("GetNameOwner", "s", "s", method_get_name_owner, 0),
-        SD_BUS_VTABLE_END
-};
+static const sd_bus_vtable daemon_vtable[] = { SD_BUS_VTABLE_START(0),
+                                               SD_BUS_METHOD("Hello", "", "s", method_hello, 0),
+                                               SD_BUS_METHOD("AddMatch", "s", "", method_match, 0),
+                                               SD_BUS_METHOD("RemoveMatch", "s", "", method_match, 0),
+                                               SD_BUS_METHOD("GetNameOwner", "s", "s", method_get_name_owner,
+                                                             0),
+                                               SD_BUS_VTABLE_END };
 
 static int setup_bus(int fd, bool server, sd_bus **ret) {
         _cleanup_(sd_bus_unrefp) sd_bus *b = NULL;
@@ -316,8 +315,8 @@ static int serve(FakeSystemd *f, int fd) {
                                                "org.freedesktop.systemd1.Unit", unit_vtable, find_unit, f);
         if (r >= 0)
                 r = sd_bus_add_fallback_vtable(f->server, &f->slot_service, UNIT_PREFIX,
-                                               "org.freedesktop.systemd1.Service", service_vtable,
-                                               find_unit, f);
+                                               "org.freedesktop.systemd1.Service", service_vtable, find_unit,
+                                               f);
         if (r >= 0)
                 r = sd_bus_add_object_vtable(f->server, &f->slot_daemon, "/org/freedesktop/DBus",
                                              "org.freedesktop.DBus", daemon_vtable, f);
@@ -481,7 +480,7 @@ int fake_systemd_finish_held(FakeSystemd *f, const char *unit, bool signal) {
         u->behaviour = FAKE_HELD;
         u->held_job = 0;
         if (!signal || !f->server)
-                return 0;               /* sent to nobody, as around a re-exec or a bus restart */
+                return 0; /* sent to nobody, as around a re-exec or a bus restart */
         return MIN(emit_job_removed(f, id, unit, result), 0);
 }
 

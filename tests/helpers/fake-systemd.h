@@ -5,9 +5,9 @@
  * (the test-bus-server.c pattern), the client end handed to the code under test. Both are attached
  * to the caller's sd_event loop, so a test drives everything from one thread. It serves Subscribe,
  * Start/Stop/Restart/ReloadUnit, Reload, Enable/DisableUnitFiles (logged, nothing changed) and the
- * unit properties InvocationID, LoadState ("loaded"), ActiveState, SubState and Service.Result, and emits JobRemoved the
- * way systemd does, plus a decoy JobRemoved for a different job of the same unit before each real
- * one. Unknown units get NoSuchUnit. */
+ * unit properties InvocationID, LoadState ("loaded"), ActiveState, SubState and Service.Result, and emits
+ * JobRemoved the way systemd does, plus a decoy JobRemoved for a different job of the same unit before each
+ * real one. Unknown units get NoSuchUnit. */
 
 #include <stdbool.h>
 #include <systemd/sd-bus.h>
@@ -16,12 +16,12 @@
 #include "util/macro.h"
 
 typedef enum FakeBehaviour {
-        FAKE_OK,                /* job "done", new InvocationID, active/running */
-        FAKE_NO_RESTART,        /* job "done", but the InvocationID stays the same */
-        FAKE_JOB_FAILED,        /* job "failed", unit failed/failed, Result "exit-code" */
-        FAKE_DIES,              /* job "done", but the unit is failed right after (Type=simple crash) */
-        FAKE_HANG,              /* the job never finishes */
-        FAKE_HELD,              /* the job stays queued (Unit.Job) until fake_systemd_finish_held() */
+        FAKE_OK,         /* job "done", new InvocationID, active/running */
+        FAKE_NO_RESTART, /* job "done", but the InvocationID stays the same */
+        FAKE_JOB_FAILED, /* job "failed", unit failed/failed, Result "exit-code" */
+        FAKE_DIES,       /* job "done", but the unit is failed right after (Type=simple crash) */
+        FAKE_HANG,       /* the job never finishes */
+        FAKE_HELD,       /* the job stays queued (Unit.Job) until fake_systemd_finish_held() */
 } FakeBehaviour;
 
 typedef struct FakeSystemd FakeSystemd;

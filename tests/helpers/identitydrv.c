@@ -82,8 +82,8 @@ static void on_probe(KubeRequest *req, int error, json_t *object, void *userdata
         long status = kube_request_get_status(req);
 
         emit(json_pack("{s:s, s:i, s:i, s:i, s:i}", "event", "probe", "status", (int) status, "error", error,
-                       "token_writes", c->tokens ? (int) token_sync_writes(c->tokens) : 0,
-                       "token_failures", c->tokens ? (int) token_sync_failures(c->tokens) : 0));
+                       "token_writes", c->tokens ? (int) token_sync_writes(c->tokens) : 0, "token_failures",
+                       c->tokens ? (int) token_sync_failures(c->tokens) : 0));
         c->request = kube_request_free(c->request);
         if (status == 401)
                 identity_unauthorized(c->identity);
@@ -94,7 +94,8 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
 
         probe_ensure(c);
         if (c->probe && !c->request)
-                IGNORE_RESULT(kube_client_get(c->probe, c->probe_path, on_probe, c, &c->request));     /* the next tick probes again */
+                IGNORE_RESULT(kube_client_get(c->probe, c->probe_path, on_probe, c,
+                                              &c->request)); /* the next tick probes again */
         (void) sd_event_source_set_time_relative(s, c->interval);
         return sd_event_source_set_enabled(s, SD_EVENT_ON);
 }
@@ -105,8 +106,8 @@ static void on_identity(Identity *id, IdentityEvent ev, void *userdata) {
 
         if (ev == IDENTITY_CHANGED && c->probe)
                 (void) kube_client_reload_credentials(c->probe);
-        emit(json_pack("{s:s, s:s?, s:s?}", "event", ev == IDENTITY_CHANGED ? "changed" : "failed",
-                       "status", identity_status(id), "failure", update_failure_code_to_string(f)));
+        emit(json_pack("{s:s, s:s?, s:s?}", "event", ev == IDENTITY_CHANGED ? "changed" : "failed", "status",
+                       identity_status(id), "failure", update_failure_code_to_string(f)));
 }
 
 static int on_usr2(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -124,17 +125,15 @@ static int on_usr1(sd_event_source *s, const struct signalfd_siginfo *si, void *
 }
 
 int main(int argc, char **argv) {
-        static const struct option options[] = {
-                { "kubeconfig", required_argument, NULL, 'k' },
-                { "bootstrap-kubeconfig", required_argument, NULL, 'b' },
-                { "gna-dir", required_argument, NULL, 'g' },
-                { "gna-server", required_argument, NULL, 's' },
-                { "node", required_argument, NULL, 'n' },
-                { "probe-interval", required_argument, NULL, 'i' },
-                { "token-config", required_argument, NULL, 't' },
-                { "root", required_argument, NULL, 'r' },
-                {}
-        };
+        static const struct option options[] = { { "kubeconfig", required_argument, NULL, 'k' },
+                                                 { "bootstrap-kubeconfig", required_argument, NULL, 'b' },
+                                                 { "gna-dir", required_argument, NULL, 'g' },
+                                                 { "gna-server", required_argument, NULL, 's' },
+                                                 { "node", required_argument, NULL, 'n' },
+                                                 { "probe-interval", required_argument, NULL, 'i' },
+                                                 { "token-config", required_argument, NULL, 't' },
+                                                 { "root", required_argument, NULL, 'r' },
+                                                 {} };
         IdentityParams p = {};
         KubeTuning tuning;
         _cleanup_free_ char *terr = NULL;
@@ -143,18 +142,33 @@ int main(int argc, char **argv) {
 
         while ((opt = getopt_long(argc, argv, "", options, NULL)) >= 0)
                 switch (opt) {
-                case 'k': p.kubeconfig = optarg; break;
-                case 'b': p.bootstrap_kubeconfig = optarg; break;
-                case 'g': p.gna_directory = optarg; break;
-                case 's': p.gna_server = optarg; break;
-                case 'n': p.node_name = optarg; break;
-                case 't': c.token_config = optarg; break;
-                case 'r': c.root = optarg; break;
+                case 'k':
+                        p.kubeconfig = optarg;
+                        break;
+                case 'b':
+                        p.bootstrap_kubeconfig = optarg;
+                        break;
+                case 'g':
+                        p.gna_directory = optarg;
+                        break;
+                case 's':
+                        p.gna_server = optarg;
+                        break;
+                case 'n':
+                        p.node_name = optarg;
+                        break;
+                case 't':
+                        c.token_config = optarg;
+                        break;
+                case 'r':
+                        c.root = optarg;
+                        break;
                 case 'i':
                         if (parse_duration(optarg, &c.interval) < 0)
                                 return 2;
                         break;
-                default: return 2;
+                default:
+                        return 2;
                 }
         if (!p.kubeconfig || !p.bootstrap_kubeconfig || !p.gna_directory || !p.node_name)
                 return 2;

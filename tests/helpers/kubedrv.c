@@ -26,15 +26,15 @@
 #include "util/time-util.h"
 
 typedef struct Ctx {
-        sd_event *event;                /* ref held */
-        KubeClient *client;             /* owned */
-        KubeEvents *events;             /* owned */
-        KubeRequest *request;           /* owned: in flight */
-        sd_event_source *timer;         /* owned */
-        char **argv;                    /* borrowed */
+        sd_event *event;        /* ref held */
+        KubeClient *client;     /* owned */
+        KubeEvents *events;     /* owned */
+        KubeRequest *request;   /* owned: in flight */
+        sd_event_source *timer; /* owned */
+        char **argv;            /* borrowed */
         int argc, next;
         uint64_t started_usec;
-        const char *cmd;                /* borrowed */
+        const char *cmd; /* borrowed */
 } Ctx;
 
 static void run_next(Ctx *c);
@@ -61,13 +61,13 @@ static void on_request_done(KubeRequest *req, int error, json_t *object, void *u
         Ctx *c = userdata;
         uint64_t elapsed = now_usec(c) - c->started_usec;
 
-        emit(json_pack("{s:s, s:s, s:i, s:s?, s:i, s:s?, s:s?, s:i, s:I, s:O?}",
-                       "cmd", c->cmd, "path", kube_request_get_path(req), "error", error,
-                       "errno", error < 0 ? strerrorname_np(-error) : NULL,
-                       "status", (int) kube_request_get_status(req), "reason", kube_request_get_reason(req),
-                       "message", kube_request_get_message(req), "attempts", (int) kube_request_get_attempts(req),
-                       "elapsed_ms", (json_int_t) (elapsed / USEC_PER_MSEC),
-                       "object", error >= 0 ? object : NULL));
+        emit(json_pack("{s:s, s:s, s:i, s:s?, s:i, s:s?, s:s?, s:i, s:I, s:O?}", "cmd", c->cmd, "path",
+                       kube_request_get_path(req), "error", error, "errno",
+                       error < 0 ? strerrorname_np(-error) : NULL, "status",
+                       (int) kube_request_get_status(req), "reason", kube_request_get_reason(req), "message",
+                       kube_request_get_message(req), "attempts", (int) kube_request_get_attempts(req),
+                       "elapsed_ms", (json_int_t) (elapsed / USEC_PER_MSEC), "object",
+                       error >= 0 ? object : NULL));
         c->request = kube_request_free(c->request);
         run_next(c);
 }
@@ -77,8 +77,8 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 
         c->timer = sd_event_source_disable_unref(c->timer);
         if (streq(c->cmd, "flush") && kube_events_pending(c->events) > 0)
-                return sd_event_add_time_relative(c->event, &c->timer, CLOCK_MONOTONIC, 20 * USEC_PER_MSEC, 1,
-                                                  on_timer, c);
+                return sd_event_add_time_relative(c->event, &c->timer, CLOCK_MONOTONIC, 20 * USEC_PER_MSEC,
+                                                  1, on_timer, c);
         run_next(c);
         return 0;
 }
@@ -103,8 +103,8 @@ static int start_command(Ctx *c) {
                 if ((r = need(c, 1)) < 0)
                         return r;
                 path = c->argv[c->next++];
-                return (streq(c->cmd, "get") ? kube_client_get : kube_client_delete)(c->client, path, on_request_done,
-                                                                                     c, &c->request);
+                return (streq(c->cmd, "get") ? kube_client_get : kube_client_delete)(
+                        c->client, path, on_request_done, c, &c->request);
         }
         if (streq(c->cmd, "post") || streq(c->cmd, "put") || streq(c->cmd, "patch")) {
                 KubePatchType type = KUBE_PATCH_MERGE;
@@ -137,9 +137,10 @@ static int start_command(Ctx *c) {
         if (streq(c->cmd, "event")) {
                 if ((r = need(c, 3)) < 0)
                         return r;
-                r = kube_events_emit(c->events, c->argv[c->next], c->argv[c->next + 1], c->argv[c->next + 2]);
-                emit(json_pack("{s:s, s:i, s:s?}", "cmd", "event", "error", r,
-                               "errno", r < 0 ? strerrorname_np(-r) : NULL));
+                r = kube_events_emit(c->events, c->argv[c->next], c->argv[c->next + 1],
+                                     c->argv[c->next + 2]);
+                emit(json_pack("{s:s, s:i, s:s?}", "cmd", "event", "error", r, "errno",
+                               r < 0 ? strerrorname_np(-r) : NULL));
                 c->next += 3;
                 return sd_event_add_time_relative(c->event, &c->timer, CLOCK_MONOTONIC, 0, 1, on_timer, c);
         }
@@ -173,12 +174,10 @@ static void run_next(Ctx *c) {
 }
 
 int main(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "kubeconfig", required_argument, NULL, 'k' },
-                { "node", required_argument, NULL, 'n' },
-                { "uid", required_argument, NULL, 'u' },
-                {}
-        };
+        static const struct option options[] = { { "kubeconfig", required_argument, NULL, 'k' },
+                                                 { "node", required_argument, NULL, 'n' },
+                                                 { "uid", required_argument, NULL, 'u' },
+                                                 {} };
         _cleanup_(kubeconfig_freep) KubeConfig *kc = NULL;
         _cleanup_free_ char *error = NULL;
         const char *kubeconfig = NULL, *node = "n1", *uid = NULL;

@@ -13,7 +13,7 @@
 #include "util/log.h"
 
 typedef struct LogCapture {
-        int saved;                      /* the test's own stderr */
+        int saved; /* the test's own stderr */
         char path[256];
 } LogCapture;
 

@@ -46,10 +46,10 @@ typedef struct Ctx {
         sd_event *event;
         unsigned kill_after, n_done;
         int exit_code;
-        const char *external;           /* NULL, "ok" or "fail" */
+        const char *external; /* NULL, "ok" or "fail" */
         UnitControl *uc;
         OscApplierParams params;
-        OscApplier *applier;            /* owned: the stretch running */
+        OscApplier *applier; /* owned: the stretch running */
 } Ctx;
 
 /* Every exit, an early one for a refused OSC included, frees the same (the sanitizer run counts leaks). */
@@ -81,7 +81,8 @@ static int items_done(OscApplier *a, const size_t *indices, size_t n, void *user
                 _cleanup_free_ char *d = NULL;
 
                 (void) osc_work_describe(&c->changes->items[indices[i]], &d);
-                emit(json_pack("{s:s, s:I, s:s}", "event", "item", "index", (json_int_t) indices[i], "describe", d ?: ""));
+                emit(json_pack("{s:s, s:I, s:s}", "event", "item", "index", (json_int_t) indices[i],
+                               "describe", d ?: ""));
         }
         c->n_done += (unsigned) n;
         if (c->kill_after > 0 && c->n_done >= c->kill_after)
@@ -92,8 +93,8 @@ static int items_done(OscApplier *a, const size_t *indices, size_t n, void *user
 static void finish(Ctx *c, const OscApplyFailure *f) {
         if (f) {
                 emit(json_pack("{s:s, s:b, s:s, s:s, s:i, s:s}", "event", "finished", "ok", 0, "code",
-                               update_failure_code_to_string(f->code), "subject", strempty(f->subject), "errno",
-                               -f->error, "detail", strempty(f->detail)));
+                               update_failure_code_to_string(f->code), "subject", strempty(f->subject),
+                               "errno", -f->error, "detail", strempty(f->detail)));
                 c->exit_code = 1;
         } else {
                 int r = osc_state_commit(c->state, c->new_yaml, c->new_size);
@@ -119,13 +120,14 @@ static void run_external(Ctx *c, size_t at) {
 
         if (!c->external) {
                 (void) osc_work_describe(w, &d);
-                f = (OscApplyFailure) { UPDATE_FAILURE_UNSUPPORTED_CHANGE, f.subject, -EOPNOTSUPP, strempty(d) };
+                f = (OscApplyFailure) { UPDATE_FAILURE_UNSUPPORTED_CHANGE, f.subject, -EOPNOTSUPP,
+                                        strempty(d) };
                 return finish(c, &f);
         }
         emit(json_pack("{s:s, s:s}", "event", "external", "kind", osc_work_kind_to_string(w->kind)));
         if (!streq(c->external, "ok")) {
-                f.code = w->kind == OSC_WORK_KUBELET_HEALTH ? UPDATE_FAILURE_KUBELET_UNHEALTHY
-                                                            : UPDATE_FAILURE_FILE_APPLY_FAILED;
+                f.code = w->kind == OSC_WORK_KUBELET_HEALTH ? UPDATE_FAILURE_KUBELET_UNHEALTHY :
+                                                              UPDATE_FAILURE_FILE_APPLY_FAILED;
                 f.error = -EIO;
                 f.detail = "simulated failure";
                 return finish(c, &f);
@@ -145,14 +147,16 @@ static void stopped(OscApplier *a, size_t at, const OscApplyFailure *f, void *us
         Ctx *c = userdata;
 
         if (f || at >= c->changes->n_items)
-                finish(c, f);           /* `f` is the applier's: before it goes */
+                finish(c, f); /* `f` is the applier's: before it goes */
         c->applier = osc_applier_free(c->applier);
         if (!f && at < c->changes->n_items)
                 run_external(c, at);
 }
 
 static int start_applier(Ctx *c) {
-        static const OscApplierCallbacks cb = { .items_done = items_done, .stopped = stopped, .masked = masked };
+        static const OscApplierCallbacks cb = { .items_done = items_done,
+                                                .stopped = stopped,
+                                                .masked = masked };
         int r;
 
         r = osc_applier_new(c->event, c->uc, c->changes, &c->params, &cb, c, &c->applier);
@@ -162,22 +166,20 @@ static int start_applier(Ctx *c) {
 }
 
 int main(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "root", required_argument, NULL, 'r' },
-                { "unit-dir", required_argument, NULL, 'u' },
-                { "state", required_argument, NULL, 's' },
-                { "checksum", required_argument, NULL, 'c' },
-                { "hostname", required_argument, NULL, 'h' },
-                { "kill-after", required_argument, NULL, 'k' },
-                { "job-timeout", required_argument, NULL, 't' },
-                { "external", required_argument, NULL, 'e' },
-                { "containerd-path", required_argument, NULL, 'p' },
-                { "self-unit", required_argument, NULL, 'S' },
-                { "kubelet-unit", required_argument, NULL, 'K' },
-                {}
-        };
-        const char *root = "/", *unit_dir = NULL, *checksum = "checksum", *hostname = "node", *ctd_path = NULL,
-                   *self_unit = NULL, *kubelet_unit = NULL;
+        static const struct option options[] = { { "root", required_argument, NULL, 'r' },
+                                                 { "unit-dir", required_argument, NULL, 'u' },
+                                                 { "state", required_argument, NULL, 's' },
+                                                 { "checksum", required_argument, NULL, 'c' },
+                                                 { "hostname", required_argument, NULL, 'h' },
+                                                 { "kill-after", required_argument, NULL, 'k' },
+                                                 { "job-timeout", required_argument, NULL, 't' },
+                                                 { "external", required_argument, NULL, 'e' },
+                                                 { "containerd-path", required_argument, NULL, 'p' },
+                                                 { "self-unit", required_argument, NULL, 'S' },
+                                                 { "kubelet-unit", required_argument, NULL, 'K' },
+                                                 {} };
+        const char *root = "/", *unit_dir = NULL, *checksum = "checksum", *hostname = "node",
+                   *ctd_path = NULL, *self_unit = NULL, *kubelet_unit = NULL;
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         uint64_t job_timeout_usec = 30 * USEC_PER_SEC;
         _cleanup_(ctx_done) Ctx c = {};
@@ -186,16 +188,36 @@ int main(int argc, char *argv[]) {
 
         while ((opt = getopt_long(argc, argv, "", options, NULL)) >= 0)
                 switch (opt) {
-                case 'r': root = optarg; break;
-                case 'u': unit_dir = optarg; break;
-                case 's': c.state = optarg; break;
-                case 'c': checksum = optarg; break;
-                case 'h': hostname = optarg; break;
-                case 'e': c.external = optarg; break;
-                case 'p': ctd_path = optarg; break;
-                case 'S': self_unit = optarg; break;
-                case 'K': kubelet_unit = optarg; break;
-                case 'k': c.kill_after = (unsigned) strtoul(optarg, NULL, 10); break;
+                case 'r':
+                        root = optarg;
+                        break;
+                case 'u':
+                        unit_dir = optarg;
+                        break;
+                case 's':
+                        c.state = optarg;
+                        break;
+                case 'c':
+                        checksum = optarg;
+                        break;
+                case 'h':
+                        hostname = optarg;
+                        break;
+                case 'e':
+                        c.external = optarg;
+                        break;
+                case 'p':
+                        ctd_path = optarg;
+                        break;
+                case 'S':
+                        self_unit = optarg;
+                        break;
+                case 'K':
+                        kubelet_unit = optarg;
+                        break;
+                case 'k':
+                        c.kill_after = (unsigned) strtoul(optarg, NULL, 10);
+                        break;
                 case 't':
                         if (parse_duration(optarg, &job_timeout_usec) < 0)
                                 return 2;
@@ -204,7 +226,8 @@ int main(int argc, char *argv[]) {
                         return 2;
                 }
         if (optind + 1 != argc || !unit_dir || !c.state) {
-                fprintf(stderr, "usage: oscapply --root DIR --unit-dir DIR --state DIR [...] NEW-OSC.yaml\n");
+                fprintf(stderr,
+                        "usage: oscapply --root DIR --unit-dir DIR --state DIR [...] NEW-OSC.yaml\n");
                 return 2;
         }
         c.new_path = argv[optind];
@@ -218,12 +241,17 @@ int main(int argc, char *argv[]) {
                 _cleanup_free_ char *err = NULL, *warning = NULL;
                 OscBaseline baseline;
 
-                r = osc_state_prepare(&(OscPrepareInput) {
-                                .state_directory = c.state, .root_directory = root, .yaml = c.new_yaml,
-                                .size = c.new_size, .checksum = checksum,
-                                .model_options = { .host_name = hostname, .containerd_path = ctd_path }, .current_os_version = "1.0",
-                                .replaced_units = (char *const *) replaced, .self_unit = self_unit },
-                        &c.changes, &baseline, &warning, &err);
+                r = osc_state_prepare(&(OscPrepareInput) { .state_directory = c.state,
+                                                           .root_directory = root,
+                                                           .yaml = c.new_yaml,
+                                                           .size = c.new_size,
+                                                           .checksum = checksum,
+                                                           .model_options = { .host_name = hostname,
+                                                                              .containerd_path = ctd_path },
+                                                           .current_os_version = "1.0",
+                                                           .replaced_units = (char *const *) replaced,
+                                                           .self_unit = self_unit },
+                                      &c.changes, &baseline, &warning, &err);
                 if (r < 0) {
                         fprintf(stderr, "oscapply: %s\n", err ?: strerror(-r));
                         return 2;
@@ -249,7 +277,9 @@ int main(int argc, char *argv[]) {
                 r = sd_bus_attach_event(bus, c.event, SD_EVENT_PRIORITY_NORMAL);
         if (r >= 0)
                 r = unit_control_new(bus, job_timeout_usec, &c.uc);
-        c.params = (OscApplierParams) { .root_directory = root, .unit_directory = unit_dir, .self_unit = self_unit,
+        c.params = (OscApplierParams) { .root_directory = root,
+                                        .unit_directory = unit_dir,
+                                        .self_unit = self_unit,
                                         .kubelet_unit = kubelet_unit };
         if (r >= 0)
                 r = start_applier(&c);

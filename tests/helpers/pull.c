@@ -9,10 +9,10 @@
 #include <stdio.h>
 
 #include "kubelet/kubelet-health.h"
-#include "oci/file-stage.h"
 #include "kubelet/kubelet-store.h"
 #include "kubelet/kubelet-version.h"
 #include "net/http.h"
+#include "oci/file-stage.h"
 #include "oci/registry-blob.h"
 #include "oci/registry-manifest.h"
 #include "oci/registry.h"
@@ -24,7 +24,7 @@ static struct {
         ArchiveLimits limits;
         unsigned max_attempts, keep;
         uint64_t retry_base_usec, health_timeout_usec, health_interval_usec;
-        uint64_t stall_bytes, stall_usec;       /* test-only: a short stall window */
+        uint64_t stall_bytes, stall_usec; /* test-only: a short stall window */
         bool do_switch, progress, adopt;
 } arg = {
         .binary_path = "/opt/bin/kubelet",
@@ -81,7 +81,8 @@ static void on_health(HttpProbe *hc, int error, const char *message, unsigned n_
 
 static void on_progress(FileStage *st, uint64_t done, uint64_t total, void *userdata) {
         if (arg.progress)
-                fprintf(stderr, "progress %llu %llu\n", (unsigned long long) done, (unsigned long long) total);
+                fprintf(stderr, "progress %llu %llu\n", (unsigned long long) done,
+                        (unsigned long long) total);
 }
 
 static void on_staged(FileStage *st, const FileStageResult *res, void *userdata) {
@@ -107,13 +108,15 @@ static void on_staged(FileStage *st, const FileStageResult *res, void *userdata)
                         fail(run, r, ARTIFACT_FAILURE_UNAVAILABLE, "switch failed");
                         return;
                 }
-                json_object_set_new(run->out, "previous", run->previous ? json_string(run->previous) : json_null());
+                json_object_set_new(run->out, "previous",
+                                    run->previous ? json_string(run->previous) : json_null());
                 r = kubelet_store_gc(run->store, (const char *const[]) { run->previous, NULL });
                 json_object_set_new(run->out, "gcRemoved", json_integer(r));
         }
         if (arg.healthz) {
-                HttpProbeOptions o = { .url = arg.healthz, .interval_usec = arg.health_interval_usec,
-                                         .timeout_usec = arg.health_timeout_usec };
+                HttpProbeOptions o = { .url = arg.healthz,
+                                       .interval_usec = arg.health_interval_usec,
+                                       .timeout_usec = arg.health_timeout_usec };
 
                 r = http_probe_start(run->event, run->http, &o, on_health, run, &run->hc);
                 if (r < 0)
@@ -125,9 +128,27 @@ static void on_staged(FileStage *st, const FileStageResult *res, void *userdata)
 }
 
 static int parse_argv(int argc, char **argv) {
-        enum { A_STATE = 0x100, A_IMAGE, A_FILE, A_VERSION, A_BIN, A_CA, A_AUTH, A_MIRROR, A_MAX_UNPACKED,
-               A_MAX_ATTEMPTS, A_RETRY_MS, A_SWITCH, A_KEEP, A_HEALTHZ, A_HEALTH_MS, A_PROGRESS, A_ADOPT,
-               A_STALL_BYTES, A_STALL_SECONDS };
+        enum {
+                A_STATE = 0x100,
+                A_IMAGE,
+                A_FILE,
+                A_VERSION,
+                A_BIN,
+                A_CA,
+                A_AUTH,
+                A_MIRROR,
+                A_MAX_UNPACKED,
+                A_MAX_ATTEMPTS,
+                A_RETRY_MS,
+                A_SWITCH,
+                A_KEEP,
+                A_HEALTHZ,
+                A_HEALTH_MS,
+                A_PROGRESS,
+                A_ADOPT,
+                A_STALL_BYTES,
+                A_STALL_SECONDS
+        };
         static const struct option options[] = {
                 { "state-dir", required_argument, NULL, A_STATE },
                 { "image", required_argument, NULL, A_IMAGE },
@@ -155,13 +176,27 @@ static int parse_argv(int argc, char **argv) {
         arg.limits = ARCHIVE_LIMITS_DEFAULT;
         while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0)
                 switch (c) {
-                case A_STATE: arg.state_dir = optarg; break;
-                case A_IMAGE: arg.image = optarg; break;
-                case A_FILE: arg.file = optarg; break;
-                case A_VERSION: arg.version = optarg; break;
-                case A_BIN: arg.binary_path = optarg; break;
-                case A_CA: arg.ca_file = optarg; break;
-                case A_AUTH: arg.auth_file = optarg; break;
+                case A_STATE:
+                        arg.state_dir = optarg;
+                        break;
+                case A_IMAGE:
+                        arg.image = optarg;
+                        break;
+                case A_FILE:
+                        arg.file = optarg;
+                        break;
+                case A_VERSION:
+                        arg.version = optarg;
+                        break;
+                case A_BIN:
+                        arg.binary_path = optarg;
+                        break;
+                case A_CA:
+                        arg.ca_file = optarg;
+                        break;
+                case A_AUTH:
+                        arg.auth_file = optarg;
+                        break;
                 case A_MIRROR: {
                         char *eq = strchr(optarg, '=');
                         if (!eq || arg.n_mirrors >= ELEMENTSOF(arg.mirrors))
@@ -170,18 +205,41 @@ static int parse_argv(int argc, char **argv) {
                         arg.mirrors[arg.n_mirrors++] = (RegistryMirror) { .host = optarg, .url = eq + 1 };
                         break;
                 }
-                case A_MAX_UNPACKED: arg.limits.max_unpacked = strtoull(optarg, NULL, 10); break;
-                case A_MAX_ATTEMPTS: arg.max_attempts = (unsigned) strtoul(optarg, NULL, 10); break;
-                case A_RETRY_MS: arg.retry_base_usec = strtoull(optarg, NULL, 10) * USEC_PER_MSEC; break;
-                case A_SWITCH: arg.do_switch = true; break;
-                case A_KEEP: arg.keep = (unsigned) strtoul(optarg, NULL, 10); break;
-                case A_HEALTHZ: arg.healthz = optarg; break;
-                case A_HEALTH_MS: arg.health_timeout_usec = strtoull(optarg, NULL, 10) * USEC_PER_MSEC; break;
-                case A_PROGRESS: arg.progress = true; break;
-                case A_ADOPT: arg.adopt = true; break;
-                case A_STALL_BYTES: arg.stall_bytes = strtoull(optarg, NULL, 10); break;
-                case A_STALL_SECONDS: arg.stall_usec = strtoull(optarg, NULL, 10) * USEC_PER_SEC; break;
-                default: return -EINVAL;
+                case A_MAX_UNPACKED:
+                        arg.limits.max_unpacked = strtoull(optarg, NULL, 10);
+                        break;
+                case A_MAX_ATTEMPTS:
+                        arg.max_attempts = (unsigned) strtoul(optarg, NULL, 10);
+                        break;
+                case A_RETRY_MS:
+                        arg.retry_base_usec = strtoull(optarg, NULL, 10) * USEC_PER_MSEC;
+                        break;
+                case A_SWITCH:
+                        arg.do_switch = true;
+                        break;
+                case A_KEEP:
+                        arg.keep = (unsigned) strtoul(optarg, NULL, 10);
+                        break;
+                case A_HEALTHZ:
+                        arg.healthz = optarg;
+                        break;
+                case A_HEALTH_MS:
+                        arg.health_timeout_usec = strtoull(optarg, NULL, 10) * USEC_PER_MSEC;
+                        break;
+                case A_PROGRESS:
+                        arg.progress = true;
+                        break;
+                case A_ADOPT:
+                        arg.adopt = true;
+                        break;
+                case A_STALL_BYTES:
+                        arg.stall_bytes = strtoull(optarg, NULL, 10);
+                        break;
+                case A_STALL_SECONDS:
+                        arg.stall_usec = strtoull(optarg, NULL, 10) * USEC_PER_SEC;
+                        break;
+                default:
+                        return -EINVAL;
                 }
         if (!arg.state_dir || !arg.image || !arg.file)
                 return -EINVAL;
@@ -197,7 +255,8 @@ static int start_stage(Run *run) {
         };
         int r;
 
-        r = file_stage_start(run->event, run->registry, kubelet_store_files(run->store), &req, on_progress, on_staged, run, &run->stage);
+        r = file_stage_start(run->event, run->registry, kubelet_store_files(run->store), &req, on_progress,
+                             on_staged, run, &run->stage);
         if (r < 0) {
                 json_object_set_new(run->out, "ok", json_false());
                 json_object_set_new(run->out, "code", json_string("InvalidDesiredState"));
@@ -215,7 +274,8 @@ static void on_version(KubeletVersionProbe *p, int error, const char *version, v
         int r;
 
         run->probe = kubelet_version_probe_free(run->probe);
-        json_object_set_new(run->out, "versionProbe", error < 0 ? json_integer(error) : json_string(version));
+        json_object_set_new(run->out, "versionProbe",
+                            error < 0 ? json_integer(error) : json_string(version));
         r = kubelet_store_adopt(run->store, version, &adopted);
         if (r < 0) {
                 fail(run, r, ARTIFACT_FAILURE_UNAVAILABLE, "adoption failed");

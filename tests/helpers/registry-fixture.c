@@ -8,8 +8,10 @@
 
 const char registry_fixture_manifest[] =
         "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
-        "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":\"" CONFIG_DIGEST "\",\"size\":2},"
-        "\"layers\":[{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+gzip\",\"digest\":\"" HELLO_DIGEST "\",\"size\":5}]}";
+        "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":\"" CONFIG_DIGEST
+        "\",\"size\":2},"
+        "\"layers\":[{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+gzip\",\"digest\":\"" HELLO_DIGEST
+        "\",\"size\":5}]}";
 
 int registry_fixture_setup(void **state) {
         RegistryFixture *c = calloc(1, sizeof(RegistryFixture));
@@ -25,10 +27,15 @@ int registry_fixture_setup(void **state) {
         snprintf(blobs, sizeof(blobs), "%s/blobs", c->dir);
         snprintf(c->mirror_url, sizeof(c->mirror_url), "http://127.0.0.1:%u/", fake_http_port(c->fake));
         assert_int_equal(registry_client_new(c->event, c->http,
-                                             &(RegistryOptions) { .mirrors = &mirror, .n_mirrors = 1, .blob_directory = blobs,
-                                                                  .max_attempts = 3, .retry_base_usec = 10 * USEC_PER_MSEC,
-                                                                  .min_free_bytes = 1, .stall_usec = USEC_PER_SEC },
-                                             &c->client), 0);
+                                             &(RegistryOptions) { .mirrors = &mirror,
+                                                                  .n_mirrors = 1,
+                                                                  .blob_directory = blobs,
+                                                                  .max_attempts = 3,
+                                                                  .retry_base_usec = 10 * USEC_PER_MSEC,
+                                                                  .min_free_bytes = 1,
+                                                                  .stall_usec = USEC_PER_SEC },
+                                             &c->client),
+                         0);
         /* The upstream of reg.test is https://reg.test: never reached while the mirror answers. */
         assert_int_equal(oci_ref_parse("reg.test/kube/kubelet:v1.31.2", &c->ref), 0);
         *state = c;
@@ -53,7 +60,7 @@ int registry_fixture_teardown(void **state) {
 void registry_fixture_on_done(RegistryOp *op, const RegistryResult *res, void *userdata) {
         RegistryFixture *c = userdata;
 
-        registry_op_free(op);           /* allowed, and res stays readable */
+        registry_op_free(op); /* allowed, and res stays readable */
         c->done = true;
         c->error = res->error;
         c->failure = res->failure;
@@ -69,5 +76,8 @@ void registry_fixture_run(RegistryFixture *c) {
 }
 
 void registry_fixture_push(RegistryFixture *c, int status, const char *headers, const char *body) {
-        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = status, .headers = headers, .body = body }), 0);
+        assert_int_equal(
+                fake_http_push(c->fake,
+                               &(FakeResponse) { .status = status, .headers = headers, .body = body }),
+                0);
 }

@@ -23,7 +23,7 @@ typedef struct RegistryFixture {
         FakeHttp *fake;
         Http *http;
         RegistryClient *client;
-        OciRef *ref;                    /* reg.test/kube/kubelet:v1.31.2 */
+        OciRef *ref; /* reg.test/kube/kubelet:v1.31.2 */
         char dir[64];
         char mirror_url[64];
         bool done;

@@ -44,8 +44,10 @@ static inline void test_kube_done(TestKube *t) {
 }
 
 static inline void test_kube_push(TestKube *t, int status, const char *headers, const char *body) {
-        assert_int_equal(fake_http_push(t->fake, &(FakeResponse) { .status = status, .headers = headers, .body = body }),
-                         0);
+        assert_int_equal(
+                fake_http_push(t->fake,
+                               &(FakeResponse) { .status = status, .headers = headers, .body = body }),
+                0);
 }
 
 /* Request i (from 0), waiting for it with a deadline. */

@@ -32,13 +32,13 @@
 #include "util/time-util.h"
 
 typedef struct Ctx {
-        sd_event *event;                /* ref held */
-        UnitControl *uc;                /* owned */
-        RestartHandler *handler;        /* owned */
+        sd_event *event;         /* ref held */
+        UnitControl *uc;         /* owned */
+        RestartHandler *handler; /* owned */
         UnitAction action;
-        char **units;                   /* borrowed: argv */
+        char **units; /* borrowed: argv */
         size_t n_units, next;
-        const char *annotation_file;    /* borrowed */
+        const char *annotation_file; /* borrowed */
         unsigned fail_removal;
         int exit_code;
 } Ctx;
@@ -73,21 +73,15 @@ static void next_job(Ctx *c);
 static void on_job_done(const UnitJobResult *res, void *userdata) {
         Ctx *c = userdata;
 
-        emit(json_pack("{s:s, s:s, s:o, s:b, s:i, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I}",
-                       "event", "result",
-                       "action", unit_action_to_string(res->action),
-                       "unit", str_or_null(res->unit),
-                       "ok", res->error >= 0,
-                       "errno", -res->error,
-                       "error", res->error < 0 ? strerror(-res->error) : "",
-                       "detail", str_or_null(res->detail),
-                       "jobResult", str_or_null(res->job_result),
-                       "activeState", str_or_null(res->active_state),
-                       "subState", str_or_null(res->sub_state),
-                       "serviceResult", str_or_null(res->service_result),
-                       "invocationBefore", id128_json(res->invocation_before),
-                       "invocationAfter", id128_json(res->invocation_after),
-                       "durationUsec", (json_int_t) res->duration_usec));
+        emit(json_pack("{s:s, s:s, s:o, s:b, s:i, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I}", "event",
+                       "result", "action", unit_action_to_string(res->action), "unit",
+                       str_or_null(res->unit), "ok", res->error >= 0, "errno", -res->error, "error",
+                       res->error < 0 ? strerror(-res->error) : "", "detail", str_or_null(res->detail),
+                       "jobResult", str_or_null(res->job_result), "activeState",
+                       str_or_null(res->active_state), "subState", str_or_null(res->sub_state),
+                       "serviceResult", str_or_null(res->service_result), "invocationBefore",
+                       id128_json(res->invocation_before), "invocationAfter",
+                       id128_json(res->invocation_after), "durationUsec", (json_int_t) res->duration_usec));
         next_job(c);
 }
 
@@ -111,8 +105,8 @@ static void next_job(Ctx *c) {
                 r = unit_control_run(c->uc, c->action, unit, NULL, on_job_done, c, NULL);
                 if (r >= 0)
                         return;
-                emit(json_pack("{s:s, s:s, s:b, s:s}", "event", "result", "unit", unit, "ok", 0,
-                               "detail", strerror(-r)));
+                emit(json_pack("{s:s, s:s, s:b, s:s}", "event", "result", "unit", unit, "ok", 0, "detail",
+                               strerror(-r)));
         }
         (void) sd_event_exit(c->event, 0);
 }
@@ -120,8 +114,8 @@ static void next_job(Ctx *c) {
 /* ---- handler */
 
 static void on_unit_result(const char *unit, bool ok, const char *detail, void *userdata) {
-        emit(json_pack("{s:s, s:s, s:b, s:o}", "event", "unit", "unit", unit, "ok", ok,
-                       "detail", str_or_null(detail)));
+        emit(json_pack("{s:s, s:s, s:b, s:o}", "event", "unit", "unit", unit, "ok", ok, "detail",
+                       str_or_null(detail)));
 }
 
 static void on_rejected(const char *entry, const char *why, void *userdata) {
@@ -154,7 +148,7 @@ static int remove_annotation(const char *value, void *userdata) {
         if (c->annotation_file && c->fail_removal == 0 &&
             read_full_file(c->annotation_file, 1 << 20, &cur, NULL) >= 0 && streq(cur, value))
                 (void) unlink(c->annotation_file);
-        return sd_event_add_defer(c->event, NULL, on_defer_removed, c);     /* floating, one-shot */
+        return sd_event_add_defer(c->event, NULL, on_defer_removed, c); /* floating, one-shot */
 }
 
 static void on_finished(const char *value, void *userdata) {
@@ -167,21 +161,20 @@ static void on_finished(const char *value, void *userdata) {
 /* ---- main */
 
 static int usage(void) {
-        fprintf(stderr, "usage: unitctl [--job-timeout D] [--self-unit U] [--state P] [--fail-removal N] [--retry D]\n"
-                        "               start|stop|restart|reload UNIT... | daemon-reload |\n"
-                        "               handle VALUE | handle-file PATH\n");
+        fprintf(stderr,
+                "usage: unitctl [--job-timeout D] [--self-unit U] [--state P] [--fail-removal N] [--retry D]\n"
+                "               start|stop|restart|reload UNIT... | daemon-reload |\n"
+                "               handle VALUE | handle-file PATH\n");
         return 2;
 }
 
 int main(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "job-timeout", required_argument, NULL, 't' },
-                { "self-unit", required_argument, NULL, 's' },
-                { "state", required_argument, NULL, 'p' },
-                { "fail-removal", required_argument, NULL, 'f' },
-                { "retry", required_argument, NULL, 'r' },
-                {}
-        };
+        static const struct option options[] = { { "job-timeout", required_argument, NULL, 't' },
+                                                 { "self-unit", required_argument, NULL, 's' },
+                                                 { "state", required_argument, NULL, 'p' },
+                                                 { "fail-removal", required_argument, NULL, 'f' },
+                                                 { "retry", required_argument, NULL, 'r' },
+                                                 {} };
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         _cleanup_free_ char *value = NULL;
         const char *self_unit = NULL, *state = NULL, *verb;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <fcntl.h>
-#include <stdio.h>
 #include <linux/fs.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
@@ -79,7 +79,8 @@ static void assert_file(const char *path, const char *expected, mode_t mode) {
 }
 
 static void assert_outside_untouched(void) {
-        _cleanup_free_ char *victim = out("/victim"), *dir = out("/dir"), *reg = out("/docker.io/hosts.toml");
+        _cleanup_free_ char *victim = out("/victim"), *dir = out("/dir"),
+                            *reg = out("/docker.io/hosts.toml");
         _cleanup_free_ char *dropin = out("/10-a.conf");
 
         assert_file(victim, "keep", 0640);
@@ -113,16 +114,19 @@ static void hostile_symlinks(bool walk) {
         OscRegistryHost h = { .url = (char *) "https://m", .override_path = -1 };
         OscRegistry g = { .upstream = (char *) "docker.io", .hosts = &h, .n_hosts = 1 };
         OscDropIn d = { (char *) "10-a.conf", (char *) "[Service]\n" };
-        OscUnit u = { .name = (char *) "x.service", .drop_ins = &d, .n_drop_ins = 1, .enable = -1,
+        OscUnit u = { .name = (char *) "x.service",
+                      .drop_ins = &d,
+                      .n_drop_ins = 1,
+                      .enable = -1,
                       .command = _OSC_UNIT_COMMAND_INVALID };
         _cleanup_free_ char *units = at("/units");
 
         in_root_force_walk = walk;
         hostile_world();
         assert_true(asprintf(&escape, "../../../../../../../../..%s", outside) > 0);
-        link_at(outside, "/etc/abs");                   /* absolute */
-        link_at(escape, "/etc/rel");                    /* climbs past the root */
-        link_at(victim, "/etc/target");                 /* the target itself */
+        link_at(outside, "/etc/abs");   /* absolute */
+        link_at(escape, "/etc/rel");    /* climbs past the root */
+        link_at(victim, "/etc/target"); /* the target itself */
         link_at(dir, "/etc/target-dir");
 
         /* a parent that leads outside: resolved below the root, where nothing is (yet) */
@@ -202,8 +206,12 @@ static void test_masked_unit_files(void **state) {
         _cleanup_free_ char *dir = at("/masked"), *dropin = NULL, *unit = NULL;
         _cleanup_strv_free_ char **masked = NULL;
         OscDropIn d[] = { { (char *) "10-a.conf", (char *) "A" }, { (char *) "20-b.conf", (char *) "B" } };
-        OscUnit u = { .name = (char *) "m.service", .content = (char *) "[Service]\n", .drop_ins = d, .n_drop_ins = 2,
-                      .enable = -1, .command = _OSC_UNIT_COMMAND_INVALID };
+        OscUnit u = { .name = (char *) "m.service",
+                      .content = (char *) "[Service]\n",
+                      .drop_ins = d,
+                      .n_drop_ins = 2,
+                      .enable = -1,
+                      .command = _OSC_UNIT_COMMAND_INVALID };
         char *deleted[] = { (char *) "30-c.conf", NULL };
         struct stat st;
 
@@ -220,7 +228,7 @@ static void test_masked_unit_files(void **state) {
         assert_string_equal(masked[0], dropin);
         assert_int_equal(lstat(dropin, &st), 0);
         assert_true(S_ISLNK(st.st_mode));
-        assert_true(exists("/masked/m.service.d/30-c.conf"));   /* a removed drop-in's mask stays */
+        assert_true(exists("/masked/m.service.d/30-c.conf")); /* a removed drop-in's mask stays */
         assert_content("/masked/m.service.d/20-b.conf", "B2");
 
         unit = at("/masked/m.service");
@@ -260,7 +268,8 @@ static void test_bad_targets(void **state) {
 /* What held before the rewrite and must still (issue 23): a full disk and an immutable target keep the
  * old content and leave no temporary file. Needs a small tmpfs (root); skipped without one. */
 static void test_full_disk_and_immutable_keep_old_content(void **state) {
-        _cleanup_free_ char *mnt = at("/small"), *f = at("/small/f"), *tmp = at("/small/.f.tmp"), *imm = at("/small/imm");
+        _cleanup_free_ char *mnt = at("/small"), *f = at("/small/f"), *tmp = at("/small/.f.tmp"),
+                            *imm = at("/small/imm");
         static char big[256 * 1024];
         int flags = FS_IMMUTABLE_FL, fd;
 
@@ -302,7 +311,7 @@ static void test_write_file(void **state) {
         umask(077);
         assert_int_equal(osc_write_file(root, "/etc/deep/dir/f", "one", 3, 0644, false), 1);
         assert_content("/etc/deep/dir/f", "one");
-        assert_int_equal(mode_of("/etc/deep/dir/f"), 0644);     /* the umask does not matter */
+        assert_int_equal(mode_of("/etc/deep/dir/f"), 0644); /* the umask does not matter */
         assert_int_equal(mode_of("/etc/deep"), 0755);
         /* same content: not rewritten, but the mode is enforced */
         assert_int_equal(osc_write_file(root, "/etc/deep/dir/f", "one", 3, 0600, true), 0);
@@ -316,10 +325,15 @@ static void test_write_file(void **state) {
 }
 
 static void test_unit_files(void **state) {
-        _cleanup_free_ char *dir = at("/units");      /* made when missing */
-        OscDropIn d[] = { { (char *) "10-a.conf", (char *) "[Service]\nA=1\n" }, { (char *) "20-b.conf", (char *) "B" } };
-        OscUnit u = { .name = (char *) "x.service", .content = (char *) "[Service]\nExecStart=/bin/true\n",
-                      .drop_ins = d, .n_drop_ins = 2, .enable = -1, .command = _OSC_UNIT_COMMAND_INVALID };
+        _cleanup_free_ char *dir = at("/units"); /* made when missing */
+        OscDropIn d[] = { { (char *) "10-a.conf", (char *) "[Service]\nA=1\n" },
+                          { (char *) "20-b.conf", (char *) "B" } };
+        OscUnit u = { .name = (char *) "x.service",
+                      .content = (char *) "[Service]\nExecStart=/bin/true\n",
+                      .drop_ins = d,
+                      .n_drop_ins = 2,
+                      .enable = -1,
+                      .command = _OSC_UNIT_COMMAND_INVALID };
         char *deleted[] = { (char *) "20-b.conf", NULL };
 
         assert_int_equal(osc_write_unit_files(dir, &u, NULL, NULL), 1);
@@ -328,7 +342,7 @@ static void test_unit_files(void **state) {
         assert_content("/units/x.service.d/10-a.conf", d[0].content);
         assert_int_equal(mode_of("/units/x.service.d/20-b.conf"), 0600);
         assert_int_equal(mode_of("/units/x.service.d"), 0755);
-        assert_int_equal(osc_write_unit_files(dir, &u, NULL, NULL), 0);       /* nothing differs */
+        assert_int_equal(osc_write_unit_files(dir, &u, NULL, NULL), 0); /* nothing differs */
         assert_int_equal(osc_unit_file_exists(dir, "x.service"), 1);
 
         u.n_drop_ins = 1;
@@ -364,8 +378,9 @@ static void test_registry(void **state) {
         OscRegistry g = { .upstream = (char *) "docker.io", .hosts = &h, .n_hosts = 1 };
 
         assert_int_equal(osc_write_registry(root, &g), 0);
-        assert_content("/etc/containerd/certs.d/docker.io/hosts.toml",
-                       "# managed by gardener-node-agent\n[host.\"https://m\"]\n  capabilities = [\"pull\",\"resolve\"]\n\n");
+        assert_content(
+                "/etc/containerd/certs.d/docker.io/hosts.toml",
+                "# managed by gardener-node-agent\n[host.\"https://m\"]\n  capabilities = [\"pull\",\"resolve\"]\n\n");
         assert_int_equal(mode_of("/etc/containerd/certs.d/docker.io/hosts.toml"), 0644);
         assert_int_equal(osc_remove_registry(root, "docker.io"), 0);
         assert_false(exists("/etc/containerd/certs.d/docker.io"));

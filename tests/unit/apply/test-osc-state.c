@@ -11,7 +11,7 @@
 
 static char dir[] = "/tmp/test-osc-state-XXXXXX";
 static char *state, *root;
-static char *warning;           /* of the last prepare() */
+static char *warning; /* of the last prepare() */
 
 static const char osc1[] = "spec: {files: [{path: /etc/a, content: {inline: {data: a}}}]}";
 static const char osc2[] = "spec: {files: [{path: /etc/a, content: {inline: {data: a}}}, "
@@ -38,8 +38,11 @@ static OscChanges *prepare(const char *yaml, const char *checksum, OscBaseline *
         int r;
 
         warning = mfree(warning);
-        r = osc_state_prepare(&(OscPrepareInput) { .state_directory = state, .root_directory = root, .yaml = yaml,
-                                                   .size = strlen(yaml), .checksum = checksum },
+        r = osc_state_prepare(&(OscPrepareInput) { .state_directory = state,
+                                                   .root_directory = root,
+                                                   .yaml = yaml,
+                                                   .size = strlen(yaml),
+                                                   .checksum = checksum },
                               &c, baseline, &warning, &err);
         if (r != expect)
                 fail_msg("prepare: %d %s", r, strempty(err));
@@ -98,7 +101,7 @@ static void test_first_resume_commit_next(void **s) {
         c = prepare(osc1, "one", &b, 0);
         assert_int_equal(b, OSC_BASELINE_NONE);
         assert_int_equal(c->n_items, 1);
-        assert_true(state_exists(OSC_STATE_CHANGES));         /* saved before anything ran */
+        assert_true(state_exists(OSC_STATE_CHANGES)); /* saved before anything ran */
         assert_true(state_exists(OSC_STATE_PLAN));
         osc_changes_mark_done(c, 0);
         assert_int_equal(osc_state_save_done(state, c, &(size_t) { 0 }, 1), 0);
@@ -133,7 +136,8 @@ static void test_handover_and_errors(void **s) {
         OscBaseline b;
 
         assert_int_equal(osc_remove_file(state, "/" OSC_STATE_LAST_APPLIED), 0);
-        assert_int_equal(osc_write_file(root, OSC_STATE_GNA_LAST_APPLIED, osc1, strlen(osc1), 0600, false), 1);
+        assert_int_equal(osc_write_file(root, OSC_STATE_GNA_LAST_APPLIED, osc1, strlen(osc1), 0600, false),
+                         1);
         c = prepare(osc2, "h", &b, 0);
         assert_int_equal(b, OSC_BASELINE_HANDOVER);
         assert_int_equal(c->n_items, 1);
@@ -144,14 +148,18 @@ static void test_handover_and_errors(void **s) {
 }
 
 /* A prepare that must be refused with a message containing `expected`; nothing comes back. */
-static void prepare_refused(const char *yaml, const char *checksum, const OscProtected *own, const char *expected) {
+static void prepare_refused(const char *yaml, const char *checksum, const OscProtected *own,
+                            const char *expected) {
         _cleanup_free_ char *err = NULL;
         OscChanges *c = NULL;
         OscBaseline b;
 
-        assert_int_equal(osc_state_prepare(&(OscPrepareInput) { .state_directory = state, .root_directory = root,
-                                                                 .yaml = yaml, .size = strlen(yaml),
-                                                                 .checksum = checksum, .protected = own },
+        assert_int_equal(osc_state_prepare(&(OscPrepareInput) { .state_directory = state,
+                                                                .root_directory = root,
+                                                                .yaml = yaml,
+                                                                .size = strlen(yaml),
+                                                                .checksum = checksum,
+                                                                .protected = own },
                                            &c, &b, NULL, &err),
                          -EPERM);
         assert_null(c);
@@ -165,9 +173,11 @@ static void prepare_refused(const char *yaml, const char *checksum, const OscPro
 static void test_own_files_refused(void **s) {
         _cleanup_(osc_protected_done) OscProtected own = {};
         _cleanup_free_ char *agent_state = NULL, *link = NULL, *changes = NULL, *store = NULL;
-        static const char bad[] = "spec: {files: [{path: /etc/ok, content: {inline: {data: ok}}},\n"
-                                  "  {path: /var/lib/inplace-agent/kubelet/1.31.4/kubelet, content: {inline: {data: x}}}]}";
-        static const char via_link[] = "spec: {files: [{path: /opt/agent/state.json, content: {inline: {data: x}}}]}";
+        static const char bad[] =
+                "spec: {files: [{path: /etc/ok, content: {inline: {data: ok}}},\n"
+                "  {path: /var/lib/inplace-agent/kubelet/1.31.4/kubelet, content: {inline: {data: x}}}]}";
+        static const char via_link[] =
+                "spec: {files: [{path: /opt/agent/state.json, content: {inline: {data: x}}}]}";
         static const char resumed[] = "spec: {files: [{path: /opt/agent/x, content: {inline: {data: x}}}]}";
         OscBaseline b;
 
@@ -178,9 +188,10 @@ static void test_own_files_refused(void **s) {
         assert_true(asprintf(&changes, "%s/%s", state, OSC_STATE_CHANGES) > 0);
         (void) unlink(changes);
 
-        prepare_refused(bad, "bad", &own, "/var/lib/inplace-agent/kubelet/1.31.4/kubelet: inside the agent's state directory");
-        assert_false(state_exists(OSC_STATE_CHANGES));          /* nothing saved, nothing written */
-        assert_int_equal(rmdir(store), 0);                      /* empty: no kubelet written */
+        prepare_refused(bad, "bad", &own,
+                        "/var/lib/inplace-agent/kubelet/1.31.4/kubelet: inside the agent's state directory");
+        assert_false(state_exists(OSC_STATE_CHANGES)); /* nothing saved, nothing written */
+        assert_int_equal(rmdir(store), 0);             /* empty: no kubelet written */
 
         /* a directory below the root that is a symlink into it */
         assert_true(asprintf(&link, "%s/opt", root) > 0);
@@ -199,8 +210,8 @@ static void test_own_files_refused(void **s) {
  * with a warning naming the file, and the work starts over from the last-applied OSC. */
 static void test_corrupt_work_list_moved_aside(void **s) {
         static const char *const bad[] = {
-                "{\"items\": [",                                    /* truncated */
-                "{\"items\": [{\"kind\": \"rm -rf\"}]}",              /* decodes, but not as a work list */
+                "{\"items\": [",                         /* truncated */
+                "{\"items\": [{\"kind\": \"rm -rf\"}]}", /* decodes, but not as a work list */
                 "",
         };
         OscChanges *c;
@@ -216,13 +227,13 @@ static void test_corrupt_work_list_moved_aside(void **s) {
                 assert_non_null(strstr(warning, OSC_STATE_CHANGES));
                 assert_non_null(strstr(warning, "moved it and " OSC_STATE_DONE " aside"));
                 assert_true(state_exists(OSC_STATE_CHANGES OSC_STATE_CORRUPT_SUFFIX));
-                assert_true(state_exists(OSC_STATE_CHANGES));          /* the new list */
+                assert_true(state_exists(OSC_STATE_CHANGES)); /* the new list */
                 osc_changes_free(c);
         }
 
         static const char *const bad_logs[] = {
-                "inplace-agent done-log v1 other\n0\n",             /* another work list's */
-                "inplace-agent done-log v1 two\n7\n",               /* no item 7 */
+                "inplace-agent done-log v1 other\n0\n", /* another work list's */
+                "inplace-agent done-log v1 two\n7\n",   /* no item 7 */
                 "inplace-agent done-log v1 two\nzero\n",
         };
         for (size_t i = 0; i < ELEMENTSOF(bad_logs); i++) {
@@ -255,7 +266,7 @@ static void test_corrupt_last_applied_moved_aside(void **s) {
 
         write_state(OSC_STATE_LAST_APPLIED, "spec: {files: 7}");
         c = prepare(osc2, "x", &b, 0);
-        assert_int_equal(b, OSC_BASELINE_HANDOVER);            /* GNA's from the test before */
+        assert_int_equal(b, OSC_BASELINE_HANDOVER); /* GNA's from the test before */
         assert_int_equal(c->n_items, 1);
         assert_non_null(strstr(warning, "unable to decode the old OSC read from file path"));
         assert_non_null(strstr(warning, OSC_STATE_LAST_APPLIED));
@@ -296,8 +307,8 @@ static void test_done_log_is_linear_and_exact(void **s) {
                 assert_int_equal(osc_state_save_done(state, c, batch, ELEMENTSOF(batch)), 0);
         }
         osc_changes_free(c);
-        assert_int_equal(state_size(OSC_STATE_CHANGES), list_size);             /* written once */
-        assert_true(state_size(OSC_STATE_DONE) <= 40 + 1234 * 5);               /* a few bytes per item */
+        assert_int_equal(state_size(OSC_STATE_CHANGES), list_size); /* written once */
+        assert_true(state_size(OSC_STATE_DONE) <= 40 + 1234 * 5);   /* a few bytes per item */
 
         c = prepare(yaml, "big", &b, 0);
         assert_int_equal(b, OSC_BASELINE_RESUMED);

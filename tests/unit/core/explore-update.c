@@ -24,14 +24,12 @@ static uint32_t parse_oscs(const char *s) {
 }
 
 int main(int argc, char **argv) {
-        static const struct option opts[] = {
-                { "depth", required_argument, NULL, 'd' },
-                { "oscs", required_argument, NULL, 'o' },
-                { "image", no_argument, NULL, 'i' },
-                { "truth-only", no_argument, NULL, 't' },
-                { "max-states", required_argument, NULL, 'm' },
-                {}
-        };
+        static const struct option opts[] = { { "depth", required_argument, NULL, 'd' },
+                                              { "oscs", required_argument, NULL, 'o' },
+                                              { "image", no_argument, NULL, 'i' },
+                                              { "truth-only", no_argument, NULL, 't' },
+                                              { "max-states", required_argument, NULL, 'm' },
+                                              {} };
         ModelOptions o = { .depth = 9, .oscs = parse_oscs("all") };
         ModelResult r = {};
         struct timespec a, b;
@@ -62,9 +60,11 @@ int main(int argc, char **argv) {
                 return 2;
         clock_gettime(CLOCK_MONOTONIC, &b);
         printf("{\"depth\": %u, \"states\": %zu, \"transitions\": %zu, \"seconds\": %.2f, \"truncated\": %s, "
-               "\"violation\": %s%s%s}\n", r.depth, r.states, r.transitions,
-               (double) (b.tv_sec - a.tv_sec) + (double) (b.tv_nsec - a.tv_nsec) / 1e9, r.truncated ? "true" : "false",
-               r.violated ? "\"" : "", r.violated ? r.violation : "null", r.violated ? "\"" : "");
+               "\"violation\": %s%s%s}\n",
+               r.depth, r.states, r.transitions,
+               (double) (b.tv_sec - a.tv_sec) + (double) (b.tv_nsec - a.tv_nsec) / 1e9,
+               r.truncated ? "true" : "false", r.violated ? "\"" : "", r.violated ? r.violation : "null",
+               r.violated ? "\"" : "");
         if (r.violated) {
                 char *t = model_format_test("test_explored_violation", &o, &r);
 

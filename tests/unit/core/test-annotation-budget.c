@@ -15,13 +15,14 @@ static bool ends_with_dots(const char *s) {
 }
 
 static const char *const keys[] = {
-        NODE_ANNOTATION_PLAN,           NODE_ANNOTATION_FAILURE,     NODE_ANNOTATION_FAILED_REASON,
-        NODE_ANNOTATION_PROGRESS,       NODE_ANNOTATION_UPDATING_OS, NODE_ANNOTATION_CHECKSUM,
+        NODE_ANNOTATION_PLAN,     NODE_ANNOTATION_FAILURE,     NODE_ANNOTATION_FAILED_REASON,
+        NODE_ANNOTATION_PROGRESS, NODE_ANNOTATION_UPDATING_OS, NODE_ANNOTATION_CHECKSUM,
 };
 
 /* HUGE bytes of what makes JSON longest: quotes, control characters, invalid UTF-8, multibyte. */
 static char *nasty(void) {
-        static const char pattern[] = "\"\x01\\\xff" "\xc3\xa9x";
+        static const char pattern[] = "\"\x01\\\xff"
+                                      "\xc3\xa9x";
         char *s = malloc(HUGE + 1);
 
         assert_non_null(s);
@@ -62,8 +63,8 @@ static void test_json_long_strings_cut(void **state) {
         /* jansson takes only UTF-8: the message as a producer would pass it, sanitised. */
         _cleanup_free_ char *clean = utf8_sanitize(big, HUGE, HUGE);
         _cleanup_(json_decrefp) json_t *failure =
-                json_pack("{s:s, s:s, s:i, s:s}", "code", "FileApplyFailed", "class", "retriable", "attempt", 3,
-                          "message", clean);
+                json_pack("{s:s, s:s, s:i, s:s}", "code", "FileApplyFailed", "class", "retriable", "attempt",
+                          3, "message", clean);
 
         for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
                 _cleanup_free_ char *s = annotation_fit_json(keys[i], failure);
@@ -86,7 +87,9 @@ static void test_json_too_many_values(void **state) {
         _cleanup_(json_decrefp) json_t *back = NULL;
 
         for (int i = 0; i < 100000; i++)
-                assert_int_equal(json_array_append_new(items, json_pack("{s:s, s:i}", "action", "write-file", "i", i)), 0);
+                assert_int_equal(json_array_append_new(
+                                         items, json_pack("{s:s, s:i}", "action", "write-file", "i", i)),
+                                 0);
         s = annotation_fit_json(NODE_ANNOTATION_PLAN, items);
         assert_non_null(s);
         assert_true(strlen(s) <= annotation_budget(NODE_ANNOTATION_PLAN));

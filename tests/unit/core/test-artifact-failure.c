@@ -30,7 +30,8 @@ static void test_extract_errors(void **state) {
         static const int unsafe[] = { -EXDEV, -E2BIG, -ENAMETOOLONG, -EFBIG, -EMEDIUMTYPE, -EBADMSG };
 
         for (size_t i = 0; i < ELEMENTSOF(unsafe); i++)
-                assert_int_equal(file_stage_failure_from_extract_error(unsafe[i]), ARTIFACT_FAILURE_UNSAFE_ARCHIVE);
+                assert_int_equal(file_stage_failure_from_extract_error(unsafe[i]),
+                                 ARTIFACT_FAILURE_UNSAFE_ARCHIVE);
         assert_int_equal(file_stage_failure_from_extract_error(-ENOSPC), ARTIFACT_FAILURE_DISK_SPACE);
         assert_int_equal(file_stage_failure_from_extract_error(-EIO), ARTIFACT_FAILURE_UNAVAILABLE);
 }

@@ -49,17 +49,21 @@ static void test_apply_all_keys(void **state) {
         _cleanup_free_ char *err = NULL;
 
         assert_int_equal(config_new(&c), 0);
-        assert_int_equal(apply_yaml(c,
-                "nodeName: node-1\n"
-                "osc: {namespace: ns1, secretName: gardener-node-agent-pool, rootDirectory: /scratch,\n"
-                "      replacedUnits: [gardener-node-agent, other.service], driftRepair: warn, driftInterval: 30s}\n"
-                "kubelet:\n  unit: kube\n  healthTimeout: 1h30m\n  keepVersions: 3\n"
-                "osUpdate:\n  backend: image\n  timeout: 20m\n  reboot: systemd\n"
-                "  image: {reference: 'r.example/os:{version}', bootTries: 5}\n"
-                "registry:\n  mirrors:\n    registry.example.com: https://mirror.local:5000\n"
-                "systemd: {jobTimeout: 30s, unitDirectory: /run/user/1000/systemd/user}\n"
-                "lease: {enabled: false, name: gardener-node-agent-node-1, duration: 1m}\n"
-                "console: {enabled: false, path: /dev/kmsg}\n", &err), 0);
+        assert_int_equal(
+                apply_yaml(
+                        c,
+                        "nodeName: node-1\n"
+                        "osc: {namespace: ns1, secretName: gardener-node-agent-pool, rootDirectory: /scratch,\n"
+                        "      replacedUnits: [gardener-node-agent, other.service], driftRepair: warn, driftInterval: 30s}\n"
+                        "kubelet:\n  unit: kube\n  healthTimeout: 1h30m\n  keepVersions: 3\n"
+                        "osUpdate:\n  backend: image\n  timeout: 20m\n  reboot: systemd\n"
+                        "  image: {reference: 'r.example/os:{version}', bootTries: 5}\n"
+                        "registry:\n  mirrors:\n    registry.example.com: https://mirror.local:5000\n"
+                        "systemd: {jobTimeout: 30s, unitDirectory: /run/user/1000/systemd/user}\n"
+                        "lease: {enabled: false, name: gardener-node-agent-node-1, duration: 1m}\n"
+                        "console: {enabled: false, path: /dev/kmsg}\n",
+                        &err),
+                0);
         assert_null(err);
         assert_string_equal(c->node_name, "node-1");
         assert_string_equal(c->osc.namespace, "ns1");
@@ -91,12 +95,14 @@ static void test_rejects(void **state) {
                 { "bogus: 1\n", "test.yaml: bogus: unknown key" },
                 { "kubelet: {healthTimeOut: 5m}\n", "kubelet.healthTimeOut: unknown key" },
                 { "kubelet: {healthTimeout: -5s}\n", "kubelet.healthTimeout: \"-5s\" is not a duration" },
-                { "kubelet: {healthTimeout: banana}\n", "kubelet.healthTimeout: \"banana\" is not a duration" },
+                { "kubelet: {healthTimeout: banana}\n",
+                  "kubelet.healthTimeout: \"banana\" is not a duration" },
                 { "kubelet: {healthTimeout: 0s}\n", "kubelet.healthTimeout: \"0s\" is out of range" },
                 { "kubelet: {healthTimeout: 5}\n", "kubelet.healthTimeout: expected a string" },
                 { "kubelet: {keepVersions: 0}\n", "kubelet.keepVersions: 0 is out of range" },
                 { "kubelet: {keepVersions: \"2\"}\n", "kubelet.keepVersions: expected an integer" },
-                { "kubelet: {binaryPath: relative/kubelet}\n", "kubelet.binaryPath: \"relative/kubelet\" is not an absolute path" },
+                { "kubelet: {binaryPath: relative/kubelet}\n",
+                  "kubelet.binaryPath: \"relative/kubelet\" is not an absolute path" },
                 { "kubelet: {unit: \"a;b\"}\n", "kubelet.unit: \"a;b\" is not a unit name" },
                 { "kubelet: {healthzURL: ftp://x}\n", "kubelet.healthzURL" },
                 { "kubelet: 5\n", "kubelet: expected a map" },
@@ -107,19 +113,24 @@ static void test_rejects(void **state) {
                 { "nodeName: Node_1\n", "nodeName: \"Node_1\" is not a lower-case DNS name" },
                 { "osc: {namespace: \"\"}\n", "osc.namespace" },
                 /* Names that go into API paths (issue 23): a dot segment, a query, a second segment. */
-                { "osc: {secretName: ../../default/secrets/other}\n", "osc.secretName: \"../../default/secrets/other\"" },
+                { "osc: {secretName: ../../default/secrets/other}\n",
+                  "osc.secretName: \"../../default/secrets/other\"" },
                 { "osc: {secretName: \"ipa-good?labelSelector=x\"}\n", "osc.secretName" },
-                { "osc: {namespace: kube-system.x}\n", "osc.namespace: \"kube-system.x\" is not a lower-case DNS label" },
+                { "osc: {namespace: kube-system.x}\n",
+                  "osc.namespace: \"kube-system.x\" is not a lower-case DNS label" },
                 { "lease: {name: \"a..b\"}\n", "lease.name: \"a..b\"" },
                 { "lease: {namespace: \"default/leases\"}\n", "lease.namespace" },
                 { "nodeName: \"n1/status\"\n", "nodeName: \"n1/status\"" },
-                { "osc: {rootDirectory: scratch}\n", "osc.rootDirectory: \"scratch\" is not an absolute path" },
-                { "osc: {replacedUnits: gardener-node-agent}\n", "osc.replacedUnits: expected a list of unit names" },
+                { "osc: {rootDirectory: scratch}\n",
+                  "osc.rootDirectory: \"scratch\" is not an absolute path" },
+                { "osc: {replacedUnits: gardener-node-agent}\n",
+                  "osc.replacedUnits: expected a list of unit names" },
                 { "osc: {replacedUnits: [\"a;b\"]}\n", "osc.replacedUnits: \"a;b\" is not a unit name" },
                 { "osc: {replacedUnits: [1]}\n", "osc.replacedUnits: entry 0: expected a string" },
                 { "osc: {driftRepair: fix}\n", "osc.driftRepair: \"fix\" is not one of repair, warn" },
                 { "osc: {driftInterval: 0s}\n", "osc.driftInterval: \"0s\" is out of range" },
-                { "systemd: {unitDirectory: \"\"}\n", "systemd.unitDirectory: \"\" is not an absolute path" },
+                { "systemd: {unitDirectory: \"\"}\n",
+                  "systemd.unitDirectory: \"\" is not an absolute path" },
                 { "registry: {mirrors: [a]}\n", "registry.mirrors: expected a map" },
                 { "registry: {mirrors: {a: ftp://x}}\n", "registry.mirrors: mirror for \"a\"" },
                 { "- a\n", "test.yaml: the top level must be a map" },
@@ -133,7 +144,8 @@ static void test_rejects(void **state) {
                 assert_int_equal(apply_yaml(c, table[i].yaml, &err), -EINVAL);
                 assert_non_null(err);
                 if (!strstr(err, table[i].needle))
-                        fail_msg("%s: got \"%s\", expected to contain \"%s\"", table[i].yaml, err, table[i].needle);
+                        fail_msg("%s: got \"%s\", expected to contain \"%s\"", table[i].yaml, err,
+                                 table[i].needle);
         }
 }
 
@@ -142,13 +154,19 @@ static void test_finalize(void **state) {
         _cleanup_free_ char *err = NULL;
 
         assert_int_equal(config_new(&c), 0);
-        assert_int_equal(config_finalize(c, &(ConfigOverrides) { .node_name = "node-7", .kubeconfig = "/env/kubeconfig",
-                                                                 .state_dir = "/tmp/state", .hostname = "Ignored" }, &err), 0);
+        assert_int_equal(config_finalize(c,
+                                         &(ConfigOverrides) { .node_name = "node-7",
+                                                              .kubeconfig = "/env/kubeconfig",
+                                                              .state_dir = "/tmp/state",
+                                                              .hostname = "Ignored" },
+                                         &err),
+                         0);
         assert_string_equal(c->node_name, "node-7");
         assert_string_equal(c->kubeconfig, "/env/kubeconfig");
         assert_string_equal(c->state_directory, "/tmp/state");
         assert_string_equal(c->lease.name, "gardener-node-agent-node-7");
-        assert_string_equal(c->bootstrap_kubeconfig, "/tmp/state/bootstrap-kubeconfig");   /* docs/contract.md §9.6 */
+        assert_string_equal(c->bootstrap_kubeconfig,
+                            "/tmp/state/bootstrap-kubeconfig"); /* docs/contract.md §9.6 */
 }
 
 /* $PATH is read once, at the edge, and handed down in the Config (the containerd drop-in's PATH);
@@ -158,7 +176,9 @@ static void test_finalize_path(void **state) {
 
         assert_int_equal(config_new(&c), 0);
         assert_null(c->path);
-        assert_int_equal(config_finalize(c, &(ConfigOverrides) { .node_name = "n", .path = "/usr/bin:/bin" }, NULL), 0);
+        assert_int_equal(
+                config_finalize(c, &(ConfigOverrides) { .node_name = "n", .path = "/usr/bin:/bin" }, NULL),
+                0);
         assert_string_equal(c->path, "/usr/bin:/bin");
         assert_int_equal(config_finalize(c, &(ConfigOverrides) { .node_name = "n", .path = "" }, NULL), 0);
         assert_string_equal(c->path, "");
@@ -182,7 +202,8 @@ static void test_finalize_bad_names(void **state) {
                 _cleanup_free_ char *err = NULL;
 
                 assert_int_equal(config_new(&c), 0);
-                assert_int_equal(config_finalize(c, &(ConfigOverrides) { .hostname = "my_host" }, &err), -EINVAL);
+                assert_int_equal(config_finalize(c, &(ConfigOverrides) { .hostname = "my_host" }, &err),
+                                 -EINVAL);
                 assert_non_null(strstr(err, "hostname: nodeName: the hostname \"my_host\""));
         }
         {
@@ -190,8 +211,11 @@ static void test_finalize_bad_names(void **state) {
                 _cleanup_free_ char *err = NULL;
 
                 assert_int_equal(config_new(&c), 0);
-                assert_int_equal(config_finalize(c, &(ConfigOverrides) { .node_name = "../x", .node_name_source = "$NODE_NAME" },
-                                                 &err), -EINVAL);
+                assert_int_equal(config_finalize(c,
+                                                 &(ConfigOverrides) { .node_name = "../x",
+                                                                      .node_name_source = "$NODE_NAME" },
+                                                 &err),
+                                 -EINVAL);
                 assert_non_null(strstr(err, "$NODE_NAME: \"../x\""));
         }
         /* 240 characters are a node name, but "gardener-node-agent-" + 240 is no Lease name. */
@@ -204,7 +228,8 @@ static void test_finalize_bad_names(void **state) {
                 _cleanup_free_ char *err = NULL;
 
                 assert_int_equal(config_new(&c), 0);
-                assert_int_equal(config_finalize(c, &(ConfigOverrides) { .node_name = long_name }, &err), -EINVAL);
+                assert_int_equal(config_finalize(c, &(ConfigOverrides) { .node_name = long_name }, &err),
+                                 -EINVAL);
                 assert_non_null(strstr(err, "lease.name: the default"));
         }
         {

@@ -59,9 +59,10 @@ static void test_contact_says_what_and_how_long(void **state) {
         assert_int_equal(said(&b, "cannot list node n1: connection refused", 10 * S), 1);
         assert_int_equal(said(&b, "cannot list node n1: unauthorized (HTTP 401)", 70 * S), 1);
         assert_int_equal(contact_blocker_contact(&b, 143 * S + 456 * USEC_PER_MSEC, EVENT_MIN, &msg), 1);
-        assert_string_equal(msg, "no access to the API server for 2m13s before the first successful contact: "
-                                 "cannot list node n1: unauthorized (HTTP 401) (at first: cannot list node n1: "
-                                 "connection refused)");
+        assert_string_equal(msg,
+                            "no access to the API server for 2m13s before the first successful contact: "
+                            "cannot list node n1: unauthorized (HTTP 401) (at first: cannot list node n1: "
+                            "connection refused)");
         /* tracking ends with the first contact */
         assert_true(b.contacted);
         assert_null(b.reason);
@@ -72,7 +73,7 @@ static void test_contact_says_what_and_how_long(void **state) {
         assert_int_equal(said(&brief, "connection refused", 1 * S), 1);
         assert_int_equal(contact_blocker_contact(&brief, 1 * S + EVENT_MIN - 1, EVENT_MIN, &m), 1);
         assert_null(m);
-        assert_int_equal(said(&brief, "connection refused", 20 * S), 0);       /* after the contact */
+        assert_int_equal(said(&brief, "connection refused", 20 * S), 0); /* after the contact */
 
         assert_int_equal(contact_blocker_contact(&none, 5 * S, EVENT_MIN, &m), 0);
         assert_null(m);
@@ -82,8 +83,10 @@ static void test_contact_says_what_and_how_long(void **state) {
 
                 assert_int_equal(said(&one, "no kubeconfig", 0), 1);
                 assert_int_equal(contact_blocker_contact(&one, EVENT_MIN, EVENT_MIN, &same), 1);
-                assert_string_equal(same, "no access to the API server for 10s before the first successful contact: "
-                                          "no kubeconfig");
+                assert_string_equal(
+                        same,
+                        "no access to the API server for 10s before the first successful contact: "
+                        "no kubeconfig");
         }
 }
 
@@ -101,8 +104,9 @@ static void test_reason_is_cut_and_valid(void **state) {
 
 static void test_phrases(void **state) {
         assert_string_equal(contact_error_phrase(-ECONNREFUSED), "connection refused");
-        assert_string_equal(contact_error_phrase(-EACCES),
-                            "unauthorized (HTTP 401): the API server does not accept the agent's credentials");
+        assert_string_equal(
+                contact_error_phrase(-EACCES),
+                "unauthorized (HTTP 401): the API server does not accept the agent's credentials");
         assert_string_equal(contact_error_phrase(-EPERM), "forbidden (HTTP 403)");
         assert_string_equal(contact_error_phrase(-EIO), strerror(EIO));
 }

@@ -2,10 +2,10 @@
 #include "core/containerd-config.h"
 #include "tests.h"
 
-#define HEAD                                                                                                \
+#define HEAD                                                                                                 \
         "# Written by inplace-agent from the OperatingSystemConfig (spec.criConfig); every change here is\n" \
         "# overwritten. Add settings in /etc/containerd/conf.d/*.toml or criConfig.containerd.plugins.\n"    \
-        "imports = [\"/etc/containerd/conf.d/*.toml\"]\n"                                                   \
+        "imports = [\"/etc/containerd/conf.d/*.toml\"]\n"                                                    \
         "version = 2\n"
 #define CRI "[plugins.\"io.containerd.grpc.v1.cri\""
 #define CNI "\n" CRI ".cni]\nbin_dir = \"/opt/cni/bin\"\n"
@@ -31,11 +31,12 @@ static void test_golden(void **state) {
                 { NULL, HEAD CNI RUNC REGISTRY },
                 { "{}", HEAD CNI RUNC REGISTRY },
                 { "{\"sandboxImage\": \"registry.k8s.io/pause:3.10\", \"cgroupDriver\": \"systemd\"}",
-                  HEAD "\n" CRI "]\nsandbox_image = \"registry.k8s.io/pause:3.10\"\n" CNI RUNC
-                  "\n" CRI ".containerd.runtimes.runc.options]\nSystemdCgroup = true\n" REGISTRY },
+                  HEAD "\n" CRI "]\nsandbox_image = \"registry.k8s.io/pause:3.10\"\n" CNI RUNC "\n" CRI
+                       ".containerd.runtimes.runc.options]\nSystemdCgroup = true\n" REGISTRY },
                 /* any other driver is false; an empty sandbox image keeps containerd's default */
                 { "{\"sandboxImage\": \"\", \"cgroupDriver\": \"cgroupfs\", \"plugins\": null}",
-                  HEAD CNI RUNC "\n" CRI ".containerd.runtimes.runc.options]\nSystemdCgroup = false\n" REGISTRY },
+                  HEAD CNI RUNC "\n" CRI
+                                ".containerd.runtimes.runc.options]\nSystemdCgroup = false\n" REGISTRY },
                 /* add: tables created, values typed; an empty table is kept; a later add merges key by key
                  * (null removes a key, a nested value is replaced, not merged) */
                 { "{\"plugins\": ["
@@ -47,9 +48,9 @@ static void test_golden(void **state) {
                   "{\"path\": [\"io.containerd.internal.v1.opt\"]},"
                   "{\"path\": [\"x\"], \"values\": null}]}",
                   HEAD CNI "\n" CRI ".containerd.runtimes.gvisor]\nbig = 1e+300\nf = 1.5\ng = 2.0\nn = -3\n"
-                  "runtime_type = \"io.containerd.runsc.v1\"\n"
-                  "\n" CRI ".containerd.runtimes.gvisor.options]\nb = 3\n" RUNC REGISTRY
-                  "\n[plugins.\"io.containerd.internal.v1.opt\"]\n\n[plugins.x]\n" },
+                           "runtime_type = \"io.containerd.runsc.v1\"\n"
+                           "\n" CRI ".containerd.runtimes.gvisor.options]\nb = 3\n" RUNC REGISTRY
+                           "\n[plugins.\"io.containerd.internal.v1.opt\"]\n\n[plugins.x]\n" },
                 /* remove: the subtree goes, even what the agent sets; a missing path creates nothing;
                  * plugins may override the agent's own values */
                 { "{\"sandboxImage\": \"p:1\", \"plugins\": ["
@@ -60,16 +61,17 @@ static void test_golden(void **state) {
                 /* an empty path is the plugins table itself */
                 { "{\"plugins\": [{\"op\": \"remove\", \"path\": []}, {\"path\": [], \"values\": {\"q\": \"r\"}}]}",
                   HEAD "\n[plugins]\nq = \"r\"\n" },
-                /* escaping: keys that are not bare are quoted, strings escape quotes, backslashes and control
-                 * characters (DEL included), UTF-8 passes through; arrays nest, tables in arrays are inline */
+                /* escaping: keys that are not bare are quoted, strings escape quotes, backslashes and
+                 * control characters (DEL included), UTF-8 passes through; arrays nest, tables in arrays are
+                 * inline */
                 { "{\"plugins\": [{\"op\": \"remove\", \"path\": [\"io.containerd.grpc.v1.cri\"]},"
                   "{\"path\": [\"a.b\", \"c d\", \"q\\\"\"], \"values\": {"
                   "\"s\": \"/a \\\"b\\\"\\\\\\n\\t\\b\\f\\r\\u0001\\u007f\\u00e4\","
                   "\"k=v\": [], \"arr\": [1, \"a\", [true, []], {\"x\": \"y\", \"z\": null, \"w w\": {}}, {}],"
                   "\"_-Az09\": 0}}]}",
                   HEAD "\n[plugins.\"a.b\".\"c d\".\"q\\\"\"]\n_-Az09 = 0\n"
-                  "arr = [1, \"a\", [true, []], { \"w w\" = {}, x = \"y\" }, {}]\n\"k=v\" = []\n"
-                  "s = \"/a \\\"b\\\"\\\\\\n\\t\\b\\f\\r\\u0001\\u007F\xc3\xa4\"\n" },
+                       "arr = [1, \"a\", [true, []], { \"w w\" = {}, x = \"y\" }, {}]\n\"k=v\" = []\n"
+                       "s = \"/a \\\"b\\\"\\\\\\n\\t\\b\\f\\r\\u0001\\u007F\xc3\xa4\"\n" },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(table); i++) {
@@ -78,8 +80,8 @@ static void test_golden(void **state) {
 
                 out = render(table[i].config, &r, &err);
                 if (r < 0 || !streq(out, table[i].toml))
-                        fail_msg("case %zu: r=%d err=%s\n--- got\n%s--- want\n%s", i, r, err ?: "-", out ?: "",
-                                 table[i].toml);
+                        fail_msg("case %zu: r=%d err=%s\n--- got\n%s--- want\n%s", i, r, err ?: "-",
+                                 out ?: "", table[i].toml);
         }
 }
 
@@ -111,7 +113,8 @@ static void test_invalid(void **state) {
                 { "{\"sandboxImage\": 1}", "spec.criConfig.containerd.sandboxImage: expected a string" },
                 { "{\"cgroupDriver\": true}", "spec.criConfig.cgroupDriver: expected a string" },
                 { "{\"plugins\": {}}", "spec.criConfig.containerd.plugins: expected an array" },
-                { "{\"plugins\": [{\"path\": [\"a\"]}, 7]}", "spec.criConfig.containerd.plugins[1]: expected an object" },
+                { "{\"plugins\": [{\"path\": [\"a\"]}, 7]}",
+                  "spec.criConfig.containerd.plugins[1]: expected an object" },
                 { "{\"plugins\": [{\"op\": \"replace\", \"path\": [\"a\"]}]}",
                   "spec.criConfig.containerd.plugins[0].op: operation is not supported" },
                 { "{\"plugins\": [{\"op\": 1, \"path\": [\"a\"]}]}",
@@ -133,7 +136,8 @@ static void test_invalid(void **state) {
                 { "{\"plugins\": [{\"path\": [\"a\"]}, {\"path\": [\"b\"]}, {\"path\": [\"a\"], \"values\": {\"ok\": 1, \"\": 2}}]}",
                   "spec.criConfig.containerd.plugins[2].values.: invalid key (empty, too long or with control characters)" },
                 { "{\"plugins\": [{\"path\": [\"a\"], \"values\": {\"foo\": {\"b\\u007fad\": 1}}}]}",
-                  "spec.criConfig.containerd.plugins[0].values.foo.b\x7f" "ad: invalid key (empty, too long or with control characters)" },
+                  "spec.criConfig.containerd.plugins[0].values.foo.b\x7f"
+                  "ad: invalid key (empty, too long or with control characters)" },
                 /* "plugins" + 1 path element + 14 nested levels = 16 tables/arrays: one too many */
                 { "{\"plugins\": [{\"path\": [\"a\"], \"values\": {\"l\": [[[[[[[[[[[[[[1]]]]]]]]]]]]]]}}]}",
                   "spec.criConfig.containerd.plugins[0].values.l[0][0][0][0][0][0][0][0][0][0][0][0][0]: nested too deeply" },
@@ -160,9 +164,10 @@ static void test_add_replaces_a_value(void **state) {
         _cleanup_free_ char *out = NULL;
         int r;
 
-        out = render("{\"plugins\": [{\"op\": \"remove\", \"path\": [\"io.containerd.grpc.v1.cri\"]},"
-                     "{\"path\": [\"a\"], \"values\": {\"k\": 1}}, {\"path\": [\"a\", \"k\"], \"values\": {\"z\": true}}]}",
-                     &r, NULL);
+        out = render(
+                "{\"plugins\": [{\"op\": \"remove\", \"path\": [\"io.containerd.grpc.v1.cri\"]},"
+                "{\"path\": [\"a\"], \"values\": {\"k\": 1}}, {\"path\": [\"a\", \"k\"], \"values\": {\"z\": true}}]}",
+                &r, NULL);
         assert_int_equal(r, 0);
         assert_string_equal(out, HEAD "\n[plugins.a.k]\nz = true\n");
 }
@@ -188,10 +193,8 @@ static void test_input_untouched(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_golden),
-                cmocka_unit_test(test_deterministic),
-                cmocka_unit_test(test_invalid),
-                cmocka_unit_test(test_add_replaces_a_value),
+                cmocka_unit_test(test_golden),          cmocka_unit_test(test_deterministic),
+                cmocka_unit_test(test_invalid),         cmocka_unit_test(test_add_replaces_a_value),
                 cmocka_unit_test(test_input_untouched),
         };
 

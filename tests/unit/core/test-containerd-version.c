@@ -18,7 +18,11 @@ static size_t frame(uint8_t *buf, const char *msg, size_t n) {
         return n + 5;
 }
 
-#define REPLY "\x0a\x0a" "1.6.20~ds1" "\x12\x0f" "1.6.20~ds1-1+b1"
+#define REPLY        \
+        "\x0a\x0a"   \
+        "1.6.20~ds1" \
+        "\x12\x0f"   \
+        "1.6.20~ds1-1+b1"
 
 static int decode(const char *status, const char *message, const char *msg, size_t n, ContainerdVersion *v,
                   char **error) {
@@ -45,12 +49,17 @@ static void test_reply(void **state) {
 
 /* Unknown fields of any wire type are skipped, a repeated one's last value wins, absent ones are "". */
 static void test_unknown_and_repeated_fields(void **state) {
-        static const char msg[] = "\x18\x96\x01"                /* 3: varint 150 */
-                                  "\x21" "12345678"              /* 4: fixed64 */
-                                  "\x2a\x03" "abc"               /* 5: bytes */
-                                  "\x35" "1234"                  /* 6: fixed32 */
-                                  "\x0a\x01" "x"
-                                  "\x0a\x05" "2.0.0";
+        static const char msg[] = "\x18\x96\x01" /* 3: varint 150 */
+                                  "\x21"
+                                  "12345678" /* 4: fixed64 */
+                                  "\x2a\x03"
+                                  "abc" /* 5: bytes */
+                                  "\x35"
+                                  "1234" /* 6: fixed32 */
+                                  "\x0a\x01"
+                                  "x"
+                                  "\x0a\x05"
+                                  "2.0.0";
         _cleanup_(containerd_version_done) ContainerdVersion v = {}, empty = {};
         _cleanup_free_ char *error = NULL;
 
@@ -61,7 +70,8 @@ static void test_unknown_and_repeated_fields(void **state) {
         assert_string_equal(empty.version, "");
 }
 
-static void expect_error(const char *status, const char *message, const void *body, size_t size, const char *want) {
+static void expect_error(const char *status, const char *message, const void *body, size_t size,
+                         const char *want) {
         ContainerdVersion v = {};
         _cleanup_free_ char *error = NULL;
 
@@ -88,7 +98,7 @@ static void test_grpc_status(void **state) {
         expect_error("12", "unknown service containerd.services.version.v1.Version", NULL, 0,
                      "rpc error: code = Unimplemented desc = unknown service");
         expect_error("99", "%zz%4", NULL, 0, "rpc error: code = Code(99) desc = %zz%4");
-        expect_error("2", "%00\x01", NULL, 0, "desc = ? ");      /* NUL and control bytes made safe */
+        expect_error("2", "%00\x01", NULL, 0, "desc = ? "); /* NUL and control bytes made safe */
         expect_error("x", NULL, buf, n, "grpc-status \"x\" is not a status code");
         expect_error("00", NULL, buf, n, "is not a status code");
         expect_error("-1", NULL, buf, n, "is not a status code");
@@ -110,22 +120,32 @@ static void test_framing(void **state) {
 }
 
 static void test_bad_protobuf(void **state) {
-        char big[300] = "\x0a\xa9\x02";         /* field 1, 297 bytes */
+        char big[300] = "\x0a\xa9\x02"; /* field 1, 297 bytes */
 
         memset(big + 3, 'a', sizeof(big) - 3);
-        expect_bad_message("\x0a\x10" "short", 7, "field version runs past the message");
+        expect_bad_message("\x0a\x10"
+                           "short",
+                           7, "field version runs past the message");
         expect_bad_message("\x08\x01", 2, "field version has wire type 0, not a string");
-        expect_bad_message("\x15" "abcd", 5, "field revision has wire type 5");
+        expect_bad_message("\x15"
+                           "abcd",
+                           5, "field revision has wire type 5");
         expect_bad_message("\x1b", 1, "field 3 has wire type 3");
         expect_bad_message("\x1f", 1, "field 3 has wire type 7");
         expect_bad_message("\x00", 1, "field number 0 is invalid");
         expect_bad_message("\x80", 1, "a field key runs past the message");
         expect_bad_message("\x18\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f", 11, "field 3 runs past");
-        expect_bad_message("\x21" "1234", 5, "field 4 runs past the message");
-        expect_bad_message("\x2a\x05" "ab", 4, "field 5 runs past the message");
+        expect_bad_message("\x21"
+                           "1234",
+                           5, "field 4 runs past the message");
+        expect_bad_message("\x2a\x05"
+                           "ab",
+                           4, "field 5 runs past the message");
         expect_bad_message(big, sizeof(big), "field version is 297 bytes long (at most 256)");
         expect_bad_message("\x12\x02\xc3\x28", 4, "field revision is not UTF-8");
-        expect_bad_message("\x0a\x03" "a\nb", 5, "field version holds a control character");
+        expect_bad_message("\x0a\x03"
+                           "a\nb",
+                           5, "field version holds a control character");
 }
 
 int main(void) {

@@ -28,9 +28,12 @@ static void test_parse(void **state) {
                 const char *in;
                 int error;
         } bad[] = {
-                { "", -EINVAL }, { "5", -EINVAL }, { "s", -EINVAL }, { ".s", -EINVAL }, { "5x", -EINVAL },
-                { "5 s", -EINVAL }, { "1d", -EINVAL }, { "-5s", -ERANGE }, { "++5s", -EINVAL },
-                { "99999999999999999999h", -ERANGE }, { "5s ", -EINVAL },
+                { "", -EINVAL },     { "5", -EINVAL },
+                { "s", -EINVAL },    { ".s", -EINVAL },
+                { "5x", -EINVAL },   { "5 s", -EINVAL },
+                { "1d", -EINVAL },   { "-5s", -ERANGE },
+                { "++5s", -EINVAL }, { "99999999999999999999h", -ERANGE },
+                { "5s ", -EINVAL },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(good); i++) {
@@ -61,7 +64,7 @@ static void test_reconciliation_delay(void **state) {
         assert_int_equal(d, 0);
         assert_int_equal(reconciliation_delay_update("1m30s", &d), 0);
         assert_int_equal(d, 90 * USEC_PER_SEC);
-        assert_int_equal(reconciliation_delay_update("soon", &d), -EINVAL);      /* keeps the previous */
+        assert_int_equal(reconciliation_delay_update("soon", &d), -EINVAL); /* keeps the previous */
         assert_int_equal(d, 90 * USEC_PER_SEC);
         assert_int_equal(reconciliation_delay_update("-5s", &d), -EINVAL);
         assert_int_equal(d, 90 * USEC_PER_SEC);

@@ -12,21 +12,32 @@ static void test_grace_and_restart(void **state) {
         HealthTracker t = {};
 
         assert_int_equal(health_tracker_observe(&t, true, 0, HEALTH_GRACE_USEC, CHECK), HEALTH_OK);
-        assert_int_equal(health_tracker_observe(&t, false, 10 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_FIRST_FAILURE);
-        assert_int_equal(health_tracker_observe(&t, false, 40 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_FAILING);
-        assert_int_equal(health_tracker_observe(&t, false, 69 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_FAILING);
+        assert_int_equal(health_tracker_observe(&t, false, 10 * S, HEALTH_GRACE_USEC, CHECK),
+                         HEALTH_FIRST_FAILURE);
+        assert_int_equal(health_tracker_observe(&t, false, 40 * S, HEALTH_GRACE_USEC, CHECK),
+                         HEALTH_FAILING);
+        assert_int_equal(health_tracker_observe(&t, false, 69 * S, HEALTH_GRACE_USEC, CHECK),
+                         HEALTH_FAILING);
         /* An update step restarting the unit itself, or our own restart in flight: no restart. */
-        assert_int_equal(health_tracker_observe(&t, false, 70 * S, HEALTH_GRACE_USEC, UPDATE), HEALTH_FAILING);
-        assert_int_equal(health_tracker_observe(&t, false, 70 * S, HEALTH_GRACE_USEC, RESTARTING), HEALTH_FAILING);
-        assert_int_equal(health_tracker_observe(&t, false, 70 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_RESTART);
+        assert_int_equal(health_tracker_observe(&t, false, 70 * S, HEALTH_GRACE_USEC, UPDATE),
+                         HEALTH_FAILING);
+        assert_int_equal(health_tracker_observe(&t, false, 70 * S, HEALTH_GRACE_USEC, RESTARTING),
+                         HEALTH_FAILING);
+        assert_int_equal(health_tracker_observe(&t, false, 70 * S, HEALTH_GRACE_USEC, CHECK),
+                         HEALTH_RESTART);
         /* A restart that did not work is asked for again at the next probe. */
-        assert_int_equal(health_tracker_observe(&t, false, 100 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_RESTART);
+        assert_int_equal(health_tracker_observe(&t, false, 100 * S, HEALTH_GRACE_USEC, CHECK),
+                         HEALTH_RESTART);
         health_tracker_restarted(&t, 100 * S);
-        assert_int_equal(health_tracker_observe(&t, false, 130 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_FAILING);
-        assert_int_equal(health_tracker_observe(&t, false, 160 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_RESTART);
-        assert_int_equal(health_tracker_observe(&t, true, 190 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_RECOVERED);
+        assert_int_equal(health_tracker_observe(&t, false, 130 * S, HEALTH_GRACE_USEC, CHECK),
+                         HEALTH_FAILING);
+        assert_int_equal(health_tracker_observe(&t, false, 160 * S, HEALTH_GRACE_USEC, CHECK),
+                         HEALTH_RESTART);
+        assert_int_equal(health_tracker_observe(&t, true, 190 * S, HEALTH_GRACE_USEC, CHECK),
+                         HEALTH_RECOVERED);
         assert_int_equal(health_tracker_observe(&t, true, 220 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_OK);
-        assert_int_equal(health_tracker_observe(&t, false, 250 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_FIRST_FAILURE);
+        assert_int_equal(health_tracker_observe(&t, false, 250 * S, HEALTH_GRACE_USEC, CHECK),
+                         HEALTH_FIRST_FAILURE);
 }
 
 /* A probe that fails while an in-place update restarts the kubelet itself (its restart, then its own
@@ -66,29 +77,33 @@ static void test_update_owns_the_unit(void **state) {
 
         assert_int_equal(health_tracker_observe(&t, true, 0, HEALTH_GRACE_USEC, CHECK), HEALTH_OK);
         assert_int_equal(health_tracker_observe(&t, false, 10 * S, HEALTH_GRACE_USEC, UPDATE), HEALTH_OWNED);
-        assert_int_equal(health_tracker_observe(&t, false, 100 * S, HEALTH_GRACE_USEC, UPDATE), HEALTH_OWNED);
+        assert_int_equal(health_tracker_observe(&t, false, 100 * S, HEALTH_GRACE_USEC, UPDATE),
+                         HEALTH_OWNED);
         /* The update is done and the unit healthy: nothing recovered, nothing to say. */
         assert_int_equal(health_tracker_observe(&t, true, 110 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_OK);
         /* Unhealthy after the update: ours again, from the first failure on. */
-        assert_int_equal(health_tracker_observe(&t, false, 120 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_FIRST_FAILURE);
-        assert_int_equal(health_tracker_observe(&t, false, 150 * S, HEALTH_GRACE_USEC, UPDATE), HEALTH_FAILING);
-        assert_int_equal(health_tracker_observe(&t, false, 180 * S, HEALTH_GRACE_USEC, CHECK), HEALTH_RESTART);
+        assert_int_equal(health_tracker_observe(&t, false, 120 * S, HEALTH_GRACE_USEC, CHECK),
+                         HEALTH_FIRST_FAILURE);
+        assert_int_equal(health_tracker_observe(&t, false, 150 * S, HEALTH_GRACE_USEC, UPDATE),
+                         HEALTH_FAILING);
+        assert_int_equal(health_tracker_observe(&t, false, 180 * S, HEALTH_GRACE_USEC, CHECK),
+                         HEALTH_RESTART);
 }
 
 static void test_toggles(void **state) {
         ToggleTracker t = {};
         uint64_t now = 1000 * S;
 
-        assert_false(toggle_tracker_observe(&t, true, now));      /* first sight: no toggle */
+        assert_false(toggle_tracker_observe(&t, true, now)); /* first sight: no toggle */
         for (unsigned i = 0; i < 4; i++) {
                 assert_false(toggle_tracker_observe(&t, false, now += 30 * S));
                 assert_false(toggle_tracker_observe(&t, true, now += 30 * S));
         }
-        assert_false(toggle_tracker_observe(&t, true, now += S));        /* still Ready: no toggle */
+        assert_false(toggle_tracker_observe(&t, true, now += S)); /* still Ready: no toggle */
         assert_false(toggle_tracker_observe(&t, false, now += 30 * S));
-        assert_true(toggle_tracker_observe(&t, true, now += 30 * S));    /* the fifth within 10 min */
+        assert_true(toggle_tracker_observe(&t, true, now += 30 * S)); /* the fifth within 10 min */
         assert_false(toggle_tracker_observe(&t, false, now += 30 * S));
-        assert_true(toggle_tracker_observe(&t, true, now += 30 * S));    /* and the sixth */
+        assert_true(toggle_tracker_observe(&t, true, now += 30 * S)); /* and the sixth */
         /* Slow toggles: five span more than 10 min, never a warning. */
         t = (ToggleTracker) {};
         assert_false(toggle_tracker_observe(&t, true, now));

@@ -4,19 +4,46 @@
 
 static void test_subdomain(void **state) {
         static const char *const good[] = {
-                "a", "0", "demo-node", "gardener-node-agent-demo", "ip-10-0-1-2.eu-west-1.compute.internal",
-                "a.b.c", "node-agent-csr-abc123", "kube-system", "x1-2-3",
+                "a",
+                "0",
+                "demo-node",
+                "gardener-node-agent-demo",
+                "ip-10-0-1-2.eu-west-1.compute.internal",
+                "a.b.c",
+                "node-agent-csr-abc123",
+                "kube-system",
+                "x1-2-3",
         };
         static const char *const bad[] = {
-                "", ".", "..", "../../default/secrets/other", "ipa-good?labelSelector=x", "a/b", "A", "Node",
-                "a_b", "-a", "a-", ".a", "a.", "a..b", "a.-b", "a-.b", "a b", "a\nb", "a%2Fb", "a#b", "ä",
+                "",
+                ".",
+                "..",
+                "../../default/secrets/other",
+                "ipa-good?labelSelector=x",
+                "a/b",
+                "A",
+                "Node",
+                "a_b",
+                "-a",
+                "a-",
+                ".a",
+                "a.",
+                "a..b",
+                "a.-b",
+                "a-.b",
+                "a b",
+                "a\nb",
+                "a%2Fb",
+                "a#b",
+                "ä",
                 "n1/status",
         };
         char name[300];
 
         for (size_t i = 0; i < ELEMENTSOF(good); i++)
                 if (!kube_name_is_valid(good[i], KUBE_NAME_SUBDOMAIN))
-                        fail_msg("\"%s\" refused: %s", good[i], kube_name_invalid_reason(good[i], KUBE_NAME_SUBDOMAIN));
+                        fail_msg("\"%s\" refused: %s", good[i],
+                                 kube_name_invalid_reason(good[i], KUBE_NAME_SUBDOMAIN));
         for (size_t i = 0; i < ELEMENTSOF(bad); i++)
                 if (kube_name_is_valid(bad[i], KUBE_NAME_SUBDOMAIN))
                         fail_msg("\"%s\" accepted", bad[i]);
@@ -30,7 +57,8 @@ static void test_subdomain(void **state) {
         assert_true(kube_name_is_valid(name, KUBE_NAME_SUBDOMAIN));
         name[253] = 'a';
         name[254] = '\0';
-        assert_string_equal(kube_name_invalid_reason(name, KUBE_NAME_SUBDOMAIN), "must be no more than 253 characters");
+        assert_string_equal(kube_name_invalid_reason(name, KUBE_NAME_SUBDOMAIN),
+                            "must be no more than 253 characters");
         /* A label of 64 inside a subdomain. */
         memset(name, 'a', 64);
         strcpy(name + 64, ".b");
@@ -51,12 +79,14 @@ static void test_label(void **state) {
         assert_true(kube_name_is_valid(name, KUBE_NAME_LABEL));
         name[63] = 'a';
         name[64] = '\0';
-        assert_string_equal(kube_name_invalid_reason(name, KUBE_NAME_LABEL), "must be no more than 63 characters");
+        assert_string_equal(kube_name_invalid_reason(name, KUBE_NAME_LABEL),
+                            "must be no more than 63 characters");
 }
 
 static void test_path_segment(void **state) {
         static const char *const good[] = { "node-agent-csr-Ab_9-Zx", "csr-1", "a.b", "~x", "...", ".x" };
-        static const char *const bad[] = { "", ".", "..", "a/b", "a?b", "a%2Fb", "a b", "a#b", "a+b", "a=b", "ä" };
+        static const char *const bad[] = { "",    ".",   "..",  "a/b", "a?b", "a%2Fb",
+                                           "a b", "a#b", "a+b", "a=b", "ä" };
 
         for (size_t i = 0; i < ELEMENTSOF(good); i++)
                 if (!kube_name_is_valid(good[i], KUBE_NAME_PATH_SEGMENT))
@@ -75,10 +105,13 @@ static void test_check_message(void **state) {
                 assert_int_equal(kube_name_check("ok-name", KUBE_NAME_SUBDOMAIN, "x", &err), 0);
                 assert_null(err);
                 assert_int_equal(kube_name_check("../../default/secrets/other", KUBE_NAME_SUBDOMAIN,
-                                                 "spec.files[2].content.secretRef.name", &err), -EINVAL);
-                assert_string_equal(err, "spec.files[2].content.secretRef.name: \"../../default/secrets/other\" is not "
-                                         "a valid DNS-1123 subdomain: must consist of lower case alphanumeric "
-                                         "characters, '-' or '.', and must start and end with an alphanumeric character");
+                                                 "spec.files[2].content.secretRef.name", &err),
+                                 -EINVAL);
+                assert_string_equal(
+                        err,
+                        "spec.files[2].content.secretRef.name: \"../../default/secrets/other\" is not "
+                        "a valid DNS-1123 subdomain: must consist of lower case alphanumeric "
+                        "characters, '-' or '.', and must start and end with an alphanumeric character");
         }
         {
                 /* Untrusted bytes are escaped and the name is cut. */
@@ -88,9 +121,11 @@ static void test_check_message(void **state) {
                 long_name[sizeof(long_name) - 1] = '\0';
                 long_name[1] = '\n';
                 long_name[2] = '"';
-                assert_int_equal(kube_name_check(long_name, KUBE_NAME_LABEL, "osc.namespace", &err), -EINVAL);
+                assert_int_equal(kube_name_check(long_name, KUBE_NAME_LABEL, "osc.namespace", &err),
+                                 -EINVAL);
                 assert_non_null(strstr(err, "osc.namespace: \"a\\n\\\"aaa"));
-                assert_non_null(strstr(err, "aaa\"... is not a valid DNS-1123 label: must be no more than 63"));
+                assert_non_null(
+                        strstr(err, "aaa\"... is not a valid DNS-1123 label: must be no more than 63"));
                 assert_null(strchr(err, '\n'));
                 assert_true(strlen(err) < 300);
         }

@@ -11,8 +11,9 @@ static void test_zone_file(void **state) {
         assert_int_equal(node_zone_from_file("\n", &bad), -EINVAL);
         assert_int_equal(node_zone_from_file("a b", &bad), -EINVAL);
         assert_int_equal(node_zone_from_file("-a", &bad), -EINVAL);
-        assert_int_equal(node_zone_from_file("0123456789012345678901234567890123456789012345678901234567890123",
-                                             &bad), -EINVAL);
+        assert_int_equal(node_zone_from_file(
+                                 "0123456789012345678901234567890123456789012345678901234567890123", &bad),
+                         -EINVAL);
         assert_null(bad);
 }
 
@@ -39,24 +40,26 @@ static void test_patch_only_what_differs(void **state) {
                  wrong = { .role_worker = (char *) "yes", .zone = (char *) "z0" };
 
         expect_patch(&bare, NULL, "{\"labels\":{\"node-role.kubernetes.io/worker\":\"\"}}");
-        expect_patch(&bare, "z1",
-                     "{\"labels\":{\"node-role.kubernetes.io/worker\":\"\",\"topology.kubernetes.io/zone\":\"z1\"}}");
+        expect_patch(
+                &bare, "z1",
+                "{\"labels\":{\"node-role.kubernetes.io/worker\":\"\",\"topology.kubernetes.io/zone\":\"z1\"}}");
         expect_patch(&labelled, "z1", NULL);
-        expect_patch(&labelled, NULL, NULL);         /* no zone file: an existing label stays */
+        expect_patch(&labelled, NULL, NULL); /* no zone file: an existing label stays */
         expect_patch(&labelled, "z2", "{\"labels\":{\"topology.kubernetes.io/zone\":\"z2\"}}");
         expect_patch(&wrong, "z0", "{\"labels\":{\"node-role.kubernetes.io/worker\":\"\"}}");
 }
 
-/* docs/node-protocol.md §2.2 step 3: control-plane instead of worker; like upstream, the other role label is not
- * removed. */
+/* docs/node-protocol.md §2.2 step 3: control-plane instead of worker; like upstream, the other role label is
+ * not removed. */
 static void test_control_plane_role(void **state) {
         NodeView bare = {}, worker = { .role_worker = (char *) "" },
                  cp = { .role_control_plane = (char *) "", .zone = (char *) "z1" };
 
         expect_patch_role(&bare, /* control_plane= */ true, NULL,
                           "{\"labels\":{\"node-role.kubernetes.io/control-plane\":\"\"}}");
-        expect_patch_role(&worker, /* control_plane= */ true, "z1",
-                          "{\"labels\":{\"node-role.kubernetes.io/control-plane\":\"\",\"topology.kubernetes.io/zone\":\"z1\"}}");
+        expect_patch_role(
+                &worker, /* control_plane= */ true, "z1",
+                "{\"labels\":{\"node-role.kubernetes.io/control-plane\":\"\",\"topology.kubernetes.io/zone\":\"z1\"}}");
         expect_patch_role(&cp, /* control_plane= */ true, "z1", NULL);
         expect_patch_role(&cp, /* control_plane= */ false, "z1",
                           "{\"labels\":{\"node-role.kubernetes.io/worker\":\"\"}}");

@@ -11,8 +11,9 @@
 #include "update-model.h"
 
 #define QUICK_DEPTH 7
-#define ALL_OSCS ((1u << OSC_KUBELET_PATCH) | (1u << OSC_KUBELET_MINOR) | (1u << OSC_OS_UPDATE) | (1u << OSC_FILES) | \
-                  (1u << OSC_FILES_GATED) | (1u << OSC_ROTATION))
+#define ALL_OSCS                                                                         \
+        ((1u << OSC_KUBELET_PATCH) | (1u << OSC_KUBELET_MINOR) | (1u << OSC_OS_UPDATE) | \
+         (1u << OSC_FILES) | (1u << OSC_FILES_GATED) | (1u << OSC_ROTATION))
 
 static const ModelOptions replay_options = { .oscs = ALL_OSCS };
 
@@ -136,10 +137,8 @@ static void test_regression_checks_split_over_boots(void **state) {
  * re-verification failed and reported failed after successful. */
 static void test_regression_result_landed_then_reboot(void **state) {
         static const ModelEvent events[] = {
-                { EV_RUN, -1, RUN_OK },
-                { EV_RUN, 1, RUN_CRASH_AFTER }, /* ReportResult */
-                { EV_REBOOT, 0, RUN_OK },
-                { EV_RUN, 1, RUN_FAIL }, /* CheckKubeletHealth */
+                { EV_RUN, -1, RUN_OK },   { EV_RUN, 1, RUN_CRASH_AFTER }, /* ReportResult */
+                { EV_REBOOT, 0, RUN_OK }, { EV_RUN, 1, RUN_FAIL },        /* CheckKubeletHealth */
                 { EV_RUN, -1, RUN_OK },
         };
 
@@ -173,7 +172,8 @@ static void test_explore_kubelet_minor(void **state) {
 }
 
 static void test_explore_files(void **state) {
-        explore(&(ModelOptions) { .depth = QUICK_DEPTH, .oscs = (1u << OSC_FILES) | (1u << OSC_FILES_GATED) });
+        explore(&(ModelOptions) { .depth = QUICK_DEPTH,
+                                  .oscs = (1u << OSC_FILES) | (1u << OSC_FILES_GATED) });
 }
 
 /* The model can fail: a sequence that breaks an invariant on purpose is reported. */

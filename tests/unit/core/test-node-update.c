@@ -2,7 +2,8 @@
 /* The update engine against a simulated node: a tiny executor runs the decided actions, applies their
  * effects to a fake Node/OS (labels, annotations, kubelet symlink, os-release, boot id), persists the
  * transaction through state-file after every step and re-reads it before every decision, exactly as
- * the manager will. Scenarios are docs/node-protocol.md §9 and docs/contract.md §5/§8, expressed as input -> phases
+ * the manager will. Scenarios are docs/node-protocol.md §9 and docs/contract.md §5/§8, expressed as input ->
+ * phases
  * + actions. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,22 +13,22 @@
 #include "core/state-codec.h"
 #include "tests.h"
 
-#define T0 (1740823200ULL * USEC_PER_SEC)      /* 2025-03-01T10:00:00Z */
+#define T0 (1740823200ULL * USEC_PER_SEC) /* 2025-03-01T10:00:00Z */
 #define LOG_MAX (256 * 1024)
 
 typedef enum Outcome {
         OUTCOME_OK,
         OUTCOME_FAIL,
-        OUTCOME_CRASH,          /* the agent dies during the action (reboot, self-restart) */
-        OUTCOME_INTERRUPTED,    /* the agent dies before the action completed (no effect, no feedback) */
-        OUTCOME_DIED_AFTER,     /* the action completed, then the agent died before reporting it */
+        OUTCOME_CRASH,       /* the agent dies during the action (reboot, self-restart) */
+        OUTCOME_INTERRUPTED, /* the agent dies before the action completed (no effect, no feedback) */
+        OUTCOME_DIED_AFTER,  /* the action completed, then the agent died before reporting it */
 } Outcome;
 
 typedef enum OsEffect {
-        OS_EFFECT_NONE,         /* the command exits 0, nothing visible yet (it will reboot "later") */
-        OS_EFFECT_IN_PLACE,     /* provider-local: os-release changes at once, no reboot */
-        OS_EFFECT_REBOOT_NEW,   /* the command reboots into the new version (agent killed) */
-        OS_EFFECT_REBOOT_OLD,   /* it reboots, but the OS rolls back */
+        OS_EFFECT_NONE,       /* the command exits 0, nothing visible yet (it will reboot "later") */
+        OS_EFFECT_IN_PLACE,   /* provider-local: os-release changes at once, no reboot */
+        OS_EFFECT_REBOOT_NEW, /* the command reboots into the new version (agent killed) */
+        OS_EFFECT_REBOOT_OLD, /* it reboots, but the OS rolls back */
 } OsEffect;
 
 typedef struct World World;
@@ -35,7 +36,7 @@ typedef Outcome (*Policy)(World *w, const UpdateAction *a, UpdateFailureCode *co
 
 typedef struct Failing {
         UpdateActionType action;
-        const char *kubelet_version;    /* NULL: at any version */
+        const char *kubelet_version; /* NULL: at any version */
         UpdateFailureCode code;
         const char *message;
 } Failing;
@@ -52,21 +53,21 @@ struct World {
         uint64_t now;
         unsigned ids;
         Policy policy;
-        Failing failing;                /* for policy_failing (world_fails()) */
+        Failing failing; /* for policy_failing (world_fails()) */
         OsEffect os_effect;
-        bool crash_after_each_action;   /* "kill the agent" after every single action */
-        bool no_node;                   /* the Node does not exist (node_absent; w->node is not shown) */
-        bool registers_at_apply;        /* the OSC's kubelet registers the Node when ApplyOSC starts it */
-        bool osc_committed;             /* an OSC was committed as last applied: no first OSC any more */
+        bool crash_after_each_action; /* "kill the agent" after every single action */
+        bool no_node;                 /* the Node does not exist (node_absent; w->node is not shown) */
+        bool registers_at_apply;      /* the OSC's kubelet registers the Node when ApplyOSC starts it */
+        bool osc_committed;           /* an OSC was committed as last applied: no first OSC any more */
         bool reboot_rolls_back;
-        bool kubelet_unknown;           /* with kubelet_version NULL: binaryPath exists, its version unknown */
+        bool kubelet_unknown; /* with kubelet_version NULL: binaryPath exists, its version unknown */
         unsigned pods_deleted;
-        char work[LOG_MAX];             /* actions other than reports, in order */
-        char phases[LOG_MAX];           /* phases as published (progress/result) */
-        char events[LOG_MAX];           /* Events emitted */
-        char seen[LOG_MAX];             /* tracked actions, to catch repeats */
-        UpdateDecision last;            /* the last decision (for status/wake checks) */
-        char *saved;                    /* the state.json document "on disk" */
+        char work[LOG_MAX];   /* actions other than reports, in order */
+        char phases[LOG_MAX]; /* phases as published (progress/result) */
+        char events[LOG_MAX]; /* Events emitted */
+        char seen[LOG_MAX];   /* tracked actions, to catch repeats */
+        UpdateDecision last;  /* the last decision (for status/wake checks) */
+        char *saved;          /* the state.json document "on disk" */
         /* The OSC runner: work of `osc_work_checksum` until ApplyOSC commits it. */
         char *osc_work_checksum;
         OscWorkView osc_work;
@@ -80,8 +81,7 @@ static void set(char **field, const char *value) {
                 assert_non_null(*field);
 }
 
-_printf_(2, 3)
-static void logf_(char *buf, const char *format, ...) {
+_printf_(2, 3) static void logf_(char *buf, const char *format, ...) {
         size_t n = strlen(buf);
         va_list ap;
 
@@ -147,7 +147,9 @@ static void world_osc(World *w, const char *checksum, const char *os, const char
 /* The current OSC has files/units work (osc_runner_prepare() found it not committed). */
 static void world_osc_work(World *w, bool gated, bool restarts_kubelet) {
         set(&w->osc_work_checksum, w->osc->checksum);
-        w->osc_work = (OscWorkView) { .pending = true, .gated = gated, .restarts_kubelet = restarts_kubelet,
+        w->osc_work = (OscWorkView) { .pending = true,
+                                      .gated = gated,
+                                      .restarts_kubelet = restarts_kubelet,
                                       .error_code = _UPDATE_FAILURE_INVALID };
         json_decref(w->osc_plan);
         w->osc_plan = json_pack("{s:[s], s:[{s:s, s:s}]}", "inPlace", gated ? "kubeletConfig" : "x", "items",
@@ -202,7 +204,8 @@ static UpdatePhase current_phase(World *w) {
 /* What must hold between the persisted record and any decision made from it. */
 static void check_invariants(const UpdateTransaction *old, const UpdateDecision *d) {
         const UpdateTransaction *new = d->tx;
-        bool old_active = old && old->id && old->phase != UPDATE_PHASE_IDLE && !update_phase_is_terminal(old->phase);
+        bool old_active =
+                old && old->id && old->phase != UPDATE_PHASE_IDLE && !update_phase_is_terminal(old->phase);
 
         if (old && old->id && streq_ptr(old->id, new->id)) {
                 /* phases only move forward within a transaction */
@@ -271,9 +274,10 @@ static const char *version_of(const UpdateAction *a) {
 
 /* Applies what a successful action does to the world. Returns OUTCOME_CRASH when it kills us. */
 static bool writes_node(UpdateActionType t) {
-        return t == UPDATE_ACTION_PUBLISH_PLAN || t == UPDATE_ACTION_REPORT_PROGRESS || t == UPDATE_ACTION_EMIT_EVENT ||
-               t == UPDATE_ACTION_SET_MARKER || t == UPDATE_ACTION_DELETE_PODS || t == UPDATE_ACTION_REPORT_RESULT ||
-               t == UPDATE_ACTION_SET_CHECKSUM;
+        return t == UPDATE_ACTION_PUBLISH_PLAN || t == UPDATE_ACTION_REPORT_PROGRESS ||
+                t == UPDATE_ACTION_EMIT_EVENT || t == UPDATE_ACTION_SET_MARKER ||
+                t == UPDATE_ACTION_DELETE_PODS || t == UPDATE_ACTION_REPORT_RESULT ||
+                t == UPDATE_ACTION_SET_CHECKSUM;
 }
 
 static Outcome effects(World *w, const UpdateAction *a) {
@@ -353,10 +357,10 @@ static Outcome effects(World *w, const UpdateAction *a) {
         }
         case UPDATE_ACTION_APPLY_OSC:
                 assert_string_equal(a->checksum, w->osc_work_checksum);
-                w->osc_work.pending = false;    /* committed as last applied */
+                w->osc_work.pending = false; /* committed as last applied */
                 w->osc_committed = true;
                 if (w->registers_at_apply)
-                        w->no_node = false;     /* its kubelet.service started the kubelet */
+                        w->no_node = false; /* its kubelet.service started the kubelet */
                 break;
         case UPDATE_ACTION_SET_CHECKSUM:
                 /* The promise: never a checksum whose files and units are not applied. */
@@ -383,9 +387,11 @@ static void log_action(World *w, const UpdateAction *a, Outcome o) {
                         logf_(w->work, "RotateCredentials(%s%s%s) ", a->rotate_ca ? "ca" : "",
                               a->rotate_ca && a->rotate_sa ? "," : "", a->rotate_sa ? "sa" : "");
                 else if (a->type == UPDATE_ACTION_SET_MARKER || a->type == UPDATE_ACTION_STAGE_KUBELET ||
-                         a->type == UPDATE_ACTION_SWITCH_KUBELET || a->type == UPDATE_ACTION_ROLLBACK_KUBELET ||
+                         a->type == UPDATE_ACTION_SWITCH_KUBELET ||
+                         a->type == UPDATE_ACTION_ROLLBACK_KUBELET ||
                          a->type == UPDATE_ACTION_RESTART_UNIT || a->type == UPDATE_ACTION_STOP_UNIT ||
-                         a->type == UPDATE_ACTION_STAGE_OS_IMAGE || a->type == UPDATE_ACTION_INSTALL_OS_IMAGE)
+                         a->type == UPDATE_ACTION_STAGE_OS_IMAGE ||
+                         a->type == UPDATE_ACTION_INSTALL_OS_IMAGE)
                         logf_(w->work, "%s(%s) ", update_action_type_to_string(a->type), version_of(a));
                 else
                         logf_(w->work, "%s ", update_action_type_to_string(a->type));
@@ -398,12 +404,13 @@ static void log_action(World *w, const UpdateAction *a, Outcome o) {
          * never is). */
         if (o == OUTCOME_FAIL && !update_action_is_best_effort(a->type))
                 return;
-        if ((o == OUTCOME_INTERRUPTED || o == OUTCOME_DIED_AFTER) && a->type != UPDATE_ACTION_RUN_OS_COMMAND &&
-            a->type != UPDATE_ACTION_INSTALL_OS_IMAGE)
+        if ((o == OUTCOME_INTERRUPTED || o == OUTCOME_DIED_AFTER) &&
+            a->type != UPDATE_ACTION_RUN_OS_COMMAND && a->type != UPDATE_ACTION_INSTALL_OS_IMAGE)
                 return;
         snprintf(key, sizeof(key), "|%s/%s/%s/%s|", strempty(a->transaction), update_step_to_string(a->step),
-                 a->step == UPDATE_STEP_PROGRESS || a->step == UPDATE_STEP_EVENT ? update_phase_to_string(a->phase)
-                                                                                 : "",
+                 a->step == UPDATE_STEP_PROGRESS || a->step == UPDATE_STEP_EVENT ?
+                         update_phase_to_string(a->phase) :
+                         "",
                  a->transaction ? "" : strempty(a->checksum));
         if (strstr(w->seen, key))
                 fail_msg("action repeated: %s (work log: %s)", key, w->work);
@@ -417,7 +424,8 @@ static Outcome policy_ok(World *w, const UpdateAction *a, UpdateFailureCode *cod
 static Outcome policy_failing(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
         const Failing *f = &w->failing;
 
-        if (a->type != f->action || (f->kubelet_version && !streq_ptr(w->kubelet_version, f->kubelet_version)))
+        if (a->type != f->action ||
+            (f->kubelet_version && !streq_ptr(w->kubelet_version, f->kubelet_version)))
                 return OUTCOME_OK;
         *code = f->code;
         *msg = f->message;
@@ -426,8 +434,8 @@ static Outcome policy_failing(World *w, const UpdateAction *a, UpdateFailureCode
 
 /* The common failure: every run of one action (while the kubelet is at kubelet_version, when given) fails
  * with this code (_UPDATE_FAILURE_INVALID: the executor passes none) and message. */
-static void world_fails(World *w, UpdateActionType action, const char *kubelet_version, UpdateFailureCode code,
-                        const char *message) {
+static void world_fails(World *w, UpdateActionType action, const char *kubelet_version,
+                        UpdateFailureCode code, const char *message) {
         w->failing = (Failing) { action, kubelet_version, code, message };
         w->policy = policy_failing;
 }
@@ -462,7 +470,7 @@ static void run(World *w) {
                         case OUTCOME_CRASH:
                         case OUTCOME_INTERRUPTED:
                         case OUTCOME_DIED_AFTER:
-                                stop = true;    /* nothing is reported; the state on disk is what survives */
+                                stop = true; /* nothing is reported; the state on disk is what survives */
                                 break;
                         case OUTCOME_OK:
                                 assert_int_equal(node_update_action_done(d.tx, a, w->now), 0);
@@ -516,11 +524,14 @@ static void test_names(void **state) {
         assert_string_equal(update_phase_to_string(UPDATE_PHASE_WAITING_FOR_DRAIN), "WaitingForDrain");
         assert_string_equal(update_phase_to_string(UPDATE_PHASE_ROLLED_BACK), "RolledBack");
         assert_string_equal(update_failure_code_to_string(UPDATE_FAILURE_OS_ROLLED_BACK), "OSRolledBack");
-        assert_string_equal(update_failure_code_to_string(UPDATE_FAILURE_MIN_VERSION_NOT_MET), "MinVersionNotMet");
+        assert_string_equal(update_failure_code_to_string(UPDATE_FAILURE_MIN_VERSION_NOT_MET),
+                            "MinVersionNotMet");
         assert_string_equal(update_failure_code_to_string(UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED),
                             "CredentialsRotationFailed");
-        assert_string_equal(update_failure_code_to_string(UPDATE_FAILURE_BOOTSTRAP_FAILED), "BootstrapFailed");
-        assert_int_equal(update_failure_code_from_string("BootstrapFailed"), UPDATE_FAILURE_BOOTSTRAP_FAILED);
+        assert_string_equal(update_failure_code_to_string(UPDATE_FAILURE_BOOTSTRAP_FAILED),
+                            "BootstrapFailed");
+        assert_int_equal(update_failure_code_from_string("BootstrapFailed"),
+                         UPDATE_FAILURE_BOOTSTRAP_FAILED);
         assert_null(update_phase_to_string(_UPDATE_PHASE_MAX));
         assert_null(update_phase_to_string(_UPDATE_PHASE_INVALID));
         assert_int_equal(update_phase_from_string("idle"), -EINVAL);
@@ -528,12 +539,13 @@ static void test_names(void **state) {
 
 static void test_transition_table(void **state) {
         static const UpdateEvent happy_gated[] = {
-                UPDATE_EVENT_PLAN, UPDATE_EVENT_STAGE, UPDATE_EVENT_STAGED, UPDATE_EVENT_SELECTED, UPDATE_EVENT_READY,
-                UPDATE_EVENT_REBOOT, UPDATE_EVENT_REBOOTED, UPDATE_EVENT_HEALTHY,
+                UPDATE_EVENT_PLAN,  UPDATE_EVENT_STAGE,  UPDATE_EVENT_STAGED,   UPDATE_EVENT_SELECTED,
+                UPDATE_EVENT_READY, UPDATE_EVENT_REBOOT, UPDATE_EVENT_REBOOTED, UPDATE_EVENT_HEALTHY,
         };
         static const UpdatePhase happy_phases[] = {
-                UPDATE_PHASE_PLANNED, UPDATE_PHASE_STAGING, UPDATE_PHASE_STAGED, UPDATE_PHASE_WAITING_FOR_DRAIN,
-                UPDATE_PHASE_APPLYING, UPDATE_PHASE_REBOOTING, UPDATE_PHASE_VERIFYING, UPDATE_PHASE_SUCCEEDED,
+                UPDATE_PHASE_PLANNED,           UPDATE_PHASE_STAGING,   UPDATE_PHASE_STAGED,
+                UPDATE_PHASE_WAITING_FOR_DRAIN, UPDATE_PHASE_APPLYING,  UPDATE_PHASE_REBOOTING,
+                UPDATE_PHASE_VERIFYING,         UPDATE_PHASE_SUCCEEDED,
         };
         UpdatePhase p = UPDATE_PHASE_IDLE;
 
@@ -575,7 +587,8 @@ static void test_transition_table(void **state) {
                         UpdatePhase n;
                         /* RolledBack -> Failed: both terminal, the rollback itself failed */
                         if (node_update_next(f, e, &n) == 0 && e != UPDATE_EVENT_CANCEL)
-                                assert_true(n > f || (f == UPDATE_PHASE_ROLLED_BACK && n == UPDATE_PHASE_FAILED));
+                                assert_true(n > f ||
+                                            (f == UPDATE_PHASE_ROLLED_BACK && n == UPDATE_PHASE_FAILED));
                 }
         /* CANCEL only before anything was applied */
         assert_int_equal(node_update_next(UPDATE_PHASE_APPLYING, UPDATE_EVENT_CANCEL, &p), -EBADR);
@@ -591,14 +604,15 @@ static void test_progress_budget(void **state) {
         assert_false(progress_should_write(S, 10, T0, S, 90, T0 + 9 * USEC_PER_SEC));  /* < 10 s */
         assert_false(progress_should_write(S, 10, T0, S, 19, T0 + 60 * USEC_PER_SEC)); /* < 10 % */
         assert_true(progress_should_write(S, 10, T0, S, 20, T0 + 10 * USEC_PER_SEC));
-        assert_true(progress_should_write(S, 90, T0, S, 80, T0 + 10 * USEC_PER_SEC));  /* either direction */
+        assert_true(progress_should_write(S, 90, T0, S, 80, T0 + 10 * USEC_PER_SEC)); /* either direction */
 }
 
 static void test_failure_classes(void **state) {
         assert_true(update_failure_is_retriable(UPDATE_FAILURE_ARTIFACT_UNAVAILABLE, NULL));
         assert_true(update_failure_is_retriable(UPDATE_FAILURE_DISK_SPACE, "x"));
-        assert_true(update_failure_is_retriable(UPDATE_FAILURE_OS_COMMAND_FAILED,
-                                                "retriable error detected: exit status 3, output: Network Problems"));
+        assert_true(update_failure_is_retriable(
+                UPDATE_FAILURE_OS_COMMAND_FAILED,
+                "retriable error detected: exit status 3, output: Network Problems"));
         assert_false(update_failure_is_retriable(UPDATE_FAILURE_OS_COMMAND_FAILED, "system failure"));
         assert_false(update_failure_is_retriable(UPDATE_FAILURE_OS_COMMAND_FAILED, NULL));
         assert_false(update_failure_is_retriable(UPDATE_FAILURE_DIGEST_MISMATCH, "network problems"));
@@ -625,31 +639,35 @@ static void test_json_formats(void **state) {
         j = update_plan_json(tx, &s, NULL);
         plan = json_dumps(j, JSON_COMPACT);
         json_decref(j);
-        assert_string_equal(plan, "[{\"action\":\"kubelet\",\"from\":\"1.31.4\",\"to\":\"1.32.1\"},"
-                                  "{\"action\":\"restart\",\"unit\":\"kubelet.service\"},"
-                                  "{\"action\":\"os\",\"from\":\"1592.6\",\"to\":\"1592.7\"},"
-                                  "{\"action\":\"reboot\"}]");
+        assert_string_equal(plan,
+                            "[{\"action\":\"kubelet\",\"from\":\"1.31.4\",\"to\":\"1.32.1\"},"
+                            "{\"action\":\"restart\",\"unit\":\"kubelet.service\"},"
+                            "{\"action\":\"os\",\"from\":\"1592.6\",\"to\":\"1592.7\"},"
+                            "{\"action\":\"reboot\"}]");
         free(plan);
 
         j = update_progress_json(tx, "stage-kubelet", 1024, 4096, 25, T0);
         progress = json_dumps(j, JSON_COMPACT);
         json_decref(j);
-        assert_string_equal(progress, "{\"transaction\":\"tx-7\",\"phase\":\"Staging\",\"step\":\"stage-kubelet\","
-                                      "\"bytesDone\":1024,\"bytesTotal\":4096,\"percent\":25,"
-                                      "\"updated\":\"2025-03-01T10:00:00Z\"}");
+        assert_string_equal(progress,
+                            "{\"transaction\":\"tx-7\",\"phase\":\"Staging\",\"step\":\"stage-kubelet\","
+                            "\"bytesDone\":1024,\"bytesTotal\":4096,\"percent\":25,"
+                            "\"updated\":\"2025-03-01T10:00:00Z\"}");
         free(progress);
 
         assert_null(update_failure_json(tx));
         tx->attempt = 2;
         tx->failure = (UpdateFailure) { .code = UPDATE_FAILURE_ARTIFACT_UNAVAILABLE,
-                                        .message = strdup("registry said 503"), .step = strdup("stage-kubelet"),
+                                        .message = strdup("registry said 503"),
+                                        .step = strdup("stage-kubelet"),
                                         .attempt = 2 };
         j = update_failure_json(tx);
         failure = json_dumps(j, JSON_COMPACT);
         json_decref(j);
-        assert_string_equal(failure, "{\"code\":\"ArtifactUnavailable\",\"class\":\"retriable\",\"step\":"
-                                     "\"stage-kubelet\",\"attempt\":2,\"transaction\":\"tx-7\",\"message\":"
-                                     "\"registry said 503\"}");
+        assert_string_equal(failure,
+                            "{\"code\":\"ArtifactUnavailable\",\"class\":\"retriable\",\"step\":"
+                            "\"stage-kubelet\",\"attempt\":2,\"transaction\":\"tx-7\",\"message\":"
+                            "\"registry said 503\"}");
         free(failure);
 
         /* percentage: plan + stage + switch + restart + marker + os + units + health + pods + result +
@@ -670,9 +688,10 @@ static void test_ungated_kubelet_patch(void **state) {
         world_applied(w, "c0");
         run(w);
 
-        assert_log("work", w->work, "PublishPlan StageKubelet(1.31.5) SwitchKubelet(1.31.5) "
-                                    "RestartUnit(kubelet.service) CheckOSCUnits CheckKubeletHealth "
-                                    "ReportResult(none) SetChecksum(c1) ");
+        assert_log("work", w->work,
+                   "PublishPlan StageKubelet(1.31.5) SwitchKubelet(1.31.5) "
+                   "RestartUnit(kubelet.service) CheckOSCUnits CheckKubeletHealth "
+                   "ReportResult(none) SetChecksum(c1) ");
         assert_log("phases", w->phases, "Staging Applying Verifying Succeeded ");
         assert_log("events", w->events, "InPlaceUpdateSucceeded ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
@@ -681,8 +700,9 @@ static void test_ungated_kubelet_patch(void **state) {
         assert_string_equal(w->node->applied_checksum, "c1");
         assert_string_equal(w->node->kubernetes_version, "1.31.5");
         assert_string_equal(w->kubelet_version, "1.31.5");
-        assert_string_equal(w->node->plan, "[{\"action\":\"kubelet\",\"from\":\"1.31.4\",\"to\":\"1.31.5\"},"
-                                           "{\"action\":\"restart\",\"unit\":\"kubelet.service\"}]");
+        assert_string_equal(w->node->plan,
+                            "[{\"action\":\"kubelet\",\"from\":\"1.31.4\",\"to\":\"1.31.5\"},"
+                            "{\"action\":\"restart\",\"unit\":\"kubelet.service\"}]");
 
         /* Once done, the checksum shortcut keeps the node quiet (docs/contract.md §8.13). */
         clear_logs(w);
@@ -692,8 +712,8 @@ static void test_ungated_kubelet_patch(void **state) {
         world_free(w);
 }
 
-/* docs/node-protocol.md §9 scenario 7: in-place work pending but no MCM signal: nothing at all happens. Scenario 34:
- * no Secret: nothing either. */
+/* docs/node-protocol.md §9 scenario 7: in-place work pending but no MCM signal: nothing at all happens.
+ * Scenario 34: no Secret: nothing either. */
 static void test_gated_work_waits(void **state) {
         World *w = world_new();
 
@@ -707,7 +727,7 @@ static void test_gated_work_waits(void **state) {
         assert_non_null(strstr(w->last.status, "candidate-for-update"));
         {
                 _cleanup_(update_transaction_freep) UpdateTransaction *tx = current_tx(w);
-                assert_null(tx->id);    /* the record holds no transaction */
+                assert_null(tx->id); /* the record holds no transaction */
         }
 
         osc_desired_free(w->osc);
@@ -719,7 +739,8 @@ static void test_gated_work_waits(void **state) {
         world_free(w);
 }
 
-/* docs/contract.md §5 rows 2-4 with docs/node-protocol.md §9 scenario 11: candidate -> plan + pre-stage; selected
+/* docs/contract.md §5 rows 2-4 with docs/node-protocol.md §9 scenario 11: candidate -> plan + pre-stage;
+ * selected
  * -> wait for the
  * drain; ReadyForUpdate -> apply, reboot, verify, delete Pods, report successful, set checksum. */
 static void test_gated_os_and_kubelet_minor(void **state) {
@@ -733,7 +754,7 @@ static void test_gated_os_and_kubelet_minor(void **state) {
         assert_log("phases", w->phases, "Planned Staging Staged ");
         assert_log("events", w->events, "InPlaceUpdatePlanned InPlaceUpdateStaged ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_STAGED);
-        assert_string_equal(w->kubelet_version, "1.31.4");     /* staged, not active */
+        assert_string_equal(w->kubelet_version, "1.31.4"); /* staged, not active */
         assert_null(w->node->update_result_value);
 
         clear_logs(w);
@@ -748,23 +769,24 @@ static void test_gated_os_and_kubelet_minor(void **state) {
         world_ready(w, "2025-03-01T10:04:00Z");
         w->os_effect = OS_EFFECT_REBOOT_NEW;
         run(w);
-        assert_log("work", w->work, "SwitchKubelet(1.32.1) RestartUnit(kubelet.service) SetMarker(1592.7) "
-                                    "RunOsCommand CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
-                                    "SetChecksum(c1) ");
+        assert_log("work", w->work,
+                   "SwitchKubelet(1.32.1) RestartUnit(kubelet.service) SetMarker(1592.7) "
+                   "RunOsCommand CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
+                   "SetChecksum(c1) ");
         /* After the reboot "Rebooting" is history: the next report is Verifying. */
         assert_log("phases", w->phases, "Applying Verifying Succeeded ");
         assert_log("events", w->events, "InPlaceUpdateSucceeded ");
         assert_int_equal(w->pods_deleted, 1);
         assert_string_equal(w->node->update_result_value, "successful");
-        assert_null(w->node->updating_os_version);      /* the success patch removes the marker */
+        assert_null(w->node->updating_os_version); /* the success patch removes the marker */
         assert_string_equal(w->node->applied_checksum, "c1");
         assert_string_equal(w->node->kubernetes_version, "1.32.1");
         assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
         world_free(w);
 }
 
-/* docs/node-protocol.md §9 scenario 22: the command exits 0 but the node did not reboot yet: wait, no success label, no
- * Pod deletion; scenario 11's provider-local variant: os-release changes at once. */
+/* docs/node-protocol.md §9 scenario 22: the command exits 0 but the node did not reboot yet: wait, no
+ * success label, no Pod deletion; scenario 11's provider-local variant: os-release changes at once. */
 static void test_command_without_reboot(void **state) {
         World *w = world_new();
 
@@ -776,8 +798,9 @@ static void test_command_without_reboot(void **state) {
         assert_int_equal(current_phase(w), UPDATE_PHASE_REBOOTING);
         assert_int_equal(w->pods_deleted, 0);
         assert_null(w->node->update_result_value);
-        assert_string_equal(w->last.status, "stopping reconciliation until gardener-node-agent is restarted after "
-                                            "the OS update. Current version: \"1592.6\", Desired version: \"1592.7\"");
+        assert_string_equal(w->last.status,
+                            "stopping reconciliation until gardener-node-agent is restarted after "
+                            "the OS update. Current version: \"1592.6\", Desired version: \"1592.7\"");
 
         /* Deciding again changes nothing (no command re-run). */
         clear_logs(w);
@@ -788,7 +811,8 @@ static void test_command_without_reboot(void **state) {
         set(&w->os_version, "1592.7");
         reboot(w);
         run(w);
-        assert_log("work", w->work, "CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
+        assert_log("work", w->work,
+                   "CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
                    "SetChecksum(c1) ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
         world_free(w);
@@ -799,9 +823,10 @@ static void test_command_without_reboot(void **state) {
         world_ready(w, "2025-03-01T10:04:00Z");
         w->os_effect = OS_EFFECT_IN_PLACE;
         run(w);
-        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
+        assert_log("work", w->work,
+                   "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
                    "DeletePods "
-                                    "ReportResult(successful) SetChecksum(c1) ");
+                   "ReportResult(successful) SetChecksum(c1) ");
         assert_log("phases", w->phases, "Planned Staging Applying Verifying Succeeded ");
         world_free(w);
 }
@@ -809,7 +834,8 @@ static void test_command_without_reboot(void **state) {
 static unsigned command_failures;
 static const char *command_message;
 
-static Outcome policy_command_fails(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
+static Outcome policy_command_fails(World *w, const UpdateAction *a, UpdateFailureCode *code,
+                                    const char **msg) {
         if (a->type != UPDATE_ACTION_RUN_OS_COMMAND || command_failures == 0)
                 return OUTCOME_OK;
         command_failures--;
@@ -835,8 +861,9 @@ static void test_os_command_failures(void **state) {
         run(w);
         assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand ! ReportResult(failed) ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_FAILED);
-        assert_string_equal(w->node->update_failed_reason, "failed to execute OS update command: non-retriable error "
-                                                           "detected: exit status 1, output: system failure");
+        assert_string_equal(w->node->update_failed_reason,
+                            "failed to execute OS update command: non-retriable error "
+                            "detected: exit status 1, output: system failure");
         assert_string_equal(w->node->updating_os_version, "1592.7");
         assert_non_null(strstr(w->node->failure, "\"code\":\"OSCommandFailed\",\"class\":\"terminal\""));
         assert_int_equal(w->last.wake_usec, USEC_INFINITY);
@@ -856,19 +883,21 @@ static void test_os_command_failures(void **state) {
         w->now = w->last.wake_usec;
         clear_logs(w);
         run(w);
-        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
+        assert_log("work", w->work,
+                   "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
                    "DeletePods "
-                                    "ReportResult(successful) SetChecksum(c1) ");
+                   "ReportResult(successful) SetChecksum(c1) ");
         assert_string_equal(w->node->update_result_value, "successful");
         world_free(w);
 }
 
 static Outcome command_death;
 
-static Outcome policy_command_dies(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
+static Outcome policy_command_dies(World *w, const UpdateAction *a, UpdateFailureCode *code,
+                                   const char **msg) {
         if (a->type != UPDATE_ACTION_RUN_OS_COMMAND)
                 return OUTCOME_OK;
-        w->policy = NULL;       /* once */
+        w->policy = NULL; /* once */
         return command_death;
 }
 
@@ -883,9 +912,11 @@ static void test_os_command_killed(void **state) {
         } cases[] = {
                 { OUTCOME_INTERRUPTED, "PublishPlan SetMarker(1592.7) RunOsCommand ReportResult(failed) ",
                   UPDATE_PHASE_FAILED },
-                { OUTCOME_DIED_AFTER, "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
-                                      "DeletePods "
-                                      "ReportResult(successful) SetChecksum(c1) ", UPDATE_PHASE_SUCCEEDED },
+                { OUTCOME_DIED_AFTER,
+                  "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
+                  "DeletePods "
+                  "ReportResult(successful) SetChecksum(c1) ",
+                  UPDATE_PHASE_SUCCEEDED },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -906,8 +937,9 @@ static void test_os_command_killed(void **state) {
         }
 }
 
-/* docs/node-protocol.md §9 scenario 20: after the reboot the OS is still old: RolledBack, update-result=failed with
- * upstream's reason, terminal (no retry even though update-result=failed opens the gate). */
+/* docs/node-protocol.md §9 scenario 20: after the reboot the OS is still old: RolledBack,
+ * update-result=failed with upstream's reason, terminal (no retry even though update-result=failed opens the
+ * gate). */
 static void test_os_rollback_after_reboot(void **state) {
         World *w = world_new();
 
@@ -921,9 +953,10 @@ static void test_os_rollback_after_reboot(void **state) {
         assert_log("events", w->events, "InPlaceUpdatePlanned InPlaceUpdateRolledBack ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_ROLLED_BACK);
         assert_string_equal(w->node->update_result_value, "failed");
-        assert_string_equal(w->node->update_failed_reason,
-                            "OS update might have failed and rolled back to the previous version. Desired version: "
-                            "\"1.2.4\", Current version: \"1.2.3\"");
+        assert_string_equal(
+                w->node->update_failed_reason,
+                "OS update might have failed and rolled back to the previous version. Desired version: "
+                "\"1.2.4\", Current version: \"1.2.3\"");
         assert_non_null(strstr(w->node->failure, "\"code\":\"OSRolledBack\",\"class\":\"terminal\""));
         assert_int_equal(w->pods_deleted, 0);
 
@@ -935,14 +968,16 @@ static void test_os_rollback_after_reboot(void **state) {
         world_free(w);
 }
 
-static Outcome policy_die_after_marker(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
+static Outcome policy_die_after_marker(World *w, const UpdateAction *a, UpdateFailureCode *code,
+                                       const char **msg) {
         if (a->type != UPDATE_ACTION_SET_MARKER)
                 return OUTCOME_OK;
-        w->policy = NULL;       /* once */
+        w->policy = NULL; /* once */
         return OUTCOME_DIED_AFTER;
 }
 
-static Outcome policy_node_recreated(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
+static Outcome policy_node_recreated(World *w, const UpdateAction *a, UpdateFailureCode *code,
+                                     const char **msg) {
         if (a->type != UPDATE_ACTION_SWITCH_KUBELET)
                 return OUTCOME_OK;
         /* Deleted and registered again while we apply: a new uid, none of MCM's labels or conditions. */
@@ -971,8 +1006,8 @@ static void test_node_recreated_during_apply(void **state) {
 }
 
 /* The marker patch lands, then the agent dies before recording it: after the restart the marker is
- * recognised as ours (not docs/node-protocol.md §9 scenario 20), the patch is repeated harmlessly, the update goes
- * on. */
+ * recognised as ours (not docs/node-protocol.md §9 scenario 20), the patch is repeated harmlessly, the
+ * update goes on. */
 static void test_died_after_marker_patch(void **state) {
         World *w = world_new();
 
@@ -982,15 +1017,16 @@ static void test_died_after_marker_patch(void **state) {
         w->os_effect = OS_EFFECT_REBOOT_NEW;
         w->policy = policy_die_after_marker;
         run(w);
-        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) SetMarker(1592.7) RunOsCommand CheckOSCUnits "
+        assert_log("work", w->work,
+                   "PublishPlan SetMarker(1592.7) SetMarker(1592.7) RunOsCommand CheckOSCUnits "
                    "CheckKubeletHealth "
-                                    "DeletePods ReportResult(successful) SetChecksum(c1) ");
+                   "DeletePods ReportResult(successful) SetChecksum(c1) ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
         world_free(w);
 }
 
-/* docs/node-protocol.md §9 scenarios 20/21 on a node this agent did not update: a foreign marker that names the desired
- * version. Without a reason annotation: upstream's rollback reason; with one: kept, terminal. */
+/* docs/node-protocol.md §9 scenarios 20/21 on a node this agent did not update: a foreign marker that names
+ * the desired version. Without a reason annotation: upstream's rollback reason; with one: kept, terminal. */
 static void test_foreign_marker(void **state) {
         World *w = world_new();
 
@@ -1002,9 +1038,10 @@ static void test_foreign_marker(void **state) {
         run(w);
         assert_log("work", w->work, "PublishPlan ReportResult(failed) ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_ROLLED_BACK);
-        assert_string_equal(w->node->update_failed_reason,
-                            "OS update might have failed and rolled back to the previous version. Desired version: "
-                            "\"1.2.4\", Current version: \"1.2.3\"");
+        assert_string_equal(
+                w->node->update_failed_reason,
+                "OS update might have failed and rolled back to the previous version. Desired version: "
+                "\"1.2.4\", Current version: \"1.2.3\"");
         world_free(w);
 
         w = world_new();
@@ -1012,7 +1049,7 @@ static void test_foreign_marker(void **state) {
         set(&w->os_version, "1.2.3");
         world_applied(w, "c0");
         world_ready(w, "2025-03-01T10:04:00Z");
-        set(&w->node->updating_os_version, "v1.2.4");   /* compared with Gardener's semantics */
+        set(&w->node->updating_os_version, "v1.2.4"); /* compared with Gardener's semantics */
         set(&w->node->update_failed_reason, "previous error");
         run(w);
         assert_log("work", w->work, "PublishPlan ReportResult(failed) ");
@@ -1039,9 +1076,10 @@ static void test_retry_path_failed_label(void **state) {
         set(&w->node->update_failed_reason, "kubelet is not healthy after in-place update: timeout");
         w->os_effect = OS_EFFECT_IN_PLACE;
         run(w);
-        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
+        assert_log("work", w->work,
+                   "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
                    "DeletePods "
-                                    "ReportResult(successful) SetChecksum(c1) ");
+                   "ReportResult(successful) SetChecksum(c1) ");
         assert_string_equal(w->node->update_result_value, "successful");
         assert_null(w->node->update_failed_reason);
         assert_null(w->node->updating_os_version);
@@ -1059,9 +1097,10 @@ static void test_stale_node_view_after_success(void **state) {
         w->node->candidate = w->node->selected = true;
         world_ready(w, "t1");
         run(w);
-        assert_log("work", w->work, "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) RestartUnit(kubelet.service) "
-                                    "CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
-                                    "SetChecksum(c1) ");
+        assert_log("work", w->work,
+                   "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) RestartUnit(kubelet.service) "
+                   "CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
+                   "SetChecksum(c1) ");
 
         /* The Node as it was before those patches. */
         world_applied(w, "c0");
@@ -1114,23 +1153,25 @@ static void test_no_work_marking(void **state) {
         world_applied(w, "c0");
         world_ready(w, "2025-03-01T10:04:00Z");
         run(w);
-        assert_log("work", w->work, "PublishPlan CheckOSCUnits CheckKubeletHealth DeletePods "
+        assert_log("work", w->work,
+                   "PublishPlan CheckOSCUnits CheckKubeletHealth DeletePods "
                    "ReportResult(successful) SetChecksum(c1) ");
         assert_string_equal(w->node->update_result_value, "successful");
         assert_string_equal(w->node->plan, "[]");
         world_free(w);
 }
 
-/* docs/node-protocol.md §9 scenario 6: a fresh node (no checksum ever applied): nothing is gated, the OS is left
- * alone. */
+/* docs/node-protocol.md §9 scenario 6: a fresh node (no checksum ever applied): nothing is gated, the OS is
+ * left alone. */
 static void test_fresh_node(void **state) {
         World *w = world_new();
 
         world_osc(w, "c1", "1592.7", "1.32.1");
         run(w);
-        assert_log("work", w->work, "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) "
-                                    "RestartUnit(kubelet.service) CheckOSCUnits CheckKubeletHealth "
-                                    "ReportResult(none) SetChecksum(c1) ");
+        assert_log("work", w->work,
+                   "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) "
+                   "RestartUnit(kubelet.service) CheckOSCUnits CheckKubeletHealth "
+                   "ReportResult(none) SetChecksum(c1) ");
         assert_null(w->node->update_result_value);
         assert_string_equal(w->os_version, "1592.6");
         assert_string_equal(w->node->applied_checksum, "c1");
@@ -1157,9 +1198,10 @@ static void test_fresh_node_ready_for_update_checks_os(void **state) {
         world_ready(w, "t1");
         w->os_effect = OS_EFFECT_IN_PLACE;
         run(w);
-        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
+        assert_log("work", w->work,
+                   "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
                    "DeletePods "
-                                    "ReportResult(successful) SetChecksum(c1) ");
+                   "ReportResult(successful) SetChecksum(c1) ");
         assert_string_equal(w->os_version, "1592.7");
         world_free(w);
 
@@ -1172,9 +1214,10 @@ static void test_fresh_node_ready_for_update_checks_os(void **state) {
         assert_log("work", w->work, "PublishPlan ReportResult(failed) ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_ROLLED_BACK);
         assert_string_equal(w->node->update_result_value, "failed");
-        assert_string_equal(w->node->update_failed_reason, "OS update might have failed and rolled back to the "
-                                                           "previous version. Desired version: \"1592.7\", Current "
-                                                           "version: \"1592.6\"");
+        assert_string_equal(w->node->update_failed_reason,
+                            "OS update might have failed and rolled back to the "
+                            "previous version. Desired version: \"1592.7\", Current "
+                            "version: \"1592.6\"");
         assert_null(w->node->applied_checksum);
         world_free(w);
 
@@ -1184,8 +1227,9 @@ static void test_fresh_node_ready_for_update_checks_os(void **state) {
         world_ready(w, "t1");
         run(w);
         assert_string_equal(w->node->update_result_value, "failed");
-        assert_string_equal(w->node->update_failed_reason, "OS downgrade from \"1592.6\" to \"1592.5\" is not "
-                                                           "supported");
+        assert_string_equal(w->node->update_failed_reason,
+                            "OS downgrade from \"1592.6\" to \"1592.5\" is not "
+                            "supported");
         world_free(w);
 
         /* The OS unknown: no result at all, the status says why. */
@@ -1204,7 +1248,8 @@ static void test_fresh_node_ready_for_update_checks_os(void **state) {
         world_osc(w, "c1", "1592.6", "1.31.4");
         world_ready(w, "t1");
         run(w);
-        assert_log("work", w->work, "PublishPlan CheckOSCUnits CheckKubeletHealth DeletePods "
+        assert_log("work", w->work,
+                   "PublishPlan CheckOSCUnits CheckKubeletHealth DeletePods "
                    "ReportResult(successful) SetChecksum(c1) ");
         world_free(w);
 }
@@ -1236,7 +1281,8 @@ static void test_first_osc_before_node(void **state) {
         uint64_t applied;
 
         run(w);
-        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckOSCUnits "
+        assert_log("work", w->work,
+                   "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckOSCUnits "
                    "CheckKubeletHealth ");
         assert_log("phases", w->phases, "");
         assert_log("events", w->events, "");
@@ -1268,7 +1314,7 @@ static void test_first_osc_before_node(void **state) {
         assert_null(w->node->update_result_value);
         update_transaction_free(tx);
         tx = current_tx(w);
-        assert_string_equal(tx->node_uid, "uid-1");     /* its Node from now on */
+        assert_string_equal(tx->node_uid, "uid-1"); /* its Node from now on */
         clear_logs(w);
         run(w);
         assert_log("work", w->work, "");
@@ -1284,12 +1330,14 @@ static void test_first_kubelet_unhealthy_goes_again(void **state) {
         World *w = world_fresh_without_node();
         _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
 
-        world_fails(w, UPDATE_ACTION_CHECK_KUBELET_HEALTH, NULL, _UPDATE_FAILURE_INVALID, "healthz returned 500");
+        world_fails(w, UPDATE_ACTION_CHECK_KUBELET_HEALTH, NULL, _UPDATE_FAILURE_INVALID,
+                    "healthz returned 500");
         w->crash_after_each_action = true;
         run(w);
-        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckOSCUnits "
+        assert_log("work", w->work,
+                   "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckOSCUnits "
                    "CheckKubeletHealth ! "
-                                    "RollbackKubelet() StopUnit(kubelet.service) ");
+                   "RollbackKubelet() StopUnit(kubelet.service) ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_ROLLED_BACK);
         assert_null(w->kubelet_version);
         tx = current_tx(w);
@@ -1300,9 +1348,11 @@ static void test_first_kubelet_unhealthy_goes_again(void **state) {
 
         w = world_fresh_without_node();
         w->kubelet_unknown = true;
-        world_fails(w, UPDATE_ACTION_CHECK_KUBELET_HEALTH, NULL, _UPDATE_FAILURE_INVALID, "healthz returned 500");
+        world_fails(w, UPDATE_ACTION_CHECK_KUBELET_HEALTH, NULL, _UPDATE_FAILURE_INVALID,
+                    "healthz returned 500");
         run(w);
-        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckOSCUnits "
+        assert_log("work", w->work,
+                   "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckOSCUnits "
                    "CheckKubeletHealth ! ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_FAILED);
         assert_string_equal(w->kubelet_version, "1.31.4");
@@ -1319,9 +1369,10 @@ static void test_first_osc_node_registers_midway(void **state) {
         b->crash_after_each_action = true;
         run(a);
         run(b);
-        assert_log("work", a->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckOSCUnits "
+        assert_log("work", a->work,
+                   "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckOSCUnits "
                    "CheckKubeletHealth "
-                                    "ReportResult(none) SetChecksum(c1) ");
+                   "ReportResult(none) SetChecksum(c1) ");
         assert_log("phases", a->phases, "Applying Verifying Succeeded ");
         assert_log("events", a->events, "InPlaceUpdateSucceeded ");
         assert_log("crashing agent", b->work, a->work);
@@ -1338,14 +1389,16 @@ static void test_first_osc_killed_before_node(void **state) {
 
         w->crash_after_each_action = true;
         run(w);
-        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckOSCUnits "
+        assert_log("work", w->work,
+                   "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckOSCUnits "
                    "CheckKubeletHealth ");
         assert_int_equal(w->ids, 1);
         w->no_node = false;
         run(w);
-        assert_log("work", w->work, "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckOSCUnits "
+        assert_log("work", w->work,
+                   "StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC CheckOSCUnits "
                    "CheckKubeletHealth "
-                                    "ReportResult(none) SetChecksum(c1) ");
+                   "ReportResult(none) SetChecksum(c1) ");
         assert_int_equal(w->ids, 1);
         world_free(w);
 }
@@ -1370,7 +1423,8 @@ static void test_first_osc_node_never_registers(void **state) {
 }
 
 static unsigned stage_failures;
-static Outcome policy_flaky_registry(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg);
+static Outcome policy_flaky_registry(World *w, const UpdateAction *a, UpdateFailureCode *code,
+                                     const char **msg);
 
 /* A first OSC that fails without the Node is retried without it (nothing was applied yet). */
 static void test_first_osc_retried_before_node(void **state) {
@@ -1384,8 +1438,9 @@ static void test_first_osc_retried_before_node(void **state) {
         assert_log("phases", w->phases, "");
         w->now = w->last.wake_usec;
         run(w);
-        assert_log("work", w->work, "StageKubelet(1.31.4) ! StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC "
-                                    "CheckOSCUnits CheckKubeletHealth ");
+        assert_log("work", w->work,
+                   "StageKubelet(1.31.4) ! StageKubelet(1.31.4) SwitchKubelet(1.31.4) ApplyOSC "
+                   "CheckOSCUnits CheckKubeletHealth ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
         assert_int_equal(w->ids, 2);
         world_free(w);
@@ -1401,8 +1456,11 @@ static void test_no_node_waits(void **state) {
         w->no_node = false;
         {
                 UpdateDecision d = {};
-                UpdateInput in = { .osc = w->osc, .first_osc = true, .new_transaction_id = "x",
-                                   .settings = w->settings, .now_usec = w->now };
+                UpdateInput in = { .osc = w->osc,
+                                   .first_osc = true,
+                                   .new_transaction_id = "x",
+                                   .settings = w->settings,
+                                   .now_usec = w->now };
 
                 assert_int_equal(node_update_decide(&in, &d), 0);
                 assert_int_equal(d.n_actions, 0);
@@ -1435,9 +1493,10 @@ static void test_no_node_waits(void **state) {
         assert_status_has(w, "The first OSC c1 is applied");
         w->no_node = false;
         run(w);
-        assert_log("work", w->work, "ReportResult(none) SetChecksum(c1) PublishPlan ApplyOSC CheckOSCUnits "
+        assert_log("work", w->work,
+                   "ReportResult(none) SetChecksum(c1) PublishPlan ApplyOSC CheckOSCUnits "
                    "ReportResult(none) "
-                                    "SetChecksum(c2) ");
+                   "SetChecksum(c2) ");
         world_free(w);
 
         /* a gated transaction of a Node that was deleted meanwhile */
@@ -1468,10 +1527,11 @@ static void test_min_version_not_met(void **state) {
         run(w);
         assert_log("work", w->work, "PublishPlan ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_PLANNED);
-        assert_string_equal(w->node->plan,
-                            "[{\"action\":\"os\",\"from\":\"1592.6\",\"to\":\"1592.7\"},{\"action\":\"reboot\"},"
-                            "{\"action\":\"blocked\",\"code\":\"MinVersionNotMet\",\"message\":\"minVersionForUpdate "
-                            "1592.7 is not met by the current OS version 1592.6\"}]");
+        assert_string_equal(
+                w->node->plan,
+                "[{\"action\":\"os\",\"from\":\"1592.6\",\"to\":\"1592.7\"},{\"action\":\"reboot\"},"
+                "{\"action\":\"blocked\",\"code\":\"MinVersionNotMet\",\"message\":\"minVersionForUpdate "
+                "1592.7 is not met by the current OS version 1592.6\"}]");
         assert_null(w->node->update_result_value);
 
         clear_logs(w);
@@ -1504,7 +1564,7 @@ static World *world_rotation(const char *ca, const char *sa) {
 
         world_osc(w, "c0", "1592.6", "1.31.4");
         world_applied(w, "c0");
-        run(w);                                 /* adopts c0 (no rotation) as the baseline */
+        run(w); /* adopts c0 (no rotation) as the baseline */
         assert_log("work", w->work, "");
         world_osc(w, "c1", "1592.6", "1.31.4");
         w->osc->has_rotation = true;
@@ -1520,12 +1580,13 @@ static void test_ca_rotation(void **state) {
         _cleanup_(update_transaction_freep) UpdateTransaction *tx = NULL;
 
         run(w);
-        assert_log("work", w->work, "");        /* gated: waits for MCM */
+        assert_log("work", w->work, ""); /* gated: waits for MCM */
         w->node->candidate = true;
         run(w);
         assert_log("work", w->work, "PublishPlan ");
-        assert_non_null(strstr(w->node->plan, "{\"action\":\"credentialsRotation\",\"certificateAuthorities\":true,"
-                                              "\"serviceAccountKey\":false}"));
+        assert_non_null(strstr(w->node->plan,
+                               "{\"action\":\"credentialsRotation\",\"certificateAuthorities\":true,"
+                               "\"serviceAccountKey\":false}"));
         assert_null(strstr(w->node->plan, "blocked"));
 
         clear_logs(w);
@@ -1537,7 +1598,8 @@ static void test_ca_rotation(void **state) {
 
         world_ready(w, "t1");
         run(w);
-        assert_log("work", w->work, "RotateCredentials(ca) CheckOSCUnits CheckKubeletHealth DeletePods "
+        assert_log("work", w->work,
+                   "RotateCredentials(ca) CheckOSCUnits CheckKubeletHealth DeletePods "
                    "ReportResult(successful) SetChecksum(c1) ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
         assert_string_equal(w->node->update_result_value, "successful");
@@ -1559,9 +1621,10 @@ static void test_sa_rotation(void **state) {
         set(&w->osc->sa_rotation, "2025-03-02T08:00:00Z");
         world_ready(w, "t1");
         run(w);
-        assert_log("work", w->work, "PublishPlan RotateCredentials(ca,sa) CheckOSCUnits CheckKubeletHealth "
+        assert_log("work", w->work,
+                   "PublishPlan RotateCredentials(ca,sa) CheckOSCUnits CheckKubeletHealth "
                    "DeletePods ReportResult(successful) "
-                                    "SetChecksum(c1) ");
+                   "SetChecksum(c1) ");
 
         /* Later only the service-account key. */
         world_osc(w, "c2", "1592.6", "1.31.4");
@@ -1571,9 +1634,10 @@ static void test_sa_rotation(void **state) {
         world_ready(w, "t2");
         clear_logs(w);
         run(w);
-        assert_log("work", w->work, "PublishPlan RotateCredentials(sa) CheckOSCUnits CheckKubeletHealth DeletePods "
+        assert_log("work", w->work,
+                   "PublishPlan RotateCredentials(sa) CheckOSCUnits CheckKubeletHealth DeletePods "
                    "ReportResult(successful) "
-                                    "SetChecksum(c2) ");
+                   "SetChecksum(c2) ");
         world_free(w);
 }
 
@@ -1590,7 +1654,8 @@ static void test_rotation_fails(void **state) {
         assert_log("work", w->work, "PublishPlan RotateCredentials(ca) ! ReportResult(failed) ");
         tx = current_tx(w);
         assert_int_equal(tx->failure.code, UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED);
-        assert_string_equal(w->node->update_failed_reason, "CertificateSigningRequest node-agent-csr-x was denied");
+        assert_string_equal(w->node->update_failed_reason,
+                            "CertificateSigningRequest node-agent-csr-x was denied");
         assert_string_equal(w->node->applied_checksum, "c0");
         assert_false(update_failure_is_retriable(UPDATE_FAILURE_CREDENTIALS_ROTATION_FAILED, NULL));
         world_free(w);
@@ -1612,9 +1677,10 @@ static void test_rotation_resumes_after_kill(void **state) {
         world_ready(w, "t1");
         w->policy = policy_rotation_interrupted_once;
         run(w);
-        assert_log("work", w->work, "PublishPlan RotateCredentials(ca) RotateCredentials(ca) CheckOSCUnits "
+        assert_log("work", w->work,
+                   "PublishPlan RotateCredentials(ca) RotateCredentials(ca) CheckOSCUnits "
                    "CheckKubeletHealth DeletePods "
-                                    "ReportResult(successful) SetChecksum(c1) ");
+                   "ReportResult(successful) SetChecksum(c1) ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
         world_free(w);
 }
@@ -1633,15 +1699,17 @@ static World *world_rotation_and_os(const char *ca) {
  * bookkeeping was wiped; killed after every single action, each step still runs exactly once (the
  * harness fails on a repeat) and in the same order, across the reboot. */
 static void test_rotation_before_os_update(void **state) {
-        World *a = world_rotation_and_os("2025-03-01T11:00:00Z"), *b = world_rotation_and_os("2025-03-01T11:00:00Z");
+        World *a = world_rotation_and_os("2025-03-01T11:00:00Z"),
+              *b = world_rotation_and_os("2025-03-01T11:00:00Z");
 
         a->os_effect = b->os_effect = OS_EFFECT_REBOOT_NEW;
         b->crash_after_each_action = true;
         run(a);
         run(b);
-        assert_log("work", a->work, "PublishPlan RotateCredentials(ca) SetMarker(1592.7) RunOsCommand "
-                                    "CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
-                                    "SetChecksum(c1) ");
+        assert_log("work", a->work,
+                   "PublishPlan RotateCredentials(ca) SetMarker(1592.7) RunOsCommand "
+                   "CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
+                   "SetChecksum(c1) ");
         assert_log("crashing agent", b->work, a->work);
         assert_int_equal(current_phase(b), UPDATE_PHASE_SUCCEEDED);
         assert_string_equal(b->node->applied_checksum, "c1");
@@ -1660,18 +1728,20 @@ static void test_rotation_not_repeated_by_retry(void **state) {
         command_failures = 1;
         command_message = "retriable error detected: exit status 3, output: network problems";
         run(w);
-        assert_log("work", w->work, "PublishPlan RotateCredentials(ca) SetMarker(1592.7) RunOsCommand ! "
-                                    "ReportResult(failed) ");
+        assert_log("work", w->work,
+                   "PublishPlan RotateCredentials(ca) SetMarker(1592.7) RunOsCommand ! "
+                   "ReportResult(failed) ");
         tx = current_tx(w);
-        assert_string_equal(tx->applied.checksum, "c0");        /* the OSC is not applied yet ... */
-        assert_true(streq_ptr(tx->applied.ca_rotation, "2025-03-01T11:00:00Z"));       /* ... the rotation is */
+        assert_string_equal(tx->applied.checksum, "c0"); /* the OSC is not applied yet ... */
+        assert_true(streq_ptr(tx->applied.ca_rotation, "2025-03-01T11:00:00Z")); /* ... the rotation is */
 
         w->now = w->last.wake_usec;
         clear_logs(w);
         run(w);
-        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
+        assert_log("work", w->work,
+                   "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
                    "DeletePods "
-                                    "ReportResult(successful) SetChecksum(c1) ");
+                   "ReportResult(successful) SetChecksum(c1) ");
         assert_null(strstr(w->node->plan, "credentialsRotation"));
         assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
         world_free(w);
@@ -1692,7 +1762,8 @@ static void test_old_unsupported_rotation_retried(void **state) {
         /* rewrite the record "on disk" as the old version wrote it */
         p = strstr(w->saved, "CredentialsRotationFailed");
         assert_non_null(p);
-        assert_true(update_failure_code_from_string("UnsupportedRotation") == UPDATE_FAILURE_UNSUPPORTED_ROTATION);
+        assert_true(update_failure_code_from_string("UnsupportedRotation") ==
+                    UPDATE_FAILURE_UNSUPPORTED_ROTATION);
         memmove(p + strlen("UnsupportedRotation"), p + strlen("CredentialsRotationFailed"),
                 strlen(p + strlen("CredentialsRotationFailed")) + 1);
         memcpy(p, "UnsupportedRotation", strlen("UnsupportedRotation"));
@@ -1700,7 +1771,7 @@ static void test_old_unsupported_rotation_retried(void **state) {
         assert_int_equal(tx->failure.code, UPDATE_FAILURE_UNSUPPORTED_ROTATION);
 
         w->policy = NULL;
-        w->now += 11 * 60 * USEC_PER_SEC;       /* past any back-off */
+        w->now += 11 * 60 * USEC_PER_SEC; /* past any back-off */
         clear_logs(w);
         run(w);
         assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
@@ -1737,7 +1808,8 @@ static void test_hostile_kubelet_fields_fail_terminally(void **state) {
                 tx = current_tx(w);
                 assert_int_equal(tx->failure.code, UPDATE_FAILURE_INVALID_DESIRED_STATE);
                 assert_false(update_failure_is_retriable(tx->failure.code, tx->failure.message));
-                if (!tx->failure.message || strncmp(tx->failure.message, table[i].field, strlen(table[i].field)) != 0)
+                if (!tx->failure.message ||
+                    strncmp(tx->failure.message, table[i].field, strlen(table[i].field)) != 0)
                         fail_msg("%zu: %s", i, strempty(tx->failure.message));
                 world_free(w);
         }
@@ -1769,9 +1841,8 @@ static void test_staging_failure_fails_before_drain(void **state) {
         world_free(w);
 }
 
-/* docs/node-protocol.md §9 scenario 25 / docs/contract.md §8.9 KubeletUnhealthy: the new kubelet does not get
- * healthy: switch back,
- * restart the previous one, report failed with upstream's reason. */
+/* docs/node-protocol.md §9 scenario 25 / docs/contract.md §8.9 KubeletUnhealthy: the new kubelet does not
+ * get healthy: switch back, restart the previous one, report failed with upstream's reason. */
 static void test_kubelet_unhealthy_rolls_back(void **state) {
         World *w = world_new();
 
@@ -1781,16 +1852,18 @@ static void test_kubelet_unhealthy_rolls_back(void **state) {
         world_fails(w, UPDATE_ACTION_CHECK_KUBELET_HEALTH, "1.32.1", _UPDATE_FAILURE_INVALID,
                     "retry failed with context deadline exceeded");
         run(w);
-        assert_log("work", w->work, "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) RestartUnit(kubelet.service) "
-                                    "CheckOSCUnits CheckKubeletHealth ! RollbackKubelet(1.31.4) "
-                                    "RestartUnit(kubelet.service) "
-                                    "ReportResult(failed) ");
+        assert_log("work", w->work,
+                   "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) RestartUnit(kubelet.service) "
+                   "CheckOSCUnits CheckKubeletHealth ! RollbackKubelet(1.31.4) "
+                   "RestartUnit(kubelet.service) "
+                   "ReportResult(failed) ");
         assert_log("events", w->events, "InPlaceUpdatePlanned InPlaceUpdateRolledBack ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_ROLLED_BACK);
         assert_string_equal(w->kubelet_version, "1.31.4");
         assert_string_equal(w->node->update_result_value, "failed");
-        assert_string_equal(w->node->update_failed_reason, "kubelet is not healthy after in-place update: retry failed "
-                                                           "with context deadline exceeded");
+        assert_string_equal(w->node->update_failed_reason,
+                            "kubelet is not healthy after in-place update: retry failed "
+                            "with context deadline exceeded");
         assert_string_equal(w->node->applied_checksum, "c0");
         world_free(w);
 
@@ -1798,12 +1871,14 @@ static void test_kubelet_unhealthy_rolls_back(void **state) {
         w = world_new();
         world_osc(w, "c1", "1592.6", "1.31.5");
         world_applied(w, "c0");
-        world_fails(w, UPDATE_ACTION_CHECK_KUBELET_HEALTH, "1.31.5", _UPDATE_FAILURE_INVALID, "healthz returned 500");
+        world_fails(w, UPDATE_ACTION_CHECK_KUBELET_HEALTH, "1.31.5", _UPDATE_FAILURE_INVALID,
+                    "healthz returned 500");
         run(w);
-        assert_log("work", w->work, "PublishPlan StageKubelet(1.31.5) SwitchKubelet(1.31.5) RestartUnit(kubelet.service) "
-                                    "CheckOSCUnits CheckKubeletHealth ! RollbackKubelet(1.31.4) "
-                                    "RestartUnit(kubelet.service) "
-                                    "ReportResult(none) ");
+        assert_log("work", w->work,
+                   "PublishPlan StageKubelet(1.31.5) SwitchKubelet(1.31.5) RestartUnit(kubelet.service) "
+                   "CheckOSCUnits CheckKubeletHealth ! RollbackKubelet(1.31.4) "
+                   "RestartUnit(kubelet.service) "
+                   "ReportResult(none) ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_ROLLED_BACK);
         assert_null(w->node->update_result_value);
         assert_null(w->node->update_failed_reason);
@@ -1814,7 +1889,8 @@ static void test_kubelet_unhealthy_rolls_back(void **state) {
 
 static unsigned stage_failures;
 
-static Outcome policy_flaky_registry(World *w, const UpdateAction *a, UpdateFailureCode *code, const char **msg) {
+static Outcome policy_flaky_registry(World *w, const UpdateAction *a, UpdateFailureCode *code,
+                                     const char **msg) {
         if (a->type != UPDATE_ACTION_STAGE_KUBELET || stage_failures == 0)
                 return OUTCOME_OK;
         stage_failures--;
@@ -1838,19 +1914,20 @@ static void test_retriable_failure_retries(void **state) {
         assert_true(w->last.wake_usec > w->now && w->last.wake_usec <= w->now + 30 * USEC_PER_SEC);
 
         clear_logs(w);
-        run(w);                                 /* too early: nothing */
+        run(w); /* too early: nothing */
         assert_log("work", w->work, "");
 
         w->now = w->last.wake_usec;
         run(w);
-        assert_log("work", w->work, "PublishPlan StageKubelet(1.31.5) SwitchKubelet(1.31.5) "
-                                    "RestartUnit(kubelet.service) CheckOSCUnits CheckKubeletHealth "
-                                    "ReportResult(none) SetChecksum(c1) ");
+        assert_log("work", w->work,
+                   "PublishPlan StageKubelet(1.31.5) SwitchKubelet(1.31.5) "
+                   "RestartUnit(kubelet.service) CheckOSCUnits CheckKubeletHealth "
+                   "ReportResult(none) SetChecksum(c1) ");
         tx = current_tx(w);
         assert_string_equal(tx->id, "tx-2");
         assert_int_equal(tx->attempt, 2);
         assert_int_equal(tx->phase, UPDATE_PHASE_SUCCEEDED);
-        assert_null(w->node->failure);          /* success removes the stale failure */
+        assert_null(w->node->failure); /* success removes the stale failure */
         world_free(w);
 }
 
@@ -1864,7 +1941,8 @@ static void test_osc_work_ungated(void **state) {
         world_osc_work(w, /* gated= */ false, /* restarts_kubelet= */ false);
         world_applied(w, "c0");
         run(w);
-        assert_log("work", w->work, "PublishPlan ApplyOSC CheckOSCUnits ReportResult(none) SetChecksum(c1) ");
+        assert_log("work", w->work,
+                   "PublishPlan ApplyOSC CheckOSCUnits ReportResult(none) SetChecksum(c1) ");
         assert_log("phases", w->phases, "Staging Applying Verifying Succeeded ");
         assert_string_equal(w->node->applied_checksum, "c1");
         assert_null(w->node->update_result_value);
@@ -1905,7 +1983,8 @@ static void test_osc_work_failure_keeps_checksum(void **state) {
         clear_logs(w);
         w->now = w->last.wake_usec;
         run(w);
-        assert_log("work", w->work, "PublishPlan ApplyOSC CheckOSCUnits ReportResult(none) SetChecksum(c1) ");
+        assert_log("work", w->work,
+                   "PublishPlan ApplyOSC CheckOSCUnits ReportResult(none) SetChecksum(c1) ");
         tx = current_tx(w);
         assert_int_equal(tx->attempt, 2);
         assert_string_equal(w->node->applied_checksum, "c1");
@@ -1933,7 +2012,8 @@ static void test_osc_work_gated(void **state) {
         clear_logs(w);
         world_ready(w, "2025-03-01T10:04:00Z");
         run(w);
-        assert_log("work", w->work, "ApplyOSC CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
+        assert_log("work", w->work,
+                   "ApplyOSC CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
                    "SetChecksum(c1) ");
         assert_string_equal(w->node->update_result_value, "successful");
         assert_string_equal(w->node->applied_checksum, "c1");
@@ -1965,7 +2045,8 @@ static void test_osc_work_waits_for_the_secret_after_restart(void **state) {
 
         w->osc = osc;
         run(w);
-        assert_log("work", w->work, "ApplyOSC CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
+        assert_log("work", w->work,
+                   "ApplyOSC CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
                    "SetChecksum(c1) ");
         assert_string_equal(w->node->applied_checksum, "c1");
         world_free(w);
@@ -1981,9 +2062,10 @@ static void test_osc_work_with_kubelet_minor(void **state) {
         w->node->candidate = true;
         world_ready(w, "2025-03-01T10:04:00Z");
         run(w);
-        assert_log("work", w->work, "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) ApplyOSC "
-                                    "CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
-                                    "SetChecksum(c1) ");
+        assert_log("work", w->work,
+                   "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) ApplyOSC "
+                   "CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
+                   "SetChecksum(c1) ");
 
         /* Without a kubelet restart among the OSC's work, ours follows it. */
         world_free(w);
@@ -1994,9 +2076,10 @@ static void test_osc_work_with_kubelet_minor(void **state) {
         w->node->candidate = true;
         world_ready(w, "2025-03-01T10:04:00Z");
         run(w);
-        assert_log("work", w->work, "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) ApplyOSC "
-                                    "RestartUnit(kubelet.service) CheckOSCUnits CheckKubeletHealth DeletePods "
-                                    "ReportResult(successful) SetChecksum(c1) ");
+        assert_log("work", w->work,
+                   "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) ApplyOSC "
+                   "RestartUnit(kubelet.service) CheckOSCUnits CheckKubeletHealth DeletePods "
+                   "ReportResult(successful) SetChecksum(c1) ");
         world_free(w);
 }
 
@@ -2025,8 +2108,9 @@ static void test_osc_work_waits_for_the_secret(void **state) {
         clear_logs(w);
         w->osc = osc;
         run(w);
-        assert_log("work", w->work, "ApplyOSC RestartUnit(kubelet.service) CheckOSCUnits CheckKubeletHealth DeletePods "
-                                    "ReportResult(successful) SetChecksum(c1) ");
+        assert_log("work", w->work,
+                   "ApplyOSC RestartUnit(kubelet.service) CheckOSCUnits CheckKubeletHealth DeletePods "
+                   "ReportResult(successful) SetChecksum(c1) ");
         world_free(w);
 }
 
@@ -2040,8 +2124,9 @@ static void test_osc_work_failure_rolls_kubelet_back(void **state) {
         w->policy = policy_osc_fails;
         osc_failures = 1;
         run(w);
-        assert_log("work", w->work, "PublishPlan StageKubelet(1.31.5) SwitchKubelet(1.31.5) ApplyOSC ! "
-                                    "RollbackKubelet(1.31.4) RestartUnit(kubelet.service) ReportResult(none) ");
+        assert_log("work", w->work,
+                   "PublishPlan StageKubelet(1.31.5) SwitchKubelet(1.31.5) ApplyOSC ! "
+                   "RollbackKubelet(1.31.4) RestartUnit(kubelet.service) ReportResult(none) ");
         assert_int_equal(current_phase(w), UPDATE_PHASE_ROLLED_BACK);
         assert_string_equal(w->kubelet_version, "1.31.4");
         assert_string_equal(w->node->applied_checksum, "c0");
@@ -2059,8 +2144,9 @@ static void test_osc_work_error_fails_at_once(void **state) {
 
         world_osc(w, "c1", "1592.6", "1.31.4");
         world_osc_work(w, /* gated= */ false, /* restarts_kubelet= */ false);
-        w->osc_work = (OscWorkView) { .error_code = UPDATE_FAILURE_INVALID_DESIRED_STATE,
-                                      .error = "spec.files[2].content.inline.encoding: invalid file codec id" };
+        w->osc_work =
+                (OscWorkView) { .error_code = UPDATE_FAILURE_INVALID_DESIRED_STATE,
+                                .error = "spec.files[2].content.inline.encoding: invalid file codec id" };
         world_applied(w, "c0");
         run(w);
         assert_log("work", w->work, "ReportResult(none) ");
@@ -2070,7 +2156,8 @@ static void test_osc_work_error_fails_at_once(void **state) {
         assert_int_equal(tx->failure.code, UPDATE_FAILURE_INVALID_DESIRED_STATE);
         assert_non_null(strstr(tx->failure.message, "invalid file codec id"));
         assert_non_null(strstr(w->node->failure, "InvalidDesiredState"));
-        assert_non_null(strstr(w->last.status, "InvalidDesiredState: spec.files[2].content.inline.encoding"));
+        assert_non_null(
+                strstr(w->last.status, "InvalidDesiredState: spec.files[2].content.inline.encoding"));
         assert_null(w->node->update_result_value);
         w->node->selected = true;
         run(w);
@@ -2087,8 +2174,9 @@ static void test_refused_osc_fails_then_next_applies(void **state) {
 
         world_applied(w, "c0");
         w->osc = osc_desired_free(w->osc);
-        assert_int_equal(osc_desired_new_refused("c1", "file \"etc/x\": path must be absolute without . or ..",
-                                                 &w->osc), 0);
+        assert_int_equal(osc_desired_new_refused(
+                                 "c1", "file \"etc/x\": path must be absolute without . or ..", &w->osc),
+                         0);
         run(w);
         assert_log("work", w->work, "ReportResult(none) ");
         assert_log("events", w->events, "InPlaceUpdateFailed ");
@@ -2097,7 +2185,7 @@ static void test_refused_osc_fails_then_next_applies(void **state) {
         assert_int_equal(tx->failure.code, UPDATE_FAILURE_INVALID_DESIRED_STATE);
         assert_string_equal(tx->failure.message, "file \"etc/x\": path must be absolute without . or ..");
         assert_non_null(strstr(w->last.status, "failed: InvalidDesiredState: file \"etc/x\""));
-        assert_false(tx->applied.valid);        /* a refused OSC is no baseline */
+        assert_false(tx->applied.valid); /* a refused OSC is no baseline */
         /* Decided again (a Node update): nothing more is written. */
         run(w);
         assert_log("work", w->work, "ReportResult(none) ");
@@ -2105,8 +2193,9 @@ static void test_refused_osc_fails_then_next_applies(void **state) {
 
         /* A refused Secret without a usable checksum (or a bad label): the same. */
         w->osc = osc_desired_free(w->osc);
-        assert_int_equal(osc_desired_new_refused(NULL, "Node label x: \"../y\" is not a valid DNS-1123 subdomain",
-                                                 &w->osc), 0);
+        assert_int_equal(osc_desired_new_refused(
+                                 NULL, "Node label x: \"../y\" is not a valid DNS-1123 subdomain", &w->osc),
+                         0);
         run(w);
         assert_log("events", w->events, "InPlaceUpdateFailed InPlaceUpdateFailed ");
 
@@ -2144,9 +2233,11 @@ static void test_osc_work_retriable_error_retried(void **state) {
 
         world_osc(w, "c1", "1592.6", "1.31.4");
         world_osc_work(w, /* gated= */ false, /* restarts_kubelet= */ false);
-        w->osc_work = (OscWorkView) { .error_code = UPDATE_FAILURE_FILE_APPLY_FAILED,
-                                      .error = "cannot save the work list in /var/lib/inplace-agent: No space left on device",
-                                      .retry_usec = retry };
+        w->osc_work = (OscWorkView) {
+                .error_code = UPDATE_FAILURE_FILE_APPLY_FAILED,
+                .error = "cannot save the work list in /var/lib/inplace-agent: No space left on device",
+                .retry_usec = retry
+        };
         world_applied(w, "c0");
         run(w);
         assert_log("work", w->work, "");
@@ -2173,8 +2264,8 @@ static Outcome policy_api_down(World *w, const UpdateAction *a, UpdateFailureCod
         return OUTCOME_FAIL;
 }
 
-/* docs/node-protocol.md §9 scenario 35: the success patch fails; Pods are not deleted again, the patch is retried with
- * back-off until it lands. */
+/* docs/node-protocol.md §9 scenario 35: the success patch fails; Pods are not deleted again, the patch is
+ * retried with back-off until it lands. */
 static void test_api_down_during_success_patch(void **state) {
         World *w = world_new();
 
@@ -2187,15 +2278,16 @@ static void test_api_down_during_success_patch(void **state) {
         run(w);
         assert_int_equal(current_phase(w), UPDATE_PHASE_SUCCEEDED);
         assert_null(w->node->update_result_value);
-        assert_true(w->last.wake_usec != USEC_INFINITY);        /* retry the patch after a back-off */
+        assert_true(w->last.wake_usec != USEC_INFINITY); /* retry the patch after a back-off */
         for (unsigned i = 0; i < 5 && !w->node->update_result_value; i++) {
                 w->now = MAX(w->now, w->last.wake_usec);
                 run(w);
         }
-        assert_log("work", w->work, "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
+        assert_log("work", w->work,
+                   "PublishPlan SetMarker(1592.7) RunOsCommand CheckOSCUnits CheckKubeletHealth "
                    "DeletePods "
-                                    "ReportResult(successful) ! ReportResult(successful) ! ReportResult(successful) "
-                                    "SetChecksum(c1) ");
+                   "ReportResult(successful) ! ReportResult(successful) ! ReportResult(successful) "
+                   "SetChecksum(c1) ");
         assert_int_equal(w->pods_deleted, 1);
         assert_string_equal(w->node->update_result_value, "successful");
         world_free(w);
@@ -2217,9 +2309,10 @@ static void test_image_backend(void **state) {
         clear_logs(w);
         world_ready(w, "t1");
         run(w);
-        assert_log("work", w->work, "SetMarker(1592.7) InstallOsImage(1592.7) Reboot CheckOSCUnits "
+        assert_log("work", w->work,
+                   "SetMarker(1592.7) InstallOsImage(1592.7) Reboot CheckOSCUnits "
                    "CheckKubeletHealth DeletePods "
-                                    "ReportResult(successful) SetChecksum(c1) ");
+                   "ReportResult(successful) SetChecksum(c1) ");
         assert_log("phases", w->phases, "Applying Rebooting Verifying Succeeded ");
         assert_string_equal(w->os_version, "1592.7");
         world_free(w);
@@ -2246,7 +2339,8 @@ static void test_image_backend(void **state) {
         world_ready(w, "t1");
         run(w);
         assert_log("work", w->work, "PublishPlan ReportResult(failed) ");
-        assert_string_equal(w->node->update_failed_reason, "OS version \"1592.7+a/../b\" cannot name a boot image");
+        assert_string_equal(w->node->update_failed_reason,
+                            "OS version \"1592.7+a/../b\" cannot name a boot image");
         world_free(w);
 
         /* no image reference configured: blocked as InvalidDesiredState */
@@ -2261,9 +2355,9 @@ static void test_image_backend(void **state) {
         world_free(w);
 }
 
-/* docs/node-protocol.md §9 scenario 33 and "kill at every boundary": the same scenario run with an agent that dies
- * after every single action (and re-reads state.json) performs exactly the same actions, in the same
- * order, none twice, and ends in the same state. */
+/* docs/node-protocol.md §9 scenario 33 and "kill at every boundary": the same scenario run with an agent
+ * that dies after every single action (and re-reads state.json) performs exactly the same actions, in the
+ * same order, none twice, and ends in the same state. */
 static void run_gated_scenario(World *w) {
         w->settings.backend = OS_UPDATE_BACKEND_IMAGE;
         w->settings.os_image_configured = true;
@@ -2284,15 +2378,17 @@ static void test_kill_at_every_boundary(void **state) {
         b->crash_after_each_action = true;
         run_gated_scenario(b);
 
-        assert_log("work", a->work, "PublishPlan StageKubelet(1.32.1) "
-                                    "StageOsImage(1592.7) SwitchKubelet(1.32.1) RestartUnit(kubelet.service) "
-                                    "SetMarker(1592.7) InstallOsImage(1592.7) Reboot CheckOSCUnits "
-                                    "CheckKubeletHealth DeletePods "
-                                    "ReportResult(successful) SetChecksum(c1) ");
+        assert_log("work", a->work,
+                   "PublishPlan StageKubelet(1.32.1) "
+                   "StageOsImage(1592.7) SwitchKubelet(1.32.1) RestartUnit(kubelet.service) "
+                   "SetMarker(1592.7) InstallOsImage(1592.7) Reboot CheckOSCUnits "
+                   "CheckKubeletHealth DeletePods "
+                   "ReportResult(successful) SetChecksum(c1) ");
         assert_log("crashing agent", b->work, a->work);
         assert_log("phases", b->phases, a->phases);
         assert_log("events", b->events, a->events);
-        assert_log("phases", a->phases, "Planned Staging Staged WaitingForDrain Applying Rebooting Verifying Succeeded ");
+        assert_log("phases", a->phases,
+                   "Planned Staging Staged WaitingForDrain Applying Rebooting Verifying Succeeded ");
         assert_int_equal(current_phase(a), UPDATE_PHASE_SUCCEEDED);
         assert_int_equal(current_phase(b), UPDATE_PHASE_SUCCEEDED);
         assert_int_equal(b->pods_deleted, 1);
@@ -2319,7 +2415,7 @@ static void test_resume_is_deterministic(void **state) {
                 UpdatePhase p = current_phase(w);
 
                 decide(w, &d1);
-                decide(w, &d2);         /* a second agent instance, same disk, same world */
+                decide(w, &d2); /* a second agent instance, same disk, same world */
                 assert_int_equal(d1.n_actions, d2.n_actions);
                 assert_int_equal(d1.tx->phase, d2.tx->phase);
                 for (size_t k = 0; k < d1.n_actions; k++) {
@@ -2343,7 +2439,8 @@ static void test_resume_is_deterministic(void **state) {
                         if (d.n_actions > 0) {
                                 Outcome o = effects(w, &d.actions[0]);
                                 if (o == OUTCOME_OK) {
-                                        assert_int_equal(node_update_action_done(d.tx, &d.actions[0], w->now), 0);
+                                        assert_int_equal(
+                                                node_update_action_done(d.tx, &d.actions[0], w->now), 0);
                                         save_tx(w, d.tx);
                                 }
                         }
@@ -2376,7 +2473,8 @@ static void test_stale_feedback(void **state) {
         assert_int_equal(node_update_action_done(tx, &stale, w->now), -EBADR);
         stale.phase = d.actions[0].phase;
         stale.transaction = (char *) "tx-other";
-        assert_int_equal(node_update_action_failed(tx, &stale, UPDATE_FAILURE_DISK_SPACE, "x", w->now), -EBADR);
+        assert_int_equal(node_update_action_failed(tx, &stale, UPDATE_FAILURE_DISK_SPACE, "x", w->now),
+                         -EBADR);
         assert_int_equal(tx->done, 0);
         assert_int_equal(tx->phase, UPDATE_PHASE_STAGING);
 
@@ -2409,8 +2507,8 @@ static void test_desired_state_changes(void **state) {
         world_free(w);
 }
 
-/* docs/node-protocol.md §9 scenarios 27/28 at the engine level: an unknown OS version plans nothing; versions that are
- * equal by Gardener's rules need no OS update. */
+/* docs/node-protocol.md §9 scenarios 27/28 at the engine level: an unknown OS version plans nothing;
+ * versions that are equal by Gardener's rules need no OS update. */
 static void test_os_version_rules(void **state) {
         World *w = world_new();
 
@@ -2463,7 +2561,8 @@ static void test_kubelet_version_rules(void **state) {
         w->node->selected = true;
         run(w);
         assert_int_equal(current_phase(w), UPDATE_PHASE_FAILED);
-        assert_string_equal(w->node->update_failed_reason, "kubelet downgrade from 1.31.4 to 1.30.9 is not supported");
+        assert_string_equal(w->node->update_failed_reason,
+                            "kubelet downgrade from 1.31.4 to 1.30.9 is not supported");
         world_free(w);
 
         w = world_new();
@@ -2471,7 +2570,8 @@ static void test_kubelet_version_rules(void **state) {
         world_applied(w, "c0");
         w->node->selected = true;
         run(w);
-        assert_string_equal(w->node->update_failed_reason, "kubelet update from 1.31.4 to 1.33.0 skips a minor version");
+        assert_string_equal(w->node->update_failed_reason,
+                            "kubelet update from 1.31.4 to 1.33.0 skips a minor version");
         world_free(w);
 
         w = world_new();
@@ -2479,7 +2579,7 @@ static void test_kubelet_version_rules(void **state) {
         set(&w->kubelet_version, "adopted");
         world_applied(w, "c0");
         run(w);
-        assert_log("work", w->work, "");                /* gated: waits for MCM */
+        assert_log("work", w->work, ""); /* gated: waits for MCM */
         world_free(w);
 }
 
@@ -2509,7 +2609,8 @@ static void check_manual_retry(const char *time, const char *position, bool left
         world_osc(w, "c1", "1592.6", "1.32.1");
         world_applied(w, "c0");
         world_ready(w, "t1");
-        snprintf(w->node->in_place_update.position, sizeof(w->node->in_place_update.position), "status.conditions[2]");
+        snprintf(w->node->in_place_update.position, sizeof(w->node->in_place_update.position),
+                 "status.conditions[2]");
         world_fails(w, UPDATE_ACTION_CHECK_KUBELET_HEALTH, "1.32.1", _UPDATE_FAILURE_INVALID,
                     "retry failed with context deadline exceeded");
         run(w);
@@ -2517,20 +2618,22 @@ static void check_manual_retry(const char *time, const char *position, bool left
 
         clear_logs(w);
         w->policy = NULL;
-        run(w);                                         /* same condition: nothing */
+        run(w); /* same condition: nothing */
         assert_log("work", w->work, "");
 
-        if (left) {                                     /* MCM reports the failure */
+        if (left) { /* MCM reports the failure */
                 set(&w->node->in_place_update.reason, "UpdateFailed");
                 run(w);
                 assert_log("work", w->work, "");
         }
-        world_ready(w, time);                           /* an operator set ReadyForUpdate again */
-        snprintf(w->node->in_place_update.position, sizeof(w->node->in_place_update.position), "%s", position);
+        world_ready(w, time); /* an operator set ReadyForUpdate again */
+        snprintf(w->node->in_place_update.position, sizeof(w->node->in_place_update.position), "%s",
+                 position);
         run(w);
-        assert_log("work", w->work, "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) RestartUnit(kubelet.service) "
-                                    "CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
-                                    "SetChecksum(c1) ");
+        assert_log("work", w->work,
+                   "PublishPlan StageKubelet(1.32.1) SwitchKubelet(1.32.1) RestartUnit(kubelet.service) "
+                   "CheckOSCUnits CheckKubeletHealth DeletePods ReportResult(successful) "
+                   "SetChecksum(c1) ");
         {
                 _cleanup_(update_transaction_freep) UpdateTransaction *tx = current_tx(w);
                 assert_int_equal(tx->attempt, 2);
@@ -2548,9 +2651,9 @@ static void test_blocks_unit_restarts(void **state) {
         tx->id = strdup("tx-1");
         for (UpdatePhase p = 0; p < _UPDATE_PHASE_MAX; p++) {
                 tx->phase = p;
-                assert_int_equal(node_update_blocks_unit_restarts(tx), p == UPDATE_PHASE_APPLYING ||
-                                                                       p == UPDATE_PHASE_REBOOTING ||
-                                                                       p == UPDATE_PHASE_VERIFYING);
+                assert_int_equal(node_update_blocks_unit_restarts(tx),
+                                 p == UPDATE_PHASE_APPLYING || p == UPDATE_PHASE_REBOOTING ||
+                                         p == UPDATE_PHASE_VERIFYING);
         }
 }
 
@@ -2565,8 +2668,9 @@ static void test_holds_drift_repair(void **state) {
         for (UpdatePhase p = 0; p < _UPDATE_PHASE_MAX; p++) {
                 tx->phase = p;
                 assert_int_equal(node_update_holds_drift_repair(tx),
-                                 p == UPDATE_PHASE_PLANNED || p == UPDATE_PHASE_STAGING || p == UPDATE_PHASE_STAGED ||
-                                 p == UPDATE_PHASE_WAITING_FOR_DRAIN || p == UPDATE_PHASE_APPLYING);
+                                 p == UPDATE_PHASE_PLANNED || p == UPDATE_PHASE_STAGING ||
+                                         p == UPDATE_PHASE_STAGED || p == UPDATE_PHASE_WAITING_FOR_DRAIN ||
+                                         p == UPDATE_PHASE_APPLYING);
         }
         /* The OS step started (the agent came up after it, in the new OS): the OSC is committed, and the
          * node is restored before it is verified (Garden Linux resets /etc with a new version). */
@@ -2589,8 +2693,12 @@ static void test_input_edges(void **state) {
 
         world_osc(w, "c1", "1592.6", "1.31.5");
         world_applied(w, "c0");
-        in = (UpdateInput) { .node = w->node, .osc = w->osc, .os_version = "1592.6", .kubelet_version = "1.31.4",
-                             .settings = w->settings, .now_usec = T0 };
+        in = (UpdateInput) { .node = w->node,
+                             .osc = w->osc,
+                             .os_version = "1592.6",
+                             .kubelet_version = "1.31.4",
+                             .settings = w->settings,
+                             .now_usec = T0 };
         assert_int_equal(node_update_decide(&in, &d), -EINVAL);
         world_free(w);
 }
@@ -2694,7 +2802,8 @@ static void test_random_walks(void **state) {
                         run(w);
                         /* idle means idle (docs/contract.md §8.13): same input, no new actions */
                         if (getenv("TEST_VERBOSE"))
-                                fprintf(stderr, "walk %u step %u: %s | %s\n", walk, step, w->phases, w->last.status);
+                                fprintf(stderr, "walk %u step %u: %s | %s\n", walk, step, w->phases,
+                                        w->last.status);
                         w->work[0] = w->phases[0] = w->events[0] = '\0';
                         decide(w, &again);
                         if (again.n_actions > 0)

@@ -92,7 +92,7 @@ static void test_labels_and_result(void **state) {
         } table[] = {
                 { "{}", false, false, NODE_UPDATE_RESULT_NONE, false },
                 { "{\"node.machine.sapcloud.io/candidate-for-update\":\"True\"}", false, false,
-                  NODE_UPDATE_RESULT_NONE, false },     /* MCM writes "true"; nothing else counts */
+                  NODE_UPDATE_RESULT_NONE, false }, /* MCM writes "true"; nothing else counts */
                 { "{\"node.machine.sapcloud.io/selected-for-update\":\"true\"}", false, true,
                   NODE_UPDATE_RESULT_NONE, false },
                 { "{\"node.machine.sapcloud.io/update-result\":\"successful\"}", false, false,
@@ -109,7 +109,8 @@ static void test_labels_and_result(void **state) {
                 _cleanup_free_ char *json = NULL;
                 _cleanup_(node_view_freep) NodeView *v = NULL;
 
-                assert_true(asprintf(&json, "{\"metadata\":{\"name\":\"n\",\"labels\":%s}}", table[i].labels) > 0);
+                assert_true(asprintf(&json, "{\"metadata\":{\"name\":\"n\",\"labels\":%s}}",
+                                     table[i].labels) > 0);
                 v = decode(json);
                 assert_int_equal(v->candidate, table[i].candidate);
                 assert_int_equal(v->selected, table[i].selected);
@@ -125,21 +126,21 @@ static void test_conditions(void **state) {
                 const char *conditions;
                 bool present, ready;
                 const char *reason;
-                const char *since;      /* node_view_ready_since() */
+                const char *since; /* node_view_ready_since() */
         } table[] = {
                 /* status is not checked, only the reason (docs/node-protocol.md §1.2) */
-                { "[{\"type\":\"InPlaceUpdate\",\"status\":\"False\",\"reason\":\"ReadyForUpdate\"}]", true, true,
-                  "ReadyForUpdate", NULL },
-                { "[{\"type\":\"InPlaceUpdate\",\"status\":\"True\",\"reason\":\"SelectedForUpdate\"}]", true, false,
-                  "SelectedForUpdate", NULL },
+                { "[{\"type\":\"InPlaceUpdate\",\"status\":\"False\",\"reason\":\"ReadyForUpdate\"}]", true,
+                  true, "ReadyForUpdate", NULL },
+                { "[{\"type\":\"InPlaceUpdate\",\"status\":\"True\",\"reason\":\"SelectedForUpdate\"}]",
+                  true, false, "SelectedForUpdate", NULL },
                 /* a condition without reason */
                 { "[{\"type\":\"InPlaceUpdate\",\"status\":\"True\"}]", true, false, NULL, NULL },
                 { "[{\"type\":\"InPlaceUpdate\",\"reason\":null}]", true, false, NULL, NULL },
-                /* docs/contract.md §9.9: any entry with ReadyForUpdate, with or without lastTransitionTime; the
-                 * last such entry is the signal (a manual retry appends one) */
+                /* docs/contract.md §9.9: any entry with ReadyForUpdate, with or without lastTransitionTime;
+                 * the last such entry is the signal (a manual retry appends one) */
                 { "[{\"type\":\"InPlaceUpdate\",\"reason\":\"UpdateFailed\"},"
-                  "{\"type\":\"InPlaceUpdate\",\"reason\":\"ReadyForUpdate\"}]", true, true, "ReadyForUpdate",
-                  "status.conditions[1]" },
+                  "{\"type\":\"InPlaceUpdate\",\"reason\":\"ReadyForUpdate\"}]",
+                  true, true, "ReadyForUpdate", "status.conditions[1]" },
                 { "[{\"type\":\"InPlaceUpdate\",\"reason\":\"ReadyForUpdate\",\"lastTransitionTime\":\"T1\"},"
                   "{\"type\":\"InPlaceUpdate\",\"reason\":\"UpdateFailed\",\"lastTransitionTime\":\"T2\"}]",
                   true, true, "ReadyForUpdate", "T1" },
@@ -152,13 +153,15 @@ static void test_conditions(void **state) {
                   true, true, "ReadyForUpdate", "status.conditions[1]" },
                 /* no ReadyForUpdate: the first one counts */
                 { "[{\"type\":\"InPlaceUpdate\",\"reason\":\"UpdateFailed\"},"
-                  "{\"type\":\"InPlaceUpdate\",\"reason\":\"SelectedForUpdate\"}]", true, false, "UpdateFailed", NULL },
+                  "{\"type\":\"InPlaceUpdate\",\"reason\":\"SelectedForUpdate\"}]",
+                  true, false, "UpdateFailed", NULL },
                 /* what the agent does not use does not matter: other types, shapes, NUL characters */
                 { "[1, null, {\"status\":\"True\"}, {\"type\":5}, {\"type\":\"Ready\",\"status\":[]},"
                   "{\"type\":\"MemoryPressure\",\"message\":\"a\\u0000b\"},"
                   "{\"type\":\"InPlaceUpdate\\u0000x\",\"reason\":\"SelectedForUpdate\"},"
                   "{\"type\":\"InPlaceUpdate\",\"reason\":\"ReadyForUpdate\",\"status\":7,"
-                  "\"message\":\"x\\u0000y\",\"lastTransitionTime\":\"T\"}]", true, true, "ReadyForUpdate", "T" },
+                  "\"message\":\"x\\u0000y\",\"lastTransitionTime\":\"T\"}]",
+                  true, true, "ReadyForUpdate", "T" },
                 { "[{\"type\":\"Ready\",\"reason\":\"ReadyForUpdate\"}]", false, false, NULL, NULL },
                 { "[]", false, false, NULL, NULL },
                 { "null", false, false, NULL, NULL },
@@ -187,13 +190,13 @@ static void test_conditions(void **state) {
 /* docs/node-protocol.md §9 scenario 8: only the transition to ReadyForUpdate counts. */
 static void test_became_ready(void **state) {
         _cleanup_(node_view_freep) NodeView *plain = decode("{\"metadata\":{\"name\":\"n\"}}");
-        _cleanup_(node_view_freep) NodeView *ready = decode(
-                "{\"metadata\":{\"name\":\"n\"},\"status\":{\"conditions\":"
-                "[{\"type\":\"InPlaceUpdate\",\"reason\":\"ReadyForUpdate\"}]}}");
+        _cleanup_(node_view_freep) NodeView *ready =
+                decode("{\"metadata\":{\"name\":\"n\"},\"status\":{\"conditions\":"
+                       "[{\"type\":\"InPlaceUpdate\",\"reason\":\"ReadyForUpdate\"}]}}");
 
         assert_true(node_view_became_ready(plain, ready));
-        assert_true(node_view_became_ready(NULL, ready));       /* Create with it */
-        assert_false(node_view_became_ready(ready, ready));     /* both have it */
+        assert_true(node_view_became_ready(NULL, ready));   /* Create with it */
+        assert_false(node_view_became_ready(ready, ready)); /* both have it */
         assert_false(node_view_became_ready(ready, plain));
         assert_false(node_view_became_ready(NULL, plain));
 }
@@ -208,7 +211,8 @@ static void test_errors(void **state) {
                 { "{\"metadata\":{\"name\":\"\"}}", "metadata.name: missing" },
                 { "{\"metadata\":{\"name\":5}}", "metadata.name: expected a string" },
                 { "{\"metadata\":{\"name\":\"n\",\"labels\":[]}}", "metadata.labels: expected an object" },
-                { "{\"metadata\":{\"name\":\"n\",\"annotations\":\"x\"}}", "metadata.annotations: expected an object" },
+                { "{\"metadata\":{\"name\":\"n\",\"annotations\":\"x\"}}",
+                  "metadata.annotations: expected an object" },
                 { "{\"metadata\":{\"name\":\"n\",\"labels\":{\"node.machine.sapcloud.io/update-result\":true}}}",
                   "metadata.labels[\"node.machine.sapcloud.io/update-result\"]: expected a string" },
                 { "{\"metadata\":{\"name\":\"n\",\"labels\":{\"worker.gardener.cloud/kubernetes-version\":"
@@ -220,12 +224,14 @@ static void test_errors(void **state) {
                 { "{\"metadata\":{\"name\":\"n\",\"annotations\":{\"worker.gardener.cloud/restart-systemd-services\":"
                   "\"kubelet\\u0000,system.slice\"}}}",
                   "metadata.annotations[\"worker.gardener.cloud/restart-systemd-services\"]: contains a NUL character (\\u0000)" },
-                { "{\"metadata\":{\"name\":\"n\\u0000\"}}", "metadata.name: contains a NUL character (\\u0000)" },
+                { "{\"metadata\":{\"name\":\"n\\u0000\"}}",
+                  "metadata.name: contains a NUL character (\\u0000)" },
                 { "{\"metadata\":{\"name\":\"n\"},\"status\":{\"conditions\":[{\"type\":\"InPlaceUpdate\","
                   "\"reason\":\"ReadyForUpdate\\u0000\"}]}}",
                   "status.conditions[0].reason: contains a NUL character (\\u0000)" },
                 { "{\"metadata\":{\"name\":\"n\"},\"status\":[]}", "status: expected an object" },
-                { "{\"metadata\":{\"name\":\"n\"},\"status\":{\"conditions\":{}}}", "status.conditions: expected a list" },
+                { "{\"metadata\":{\"name\":\"n\"},\"status\":{\"conditions\":{}}}",
+                  "status.conditions: expected a list" },
                 { "{\"metadata\":{\"name\":\"n\"},\"status\":{\"conditions\":[{\"type\":\"InPlaceUpdate\",\"reason\":1}]}}",
                   "status.conditions[0].reason: expected a string" },
         };
@@ -263,7 +269,7 @@ static void test_condition_limit(void **state) {
                 bool ready, warning;
         } table[] = {
                 { 10, 5, true, false },
-                { 300, 299, true, false },                      /* the old limit was 256 */
+                { 300, 299, true, false }, /* the old limit was 256 */
                 { NODE_CONDITIONS_MAX, NODE_CONDITIONS_MAX - 1, true, false },
                 { NODE_CONDITIONS_MAX + 1, 3, true, true },
                 { NODE_CONDITIONS_MAX + 1, NODE_CONDITIONS_MAX, false, true },
@@ -276,11 +282,13 @@ static void test_condition_limit(void **state) {
                 json_t *conds = json_array(), *node;
 
                 for (int k = 0; k < table[i].n; k++)
-                        json_array_append_new(conds, k == table[i].ready_at
-                                                             ? json_pack("{s:s, s:s}", "type", "InPlaceUpdate", "reason",
-                                                                         "ReadyForUpdate")
-                                                             : json_pack("{s:s}", "type", "Ready"));
-                node = json_pack("{s:{s:s}, s:{s:o}}", "metadata", "name", "n", "status", "conditions", conds);
+                        json_array_append_new(conds,
+                                              k == table[i].ready_at ?
+                                                      json_pack("{s:s, s:s}", "type", "InPlaceUpdate",
+                                                                "reason", "ReadyForUpdate") :
+                                                      json_pack("{s:s}", "type", "Ready"));
+                node = json_pack("{s:{s:s}, s:{s:o}}", "metadata", "name", "n", "status", "conditions",
+                                 conds);
                 assert_non_null(node);
                 assert_int_equal(node_view_decode(node, &v, &err), 0);
                 json_decref(node);
@@ -289,7 +297,8 @@ static void test_condition_limit(void **state) {
                         assert_null(v->warning);
                         continue;
                 }
-                assert_true(asprintf(&expect, "status.conditions has %d entries; only the first 1024 are looked at",
+                assert_true(asprintf(&expect,
+                                     "status.conditions has %d entries; only the first 1024 are looked at",
                                      table[i].n) > 0);
                 assert_string_equal(v->warning, expect);
         }
@@ -324,7 +333,7 @@ static void test_duties(void **state) {
         assert_null(node_view_condition(v, "MemoryPressure"));
         assert_null(node_view_condition(NULL, "SystemdUnitsReady"));
         assert_true(v->units_ready.present);
-        assert_string_equal(v->units_ready.status, "False");             /* the first one counts */
+        assert_string_equal(v->units_ready.status, "False"); /* the first one counts */
         assert_string_equal(v->units_ready.message, "a.service: failed");
 
         assert_null(plain->role_worker);
@@ -339,9 +348,9 @@ static void test_addresses(void **state) {
                 "\"address\":\"n\"},{\"type\":\"InternalIP\",\"address\":7},{\"type\":\"InternalIP\","
                 "\"address\":\"10.0.0.\\u00001\"},{\"type\":\"InternalIP\",\"address\":\"10.0.0.2\"},"
                 "{\"type\":\"InternalIP\",\"address\":\"10.0.0.3\"}]}}");
-        _cleanup_(node_view_freep) NodeView *ext = decode(
-                "{\"metadata\":{\"name\":\"n\"},\"status\":{\"addresses\":[{\"type\":\"ExternalIP\","
-                "\"address\":\"203.0.113.9\"}]}}");
+        _cleanup_(node_view_freep) NodeView *ext =
+                decode("{\"metadata\":{\"name\":\"n\"},\"status\":{\"addresses\":[{\"type\":\"ExternalIP\","
+                       "\"address\":\"203.0.113.9\"}]}}");
         _cleanup_(node_view_freep) NodeView *none = decode("{\"metadata\":{\"name\":\"n\"},\"status\":{}}");
 
         /* Kubelet's to write: what is not a clean address is skipped, the first good InternalIP counts. */

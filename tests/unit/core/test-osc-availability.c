@@ -19,33 +19,41 @@ static void test_reasons(void **state) {
 }
 
 static void test_messages(void **state) {
-        OscSecretRef label = { .namespace = "kube-system", .name = "gardener-node-agent-a", .source = OSC_SECRET_FROM_LABEL };
+        OscSecretRef label = { .namespace = "kube-system",
+                               .name = "gardener-node-agent-a",
+                               .source = OSC_SECRET_FROM_LABEL };
         OscSecretRef config = { .namespace = "kube-system", .name = "osc-b" };
         _cleanup_free_ char *found = NULL, *missing = NULL, *forbidden = NULL, *bare = NULL, *unnamed = NULL;
         char *m = NULL;
 
         assert_int_equal(osc_availability_message(OSC_AVAILABILITY_NOT_FOUND, &label, NULL, &missing), 0);
-        assert_string_equal(missing, "OSC Secret kube-system/gardener-node-agent-a (named by the Node label "
-                                     "worker.gardener.cloud/gardener-node-agent-secret-name) does not exist; "
-                                     "waiting for it to be created");
+        assert_string_equal(missing,
+                            "OSC Secret kube-system/gardener-node-agent-a (named by the Node label "
+                            "worker.gardener.cloud/gardener-node-agent-secret-name) does not exist; "
+                            "waiting for it to be created");
         assert_int_equal(osc_availability_message(OSC_AVAILABILITY_FOUND, &config, NULL, &found), 0);
         assert_string_equal(found, "OSC Secret kube-system/osc-b (named by osc.secretName) is readable");
         /* 403 and 404 read differently; the server's reason is kept, made valid UTF-8 */
         assert_int_equal(osc_availability_message(OSC_AVAILABILITY_FORBIDDEN, &label,
-                                                  "secrets \"gardener-node-agent-a\" is forbidden\x01\xff", &forbidden),
+                                                  "secrets \"gardener-node-agent-a\" is forbidden\x01\xff",
+                                                  &forbidden),
                          0);
-        assert_string_equal(forbidden, "OSC Secret kube-system/gardener-node-agent-a (named by the Node label "
-                                       "worker.gardener.cloud/gardener-node-agent-secret-name) may not be read: "
-                                       "forbidden (HTTP 403): secrets \"gardener-node-agent-a\" is forbidden ?; "
-                                       "check the agent's RBAC (or the node-agent authorizer); retrying");
+        assert_string_equal(forbidden,
+                            "OSC Secret kube-system/gardener-node-agent-a (named by the Node label "
+                            "worker.gardener.cloud/gardener-node-agent-secret-name) may not be read: "
+                            "forbidden (HTTP 403): secrets \"gardener-node-agent-a\" is forbidden ?; "
+                            "check the agent's RBAC (or the node-agent authorizer); retrying");
         assert_int_equal(osc_availability_message(OSC_AVAILABILITY_FORBIDDEN, &config, "", &bare), 0);
         assert_non_null(strstr(bare, "forbidden (HTTP 403); check"));
-        assert_int_equal(osc_availability_message(OSC_AVAILABILITY_NOT_NAMED, &(OscSecretRef) {}, NULL, &unnamed), 0);
-        assert_string_equal(unnamed, "no OSC Secret is named: the Node has no label "
-                                     "worker.gardener.cloud/gardener-node-agent-secret-name and osc.secretName is "
-                                     "not set; waiting for the label");
+        assert_int_equal(
+                osc_availability_message(OSC_AVAILABILITY_NOT_NAMED, &(OscSecretRef) {}, NULL, &unnamed), 0);
+        assert_string_equal(unnamed,
+                            "no OSC Secret is named: the Node has no label "
+                            "worker.gardener.cloud/gardener-node-agent-secret-name and osc.secretName is "
+                            "not set; waiting for the label");
         assert_int_equal(osc_availability_message(OSC_AVAILABILITY_UNKNOWN, &label, NULL, &m), -EINVAL);
-        assert_int_equal(osc_availability_message(OSC_AVAILABILITY_NOT_FOUND, &(OscSecretRef) {}, NULL, &m), -EINVAL);
+        assert_int_equal(osc_availability_message(OSC_AVAILABILITY_NOT_FOUND, &(OscSecretRef) {}, NULL, &m),
+                         -EINVAL);
         assert_null(m);
 }
 

@@ -5,7 +5,6 @@
 
 static char *const replaced[] = { (char *) "gardener-node-agent.service", NULL };
 
-
 static int run(const char *yaml, OscComponentConfig **ret, char **err) {
         _cleanup_(osc_model_freep) OscModel *m = NULL;
 
@@ -53,30 +52,39 @@ static void test_errors(void **state) {
                 int r;
                 const char *message;
         } table[] = {
-                { "spec: {files: [{path: /var/lib/gardener-node-agent/config.yaml, content: {inline: {data: x}}}]}", -ENOENT, NULL },
+                { "spec: {files: [{path: /var/lib/gardener-node-agent/config.yaml, content: {inline: {data: x}}}]}",
+                  -ENOENT, NULL },
                 { "spec: {units: [{name: gardener-node-agent.service, filePaths: [/var/lib/gardener-node-agent/config.yaml]}]}",
                   -ENOENT, NULL },
-                { "spec: {units: [" "{name: gardener-node-agent.service, filePaths: [/var/lib/gardener-node-agent/config.yaml]}"
+                { "spec: {units: ["
+                  "{name: gardener-node-agent.service, filePaths: [/var/lib/gardener-node-agent/config.yaml]}"
                   "], files: [{path: /var/lib/gardener-node-agent/config.yaml, content: {secretRef: {name: a, dataKey: b}}}]}",
                   -EINVAL, "/var/lib/gardener-node-agent/config.yaml: the component config must be inline" },
-                { "spec: {units: [" "{name: gardener-node-agent.service, filePaths: [/var/lib/gardener-node-agent/config.yaml]}"
+                { "spec: {units: ["
+                  "{name: gardener-node-agent.service, filePaths: [/var/lib/gardener-node-agent/config.yaml]}"
                   "], files: [{path: /var/lib/gardener-node-agent/config.yaml, content: {inline: {data: 'apiServer: {server: 7}'}}}]}",
                   -EINVAL, "/var/lib/gardener-node-agent/config.yaml: apiServer.server: expected a string" },
-                { "spec: {units: [" "{name: gardener-node-agent.service, filePaths: [/var/lib/gardener-node-agent/config.yaml]}"
+                { "spec: {units: ["
+                  "{name: gardener-node-agent.service, filePaths: [/var/lib/gardener-node-agent/config.yaml]}"
                   "], files: [{path: /var/lib/gardener-node-agent/config.yaml, content: {inline: {data: "
                   "'controllers: {token: {syncConfigs: [{secretName: a, path: relative}]}}'}}}]}",
-                  -EINVAL, "/var/lib/gardener-node-agent/config.yaml: controllers.token.syncConfigs[0]: needs a secretName and an absolute path" },
-                { "spec: {units: [" "{name: gardener-node-agent.service, filePaths: [/var/lib/gardener-node-agent/config.yaml]}"
+                  -EINVAL,
+                  "/var/lib/gardener-node-agent/config.yaml: controllers.token.syncConfigs[0]: needs a secretName and an absolute path" },
+                { "spec: {units: ["
+                  "{name: gardener-node-agent.service, filePaths: [/var/lib/gardener-node-agent/config.yaml]}"
                   "], files: [{path: /var/lib/gardener-node-agent/config.yaml, content: {inline: {data: "
                   "'controllers: {token: {syncConfigs: [{secretName: a, path: /a}, {secretName: ../kube-proxy, path: /b}]}}'}}}]}",
-                  -EINVAL, "/var/lib/gardener-node-agent/config.yaml: controllers.token.syncConfigs[1].secretName: "
-                           "\"../kube-proxy\" is not a valid DNS-1123 subdomain: must consist of lower case alphanumeric "
-                           "characters, '-' or '.', and must start and end with an alphanumeric character" },
+                  -EINVAL,
+                  "/var/lib/gardener-node-agent/config.yaml: controllers.token.syncConfigs[1].secretName: "
+                  "\"../kube-proxy\" is not a valid DNS-1123 subdomain: must consist of lower case alphanumeric "
+                  "characters, '-' or '.', and must start and end with an alphanumeric character" },
                 /* identity/token-sync's check, now the one parser's: it was not looked at here. */
-                { "spec: {units: [" "{name: gardener-node-agent.service, filePaths: [/var/lib/gardener-node-agent/config.yaml]}"
+                { "spec: {units: ["
+                  "{name: gardener-node-agent.service, filePaths: [/var/lib/gardener-node-agent/config.yaml]}"
                   "], files: [{path: /var/lib/gardener-node-agent/config.yaml, content: {inline: {data: "
                   "'controllers: {token: {syncPeriod: soon, syncConfigs: [{secretName: a, path: /a}]}}'}}}]}",
-                  -EINVAL, "/var/lib/gardener-node-agent/config.yaml: controllers.token.syncPeriod: not a positive duration" },
+                  -EINVAL,
+                  "/var/lib/gardener-node-agent/config.yaml: controllers.token.syncPeriod: not a positive duration" },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(table); i++) {
@@ -99,15 +107,15 @@ static json_t *secret_of(const char *yaml) {
         return json_pack("{s:{s:s}}", "data", "osc.yaml", b64);
 }
 
-#define CC_YAML(syncs)                                                                                        \
-        "spec:\n"                                                                                             \
+#define CC_YAML(syncs)                                                                                            \
+        "spec:\n"                                                                                                 \
         "  units: [{name: gardener-node-agent.service, filePaths: [/var/lib/gardener-node-agent/config.yaml]}]\n" \
-        "  files:\n"                                                                                          \
-        "  - path: /var/lib/gardener-node-agent/config.yaml\n"                                                \
-        "    content:\n"                                                                                      \
-        "      inline:\n"                                                                                     \
-        "        data: |\n"                                                                                   \
-        "          apiServer: {server: 'https://a:443'}\n"                                                    \
+        "  files:\n"                                                                                              \
+        "  - path: /var/lib/gardener-node-agent/config.yaml\n"                                                    \
+        "    content:\n"                                                                                          \
+        "      inline:\n"                                                                                         \
+        "        data: |\n"                                                                                       \
+        "          apiServer: {server: 'https://a:443'}\n"                                                        \
         "          controllers: {token: {syncConfigs: [" syncs "]}}\n"
 
 /* Issue 14: the manager reads the token syncs straight from the Secret, and recreates the TokenSync
@@ -117,7 +125,7 @@ static void test_from_secret(void **state) {
         _cleanup_(json_decrefp) json_t *sa = secret_of(CC_YAML("{secretName: t1, path: /var/t1}"));
         _cleanup_(json_decrefp) json_t *sb = secret_of(CC_YAML("{secretName: t1, path: /var/t1}"));
         _cleanup_(json_decrefp) json_t *sc = secret_of(CC_YAML("{secretName: t1, path: /var/t1}, "
-                                                                "{secretName: t2, path: /var/t2}"));
+                                                               "{secretName: t2, path: /var/t2}"));
         _cleanup_(json_decrefp) json_t *none = json_pack("{s:{}}", "data");
         _cleanup_(json_decrefp) json_t *bad = json_pack("{s:{s:s}}", "data", "osc.yaml", "!!!");
         _cleanup_free_ char *err = NULL, *err2 = NULL;

@@ -62,8 +62,9 @@ static void finding(OscDrift *d, OscDriftKind kind, const char *reason, const ch
                 assert_non_null(l);
                 d->items = l;
         }
-        l[d->n_items++] = (OscDriftFinding) { .reason = reason, .message = strdup(subject), .kind = kind,
-                                              .subject = strdup(subject) };
+        l[d->n_items++] = (OscDriftFinding) {
+                .reason = reason, .message = strdup(subject), .kind = kind, .subject = strdup(subject)
+        };
 }
 
 /* The plan as lines "<kind> <target>" (commands: "<command> <unit>"), and the skipped list. */
@@ -78,9 +79,10 @@ static void plan_with(const OscDriftPlanParams *p, const OscDrift *d, const char
                 const OscWork *w = &c->items[i];
                 _cleanup_free_ char *line = NULL;
 
-                assert_true(asprintf(&line, "%s %s", w->kind == OSC_WORK_UNIT_COMMAND
-                                                             ? osc_unit_command_to_string(w->command)
-                                                             : osc_work_kind_to_string(w->kind),
+                assert_true(asprintf(&line, "%s %s",
+                                     w->kind == OSC_WORK_UNIT_COMMAND ?
+                                             osc_unit_command_to_string(w->command) :
+                                             osc_work_kind_to_string(w->kind),
                                      strempty(osc_work_target(w))) > 0);
                 print_message("%s\n", line);
                 assert_non_null(want[n]);
@@ -95,8 +97,11 @@ static void plan_with(const OscDriftPlanParams *p, const OscDrift *d, const char
                 *ret = TAKE_PTR(c);
 }
 
-static void plan(const OscDrift *d, const char *const *want, const char *const *want_skipped, OscChanges **ret) {
-        OscDriftPlanParams p = { .model = model, .self_unit = "inplace-agent.service", .protected = &own,
+static void plan(const OscDrift *d, const char *const *want, const char *const *want_skipped,
+                 OscChanges **ret) {
+        OscDriftPlanParams p = { .model = model,
+                                 .self_unit = "inplace-agent.service",
+                                 .protected = &own,
                                  .canonicalize = canonical };
 
         plan_with(&p, d, want, want_skipped, ret);
@@ -106,12 +111,9 @@ static void plan(const OscDrift *d, const char *const *want, const char *const *
 static void test_file_and_unit_file(void **state) {
         OscDrift d = {};
         static const char *const want[] = {
-                "write-file /etc/app.conf",
-                "write-unit other.service",
-                "daemon-reload ",
-                "restart app.service",          /* lists /etc/app.conf */
-                "restart other.service",
-                NULL,
+                "write-file /etc/app.conf", "write-unit other.service",
+                "daemon-reload ",           "restart app.service", /* lists /etc/app.conf */
+                "restart other.service",    NULL,
         };
 
         finding(&d, OSC_DRIFT_FILE, "FileMissing", "/etc/app.conf");
@@ -125,7 +127,7 @@ static void test_file_and_unit_file(void **state) {
 static void test_enablement_and_inactive(void **state) {
         OscDrift d = {};
         static const char *const want[] = {
-                "write-unit off.service",       /* disabled again, not restarted (it is stopped) */
+                "write-unit off.service", /* disabled again, not restarted (it is stopped) */
                 "daemon-reload ",
                 "restart app.service",
                 NULL,
@@ -140,7 +142,7 @@ static void test_enablement_and_inactive(void **state) {
 static void test_kubelet_secret_and_image(void **state) {
         OscDrift d = {};
         static const char *const want[] = {
-                "write-file /etc/token",        /* the secretRef file: fetched when applied */
+                "write-file /etc/token", /* the secretRef file: fetched when applied */
                 "pull-file /opt/bin/tool",
                 "restart app.service",
                 "restart kubelet.service",
@@ -161,7 +163,7 @@ static void test_containerd(void **state) {
                 "registry quay.io",
                 "write-unit containerd.service",
                 "daemon-reload ",
-                "restart containerd.service",   /* once, for the drop-in and config.toml */
+                "restart containerd.service", /* once, for the drop-in and config.toml */
                 NULL,
         };
 
@@ -195,49 +197,55 @@ static void test_summary(void **state) {
         char *skipped[] = { (char *) "inplace-agent.service (the agent's own unit)", NULL };
         OscDrift d = {};
         static const char *const want[] = {
-                "write-file /etc/app.conf", "write-unit other.service", "daemon-reload ", "restart app.service",
-                "restart other.service", NULL,
+                "write-file /etc/app.conf", "write-unit other.service", "daemon-reload ",
+                "restart app.service",      "restart other.service",    NULL,
         };
 
         finding(&d, OSC_DRIFT_FILE, "FileMissing", "/etc/app.conf");
         finding(&d, OSC_DRIFT_UNIT_FILES, "UnitFileMissing", "other.service");
-        finding(&d, OSC_DRIFT_UNIT_FILES, "UnitFileMissing", "other.service");      /* named once */
+        finding(&d, OSC_DRIFT_UNIT_FILES, "UnitFileMissing", "other.service"); /* named once */
         plan(&d, want, NULL, &c);
         for (size_t i = 0; i < c->n_items; i++)
                 osc_changes_mark_done(c, i);
         assert_int_equal(osc_drift_summary(&d, c, NULL, OSC_DRIFT_REPAIRED, NULL, &repaired), 0);
-        assert_string_equal(repaired,
-                            "Drift from the last-applied OSC: FileMissing /etc/app.conf, UnitFileMissing other.service. "
-                            "Repaired: write file /etc/app.conf (0644), write unit other.service (with unit file, 0 "
-                            "drop-ins), reload systemd, restart unit app.service, restart unit other.service.");
+        assert_string_equal(
+                repaired,
+                "Drift from the last-applied OSC: FileMissing /etc/app.conf, UnitFileMissing other.service. "
+                "Repaired: write file /etc/app.conf (0644), write unit other.service (with unit file, 0 "
+                "drop-ins), reload systemd, restart unit app.service, restart unit other.service.");
         assert_string_equal(osc_drift_outcome_reason(OSC_DRIFT_REPAIRED), "OSCDriftRepaired");
 
         c->items[3].done = c->items[4].done = false;
         assert_int_equal(osc_drift_summary(&d, c, skipped, OSC_DRIFT_REPAIR_FAILED,
-                                           "restart app.service: job result: failed", &failed), 0);
-        assert_string_equal(failed,
-                            "Drift from the last-applied OSC: FileMissing /etc/app.conf, UnitFileMissing other.service. "
-                            "Repair failed: restart app.service: job result: failed; done before: write file "
-                            "/etc/app.conf (0644), write unit other.service (with unit file, 0 drop-ins), reload "
-                            "systemd. Not repaired: inplace-agent.service (the agent's own unit).");
+                                           "restart app.service: job result: failed", &failed),
+                         0);
+        assert_string_equal(
+                failed,
+                "Drift from the last-applied OSC: FileMissing /etc/app.conf, UnitFileMissing other.service. "
+                "Repair failed: restart app.service: job result: failed; done before: write file "
+                "/etc/app.conf (0644), write unit other.service (with unit file, 0 drop-ins), reload "
+                "systemd. Not repaired: inplace-agent.service (the agent's own unit).");
         assert_string_equal(osc_drift_outcome_reason(OSC_DRIFT_REPAIR_FAILED), "OSCDriftRepairFailed");
 
         /* The unit guard refused other.service: the rest was repaired, the refused unit named. */
         for (size_t i = 0; i < c->n_items; i++)
                 osc_changes_mark_done(c, i);
-        assert_int_equal(osc_changes_refuse_unit(c, "other.service"), 0);      /* all done already */
+        assert_int_equal(osc_changes_refuse_unit(c, "other.service"), 0); /* all done already */
         c->items[1].done = c->items[4].done = false;
         assert_int_equal(osc_changes_refuse_unit(c, "other.service"), 2);
-        assert_int_equal(osc_drift_summary(&d, c, NULL, OSC_DRIFT_REPAIRED, "other.service (it stops the agent)",
-                                           &partial), 0);
-        assert_string_equal(partial,
-                            "Drift from the last-applied OSC: FileMissing /etc/app.conf, UnitFileMissing other.service. "
-                            "Repaired 3 of 5: write file /etc/app.conf (0644), reload systemd, restart unit "
-                            "app.service; refused: other.service (it stops the agent).");
+        assert_int_equal(osc_drift_summary(&d, c, NULL, OSC_DRIFT_REPAIRED,
+                                           "other.service (it stops the agent)", &partial),
+                         0);
+        assert_string_equal(
+                partial,
+                "Drift from the last-applied OSC: FileMissing /etc/app.conf, UnitFileMissing other.service. "
+                "Repaired 3 of 5: write file /etc/app.conf (0644), reload systemd, restart unit "
+                "app.service; refused: other.service (it stops the agent).");
 
         assert_int_equal(osc_drift_summary(&d, NULL, NULL, OSC_DRIFT_WARNED, NULL, &warned), 0);
-        assert_string_equal(warned, "Drift from the last-applied OSC: FileMissing /etc/app.conf, UnitFileMissing "
-                                    "other.service. Nothing was touched (osc.driftRepair: warn).");
+        assert_string_equal(warned,
+                            "Drift from the last-applied OSC: FileMissing /etc/app.conf, UnitFileMissing "
+                            "other.service. Nothing was touched (osc.driftRepair: warn).");
         assert_string_equal(osc_drift_outcome_reason(OSC_DRIFT_WARNED), "OSCDriftDetected");
         assert_int_equal(osc_drift_summary(&d, NULL, NULL, OSC_DRIFT_NOTHING_TO_REPAIR, NULL, &none), 0);
         assert_non_null(strstr(none, "Nothing was touched"));
@@ -295,14 +303,18 @@ static void test_large_wipe(void **state) {
         m->units = calloc(1000, sizeof(OscUnit));
         assert_true(m->files && m->units);
         for (int i = 0; i < 10000; i++) {
-                m->files[i] = (OscFile) { .source = OSC_FILE_INLINE, .data = strdup("x"), .transmit_unencoded = -1 };
+                m->files[i] = (OscFile) { .source = OSC_FILE_INLINE,
+                                          .data = strdup("x"),
+                                          .transmit_unencoded = -1 };
                 assert_true(asprintf(&m->files[i].path, "/etc/wiped/f%d", i) > 0);
                 m->n_files++;
         }
         for (int i = 0; i < 1000; i++) {
                 OscUnit *u = &m->units[i];
 
-                *u = (OscUnit) { .command = _OSC_UNIT_COMMAND_INVALID, .enable = -1, .content = strdup("U"),
+                *u = (OscUnit) { .command = _OSC_UNIT_COMMAND_INVALID,
+                                 .enable = -1,
+                                 .content = strdup("U"),
                                  .file_paths = calloc(10, sizeof(char *)) };
                 assert_true(asprintf(&u->name, "u%d.service", i) > 0 && u->file_paths);
                 for (int k = 0; k < 10; k++)

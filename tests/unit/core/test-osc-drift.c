@@ -10,20 +10,22 @@ typedef struct Entry {
         OscDriftPlace place;
         const char *name;
         const char *content;
-        bool only_in_os_dir;    /* a unit file found only in /usr/lib/systemd/system */
-        uint32_t mode;          /* 0: 0600 */
+        bool only_in_os_dir; /* a unit file found only in /usr/lib/systemd/system */
+        uint32_t mode;       /* 0: 0600 */
         bool masked;
-        bool huge;              /* larger than OSC_DRIFT_READ_MAX */
+        bool huge; /* larger than OSC_DRIFT_READ_MAX */
 } Entry;
 
-#define E(p, n, c, ...) { .place = p, .name = n, .content = c, __VA_ARGS__ }
+#define E(p, n, c, ...) \
+        { .place = p, .name = n, .content = c, __VA_ARGS__ }
 static const Entry *node;
 static size_t n_node;
 
 static int fake_read(OscDriftPlace place, const char *name, bool fallback, char **ret, size_t *ret_size,
                      uint32_t *ret_mode, void *userdata) {
         for (size_t i = 0; i < n_node; i++) {
-                if (node[i].place != place || !streq(node[i].name, name) || (node[i].only_in_os_dir && !fallback))
+                if (node[i].place != place || !streq(node[i].name, name) ||
+                    (node[i].only_in_os_dir && !fallback))
                         continue;
                 if (node[i].masked)
                         return OSC_DRIFT_MASKED;
@@ -232,40 +234,66 @@ static void test_containerd(void **state) {
 }
 
 static void test_units(void **state) {
-        static const char yaml[] =
-                "spec:\n  units:\n"
-                "  - name: on.service\n    content: x\n"
-                "  - name: off.service\n    enable: false\n    content: x\n"
-                "  - name: stopped.service\n    command: stop\n    content: x\n"
-                "  - name: oneshot.service\n    content: x\n"
-                "  - name: timer.service\n    content: x\n"
-                "  - name: static.service\n    content: x\n"
-                "  - name: gone.service\n    content: x\n"
-                "  - name: masked.service\n    content: x\n"
-                "  - name: failed.service\n    content: x\n"
-                "  - name: gardener-node-agent.service\n    content: x\n";
+        static const char yaml[] = "spec:\n  units:\n"
+                                   "  - name: on.service\n    content: x\n"
+                                   "  - name: off.service\n    enable: false\n    content: x\n"
+                                   "  - name: stopped.service\n    command: stop\n    content: x\n"
+                                   "  - name: oneshot.service\n    content: x\n"
+                                   "  - name: timer.service\n    content: x\n"
+                                   "  - name: static.service\n    content: x\n"
+                                   "  - name: gone.service\n    content: x\n"
+                                   "  - name: masked.service\n    content: x\n"
+                                   "  - name: failed.service\n    content: x\n"
+                                   "  - name: gardener-node-agent.service\n    content: x\n";
         char *skip[] = { (char *) "gardener-node-agent.service", NULL };
         _cleanup_(osc_model_freep) OscModel *m = decode(yaml);
         OscDriftParams p = { .model = m, .skip_units = skip };
         const UnitHealthState states[] = {
-                { .name = "on.service", .load_state = "loaded", .active_state = "inactive", .sub_state = "dead",
-                  .service_type = "simple", .unit_file_state = "disabled" },
-                { .name = "off.service", .load_state = "loaded", .active_state = "inactive", .sub_state = "dead",
+                { .name = "on.service",
+                  .load_state = "loaded",
+                  .active_state = "inactive",
+                  .sub_state = "dead",
+                  .service_type = "simple",
+                  .unit_file_state = "disabled" },
+                { .name = "off.service",
+                  .load_state = "loaded",
+                  .active_state = "inactive",
+                  .sub_state = "dead",
                   .unit_file_state = "enabled" },
-                { .name = "stopped.service", .load_state = "loaded", .active_state = "inactive",
-                  .sub_state = "dead", .unit_file_state = "enabled" },
-                { .name = "oneshot.service", .load_state = "loaded", .active_state = "inactive",
-                  .sub_state = "dead", .service_type = "oneshot", .unit_file_state = "enabled" },
-                { .name = "timer.service", .load_state = "loaded", .active_state = "inactive", .sub_state = "dead",
-                  .triggered = true, .unit_file_state = "static" },
-                { .name = "static.service", .load_state = "loaded", .active_state = "active",
-                  .sub_state = "running", .unit_file_state = "static" },
+                { .name = "stopped.service",
+                  .load_state = "loaded",
+                  .active_state = "inactive",
+                  .sub_state = "dead",
+                  .unit_file_state = "enabled" },
+                { .name = "oneshot.service",
+                  .load_state = "loaded",
+                  .active_state = "inactive",
+                  .sub_state = "dead",
+                  .service_type = "oneshot",
+                  .unit_file_state = "enabled" },
+                { .name = "timer.service",
+                  .load_state = "loaded",
+                  .active_state = "inactive",
+                  .sub_state = "dead",
+                  .triggered = true,
+                  .unit_file_state = "static" },
+                { .name = "static.service",
+                  .load_state = "loaded",
+                  .active_state = "active",
+                  .sub_state = "running",
+                  .unit_file_state = "static" },
                 { .name = "gone.service", .load_state = "not-found", .active_state = "inactive" },
-                { .name = "masked.service", .load_state = "masked", .active_state = "inactive",
+                { .name = "masked.service",
+                  .load_state = "masked",
+                  .active_state = "inactive",
                   .unit_file_state = "masked" },
-                { .name = "failed.service", .load_state = "loaded", .active_state = "failed",
+                { .name = "failed.service",
+                  .load_state = "loaded",
+                  .active_state = "failed",
                   .unit_file_state = "enabled" },
-                { .name = "gardener-node-agent.service", .load_state = "loaded", .active_state = "inactive",
+                { .name = "gardener-node-agent.service",
+                  .load_state = "loaded",
+                  .active_state = "inactive",
                   .unit_file_state = "disabled" },
                 { .name = "not-in-the-osc.service", .load_state = "loaded", .active_state = "inactive" },
         };

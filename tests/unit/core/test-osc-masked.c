@@ -12,11 +12,12 @@ static void test_each_path_once(void **state) {
         assert_int_equal(osc_masked_add(&m, "/u/x.service", "not written or enabled"), 0);
         assert_int_equal(osc_masked_add(&m, "/u/x.service.d/10-a.conf", "not written"), 0);
         assert_int_equal(osc_masked_add(&m, "/u/x.service", "not restarted"), 0);
-        assert_int_equal(osc_masked_add(&m, "/u/x.service", "not restarted"), 0);    /* a resumed item */
+        assert_int_equal(osc_masked_add(&m, "/u/x.service", "not restarted"), 0); /* a resumed item */
         assert_int_equal(m.n_paths, 2);
         assert_int_equal(osc_masked_describe(&m, &text), 0);
-        assert_string_equal(text, "/u/x.service (not written or enabled, not restarted); "
-                                  "/u/x.service.d/10-a.conf (not written)");
+        assert_string_equal(text,
+                            "/u/x.service (not written or enabled, not restarted); "
+                            "/u/x.service.d/10-a.conf (not written)");
 }
 
 int main(void) {

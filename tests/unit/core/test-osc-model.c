@@ -4,76 +4,75 @@
 #include "core/osc-model.h"
 #include "tests.h"
 
-static const char full[] =
-        "apiVersion: extensions.gardener.cloud/v1alpha1\n"
-        "kind: OperatingSystemConfig\n"
-        "spec:\n"
-        "  purpose: reconcile\n"
-        "  criConfig:\n"
-        "    name: containerd\n"
-        "    cgroupDriver: systemd\n"
-        "    containerd:\n"
-        "      sandboxImage: reg/pause:3.9\n"
-        "      registries:\n"
-        "      - upstream: docker.io\n"
-        "        server: https://registry-1.docker.io\n"
-        "        readinessProbe: true\n"
-        "        hosts:\n"
-        "        - url: https://mirror.local\n"
-        "          caCerts: [/etc/ca.pem]\n"
-        "          overridePath: true\n"
-        "  files:\n"
-        "  - path: /etc/plain\n"
-        "    permissions: 420\n"
-        "    content:\n"
-        "      inline:\n"
-        "        data: hello\n"
-        "  - path: /etc/b64\n"
-        "    content:\n"
-        "      inline:\n"
-        "        encoding: b64\n"
-        "        data: aGVsbG8K\n"
-        "  - path: /etc/secret\n"
-        "    content:\n"
-        "      secretRef: {name: s1, dataKey: k}\n"
-        "  - path: /opt/bin/kubelet\n"
-        "    permissions: 493\n"
-        "    content:\n"
-        "      imageRef: {image: 'reg/hyperkube:v1.31.2', filePathInImage: /kubelet}\n"
-        "  - path: /etc/other-host\n"
-        "    hostName: node-b\n"
-        "    content: {inline: {data: x}}\n"
-        "  - path: /etc/my-host\n"
-        "    hostName: node-a\n"
-        "    unknownField: ignored\n"
-        "    content: {inline: {data: y}}\n"
-        "  units:\n"
-        "  - name: a.service\n"
-        "    enable: true\n"
-        "    content: '[Service]'\n"
-        "    dropIns: [{name: 10-a.conf, content: x}]\n"
-        "    filePaths: [/etc/plain]\n"
-        "  - name: containerd.service\n"
-        "    dropIns: [{name: 10-os.conf, content: y}]\n"
-        "  inPlaceUpdates:\n"
-        "    operatingSystemVersion: '1592.6.0'\n"
-        "    kubelet: '1.31.2'\n"
-        "    credentialsRotation:\n"
-        "      certificateAuthorities: {lastInitiationTime: '2025-01-01T00:00:00Z'}\n"
-        "      serviceAccountKey: {}\n"
-        "status:\n"
-        "  extensionUnits:\n"
-        "  - name: a.service\n"
-        "    command: stop\n"
-        "    dropIns: [{name: 20-ext.conf, content: z}]\n"
-        "    filePaths: [/etc/ext]\n"
-        "  - name: ext.service\n"
-        "    content: '[Unit]'\n"
-        "  extensionFiles:\n"
-        "  - path: /etc/ext\n"
-        "    content: {inline: {data: e}}\n"
-        "  - path: /etc/plain\n"
-        "    content: {inline: {data: duplicate}}\n";
+static const char full[] = "apiVersion: extensions.gardener.cloud/v1alpha1\n"
+                           "kind: OperatingSystemConfig\n"
+                           "spec:\n"
+                           "  purpose: reconcile\n"
+                           "  criConfig:\n"
+                           "    name: containerd\n"
+                           "    cgroupDriver: systemd\n"
+                           "    containerd:\n"
+                           "      sandboxImage: reg/pause:3.9\n"
+                           "      registries:\n"
+                           "      - upstream: docker.io\n"
+                           "        server: https://registry-1.docker.io\n"
+                           "        readinessProbe: true\n"
+                           "        hosts:\n"
+                           "        - url: https://mirror.local\n"
+                           "          caCerts: [/etc/ca.pem]\n"
+                           "          overridePath: true\n"
+                           "  files:\n"
+                           "  - path: /etc/plain\n"
+                           "    permissions: 420\n"
+                           "    content:\n"
+                           "      inline:\n"
+                           "        data: hello\n"
+                           "  - path: /etc/b64\n"
+                           "    content:\n"
+                           "      inline:\n"
+                           "        encoding: b64\n"
+                           "        data: aGVsbG8K\n"
+                           "  - path: /etc/secret\n"
+                           "    content:\n"
+                           "      secretRef: {name: s1, dataKey: k}\n"
+                           "  - path: /opt/bin/kubelet\n"
+                           "    permissions: 493\n"
+                           "    content:\n"
+                           "      imageRef: {image: 'reg/hyperkube:v1.31.2', filePathInImage: /kubelet}\n"
+                           "  - path: /etc/other-host\n"
+                           "    hostName: node-b\n"
+                           "    content: {inline: {data: x}}\n"
+                           "  - path: /etc/my-host\n"
+                           "    hostName: node-a\n"
+                           "    unknownField: ignored\n"
+                           "    content: {inline: {data: y}}\n"
+                           "  units:\n"
+                           "  - name: a.service\n"
+                           "    enable: true\n"
+                           "    content: '[Service]'\n"
+                           "    dropIns: [{name: 10-a.conf, content: x}]\n"
+                           "    filePaths: [/etc/plain]\n"
+                           "  - name: containerd.service\n"
+                           "    dropIns: [{name: 10-os.conf, content: y}]\n"
+                           "  inPlaceUpdates:\n"
+                           "    operatingSystemVersion: '1592.6.0'\n"
+                           "    kubelet: '1.31.2'\n"
+                           "    credentialsRotation:\n"
+                           "      certificateAuthorities: {lastInitiationTime: '2025-01-01T00:00:00Z'}\n"
+                           "      serviceAccountKey: {}\n"
+                           "status:\n"
+                           "  extensionUnits:\n"
+                           "  - name: a.service\n"
+                           "    command: stop\n"
+                           "    dropIns: [{name: 20-ext.conf, content: z}]\n"
+                           "    filePaths: [/etc/ext]\n"
+                           "  - name: ext.service\n"
+                           "    content: '[Unit]'\n"
+                           "  extensionFiles:\n"
+                           "  - path: /etc/ext\n"
+                           "    content: {inline: {data: e}}\n"
+                           "  - path: /etc/plain\n"
+                           "    content: {inline: {data: duplicate}}\n";
 
 static OscModel *decode(const char *yaml, const OscModelOptions *opts) {
         _cleanup_free_ char *err = NULL;
@@ -121,7 +120,8 @@ static void test_full(void **state) {
         assert_string_equal(m->files[0].path, "/etc/plain");
         assert_string_equal(m->files[m->n_files - 1].path, "/etc/ext");
         for (size_t i = 1; i < m->n_files; i++)
-                assert_true(strcmp(m->files[m->files_by_path[i - 1]].path, m->files[m->files_by_path[i]].path) < 0);
+                assert_true(strcmp(m->files[m->files_by_path[i - 1]].path,
+                                   m->files[m->files_by_path[i]].path) < 0);
         assert_null(osc_model_find_file(m, "/etc/zzz"));
         assert_null(osc_model_find_file(m, "/"));
 
@@ -136,7 +136,8 @@ static void test_full(void **state) {
         assert_int_equal(u->n_file_paths, 2);
         assert_true(osc_unit_lists_file(u, "/etc/ext"));
         assert_int_equal(osc_unit_effective_command(u), OSC_UNIT_COMMAND_STOP);
-        assert_int_equal(osc_unit_effective_command(osc_model_find_unit(m, "ext.service")), OSC_UNIT_COMMAND_RESTART);
+        assert_int_equal(osc_unit_effective_command(osc_model_find_unit(m, "ext.service")),
+                         OSC_UNIT_COMMAND_RESTART);
 
         /* injected containerd drop-in, byte for byte */
         u = osc_model_find_unit(m, "containerd.service");
@@ -148,16 +149,18 @@ static void test_full(void **state) {
 
         /* containerd, registries, hosts.toml */
         assert_true(m->has_containerd);
-        assert_string_equal(json_string_value(json_object_get(m->containerd_config, "cgroupDriver")), "systemd");
+        assert_string_equal(json_string_value(json_object_get(m->containerd_config, "cgroupDriver")),
+                            "systemd");
         assert_int_equal(m->n_registries, 1);
         assert_true(m->registries[0].readiness_probe);
         assert_int_equal(osc_registry_hosts_toml(&m->registries[0], &toml), 0);
-        assert_string_equal(toml, "# managed by gardener-node-agent\n"
-                                  "server = \"https://registry-1.docker.io\"\n\n"
-                                  "[host.\"https://mirror.local\"]\n"
-                                  "  capabilities = [\"pull\",\"resolve\"]\n"
-                                  "  ca = [\"/etc/ca.pem\"]\n"
-                                  "  override_path = true\n\n");
+        assert_string_equal(toml,
+                            "# managed by gardener-node-agent\n"
+                            "server = \"https://registry-1.docker.io\"\n\n"
+                            "[host.\"https://mirror.local\"]\n"
+                            "  capabilities = [\"pull\",\"resolve\"]\n"
+                            "  ca = [\"/etc/ca.pem\"]\n"
+                            "  override_path = true\n\n");
 
         /* in-place */
         assert_true(m->in_place);
@@ -197,8 +200,8 @@ static void test_round_trip(void **state) {
 }
 
 static void test_no_injection_without_cri(void **state) {
-        _cleanup_(osc_model_freep) OscModel *m =
-                decode("spec:\n  units: [{name: x.service}]\n", &(OscModelOptions) { .containerd_path = "/bin" });
+        _cleanup_(osc_model_freep) OscModel *m = decode("spec:\n  units: [{name: x.service}]\n",
+                                                        &(OscModelOptions) { .containerd_path = "/bin" });
 
         assert_int_equal(m->n_units, 1);
         assert_false(m->has_cri);
@@ -208,9 +211,10 @@ static void test_no_injection_without_cri(void **state) {
 /* Issue 23: permissions 4095 / 2541 gave files mode 07777 / 04755; upstream applies only the
  * permission bits. The canonical form keeps the value (the diff compares it with GNA's). */
 static void test_only_permission_bits(void **state) {
-        static const char yaml[] = "spec: {files: [{path: /a, permissions: 4095, content: {inline: {data: x}}},\n"
-                                   "                {path: /b, permissions: 2541, content: {inline: {data: x}}},\n"
-                                   "                {path: /c, permissions: 0, content: {inline: {data: x}}}]}";
+        static const char yaml[] =
+                "spec: {files: [{path: /a, permissions: 4095, content: {inline: {data: x}}},\n"
+                "                {path: /b, permissions: 2541, content: {inline: {data: x}}},\n"
+                "                {path: /c, permissions: 0, content: {inline: {data: x}}}]}";
         _cleanup_(osc_model_freep) OscModel *m = decode(yaml, NULL);
         json_t *j;
 
@@ -225,9 +229,10 @@ static void test_only_permission_bits(void **state) {
 /* Issue 30: upstream skips a file without content (getFileContentData: ok=false) and applies the
  * rest; the model keeps it, without a source, and its canonical form round-trips. */
 static void test_file_without_content(void **state) {
-        static const char yaml[] = "spec: {files: [{path: /etc/kubernetes/manifests/kube-apiserver.yaml, content: {}},\n"
-                                   "                {path: /b, permissions: 420},\n"
-                                   "                {path: /c, content: {inline: {data: x}}}]}";
+        static const char yaml[] =
+                "spec: {files: [{path: /etc/kubernetes/manifests/kube-apiserver.yaml, content: {}},\n"
+                "                {path: /b, permissions: 420},\n"
+                "                {path: /c, content: {inline: {data: x}}}]}";
         _cleanup_(osc_model_freep) OscModel *m = decode(yaml, NULL);
         const OscFile *f = osc_model_find_file(m, "/etc/kubernetes/manifests/kube-apiserver.yaml");
         OscFile copy;
@@ -265,11 +270,11 @@ static void test_errors(void **state) {
                   "file \"/etc/x/\": path must be absolute without . or .. or a trailing slash" },
                 { "spec: {files: [{path: /, content: {inline: {data: x}}}]}", -EINVAL,
                   "file \"/\": path must be absolute without . or .. or a trailing slash" },
-                { "spec: {files: [{path: /a, content: {inline: {data: x}, secretRef: {name: s, dataKey: k}}}]}", -EINVAL,
-                  "file \"/a\": content has more than one of inline, secretRef and imageRef" },
+                { "spec: {files: [{path: /a, content: {inline: {data: x}, secretRef: {name: s, dataKey: k}}}]}",
+                  -EINVAL, "file \"/a\": content has more than one of inline, secretRef and imageRef" },
                 { "spec: {files: [{path: /a, content: {secretRef: {name: s, dataKey: k}, "
-                  "imageRef: {image: i, filePathInImage: /f}}}]}", -EINVAL,
-                  "file \"/a\": content has more than one of inline, secretRef and imageRef" },
+                  "imageRef: {image: i, filePathInImage: /f}}}]}",
+                  -EINVAL, "file \"/a\": content has more than one of inline, secretRef and imageRef" },
                 { "spec: {files: [{path: /a, permissions: 99999, content: {inline: {data: x}}}]}", -EINVAL,
                   "file \"/a\": permissions out of range" },
                 { "spec: {files: [{path: /a, permissions: '0644', content: {inline: {data: x}}}]}", -EINVAL,
@@ -278,22 +283,28 @@ static void test_errors(void **state) {
                   "spec.files[0].content.dataKey: must not be empty" },
                 /* Issue 23: a Secret name that would have selected another object or added a query. */
                 { "spec: {files: [{path: /a, content: {secretRef: {name: ../../default/secrets/other, dataKey: k}}}]}",
-                  -EINVAL, "spec.files[0].content.secretRef.name: \"../../default/secrets/other\" is not a valid DNS-1123 "
-                           "subdomain: must consist of lower case alphanumeric characters, '-' or '.', and must start and "
-                           "end with an alphanumeric character" },
+                  -EINVAL,
+                  "spec.files[0].content.secretRef.name: \"../../default/secrets/other\" is not a valid DNS-1123 "
+                  "subdomain: must consist of lower case alphanumeric characters, '-' or '.', and must start and "
+                  "end with an alphanumeric character" },
                 { "spec: {files: [{path: /a, content: {inline: {data: x}}}, "
                   "{path: /b, content: {secretRef: {name: 'ipa-good?labelSelector=x', dataKey: k}}}]}",
-                  -EINVAL, "spec.files[1].content.secretRef.name: \"ipa-good?labelSelector=x\" is not a valid DNS-1123 "
-                           "subdomain: must consist of lower case alphanumeric characters, '-' or '.', and must start and "
-                           "end with an alphanumeric character" },
-                { "status: {extensionFiles: [{path: /a, content: {secretRef: {name: A, dataKey: k}}}]}", -EINVAL, NULL },
+                  -EINVAL,
+                  "spec.files[1].content.secretRef.name: \"ipa-good?labelSelector=x\" is not a valid DNS-1123 "
+                  "subdomain: must consist of lower case alphanumeric characters, '-' or '.', and must start and "
+                  "end with an alphanumeric character" },
+                { "status: {extensionFiles: [{path: /a, content: {secretRef: {name: A, dataKey: k}}}]}",
+                  -EINVAL, NULL },
                 { "spec: {files: {}}", -EINVAL, "spec.files: expected a list" },
                 { "spec: {units: [{name: ../x}]}", -EINVAL, "spec.units[0]: invalid unit name \"../x\"" },
-                { "spec: {units: [{name: x, command: reload}]}", -EINVAL, "unit \"x\": unknown command \"reload\"" },
-                { "spec: {units: [{name: x, enable: 'yes'}]}", -EINVAL, "spec.units[0].enable: expected true or false" },
+                { "spec: {units: [{name: x, command: reload}]}", -EINVAL,
+                  "unit \"x\": unknown command \"reload\"" },
+                { "spec: {units: [{name: x, enable: 'yes'}]}", -EINVAL,
+                  "spec.units[0].enable: expected true or false" },
                 { "spec: {units: [{name: x, dropIns: [{name: a/b}]}]}", -EINVAL,
                   "unit \"x\": invalid drop-in name \"a/b\"" },
-                { "status: {extensionUnits: [{content: x}]}", -EINVAL, "status.extensionUnits[0].name: must not be empty" },
+                { "status: {extensionUnits: [{content: x}]}", -EINVAL,
+                  "status.extensionUnits[0].name: must not be empty" },
                 { "spec: {criConfig: {containerd: {registries: [{upstream: '..'}]}}}", -EINVAL,
                   "spec.criConfig.containerd.registries[0]: invalid upstream \"..\"" },
                 { "kind: Secret", -EINVAL, "kind: expected OperatingSystemConfig" },
@@ -332,7 +343,8 @@ static void test_limits(void **state) {
 static void test_kubelet_config(void **state) {
         _cleanup_(osc_model_freep) OscModel *m = decode(
                 "spec:\n  files:\n  - path: /var/lib/kubelet/config/kubelet\n    content:\n      inline:\n"
-                "        data: |\n          kind: KubeletConfiguration\n          cpuManagerPolicy: static\n", NULL);
+                "        data: |\n          kind: KubeletConfiguration\n          cpuManagerPolicy: static\n",
+                NULL);
         _cleanup_(osc_model_freep) OscModel *none = decode("spec: {}", NULL);
         _cleanup_free_ char *err = NULL;
         json_t *cfg = NULL;
@@ -341,7 +353,8 @@ static void test_kubelet_config(void **state) {
         assert_string_equal(json_string_value(json_object_get(cfg, "cpuManagerPolicy")), "static");
         json_decref(cfg);
         assert_int_equal(osc_model_kubelet_config(none, &cfg, &err), -ENODATA);
-        assert_string_equal(err, "kubelet config file with path: \"/var/lib/kubelet/config/kubelet\" not found in OSC");
+        assert_string_equal(
+                err, "kubelet config file with path: \"/var/lib/kubelet/config/kubelet\" not found in OSC");
 }
 
 int main(void) {

@@ -45,22 +45,27 @@ static void test_check_changes(void **state) {
 
         /* Issue 32: a write into a directory that cannot be resolved fails before the first item;
          * a removal there has nothing to remove. */
-        assert_int_equal(osc_changes_check_protected(&c, &p, fake_canonical, (void *) "/root", &err), -ENOTDIR);
-        assert_string_equal(err, "/broken/etc/inplace-agent/x: its directory cannot be resolved below "
-                                 "osc.rootDirectory (Not a directory): a symlink whose target is missing, or no "
-                                 "directory");
+        assert_int_equal(osc_changes_check_protected(&c, &p, fake_canonical, (void *) "/root", &err),
+                         -ENOTDIR);
+        assert_string_equal(err,
+                            "/broken/etc/inplace-agent/x: its directory cannot be resolved below "
+                            "osc.rootDirectory (Not a directory): a symlink whose target is missing, or no "
+                            "directory");
         err = mfree(err);
         items[3].kind = OSC_WORK_DELETE_FILE;
         assert_int_equal(osc_changes_check_protected(&c, &p, fake_canonical, (void *) "/root", &err), 0);
         assert_int_equal(osc_protected_add(&p, "/root/etc/inplace-agent", "configuration directory"), 0);
-        assert_int_equal(osc_changes_check_protected(&c, &p, fake_canonical, (void *) "/root", &err), -EPERM);
-        assert_string_equal(err, "/etc/inplace-agent/config.yaml: inside the agent's configuration directory "
-                                 "/root/etc/inplace-agent: an OSC never writes or removes the agent's own files");
+        assert_int_equal(osc_changes_check_protected(&c, &p, fake_canonical, (void *) "/root", &err),
+                         -EPERM);
+        assert_string_equal(err,
+                            "/etc/inplace-agent/config.yaml: inside the agent's configuration directory "
+                            "/root/etc/inplace-agent: an OSC never writes or removes the agent's own files");
         /* done (by an older agent): not refused now; outside the root: not this root's business */
         items[2].done = true;
         assert_int_equal(osc_changes_check_protected(&c, &p, fake_canonical, (void *) "/root", NULL), 0);
         items[2].done = false;
-        assert_int_equal(osc_changes_check_protected(&c, &p, fake_canonical, (void *) "/elsewhere", NULL), 0);
+        assert_int_equal(osc_changes_check_protected(&c, &p, fake_canonical, (void *) "/elsewhere", NULL),
+                         0);
 }
 
 int main(void) {

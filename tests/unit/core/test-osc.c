@@ -30,15 +30,16 @@ static char *base64(const char *data, size_t size) {
 /* A Secret as the API returns it; checksum NULL leaves the annotation out. */
 static json_t *secret_for(const char *yaml, size_t size, const char *checksum) {
         _cleanup_free_ char *b64 = base64(yaml, size);
-        json_t *s = json_pack("{s:s, s:s, s:{s:s, s:s, s:{}}, s:{s:s}, s:s}", "apiVersion", "v1", "kind", "Secret",
-                              "metadata", "name", "gardener-node-agent-worker-a", "namespace", "kube-system",
-                              "annotations", "data", "osc.yaml", b64, "type", "Opaque");
+        json_t *s = json_pack("{s:s, s:s, s:{s:s, s:s, s:{}}, s:{s:s}, s:s}", "apiVersion", "v1", "kind",
+                              "Secret", "metadata", "name", "gardener-node-agent-worker-a", "namespace",
+                              "kube-system", "annotations", "data", "osc.yaml", b64, "type", "Opaque");
 
         assert_non_null(s);
         if (checksum)
-                assert_int_equal(json_object_set_new(json_object_get(json_object_get(s, "metadata"), "annotations"),
-                                                     OSC_CHECKSUM_ANNOTATION, json_string(checksum)),
-                                 0);
+                assert_int_equal(
+                        json_object_set_new(json_object_get(json_object_get(s, "metadata"), "annotations"),
+                                            OSC_CHECKSUM_ANNOTATION, json_string(checksum)),
+                        0);
         return s;
 }
 
@@ -75,7 +76,8 @@ static void test_full_in_place_osc(void **state) {
         assert_string_equal(o->os_update_args[0], "1592.7");
         assert_null(o->os_update_args[1]);
         assert_true(o->kubelet_file_found);
-        assert_string_equal(o->kubelet_image, "europe-docker.pkg.dev/gardener-project/releases/hyperkube:v1.32.1");
+        assert_string_equal(o->kubelet_image,
+                            "europe-docker.pkg.dev/gardener-project/releases/hyperkube:v1.32.1");
         assert_string_equal(o->kubelet_file_in_image, "/kubelet");
 
         assert_int_equal(osc_kubelet_version(o, &kv, NULL), 0);
@@ -89,11 +91,11 @@ static void test_rotation_and_digest(void **state) {
         assert_null(o->checksum);
         assert_true(o->has_rotation);
         assert_string_equal(o->ca_rotation, "2025-03-01T10:00:00Z");
-        assert_null(o->sa_rotation);            /* the struct exists, its time does not */
+        assert_null(o->sa_rotation); /* the struct exists, its time does not */
         assert_null(o->min_version_for_update);
         assert_string_equal(o->os_version, "1592.6.0");
         assert_string_equal(o->kubelet_version, "v1.31.4");
-        assert_null(o->os_update_args[0]);      /* no args: an empty list, not NULL */
+        assert_null(o->os_update_args[0]); /* no args: an empty list, not NULL */
         assert_int_equal(osc_kubelet_version(o, &kv, NULL), 0);
         assert_string_equal(kv, "1.31.4");
 }
@@ -105,7 +107,7 @@ static void test_rolling_pool(void **state) {
         assert_false(o->in_place);
         assert_null(o->os_version);
         assert_null(o->os_update_command);
-        assert_int_equal(osc_kubelet_version(o, &kv, NULL), 0);       /* from the image tag */
+        assert_int_equal(osc_kubelet_version(o, &kv, NULL), 0); /* from the image tag */
         assert_string_equal(kv, "1.31.5");
 }
 
@@ -121,7 +123,7 @@ static void test_extension_files_and_inline(void **state) {
         assert_true(b->kubelet_file_found);
         assert_null(b->kubelet_image);
         assert_null(b->kubelet_file_in_image);
-        b->in_place = false;                    /* without inPlaceUpdates and image there is no version */
+        b->in_place = false; /* without inPlaceUpdates and image there is no version */
         assert_int_equal(osc_kubelet_version(b, &kv, NULL), -ENODATA);
         assert_null(kv);
 }
@@ -135,13 +137,13 @@ static OscDesired *decode_text(const char *yaml) {
         return o;
 }
 
-/* docs/node-protocol.md §2.2 step 3: the kube-apiserver manifest in spec.files makes a control-plane node; upstream
- * looks at spec.files only, so one in status.extensionFiles does not. */
+/* docs/node-protocol.md §2.2 step 3: the kube-apiserver manifest in spec.files makes a control-plane node;
+ * upstream looks at spec.files only, so one in status.extensionFiles does not. */
 static void test_control_plane(void **state) {
         _cleanup_(osc_desired_freep) OscDesired *cp = decode_text(
                 "spec:\n  files:\n  - path: /etc/a\n  - path: " OSC_KUBE_APISERVER_MANIFEST "\n");
-        _cleanup_(osc_desired_freep) OscDesired *ext = decode_text(
-                "status:\n  extensionFiles:\n  - path: " OSC_KUBE_APISERVER_MANIFEST "\n");
+        _cleanup_(osc_desired_freep) OscDesired *ext =
+                decode_text("status:\n  extensionFiles:\n  - path: " OSC_KUBE_APISERVER_MANIFEST "\n");
         _cleanup_(osc_desired_freep) OscDesired *worker = decode_fixture("inplace-os-kubelet.yaml", NULL);
         _cleanup_(osc_desired_freep) OscDesired *near = decode_text(
                 "spec:\n  files:\n  - path: /etc/kubernetes/manifests/kube-apiserver.yaml.bak\n");
@@ -206,9 +208,11 @@ static void test_secret_shape(void **state) {
                 { "{\"data\":{\"osc.yaml\":\"====\"}}", -EBADMSG,
                   "unable to decode OSC from secret data key osc.yaml: invalid base64 data" },
                 /* valid base64 of "a": a scalar document, not an OSC */
-                { "{\"data\":{\"osc.yaml\":\"YQ==\"}}", -EINVAL, "osc.yaml: expected an OperatingSystemConfig object" },
+                { "{\"data\":{\"osc.yaml\":\"YQ==\"}}", -EINVAL,
+                  "osc.yaml: expected an OperatingSystemConfig object" },
                 /* empty data: an empty YAML stream is null */
-                { "{\"data\":{\"osc.yaml\":\"\"}}", -EINVAL, "osc.yaml: expected an OperatingSystemConfig object" },
+                { "{\"data\":{\"osc.yaml\":\"\"}}", -EINVAL,
+                  "osc.yaml: expected an OperatingSystemConfig object" },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(table); i++) {
@@ -229,7 +233,7 @@ static void test_secret_shape(void **state) {
 static void test_field_errors(void **state) {
         static const struct {
                 const char *yaml;
-                const char *error;      /* NULL: decodes fine */
+                const char *error; /* NULL: decodes fine */
         } table[] = {
                 { "spec: []", "spec: expected an object" },
                 { "status: 1", "status: expected an object" },
@@ -263,12 +267,14 @@ static void test_field_errors(void **state) {
                   "spec.files[0].content.imageRef.image: invalid or longer than 1024 bytes" },
                 { "spec: {files: [{path: /opt/bin/kubelet, content: {imageRef: {image: r/k:v1}}}]}",
                   "spec.files[0].content.imageRef.filePathInImage: must not be empty" },
-                { "spec: {files: [{path: /opt/bin/kubelet, content: 3}]}", "spec.files[0].content: expected an object" },
+                { "spec: {files: [{path: /opt/bin/kubelet, content: 3}]}",
+                  "spec.files[0].content: expected an object" },
                 { "status: {extensionFiles: [{path: /opt/bin/kubelet, content: {imageRef: 1}}]}",
                   "status.extensionFiles[0].content.imageRef: expected an object" },
                 /* the kubelet entry of spec.files wins; a bad duplicate later is not read */
                 { "spec: {files: [{path: /opt/bin/kubelet, content: {imageRef: {image: r/k:v1, filePathInImage: /k}}},"
-                  " {path: /opt/bin/kubelet, content: 3}]}", NULL },
+                  " {path: /opt/bin/kubelet, content: 3}]}",
+                  NULL },
                 /* nulls are Go zero values */
                 { "spec: {inPlaceUpdates: {kubelet: null, credentialsRotation: null}, files: null}", NULL },
                 { "apiVersion: extensions.gardener.cloud/v1alpha1\nkind: OperatingSystemConfig\n", NULL },
@@ -328,13 +334,15 @@ static void test_limits(void **state) {
 
                 memset(sum, 'a', sizeof(sum) - 1);
                 sum[sizeof(sum) - 1] = '\0';
-                assert_int_equal(osc_decode_yaml("kind: OperatingSystemConfig", 27, sum, KUBELET_PATH, &o, &e), -EINVAL);
+                assert_int_equal(
+                        osc_decode_yaml("kind: OperatingSystemConfig", 27, sum, KUBELET_PATH, &o, &e),
+                        -EINVAL);
         }
 }
 
 static void test_image_tag(void **state) {
         static const struct {
-                const char *image, *tag;        /* tag NULL: -ENODATA */
+                const char *image, *tag; /* tag NULL: -ENODATA */
         } table[] = {
                 { "europe-docker.pkg.dev/gardener-project/releases/hyperkube:v1.32.1", "v1.32.1" },
                 { "registry.example.com:5000/hyperkube:v1.31.4@sha256:0123", "v1.31.4" },
@@ -395,13 +403,16 @@ static void test_hostile_kubelet_fields(void **state) {
                 { "1.31.2", "r/k:v1.31.2", "../../../../etc/shadow",
                   "spec.files[2].content.imageRef.filePathInImage: \"../../../../etc/shadow\" must be a normalised "
                   "path inside the image, without \"..\", \".\" or empty components" },
-                { "1.31.2", "r/k:v1.31.2", "/a/./kubelet", "spec.files[2].content.imageRef.filePathInImage: "
+                { "1.31.2", "r/k:v1.31.2", "/a/./kubelet",
+                  "spec.files[2].content.imageRef.filePathInImage: "
                   "\"/a/./kubelet\" must be a normalised path inside the image, without \"..\", \".\" or empty "
                   "components" },
-                { "1.31.2", "r/k:v1.31.2", "/a//kubelet", "spec.files[2].content.imageRef.filePathInImage: "
+                { "1.31.2", "r/k:v1.31.2", "/a//kubelet",
+                  "spec.files[2].content.imageRef.filePathInImage: "
                   "\"/a//kubelet\" must be a normalised path inside the image, without \"..\", \".\" or empty "
                   "components" },
-                { "1.31.2", "r/k:v1.31.2", "/bin/", "spec.files[2].content.imageRef.filePathInImage: "
+                { "1.31.2", "r/k:v1.31.2", "/bin/",
+                  "spec.files[2].content.imageRef.filePathInImage: "
                   "\"/bin/\" must be a normalised path inside the image, without \"..\", \".\" or empty "
                   "components" },
         };

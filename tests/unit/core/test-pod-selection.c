@@ -42,16 +42,22 @@ static PodVerdict verdict_of(const char *extra) {
  * labels; everything else goes, DaemonSet Pods included. */
 static void test_verdicts(void **state) {
         assert_int_equal(verdict_of(NULL), POD_DELETE);
-        assert_int_equal(verdict_of("\"labels\":{\"app\":\"gardener-resource-manager\"}"), POD_SKIP_RESOURCE_MANAGER);
+        assert_int_equal(verdict_of("\"labels\":{\"app\":\"gardener-resource-manager\"}"),
+                         POD_SKIP_RESOURCE_MANAGER);
         assert_int_equal(verdict_of("\"labels\":{\"app\":\"gardener-resource-manager-x\"}"), POD_DELETE);
         assert_int_equal(verdict_of("\"labels\":{\"role\":\"gardener-resource-manager\"}"), POD_DELETE);
-        assert_int_equal(verdict_of("\"annotations\":{\"kubernetes.io/config.mirror\":\"0f1e\"}"), POD_SKIP_MIRROR);
+        assert_int_equal(verdict_of("\"annotations\":{\"kubernetes.io/config.mirror\":\"0f1e\"}"),
+                         POD_SKIP_MIRROR);
         assert_int_equal(verdict_of("\"annotations\":{\"kubernetes.io/config.mirror\":\"\"},"
-                                    "\"labels\":{\"app\":\"gardener-resource-manager\"}"), POD_SKIP_MIRROR);
-        assert_int_equal(verdict_of("\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":\"n\"}]"),
-                         POD_SKIP_STATIC);
-        assert_int_equal(verdict_of("\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\","
-                                    "\"name\":\"kube-proxy\"}]"), POD_DELETE);
+                                    "\"labels\":{\"app\":\"gardener-resource-manager\"}"),
+                         POD_SKIP_MIRROR);
+        assert_int_equal(
+                verdict_of("\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":\"n\"}]"),
+                POD_SKIP_STATIC);
+        assert_int_equal(
+                verdict_of("\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\","
+                           "\"name\":\"kube-proxy\"}]"),
+                POD_DELETE);
         assert_int_equal(verdict_of("\"ownerReferences\":\"Node\""), POD_DELETE);
         assert_string_equal(pod_verdict_to_string(POD_SKIP_MIRROR), "mirror pod");
         assert_null(pod_verdict_to_string(_POD_VERDICT_MAX));
@@ -72,7 +78,8 @@ static void test_selection(void **state) {
         _cleanup_free_ char *m = NULL;
         json_t *pods[] = {
                 pod("default", "web-1", NULL),
-                pod("garden", "gardener-resource-manager-7d9", "\"labels\":{\"app\":\"gardener-resource-manager\"}"),
+                pod("garden", "gardener-resource-manager-7d9",
+                    "\"labels\":{\"app\":\"gardener-resource-manager\"}"),
                 pod("kube-system", "kube-proxy-abc", NULL),
                 pod("kube-system", "etcd-node-1", "\"annotations\":{\"kubernetes.io/config.mirror\":\"x\"}"),
         };
@@ -88,9 +95,11 @@ static void test_selection(void **state) {
         assert_int_equal(s.pods[3].verdict, POD_SKIP_MIRROR);
 
         m = pod_selection_message(&s, 1024);
-        assert_string_equal(m, "Deleted 2 Pod(s) still bound to the node after the in-place update: default/web-1, "
-                               "kube-system/kube-proxy-abc. Left alone 2: garden/gardener-resource-manager-7d9 "
-                               "(gardener-resource-manager), kube-system/etcd-node-1 (mirror pod).");
+        assert_string_equal(
+                m,
+                "Deleted 2 Pod(s) still bound to the node after the in-place update: default/web-1, "
+                "kube-system/kube-proxy-abc. Left alone 2: garden/gardener-resource-manager-7d9 "
+                "(gardener-resource-manager), kube-system/etcd-node-1 (mirror pod).");
 }
 
 static void test_empty_and_bad_lists(void **state) {
@@ -127,8 +136,8 @@ static void test_message_bounded(void **state) {
 
         for (size_t i = 0; i < ELEMENTSOF(pods); i++) {
                 snprintf(name, sizeof(name), "workload-with-a-rather-long-generated-name-%03zu", i);
-                pods[i] = pod("team-namespace", name, i % 3 == 0 ? "\"labels\":{\"app\":\"gardener-resource-manager\"}"
-                                                                 : NULL);
+                pods[i] = pod("team-namespace", name,
+                              i % 3 == 0 ? "\"labels\":{\"app\":\"gardener-resource-manager\"}" : NULL);
         }
         list = list_of(ELEMENTSOF(pods), pods);
         assert_int_equal(pod_selection_from_list(list, &s, NULL), 0);
@@ -136,25 +145,29 @@ static void test_message_bounded(void **state) {
 
         m = pod_selection_message(&s, 1024);
         assert_true(strlen(m) < 1024);
-        assert_true(strlen(m) > 800);           /* the room is used */
-        assert_true(startswith(m, "Deleted 100 Pod(s) still bound to the node after the in-place update: "
-                                  "team-namespace/workload-with-a-rather-long-generated-name-001, "));
-        p = strstr(m, ". Left alone 50: team-namespace/workload-with-a-rather-long-generated-name-000 "
-                      "(gardener-resource-manager), ");
+        assert_true(strlen(m) > 800); /* the room is used */
+        assert_true(startswith(m,
+                               "Deleted 100 Pod(s) still bound to the node after the in-place update: "
+                               "team-namespace/workload-with-a-rather-long-generated-name-001, "));
+        p = strstr(m,
+                   ". Left alone 50: team-namespace/workload-with-a-rather-long-generated-name-000 "
+                   "(gardener-resource-manager), ");
         assert_non_null(p);
         /* "... and N more" closes each list, and the named plus the rest add up */
-        snprintf(tail, sizeof(tail), " and %zu more. Left alone 50: ",
-                 100 - count_in(m, p - m, "team-namespace/"));
+        snprintf(tail, sizeof(tail),
+                 " and %zu more. Left alone 50: ", 100 - count_in(m, p - m, "team-namespace/"));
         assert_non_null(strstr(m, tail));
-        snprintf(tail, sizeof(tail), " and %zu more.", 50 - count_in(p, strlen(p), "(gardener-resource-manager)"));
+        snprintf(tail, sizeof(tail), " and %zu more.",
+                 50 - count_in(p, strlen(p), "(gardener-resource-manager)"));
         assert_true(endswith(m, tail));
 
         /* Too small for any name: the counts alone. */
         free(m);
         m = pod_selection_message(&s, 160);
         assert_true(strlen(m) < 160);
-        assert_string_equal(m, "Deleted 100 Pod(s) still bound to the node after the in-place update: 100 not "
-                               "named here. Left alone 50: 50 not named here.");
+        assert_string_equal(m,
+                            "Deleted 100 Pod(s) still bound to the node after the in-place update: 100 not "
+                            "named here. Left alone 50: 50 not named here.");
 }
 
 int main(void) {

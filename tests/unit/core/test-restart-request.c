@@ -13,8 +13,8 @@ static int parse(const char *value, const char *self, RestartRequest **ret) {
 
 typedef struct Case {
         const char *value;
-        const char *units[MAXN];        /* expected, in order, NULL-terminated */
-        const char *rejected[MAXN];     /* expected displayed entries, in order */
+        const char *units[MAXN];    /* expected, in order, NULL-terminated */
+        const char *rejected[MAXN]; /* expected displayed entries, in order */
         bool has_self;
 } Case;
 
@@ -22,7 +22,9 @@ static const Case cases[] = {
         /* Issue 4 acceptance strings. */
         { "kubelet,containerd", { "kubelet.service", "containerd.service" }, {}, false },
         { "../../etc/passwd,foo;rm -rf /,,kubelet, kubelet ",
-          { "kubelet.service" }, { "../../etc/passwd", "foo;rm -rf /", "" }, false },
+          { "kubelet.service" },
+          { "../../etc/passwd", "foo;rm -rf /", "" },
+          false },
         { "inplace-agent,kubelet", { "kubelet.service", SELF }, {}, true },
         /* docs/node-protocol.md §5 test string, with our unit as the self unit. */
         { "inplace-agent.service,foo.service,bar", { "foo.service", "bar.service", SELF }, {}, true },
@@ -45,13 +47,19 @@ static const Case cases[] = {
 
         /* Names systemd would refuse, or that are dangerous to hand on. */
         { "../x,a;b,a b,foo/bar,x$y,.hidden,foo@.service,a@b@c",
-          {}, { "../x", "a;b", "a b", "foo/bar", "x$y", ".hidden", "foo@.service", "a@b@c" }, false },
+          {},
+          { "../x", "a;b", "a b", "foo/bar", "x$y", ".hidden", "foo@.service", "a@b@c" },
+          false },
         /* docs/contract.md §9.12: services, sockets and timers only; a slice would take the agent down. */
         { "system.slice,kubelet", { "kubelet.service" }, { "system.slice" }, false },
         { "a.scope,b.target,c.mount,d.device,e.swap,f.path,g.automount,-.slice",
-          {}, { "a.scope", "b.target", "c.mount", "d.device", "e.swap", "f.path", "g.automount", "-.slice" },
+          {},
+          { "a.scope", "b.target", "c.mount", "d.device", "e.swap", "f.path", "g.automount", "-.slice" },
           false },
-        { "foo.socket,foo.timer,foo.slice.service", { "foo.socket", "foo.timer", "foo.slice.service" }, {}, false },
+        { "foo.socket,foo.timer,foo.slice.service",
+          { "foo.socket", "foo.timer", "foo.slice.service" },
+          {},
+          false },
         /* A replaced unit (docs/contract.md §9.4) means the agent itself: once, last. */
         { "gardener-node-agent,kubelet", { "kubelet.service", SELF }, {}, true },
         { "gardener-node-agent.service,inplace-agent,a", { "a.service", SELF }, {}, true },
@@ -125,7 +133,8 @@ static void test_rejected_message_format(void **state) {
 
 static void test_result_message(void **state) {
         _cleanup_free_ char *ok = restart_result_message("kubelet.service", /* ok= */ true, NULL);
-        _cleanup_free_ char *bad = restart_result_message("x.service", /* ok= */ false, "job result: failed");
+        _cleanup_free_ char *bad =
+                restart_result_message("x.service", /* ok= */ false, "job result: failed");
 
         assert_string_equal(ok, "processed restart of unit kubelet.service");
         assert_string_equal(bad, "processed restart of unit x.service failed with error job result: failed");
@@ -161,8 +170,9 @@ static void test_overlong_value(void **state) {
         assert_null(r->rejected[0].entry);
         m = restart_rejected_message(&r->rejected[0]);
         assert_non_null(m);
-        assert_string_equal(m, "rejected restart annotation of 16385 bytes, more than the limit of 16384: "
-                               "\"a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,…\"");
+        assert_string_equal(m,
+                            "rejected restart annotation of 16385 bytes, more than the limit of 16384: "
+                            "\"a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,a,…\"");
 }
 
 static void test_unit_and_rejection_limits(void **state) {
@@ -220,7 +230,7 @@ static void test_rejected_summary(void **state) {
                 o += (size_t) snprintf(v + o, sizeof(v) - o, "%0200d.slice,", i);
         assert_true(o < sizeof(v));
         assert_int_equal(parse(v, SELF, &many), 0);
-        assert_int_equal(many->n_rejected_total, 71);          /* and the trailing empty entry */
+        assert_int_equal(many->n_rejected_total, 71); /* and the trailing empty entry */
         assert_int_equal(restart_request_rejected_summary(many, &c), 0);
         assert_non_null(c);
         assert_true(strlen(c) <= RESTART_REQUEST_MESSAGE_MAX);

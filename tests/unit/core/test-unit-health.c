@@ -6,7 +6,8 @@
 #define U(n, en, load, active, sub) \
         { .name = (n), .enabled = (en), .load_state = (load), .active_state = (active), .sub_state = (sub) }
 
-static void expect(const UnitHealthState *units, size_t n, bool status, const char *reason, const char *message) {
+static void expect(const UnitHealthState *units, size_t n, bool status, const char *reason,
+                   const char *message) {
         UnitHealthVerdict v = {};
 
         assert_int_equal(unit_health_evaluate(units, n, NOW, UNIT_HEALTH_STUCK_USEC, &v), 0);
@@ -20,13 +21,22 @@ static void test_healthy(void **state) {
         UnitHealthState units[] = {
                 U("a.service", true, "loaded", "active", "running"),
                 U("b.service", false, "loaded", "inactive", "dead"),
-                U("c.service", false, "loaded", "failed", "failed"),       /* disabled: not our business */
+                U("c.service", false, "loaded", "failed", "failed"), /* disabled: not our business */
                 U("d.service", false, "not-found", "inactive", "dead"),
                 U("e.service", true, "loaded", "activating", "auto-restart"),
-                { .name = "f.service", .enabled = true, .load_state = "loaded", .active_state = "inactive",
-                  .sub_state = "dead", .service_type = "oneshot" },
-                { .name = "g.service", .enabled = true, .load_state = "loaded", .active_state = "inactive",
-                  .sub_state = "dead", .service_type = "simple", .triggered = true },
+                { .name = "f.service",
+                  .enabled = true,
+                  .load_state = "loaded",
+                  .active_state = "inactive",
+                  .sub_state = "dead",
+                  .service_type = "oneshot" },
+                { .name = "g.service",
+                  .enabled = true,
+                  .load_state = "loaded",
+                  .active_state = "inactive",
+                  .sub_state = "dead",
+                  .service_type = "simple",
+                  .triggered = true },
         };
 
         expect(units, ELEMENTSOF(units), /* status= */ true, "AllUnitsHealthy", UNIT_HEALTH_MESSAGE_HEALTHY);
@@ -38,11 +48,19 @@ static void test_unhealthy(void **state) {
                 U("a.service", true, "loaded", "failed", "failed"),
                 U("b.service", true, "not-found", "inactive", "dead"),
                 U("c.service", false, "loaded", "active", "running"),
-                U("d.service", true, "loaded", "inactive", "dead"),          /* simple, not triggered */
-                { .name = "e.service", .enabled = true, .load_state = "loaded", .active_state = "activating",
-                  .sub_state = "start", .state_change_usec = NOW - UNIT_HEALTH_STUCK_USEC },
-                { .name = "f.service", .enabled = true, .load_state = "loaded", .active_state = "deactivating",
-                  .sub_state = "stop-sigterm", .state_change_usec = NOW - 12 * USEC_PER_SEC },
+                U("d.service", true, "loaded", "inactive", "dead"), /* simple, not triggered */
+                { .name = "e.service",
+                  .enabled = true,
+                  .load_state = "loaded",
+                  .active_state = "activating",
+                  .sub_state = "start",
+                  .state_change_usec = NOW - UNIT_HEALTH_STUCK_USEC },
+                { .name = "f.service",
+                  .enabled = true,
+                  .load_state = "loaded",
+                  .active_state = "deactivating",
+                  .sub_state = "stop-sigterm",
+                  .state_change_usec = NOW - 12 * USEC_PER_SEC },
         };
 
         expect(units, ELEMENTSOF(units), /* status= */ false, "UnhealthyUnits",
@@ -53,13 +71,25 @@ static void test_unhealthy(void **state) {
 static void test_progressing(void **state) {
         UnitHealthState units[] = {
                 U("a.service", true, "loaded", "active", "running"),
-                { .name = "b.service", .enabled = true, .load_state = "loaded", .active_state = "activating",
-                  .sub_state = "start", .state_change_usec = NOW - 12 * USEC_PER_SEC - 1 },
-                { .name = "c.service", .enabled = true, .load_state = "loaded", .active_state = "deactivating",
-                  .sub_state = "stop", .state_change_usec = NOW - UNIT_HEALTH_STUCK_USEC + 1 },
+                { .name = "b.service",
+                  .enabled = true,
+                  .load_state = "loaded",
+                  .active_state = "activating",
+                  .sub_state = "start",
+                  .state_change_usec = NOW - 12 * USEC_PER_SEC - 1 },
+                { .name = "c.service",
+                  .enabled = true,
+                  .load_state = "loaded",
+                  .active_state = "deactivating",
+                  .sub_state = "stop",
+                  .state_change_usec = NOW - UNIT_HEALTH_STUCK_USEC + 1 },
                 /* A timestamp in the future (another clock) counts as just now. */
-                { .name = "d.service", .enabled = true, .load_state = "loaded", .active_state = "activating",
-                  .sub_state = "start", .state_change_usec = NOW + USEC_PER_SEC },
+                { .name = "d.service",
+                  .enabled = true,
+                  .load_state = "loaded",
+                  .active_state = "activating",
+                  .sub_state = "start",
+                  .state_change_usec = NOW + USEC_PER_SEC },
         };
 
         expect(units, ELEMENTSOF(units), /* status= */ true, "ProgressingUnits",
@@ -108,8 +138,13 @@ static void test_running(void **state) {
         } cases[] = {
                 { U("a.service", true, "loaded", "active", "running"), UNIT_RUNNING, "active" },
                 { U("b.service", true, "loaded", "active", "exited"), UNIT_RUNNING, "active" },
-                { { .name = "c.service", .load_state = "loaded", .active_state = "inactive", .sub_state = "dead",
-                    .service_type = "oneshot" }, UNIT_RUNNING, "inactive" },
+                { { .name = "c.service",
+                    .load_state = "loaded",
+                    .active_state = "inactive",
+                    .sub_state = "dead",
+                    .service_type = "oneshot" },
+                  UNIT_RUNNING,
+                  "inactive" },
                 { U("d.service", true, "loaded", "activating", "start"), UNIT_WAITING, "activating" },
                 { U("e.service", true, "loaded", "activating", "auto-restart"), UNIT_WAITING, "activating" },
                 { U("f.service", true, "loaded", "inactive", "dead"), UNIT_WAITING, "inactive" },
@@ -150,12 +185,9 @@ static void test_units_started(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_healthy),
-                cmocka_unit_test(test_unhealthy),
-                cmocka_unit_test(test_progressing),
-                cmocka_unit_test(test_units_from_osc),
-                cmocka_unit_test(test_running),
-                cmocka_unit_test(test_units_started),
+                cmocka_unit_test(test_healthy),     cmocka_unit_test(test_unhealthy),
+                cmocka_unit_test(test_progressing), cmocka_unit_test(test_units_from_osc),
+                cmocka_unit_test(test_running),     cmocka_unit_test(test_units_started),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,8 +25,21 @@ static void test_valid(void **state) {
 static void test_invalid(void **state) {
         char longname[300];
         static const char *const bad[] = {
-                "", "../../etc/passwd", "foo;rm -rf /", "a b", "a\tb", "foo/bar", "a\nb",
-                "..", ".hidden", "-x", "foo@.service", "a@b@c", "x$y", "x\\x2dy", "trailing.",
+                "",
+                "../../etc/passwd",
+                "foo;rm -rf /",
+                "a b",
+                "a\tb",
+                "foo/bar",
+                "a\nb",
+                "..",
+                ".hidden",
+                "-x",
+                "foo@.service",
+                "a@b@c",
+                "x$y",
+                "x\\x2dy",
+                "trailing.",
         };
 
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {

@@ -11,7 +11,7 @@ static void test_compare_table(void **state) {
                 const char *a;
                 VersionOp op;
                 const char *b;
-                int expected;           /* 1, 0 or ERR */
+                int expected; /* 1, 0 or ERR */
         } table[] = {
                 /* docs/node-protocol.md §3.2 examples and scenario 28 (IsOsVersionUpToDate: a = current, b =
                  * desired) */
@@ -19,23 +19,23 @@ static void test_compare_table(void **state) {
                 { "1.2.0-foo.12", VERSION_OP_EQ, "1.2.0", 1 },
                 { "1.1.0", VERSION_OP_EQ, "1.2.0", 0 },
                 { "1.2.0", VERSION_OP_EQ, "invalid", ERR },
-                { "1592.6.7", VERSION_OP_EQ, "1592", 1 },               /* "= 1592" is ~1592 */
+                { "1592.6.7", VERSION_OP_EQ, "1592", 1 }, /* "= 1592" is ~1592 */
                 { "1592.0.0", VERSION_OP_EQ, "1592", 1 },
                 { "1593.0.0", VERSION_OP_EQ, "1592", 0 },
-                { "1592.6.3", VERSION_OP_EQ, "1592.6", 1 },             /* "= 1592.6" is ~1592.6 */
+                { "1592.6.3", VERSION_OP_EQ, "1592.6", 1 }, /* "= 1592.6" is ~1592.6 */
                 { "1592.7.0", VERSION_OP_EQ, "1592.6", 0 },
                 { "1592.5.9", VERSION_OP_EQ, "1592.6", 0 },
-                { "1592.6.5", VERSION_OP_LE, "1592.6", 1 },             /* dirty <= ignores patch */
+                { "1592.6.5", VERSION_OP_LE, "1592.6", 1 }, /* dirty <= ignores patch */
                 { "1592.7.0", VERSION_OP_LE, "1592.6", 0 },
                 { "1592.6.5", VERSION_OP_LE, "1592.6.4", 0 },
-                { "15.03", VERSION_OP_EQ, "15.3.0", 1 },                /* leading zeros */
+                { "15.03", VERSION_OP_EQ, "15.3.0", 1 }, /* leading zeros */
                 { "1632.0.0", VERSION_OP_GE, "1443.8.0", 1 },
                 { "15.3.20220818", VERSION_OP_EQ, "15.3.20220818", 1 },
-                { "15", VERSION_OP_EQ, "15.3.20220818", 0 },            /* SUSE "15 SP3" never matches */
-                { "1.2.3.4", VERSION_OP_EQ, "1.2.3", ERR },             /* 4th part */
+                { "15", VERSION_OP_EQ, "15.3.20220818", 0 }, /* SUSE "15 SP3" never matches */
+                { "1.2.3.4", VERSION_OP_EQ, "1.2.3", ERR },  /* 4th part */
                 { "1.2.3", VERSION_OP_EQ, "1.2.3.4", ERR },
                 { "", VERSION_OP_EQ, "1.2.3", ERR },
-                { "1.2.3", VERSION_OP_EQ, "", ERR },                    /* improper constraint */
+                { "1.2.3", VERSION_OP_EQ, "", ERR }, /* improper constraint */
                 { "1.2.3", VERSION_OP_EQ, "   ", ERR },
                 /* normalisation: every v deleted, cut at -, + and ~ */
                 { "v1.2.3", VERSION_OP_EQ, "1.2.3", 1 },
@@ -44,8 +44,8 @@ static void test_compare_table(void **state) {
                 { "1.2.3+build.7", VERSION_OP_EQ, "1.2.3", 1 },
                 { "1.2.3~rc1", VERSION_OP_EQ, "1.2.3", 1 },
                 { "1.2.3", VERSION_OP_EQ, "1.2.3-rc.1", 1 },
-                { "-1.2.3", VERSION_OP_EQ, "1.2.3", ERR },              /* cut to "" */
-                { "V1.2.3", VERSION_OP_EQ, "1.2.3", ERR },              /* only lower-case v goes */
+                { "-1.2.3", VERSION_OP_EQ, "1.2.3", ERR }, /* cut to "" */
+                { "V1.2.3", VERSION_OP_EQ, "1.2.3", ERR }, /* only lower-case v goes */
                 /* wildcards are accepted on the reference side only */
                 { "1.5.0", VERSION_OP_EQ, "1.x", 1 },
                 { "2.0.0", VERSION_OP_EQ, "1.*", 0 },
@@ -120,10 +120,8 @@ static void test_parse_and_normalize(void **state) {
                 const char *in;
                 uint64_t major, minor, patch;
         } ok[] = {
-                { "1", 1, 0, 0 },
-                { "1.31", 1, 31, 0 },
-                { "v1.31.4", 1, 31, 4 },
-                { "1.31.4-gke.100", 1, 31, 4 },
+                { "1", 1, 0, 0 },         { "1.31", 1, 31, 0 },
+                { "v1.31.4", 1, 31, 4 },  { "1.31.4-gke.100", 1, 31, 4 },
                 { "007.08.09", 7, 8, 9 },
         };
         char too_long[VERSION_STRING_MAX + 2];
@@ -140,7 +138,7 @@ static void test_parse_and_normalize(void **state) {
                 Version v = { 9, 9, 9 };
                 const char *why = NULL;
                 assert_int_equal(version_parse(too_long, &v, &why), -EINVAL);
-                assert_int_equal(v.major, 9);   /* untouched on failure */
+                assert_int_equal(v.major, 9); /* untouched on failure */
                 assert_non_null(why);
         }
         {
@@ -238,12 +236,9 @@ static void test_names(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_compare_table),
-                cmocka_unit_test(test_error_texts),
-                cmocka_unit_test(test_parse_and_normalize),
-                cmocka_unit_test(test_kubelet_classification),
-                cmocka_unit_test(test_normalize_kubelet),
-                cmocka_unit_test(test_names),
+                cmocka_unit_test(test_compare_table),       cmocka_unit_test(test_error_texts),
+                cmocka_unit_test(test_parse_and_normalize), cmocka_unit_test(test_kubelet_classification),
+                cmocka_unit_test(test_normalize_kubelet),   cmocka_unit_test(test_names),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,77 +22,81 @@ static const char *const os_versions[] = { "1592.6", "1592.7" };
 
 typedef struct OscSpec {
         const char *checksum;
-        unsigned kubelet;               /* index into kubelet_versions */
-        unsigned os;                    /* index into os_versions */
-        bool work_gated;                /* its files carry an in-place flag */
+        unsigned kubelet; /* index into kubelet_versions */
+        unsigned os;      /* index into os_versions */
+        bool work_gated;  /* its files carry an in-place flag */
         const char *ca_rotation;
 } OscSpec;
 
 static const OscSpec osc_specs[_OSC_MAX] = {
-        [OSC_BASE]          = { "c0", 1, 0, false, NULL },
+        [OSC_BASE] = { "c0", 1, 0, false, NULL },
         [OSC_KUBELET_PATCH] = { "c1", 2, 0, false, NULL },
         [OSC_KUBELET_MINOR] = { "c2", 3, 0, false, NULL },
-        [OSC_OS_UPDATE]     = { "c3", 1, 1, false, NULL },
-        [OSC_FILES]         = { "c4", 1, 0, false, NULL },
-        [OSC_FILES_GATED]   = { "c5", 1, 0, true, NULL },
-        [OSC_ROTATION]      = { "c6", 1, 0, false, "2025-03-01T09:00:00Z" },
+        [OSC_OS_UPDATE] = { "c3", 1, 1, false, NULL },
+        [OSC_FILES] = { "c4", 1, 0, false, NULL },
+        [OSC_FILES_GATED] = { "c5", 1, 0, true, NULL },
+        [OSC_ROTATION] = { "c6", 1, 0, false, "2025-03-01T09:00:00Z" },
 };
 
 static const char *const event_names[_EV_MAX] = {
-        [EV_RUN] = "EV_RUN", [EV_REBOOT] = "EV_REBOOT", [EV_NEW_OSC] = "EV_NEW_OSC", [EV_CANDIDATE] = "EV_CANDIDATE",
-        [EV_SELECTED] = "EV_SELECTED", [EV_READY] = "EV_READY", [EV_LEAVE] = "EV_LEAVE", [EV_WAIT] = "EV_WAIT",
+        [EV_RUN] = "EV_RUN",           [EV_REBOOT] = "EV_REBOOT",
+        [EV_NEW_OSC] = "EV_NEW_OSC",   [EV_CANDIDATE] = "EV_CANDIDATE",
+        [EV_SELECTED] = "EV_SELECTED", [EV_READY] = "EV_READY",
+        [EV_LEAVE] = "EV_LEAVE",       [EV_WAIT] = "EV_WAIT",
 };
 static const char *const run_names[] = {
-        [RUN_OK] = "RUN_OK", [RUN_FAIL] = "RUN_FAIL", [RUN_CRASH_BEFORE] = "RUN_CRASH_BEFORE",
-        [RUN_CRASH_AFTER] = "RUN_CRASH_AFTER", [RUN_OS_IN_PLACE] = "RUN_OS_IN_PLACE",
+        [RUN_OK] = "RUN_OK",
+        [RUN_FAIL] = "RUN_FAIL",
+        [RUN_CRASH_BEFORE] = "RUN_CRASH_BEFORE",
+        [RUN_CRASH_AFTER] = "RUN_CRASH_AFTER",
+        [RUN_OS_IN_PLACE] = "RUN_OS_IN_PLACE",
 };
 static const char *const osc_names[_OSC_MAX] = {
-        "OSC_BASE", "OSC_KUBELET_PATCH", "OSC_KUBELET_MINOR", "OSC_OS_UPDATE", "OSC_FILES", "OSC_FILES_GATED",
-        "OSC_ROTATION",
+        "OSC_BASE",  "OSC_KUBELET_PATCH", "OSC_KUBELET_MINOR", "OSC_OS_UPDATE",
+        "OSC_FILES", "OSC_FILES_GATED",   "OSC_ROTATION",
 };
 
 /* Everything but the record; zeroed as a whole so that it hashes byte for byte. */
 typedef struct World {
-        uint8_t desired;                /* ModelOsc */
-        uint8_t committed;              /* ModelOsc last applied */
-        uint8_t node_checksum;          /* ModelOsc + 1 on the Node; 0: none */
-        uint8_t result;                 /* NodeUpdateResult label */
-        uint8_t cond;                   /* 0: no InPlaceUpdate condition, 1: ReadyForUpdate, 2: UpdateFailed */
-        uint8_t ready_gen;              /* its lastTransitionTime */
+        uint8_t desired;       /* ModelOsc */
+        uint8_t committed;     /* ModelOsc last applied */
+        uint8_t node_checksum; /* ModelOsc + 1 on the Node; 0: none */
+        uint8_t result;        /* NodeUpdateResult label */
+        uint8_t cond;          /* 0: no InPlaceUpdate condition, 1: ReadyForUpdate, 2: UpdateFailed */
+        uint8_t ready_gen;     /* its lastTransitionTime */
         uint8_t candidate, selected;
-        uint8_t marker;                 /* OS index + 1 of updating-operating-system-version; 0: none */
+        uint8_t marker; /* OS index + 1 of updating-operating-system-version; 0: none */
         uint8_t failed_reason;
-        uint8_t kubelet;                /* index into kubelet_versions (0: no binary) */
+        uint8_t kubelet; /* index into kubelet_versions (0: no binary) */
         uint8_t os;
-        uint8_t staged_os;              /* OS index + 1 the next boot comes up with; 0: none */
+        uint8_t staged_os; /* OS index + 1 the next boot comes up with; 0: none */
         uint8_t units_present, units_running, kubelet_unit, kubelet_running;
         uint8_t boot;
         uint32_t now_s;
         uint32_t wake_s;
         /* Bookkeeping for the invariants, about transaction `tx_id`. */
-        uint8_t gate_seen;              /* ReadyForUpdate or update-result=failed seen for `desired` */
-        uint8_t gate_oscs;              /* bit set of ModelOsc the gate was ever seen for: a desired state
-                                         * that comes back is the same one */
+        uint8_t gate_seen; /* ReadyForUpdate or update-result=failed seen for `desired` */
+        uint8_t gate_oscs; /* bit set of ModelOsc the gate was ever seen for: a desired state
+                            * that comes back is the same one */
         uint8_t verified_units, verified_health;
         uint8_t tx_result;
-        uint8_t tx_reported;            /* its success was reported: the checksum completes that report */
+        uint8_t tx_reported; /* its success was reported: the checksum completes that report */
         uint8_t os_runs;
         char tx_id;
 } World;
 
 typedef struct State {
         World w;
-        char *saved;                    /* owned: state.json; NULL: nothing persisted */
+        char *saved; /* owned: state.json; NULL: nothing persisted */
 } State;
 
 typedef struct Ctx {
         const ModelOptions *o;
         OscDesired oscs[_OSC_MAX];
-        char *violation;                /* owned: the first broken invariant */
+        char *violation; /* owned: the first broken invariant */
 } Ctx;
 
-_printf_(2, 3)
-static void violate(Ctx *c, const char *format, ...) {
+_printf_(2, 3) static void violate(Ctx *c, const char *format, ...) {
         va_list ap;
 
         if (c->violation)
@@ -148,8 +152,15 @@ static int osc_of(const char *checksum) {
 static void state_init(State *s) {
         memset(s, 0, sizeof(*s));
         s->w = (World) {
-                .desired = OSC_BASE, .committed = OSC_BASE, .node_checksum = OSC_BASE + 1, .kubelet = 1, .os = 0,
-                .units_present = 1, .units_running = 1, .kubelet_unit = 1, .kubelet_running = 1,
+                .desired = OSC_BASE,
+                .committed = OSC_BASE,
+                .node_checksum = OSC_BASE + 1,
+                .kubelet = 1,
+                .os = 0,
+                .units_present = 1,
+                .units_running = 1,
+                .kubelet_unit = 1,
+                .kubelet_running = 1,
                 .wake_s = NO_WAKE,
         };
 }
@@ -191,18 +202,21 @@ static void view_build(const World *w, View *v) {
         v->node.selected = w->selected;
         v->node.update_result = w->result;
         v->node.update_result_value = w->result == NODE_UPDATE_RESULT_SUCCESSFUL ? (char *) "successful" :
-                                      w->result == NODE_UPDATE_RESULT_FAILED ? (char *) "failed" : NULL;
+                w->result == NODE_UPDATE_RESULT_FAILED                           ? (char *) "failed" :
+                                                                                   NULL;
         if (w->cond) {
                 snprintf(v->since, sizeof(v->since), "2025-03-01T10:%02u:00Z", w->ready_gen % 60);
                 v->node.in_place_update = (NodeCondition) {
                         .present = true,
                         .status = (char *) "True",
-                        .reason = w->cond == 1 ? (char *) NODE_REASON_READY_FOR_UPDATE : (char *) "UpdateFailed",
+                        .reason = w->cond == 1 ? (char *) NODE_REASON_READY_FOR_UPDATE :
+                                                 (char *) "UpdateFailed",
                         .last_transition_time = v->since,
                 };
         }
         v->node.updating_os_version = w->marker ? (char *) os_versions[w->marker - 1] : NULL;
-        v->node.applied_checksum = w->node_checksum ? (char *) osc_specs[w->node_checksum - 1].checksum : NULL;
+        v->node.applied_checksum =
+                w->node_checksum ? (char *) osc_specs[w->node_checksum - 1].checksum : NULL;
         v->node.update_failed_reason = w->failed_reason ? (char *) "the model failed it" : NULL;
         snprintf(v->boot, sizeof(v->boot), "boot-%u", w->boot);
 }
@@ -270,7 +284,8 @@ static int decide(Ctx *c, const State *s, UpdateDecision *d) {
         /* As the OSC runner: work for the desired OSC until it is committed (none while the Node
          * already carries its checksum). */
         if (w->committed != w->desired && w->node_checksum != w->desired + 1)
-                in.osc_work = (OscWorkView) { .pending = true, .gated = osc_specs[w->desired].work_gated,
+                in.osc_work = (OscWorkView) { .pending = true,
+                                              .gated = osc_specs[w->desired].work_gated,
                                               .error_code = _UPDATE_FAILURE_INVALID };
         r = node_update_decide(&in, d);
         if (r < 0)
@@ -295,7 +310,7 @@ static bool can_succeed(const World *w, const UpdateAction *a) {
 
 static bool can_fail(const World *w, const UpdateAction *a) {
         switch (a->type) {
-        case UPDATE_ACTION_CHECK_OSC_UNITS:     /* systemd answers what is true */
+        case UPDATE_ACTION_CHECK_OSC_UNITS: /* systemd answers what is true */
                 return !can_succeed(w, a);
         case UPDATE_ACTION_SWITCH_KUBELET:
         case UPDATE_ACTION_ROLLBACK_KUBELET:
@@ -327,13 +342,14 @@ static void check_success(Ctx *c, const World *w, const UpdateTransaction *tx, c
                 violate(c, "SUCCESS: %s of %s with kubelet %s, not the desired %s", what, strempty(tx->id),
                         strempty(kubelet_versions[w->kubelet]), tx->kubernetes_version);
         else if (tx->os_to && !streq(os_versions[w->os], tx->os_to))
-                violate(c, "SUCCESS: %s of %s on OS %s, not its target %s", what, strempty(tx->id), os_versions[w->os],
-                        tx->os_to);
+                violate(c, "SUCCESS: %s of %s on OS %s, not its target %s", what, strempty(tx->id),
+                        os_versions[w->os], tx->os_to);
         else if (tx->gated && os >= 0 && w->os != os)
                 violate(c, "SUCCESS: %s of gated %s on OS %s, not the desired %s", what, strempty(tx->id),
                         os_versions[w->os], os_versions[os]);
         else if (!c->o->truth_only && !w->verified_units)
-                violate(c, "SUCCESS: %s of %s without CheckOSCUnits passing in this boot", what, strempty(tx->id));
+                violate(c, "SUCCESS: %s of %s without CheckOSCUnits passing in this boot", what,
+                        strempty(tx->id));
         else if (!c->o->truth_only && update_checks_kubelet(tx) && !w->verified_health)
                 violate(c, "SUCCESS: %s of %s without CheckKubeletHealth passing in this boot", what,
                         strempty(tx->id));
@@ -374,7 +390,7 @@ static Effect apply(Ctx *c, State *s, const UpdateTransaction *tx, const UpdateA
                         break;
                 }
                 w->staged_os = i + 1;
-                return EFFECT_DIES;     /* the script reboots the node */
+                return EFFECT_DIES; /* the script reboots the node */
         case UPDATE_ACTION_INSTALL_OS_IMAGE:
                 check_gate(c, w, tx, a);
                 if (++w->os_runs > 1)
@@ -382,7 +398,7 @@ static Effect apply(Ctx *c, State *s, const UpdateTransaction *tx, const UpdateA
                 w->staged_os = index_of(os_versions, ELEMENTSOF(os_versions), a->version) + 1;
                 break;
         case UPDATE_ACTION_REBOOT:
-                return EFFECT_DIES;     /* EV_REBOOT completes it */
+                return EFFECT_DIES; /* EV_REBOOT completes it */
         case UPDATE_ACTION_APPLY_OSC:
                 if (tx->gated && osc_specs[w->desired].work_gated)
                         check_gate(c, w, tx, a);
@@ -400,14 +416,17 @@ static Effect apply(Ctx *c, State *s, const UpdateTransaction *tx, const UpdateA
         case UPDATE_ACTION_REPORT_RESULT:
                 /* Judged when it first lands; its repetition (feedback lost in a crash) says nothing new. */
                 if (tx->phase == UPDATE_PHASE_SUCCEEDED && !w->tx_reported) {
-                        check_success(c, w, tx, a->result == NODE_UPDATE_RESULT_SUCCESSFUL ? "update-result=successful"
-                                                                                            : "the success report");
+                        check_success(c, w, tx,
+                                      a->result == NODE_UPDATE_RESULT_SUCCESSFUL ?
+                                              "update-result=successful" :
+                                              "the success report");
                         w->tx_reported = 1;
                 }
                 if (a->result == NODE_UPDATE_RESULT_SUCCESSFUL) {
                         if (!streq_ptr(tx->checksum, osc_specs[w->desired].checksum))
                                 violate(c, "ONE_RESULT: successful for %s (checksum %s) while %s is desired",
-                                        strempty(tx->id), strempty(tx->checksum), osc_specs[w->desired].checksum);
+                                        strempty(tx->id), strempty(tx->checksum),
+                                        osc_specs[w->desired].checksum);
                 }
                 if (a->result != NODE_UPDATE_RESULT_NONE) {
                         if (w->tx_result && w->tx_result != a->result)
@@ -435,7 +454,8 @@ static Effect apply(Ctx *c, State *s, const UpdateTransaction *tx, const UpdateA
                         check_success(c, w, tx, "the checksum");
                 else if (tx && streq_ptr(tx->checksum, a->checksum) &&
                          (tx->phase == UPDATE_PHASE_FAILED || tx->phase == UPDATE_PHASE_ROLLED_BACK))
-                        violate(c, "CHECKSUM: %s written alone after %s failed for it", a->checksum, strempty(tx->id));
+                        violate(c, "CHECKSUM: %s written alone after %s failed for it", a->checksum,
+                                strempty(tx->id));
                 w->node_checksum = i + 1;
                 break;
         default:
@@ -457,7 +477,8 @@ static void agent_start(Ctx *c, State *s, bool repair_fails) {
 }
 
 static bool something_missing(const World *w) {
-        return !w->units_present || !w->units_running || !w->kubelet_unit || (w->kubelet && !w->kubelet_running);
+        return !w->units_present || !w->units_running || !w->kubelet_unit ||
+                (w->kubelet && !w->kubelet_running);
 }
 
 /* EV_RUN: one decision and its batch, as the executor runs it. */
@@ -470,8 +491,9 @@ static void run_batch(Ctx *c, State *s, int at, ModelRun run) {
         if (decide(c, s, &d) < 0)
                 return;
         save(c, s, d.tx);
-        s->w.wake_s = d.wake_usec == USEC_INFINITY || d.wake_usec <= now ? NO_WAKE
-                                                                       : (uint32_t) ((d.wake_usec - T0_USEC) / USEC_PER_SEC + 1);
+        s->w.wake_s = d.wake_usec == USEC_INFINITY || d.wake_usec <= now ?
+                NO_WAKE :
+                (uint32_t) ((d.wake_usec - T0_USEC) / USEC_PER_SEC + 1);
         for (i = 0; i < d.n_actions && !c->violation; i++) {
                 const UpdateAction *a = &d.actions[i];
                 bool fail = (run == RUN_FAIL && (int) i == at) || !can_succeed(&s->w, a);
@@ -485,10 +507,11 @@ static void run_batch(Ctx *c, State *s, int at, ModelRun run) {
                                 return;
                         r = node_update_action_done(d.tx, a, now);
                 } else
-                        r = node_update_action_failed(d.tx, a, _UPDATE_FAILURE_INVALID, "the model failed it", now);
+                        r = node_update_action_failed(d.tx, a, _UPDATE_FAILURE_INVALID,
+                                                      "the model failed it", now);
                 if (r < 0) {
-                        violate(c, "INTERNAL: feedback of %s refused: %s", update_action_type_to_string(a->type),
-                                strerror(-r));
+                        violate(c, "INTERNAL: feedback of %s refused: %s",
+                                update_action_type_to_string(a->type), strerror(-r));
                         return;
                 }
                 save(c, s, d.tx);
@@ -520,7 +543,7 @@ static void step(Ctx *c, State *s, const ModelEvent *e) {
         case EV_RUN:
                 run_batch(c, s, e->arg, e->run);
                 if (e->run == RUN_CRASH_BEFORE || e->run == RUN_CRASH_AFTER)
-                        agent_start(c, s, /* repair_fails= */ true);        /* a crash loses nothing of the node */
+                        agent_start(c, s, /* repair_fails= */ true); /* a crash loses nothing of the node */
                 break;
         case EV_REBOOT:
                 reboot(c, s, e->arg);
@@ -617,13 +640,13 @@ static void successors(Ctx *c, const State *s, Events *l) {
 /* ---- the search ---- */
 
 typedef struct Trail {
-        uint32_t parent;                /* index into the trail; UINT32_MAX: the initial state */
+        uint32_t parent; /* index into the trail; UINT32_MAX: the initial state */
         ModelEvent e;
 } Trail;
 
 typedef struct Visited {
         uint64_t *h;
-        size_t n, size;                 /* size: a power of two */
+        size_t n, size; /* size: a power of two */
 } Visited;
 
 /* True when it was new. */
@@ -652,7 +675,7 @@ static bool visited_add(Visited *v, uint64_t h) {
 
 typedef struct Frontier {
         State *s;
-        uint32_t *trail;                /* each state's index into the trail */
+        uint32_t *trail; /* each state's index into the trail */
         size_t n, alloc;
 } Frontier;
 
@@ -710,7 +733,8 @@ int model_explore(const ModelOptions *o, ModelResult *ret) {
         frontier_push(&cur, &init, UINT32_MAX);
         ret->states = 1;
 
-        for (unsigned depth = 0; depth < o->depth && cur.n > 0 && !ret->violated && !ret->truncated; depth++) {
+        for (unsigned depth = 0; depth < o->depth && cur.n > 0 && !ret->violated && !ret->truncated;
+             depth++) {
                 for (size_t k = 0; k < cur.n && !ret->violated && !ret->truncated; k++) {
                         successors(&c, &cur.s[k], &ev);
                         for (size_t j = 0; j < ev.n && !ret->violated; j++) {
@@ -796,33 +820,42 @@ static const char *action_name(const ModelOptions *o, const ModelEvent *events, 
 char *model_format_test(const char *name, const ModelOptions *o, const ModelResult *r) {
         _cleanup_free_ char *s = NULL;
 
-        if (strextendf_with_separator(&s, NULL, "/* %s */\nstatic void %s(void **state) {\n"
-                                      "        static const ModelEvent events[] = {\n", strempty(r->violation), name) < 0)
+        if (strextendf_with_separator(&s, NULL,
+                                      "/* %s */\nstatic void %s(void **state) {\n"
+                                      "        static const ModelEvent events[] = {\n",
+                                      strempty(r->violation), name) < 0)
                 return NULL;
         for (size_t i = 0; i < r->n_trace; i++) {
                 const ModelEvent *e = &r->trace[i];
                 int k;
 
                 if (e->kind == EV_RUN)
-                        k = strextendf_with_separator(&s, NULL, "                { EV_RUN, %d, %s },%s%s%s\n", e->arg,
-                                                      run_names[e->run], e->arg >= 0 ? " /* " : "",
-                                                      e->arg >= 0 ? action_name(o, r->trace, i) : "",
-                                                      e->arg >= 0 ? " */" : "");
+                        k = strextendf_with_separator(
+                                &s, NULL, "                { EV_RUN, %d, %s },%s%s%s\n", e->arg,
+                                run_names[e->run], e->arg >= 0 ? " /* " : "",
+                                e->arg >= 0 ? action_name(o, r->trace, i) : "", e->arg >= 0 ? " */" : "");
                 else if (e->kind == EV_NEW_OSC)
-                        k = strextendf_with_separator(&s, NULL, "                { EV_NEW_OSC, %s, RUN_OK },\n",
+                        k = strextendf_with_separator(&s, NULL,
+                                                      "                { EV_NEW_OSC, %s, RUN_OK },\n",
                                                       osc_names[e->arg]);
                 else if (e->kind == EV_REBOOT)
-                        k = strextendf_with_separator(&s, NULL, "                { EV_REBOOT, %s, RUN_OK },\n",
-                                                      e->arg == 0 ? "0" :
-                                                      e->arg == REBOOT_ETC_RESET ? "REBOOT_ETC_RESET" :
-                                                      e->arg == REBOOT_REPAIR_FAILS ? "REBOOT_REPAIR_FAILS" :
-                                                      "REBOOT_ETC_RESET | REBOOT_REPAIR_FAILS");
+                        k = strextendf_with_separator(
+                                &s, NULL, "                { EV_REBOOT, %s, RUN_OK },\n",
+                                e->arg == 0 ? "0" :
+                                        e->arg == REBOOT_ETC_RESET ?
+                                              "REBOOT_ETC_RESET" :
+                                        e->arg == REBOOT_REPAIR_FAILS ?
+                                              "REBOOT_REPAIR_FAILS" :
+                                              "REBOOT_ETC_RESET | REBOOT_REPAIR_FAILS");
                 else
-                        k = strextendf_with_separator(&s, NULL, "                { %s, 0, RUN_OK },\n", event_names[e->kind]);
+                        k = strextendf_with_separator(&s, NULL, "                { %s, 0, RUN_OK },\n",
+                                                      event_names[e->kind]);
                 if (k < 0)
                         return NULL;
         }
-        if (strextendf_with_separator(&s, NULL, "        };\n\n        expect_no_violation(events, ELEMENTSOF(events));\n}\n") < 0)
+        if (strextendf_with_separator(
+                    &s, NULL,
+                    "        };\n\n        expect_no_violation(events, ELEMENTSOF(events));\n}\n") < 0)
                 return NULL;
         return TAKE_PTR(s);
 }

@@ -58,21 +58,21 @@ typedef enum ModelEventKind {
 
 /* EV_RUN variants: what happens to action `at` of the batch. */
 typedef enum ModelRun {
-        RUN_OK,                 /* everything that can succeed succeeds */
-        RUN_FAIL,               /* action `at` fails (an API write: the API server refuses) */
-        RUN_CRASH_BEFORE,       /* the agent dies before action `at` starts */
-        RUN_CRASH_AFTER,        /* action `at` takes effect, the agent dies before its feedback */
-        RUN_OS_IN_PLACE,        /* the OS command `at` changes the OS at once, no reboot */
+        RUN_OK,           /* everything that can succeed succeeds */
+        RUN_FAIL,         /* action `at` fails (an API write: the API server refuses) */
+        RUN_CRASH_BEFORE, /* the agent dies before action `at` starts */
+        RUN_CRASH_AFTER,  /* action `at` takes effect, the agent dies before its feedback */
+        RUN_OS_IN_PLACE,  /* the OS command `at` changes the OS at once, no reboot */
 } ModelRun;
 
 /* EV_REBOOT's argument: bits. */
-#define REBOOT_ETC_RESET 1      /* /etc comes back as the image's: the OSC's units and the kubelet unit go */
-#define REBOOT_REPAIR_FAILS 2   /* the drift repair at start restores nothing */
+#define REBOOT_ETC_RESET 1    /* /etc comes back as the image's: the OSC's units and the kubelet unit go */
+#define REBOOT_REPAIR_FAILS 2 /* the drift repair at start restores nothing */
 
 typedef struct ModelEvent {
         ModelEventKind kind;
-        int arg;                /* EV_NEW_OSC: OSC index; EV_REBOOT: bits; EV_RUN: action index */
-        ModelRun run;           /* EV_RUN */
+        int arg;      /* EV_NEW_OSC: OSC index; EV_REBOOT: bits; EV_RUN: action index */
+        ModelRun run; /* EV_RUN */
 } ModelEvent;
 
 /* The desired states (EV_NEW_OSC's argument); 0 is the one applied at the start. */
@@ -89,22 +89,22 @@ typedef enum ModelOsc {
 
 typedef struct ModelOptions {
         unsigned depth;
-        uint32_t oscs;          /* bit set of ModelOsc that EV_NEW_OSC may bring */
-        bool os_image;          /* the image backend (else the command backend) */
-        bool truth_only;        /* SUCCESS checks the world only, not that the checks ran (to show
-                                 * what a decider without CHECK_OSC_UNITS reports) */
-        size_t max_states;      /* stop after this many (0: no limit) */
+        uint32_t oscs;     /* bit set of ModelOsc that EV_NEW_OSC may bring */
+        bool os_image;     /* the image backend (else the command backend) */
+        bool truth_only;   /* SUCCESS checks the world only, not that the checks ran (to show
+                            * what a decider without CHECK_OSC_UNITS reports) */
+        size_t max_states; /* stop after this many (0: no limit) */
 } ModelOptions;
 
 typedef struct ModelResult {
-        size_t states;          /* distinct states explored */
+        size_t states; /* distinct states explored */
         size_t transitions;
-        unsigned depth;         /* the depth completed */
+        unsigned depth; /* the depth completed */
         bool violated;
-        char *violation;        /* owned: which invariant and why */
-        ModelEvent *trace;      /* owned: the shortest sequence that reaches it */
+        char *violation;   /* owned: which invariant and why */
+        ModelEvent *trace; /* owned: the shortest sequence that reaches it */
         size_t n_trace;
-        bool truncated;         /* max_states reached */
+        bool truncated; /* max_states reached */
 } ModelResult;
 
 void model_result_done(ModelResult *r);

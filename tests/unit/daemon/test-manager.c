@@ -9,11 +9,11 @@
  * (STOPPING=1) also in the middle of an apply and resumes it, and frees everything; a set-up error
  * names its cause and leaves the configuration the caller's. Each case waits for its condition on the
  * Manager's own loop, with a deadline. */
+#include <ftw.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
-#include <ftw.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -27,8 +27,8 @@
 #include "daemon/manager.h"
 #include "fake-http.h"
 #include "fake-systemd.h"
-#include "update/state-file.h"
 #include "tests.h"
+#include "update/state-file.h"
 #include "util/base64.h"
 #include "util/fileio.h"
 #include "util/json-util.h"
@@ -52,7 +52,7 @@ typedef struct Env {
         Config *config;
         KubeTuning tuning;
         int notify_fd;
-        char *said;                     /* the notifications received so far */
+        char *said; /* the notifications received so far */
         World world;
 } Env;
 
@@ -68,10 +68,12 @@ static Config *env_config(Env *env) {
         assert_true(asprintf(&root, "%s/root", env->dir) > 0);
         assert_true(asprintf(&units, "%s/units", env->dir) > 0);
         assert_int_equal(config_new(&config), 0);
-        assert_int_equal(config_finalize(config, &(ConfigOverrides) { .node_name = "node-1",
-                                                                      .state_dir = env->state,
-                                                                      .kubeconfig = kubeconfig },
-                                         NULL), 0);
+        assert_int_equal(config_finalize(config,
+                                         &(ConfigOverrides) { .node_name = "node-1",
+                                                              .state_dir = env->state,
+                                                              .kubeconfig = kubeconfig },
+                                         NULL),
+                         0);
         assert_int_equal(free_and_strdup(&config->osc.root_directory, root), 0);
         assert_int_equal(free_and_strdup(&config->systemd.unit_directory, units), 0);
         free(config->os_release);
@@ -176,7 +178,7 @@ static void test_new_error_leaves_the_config(void **state) {
         assert_int_equal(write_file_atomic(env->state, "x", 1, 0600), 0);
         assert_true(manager_new(&env->config, &env->tuning, &m, &error) < 0);
         assert_null(m);
-        assert_ptr_equal(env->config, config);          /* still the caller's, freed by teardown */
+        assert_ptr_equal(env->config, config); /* still the caller's, freed by teardown */
         assert_non_null(error);
         assert_contains(error, env->state);
 }
@@ -191,14 +193,15 @@ static void test_runs_without_api_server_and_stops(void **state) {
         _cleanup_(manager_freep) Manager *m = NULL;
         _cleanup_free_ char *error = NULL, *said = NULL;
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
-        _cleanup_(sd_event_source_unrefp) sd_event_source *timer = NULL;       /* before the manager and loop */
+        _cleanup_(sd_event_source_unrefp) sd_event_source *timer = NULL; /* before the manager and loop */
 
         assert_int_equal(manager_new(&env->config, &env->tuning, &m, &error), 0);
-        assert_null(env->config);                       /* the manager's now */
+        assert_null(env->config); /* the manager's now */
         /* The manager's loop is this thread's default one: SIGTERM after a while. */
         assert_int_equal(sd_event_default(&event), 0);
         assert_int_equal(sd_event_add_time_relative(event, &timer, CLOCK_MONOTONIC, 500 * USEC_PER_MSEC, 0,
-                                                    on_timer, NULL), 0);
+                                                    on_timer, NULL),
+                         0);
         assert_int_equal(manager_run(m), 0);
 
         said = notifications(env);
@@ -219,26 +222,30 @@ static unsigned count(const char *haystack, const char *needle) {
 
 /* A case's script runs every 10 ms until it raises SIGTERM. */
 static int step_again(sd_event_source *s) {
-        return sd_event_source_set_time_relative(s, 10 * USEC_PER_MSEC) < 0 ? 0 :
-               sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        return sd_event_source_set_time_relative(s, 10 * USEC_PER_MSEC) < 0 ?
+                0 :
+                sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
 }
 
 /* Runs the Manager with the case's script; SIGTERM after 10 s at the latest. */
-static void run_script(Env *env, Manager *m, sd_event *event, sd_event_time_handler_t script, void *userdata) {
+static void run_script(Env *env, Manager *m, sd_event *event, sd_event_time_handler_t script,
+                       void *userdata) {
         _cleanup_(sd_event_source_unrefp) sd_event_source *step = NULL, *deadline = NULL, *notify = NULL;
 
         assert_int_equal(sd_event_add_io(event, &notify, env->notify_fd, EPOLLIN, on_notification, env), 0);
         assert_int_equal(sd_event_add_time_relative(event, &step, CLOCK_MONOTONIC, 10 * USEC_PER_MSEC, 0,
-                                                    script, userdata), 0);
+                                                    script, userdata),
+                         0);
         assert_int_equal(sd_event_add_time_relative(event, &deadline, CLOCK_MONOTONIC, 10 * USEC_PER_SEC, 0,
-                                                    on_timer, NULL), 0);
+                                                    on_timer, NULL),
+                         0);
         assert_int_equal(manager_run(m), 0);
 }
 
 typedef struct BusScript {
         FakeSystemd *fake;
-        bool dropped;                   /* the bus went away once */
-        bool done;                      /* subscribed again after it: SIGTERM sent */
+        bool dropped; /* the bus went away once */
+        bool done;    /* subscribed again after it: SIGTERM sent */
 } BusScript;
 
 /* Every 10 ms: once the Manager subscribed, the bus goes away; once it subscribed again, SIGTERM. */
@@ -264,7 +271,7 @@ static FakeSystemd *systemd_on_the_bus(Env *env, sd_event **ret_event) {
 
         assert_true(sd_event_default(ret_event) >= 0);
         assert_true(asprintf(&path, "%s/system_bus_socket", env->dir) > 0);
-        (void) unlink(path);    /* a previous fake's, in a case that runs the Manager twice */
+        (void) unlink(path); /* a previous fake's, in a case that runs the Manager twice */
         assert_int_equal(fake_systemd_listen(*ret_event, path, &fake), 0);
         assert_true(asprintf(&address, "unix:path=%s", path) > 0);
         assert_int_equal(setenv("DBUS_SYSTEM_BUS_ADDRESS", address, 1), 0);
@@ -336,7 +343,7 @@ static void test_sigterm_during_an_apply(void **state) {
         if (!script.done)
                 fail_msg("no job for x.service: \"%s\"", fake_systemd_calls(fake));
         assert_true(asprintf(&unit_file, "%s/x.service", units) > 0);
-        assert_int_equal(access(unit_file, F_OK), 0);           /* the repair had begun */
+        assert_int_equal(access(unit_file, F_OK), 0); /* the repair had begun */
         assert_contains(fake_systemd_calls(fake), "RestartUnit:x.service");
         said = notifications(env);
         assert_contains(said, "STOPPING=1");
@@ -350,12 +357,12 @@ static void test_sigterm_during_an_apply(void **state) {
  * one event and a clean end: the client re-watches at once from there (kube-watch.h). */
 struct FakeApi {
         FakeHttp *http;
-        sd_event_source *wake;          /* wakes the waiting watches after a change */
+        sd_event_source *wake; /* wakes the waiting watches after a change */
         uint64_t rv;
-        json_t *node;                   /* NULL: no Node */
-        json_t *secret;                 /* NULL: no OSC Secret */
-        json_t *lease;                  /* NULL: none yet */
-        char *answer;                   /* the last body answered, borrowed by the server */
+        json_t *node;   /* NULL: no Node */
+        json_t *secret; /* NULL: no OSC Secret */
+        json_t *lease;  /* NULL: none yet */
+        char *answer;   /* the last body answered, borrowed by the server */
 };
 
 static bool startswith(const char *s, const char *prefix) {
@@ -379,12 +386,14 @@ static void api_bump(FakeApi *a, json_t *o) {
         char rv[32];
 
         snprintf(rv, sizeof(rv), "%" PRIu64, ++a->rv);
-        assert_int_equal(json_object_set_new(json_object_get(o, "metadata"), "resourceVersion", json_string(rv)), 0);
+        assert_int_equal(
+                json_object_set_new(json_object_get(o, "metadata"), "resourceVersion", json_string(rv)), 0);
         assert_true(sd_event_source_set_enabled(a->wake, SD_EVENT_ONESHOT) >= 0);
 }
 
 static uint64_t object_rv(const json_t *o) {
-        const char *rv = json_string_value(json_object_get(json_object_get(o, "metadata"), "resourceVersion"));
+        const char *rv =
+                json_string_value(json_object_get(json_object_get(o, "metadata"), "resourceVersion"));
 
         return rv ? strtoull(rv, NULL, 10) : 0;
 }
@@ -397,14 +406,17 @@ static bool api_reply(FakeApi *a, FakeResponse *ret, int status, json_t *body, b
         assert_non_null(text);
         free(a->answer);
         assert_true(asprintf(&a->answer, "%s%s", text, stream ? "\n" : "") > 0);
-        *ret = (FakeResponse) { .status = status, .headers = JSON_HEADERS, .body = a->answer, .chunked = stream };
+        *ret = (FakeResponse) {
+                .status = status, .headers = JSON_HEADERS, .body = a->answer, .chunked = stream
+        };
         return true;
 }
 
 static bool api_status(FakeApi *a, FakeResponse *ret, int status, const char *reason) {
         return api_reply(a, ret, status,
-                         json_pack("{s:s, s:s, s:i, s:s}", "kind", "Status", "status", "Failure", "code", status,
-                                   "reason", reason), /* stream= */ false);
+                         json_pack("{s:s, s:s, s:i, s:s}", "kind", "Status", "status", "Failure", "code",
+                                   status, "reason", reason),
+                         /* stream= */ false);
 }
 
 /* LIST or WATCH of a collection holding at most the one object `o`. */
@@ -415,8 +427,9 @@ static bool api_collection(FakeApi *a, const char *path, json_t *o, const char *
 
         if (strstr(path, "watch=1")) {
                 if (!o || object_rv(o) <= (since ? strtoull(since + 16, NULL, 10) : 0))
-                        return false;           /* nothing new: the watch waits */
-                return api_reply(a, ret, 200, json_pack("{s:s, s:O}", "type", "MODIFIED", "object", o), /* stream= */ true);
+                        return false; /* nothing new: the watch waits */
+                return api_reply(a, ret, 200, json_pack("{s:s, s:O}", "type", "MODIFIED", "object", o),
+                                 /* stream= */ true);
         }
         snprintf(rv, sizeof(rv), "%" PRIu64, a->rv);
         list = json_pack("{s:s, s:s, s:{s:s}, s:[]}", "kind", kind, "apiVersion", "v1", "metadata",
@@ -479,7 +492,7 @@ static json_t *pointer_parent(json_t *root, const char *pointer, char **key) {
         for (token = strtok_r(copy, "/", &save); token; token = strtok_r(NULL, "/", &save)) {
                 char *w = token;
 
-                for (char *r = token; *r; r++)      /* ~1 is '/', ~0 is '~' */
+                for (char *r = token; *r; r++) /* ~1 is '/', ~0 is '~' */
                         *w++ = r[0] == '~' && (r[1] == '0' || r[1] == '1') ? (*++r == '1' ? '/' : '~') : *r;
                 *w = '\0';
                 free(*key);
@@ -500,7 +513,8 @@ static bool json_patch(json_t *target, json_t *ops) {
                 const char *name = json_string_value(json_object_get(op, "op"));
                 json_t *value = json_object_get(op, "value");
                 _cleanup_free_ char *key = NULL;
-                json_t *parent = pointer_parent(target, json_string_value(json_object_get(op, "path")), &key);
+                json_t *parent =
+                        pointer_parent(target, json_string_value(json_object_get(op, "path")), &key);
                 json_t *cur = parent ? json_object_get(parent, key) : NULL;
 
                 if (!json_is_object(parent))
@@ -549,7 +563,8 @@ static bool api_lease(FakeApi *a, const char *method, const char *body, FakeResp
         if (!json_object_get(a->lease, "metadata"))
                 assert_int_equal(json_object_set_new(a->lease, "metadata", json_object()), 0);
         api_bump(a, a->lease);
-        return api_reply(a, ret, streq(method, "POST") ? 201 : 200, json_incref(a->lease), /* stream= */ false);
+        return api_reply(a, ret, streq(method, "POST") ? 201 : 200, json_incref(a->lease),
+                         /* stream= */ false);
 }
 
 static bool api_handle(const char *request, FakeResponse *ret, void *userdata) {
@@ -571,7 +586,8 @@ static bool api_handle(const char *request, FakeResponse *ret, void *userdata) {
         if (strstr(path, "/leases"))
                 return api_lease(a, method, body, ret);
         if (strstr(path, "/events") && (streq(method, "POST") || streq(method, "PATCH")))
-                return api_reply(a, ret, streq(method, "POST") ? 201 : 200, json_loads(body, 0, NULL), /* stream= */ false);
+                return api_reply(a, ret, streq(method, "POST") ? 201 : 200, json_loads(body, 0, NULL),
+                                 /* stream= */ false);
         return api_status(a, ret, 404, "NotFound");
 }
 
@@ -603,7 +619,7 @@ static FakeApi *api_new(Env *env, const char *node) {
                              "users: [{name: u, user: {token: t}}]\n"
                              "contexts: [{name: c, context: {cluster: c, user: u}}]\n",
                              fake_http_port(a->http), ca) > 0);
-        assert_true(asprintf(&path, "%s/kubeconfig", env->dir) > 0);     /* env_config()'s */
+        assert_true(asprintf(&path, "%s/kubeconfig", env->dir) > 0); /* env_config()'s */
         assert_int_equal(write_file_atomic(path, kubeconfig, strlen(kubeconfig), 0600), 0);
         return a;
 }
@@ -626,9 +642,10 @@ static void api_add_secret(FakeApi *a, const char *osc, const char *checksum) {
         _cleanup_free_ char *data = NULL;
 
         assert_int_equal(base64_encode(osc, strlen(osc), false, &data), 0);
-        a->secret = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:{s:s}}, s:{s:s}}", "apiVersion", "v1", "kind",
-                              "Secret", "metadata", "name", "osc-1", "namespace", "kube-system", "uid", "s-1",
-                              "annotations", "checksum/data-script", checksum, "data", "osc.yaml", data);
+        a->secret =
+                json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:{s:s}}, s:{s:s}}", "apiVersion", "v1", "kind",
+                          "Secret", "metadata", "name", "osc-1", "namespace", "kube-system", "uid", "s-1",
+                          "annotations", "checksum/data-script", checksum, "data", "osc.yaml", data);
         assert_non_null(a->secret);
         api_bump(a, a->secret);
 }
@@ -680,8 +697,9 @@ static void run_until(Env *env, Condition cond, void *userdata, const char *what
         }
 }
 
-static const char NODE_1[] = "{\"apiVersion\": \"v1\", \"kind\": \"Node\", \"metadata\": {\"name\": \"node-1\","
-                             " \"uid\": \"u-1\", \"labels\": {}, \"annotations\": {}}}";
+static const char NODE_1[] =
+        "{\"apiVersion\": \"v1\", \"kind\": \"Node\", \"metadata\": {\"name\": \"node-1\","
+        " \"uid\": \"u-1\", \"labels\": {}, \"annotations\": {}}}";
 
 static json_t *node_field(FakeApi *a, const char *section, const char *key) {
         return json_object_get(json_object_get(json_object_get(a->node, "metadata"), section), key);
@@ -704,8 +722,8 @@ static json_t *node_condition(FakeApi *a, const char *type) {
 /* The Manager has taken up the Node: labelled it, said on it whether the OSC Secret is readable, and
  * holds its Lease. */
 static bool node_taken_up(FakeApi *a, void *userdata) {
-        return node_field(a, "labels", "node-role.kubernetes.io/worker") && node_condition(a, "OSCSecretAvailable") &&
-               a->lease;
+        return node_field(a, "labels", "node-role.kubernetes.io/worker") &&
+                node_condition(a, "OSCSecretAvailable") && a->lease;
 }
 
 static Manager *manager_for(Env *env) {
@@ -714,7 +732,7 @@ static Manager *manager_for(Env *env) {
 
         if (!env->config)
                 env->config = env_config(env);
-        env->tuning.startup_delay_usec = 0;     /* the first LIST at once */
+        env->tuning.startup_delay_usec = 0; /* the first LIST at once */
         if (manager_new(&env->config, &env->tuning, &m, &error) < 0)
                 fail_msg("manager_new: %s", strempty(error));
         return m;
@@ -747,12 +765,15 @@ static void test_first_node(void **state) {
         world_init(w, env, NODE_1);
         a = w->api;
         run_until(env, node_taken_up, NULL, "the Node labelled, its condition and Lease written");
-        assert_true(api_saw(a, "GET " NODE_PATH "?fieldSelector=metadata.name%3Dnode-1", "Authorization: Bearer t"));
+        assert_true(api_saw(a, "GET " NODE_PATH "?fieldSelector=metadata.name%3Dnode-1",
+                            "Authorization: Bearer t"));
         assert_true(api_saw(a, "GET " NODE_PATH "?watch=1&fieldSelector=metadata.name%3Dnode-1", NULL));
-        assert_string_equal(json_string_value(json_object_get(node_condition(a, "OSCSecretAvailable"), "status")),
-                            "False");
-        assert_string_equal(json_string_value(json_object_get(json_object_get(a->lease, "spec"), "holderIdentity")),
-                            "gardener-node-agent-node-1");
+        assert_string_equal(
+                json_string_value(json_object_get(node_condition(a, "OSCSecretAvailable"), "status")),
+                "False");
+        assert_string_equal(
+                json_string_value(json_object_get(json_object_get(a->lease, "spec"), "holderIdentity")),
+                "gardener-node-agent-node-1");
         owner = json_array_get(json_object_get(json_object_get(a->lease, "metadata"), "ownerReferences"), 0);
         assert_string_equal(json_string_value(json_object_get(owner, "uid")), "u-1");
         said = notifications(env);
@@ -760,9 +781,10 @@ static void test_first_node(void **state) {
         assert_contains(said, "STATUS=Watching node node-1");
 }
 
-static const char NODE_WITH_OSC[] = "{\"apiVersion\": \"v1\", \"kind\": \"Node\", \"metadata\": {\"name\": \"node-1\","
-                                    " \"uid\": \"u-1\", \"labels\": {\"" NODE_LABEL_SECRET_NAME "\": \"osc-1\"},"
-                                    " \"annotations\": {}}}";
+static const char NODE_WITH_OSC[] =
+        "{\"apiVersion\": \"v1\", \"kind\": \"Node\", \"metadata\": {\"name\": \"node-1\","
+        " \"uid\": \"u-1\", \"labels\": {\"" NODE_LABEL_SECRET_NAME "\": \"osc-1\"},"
+        " \"annotations\": {}}}";
 #define OSC_CHECKSUM "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 static bool checksum_on_node(FakeApi *a, void *userdata) {
@@ -771,7 +793,8 @@ static bool checksum_on_node(FakeApi *a, void *userdata) {
 
 /* The checksum, and the Event that goes with it. */
 static bool osc_applied(FakeApi *a, void *userdata) {
-        return checksum_on_node(a, NULL) && api_saw(a, "POST /api/v1/namespaces/default/events", "\"OSCApplied\"");
+        return checksum_on_node(a, NULL) &&
+                api_saw(a, "POST /api/v1/namespaces/default/events", "\"OSCApplied\"");
 }
 
 /* The OSC Secret the Node names appears in the API server: the Manager watches it, applies it below
@@ -783,8 +806,10 @@ static void test_osc_applied(void **state) {
         size_t size;
 
         world_init(w, env, NODE_WITH_OSC);
-        api_add_secret(w->api, "spec: {files: [{path: /etc/hello/hello.conf, permissions: 416,"
-                              " content: {inline: {data: \"hi\\n\"}}}]}", OSC_CHECKSUM);
+        api_add_secret(w->api,
+                       "spec: {files: [{path: /etc/hello/hello.conf, permissions: 416,"
+                       " content: {inline: {data: \"hi\\n\"}}}]}",
+                       OSC_CHECKSUM);
         run_until(env, osc_applied, NULL, "checksum/cloud-config-data on the Node, and OSCApplied");
         assert_true(api_saw(w->api, "GET " SECRET_PATH "?fieldSelector=metadata.name%3Dosc-1", NULL));
         assert_true(asprintf(&path, "%s/root/etc/hello/hello.conf", env->dir) > 0);
@@ -805,13 +830,14 @@ static bool restarted_and_removed(FakeApi *a, void *userdata) {
         if (!r->annotated && node_taken_up(a, NULL)) {
                 json_t *annotations = json_object_get(json_object_get(a->node, "metadata"), "annotations");
 
-                assert_int_equal(json_object_set_new(annotations, NODE_ANNOTATION_RESTART, json_string("x.service")),
-                                 0);
+                assert_int_equal(
+                        json_object_set_new(annotations, NODE_ANNOTATION_RESTART, json_string("x.service")),
+                        0);
                 api_bump(a, a->node);
                 r->annotated = true;
         }
         return r->annotated && !node_annotation(a, NODE_ANNOTATION_RESTART) &&
-               strstr(fake_systemd_calls(r->fake), "RestartUnit:x.service");
+                strstr(fake_systemd_calls(r->fake), "RestartUnit:x.service");
 }
 
 /* worker.gardener.cloud/restart-systemd-services on the Node: systemd restarts the unit, and the
@@ -828,9 +854,10 @@ static void test_restart_annotation(void **state) {
         assert_int_equal(count(fake_systemd_calls(w->systemd), "RestartUnit:x.service"), 1);
 }
 
-#define OSC_WITH_UNIT "spec: {files: [{path: /etc/hello/hello.conf, permissions: 416," \
-                      " content: {inline: {data: \"hi\\n\"}}}]," \
-                      " units: [{name: x.service, content: \"[Service]\\nExecStart=/bin/true\\n\"}]}"
+#define OSC_WITH_UNIT                                                    \
+        "spec: {files: [{path: /etc/hello/hello.conf, permissions: 416," \
+        " content: {inline: {data: \"hi\\n\"}}}],"                       \
+        " units: [{name: x.service, content: \"[Service]\\nExecStart=/bin/true\\n\"}]}"
 
 static bool x_has_a_job(FakeApi *a, void *userdata) {
         return fake_systemd_n_jobs(userdata, "x.service") > 0;
@@ -839,7 +866,7 @@ static bool x_has_a_job(FakeApi *a, void *userdata) {
 static int find_temp(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
         size_t n = strlen(path);
 
-        return n > 4 && streq(path + n - 4, ".tmp") ? 1 : 0;  /* write_file_atomic()'s, or anyone's */
+        return n > 4 && streq(path + n - 4, ".tmp") ? 1 : 0; /* write_file_atomic()'s, or anyone's */
 }
 
 static json_t *state_field(const char *path) {

@@ -14,9 +14,9 @@
 #define SELF "agent.service"
 
 typedef enum RemoveMode {
-        REMOVE_SYNC,            /* completes inside remove_annotation() (re-entrancy) */
-        REMOVE_ASYNC,           /* the test completes it */
-        REMOVE_FAIL,            /* returns -EIO (n_fail times), then SYNC */
+        REMOVE_SYNC,  /* completes inside remove_annotation() (re-entrancy) */
+        REMOVE_ASYNC, /* the test completes it */
+        REMOVE_FAIL,  /* returns -EIO (n_fail times), then SYNC */
 } RemoveMode;
 
 typedef struct Fixture {
@@ -27,12 +27,12 @@ typedef struct Fixture {
         RestartHandler *h;
         char dir[64];
         char state_path[128];
-        char log[4096];                 /* "unit:a.service:ok rejected:x remove finished ..." */
+        char log[4096]; /* "unit:a.service:ok rejected:x remove finished ..." */
         RemoveMode remove_mode;
         unsigned n_fail;
         unsigned n_remove, n_finished;
         unsigned self_jobs_at_remove;
-        unsigned jobs_at_remove;        /* restarts of a, b, c and SELF started before the removal */
+        unsigned jobs_at_remove; /* restarts of a, b, c and SELF started before the removal */
 } Fixture;
 
 static void logf_(Fixture *f, const char *fmt, const char *a, const char *b) {
@@ -59,7 +59,7 @@ static int remove_annotation(const char *value, void *userdata) {
         f->n_remove++;
         f->self_jobs_at_remove = fake_systemd_n_jobs(f->fake, SELF);
         f->jobs_at_remove = f->self_jobs_at_remove + fake_systemd_n_jobs(f->fake, "a.service") +
-                            fake_systemd_n_jobs(f->fake, "b.service") + fake_systemd_n_jobs(f->fake, "c.service");
+                fake_systemd_n_jobs(f->fake, "b.service") + fake_systemd_n_jobs(f->fake, "c.service");
         if (f->remove_mode == REMOVE_FAIL && f->n_fail > 0) {
                 f->n_fail--;
                 logf_(f, "remove-failed%s%s", "", "");
@@ -99,7 +99,8 @@ static int setup(void **state) {
         snprintf(f->state_path, sizeof(f->state_path), "%s/restart-request.json", f->dir);
         assert_int_equal(sd_event_new(&f->event), 0);
         assert_int_equal(fake_systemd_new(f->event, &f->fake, &f->client), 0);
-        for (const char *const *u = (const char *const[]) { "a.service", "b.service", "c.service", SELF, NULL };
+        for (const char *const *u =
+                     (const char *const[]) { "a.service", "b.service", "c.service", SELF, NULL };
              *u; u++)
                 assert_int_equal(fake_systemd_add_unit(f->fake, *u, FAKE_OK), 0);
         assert_int_equal(fake_systemd_add_unit(f->fake, "fails.service", FAKE_JOB_FAILED), 0);
@@ -133,8 +134,9 @@ static void test_order_dedupe_rejections_self_last(void **state) {
         Fixture *f = *state;
 
         run(f, "../x,b,agent, a ,b.service,,a");
-        assert_string_equal(f->log, "rejected:../x rejected: remove unit:b.service:ok unit:a.service:ok "
-                                    "unit:agent.service:ok finished");
+        assert_string_equal(f->log,
+                            "rejected:../x rejected: remove unit:b.service:ok unit:a.service:ok "
+                            "unit:agent.service:ok finished");
         assert_int_equal(fake_systemd_n_jobs(f->fake, "a.service"), 1);
         assert_int_equal(fake_systemd_n_jobs(f->fake, "b.service"), 1);
         /* docs/contract.md §9.12: the annotation went before any restart, our own included. */
@@ -148,7 +150,8 @@ static void test_slice_rejected_replaced_unit_is_self(void **state) {
         assert_int_equal(fake_systemd_add_unit(f->fake, "system.slice", FAKE_OK), 0);
         assert_int_equal(fake_systemd_add_unit(f->fake, "gardener-node-agent.service", FAKE_OK), 0);
         run(f, "gardener-node-agent,system.slice,a,agent");
-        assert_string_equal(f->log, "rejected:system.slice remove unit:a.service:ok unit:agent.service:ok finished");
+        assert_string_equal(f->log,
+                            "rejected:system.slice remove unit:a.service:ok unit:agent.service:ok finished");
         assert_int_equal(fake_systemd_n_jobs(f->fake, "system.slice"), 0);
         assert_int_equal(fake_systemd_n_jobs(f->fake, "gardener-node-agent.service"), 0);
         assert_int_equal(fake_systemd_n_jobs(f->fake, SELF), 1);
@@ -158,20 +161,22 @@ static void test_many_rejections_are_one_message(void **state) {
         Fixture *f = *state;
 
         run(f, "1.slice,2.scope,x;y,4.target,a");
-        assert_string_equal(f->log, "rejected-summary:rejected 4 unit names: \"1.slice\" (is a slice: restarting it "
-                                    "restarts every unit in it, the agent, kubelet and containerd included; only "
-                                    "services, sockets and timers may be restarted), \"2.scope\" (only services, "
-                                    "sockets and timers may be restarted), \"x;y\" (contains a character outside "
-                                    "[A-Za-z0-9:_.\\-@]), \"4.target\" (only services, sockets and timers may be "
-                                    "restarted) remove unit:a.service:ok finished");
+        assert_string_equal(f->log,
+                            "rejected-summary:rejected 4 unit names: \"1.slice\" (is a slice: restarting it "
+                            "restarts every unit in it, the agent, kubelet and containerd included; only "
+                            "services, sockets and timers may be restarted), \"2.scope\" (only services, "
+                            "sockets and timers may be restarted), \"x;y\" (contains a character outside "
+                            "[A-Za-z0-9:_.\\-@]), \"4.target\" (only services, sockets and timers may be "
+                            "restarted) remove unit:a.service:ok finished");
 }
 
 static void test_failures_do_not_stop_the_rest(void **state) {
         Fixture *f = *state;
 
         run(f, "fails,hang,nope,a");
-        assert_string_equal(f->log, "remove unit:fails.service:fail unit:hang.service:fail unit:nope.service:fail "
-                                    "unit:a.service:ok finished");
+        assert_string_equal(f->log,
+                            "remove unit:fails.service:fail unit:hang.service:fail unit:nope.service:fail "
+                            "unit:a.service:ok finished");
 }
 
 static void test_failed_removal_retries_without_restarting_again(void **state) {
@@ -180,8 +185,9 @@ static void test_failed_removal_retries_without_restarting_again(void **state) {
         f->remove_mode = REMOVE_FAIL;
         f->n_fail = 3;
         run(f, "a,b");
-        assert_string_equal(f->log, "remove-failed remove-failed remove-failed remove unit:a.service:ok "
-                                    "unit:b.service:ok finished");
+        assert_string_equal(f->log,
+                            "remove-failed remove-failed remove-failed remove unit:a.service:ok "
+                            "unit:b.service:ok finished");
         assert_int_equal(fake_systemd_n_jobs(f->fake, "a.service"), 1);
         assert_int_equal(fake_systemd_n_jobs(f->fake, "b.service"), 1);
 }
@@ -192,13 +198,14 @@ static void test_async_removal(void **state) {
         f->remove_mode = REMOVE_ASYNC;
         assert_int_equal(restart_handler_submit(f->h, "a,agent"), 0);
         TEST_LOOP_UNTIL(f->event, f->n_remove == 1, 5 * USEC_PER_SEC);
-        TEST_LOOP_NOT(f->event, fake_systemd_n_jobs(f->fake, SELF) + fake_systemd_n_jobs(f->fake, "a.service") > 0,
+        TEST_LOOP_NOT(f->event,
+                      fake_systemd_n_jobs(f->fake, SELF) + fake_systemd_n_jobs(f->fake, "a.service") > 0,
                       50 * USEC_PER_MSEC);
         assert_true(restart_handler_is_busy(f->h));
-        restart_handler_annotation_removed(f->h, -ESTALE);      /* changed meanwhile: still done */
+        restart_handler_annotation_removed(f->h, -ESTALE); /* changed meanwhile: still done */
         TEST_LOOP_UNTIL(f->event, !restart_handler_is_busy(f->h), 5 * USEC_PER_SEC);
         assert_int_equal(fake_systemd_n_jobs(f->fake, SELF), 1);
-        restart_handler_annotation_removed(f->h, 0);            /* late duplicate: ignored */
+        restart_handler_annotation_removed(f->h, 0); /* late duplicate: ignored */
         assert_int_equal(f->n_finished, 1);
 }
 
@@ -221,7 +228,7 @@ static void test_resume_after_crash(void **state) {
         run(f, NULL);
         assert_string_equal(f->log, "unit:c.service:ok finished");
         assert_int_equal(fake_systemd_n_jobs(f->fake, "a.service"), 1);
-        assert_true(fake_systemd_n_jobs(f->fake, "b.service") <= 1);   /* whether the job got out */
+        assert_true(fake_systemd_n_jobs(f->fake, "b.service") <= 1); /* whether the job got out */
         assert_int_equal(fake_systemd_n_jobs(f->fake, "c.service"), 1);
 }
 
@@ -243,7 +250,7 @@ static void test_removed_value_is_ignored_until_seen_absent(void **state) {
         assert_int_equal(stat(f->state_path, &st), 0);
         f->log[0] = '\0';
 
-        run(f, "a");                                    /* a stale Node view */
+        run(f, "a"); /* a stale Node view */
         assert_string_equal(f->log, "");
 
         /* After a restart of the agent, too. */
@@ -252,9 +259,9 @@ static void test_removed_value_is_ignored_until_seen_absent(void **state) {
         run(f, "a");
         assert_string_equal(f->log, "");
 
-        run(f, NULL);                                   /* seen absent */
+        run(f, NULL); /* seen absent */
         assert_int_equal(stat(f->state_path, &st), -1);
-        run(f, "a");                                    /* now it is a new request */
+        run(f, "a"); /* now it is a new request */
         assert_string_equal(f->log, "remove unit:a.service:ok finished");
         assert_int_equal(fake_systemd_n_jobs(f->fake, "a.service"), 2);
 }
@@ -264,7 +271,7 @@ static void test_new_value_while_busy_runs_afterwards(void **state) {
 
         assert_int_equal(restart_handler_submit(f->h, "a"), 0);
         assert_int_equal(restart_handler_submit(f->h, "b"), 0);
-        assert_int_equal(restart_handler_submit(f->h, "c"), 0);    /* latest wins */
+        assert_int_equal(restart_handler_submit(f->h, "c"), 0); /* latest wins */
         TEST_LOOP_UNTIL(f->event, f->n_finished == 2, 5 * USEC_PER_SEC);
         assert_string_equal(f->log, "remove unit:a.service:ok finished remove unit:c.service:ok finished");
         assert_int_equal(fake_systemd_n_jobs(f->fake, "b.service"), 0);
@@ -287,10 +294,10 @@ static void test_retry_stops_when_annotation_disappears(void **state) {
         assert_int_equal(restart_handler_submit(f->h, "a"), 0);
         TEST_LOOP_UNTIL(f->event, f->n_remove >= 2, 5 * USEC_PER_SEC);
         assert_true(restart_handler_is_busy(f->h));
-        assert_int_equal(restart_handler_submit(f->h, "a"), 0);        /* still there: keep retrying */
+        assert_int_equal(restart_handler_submit(f->h, "a"), 0); /* still there: keep retrying */
         assert_true(restart_handler_is_busy(f->h));
-        assert_int_equal(fake_systemd_n_jobs(f->fake, "a.service"), 0);  /* not before the removal */
-        assert_int_equal(restart_handler_submit(f->h, ""), 0);         /* removed by someone else */
+        assert_int_equal(fake_systemd_n_jobs(f->fake, "a.service"), 0); /* not before the removal */
+        assert_int_equal(restart_handler_submit(f->h, ""), 0);          /* removed by someone else */
         TEST_LOOP_UNTIL(f->event, !restart_handler_is_busy(f->h), 5 * USEC_PER_SEC);
         {
                 unsigned n = f->n_remove;
@@ -351,12 +358,13 @@ static void test_unsaved_record_restarts_nothing(void **state) {
         assert_true((size_t) snprintf(f->state_path, sizeof(f->state_path), "%s/restart-request.json", sub) <
                     sizeof(f->state_path));
         f->h = restart_handler_free(f->h);
-        new_handler(f);                                 /* its state directory does not exist */
+        new_handler(f); /* its state directory does not exist */
 
         assert_int_equal(restart_handler_submit(f->h, "a,agent"), 0);
         TEST_LOOP_UNTIL(f->event, f->n_remove == 1, 5 * USEC_PER_SEC);
         /* Several retries at 10-40 ms. */
-        TEST_LOOP_NOT(f->event, fake_systemd_n_jobs(f->fake, "a.service") + fake_systemd_n_jobs(f->fake, SELF),
+        TEST_LOOP_NOT(f->event,
+                      fake_systemd_n_jobs(f->fake, "a.service") + fake_systemd_n_jobs(f->fake, SELF),
                       300 * USEC_PER_MSEC);
         assert_true(restart_handler_is_busy(f->h));
 
@@ -410,15 +418,18 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_order_dedupe_rejections_self_last, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_failures_do_not_stop_the_rest, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_failed_removal_retries_without_restarting_again, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_failed_removal_retries_without_restarting_again, setup,
+                                                teardown),
                 cmocka_unit_test_setup_teardown(test_async_removal, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_resume_after_crash, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_resume_then_new_value, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_slice_rejected_replaced_unit_is_self, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_many_rejections_are_one_message, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_removed_value_is_ignored_until_seen_absent, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_removed_value_is_ignored_until_seen_absent, setup,
+                                                teardown),
                 cmocka_unit_test_setup_teardown(test_new_value_while_busy_runs_afterwards, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_retry_stops_when_annotation_disappears, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_retry_stops_when_annotation_disappears, setup,
+                                                teardown),
                 cmocka_unit_test_setup_teardown(test_own_restart_is_recorded_first, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unsaved_record_restarts_nothing, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_corrupt_record_is_ignored, setup, teardown),

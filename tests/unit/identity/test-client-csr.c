@@ -10,12 +10,11 @@
 
 /* A fixed P-256 key; its digested CSR name was computed independently (Python hashlib sha512_256 over the
  * base64url of `openssl pkey -pubout -outform DER`, the CN, the O and the usages, each followed by '|'). */
-static const char fixed_key[] =
-        "-----BEGIN PRIVATE KEY-----\n"
-        "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgLFBbXLmd1u6urrLE\n"
-        "FJRMg6utaw0alf+inopsK7iZVyWhRANCAAQSTsTDyA7zT6WuLUml5qLPQGZEe+Qv\n"
-        "g2czAyDjp6Z600H75XYG3Yuz/97A4EdevAbZ/NN+VS2rnt7Odv7Kkl1l\n"
-        "-----END PRIVATE KEY-----\n";
+static const char fixed_key[] = "-----BEGIN PRIVATE KEY-----\n"
+                                "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgLFBbXLmd1u6urrLE\n"
+                                "FJRMg6utaw0alf+inopsK7iZVyWhRANCAAQSTsTDyA7zT6WuLUml5qLPQGZEe+Qv\n"
+                                "g2czAyDjp6Z600H75XYG3Yuz/97A4EdevAbZ/NN+VS2rnt7Odv7Kkl1l\n"
+                                "-----END PRIVATE KEY-----\n";
 static const char fixed_name[] = "node-agent-csr-FmGP1V7_DroRQs_WUzFQQxXMKTQi-_UHG-DwXOyINT4";
 
 static X509_REQ *parse_csr(const char *pem, size_t size) {
@@ -46,14 +45,14 @@ static void test_csr_verifies_with_subject(void **state) {
 
         req = parse_csr(pem, size);
         pub = X509_REQ_get0_pubkey(req);
-        assert_int_equal(X509_REQ_verify(req, pub), 1);         /* self-signature */
+        assert_int_equal(X509_REQ_verify(req, pub), 1); /* self-signature */
         assert_int_equal(EVP_PKEY_get_base_id(pub), EVP_PKEY_EC);
         assert_int_equal(EVP_PKEY_get_bits(pub), 256);
 
         name = X509_REQ_get_subject_name(req);
         assert_int_equal(X509_NAME_entry_count(name), 2);
         assert_int_equal(OBJ_obj2nid(X509_NAME_ENTRY_get_object(X509_NAME_get_entry(name, 0))),
-                         NID_organizationName);                 /* Go's pkix.Name order: O before CN */
+                         NID_organizationName); /* Go's pkix.Name order: O before CN */
         assert_true(X509_NAME_get_text_by_NID(name, NID_commonName, buf, sizeof(buf)) > 0);
         assert_string_equal(buf, "gardener.cloud:node-agent:machine:shoot--p--s-worker-abc-z1-5d8f7");
         assert_true(X509_NAME_get_text_by_NID(name, NID_organizationName, buf, sizeof(buf)) > 0);
@@ -96,7 +95,7 @@ static void test_digested_name_matches_upstream(void **state) {
         assert_int_equal(client_csr_name(k, "machine-1", &name), 0);
         assert_string_equal(name, fixed_name);
         assert_int_equal(client_csr_name(k, "machine-1", &again), 0);
-        assert_string_equal(again, name);                       /* deterministic per key */
+        assert_string_equal(again, name); /* deterministic per key */
         assert_int_equal(client_key_generate(&k2), 0);
         assert_int_equal(client_csr_name(k2, "machine-1", &other), 0);
         assert_string_not_equal(other, name);
@@ -112,10 +111,12 @@ static void test_csr_object(void **state) {
         assert_string_equal(json_string_value(json_object_get(o, "apiVersion")), "certificates.k8s.io/v1");
         assert_string_equal(json_string_value(json_object_get(json_object_get(o, "metadata"), "name")),
                             "node-agent-csr-x");
-        assert_string_equal(json_string_value(json_object_get(json_object_get(o, "spec"), "request")), "UEVN");
+        assert_string_equal(json_string_value(json_object_get(json_object_get(o, "spec"), "request")),
+                            "UEVN");
         assert_string_equal(json_string_value(json_object_get(json_object_get(o, "spec"), "signerName")),
                             "kubernetes.io/kube-apiserver-client");
-        assert_int_equal(json_integer_value(json_object_get(json_object_get(o, "spec"), "expirationSeconds")), 3600);
+        assert_int_equal(
+                json_integer_value(json_object_get(json_object_get(o, "spec"), "expirationSeconds")), 3600);
         usages = json_object_get(json_object_get(o, "spec"), "usages");
         assert_int_equal(json_array_size(usages), 3);
         assert_string_equal(json_string_value(json_array_get(usages, 2)), "client auth");
@@ -140,8 +141,8 @@ static char *make_cert(const ClientKey *k, time_t nb, time_t na, bool client_aut
         ASN1_TIME_set(X509_getm_notBefore(x), nb);
         ASN1_TIME_set(X509_getm_notAfter(x), na);
         X509_set_pubkey(x, pkey);
-        X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC, (const unsigned char *) "t", -1,
-                                   -1, 0);
+        X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC, (const unsigned char *) "t",
+                                   -1, -1, 0);
         X509_set_issuer_name(x, X509_get_subject_name(x));
         if (client_auth) {
                 X509V3_CTX ctx;

@@ -6,10 +6,11 @@
 #include "tests.h"
 #include "util/fileio.h"
 
-#define CONFIG(secret) \
-        "apiVersion: nodeagent.config.gardener.cloud/v1alpha1\nkind: NodeAgentConfiguration\n" \
+#define CONFIG(secret)                                                                                           \
+        "apiVersion: nodeagent.config.gardener.cloud/v1alpha1\nkind: NodeAgentConfiguration\n"                   \
         "apiServer:\n  server: https://api.example:443\n  caFile: /var/lib/gardener-node-agent/cluster-ca.crt\n" \
-        "controllers:\n  operatingSystemConfig:\n    secretName: " secret "\n    kubernetesVersion: 1.31.4\n"
+        "controllers:\n  operatingSystemConfig:\n    secretName: " secret                                        \
+        "\n    kubernetesVersion: 1.31.4\n"
 
 static void write_in(const char *dir, const char *name, const char *text) {
         char path[256];
@@ -54,7 +55,8 @@ static void test_provisioned(void **state) {
 
         /* Undecodable: an error naming the file and the field. */
         cc = osc_component_config_free(cc);
-        write_in(dir, "config-v1.121.0.yaml", "controllers:\n  operatingSystemConfig:\n    secretName: [x]\n");
+        write_in(dir, "config-v1.121.0.yaml",
+                 "controllers:\n  operatingSystemConfig:\n    secretName: [x]\n");
         assert_int_equal(gna_config_read(dir, &cc, &error), -EINVAL);
         assert_non_null(strstr(error, "config-v1.121.0.yaml"));
         assert_non_null(strstr(error, "controllers.operatingSystemConfig.secretName"));

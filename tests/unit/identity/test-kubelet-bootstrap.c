@@ -38,12 +38,13 @@ static void env_teardown(Env *e) {
 }
 
 static const char *at(const json_t *doc, const char *list, const char *inner, const char *key) {
-        return json_string_value(json_object_get(json_object_get(json_array_get(json_object_get(doc, list), 0), inner),
-                                                 key));
+        return json_string_value(
+                json_object_get(json_object_get(json_array_get(json_object_get(doc, list), 0), inner), key));
 }
 
 static void test_kubeconfig_is_upstreams(void **state) {
-        json_t *doc = kubelet_bootstrap_token_kubeconfig("api.example:443", "/ca.crt", "abcdef.0123456789abcdef");
+        json_t *doc =
+                kubelet_bootstrap_token_kubeconfig("api.example:443", "/ca.crt", "abcdef.0123456789abcdef");
 
         assert_non_null(doc);
         assert_string_equal(at(doc, "clusters", "cluster", "server"), "https://api.example:443");
@@ -72,7 +73,7 @@ static void test_written_for_a_new_kubelet(void **state) {
         assert_int_equal(st.st_mode & 07777, 0600);
         assert_int_equal(read_full_file(e.boot, 1 << 16, &text, &size), 0);
         doc = json_loads(text, 0, NULL);
-        assert_string_equal(at(doc, "users", "user", "token"), "abcdef.0123456789abcdef");   /* trimmed */
+        assert_string_equal(at(doc, "users", "user", "token"), "abcdef.0123456789abcdef"); /* trimmed */
         json_decref(doc);
         /* Written again at the next start while the kubelet still has no credentials of its own. */
         assert_int_equal(kubelet_bootstrap_provision(&e.p, &err), 1);
@@ -96,7 +97,7 @@ static void test_nothing_to_do(void **state) {
         assert_int_equal(kubelet_bootstrap_provision(&e.p, &err), 0);
         assert_int_equal(access(e.boot, F_OK), -1);
         assert_int_equal(unlink(e.real), 0);
-        assert_int_equal(mkdir_parents(e.pem, 0755), 0);     /* a directory is there too */
+        assert_int_equal(mkdir_parents(e.pem, 0755), 0); /* a directory is there too */
         assert_int_equal(kubelet_bootstrap_provision(&e.p, &err), 0);
         assert_int_equal(access(e.boot, F_OK), -1);
         env_teardown(&e);

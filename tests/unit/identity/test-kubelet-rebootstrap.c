@@ -6,12 +6,14 @@
 #include "tests.h"
 #include "util/fileio.h"
 
-#define PEM "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n-----BEGIN EC PRIVATE KEY-----\nMHc\n" \
-            "-----END EC PRIVATE KEY-----\n"
-#define REAL "apiVersion: v1\nkind: Config\nclusters:\n- name: old\n  cluster:\n    server: https://old\n" \
-             "users:\n- name: old-user\n  user:\n    client-certificate: /var/lib/kubelet/pki/kubelet-client-current.pem\n" \
-             "contexts:\n- name: ctx\n  context:\n    cluster: default-cluster\n    user: default-auth\n" \
-             "current-context: ctx\n"
+#define PEM                                                                                                   \
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n-----BEGIN EC PRIVATE KEY-----\nMHc\n" \
+        "-----END EC PRIVATE KEY-----\n"
+#define REAL                                                                                                           \
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: old\n  cluster:\n    server: https://old\n"                  \
+        "users:\n- name: old-user\n  user:\n    client-certificate: /var/lib/kubelet/pki/kubelet-client-current.pem\n" \
+        "contexts:\n- name: ctx\n  context:\n    cluster: default-cluster\n    user: default-auth\n"                   \
+        "current-context: ctx\n"
 
 typedef struct Env {
         char dir[64];
@@ -60,8 +62,9 @@ static bool exists(const char *p) {
 }
 
 static void test_pure_conversion(void **state) {
-        json_t *real = json_pack("{s:s, s:[{s:s}], s:[{s:s}], s:[{s:s}], s:s}", "kind", "Config", "clusters", "name",
-                                 "old", "users", "name", "old", "contexts", "name", "ctx", "current-context", "ctx");
+        json_t *real = json_pack("{s:s, s:[{s:s}], s:[{s:s}], s:[{s:s}], s:s}", "kind", "Config", "clusters",
+                                 "name", "old", "users", "name", "old", "contexts", "name", "ctx",
+                                 "current-context", "ctx");
         json_t *out = kubelet_bootstrap_kubeconfig(real, "/ca.crt", "https://s", "AB", 2);
         json_t *cl, *us;
 
@@ -70,15 +73,20 @@ static void test_pure_conversion(void **state) {
         us = json_array_get(json_object_get(out, "users"), 0);
         assert_int_equal(json_array_size(json_object_get(out, "clusters")), 1);
         assert_string_equal(json_string_value(json_object_get(cl, "name")), "default-cluster");
-        assert_string_equal(json_string_value(json_object_get(json_object_get(cl, "cluster"), "certificate-authority")),
-                            "/ca.crt");
-        assert_string_equal(json_string_value(json_object_get(json_object_get(cl, "cluster"), "server")), "https://s");
+        assert_string_equal(
+                json_string_value(json_object_get(json_object_get(cl, "cluster"), "certificate-authority")),
+                "/ca.crt");
+        assert_string_equal(json_string_value(json_object_get(json_object_get(cl, "cluster"), "server")),
+                            "https://s");
         assert_string_equal(json_string_value(json_object_get(us, "name")), "default-auth");
-        assert_string_equal(json_string_value(json_object_get(json_object_get(us, "user"), "client-certificate-data")),
-                            "QUI=");
-        assert_string_equal(json_string_value(json_object_get(json_object_get(us, "user"), "client-key-data")), "QUI=");
-        assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(out, "contexts"), 0),
-                                                              "name")), "ctx");
+        assert_string_equal(
+                json_string_value(json_object_get(json_object_get(us, "user"), "client-certificate-data")),
+                "QUI=");
+        assert_string_equal(
+                json_string_value(json_object_get(json_object_get(us, "user"), "client-key-data")), "QUI=");
+        assert_string_equal(json_string_value(json_object_get(
+                                    json_array_get(json_object_get(out, "contexts"), 0), "name")),
+                            "ctx");
         assert_string_equal(json_string_value(json_object_get(out, "current-context")), "ctx");
         json_decref(out);
         out = json_string("x");
@@ -130,7 +138,7 @@ static void test_resume_after_kill_at_each_step(void **state) {
 
                 env_setup(&e, /* with_real= */ true);
                 /* What the disk looks like when the run was killed right after persisting `killed`. */
-                assert_int_equal(kubelet_rebootstrap_run(&e.p, &next, &err), 0);     /* full run, then rewind */
+                assert_int_equal(kubelet_rebootstrap_run(&e.p, &next, &err), 0); /* full run, then rewind */
                 if (killed <= KUBELET_REBOOTSTRAP_REMOVE_REAL)
                         assert_int_equal(write_file_atomic(e.real, REAL, strlen(REAL), 0600), 0);
                 if (killed <= KUBELET_REBOOTSTRAP_REMOVE_PKI)
@@ -156,13 +164,13 @@ static void test_pki_kept_when_bootstrap_cannot_be_written(void **state) {
         Env e;
 
         env_setup(&e, /* with_real= */ true);
-        assert_int_equal(unlink(e.pem), 0);                      /* no client PEM to embed */
+        assert_int_equal(unlink(e.pem), 0); /* no client PEM to embed */
         assert_true(kubelet_rebootstrap_run(&e.p, &next, &err) < 0);
         assert_non_null(strstr(err, "kubelet-client-current.pem"));
         assert_true(exists(e.pki));
         assert_true(exists(e.real));
         assert_false(exists(e.boot));
-        assert_false(exists(e.state));                          /* still at write-bootstrap */
+        assert_false(exists(e.state)); /* still at write-bootstrap */
         env_teardown(&e);
 }
 

@@ -16,9 +16,12 @@ static void test_sync_configs(void **state) {
         _cleanup_(token_sync_configs_clear) TokenSyncConfigs c = {};
         _cleanup_free_ char *err = NULL;
 
-        assert_int_equal(parse("{\"controllers\":{\"token\":{\"syncPeriod\":\"1h30m\",\"syncConfigs\":["
-                               "{\"secretName\":\"gardener-valitail\",\"path\":\"/var/lib/valitail/auth-token\"},"
-                               "{\"secretName\":\"shoot-access-x\",\"path\":\"/var/lib/x/token\"}]}}}", &c, &err), 0);
+        assert_int_equal(
+                parse("{\"controllers\":{\"token\":{\"syncPeriod\":\"1h30m\",\"syncConfigs\":["
+                      "{\"secretName\":\"gardener-valitail\",\"path\":\"/var/lib/valitail/auth-token\"},"
+                      "{\"secretName\":\"shoot-access-x\",\"path\":\"/var/lib/x/token\"}]}}}",
+                      &c, &err),
+                0);
         assert_int_equal(c.n, 2);
         assert_int_equal(c.sync_period_usec, 90 * 60 * USEC_PER_SEC);
         assert_string_equal(c.items[0].secret_name, "gardener-valitail");
@@ -65,13 +68,17 @@ static void test_rejects(void **state) {
 
 /* At most OSC_TOKEN_SYNCS_MAX entries, as the OSC's component config. */
 static void test_too_many(void **state) {
-        _cleanup_(json_decrefp) json_t *doc = json_pack("{s:{s:{s:[]}}}", "controllers", "token", "syncConfigs");
-        json_t *list = json_object_get(json_object_get(json_object_get(doc, "controllers"), "token"), "syncConfigs");
+        _cleanup_(json_decrefp) json_t *doc =
+                json_pack("{s:{s:{s:[]}}}", "controllers", "token", "syncConfigs");
+        json_t *list = json_object_get(json_object_get(json_object_get(doc, "controllers"), "token"),
+                                       "syncConfigs");
         TokenSyncConfigs c = {};
         _cleanup_free_ char *err = NULL;
 
         for (int i = 0; i <= OSC_TOKEN_SYNCS_MAX; i++)
-                assert_int_equal(json_array_append_new(list, json_pack("{s:s, s:s}", "secretName", "t", "path", "/t")), 0);
+                assert_int_equal(json_array_append_new(
+                                         list, json_pack("{s:s, s:s}", "secretName", "t", "path", "/t")),
+                                 0);
         assert_int_equal(token_sync_configs_from_json(doc, &c, &err), -EINVAL);
         assert_non_null(strstr(err, "controllers.token.syncConfigs: expected a list of at most"));
         assert_int_equal(c.n, 0);

@@ -43,10 +43,14 @@ static void test_dedup(void **state) {
         other = observe(c, "uid-1", "Normal", "InPlaceUpdateStaged", "staged kubelet 1.32.2", 22 * SEC);
         assert_int_equal(other.action, EVENT_ACTION_CREATE);
         assert_string_not_equal(other.name, a.name);
-        assert_int_equal(observe(c, "uid-1", "Warning", "InPlaceUpdateStaged", "staged kubelet 1.32.1", 23 * SEC).action,
-                         EVENT_ACTION_CREATE);
-        assert_int_equal(observe(c, "uid-2", "Normal", "InPlaceUpdateStaged", "staged kubelet 1.32.1", 24 * SEC).action,
-                         EVENT_ACTION_CREATE);
+        assert_int_equal(
+                observe(c, "uid-1", "Warning", "InPlaceUpdateStaged", "staged kubelet 1.32.1", 23 * SEC)
+                        .action,
+                EVENT_ACTION_CREATE);
+        assert_int_equal(
+                observe(c, "uid-2", "Normal", "InPlaceUpdateStaged", "staged kubelet 1.32.1", 24 * SEC)
+                        .action,
+                EVENT_ACTION_CREATE);
 
         /* After forgetting (the Event could not be created), the next occurrence creates again. */
         event_cache_forget(c, a.name);
@@ -85,9 +89,11 @@ static void test_spam_filter(void **state) {
         assert_int_equal(observe(c, "v", "Warning", "R", "m0", now).action, EVENT_ACTION_CREATE);
 
         /* One token back every 300 s. */
-        assert_int_not_equal(observe(c, "u", "Warning", "R", "m0", now + 300 * SEC).action, EVENT_ACTION_DROP);
+        assert_int_not_equal(observe(c, "u", "Warning", "R", "m0", now + 300 * SEC).action,
+                             EVENT_ACTION_DROP);
         assert_int_equal(observe(c, "u", "Warning", "R", "m0", now + 301 * SEC).action, EVENT_ACTION_DROP);
-        assert_int_not_equal(observe(c, "u", "Warning", "R", "m0", now + 600 * SEC).action, EVENT_ACTION_DROP);
+        assert_int_not_equal(observe(c, "u", "Warning", "R", "m0", now + 600 * SEC).action,
+                             EVENT_ACTION_DROP);
         assert_int_equal(observe(c, "u", "Warning", "R", "m0", now + 600 * SEC).action, EVENT_ACTION_DROP);
 
         /* A long quiet period refills to the burst, not beyond. */
@@ -126,11 +132,12 @@ static void test_long_name_stays_valid(void **state) {
                         node[sizeof(node) - 1] = '\0';
                         for (size_t i = 49; i < 230; i += 50)
                                 node[i] = '.';
-                        node[at] = seps[k];     /* the cut lands on it for one of these */
+                        node[at] = seps[k]; /* the cut lands on it for one of these */
                         assert_true(kube_name_is_valid(node, KUBE_NAME_SUBDOMAIN));
-                        snprintf(uid, sizeof(uid), "uid-%zu-%zu", k, at);       /* a new Event each */
+                        snprintf(uid, sizeof(uid), "uid-%zu-%zu", k, at); /* a new Event each */
                         assert_int_equal(event_cache_observe(c, node, uid, "Normal", "R", "m", at * SEC,
-                                                             REAL0 + at * SEC, &d), 0);
+                                                             REAL0 + at * SEC, &d),
+                                         0);
                         assert_int_equal(d.action, EVENT_ACTION_CREATE);
                         assert_true(strlen(d.name) <= EVENT_NAME_MAX);
                         if (!kube_name_is_valid(d.name, KUBE_NAME_SUBDOMAIN))

@@ -78,14 +78,16 @@ static const char *last(Ctx *c) {
 static void test_get_sends_credentials_and_decodes(void **state) {
         Ctx *c = *state;
 
-        test_kube_push(&c->k, 200, "Content-Type: application/json\r\n", "{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\"}}");
+        test_kube_push(&c->k, 200, "Content-Type: application/json\r\n",
+                       "{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\"}}");
         /* Floating: owned by the client, freed after the callback (ASan/valgrind see a leak otherwise). */
         assert_int_equal(kube_client_get(c->k.client, "/api/v1/nodes/n1", on_done, c, NULL), 0);
         wait_done(c);
         assert_int_equal(c->error, 0);
         assert_int_equal(c->status, 200);
         assert_int_equal(c->attempts, 1);
-        assert_string_equal(json_string_value(json_object_get(json_object_get(c->object, "metadata"), "name")), "n1");
+        assert_string_equal(
+                json_string_value(json_object_get(json_object_get(c->object, "metadata"), "name")), "n1");
         assert_non_null(strstr(last(c), "GET /api/v1/nodes/n1 HTTP/1.1\r\n"));
         assert_non_null(strstr(last(c), "\r\nAccept: application/json\r\n"));
         assert_non_null(strstr(last(c), "\r\nAuthorization: Bearer token-1\r\n"));
@@ -114,8 +116,9 @@ static void test_patch_types(void **state) {
                 assert_string_equal(kube_patch_type_to_content_type(cases[i].type), cases[i].content_type);
                 c->calls = 0;
                 test_kube_push(&c->k, 200, NULL, "{\"kind\":\"Node\"}");
-                assert_int_equal(kube_client_patch(c->k.client, "/api/v1/nodes/n1", cases[i].type, body, on_done, c,
-                                                   NULL), 0);
+                assert_int_equal(kube_client_patch(c->k.client, "/api/v1/nodes/n1", cases[i].type, body,
+                                                   on_done, c, NULL),
+                                 0);
                 wait_done(c);
                 assert_int_equal(c->error, 0);
                 snprintf(ct, sizeof(ct), "\r\nContent-Type: %s\r\n", cases[i].content_type);
@@ -160,16 +163,17 @@ static void test_error_mapping(void **state) {
                 int status;
                 int error;
         } cases[] = {
-                { 400, -EINVAL }, { 401, -EACCES }, { 403, -EPERM }, { 404, -ENOENT }, { 409, -EBUSY },
-                { 410, -ESTALE }, { 422, -EINVAL }, { 500, -EIO },
+                { 400, -EINVAL }, { 401, -EACCES }, { 403, -EPERM },  { 404, -ENOENT },
+                { 409, -EBUSY },  { 410, -ESTALE }, { 422, -EINVAL }, { 500, -EIO },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 char body[256];
 
-                snprintf(body, sizeof(body),
-                         "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"R%d\",\"message\":\"m %d\",\"code\":%d}",
-                         cases[i].status, cases[i].status, cases[i].status);
+                snprintf(
+                        body, sizeof(body),
+                        "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"R%d\",\"message\":\"m %d\",\"code\":%d}",
+                        cases[i].status, cases[i].status, cases[i].status);
                 c->calls = 0;
                 test_kube_push(&c->k, cases[i].status, NULL, body);
                 assert_int_equal(kube_client_get(c->k.client, "/api/v1/nodes/n1", on_done, c, NULL), 0);
@@ -181,7 +185,7 @@ static void test_error_mapping(void **state) {
                 assert_string_equal(c->reason, body);
                 snprintf(body, sizeof(body), "m %d", cases[i].status);
                 assert_string_equal(c->message, body);
-                assert_non_null(c->object);      /* the Status is handed over */
+                assert_non_null(c->object); /* the Status is handed over */
         }
 }
 
@@ -213,8 +217,11 @@ static void test_429_retry_after(void **state) {
         /* Even a POST: a 429 was rejected before any handler ran. */
         test_kube_push(&c->k, 429, "Retry-After: 1\r\n", "Too many requests, please try again later.\n");
         test_kube_push(&c->k, 201, NULL, "{\"kind\":\"Event\"}");
-        assert_int_equal(kube_client_post(c->k.client, "/api/v1/namespaces/default/events", body, on_done, c, &req), 0);
-        TEST_LOOP_UNTIL(c->k.event, kube_request_get_attempts(req) == 1 && kube_request_get_status(req) == 429,
+        assert_int_equal(
+                kube_client_post(c->k.client, "/api/v1/namespaces/default/events", body, on_done, c, &req),
+                0);
+        TEST_LOOP_UNTIL(c->k.event,
+                        kube_request_get_attempts(req) == 1 && kube_request_get_status(req) == 429,
                         5 * USEC_PER_SEC);
         assert_int_equal(kube_request_get_retry_after_usec(req), USEC_PER_SEC);
         assert_string_equal(kube_request_get_message(req), "Too many requests, please try again later.");
@@ -232,7 +239,9 @@ static void test_503_not_retried_for_post(void **state) {
         json_auto_t *body = json_pack("{s:s}", "kind", "Event");
 
         test_kube_push(&c->k, 503, "Retry-After: 1\r\n", "{\"kind\":\"Status\",\"code\":503}");
-        assert_int_equal(kube_client_post(c->k.client, "/api/v1/namespaces/default/events", body, on_done, c, NULL), 0);
+        assert_int_equal(
+                kube_client_post(c->k.client, "/api/v1/namespaces/default/events", body, on_done, c, NULL),
+                0);
         wait_done(c);
         assert_int_equal(c->error, -EAGAIN);
         assert_int_equal(c->attempts, 1);
@@ -325,7 +334,9 @@ static void test_unsafe_path_refused(void **state) {
 
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 assert_int_equal(kube_client_get(c->k.client, bad[i], on_done, c, NULL), -EINVAL);
-                assert_int_equal(kube_client_patch(c->k.client, bad[i], KUBE_PATCH_MERGE, body, on_done, c, NULL), -EINVAL);
+                assert_int_equal(
+                        kube_client_patch(c->k.client, bad[i], KUBE_PATCH_MERGE, body, on_done, c, NULL),
+                        -EINVAL);
         }
         TEST_LOOP_NOT(c->k.event, c->calls > 0, 100 * USEC_PER_MSEC);
         assert_int_equal(fake_http_requests(c->k.fake), 0);

@@ -33,9 +33,12 @@ static void test_parse(void **state) {
         KubeTuning t;
 
         kube_tuning_init(&t);
-        assert_int_equal(kube_tuning_parse(&t, "watch-timeout=2s-4s, watch-silence=3s,startup-delay=0s,"
-                                           "backoff-base=100ms,backoff-cap=2s,token-refresh=1s,cert-check=1s",
-                                           NULL), 0);
+        assert_int_equal(
+                kube_tuning_parse(&t,
+                                  "watch-timeout=2s-4s, watch-silence=3s,startup-delay=0s,"
+                                  "backoff-base=100ms,backoff-cap=2s,token-refresh=1s,cert-check=1s",
+                                  NULL),
+                0);
         assert_int_equal(t.watch_timeout_min_usec, 2 * SEC);
         assert_int_equal(t.watch_timeout_max_usec, 4 * SEC);
         assert_int_equal(t.watch_silence_usec, 3 * SEC);
@@ -46,8 +49,10 @@ static void test_parse(void **state) {
         assert_int_equal(t.cert_check_usec, 1 * SEC);
         assert_int_equal(t.backoff_reset_usec, 120 * SEC);
 
-        assert_int_equal(kube_tuning_parse(&t, "units-check=1s,units-stuck=4s,health-check=500ms,health-grace=3s",
-                                           NULL), 0);
+        assert_int_equal(
+                kube_tuning_parse(&t, "units-check=1s,units-stuck=4s,health-check=500ms,health-grace=3s",
+                                  NULL),
+                0);
         assert_int_equal(t.units_check_usec, 1 * SEC);
         assert_int_equal(t.units_stuck_usec, 4 * SEC);
         assert_int_equal(t.health_check_usec, 500 * USEC_PER_MSEC);
@@ -62,8 +67,15 @@ static void test_parse(void **state) {
 
 static void test_errors(void **state) {
         static const char *const bad[] = {
-                "nonsense", "bogus=1s", "watch-silence=0s", "watch-silence=3", "watch-timeout=4s",
-                "watch-timeout=4s-2s", "watch-timeout=0s-2s", "watch-timeout=1500ms-3s", "token-refresh=",
+                "nonsense",
+                "bogus=1s",
+                "watch-silence=0s",
+                "watch-silence=3",
+                "watch-timeout=4s",
+                "watch-timeout=4s-2s",
+                "watch-timeout=0s-2s",
+                "watch-timeout=1500ms-3s",
+                "token-refresh=",
                 "backoff-base=1s,oops",
         };
 

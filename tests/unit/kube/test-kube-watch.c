@@ -12,15 +12,20 @@
 #define BACKOFF_BASE (100 * USEC_PER_MSEC)
 #define TIMEOUT (10 * USEC_PER_SEC)
 
-#define LIST_N1(rv)                                                                                 \
-        "{\"kind\":\"NodeList\",\"metadata\":{\"resourceVersion\":\"" rv "\"},"                     \
-        "\"items\":[{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\",\"uid\":\"u1\",\"resourceVersion\":\"" rv "\"}}]}"
+#define LIST_N1(rv)                                                                                            \
+        "{\"kind\":\"NodeList\",\"metadata\":{\"resourceVersion\":\"" rv "\"},"                                \
+        "\"items\":[{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\",\"uid\":\"u1\",\"resourceVersion\":\"" rv \
+        "\"}}]}"
 #define LIST_EMPTY(rv) "{\"kind\":\"NodeList\",\"metadata\":{\"resourceVersion\":\"" rv "\"},\"items\":[]}"
-#define EVENT(type, rv)                                                                             \
-        "{\"type\":\"" type "\",\"object\":{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\",\"uid\":\"u1\","   \
+#define EVENT(type, rv)                                                                  \
+        "{\"type\":\"" type                                                              \
+        "\",\"object\":{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\",\"uid\":\"u1\"," \
         "\"resourceVersion\":\"" rv "\"}}}\n"
-#define BOOKMARK(rv) "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Node\",\"metadata\":{\"resourceVersion\":\"" rv "\"}}}\n"
-#define ERROR_410 "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410,\"reason\":\"Expired\"}}\n"
+#define BOOKMARK(rv)                                                                                   \
+        "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Node\",\"metadata\":{\"resourceVersion\":\"" rv \
+        "\"}}}\n"
+#define ERROR_410 \
+        "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410,\"reason\":\"Expired\"}}\n"
 
 typedef struct Ctx {
         TestKube k;
@@ -36,7 +41,8 @@ static void on_object(KubeWatch *w, json_t *object, void *userdata) {
 
         c->objects++;
         snprintf(c->object_rv, sizeof(c->object_rv), "%s",
-                 strempty(json_string_value(json_object_get(json_object_get(object, "metadata"), "resourceVersion"))));
+                 strempty(json_string_value(
+                         json_object_get(json_object_get(object, "metadata"), "resourceVersion"))));
 }
 
 static void on_deleted(KubeWatch *w, json_t *last, void *userdata) {
@@ -44,7 +50,8 @@ static void on_deleted(KubeWatch *w, json_t *last, void *userdata) {
 
         c->deleted++;
         snprintf(c->deleted_rv, sizeof(c->deleted_rv), "%s",
-                 strempty(json_string_value(json_object_get(json_object_get(last, "metadata"), "resourceVersion"))));
+                 strempty(json_string_value(
+                         json_object_get(json_object_get(last, "metadata"), "resourceVersion"))));
 }
 
 static void on_synced(KubeWatch *w, int error, void *userdata) {
@@ -73,9 +80,12 @@ static int setup(void **state) {
         c->k.tuning.watch_timeout_min_usec = 5 * USEC_PER_SEC;
         c->k.tuning.watch_timeout_max_usec = 6 * USEC_PER_SEC;
         assert_int_equal(kube_watch_new(c->k.client, KUBE_RESOURCE_NODES, NULL, "n1",
-                                        &(KubeWatchCallbacks) { .on_object = on_object, .on_deleted = on_deleted,
-                                                                .on_synced = on_synced, .on_stopped = on_stopped },
-                                        c, &c->watch), 0);
+                                        &(KubeWatchCallbacks) { .on_object = on_object,
+                                                                .on_deleted = on_deleted,
+                                                                .on_synced = on_synced,
+                                                                .on_stopped = on_stopped },
+                                        c, &c->watch),
+                         0);
         *state = c;
         return 0;
 }
@@ -90,8 +100,12 @@ static int teardown(void **state) {
 }
 
 static void push_stream(Ctx *c, const char *body, bool close_early, bool hold) {
-        assert_int_equal(fake_http_push(c->k.fake, &(FakeResponse) { .status = 200, .body = body, .chunked = true,
-                                                                  .close_early = close_early, .hold = hold }),
+        assert_int_equal(fake_http_push(c->k.fake,
+                                        &(FakeResponse) { .status = 200,
+                                                          .body = body,
+                                                          .chunked = true,
+                                                          .close_early = close_early,
+                                                          .hold = hold }),
                          0);
 }
 
@@ -111,9 +125,12 @@ static void test_list_watch_bookmark(void **state) {
         push_stream(c, BOOKMARK("8"), /* close_early= */ false, /* hold= */ true);
         assert_int_equal(kube_watch_start(c->watch), 0);
 
-        test_kube_assert_request(&c->k, 0, "GET /api/v1/nodes?fieldSelector=metadata.name%3Dn1&resourceVersion=0 HTTP/1.1");
-        test_kube_assert_request(&c->k, 1, "GET /api/v1/nodes?watch=1&fieldSelector=metadata.name%3Dn1&resourceVersion=5"
-                             "&allowWatchBookmarks=true&timeoutSeconds=5 HTTP/1.1");
+        test_kube_assert_request(
+                &c->k, 0, "GET /api/v1/nodes?fieldSelector=metadata.name%3Dn1&resourceVersion=0 HTTP/1.1");
+        test_kube_assert_request(
+                &c->k, 1,
+                "GET /api/v1/nodes?watch=1&fieldSelector=metadata.name%3Dn1&resourceVersion=5"
+                "&allowWatchBookmarks=true&timeoutSeconds=5 HTTP/1.1");
         test_kube_assert_request(&c->k, 2, "watch=1&fieldSelector=metadata.name%3Dn1&resourceVersion=7&");
         TEST_LOOP_UNTIL(c->k.event, streq_ptr(kube_watch_get_resource_version(c->watch), "8"), TIMEOUT);
 
@@ -126,9 +143,10 @@ static void test_list_watch_bookmark(void **state) {
         assert_int_equal(c->synced, 1);
         assert_int_equal(c->synced_error, 0);
         assert_int_equal(c->deleted, 0);
-        assert_string_equal(json_string_value(json_object_get(
-                                    json_object_get(kube_watch_get_object(c->watch), "metadata"), "resourceVersion")),
-                            "6");
+        assert_string_equal(
+                json_string_value(json_object_get(
+                        json_object_get(kube_watch_get_object(c->watch), "metadata"), "resourceVersion")),
+                "6");
 }
 
 static void test_deleted(void **state) {
@@ -157,7 +175,8 @@ static void test_gone_relists(void **state) {
         assert_int_equal(kube_watch_start(c->watch), 0);
 
         test_kube_assert_request(&c->k, 1, "watch=1&fieldSelector=metadata.name%3Dn1&resourceVersion=5&");
-        test_kube_assert_request(&c->k, 2, "GET /api/v1/nodes?fieldSelector=metadata.name%3Dn1&resourceVersion=6 HTTP/1.1");
+        test_kube_assert_request(
+                &c->k, 2, "GET /api/v1/nodes?fieldSelector=metadata.name%3Dn1&resourceVersion=6 HTTP/1.1");
         test_kube_assert_request(&c->k, 3, "GET /api/v1/nodes?fieldSelector=metadata.name%3Dn1 HTTP/1.1");
         test_kube_assert_request(&c->k, 4, "watch=1&fieldSelector=metadata.name%3Dn1&resourceVersion=20&");
         assert_int_equal(stats(c).lists, 3);

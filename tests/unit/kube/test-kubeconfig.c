@@ -82,7 +82,8 @@ static void test_kubelet(void **state) {
         assert_string_equal(c->namespace, "default");
 }
 
-#define HEAD "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n"
+#define HEAD \
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n"
 #define CLUSTER "clusters:\n- name: k\n  cluster:\n    server: https://h\n"
 
 static void test_data_overrides_path(void **state) {
@@ -117,7 +118,8 @@ static void test_relative_to_root_and_cwd(void **state) {
 }
 
 static void test_anonymous_context(void **state) {
-        static const char text[] = "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k}\n" CLUSTER;
+        static const char text[] =
+                "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k}\n" CLUSTER;
         _cleanup_(kubeconfig_freep) KubeConfig *c = NULL;
 
         assert_int_equal(kubeconfig_parse(text, strlen(text), "/kc", &c, NULL), 0);
@@ -128,7 +130,7 @@ static void test_anonymous_context(void **state) {
 static void test_errors(void **state) {
         static const struct {
                 const char *text;
-                const char *message;    /* expected substring */
+                const char *message; /* expected substring */
         } cases[] = {
                 { "a: [1\n", "/kc: line" },
                 { "- 1\n", "not a kubeconfig" },
@@ -136,15 +138,20 @@ static void test_errors(void **state) {
                 { "current-context: x\n" CLUSTER, "no context named \"x\"" },
                 { HEAD, "context.cluster: no cluster named \"k\"" },
                 { HEAD "clusters:\n- name: k\n  cluster: {}\n", "clusters[\"k\"].cluster.server: missing" },
-                { HEAD "clusters:\n- name: k\n  cluster:\n    server: http://h\n", "is not an https:// URL" },
-                { HEAD "clusters:\n- name: k\n  cluster:\n    server: https:///x\n", "is not an https:// URL" },
+                { HEAD "clusters:\n- name: k\n  cluster:\n    server: http://h\n",
+                  "is not an https:// URL" },
+                { HEAD "clusters:\n- name: k\n  cluster:\n    server: https:///x\n",
+                  "is not an https:// URL" },
                 { HEAD "clusters:\n- name: k\n  cluster:\n    server: https://h?x=1\n", "must not contain" },
-                { HEAD "clusters:\n- name: k\n  cluster:\n    server: 5\n", "cluster.server: expected a string" },
-                { HEAD "clusters:\n- name: k\n  cluster:\n    server: https://h\n    insecure-skip-tls-verify: true\n",
+                { HEAD "clusters:\n- name: k\n  cluster:\n    server: 5\n",
+                  "cluster.server: expected a string" },
+                { HEAD
+                  "clusters:\n- name: k\n  cluster:\n    server: https://h\n    insecure-skip-tls-verify: true\n",
                   "clusters[\"k\"].cluster.insecure-skip-tls-verify: not supported" },
                 { HEAD "clusters:\n- name: k\n  cluster:\n    server: https://h\n    proxy-url: http://p\n",
                   "cluster.proxy-url: not supported" },
-                { HEAD "clusters:\n- name: k\n  cluster:\n    server: https://h\n    certificate-authority-data: \"!!\"\n",
+                { HEAD
+                  "clusters:\n- name: k\n  cluster:\n    server: https://h\n    certificate-authority-data: \"!!\"\n",
                   "certificate-authority-data: not valid base64" },
                 { HEAD CLUSTER, "context.user: no user named \"u\"" },
                 { HEAD CLUSTER "users:\n- name: u\n  user:\n    exec: {command: aws}\n",
@@ -154,7 +161,8 @@ static void test_errors(void **state) {
                 { HEAD CLUSTER "users:\n- name: u\n  user:\n    username: a\n    password: b\n",
                   "user.username: basic authentication" },
                 { HEAD CLUSTER "users:\n- name: u\n  user:\n    as: admin\n", "user.as: impersonation" },
-                { HEAD CLUSTER "users:\n- name: u\n  user:\n    token: 12345\n", "user.token: expected a string" },
+                { HEAD CLUSTER "users:\n- name: u\n  user:\n    token: 12345\n",
+                  "user.token: expected a string" },
                 { HEAD CLUSTER "users:\n- name: u\n  user:\n    client-certificate: c.pem\n",
                   "client-certificate and client-key must be given together" },
                 { HEAD CLUSTER "users:\n- name: u\n  user:\n    client-key-data: a2V5\n",

@@ -9,9 +9,10 @@
 
 #define TIMEOUT (10 * USEC_PER_SEC)
 #define LEASES "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
-#define LEASE_OBJ(rv)                                                                                \
-        "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{\"name\":\"n1\","   \
-        "\"namespace\":\"kube-node-lease\",\"resourceVersion\":\"" rv "\"},\"spec\":{\"holderIdentity\":\"n1\"}}"
+#define LEASE_OBJ(rv)                                                                                  \
+        "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{\"name\":\"n1\"," \
+        "\"namespace\":\"kube-node-lease\",\"resourceVersion\":\"" rv                                  \
+        "\"},\"spec\":{\"holderIdentity\":\"n1\"}}"
 #define CONFLICT "{\"kind\":\"Status\",\"code\":409,\"reason\":\"Conflict\"}"
 #define NOT_FOUND "{\"kind\":\"Status\",\"code\":404,\"reason\":\"NotFound\"}"
 
@@ -28,7 +29,8 @@ static int setup(void **state) {
         assert_non_null(c);
         test_kube_init(&c->k, NULL, NULL);
         /* 2 s: renewals every ~0.5 s, failures retried after 200 ms doubling up to 0.5 s. */
-        assert_int_equal(lease_new(c->k.client, "kube-node-lease", "n1", "n1", 2 * USEC_PER_SEC, &c->lease), 0);
+        assert_int_equal(lease_new(c->k.client, "kube-node-lease", "n1", "n1", 2 * USEC_PER_SEC, &c->lease),
+                         0);
         *state = c;
         return 0;
 }
@@ -80,15 +82,17 @@ static void test_create_then_renew(void **state) {
         test_kube_push(&c->k, 200, NULL, LEASE_OBJ("11"));
         assert_int_equal(lease_set_owner(c->lease, "n1", "uid-1"), 0);
         assert_int_equal(lease_start(c->lease), 0);
-        assert_int_equal(lease_start(c->lease), 0);     /* already running: no second GET */
+        assert_int_equal(lease_start(c->lease), 0); /* already running: no second GET */
 
         test_kube_assert_request(&c->k, 0, "GET " LEASES "/n1 HTTP/1.1");
         test_kube_assert_request(&c->k, 1, "POST " LEASES " HTTP/1.1");
         r = test_kube_request(&c->k, 1);
         assert_non_null(strstr(r, "\"holderIdentity\":\"n1\""));
         assert_non_null(strstr(r, "\"leaseDurationSeconds\":2"));
-        assert_non_null(strstr(r, "\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":\"n1\","
-                                  "\"uid\":\"uid-1\",\"controller\":true,\"blockOwnerDeletion\":true}]"));
+        assert_non_null(
+                strstr(r,
+                       "\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":\"n1\","
+                       "\"uid\":\"uid-1\",\"controller\":true,\"blockOwnerDeletion\":true}]"));
         assert_micro_time(r, "renewTime");
         assert_micro_time(r, "acquireTime");
 
@@ -118,7 +122,7 @@ static void test_conflict_rereads(void **state) {
         Ctx *c = *state;
 
         test_kube_push(&c->k, 200, NULL, LEASE_OBJ("7"));
-        test_kube_push(&c->k, 409, NULL, CONFLICT);                 /* someone else wrote it meanwhile */
+        test_kube_push(&c->k, 409, NULL, CONFLICT); /* someone else wrote it meanwhile */
         test_kube_push(&c->k, 200, NULL, LEASE_OBJ("9"));
         test_kube_push(&c->k, 200, NULL, LEASE_OBJ("10"));
         assert_int_equal(lease_start(c->lease), 0);
@@ -135,7 +139,7 @@ static void test_create_conflict_rereads(void **state) {
         Ctx *c = *state;
 
         test_kube_push(&c->k, 404, NULL, NOT_FOUND);
-        test_kube_push(&c->k, 409, NULL, CONFLICT);                 /* created by someone else between GET and POST */
+        test_kube_push(&c->k, 409, NULL, CONFLICT); /* created by someone else between GET and POST */
         test_kube_push(&c->k, 200, NULL, LEASE_OBJ("3"));
         test_kube_push(&c->k, 200, NULL, LEASE_OBJ("4"));
         assert_int_equal(lease_start(c->lease), 0);
@@ -151,7 +155,7 @@ static void test_deleted_recreated(void **state) {
 
         test_kube_push(&c->k, 200, NULL, LEASE_OBJ("7"));
         test_kube_push(&c->k, 200, NULL, LEASE_OBJ("8"));
-        test_kube_push(&c->k, 404, NULL, NOT_FOUND);                /* deleted behind our back */
+        test_kube_push(&c->k, 404, NULL, NOT_FOUND); /* deleted behind our back */
         test_kube_push(&c->k, 201, NULL, LEASE_OBJ("20"));
         assert_int_equal(lease_start(c->lease), 0);
         test_kube_assert_request(&c->k, 2, "PUT " LEASES "/n1 HTTP/1.1");
@@ -187,8 +191,11 @@ static void test_hung_renewal_cut(void **state) {
         uint64_t t0;
 
         test_kube_push(&c->k, 200, NULL, LEASE_OBJ("7"));
-        assert_int_equal(fake_http_push(c->k.fake, &(FakeResponse) { .status = 200, .body = LEASE_OBJ("8"),
-                                                                     .stall = true, .stall_after = 1 }),
+        assert_int_equal(fake_http_push(c->k.fake,
+                                        &(FakeResponse) { .status = 200,
+                                                          .body = LEASE_OBJ("8"),
+                                                          .stall = true,
+                                                          .stall_after = 1 }),
                          0);
         test_kube_push(&c->k, 200, NULL, LEASE_OBJ("9"));
         t0 = test_now_usec();
@@ -213,9 +220,10 @@ static void test_stopped_while_node_gone(void **state) {
         TEST_LOOP_UNTIL(c->k.event, stats(c).renewals == 1, TIMEOUT);
         lease_stop(c->lease);
         t0 = test_now_usec();
-        TEST_LOOP_UNTIL(c->k.event, test_now_usec() - t0 > 3 * USEC_PER_SEC / 2, TIMEOUT);     /* 3 renew periods */
+        TEST_LOOP_UNTIL(c->k.event, test_now_usec() - t0 > 3 * USEC_PER_SEC / 2,
+                        TIMEOUT); /* 3 renew periods */
         assert_int_equal(fake_http_requests(c->k.fake), 2);
-        assert_false(stats(c).stopped);         /* stopped on purpose: not a failure to report */
+        assert_false(stats(c).stopped); /* stopped on purpose: not a failure to report */
 
         test_kube_push(&c->k, 200, NULL, LEASE_OBJ("20"));
         test_kube_push(&c->k, 200, NULL, LEASE_OBJ("21"));

@@ -12,9 +12,11 @@
 #define POD(ns, name, extra) "{\"metadata\":{\"namespace\":\"" ns "\",\"name\":\"" name "\"" extra "}}"
 #define GRM ",\"labels\":{\"app\":\"gardener-resource-manager\"}"
 #define MIRROR ",\"annotations\":{\"kubernetes.io/config.mirror\":\"abc\"}"
-#define STATIC ",\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":\"n1\",\"uid\":\"u\"}]"
-#define STATUS(code, reason, message) \
-        "{\"kind\":\"Status\",\"status\":\"Failure\",\"code\":" #code ",\"reason\":\"" reason "\",\"message\":\"" message "\"}"
+#define STATIC \
+        ",\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":\"n1\",\"uid\":\"u\"}]"
+#define STATUS(code, reason, message)                                                         \
+        "{\"kind\":\"Status\",\"status\":\"Failure\",\"code\":" #code ",\"reason\":\"" reason \
+        "\",\"message\":\"" message "\"}"
 
 typedef struct Ctx {
         TestKube k;
@@ -45,7 +47,8 @@ static int teardown(void **state) {
         return 0;
 }
 
-static void on_done(PodCleanup *pc, int error, const char *message, const PodSelection *selection, void *userdata) {
+static void on_done(PodCleanup *pc, int error, const char *message, const PodSelection *selection,
+                    void *userdata) {
         Ctx *c = userdata;
 
         c->calls++;
@@ -78,9 +81,13 @@ static bool requested(Ctx *c, unsigned from, unsigned to, const char *path) {
 static void test_deletes_the_selection(void **state) {
         Ctx *c = *state;
 
-        test_kube_push(&c->k, 200, NULL, "{\"kind\":\"PodList\",\"items\":[" POD("default", "web-1", "") ","
-                       POD("garden", "grm-1", GRM) "," POD("kube-system", "etcd-n1", MIRROR) ","
-                       POD("kube-system", "apiserver-n1", STATIC) "," POD("kube-system", "kube-proxy-x", "") "]}");
+        test_kube_push(&c->k, 200, NULL,
+                       "{\"kind\":\"PodList\",\"items\":[" POD("default", "web-1", "") "," POD(
+                               "garden", "grm-1",
+                               GRM) "," POD("kube-system", "etcd-n1",
+                                            MIRROR) "," POD("kube-system", "apiserver-n1",
+                                                            STATIC) "," POD("kube-system", "kube-proxy-x",
+                                                                            "") "]}");
         test_kube_push(&c->k, 200, NULL, POD("default", "web-1", ""));
         test_kube_push(&c->k, 404, NULL, STATUS(404, "NotFound", "pods \\\"kube-proxy-x\\\" not found"));
         start(c);
@@ -100,7 +107,8 @@ static void test_deletes_the_selection(void **state) {
 static void test_delete_failure(void **state) {
         Ctx *c = *state;
 
-        test_kube_push(&c->k, 200, NULL, "{\"items\":[" POD("default", "a", "") "," POD("default", "b", "") "]}");
+        test_kube_push(&c->k, 200, NULL,
+                       "{\"items\":[" POD("default", "a", "") "," POD("default", "b", "") "]}");
         test_kube_push(&c->k, 500, NULL, STATUS(500, "InternalError", "etcdserver: request timed out"));
         test_kube_push(&c->k, 500, NULL, STATUS(500, "InternalError", "etcdserver: request timed out"));
         start(c);
@@ -121,8 +129,10 @@ static void test_delete_not_sent(void **state) {
         char *p;
 
         assert_non_null(body);
-        p = body + sprintf(body, "{\"items\":[" POD("default", "a", "") ",{\"metadata\":{\"namespace\":\"default\","
-                                 "\"name\":\"");
+        p = body +
+                sprintf(body,
+                        "{\"items\":[" POD("default", "a", "") ",{\"metadata\":{\"namespace\":\"default\","
+                                                               "\"name\":\"");
         memset(p, 'x', long_name);
         strcpy(p + long_name, "\"}}]}");
         test_kube_push(&c->k, 200, NULL, body);
@@ -142,23 +152,27 @@ static void test_delete_not_sent(void **state) {
 static void test_list_failures(void **state) {
         Ctx *c = *state;
 
-        test_kube_push(&c->k, 403, NULL, STATUS(403, "Forbidden", "pods is forbidden: node-agent may not list pods"));
+        test_kube_push(&c->k, 403, NULL,
+                       STATUS(403, "Forbidden", "pods is forbidden: node-agent may not list pods"));
         start(c);
         TEST_LOOP_UNTIL(c->k.event, c->calls == 1, TIMEOUT);
         assert_int_equal(c->error, -EPERM);
-        assert_string_equal(c->message, "listing the Pods bound to node n1 failed: pods is forbidden: node-agent may "
-                                        "not list pods");
-        assert_int_equal(c->n_pods, SIZE_MAX);          /* no selection */
+        assert_string_equal(c->message,
+                            "listing the Pods bound to node n1 failed: pods is forbidden: node-agent may "
+                            "not list pods");
+        assert_int_equal(c->n_pods, SIZE_MAX); /* no selection */
 
         /* An item that cannot be named: nothing deleted, the list refused. */
         free(c->message);
         c->calls = 0;
-        test_kube_push(&c->k, 200, NULL, "{\"items\":[" POD("default", "a", "") ",{\"metadata\":{\"name\":\"b\"}}]}");
+        test_kube_push(&c->k, 200, NULL,
+                       "{\"items\":[" POD("default", "a", "") ",{\"metadata\":{\"name\":\"b\"}}]}");
         start(c);
         TEST_LOOP_UNTIL(c->k.event, c->calls == 1, TIMEOUT);
         assert_int_equal(c->error, -EBADMSG);
-        assert_string_equal(c->message, "listing the Pods bound to node n1 failed: item 1 of the Pod list has no "
-                                        "metadata.namespace and metadata.name");
+        assert_string_equal(c->message,
+                            "listing the Pods bound to node n1 failed: item 1 of the Pod list has no "
+                            "metadata.namespace and metadata.name");
         TEST_LOOP_NOT(c->k.event, fake_http_requests(c->k.fake) > 2, 200 * USEC_PER_MSEC);
 }
 
@@ -168,8 +182,12 @@ static void test_cancel(void **state) {
 
         test_kube_push(&c->k, 200, NULL, "{\"items\":[" POD("default", "a", "") "]}");
         /* The DELETE's answer never completes. */
-        assert_int_equal(fake_http_push(c->k.fake, &(FakeResponse) { .status = 200, .body = POD("default", "a", ""),
-                                                                     .stall = true, .stall_after = 4 }), 0);
+        assert_int_equal(fake_http_push(c->k.fake,
+                                        &(FakeResponse) { .status = 200,
+                                                          .body = POD("default", "a", ""),
+                                                          .stall = true,
+                                                          .stall_after = 4 }),
+                         0);
         start(c);
         TEST_LOOP_UNTIL(c->k.event, fake_http_requests(c->k.fake) >= 2, TIMEOUT);
         c->pc = pod_cleanup_free(c->pc);

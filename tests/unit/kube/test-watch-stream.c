@@ -8,12 +8,13 @@ typedef struct Seen {
         WatchEventType types[64];
         char rvs[64][32];
         unsigned n;
-        int fail_at;            /* return an error from the callback at this event (1-based) */
+        int fail_at; /* return an error from the callback at this event (1-based) */
 } Seen;
 
 static int on_event(WatchEventType type, json_t *object, void *userdata) {
         Seen *s = userdata;
-        const char *rv = json_string_value(json_object_get(json_object_get(object, "metadata"), "resourceVersion"));
+        const char *rv =
+                json_string_value(json_object_get(json_object_get(object, "metadata"), "resourceVersion"));
 
         assert_true(s->n < ELEMENTSOF(s->types));
         s->types[s->n] = type;
@@ -24,23 +25,24 @@ static int on_event(WatchEventType type, json_t *object, void *userdata) {
         return 0;
 }
 
-#define EV(type, rv) "{\"type\":\"" type "\",\"object\":{\"kind\":\"Node\",\"apiVersion\":\"v1\"," \
+#define EV(type, rv)                                                                  \
+        "{\"type\":\"" type "\",\"object\":{\"kind\":\"Node\",\"apiVersion\":\"v1\"," \
         "\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"" rv "\",\"labels\":{\"a\":\"x\\ny\"}}}}\n"
 
-static const char stream[] =
-        EV("ADDED", "10")
-        EV("MODIFIED", "11")
-        "\n"
-        "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Node\",\"apiVersion\":\"v1\",\"metadata\":"
-        "{\"resourceVersion\":\"15\",\"creationTimestamp\":null},\"spec\":{}}}\r\n"
-        EV("DELETED", "16")
-        "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
-        "\"status\":\"Failure\",\"message\":\"too old resource version: 4711 (5020)\",\"reason\":\"Expired\","
-        "\"code\":410}}\n";
+static const char stream[] = EV("ADDED", "10") EV(
+        "MODIFIED",
+        "11") "\n"
+              "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Node\",\"apiVersion\":\"v1\",\"metadata\":"
+              "{\"resourceVersion\":\"15\",\"creationTimestamp\":null},\"spec\":{}}}\r\n" EV(
+                      "DELETED",
+                      "16") "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+                            "\"status\":\"Failure\",\"message\":\"too old resource version: 4711 (5020)\",\"reason\":\"Expired\","
+                            "\"code\":410}}\n";
 
 static void check_full_stream(const Seen *s) {
         static const WatchEventType types[] = {
-                WATCH_EVENT_ADDED, WATCH_EVENT_MODIFIED, WATCH_EVENT_BOOKMARK, WATCH_EVENT_DELETED, WATCH_EVENT_ERROR,
+                WATCH_EVENT_ADDED,   WATCH_EVENT_MODIFIED, WATCH_EVENT_BOOKMARK,
+                WATCH_EVENT_DELETED, WATCH_EVENT_ERROR,
         };
         static const char *const rvs[] = { "10", "11", "15", "16", "" };
 
@@ -84,7 +86,7 @@ static void test_random_chunkings(void **state) {
 
                 assert_int_equal(watch_stream_new(0, on_event, &s, &w), 0);
                 for (size_t off = 0; off < len;) {
-                        size_t n = 1 + (size_t) random() % max_chunk;   /* not inside MIN(): evaluated twice */
+                        size_t n = 1 + (size_t) random() % max_chunk; /* not inside MIN(): evaluated twice */
 
                         n = MIN(n, len - off);
 
@@ -196,10 +198,13 @@ static void test_callback_error_stops(void **state) {
 }
 
 static void test_status_helpers(void **state) {
-        json_auto_t *expired = json_loads("{\"kind\":\"Status\",\"code\":410,\"reason\":\"Expired\"}", 0, NULL);
-        json_auto_t *large = json_loads("{\"kind\":\"Status\",\"code\":504,\"reason\":\"Timeout\",\"details\":"
-                                        "{\"causes\":[{\"reason\":\"ResourceVersionTooLarge\",\"message\":\"x\"}],"
-                                        "\"retryAfterSeconds\":1}}", 0, NULL);
+        json_auto_t *expired =
+                json_loads("{\"kind\":\"Status\",\"code\":410,\"reason\":\"Expired\"}", 0, NULL);
+        json_auto_t *large =
+                json_loads("{\"kind\":\"Status\",\"code\":504,\"reason\":\"Timeout\",\"details\":"
+                           "{\"causes\":[{\"reason\":\"ResourceVersionTooLarge\",\"message\":\"x\"}],"
+                           "\"retryAfterSeconds\":1}}",
+                           0, NULL);
         json_auto_t *junk = json_loads("{\"code\":\"410\"}", 0, NULL);
 
         assert_int_equal(kube_status_code(expired), 410);
@@ -217,9 +222,11 @@ static void test_end_decisions(void **state) {
         assert_int_equal(watch_end_decide(WATCH_END_CLEAN, 0, 3, 5 * USEC_PER_SEC), WATCH_NEXT_REWATCH);
         assert_int_equal(watch_end_decide(WATCH_END_CLEAN, 0, 0, 5 * USEC_PER_SEC), WATCH_NEXT_REWATCH);
         assert_int_equal(watch_end_decide(WATCH_END_CLEAN, 0, 1, 100), WATCH_NEXT_REWATCH);
-        assert_int_equal(watch_end_decide(WATCH_END_CLEAN, 0, 0, 999 * USEC_PER_MSEC), WATCH_NEXT_RELIST_BACKOFF);
+        assert_int_equal(watch_end_decide(WATCH_END_CLEAN, 0, 0, 999 * USEC_PER_MSEC),
+                         WATCH_NEXT_RELIST_BACKOFF);
         /* Dropped or unreachable: keep the position. */
-        assert_int_equal(watch_end_decide(WATCH_END_DROPPED, 0, 5, 9 * USEC_PER_SEC), WATCH_NEXT_REWATCH_BACKOFF);
+        assert_int_equal(watch_end_decide(WATCH_END_DROPPED, 0, 5, 9 * USEC_PER_SEC),
+                         WATCH_NEXT_REWATCH_BACKOFF);
         assert_int_equal(watch_end_decide(WATCH_END_CONNECT, 0, 0, 0), WATCH_NEXT_REWATCH_BACKOFF);
         /* 429 keeps the position; 410 and everything else relists. */
         assert_int_equal(watch_end_decide(WATCH_END_HTTP, 429, 0, 0), WATCH_NEXT_REWATCH_BACKOFF);
@@ -228,7 +235,8 @@ static void test_end_decisions(void **state) {
         assert_int_equal(watch_end_decide(WATCH_END_HTTP, 410, 0, 0), WATCH_NEXT_RELIST_BACKOFF);
         assert_int_equal(watch_end_decide(WATCH_END_ERROR_EVENT, 500, 0, 0), WATCH_NEXT_RELIST_BACKOFF);
         assert_int_equal(watch_end_decide(WATCH_END_HTTP, 403, 0, 0), WATCH_NEXT_RELIST_BACKOFF);
-        assert_int_equal(watch_end_decide(WATCH_END_DECODE, 0, 7, 60 * USEC_PER_SEC), WATCH_NEXT_RELIST_BACKOFF);
+        assert_int_equal(watch_end_decide(WATCH_END_DECODE, 0, 7, 60 * USEC_PER_SEC),
+                         WATCH_NEXT_RELIST_BACKOFF);
 
         for (WatchEndKind k = 0; k < _WATCH_END_KIND_MAX; k++)
                 assert_non_null(watch_end_kind_to_string(k));

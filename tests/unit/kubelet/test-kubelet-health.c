@@ -13,8 +13,9 @@ static void test_probe_from_config(void **state) {
         o = kubelet_health_probe(c);
         assert_string_equal(o.url, c->kubelet.healthz_url);
         assert_int_equal(o.timeout_usec, c->kubelet.health_timeout_usec);
-        assert_int_equal(o.interval_usec, MIN(HTTP_PROBE_INTERVAL_DEFAULT_USEC, c->kubelet.health_timeout_usec / 4));
-        assert_int_equal(o.request_timeout_usec, 0);    /* the probe's default, 10 s */
+        assert_int_equal(o.interval_usec,
+                         MIN(HTTP_PROBE_INTERVAL_DEFAULT_USEC, c->kubelet.health_timeout_usec / 4));
+        assert_int_equal(o.request_timeout_usec, 0); /* the probe's default, 10 s */
         assert_false(o.any_status);
 
         /* A short window is probed four times at least. */
@@ -29,7 +30,7 @@ static void test_probe_once(void **state) {
         assert_string_equal(o.url, "http://127.0.0.1:10248/healthz");
         assert_int_equal(o.timeout_usec, 3 * USEC_PER_SEC);
         assert_int_equal(o.request_timeout_usec, 3 * USEC_PER_SEC);
-        assert_true(o.once);    /* a 500 or a refused connection fails at once: no 3 s wait */
+        assert_true(o.once); /* a 500 or a refused connection fails at once: no 3 s wait */
 }
 
 static void test_failure_reason(void **state) {

@@ -43,10 +43,12 @@ static int teardown(void **state) {
 static void stage(Ctx *c, const char *version, const char *content) {
         char path[256];
 
-        snprintf(path, sizeof(path), "%s/staged-%s", file_store_staging(kubelet_store_files(c->store)), version);
+        snprintf(path, sizeof(path), "%s/staged-%s", file_store_staging(kubelet_store_files(c->store)),
+                 version);
         assert_int_equal(write_file_atomic(path, content, strlen(content), 0600), 0);
-        assert_int_equal(file_store_install(kubelet_store_files(c->store), version, path, "{\"image\":\"x\"}"), 0);
-        assert_int_equal(access(path, F_OK), -1);       /* moved, not copied */
+        assert_int_equal(
+                file_store_install(kubelet_store_files(c->store), version, path, "{\"image\":\"x\"}"), 0);
+        assert_int_equal(access(path, F_OK), -1); /* moved, not copied */
 }
 
 static char *read_bin(const char *path) {
@@ -63,7 +65,7 @@ static void test_install_switch_back(void **state) {
         ssize_t n;
 
         assert_int_equal(kubelet_store_current(c->store, &cur), -ENOENT);
-        assert_int_equal(kubelet_store_switch(c->store, "1.31.2", &prev), -ENOENT);  /* not stored */
+        assert_int_equal(kubelet_store_switch(c->store, "1.31.2", &prev), -ENOENT); /* not stored */
 
         stage(c, "1.31.2", "v1");
         stage(c, "1.32.0", "v2");
@@ -103,7 +105,7 @@ static void test_switch_back_to_none(void **state) {
         _cleanup_free_ char *prev = NULL, *cur = NULL, *data = NULL;
         struct stat st;
 
-        assert_int_equal(kubelet_store_switch(c->store, NULL, &prev), 0);       /* nothing there: done */
+        assert_int_equal(kubelet_store_switch(c->store, NULL, &prev), 0); /* nothing there: done */
         assert_null(prev);
         stage(c, "1.31.2", "v1");
         assert_int_equal(kubelet_store_switch(c->store, "1.31.2", NULL), 0);

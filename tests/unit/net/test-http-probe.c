@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include <stdio.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "fake-http.h"
 #include "net/http-probe.h"
 #include "test-loop.h"
-#include "util/time-util.h"
 #include "tests.h"
 #include "util/event-util.h"
+#include "util/time-util.h"
 
 typedef struct Ctx {
         sd_event *event;
@@ -60,13 +60,15 @@ static void run(Ctx *c) {
 static void test_healthy_after_failures(void **state) {
         Ctx *c = *state;
         _cleanup_(http_probe_freep) HttpProbe *p = NULL;
-        HttpProbeOptions o = { .url = c->url, .interval_usec = 20 * USEC_PER_MSEC, .timeout_usec = 10 * USEC_PER_SEC };
+        HttpProbeOptions o = { .url = c->url,
+                               .interval_usec = 20 * USEC_PER_MSEC,
+                               .timeout_usec = 10 * USEC_PER_SEC };
 
         assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 500, .body = "no" }), 0);
         assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 503, .body = "no" }), 0);
         assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 200, .body = "ok" }), 0);
         assert_int_equal(http_probe_start(c->event, c->http, &o, on_done, c, &p), 0);
-        assert_false(c->done);          /* never from inside the start call */
+        assert_false(c->done); /* never from inside the start call */
         run(c);
         assert_int_equal(c->error, 0);
         assert_int_equal(c->n_probes, 3);
@@ -77,10 +79,13 @@ static void test_healthy_after_failures(void **state) {
 static void test_unhealthy_times_out(void **state) {
         Ctx *c = *state;
         _cleanup_(http_probe_freep) HttpProbe *p = NULL;
-        HttpProbeOptions o = { .url = c->url, .interval_usec = 50 * USEC_PER_MSEC, .timeout_usec = 2 * USEC_PER_SEC };
+        HttpProbeOptions o = { .url = c->url,
+                               .interval_usec = 50 * USEC_PER_MSEC,
+                               .timeout_usec = 2 * USEC_PER_SEC };
 
         for (int i = 0; i < 50; i++)
-                assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 500, .body = "bad" }), 0);
+                assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 500, .body = "bad" }),
+                                 0);
         assert_int_equal(http_probe_start(c->event, c->http, &o, on_done, c, &p), 0);
         run(c);
         assert_int_equal(c->error, -ETIMEDOUT);
@@ -92,7 +97,8 @@ static void test_unhealthy_times_out(void **state) {
 static void test_connection_refused(void **state) {
         Ctx *c = *state;
         _cleanup_(http_probe_freep) HttpProbe *p = NULL;
-        HttpProbeOptions o = { .url = "http://127.0.0.1:1/healthz", .interval_usec = 50 * USEC_PER_MSEC,
+        HttpProbeOptions o = { .url = "http://127.0.0.1:1/healthz",
+                               .interval_usec = 50 * USEC_PER_MSEC,
                                .timeout_usec = USEC_PER_SEC };
 
         assert_int_equal(http_probe_start(c->event, c->http, &o, on_done, c, &p), 0);
@@ -105,7 +111,9 @@ static void test_connection_refused(void **state) {
 static void test_any_status_is_an_answer(void **state) {
         Ctx *c = *state;
         _cleanup_(http_probe_freep) HttpProbe *p = NULL;
-        HttpProbeOptions o = { .url = c->url, .interval_usec = 20 * USEC_PER_MSEC, .timeout_usec = 10 * USEC_PER_SEC,
+        HttpProbeOptions o = { .url = c->url,
+                               .interval_usec = 20 * USEC_PER_MSEC,
+                               .timeout_usec = 10 * USEC_PER_SEC,
                                .any_status = true };
 
         assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 404, .body = "not here" }), 0);
@@ -119,8 +127,10 @@ static void test_any_status_is_an_answer(void **state) {
 static void test_any_status_refused_times_out(void **state) {
         Ctx *c = *state;
         _cleanup_(http_probe_freep) HttpProbe *p = NULL;
-        HttpProbeOptions o = { .url = "http://127.0.0.1:1/", .interval_usec = 50 * USEC_PER_MSEC,
-                               .timeout_usec = USEC_PER_SEC, .any_status = true };
+        HttpProbeOptions o = { .url = "http://127.0.0.1:1/",
+                               .interval_usec = 50 * USEC_PER_MSEC,
+                               .timeout_usec = USEC_PER_SEC,
+                               .any_status = true };
 
         assert_int_equal(http_probe_start(c->event, c->http, &o, on_done, c, &p), 0);
         run(c);
@@ -142,7 +152,7 @@ static void test_once_fails_fast(void **state) {
         assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 200, .body = "ok" }), 0);
         assert_int_equal(http_probe_start(c->event, c->http, &o, on_done, c, &p), 0);
         run(c);
-        assert_true(clock_now_usec(CLOCK_MONOTONIC) - t0 < 5 * USEC_PER_SEC);     /* not the 10 s window */
+        assert_true(clock_now_usec(CLOCK_MONOTONIC) - t0 < 5 * USEC_PER_SEC); /* not the 10 s window */
         assert_int_equal(c->error, -EIO);
         assert_int_equal(c->n_probes, 1);
         assert_int_equal(fake_http_requests(c->fake), 1);

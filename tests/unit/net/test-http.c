@@ -60,9 +60,12 @@ static void test_get_buffered(void **state) {
         _cleanup_(http_request_freep) HttpRequest *req = NULL;
         size_t size;
 
-        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) {
-                .status = 200, .headers = "X-Test: a\r\nX-Test: b\r\nX-Pad: \t v w  \r\n",
-                .body = "{\"ok\":true}" }), 0);
+        assert_int_equal(
+                fake_http_push(c->fake,
+                               &(FakeResponse) { .status = 200,
+                                                 .headers = "X-Test: a\r\nX-Test: b\r\nX-Pad: \t v w  \r\n",
+                                                 .body = "{\"ok\":true}" }),
+                0);
         assert_int_equal(http_request_new(c->http, "GET", c->url, &req), 0);
         assert_int_equal(http_request_add_header(req, "Accept: application/json"), 0);
         assert_int_equal(http_request_start(req, on_done, c), 0);
@@ -88,8 +91,10 @@ static void test_headers_of_final_response(void **state) {
 
         snprintf(location, sizeof(location), "Location: %s&hop=2\r\nX-Old: 1\r\nX-Test: old\r\n", c->url);
         assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 302, .headers = location }), 0);
-        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) {
-                .status = 200, .headers = "X-Test: new\r\n", .body = "ok" }), 0);
+        assert_int_equal(fake_http_push(c->fake,
+                                        &(FakeResponse) {
+                                                .status = 200, .headers = "X-Test: new\r\n", .body = "ok" }),
+                         0);
         assert_int_equal(http_request_new(c->http, "GET", c->url, &req), 0);
         http_request_set_follow(req, true);
         assert_int_equal(http_request_start(req, on_done, c), 0);
@@ -105,9 +110,12 @@ static void test_patch_body_and_errors(void **state) {
         Ctx *c = *state;
         _cleanup_(http_request_freep) HttpRequest *req = NULL;
 
-        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) {
-                .status = 429, .headers = "Retry-After: 7\r\nContent-Type: text/plain\r\n",
-                .body = "Too many requests, please try again later." }), 0);
+        assert_int_equal(
+                fake_http_push(c->fake,
+                               &(FakeResponse) { .status = 429,
+                                                 .headers = "Retry-After: 7\r\nContent-Type: text/plain\r\n",
+                                                 .body = "Too many requests, please try again later." }),
+                0);
         assert_int_equal(http_request_new(c->http, "PATCH", c->url, &req), 0);
         assert_int_equal(http_request_set_body(req, "{\"a\":1}", 7), 0);
         assert_int_equal(http_request_start(req, on_done, c), 0);
@@ -136,8 +144,11 @@ static void test_stream_chunked(void **state) {
         _cleanup_(http_request_freep) HttpRequest *req = NULL;
         const char *body = "{\"type\":\"ADDED\"}\n{\"type\":\"MODIFIED\"}\n";
 
-        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) {
-                .status = 200, .body = body, .chunked = true, .chunk_size = 5 }), 0);
+        assert_int_equal(
+                fake_http_push(
+                        c->fake,
+                        &(FakeResponse) { .status = 200, .body = body, .chunked = true, .chunk_size = 5 }),
+                0);
         assert_int_equal(http_request_new(c->http, "GET", c->url, &req), 0);
         http_request_set_stream(req, on_data);
         assert_int_equal(http_request_start(req, on_done, c), 0);
@@ -151,8 +162,12 @@ static void test_stream_dropped(void **state) {
         Ctx *c = *state;
         _cleanup_(http_request_freep) HttpRequest *req = NULL;
 
-        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) {
-                .status = 200, .body = "{\"type\":\"ADD", .chunked = true, .close_early = true }), 0);
+        assert_int_equal(fake_http_push(c->fake,
+                                        &(FakeResponse) { .status = 200,
+                                                          .body = "{\"type\":\"ADD",
+                                                          .chunked = true,
+                                                          .close_early = true }),
+                         0);
         assert_int_equal(http_request_new(c->http, "GET", c->url, &req), 0);
         http_request_set_stream(req, on_data);
         assert_int_equal(http_request_start(req, on_done, c), 0);
@@ -164,7 +179,8 @@ static void test_body_cap(void **state) {
         Ctx *c = *state;
         _cleanup_(http_request_freep) HttpRequest *req = NULL;
 
-        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 200, .body = "0123456789" }), 0);
+        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 200, .body = "0123456789" }),
+                         0);
         assert_int_equal(http_request_new(c->http, "GET", c->url, &req), 0);
         http_request_set_max_body(req, 5);
         assert_int_equal(http_request_start(req, on_done, c), 0);

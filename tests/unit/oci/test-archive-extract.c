@@ -21,12 +21,12 @@ typedef enum Kind { REG, DIR_, SYMLINK, HARDLINK, CHARDEV, SPARSE } Kind;
 typedef struct Entry {
         Kind kind;
         const char *path;
-        const char *data;               /* REG: content; SYMLINK/HARDLINK: target */
-        int64_t size;                   /* SPARSE: logical size */
+        const char *data; /* REG: content; SYMLINK/HARDLINK: target */
+        int64_t size;     /* SPARSE: logical size */
 } Entry;
 
 typedef struct Ctx {
-        char dir[64];                   /* scratch: layers and staging/ */
+        char dir[64]; /* scratch: layers and staging/ */
         char staging[96];
         unsigned n_layers;
 } Ctx;
@@ -151,7 +151,7 @@ static void test_formats(void **state) {
                         { DIR_, "./usr/", NULL, 0 },
                         { REG, "./usr/local/bin/other", "nope", 0 },
                         { REG, "./usr/local/bin/kubelet", "KUBELET", 0 },
-                        { SYMLINK, "etc/localtime", "/usr/share/zoneinfo/UTC", 0 },    /* absolute: fine */
+                        { SYMLINK, "etc/localtime", "/usr/share/zoneinfo/UTC", 0 }, /* absolute: fine */
                         { SYMLINK, "usr/lib/x", "../share/x", 0 },
                 };
                 _cleanup_free_ char *layer = write_layer(c, filters[i], e, ELEMENTSOF(e));
@@ -179,13 +179,15 @@ static void test_last_layer_wins_and_absent(void **state) {
         ssize_t layer;
 
         assert_int_equal(archive_extract_from_layers(stack, 3, "/kubelet", c->staging, "out",
-                                                     &ARCHIVE_LIMITS_DEFAULT, &res, &layer, NULL), 0);
+                                                     &ARCHIVE_LIMITS_DEFAULT, &res, &layer, NULL),
+                         0);
         assert_int_equal(res.lookup, ARCHIVE_LOOKUP_FOUND);
         assert_int_equal(layer, 1);
         assert_staged(c, "NEW");
 
         assert_int_equal(archive_extract_from_layers(stack, 3, "/missing", c->staging, "out2",
-                                                     &ARCHIVE_LIMITS_DEFAULT, &res, &layer, NULL), 0);
+                                                     &ARCHIVE_LIMITS_DEFAULT, &res, &layer, NULL),
+                         0);
         assert_int_equal(res.lookup, ARCHIVE_LOOKUP_ABSENT);
         assert_int_equal(layer, -1);
 }
@@ -205,13 +207,16 @@ static void test_whiteouts(void **state) {
         const Entry base[] = { { REG, "opt/bin/kubelet", "OLD", 0 } };
         const Entry wh_file[] = { { REG, "opt/bin/.wh.kubelet", "", 0 } };
         const Entry wh_parent[] = { { REG, "opt/.wh.bin", "", 0 } };
-        const Entry opaque[] = { { DIR_, "opt/bin", NULL, 0 }, { REG, "opt/bin/.wh..wh..opq", "", 0 },
+        const Entry opaque[] = { { DIR_, "opt/bin", NULL, 0 },
+                                 { REG, "opt/bin/.wh..wh..opq", "", 0 },
                                  { REG, "opt/bin/other", "x", 0 } };
         const Entry opaque_root[] = { { REG, "opt/.wh..wh..opq", "", 0 } };
         const Entry not_dir[] = { { SYMLINK, "opt/bin", "/usr/bin", 0 } };
         /* A whiteout never hides a file of its own layer. */
-        const Entry same_layer[] = { { REG, "opt/bin/.wh.kubelet", "", 0 }, { REG, "opt/bin/kubelet", "NEW", 0 } };
-        const Entry same_layer_opq[] = { { REG, "opt/bin/kubelet", "NEW2", 0 }, { REG, "opt/bin/.wh..wh..opq", "", 0 } };
+        const Entry same_layer[] = { { REG, "opt/bin/.wh.kubelet", "", 0 },
+                                     { REG, "opt/bin/kubelet", "NEW", 0 } };
+        const Entry same_layer_opq[] = { { REG, "opt/bin/kubelet", "NEW2", 0 },
+                                         { REG, "opt/bin/.wh..wh..opq", "", 0 } };
         struct {
                 const Entry *e;
                 size_t n;
@@ -238,9 +243,10 @@ static void test_whiteouts(void **state) {
                 snprintf(path, sizeof(path), "%s/out", c->staging);
                 (void) unlink(path);
                 assert_int_equal(archive_extract_from_layers(stack, 2, "/opt/bin/kubelet", c->staging, "out",
-                                                             &ARCHIVE_LIMITS_DEFAULT, &res, &layer, NULL), 0);
+                                                             &ARCHIVE_LIMITS_DEFAULT, &res, &layer, NULL),
+                                 0);
                 assert_int_equal(res.lookup, cases[i].expect);
-                assert_int_equal(layer, 1);     /* decided by the top layer: never falls through to OLD */
+                assert_int_equal(layer, 1); /* decided by the top layer: never falls through to OLD */
                 assert_staged(c, cases[i].content);
         }
 }
@@ -250,10 +256,12 @@ static void test_unsafe_entries(void **state) {
         const Entry dotdot[] = { { REG, "kubelet", "K", 0 }, { REG, "../escape", "evil", 0 } };
         const Entry dotdot_mid[] = { { REG, "a/../../escape", "evil", 0 }, { REG, "kubelet", "K", 0 } };
         const Entry absolute[] = { { REG, "/etc/evil", "evil", 0 }, { REG, "kubelet", "K", 0 } };
-        const Entry through_link[] = { { SYMLINK, "lnk", "/etc", 0 }, { REG, "lnk/passwd", "evil", 0 },
+        const Entry through_link[] = { { SYMLINK, "lnk", "/etc", 0 },
+                                       { REG, "lnk/passwd", "evil", 0 },
                                        { REG, "kubelet", "K", 0 } };
         const Entry link_escape[] = { { SYMLINK, "a/b", "../../../etc", 0 }, { REG, "kubelet", "K", 0 } };
-        const Entry hardlink_escape[] = { { REG, "kubelet", "K", 0 }, { HARDLINK, "h", "../../etc/passwd", 0 } };
+        const Entry hardlink_escape[] = { { REG, "kubelet", "K", 0 },
+                                          { HARDLINK, "h", "../../etc/passwd", 0 } };
         const Entry hardlink_abs[] = { { HARDLINK, "h", "/etc/passwd", 0 }, { REG, "kubelet", "K", 0 } };
         const Entry device[] = { { REG, "kubelet", "K", 0 }, { CHARDEV, "dev/null", NULL, 0 } };
         const Entry whiteout_escape[] = { { REG, "../.wh.x", "", 0 }, { REG, "kubelet", "K", 0 } };
@@ -283,8 +291,8 @@ static void test_unsafe_entries(void **state) {
                 assert_int_equal(extract(c, layer, "kubelet", NULL, &res, &msg), -EXDEV);
                 assert_non_null(msg);
                 assert_non_null(strstr(msg, cases[i].message_part));
-                assert_int_equal(res.lookup, 42);               /* untouched on failure */
-                assert_staged(c, NULL);                         /* no half result, even if found first */
+                assert_int_equal(res.lookup, 42); /* untouched on failure */
+                assert_staged(c, NULL);           /* no half result, even if found first */
                 assert_int_equal(access(outside, F_OK), -1);
         }
 }
@@ -306,7 +314,8 @@ static void test_not_regular(void **state) {
 
 static void test_hardlink_to_wanted(void **state) {
         Ctx *c = *state;
-        const Entry e[] = { { REG, "hyperkube", "HYPER", 0 }, { HARDLINK, "kubelet", "hyperkube", 0 },
+        const Entry e[] = { { REG, "hyperkube", "HYPER", 0 },
+                            { HARDLINK, "kubelet", "hyperkube", 0 },
                             { REG, "hyperkube", "LATER", 0 } };
         _cleanup_free_ char *layer = write_layer(c, ARCHIVE_FILTER_ZSTD, e, ELEMENTSOF(e));
         ArchiveExtractResult res;
@@ -314,12 +323,14 @@ static void test_hardlink_to_wanted(void **state) {
         assert_int_equal(extract(c, layer, "kubelet", NULL, &res, NULL), 0);
         assert_int_equal(res.lookup, ARCHIVE_LOOKUP_FOUND);
         assert_int_equal(res.size, 5);
-        assert_staged(c, "HYPER");              /* what the link pointed at when it was written */
+        assert_staged(c, "HYPER"); /* what the link pointed at when it was written */
 }
 
 static void test_limits(void **state) {
         Ctx *c = *state;
-        const Entry many[] = { { REG, "a", "1", 0 }, { REG, "b", "2", 0 }, { REG, "c", "3", 0 }, { REG, "kubelet", "K", 0 } };
+        const Entry many[] = {
+                { REG, "a", "1", 0 }, { REG, "b", "2", 0 }, { REG, "c", "3", 0 }, { REG, "kubelet", "K", 0 }
+        };
         const Entry big[] = { { REG, "kubelet", "0123456789", 0 } };
         char longname[5000];
         Entry longpath[] = { { REG, longname, "x", 0 } };
@@ -466,7 +477,8 @@ static void test_zero_bomb_stops_at_limit(void **state) {
         clock_gettime(CLOCK_MONOTONIC, &t0);
         {
                 _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-                assert_int_equal(archive_extract_layer(fd, "kubelet", c->staging, "out", &lim, &res, &msg), -EFBIG);
+                assert_int_equal(archive_extract_layer(fd, "kubelet", c->staging, "out", &lim, &res, &msg),
+                                 -EFBIG);
         }
         clock_gettime(CLOCK_MONOTONIC, &t1);
         assert_non_null(strstr(msg, "decompression bomb"));
@@ -606,8 +618,8 @@ static int extract_growing(Ctx *c, const char *layer, uint64_t stop_at, int end,
         assert_int_equal(layer_feed_new(&feed), 0);
         Grower g = { .src = layer, .dst_fd = dst, .feed = feed, .stop_at = stop_at, .end = end };
         assert_int_equal(pthread_create(&t, NULL, grow, &g), 0);
-        r = archive_extract_layer_fed(fd, feed, "/bin/kubelet", c->staging, "out", &ARCHIVE_LIMITS_DEFAULT, res,
-                                      NULL);
+        r = archive_extract_layer_fed(fd, feed, "/bin/kubelet", c->staging, "out", &ARCHIVE_LIMITS_DEFAULT,
+                                      res, NULL);
         assert_int_equal(pthread_join(t, NULL), 0);
         return r;
 }
@@ -626,7 +638,8 @@ static void test_growing_layer(void **state) {
         }
         big[300000] = 0;
         for (size_t i = 0; i < ELEMENTSOF(filters); i++) {
-                const Entry e[] = { { REG, "bin/other", big + 1000, 0 }, { REG, "bin/kubelet", big, 0 },
+                const Entry e[] = { { REG, "bin/other", big + 1000, 0 },
+                                    { REG, "bin/kubelet", big, 0 },
                                     { HARDLINK, "bin/kubelet2", "bin/kubelet", 0 } };
                 _cleanup_free_ char *layer = write_layer(c, filters[i], e, ELEMENTSOF(e));
                 ArchiveExtractResult plain, fed;

@@ -18,11 +18,15 @@ static void test_parse_format_roundtrip(void **state) {
 
 static void test_parse_rejects(void **state) {
         static const char *const bad[] = {
-                "", "sha256", "sha256:", "sha256:abc",
+                "",
+                "sha256",
+                "sha256:",
+                "sha256:abc",
                 "sha256:BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD",
                 "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015adXX",
                 "sha256:zz7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
-                ":ba7816bf", "SHA256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+                ":ba7816bf",
+                "SHA256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
         };
         Digest d = { .sha256 = { 42 } };
 
@@ -30,7 +34,7 @@ static void test_parse_rejects(void **state) {
                 assert_int_equal(digest_parse(bad[i], &d), -EINVAL);
         assert_int_equal(digest_parse("sha512:abcd", &d), -EPROTONOSUPPORT);
         assert_int_equal(digest_parse(NULL, &d), -EINVAL);
-        assert_int_equal(d.sha256[0], 42);      /* untouched on failure */
+        assert_int_equal(d.sha256[0], 42); /* untouched on failure */
 }
 
 static void test_buffer_and_stream(void **state) {

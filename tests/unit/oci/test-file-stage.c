@@ -56,11 +56,14 @@ static int setup(void **state) {
         snprintf(staging, sizeof(staging), "%s/staging", c->dir);
         snprintf(c->mirror_url, sizeof(c->mirror_url), "http://127.0.0.1:%u/", fake_http_port(c->fake));
         assert_int_equal(registry_client_new(c->event, c->http,
-                                             &(RegistryOptions) { .mirrors = &mirror, .n_mirrors = 1,
-                                                                  .blob_directory = blobs, .max_attempts = 1,
+                                             &(RegistryOptions) { .mirrors = &mirror,
+                                                                  .n_mirrors = 1,
+                                                                  .blob_directory = blobs,
+                                                                  .max_attempts = 1,
                                                                   .retry_base_usec = 10 * USEC_PER_MSEC,
                                                                   .min_free_bytes = 1 },
-                                             &c->registry), 0);
+                                             &c->registry),
+                         0);
         assert_int_equal(file_store_new(root, staging, "kubelet", &c->store), 0);
         *state = c;
         return 0;
@@ -111,17 +114,24 @@ static void push_manifest_n(Ctx *c, const Layer *const *layers, size_t n) {
         char m[4096];
         int k;
 
-        k = snprintf(m, sizeof(m),
-                     "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
-                     "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":"
-                     "\"sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",\"size\":2},\"layers\":[");
+        k = snprintf(
+                m, sizeof(m),
+                "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
+                "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":"
+                "\"sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",\"size\":2},\"layers\":[");
         for (size_t i = 0; i < n; i++)
-                k += snprintf(m + k, sizeof(m) - (size_t) k, "%s{\"mediaType\":\"" LAYER_MT "\",\"digest\":\"%s\",\"size\":%zu}",
+                k += snprintf(m + k, sizeof(m) - (size_t) k,
+                              "%s{\"mediaType\":\"" LAYER_MT "\",\"digest\":\"%s\",\"size\":%zu}",
                               i > 0 ? "," : "", layers[i]->digest, layers[i]->size);
         snprintf(m + k, sizeof(m) - (size_t) k, "]}");
-        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) {
-                                 .status = 200, .body = m,
-                                 .headers = "Content-Type: application/vnd.oci.image.manifest.v1+json\r\n" }), 0);
+        assert_int_equal(
+                fake_http_push(
+                        c->fake,
+                        &(FakeResponse) {
+                                .status = 200,
+                                .body = m,
+                                .headers = "Content-Type: application/vnd.oci.image.manifest.v1+json\r\n" }),
+                0);
 }
 
 static void push_manifest(Ctx *c, const Layer *bottom, const Layer *top) {
@@ -129,8 +139,10 @@ static void push_manifest(Ctx *c, const Layer *bottom, const Layer *top) {
 }
 
 static void push_blob(Ctx *c, const Layer *l) {
-        assert_int_equal(fake_http_push(c->fake, &(FakeResponse) { .status = 200, .body = l->data,
-                                                                  .body_size = l->size }), 0);
+        assert_int_equal(
+                fake_http_push(c->fake,
+                               &(FakeResponse) { .status = 200, .body = l->data, .body_size = l->size }),
+                0);
 }
 
 static void on_done(FileStage *st, const FileStageResult *res, void *userdata) {
@@ -143,7 +155,7 @@ static void on_done(FileStage *st, const FileStageResult *res, void *userdata) {
         snprintf(c->path, sizeof(c->path), "%s", strempty(res->path));
         snprintf(c->file_digest, sizeof(c->file_digest), "%s", strempty(res->file_digest));
         c->res.message = c->res.path = c->res.file_digest = c->res.version = c->res.manifest_digest = NULL;
-        c->stage = file_stage_free(st);      /* allowed from the callback */
+        c->stage = file_stage_free(st); /* allowed from the callback */
 }
 
 static void on_progress(FileStage *st, uint64_t done, uint64_t total, void *userdata) {
@@ -156,9 +168,10 @@ static void on_progress(FileStage *st, uint64_t done, uint64_t total, void *user
 static void stage(Ctx *c) {
         c->done = false;
         assert_int_equal(file_stage_start(c->event, c->registry, c->store,
-                                             &(FileStageRequest) { .image = IMAGE, .file_path = "/kubelet" },
-                                             on_progress, on_done, c, &c->stage), 0);
-        assert_false(c->done);  /* never from inside start */
+                                          &(FileStageRequest) { .image = IMAGE, .file_path = "/kubelet" },
+                                          on_progress, on_done, c, &c->stage),
+                         0);
+        assert_false(c->done); /* never from inside start */
         TEST_LOOP_UNTIL(c->event, c->done, 20 * USEC_PER_SEC);
 }
 
@@ -286,7 +299,8 @@ static void test_invalid_request(void **state) {
                 { .image = "", .file_path = "/kubelet" },
                 { .image = IMAGE, .file_path = "" },
                 /* no tag to take the version from */
-                { .image = "reg.test/kube/kubelet@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                { .image =
+                          "reg.test/kube/kubelet@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
                   .file_path = "/kubelet" },
                 { .image = IMAGE, .file_path = "/kubelet", .version = "../x" },
                 { .image = "UPPER CASE/x", .file_path = "/kubelet" },
@@ -294,7 +308,8 @@ static void test_invalid_request(void **state) {
 
         for (size_t i = 0; i < ELEMENTSOF(bad); i++)
                 assert_int_equal(file_stage_start(c->event, c->registry, c->store, &bad[i], NULL, on_done, c,
-                                                     &c->stage), -EINVAL);
+                                                  &c->stage),
+                                 -EINVAL);
         assert_null(c->stage);
         TEST_LOOP_NOT(c->event, c->done, 100 * USEC_PER_MSEC);
         assert_int_equal(fake_http_requests(c->fake), 0);

@@ -50,7 +50,7 @@ static void stage(Ctx *c, const char *version, const char *content, time_t mtime
         snprintf(path, sizeof(path), "%s/staged-%s", file_store_staging(c->store), version);
         assert_int_equal(write_file_atomic(path, content, strlen(content), 0600), 0);
         assert_int_equal(file_store_install(c->store, version, path, "{\"image\":\"x\"}"), 0);
-        assert_int_equal(access(path, F_OK), -1);       /* moved, not copied */
+        assert_int_equal(access(path, F_OK), -1); /* moved, not copied */
         assert_int_equal(file_store_path(c->store, version, &installed), 0);
         assert_int_equal(utimensat(AT_FDCWD, installed, ts, AT_SYMLINK_NOFOLLOW), 0);
 }

@@ -16,7 +16,7 @@ typedef struct Ctx {
         pthread_t thread;
         char got[64];
         size_t n;
-        ssize_t last;                   /* the read that ended it: 0 (EOF) or -errno */
+        ssize_t last; /* the read that ended it: 0 (EOF) or -errno */
 } Ctx;
 
 static int setup(void **state) {

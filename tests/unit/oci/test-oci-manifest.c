@@ -10,7 +10,8 @@
 
 static const char oci_image[] =
         "{\"schemaVersion\":2,\"mediaType\":\"" OCI_MT_MANIFEST "\","
-        "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":\"" DA "\",\"size\":7},"
+        "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":\"" DA
+        "\",\"size\":7},"
         "\"layers\":["
         "{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+gzip\",\"digest\":\"" DB "\",\"size\":100},"
         "{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+zstd\",\"digest\":\"" DC "\",\"size\":200},"
@@ -18,8 +19,10 @@ static const char oci_image[] =
 
 static const char docker_image[] =
         "{\"schemaVersion\":2,\"mediaType\":\"" DOCKER_MT_MANIFEST "\","
-        "\"config\":{\"mediaType\":\"application/vnd.docker.container.image.v1+json\",\"digest\":\"" DA "\",\"size\":7},"
-        "\"layers\":[{\"mediaType\":\"application/vnd.docker.image.rootfs.diff.tar.gzip\",\"digest\":\"" DB "\",\"size\":5}]}";
+        "\"config\":{\"mediaType\":\"application/vnd.docker.container.image.v1+json\",\"digest\":\"" DA
+        "\",\"size\":7},"
+        "\"layers\":[{\"mediaType\":\"application/vnd.docker.image.rootfs.diff.tar.gzip\",\"digest\":\"" DB
+        "\",\"size\":5}]}";
 
 static const char index_json[] =
         "{\"schemaVersion\":2,\"mediaType\":\"" OCI_MT_INDEX "\",\"manifests\":["
@@ -51,7 +54,8 @@ static void test_docker_image_and_content_type(void **state) {
         OciManifest *x = NULL;
 
         assert_int_equal(oci_manifest_parse(docker_image, strlen(docker_image),
-                                            DOCKER_MT_MANIFEST "; charset=utf-8", &m), 0);
+                                            DOCKER_MT_MANIFEST "; charset=utf-8", &m),
+                         0);
         assert_int_equal(m->kind, OCI_MANIFEST_IMAGE);
         assert_int_equal(m->layers[0].compression, OCI_COMPRESSION_GZIP);
         /* header says index, body says image: refused */
@@ -68,11 +72,11 @@ static void test_index_platforms(void **state) {
         assert_int_equal(m->n_manifests, 4);
 
         assert_int_equal(oci_manifest_select_platform(m, "linux", "amd64", NULL, &d), 0);
-        assert_int_equal(d->size, 4);           /* the attestation entry is skipped */
+        assert_int_equal(d->size, 4); /* the attestation entry is skipped */
         assert_int_equal(oci_manifest_select_platform(m, "linux", "arm", "v6", &d), 0);
         assert_int_equal(d->size, 1);
         assert_int_equal(oci_manifest_select_platform(m, "linux", "arm", "v7", &d), 0);
-        assert_int_equal(d->size, 2);           /* no variant = any */
+        assert_int_equal(d->size, 2); /* no variant = any */
         assert_int_equal(oci_manifest_select_platform(m, "linux", "s390x", NULL, &d), -ENOENT);
 
         assert_int_equal(oci_manifest_parse(oci_image, strlen(oci_image), NULL, &img), 0);
@@ -81,12 +85,17 @@ static void test_index_platforms(void **state) {
 
 static void test_rejects(void **state) {
         static const char *const bad[] = {
-                "", "[]", "{}", "not json",
+                "",
+                "[]",
+                "{}",
+                "not json",
                 "{\"schemaVersion\":\"2\"}",
                 "{\"schemaVersion\":2,\"mediaType\":\"" OCI_MT_MANIFEST "\",\"layers\":[]}",
-                "{\"schemaVersion\":2,\"mediaType\":\"" OCI_MT_MANIFEST "\",\"config\":{\"mediaType\":\"x\",\"digest\":\"" DA "\",\"size\":-1},\"layers\":[]}",
+                "{\"schemaVersion\":2,\"mediaType\":\"" OCI_MT_MANIFEST
+                "\",\"config\":{\"mediaType\":\"x\",\"digest\":\"" DA "\",\"size\":-1},\"layers\":[]}",
                 "{\"schemaVersion\":2,\"mediaType\":\"" OCI_MT_INDEX "\",\"manifests\":[]}",
-                "{\"schemaVersion\":2,\"mediaType\":\"" OCI_MT_INDEX "\",\"manifests\":[{\"mediaType\":\"x\",\"digest\":\"sha256:00\",\"size\":1}]}",
+                "{\"schemaVersion\":2,\"mediaType\":\"" OCI_MT_INDEX
+                "\",\"manifests\":[{\"mediaType\":\"x\",\"digest\":\"sha256:00\",\"size\":1}]}",
                 "{\"schemaVersion\":2,\"schemaVersion\":2}",
         };
         static const char *const unsupported[] = {
@@ -94,8 +103,10 @@ static void test_rejects(void **state) {
                 "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.example\"}",
                 "{\"schemaVersion\":2,\"mediaType\":\"" DOCKER_MT_MANIFEST "\","
                 "\"config\":{\"mediaType\":\"x\",\"digest\":\"" DA "\",\"size\":1},"
-                "\"layers\":[{\"mediaType\":\"application/vnd.docker.image.rootfs.foreign.diff.tar.gzip\",\"digest\":\"" DB "\",\"size\":1}]}",
-                "{\"schemaVersion\":2,\"mediaType\":\"" OCI_MT_INDEX "\",\"manifests\":[{\"mediaType\":\"x\",\"digest\":\"sha512:00\",\"size\":1}]}",
+                "\"layers\":[{\"mediaType\":\"application/vnd.docker.image.rootfs.foreign.diff.tar.gzip\",\"digest\":\"" DB
+                "\",\"size\":1}]}",
+                "{\"schemaVersion\":2,\"mediaType\":\"" OCI_MT_INDEX
+                "\",\"manifests\":[{\"mediaType\":\"x\",\"digest\":\"sha512:00\",\"size\":1}]}",
         };
         OciManifest *m = NULL;
 
@@ -104,7 +115,8 @@ static void test_rejects(void **state) {
                 assert_null(m);
         }
         for (size_t i = 0; i < ELEMENTSOF(unsupported); i++)
-                assert_int_equal(oci_manifest_parse(unsupported[i], strlen(unsupported[i]), NULL, &m), -EPROTONOSUPPORT);
+                assert_int_equal(oci_manifest_parse(unsupported[i], strlen(unsupported[i]), NULL, &m),
+                                 -EPROTONOSUPPORT);
         assert_null(m);
 }
 
@@ -117,10 +129,12 @@ static void test_limits(void **state) {
         /* more layers than allowed */
         f = open_memstream(&big, &size);
         assert_non_null(f);
-        fprintf(f, "{\"schemaVersion\":2,\"mediaType\":\"%s\",\"config\":{\"mediaType\":\"x\",\"digest\":\"%s\",\"size\":1},\"layers\":[",
+        fprintf(f,
+                "{\"schemaVersion\":2,\"mediaType\":\"%s\",\"config\":{\"mediaType\":\"x\",\"digest\":\"%s\",\"size\":1},\"layers\":[",
                 OCI_MT_MANIFEST, DA);
         for (unsigned i = 0; i <= OCI_LAYERS_MAX; i++)
-                fprintf(f, "%s{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar\",\"digest\":\"%s\",\"size\":1}",
+                fprintf(f,
+                        "%s{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar\",\"digest\":\"%s\",\"size\":1}",
                         i ? "," : "", DB);
         fprintf(f, "]}");
         fclose(f);
@@ -143,12 +157,9 @@ static void test_platform_from_machine(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_oci_image),
-                cmocka_unit_test(test_docker_image_and_content_type),
-                cmocka_unit_test(test_index_platforms),
-                cmocka_unit_test(test_rejects),
-                cmocka_unit_test(test_limits),
-                cmocka_unit_test(test_platform_from_machine),
+                cmocka_unit_test(test_oci_image),       cmocka_unit_test(test_docker_image_and_content_type),
+                cmocka_unit_test(test_index_platforms), cmocka_unit_test(test_rejects),
+                cmocka_unit_test(test_limits),          cmocka_unit_test(test_platform_from_machine),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

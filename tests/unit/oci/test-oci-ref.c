@@ -14,7 +14,8 @@ static void test_parse_table(void **state) {
                 { "europe-docker.pkg.dev/gardener-project/releases/hyperkube:v1.31.2",
                   "europe-docker.pkg.dev", "gardener-project/releases/hyperkube", "v1.31.2", NULL,
                   "europe-docker.pkg.dev" },
-                { "127.0.0.1:5000/kubelet:v1.31.2", "127.0.0.1:5000", "kubelet", "v1.31.2", NULL, "127.0.0.1:5000" },
+                { "127.0.0.1:5000/kubelet:v1.31.2", "127.0.0.1:5000", "kubelet", "v1.31.2", NULL,
+                  "127.0.0.1:5000" },
                 { "localhost/kubelet", "localhost", "kubelet", "latest", NULL, "localhost" },
                 { "localhost:5000/a/b@" D, "localhost:5000", "a/b", NULL, D, "localhost:5000" },
                 { "reg.io/a:t@" D, "reg.io", "a", "t", D, "reg.io" },
@@ -37,16 +38,34 @@ static void test_parse_table(void **state) {
                 else
                         assert_null(r->digest);
                 assert_string_equal(oci_ref_api_host(r), table[i].api);
-                assert_string_equal(oci_ref_manifest_reference(r), table[i].digest ? table[i].digest : table[i].tag);
+                assert_string_equal(oci_ref_manifest_reference(r),
+                                    table[i].digest ? table[i].digest : table[i].tag);
         }
 }
 
 static void test_parse_rejects(void **state) {
         static const char *const bad[] = {
-                "", "UPPER", "reg.io/UPPER:tag", "reg.io/a:", "reg.io/a:-tag", "reg.io/a@sha256:abc",
-                "reg.io/a@md5:abc", "reg.io//a", "reg.io/a/", "reg.io/a..b", "reg.io/a___b", "reg.io/-a",
-                "reg.io:99999/a", "reg.io:0/a", "reg.io:/a", "-reg.io/a", "reg.io/a:b:c", "a b", "reg.io/a?x=1",
-                "reg.io/../a", "reg.io/a%2f",
+                "",
+                "UPPER",
+                "reg.io/UPPER:tag",
+                "reg.io/a:",
+                "reg.io/a:-tag",
+                "reg.io/a@sha256:abc",
+                "reg.io/a@md5:abc",
+                "reg.io//a",
+                "reg.io/a/",
+                "reg.io/a..b",
+                "reg.io/a___b",
+                "reg.io/-a",
+                "reg.io:99999/a",
+                "reg.io:0/a",
+                "reg.io:/a",
+                "-reg.io/a",
+                "reg.io/a:b:c",
+                "a b",
+                "reg.io/a?x=1",
+                "reg.io/../a",
+                "reg.io/a%2f",
         };
 
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
@@ -71,8 +90,10 @@ static void test_no_url_injection(void **state) {
                 { "reg.io/a#frag:v1", "repository" },
                 { "reg.io/a%2F..%2Fb:v1", "repository" },
                 { "reg.io/a:v1%2F", "tag" },
-                { "reg.io/a@sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad/../x", "digest" },
-                { "reg.io/a@sha256:BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD", "digest" },
+                { "reg.io/a@sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad/../x",
+                  "digest" },
+                { "reg.io/a@sha256:BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD",
+                  "digest" },
                 { "user:pw@reg.io/a:v1", "digest" },
                 { "reg.io..evil/a:v1", "registry" },
                 { "reg.io.-x/a:v1", "registry" },
@@ -93,9 +114,11 @@ static void test_no_url_injection(void **state) {
                 assert_null(r);
                 assert_int_equal(oci_ref_check(bad[i].in, &why), -EINVAL);
                 if (!why || !strstr(why, bad[i].why))
-                        fail_msg("\"%s\": reason \"%s\" does not name the %s", bad[i].in, strempty(why), bad[i].why);
+                        fail_msg("\"%s\": reason \"%s\" does not name the %s", bad[i].in, strempty(why),
+                                 bad[i].why);
         }
-        assert_int_equal(oci_ref_check("europe-docker.pkg.dev/gardener-project/releases/hyperkube:v1.31.2", NULL), 0);
+        assert_int_equal(
+                oci_ref_check("europe-docker.pkg.dev/gardener-project/releases/hyperkube:v1.31.2", NULL), 0);
         assert_int_equal(oci_ref_check("Reg.IO:443/a:v1", NULL), 0);
         assert_int_equal(oci_ref_check("[2001:db8::1]/a:v1", NULL), 0);
 }

@@ -6,16 +6,20 @@ static void test_bearer_challenge(void **state) {
         _cleanup_(registry_challenge_freep) RegistryChallenge *c = NULL;
         _cleanup_free_ char *url = NULL;
 
-        assert_int_equal(registry_challenge_parse(
-                "Bearer realm=\"https://auth.docker.io/token\",service=\"registry.docker.io\","
-                "scope=\"repository:library/busybox:pull\"", &c), 0);
+        assert_int_equal(
+                registry_challenge_parse(
+                        "Bearer realm=\"https://auth.docker.io/token\",service=\"registry.docker.io\","
+                        "scope=\"repository:library/busybox:pull\"",
+                        &c),
+                0);
         assert_int_equal(c->scheme, REGISTRY_AUTH_BEARER);
         assert_string_equal(c->realm, "https://auth.docker.io/token");
         assert_string_equal(c->service, "registry.docker.io");
         assert_string_equal(c->scope, "repository:library/busybox:pull");
         assert_int_equal(registry_challenge_token_url(c, "ignored", &url), 0);
-        assert_string_equal(url, "https://auth.docker.io/token?service=registry.docker.io"
-                                 "&scope=repository%3Alibrary%2Fbusybox%3Apull");
+        assert_string_equal(url,
+                            "https://auth.docker.io/token?service=registry.docker.io"
+                            "&scope=repository%3Alibrary%2Fbusybox%3Apull");
 }
 
 static void test_challenge_variants(void **state) {
@@ -23,8 +27,11 @@ static void test_challenge_variants(void **state) {
         _cleanup_free_ char *url = NULL;
 
         /* case-insensitive scheme, spaces, unknown params, escaped quote, no scope */
-        assert_int_equal(registry_challenge_parse(
-                "bearer  realm=\"https://r/t?x=1\" , service=\"my \\\"svc\\\"\", error=\"invalid_token\"", &a), 0);
+        assert_int_equal(
+                registry_challenge_parse(
+                        "bearer  realm=\"https://r/t?x=1\" , service=\"my \\\"svc\\\"\", error=\"invalid_token\"",
+                        &a),
+                0);
         assert_string_equal(a->service, "my \"svc\"");
         assert_null(a->scope);
         assert_int_equal(registry_challenge_token_url(a, "repository:a/b:pull", &url), 0);
@@ -33,7 +40,8 @@ static void test_challenge_variants(void **state) {
         /* Basic only; and Bearer preferred over Basic when both are offered */
         assert_int_equal(registry_challenge_parse("Basic realm=\"Registry Realm\"", &b), 0);
         assert_int_equal(b->scheme, REGISTRY_AUTH_BASIC);
-        assert_int_equal(registry_challenge_parse("Basic realm=\"x\", Bearer realm=\"https://t\",service=s", &c), 0);
+        assert_int_equal(
+                registry_challenge_parse("Basic realm=\"x\", Bearer realm=\"https://t\",service=s", &c), 0);
         assert_int_equal(c->scheme, REGISTRY_AUTH_BEARER);
         assert_string_equal(c->service, "s");
 }
@@ -82,21 +90,23 @@ static void test_token_parse(void **state) {
         assert_null(x);
 }
 
-#define AUTH_FILE                                                               \
-        "{\"auths\":{"                                                          \
-        "\"reg.io\":{\"auth\":\"aG9zdDpob3N0cHc=\"},"           /* host:hostpw */ \
-        "\"reg.io/team\":{\"auth\":\"dGVhbTp0ZWFtcHc=\"},"      /* team:teampw */ \
-        "\"reg.io/team/app\":{\"username\":\"app\",\"password\":\"apppw\"}," \
+#define AUTH_FILE                                                                      \
+        "{\"auths\":{"                                                                 \
+        "\"reg.io\":{\"auth\":\"aG9zdDpob3N0cHc=\"},"      /* host:hostpw */           \
+        "\"reg.io/team\":{\"auth\":\"dGVhbTp0ZWFtcHc=\"}," /* team:teampw */           \
+        "\"reg.io/team/app\":{\"username\":\"app\",\"password\":\"apppw\"},"           \
         "\"https://index.docker.io/v1/\":{\"auth\":\"aHViOmh1YnB3\"}," /* hub:hubpw */ \
-        "\"http://legacy.io:5000/v2/\":{\"auth\":\"bGVnOmxlZ3B3\"}," /* leg:legpw */ \
-        "\"bad.io\":{\"auth\":\"!!!!\"},"                                       \
-        "\"token.io\":{\"identitytoken\":\"x\"}"                                \
+        "\"http://legacy.io:5000/v2/\":{\"auth\":\"bGVnOmxlZ3B3\"},"   /* leg:legpw */ \
+        "\"bad.io\":{\"auth\":\"!!!!\"},"                                              \
+        "\"token.io\":{\"identitytoken\":\"x\"}"                                       \
         "}}"
 
-static void lookup_expect(const char *registry, const char *repo, int expect_r, const char *user, const char *pw) {
+static void lookup_expect(const char *registry, const char *repo, int expect_r, const char *user,
+                          const char *pw) {
         RegistryCredentials *c = NULL;
 
-        assert_int_equal(registry_auth_file_lookup(AUTH_FILE, strlen(AUTH_FILE), registry, repo, &c), expect_r);
+        assert_int_equal(registry_auth_file_lookup(AUTH_FILE, strlen(AUTH_FILE), registry, repo, &c),
+                         expect_r);
         if (expect_r == 0) {
                 assert_string_equal(c->username, user);
                 assert_string_equal(c->password, pw);
@@ -109,7 +119,7 @@ static void test_auth_file_lookup(void **state) {
         lookup_expect("reg.io", "other/x", 0, "host", "hostpw");
         lookup_expect("reg.io", "team/x", 0, "team", "teampw");
         lookup_expect("reg.io", "team/app", 0, "app", "apppw");
-        lookup_expect("reg.io", "teamx/app", 0, "host", "hostpw");     /* prefix on a component boundary only */
+        lookup_expect("reg.io", "teamx/app", 0, "host", "hostpw"); /* prefix on a component boundary only */
         lookup_expect("docker.io", "library/busybox", 0, "hub", "hubpw");
         lookup_expect("legacy.io:5000", "a", 0, "leg", "legpw");
         lookup_expect("legacy.io", "a", -ENOENT, NULL, NULL);
@@ -128,12 +138,9 @@ static void test_basic_header(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_bearer_challenge),
-                cmocka_unit_test(test_challenge_variants),
-                cmocka_unit_test(test_challenge_rejects),
-                cmocka_unit_test(test_token_url_rejects_bad_realm),
-                cmocka_unit_test(test_token_parse),
-                cmocka_unit_test(test_auth_file_lookup),
+                cmocka_unit_test(test_bearer_challenge),  cmocka_unit_test(test_challenge_variants),
+                cmocka_unit_test(test_challenge_rejects), cmocka_unit_test(test_token_url_rejects_bad_realm),
+                cmocka_unit_test(test_token_parse),       cmocka_unit_test(test_auth_file_lookup),
                 cmocka_unit_test(test_basic_header),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,7 +10,8 @@ static void check_endpoints(const char *mirror_url, const char *ref, const char 
         size_t n = 0;
 
         assert_int_equal(oci_ref_parse(ref, &r), 0);
-        assert_int_equal(registry_mirror_endpoints(mirror_url ? &m : NULL, mirror_url ? 1 : 0, r, &l, &n), 0);
+        assert_int_equal(registry_mirror_endpoints(mirror_url ? &m : NULL, mirror_url ? 1 : 0, r, &l, &n),
+                         0);
         assert_int_equal(n, second ? 2 : 1);
         assert_int_equal(strv_length(l), n);
         assert_string_equal(l[0], first);
@@ -23,7 +24,8 @@ static void test_endpoints(void **state) {
         /* the mirror first, then the upstream */
         check_endpoints("http://127.0.0.1:5000/", "reg.test/kube/kubelet:v1", "http://127.0.0.1:5000",
                         "https://reg.test");
-        check_endpoints("mirror.example//", "reg.test/kube/kubelet:v1", "https://mirror.example", "https://reg.test");
+        check_endpoints("mirror.example//", "reg.test/kube/kubelet:v1", "https://mirror.example",
+                        "https://reg.test");
         /* a mirror of another registry does not apply */
         check_endpoints("https://mirror.example", "other.test/kube/kubelet:v1", "https://other.test", NULL);
         check_endpoints(NULL, "reg.test:5000/kube/kubelet:v1", "https://reg.test:5000", NULL);
@@ -46,19 +48,23 @@ static void test_credentials(void **state) {
 
         assert_int_equal(oci_ref_parse("reg.test/kube/kubelet:v1", &r), 0);
         /* a mirror named in the file has its own */
-        assert_int_equal(registry_mirror_credentials(auth, strlen(auth), "https://mirror.example", true, r, &c), 0);
+        assert_int_equal(
+                registry_mirror_credentials(auth, strlen(auth), "https://mirror.example", true, r, &c), 0);
         assert_string_equal(c->username, "m");
         c = registry_credentials_free(c);
         /* one that is not uses the upstream's */
-        assert_int_equal(registry_mirror_credentials(upstream_only, strlen(upstream_only), "https://mirror.example", true,
-                                                     r, &c), 0);
+        assert_int_equal(registry_mirror_credentials(upstream_only, strlen(upstream_only),
+                                                     "https://mirror.example", true, r, &c),
+                         0);
         assert_string_equal(c->username, "u");
         c = registry_credentials_free(c);
         /* the upstream itself never looks at a mirror's entry */
-        assert_int_equal(registry_mirror_credentials(auth, strlen(auth), "https://reg.test", false, r, &c), 0);
+        assert_int_equal(registry_mirror_credentials(auth, strlen(auth), "https://reg.test", false, r, &c),
+                         0);
         assert_string_equal(c->username, "u");
         c = registry_credentials_free(c);
-        assert_int_equal(registry_mirror_credentials("{\"auths\":{}}", 12, "https://reg.test", false, r, &c), -ENOENT);
+        assert_int_equal(registry_mirror_credentials("{\"auths\":{}}", 12, "https://reg.test", false, r, &c),
+                         -ENOENT);
         oci_ref_free(r);
 }
 

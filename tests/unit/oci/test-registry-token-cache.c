@@ -7,20 +7,27 @@ static void test_lookup_store(void **state) {
         RegistryTokenCache c = {};
 
         assert_null(registry_token_cache_lookup(&c, "https://a", "repository:x:pull", 0));
-        assert_int_equal(registry_token_cache_store(&c, "https://a", "repository:x:pull", "Bearer 1", 300 * USEC_PER_SEC,
-                                                    1000), 0);
-        assert_string_equal(registry_token_cache_lookup(&c, "https://a", "repository:x:pull", 1000), "Bearer 1");
+        assert_int_equal(registry_token_cache_store(&c, "https://a", "repository:x:pull", "Bearer 1",
+                                                    300 * USEC_PER_SEC, 1000),
+                         0);
+        assert_string_equal(registry_token_cache_lookup(&c, "https://a", "repository:x:pull", 1000),
+                            "Bearer 1");
         /* per endpoint and per scope */
         assert_null(registry_token_cache_lookup(&c, "https://b", "repository:x:pull", 1000));
         assert_null(registry_token_cache_lookup(&c, "https://a", "repository:y:pull", 1000));
         /* a new token for the same place replaces the old one */
-        assert_int_equal(registry_token_cache_store(&c, "https://a", "repository:x:pull", "Bearer 2", 300 * USEC_PER_SEC,
-                                                    2000), 0);
-        assert_string_equal(registry_token_cache_lookup(&c, "https://a", "repository:x:pull", 2000), "Bearer 2");
-        assert_int_equal(registry_token_cache_store(&c, "https://b", "repository:x:pull", "Bearer 3", 300 * USEC_PER_SEC,
-                                                    2000), 0);
-        assert_string_equal(registry_token_cache_lookup(&c, "https://a", "repository:x:pull", 2000), "Bearer 2");
-        assert_string_equal(registry_token_cache_lookup(&c, "https://b", "repository:x:pull", 2000), "Bearer 3");
+        assert_int_equal(registry_token_cache_store(&c, "https://a", "repository:x:pull", "Bearer 2",
+                                                    300 * USEC_PER_SEC, 2000),
+                         0);
+        assert_string_equal(registry_token_cache_lookup(&c, "https://a", "repository:x:pull", 2000),
+                            "Bearer 2");
+        assert_int_equal(registry_token_cache_store(&c, "https://b", "repository:x:pull", "Bearer 3",
+                                                    300 * USEC_PER_SEC, 2000),
+                         0);
+        assert_string_equal(registry_token_cache_lookup(&c, "https://a", "repository:x:pull", 2000),
+                            "Bearer 2");
+        assert_string_equal(registry_token_cache_lookup(&c, "https://b", "repository:x:pull", 2000),
+                            "Bearer 3");
         registry_token_cache_clear(&c);
         assert_null(c.tokens);
         assert_null(registry_token_cache_lookup(&c, "https://a", "repository:x:pull", 2000));

@@ -7,15 +7,15 @@ static void test_format(void **state) {
         static const struct {
                 const char *prefix, *version;
                 unsigned tries;
-                const char *out;        /* NULL: -EINVAL */
+                const char *out; /* NULL: -EINVAL */
         } table[] = {
                 { "os", "1592.6", 3, "os-1592.6+3.efi" },
                 { "os", "1592.6", 0, "os-1592.6.efi" },
                 { "os", "v1.2.3-rc.1", 1, "os-v1.2.3-rc.1+1.efi" },
                 { "garden_linux", "1592.6.0~x", 99, "garden_linux-1592.6.0~x+99.efi" },
-                { "os", "1.2+build", 3, NULL },         /* '+' would be read as a counter */
+                { "os", "1.2+build", 3, NULL }, /* '+' would be read as a counter */
                 { "os", "", 3, NULL },
-                { "os", "linux", 3, NULL },             /* must start with a digit */
+                { "os", "linux", 3, NULL }, /* must start with a digit */
                 { "os", "1/../x", 3, NULL },
                 { "os", "1..2", 3, NULL },
                 { "os", "1 2", 3, NULL },
@@ -66,7 +66,7 @@ static void test_parse(void **state) {
                 { "os-1592.6+0-3.efi", 0, "1592.6", true, 0, 3 },
                 { "os-1592.6+0-3.EFI", 0, "1592.6", true, 0, 3 },
                 { "os-v1.2-rc1.efi", 0, "v1.2-rc1", false, 0, 0 },
-                { "os-1.2-3.efi", 0, "1.2-3", false, 0, 0 },   /* '-' without '+' is version */
+                { "os-1.2-3.efi", 0, "1.2-3", false, 0, 0 }, /* '-' without '+' is version */
                 { "os-1.2+.efi", -EINVAL, NULL, false, 0, 0 },
                 { "os-1.2+3-.efi", -EINVAL, NULL, false, 0, 0 },
                 { "os-1.2+x.efi", -EINVAL, NULL, false, 0, 0 },
@@ -75,7 +75,7 @@ static void test_parse(void **state) {
                 { "os-1.2+3.conf", -EINVAL, NULL, false, 0, 0 },
                 { "os-.efi", -EINVAL, NULL, false, 0, 0 },
                 { "os.efi", -EINVAL, NULL, false, 0, 0 },
-                { "os-extra-1.2.efi", -EINVAL, NULL, false, 0, 0 },      /* another tool's file */
+                { "os-extra-1.2.efi", -EINVAL, NULL, false, 0, 0 }, /* another tool's file */
                 { "osx-1.2.efi", -EINVAL, NULL, false, 0, 0 },
                 { "other-1.2.efi", -EINVAL, NULL, false, 0, 0 },
                 { ".os-1.2+3.efi.tmp-abcdef", -EINVAL, NULL, false, 0, 0 },
@@ -126,7 +126,7 @@ static void test_strip_counter(void **state) {
                 { "os-1.2.efi", "os-1.2.efi" },
                 { "os-1.2+0-3.EFI", "os-1.2.EFI" },
                 { "os-1.2+x.efi", "os-1.2+x.efi" },
-                { "os-1.2+3", "os-1.2" },               /* LoaderEntrySelected may lack .efi */
+                { "os-1.2+3", "os-1.2" }, /* LoaderEntrySelected may lack .efi */
                 { "plain", "plain" },
         };
 
@@ -155,20 +155,13 @@ static void test_version_equivalent(void **state) {
                 const char *a, *b;
                 bool eq;
         } table[] = {
-                { "1592.6", "1592.6", true },
-                { "1592.6", "1592.6.0", true },
-                { "1592.6.0", "v1592.6", true },
-                { "1592.6.0-foo", "1592.6", true },
-                { "1592.06", "1592.6", true },
-                { "0", "0.0.0", true },
-                { "1592.6", "1592.60", false },
-                { "1592.6", "1592.6.1", false },
-                { "1592.6", "1592.7", false },
-                { "12", "1.2", false },
-                { "1.2", NULL, false },
-                { NULL, NULL, false },
-                { "abc", "abc", true },
-                { "abc", "abd", false },
+                { "1592.6", "1592.6", true },    { "1592.6", "1592.6.0", true },
+                { "1592.6.0", "v1592.6", true }, { "1592.6.0-foo", "1592.6", true },
+                { "1592.06", "1592.6", true },   { "0", "0.0.0", true },
+                { "1592.6", "1592.60", false },  { "1592.6", "1592.6.1", false },
+                { "1592.6", "1592.7", false },   { "12", "1.2", false },
+                { "1.2", NULL, false },          { NULL, NULL, false },
+                { "abc", "abc", true },          { "abc", "abd", false },
                 { "abc", "1", false },
         };
 
@@ -179,23 +172,24 @@ static void test_version_equivalent(void **state) {
 }
 
 static char *const listing[] = {
-        "os-1.0.efi",                   /* old, good */
-        "os-1.1+0-3.efi",               /* old, bad */
-        "os-1.2.efi",                   /* running */
-        "os-1.3+1-2.efi",               /* stale attempt at the version being installed */
-        "os-0.9+3.efi",                 /* booted according to LoaderEntrySelected */
-        "other-1.0.efi",                /* not ours */
-        "os-extra.efi",                 /* not ours */
+        "os-1.0.efi",     /* old, good */
+        "os-1.1+0-3.efi", /* old, bad */
+        "os-1.2.efi",     /* running */
+        "os-1.3+1-2.efi", /* stale attempt at the version being installed */
+        "os-0.9+3.efi",   /* booted according to LoaderEntrySelected */
+        "other-1.0.efi",  /* not ours */
+        "os-extra.efi",   /* not ours */
         "README",
-        ".os-1.3+3.efi.tmp-AbCdEf",     /* leftover of a crashed install */
-        ".other-1.3.efi.tmp-AbCdEf",    /* not ours */
+        ".os-1.3+3.efi.tmp-AbCdEf",  /* leftover of a crashed install */
+        ".other-1.3.efi.tmp-AbCdEf", /* not ours */
 };
 
 static void test_select_removals(void **state) {
         _cleanup_strv_free_ char **rm = NULL;
 
         assert_int_equal(boot_entry_select_removals("os", listing, ELEMENTSOF(listing), "1.3", "1.2",
-                                                    "os-0.9.efi", &rm), 0);
+                                                    "os-0.9.efi", &rm),
+                         0);
         assert_int_equal(strv_length(rm), 4);
         assert_true(strv_contains(rm, "os-1.0.efi"));
         assert_true(strv_contains(rm, "os-1.1+0-3.efi"));
@@ -207,8 +201,9 @@ static void test_select_removals_running_equivalent(void **state) {
         _cleanup_strv_free_ char **rm = NULL;
 
         /* os-release says "1.2.0", the entry says "1.2": still the running one. */
-        assert_int_equal(boot_entry_select_removals("os", listing, ELEMENTSOF(listing), "1.3", "1.2.0",
-                                                    NULL, &rm), 0);
+        assert_int_equal(
+                boot_entry_select_removals("os", listing, ELEMENTSOF(listing), "1.3", "1.2.0", NULL, &rm),
+                0);
         assert_false(strv_contains(rm, "os-1.2.efi"));
         assert_true(strv_contains(rm, "os-0.9+3.efi"));
         assert_int_equal(strv_length(rm), 5);
@@ -218,7 +213,8 @@ static void test_select_removals_booted_case_insensitive(void **state) {
         _cleanup_strv_free_ char **rm = NULL;
 
         assert_int_equal(boot_entry_select_removals("os", listing, ELEMENTSOF(listing), "1.3", "1.2",
-                                                    "OS-0.9+2-1.EFI", &rm), 0);
+                                                    "OS-0.9+2-1.EFI", &rm),
+                         0);
         assert_false(strv_contains(rm, "os-0.9+3.efi"));
 }
 
@@ -226,8 +222,8 @@ static void test_select_removals_unknown_running(void **state) {
         _cleanup_strv_free_ char **rm = NULL;
 
         /* Without knowing what runs, only temporaries and stale copies of the target go. */
-        assert_int_equal(boot_entry_select_removals("os", listing, ELEMENTSOF(listing), "1.3", NULL,
-                                                    NULL, &rm), 0);
+        assert_int_equal(
+                boot_entry_select_removals("os", listing, ELEMENTSOF(listing), "1.3", NULL, NULL, &rm), 0);
         assert_int_equal(strv_length(rm), 2);
         assert_true(strv_contains(rm, "os-1.3+1-2.efi"));
         assert_true(strv_contains(rm, ".os-1.3+3.efi.tmp-AbCdEf"));
@@ -238,7 +234,8 @@ static void test_select_removals_never_running_even_if_target(void **state) {
         char *const names[] = { "os-1.2+3.efi", "os-1.2.efi" };
 
         /* A caller bug (installing the running version) still cannot delete the running entry. */
-        assert_int_equal(boot_entry_select_removals("os", names, ELEMENTSOF(names), "1.2", "1.2", NULL, &rm), 0);
+        assert_int_equal(boot_entry_select_removals("os", names, ELEMENTSOF(names), "1.2", "1.2", NULL, &rm),
+                         0);
         assert_int_equal(strv_length(rm), 0);
 }
 
@@ -246,8 +243,9 @@ static void test_select_removals_limit(void **state) {
         char **rm = NULL;
         char *const names[] = { "os-1.0.efi" };
 
-        assert_int_equal(boot_entry_select_removals("os", names, BOOT_ENTRY_LISTING_MAX + 1, "1.3",
-                                                    "1.2", NULL, &rm), -E2BIG);
+        assert_int_equal(
+                boot_entry_select_removals("os", names, BOOT_ENTRY_LISTING_MAX + 1, "1.3", "1.2", NULL, &rm),
+                -E2BIG);
         assert_null(rm);
 }
 
@@ -256,11 +254,8 @@ static void test_state_of(void **state) {
                 const char *version;
                 BootEntryState s;
         } table[] = {
-                { "1.0", BOOT_ENTRY_GOOD },
-                { "1.1", BOOT_ENTRY_BAD },
-                { "1.3", BOOT_ENTRY_PENDING },
-                { "0.9", BOOT_ENTRY_PENDING },
-                { "2.0", BOOT_ENTRY_ABSENT },
+                { "1.0", BOOT_ENTRY_GOOD },    { "1.1", BOOT_ENTRY_BAD },    { "1.3", BOOT_ENTRY_PENDING },
+                { "0.9", BOOT_ENTRY_PENDING }, { "2.0", BOOT_ENTRY_ABSENT },
         };
         char *const both[] = { "os-2.0+0-3.efi", "os-2.0.efi" };
 
@@ -280,8 +275,8 @@ static void test_state_strings(void **state) {
 }
 
 static void test_decode_efivar(void **state) {
-        static const uint8_t ok[] = { 7, 0, 0, 0, 'o', 0, 's', 0, '-', 0, '1', 0, '.', 0, 'e', 0, 'f', 0,
-                                      'i', 0, 0, 0 };
+        static const uint8_t ok[] = { 7, 0,   0, 0,   'o', 0,   's', 0,   '-', 0, '1',
+                                      0, '.', 0, 'e', 0,   'f', 0,   'i', 0,   0, 0 };
         static const uint8_t no_nul[] = { 7, 0, 0, 0, 'a', 0, 'b', 0 };
         static const uint8_t odd[] = { 7, 0, 0, 0, 'a', 0, 'b' };
         static const uint8_t non_ascii[] = { 7, 0, 0, 0, 0xe9, 0, 0, 0 };

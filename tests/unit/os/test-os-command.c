@@ -12,7 +12,7 @@
 #include "tests.h"
 #include "util/fileio.h"
 
-#define MS(n) ((uint64_t) (n) * USEC_PER_MSEC)
+#define MS(n) ((uint64_t) (n) *USEC_PER_MSEC)
 
 static char tmpdir[] = "/tmp/test-os-command-XXXXXX";
 
@@ -21,18 +21,18 @@ typedef struct Run {
         OsCommand *cmd;
 
         bool done;
-        OsCommandResult result;         /* .output and .path point at the copies below */
+        OsCommandResult result; /* .output and .path point at the copies below */
         char *output, *path;
 
         unsigned n_lines;
         char *first_line, *last_line;
         unsigned n_spawns, n_retries;
         uint64_t retry_delays[32];
-        unsigned veto_attempt;          /* on_spawn fails for this attempt (0: never) */
+        unsigned veto_attempt; /* on_spawn fails for this attempt (0: never) */
         bool free_on_done;
 
         sd_event_source *tick;
-        unsigned n_ticks, n_ticks_mid;  /* mid: while the command's output was still coming */
+        unsigned n_ticks, n_ticks_mid; /* mid: while the command's output was still coming */
         uint64_t last_tick, max_gap;
 } Run;
 
@@ -74,7 +74,7 @@ static void on_done(OsCommand *c, const OsCommandResult *res, void *userdata) {
         r->result.output = r->output;
         r->result.path = r->path;
         if (r->free_on_done)
-                r->cmd = os_command_free(r->cmd);       /* allowed inside on_done */
+                r->cmd = os_command_free(r->cmd); /* allowed inside on_done */
 }
 
 static const OsCommandCallbacks callbacks = {
@@ -196,7 +196,7 @@ static void test_success(void **state) {
         assert_int_equal(r.result.outcome.termination, OS_UPDATE_EXITED);
         assert_int_equal(r.result.outcome.code, 0);
         assert_int_equal(r.result.attempts, 1);
-        assert_string_equal(r.result.output, "hello\nworld\n");     /* stdout and stderr, in order */
+        assert_string_equal(r.result.output, "hello\nworld\n"); /* stdout and stderr, in order */
         assert_string_equal(r.result.path, script);
         assert_int_equal(r.n_lines, 2);
         assert_string_equal(r.first_line, "hello");
@@ -241,7 +241,7 @@ static void test_clean_environment(void **state) {
 }
 
 static void test_fds_stdin_cwd(void **state) {
-        _cleanup_close_ int leak = open("/dev/null", O_RDONLY);        /* deliberately no O_CLOEXEC */
+        _cleanup_close_ int leak = open("/dev/null", O_RDONLY); /* deliberately no O_CLOEXEC */
         Run r;
 
         assert_true(leak >= 0);
@@ -254,8 +254,8 @@ static void test_fds_stdin_cwd(void **state) {
         run_done(&r);
 
         run_init(&r);
-        run_start(&r, "/bin/readlink", (char *const[]) { (char *) "/proc/self/fd/0", (char *) "/proc/self/cwd", NULL },
-                  NULL);
+        run_start(&r, "/bin/readlink",
+                  (char *const[]) { (char *) "/proc/self/fd/0", (char *) "/proc/self/cwd", NULL }, NULL);
         run_until_done(&r, 10 * USEC_PER_SEC);
         assert_string_equal(r.result.output, "/dev/null\n/\n");
         run_done(&r);
@@ -263,9 +263,9 @@ static void test_fds_stdin_cwd(void **state) {
 
 static void test_own_process_group_and_signals(void **state) {
         /* Field 5 of stat is the process group. */
-        _cleanup_free_ char *script = write_script(
-                "pg.sh", "read -r pid comm state ppid pgrp rest < /proc/$$/stat\n"
-                         "[ \"$pgrp\" = \"$$\" ] && echo leader");
+        _cleanup_free_ char *script = write_script("pg.sh",
+                                                   "read -r pid comm state ppid pgrp rest < /proc/$$/stat\n"
+                                                   "[ \"$pgrp\" = \"$$\" ] && echo leader");
         unsigned long long blocked, ignored;
         Run r;
 
@@ -277,8 +277,10 @@ static void test_own_process_group_and_signals(void **state) {
 
         /* grep itself is the spawned process here: it reports what it inherited from us. */
         run_init(&r);
-        run_start(&r, "/bin/grep", (char *const[]) { (char *) "-E", (char *) "^Sig(Blk|Ign)",
-                                                     (char *) "/proc/self/status", NULL }, NULL);
+        run_start(&r, "/bin/grep",
+                  (char *const[]) { (char *) "-E", (char *) "^Sig(Blk|Ign)", (char *) "/proc/self/status",
+                                    NULL },
+                  NULL);
         run_until_done(&r, 10 * USEC_PER_SEC);
         assert_int_equal(sscanf(r.result.output, "SigBlk:\t%llx\nSigIgn:\t%llx\n", &blocked, &ignored), 2);
         assert_int_equal(blocked, 0);
@@ -290,13 +292,16 @@ static void test_own_process_group_and_signals(void **state) {
 
 static void test_network_problems_retried_until_success(void **state) {
         _cleanup_free_ char *counter = tmp_path("counter");
-        _cleanup_free_ char *script = write_script(
-                "net.sh", "n=$(cat \"$1\" 2>/dev/null || echo 0)\nn=$((n+1))\necho $n > \"$1\"\n"
-                          "if [ $n -lt 3 ]; then echo \"exit status 3: Network Problems\"; exit 3; fi\n"
-                          "echo updated");
+        _cleanup_free_ char *script =
+                write_script("net.sh",
+                             "n=$(cat \"$1\" 2>/dev/null || echo 0)\nn=$((n+1))\necho $n > \"$1\"\n"
+                             "if [ $n -lt 3 ]; then echo \"exit status 3: Network Problems\"; exit 3; fi\n"
+                             "echo updated");
         OsCommandOptions o = {
                 .timeout_usec = 10 * USEC_PER_SEC,
-                .retry = { .initial_delay_usec = MS(100), .max_delay_usec = MS(150), .min_attempt_usec = MS(50) },
+                .retry = { .initial_delay_usec = MS(100),
+                           .max_delay_usec = MS(150),
+                           .min_attempt_usec = MS(50) },
         };
         Run r;
 
@@ -311,7 +316,7 @@ static void test_network_problems_retried_until_success(void **state) {
         assert_int_equal(r.retry_delays[0], MS(100));
         assert_int_equal(r.retry_delays[1], MS(150));
         assert_true(r.result.duration_usec >= MS(250));
-        assert_string_equal(r.result.output, "updated\n");     /* the last attempt's output only */
+        assert_string_equal(r.result.output, "updated\n"); /* the last attempt's output only */
         run_done(&r);
 }
 
@@ -319,7 +324,9 @@ static void test_network_problems_until_budget(void **state) {
         _cleanup_free_ char *script = write_script("netalways.sh", "echo 'network problems'\nexit 3");
         OsCommandOptions o = {
                 .timeout_usec = MS(1000),
-                .retry = { .initial_delay_usec = MS(100), .max_delay_usec = MS(200), .min_attempt_usec = MS(100) },
+                .retry = { .initial_delay_usec = MS(100),
+                           .max_delay_usec = MS(200),
+                           .min_attempt_usec = MS(100) },
         };
         _cleanup_free_ char *msg = NULL;
         Run r;
@@ -336,13 +343,15 @@ static void test_network_problems_until_budget(void **state) {
         assert_int_equal(r.n_retries, r.result.attempts - 1);
         assert_true(r.result.duration_usec < MS(1000));
         assert_int_equal(os_update_failure_message(r.result.class, &r.result.outcome, r.result.path,
-                                                   r.result.output, 20, 1024, o.timeout_usec, &msg), 0);
+                                                   r.result.output, 20, 1024, o.timeout_usec, &msg),
+                         0);
         assert_string_equal(msg, "retriable error detected: exit status 3, output: network problems\n");
         run_done(&r);
 }
 
 static void test_system_failure_is_terminal(void **state) {
-        _cleanup_free_ char *script = write_script("sysfail.sh", "echo 'update: System Failure' >&2\nexit 2");
+        _cleanup_free_ char *script =
+                write_script("sysfail.sh", "echo 'update: System Failure' >&2\nexit 2");
         Run r;
 
         run_init(&r);
@@ -375,7 +384,7 @@ static void test_not_found(void **state) {
 
         run_init(&r);
         run_start(&r, "/nonexistent/update-os", NULL, NULL);
-        assert_false(r.done);                   /* reported from the loop, not from start() */
+        assert_false(r.done); /* reported from the loop, not from start() */
         run_until_done(&r, 10 * USEC_PER_SEC);
         assert_int_equal(r.result.class, OS_UPDATE_CLASS_UNKNOWN);
         if (r.result.outcome.termination == OS_UPDATE_EXITED)
@@ -421,15 +430,16 @@ static void test_timeout_kills_process_group(void **state) {
         p1 = read_pid_file(main_pid, USEC_PER_SEC);
         p2 = read_pid_file(bg_pid, USEC_PER_SEC);
         assert_gone_within(p1, 2 * USEC_PER_SEC);
-        assert_gone_within(p2, 2 * USEC_PER_SEC);       /* the grandchild too */
+        assert_gone_within(p2, 2 * USEC_PER_SEC); /* the grandchild too */
         run_done(&r);
 }
 
 static void test_timeout_sigkill_after_grace(void **state) {
         _cleanup_free_ char *main_pid = tmp_path("main2.pid"), *bg_pid = tmp_path("bg2.pid");
-        _cleanup_free_ char *script = write_script(
-                "stubborn.sh", "trap '' TERM\necho $$ > \"$1\"\nsleep 1000 &\necho $! > \"$2\"\n"
-                               "while :; do sleep 1; done");
+        _cleanup_free_ char *script =
+                write_script("stubborn.sh",
+                             "trap '' TERM\necho $$ > \"$1\"\nsleep 1000 &\necho $! > \"$2\"\n"
+                             "while :; do sleep 1; done");
         OsCommandOptions o = { .timeout_usec = MS(800), .kill_grace_usec = MS(400) };
         pid_t p1, p2;
         Run r;
@@ -452,14 +462,16 @@ static void test_timeout_sigkill_after_grace(void **state) {
 static void test_big_output_capped_loop_responsive(void **state) {
         /* 20 x (512 KiB of 'x' + '\n') = 10485780 bytes, with short pauses in between. */
         _cleanup_free_ char *script = write_script(
-                "big.sh", "echo first\ni=0\nwhile [ $i -lt 20 ]; do\n"
-                          "  head -c 524288 /dev/zero | tr '\\0' x\n  echo\n  sleep 0.05\n  i=$((i+1))\ndone\n"
-                          "echo last");
+                "big.sh",
+                "echo first\ni=0\nwhile [ $i -lt 20 ]; do\n"
+                "  head -c 524288 /dev/zero | tr '\\0' x\n  echo\n  sleep 0.05\n  i=$((i+1))\ndone\n"
+                "echo last");
         const uint64_t total = 6 + 20 * (524288 + 1) + 5;
         Run r;
 
         run_init(&r);
-        assert_true(sd_event_add_time_relative(r.event, &r.tick, CLOCK_MONOTONIC, MS(20), MS(1), on_tick, &r) >= 0);
+        assert_true(sd_event_add_time_relative(r.event, &r.tick, CLOCK_MONOTONIC, MS(20), MS(1), on_tick,
+                                               &r) >= 0);
         assert_true(sd_event_source_set_enabled(r.tick, SD_EVENT_ON) >= 0);
         run_start(&r, script, NULL, NULL);
         run_until_done(&r, 60 * USEC_PER_SEC);
@@ -481,14 +493,16 @@ static void test_big_output_capped_loop_responsive(void **state) {
         /* The loop kept turning: the 20 ms timer ran while the output was still coming. How long it
          * waited at most is a figure, not a verdict (a loaded CI machine under ASan stretches it). */
         assert_true(r.n_ticks_mid >= 5);
-        print_message("10 MiB output: %u ticks (%u during the output), max timer gap %llu ms, %llu ms total\n",
-                      r.n_ticks, r.n_ticks_mid, (unsigned long long) (r.max_gap / 1000),
-                      (unsigned long long) (r.result.duration_usec / 1000));
+        print_message(
+                "10 MiB output: %u ticks (%u during the output), max timer gap %llu ms, %llu ms total\n",
+                r.n_ticks, r.n_ticks_mid, (unsigned long long) (r.max_gap / 1000),
+                (unsigned long long) (r.result.duration_usec / 1000));
         run_done(&r);
 }
 
 static void test_line_limit(void **state) {
-        _cleanup_free_ char *script = write_script("lines.sh", "i=0\nwhile [ $i -lt 250 ]; do echo line$i; i=$((i+1)); done");
+        _cleanup_free_ char *script =
+                write_script("lines.sh", "i=0\nwhile [ $i -lt 250 ]; do echo line$i; i=$((i+1)); done");
         OsCommandOptions o = { .line_limit = 100 };
         Run r;
 
@@ -529,8 +543,8 @@ static void test_background_child_holding_pipe(void **state) {
 
 static void test_free_while_running_kills(void **state) {
         _cleanup_free_ char *main_pid = tmp_path("main4.pid"), *bg_pid = tmp_path("bg4.pid");
-        _cleanup_free_ char *script = write_script(
-                "hang2.sh", "echo $$ > \"$1\"\nsleep 1000 &\necho $! > \"$2\"\nwait");
+        _cleanup_free_ char *script =
+                write_script("hang2.sh", "echo $$ > \"$1\"\nsleep 1000 &\necho $! > \"$2\"\nwait");
         pid_t p1, p2;
         Run r;
 
@@ -539,7 +553,7 @@ static void test_free_while_running_kills(void **state) {
         p1 = read_pid_file(main_pid, 5 * USEC_PER_SEC);
         p2 = read_pid_file(bg_pid, 5 * USEC_PER_SEC);
         r.cmd = os_command_free(r.cmd);
-        assert_false(r.done);                   /* no callback from free */
+        assert_false(r.done); /* no callback from free */
         assert_gone_within(p1, 2 * USEC_PER_SEC);
         assert_gone_within(p2, 2 * USEC_PER_SEC);
         run_done(&r);
@@ -562,7 +576,9 @@ static void test_free_in_on_done(void **state) {
 static void test_spawn_veto(void **state) {
         _cleanup_free_ char *script = write_script("netalways2.sh", "echo 'network problems'\nexit 3");
         OsCommandOptions o = {
-                .retry = { .initial_delay_usec = MS(50), .max_delay_usec = MS(50), .min_attempt_usec = MS(10) },
+                .retry = { .initial_delay_usec = MS(50),
+                           .max_delay_usec = MS(50),
+                           .min_attempt_usec = MS(10) },
         };
         Run r;
 
@@ -605,7 +621,8 @@ static void test_limits_and_preconditions(void **state) {
         assert_int_equal(os_command_new(e, "", NULL, NULL, NULL, NULL, &c), -EINVAL);
         assert_int_equal(os_command_new(e, NULL, NULL, NULL, NULL, NULL, &c), -EINVAL);
         assert_int_equal(os_command_new(e, "true", args, NULL, NULL, NULL, &c), -E2BIG);
-        assert_int_equal(os_command_new(e, "true", (char *const[]) { big, NULL }, NULL, NULL, NULL, &c), -E2BIG);
+        assert_int_equal(os_command_new(e, "true", (char *const[]) { big, NULL }, NULL, NULL, NULL, &c),
+                         -E2BIG);
         assert_int_equal(os_command_new(e, big, NULL, NULL, NULL, NULL, &c), -E2BIG);
         assert_null(c);
         args[OS_COMMAND_ARGS_MAX] = NULL;

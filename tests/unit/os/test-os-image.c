@@ -14,7 +14,7 @@
 #include "util/fileio.h"
 
 #define MiB (1024ULL * 1024ULL)
-#define MS(n) ((uint64_t) (n) * USEC_PER_MSEC)
+#define MS(n) ((uint64_t) (n) *USEC_PER_MSEC)
 
 static char tmpdir[] = "/tmp/test-os-image-XXXXXX";
 static unsigned counter;
@@ -59,7 +59,7 @@ static void make_file(const char *path, uint64_t size, unsigned seed) {
         while (done < size) {
                 size_t n = (size_t) MIN(size - done, MiB);
                 assert_int_equal(write(fd, buf, n), (ssize_t) n);
-                buf[0]++;       /* make every MiB a little different */
+                buf[0]++; /* make every MiB a little different */
                 done += n;
         }
 }
@@ -179,7 +179,7 @@ static void test_install_basic(void **state) {
         make_file(src, 3 * MiB + 17, 1);
         job_init(&j);
         assert_int_equal(job_start(&j, &o), 0);
-        assert_false(j.done);                   /* never from inside start() */
+        assert_false(j.done); /* never from inside start() */
         assert_null(os_image_get_installed_path(j.image));
         job_wait(&j, 30 * USEC_PER_SEC);
 
@@ -189,7 +189,7 @@ static void test_install_basic(void **state) {
         assert_int_equal(stat(dst, &st), 0);
         assert_int_equal(st.st_mode & 07777, 0644);
         l = listing(esp);
-        assert_string_equal(l, "os-1.3+3.efi|");        /* nothing else: no temporary file */
+        assert_string_equal(l, "os-1.3+3.efi|"); /* nothing else: no temporary file */
         assert_null(os_image_get_removed(j.image)[0]);
         assert_int_equal(os_image_get_progress(j.image, &done, &total), 0);
         assert_int_equal(done, 3 * MiB + 17);
@@ -233,12 +233,20 @@ static void write_efivar(const char *dir, const char *value) {
 
 static void test_cleanup_keeps_running_and_booted(void **state) {
         static const char *const existing[] = {
-                "os-1.0.efi", "os-1.1+0-3.efi", "os-1.2.efi", "os-1.3+1-2.efi", "os-0.9+3.efi",
-                "other-1.0.efi", "os-extra.efi", "README", ".os-1.3+3.efi.tmp-AbCdEf",
+                "os-1.0.efi",
+                "os-1.1+0-3.efi",
+                "os-1.2.efi",
+                "os-1.3+1-2.efi",
+                "os-0.9+3.efi",
+                "other-1.0.efi",
+                "os-extra.efi",
+                "README",
+                ".os-1.3+3.efi.tmp-AbCdEf",
                 ".other-1.3.efi.tmp-AbCdEf",
         };
         _cleanup_free_ char *stage = new_dir("stage"), *esp = new_dir("esp"), *efi = new_dir("efivars");
-        _cleanup_free_ char *src = path_join(stage, "image.efi"), *l = NULL, *sub = path_join(esp, "os-9.efi");
+        _cleanup_free_ char *src = path_join(stage, "image.efi"), *l = NULL,
+                            *sub = path_join(esp, "os-9.efi");
         OsImageInstallOptions o = options(src, esp, "1.3", "1.2");
         char *const *removed;
         size_t n_removed = 0;
@@ -249,7 +257,7 @@ static void test_cleanup_keeps_running_and_booted(void **state) {
                 _cleanup_free_ char *p = path_join(esp, existing[k]);
                 make_file(p, 100, (unsigned) k);
         }
-        assert_int_equal(mkdir(sub, 0755), 0);  /* a directory with our name pattern: not touched */
+        assert_int_equal(mkdir(sub, 0755), 0); /* a directory with our name pattern: not touched */
         write_efivar(efi, "os-0.9+2-1.efi");
         o.efivars_directory = efi;
 
@@ -259,8 +267,9 @@ static void test_cleanup_keeps_running_and_booted(void **state) {
         assert_int_equal(j.error, 0);
 
         l = listing(esp);
-        assert_string_equal(l, ".other-1.3.efi.tmp-AbCdEf|README|os-0.9+3.efi|os-1.2.efi|os-1.3+3.efi|os-9.efi|"
-                               "os-extra.efi|other-1.0.efi|");
+        assert_string_equal(l,
+                            ".other-1.3.efi.tmp-AbCdEf|README|os-0.9+3.efi|os-1.2.efi|os-1.3+3.efi|os-9.efi|"
+                            "os-extra.efi|other-1.0.efi|");
         removed = os_image_get_removed(j.image);
         for (; removed[n_removed]; n_removed++)
                 ;
@@ -280,7 +289,7 @@ static void test_refuses_running_version(void **state) {
         job_init(&j);
         assert_int_equal(job_start(&j, &o), -EEXIST);
         l = listing(esp);
-        assert_string_equal(l, "os-1.0.efi|");          /* nothing removed either */
+        assert_string_equal(l, "os-1.0.efi|"); /* nothing removed either */
         assert_int_equal(sd_event_run(j.event, 0), 0);
         assert_false(j.done);
         job_done(&j);
@@ -320,7 +329,7 @@ static void test_disk_space_simulated(void **state) {
         fake_avail = 3 * MiB;
         assert_int_equal(os_image_check(&o), 0);
         l2 = listing(esp);
-        assert_string_equal(l2, "os-1.0.efi|");         /* the check removed nothing */
+        assert_string_equal(l2, "os-1.0.efi|"); /* the check removed nothing */
         job_init(&j);
         assert_int_equal(job_start(&j, &o), 0);
         job_wait(&j, 30 * USEC_PER_SEC);
@@ -357,18 +366,28 @@ static void test_source_and_name_errors(void **state) {
         make_file(empty, 0, 6);
 
         static const struct {
-                int which;              /* 0 missing, 1 dir, 2 empty, 3 bad version, 4 bad prefix */
+                int which; /* 0 missing, 1 dir, 2 empty, 3 bad version, 4 bad prefix */
                 int error;
         } table[] = { { 0, -ENOENT }, { 1, -EINVAL }, { 2, -EINVAL }, { 3, -EINVAL }, { 4, -EINVAL } };
 
         for (size_t k = 0; k < ELEMENTSOF(table); k++) {
                 o = options(src, esp, "1.3", "1.2");
                 switch (table[k].which) {
-                case 0: o.source_path = missing; break;
-                case 1: o.source_path = stage; break;
-                case 2: o.source_path = empty; break;
-                case 3: o.version = "1.3/../../x"; break;
-                case 4: o.name_prefix = "a+b"; break;
+                case 0:
+                        o.source_path = missing;
+                        break;
+                case 1:
+                        o.source_path = stage;
+                        break;
+                case 2:
+                        o.source_path = empty;
+                        break;
+                case 3:
+                        o.version = "1.3/../../x";
+                        break;
+                case 4:
+                        o.name_prefix = "a+b";
+                        break;
                 }
                 job_init(&j);
                 assert_int_equal(job_start(&j, &o), table[k].error);
@@ -405,12 +424,12 @@ static void test_cancel_never_leaves_partial_entry(void **state) {
         make_file(src, 64 * MiB, 7);
         job_init(&j);
         assert_int_equal(job_start(&j, &o), 0);
-        j.image = os_image_free(j.image);       /* cancel at once */
+        j.image = os_image_free(j.image); /* cancel at once */
         assert_false(j.done);
 
         l = listing(esp);
         assert_false(has_temp(esp));
-        if (stat(dst, &st) == 0)                /* the child may have won the race: then complete */
+        if (stat(dst, &st) == 0) /* the child may have won the race: then complete */
                 assert_int_equal(st.st_size, 64 * MiB);
         else
                 assert_string_equal(l, "");
@@ -426,7 +445,8 @@ static void test_large_copy_loop_responsive(void **state) {
 
         make_file(src, 100 * MiB, 8);
         job_init(&j);
-        assert_true(sd_event_add_time_relative(j.event, &j.tick, CLOCK_MONOTONIC, MS(20), MS(1), on_tick, &j) >= 0);
+        assert_true(sd_event_add_time_relative(j.event, &j.tick, CLOCK_MONOTONIC, MS(20), MS(1), on_tick,
+                                               &j) >= 0);
         assert_true(sd_event_source_set_enabled(j.tick, SD_EVENT_ON) >= 0);
         t0 = test_now_usec();
         assert_int_equal(job_start(&j, &o), 0);

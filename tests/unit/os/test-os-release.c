@@ -10,7 +10,8 @@ static char *version_of(const char *text, int *ret_r, char **ret_error) {
         return v;
 }
 
-/* docs/node-protocol.md §9 scenario 27 and §4.3, plus the regex corner cases that decide real distributions. */
+/* docs/node-protocol.md §9 scenario 27 and §4.3, plus the regex corner cases that decide real distributions.
+ */
 static void test_versions(void **state) {
         static const struct {
                 const char *text, *version;
@@ -25,10 +26,10 @@ static void test_versions(void **state) {
                 /* a trailing letter kills the last group only: RE2 backtracks to the boundary at '.' */
                 { "PRETTY_NAME=\"OS 1592.6.3a\"\n", "1592.6" },
                 { "PRETTY_NAME=\"OS 1592Foo 7\"\n", "7" },
-                { "PRETTY_NAME=\"x1.2 3.4\"\n", "2" },                  /* "2" follows '.', a boundary */
+                { "PRETTY_NAME=\"x1.2 3.4\"\n", "2" }, /* "2" follows '.', a boundary */
                 { "PRETTY_NAME=\"OS 1.\"\n", "1" },
                 { "PRETTY_NAME=\"OS 1..2\"\n", "1" },
-                { "PRETTY_NAME=\"\"\"OS 7\"\"\"\n", "7" },              /* Trim removes every '"' */
+                { "PRETTY_NAME=\"\"\"OS 7\"\"\"\n", "7" }, /* Trim removes every '"' */
                 /* first PRETTY_NAME wins, and the key may appear anywhere (unanchored regex) */
                 { "PRETTY_NAME=\"A 1\"\nPRETTY_NAME=\"B 2\"\n", "1" },
                 { "# comment PRETTY_NAME=\"C 3\"\nPRETTY_NAME=\"D 4\"\n", "3" },
@@ -56,7 +57,8 @@ static void test_no_version(void **state) {
                 { "NAME=Garden\nVERSION_ID=1592.6\n",
                   "unable to find version in \"\" with regex: \\b\\d+(?:\\.\\d+)*\\b" },
                 { "", "unable to find version in \"\" with regex: \\b\\d+(?:\\.\\d+)*\\b" },
-                { "PRETTY_NAME=\"a_1\"\n", "unable to find version in \"a_1\" with regex: \\b\\d+(?:\\.\\d+)*\\b" },
+                { "PRETTY_NAME=\"a_1\"\n",
+                  "unable to find version in \"a_1\" with regex: \\b\\d+(?:\\.\\d+)*\\b" },
                 { "PRETTY_NAME=\"tab\t\\\"x\"\n",
                   "unable to find version in \"tab\\t\\\\\\\"x\" with regex: \\b\\d+(?:\\.\\d+)*\\b" },
         };
@@ -107,8 +109,9 @@ static void test_read_error(void **state) {
         _cleanup_free_ char *a = NULL, *b = NULL;
 
         a = os_release_read_error("/etc/os-release", -ENOENT);
-        assert_string_equal(a, "unable to get operating system name: error opening file \"/etc/os-release\": "
-                               "open /etc/os-release: file does not exist");
+        assert_string_equal(a,
+                            "unable to get operating system name: error opening file \"/etc/os-release\": "
+                            "open /etc/os-release: file does not exist");
         b = os_release_read_error("/x", -EACCES);
         assert_non_null(strstr(b, "Permission denied"));
 }

@@ -22,15 +22,15 @@ static void test_classify_table(void **state) {
                 OsUpdateClass expected;
         } table[] = {
                 { 0, "", OS_UPDATE_CLASS_SUCCESS },
-                { 0, "network problems", OS_UPDATE_CLASS_SUCCESS },      /* success ignores output */
+                { 0, "network problems", OS_UPDATE_CLASS_SUCCESS }, /* success ignores output */
                 { 1, "", OS_UPDATE_CLASS_UNKNOWN },
                 { 3, "exit status 3: network problems\n", OS_UPDATE_CLASS_RETRIABLE },
                 { 1, "NETWORK PROBLEMS", OS_UPDATE_CLASS_RETRIABLE },
                 { 1, "Network Problems detected", OS_UPDATE_CLASS_RETRIABLE },
-                { 1, "network  problems", OS_UPDATE_CLASS_UNKNOWN },     /* literal single space */
+                { 1, "network  problems", OS_UPDATE_CLASS_UNKNOWN }, /* literal single space */
                 { 1, "network\nproblems", OS_UPDATE_CLASS_UNKNOWN },
                 { 1, "networkproblems", OS_UPDATE_CLASS_UNKNOWN },
-                { 1, "nnetwork problemss", OS_UPDATE_CLASS_RETRIABLE },  /* unanchored */
+                { 1, "nnetwork problemss", OS_UPDATE_CLASS_RETRIABLE }, /* unanchored */
                 { 2, "invalid arguments", OS_UPDATE_CLASS_NON_RETRIABLE },
                 { 2, "error: Invalid Arguments given", OS_UPDATE_CLASS_NON_RETRIABLE },
                 { 2, "System Failure", OS_UPDATE_CLASS_NON_RETRIABLE },
@@ -147,7 +147,7 @@ static void test_failure_codes(void **state) {
         }
 }
 
-#define S(n) ((uint64_t) (n) * USEC_PER_SEC)
+#define S(n) ((uint64_t) (n) *USEC_PER_SEC)
 
 static void test_retry_policy_table(void **state) {
         const OsUpdateRetryPolicy def = OS_UPDATE_RETRY_POLICY_DEFAULT;
@@ -161,8 +161,8 @@ static void test_retry_policy_table(void **state) {
                 { OS_UPDATE_CLASS_RETRIABLE, 1, S(5), S(600), true, S(30) },
                 { OS_UPDATE_CLASS_RETRIABLE, 2, S(60), S(600), true, S(60) },
                 { OS_UPDATE_CLASS_RETRIABLE, 3, S(150), S(600), true, S(120) },
-                { OS_UPDATE_CLASS_RETRIABLE, 4, S(300), S(600), true, S(120) },         /* capped */
-                { OS_UPDATE_CLASS_RETRIABLE, 1000, S(300), S(600), true, S(120) },      /* no overflow */
+                { OS_UPDATE_CLASS_RETRIABLE, 4, S(300), S(600), true, S(120) },    /* capped */
+                { OS_UPDATE_CLASS_RETRIABLE, 1000, S(300), S(600), true, S(120) }, /* no overflow */
                 /* 600 - 450 = 150 left: 120 wait + 30 minimum run fits exactly. */
                 { OS_UPDATE_CLASS_RETRIABLE, 4, S(450), S(600), true, S(120) },
                 { OS_UPDATE_CLASS_RETRIABLE, 4, S(451), S(600), false, 0 },
@@ -215,14 +215,18 @@ static void test_outcome_strings(void **state) {
                 { EXITED(0), "/x", "exit status 0" },
                 { SIGNALED(SIGKILL), "/x", "signal: killed" },
                 { SIGNALED(SIGTERM), "/x", "signal: terminated" },
-                { { .termination = OS_UPDATE_SIGNALED, .code = SIGSEGV, .core_dumped = true }, "/x",
+                { { .termination = OS_UPDATE_SIGNALED, .code = SIGSEGV, .core_dumped = true },
+                  "/x",
                   "signal: segmentation fault (core dumped)" },
                 { SIGNALED(40), "/x", "signal 40" },
-                { { .termination = OS_UPDATE_SPAWN_FAILED, .code = -ENOENT }, "/opt/x",
+                { { .termination = OS_UPDATE_SPAWN_FAILED, .code = -ENOENT },
+                  "/opt/x",
                   "fork/exec /opt/x: no such file or directory" },
-                { { .termination = OS_UPDATE_SPAWN_FAILED, .code = -EACCES }, "/opt/x",
+                { { .termination = OS_UPDATE_SPAWN_FAILED, .code = -EACCES },
+                  "/opt/x",
                   "fork/exec /opt/x: permission denied" },
-                { { .termination = OS_UPDATE_SPAWN_FAILED, .code = -ENOENT }, "update-os",
+                { { .termination = OS_UPDATE_SPAWN_FAILED, .code = -ENOENT },
+                  "update-os",
                   "exec: \"update-os\": executable file not found in $PATH" },
         };
 
@@ -239,26 +243,34 @@ static void test_failure_message(void **state) {
         OsUpdateOutcome t = { .termination = OS_UPDATE_SIGNALED, .code = SIGKILL, .timed_out = true };
         char *s = NULL;
 
-        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_RETRIABLE, &o, "/x",
-                                                   "network problems\n", SIZE_MAX, 1024, S(600), &s), 0);
+        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_RETRIABLE, &o, "/x", "network problems\n",
+                                                   SIZE_MAX, 1024, S(600), &s),
+                         0);
         assert_string_equal(s, "retriable error detected: exit status 3, output: network problems\n");
         free(s);
 
-        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_NON_RETRIABLE, &o, "/x",
-                                                   "system failure", SIZE_MAX, 1024, S(600), &s), 0);
+        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_NON_RETRIABLE, &o, "/x", "system failure",
+                                                   SIZE_MAX, 1024, S(600), &s),
+                         0);
         assert_string_equal(s, "non-retriable error detected: exit status 3, output: system failure");
         free(s);
 
-        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_UNKNOWN, &o, "/x", NULL, SIZE_MAX, 1024, S(600), &s), 0);
+        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_UNKNOWN, &o, "/x", NULL, SIZE_MAX, 1024,
+                                                   S(600), &s),
+                         0);
         assert_string_equal(s, "no specific error detected: exit status 3, output: ");
         free(s);
 
-        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_TIMEOUT, &t, "/x", "x", SIZE_MAX, 1024, S(90), &s), 0);
+        assert_int_equal(
+                os_update_failure_message(OS_UPDATE_CLASS_TIMEOUT, &t, "/x", "x", SIZE_MAX, 1024, S(90), &s),
+                0);
         assert_string_equal(s, "timed out after 1m30s: signal: killed, output: x");
         free(s);
 
         s = NULL;
-        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_SUCCESS, &o, "/x", "", SIZE_MAX, 1024, S(1), &s), -EINVAL);
+        assert_int_equal(
+                os_update_failure_message(OS_UPDATE_CLASS_SUCCESS, &o, "/x", "", SIZE_MAX, 1024, S(1), &s),
+                -EINVAL);
         assert_null(s);
 }
 
@@ -268,18 +280,24 @@ static void test_failure_message_sanitizes(void **state) {
 
         /* Control characters and invalid UTF-8 become '?'; valid UTF-8, \n and \t stay. */
         assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_UNKNOWN, &o, "/x",
-                                                   "a\x1b[31mb\tc\n\xff\xc3\xa9\xed\xa0\x80\x7f", SIZE_MAX, 1024, 0, &s), 0);
-        assert_string_equal(s, "no specific error detected: exit status 1, output: "
-                               "a?[31mb\tc\n?\xc3\xa9???" "?");
+                                                   "a\x1b[31mb\tc\n\xff\xc3\xa9\xed\xa0\x80\x7f", SIZE_MAX,
+                                                   1024, 0, &s),
+                         0);
+        assert_string_equal(s,
+                            "no specific error detected: exit status 1, output: "
+                            "a?[31mb\tc\n?\xc3\xa9???"
+                            "?");
         free(s);
 
         /* Only the tail is kept, cut at a rune boundary: "é" is two bytes, the cut falls inside. */
         assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_UNKNOWN, &o, "/x",
-                                                   "0123456789\xc3\xa9xyz", SIZE_MAX, 4, 0, &s), 0);
+                                                   "0123456789\xc3\xa9xyz", SIZE_MAX, 4, 0, &s),
+                         0);
         assert_string_equal(s, "no specific error detected: exit status 1, output: ...xyz");
         free(s);
         assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_UNKNOWN, &o, "/x",
-                                                   "0123456789\xc3\xa9xyz", SIZE_MAX, 5, 0, &s), 0);
+                                                   "0123456789\xc3\xa9xyz", SIZE_MAX, 5, 0, &s),
+                         0);
         assert_string_equal(s, "no specific error detected: exit status 1, output: ...\xc3\xa9xyz");
         free(s);
 }
@@ -289,26 +307,33 @@ static void test_failure_message_tail_lines_redacted(void **state) {
         char *s = NULL;
 
         /* The last 3 lines; what was left out is marked. */
-        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_UNKNOWN, &o, "/x", "1\n2\n3\n4\n5\n", 3, 1024, 0,
-                                                   &s), 0);
+        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_UNKNOWN, &o, "/x", "1\n2\n3\n4\n5\n", 3,
+                                                   1024, 0, &s),
+                         0);
         assert_string_equal(s, "no specific error detected: exit status 1, output: ...\n3\n4\n5\n");
         free(s);
         /* The byte limit takes whole lines only: "long line" does not fit after the cut. */
-        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_UNKNOWN, &o, "/x", "long line\nab\ncd", 20, 6, 0,
-                                                   &s), 0);
+        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_UNKNOWN, &o, "/x", "long line\nab\ncd",
+                                                   20, 6, 0, &s),
+                         0);
         assert_string_equal(s, "no specific error detected: exit status 1, output: ...\nab\ncd");
         free(s);
         /* Nothing left out: no marker. */
-        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_UNKNOWN, &o, "/x", "ab\ncd", 2, 5, 0, &s), 0);
+        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_UNKNOWN, &o, "/x", "ab\ncd", 2, 5, 0, &s),
+                         0);
         assert_string_equal(s, "no specific error detected: exit status 1, output: ab\ncd");
         free(s);
         /* Credentials are gone before the cut, a private key with all its lines. */
-        assert_int_equal(os_update_failure_message(OS_UPDATE_CLASS_NON_RETRIABLE, &o, "/x",
-                                                   "curl -H 'Authorization: Bearer t0k3n'\n-----BEGIN PRIVATE KEY-----\n"
-                                                   "k1\nk2\n-----END PRIVATE KEY-----\nsystem failure\n", 3, 1024, 0,
-                                                   &s), 0);
-        assert_string_equal(s, "non-retriable error detected: exit status 1, output: curl -H 'Authorization: Bearer "
-                               "[redacted]'\n[redacted private key]\nsystem failure\n");
+        assert_int_equal(os_update_failure_message(
+                                 OS_UPDATE_CLASS_NON_RETRIABLE, &o, "/x",
+                                 "curl -H 'Authorization: Bearer t0k3n'\n-----BEGIN PRIVATE KEY-----\n"
+                                 "k1\nk2\n-----END PRIVATE KEY-----\nsystem failure\n",
+                                 3, 1024, 0, &s),
+                         0);
+        assert_string_equal(
+                s,
+                "non-retriable error detected: exit status 1, output: curl -H 'Authorization: Bearer "
+                "[redacted]'\n[redacted private key]\nsystem failure\n");
         free(s);
 }
 

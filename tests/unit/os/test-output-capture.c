@@ -5,7 +5,7 @@
 #include "tests.h"
 
 typedef struct Lines {
-        char *all;      /* lines joined with '|' */
+        char *all; /* lines joined with '|' */
         size_t n;
 } Lines;
 
@@ -13,7 +13,7 @@ static void collect(const char *line, size_t size, void *userdata) {
         Lines *l = userdata;
         size_t old = l->all ? strlen(l->all) : 0;
 
-        assert_int_equal(strlen(line), size);   /* NUL-terminated, no NUL inside */
+        assert_int_equal(strlen(line), size); /* NUL-terminated, no NUL inside */
         l->all = realloc(l->all, old + size + 2);
         assert_non_null(l->all);
         memcpy(l->all + old, line, size);
@@ -46,7 +46,7 @@ static void test_long_lines_split(void **state) {
         assert_int_equal(output_capture_new(0, 0, 4, &c), 0);
         output_capture_feed(c, "abcdefghij\nxy", 13, collect, &l);
         output_capture_flush(c, collect, &l);
-        output_capture_flush(c, collect, &l);   /* nothing left: no empty line */
+        output_capture_flush(c, collect, &l); /* nothing left: no empty line */
         assert_string_equal(l.all, "abcd|efgh|ij|xy|");
         assert_int_equal(l.n, 4);
         free(l.all);
@@ -58,7 +58,7 @@ static void test_exact_multiple_no_empty_piece(void **state) {
 
         assert_int_equal(output_capture_new(0, 0, 4, &c), 0);
         output_capture_feed(c, "abcdefgh\n\nij\n", 13, collect, &l);
-        assert_string_equal(l.all, "abcd|efgh||ij|");   /* the real empty line stays */
+        assert_string_equal(l.all, "abcd|efgh||ij|"); /* the real empty line stays */
         free(l.all);
 }
 
@@ -94,8 +94,8 @@ static void test_head_tail_any_chunking(void **state) {
                 assert_int_equal(output_capture_total(c), 1000);
                 assert_int_equal(output_capture_dropped(c), 980);
                 assert_int_equal(output_capture_summary(c, &s), 0);
-                assert_true(asprintf(&expected, "%.10s\n[... 980 bytes omitted ...]\n%.10s",
-                                     input, input + 990) > 0);
+                assert_true(asprintf(&expected, "%.10s\n[... 980 bytes omitted ...]\n%.10s", input,
+                                     input + 990) > 0);
                 assert_string_equal(s, expected);
         }
 }
@@ -122,7 +122,7 @@ static void test_reset(void **state) {
         output_capture_reset(c);
         assert_int_equal(output_capture_total(c), 0);
         output_capture_feed(c, "new\n", 4, collect, &l);
-        assert_string_equal(l.all, "new|");     /* the old partial line is gone */
+        assert_string_equal(l.all, "new|"); /* the old partial line is gone */
         assert_int_equal(output_capture_summary(c, &s), 0);
         assert_string_equal(s, "new\n");
         free(l.all);

@@ -20,7 +20,8 @@ static void test_lines(void **state) {
                 { "> authorization: basic dXNlcjpwdw==", "> authorization: basic [redacted]" },
                 { "fetching https://builder:s3cr3t@mirror.example/os.img ok",
                   "fetching https://[redacted]@mirror.example/os.img ok" },
-                { "git@github.com:x/y and https://host/path@v1", "git@github.com:x/y and https://host/path@v1" },
+                { "git@github.com:x/y and https://host/path@v1",
+                  "git@github.com:x/y and https://host/path@v1" },
                 { "password=hunter2 next", "password=[redacted] next" },
                 { "--client-secret=abc --verbose", "--client-secret=[redacted] --verbose" },
                 { "{\"token\": \"abc.def\", \"n\": 1}", "{\"token\": \"[redacted]\", \"n\": 1}" },
@@ -61,9 +62,11 @@ static void test_private_key_block(void **state) {
 }
 
 static void test_text(void **state) {
-        _cleanup_free_ char *t = output_redact_text("a\npassword: x\n-----BEGIN PRIVATE KEY-----\nsecretbody\n"
-                                                   "-----END PRIVATE KEY-----\nb\n");
-        _cleanup_free_ char *unterminated = output_redact_text("x\n-----BEGIN EC PRIVATE KEY-----\nbody to the end");
+        _cleanup_free_ char *t =
+                output_redact_text("a\npassword: x\n-----BEGIN PRIVATE KEY-----\nsecretbody\n"
+                                   "-----END PRIVATE KEY-----\nb\n");
+        _cleanup_free_ char *unterminated =
+                output_redact_text("x\n-----BEGIN EC PRIVATE KEY-----\nbody to the end");
         _cleanup_free_ char *empty = output_redact_text(NULL);
 
         assert_string_equal(t, "a\npassword: [redacted]\n[redacted private key]\nb\n");

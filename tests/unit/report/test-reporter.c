@@ -67,7 +67,8 @@ static void test_result_is_one_metadata_patch_and_the_condition(void **state) {
 
         test_kube_push(&c->k, 200, NULL, "{}");
         test_kube_push(&c->k, 200, NULL, "{}");
-        assert_int_equal(reporter_report(c->r, c->tx, &result_action, 1700000000 * USEC_PER_SEC, on_done, c), 0);
+        assert_int_equal(reporter_report(c->r, c->tx, &result_action, 1700000000 * USEC_PER_SEC, on_done, c),
+                         0);
         TEST_LOOP_UNTIL(c->k.event, c->done_calls > 0, 10 * USEC_PER_SEC);
         assert_int_equal(c->done_calls, 1);
         assert_int_equal(c->done_error, 0);
@@ -103,13 +104,17 @@ static char *huge_string(size_t n) {
 static void test_annotations_bounded_for_huge_inputs(void **state) {
         Ctx *c = *state;
         _cleanup_free_ char *big = huge_string(4 * 1024 * 1024);
-        _cleanup_(json_decrefp) json_t *plan = json_array(), *failure = NULL, *progress = NULL, *held = json_object();
+        _cleanup_(json_decrefp) json_t *plan = json_array(), *failure = NULL, *progress = NULL,
+                                       *held = json_object();
         UpdateAction actions[] = {
                 { .type = UPDATE_ACTION_PUBLISH_PLAN },
                 { .type = UPDATE_ACTION_SET_MARKER, .version = big },
                 { .type = UPDATE_ACTION_SET_CHECKSUM, .checksum = big },
-                { .type = UPDATE_ACTION_REPORT_RESULT, .phase = UPDATE_PHASE_FAILED,
-                  .result = NODE_UPDATE_RESULT_FAILED, .reason = big, .message = big },
+                { .type = UPDATE_ACTION_REPORT_RESULT,
+                  .phase = UPDATE_PHASE_FAILED,
+                  .result = NODE_UPDATE_RESULT_FAILED,
+                  .reason = big,
+                  .message = big },
         };
         const char *key;
         json_t *value;
@@ -117,8 +122,10 @@ static void test_annotations_bounded_for_huge_inputs(void **state) {
         unsigned n = 0;
 
         for (int i = 0; i < 50000; i++)
-                assert_int_equal(json_array_append_new(plan, json_pack("{s:s, s:s}", "action", "write-file", "target",
-                                                                       "/etc/some/file/of/the/osc")), 0);
+                assert_int_equal(json_array_append_new(plan,
+                                                       json_pack("{s:s, s:s}", "action", "write-file",
+                                                                 "target", "/etc/some/file/of/the/osc")),
+                                 0);
         failure = json_pack("{s:s, s:s}", "code", "FileApplyFailed", "message", big);
         progress = json_pack("{s:s, s:s}", "phase", "Failed", "step", big);
         actions[0].json = plan;
@@ -129,7 +136,8 @@ static void test_annotations_bounded_for_huge_inputs(void **state) {
 
                 test_kube_push(&c->k, 200, NULL, "{}");
                 test_kube_push(&c->k, 200, NULL, "{}");
-                assert_int_equal(reporter_report(c->r, c->tx, &actions[i], 1700000000 * USEC_PER_SEC, on_done, c), 0);
+                assert_int_equal(
+                        reporter_report(c->r, c->tx, &actions[i], 1700000000 * USEC_PER_SEC, on_done, c), 0);
                 TEST_LOOP_UNTIL(c->k.event, c->done_calls > before, 10 * USEC_PER_SEC);
                 assert_int_equal(c->done_error, 0);
         }
@@ -140,7 +148,8 @@ static void test_annotations_bounded_for_huge_inputs(void **state) {
                 assert_non_null(body);
                 j = json_loads(body + 4, 0, NULL);
                 assert_non_null(j);
-                json_object_foreach(json_object_get(json_object_get(j, "metadata"), "annotations"), key, value) {
+                json_object_foreach(json_object_get(json_object_get(j, "metadata"), "annotations"), key,
+                                    value) {
                         assert_int_equal(json_object_set(held, key, value), 0);
                         n++;
                 }
@@ -153,7 +162,7 @@ static void test_annotations_bounded_for_huge_inputs(void **state) {
                 assert_true(len <= annotation_budget(key));
                 total += strlen(key) + len;
         }
-        assert_true(total > 8 * 1024);          /* the huge inputs did arrive, cut */
+        assert_true(total > 8 * 1024); /* the huge inputs did arrive, cut */
         assert_true(total <= ANNOTATION_BUDGET_TOTAL);
 }
 
@@ -184,15 +193,18 @@ static void test_condition_only_on_change(void **state) {
         assert_int_equal(reporter_report(c->r, c->tx, &a, 1700000000 * USEC_PER_SEC, on_done, c), 0);
         TEST_LOOP_UNTIL(c->k.event, c->done_calls > 1, 10 * USEC_PER_SEC);
         assert_int_equal(fake_http_requests(c->k.fake), 3);
-        assert_non_null(strstr(fake_http_request(c->k.fake, 2), "\"lastTransitionTime\":\"2020-01-01T00:00:00Z\""));
+        assert_non_null(
+                strstr(fake_http_request(c->k.fake, 2), "\"lastTransitionTime\":\"2020-01-01T00:00:00Z\""));
 }
 
 static void test_first_error_of_an_action_is_reported(void **state) {
         Ctx *c = *state;
 
-        test_kube_push(&c->k, 422, NULL, "{\"kind\":\"Status\",\"code\":422,\"reason\":\"Invalid\",\"message\":\"no\"}");
+        test_kube_push(&c->k, 422, NULL,
+                       "{\"kind\":\"Status\",\"code\":422,\"reason\":\"Invalid\",\"message\":\"no\"}");
         test_kube_push(&c->k, 200, NULL, "{}");
-        assert_int_equal(reporter_report(c->r, c->tx, &result_action, 1700000000 * USEC_PER_SEC, on_done, c), 0);
+        assert_int_equal(reporter_report(c->r, c->tx, &result_action, 1700000000 * USEC_PER_SEC, on_done, c),
+                         0);
         TEST_LOOP_UNTIL(c->k.event, c->done_calls > 0, 10 * USEC_PER_SEC);
         assert_int_equal(c->done_calls, 1);
         assert_true(c->done_error < 0);
@@ -203,13 +215,15 @@ static void test_remove_annotation_is_conditional(void **state) {
         const char *req;
 
         test_kube_push(&c->k, 200, NULL, "{}");
-        assert_int_equal(reporter_remove_annotation(c->r, "worker.gardener.cloud/restart-systemd-services", "a.service",
-                                                    on_done, c), 0);
+        assert_int_equal(reporter_remove_annotation(c->r, "worker.gardener.cloud/restart-systemd-services",
+                                                    "a.service", on_done, c),
+                         0);
         TEST_LOOP_UNTIL(c->k.event, c->done_calls > 0, 10 * USEC_PER_SEC);
         req = fake_http_request(c->k.fake, 0);
         assert_non_null(strstr(req, "application/json-patch+json"));
         assert_non_null(strstr(req, "\"op\":\"test\""));
-        assert_non_null(strstr(req, "/metadata/annotations/worker.gardener.cloud~1restart-systemd-services"));
+        assert_non_null(
+                strstr(req, "/metadata/annotations/worker.gardener.cloud~1restart-systemd-services"));
         assert_non_null(strstr(req, "\"value\":\"a.service\""));
 }
 
@@ -218,7 +232,7 @@ static void test_internal_ip_merged_by_type(void **state) {
         NodeView node = { .name = (char *) "node-1" };
         const char *req;
 
-        assert_int_equal(reporter_set_internal_ip(c->r, "10.0.0.2", on_done, c), -ENODEV);     /* no Node */
+        assert_int_equal(reporter_set_internal_ip(c->r, "10.0.0.2", on_done, c), -ENODEV); /* no Node */
         reporter_set_node(c->r, &node);
         test_kube_push(&c->k, 200, NULL, "{}");
         assert_int_equal(reporter_set_internal_ip(c->r, "10.0.0.2", on_done, c), 0);
@@ -227,7 +241,8 @@ static void test_internal_ip_merged_by_type(void **state) {
         test_kube_assert_request(&c->k, 0, "PATCH /api/v1/nodes/node-1/status");
         req = fake_http_request(c->k.fake, 0);
         assert_non_null(strstr(req, "application/strategic-merge-patch+json"));
-        assert_non_null(strstr(req, "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"10.0.0.2\"}]}}"));
+        assert_non_null(strstr(
+                req, "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"10.0.0.2\"}]}}"));
 }
 
 static void test_no_client_yet(void **state) {
@@ -278,13 +293,16 @@ static void test_status_note_stays_on_the_line(void **state) {
         assert_int_equal(setenv("NOTIFY_SOCKET", sa.sun_path, 1), 0);
 
         assert_int_equal(reporter_new("node-1", &r), 0);
-        reporter_set_status_note(r, REPORTER_NOTE_OSC_SECRET, "waiting for the Secret");      /* nothing to append it to yet */
+        reporter_set_status_note(r, REPORTER_NOTE_OSC_SECRET,
+                                 "waiting for the Secret"); /* nothing to append it to yet */
         reporter_set_status(r, "Watching node %s", "node-1");
         reporter_set_status(r, "Node node-1: %s", "Idle.");
         a = notified(fd);
-        assert_string_equal(a, "STATUS=Watching node node-1; waiting for the Secret|"
-                               "STATUS=Node node-1: Idle.; waiting for the Secret|");
-        reporter_set_status_note(r, REPORTER_NOTE_OSC_SECRET, "waiting for the Secret");      /* unchanged: not sent again */
+        assert_string_equal(a,
+                            "STATUS=Watching node node-1; waiting for the Secret|"
+                            "STATUS=Node node-1: Idle.; waiting for the Secret|");
+        reporter_set_status_note(r, REPORTER_NOTE_OSC_SECRET,
+                                 "waiting for the Secret"); /* unchanged: not sent again */
         reporter_set_status_note(r, REPORTER_NOTE_OSC_SECRET, NULL);
         b = notified(fd);
         assert_string_equal(b, "STATUS=Node node-1: Idle.|");
@@ -297,7 +315,8 @@ static void test_status_note_stays_on_the_line(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test_setup_teardown(test_result_is_one_metadata_patch_and_the_condition, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_result_is_one_metadata_patch_and_the_condition, setup,
+                                                teardown),
                 cmocka_unit_test_setup_teardown(test_condition_only_on_change, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_annotations_bounded_for_huge_inputs, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_first_error_of_an_action_is_reported, setup, teardown),

@@ -13,7 +13,7 @@ typedef struct Fake {
         unsigned n_reboot, n_start_unit;
         int interactive;
         char unit[64], mode[64];
-        const char *fail_with;          /* D-Bus error name to reply with, NULL: succeed */
+        const char *fail_with; /* D-Bus error name to reply with, NULL: succeed */
 } Fake;
 
 typedef struct Peer {
@@ -85,9 +85,12 @@ static void peer_init(Peer *p) {
         assert_int_equal(sd_bus_set_server(p->server, 1, id), 0);
         assert_int_equal(sd_bus_set_anonymous(p->server, 1), 0);
         assert_int_equal(sd_bus_add_object_vtable(p->server, &p->login1_slot, "/org/freedesktop/login1",
-                                                  "org.freedesktop.login1.Manager", login1_vtable, &p->fake), 0);
+                                                  "org.freedesktop.login1.Manager", login1_vtable, &p->fake),
+                         0);
         assert_int_equal(sd_bus_add_object_vtable(p->server, &p->systemd_slot, "/org/freedesktop/systemd1",
-                                                  "org.freedesktop.systemd1.Manager", systemd_vtable, &p->fake), 0);
+                                                  "org.freedesktop.systemd1.Manager", systemd_vtable,
+                                                  &p->fake),
+                         0);
         assert_int_equal(sd_bus_start(p->server), 0);
         assert_int_equal(sd_bus_attach_event(p->server, p->event, 0), 0);
 
@@ -130,7 +133,7 @@ static void test_login1(void **state) {
         peer_init(&p);
         assert_int_equal(reboot_request_new(p.client, REBOOT_METHOD_LOGIN1, &p.request), 0);
         assert_int_equal(reboot_request_start(p.request, on_done, &p), 0);
-        assert_false(p.done);                   /* asynchronous: nothing happened yet */
+        assert_false(p.done); /* asynchronous: nothing happened yet */
         assert_int_equal(p.fake.n_reboot, 0);
         peer_wait(&p);
         assert_int_equal(p.error, 0);
@@ -168,7 +171,7 @@ static void test_denied(void **state) {
         peer_wait(&p);
         assert_int_equal(p.error, -EACCES);
         assert_string_equal(p.message, "org.freedesktop.DBus.Error.AccessDenied: denied by the test");
-        assert_null(p.request);                 /* freed inside its own callback */
+        assert_null(p.request); /* freed inside its own callback */
         peer_done(&p);
 }
 
@@ -221,12 +224,9 @@ static void test_invalid(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_login1),
-                cmocka_unit_test(test_systemd),
-                cmocka_unit_test(test_denied),
-                cmocka_unit_test(test_unknown_method_is_an_error),
-                cmocka_unit_test(test_none),
-                cmocka_unit_test(test_free_while_pending),
+                cmocka_unit_test(test_login1),  cmocka_unit_test(test_systemd),
+                cmocka_unit_test(test_denied),  cmocka_unit_test(test_unknown_method_is_an_error),
+                cmocka_unit_test(test_none),    cmocka_unit_test(test_free_while_pending),
                 cmocka_unit_test(test_invalid),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,7 +12,7 @@ typedef struct Fixture {
         sd_event *event;
         FakeSystemd *fake;
         SystemBus *sb;
-        unsigned fail_opens;            /* the next N attempts fail with -ECONNREFUSED */
+        unsigned fail_opens; /* the next N attempts fail with -ECONNREFUSED */
         unsigned n_opens;
         unsigned n_up, n_down;
         int last_error;
@@ -31,7 +31,7 @@ static int open_fake(sd_bus **ret, void *userdata) {
         r = fake_systemd_connect(f->fake, &client);
         if (r < 0)
                 return r;
-        (void) sd_bus_detach_event(client);     /* SystemBus attaches it */
+        (void) sd_bus_detach_event(client); /* SystemBus attaches it */
         *ret = client;
         return 0;
 }
@@ -59,7 +59,9 @@ static int setup(void **state) {
         assert_int_equal(fake_systemd_new(f->event, &f->fake, &first), 0);
         sd_bus_close_unref(first);
         fake_systemd_disconnect(f->fake);
-        o = (SystemBusOptions) { .open = open_fake, .open_userdata = f, .retry_base_usec = 10 * USEC_PER_MSEC,
+        o = (SystemBusOptions) { .open = open_fake,
+                                 .open_userdata = f,
+                                 .retry_base_usec = 10 * USEC_PER_MSEC,
                                  .retry_cap_usec = 40 * USEC_PER_MSEC };
         assert_int_equal(system_bus_new(f->event, &o, on_changed, f, &f->sb), 0);
         *state = f;
@@ -81,7 +83,7 @@ static void test_up_when_opened(void **state) {
         Fixture *f = *state;
 
         assert_int_equal(system_bus_start(f->sb), 0);
-        assert_int_equal(f->n_up, 1);           /* from inside the call: the owner sets up with it */
+        assert_int_equal(f->n_up, 1); /* from inside the call: the owner sets up with it */
         assert_non_null(system_bus_get(f->sb));
         assert_int_equal(system_bus_start(f->sb), -EALREADY);
         TEST_LOOP_NOT(f->event, f->n_down > 0 || f->n_up > 1, 100 * USEC_PER_MSEC);
@@ -93,11 +95,11 @@ static void test_first_attempts_fail(void **state) {
 
         f->fail_opens = 3;
         assert_int_equal(system_bus_start(f->sb), 0);
-        assert_int_equal(f->n_down, 1);         /* said at once, from the first attempt */
+        assert_int_equal(f->n_down, 1); /* said at once, from the first attempt */
         assert_int_equal(f->last_error, -ECONNREFUSED);
         TEST_LOOP_UNTIL(f->event, f->n_up == 1, 5 * USEC_PER_SEC);
         assert_int_equal(f->n_opens, 4);
-        assert_int_equal(f->n_down, 1);         /* the failed retries were quiet */
+        assert_int_equal(f->n_down, 1); /* the failed retries were quiet */
 }
 
 static void test_reconnects_after_the_peer_goes(void **state) {
@@ -134,7 +136,7 @@ static void test_free_while_down(void **state) {
         TEST_LOOP_UNTIL(f->event, f->n_opens >= 3, 5 * USEC_PER_SEC);
         assert_int_equal(f->n_down, 1);
         n = f->n_opens;
-        f->sb = system_bus_free(f->sb);         /* the retry timer goes with it */
+        f->sb = system_bus_free(f->sb); /* the retry timer goes with it */
         TEST_LOOP_NOT(f->event, f->n_opens > n, 100 * USEC_PER_MSEC);
 }
 

@@ -65,7 +65,7 @@ static void run_one(Fixture *f, UnitAction action, const char *unit, uint64_t ti
                 assert_int_equal(unit_control_new(f->client, timeout_usec, &f->uc), 0);
         f->n_done = 0;
         assert_int_equal(unit_control_run(f->uc, action, unit, NULL, on_done, f, NULL), 0);
-        assert_int_equal(f->n_done, 0);                 /* never called back synchronously */
+        assert_int_equal(f->n_done, 0); /* never called back synchronously */
         TEST_LOOP_UNTIL(f->event, f->n_done > 0, 5 * USEC_PER_SEC);
         assert_int_equal(f->n_done, 1);
         assert_int_equal(unit_control_n_jobs(f->uc), 0);
@@ -117,7 +117,7 @@ static void test_unknown_unit(void **state) {
         Fixture *f = *state;
 
         run_one(f, UNIT_ACTION_RESTART, "nope.service", 5 * USEC_PER_SEC);
-        assert_int_equal(f->error, -ENOENT);             /* NoSuchUnit, via libsystemd's error map */
+        assert_int_equal(f->error, -ENOENT); /* NoSuchUnit, via libsystemd's error map */
         assert_string_equal(f->detail, "Unit nope.service not found.");
         assert_string_equal(f->job_result, "");
 }
@@ -156,8 +156,10 @@ static void test_subscribe_refused(void **state) {
         assert_int_equal(unit_control_new(f->client, USEC_PER_SEC, &f->uc), 0);
         TEST_LOOP_UNTIL(f->event, strstr(fake_systemd_calls(f->fake), "Subscribe"), 5 * USEC_PER_SEC);
         /* Let the error reply arrive; then no job may be started that could never finish. */
-        TEST_LOOP_UNTIL(f->event, unit_control_run(f->uc, UNIT_ACTION_START, "ok.service", NULL, on_done,
-                                                   f, NULL) == -EACCES, 5 * USEC_PER_SEC);
+        TEST_LOOP_UNTIL(f->event,
+                        unit_control_run(f->uc, UNIT_ACTION_START, "ok.service", NULL, on_done, f, NULL) ==
+                                -EACCES,
+                        5 * USEC_PER_SEC);
 }
 
 static void test_already_subscribed_is_fine(void **state) {
@@ -241,7 +243,7 @@ static void start_held_restart(Fixture *f) {
         assert_int_equal(unit_control_restart_unit(f->uc, "held.service", on_done, f, NULL), 0);
         TEST_LOOP_UNTIL(f->event, strstr(fake_systemd_calls(f->fake), "RestartUnit:held.service"),
                         5 * USEC_PER_SEC);
-        TEST_LOOP_NOT(f->event, f->n_done > 0, 50 * USEC_PER_MSEC);    /* waiting for JobRemoved */
+        TEST_LOOP_NOT(f->event, f->n_done > 0, 50 * USEC_PER_MSEC); /* waiting for JobRemoved */
 }
 
 static void test_job_ends_while_bus_is_down(void **state) {
@@ -249,7 +251,7 @@ static void test_job_ends_while_bus_is_down(void **state) {
 
         start_held_restart(f);
         bus_goes_down(f);
-        TEST_LOOP_NOT(f->event, f->n_done > 0, 50 * USEC_PER_MSEC);    /* no stale error */
+        TEST_LOOP_NOT(f->event, f->n_done > 0, 50 * USEC_PER_MSEC); /* no stale error */
         /* The job ends meanwhile: its JobRemoved goes to nobody. */
         assert_int_equal(fake_systemd_finish_held(f->fake, "held.service", /* signal= */ true), 0);
         bus_comes_back(f);
@@ -308,7 +310,7 @@ static void test_reach(void **state) {
         bus_comes_back(f);
         TEST_LOOP_UNTIL(f->event, f->n_done > 0, 5 * USEC_PER_SEC);
         assert_int_equal(f->error, 0);
-        assert_null(strstr(fake_systemd_calls(f->fake), "Unit"));    /* nothing asked of systemd */
+        assert_null(strstr(fake_systemd_calls(f->fake), "Unit")); /* nothing asked of systemd */
 
         bus_goes_down(f);
         f->n_done = 0;
@@ -349,7 +351,7 @@ static void test_answer_lost_job_still_queued(void **state) {
 
         start_restart_answer_lost(f);
         bus_comes_back(f);
-        finish_held_by_signal(f);       /* the job was adopted from Unit.Job */
+        finish_held_by_signal(f); /* the job was adopted from Unit.Job */
 }
 
 static void test_answer_lost_job_done(void **state) {
@@ -406,7 +408,8 @@ static void test_tables(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_restart_confirmed, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_restart_without_new_invocation_is_an_error, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_restart_without_new_invocation_is_an_error, setup,
+                                                teardown),
                 cmocka_unit_test_setup_teardown(test_failed_job_reports_result, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_done_job_but_failed_unit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unknown_unit, setup, teardown),
@@ -418,7 +421,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_parallel_jobs, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_job_ends_while_bus_is_down, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_job_still_queued_after_reconnect, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_lost_job_removed_is_found_after_reloading, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_lost_job_removed_is_found_after_reloading, setup,
+                                                teardown),
                 cmocka_unit_test_setup_teardown(test_reach, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_request_waits_for_the_bus, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_request_sent_as_the_bus_closes, setup, teardown),

@@ -9,10 +9,10 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
-#include "update/credential-rotation.h"
 #include "net/http.h"
 #include "test-loop.h"
 #include "tests.h"
+#include "update/credential-rotation.h"
 #include "util/fileio.h"
 
 typedef struct Env {
@@ -20,9 +20,9 @@ typedef struct Env {
         char *state_dir, *kubelet_dir;
         sd_event *event;
         Http *http;
-        Identity *identity;             /* stays NULL: no certificate of ours to renew */
-        TokenSync *tokens;              /* stays NULL */
-        OscComponentConfig *component;  /* set by set_component() */
+        Identity *identity;            /* stays NULL: no certificate of ours to renew */
+        TokenSync *tokens;             /* stays NULL */
+        OscComponentConfig *component; /* set by set_component() */
         bool called;
         int error;
         UpdateFailureCode code;
@@ -59,7 +59,7 @@ static int setup(void **state) {
         assert_int_equal(mkdir(path(env, "kubelet/pki"), 0700), 0);
         put(path(env, "kubelet/pki/kubelet-client-current.pem"), "-----BEGIN CERTIFICATE-----\nx\n");
         put(path(env, "kubelet/kubeconfig-real"),
-              "{\"clusters\":[],\"users\":[],\"contexts\":[{\"name\":\"k\",\"context\":{}}]}");
+            "{\"clusters\":[],\"users\":[],\"contexts\":[{\"name\":\"k\",\"context\":{}}]}");
         assert_int_equal(sd_event_new(&env->event), 0);
         assert_int_equal(http_new(env->event, &env->http), 0);
         *state = env;
@@ -91,7 +91,8 @@ static void set_component(Env *env, const char *ca_file, const char *server) {
         env->component->api_server = server ? strdup(server) : NULL;
 }
 
-static void on_done(CredentialRotation *cr, int error, UpdateFailureCode code, const char *message, void *userdata) {
+static void on_done(CredentialRotation *cr, int error, UpdateFailureCode code, const char *message,
+                    void *userdata) {
         Env *env = userdata;
 
         assert_false(env->called);
@@ -104,12 +105,19 @@ static void on_done(CredentialRotation *cr, int error, UpdateFailureCode code, c
 
 static int start(Env *env, const char *tx, bool ca, bool sa, CredentialRotation **ret) {
         CredentialRotationDeps deps = {
-                .event = env->event, .http = env->http, .identity = &env->identity, .tokens = &env->tokens,
+                .event = env->event,
+                .http = env->http,
+                .identity = &env->identity,
+                .tokens = &env->tokens,
                 .component = &env->component,
         };
         CredentialRotationParams p = {
-                .transaction = tx, .ca = ca, .sa = sa, .state_directory = env->state_dir,
-                .kubelet_directory = env->kubelet_dir, .kubelet_unit = "kubelet.service",
+                .transaction = tx,
+                .ca = ca,
+                .sa = sa,
+                .state_directory = env->state_dir,
+                .kubelet_directory = env->kubelet_dir,
+                .kubelet_unit = "kubelet.service",
                 .health = { .url = "http://127.0.0.1:1/healthz", .timeout_usec = USEC_PER_SEC },
                 .config_wait_usec = 200 * USEC_PER_MSEC,
         };
@@ -124,7 +132,7 @@ static void run(Env *env, const char *tx, bool ca, bool sa, const char *ca_file,
 
         set_component(env, ca_file, server);
         assert_int_equal(start(env, tx, ca, sa, &cr), 0);
-        assert_false(env->called);      /* never from inside the start */
+        assert_false(env->called); /* never from inside the start */
         TEST_LOOP_UNTIL(env->event, env->called, 5 * USEC_PER_SEC);
 }
 
@@ -132,7 +140,8 @@ static char *state_text(Env *env) {
         char *text = NULL;
         size_t size;
 
-        assert_int_equal(read_full_file(path(env, "state/" CREDENTIAL_ROTATION_STATE_FILE), 4096, &text, &size), 0);
+        assert_int_equal(
+                read_full_file(path(env, "state/" CREDENTIAL_ROTATION_STATE_FILE), 4096, &text, &size), 0);
         return text;
 }
 
@@ -182,7 +191,7 @@ static void test_sa_only_without_tokens_is_done(void **state) {
         Env *env = *state;
         _cleanup_free_ char *s = NULL;
 
-        run(env, "tx-1", /* ca= */ false, /* sa= */ true, "/ca.crt", "https://api:443");        /* no syncConfigs */
+        run(env, "tx-1", /* ca= */ false, /* sa= */ true, "/ca.crt", "https://api:443"); /* no syncConfigs */
         assert_int_equal(env->error, 0);
         assert_null(env->message);
         s = state_text(env);
@@ -213,11 +222,13 @@ static void test_sa_needs_the_token_sync(void **state) {
                 assert_int_equal(start(env, "tx-1", false, true, &cr), 0);
                 TEST_LOOP_UNTIL(env->event, env->called, 5 * USEC_PER_SEC);
         }
-        assert_string_equal(env->message, "cannot re-sync the tokens: the token sync of "
-                                          "/var/lib/gardener-node-agent/config.yaml is not running");
+        assert_string_equal(env->message,
+                            "cannot re-sync the tokens: the token sync of "
+                            "/var/lib/gardener-node-agent/config.yaml is not running");
 
         run(env, "tx-2", /* ca= */ false, /* sa= */ true, NULL, NULL);
-        assert_string_equal(env->message, "cannot re-sync the tokens: GNA's component config in the OSC is not known");
+        assert_string_equal(env->message,
+                            "cannot re-sync the tokens: GNA's component config in the OSC is not known");
 }
 
 static void test_free_never_calls_back(void **state) {
@@ -234,12 +245,18 @@ static void test_waits_for_the_component_config(void **state) {
         Env *env = *state;
         _cleanup_(credential_rotation_freep) CredentialRotation *cr = NULL;
         CredentialRotationDeps deps = {
-                .event = env->event, .http = env->http, .identity = &env->identity, .tokens = &env->tokens,
+                .event = env->event,
+                .http = env->http,
+                .identity = &env->identity,
+                .tokens = &env->tokens,
                 .component = &env->component,
         };
         CredentialRotationParams p = {
-                .transaction = "tx-1", .ca = true, .state_directory = env->state_dir,
-                .kubelet_directory = env->kubelet_dir, .kubelet_unit = "kubelet.service",
+                .transaction = "tx-1",
+                .ca = true,
+                .state_directory = env->state_dir,
+                .kubelet_directory = env->kubelet_dir,
+                .kubelet_unit = "kubelet.service",
                 .health = { .url = "http://127.0.0.1:1/healthz", .timeout_usec = USEC_PER_SEC },
                 .config_wait_usec = 10 * USEC_PER_SEC,
         };
@@ -247,7 +264,7 @@ static void test_waits_for_the_component_config(void **state) {
         assert_int_equal(credential_rotation_start(&deps, &p, on_done, env, &cr), 0);
         TEST_LOOP_NOT(env->event, env->called, 200 * USEC_PER_MSEC);
         assert_int_equal(access(path(env, "kubelet/kubeconfig-real"), F_OK), 0);
-        credential_rotation_component_changed(cr);      /* still none: goes on waiting */
+        credential_rotation_component_changed(cr); /* still none: goes on waiting */
         TEST_LOOP_NOT(env->event, env->called, 100 * USEC_PER_MSEC);
         set_component(env, "/ca.crt", "https://api:443");
         credential_rotation_component_changed(cr);
@@ -258,7 +275,8 @@ static void test_waits_for_the_component_config(void **state) {
 
 static void test_step_names(void **state) {
         for (CredentialRotationStep s = 0; s < _CREDENTIAL_ROTATION_STEP_MAX; s++)
-                assert_int_equal(credential_rotation_step_from_string(credential_rotation_step_to_string(s)), s);
+                assert_int_equal(credential_rotation_step_from_string(credential_rotation_step_to_string(s)),
+                                 s);
         assert_int_equal(credential_rotation_step_from_string("nope"), _CREDENTIAL_ROTATION_STEP_INVALID);
 }
 

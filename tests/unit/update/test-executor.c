@@ -12,12 +12,12 @@
 #include "core/config.h"
 #include "fake-systemd.h"
 #include "log-capture.h"
-#include "update/executor.h"
-#include "report/reporter.h"
-#include "update/state-file.h"
 #include "net/http.h"
+#include "report/reporter.h"
 #include "test-loop.h"
 #include "tests.h"
+#include "update/executor.h"
+#include "update/state-file.h"
 #include "util/fileio.h"
 #include "util/log.h"
 
@@ -51,9 +51,11 @@ static int setup(void **state) {
         assert_true(asprintf(&kubelet, "%s/kubelet", env->dir) > 0);
 
         assert_int_equal(config_new(&env->config), 0);
-        assert_int_equal(config_finalize(env->config, &(ConfigOverrides) { .node_name = "node-1",
-                                                                            .state_dir = env->state_dir },
-                                         NULL), 0);
+        assert_int_equal(
+                config_finalize(env->config,
+                                &(ConfigOverrides) { .node_name = "node-1", .state_dir = env->state_dir },
+                                NULL),
+                0);
         free(env->config->kubelet.binary_path);
         env->config->kubelet.binary_path = kubelet;
         free(env->config->os_release);
@@ -265,8 +267,10 @@ static void test_osc_failure_recorded_and_logged_once(void **state) {
 
         assert_int_equal(executor_new(&env->deps, &e, NULL), 0);
         /* No API client: the secretRef file's Secret cannot be read. */
-        executor_set_osc(e, desired("c1", "spec: {files: [{path: /etc/s,"
-                                          " content: {secretRef: {name: s, dataKey: k}}}]}"));
+        executor_set_osc(e,
+                         desired("c1",
+                                 "spec: {files: [{path: /etc/s,"
+                                 " content: {secretRef: {name: s, dataKey: k}}}]}"));
         executor_set_node(e, NULL);
         assert_int_equal(executor_start(e), 0);
         TEST_LOOP_UNTIL(env->event, file_contains(env->state_file, "FileApplyFailed"), 10 * USEC_PER_SEC);
@@ -275,8 +279,9 @@ static void test_osc_failure_recorded_and_logged_once(void **state) {
 
         logged = log_capture_stop(&capture);
         assert_true(file_contains(env->state_file, "/etc/s: no API server connection to read the Secret"));
-        assert_int_equal(log_count_lines(logged, "warning", "/etc/s: no API server connection to read the Secret"),
-                         1);
+        assert_int_equal(
+                log_count_lines(logged, "warning", "/etc/s: no API server connection to read the Secret"),
+                1);
         assert_int_equal(log_count_lines(logged, "warning", "FileApplyFailed"), 1);
         assert_int_equal(count(logged, "Applying the OSC failed"), 0);
 }

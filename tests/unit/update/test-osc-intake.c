@@ -15,26 +15,28 @@ static json_t *secret_of_bytes(const char *yaml, size_t size, const char *checks
         _cleanup_free_ char *b64 = NULL;
 
         assert_int_equal(base64_encode(yaml, size, false, &b64), 0);
-        return json_pack("{s:{s:{s:s}}, s:{s:s}}", "metadata", "annotations", "checksum/data-script", checksum, "data",
-                         "osc.yaml", b64);
+        return json_pack("{s:{s:{s:s}}, s:{s:s}}", "metadata", "annotations", "checksum/data-script",
+                         checksum, "data", "osc.yaml", b64);
 }
 
 /* A good OSC with one extra `files` entry and one extra unit (YAML list items, may be ""). */
 static char *osc_yaml(const char *file, const char *unit) {
         char *s;
 
-        assert_true(asprintf(&s,
-                             "kind: OperatingSystemConfig\n"
-                             "spec:\n"
-                             "  inPlaceUpdates: {operatingSystemVersion: '1592.6', kubelet: '1.31.4'}\n"
-                             "  files:\n"
-                             "  - path: " KUBELET "\n"
-                             "    content: {imageRef: {image: 'reg.io/hyperkube:v1.31.4', filePathInImage: /kubelet}}\n"
-                             "%s"
-                             "  units:\n"
-                             "  - name: kubelet.service\n"
-                             "%s",
-                             file, unit) >= 0);
+        assert_true(
+                asprintf(
+                        &s,
+                        "kind: OperatingSystemConfig\n"
+                        "spec:\n"
+                        "  inPlaceUpdates: {operatingSystemVersion: '1592.6', kubelet: '1.31.4'}\n"
+                        "  files:\n"
+                        "  - path: " KUBELET "\n"
+                        "    content: {imageRef: {image: 'reg.io/hyperkube:v1.31.4', filePathInImage: /kubelet}}\n"
+                        "%s"
+                        "  units:\n"
+                        "  - name: kubelet.service\n"
+                        "%s",
+                        file, unit) >= 0);
         return s;
 }
 
@@ -79,15 +81,17 @@ static void test_refused(void **state) {
                 { "", "  - name: a/b.service\n", "spec.units[1]: invalid unit name \"a/b.service\"" },
                 { "", "  - name: a.service\n    dropIns: [{name: ../x.conf, content: y}]\n",
                   "unit \"a.service\": invalid drop-in name \"../x.conf\"" },
-                { "  - path: /etc/s\n    content: {secretRef: {name: ../../default/secrets/other, dataKey: k}}\n", "",
+                { "  - path: /etc/s\n    content: {secretRef: {name: ../../default/secrets/other, dataKey: k}}\n",
+                  "",
                   "spec.files[1].content.secretRef.name: \"../../default/secrets/other\" is not a valid DNS-1123 subdomain" },
-                { "  - path: /etc/s\n    content: {secretRef: {name: 'ipa-good?labelSelector=x', dataKey: k}}\n", "",
-                  "spec.files[1].content.secretRef.name: \"ipa-good?labelSelector=x\"" },
-                { "  - path: /opt/bin/tool\n    content: {imageRef: {image: 'reg.io/a/../b:v1', filePathInImage: /t}}\n", "",
+                { "  - path: /etc/s\n    content: {secretRef: {name: 'ipa-good?labelSelector=x', dataKey: k}}\n",
+                  "", "spec.files[1].content.secretRef.name: \"ipa-good?labelSelector=x\"" },
+                { "  - path: /opt/bin/tool\n    content: {imageRef: {image: 'reg.io/a/../b:v1', filePathInImage: /t}}\n",
+                  "",
                   "file \"/opt/bin/tool\": content.imageRef.image \"reg.io/a/../b:v1\" is not a valid image reference: "
                   "the repository" },
-                { "  - path: /opt/bin/tool\n    content: {imageRef: {image: 'reg.io/a:v1?x=y', filePathInImage: /t}}\n", "",
-                  "is not a valid image reference: the tag" },
+                { "  - path: /opt/bin/tool\n    content: {imageRef: {image: 'reg.io/a:v1?x=y', filePathInImage: /t}}\n",
+                  "", "is not a valid image reference: the tag" },
                 { "  - path: /var/lib/gardener-node-agent/config.yaml\n"
                   "    content: {inline: {data: 'controllers: {token: {syncConfigs: [{secretName: ../x, path: /a}]}}'}}\n",
                   "  - name: gardener-node-agent.service\n    filePaths: [/var/lib/gardener-node-agent/config.yaml]\n",
@@ -101,9 +105,10 @@ static void test_refused(void **state) {
                 _cleanup_(osc_desired_freep) OscDesired *osc = intake(secret, &cc);
 
                 if (!osc->refused || !strstr(osc->refused, table[i].needle))
-                        fail_msg("case %zu: refused \"%s\", expected \"%s\"", i, strempty(osc->refused), table[i].needle);
+                        fail_msg("case %zu: refused \"%s\", expected \"%s\"", i, strempty(osc->refused),
+                                 table[i].needle);
                 assert_null(cc);
-                assert_string_equal(osc->checksum, "c1");       /* kept: the failure belongs to this OSC */
+                assert_string_equal(osc->checksum, "c1"); /* kept: the failure belongs to this OSC */
                 assert_null(osc->yaml);
                 assert_null(osc->kubelet_version);
         }
@@ -114,8 +119,10 @@ static void test_refused_secret(void **state) {
         _cleanup_(json_decrefp) json_t *not_b64 = json_pack("{s:{s:s}}", "data", "osc.yaml", "!!!!");
         _cleanup_(json_decrefp) json_t *no_key = json_pack("{s:{s:{s:s}}, s:{}}", "metadata", "annotations",
                                                            "checksum/data-script", "c9", "data");
-        _cleanup_(json_decrefp) json_t *nul = json_loads("{\"metadata\": {\"annotations\": {\"checksum/data-script\": "
-                                                         "\"a\\u0000b\"}}, \"data\": {}}", JSON_ALLOW_NUL, NULL);
+        _cleanup_(json_decrefp) json_t *nul =
+                json_loads("{\"metadata\": {\"annotations\": {\"checksum/data-script\": "
+                           "\"a\\u0000b\"}}, \"data\": {}}",
+                           JSON_ALLOW_NUL, NULL);
         _cleanup_free_ char *big = malloc(4 << 20);
         _cleanup_(json_decrefp) json_t *huge = NULL;
         OscDesired *osc;
@@ -132,11 +139,11 @@ static void test_refused_secret(void **state) {
 
         osc = intake(nul, NULL);
         assert_non_null(osc->refused);
-        assert_null(osc->checksum);     /* not a checksum anyone could match */
+        assert_null(osc->checksum); /* not a checksum anyone could match */
         osc_desired_free(osc);
 
         assert_non_null(big);
-        memset(big, '#', 4 << 20);      /* a YAML comment of 4 MiB */
+        memset(big, '#', 4 << 20); /* a YAML comment of 4 MiB */
         huge = secret_of_bytes(big, 4 << 20, "c4");
         osc = intake(huge, NULL);
         assert_string_equal(osc->refused, "osc.yaml is larger than 3145728 bytes");
@@ -163,10 +170,13 @@ static void test_component_config_taken(void **state) {
  * containerd's drop-in; another host's file is still checked (a relative path refuses the OSC). */
 static void test_model_kept(void **state) {
         static const OscModelOptions opts = { .host_name = "node-1", .containerd_path = "/usr/bin" };
-        _cleanup_free_ char *yaml = osc_yaml("  - {path: /etc/a, hostName: node-1, content: {inline: {data: a}}}\n"
-                                             "  - {path: /etc/b, hostName: node-2, content: {inline: {data: b}}}\n"
-                                             "  criConfig: {name: containerd}\n", "");
-        _cleanup_free_ char *bad = osc_yaml("  - {path: etc/c, hostName: node-2, content: {inline: {data: c}}}\n", "");
+        _cleanup_free_ char *yaml =
+                osc_yaml("  - {path: /etc/a, hostName: node-1, content: {inline: {data: a}}}\n"
+                         "  - {path: /etc/b, hostName: node-2, content: {inline: {data: b}}}\n"
+                         "  criConfig: {name: containerd}\n",
+                         "");
+        _cleanup_free_ char *bad =
+                osc_yaml("  - {path: etc/c, hostName: node-2, content: {inline: {data: c}}}\n", "");
         _cleanup_(json_decrefp) json_t *secret = secret_of_bytes(yaml, strlen(yaml), "c1"),
                                        *refused = secret_of_bytes(bad, strlen(bad), "c2");
         OscComponentConfig *cc = NULL;
@@ -195,10 +205,8 @@ static void test_model_kept(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_good),
-                cmocka_unit_test(test_refused),
-                cmocka_unit_test(test_refused_secret),
-                cmocka_unit_test(test_component_config_taken),
+                cmocka_unit_test(test_good),           cmocka_unit_test(test_refused),
+                cmocka_unit_test(test_refused_secret), cmocka_unit_test(test_component_config_taken),
                 cmocka_unit_test(test_model_kept),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -53,20 +53,24 @@ static int setup(void **state) {
         snprintf(healthz, sizeof(healthz), "%s/healthz", env->kube.server);
 
         assert_int_equal(config_new(&env->config), 0);
-        assert_int_equal(config_finalize(env->config, &(ConfigOverrides) { .node_name = "node-1",
-                                                                            .state_dir = env->state },
-                                         NULL), 0);
+        assert_int_equal(
+                config_finalize(env->config,
+                                &(ConfigOverrides) { .node_name = "node-1", .state_dir = env->state }, NULL),
+                0);
         assert_int_equal(mkdir(env->state, 0700), 0);
         assert_int_equal(free_and_strdup(&env->config->osc.root_directory, env->root), 0);
         assert_int_equal(free_and_strdup(&env->config->systemd.unit_directory, env->units), 0);
         assert_int_equal(free_and_strdup(&env->config->kubelet.healthz_url, healthz), 0);
-        env->config->kubelet.health_timeout_usec = 2 * USEC_PER_SEC;       /* probed every 0.5 s */
+        env->config->kubelet.health_timeout_usec = 2 * USEC_PER_SEC; /* probed every 0.5 s */
 
         assert_int_equal(fake_systemd_new(env->kube.event, &env->systemd, &env->bus), 0);
         assert_int_equal(unit_control_new(env->bus, 5 * USEC_PER_SEC, &env->uc), 0);
-        assert_int_equal(osc_runner_new(&(OscRunnerDeps) { .event = env->kube.event, .config = env->config,
-                                                           .http = env->kube.http, .units = env->uc },
-                                        &env->runner), 0);
+        assert_int_equal(osc_runner_new(&(OscRunnerDeps) { .event = env->kube.event,
+                                                           .config = env->config,
+                                                           .http = env->kube.http,
+                                                           .units = env->uc },
+                                        &env->runner),
+                         0);
         osc_runner_set_kube(env->runner, env->kube.client);
         *state = env;
         return 0;
@@ -148,11 +152,12 @@ static void test_file_and_unit_restart(void **state) {
         OscWorkView view;
 
         assert_int_equal(fake_systemd_add_unit(env->systemd, "x.service", FAKE_OK), 0);
-        view = prepare(env, "spec: {files: [{path: /etc/a, content: {inline: {data: a}}}],"
-                            " units: [{name: x.service, content: \"[Service]\\nExecStart=/bin/true\\n\"}]}");
+        view = prepare(env,
+                       "spec: {files: [{path: /etc/a, content: {inline: {data: a}}}],"
+                       " units: [{name: x.service, content: \"[Service]\\nExecStart=/bin/true\\n\"}]}");
         assert_true(view.pending);
         assert_false(view.restarts_kubelet);
-        assert_true(state_exists(env, OSC_STATE_CHANGES));      /* saved before anything runs */
+        assert_true(state_exists(env, OSC_STATE_CHANGES)); /* saved before anything runs */
         assert_int_equal(osc_runner_apply(env->runner, "another", on_done, env), -ESTALE);
 
         apply(env, 10 * USEC_PER_SEC);
@@ -162,15 +167,17 @@ static void test_file_and_unit_restart(void **state) {
         assert_string_equal(data, "a");
         assert_true(asprintf(&unit, "%s/x.service", env->units) > 0);
         assert_int_equal(access(unit, F_OK), 0);
-        assert_contains(fake_systemd_calls(env->systemd), "EnableUnitFiles:x.service Reload RestartUnit:x.service");
+        assert_contains(fake_systemd_calls(env->systemd),
+                        "EnableUnitFiles:x.service Reload RestartUnit:x.service");
         assert_int_equal(fake_systemd_n_jobs(env->systemd, "x.service"), 1);
         /* Committed: the last-applied OSC, nothing left to do for it. */
         assert_true(state_exists(env, OSC_STATE_LAST_APPLIED));
         assert_false(osc_runner_work_pending(env->runner));
-        view = prepare(env, "spec: {files: [{path: /etc/a, content: {inline: {data: a}}}],"
-                            " units: [{name: x.service, content: \"[Service]\\nExecStart=/bin/true\\n\"}]}");
+        view = prepare(env,
+                       "spec: {files: [{path: /etc/a, content: {inline: {data: a}}}],"
+                       " units: [{name: x.service, content: \"[Service]\\nExecStart=/bin/true\\n\"}]}");
         assert_false(view.pending);
-        apply(env, 5 * USEC_PER_SEC);   /* only says so again */
+        apply(env, 5 * USEC_PER_SEC); /* only says so again */
         assert_int_equal(env->error, 0);
         assert_int_equal(fake_systemd_n_jobs(env->systemd, "x.service"), 1);
 }
@@ -181,10 +188,12 @@ static void test_file_and_unit_restart(void **state) {
  * bytes as the last-applied OSC. */
 static void test_shared_model(void **state) {
         static const char yaml[] = "spec: {files: [{path: /etc/a, content: {inline: {data: a}}}]}";
-        static const char model_yaml[] = "spec: {files: [{path: /etc/b, content: {inline: {data: b}}}], units:"
-                                         " [{name: x.service, content: \"[Service]\\nExecStart=/bin/true\\n\"}]}";
+        static const char model_yaml[] =
+                "spec: {files: [{path: /etc/b, content: {inline: {data: b}}}], units:"
+                " [{name: x.service, content: \"[Service]\\nExecStart=/bin/true\\n\"}]}";
         Env *env = *state;
-        _cleanup_free_ char *a = rooted(env, "/etc/a"), *b = rooted(env, "/etc/b"), *last = NULL, *data = NULL;
+        _cleanup_free_ char *a = rooted(env, "/etc/a"), *b = rooted(env, "/etc/b"), *last = NULL,
+                            *data = NULL;
         OscDesired *osc = calloc(1, sizeof(OscDesired));
         OscWorkView view;
 
@@ -193,13 +202,14 @@ static void test_shared_model(void **state) {
         assert_non_null(osc->checksum = strdup(CHECKSUM));
         assert_non_null(osc->yaml = strdup(yaml));
         osc->yaml_size = strlen(yaml);
-        assert_int_equal(osc_model_decode_yaml(model_yaml, strlen(model_yaml), osc_runner_model_options(env->runner),
-                                               &osc->model, NULL), 0);
+        assert_int_equal(osc_model_decode_yaml(model_yaml, strlen(model_yaml),
+                                               osc_runner_model_options(env->runner), &osc->model, NULL),
+                         0);
         osc_runner_prepare(env->runner, osc, NULL, "1.0", 0, &view);
         assert_null(view.error);
         assert_true(view.pending);
-        assert_non_null(osc->yaml);                     /* not taken */
-        assert_int_equal(osc->model->n_ref, 2);         /* the runner's reference */
+        assert_non_null(osc->yaml);             /* not taken */
+        assert_int_equal(osc->model->n_ref, 2); /* the runner's reference */
         osc_desired_free(osc);
 
         apply(env, 10 * USEC_PER_SEC);
@@ -212,8 +222,9 @@ static void test_shared_model(void **state) {
         assert_string_equal(data, yaml);
 }
 
-#define SECRET_FILE "spec: {files: [{path: /etc/s, permissions: 416, content: {secretRef: {name: s, dataKey: k}}}," \
-                    " {path: /etc/after, content: {inline: {data: b}}}]}"
+#define SECRET_FILE                                                                                     \
+        "spec: {files: [{path: /etc/s, permissions: 416, content: {secretRef: {name: s, dataKey: k}}}," \
+        " {path: /etc/after, content: {inline: {data: b}}}]}"
 
 static void test_secret_ref(void **state) {
         Env *env = *state;
@@ -229,7 +240,7 @@ static void test_secret_ref(void **state) {
         assert_string_equal(data, "hello");
         assert_int_equal(stat(file, &st), 0);
         assert_int_equal(st.st_mode & 07777, 0640);
-        assert_int_equal(access(after, F_OK), 0);       /* the applier went on after our item */
+        assert_int_equal(access(after, F_OK), 0); /* the applier went on after our item */
 }
 
 /* A failure comes back as the enum with a message naming the item; the item and those after it
@@ -258,7 +269,8 @@ static void test_failure_code(void **state) {
         assert_string_equal(env->message, "/etc/s: no API server connection to read the Secret");
 }
 
-#define KUBELET_UNIT "spec: {units: [{name: kubelet.service, content: \"[Service]\\nExecStart=/bin/true\\n\"}]}"
+#define KUBELET_UNIT \
+        "spec: {units: [{name: kubelet.service, content: \"[Service]\\nExecStart=/bin/true\\n\"}]}"
 
 /* A changed kubelet unit: restarted, then its /healthz polled until 200. */
 static void test_kubelet_health(void **state) {
@@ -277,7 +289,8 @@ static void test_kubelet_health(void **state) {
         test_kube_assert_request(&env->kube, 1, "GET /healthz ");
 }
 
-/* A kubelet that stays unhealthy: KubeletUnhealthy with upstream's reason (docs/node-protocol.md §9 scenario 25). */
+/* A kubelet that stays unhealthy: KubeletUnhealthy with upstream's reason (docs/node-protocol.md §9 scenario
+ * 25). */
 static void test_kubelet_unhealthy(void **state) {
         Env *env = *state;
 
@@ -306,7 +319,7 @@ static void test_cancel_in_flight(void **state) {
         TEST_LOOP_UNTIL(env->kube.event, fake_http_requests(env->kube.fake) == 1, 10 * USEC_PER_SEC);
         osc_runner_cancel(env->runner);
         TEST_LOOP_NOT(env->kube.event, env->done, 1500 * USEC_PER_MSEC);
-        assert_int_equal(fake_http_requests(env->kube.fake), 1);        /* no probe after the cancel */
+        assert_int_equal(fake_http_requests(env->kube.fake), 1); /* no probe after the cancel */
         assert_true(osc_runner_work_pending(env->runner));
         assert_false(state_exists(env, OSC_STATE_LAST_APPLIED));
 
@@ -328,8 +341,9 @@ static void test_newer_osc_ends_probe(void **state) {
         uint64_t t;
 
         assert_int_equal(fake_systemd_add_unit(env->systemd, "containerd.service", FAKE_OK), 0);
-        prepare(env, "spec: {criConfig: {name: containerd, containerd: {registries: [{upstream: late.example,"
-                     " readinessProbe: true, hosts: [{url: \"http://127.0.0.1:1\"}]}]}}}");
+        prepare(env,
+                "spec: {criConfig: {name: containerd, containerd: {registries: [{upstream: late.example,"
+                " readinessProbe: true, hosts: [{url: \"http://127.0.0.1:1\"}]}]}}}");
         env->done = false;
         assert_int_equal(osc_runner_apply(env->runner, CHECKSUM, on_done, env), 0);
         /* The units first (containerd restarted for its new config), then the probe waits. */
@@ -338,17 +352,18 @@ static void test_newer_osc_ends_probe(void **state) {
         TEST_LOOP_NOT(env->kube.event, env->done, 500 * USEC_PER_MSEC);
         assert_int_equal(access(config, F_OK), 0);
 
-        osc_runner_set_desired(env->runner, CHECKSUM);          /* the same OSC: the wait goes on */
+        osc_runner_set_desired(env->runner, CHECKSUM); /* the same OSC: the wait goes on */
         TEST_LOOP_NOT(env->kube.event, env->done, 200 * USEC_PER_MSEC);
         t = test_now_usec();
         osc_runner_set_desired(env->runner, "checksum-2");
-        assert_false(env->done);                                /* from the loop, not from in here */
+        assert_false(env->done); /* from the loop, not from in here */
         TEST_LOOP_UNTIL(env->kube.event, env->done, 5 * USEC_PER_SEC);
-        assert_true(test_now_usec() - t < USEC_PER_SEC);        /* not the probe's next try (2 s) */
+        assert_true(test_now_usec() - t < USEC_PER_SEC); /* not the probe's next try (2 s) */
         assert_int_equal(env->error, -ESTALE);
         assert_int_equal(env->code, UPDATE_FAILURE_FILE_APPLY_FAILED);
-        assert_contains(env->message, "late.example: upstream late.example: readiness probe of http://127.0.0.1:1 "
-                                      "abandoned: OSC checksum-2 supersedes this one");
+        assert_contains(env->message,
+                        "late.example: upstream late.example: readiness probe of http://127.0.0.1:1 "
+                        "abandoned: OSC checksum-2 supersedes this one");
         assert_int_equal(access(hosts, F_OK), -1);
         assert_true(osc_runner_work_pending(env->runner));
 }
@@ -413,8 +428,9 @@ static void test_masked_unit_named_once(void **state) {
         assert_true(asprintf(&unit, "%s/x.service", env->units) > 0);
         assert_int_equal(symlink("/dev/null", unit), 0);
         assert_int_equal(fake_systemd_add_unit(env->systemd, "x.service", FAKE_OK), 0);
-        prepare(env, "spec: {units: [{name: x.service, command: restart, content: \"[Service]\\nExecStart=/bin/true\\n\","
-                     " dropIns: [{name: 10-a.conf, content: \"[Service]\\nEnvironment=A=1\\n\"}]}]}");
+        prepare(env,
+                "spec: {units: [{name: x.service, command: restart, content: \"[Service]\\nExecStart=/bin/true\\n\","
+                " dropIns: [{name: 10-a.conf, content: \"[Service]\\nEnvironment=A=1\\n\"}]}]}");
         log_capture_start(&capture, env->dir);
         apply(env, 10 * USEC_PER_SEC);
         logged = log_capture_stop(&capture);
@@ -422,8 +438,11 @@ static void test_masked_unit_named_once(void **state) {
         assert_true(state_exists(env, OSC_STATE_LAST_APPLIED));
         assert_int_equal(fake_systemd_n_jobs(env->systemd, "x.service"), 0);
         assert_int_equal(log_count_lines(logged, "warning", unit), 1);
-        assert_true(asprintf(&line, "OSC %s: left masked (a symlink to /dev/null), unmask for the OSC to manage it: "
-                                    "%s (not written or enabled, not restarted).", CHECKSUM, unit) > 0);
+        assert_true(
+                asprintf(&line,
+                         "OSC %s: left masked (a symlink to /dev/null), unmask for the OSC to manage it: "
+                         "%s (not written or enabled, not restarted).",
+                         CHECKSUM, unit) > 0);
         assert_contains(logged, line);
 }
 

@@ -6,8 +6,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "update/state-file.h"
 #include "tests.h"
+#include "update/state-file.h"
 #include "util/fileio.h"
 
 static char dir[64];
@@ -70,10 +70,11 @@ static UpdateTransaction *full_tx(const char *id) {
         tx->ca_rotation = xstrdup("2025-03-01T10:00:00Z");
         tx->rotation = true;
         tx->blocked = UPDATE_FAILURE_MIN_VERSION_NOT_MET;
-        tx->blocked_message = xstrdup("minVersionForUpdate 1592.7 is not met by the current OS version 1592.6");
+        tx->blocked_message =
+                xstrdup("minVersionForUpdate 1592.7 is not met by the current OS version 1592.6");
         tx->attempt = 3;
         tx->done = (UINT64_C(1) << UPDATE_STEP_PLAN) | (UINT64_C(1) << UPDATE_STEP_OS_APPLY) |
-                   (UINT64_C(1) << UPDATE_STEP_EVENT);
+                (UINT64_C(1) << UPDATE_STEP_EVENT);
         tx->progress_phase = UPDATE_PHASE_APPLYING;
         tx->event_phase = UPDATE_PHASE_STAGED;
         tx->boot_id = xstrdup("0f3c2e6c-9a1b-4c39-8d0e-1f2a3b4c5d6e");
@@ -99,7 +100,8 @@ static UpdateTransaction *full_tx(const char *id) {
 }
 
 static void test_round_trip(void **state) {
-        _cleanup_(update_transaction_freep) UpdateTransaction *a = full_tx("tx-1"), *b = NULL, *e = NULL, *f = NULL;
+        _cleanup_(update_transaction_freep) UpdateTransaction *a = full_tx("tx-1"), *b = NULL, *e = NULL,
+                                                              *f = NULL;
         _cleanup_free_ char *s1 = NULL, *s2 = NULL, *s3 = NULL, *s4 = NULL, *err = NULL;
 
         assert_int_equal(state_codec_encode(a, &s1), 0);
@@ -197,16 +199,20 @@ static void test_corrupt_is_moved_aside(void **state) {
                 { "{\"phase\":\"Idle\"}", "version: missing or invalid" },
                 { "{\"version\":1}", "phase: missing" },
                 { "{\"version\":1,\"phase\":\"Bogus\"}", "phase: unknown phase \"Bogus\"" },
-                { "{\"version\":1,\"phase\":\"Idle\",\"attempt\":-1}", "attempt: expected a non-negative integer" },
+                { "{\"version\":1,\"phase\":\"Idle\",\"attempt\":-1}",
+                  "attempt: expected a non-negative integer" },
                 { "{\"version\":1,\"phase\":\"Idle\",\"done\":[\"teleport\"]}", "done[0]: unknown step" },
-                { "{\"version\":1,\"phase\":\"Idle\",\"os\":{\"backend\":\"floppy\"}}", "os.backend: unknown backend" },
+                { "{\"version\":1,\"phase\":\"Idle\",\"os\":{\"backend\":\"floppy\"}}",
+                  "os.backend: unknown backend" },
                 { "{\"version\":1,\"phase\":\"Idle\",\"failure\":{\"code\":\"Oops\"}}",
                   "failure.code: unknown failure code" },
-                { "{\"version\":1,\"phase\":\"Idle\",\"kubelet\":{\"to\":5}}", "kubelet.to: expected a string" },
+                { "{\"version\":1,\"phase\":\"Idle\",\"kubelet\":{\"to\":5}}",
+                  "kubelet.to: expected a string" },
                 { "{\"version\":1,\"phase\":\"Idle\",\"applied\":[]}", "applied: expected an object" },
                 { "", "line 1" },
         };
-        _cleanup_free_ char *p = path_of(STATE_FILE_NAME), *aside = path_of(STATE_FILE_NAME STATE_FILE_CORRUPT_SUFFIX);
+        _cleanup_free_ char *p = path_of(STATE_FILE_NAME),
+                            *aside = path_of(STATE_FILE_NAME STATE_FILE_CORRUPT_SUFFIX);
 
         for (size_t i = 0; i < ELEMENTSOF(table); i++) {
                 _cleanup_free_ char *err = NULL, *kept = NULL;
@@ -245,7 +251,8 @@ static void test_too_big_and_newer(void **state) {
         assert_int_equal(unlink(p), 0);
 
         /* unknown keys of our own version are ignored (forward-compatible reads) */
-        write_raw(STATE_FILE_NAME, "{\"version\":1,\"phase\":\"Succeeded\",\"transaction\":\"t\",\"future\":[1]}");
+        write_raw(STATE_FILE_NAME,
+                  "{\"version\":1,\"phase\":\"Succeeded\",\"transaction\":\"t\",\"future\":[1]}");
         assert_int_equal(state_file_load(dir, &tx, NULL), 0);
         assert_int_equal(tx->phase, UPDATE_PHASE_SUCCEEDED);
         update_transaction_free(tx);

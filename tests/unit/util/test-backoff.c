@@ -12,7 +12,8 @@ static uint32_t rand32(void) {
 
 static void test_steps_without_jitter(void **state) {
         static const uint64_t expected[] = {
-                800 * MSEC, 1600 * MSEC, 3200 * MSEC, 6400 * MSEC, 12800 * MSEC, 25600 * MSEC, 30 * SEC, 30 * SEC,
+                800 * MSEC,   1600 * MSEC,  3200 * MSEC, 6400 * MSEC,
+                12800 * MSEC, 25600 * MSEC, 30 * SEC,    30 * SEC,
         };
         Backoff b;
         uint64_t now = 1000 * SEC;
@@ -30,7 +31,8 @@ static void test_jitter_bounds(void **state) {
 
         /* The largest random value lands just below 2d: the jitter is [0, 1)·d. */
         backoff_init(&b, 0, 0, 0);
-        assert_int_equal(backoff_next(&b, now, UINT32_MAX), 800 * MSEC + (uint64_t) ((800 * MSEC * (uint64_t) UINT32_MAX) >> 32));
+        assert_int_equal(backoff_next(&b, now, UINT32_MAX),
+                         800 * MSEC + (uint64_t) ((800 * MSEC * (uint64_t) UINT32_MAX) >> 32));
         assert_true(backoff_next(&b, now, UINT32_MAX) < 3200 * MSEC);
         assert_int_equal(backoff_next(&b, now, UINT32_MAX / 2 + 1), 3200 * MSEC + 1600 * MSEC);
 

@@ -41,7 +41,7 @@ static void check_full(const char *text, size_t n, bool strict, int want, const 
         if (want < 0)
                 return;
         assert_int_equal(size, strlen(plain));
-        assert_memory_equal(out, plain, size + 1);      /* NUL-terminated */
+        assert_memory_equal(out, plain, size + 1); /* NUL-terminated */
 }
 
 /* Strict is Go's StdEncoding: what EVP_DecodeBlock alone lets through must be refused. "====" used
@@ -51,20 +51,20 @@ static void test_strict(void **state) {
         check("====", SIZE_MAX, -EBADMSG, NULL);
         check("aGk=====", SIZE_MAX, -EBADMSG, NULL);
         check("A===", SIZE_MAX, -EBADMSG, NULL);
-        check("aG=k", SIZE_MAX, -EBADMSG, NULL);        /* '=' inside */
-        check("aGk=aGk=", SIZE_MAX, -EBADMSG, NULL);    /* data after padding */
+        check("aG=k", SIZE_MAX, -EBADMSG, NULL);     /* '=' inside */
+        check("aGk=aGk=", SIZE_MAX, -EBADMSG, NULL); /* data after padding */
         check(" aGk=", SIZE_MAX, -EBADMSG, NULL);
         check("aGk= ", SIZE_MAX, -EBADMSG, NULL);
         check("aGVs\nbG8h", SIZE_MAX, -EBADMSG, NULL);
-        check("aGVsbG8", SIZE_MAX, -EBADMSG, NULL);     /* padding is not optional */
-        check("aGVsbG8-", SIZE_MAX, -EBADMSG, NULL);    /* no URL alphabet */
+        check("aGVsbG8", SIZE_MAX, -EBADMSG, NULL);  /* padding is not optional */
+        check("aGVsbG8-", SIZE_MAX, -EBADMSG, NULL); /* no URL alphabet */
         check("aGVsbG8_", SIZE_MAX, -EBADMSG, NULL);
         check("aGVsbA==", SIZE_MAX, 0, "hell");
         check("aGVsbG8=", SIZE_MAX, 0, "hello");
         check("+/+/", SIZE_MAX, 0, "\xfb\xff\xbf");
-        check_full("aGk=\0\0\0\0", 8, /* strict= */ true, -EBADMSG, NULL);      /* a JSON string's NUL */
+        check_full("aGk=\0\0\0\0", 8, /* strict= */ true, -EBADMSG, NULL); /* a JSON string's NUL */
         check_full("aGk=", 4, /* strict= */ true, 0, "hi");
-        check_full("aGk=junk", 4, /* strict= */ true, 0, "hi");                   /* only `n` bytes are read */
+        check_full("aGk=junk", 4, /* strict= */ true, 0, "hi"); /* only `n` bytes are read */
 }
 
 /* Not strict (kubeconfig's -data fields): blanks and line breaks anywhere are skipped, the rest is
@@ -76,9 +76,9 @@ static void test_lenient(void **state) {
         check_full(folded, strlen(folded), /* strict= */ true, -EBADMSG, NULL);
         check_full(" \n", 2, /* strict= */ false, 0, "");
         check_full("aG=k", 4, /* strict= */ false, -EBADMSG, NULL);
-        check_full("aG k", 4, /* strict= */ false, -EBADMSG, NULL);                /* three characters are left */
+        check_full("aG k", 4, /* strict= */ false, -EBADMSG, NULL); /* three characters are left */
         check_full("aGk= =", 6, /* strict= */ false, -EBADMSG, NULL);
-        check_full("aG\vk=", 5, /* strict= */ false, -EBADMSG, NULL);              /* only space, tab, CR, LF */
+        check_full("aG\vk=", 5, /* strict= */ false, -EBADMSG, NULL); /* only space, tab, CR, LF */
 }
 
 static void test_roundtrip(void **state) {
@@ -103,10 +103,8 @@ static void test_roundtrip(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_no_limit),
-                cmocka_unit_test(test_limits),
-                cmocka_unit_test(test_strict),
-                cmocka_unit_test(test_lenient),
+                cmocka_unit_test(test_no_limit),  cmocka_unit_test(test_limits),
+                cmocka_unit_test(test_strict),    cmocka_unit_test(test_lenient),
                 cmocka_unit_test(test_roundtrip),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -44,7 +44,8 @@ static void assert_content(const char *path, const char *want) {
 
 static void test_temp_name(void **state) {
         static const char *const cases[][2] = {
-                { "/etc/kubernetes/manifests/kube-apiserver.yaml", "/etc/kubernetes/manifests/.kube-apiserver.yaml.tmp" },
+                { "/etc/kubernetes/manifests/kube-apiserver.yaml",
+                  "/etc/kubernetes/manifests/.kube-apiserver.yaml.tmp" },
                 { "/state.json", "/.state.json.tmp" },
                 { "state.json", ".state.json.tmp" },
                 { "a/b", "a/.b.tmp" },
@@ -118,9 +119,11 @@ static void test_read_refuses_what_is_not_a_regular_file(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_temp_name),
-                cmocka_unit_test_setup_teardown(test_leftover_of_a_killed_write_is_consumed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_leftover_of_a_killed_write_is_consumed, setup,
+                                                teardown),
                 cmocka_unit_test_setup_teardown(test_replace, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_read_refuses_what_is_not_a_regular_file, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_read_refuses_what_is_not_a_regular_file, setup,
+                                                teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,9 +28,9 @@ static int setup(void **state) {
         if (root_fd < 0 || mkdir_parents(p, 0755) < 0)
                 return -1;
         /* relative, absolute, one that climbs out, a loop, dangling ones; and a file */
-        if (make_link("a/b", "/rel") < 0 || make_link("/a", "/a/abs") < 0 || make_link("../../../../..", "/up") < 0 ||
-            make_link("loop", "/loop") < 0 || make_link("/outside-the-root", "/dangling") < 0 ||
-            make_link("missing", "/a/dangling-rel") < 0)
+        if (make_link("a/b", "/rel") < 0 || make_link("/a", "/a/abs") < 0 ||
+            make_link("../../../../..", "/up") < 0 || make_link("loop", "/loop") < 0 ||
+            make_link("/outside-the-root", "/dangling") < 0 || make_link("missing", "/a/dangling-rel") < 0)
                 return -1;
         snprintf(p, sizeof(p), "%s/file", root);
         return write_file_atomic(p, "x", 1, 0644);
@@ -76,7 +76,7 @@ static void resolve_all(void) {
         check("/rel", "/a/b");
         check("/rel/..", "/a");
         check("/a/abs/abs/b", "/a/b");
-        check("/up", "");               /* ".." of the root is the root */
+        check("/up", ""); /* ".." of the root is the root */
         check("/up/a/b", "/a/b");
         check("/../../a", "/a");
         assert_null(where("/loop", -ELOOP));

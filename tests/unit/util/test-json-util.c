@@ -51,7 +51,7 @@ static void test_unset(void **state) {
                 assert_int_equal(u, 0);
         }
         assert_null(json_field(NULL, "n"));
-        assert_null(json_field(j, "n"));                /* null */
+        assert_null(json_field(j, "n")); /* null */
         json_decref(j);
         j = json_array();
         assert_null(json_field(j, "n"));
@@ -93,23 +93,27 @@ static void test_types(void **state) {
 }
 
 static void test_strings(void **state) {
-        json_t *j = doc("{\"e\": \"\", \"long\": \"abcdef\", \"nul\": \"a\\u0000b\", \"a.b/c\": 1, \"l\": [\"ok\", 2]}");
+        json_t *j = doc(
+                "{\"e\": \"\", \"long\": \"abcdef\", \"nul\": \"a\\u0000b\", \"a.b/c\": 1, \"l\": [\"ok\", 2]}");
         char *e = NULL, *c = NULL, **l = NULL;
         const char *s;
 
         assert_int_equal(json_field_string(j, "w", "e", 10, 0, &c, NULL), 0);
-        assert_string_equal(c, "");                     /* kept without the flag */
+        assert_string_equal(c, ""); /* kept without the flag */
         free(c);
         assert_int_equal(json_field_string(j, "w", "e", 10, JSON_FIELD_EMPTY_IS_UNSET, &c, NULL), 0);
         assert_null(c);
-        expect_error(json_field_string(j, "w", "e", 10, JSON_FIELD_REQUIRED, &c, &e), &e, "w.e: must not be empty");
-        expect_error(json_field_string(j, "w", "gone", 10, JSON_FIELD_REQUIRED, &c, &e), &e, "w.gone: must not be empty");
+        expect_error(json_field_string(j, "w", "e", 10, JSON_FIELD_REQUIRED, &c, &e), &e,
+                     "w.e: must not be empty");
+        expect_error(json_field_string(j, "w", "gone", 10, JSON_FIELD_REQUIRED, &c, &e), &e,
+                     "w.gone: must not be empty");
         expect_error(json_field_string(j, "w", "long", 5, 0, &c, &e), &e, "w.long: longer than 5 bytes");
         assert_int_equal(json_field_string(j, "w", "long", 6, 0, &c, NULL), 0);
         assert_string_equal(c, "abcdef");
         free(c);
-        expect_error(json_field_string(j, "w", "nul", 10, 0, &c, &e), &e, "w.nul: contains a NUL character (\\u0000)");
-        assert_int_equal(json_field_string_ref(j, "w", "nul", &s, NULL), 0);   /* borrowed: type only */
+        expect_error(json_field_string(j, "w", "nul", 10, 0, &c, &e), &e,
+                     "w.nul: contains a NUL character (\\u0000)");
+        assert_int_equal(json_field_string_ref(j, "w", "nul", &s, NULL), 0); /* borrowed: type only */
         assert_string_equal(s, "a");
         /* a key that is no identifier is quoted */
         expect_error(json_field_string(j, "metadata.labels", "a.b/c", 10, 0, &c, &e), &e,
@@ -125,12 +129,13 @@ static void test_lists(void **state) {
         char *e = NULL, **l = NULL;
 
         assert_int_equal(json_field_strv(j, "w", "l", 10, 10, 0, &l, NULL), 0);
-        assert_non_null(l);                             /* [] is an empty list without the flag */
+        assert_non_null(l); /* [] is an empty list without the flag */
         assert_null(l[0]);
         strv_freep(&l);
         assert_int_equal(json_field_strv(j, "w", "l", 10, 10, JSON_FIELD_EMPTY_IS_UNSET, &l, NULL), 0);
         assert_null(l);
-        expect_error(json_field_strv(j, "w", "l", 10, 10, JSON_FIELD_REQUIRED, &l, &e), &e, "w.l: must not be empty");
+        expect_error(json_field_strv(j, "w", "l", 10, 10, JSON_FIELD_REQUIRED, &l, &e), &e,
+                     "w.l: must not be empty");
         json_decref(j);
 }
 
@@ -148,11 +153,8 @@ static void test_u64(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_unset),
-                cmocka_unit_test(test_types),
-                cmocka_unit_test(test_strings),
-                cmocka_unit_test(test_lists),
-                cmocka_unit_test(test_u64),
+                cmocka_unit_test(test_unset), cmocka_unit_test(test_types), cmocka_unit_test(test_strings),
+                cmocka_unit_test(test_lists), cmocka_unit_test(test_u64),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,7 +39,7 @@ static void test_clear(void **state) {
         /* It cleared: the same failure again is said again. */
         assert_true(log_once_check(&o, -EIO, "broken"));
         log_once_done(&o);
-        log_once_done(&o);      /* twice is fine */
+        log_once_done(&o); /* twice is fine */
         log_once_done(NULL);
 }
 

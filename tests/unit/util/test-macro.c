@@ -21,7 +21,7 @@ DEFINE_STRING_TABLE_LOOKUP(colour, Colour, colour_names);
 static void test_string_table(void **state) {
         assert_string_equal(colour_to_string(COLOUR_RED), "red");
         assert_string_equal(colour_to_string(COLOUR_BLUE), "blue");
-        assert_null(colour_to_string(COLOUR_UNNAMED));          /* a gap */
+        assert_null(colour_to_string(COLOUR_UNNAMED)); /* a gap */
         assert_null(colour_to_string(_COLOUR_MAX));
         assert_null(colour_to_string(_COLOUR_INVALID));
         assert_int_equal(colour_from_string("red"), COLOUR_RED);

@@ -36,7 +36,7 @@ static void test_free_and_vprintf(void **state) {
 
         assert_int_equal(replace(&s, "waiting for %s", "n1"), 0);
         assert_string_equal(s, "waiting for n1");
-        assert_int_equal(replace(&s, "%s: %d%%", s, 40), 0);    /* the old text may be an argument */
+        assert_int_equal(replace(&s, "%s: %d%%", s, 40), 0); /* the old text may be an argument */
         assert_string_equal(s, "waiting for n1: 40%");
 }
 

@@ -75,12 +75,9 @@ static void test_clocks(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_parse_valid),
-                cmocka_unit_test(test_parse_invalid),
-                cmocka_unit_test(test_format),
-                cmocka_unit_test(test_roundtrip),
-                cmocka_unit_test(test_rfc3339),
-                cmocka_unit_test(test_clocks),
+                cmocka_unit_test(test_parse_valid), cmocka_unit_test(test_parse_invalid),
+                cmocka_unit_test(test_format),      cmocka_unit_test(test_roundtrip),
+                cmocka_unit_test(test_rfc3339),     cmocka_unit_test(test_clocks),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

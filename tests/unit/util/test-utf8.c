@@ -8,14 +8,14 @@ static void test_validity(void **state) {
                 bool valid;
         } table[] = {
                 { "plain", true },
-                { "gr\xc3\xbc\xc3\x9f", true },                 /* grüß */
-                { "\xe2\x82\xac", true },                       /* € */
-                { "\xf0\x9f\x98\x80", true },                   /* U+1F600 */
-                { "\xc3", false },                              /* truncated */
-                { "\xc0\xaf", false },                          /* overlong '/' */
-                { "\xe0\x80\xaf", false },                      /* overlong */
-                { "\xed\xa0\x80", false },                      /* surrogate */
-                { "\xf4\x90\x80\x80", false },                  /* > U+10FFFF */
+                { "gr\xc3\xbc\xc3\x9f", true }, /* grüß */
+                { "\xe2\x82\xac", true },       /* € */
+                { "\xf0\x9f\x98\x80", true },   /* U+1F600 */
+                { "\xc3", false },              /* truncated */
+                { "\xc0\xaf", false },          /* overlong '/' */
+                { "\xe0\x80\xaf", false },      /* overlong */
+                { "\xed\xa0\x80", false },      /* surrogate */
+                { "\xf4\x90\x80\x80", false },  /* > U+10FFFF */
                 { "\xff", false },
                 { "a\x80", false },
         };

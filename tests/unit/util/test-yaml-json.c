@@ -40,11 +40,7 @@ static void test_structure(void **state) {
 
 static void test_errors(void **state) {
         static const char *const bad[] = {
-                "a: [1, 2\n",
-                "a: 1\na: 2\n",
-                "a: &x 1\nb: *x\n",
-                "? [1]\n: x\n",
-                "a: b: c\n",
+                "a: [1, 2\n", "a: 1\na: 2\n", "a: &x 1\nb: *x\n", "? [1]\n: x\n", "a: b: c\n",
         };
 
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
