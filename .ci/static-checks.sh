@@ -56,4 +56,4 @@ fi
 echo "clang-tidy: no findings"
 
 echo "== named flag arguments =="
-python3 agent/check-bool-args.py "$out/tidy" agent/ include/ tests/unit/
+python3 agent/check-bool-args.py "$out/tidy" agent/ include/ tests/unit/ tests/helpers/

@@ -104,7 +104,7 @@ static ssize_t conn_io(Conn *c, void *p, size_t n, bool out) {
 /* Sends what the socket takes now; returns false when the connection is gone. */
 static bool flush_out(Conn *c) {
         while (c->out_off < c->out_len) {
-                ssize_t k = conn_io(c, c->out + c->out_off, c->out_len - c->out_off, true);
+                ssize_t k = conn_io(c, c->out + c->out_off, c->out_len - c->out_off, /* out= */ true);
 
                 if (k < 0 && errno == EAGAIN)
                         break;
@@ -221,7 +221,7 @@ static int on_conn_io(sd_event_source *s, int fd, uint32_t revents, void *userda
                 return 0;
         /* Until EAGAIN: TLS may hold decrypted bytes that epoll cannot see. */
         while (c->len < sizeof(c->buf) - 1) {
-                ssize_t n = conn_io(c, c->buf + c->len, sizeof(c->buf) - c->len - 1, false);
+                ssize_t n = conn_io(c, c->buf + c->len, sizeof(c->buf) - c->len - 1, /* out= */ false);
 
                 if (n < 0 && errno == EAGAIN)
                         break;
