@@ -36,6 +36,13 @@ if ! xargs -0 clang-format-14 --dry-run --Werror <"$out/c-files" >"$out/format.l
 fi
 echo "clang-format: $(tr -cd '\0' <"$out/c-files" | wc -c) files as .clang-format says"
 
+# The tracker is not in the repository: code cites the docs/ section or says the reason.
+echo "== no tracker references in agent/ and include/ =="
+if git grep -n -i -E '\bissues? [0-9]+' -- agent include; then
+        echo "the lines above cite an issue number: cite docs/<file>.md §N or say the reason instead"
+        exit 1
+fi
+
 echo "== release build: -O2 -D_FORTIFY_SOURCE=3 -Werror =="
 CFLAGS="-O2 -D_FORTIFY_SOURCE=3" meson setup "$out/fortify" --buildtype=plain -Dwerror=true >/dev/null
 ninja -C "$out/fortify" inplace-agent >/dev/null

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Keeps literal flags readable at the call (issue 32), the way systemd writes them:
+# Keeps literal flags readable at the call (docs/architecture.md "House style"), the way systemd writes them:
 #   - a literal true or false passed to a bool parameter of one of our functions (or of a function
 #     pointer type of ours) carries the parameter's name, as declared: foo(x, /* force= */ true);
 #     a setter x_set_y(obj, bool), whose name says it already, may stay bare;

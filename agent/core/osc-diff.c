@@ -507,9 +507,9 @@ bool osc_changes_has_command_for(const OscChanges *c, const char *unit) {
         return false;
 }
 
-/* containerd's command goes before every other unit command (issue 30 item 5, the reasoning of
- * gardener#15358): a kubelet restarted against a containerd that is still coming up lacks container
- * metrics for its whole life. The applier also waits for containerd's socket before it restarts
+/* containerd's command goes before every other unit command (docs/node-protocol.md §6.4 step 15, the
+ * reasoning of gardener#15358): a kubelet restarted against a containerd that is still coming up lacks
+ * container metrics for its whole life. The applier also waits for containerd's socket before it restarts
  * the kubelet after it (apply/osc-apply.h). */
 static void containerd_first(OscChanges *cmds) {
         for (size_t i = 1; i < cmds->n_items; i++) {

@@ -219,7 +219,7 @@ static int decode_file_content(const json_t *content, const char *where, OscFile
                 return r;
         }
         /* Upstream's getFileContentData() returns ok=false and the file is skipped: not a reason to
-         * refuse the OSC (issue 30). */
+         * refuse the OSC (docs/node-protocol.md §6.2). */
         f->source = OSC_FILE_NONE;
         return 0;
 }

@@ -26,7 +26,8 @@
  * runs them all at once: a failed restart or stop does not hold back the other units' commands; the
  * run fails with the first failed one after the last command, and only the failed ones are left.
  * A restart of the kubelet after containerd's (core/osc-diff.h orders containerd's first) is sent
- * only once containerd's socket accepts a connection, tried every 100 ms for up to 30 s (issue 30).
+ * only once containerd's socket accepts a connection, tried every 100 ms for up to 30 s
+ * (docs/node-protocol.md §6.4 step 15).
  *
  * Ownership: the OscApplier borrows the UnitControl and the OscChanges (both must outlive it) and
  * owns its copies of the paths. Does not log: outcomes go to the owner. Callbacks never run from

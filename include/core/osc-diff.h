@@ -22,7 +22,7 @@
  * (core/unit-guard.h), so it happens once.
  *
  * Among the unit commands containerd's comes first: the kubelet is never restarted before it in one
- * apply (issue 30 item 5); the others keep the OSC's order.
+ * apply (docs/node-protocol.md §6.4 step 15); the others keep the OSC's order.
  *
  * Replaced units (osc.replacedUnits, docs/contract.md §9.4) are left out of both sides: never written,
  * enabled, started or deleted, and an imageRef file only they list gets no pull item (it still
