@@ -11,7 +11,6 @@
 #include "core/osc.h"
 #include "core/unit-health.h"
 #include "duties/applied-osc.h"
-#include "util/fileio.h"
 #include "util/log-once.h"
 #include "util/log.h"
 

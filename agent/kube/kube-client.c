@@ -513,32 +513,6 @@ static int kube_client_request(KubeClient *c, const char *method, const char *pa
         return 0;
 }
 
-int kube_client_get(KubeClient *c, const char *path, KubeRequestCallback cb, void *userdata,
-                    KubeRequest **ret) {
-        return kube_client_request(c, "GET", path, NULL, NULL, c->tuning->request_timeout_usec, cb, userdata,
-                                   ret);
-}
-
-int kube_client_delete(KubeClient *c, const char *path, KubeRequestCallback cb, void *userdata,
-                       KubeRequest **ret) {
-        return kube_client_request(c, "DELETE", path, NULL, NULL, c->tuning->request_timeout_usec, cb,
-                                   userdata, ret);
-}
-
-int kube_client_post(KubeClient *c, const char *path, const json_t *body, KubeRequestCallback cb,
-                     void *userdata, KubeRequest **ret) {
-        assert(body);
-        return kube_client_request(c, "POST", path, "application/json", body,
-                                   c->tuning->request_timeout_usec, cb, userdata, ret);
-}
-
-int kube_client_put(KubeClient *c, const char *path, const json_t *body, KubeRequestCallback cb,
-                    void *userdata, KubeRequest **ret) {
-        assert(body);
-        return kube_client_request(c, "PUT", path, "application/json", body, c->tuning->request_timeout_usec,
-                                   cb, userdata, ret);
-}
-
 int kube_client_send(KubeClient *c, const char *method, const char *path, const json_t *body,
                      uint64_t timeout_usec, KubeRequestCallback cb, void *userdata, KubeRequest **ret) {
         uint64_t limit = c->tuning->request_timeout_usec;
@@ -546,6 +520,28 @@ int kube_client_send(KubeClient *c, const char *method, const char *path, const 
         assert(method);
         return kube_client_request(c, method, path, body ? "application/json" : NULL, body,
                                    timeout_usec > 0 ? MIN(timeout_usec, limit) : limit, cb, userdata, ret);
+}
+
+int kube_client_get(KubeClient *c, const char *path, KubeRequestCallback cb, void *userdata,
+                    KubeRequest **ret) {
+        return kube_client_send(c, "GET", path, NULL, 0, cb, userdata, ret);
+}
+
+int kube_client_delete(KubeClient *c, const char *path, KubeRequestCallback cb, void *userdata,
+                       KubeRequest **ret) {
+        return kube_client_send(c, "DELETE", path, NULL, 0, cb, userdata, ret);
+}
+
+int kube_client_post(KubeClient *c, const char *path, const json_t *body, KubeRequestCallback cb,
+                     void *userdata, KubeRequest **ret) {
+        assert(body);
+        return kube_client_send(c, "POST", path, body, 0, cb, userdata, ret);
+}
+
+int kube_client_put(KubeClient *c, const char *path, const json_t *body, KubeRequestCallback cb,
+                    void *userdata, KubeRequest **ret) {
+        assert(body);
+        return kube_client_send(c, "PUT", path, body, 0, cb, userdata, ret);
 }
 
 int kube_client_patch(KubeClient *c, const char *path, KubePatchType type, const json_t *body,

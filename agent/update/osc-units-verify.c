@@ -11,7 +11,6 @@
 #include "update/osc-units-verify.h"
 #include "util/error-message.h"
 #include "util/event-util.h"
-#include "util/fileio.h"
 #include "util/string-util.h"
 #include "util/time-util.h"
 
