@@ -413,8 +413,8 @@ static int run_check_osc_units(Executor *e, const UpdateAction *a) {
         };
 
         e->op.kind = OP_CHECK_UNITS;
-        return osc_units_verify_start(e->event, e->deps.units ? unit_control_get_bus(e->deps.units) : NULL,
-                                      &p, executor_on_units_verified, e, &e->op.units_verify);
+        return osc_units_verify_start(e->event, e->deps.units, &p, executor_on_units_verified, e,
+                                      &e->op.units_verify);
 }
 
 /* keepVersions: older kubelets go, never the running one or the one it replaced (the rollback

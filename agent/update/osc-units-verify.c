@@ -23,9 +23,9 @@ typedef struct CheckedUnit {
 } CheckedUnit;
 
 struct OscUnitsVerify {
-        sd_event *event;    /* borrowed */
-        sd_bus *bus;        /* ref held; NULL: no systemd */
-        CheckedUnit *units; /* owned */
+        sd_event *event;      /* borrowed */
+        UnitControl *control; /* borrowed; NULL: no systemd */
+        CheckedUnit *units;   /* owned */
         size_t n_units;
         size_t pending;         /* reads of this round in flight */
         uint64_t deadline_usec; /* CLOCK_MONOTONIC */
@@ -47,7 +47,6 @@ OscUnitsVerify *osc_units_verify_free(OscUnitsVerify *v) {
                 free(v->units[i].why);
         }
         free(v->units);
-        sd_bus_unref(v->bus);
         free(v->message);
         sd_event_source_disable_unref(v->timer);
         free(v);
@@ -184,12 +183,14 @@ static void on_state(int error, const UnitState *st, void *userdata) {
 }
 
 static void round_start(OscUnitsVerify *v) {
+        sd_bus *bus = v->control ? unit_control_get_bus(v->control) : NULL;
+
         for (size_t i = 0; i < v->n_units; i++) {
                 CheckedUnit *u = &v->units[i];
 
-                if (unit_state_read(v->bus, u->name, on_state, u, &u->slot) < 0) {
+                if (!bus || unit_state_read(bus, u->name, on_state, u, &u->slot) < 0) {
                         u->running = UNIT_WAITING;
-                        (void) free_and_strdup(&u->why, "state unknown");
+                        (void) free_and_strdup(&u->why, bus ? "state unknown" : "no connection to systemd");
                         continue;
                 }
                 v->pending++;
@@ -198,7 +199,7 @@ static void round_start(OscUnitsVerify *v) {
                 round_end(v);
 }
 
-int osc_units_verify_start(sd_event *event, sd_bus *bus, const OscUnitsVerifyParams *p,
+int osc_units_verify_start(sd_event *event, UnitControl *units, const OscUnitsVerifyParams *p,
                            OscUnitsVerifyDone done, void *userdata, OscUnitsVerify **ret) {
         _cleanup_(osc_units_verify_freep) OscUnitsVerify *v = NULL;
         _cleanup_free_ char *error = NULL, *m = NULL;
@@ -210,7 +211,7 @@ int osc_units_verify_start(sd_event *event, sd_bus *bus, const OscUnitsVerifyPar
                 return -ENOMEM;
         *v = (OscUnitsVerify) {
                 .event = event,
-                .bus = sd_bus_ref(bus),
+                .control = units,
                 .interval_usec = p->interval_usec ?: USEC_PER_SEC,
                 .timeout_usec = p->timeout_usec,
                 .deadline_usec = event_now_usec(event) + p->timeout_usec,
@@ -224,11 +225,7 @@ int osc_units_verify_start(sd_event *event, sd_bus *bus, const OscUnitsVerifyPar
                 finish(v, 0, strdup("the OSC starts no unit"));
         else if (r < 0)
                 finish(v, r, error ? TAKE_PTR(error) : strdup("cannot read the last-applied OSC"));
-        else if (!bus) {
-                for (size_t i = 0; i < v->n_units; i++)
-                        (void) free_and_strdup(&v->units[i].why, "no connection to systemd");
-                finish(v, -ENOTCONN, not_running(v));
-        } else
+        else
                 round_start(v);
         *ret = TAKE_PTR(v);
         return 0;

@@ -11,16 +11,19 @@
  *
  * The OSC is our <stateDirectory>/last-applied-osc.yaml, or gardener-node-agent's below
  * osc.rootDirectory while we have applied none (as duties/applied-osc). Without one, or with one that
- * starts no unit, there is nothing to verify: it passes. Without systemd (`bus` NULL) it fails naming
- * the units: what cannot be checked is not reported running.
+ * starts no unit, there is nothing to verify: it passes. The bus is asked for at each round: while
+ * systemd cannot be reached (the agent just started, the connection is coming back) the units count as
+ * not known yet and the rounds go on until the deadline, which then fails naming them ("no connection
+ * to systemd"): what cannot be checked is never reported running, and a bus that comes up late is no
+ * failure.
  *
- * Owns its timer and the reads in flight; borrows the loop and the bus. Logs nothing: the executor
- * logs the outcome. */
+ * Owns its timer and the reads in flight; borrows the loop and the UnitControl (may be NULL: no
+ * systemd). Logs nothing: the executor logs the outcome. */
 
-#include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
 #include "core/osc-model.h"
+#include "systemd/unit-control.h"
 #include "util/macro.h"
 
 typedef struct OscUnitsVerify OscUnitsVerify;
@@ -38,7 +41,7 @@ typedef struct OscUnitsVerifyParams {
 typedef void (*OscUnitsVerifyDone)(OscUnitsVerify *v, int error, const char *message, void *userdata);
 
 /* `done` comes from the loop, never from inside. -errno when it cannot start. */
-int osc_units_verify_start(sd_event *event, sd_bus *bus, const OscUnitsVerifyParams *p,
+int osc_units_verify_start(sd_event *event, UnitControl *units, const OscUnitsVerifyParams *p,
                            OscUnitsVerifyDone done, void *userdata,
                            OscUnitsVerify **ret) _warn_unused_result_;
 OscUnitsVerify *osc_units_verify_free(OscUnitsVerify *v);
